@@ -1,0 +1,67 @@
+/* Per-thread event loop: fd watches (epoll), timers, deferred calls, and messages posted from
+ * other threads. Everything except ev_loop_post() and ev_loop_stop() must be called on the
+ * loop's own thread. Callbacks run on that thread, one at a time.
+ *
+ * Watch and timer structs are embedded in the caller's objects (no allocation per watch); the
+ * caller keeps them alive until removed. Removing a watch from inside any callback is safe.
+ */
+#ifndef IX_EVENT_LOOP_H
+#define IX_EVENT_LOOP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+
+struct ev_loop;
+
+struct ev_io;
+typedef void (*ev_io_cb)(struct ev_io *w, uint32_t revents);
+struct ev_io {
+	int fd;
+	uint32_t events;  /* EPOLLIN / EPOLLOUT */
+	ev_io_cb cb;
+	void *arg;
+	bool active;
+};
+
+struct ev_timer;
+typedef void (*ev_timer_cb)(struct ev_timer *t);
+struct ev_timer {
+	uint64_t when_ms; /* absolute, CLOCK_MONOTONIC */
+	ev_timer_cb cb;
+	void *arg;
+	int heap_idx;     /* -1 when not armed */
+};
+
+struct ev_loop *ev_loop_new(void);
+void ev_loop_free(struct ev_loop *loop);
+
+/* Run until ev_loop_stop(). Returns 0 or -errno. */
+int ev_loop_run(struct ev_loop *loop);
+/* One iteration: wait at most timeout_ms (-1 forever) and dispatch. Returns events handled. */
+int ev_loop_run_once(struct ev_loop *loop, int timeout_ms);
+/* Thread-safe. */
+void ev_loop_stop(struct ev_loop *loop);
+
+/* Monotonic milliseconds, cached per loop iteration. */
+uint64_t ev_now_ms(struct ev_loop *loop);
+
+void ev_io_init(struct ev_io *w, int fd, ev_io_cb cb, void *arg);
+int ev_io_start(struct ev_loop *loop, struct ev_io *w, uint32_t events);
+int ev_io_modify(struct ev_loop *loop, struct ev_io *w, uint32_t events);
+void ev_io_stop(struct ev_loop *loop, struct ev_io *w);
+
+void ev_timer_init(struct ev_timer *t, ev_timer_cb cb, void *arg);
+/* (Re)arm to fire once after delay_ms. */
+void ev_timer_start(struct ev_loop *loop, struct ev_timer *t, uint64_t delay_ms);
+void ev_timer_stop(struct ev_loop *loop, struct ev_timer *t);
+static inline bool ev_timer_active(const struct ev_timer *t)
+{
+	return t->heap_idx >= 0;
+}
+
+/* Run fn(arg) on the loop's thread soon. Thread-safe; the only allocation-free way for other
+ * threads to reach this loop's objects. Returns 0 or -ENOMEM. */
+int ev_loop_post(struct ev_loop *loop, void (*fn)(void *arg), void *arg);
+
+#endif

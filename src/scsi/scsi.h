@@ -1,0 +1,170 @@
+/* SCSI block-device core (SPC-4 / SBC-3), the target side's view. Knows nothing of iSCSI: the
+ * transport layer hands it a CDB, the data-out bytes and a buffer for data-in, and gets back a
+ * SCSI status, sense data and the number of data-in bytes.
+ *
+ * Objects:
+ *   struct scsi_lu      one logical unit (a backend plus SCSI state: unit attentions,
+ *                       reservations, mode pages). Shared by sessions on every worker thread;
+ *                       the data path takes no locks, control state is guarded internally.
+ *   struct scsi_lun_map the LUN -> LU table of one target (REPORT LUNS, absent LUNs).
+ *   struct scsi_nexus   one I_T nexus (an iSCSI session), for unit attentions and
+ *                       reservations. Created when a session logs in, freed when it ends.
+ *   struct scsi_thread  per worker thread I/O context (io_uring for file/block backends),
+ *                       bound to that thread's event loop.
+ *   struct scsi_cmd     one command, embedded in the transport's task.
+ */
+#ifndef IX_SCSI_SCSI_H
+#define IX_SCSI_SCSI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ev_loop;
+struct scsi_lu;
+struct scsi_lun_map;
+struct scsi_nexus;
+struct scsi_thread;
+
+/* SCSI status codes (SAM-5). */
+enum scsi_status {
+	SCSI_STATUS_GOOD = 0x00,
+	SCSI_STATUS_CHECK_CONDITION = 0x02,
+	SCSI_STATUS_CONDITION_MET = 0x04,
+	SCSI_STATUS_BUSY = 0x08,
+	SCSI_STATUS_RESERVATION_CONFLICT = 0x18,
+	SCSI_STATUS_TASK_SET_FULL = 0x28,
+	SCSI_STATUS_ACA_ACTIVE = 0x30,
+	SCSI_STATUS_TASK_ABORTED = 0x40,
+};
+
+enum scsi_sense_key {
+	SCSI_SENSE_NO_SENSE = 0x0,
+	SCSI_SENSE_RECOVERED_ERROR = 0x1,
+	SCSI_SENSE_NOT_READY = 0x2,
+	SCSI_SENSE_MEDIUM_ERROR = 0x3,
+	SCSI_SENSE_HARDWARE_ERROR = 0x4,
+	SCSI_SENSE_ILLEGAL_REQUEST = 0x5,
+	SCSI_SENSE_UNIT_ATTENTION = 0x6,
+	SCSI_SENSE_DATA_PROTECT = 0x7,
+	SCSI_SENSE_BLANK_CHECK = 0x8,
+	SCSI_SENSE_COPY_ABORTED = 0xa,
+	SCSI_SENSE_ABORTED_COMMAND = 0xb,
+	SCSI_SENSE_VOLUME_OVERFLOW = 0xd,
+	SCSI_SENSE_MISCOMPARE = 0xe,
+};
+
+#define SCSI_SENSE_MAX 96
+
+/* Configuration of one LU (filled by the target from its config file). */
+enum scsi_backend_type {
+	SCSI_BACKEND_RAM = 0,
+	SCSI_BACKEND_FILE = 1,
+	SCSI_BACKEND_BLOCK = 2,
+};
+
+struct scsi_lu_cfg {
+	enum scsi_backend_type backend;
+	const char *path;        /* file or block device; NULL for RAM */
+	uint64_t size_bytes;     /* RAM: required; file: created/extended to this size if
+				    nonzero and the file is smaller; block: 0 = device size */
+	uint32_t block_size;     /* 512 or 4096; default 512 */
+	bool readonly;
+	bool thin;               /* advertise thin provisioning (UNMAP/WRITE SAME UNMAP) */
+	bool write_cache;        /* WCE in the caching mode page; SYNCHRONIZE CACHE always
+				    flushes, FUA always makes the write durable */
+	bool no_medium;          /* LU present, medium absent (NOT READY 0x3A) */
+	const char *vendor;      /* INQUIRY T10 vendor, default "IX" */
+	const char *product;     /* default "ix-disk" */
+	const char *serial;      /* VPD 0x80; default derived from the naa id */
+	uint64_t naa_id;         /* VPD 0x83 NAA IEEE Registered (type 6 uses the low 60 bits
+				    plus a second 64-bit word); 0 = derived from a hash of
+				    target name and LUN */
+	const char *target_name; /* for the derived identifiers */
+	uint32_t lun;
+};
+
+/* Open the backend and build the LU. Returns 0 and *out, or -errno with a message in err. */
+int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, size_t errlen);
+/* Drop the creator's reference; the LU is freed when the last command and nexus let go. */
+void scsi_lu_put(struct scsi_lu *lu);
+void scsi_lu_get(struct scsi_lu *lu);
+
+/* LUN map: up to SCSI_MAX_LUNS entries, sparse. */
+#define SCSI_MAX_LUNS 256
+struct scsi_lun_map *scsi_lun_map_new(void);
+void scsi_lun_map_free(struct scsi_lun_map *map);
+/* Takes a reference on lu. -EEXIST, -ERANGE. */
+int scsi_lun_map_add(struct scsi_lun_map *map, uint32_t lun, struct scsi_lu *lu);
+struct scsi_lu *scsi_lun_map_get(const struct scsi_lun_map *map, uint64_t lun);
+
+/* Decode an 8-byte SAM LUN field (peripheral / flat addressing) to a LUN number; returns
+ * UINT32_MAX for a format this target does not address. And the reverse. */
+uint32_t scsi_lun_decode(uint64_t lun_field);
+uint64_t scsi_lun_encode(uint32_t lun);
+
+/* I_T nexus. initiator_port is "<InitiatorName>,i,0x<ISID hex>", target_port
+ * "<TargetName>,t,0x<TPGT hex>" (SPC-4 iSCSI TransportID forms). Gets a power-on unit attention
+ * on each LU at first access. */
+struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *initiator_port,
+				  const char *target_port);
+/* I_T nexus loss: releases RESERVE(6) reservations held through it. */
+void scsi_nexus_free(struct scsi_nexus *nx);
+
+/* Per-thread I/O context, bound to the thread's loop. */
+struct scsi_thread *scsi_thread_new(struct ev_loop *loop);
+void scsi_thread_free(struct scsi_thread *t);
+
+struct scsi_cmd;
+typedef void (*scsi_done_cb)(struct scsi_cmd *cmd);
+
+struct scsi_cmd {
+	/* In: set by the transport before scsi_cmd_exec(). */
+	struct scsi_thread *thread;
+	const struct scsi_lun_map *map;
+	struct scsi_nexus *nexus;
+	uint64_t lun_field;        /* the 8-byte LUN from the PDU */
+	const uint8_t *cdb;
+	uint16_t cdb_len;
+	uint8_t task_attr;
+	uint8_t *buf;              /* data buffer, buf_len bytes: write data in, read data out */
+	uint32_t buf_len;
+	uint32_t data_out_len;     /* bytes of write data in buf (the initiator's EDTL, W=1) */
+	uint32_t data_in_max;      /* most data-in the initiator accepts (EDTL, R=1) */
+	scsi_done_cb done;         /* called exactly once, on the submitting thread; may be called
+				      before scsi_cmd_exec() returns */
+	void *priv;                /* the transport's */
+
+	/* Out: set by the SCSI layer before done(). */
+	uint8_t status;            /* enum scsi_status */
+	uint8_t sense_len;
+	uint8_t sense[SCSI_SENSE_MAX];
+	uint32_t data_in_len;      /* bytes of data-in placed in buf (<= data_in_max) */
+	uint32_t xfer_wanted;      /* bytes the CDB asks to move in its data direction; the
+				      transport derives O/U residuals from this and the EDTL */
+
+	/* Private to the SCSI layer. */
+	uint64_t internal[8];
+};
+
+/* Bytes of data-out the CDB implies (for WRITE-class commands, block count * block size;
+ * parameter list length for others), or 0. Lets the transport check the EDTL before it
+ * fetches data. lu may be NULL (absent LUN): returns 0. */
+uint32_t scsi_cdb_data_out_len(const struct scsi_lu *lu, const uint8_t *cdb, uint16_t cdb_len);
+
+/* Execute. Always completes through cmd->done exactly once. */
+void scsi_cmd_exec(struct scsi_cmd *cmd);
+
+/* Task management on an LU: LOGICAL UNIT RESET (clears reservations per SPC, sets a unit
+ * attention 29/03 for every other nexus). Outstanding commands are the transport's to abort.
+ * Returns 0 or -ENOENT. */
+int scsi_lu_reset(struct scsi_lu *lu, struct scsi_nexus *from);
+
+/* Build fixed-format sense (0x70) into cmd and set CHECK CONDITION. */
+void scsi_cmd_set_sense(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t ascq);
+
+/* LU facts the transport and tools need. */
+uint64_t scsi_lu_num_blocks(const struct scsi_lu *lu);
+uint32_t scsi_lu_block_size(const struct scsi_lu *lu);
+
+#endif

@@ -1,0 +1,123 @@
+/* Operational key negotiation (RFC 7143 sections 6.2, 13), written once for both roles.
+ *
+ * A struct neg_state lives for one login (or one Text negotiation) on one connection. The login
+ * state machine feeds it every received key that neg_handles_key() claims, asks it for
+ * proposals, and reads the results from ->sess and ->conn when the login completes. Security
+ * keys (AuthMethod, CHAP_*) belong to session/auth; the declarative login keys (InitiatorName,
+ * TargetName, SessionType, aliases, TargetPortalGroupTag, TargetAddress) to the login code.
+ *
+ * Threading: owned by the connection's thread; no shared state.
+ */
+#ifndef IX_SESSION_KEYS_H
+#define IX_SESSION_KEYS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proto/text.h"
+
+enum iscsi_role {
+	ISCSI_ROLE_INITIATOR = 0,
+	ISCSI_ROLE_TARGET = 1,
+};
+
+enum iscsi_session_type {
+	ISCSI_SESSION_NORMAL = 0,
+	ISCSI_SESSION_DISCOVERY = 1,
+};
+
+/* Session-wide operational parameters: RFC defaults until negotiated. */
+struct iscsi_sess_params {
+	uint16_t max_connections;       /* 1 */
+	bool initial_r2t;               /* Yes */
+	bool immediate_data;            /* Yes */
+	uint32_t max_burst_length;      /* 262144 */
+	uint32_t first_burst_length;    /* 65536 */
+	uint16_t default_time2wait;     /* 2 */
+	uint16_t default_time2retain;   /* 20 */
+	uint16_t max_outstanding_r2t;   /* 1 */
+	bool data_pdu_in_order;         /* Yes */
+	bool data_sequence_in_order;    /* Yes */
+	uint8_t error_recovery_level;   /* 0 */
+	uint8_t protocol_level;         /* iSCSIProtocolLevel, 1 */
+};
+
+/* Connection-wide parameters. */
+struct iscsi_conn_params {
+	bool header_digest;             /* CRC32C negotiated */
+	bool data_digest;
+	uint32_t max_recv_dsl;          /* our declared MaxRecvDataSegmentLength: most we accept */
+	uint32_t max_xmit_dsl;          /* the peer's declared value: most we may send (8192 until
+					   the peer declares) */
+};
+
+enum neg_digest_pref {
+	NEG_DIGEST_NONE_ONLY = 0,       /* offer/accept None only */
+	NEG_DIGEST_PREFER_NONE,         /* "None,CRC32C" */
+	NEG_DIGEST_PREFER_CRC,          /* "CRC32C,None" */
+	NEG_DIGEST_CRC_ONLY,            /* "CRC32C" */
+};
+
+/* What this side wants. As proposer these are the values offered; as acceptor they bound the
+ * answer (Min keys answer min(offer, pref), Max keys max(...), Boolean AND/OR per RFC). */
+struct neg_prefs {
+	struct iscsi_sess_params sess;
+	enum neg_digest_pref header_digest, data_digest;
+	uint32_t max_recv_dsl;          /* declared for this side */
+	/* Keys the proposer offers even when equal to the RFC default (initiators usually offer
+	   every key; targets usually only answer and declare). */
+	bool offer_all;
+};
+
+/* Fill with RFC 7143 defaults (digests None only, max_recv_dsl 8192, offer_all false). */
+void neg_prefs_default(struct neg_prefs *p);
+void neg_sess_params_default(struct iscsi_sess_params *s);
+
+struct neg_state {
+	enum iscsi_role role;
+	enum iscsi_session_type type;
+	bool leading;                   /* leading connection of the session: LO keys allowed */
+	const struct neg_prefs *prefs;
+	struct iscsi_sess_params sess;  /* current values: defaults, then results */
+	struct iscsi_conn_params conn;
+	uint64_t received;              /* per key bit: received from the peer in this login */
+	uint64_t proposed;              /* we sent it as proposer, answer pending */
+	uint64_t settled;               /* result known (answered either way) */
+	uint64_t declared;              /* declarative key already sent */
+	char error[160];                /* why the last call failed (for logs) */
+};
+
+void neg_init(struct neg_state *st, enum iscsi_role role, const struct neg_prefs *prefs,
+	      bool leading);
+/* Session keys are Irrelevant in discovery sessions; the login code calls this as soon as
+ * SessionType is known (before feeding the other keys of the same PDU). */
+void neg_set_session_type(struct neg_state *st, enum iscsi_session_type type);
+
+/* Does this module own the key (operational keys, obsolete marker keys, X- / X# keys and any
+ * other key that is not security or declarative)? */
+bool neg_handles_key(const char *key);
+
+/* Feed one key received from the peer in login stage `stage` (enum iscsi_stage). If the peer
+ * proposes, the answer is appended to out; if the peer answers our proposal, the result is
+ * recorded. Unknown keys are answered NotUnderstood; out-of-range or malformed values Reject;
+ * keys that do not apply (session keys in discovery, LO keys on a non-leading connection)
+ * Irrelevant.
+ * Returns 0; -EPROTO for a protocol error that must fail the login (key received twice, an
+ * answer we did not offer, NotUnderstood for a standard key, Reject of a key that must be
+ * negotiated), with st->error set; -ENOSPC if out is full. */
+int neg_recv(struct neg_state *st, int stage, const char *key, const char *value,
+	     struct text_out *out);
+
+/* Append proposals and declarations not yet sent (MaxRecvDataSegmentLength always declared;
+ * other keys per prefs: differing from the default, or every key with offer_all). Keys the
+ * peer already proposed are not proposed again. Returns 0 or -ENOSPC. */
+int neg_propose(struct neg_state *st, struct text_out *out);
+
+/* True when every proposal we made has been answered. */
+bool neg_settled(const struct neg_state *st);
+
+/* Apply cross-key rules at the end of negotiation (FirstBurstLength <= MaxBurstLength, ...).
+ * Returns 0 or -EPROTO with st->error set. */
+int neg_finish(struct neg_state *st);
+
+#endif

@@ -1,0 +1,101 @@
+/* Target configuration: one JSON file, parsed and validated whole before anything is applied
+ * (docs/configuration.md documents every field). The result is plain data owned by the
+ * struct ix_config; nothing here opens files other than the config itself or touches the
+ * network.
+ */
+#ifndef IX_TARGET_CONFIG_H
+#define IX_TARGET_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "scsi/scsi.h"
+#include "session/keys.h"
+
+struct cfg_chap {
+	char *user;       /* NULL when not set */
+	char *secret;     /* NULL when not set; 1..255 bytes */
+};
+
+struct cfg_portal {
+	char *name;       /* referenced by targets; default "default" */
+	char *address;    /* IPv4 or IPv6 literal, or "0.0.0.0" / "::" */
+	uint16_t port;    /* default 3260 */
+	uint16_t tpgt;    /* TargetPortalGroupTag, default 1 */
+	bool tcp;         /* serve plain iSCSI (default true) */
+	bool iser;        /* serve iSER on the same address (default false) */
+};
+
+struct cfg_lun {
+	uint32_t lun;
+	struct scsi_lu_cfg lu; /* strings point into this config */
+};
+
+struct cfg_acl {
+	char *initiator;              /* initiator IQN allowed to log in */
+	struct cfg_chap chap;         /* its CHAP credential (overrides the target's) */
+};
+
+struct cfg_target {
+	char *name;                   /* IQN */
+	char *alias;                  /* TargetAlias, optional */
+	char **portals;               /* portal names; empty = all portals */
+	size_t nportals;
+	struct cfg_lun *luns;
+	size_t nluns;
+	struct cfg_acl *acls;         /* empty = any initiator may log in */
+	size_t nacls;
+	struct cfg_chap chap;         /* credential initiators must prove (one-way CHAP) */
+	struct cfg_chap mutual_chap;  /* the target's own credential for mutual CHAP */
+	bool chap_required;           /* default: true when chap.secret or any ACL secret set */
+	uint8_t chap_algs[4];         /* accepted CHAP_A, default {7, 8, 6, 5} order irrelevant */
+	int nchap_algs;
+};
+
+struct cfg_global {
+	int threads;                  /* worker event loops; 0 = one per CPU */
+	int log_level;                /* enum log_level, default LOG_INFO */
+	uint32_t login_timeout_ms;    /* default 15000 */
+	uint32_t nop_interval_ms;     /* target NOP-In ping interval, 0 = off; default 15000 */
+	uint32_t nop_timeout_ms;      /* drop the connection after this without reply; 30000 */
+	uint32_t cmdsn_depth;         /* MaxCmdSN - ExpCmdSN + 1, default 128 */
+	uint32_t max_sessions;        /* 0 = unlimited; default 1024 */
+	struct neg_prefs neg;         /* negotiation preferences (see session/keys.h) */
+	/* Discovery sessions. */
+	struct cfg_chap discovery_chap;
+	struct cfg_chap discovery_mutual_chap;
+	bool discovery_chap_required;
+	char *mgmt_socket;            /* JSON-RPC Unix socket path, NULL = none */
+};
+
+struct ix_config {
+	struct cfg_global global;
+	struct cfg_portal *portals;
+	size_t nportals;
+	struct cfg_target *targets;
+	size_t ntargets;
+	void *priv;                   /* parser-owned storage */
+};
+
+/* Parse and validate. On failure returns -EINVAL (or -errno for I/O) and writes a message
+ * "PATH:LINE:COLUMN: what is wrong" (or "PATH: ..." when no position applies) into err. */
+int cfg_load_file(const char *path, struct ix_config **out, char *err, size_t errlen);
+int cfg_load_string(const char *json, const char *name, struct ix_config **out, char *err,
+		    size_t errlen);
+void cfg_free(struct ix_config *cfg);
+
+/* The built-in default: one RAM LUN of 1 GiB (or size_bytes if nonzero) on 127.0.0.1:3260,
+ * target iqn.2026-11.io.ix:target0, no authentication. */
+int cfg_default(struct ix_config **out, uint64_t ram_size_bytes);
+
+/* Lookups used by login. */
+const struct cfg_target *cfg_find_target(const struct ix_config *cfg, const char *name);
+const struct cfg_portal *cfg_find_portal(const struct ix_config *cfg, const char *name);
+/* NULL when the target has ACLs and the initiator is not among them. When the target has no
+ * ACLs, returns a pointer to a static empty ACL. */
+const struct cfg_acl *cfg_find_acl(const struct cfg_target *t, const char *initiator);
+/* Is the target reachable through this portal? */
+bool cfg_target_on_portal(const struct cfg_target *t, const struct cfg_portal *p);
+
+#endif
