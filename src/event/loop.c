@@ -29,6 +29,7 @@ struct ev_loop {
 	int heap_len, heap_cap;
 	pthread_mutex_t post_lock;
 	struct ev_msg *post_head, *post_tail;
+	struct ev_defer *defer_head;
 };
 
 static uint64_t mono_ms(void)
@@ -243,6 +244,27 @@ void ev_io_stop(struct ev_loop *loop, struct ev_io *w)
 	w->active = false;
 }
 
+void ev_defer(struct ev_loop *loop, struct ev_defer *d, void (*fn)(void *arg), void *arg)
+{
+	if (d->pending)
+		return;
+	d->fn = fn;
+	d->arg = arg;
+	d->pending = true;
+	d->next = loop->defer_head;
+	loop->defer_head = d;
+}
+
+static void run_deferred(struct ev_loop *loop)
+{
+	while (loop->defer_head) {
+		struct ev_defer *d = loop->defer_head;
+		loop->defer_head = d->next;
+		d->pending = false;
+		d->fn(d->arg);
+	}
+}
+
 int ev_loop_run_once(struct ev_loop *loop, int timeout_ms)
 {
 	struct epoll_event evs[EV_MAX_EVENTS];
@@ -264,13 +286,14 @@ int ev_loop_run_once(struct ev_loop *loop, int timeout_ms)
 	loop->now_ms = mono_ms();
 	for (int i = 0; i < n; i++) {
 		struct ev_io *w = evs[i].data.ptr;
-		/* A callback earlier in this batch may have stopped (and freed) a watch; owners
-		   defer frees past the current iteration (see conn refcounts), so only check
-		   the active flag here. */
+		/* A callback earlier in this batch may have stopped a watch; owners free
+		   objects only through ev_defer(), which runs after the batch, so the memory is
+		   still valid here and the active flag tells whether to dispatch. */
 		if (w->active)
 			w->cb(w, evs[i].events);
 	}
 	run_timers(loop);
+	run_deferred(loop);
 	return n;
 }
 

@@ -60,6 +60,18 @@ static inline bool ev_timer_active(const struct ev_timer *t)
 	return t->heap_idx >= 0;
 }
 
+/* Deferred call on the loop's own thread: runs after every callback of the current iteration
+ * (fd events and timers) has returned. Used to free objects whose watches may still be named in
+ * the current epoll batch. The node is embedded in the caller's object; deferring a node that is
+ * already pending is a no-op. */
+struct ev_defer {
+	void (*fn)(void *arg);
+	void *arg;
+	struct ev_defer *next;
+	bool pending;
+};
+void ev_defer(struct ev_loop *loop, struct ev_defer *d, void (*fn)(void *arg), void *arg);
+
 /* Run fn(arg) on the loop's thread soon. Thread-safe; the only allocation-free way for other
  * threads to reach this loop's objects. Returns 0 or -ENOMEM. */
 int ev_loop_post(struct ev_loop *loop, void (*fn)(void *arg), void *arg);
