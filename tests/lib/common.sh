@@ -1,0 +1,326 @@
+# Shared shell helpers for ix interop tests. Source it from a test:
+#
+#   . "$(dirname "$0")/../lib/common.sh"
+#   ixt_init my-test            # temp dir, log, cleanup trap
+#   peer_start                  # ix-target (default) or tgtd, per IX_PEER
+#   ixt_run 30 iscsi-inq "$PEER_URL"
+#
+# Environment:
+#   IX_PEER        ix | tgt                                (default ix)
+#   IX_BUILD       build dir holding tools/ix-target       (default <repo>/build)
+#   IX_OUT         where logs go                           (default <repo>/tests/out)
+#   IX_RESULTS     if set, tests append per-check lines "PASS|FAIL|SKIP <name> [reason]"
+#   IX_READY_TIMEOUT  seconds to wait for the daemon       (default 30)
+#
+# Every test exits 0 pass / 1 fail / 77 skip. Every external command goes through ixt_run
+# (a timeout), every wait is bounded, and the EXIT trap stops whatever the test started.
+
+IXT_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+IX_ROOT=${IX_ROOT:-$(cd "$IXT_LIB/../.." && pwd)}
+IX_PEER=${IX_PEER:-ix}
+IX_BUILD=${IX_BUILD:-$IX_ROOT/build}
+IX_OUT=${IX_OUT:-$IX_ROOT/tests/out}
+IX_READY_TIMEOUT=${IX_READY_TIMEOUT:-30}
+IX_HOST=${IX_HOST:-127.0.0.1}
+export IX_ROOT IX_PEER IX_BUILD IX_OUT IX_HOST
+
+IXT_NAME=""
+IXT_TMP=""
+IXT_FAILED=0
+IXT_CLEANUPS=()
+PEER_PID=""
+PEER_KIND=""
+PEER_LOG=""
+TGT_CTL=""
+
+ixt_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+ixt_note() { printf '%s\n' "$*" >&2; }
+
+# Record one sub-result (picked up by tests/run.sh when IX_RESULTS is set).
+ixt_result() { # STATUS NAME [REASON...]
+	local st=$1 name=$2
+	shift 2
+	printf '%s %s%s\n' "$st" "$name" "${*:+ $*}" >&2
+	if [ -n "${IX_RESULTS:-}" ]; then
+		printf '%s %s%s\n' "$st" "$name" "${*:+ $*}" >>"$IX_RESULTS"
+	fi
+	[ "$st" = FAIL ] && IXT_FAILED=1
+	return 0
+}
+ixt_check_pass() { ixt_result PASS "$@"; }
+ixt_check_fail() { ixt_result FAIL "$@"; }
+
+ixt_skip() { # REASON: skip the whole test
+	printf 'SKIP: %s\n' "$*" >&2
+	exit 77
+}
+ixt_die() {
+	printf 'FAIL: %s\n' "$*" >&2
+	IXT_FAILED=1
+	exit 1
+}
+
+ixt_need() { # CMD...: skip when a required tool is missing
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 || ixt_skip "required command '$c' not installed (run scripts/deps.sh)"
+	done
+}
+
+ixt_on_exit() { IXT_CLEANUPS+=("$*"); }
+
+ixt_cleanup() {
+	local rc=$1 i
+	trap - EXIT INT TERM
+	for ((i = ${#IXT_CLEANUPS[@]} - 1; i >= 0; i--)); do
+		eval "${IXT_CLEANUPS[$i]}" || true
+	done
+	if [ -n "$PEER_PID" ]; then
+		peer_stop || rc=1
+	fi
+	if [ -n "$IXT_TMP" ] && [ -d "$IXT_TMP" ]; then
+		rm -rf "$IXT_TMP"
+	fi
+	[ "$IXT_FAILED" = 1 ] && [ "$rc" = 0 ] && rc=1
+	return "$rc"
+}
+
+ixt_init() { # NAME
+	IXT_NAME=$1
+	mkdir -p "$IX_OUT"
+	IXT_TMP=$(mktemp -d "/tmp/ixtest.$IXT_NAME.XXXXXX")
+	trap 'ixt_cleanup $?; exit $?' EXIT
+	trap 'ixt_log "interrupted"; exit 1' INT TERM
+	ixt_log "test $IXT_NAME: peer=$IX_PEER tmp=$IXT_TMP"
+}
+
+# ixt_run SECONDS CMD...: run a client command under timeout, output to stderr (the log).
+ixt_run() {
+	local t=$1
+	shift
+	ixt_log "+ $*"
+	timeout -k 5 "$t" "$@"
+	local rc=$?
+	[ $rc = 124 ] && ixt_log "TIMEOUT after ${t}s: $*"
+	return $rc
+}
+
+# A free TCP port on 127.0.0.1 in 3261..4999 (never 3260).
+ixt_free_port() {
+	python3 "$IXT_LIB/ixtest.py" free-port
+}
+
+# Wait (bounded) until HOST:PORT accepts TCP connections.
+ixt_wait_port() { # PORT SECONDS
+	python3 "$IXT_LIB/ixtest.py" wait-port "$IX_HOST" "$1" "$2"
+}
+
+# --------------------------------------------------------------------------------------------
+# Peer (target under test). Configure before peer_start with these variables:
+#   PEER_IQN            target name                  (default iqn.2024-01.org.ix.test:disk1)
+#   PEER_SIZE           LUN size in MiB              (default 64)
+#   PEER_CHAP_USER/PEER_CHAP_SECRET        one-way CHAP required for the target
+#   PEER_MCHAP_USER/PEER_MCHAP_SECRET      target credentials for mutual CHAP
+#   PEER_ACL            space separated initiator names allowed (empty = everyone)
+#   PEER_DIGESTS        1 = let the target accept CRC32C header/data digests
+# After peer_start: PEER_PORT, PEER_LUN, PEER_PORTAL ("iscsi://127.0.0.1:PORT"),
+# PEER_URL ("iscsi://127.0.0.1:PORT/IQN/LUN"), PEER_LOG, PEER_PID.
+
+PEER_IQN=${PEER_IQN:-iqn.2024-01.org.ix.test:disk1}
+PEER_SIZE=${PEER_SIZE:-64}
+PEER_CHAP_USER=${PEER_CHAP_USER:-}
+PEER_CHAP_SECRET=${PEER_CHAP_SECRET:-}
+PEER_MCHAP_USER=${PEER_MCHAP_USER:-}
+PEER_MCHAP_SECRET=${PEER_MCHAP_SECRET:-}
+PEER_ACL=${PEER_ACL:-}
+PEER_DIGESTS=${PEER_DIGESTS:-1}
+
+peer_start() {
+	case "$IX_PEER" in
+	ix) ix_start ;;
+	tgt) tgt_start ;;
+	*) ixt_die "unknown IX_PEER '$IX_PEER' (ix or tgt)" ;;
+	esac
+	PEER_PORTAL="iscsi://$IX_HOST:$PEER_PORT"
+	PEER_URL="$PEER_PORTAL/$PEER_IQN/$PEER_LUN"
+	export PEER_PORT PEER_LUN PEER_PORTAL PEER_URL PEER_IQN
+}
+
+peer_stop() {
+	case "$PEER_KIND" in
+	ix) ix_stop ;;
+	tgt) tgt_stop ;;
+	*) return 0 ;;
+	esac
+}
+
+# Is the target process still running? (A crash is always a failure.)
+peer_alive() {
+	[ -n "$PEER_PID" ] && kill -0 "$PEER_PID" 2>/dev/null
+}
+
+# Fail the test when the peer died or its log carries a sanitizer report.
+peer_check() {
+	local ok=0
+	if ! peer_alive; then
+		ixt_check_fail "$IXT_NAME.peer-alive" "target process $PEER_PID is gone"
+		ok=1
+	fi
+	peer_sanitizer_check || ok=1
+	return $ok
+}
+
+peer_sanitizer_check() {
+	[ -n "$PEER_LOG" ] && [ -f "$PEER_LOG" ] || return 0
+	if grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: (Address|Undefined|Leak)' "$PEER_LOG"; then
+		ixt_check_fail "$IXT_NAME.sanitizer" "sanitizer report in $PEER_LOG:"
+		grep -m 20 -E -A 12 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$PEER_LOG" | head -60 >&2
+		return 1
+	fi
+	return 0
+}
+
+# ix-target -------------------------------------------------------------------------------------
+
+IX_TARGET_BIN=${IX_TARGET_BIN:-}
+
+ix_start() {
+	local bin=${IX_TARGET_BIN:-$IX_BUILD/tools/ix-target}
+	[ -x "$bin" ] || ixt_skip "ix-target not built at $bin (the daemon has not landed yet?)"
+	PEER_PORT=$(ixt_free_port) || ixt_die "no free port"
+	PEER_LUN=0
+	PEER_KIND=ix
+	local cfg="$IXT_TMP/ix-target.json"
+	python3 "$IXT_LIB/ixtest.py" ix-config --port "$PEER_PORT" --host "$IX_HOST" \
+		--iqn "$PEER_IQN" --size "$PEER_SIZE" \
+		${PEER_CHAP_USER:+--chap "$PEER_CHAP_USER" "$PEER_CHAP_SECRET"} \
+		${PEER_MCHAP_USER:+--mutual "$PEER_MCHAP_USER" "$PEER_MCHAP_SECRET"} \
+		$(for a in $PEER_ACL; do printf -- '--acl %s ' "$a"; done) \
+		>"$cfg" || ixt_die "cannot write ix config"
+	PEER_LOG="$IX_OUT/$IXT_NAME.ix-target.log"
+	: >"$PEER_LOG"
+	ixt_log "starting $bin -c $cfg (port $PEER_PORT, log $PEER_LOG)"
+	sed 's/^/    /' "$cfg" >&2
+	"$bin" -c "$cfg" 2>>"$PEER_LOG" >>"$PEER_LOG" &
+	PEER_PID=$!
+	local deadline=$((SECONDS + IX_READY_TIMEOUT))
+	while ! grep -q 'ix-target: ready' "$PEER_LOG" 2>/dev/null; do
+		if ! kill -0 "$PEER_PID" 2>/dev/null; then
+			wait "$PEER_PID" 2>/dev/null
+			local rc=$?
+			PEER_PID=""
+			tail -30 "$PEER_LOG" >&2
+			ixt_die "ix-target exited (rc $rc) before it was ready"
+		fi
+		if [ $SECONDS -ge $deadline ]; then
+			tail -30 "$PEER_LOG" >&2
+			ixt_die "ix-target not ready after ${IX_READY_TIMEOUT}s"
+		fi
+		sleep 0.1
+	done
+	ixt_log "ix-target ready (pid $PEER_PID)"
+}
+
+# SIGTERM must stop the daemon within 15 s with exit status 0 and without sanitizer reports.
+ix_stop() {
+	local pid=$PEER_PID rc ok=0
+	PEER_PID=""
+	PEER_KIND=""
+	[ -n "$pid" ] || return 0
+	if ! kill -0 "$pid" 2>/dev/null; then
+		wait "$pid" 2>/dev/null
+		rc=$?
+		ixt_check_fail "$IXT_NAME.shutdown" "ix-target (pid $pid) had already exited with status $rc"
+		tail -30 "$PEER_LOG" >&2
+		peer_sanitizer_check
+		return 1
+	fi
+	kill -TERM "$pid" 2>/dev/null
+	local deadline=$((SECONDS + 15))
+	while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+	if kill -0 "$pid" 2>/dev/null; then
+		ixt_check_fail "$IXT_NAME.shutdown" "ix-target ignored SIGTERM for 15 s; killing it"
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		ok=1
+	else
+		wait "$pid" 2>/dev/null
+		rc=$?
+		if [ "$rc" != 0 ]; then
+			ixt_check_fail "$IXT_NAME.shutdown" "ix-target exited with status $rc after SIGTERM"
+			tail -20 "$PEER_LOG" >&2
+			ok=1
+		fi
+	fi
+	peer_sanitizer_check || ok=1
+	return $ok
+}
+
+# tgtd ----------------------------------------------------------------------------------------
+
+tgtadm_() { timeout -k 2 10 tgtadm -C "$TGT_CTL" --lld iscsi "$@"; }
+
+tgt_start() {
+	command -v tgtd >/dev/null || ixt_skip "tgtd not installed"
+	PEER_PORT=$(ixt_free_port) || ixt_die "no free port"
+	PEER_LUN=1 # tgt puts a controller at LUN 0
+	PEER_KIND=tgt
+	TGT_CTL=$(python3 "$IXT_LIB/ixtest.py" free-ctl)
+	PEER_LOG="$IX_OUT/$IXT_NAME.tgtd.log"
+	: >"$PEER_LOG"
+	local img="/dev/shm/ixtest-$IXT_NAME-$$.img"
+	truncate -s "${PEER_SIZE}M" "$img" || ixt_die "cannot create $img"
+	ixt_on_exit "rm -f '$img'"
+	ixt_log "starting tgtd on $IX_HOST:$PEER_PORT (control port $TGT_CTL, log $PEER_LOG)"
+	tgtd -f -C "$TGT_CTL" --iscsi "portal=$IX_HOST:$PEER_PORT" >>"$PEER_LOG" 2>&1 &
+	PEER_PID=$!
+	local deadline=$((SECONDS + IX_READY_TIMEOUT))
+	until tgtadm_ --op show --mode target >/dev/null 2>&1; do
+		kill -0 "$PEER_PID" 2>/dev/null || { PEER_PID=""; tail "$PEER_LOG" >&2; ixt_die "tgtd exited"; }
+		[ $SECONDS -lt $deadline ] || ixt_die "tgtd control socket not up"
+		sleep 0.1
+	done
+	tgtadm_ --op new --mode target --tid 1 -T "$PEER_IQN" || ixt_die "tgtadm new target"
+	tgtadm_ --op new --mode logicalunit --tid 1 --lun 1 -b "$img" || ixt_die "tgtadm new lun"
+	if [ -n "$PEER_ACL" ]; then
+		local a
+		for a in $PEER_ACL; do
+			tgtadm_ --op bind --mode target --tid 1 --initiator-name "$a" || ixt_die "tgtadm acl"
+		done
+	else
+		tgtadm_ --op bind --mode target --tid 1 -I ALL || ixt_die "tgtadm bind"
+	fi
+	if [ -n "$PEER_CHAP_USER" ]; then
+		tgtadm_ --op new --mode account --user "$PEER_CHAP_USER" --password "$PEER_CHAP_SECRET"
+		tgtadm_ --op bind --mode account --tid 1 --user "$PEER_CHAP_USER" || ixt_die "tgtadm chap"
+	fi
+	if [ -n "$PEER_MCHAP_USER" ]; then
+		tgtadm_ --op new --mode account --user "$PEER_MCHAP_USER" --password "$PEER_MCHAP_SECRET"
+		tgtadm_ --op bind --mode account --tid 1 --user "$PEER_MCHAP_USER" --outgoing ||
+			ixt_die "tgtadm mutual chap"
+	fi
+	if [ "$PEER_DIGESTS" = 1 ]; then
+		tgtadm_ --op update --mode target --tid 1 -n HeaderDigest -v CRC32C,None
+		tgtadm_ --op update --mode target --tid 1 -n DataDigest -v CRC32C,None
+	fi
+	ixt_wait_port "$PEER_PORT" 10 || ixt_die "tgtd portal not listening"
+	ixt_log "tgtd ready (pid $PEER_PID)"
+}
+
+# tgtd ignores SIGTERM: delete the targets, then the system; SIGKILL if that fails.
+tgt_stop() {
+	local pid=$PEER_PID
+	PEER_PID=""
+	PEER_KIND=""
+	[ -n "$pid" ] || return 0
+	tgtadm_ --op delete --mode target --tid 1 --force >/dev/null 2>&1
+	tgtadm_ --op delete --mode system >/dev/null 2>&1
+	local deadline=$((SECONDS + 10))
+	while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+	if kill -0 "$pid" 2>/dev/null; then
+		ixt_log "tgtd did not exit; SIGKILL"
+		kill -KILL "$pid" 2>/dev/null
+	fi
+	wait "$pid" 2>/dev/null
+	return 0
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Small helpers for the shell test library (python3 stdlib only).
+
+  ixtest.py free-port                 print a free TCP port on 127.0.0.1 in 3261..4999
+  ixtest.py free-ctl                  print an unused tgtd control port number
+  ixtest.py wait-port HOST PORT SECS  exit 0 once HOST:PORT accepts a connection
+  ixtest.py ix-config [options]       print an ix-target JSON config (docs/configuration.md)
+"""
+
+import argparse
+import json
+import os
+import random
+import socket
+import sys
+import time
+
+
+def free_port():
+    ports = list(range(3261, 5000))
+    random.shuffle(ports)
+    for p in ports:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(('127.0.0.1', p))
+        except OSError:
+            continue
+        finally:
+            s.close()
+        # Also make sure nothing listens on the wildcard address for it.
+        c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        c.settimeout(0.2)
+        try:
+            c.connect(('127.0.0.1', p))
+            c.close()
+            continue
+        except OSError:
+            pass
+        return p
+    raise SystemExit('no free port in 3261..4999')
+
+
+def free_ctl():
+    # tgtd -C N uses /var/run/tgtd/socket.N (+ .lock); pick an N nobody uses.
+    for _ in range(200):
+        n = random.randint(1000, 60000)
+        if not os.path.exists('/var/run/tgtd/socket.%d' % n) and \
+                not os.path.exists('/var/run/tgtd/socket.%d.lock' % n):
+            return n
+    raise SystemExit('no free tgtd control port')
+
+
+def wait_port(host, port, secs):
+    deadline = time.monotonic() + secs
+    while time.monotonic() < deadline:
+        try:
+            s = socket.create_connection((host, port), timeout=0.5)
+            s.close()
+            return 0
+        except OSError:
+            time.sleep(0.1)
+    return 1
+
+
+def ix_config(a):
+    """Config for one RAM LUN, following docs/configuration.md."""
+    target = {
+        'name': a.iqn,
+        'luns': [{'lun': 0, 'backend': 'ram', 'size': '%dM' % a.size}],
+    }
+    if a.acl:
+        target['acls'] = [{'initiator': i} for i in a.acl]
+    if a.chap:
+        target['chap'] = {'user': a.chap[0], 'secret': a.chap[1]}
+    if a.mutual:
+        target['mutual_chap'] = {'user': a.mutual[0], 'secret': a.mutual[1]}
+    cfg = {
+        'global': {},
+        'portals': [{'name': 'default', 'address': a.host, 'port': a.port}],
+        'targets': [target],
+    }
+    json.dump(cfg, sys.stdout, indent=2)
+    sys.stdout.write('\n')
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest='cmd', required=True)
+    sub.add_parser('free-port')
+    sub.add_parser('free-ctl')
+    w = sub.add_parser('wait-port')
+    w.add_argument('host')
+    w.add_argument('port', type=int)
+    w.add_argument('secs', type=float)
+    c = sub.add_parser('ix-config')
+    c.add_argument('--port', type=int, required=True)
+    c.add_argument('--host', default='127.0.0.1')
+    c.add_argument('--iqn', required=True)
+    c.add_argument('--size', type=int, default=64, help='MiB')
+    c.add_argument('--chap', nargs=2, metavar=('USER', 'SECRET'))
+    c.add_argument('--mutual', nargs=2, metavar=('USER', 'SECRET'))
+    c.add_argument('--acl', action='append', default=[])
+    a = p.parse_args()
+    if a.cmd == 'free-port':
+        print(free_port())
+    elif a.cmd == 'free-ctl':
+        print(free_ctl())
+    elif a.cmd == 'wait-port':
+        return wait_port(a.host, a.port, a.secs)
+    elif a.cmd == 'ix-config':
+        ix_config(a)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
