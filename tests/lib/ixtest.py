@@ -5,6 +5,8 @@
   ixtest.py free-ctl                  print an unused tgtd control port number
   ixtest.py wait-port HOST PORT SECS  exit 0 once HOST:PORT accepts a connection
   ixtest.py ix-config [options]       print an ix-target JSON config (docs/configuration.md)
+  ixtest.py cunit-classify LOG RC     classify one iscsi-test-cu run: prints
+                                      "PASS|FAIL|SKIP reason" (CUnit counts skips as passes)
 """
 
 import argparse
@@ -83,6 +85,45 @@ def ix_config(a):
     sys.stdout.write('\n')
 
 
+def cunit_classify(log, rc):
+    """One iscsi-test-cu invocation running exactly one test, verbose (-V) output in LOG.
+
+    CUnit reports a test that called CU_PASS("[SKIPPED] ...") as passed; libiscsi logs the
+    skip reason on a line containing "[SKIPPED]". So: any failed assertion -> FAIL; else a
+    skip line -> SKIP with its text; else a clean summary with one passed test -> PASS.
+    """
+    try:
+        text = open(log, errors='replace').read()
+    except OSError as e:
+        return 'FAIL cannot read log: %s' % e
+    if rc == 124 or rc == 137:
+        return 'FAIL timed out'
+    summ = None
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) == 6 and f[0] == 'tests' and all(x.isdigit() for x in f[1:]):
+            summ = [int(x) for x in f[1:]]
+    if summ is None:
+        tail = ' | '.join(text.strip().splitlines()[-3:])
+        return 'FAIL no CUnit summary (exit %d): %s' % (rc, tail[:300])
+    total, ran, passed, failed, inactive = summ
+    if failed:
+        asserts = [l.strip() for l in text.splitlines()
+                   if l.strip()[:1].isdigit() and ' - ' in l and '.c:' in l]
+        return 'FAIL %s' % ('; '.join(asserts[:4]) or 'CUnit reported a failure')
+    if ran == 0 or total == 0:
+        return 'SKIP test was not run (inactive or not registered: total %d ran %d)' % (total,
+                                                                                     ran)
+    skips = [l.strip() for l in text.splitlines() if '[SKIPPED]' in l]
+    if skips:
+        return 'SKIP ' + skips[0][:200]
+    if passed != ran:
+        return 'FAIL passed %d of %d' % (passed, ran)
+    if rc != 0:
+        return 'FAIL iscsi-test-cu exited with status %d' % rc
+    return 'PASS'
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest='cmd', required=True)
@@ -100,6 +141,9 @@ def main():
     c.add_argument('--chap', nargs=2, metavar=('USER', 'SECRET'))
     c.add_argument('--mutual', nargs=2, metavar=('USER', 'SECRET'))
     c.add_argument('--acl', action='append', default=[])
+    k = sub.add_parser('cunit-classify')
+    k.add_argument('log')
+    k.add_argument('rc', type=int)
     a = p.parse_args()
     if a.cmd == 'free-port':
         print(free_port())
@@ -109,6 +153,8 @@ def main():
         return wait_port(a.host, a.port, a.secs)
     elif a.cmd == 'ix-config':
         ix_config(a)
+    elif a.cmd == 'cunit-classify':
+        print(cunit_classify(a.log, a.rc))
     return 0
 
 
