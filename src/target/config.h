@@ -2,6 +2,12 @@
  * (docs/configuration.md documents every field). The result is plain data owned by the
  * struct ix_config; nothing here opens files other than the config itself or touches the
  * network.
+ *
+ * Ownership: every string reachable from a struct ix_config (including the const char *
+ * fields of each cfg_lun's scsi_lu_cfg: path, vendor, product, serial) is a separate malloc'd
+ * copy freed by cfg_free(), except scsi_lu_cfg.target_name, which points at the owning
+ * target's name. Secrets are wiped before they are freed. A loaded config is immutable data:
+ * any thread may read it; nothing in it changes after cfg_load_*() returns.
  */
 #ifndef IX_TARGET_CONFIG_H
 #define IX_TARGET_CONFIG_H
@@ -49,7 +55,8 @@ struct cfg_target {
 	struct cfg_chap chap;         /* credential initiators must prove (one-way CHAP) */
 	struct cfg_chap mutual_chap;  /* the target's own credential for mutual CHAP */
 	bool chap_required;           /* default: true when chap.secret or any ACL secret set */
-	uint8_t chap_algs[4];         /* accepted CHAP_A, default {7, 8, 6, 5} order irrelevant */
+	uint8_t chap_algs[4];         /* accepted CHAP_A (enum chap_alg), default {8, 7, 6, 5};
+					 the initiator's order of preference decides */
 	int nchap_algs;
 };
 
@@ -65,7 +72,9 @@ struct cfg_global {
 	/* Discovery sessions. */
 	struct cfg_chap discovery_chap;
 	struct cfg_chap discovery_mutual_chap;
-	bool discovery_chap_required;
+	bool discovery_chap_required; /* default: true when discovery_chap is set */
+	uint8_t discovery_chap_algs[4]; /* accepted CHAP_A for discovery, as chap_algs */
+	int ndiscovery_chap_algs;
 	char *mgmt_socket;            /* JSON-RPC Unix socket path, NULL = none */
 };
 
@@ -75,7 +84,7 @@ struct ix_config {
 	size_t nportals;
 	struct cfg_target *targets;
 	size_t ntargets;
-	void *priv;                   /* parser-owned storage */
+	void *priv;                   /* reserved; NULL (all storage is owned per field) */
 };
 
 /* Parse and validate. On failure returns -EINVAL (or -errno for I/O) and writes a message
@@ -89,7 +98,8 @@ void cfg_free(struct ix_config *cfg);
  * target iqn.2026-11.io.ix:target0, no authentication. */
 int cfg_default(struct ix_config **out, uint64_t ram_size_bytes);
 
-/* Lookups used by login. */
+/* Lookups used by login. Target and initiator names compare case-insensitively (configured
+ * names are validated to be lower-case, the normalized form). */
 const struct cfg_target *cfg_find_target(const struct ix_config *cfg, const char *name);
 const struct cfg_portal *cfg_find_portal(const struct ix_config *cfg, const char *name);
 /* NULL when the target has ACLs and the initiator is not among them. When the target has no

@@ -1,0 +1,1790 @@
+/* Target configuration loader: JSON text -> struct ix_config, validated whole.
+ *
+ * jansson parses the text (syntax errors carry its line and column). Everything after that is
+ * semantic checking on the json_t tree; jansson keeps no positions per value, so an error
+ * message finds its position by walking the original text along the JSON path of the value
+ * (locate() below). Every string in the result is a private malloc'd copy; cfg_free releases
+ * them (secrets are wiped first). docs/configuration.md is the user-facing description of
+ * every field; keep the two in step.
+ */
+#include "target/config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "proto/chap.h"
+#include "util/log.h"
+
+#define MAX_DEPTH	 8
+#define MAX_FILE_SIZE	 (16u << 20)
+#define ISCSI_NAME_MAX	 223
+#define MAX_TIMEOUT_MS	 3600000u
+#define NEG_LEN_MIN	 512u
+#define NEG_LEN_MAX	 16777215u /* 2^24 - 1, RFC 7143 */
+#define DEFAULT_RAM_SIZE (1ull << 30)
+
+/* One step of a JSON path: an object key, or (key == NULL) an array index. Keys are string
+ * literals of this file or keys of the json_t tree, both outliving the ctx. */
+struct pcomp {
+	const char *key;
+	size_t idx;
+};
+
+/* A CHAP secret seen while parsing, remembered with its path for the cross-direction check. */
+struct secret_ref {
+	const char *secret;
+	bool mutual;
+	struct pcomp path[MAX_DEPTH];
+	int depth;
+};
+
+struct ctx {
+	const char *name; /* file name for messages */
+	const char *text;
+	size_t len;
+	char *err;
+	size_t errlen;
+	struct pcomp path[MAX_DEPTH];
+	int depth;
+	struct secret_ref *secrets;
+	size_t nsecrets, secrets_cap;
+};
+
+/* ---- locating a value in the text ------------------------------------------------------ */
+
+/* The scanner below only ever sees text jansson has accepted, so it can be small. */
+static const char *skip_ws(const char *p, const char *e)
+{
+	while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+static const char *skip_string(const char *p, const char *e)
+{
+	for (p++; p < e && *p != '"'; p++)
+		if (*p == '\\')
+			p++;
+	return p < e ? p + 1 : e;
+}
+
+static const char *skip_value(const char *p, const char *e)
+{
+	int depth = 0;
+
+	if (p < e && *p == '"')
+		return skip_string(p, e);
+	if (p < e && (*p == '{' || *p == '[')) {
+		while (p < e) {
+			if (*p == '"') {
+				p = skip_string(p, e);
+				continue;
+			}
+			if (*p == '{' || *p == '[')
+				depth++;
+			else if ((*p == '}' || *p == ']') && --depth == 0)
+				return p + 1;
+			p++;
+		}
+		return e;
+	}
+	while (p < e && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\t' &&
+	       *p != '\n' && *p != '\r')
+		p++;
+	return p;
+}
+
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+static unsigned hex4(const char *p, const char *e)
+{
+	unsigned v = 0;
+
+	for (int i = 0; i < 4; i++) {
+		int d = p + i < e ? hex_digit(p[i]) : -1;
+		if (d < 0)
+			return 0xfffd;
+		v = v << 4 | (unsigned)d;
+	}
+	return v;
+}
+
+static size_t utf8_encode(unsigned cp, unsigned char *out)
+{
+	if (cp < 0x80) {
+		out[0] = (unsigned char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		out[0] = (unsigned char)(0xc0 | cp >> 6);
+		out[1] = (unsigned char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		out[0] = (unsigned char)(0xe0 | cp >> 12);
+		out[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
+		out[2] = (unsigned char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	out[0] = (unsigned char)(0xf0 | cp >> 18);
+	out[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3f));
+	out[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
+	out[3] = (unsigned char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
+/* Decode one (possibly escaped) character of a JSON string body at *pp into out. */
+static size_t decode_char(const char **pp, const char *e, unsigned char *out)
+{
+	const char *p = *pp;
+	unsigned cp;
+	char c;
+
+	if (*p != '\\') {
+		*pp = p + 1;
+		out[0] = (unsigned char)*p;
+		return 1;
+	}
+	c = p + 1 < e ? p[1] : '\\';
+	*pp = p + 2;
+	switch (c) {
+	case 'b':
+		out[0] = '\b';
+		return 1;
+	case 'f':
+		out[0] = '\f';
+		return 1;
+	case 'n':
+		out[0] = '\n';
+		return 1;
+	case 'r':
+		out[0] = '\r';
+		return 1;
+	case 't':
+		out[0] = '\t';
+		return 1;
+	case 'u':
+		break;
+	default:
+		out[0] = (unsigned char)c;
+		return 1;
+	}
+	cp = hex4(p + 2, e);
+	*pp = p + 6;
+	if (cp >= 0xd800 && cp < 0xdc00 && p + 12 <= e && p[6] == '\\' && p[7] == 'u') {
+		unsigned lo = hex4(p + 8, e);
+		if (lo >= 0xdc00 && lo < 0xe000) {
+			cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+			*pp = p + 12;
+		}
+	}
+	return utf8_encode(cp, out);
+}
+
+/* Does the JSON string token at p decode to key? */
+static bool string_is(const char *p, const char *e, const char *key)
+{
+	const unsigned char *k = (const unsigned char *)key;
+
+	for (p++; p < e && *p != '"';) {
+		unsigned char buf[4];
+		size_t n = decode_char(&p, e, buf);
+		for (size_t i = 0; i < n; i++)
+			if (*k++ != buf[i])
+				return false;
+	}
+	return *k == '\0';
+}
+
+/* Find the member `key` of the object at p; returns the key token (value in *val) or NULL. */
+static const char *find_member(const char *p, const char *e, const char *key, const char **val)
+{
+	if (p >= e || *p != '{')
+		return NULL;
+	p = skip_ws(p + 1, e);
+	while (p < e && *p == '"') {
+		const char *k = p;
+		bool match = string_is(p, e, key);
+		p = skip_ws(skip_string(p, e), e);
+		if (p >= e || *p != ':')
+			return NULL;
+		p = skip_ws(p + 1, e);
+		if (match) {
+			*val = p;
+			return k;
+		}
+		p = skip_ws(skip_value(p, e), e);
+		if (p < e && *p == ',')
+			p = skip_ws(p + 1, e);
+	}
+	return NULL;
+}
+
+/* Byte offset of the value at path[0..n) (of its key token with at_key), or -1. */
+static long locate(const struct ctx *c, const struct pcomp *path, int n, bool at_key)
+{
+	const char *e = c->text + c->len, *p = skip_ws(c->text, e), *key = NULL;
+
+	for (int i = 0; i < n; i++) {
+		if (path[i].key) {
+			key = find_member(p, e, path[i].key, &p);
+			if (!key)
+				return -1;
+			continue;
+		}
+		if (p >= e || *p != '[')
+			return -1;
+		p = skip_ws(p + 1, e);
+		for (size_t j = 0; j < path[i].idx; j++) {
+			p = skip_ws(skip_value(p, e), e);
+			if (p >= e || *p != ',')
+				return -1;
+			p = skip_ws(p + 1, e);
+		}
+		if (p >= e || *p == ']')
+			return -1;
+		key = NULL;
+	}
+	if (at_key)
+		return key ? key - c->text : -1;
+	return p - c->text;
+}
+
+static void line_col(const char *t, size_t off, int *line, int *col)
+{
+	*line = 1;
+	*col = 1;
+	for (size_t i = 0; i < off; i++) {
+		if (t[i] == '\n') {
+			(*line)++;
+			*col = 1;
+		} else if (((unsigned char)t[i] & 0xc0) != 0x80) {
+			(*col)++; /* columns count characters, not UTF-8 continuation bytes */
+		}
+	}
+}
+
+/* ---- error reporting ------------------------------------------------------------------- */
+
+static const char *esc(const char *s, char *buf, size_t cap)
+{
+	return log_escape(s, strlen(s), buf, cap);
+}
+
+/* "targets[0].luns[1].size" */
+static void format_path(const struct pcomp *path, int n, char *out, size_t cap)
+{
+	size_t o = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < n && o < cap; i++) {
+		char k[128];
+		int w;
+		if (path[i].key)
+			w = snprintf(out + o, cap - o, "%s%s", i ? "." : "",
+				     esc(path[i].key, k, sizeof(k)));
+		else
+			w = snprintf(out + o, cap - o, "[%zu]", path[i].idx);
+		if (w < 0)
+			break;
+		o += (size_t)w;
+	}
+}
+
+static void push_key(struct ctx *c, const char *key)
+{
+	if (c->depth < MAX_DEPTH)
+		c->path[c->depth] = (struct pcomp){.key = key};
+	c->depth++;
+}
+
+static void push_idx(struct ctx *c, size_t idx)
+{
+	if (c->depth < MAX_DEPTH)
+		c->path[c->depth] = (struct pcomp){.idx = idx};
+	c->depth++;
+}
+
+static void pop(struct ctx *c)
+{
+	c->depth--;
+}
+
+/* Report a problem with member `key` of the current value (key NULL: the current value), or
+ * with the key token itself (at_key). Message: "NAME:LINE:COL: json.path: text".
+ * Returns -EINVAL so callers can `return fail(...)`. */
+__attribute__((format(printf, 4, 5))) static int fail(struct ctx *c, const char *key, bool at_key,
+						      const char *fmt, ...)
+{
+	struct pcomp path[MAX_DEPTH + 1];
+	int n = c->depth < MAX_DEPTH ? c->depth : MAX_DEPTH;
+	char jpath[256];
+	size_t o = 0;
+	long off;
+	int w;
+	va_list ap;
+
+	if (!c->err || !c->errlen)
+		return -EINVAL;
+	memcpy(path, c->path, (size_t)n * sizeof(path[0]));
+	if (key)
+		path[n++] = (struct pcomp){.key = key};
+	off = locate(c, path, n, at_key);
+	if (off < 0 && key) /* a missing member: point at its object */
+		off = locate(c, path, n - 1, false);
+	format_path(path, n, jpath, sizeof(jpath));
+	if (off >= 0) {
+		int line, col;
+		line_col(c->text, (size_t)off, &line, &col);
+		w = snprintf(c->err, c->errlen, "%s:%d:%d: ", c->name, line, col);
+	} else {
+		w = snprintf(c->err, c->errlen, "%s: ", c->name);
+	}
+	o = w > 0 ? (size_t)w : 0;
+	if (jpath[0] && o < c->errlen) {
+		w = snprintf(c->err + o, c->errlen - o, "%s: ", jpath);
+		o += w > 0 ? (size_t)w : 0;
+	}
+	if (o < c->errlen) {
+		va_start(ap, fmt);
+		vsnprintf(c->err + o, c->errlen - o, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+/* ---- typed accessors ------------------------------------------------------------------- */
+
+static const char *type_name(const json_t *v)
+{
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		return "an object";
+	case JSON_ARRAY:
+		return "an array";
+	case JSON_STRING:
+		return "a string";
+	case JSON_INTEGER:
+		return "an integer";
+	case JSON_REAL:
+		return "a number with a fraction or exponent";
+	case JSON_TRUE:
+	case JSON_FALSE:
+		return "a boolean";
+	case JSON_NULL:
+		return "null";
+	}
+	return "?";
+}
+
+/* A member; null counts as absent everywhere. */
+static json_t *member(json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+	return json_is_null(v) ? NULL : v;
+}
+
+static int missing(struct ctx *c, const char *key)
+{
+	return fail(c, key, false, "required but missing");
+}
+
+/* Edit distance, for "did you mean" on unknown keys. Long strings count as far apart. */
+static size_t distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[33];
+
+	if (la > 32 || lb > 32)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+/* Reject members not in `allowed` (NULL-terminated), so a typo cannot pass silently. */
+static int check_keys(struct ctx *c, json_t *obj, const char *const *allowed)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach(obj, key, v)
+	{
+		const char *best = NULL;
+		size_t best_d = 3; /* suggest only close matches */
+		char list[256] = "", k[128];
+		size_t o = 0;
+		bool ok = false;
+
+		for (const char *const *a = allowed; *a; a++) {
+			size_t d = distance(key, *a);
+			if (d == 0)
+				ok = true;
+			if (d < best_d) {
+				best_d = d;
+				best = *a;
+			}
+		}
+		if (ok)
+			continue;
+		if (best)
+			return fail(c, key, true, "unknown key \"%s\" (did you mean \"%s\"?)",
+				    esc(key, k, sizeof(k)), best);
+		for (const char *const *a = allowed; *a && o < sizeof(list); a++) {
+			int w = snprintf(list + o, sizeof(list) - o, "%s%s", o ? ", " : "", *a);
+			o += w > 0 ? (size_t)w : 0;
+		}
+		return fail(c, key, true, "unknown key \"%s\" (allowed here: %s)",
+			    esc(key, k, sizeof(k)), list);
+	}
+	return 0;
+}
+
+static int want_object(struct ctx *c, const char *key, json_t *v)
+{
+	if (!json_is_object(v))
+		return fail(c, key, false, "must be an object, not %s", type_name(v));
+	return 0;
+}
+
+static int want_array(struct ctx *c, const char *key, json_t *v)
+{
+	if (!json_is_array(v))
+		return fail(c, key, false, "must be an array, not %s", type_name(v));
+	return 0;
+}
+
+static int get_bool(struct ctx *c, json_t *obj, const char *key, bool *out)
+{
+	json_t *v = member(obj, key);
+
+	if (!v)
+		return 0;
+	if (!json_is_boolean(v))
+		return fail(c, key, false, "must be true or false, not %s", type_name(v));
+	*out = json_is_true(v);
+	return 0;
+}
+
+/* Integer in [min, max]; *out untouched when absent. */
+static int get_uint(struct ctx *c, json_t *obj, const char *key, uint64_t min, uint64_t max,
+		    uint64_t *out)
+{
+	json_t *v = member(obj, key);
+	json_int_t i;
+
+	if (!v)
+		return 0;
+	if (!json_is_integer(v))
+		return fail(c, key, false, "must be an integer, not %s", type_name(v));
+	i = json_integer_value(v);
+	if (i < 0 || (uint64_t)i < min || (uint64_t)i > max)
+		return fail(c, key, false, "%lld is out of range (%llu to %llu)", (long long)i,
+			    (unsigned long long)min, (unsigned long long)max);
+	*out = (uint64_t)i;
+	return 0;
+}
+
+static int get_u32(struct ctx *c, json_t *obj, const char *key, uint32_t min, uint32_t max,
+		   uint32_t *out)
+{
+	uint64_t v = *out;
+	int rc = get_uint(c, obj, key, min, max, &v);
+
+	*out = (uint32_t)v;
+	return rc;
+}
+
+static int get_u16(struct ctx *c, json_t *obj, const char *key, uint16_t min, uint16_t max,
+		   uint16_t *out)
+{
+	uint64_t v = *out;
+	int rc = get_uint(c, obj, key, min, max, &v);
+
+	*out = (uint16_t)v;
+	return rc;
+}
+
+enum str_flags {
+	STR_REQUIRED = 1,
+	STR_PRINTABLE = 2, /* no control characters */
+	STR_ASCII = 4,	   /* printable ASCII only (SCSI INQUIRY fields) */
+};
+
+/* String of 1..maxlen bytes. Returns the json_t's own string in *out (not a copy). */
+static int get_str(struct ctx *c, json_t *obj, const char *key, size_t maxlen, int flags,
+		   const char **out)
+{
+	json_t *v = member(obj, key);
+	const char *s;
+	size_t n;
+
+	*out = NULL;
+	if (!v)
+		return (flags & STR_REQUIRED) ? missing(c, key) : 0;
+	if (!json_is_string(v))
+		return fail(c, key, false, "must be a string, not %s", type_name(v));
+	s = json_string_value(v);
+	n = json_string_length(v);
+	if (n == 0)
+		return fail(c, key, false, "must not be empty");
+	if (n > maxlen)
+		return fail(c, key, false, "is %zu bytes long, the limit is %zu", n, maxlen);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if ((flags & (STR_PRINTABLE | STR_ASCII)) && (ch < 0x20 || ch == 0x7f))
+			return fail(c, key, false, "contains a control character");
+		if ((flags & STR_ASCII) && ch > 0x7e)
+			return fail(c, key, false, "must be printable ASCII");
+	}
+	*out = s;
+	return 0;
+}
+
+/* Copy a string into the config; -ENOMEM reported like any other error. */
+static int dup_str(struct ctx *c, const char *s, char **out)
+{
+	if (!s)
+		return 0;
+	*out = strdup(s);
+	if (!*out) {
+		if (c->err && c->errlen)
+			snprintf(c->err, c->errlen, "%s: out of memory", c->name);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int get_strdup(struct ctx *c, json_t *obj, const char *key, size_t maxlen, int flags,
+		      char **out)
+{
+	const char *s;
+	int rc = get_str(c, obj, key, maxlen, flags, &s);
+
+	return rc ? rc : dup_str(c, s, out);
+}
+
+static void *alloc_array(struct ctx *c, size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size);
+
+	if (!p && c->err && c->errlen)
+		snprintf(c->err, c->errlen, "%s: out of memory", c->name);
+	return p;
+}
+
+/* ---- value syntax ---------------------------------------------------------------------- */
+
+static bool all_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return s[n] == '\0';
+}
+
+/* "yyyy-mm.naming.authority[:anything]" after "iqn." */
+static const char *iqn_error(const char *s)
+{
+	const char *auth, *colon;
+	int month;
+
+	for (int i = 0; i < 7; i++)
+		if (i == 4 ? s[i] != '-' : !(s[i] >= '0' && s[i] <= '9'))
+			return "\"iqn.\" must be followed by a date yyyy-mm";
+	month = (s[5] - '0') * 10 + (s[6] - '0');
+	if (month < 1 || month > 12)
+		return "the month in iqn.yyyy-mm must be 01 to 12";
+	if (s[7] != '.')
+		return "the date in iqn.yyyy-mm must be followed by '.' and a reversed domain name";
+	auth = s + 8;
+	colon = strchr(auth, ':');
+	if (colon == auth || *auth == '\0')
+		return "the reversed domain name after iqn.yyyy-mm. is missing";
+	for (const char *p = auth; p < (colon ? colon : auth + strlen(auth)); p++) {
+		bool edge = p == auth || p[1] == '\0' || p + 1 == colon;
+		if (*p == '.' && (edge || p[1] == '.'))
+			return "the reversed domain name after iqn.yyyy-mm. has an empty label";
+	}
+	if (colon && colon[1] == '\0')
+		return "nothing follows the ':'";
+	return NULL;
+}
+
+/* NULL if s is a valid iSCSI name in normalized form (RFC 7143 4.2.7, RFC 3722). */
+static const char *iscsi_name_error(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n > ISCSI_NAME_MAX)
+		return "is longer than 223 bytes";
+	for (size_t i = 0; i < n; i++)
+		if (s[i] >= 'A' && s[i] <= 'Z')
+			return "must be lower-case (the normalized form of an iSCSI name)";
+	for (size_t i = 0; i < n; i++) {
+		char ch = s[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+		      ch == '.' || ch == ':'))
+			return "contains a character other than a-z, 0-9, '-', '.' and ':'";
+	}
+	if (strncmp(s, "iqn.", 4) == 0)
+		return iqn_error(s + 4);
+	if (strncmp(s, "eui.", 4) == 0)
+		return all_hex(s + 4, 16) ? NULL : "\"eui.\" must be followed by 16 hex digits";
+	if (strncmp(s, "naa.", 4) == 0)
+		return all_hex(s + 4, 16) || all_hex(s + 4, 32)
+			   ? NULL
+			   : "\"naa.\" must be followed by 16 or 32 hex digits";
+	return "must start with \"iqn.\", \"eui.\" or \"naa.\"";
+}
+
+static int get_iscsi_name(struct ctx *c, json_t *obj, const char *key, char **out)
+{
+	const char *s, *why;
+	char buf[300];
+	int rc = get_str(c, obj, key, 1024, STR_REQUIRED | STR_PRINTABLE, &s);
+
+	if (rc)
+		return rc;
+	why = iscsi_name_error(s);
+	if (why)
+		return fail(c, key, false, "\"%s\" is not a valid iSCSI name: %s",
+			    esc(s, buf, sizeof(buf)), why);
+	return dup_str(c, s, out);
+}
+
+/* "4096", "512K", "1G", "2TiB": powers of 1024. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	static const char units[] = "KMGTP";
+	uint64_t v = 0;
+	const char *p = s, *u;
+	unsigned shift = 0;
+
+	if (*p < '0' || *p > '9')
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return -ERANGE;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	if (*p) {
+		char up = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+		u = strchr(units, up);
+		if (!u || !up)
+			return -EINVAL;
+		shift = 10 * (unsigned)(u - units + 1);
+		p++;
+		if (p[0] == 'i' && p[1] == 'B')
+			p += 2;
+		if (*p)
+			return -EINVAL;
+	}
+	if (shift && v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*out = v << shift;
+	return 0;
+}
+
+static int get_size(struct ctx *c, json_t *obj, const char *key, uint64_t *out)
+{
+	json_t *v = member(obj, key);
+	char buf[64];
+	int rc;
+
+	if (!v)
+		return 0;
+	if (json_is_integer(v)) {
+		if (json_integer_value(v) < 0)
+			return fail(c, key, false, "must not be negative");
+		*out = (uint64_t)json_integer_value(v);
+		return 0;
+	}
+	if (!json_is_string(v))
+		return fail(c, key, false, "must be an integer or a string like \"10G\", not %s",
+			    type_name(v));
+	rc = parse_size(json_string_value(v), out);
+	if (rc == -ERANGE)
+		return fail(c, key, false, "\"%s\" is too large",
+			    esc(json_string_value(v), buf, sizeof(buf)));
+	if (rc)
+		return fail(c, key, false,
+			    "\"%s\" is not a size (a number of bytes, optionally followed by K, "
+			    "M, G, T or P for powers of 1024)",
+			    esc(json_string_value(v), buf, sizeof(buf)));
+	return 0;
+}
+
+/* Pick a string from a fixed list (NULL-terminated); its index goes to *out. */
+static int get_enum(struct ctx *c, json_t *obj, const char *key, const char *const *names,
+		    const char *what, int *out)
+{
+	const char *s;
+	char buf[64], list[128] = "";
+	size_t o = 0;
+	int rc = get_str(c, obj, key, 64, STR_PRINTABLE, &s);
+
+	if (rc || !s)
+		return rc;
+	for (int i = 0; names[i]; i++) {
+		int w;
+		if (strcmp(s, names[i]) == 0) {
+			*out = i;
+			return 0;
+		}
+		w = snprintf(list + o, sizeof(list) - o, "%s%s",
+			     i ? (names[i + 1] ? ", " : " or ") : "", names[i]);
+		if (w > 0 && (size_t)w < sizeof(list) - o)
+			o += (size_t)w;
+	}
+	return fail(c, key, false, "unknown %s \"%s\" (use %s)", what, esc(s, buf, sizeof(buf)),
+		    list);
+}
+
+/* ---- CHAP ------------------------------------------------------------------------------ */
+
+static int remember_secret(struct ctx *c, const char *secret, bool mutual)
+{
+	struct secret_ref *r;
+
+	if (c->nsecrets == c->secrets_cap) {
+		size_t cap = c->secrets_cap ? 2 * c->secrets_cap : 8;
+		r = realloc(c->secrets, cap * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		c->secrets = r;
+		c->secrets_cap = cap;
+	}
+	r = &c->secrets[c->nsecrets++];
+	r->secret = secret;
+	r->mutual = mutual;
+	r->depth = c->depth < MAX_DEPTH ? c->depth : MAX_DEPTH;
+	memcpy(r->path, c->path, (size_t)r->depth * sizeof(r->path[0]));
+	return 0;
+}
+
+/* {"user": "...", "secret": "..."}: both required. */
+static int parse_chap(struct ctx *c, json_t *parent, const char *key, bool mutual,
+		      struct cfg_chap *out)
+{
+	static const char *const keys[] = {"user", "secret", NULL};
+	json_t *v = member(parent, key);
+	int rc;
+
+	if (!v)
+		return 0;
+	if ((rc = want_object(c, key, v)))
+		return rc;
+	push_key(c, key);
+	rc = check_keys(c, v, keys);
+	if (!rc && !member(v, "user") && !member(v, "secret"))
+		rc = fail(c, NULL, false, "a CHAP credential needs \"user\" and \"secret\"");
+	if (!rc && member(v, "user") && !member(v, "secret"))
+		rc = fail(c, "secret", false,
+			  "required when \"user\" is set (CHAP user without "
+			  "secret)");
+	if (!rc)
+		rc = get_strdup(c, v, "user", 255, STR_REQUIRED | STR_PRINTABLE, &out->user);
+	if (!rc)
+		rc = get_strdup(c, v, "secret", CHAP_MAX_SECRET_LEN, STR_REQUIRED, &out->secret);
+	if (!rc) {
+		push_key(c, "secret");
+		rc = remember_secret(c, out->secret, mutual);
+		pop(c);
+	}
+	pop(c);
+	return rc;
+}
+
+static const char *const chap_alg_names[] = {"md5", "sha1", "sha256", "sha3-256", NULL};
+static const uint8_t chap_alg_codes[] = {CHAP_ALG_MD5, CHAP_ALG_SHA1, CHAP_ALG_SHA256,
+					 CHAP_ALG_SHA3_256};
+
+static void chap_algs_default(uint8_t *algs, int *n)
+{
+	algs[0] = CHAP_ALG_SHA3_256;
+	algs[1] = CHAP_ALG_SHA256;
+	algs[2] = CHAP_ALG_SHA1;
+	algs[3] = CHAP_ALG_MD5;
+	*n = 4;
+}
+
+static int parse_chap_algs(struct ctx *c, json_t *parent, const char *key, uint8_t *algs, int *n)
+{
+	json_t *v = member(parent, key), *e;
+	size_t i;
+	int rc = 0;
+
+	if (!v)
+		return 0;
+	if ((rc = want_array(c, key, v)))
+		return rc;
+	if (json_array_size(v) == 0)
+		return fail(c, key, false, "must not be empty (omit it for the default)");
+	push_key(c, key);
+	*n = 0;
+	json_array_foreach(v, i, e)
+	{
+		const char *s = json_string_value(e);
+		char buf[64];
+		int k;
+		push_idx(c, i);
+		for (k = 0; s && chap_alg_names[k]; k++)
+			if (strcasecmp(s, chap_alg_names[k]) == 0)
+				break;
+		if (!s)
+			rc = fail(c, NULL, false, "must be a string, not %s", type_name(e));
+		else if (!chap_alg_names[k])
+			rc = fail(c, NULL, false,
+				  "unknown CHAP algorithm \"%s\" (md5, sha1, sha256, sha3-256)",
+				  esc(s, buf, sizeof(buf)));
+		else if (memchr(algs, chap_alg_codes[k], (size_t)*n))
+			rc = fail(c, NULL, false, "\"%s\" is listed twice", s);
+		else
+			algs[(*n)++] = chap_alg_codes[k];
+		pop(c);
+		if (rc)
+			break;
+	}
+	pop(c);
+	return rc;
+}
+
+/* RFC 7143 (12.1.3): a secret used to authenticate initiators must not also be used to
+ * authenticate a target. Checked over the whole file once everything is parsed. */
+static int check_secret_directions(struct ctx *c)
+{
+	for (size_t i = 0; i < c->nsecrets; i++) {
+		const struct secret_ref *m = &c->secrets[i];
+		if (!m->mutual)
+			continue;
+		for (size_t j = 0; j < c->nsecrets; j++) {
+			const struct secret_ref *o = &c->secrets[j];
+			char where[256];
+			if (o->mutual || strcmp(o->secret, m->secret) != 0)
+				continue;
+			format_path(o->path, o->depth, where, sizeof(where));
+			memcpy(c->path, m->path, (size_t)m->depth * sizeof(m->path[0]));
+			c->depth = m->depth;
+			return fail(c, NULL, false,
+				    "the mutual CHAP secret equals the one-way secret at %s; RFC "
+				    "7143 requires a different secret for each direction",
+				    where);
+		}
+	}
+	return 0;
+}
+
+/* ---- global ---------------------------------------------------------------------------- */
+
+static const char *const digest_names[] = {"none", "prefer-none", "prefer-crc32c", "crc32c", NULL};
+
+static int parse_digest(struct ctx *c, json_t *obj, const char *key, enum neg_digest_pref *out)
+{
+	static const enum neg_digest_pref map[] = {NEG_DIGEST_NONE_ONLY, NEG_DIGEST_PREFER_NONE,
+						   NEG_DIGEST_PREFER_CRC, NEG_DIGEST_CRC_ONLY};
+	int i = -1;
+	int rc = get_enum(c, obj, key, digest_names, "digest setting", &i);
+
+	if (!rc && i >= 0)
+		*out = map[i];
+	return rc;
+}
+
+static int parse_negotiation(struct ctx *c, json_t *g, struct neg_prefs *p)
+{
+	static const char *const keys[] = {"max_recv_data_segment_length",
+					   "max_burst_length",
+					   "first_burst_length",
+					   "immediate_data",
+					   "initial_r2t",
+					   "max_outstanding_r2t",
+					   "header_digest",
+					   "data_digest",
+					   "max_connections",
+					   "default_time2wait",
+					   "default_time2retain",
+					   NULL};
+	struct iscsi_sess_params *s = &p->sess;
+	json_t *v = member(g, "negotiation");
+	int rc;
+
+	if (!v)
+		return 0;
+	if ((rc = want_object(c, "negotiation", v)))
+		return rc;
+	push_key(c, "negotiation");
+	if ((rc = check_keys(c, v, keys)) ||
+	    (rc = get_u32(c, v, "max_recv_data_segment_length", NEG_LEN_MIN, NEG_LEN_MAX,
+			  &p->max_recv_dsl)) ||
+	    (rc = get_u32(c, v, "max_burst_length", NEG_LEN_MIN, NEG_LEN_MAX,
+			  &s->max_burst_length)) ||
+	    (rc = get_u32(c, v, "first_burst_length", NEG_LEN_MIN, NEG_LEN_MAX,
+			  &s->first_burst_length)) ||
+	    (rc = get_bool(c, v, "immediate_data", &s->immediate_data)) ||
+	    (rc = get_bool(c, v, "initial_r2t", &s->initial_r2t)) ||
+	    (rc = get_u16(c, v, "max_outstanding_r2t", 1, 65535, &s->max_outstanding_r2t)) ||
+	    (rc = parse_digest(c, v, "header_digest", &p->header_digest)) ||
+	    (rc = parse_digest(c, v, "data_digest", &p->data_digest)) ||
+	    (rc = get_u16(c, v, "max_connections", 1, 65535, &s->max_connections)) ||
+	    (rc = get_u16(c, v, "default_time2wait", 0, 3600, &s->default_time2wait)) ||
+	    (rc = get_u16(c, v, "default_time2retain", 0, 3600, &s->default_time2retain)))
+		goto out;
+	if (s->first_burst_length > s->max_burst_length)
+		rc =
+		    fail(c, "first_burst_length", false, "%u must not exceed max_burst_length (%u)",
+			 s->first_burst_length, s->max_burst_length);
+out:
+	pop(c);
+	return rc;
+}
+
+static int parse_discovery(struct ctx *c, json_t *g, struct cfg_global *out)
+{
+	static const char *const keys[] = {"chap", "mutual_chap", "chap_required",
+					   "chap_algorithms", NULL};
+	json_t *v = member(g, "discovery");
+	int rc;
+
+	if (!v)
+		return 0;
+	if ((rc = want_object(c, "discovery", v)))
+		return rc;
+	push_key(c, "discovery");
+	out->discovery_chap_required = member(v, "chap") != NULL;
+	if ((rc = check_keys(c, v, keys)) ||
+	    (rc = parse_chap(c, v, "chap", false, &out->discovery_chap)) ||
+	    (rc = parse_chap(c, v, "mutual_chap", true, &out->discovery_mutual_chap)) ||
+	    (rc = get_bool(c, v, "chap_required", &out->discovery_chap_required)) ||
+	    (rc = parse_chap_algs(c, v, "chap_algorithms", out->discovery_chap_algs,
+				  &out->ndiscovery_chap_algs)))
+		goto out;
+	if (out->discovery_mutual_chap.secret && !out->discovery_chap.secret)
+		rc = fail(c, "mutual_chap", false,
+			  "mutual CHAP needs one-way \"chap\" as well (the initiator "
+			  "authenticates first)");
+	else if (out->discovery_chap_required && !out->discovery_chap.secret)
+		rc = fail(c, "chap_required", false,
+			  "is true but no discovery \"chap\" credential is configured");
+out:
+	pop(c);
+	return rc;
+}
+
+static void global_defaults(struct cfg_global *g)
+{
+	g->threads = 0;
+	g->log_level = LOG_INFO;
+	g->login_timeout_ms = 15000;
+	g->nop_interval_ms = 15000;
+	g->nop_timeout_ms = 30000;
+	g->cmdsn_depth = 128;
+	g->max_sessions = 1024;
+	neg_prefs_default(&g->neg);
+	g->neg.max_recv_dsl = 262144;
+	g->neg.sess.max_burst_length = 1048576;
+	g->neg.sess.first_burst_length = 262144;
+	g->neg.sess.immediate_data = true;
+	g->neg.sess.initial_r2t = false;
+	g->neg.sess.max_outstanding_r2t = 8;
+	g->neg.sess.max_connections = 1;
+	g->neg.sess.default_time2wait = 2;
+	g->neg.sess.default_time2retain = 20;
+	g->neg.header_digest = NEG_DIGEST_PREFER_NONE;
+	g->neg.data_digest = NEG_DIGEST_PREFER_NONE;
+	g->neg.offer_all = false;
+	chap_algs_default(g->discovery_chap_algs, &g->ndiscovery_chap_algs);
+}
+
+static int parse_log_level(struct ctx *c, json_t *g, int *out)
+{
+	const char *s;
+	char buf[64];
+	int rc = get_str(c, g, "log_level", 64, STR_PRINTABLE, &s);
+
+	if (rc || !s)
+		return rc;
+	*out = ix_log_level_parse(s);
+	if (*out < 0)
+		return fail(c, "log_level", false,
+			    "unknown log level \"%s\" (use error, warn, info or debug)",
+			    esc(s, buf, sizeof(buf)));
+	return 0;
+}
+
+static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
+{
+	static const char *const keys[] = {
+	    "threads",	   "log_level",	   "login_timeout_ms", "nop_interval_ms", "nop_timeout_ms",
+	    "cmdsn_depth", "max_sessions", "negotiation",      "discovery",	  "mgmt_socket",
+	    NULL};
+	json_t *v = member(root, "global");
+	uint32_t threads = 0;
+	int rc;
+
+	if (!v)
+		return 0;
+	if ((rc = want_object(c, "global", v)))
+		return rc;
+	push_key(c, "global");
+	if ((rc = check_keys(c, v, keys)) || (rc = get_u32(c, v, "threads", 0, 256, &threads)) ||
+	    (rc = parse_log_level(c, v, &g->log_level)) ||
+	    (rc = get_u32(c, v, "login_timeout_ms", 1, MAX_TIMEOUT_MS, &g->login_timeout_ms)) ||
+	    (rc = get_u32(c, v, "nop_interval_ms", 0, MAX_TIMEOUT_MS, &g->nop_interval_ms)) ||
+	    (rc = get_u32(c, v, "nop_timeout_ms", 1, MAX_TIMEOUT_MS, &g->nop_timeout_ms)) ||
+	    (rc = get_u32(c, v, "cmdsn_depth", 1, 65536, &g->cmdsn_depth)) ||
+	    /* a session needs a TSIH, a non-zero 16-bit number */
+	    (rc = get_u32(c, v, "max_sessions", 0, 65535, &g->max_sessions)) ||
+	    (rc = parse_negotiation(c, v, &g->neg)) || (rc = parse_discovery(c, v, g)) ||
+	    (rc = get_strdup(c, v, "mgmt_socket", sizeof(((struct sockaddr_un *)0)->sun_path) - 1,
+			     STR_PRINTABLE, &g->mgmt_socket)))
+		goto out;
+	g->threads = (int)threads;
+out:
+	pop(c);
+	return rc;
+}
+
+/* ---- portals --------------------------------------------------------------------------- */
+
+struct addr {
+	int family;
+	unsigned char bytes[16];
+};
+
+static bool parse_addr(const char *s, struct addr *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (inet_pton(AF_INET, s, a->bytes) == 1) {
+		a->family = AF_INET;
+		return true;
+	}
+	if (inet_pton(AF_INET6, s, a->bytes) == 1) {
+		a->family = AF_INET6;
+		return true;
+	}
+	return false;
+}
+
+static bool addr_is_any(const struct addr *a)
+{
+	static const unsigned char zero[16];
+	return memcmp(a->bytes, zero, a->family == AF_INET ? 4 : 16) == 0;
+}
+
+static int parse_transports(struct ctx *c, json_t *obj, struct cfg_portal *p)
+{
+	json_t *v = member(obj, "transports"), *e;
+	size_t i;
+	int rc = 0;
+
+	p->tcp = true;
+	p->iser = false;
+	if (!v)
+		return 0;
+	if ((rc = want_array(c, "transports", v)))
+		return rc;
+	if (json_array_size(v) == 0)
+		return fail(c, "transports", false, "must list \"tcp\", \"iser\" or both");
+	p->tcp = false;
+	push_key(c, "transports");
+	json_array_foreach(v, i, e)
+	{
+		const char *s = json_string_value(e);
+		bool *flag = NULL;
+		char buf[64];
+		push_idx(c, i);
+		if (s && strcmp(s, "tcp") == 0)
+			flag = &p->tcp;
+		else if (s && strcmp(s, "iser") == 0)
+			flag = &p->iser;
+		if (!s)
+			rc = fail(c, NULL, false, "must be a string, not %s", type_name(e));
+		else if (!flag)
+			rc = fail(c, NULL, false, "unknown transport \"%s\" (tcp or iser)",
+				  esc(s, buf, sizeof(buf)));
+		else if (*flag)
+			rc = fail(c, NULL, false, "\"%s\" is listed twice", s);
+		else
+			*flag = true;
+		pop(c);
+		if (rc)
+			break;
+	}
+	pop(c);
+	return rc;
+}
+
+/* Two listeners that cannot both bind: same port, same family, and the same address or one
+ * of them the wildcard. */
+static bool portals_clash(const struct cfg_portal *a, const struct cfg_portal *b)
+{
+	struct addr x, y;
+
+	if (a->port != b->port || !parse_addr(a->address, &x) || !parse_addr(b->address, &y) ||
+	    x.family != y.family)
+		return false;
+	return addr_is_any(&x) || addr_is_any(&y) || memcmp(x.bytes, y.bytes, 16) == 0;
+}
+
+static int parse_portal(struct ctx *c, json_t *v, struct ix_config *cfg, size_t idx)
+{
+	static const char *const keys[] = {"name", "address", "port", "tpgt", "transports", NULL};
+	struct cfg_portal *p = &cfg->portals[idx];
+	const char *addr;
+	struct addr a;
+	char buf[128];
+	int rc;
+
+	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)) ||
+	    (rc = get_strdup(c, v, "name", 64, STR_PRINTABLE, &p->name)) ||
+	    (rc = get_str(c, v, "address", 64, STR_REQUIRED | STR_PRINTABLE, &addr)))
+		return rc;
+	if (!p->name && (rc = dup_str(c, "default", &p->name)))
+		return rc;
+	if (!parse_addr(addr, &a))
+		return fail(c, "address", false,
+			    "\"%s\" is not an IPv4 or IPv6 address (no brackets or host names; "
+			    "\"0.0.0.0\" or \"::\" listen on every address)",
+			    esc(addr, buf, sizeof(buf)));
+	if ((rc = dup_str(c, addr, &p->address)))
+		return rc;
+	p->port = 3260;
+	p->tpgt = 1;
+	if ((rc = get_u16(c, v, "port", 1, 65535, &p->port)) ||
+	    (rc = get_u16(c, v, "tpgt", 0, 65535, &p->tpgt)) || (rc = parse_transports(c, v, p)))
+		return rc;
+	for (size_t i = 0; i < idx; i++) {
+		const struct cfg_portal *q = &cfg->portals[i];
+		if (strcmp(q->name, p->name) == 0)
+			return fail(c, "name", false,
+				    "portal name \"%s\" is already used by "
+				    "portals[%zu]",
+				    esc(p->name, buf, sizeof(buf)), i);
+		if (portals_clash(p, q))
+			return fail(c, "address", false,
+				    "%s port %u overlaps portals[%zu] (%s port %u): both cannot "
+				    "listen",
+				    p->address, p->port, i, q->address, q->port);
+	}
+	return 0;
+}
+
+static int parse_portals(struct ctx *c, json_t *root, struct ix_config *cfg)
+{
+	json_t *v = member(root, "portals"), *e;
+	size_t i;
+	int rc = 0;
+
+	if (!v) {
+		cfg->portals = alloc_array(c, 1, sizeof(*cfg->portals));
+		if (!cfg->portals)
+			return -ENOMEM;
+		cfg->nportals = 1;
+		cfg->portals[0] = (struct cfg_portal){.port = 3260, .tpgt = 1, .tcp = true};
+		if ((rc = dup_str(c, "default", &cfg->portals[0].name)))
+			return rc;
+		return dup_str(c, "127.0.0.1", &cfg->portals[0].address);
+	}
+	if ((rc = want_array(c, "portals", v)))
+		return rc;
+	if (json_array_size(v) == 0)
+		return fail(c, "portals", false,
+			    "must list at least one portal (omit it for 127.0.0.1:3260)");
+	cfg->portals = alloc_array(c, json_array_size(v), sizeof(*cfg->portals));
+	if (!cfg->portals)
+		return -ENOMEM;
+	cfg->nportals = json_array_size(v);
+	push_key(c, "portals");
+	json_array_foreach(v, i, e)
+	{
+		push_idx(c, i);
+		rc = parse_portal(c, e, cfg, i);
+		pop(c);
+		if (rc)
+			break;
+	}
+	pop(c);
+	return rc;
+}
+
+/* ---- LUNs ------------------------------------------------------------------------------ */
+
+static const char *const backend_names[] = {"ram", "file", "block", NULL};
+
+static int parse_naa_id(struct ctx *c, json_t *v, uint64_t *out)
+{
+	const char *s, *h;
+	char buf[64];
+	size_t n;
+	int rc = get_str(c, v, "naa_id", 18, STR_PRINTABLE, &s);
+
+	if (rc || !s)
+		return rc;
+	h = strncmp(s, "0x", 2) == 0 ? s + 2 : s;
+	n = strlen(h);
+	if (n > 16)
+		n = 0;
+	*out = 0;
+	for (size_t i = 0; i < n; i++) {
+		int d = hex_digit(h[i]);
+		if (d < 0)
+			n = 0;
+		else
+			*out = *out << 4 | (uint64_t)d;
+	}
+	if (n == 0 || *out == 0)
+		return fail(c, "naa_id", false,
+			    "\"%s\" is not a non-zero hex number of up to 16 digits",
+			    esc(s, buf, sizeof(buf)));
+	return 0;
+}
+
+/* Conflicts with LUNs parsed before this one, anywhere in the file. */
+static int check_lun_conflicts(struct ctx *c, const struct ix_config *cfg, size_t ti,
+			       const struct cfg_target *t, size_t li)
+{
+	const struct cfg_lun *l = &t->luns[li];
+
+	for (size_t i = 0; i < li; i++)
+		if (t->luns[i].lun == l->lun)
+			return fail(c, "lun", false, "LUN %u is already defined by luns[%zu]",
+				    l->lun, i);
+	for (size_t a = 0; a <= ti; a++) {
+		const struct cfg_target *o = &cfg->targets[a];
+		for (size_t b = 0; b < (a == ti ? li : o->nluns); b++) {
+			const struct scsi_lu_cfg *x = &o->luns[b].lu;
+			if (l->lu.path && x->path && strcmp(l->lu.path, x->path) == 0 &&
+			    !(l->lu.readonly && x->readonly))
+				return fail(c, "path", false,
+					    "\"%s\" is also used by targets[%zu].luns[%zu]; "
+					    "sharing a backing store needs readonly on both",
+					    l->lu.path, a, b);
+			if (l->lu.naa_id && x->naa_id == l->lu.naa_id)
+				return fail(c, "naa_id", false,
+					    "is also used by targets[%zu].luns[%zu]", a, b);
+		}
+	}
+	return 0;
+}
+
+static int parse_lun_backend(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
+{
+	const char *path;
+	int rc;
+
+	if ((rc = get_str(c, v, "path", 4095, STR_PRINTABLE, &path)))
+		return rc;
+	if (lu->block_size != 512 && lu->block_size != 4096)
+		return fail(c, "block_size", false, "%u is not supported: use 512 or 4096",
+			    lu->block_size);
+	if (lu->backend == SCSI_BACKEND_RAM) {
+		if (path)
+			return fail(c, "path", false, "a RAM LUN has no path");
+		if (!member(v, "size"))
+			return fail(c, "size", false, "required for a RAM LUN");
+		if (lu->size_bytes == 0)
+			return fail(c, "size", false, "a RAM LUN needs a size above 0");
+	} else {
+		if (!path)
+			return fail(c, "path", false, "required for a %s LUN",
+				    backend_names[lu->backend]);
+		if (path[0] != '/')
+			return fail(c, "path", false, "must be an absolute path");
+		if ((rc = dup_str(c, path, (char **)&lu->path)))
+			return rc;
+	}
+	if (lu->size_bytes % lu->block_size)
+		return fail(c, "size", false, "%llu bytes is not a multiple of block_size (%u)",
+			    (unsigned long long)lu->size_bytes, lu->block_size);
+	return 0;
+}
+
+static int parse_lun(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti, size_t li)
+{
+	static const char *const keys[] = {
+	    "lun",	   "backend",	"path",	  "size",    "block_size", "readonly", "thin",
+	    "write_cache", "no_medium", "vendor", "product", "serial",	   "naa_id",   NULL};
+	struct cfg_target *t = &cfg->targets[ti];
+	struct cfg_lun *l = &t->luns[li];
+	struct scsi_lu_cfg *lu = &l->lu;
+	int backend = -1;
+	int rc;
+
+	lu->block_size = 512;
+	lu->target_name = t->name;
+	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)))
+		return rc;
+	if (!member(v, "lun"))
+		return missing(c, "lun");
+	if (!member(v, "backend"))
+		return missing(c, "backend");
+	if ((rc = get_u32(c, v, "lun", 0, SCSI_MAX_LUNS - 1, &l->lun)) ||
+	    (rc = get_enum(c, v, "backend", backend_names, "backend", &backend)))
+		return rc;
+	lu->lun = l->lun;
+	lu->backend = (enum scsi_backend_type)backend;
+	if ((rc = get_size(c, v, "size", &lu->size_bytes)) ||
+	    (rc = get_u32(c, v, "block_size", 0, UINT32_MAX, &lu->block_size)) ||
+	    (rc = parse_lun_backend(c, v, lu)) ||
+	    (rc = get_bool(c, v, "readonly", &lu->readonly)) ||
+	    (rc = get_bool(c, v, "thin", &lu->thin)) ||
+	    (rc = get_bool(c, v, "write_cache", &lu->write_cache)) ||
+	    (rc = get_bool(c, v, "no_medium", &lu->no_medium)) ||
+	    (rc = get_strdup(c, v, "vendor", 8, STR_ASCII, (char **)&lu->vendor)) ||
+	    (rc = get_strdup(c, v, "product", 16, STR_ASCII, (char **)&lu->product)) ||
+	    (rc = get_strdup(c, v, "serial", 64, STR_ASCII, (char **)&lu->serial)) ||
+	    (rc = parse_naa_id(c, v, &lu->naa_id)))
+		return rc;
+	return check_lun_conflicts(c, cfg, ti, t, li);
+}
+
+/* ---- targets --------------------------------------------------------------------------- */
+
+static int parse_target_portals(struct ctx *c, json_t *tv, const struct ix_config *cfg,
+				struct cfg_target *t)
+{
+	json_t *v = member(tv, "portals"), *e;
+	size_t i;
+	int rc = 0;
+
+	if (!v)
+		return 0;
+	if ((rc = want_array(c, "portals", v)))
+		return rc;
+	if (json_array_size(v) == 0)
+		return fail(c, "portals", false, "must not be empty (omit it to use every portal)");
+	t->portals = alloc_array(c, json_array_size(v), sizeof(*t->portals));
+	if (!t->portals)
+		return -ENOMEM;
+	push_key(c, "portals");
+	json_array_foreach(v, i, e)
+	{
+		const char *s = json_string_value(e);
+		char buf[128];
+		push_idx(c, i);
+		if (!s)
+			rc = fail(c, NULL, false, "must be a portal name, not %s", type_name(e));
+		else if (!cfg_find_portal(cfg, s))
+			rc = fail(c, NULL, false, "no portal is named \"%s\"",
+				  esc(s, buf, sizeof(buf)));
+		for (size_t j = 0; !rc && j < i; j++)
+			if (strcmp(t->portals[j], s) == 0)
+				rc = fail(c, NULL, false, "\"%s\" is listed twice", s);
+		if (!rc && !(rc = dup_str(c, s, &t->portals[i])))
+			t->nportals = i + 1;
+		pop(c);
+		if (rc)
+			break;
+	}
+	pop(c);
+	return rc;
+}
+
+static int parse_acl(struct ctx *c, json_t *v, struct cfg_target *t, size_t idx)
+{
+	static const char *const keys[] = {"initiator", "chap", NULL};
+	struct cfg_acl *a = &t->acls[idx];
+	int rc;
+
+	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)) ||
+	    (rc = get_iscsi_name(c, v, "initiator", &a->initiator)) ||
+	    (rc = parse_chap(c, v, "chap", false, &a->chap)))
+		return rc;
+	for (size_t i = 0; i < idx; i++)
+		if (strcmp(t->acls[i].initiator, a->initiator) == 0)
+			return fail(c, "initiator", false, "already listed in acls[%zu]", i);
+	return 0;
+}
+
+/* Parse the array `key` of the target, one element at a time. */
+static int parse_list(struct ctx *c, json_t *tv, const char *key, void **arr, size_t elem_size,
+		      size_t *n, int (*one)(struct ctx *, json_t *, size_t, void *), void *arg)
+{
+	json_t *v = member(tv, key), *e;
+	size_t i;
+	int rc = 0;
+
+	if (!v)
+		return 0;
+	if ((rc = want_array(c, key, v)))
+		return rc;
+	*arr = alloc_array(c, json_array_size(v), elem_size);
+	if (!*arr)
+		return -ENOMEM;
+	*n = json_array_size(v);
+	push_key(c, key);
+	json_array_foreach(v, i, e)
+	{
+		push_idx(c, i);
+		rc = one(c, e, i, arg);
+		pop(c);
+		if (rc)
+			break;
+	}
+	pop(c);
+	return rc;
+}
+
+struct lun_arg {
+	struct ix_config *cfg;
+	size_t ti;
+};
+
+static int one_lun(struct ctx *c, json_t *v, size_t i, void *arg)
+{
+	struct lun_arg *la = arg;
+	return parse_lun(c, v, la->cfg, la->ti, i);
+}
+
+static int one_acl(struct ctx *c, json_t *v, size_t i, void *arg)
+{
+	return parse_acl(c, v, arg, i);
+}
+
+/* Cross-field CHAP rules of one target. */
+static int check_target_chap(struct ctx *c, json_t *tv, struct cfg_target *t)
+{
+	bool any = t->chap.secret != NULL;
+	char buf[300];
+
+	for (size_t i = 0; i < t->nacls; i++)
+		any = any || t->acls[i].chap.secret;
+	t->chap_required = any;
+	if (get_bool(c, tv, "chap_required", &t->chap_required))
+		return -EINVAL;
+	if (t->mutual_chap.secret && !any)
+		return fail(c, "mutual_chap", false,
+			    "mutual CHAP needs one-way CHAP as well (\"chap\" or an ACL's "
+			    "\"chap\"): the initiator authenticates first");
+	if (!t->chap_required || t->chap.secret)
+		return 0;
+	if (t->nacls == 0)
+		return fail(c, "chap_required", false,
+			    "is true but the target has no CHAP credential (\"chap\" or "
+			    "\"acls\" with \"chap\")");
+	for (size_t i = 0; i < t->nacls; i++) {
+		if (t->acls[i].chap.secret)
+			continue;
+		push_key(c, "acls");
+		push_idx(c, i);
+		fail(c, NULL, false,
+		     "initiator \"%s\" has no CHAP credential but chap_required is true (give "
+		     "it \"chap\", or give the target one)",
+		     esc(t->acls[i].initiator, buf, sizeof(buf)));
+		pop(c);
+		pop(c);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int parse_target(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti)
+{
+	static const char *const keys[] = {
+	    "name",	   "alias",	    "portals",	       "luns", "acls", "chap",
+	    "mutual_chap", "chap_required", "chap_algorithms", NULL};
+	struct cfg_target *t = &cfg->targets[ti];
+	struct lun_arg la = {cfg, ti};
+	char buf[300];
+	int rc;
+
+	chap_algs_default(t->chap_algs, &t->nchap_algs);
+	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)) ||
+	    (rc = get_iscsi_name(c, v, "name", &t->name)))
+		return rc;
+	for (size_t i = 0; i < ti; i++)
+		if (strcmp(cfg->targets[i].name, t->name) == 0)
+			return fail(c, "name", false,
+				    "target \"%s\" is already defined by "
+				    "targets[%zu]",
+				    esc(t->name, buf, sizeof(buf)), i);
+	if ((rc = get_strdup(c, v, "alias", 255, STR_PRINTABLE, &t->alias)) ||
+	    (rc = parse_target_portals(c, v, cfg, t)) ||
+	    (rc = parse_list(c, v, "luns", (void **)&t->luns, sizeof(*t->luns), &t->nluns, one_lun,
+			     &la)) ||
+	    (rc = parse_list(c, v, "acls", (void **)&t->acls, sizeof(*t->acls), &t->nacls, one_acl,
+			     t)) ||
+	    (rc = parse_chap(c, v, "chap", false, &t->chap)) ||
+	    (rc = parse_chap(c, v, "mutual_chap", true, &t->mutual_chap)) ||
+	    (rc = parse_chap_algs(c, v, "chap_algorithms", t->chap_algs, &t->nchap_algs)))
+		return rc;
+	return check_target_chap(c, v, t);
+}
+
+static int parse_targets(struct ctx *c, json_t *root, struct ix_config *cfg)
+{
+	json_t *v = member(root, "targets"), *e;
+	size_t i;
+	int rc = 0;
+
+	if (!v)
+		return 0;
+	if ((rc = want_array(c, "targets", v)))
+		return rc;
+	cfg->targets = alloc_array(c, json_array_size(v), sizeof(*cfg->targets));
+	if (!cfg->targets)
+		return -ENOMEM;
+	cfg->ntargets = json_array_size(v);
+	push_key(c, "targets");
+	json_array_foreach(v, i, e)
+	{
+		push_idx(c, i);
+		rc = parse_target(c, e, cfg, i);
+		pop(c);
+		if (rc)
+			break;
+	}
+	pop(c);
+	return rc;
+}
+
+/* ---- entry points ---------------------------------------------------------------------- */
+
+static int parse_root(struct ctx *c, json_t *root, struct ix_config *cfg)
+{
+	static const char *const keys[] = {"version", "global", "portals", "targets", NULL};
+	uint64_t version = 1;
+	int rc;
+
+	global_defaults(&cfg->global);
+	if (!json_is_object(root))
+		return fail(c, NULL, false, "the configuration must be a JSON object, not %s",
+			    type_name(root));
+	if ((rc = check_keys(c, root, keys)) ||
+	    (rc = get_uint(c, root, "version", 1, 1, &version)) ||
+	    (rc = parse_global(c, root, &cfg->global)) || (rc = parse_portals(c, root, cfg)) ||
+	    (rc = parse_targets(c, root, cfg)))
+		return rc;
+	return check_secret_directions(c);
+}
+
+static int load(const char *text, size_t len, const char *name, struct ix_config **out, char *err,
+		size_t errlen)
+{
+	struct ctx c = {.name = name ? name : "<string>",
+			.text = text,
+			.len = len,
+			.err = err,
+			.errlen = errlen};
+	struct ix_config *cfg;
+	json_error_t je;
+	json_t *root;
+	int rc;
+
+	*out = NULL;
+	if (err && errlen)
+		err[0] = '\0';
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	if (!root) {
+		if (err && errlen)
+			snprintf(err, errlen, "%s:%d:%d: %s", c.name, je.line > 0 ? je.line : 1,
+				 je.column > 0 ? je.column : 1, je.text);
+		return -EINVAL;
+	}
+	cfg = calloc(1, sizeof(*cfg));
+	if (!cfg) {
+		json_decref(root);
+		return -ENOMEM;
+	}
+	rc = parse_root(&c, root, cfg);
+	json_decref(root);
+	free(c.secrets);
+	if (rc) {
+		cfg_free(cfg);
+		return rc;
+	}
+	*out = cfg;
+	return 0;
+}
+
+int cfg_load_string(const char *json, const char *name, struct ix_config **out, char *err,
+		    size_t errlen)
+{
+	return load(json, strlen(json), name, out, err, errlen);
+}
+
+int cfg_load_file(const char *path, struct ix_config **out, char *err, size_t errlen)
+{
+	struct stat st;
+	char *text;
+	size_t got = 0;
+	int fd, rc;
+
+	*out = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size > (off_t)MAX_FILE_SIZE) {
+		rc = S_ISDIR(st.st_mode) ? -EISDIR : -EFBIG;
+		goto fail;
+	}
+	text = malloc((size_t)st.st_size + 1);
+	if (!text) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, text + got, (size_t)st.st_size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	text[got] = '\0';
+	rc = load(text, got, path, out, err, errlen);
+	free(text);
+	return rc;
+fail:
+	if (fd >= 0)
+		close(fd);
+	if (err && errlen)
+		snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+	return rc;
+}
+
+static void free_secret(char *s)
+{
+	if (s) {
+		explicit_bzero(s, strlen(s));
+		free(s);
+	}
+}
+
+static void free_chap(struct cfg_chap *ch)
+{
+	free(ch->user);
+	free_secret(ch->secret);
+}
+
+static void free_target(struct cfg_target *t)
+{
+	free(t->name);
+	free(t->alias);
+	for (size_t i = 0; t->portals && i < t->nportals; i++)
+		free(t->portals[i]);
+	free(t->portals);
+	for (size_t i = 0; t->luns && i < t->nluns; i++) {
+		struct scsi_lu_cfg *lu = &t->luns[i].lu;
+		free((char *)lu->path);
+		free((char *)lu->vendor);
+		free((char *)lu->product);
+		free((char *)lu->serial);
+	}
+	free(t->luns);
+	for (size_t i = 0; t->acls && i < t->nacls; i++) {
+		free(t->acls[i].initiator);
+		free_chap(&t->acls[i].chap);
+	}
+	free(t->acls);
+	free_chap(&t->chap);
+	free_chap(&t->mutual_chap);
+}
+
+void cfg_free(struct ix_config *cfg)
+{
+	if (!cfg)
+		return;
+	free_chap(&cfg->global.discovery_chap);
+	free_chap(&cfg->global.discovery_mutual_chap);
+	free(cfg->global.mgmt_socket);
+	for (size_t i = 0; cfg->portals && i < cfg->nportals; i++) {
+		free(cfg->portals[i].name);
+		free(cfg->portals[i].address);
+	}
+	free(cfg->portals);
+	for (size_t i = 0; cfg->targets && i < cfg->ntargets; i++)
+		free_target(&cfg->targets[i]);
+	free(cfg->targets);
+	free(cfg);
+}
+
+int cfg_default(struct ix_config **out, uint64_t ram_size_bytes)
+{
+	char json[512];
+
+	snprintf(json, sizeof(json),
+		 "{\"portals\": [{\"name\": \"default\", \"address\": \"127.0.0.1\", "
+		 "\"port\": 3260}],"
+		 " \"targets\": [{\"name\": \"iqn.2026-11.io.ix:target0\","
+		 " \"luns\": [{\"lun\": 0, \"backend\": \"ram\", \"size\": \"%llu\"}]}]}",
+		 (unsigned long long)(ram_size_bytes ? ram_size_bytes : DEFAULT_RAM_SIZE));
+	return load(json, strlen(json), "<default>", out, NULL, 0);
+}
+
+/* ---- lookups --------------------------------------------------------------------------- */
+
+/* Configured names are lower-case (validated); the peer's may differ only in case. */
+const struct cfg_target *cfg_find_target(const struct ix_config *cfg, const char *name)
+{
+	for (size_t i = 0; name && i < cfg->ntargets; i++)
+		if (strcasecmp(cfg->targets[i].name, name) == 0)
+			return &cfg->targets[i];
+	return NULL;
+}
+
+const struct cfg_portal *cfg_find_portal(const struct ix_config *cfg, const char *name)
+{
+	for (size_t i = 0; name && i < cfg->nportals; i++)
+		if (cfg->portals[i].name && strcmp(cfg->portals[i].name, name) == 0)
+			return &cfg->portals[i];
+	return NULL;
+}
+
+const struct cfg_acl *cfg_find_acl(const struct cfg_target *t, const char *initiator)
+{
+	static const struct cfg_acl open_acl; /* immutable: "anyone, no per-initiator CHAP" */
+
+	if (t->nacls == 0)
+		return &open_acl;
+	for (size_t i = 0; initiator && i < t->nacls; i++)
+		if (strcasecmp(t->acls[i].initiator, initiator) == 0)
+			return &t->acls[i];
+	return NULL;
+}
+
+bool cfg_target_on_portal(const struct cfg_target *t, const struct cfg_portal *p)
+{
+	if (t->nportals == 0)
+		return true;
+	for (size_t i = 0; i < t->nportals; i++)
+		if (strcmp(t->portals[i], p->name) == 0)
+			return true;
+	return false;
+}

@@ -1,0 +1,761 @@
+/* Unit tests for the target configuration loader (src/target/config.c).
+ *
+ * Most cases are a table: a JSON text (written with ' for " to keep it readable) and either
+ * NULL (must load) or a substring the error message must contain, usually "path: reason" or
+ * "LINE:COL: path: reason". Then the values of a loaded config, the lookups, cfg_default(),
+ * and every file in etc/.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tap.h"
+#include "target/config.h"
+#include "util/log.h"
+
+#ifndef IX_SOURCE_DIR
+#error "IX_SOURCE_DIR must name the source tree (set by meson)"
+#endif
+
+struct tcase {
+	const char *json;
+	const char *expect; /* NULL: loads; else a substring of the error message */
+};
+
+#define T(body)	      "{'targets':[{'name':'iqn.2026-11.io.ix:t'," body "}]}"
+#define LUNS(body)    T("'luns':[" body "]")
+#define RAM0	      "{'lun':0,'backend':'ram','size':'1M'}"
+#define G(body)	      "{'global':{" body "}}"
+#define NEG(body)     G("'negotiation':{" body "}")
+#define DISC(body)    G("'discovery':{" body "}")
+#define P(addr, port) "{'name':'" addr port "','address':'" addr "','port':" port "}"
+
+static const struct tcase cases[] = {
+    /* whole-document and syntax */
+    {"{}", NULL},
+    {"{'version':1}", NULL},
+    {"{'version':2}", "<t>:1:12: version: 2 is out of range (1 to 1)"},
+    {"", "<t>:1:1: '[' or '{' expected"},
+    {"{'global':", "<t>:1:"},
+    {"{'global':{}} x", "end of file expected"},
+    {"[]", "<t>:1:1: the configuration must be a JSON object, not an array"},
+    {"{'global':{},'global':{}}", "duplicate object key"},
+    /* unknown keys, at any depth */
+    {"{'globals':{}}", "<t>:1:2: globals: unknown key \"globals\" (did you mean \"global\"?)"},
+    {"{'global':{'zzzzzzzzzz':1}}",
+     "global.zzzzzzzzzz: unknown key \"zzzzzzzzzz\" (allowed here: threads, log_level"},
+    {NEG("'max_burst':4096"), "global.negotiation.max_burst: unknown key"},
+    {DISC("'chap':{'user':'u','secret':'s','scret':'x'}"),
+     "global.discovery.chap.scret: unknown key \"scret\" (did you mean \"secret\"?)"},
+    {"{'portals':[{'address':'::1','prot':3260}]}", "portals[0].prot: unknown key"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','blocksize':512}"),
+     "targets[0].luns[0].blocksize: unknown key \"blocksize\" (did you mean \"block_size\"?)"},
+    {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i','CHAP':{}}]"),
+     "targets[0].acls[0].CHAP: unknown key"},
+    {T("'lun':[]"), "targets[0].lun: unknown key \"lun\" (did you mean \"luns\"?)"},
+    /* wrong types */
+    {G("'threads':'4'"), "global.threads: must be an integer, not a string"},
+    {G("'threads':4.0"), "global.threads: must be an integer, not a number with a fraction"},
+    {"{'global':[]}", "global: must be an object, not an array"},
+    {"{'targets':{}}", "targets: must be an array, not an object"},
+    {"{'targets':[1]}", "targets[0]: must be an object, not an integer"},
+    {NEG("'immediate_data':1"), "negotiation.immediate_data: must be true or false"},
+    {G("'log_level':3"), "global.log_level: must be a string, not an integer"},
+    {T("'portals':'default'"), "targets[0].portals: must be an array, not a string"},
+    {T("'portals':[1]"), "targets[0].portals[0]: must be a portal name, not an integer"},
+    {LUNS("{'lun':0,'backend':'ram','size':true}"),
+     "luns[0].size: must be an integer or a string like \"10G\", not a boolean"},
+    {T("'chap':'secret'"), "targets[0].chap: must be an object, not a string"},
+    {G("'mgmt_socket':null"), NULL}, /* null means absent */
+    /* missing required fields */
+    {"{'targets':[{}]}", "<t>:1:13: targets[0].name: required but missing"},
+    {"{'targets':[{'name':null}]}", "targets[0].name: required but missing"},
+    {LUNS("{'backend':'ram','size':'1M'}"), "luns[0].lun: required but missing"},
+    {LUNS("{'lun':0,'size':'1M'}"), "luns[0].backend: required but missing"},
+    {"{'portals':[{'port':3260}]}", "portals[0].address: required but missing"},
+    {T("'acls':[{}]"), "acls[0].initiator: required but missing"},
+    /* iSCSI names */
+    {"{'targets':[{'name':'eui.02004567a425678d'}]}", NULL},
+    {"{'targets':[{'name':'naa.52004567ba64678d'}]}", NULL},
+    {"{'targets':[{'name':'naa.52004567ba64678d52004567ba64678d'}]}", NULL},
+    {"{'targets':[{'name':'iqn.2026-11.io.ix'}]}", NULL},
+    {"{'targets':[{'name':'iqn.2026-11.io.ix:a.b-c:d'}]}", NULL},
+    {"{'targets':[{'name':'iqn.2026-11.io.IX:t'}]}",
+     "targets[0].name: \"iqn.2026-11.io.IX:t\" is not a valid iSCSI name: must be lower-case"},
+    {"{'targets':[{'name':'IQN.2026-11.io.ix:t'}]}", "must be lower-case"},
+    {"{'targets':[{'name':'iqn.2026-11.io.ix:t_0'}]}",
+     "contains a character other than a-z, 0-9, '-', '.' and ':'"},
+    {"{'targets':[{'name':'iqn.2026-11.io.ix:t 0'}]}", "contains a character other"},
+    {"{'targets':[{'name':'iqn.26-11.io.ix:t'}]}", "must be followed by a date yyyy-mm"},
+    {"{'targets':[{'name':'iqn.2026-1.io.ix:t'}]}", "must be followed by a date yyyy-mm"},
+    {"{'targets':[{'name':'iqn.2026-13.io.ix:t'}]}", "month in iqn.yyyy-mm must be 01 to 12"},
+    {"{'targets':[{'name':'iqn.2026-00.io.ix:t'}]}", "month in iqn.yyyy-mm must be 01 to 12"},
+    {"{'targets':[{'name':'iqn.2026-11'}]}", "must be followed by '.'"},
+    {"{'targets':[{'name':'iqn.2026-11:io.ix'}]}", "must be followed by '.'"},
+    {"{'targets':[{'name':'iqn.2026-11.'}]}", "reversed domain name after iqn.yyyy-mm. is missing"},
+    {"{'targets':[{'name':'iqn.2026-11.:t'}]}", "is missing"},
+    {"{'targets':[{'name':'iqn.2026-11.io..ix:t'}]}", "has an empty label"},
+    {"{'targets':[{'name':'iqn.2026-11.io.ix.:t'}]}", "has an empty label"},
+    {"{'targets':[{'name':'iqn.2026-11.io.ix:'}]}", "nothing follows the ':'"},
+    {"{'targets':[{'name':'eui.02004567a425678'}]}", "\"eui.\" must be followed by 16 hex"},
+    {"{'targets':[{'name':'eui.02004567a425678g'}]}", "\"eui.\" must be followed by 16 hex"},
+    {"{'targets':[{'name':'naa.52004567ba64678d5'}]}", "\"naa.\" must be followed by 16 or 32"},
+    {"{'targets':[{'name':'target0'}]}", "must start with \"iqn.\", \"eui.\" or \"naa.\""},
+    {"{'targets':[{'name':''}]}", "targets[0].name: must not be empty"},
+    {T("'acls':[{'initiator':'iqn.1994-05.com.Redhat:x'}]"),
+     "targets[0].acls[0].initiator: \"iqn.1994-05.com.Redhat:x\" is not a valid iSCSI name"},
+    /* duplicates */
+    {"{'targets':[{'name':'iqn.2026-11.io.ix:a'},{'name':'iqn.2026-11.io.ix:a'}]}",
+     "<t>:1:52: targets[1].name: target \"iqn.2026-11.io.ix:a\" is already defined by "
+     "targets[0]"},
+    {LUNS(RAM0 "," RAM0), "targets[0].luns[1].lun: LUN 0 is already defined by luns[0]"},
+    {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i'},{'initiator':'iqn.2026-11.io.ix:i'}]"),
+     "acls[1].initiator: already listed in acls[0]"},
+    /* LUNs */
+    {LUNS("{'lun':255,'backend':'ram','size':4096}"), NULL},
+    {LUNS("{'lun':256,'backend':'ram','size':4096}"),
+     "luns[0].lun: 256 is out of range (0 to 255)"},
+    {LUNS("{'lun':-1,'backend':'ram','size':4096}"), "luns[0].lun: -1 is out of range"},
+    {LUNS("{'lun':0,'backend':'nvme','size':4096}"),
+     "luns[0].backend: unknown backend \"nvme\" (use ram, file or block)"},
+    {LUNS("{'lun':0,'backend':'RAM','size':4096}"), "unknown backend \"RAM\""},
+    {LUNS("{'lun':0,'backend':'ram','size':8192,'block_size':4096}"), NULL},
+    {LUNS("{'lun':0,'backend':'ram','size':4096,'block_size':1024}"),
+     "luns[0].block_size: 1024 is not supported: use 512 or 4096"},
+    {LUNS("{'lun':0,'backend':'ram','size':4096,'block_size':0}"), "0 is not supported"},
+    {LUNS("{'lun':0,'backend':'ram'}"), "luns[0].size: required for a RAM LUN"},
+    {LUNS("{'lun':0,'backend':'ram','size':null}"), "luns[0].size: required for a RAM LUN"},
+    {LUNS("{'lun':0,'backend':'ram','size':0}"), "luns[0].size: a RAM LUN needs a size above 0"},
+    {LUNS("{'lun':0,'backend':'ram','size':'0G'}"), "a RAM LUN needs a size above 0"},
+    {LUNS("{'lun':0,'backend':'ram','size':1000}"),
+     "luns[0].size: 1000 bytes is not a multiple of block_size (512)"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1K','block_size':4096}"),
+     "1024 bytes is not a multiple of block_size (4096)"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','path':'/tmp/x'}"),
+     "luns[0].path: a RAM LUN has no path"},
+    {LUNS("{'lun':0,'backend':'file','size':'1G'}"), "luns[0].path: required for a file LUN"},
+    {LUNS("{'lun':0,'backend':'block'}"), "luns[0].path: required for a block LUN"},
+    {LUNS("{'lun':0,'backend':'block','path':''}"), "luns[0].path: must not be empty"},
+    {LUNS("{'lun':0,'backend':'file','path':'lun0.img','size':'1G'}"),
+     "luns[0].path: must be an absolute path"},
+    {LUNS("{'lun':0,'backend':'file','path':'/var/lib/ix/a.img'}"), NULL},
+    {LUNS("{'lun':0,'backend':'file','path':'/var/lib/ix/a.img','size':1000}"),
+     "not a multiple of block_size"},
+    {LUNS("{'lun':0,'backend':'block','path':'/dev/sdb','readonly':true,'size':0}"), NULL},
+    {LUNS("{'lun':0,'backend':'file','path':'/a','size':'1G'},"
+	  "{'lun':1,'backend':'file','path':'/a','size':'1G'}"),
+     "luns[1].path: \"/a\" is also used by targets[0].luns[0]"},
+    {"{'targets':[{'name':'iqn.2026-11.io.ix:a','luns':[{'lun':0,'backend':'block','path':"
+     "'/dev/sdb'}]},{'name':'iqn.2026-11.io.ix:b','luns':[{'lun':0,'backend':'block','path':"
+     "'/dev/sdb','readonly':true}]}]}",
+     "targets[1].luns[0].path: \"/dev/sdb\" is also used by targets[0].luns[0]"},
+    {"{'targets':[{'name':'iqn.2026-11.io.ix:a','luns':[{'lun':0,'backend':'block','path':"
+     "'/dev/sdb','readonly':true}]},{'name':'iqn.2026-11.io.ix:b','luns':[{'lun':0,"
+     "'backend':'block','path':'/dev/sdb','readonly':true}]}]}",
+     NULL},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','vendor':'IX','product':'p','serial':'s1',"
+	  "'naa_id':'0x6001405abcdef012'}"),
+     NULL},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','vendor':'ABCDEFGHI'}"),
+     "luns[0].vendor: is 9 bytes long, the limit is 8"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','product':'\\u00e9'}"),
+     "luns[0].product: must be printable ASCII"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'xyz'}"),
+     "luns[0].naa_id: \"xyz\" is not a non-zero hex number"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'0'}"), "is not a non-zero hex"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'12345678901234567'}"),
+     "luns[0].naa_id: \"12345678901234567\" is not a non-zero hex number of up to 16"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'0x123456789012345678'}"),
+     "luns[0].naa_id: is 20 bytes long, the limit is 18"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'abc'},"
+	  "{'lun':1,'backend':'ram','size':'1M','naa_id':'0xABC'}"),
+     "luns[1].naa_id: is also used by targets[0].luns[0]"},
+    /* sizes */
+    {LUNS("{'lun':0,'backend':'ram','size':'1GiB'}"), NULL},
+    {LUNS("{'lun':0,'backend':'ram','size':'4k'}"), NULL},
+    {LUNS("{'lun':0,'backend':'ram','size':'1GB'}"),
+     "luns[0].size: \"1GB\" is not a size (a number of bytes, optionally followed by K, M, G, "
+     "T or P"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1.5G'}"), "\"1.5G\" is not a size"},
+    {LUNS("{'lun':0,'backend':'ram','size':' 1G'}"), "\" 1G\" is not a size"},
+    {LUNS("{'lun':0,'backend':'ram','size':'G'}"), "\"G\" is not a size"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1X'}"), "\"1X\" is not a size"},
+    {LUNS("{'lun':0,'backend':'ram','size':-512}"), "luns[0].size: must not be negative"},
+    {LUNS("{'lun':0,'backend':'ram','size':'16777216T'}"), "\"16777216T\" is too large"},
+    {LUNS("{'lun':0,'backend':'ram','size':'99999999999999999999'}"), "is too large"},
+    /* portals */
+    {"{'portals':[{'address':'::1'}]}", NULL},
+    {"{'portals':[{'address':'::','port':3261,'tpgt':2,'transports':['tcp','iser']}]}", NULL},
+    {"{'portals':[" P("0.0.0.0", "3260") "," P("::", "3260") "]}", NULL},
+    {"{'portals':[" P("127.0.0.1", "3260") "," P("127.0.0.1", "3261") "]}", NULL},
+    {"{'portals':[" P("127.0.0.1", "3260") "," P("127.0.0.1", "3260") "]}",
+     "name: portal name \"127.0.0.13260\" is already used by portals[0]"},
+    {"{'portals':[{'name':'a','address':'127.0.0.1'},{'name':'b','address':'127.0.0.1'}]}",
+     "portals[1].address: 127.0.0.1 port 3260 overlaps portals[0] (127.0.0.1 port 3260)"},
+    {"{'portals':[{'name':'a','address':'::1'},{'name':'b','address':'0::0:1'}]}",
+     "portals[1].address: 0::0:1 port 3260 overlaps portals[0] (::1 port 3260)"},
+    {"{'portals':[{'name':'a','address':'10.0.0.1'},{'name':'b','address':'0.0.0.0'}]}",
+     "portals[1].address: 0.0.0.0 port 3260 overlaps portals[0]"},
+    {"{'portals':[{'address':'::1'},{'address':'127.0.0.1'}]}",
+     "portals[1].name: portal name \"default\" is already used by portals[0]"},
+    {"{'portals':[{'address':'127.0.0.1','port':0}]}",
+     "portals[0].port: 0 is out of range (1 to 65535)"},
+    {"{'portals':[{'address':'127.0.0.1','port':65536}]}", "65536 is out of range (1 to 65535)"},
+    {"{'portals':[{'address':'127.0.0.1','tpgt':65536}]}", "portals[0].tpgt: 65536 is out of"},
+    {"{'portals':[{'address':'localhost'}]}",
+     "portals[0].address: \"localhost\" is not an IPv4 or IPv6 address"},
+    {"{'portals':[{'address':'[::1]'}]}", "\"[::1]\" is not an IPv4 or IPv6 address"},
+    {"{'portals':[{'address':'127.0.0.256'}]}", "is not an IPv4 or IPv6 address"},
+    {"{'portals':[]}", "portals: must list at least one portal"},
+    {"{'portals':[{'address':'::1','transports':[]}]}", "transports: must list"},
+    {"{'portals':[{'address':'::1','transports':['tcp','tcp']}]}",
+     "portals[0].transports[1]: \"tcp\" is listed twice"},
+    {"{'portals':[{'address':'::1','transports':['rdma']}]}",
+     "portals[0].transports[0]: unknown transport \"rdma\" (tcp or iser)"},
+    {T("'portals':['default']"), NULL},
+    {T("'portals':['nope']"), "targets[0].portals[0]: no portal is named \"nope\""},
+    {T("'portals':[]"), "targets[0].portals: must not be empty"},
+    {T("'portals':['default','default']"), "targets[0].portals[1]: \"default\" is listed twice"},
+    /* CHAP */
+    {T("'chap':{'user':'u','secret':'s'}"), NULL},
+    {T("'chap':{'user':'u','secret':''}"), "targets[0].chap.secret: must not be empty"},
+    {T("'chap':{'user':'u'}"),
+     "targets[0].chap.secret: required when \"user\" is set (CHAP user without secret)"},
+    {T("'chap':{'secret':'s'}"), "targets[0].chap.user: required but missing"},
+    {T("'chap':{'user':'','secret':'s'}"), "targets[0].chap.user: must not be empty"},
+    {T("'chap':{}"), "targets[0].chap: a CHAP credential needs \"user\" and \"secret\""},
+    {T("'chap':{'user':'u\\n','secret':'s'}"), "chap.user: contains a control character"},
+    {T("'mutual_chap':{'user':'t','secret':'m'}"),
+     "targets[0].mutual_chap: mutual CHAP needs one-way CHAP as well"},
+    {T("'chap':{'user':'u','secret':'same'},'mutual_chap':{'user':'t','secret':'same'}"),
+     "targets[0].mutual_chap.secret: the mutual CHAP secret equals the one-way secret at "
+     "targets[0].chap.secret"},
+    {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i','chap':{'user':'u','secret':'x'}}],"
+       "'mutual_chap':{'user':'t','secret':'x'}"),
+     "targets[0].mutual_chap.secret: the mutual CHAP secret equals the one-way secret at "
+     "targets[0].acls[0].chap.secret"},
+    {"{'global':{'discovery':{'chap':{'user':'u','secret':'x'}}},"
+     "'targets':[{'name':'iqn.2026-11.io.ix:t','chap':{'user':'u','secret':'y'},"
+     "'mutual_chap':{'user':'t','secret':'x'}}]}",
+     "targets[0].mutual_chap.secret: the mutual CHAP secret equals the one-way secret at "
+     "global.discovery.chap.secret"},
+    {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i','chap':{'user':'u','secret':'x'}}],"
+       "'mutual_chap':{'user':'t','secret':'y'}"),
+     NULL},
+    {T("'chap_required':true"),
+     "targets[0].chap_required: is true but the target has no CHAP credential"},
+    {T("'chap_required':false,'chap':{'user':'u','secret':'s'}"), NULL},
+    {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i','chap':{'user':'u','secret':'x'}},"
+       "{'initiator':'iqn.2026-11.io.ix:j'}]"),
+     "targets[0].acls[1]: initiator \"iqn.2026-11.io.ix:j\" has no CHAP credential but "
+     "chap_required is true"},
+    {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i','chap':{'user':'u','secret':'x'}},"
+       "{'initiator':'iqn.2026-11.io.ix:j'}],'chap_required':false"),
+     NULL},
+    {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i','chap':{'user':'u','secret':'x'}},"
+       "{'initiator':'iqn.2026-11.io.ix:j'}],'chap':{'user':'v','secret':'y'}"),
+     NULL},
+    {T("'chap_algorithms':['SHA256','sha3-256']"), NULL},
+    {T("'chap_algorithms':['sha512']"),
+     "targets[0].chap_algorithms[0]: unknown CHAP algorithm \"sha512\""},
+    {T("'chap_algorithms':['md5','MD5']"), "chap_algorithms[1]: \"MD5\" is listed twice"},
+    {T("'chap_algorithms':[]"), "targets[0].chap_algorithms: must not be empty"},
+    {T("'chap_algorithms':[5]"), "chap_algorithms[0]: must be a string, not an integer"},
+    {DISC("'chap':{'user':'u','secret':'s'},'mutual_chap':{'user':'t','secret':'m'},"
+	  "'chap_algorithms':['sha256']"),
+     NULL},
+    {DISC("'mutual_chap':{'user':'t','secret':'m'}"),
+     "global.discovery.mutual_chap: mutual CHAP needs one-way \"chap\" as well"},
+    {DISC("'chap':{'user':'u','secret':'s'},'mutual_chap':{'user':'t','secret':'s'}"),
+     "global.discovery.mutual_chap.secret: the mutual CHAP secret equals the one-way secret "
+     "at global.discovery.chap.secret"},
+    {DISC("'chap_required':true"),
+     "global.discovery.chap_required: is true but no discovery \"chap\""},
+    {DISC("'chap':{'user':'u','secret':'s'},'chap_required':false"), NULL},
+    /* negotiation (RFC 7143 ranges) */
+    {NEG("'max_recv_data_segment_length':512,'max_burst_length':16777215,"
+	 "'first_burst_length':512,'immediate_data':false,'initial_r2t':true,"
+	 "'max_outstanding_r2t':65535,'header_digest':'crc32c','data_digest':'prefer-crc32c',"
+	 "'max_connections':65535,'default_time2wait':3600,'default_time2retain':0"),
+     NULL},
+    {NEG("'max_recv_data_segment_length':511"),
+     "global.negotiation.max_recv_data_segment_length: 511 is out of range (512 to 16777215)"},
+    {NEG("'max_recv_data_segment_length':16777216"), "16777216 is out of range"},
+    {NEG("'max_burst_length':0"), "negotiation.max_burst_length: 0 is out of range"},
+    {NEG("'first_burst_length':16777216"), "negotiation.first_burst_length: 16777216 is out"},
+    {NEG("'first_burst_length':65536,'max_burst_length':8192"),
+     "negotiation.first_burst_length: 65536 must not exceed max_burst_length (8192)"},
+    {NEG("'first_burst_length':2097152"), /* above the default max_burst_length */
+     "2097152 must not exceed max_burst_length (1048576)"},
+    {NEG("'max_outstanding_r2t':0"), "negotiation.max_outstanding_r2t: 0 is out of range"},
+    {NEG("'max_outstanding_r2t':65536"), "65536 is out of range (1 to 65535)"},
+    {NEG("'max_connections':0"), "negotiation.max_connections: 0 is out of range"},
+    {NEG("'default_time2wait':3601"), "negotiation.default_time2wait: 3601 is out of range"},
+    {NEG("'default_time2retain':3601"), "default_time2retain: 3601 is out of range"},
+    {NEG("'header_digest':'crc'"),
+     "negotiation.header_digest: unknown digest setting \"crc\" (use none, prefer-none, "
+     "prefer-crc32c or crc32c)"},
+    {NEG("'data_digest':'CRC32C'"), "negotiation.data_digest: unknown digest setting"},
+    /* global */
+    {G("'threads':256,'log_level':'debug','login_timeout_ms':1,'nop_interval_ms':0,"
+       "'nop_timeout_ms':1,'cmdsn_depth':1,'max_sessions':0,'mgmt_socket':'/tmp/x.sock'"),
+     NULL},
+    {G("'threads':257"), "global.threads: 257 is out of range (0 to 256)"},
+    {G("'threads':-1"), "global.threads: -1 is out of range (0 to 256)"},
+    {G("'log_level':'verbose'"),
+     "global.log_level: unknown log level \"verbose\" (use error, warn, info or debug)"},
+    {G("'log_level':''"), "global.log_level: must not be empty"},
+    {G("'login_timeout_ms':0"), "global.login_timeout_ms: 0 is out of range"},
+    {G("'nop_timeout_ms':0"), "global.nop_timeout_ms: 0 is out of range"},
+    {G("'nop_interval_ms':3600001"), "global.nop_interval_ms: 3600001 is out of range"},
+    {G("'cmdsn_depth':0"), "global.cmdsn_depth: 0 is out of range"},
+    {G("'max_sessions':65536"), "global.max_sessions: 65536 is out of range (0 to 65535)"},
+    {G("'mgmt_socket':''"), "global.mgmt_socket: must not be empty"},
+    /* other strings */
+    {T("'alias':'Lab disk'"), NULL},
+    {T("'alias':'a\\u0001'"), "targets[0].alias: contains a control character"},
+};
+
+/* Replace ' with " so the table stays readable. */
+static char *dequote(const char *s)
+{
+	char *d = strdup(s);
+	for (char *p = d; *p; p++)
+		if (*p == '\'')
+			*p = '"';
+	return d;
+}
+
+static void check_case(const struct tcase *tc)
+{
+	char err[512] = "", *json = dequote(tc->json);
+	struct ix_config *cfg = NULL;
+	int rc = cfg_load_string(json, "<t>", &cfg, err, sizeof(err));
+
+	if (!tc->expect) {
+		CHECK(rc == 0 && cfg != NULL);
+		if (rc)
+			printf("# input: %s\n# error: %s\n", json, err);
+	} else {
+		CHECK(rc == -EINVAL && cfg == NULL && strstr(err, tc->expect) != NULL);
+		if (rc != -EINVAL || !strstr(err, tc->expect))
+			printf("# input: %s\n# want:  %s\n# got:   %s (rc %d)\n", json, tc->expect,
+			       err, rc);
+		else
+			printf("# %s\n", err);
+	}
+	cfg_free(cfg);
+	free(json);
+}
+
+static int load(const char *json, struct ix_config **cfg, char *err, size_t errlen)
+{
+	char *j = dequote(json);
+	int rc = cfg_load_string(j, "<t>", cfg, err, errlen);
+	free(j);
+	return rc;
+}
+
+static void expect_error(const char *json, const char *want)
+{
+	struct tcase tc = {json, want};
+	check_case(&tc);
+}
+
+/* Limits that are easier to build than to write out. */
+static void test_lengths(void)
+{
+	char name[300], secret[300], json[1024], sock[200];
+
+	snprintf(name, sizeof(name), "iqn.2026-11.io.ix:%0*d", 223 - 18, 0);
+	snprintf(json, sizeof(json), "{'targets':[{'name':'%s'}]}", name);
+	expect_error(json, NULL);
+	snprintf(name, sizeof(name), "iqn.2026-11.io.ix:%0*d", 224 - 18, 0);
+	snprintf(json, sizeof(json), "{'targets':[{'name':'%s'}]}", name);
+	expect_error(json, "is not a valid iSCSI name: is longer than 223 bytes");
+
+	memset(secret, 'x', 255);
+	secret[255] = '\0';
+	snprintf(json, sizeof(json), T("'chap':{'user':'u','secret':'%s'}"), secret);
+	expect_error(json, NULL);
+	strcat(secret, "x");
+	snprintf(json, sizeof(json), T("'chap':{'user':'u','secret':'%s'}"), secret);
+	expect_error(json, "targets[0].chap.secret: is 256 bytes long, the limit is 255");
+
+	snprintf(sock, sizeof(sock), "/%0*d", 106, 0); /* 107 bytes: fits sun_path */
+	snprintf(json, sizeof(json), G("'mgmt_socket':'%s'"), sock);
+	expect_error(json, NULL);
+	snprintf(sock, sizeof(sock), "/%0*d", 107, 0);
+	snprintf(json, sizeof(json), G("'mgmt_socket':'%s'"), sock);
+	expect_error(json, "global.mgmt_socket: is 108 bytes long, the limit is 107");
+}
+
+/* Positions of semantic errors point at the offending value (or key) in the text. */
+static void test_positions(void)
+{
+	static const char multi[] = "{\n"
+				    "  'targets': [\n"
+				    "    {\n"
+				    "      'name': 'iqn.2026-11.io.ix:t',\n"
+				    "      'luns': [\n"
+				    "        { 'lun': 0, 'backend': 'ram', 'size': '1M' },\n"
+				    "        { 'lun': 1, 'backend': 'ram', 'size': 1000 }\n"
+				    "      ]\n"
+				    "    }\n"
+				    "  ]\n"
+				    "}\n";
+	char buf[sizeof(multi) + 16];
+	char *p;
+
+	expect_error(multi, "<t>:7:47: targets[0].luns[1].size: 1000 bytes is not a multiple");
+	/* a misspelt key is reported at the key */
+	strcpy(buf, multi);
+	p = strstr(buf, "'size': 1000");
+	memcpy(p, "'sise'", 6);
+	expect_error(buf, "<t>:7:39: targets[0].luns[1].sise: unknown key \"sise\" (did you mean "
+			  "\"size\"?)");
+	/* a missing member: the object that lacks it */
+	strcpy(buf, multi);
+	p = strstr(buf, "'lun': 1,");
+	memmove(p, p + 10, strlen(p + 10) + 1);
+	expect_error(buf, "<t>:7:9: targets[0].luns[1].lun: required but missing");
+	/* escaped keys are matched decoded; columns count characters, not bytes */
+	expect_error("{'glob\\u0061l': {'threads': 999}}", "<t>:1:29: global.threads: 999 is out");
+	expect_error("{'global': {'mgmt_socket': '/tmp/\xc3\xa9', 'threads': 999}}",
+		     "<t>:1:49: global.threads");
+	/* the second of two duplicates */
+	expect_error("{'portals': [{'name': 'a', 'address': '::1'},\n"
+		     "             {'name': 'a', 'address': '::2'}]}",
+		     "<t>:2:23: portals[1].name: portal name \"a\" is already used by portals[0]");
+	/* a secret conflict found after parsing points at the mutual secret */
+	expect_error("{'global': {'discovery': {\n"
+		     "  'chap': {'user': 'u', 'secret': 'abc'},\n"
+		     "  'mutual_chap': {'user': 't', 'secret': 'abc'}}}}",
+		     "<t>:3:42: global.discovery.mutual_chap.secret");
+}
+
+static void test_defaults(void)
+{
+	struct ix_config *cfg = NULL;
+	const struct cfg_global *g;
+	char err[256];
+
+	CHECK_EQ(load("{}", &cfg, err, sizeof(err)), 0);
+	if (!cfg)
+		return;
+	g = &cfg->global;
+	CHECK_EQ(g->threads, 0);
+	CHECK_EQ(g->log_level, LOG_INFO);
+	CHECK_EQ(g->login_timeout_ms, 15000);
+	CHECK_EQ(g->nop_interval_ms, 15000);
+	CHECK_EQ(g->nop_timeout_ms, 30000);
+	CHECK_EQ(g->cmdsn_depth, 128);
+	CHECK_EQ(g->max_sessions, 1024);
+	CHECK_EQ(g->neg.max_recv_dsl, 262144);
+	CHECK_EQ(g->neg.sess.max_burst_length, 1048576);
+	CHECK_EQ(g->neg.sess.first_burst_length, 262144);
+	CHECK(g->neg.sess.immediate_data);
+	CHECK(!g->neg.sess.initial_r2t);
+	CHECK_EQ(g->neg.sess.max_outstanding_r2t, 8);
+	CHECK_EQ(g->neg.sess.max_connections, 1);
+	CHECK_EQ(g->neg.sess.default_time2wait, 2);
+	CHECK_EQ(g->neg.sess.default_time2retain, 20);
+	CHECK_EQ(g->neg.header_digest, NEG_DIGEST_PREFER_NONE);
+	CHECK_EQ(g->neg.data_digest, NEG_DIGEST_PREFER_NONE);
+	CHECK(g->discovery_chap.secret == NULL && g->discovery_mutual_chap.secret == NULL);
+	CHECK(!g->discovery_chap_required);
+	CHECK_EQ(g->ndiscovery_chap_algs, 4);
+	CHECK(g->mgmt_socket == NULL);
+	CHECK_EQ(cfg->nportals, 1);
+	CHECK_STR(cfg->portals[0].name, "default");
+	CHECK_STR(cfg->portals[0].address, "127.0.0.1");
+	CHECK_EQ(cfg->portals[0].port, 3260);
+	CHECK_EQ(cfg->portals[0].tpgt, 1);
+	CHECK(cfg->portals[0].tcp && !cfg->portals[0].iser);
+	CHECK_EQ(cfg->ntargets, 0);
+	CHECK(cfg_find_target(cfg, "iqn.2026-11.io.ix:target0") == NULL);
+	cfg_free(cfg);
+}
+
+static const char full[] =
+    "{'version': 1,"
+    " 'global': {'threads': 4, 'log_level': 'DEBUG', 'cmdsn_depth': 64,"
+    "  'negotiation': {'max_recv_data_segment_length': 65536, 'header_digest': 'crc32c',"
+    "   'data_digest': 'none', 'initial_r2t': true, 'first_burst_length': 65536},"
+    "  'discovery': {'chap': {'user': 'disc', 'secret': 'discsecret12'},"
+    "   'chap_algorithms': ['sha256']},"
+    "  'mgmt_socket': '/run/ix.sock'},"
+    " 'portals': [{'name': 'lo', 'address': '127.0.0.1', 'port': 3260},"
+    "             {'name': 'v6', 'address': '::1', 'port': 3261, 'tpgt': 2,"
+    "              'transports': ['iser', 'tcp']}],"
+    " 'targets': ["
+    "  {'name': 'iqn.2026-11.io.ix:a', 'alias': 'disk a', 'portals': ['v6'],"
+    "   'luns': [{'lun': 3, 'backend': 'file', 'path': '/var/lib/ix/a.img', 'size': '10G',"
+    "             'thin': true, 'write_cache': true, 'block_size': 4096},"
+    "            {'lun': 0, 'backend': 'ram', 'size': 1048576, 'vendor': 'ACME',"
+    "             'product': 'fast', 'serial': 'SN1', 'naa_id': '6001405abcdef012'}],"
+    "   'acls': [{'initiator': 'iqn.1994-05.com.redhat:client',"
+    "             'chap': {'user': 'client', 'secret': 'clientsecret'}},"
+    "            {'initiator': 'iqn.1994-05.com.redhat:other'}],"
+    "   'chap': {'user': 'any', 'secret': 'anysecret123'},"
+    "   'mutual_chap': {'user': 'tgt', 'secret': 'targetsecret'},"
+    "   'chap_algorithms': ['sha3-256', 'SHA1']},"
+    "  {'name': 'iqn.2026-11.io.ix:b',"
+    "   'luns': [{'lun': 0, 'backend': 'block', 'path': '/dev/sdb', 'readonly': true,"
+    "             'no_medium': true}]}]}";
+
+static void test_values(void)
+{
+	struct ix_config *cfg = NULL;
+	const struct cfg_target *a, *b;
+	const struct scsi_lu_cfg *lu;
+	const struct cfg_acl *acl;
+	char err[256] = "";
+
+	CHECK_EQ(load(full, &cfg, err, sizeof(err)), 0);
+	if (!cfg) {
+		printf("# %s\n", err);
+		return;
+	}
+	CHECK_EQ(cfg->global.threads, 4);
+	CHECK_EQ(cfg->global.log_level, LOG_DEBUG);
+	CHECK_EQ(cfg->global.cmdsn_depth, 64);
+	CHECK_EQ(cfg->global.neg.max_recv_dsl, 65536);
+	CHECK_EQ(cfg->global.neg.header_digest, NEG_DIGEST_CRC_ONLY);
+	CHECK_EQ(cfg->global.neg.data_digest, NEG_DIGEST_NONE_ONLY);
+	CHECK(cfg->global.neg.sess.initial_r2t);
+	CHECK_EQ(cfg->global.neg.sess.first_burst_length, 65536);
+	CHECK_STR(cfg->global.discovery_chap.user, "disc");
+	CHECK_STR(cfg->global.discovery_chap.secret, "discsecret12");
+	CHECK(cfg->global.discovery_chap_required);
+	CHECK_EQ(cfg->global.ndiscovery_chap_algs, 1);
+	CHECK_EQ(cfg->global.discovery_chap_algs[0], 7);
+	CHECK_STR(cfg->global.mgmt_socket, "/run/ix.sock");
+
+	CHECK_EQ(cfg->nportals, 2);
+	CHECK_STR(cfg->portals[1].address, "::1");
+	CHECK_EQ(cfg->portals[1].port, 3261);
+	CHECK_EQ(cfg->portals[1].tpgt, 2);
+	CHECK(cfg->portals[1].tcp && cfg->portals[1].iser);
+	CHECK(cfg_find_portal(cfg, "lo") == &cfg->portals[0]);
+	CHECK(cfg_find_portal(cfg, "nope") == NULL);
+
+	CHECK_EQ(cfg->ntargets, 2);
+	a = cfg_find_target(cfg, "iqn.2026-11.io.ix:a");
+	b = cfg_find_target(cfg, "IQN.2026-11.IO.IX:B"); /* peers may send other case */
+	CHECK(a == &cfg->targets[0]);
+	CHECK(b == &cfg->targets[1]);
+	if (!a || !b) {
+		cfg_free(cfg);
+		return;
+	}
+	CHECK_STR(a->alias, "disk a");
+	CHECK_EQ(a->nportals, 1);
+	CHECK(!cfg_target_on_portal(a, &cfg->portals[0]));
+	CHECK(cfg_target_on_portal(a, &cfg->portals[1]));
+	CHECK(cfg_target_on_portal(b, &cfg->portals[0]));
+	CHECK(cfg_target_on_portal(b, &cfg->portals[1]));
+
+	CHECK_EQ(a->nluns, 2);
+	lu = &a->luns[0].lu;
+	CHECK_EQ(a->luns[0].lun, 3);
+	CHECK_EQ(lu->lun, 3);
+	CHECK_EQ(lu->backend, SCSI_BACKEND_FILE);
+	CHECK_STR(lu->path, "/var/lib/ix/a.img");
+	CHECK_EQ(lu->size_bytes, 10ull << 30);
+	CHECK_EQ(lu->block_size, 4096);
+	CHECK(lu->thin && lu->write_cache && !lu->readonly && !lu->no_medium);
+	CHECK(lu->target_name == a->name);
+	CHECK(lu->vendor == NULL && lu->product == NULL && lu->serial == NULL && !lu->naa_id);
+	lu = &a->luns[1].lu;
+	CHECK_EQ(lu->backend, SCSI_BACKEND_RAM);
+	CHECK(lu->path == NULL);
+	CHECK_EQ(lu->size_bytes, 1048576);
+	CHECK_EQ(lu->block_size, 512);
+	CHECK(!lu->thin && !lu->write_cache);
+	CHECK_STR(lu->vendor, "ACME");
+	CHECK_STR(lu->product, "fast");
+	CHECK_STR(lu->serial, "SN1");
+	CHECK(lu->naa_id == 0x6001405abcdef012ull);
+	lu = &b->luns[0].lu;
+	CHECK_EQ(lu->backend, SCSI_BACKEND_BLOCK);
+	CHECK(lu->readonly && lu->no_medium);
+	CHECK_EQ(lu->size_bytes, 0);
+
+	CHECK_EQ(a->nacls, 2);
+	acl = cfg_find_acl(a, "iqn.1994-05.com.redhat:client");
+	CHECK(acl == &a->acls[0]);
+	CHECK(acl && acl->chap.secret && strcmp(acl->chap.secret, "clientsecret") == 0);
+	CHECK(cfg_find_acl(a, "iqn.1994-05.com.redhat:other") == &a->acls[1]);
+	CHECK(cfg_find_acl(a, "iqn.1994-05.com.redhat:stranger") == NULL);
+	CHECK_STR(a->chap.user, "any");
+	CHECK_STR(a->mutual_chap.secret, "targetsecret");
+	CHECK(a->chap_required);
+	CHECK_EQ(a->nchap_algs, 2);
+	CHECK_EQ(a->chap_algs[0], 8);
+	CHECK_EQ(a->chap_algs[1], 6);
+
+	/* no ACLs: everyone, through the shared empty ACL; no CHAP: not required */
+	acl = cfg_find_acl(b, "iqn.1994-05.com.redhat:anyone");
+	CHECK(acl != NULL && acl->initiator == NULL && acl->chap.secret == NULL);
+	CHECK(!b->chap_required);
+	CHECK_EQ(b->nchap_algs, 4);
+	CHECK(b->nportals == 0 && b->nacls == 0);
+	cfg_free(cfg);
+}
+
+/* chap_required follows from the credentials unless set. */
+static void test_chap_required(void)
+{
+	static const struct {
+		const char *json;
+		bool required;
+	} cases2[] = {
+	    {T("'chap':{'user':'u','secret':'s'}"), true},
+	    {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i','chap':{'user':'u','secret':'s'}}]"),
+	     true},
+	    {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i'}]"), false},
+	    {T("'chap':{'user':'u','secret':'s'},'chap_required':false"), false},
+	};
+
+	for (size_t i = 0; i < sizeof(cases2) / sizeof(cases2[0]); i++) {
+		struct ix_config *cfg = NULL;
+		char err[256];
+		CHECK_EQ(load(cases2[i].json, &cfg, err, sizeof(err)), 0);
+		if (cfg)
+			CHECK_EQ(cfg->targets[0].chap_required, cases2[i].required);
+		cfg_free(cfg);
+	}
+}
+
+static void test_default_config(void)
+{
+	struct ix_config *cfg = NULL;
+
+	CHECK_EQ(cfg_default(&cfg, 0), 0);
+	if (cfg) {
+		CHECK_EQ(cfg->nportals, 1);
+		CHECK_STR(cfg->portals[0].address, "127.0.0.1");
+		CHECK_EQ(cfg->portals[0].port, 3260);
+		CHECK_EQ(cfg->ntargets, 1);
+		CHECK_STR(cfg->targets[0].name, "iqn.2026-11.io.ix:target0");
+		CHECK_EQ(cfg->targets[0].nluns, 1);
+		CHECK_EQ(cfg->targets[0].luns[0].lun, 0);
+		CHECK_EQ(cfg->targets[0].luns[0].lu.backend, SCSI_BACKEND_RAM);
+		CHECK_EQ(cfg->targets[0].luns[0].lu.size_bytes, 1ull << 30);
+		CHECK(!cfg->targets[0].chap_required);
+		CHECK(cfg_find_acl(&cfg->targets[0], "iqn.2026-11.io.ix:anyone") != NULL);
+	}
+	cfg_free(cfg);
+	cfg = NULL;
+	CHECK_EQ(cfg_default(&cfg, 64ull << 20), 0);
+	if (cfg)
+		CHECK_EQ(cfg->targets[0].luns[0].lu.size_bytes, 64ull << 20);
+	cfg_free(cfg);
+	cfg = NULL;
+	CHECK_EQ(cfg_default(&cfg, 1000), -EINVAL); /* not a multiple of 512 */
+	CHECK(cfg == NULL);
+}
+
+static void load_file_ok(const char *path)
+{
+	struct ix_config *cfg = NULL;
+	char err[512] = "";
+	int rc = cfg_load_file(path, &cfg, err, sizeof(err));
+
+	printf("# %s\n", path);
+	CHECK_EQ(rc, 0);
+	if (rc)
+		printf("# %s\n", err);
+	CHECK(rc != 0 || (cfg && cfg->ntargets > 0));
+	cfg_free(cfg);
+}
+
+/* The shipped default and every example must load. */
+static void test_etc(void)
+{
+	struct ix_config *cfg = NULL;
+	char path[1024];
+	struct dirent *de;
+	int n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/etc/ix-target.json", IX_SOURCE_DIR);
+	load_file_ok(path);
+	CHECK_EQ(cfg_load_file(path, &cfg, NULL, 0), 0);
+	if (cfg) {
+		CHECK_STR(cfg->targets[0].name, "iqn.2026-11.io.ix:target0");
+		CHECK_EQ(cfg->targets[0].luns[0].lu.size_bytes, 1ull << 30);
+		CHECK_STR(cfg->portals[0].address, "127.0.0.1");
+		CHECK(!cfg->targets[0].chap_required);
+	}
+	cfg_free(cfg);
+
+	snprintf(path, sizeof(path), "%s/etc/examples", IX_SOURCE_DIR);
+	d = opendir(path);
+	CHECK(d != NULL);
+	while (d && (de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		if (len < 5 || strcmp(de->d_name + len - 5, ".json") != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/etc/examples/%s", IX_SOURCE_DIR, de->d_name);
+		load_file_ok(path);
+		n++;
+	}
+	if (d)
+		closedir(d);
+	CHECK(n >= 2);
+}
+
+static void test_files(void)
+{
+	char path[] = "/tmp/ix-config-test-XXXXXX", want[128], err[512] = "";
+	struct ix_config *cfg = NULL;
+	static const char bad[] = "{\n  \"global\": {\n    \"threads\": 1000\n  }\n}\n";
+	int fd = mkstemp(path);
+
+	CHECK(fd >= 0);
+	if (fd < 0)
+		return;
+	CHECK_EQ(write(fd, bad, strlen(bad)), (long long)strlen(bad));
+	close(fd);
+	CHECK_EQ(cfg_load_file(path, &cfg, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "%s:3:16: global.threads: 1000 is out of range", path);
+	CHECK(strstr(err, want) == err);
+	printf("# %s\n", err);
+	unlink(path);
+
+	CHECK_EQ(cfg_load_file(path, &cfg, err, sizeof(err)), -ENOENT);
+	snprintf(want, sizeof(want), "%s: No such file or directory", path);
+	CHECK_STR(err, want);
+	CHECK(cfg == NULL);
+	CHECK_EQ(cfg_load_file("/tmp", &cfg, err, sizeof(err)), -EISDIR);
+	CHECK(strncmp(err, "/tmp: ", 6) == 0);
+
+	/* a tiny error buffer truncates, never overflows */
+	{
+		char small[8];
+		memset(small, 'z', sizeof(small));
+		CHECK_EQ(load("{'global':{'threads':1000}}", &cfg, small, sizeof(small)), -EINVAL);
+		CHECK(memchr(small, '\0', sizeof(small)) != NULL);
+	}
+}
+
+int main(void)
+{
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		check_case(&cases[i]);
+	test_lengths();
+	test_positions();
+	test_defaults();
+	test_values();
+	test_chap_required();
+	test_default_config();
+	test_etc();
+	test_files();
+	return tap_done();
+}
