@@ -1,0 +1,95 @@
+/* The datamover interface (RFC 5047): what the iSCSI layer (session/, target/, initiator/)
+ * asks of a transport, and the two upcalls a transport makes. Nothing above this header knows
+ * whether TCP or RDMA is underneath.
+ *
+ * A transport is a const struct dm_ops registered by name in dm.c's table. Its per-connection
+ * state lives in the same allocation as the generic struct iscsi_conn, right behind it
+ * (conn_priv_size bytes, reached with iscsi_conn_priv()).
+ *
+ * Threading: every op runs on the connection's thread. Ownership: a struct dm_txpdu belongs to
+ * the caller until the transport calls its sent() callback (once, after the bytes left or when
+ * the connection is torn down with err != 0); the data it points to must stay valid until then.
+ */
+#ifndef IX_DM_DM_H
+#define IX_DM_DM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "proto/pdu.h"
+#include "util/list.h"
+
+struct iscsi_conn;
+struct iscsi_conn_params;
+struct ev_loop;
+
+#define DM_TX_MAX_DATA_IOV 4
+
+/* An outgoing PDU: header bytes plus up to DM_TX_MAX_DATA_IOV data pieces. The transport adds
+ * padding and digests. */
+struct dm_txpdu {
+	uint8_t bhs[ISCSI_BHS_LEN];
+	uint8_t *ahs;                   /* NULL or ahs_len bytes (multiple of 4) */
+	uint32_t ahs_len;
+	struct iovec data[DM_TX_MAX_DATA_IOV];
+	int data_cnt;
+	uint32_t data_len;              /* sum of data[] lengths == DataSegmentLength */
+	void (*sent)(struct dm_txpdu *p, int err);
+	void *arg;
+	struct list_head link;          /* transport's queue */
+	/* transport scratch: digests, padding, progress */
+	uint8_t hdigest[ISCSI_DIGEST_LEN];
+	uint8_t ddigest[ISCSI_DIGEST_LEN];
+	uint32_t tx_off;
+	bool pooled;                    /* owned by a connection pool */
+};
+
+/* Where the payload of a received PDU goes, decided by the iSCSI layer in the header phase. */
+struct dm_rx_place {
+	uint8_t *buf;                   /* payload destination, NULL = discard */
+	uint32_t len;                   /* must equal DataSegmentLength when buf != NULL */
+};
+
+/* Datamover capabilities. */
+#define DM_CAP_DIGESTS 0x1               /* header/data digests supported (TCP) */
+#define DM_CAP_DIRECT_PLACEMENT 0x2      /* Put_Data/Get_Data move data without PDUs (iSER) */
+
+struct dm_ops {
+	const char *name;
+	uint32_t caps;
+	size_t conn_priv_size;
+
+	/* Send_Control: queue a control PDU. 0 or -errno (connection dead). */
+	int (*send_control)(struct iscsi_conn *c, struct dm_txpdu *p);
+	/* Put_Data: target-side read data described by a Data-In PDU (TCP sends the PDU). */
+	int (*put_data)(struct iscsi_conn *c, struct dm_txpdu *p);
+	/* Get_Data: target-side request for write data described by an R2T (TCP sends it). */
+	int (*get_data)(struct iscsi_conn *c, struct dm_txpdu *p);
+	/* Notice_Key_Values + Enable_Datamover: login finished, switch to these parameters
+	   (digests take effect from the next PDU in each direction). */
+	void (*enable)(struct iscsi_conn *c, const struct iscsi_conn_params *cp);
+	/* Connection_Terminate: stop I/O, close; pending txpdus complete with -ECONNABORTED.
+	   Idempotent. */
+	void (*terminate)(struct iscsi_conn *c);
+	/* Release transport resources (after terminate, when the last reference is gone). */
+	void (*release)(struct iscsi_conn *c);
+	/* Flush: true while PDUs are still queued for transmission. */
+	bool (*tx_busy)(struct iscsi_conn *c);
+};
+
+const struct dm_ops *dm_find(const char *name);
+
+/* Upcalls from the transport (implemented in session/conn.c). Control_Notify, split in two:
+ * first the header (BHS, AHS; digest already checked), then, once the payload has been placed
+ * where the header phase said, the PDU.
+ * dm_rx_header returns 0, or -errno to fail the connection; it fills place. */
+int dm_rx_header(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *ahs, uint32_t ahs_len,
+		 struct dm_rx_place *place);
+/* ddigest_ok is false when the data digest did not match (payload already consumed). */
+void dm_rx_pdu(struct iscsi_conn *c, bool ddigest_ok);
+/* Connection_Terminate_Notify: the transport failed or the peer went away. */
+void dm_conn_failed(struct iscsi_conn *c, int err);
+
+#endif

@@ -1,0 +1,188 @@
+#include "session/conn.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+
+struct iscsi_conn *iscsi_conn_new(const struct dm_ops *dm, struct ev_loop *loop,
+				  enum iscsi_role role, const struct iscsi_role_ops *ops,
+				  void *role_priv)
+{
+	struct iscsi_conn *c = calloc(1, sizeof(*c) + dm->conn_priv_size);
+
+	if (!c)
+		return NULL;
+	c->dm = dm;
+	c->loop = loop;
+	c->role = role;
+	c->role_ops = ops;
+	c->role_priv = role_priv;
+	c->refcnt = 1;
+	c->state = ISCSI_CONN_XPT_UP;
+	c->params.max_recv_dsl = 8192;
+	c->params.max_xmit_dsl = 8192;
+	list_init(&c->tx_free);
+	c->tx_pool = calloc(ISCSI_CONN_TXPOOL, sizeof(*c->tx_pool));
+	c->ctrl_cap = 8192;
+	c->ctrl_buf = malloc(c->ctrl_cap);
+	if (!c->tx_pool || !c->ctrl_buf) {
+		free(c->tx_pool);
+		free(c->ctrl_buf);
+		free(c);
+		return NULL;
+	}
+	for (int i = 0; i < ISCSI_CONN_TXPOOL; i++) {
+		c->tx_pool[i].pooled = true;
+		list_add_tail(&c->tx_pool[i].link, &c->tx_free);
+	}
+	return c;
+}
+
+int iscsi_conn_set_ctrl_cap(struct iscsi_conn *c, uint32_t cap)
+{
+	uint8_t *b;
+
+	if (cap <= c->ctrl_cap)
+		return 0;
+	b = realloc(c->ctrl_buf, cap);
+	if (!b)
+		return -ENOMEM;
+	c->ctrl_buf = b;
+	c->ctrl_cap = cap;
+	return 0;
+}
+
+void iscsi_conn_get(struct iscsi_conn *c)
+{
+	c->refcnt++;
+}
+
+static void conn_free(void *arg)
+{
+	struct iscsi_conn *c = arg;
+
+	if (c->role_ops->release)
+		c->role_ops->release(c);
+	if (c->dm->release)
+		c->dm->release(c);
+	free(c->tx_pool);
+	free(c->ctrl_buf);
+	free(c);
+}
+
+void iscsi_conn_put(struct iscsi_conn *c)
+{
+	if (--c->refcnt > 0)
+		return;
+	/* The transport dropped its reference only after terminate, so no watch can fire for
+	   this object any more; freeing is still deferred past the current epoll batch. */
+	ev_defer(c->loop, &c->free_defer, conn_free, c);
+}
+
+void iscsi_conn_close(struct iscsi_conn *c, const char *why)
+{
+	if (c->terminated)
+		return;
+	c->terminated = true;
+	if (why)
+		log_info("conn", "%s: closing: %s", c->peer, why);
+	iscsi_conn_get(c);
+	c->state = ISCSI_CONN_CLEANUP;
+	c->dm->terminate(c);
+	if (c->role_ops->closed)
+		c->role_ops->closed(c);
+	iscsi_conn_put(c);
+}
+
+struct dm_txpdu *iscsi_txpdu_get(struct iscsi_conn *c)
+{
+	struct dm_txpdu *p;
+
+	if (!list_empty(&c->tx_free)) {
+		p = list_first_entry(&c->tx_free, struct dm_txpdu, link);
+		list_del(&p->link);
+		memset(p, 0, offsetof(struct dm_txpdu, link));
+		p->pooled = true;
+	} else {
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			return NULL;
+		list_init(&p->link);
+	}
+	p->sent = iscsi_txpdu_sent_default;
+	p->arg = c;
+	c->tx_outstanding++;
+	return p;
+}
+
+void iscsi_txpdu_put(struct iscsi_conn *c, struct dm_txpdu *p)
+{
+	c->tx_outstanding--;
+	if (p->pooled)
+		list_add(&p->link, &c->tx_free);
+	else
+		free(p);
+}
+
+void iscsi_txpdu_sent_default(struct dm_txpdu *p, int err)
+{
+	(void)err;
+	iscsi_txpdu_put(p->arg, p);
+}
+
+int iscsi_send_pdu(struct iscsi_conn *c, struct dm_txpdu *p, const struct iscsi_hdr *h)
+{
+	int r = iscsi_hdr_pack(h, p->bhs);
+
+	if (r < 0) {
+		p->sent(p, r);
+		return r;
+	}
+	return c->dm->send_control(c, p);
+}
+
+/* ---- upcalls from the transport ---- */
+
+int dm_rx_header(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *ahs, uint32_t ahs_len,
+		 struct dm_rx_place *place)
+{
+	int r;
+
+	/* An unknown opcode still decodes the common fields; the role answers with Reject. */
+	memcpy(c->rx_bhs, bhs, ISCSI_BHS_LEN);
+	(void)iscsi_hdr_unpack(bhs, &c->rx_hdr);
+	place->buf = NULL;
+	place->len = 0;
+	c->rx_in_ctrl = false;
+	r = c->role_ops->rx_header(c, &c->rx_hdr, ahs, ahs_len, place);
+	if (r < 0)
+		return r;
+	if (c->rx_hdr.dlength && !place->buf) {
+		if (c->rx_hdr.dlength > c->ctrl_cap)
+			return -EMSGSIZE;
+		place->buf = c->ctrl_buf;
+		place->len = c->rx_hdr.dlength;
+		c->rx_in_ctrl = true;
+	}
+	c->rx_data = place->buf;
+	c->rx_dlen = c->rx_hdr.dlength;
+	return 0;
+}
+
+void dm_rx_pdu(struct iscsi_conn *c, bool ddigest_ok)
+{
+	iscsi_conn_get(c);
+	c->role_ops->rx_pdu(c, &c->rx_hdr, c->rx_data, c->rx_dlen, ddigest_ok);
+	iscsi_conn_put(c);
+}
+
+void dm_conn_failed(struct iscsi_conn *c, int err)
+{
+	char why[64];
+
+	snprintf(why, sizeof(why), "transport: %s", strerror(-err));
+	iscsi_conn_close(c, err == -ECONNRESET || err == 0 ? "peer closed the connection" : why);
+}

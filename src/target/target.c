@@ -1,0 +1,377 @@
+#include "target/target.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "target/tgt_int.h"
+#include "transport/tcp/tcp.h"
+#include "util/log.h"
+
+struct listener_ctx {
+	struct ix_target *tgt;
+	const struct cfg_portal *portal;
+};
+
+struct accept_msg {
+	struct tgt_worker *w;
+	int fd;
+	const struct cfg_portal *portal;
+};
+
+uint32_t tgt_cfg_depth(const struct ix_config *cfg)
+{
+	uint32_t d = cfg->global.cmdsn_depth;
+
+	return d ? d : 128;
+}
+
+struct tgt_cfg_gen *tgt_gen_get(struct ix_target *t)
+{
+	struct tgt_cfg_gen *g;
+
+	pthread_mutex_lock(&t->lock);
+	g = t->gen;
+	g->refcnt++;
+	pthread_mutex_unlock(&t->lock);
+	return g;
+}
+
+void tgt_gen_put(struct tgt_cfg_gen *g)
+{
+	/* generations live as long as the target in this version (reload keeps LUs) */
+	__atomic_sub_fetch(&g->refcnt, 1, __ATOMIC_ACQ_REL);
+}
+
+struct tgt_node *tgt_node_find(struct ix_target *t, const char *name)
+{
+	struct tgt_node *n = NULL;
+
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->nnodes; i++)
+		if (strcmp(t->nodes[i]->cfg->name, name) == 0) {
+			n = t->nodes[i];
+			__atomic_add_fetch(&n->refcnt, 1, __ATOMIC_ACQ_REL);
+			break;
+		}
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+void tgt_node_put(struct tgt_node *n)
+{
+	if (n)
+		__atomic_sub_fetch(&n->refcnt, 1, __ATOMIC_ACQ_REL);
+}
+
+/* ---- session registry: reinstatement and limits ---- */
+
+struct close_msg {
+	struct tgt_worker *w;
+	struct tgt_session *s; /* compared, never dereferenced unless still live */
+	uint16_t tsih;
+};
+
+static void close_session_msg(void *arg)
+{
+	struct close_msg *m = arg;
+	struct list_head *pos, *n;
+
+	/* Runs on the owning worker. The session may have ended meanwhile: only act on it if it
+	   is still on this worker's live list. */
+	list_for_each_safe(pos, n, &m->w->sessions)
+	{
+		struct tgt_session *s = list_entry(pos, struct tgt_session, wlink);
+		if (s == m->s && s->tsih == m->tsih && s->conn) {
+			iscsi_conn_close(s->conn->conn, "session reinstated by a new login");
+			break;
+		}
+	}
+	free(m);
+}
+
+int tgt_session_register(struct ix_target *t, struct tgt_session *s)
+{
+	struct list_head *pos, *n;
+	uint32_t limit = t->gen->cfg->global.max_sessions;
+
+	pthread_mutex_lock(&t->lock);
+	list_for_each_safe(pos, n, &t->sessions)
+	{
+		struct tgt_session *o = list_entry(pos, struct tgt_session, reg_link);
+		if (o->type == s->type && memcmp(o->isid, s->isid, 6) == 0 &&
+		    strcmp(o->initiator, s->initiator) == 0 && strcmp(o->target, s->target) == 0 &&
+		    o->tpgt == s->tpgt) {
+			/* RFC 7143 6.3.5: session reinstatement; the old one goes away */
+			struct close_msg *m = malloc(sizeof(*m));
+			list_del(&o->reg_link);
+			o->registered = false;
+			t->nsessions--;
+			if (m) {
+				m->w = o->worker;
+				m->s = o;
+				m->tsih = o->tsih;
+				if (ev_loop_post(o->worker->loop, close_session_msg, m) < 0)
+					free(m);
+			}
+		}
+	}
+	if (limit && t->nsessions >= limit) {
+		pthread_mutex_unlock(&t->lock);
+		return -EBUSY;
+	}
+	do {
+		s->tsih = ++t->next_tsih;
+	} while (s->tsih == 0);
+	list_add_tail(&s->reg_link, &t->sessions);
+	s->registered = true;
+	t->nsessions++;
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
+void tgt_session_unregister(struct ix_target *t, struct tgt_session *s)
+{
+	pthread_mutex_lock(&t->lock);
+	if (s->registered) {
+		list_del(&s->reg_link);
+		s->registered = false;
+		t->nsessions--;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* ---- workers ---- */
+
+static void *worker_main(void *arg)
+{
+	struct tgt_worker *w = arg;
+
+	ev_loop_run(w->loop);
+	return NULL;
+}
+
+static void accept_on_worker(void *arg)
+{
+	struct accept_msg *m = arg;
+
+	tgt_conn_accept(m->w, m->fd, m->portal);
+	free(m);
+}
+
+static void on_accept(int fd, void *arg)
+{
+	struct listener_ctx *lc = arg;
+	struct ix_target *t = lc->tgt;
+	struct accept_msg *m = malloc(sizeof(*m));
+
+	if (!m) {
+		close(fd);
+		return;
+	}
+	m->w = &t->workers[t->next_worker++ % t->nworkers];
+	m->fd = fd;
+	m->portal = lc->portal;
+	if (ev_loop_post(m->w->loop, accept_on_worker, m) < 0) {
+		close(fd);
+		free(m);
+	}
+}
+
+static int build_nodes(struct ix_target *t, struct ix_config *cfg, char *err, size_t errlen)
+{
+	t->nodes = calloc(cfg->ntargets ? cfg->ntargets : 1, sizeof(*t->nodes));
+	if (!t->nodes)
+		return -ENOMEM;
+	for (size_t i = 0; i < cfg->ntargets; i++) {
+		struct cfg_target *ct = &cfg->targets[i];
+		struct tgt_node *n = calloc(1, sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		n->refcnt = 1;
+		n->cfg = ct;
+		n->cfg_owner = cfg;
+		n->map = scsi_lun_map_new();
+		t->nodes[t->nnodes++] = n;
+		if (!n->map)
+			return -ENOMEM;
+		for (size_t j = 0; j < ct->nluns; j++) {
+			struct cfg_lun *cl = &ct->luns[j];
+			struct scsi_lu *lu;
+			char e[200] = "";
+			int r;
+
+			cl->lu.target_name = ct->name;
+			cl->lu.lun = cl->lun;
+			r = scsi_lu_new(&cl->lu, &lu, e, sizeof(e));
+			if (r < 0) {
+				snprintf(err, errlen, "target %s LUN %u: %s", ct->name, cl->lun,
+					 e[0] ? e : strerror(-r));
+				return r;
+			}
+			r = scsi_lun_map_add(n->map, cl->lun, lu);
+			scsi_lu_put(lu);
+			if (r < 0) {
+				snprintf(err, errlen, "target %s LUN %u: %s", ct->name, cl->lun,
+					 strerror(-r));
+				return r;
+			}
+		}
+	}
+	return 0;
+}
+
+int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size_t errlen)
+{
+	struct ix_target *t = calloc(1, sizeof(*t));
+	long ncpu;
+	int r;
+
+	if (!t)
+		return -ENOMEM;
+	pthread_mutex_init(&t->lock, NULL);
+	list_init(&t->sessions);
+	t->gen = calloc(1, sizeof(*t->gen));
+	t->main_loop = ev_loop_new();
+	if (!t->gen || !t->main_loop) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	t->gen->cfg = cfg;
+	t->gen->refcnt = 1;
+	t->next_tsih = (uint16_t)(getpid() & 0x3fff);
+	r = build_nodes(t, cfg, err, errlen);
+	if (r < 0)
+		goto fail;
+
+	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	t->nworkers = cfg->global.threads > 0 ? cfg->global.threads : (int)(ncpu > 0 ? ncpu : 1);
+	t->workers = calloc((size_t)t->nworkers, sizeof(*t->workers));
+	if (!t->workers) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	for (int i = 0; i < t->nworkers; i++) {
+		struct tgt_worker *w = &t->workers[i];
+		w->tgt = t;
+		w->id = i;
+		list_init(&w->sessions);
+		w->loop = ev_loop_new();
+		if (!w->loop) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		w->sthread = scsi_thread_new(w->loop);
+		if (!w->sthread) {
+			snprintf(err, errlen, "cannot set up the I/O context (io_uring) for worker %d",
+				 i);
+			r = -ENOMEM;
+			goto fail;
+		}
+	}
+
+	t->listeners = calloc(cfg->nportals ? cfg->nportals : 1, sizeof(*t->listeners));
+	t->lctx = calloc(cfg->nportals ? cfg->nportals : 1, sizeof(*t->lctx));
+	if (!t->listeners || !t->lctx) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	for (size_t i = 0; i < cfg->nportals; i++) {
+		const struct cfg_portal *p = &cfg->portals[i];
+		t->lctx[i].tgt = t;
+		t->lctx[i].portal = p;
+		if (!p->tcp)
+			continue;
+		r = tcp_listen(t->main_loop, p->address, p->port, on_accept, &t->lctx[i],
+			       &t->listeners[t->nlisteners]);
+		if (r < 0) {
+			snprintf(err, errlen, "portal %s (%s port %u): %s", p->name, p->address,
+				 p->port, strerror(-r));
+			goto fail;
+		}
+		t->nlisteners++;
+		log_info("target", "listening on %s%s%s:%u (tcp, tpgt %u)",
+			 strchr(p->address, ':') ? "[" : "", p->address,
+			 strchr(p->address, ':') ? "]" : "", p->port, p->tpgt);
+	}
+	*out = t;
+	return 0;
+fail:
+	t->nworkers = t->workers ? t->nworkers : 0;
+	ix_target_free(t);
+	return r;
+}
+
+int ix_target_run(struct ix_target *t)
+{
+	int r;
+
+	for (int i = 0; i < t->nworkers; i++) {
+		r = pthread_create(&t->workers[i].thread, NULL, worker_main, &t->workers[i]);
+		if (r) {
+			for (int j = 0; j < i; j++) {
+				ev_loop_stop(t->workers[j].loop);
+				pthread_join(t->workers[j].thread, NULL);
+				t->workers[j].thread = 0;
+			}
+			return -r;
+		}
+	}
+	r = ev_loop_run(t->main_loop);
+	for (int i = 0; i < t->nworkers; i++) {
+		ev_loop_stop(t->workers[i].loop);
+		pthread_join(t->workers[i].thread, NULL);
+		t->workers[i].thread = 0;
+	}
+	return r;
+}
+
+void ix_target_stop(struct ix_target *t)
+{
+	ev_loop_stop(t->main_loop);
+}
+
+struct ev_loop *ix_target_main_loop(struct ix_target *t)
+{
+	return t->main_loop;
+}
+
+int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size_t errlen)
+{
+	(void)t;
+	(void)cfg;
+	snprintf(err, errlen, "reload is not supported yet; restart the target");
+	return -ENOTSUP;
+}
+
+void ix_target_free(struct ix_target *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->nlisteners; i++)
+		tcp_listener_free(t->listeners[i]);
+	free(t->listeners);
+	free(t->lctx);
+	for (int i = 0; t->workers && i < t->nworkers; i++) {
+		/* drain connections' deferred frees */
+		if (t->workers[i].loop)
+			ev_loop_run_once(t->workers[i].loop, 0);
+		scsi_thread_free(t->workers[i].sthread);
+		ev_loop_free(t->workers[i].loop);
+	}
+	free(t->workers);
+	for (size_t i = 0; i < t->nnodes; i++) {
+		scsi_lun_map_free(t->nodes[i]->map);
+		free(t->nodes[i]);
+	}
+	free(t->nodes);
+	if (t->gen) {
+		cfg_free(t->gen->cfg);
+		free(t->gen);
+	}
+	ev_loop_free(t->main_loop);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}

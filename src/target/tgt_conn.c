@@ -1,0 +1,658 @@
+/* Target side of one connection: accept, login, full-feature-phase dispatch, NOP keepalive,
+ * logout, Reject. SCSI commands and data live in tgt_scsi.c, Text in tgt_text.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proto/crc32c.h"
+#include "target/tgt_int.h"
+#include "transport/tcp/tcp.h"
+#include "util/bytes.h"
+#include "util/log.h"
+
+static const struct iscsi_role_ops tgt_role_ops;
+
+/* ---------------------------------------------------------------- sending */
+
+void tgt_session_update_window(struct tgt_session *s)
+{
+	uint32_t room = s->depth > s->outstanding ? s->depth - s->outstanding : 0;
+	uint32_t max = s->exp_cmdsn + room - 1;
+
+	/* MaxCmdSN never moves backwards (RFC 7143 4.2.2.1) */
+	if (sn_lt(s->max_cmdsn, max))
+		s->max_cmdsn = max;
+}
+
+void tgt_stamp(struct tgt_conn *tc, struct iscsi_hdr *h, bool advance_statsn)
+{
+	uint32_t statsn = advance_statsn ? tc->statsn++ : tc->statsn;
+	uint32_t exp = tc->sess ? tc->sess->exp_cmdsn : 0;
+	uint32_t max = tc->sess ? tc->sess->max_cmdsn : 0;
+
+	if (tc->sess)
+		tgt_session_update_window(tc->sess), max = tc->sess->max_cmdsn;
+	switch (h->opcode) {
+	case ISCSI_OP_NOP_IN:
+		h->nop_in.statsn = statsn, h->nop_in.expcmdsn = exp, h->nop_in.maxcmdsn = max;
+		break;
+	case ISCSI_OP_SCSI_RSP:
+		h->rsp.statsn = statsn, h->rsp.expcmdsn = exp, h->rsp.maxcmdsn = max;
+		break;
+	case ISCSI_OP_TMF_RSP:
+		h->tmf_rsp.statsn = statsn, h->tmf_rsp.expcmdsn = exp, h->tmf_rsp.maxcmdsn = max;
+		break;
+	case ISCSI_OP_TEXT_RSP:
+		h->text_rsp.statsn = statsn, h->text_rsp.expcmdsn = exp;
+		h->text_rsp.maxcmdsn = max;
+		break;
+	case ISCSI_OP_DATA_IN:
+		h->data_in.statsn = statsn, h->data_in.expcmdsn = exp, h->data_in.maxcmdsn = max;
+		break;
+	case ISCSI_OP_LOGOUT_RSP:
+		h->logout_rsp.statsn = statsn, h->logout_rsp.expcmdsn = exp;
+		h->logout_rsp.maxcmdsn = max;
+		break;
+	case ISCSI_OP_R2T:
+		h->r2t.statsn = statsn, h->r2t.expcmdsn = exp, h->r2t.maxcmdsn = max;
+		break;
+	case ISCSI_OP_ASYNC_MSG:
+		h->async.statsn = statsn, h->async.expcmdsn = exp, h->async.maxcmdsn = max;
+		break;
+	case ISCSI_OP_REJECT:
+		h->reject.statsn = statsn, h->reject.expcmdsn = exp, h->reject.maxcmdsn = max;
+		break;
+	default:
+		break;
+	}
+}
+
+static void sent_free_copy(struct dm_txpdu *p, int err)
+{
+	struct iscsi_conn *c = p->arg;
+
+	(void)err;
+	free(p->data[0].iov_base);
+	iscsi_txpdu_put(c, p);
+}
+
+static void sent_then_close(struct dm_txpdu *p, int err)
+{
+	struct iscsi_conn *c = p->arg;
+
+	free(p->data[0].iov_base);
+	iscsi_txpdu_put(c, p);
+	if (!err)
+		iscsi_conn_close(c, NULL);
+}
+
+static int send_copy(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data, uint32_t len,
+		     bool close_after)
+{
+	struct dm_txpdu *p = iscsi_txpdu_get(tc->conn);
+	void *copy = NULL;
+
+	if (!p)
+		return -ENOMEM;
+	if (len) {
+		copy = malloc(len);
+		if (!copy) {
+			iscsi_txpdu_put(tc->conn, p);
+			return -ENOMEM;
+		}
+		memcpy(copy, data, len);
+	}
+	p->data[0].iov_base = copy;
+	p->data[0].iov_len = len;
+	p->data_cnt = len ? 1 : 0;
+	p->data_len = len;
+	h->dlength = len;
+	p->sent = close_after ? sent_then_close : sent_free_copy;
+	return iscsi_send_pdu(tc->conn, p, h);
+}
+
+/* Send a control PDU whose data is copied (control path only). */
+int tgt_send(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data, uint32_t len)
+{
+	return send_copy(tc, h, data, len, false);
+}
+
+void tgt_send_reject(struct tgt_conn *tc, uint8_t reason, const uint8_t *bhs)
+{
+	struct iscsi_hdr h = {.opcode = ISCSI_OP_REJECT, .final = true, .itt = ISCSI_RSVD_TAG};
+
+	h.reject.reason = reason;
+	tgt_stamp(tc, &h, true);
+	log_info("target", "%s: Reject reason 0x%02x for opcode 0x%02x", tc->conn->peer, reason,
+		 bhs[0] & 0x3f);
+	tgt_send(tc, &h, bhs, ISCSI_BHS_LEN);
+}
+
+/* ---------------------------------------------------------------- login */
+
+static int admit(void *ctx, const struct login_info *li, struct login_grant *g)
+{
+	struct tgt_conn *tc = ctx;
+	const struct ix_config *cfg = tc->gen->cfg;
+	char esc[ISCSI_NAME_MAX * 4];
+
+	memset(g, 0, sizeof(*g));
+	g->tpgt = tc->portal->tpgt;
+	g->prefs = &cfg->global.neg;
+	if (li->type == ISCSI_SESSION_DISCOVERY) {
+		const struct cfg_global *gl = &cfg->global;
+		g->creds.required = gl->discovery_chap_required;
+		if (gl->discovery_chap.secret) {
+			g->creds.user = gl->discovery_chap.user;
+			g->creds.secret = (const uint8_t *)gl->discovery_chap.secret;
+			g->creds.secret_len = strlen(gl->discovery_chap.secret);
+		}
+		if (gl->discovery_mutual_chap.secret) {
+			g->creds.mutual_user = gl->discovery_mutual_chap.user;
+			g->creds.mutual_secret = (const uint8_t *)gl->discovery_mutual_chap.secret;
+			g->creds.mutual_secret_len = strlen(gl->discovery_mutual_chap.secret);
+		}
+		return 0;
+	}
+	const struct cfg_target *ct = cfg_find_target(cfg, li->target_name);
+	if (!ct || !cfg_target_on_portal(ct, tc->portal)) {
+		log_info("target", "%s: login to unknown target %s", tc->conn->peer,
+			 log_escape(li->target_name, sizeof(li->target_name), esc, sizeof(esc)));
+		return ISCSI_LOGIN_NOT_FOUND;
+	}
+	const struct cfg_acl *acl = cfg_find_acl(ct, li->initiator_name);
+	if (!acl) {
+		log_info("target", "%s: initiator %s is not in the ACL of %s", tc->conn->peer,
+			 log_escape(li->initiator_name, sizeof(li->initiator_name), esc, sizeof(esc)),
+			 ct->name);
+		return ISCSI_LOGIN_AUTHORIZATION_FAILED;
+	}
+	g->target_alias = ct->alias;
+	g->creds.required = ct->chap_required;
+	const struct cfg_chap *chap = acl->chap.secret ? &acl->chap : &ct->chap;
+	if (chap->secret) {
+		g->creds.user = chap->user;
+		g->creds.secret = (const uint8_t *)chap->secret;
+		g->creds.secret_len = strlen(chap->secret);
+	}
+	if (ct->mutual_chap.secret) {
+		g->creds.mutual_user = ct->mutual_chap.user;
+		g->creds.mutual_secret = (const uint8_t *)ct->mutual_chap.secret;
+		g->creds.mutual_secret_len = strlen(ct->mutual_chap.secret);
+	}
+	for (int i = 0; i < ct->nchap_algs && i < 4; i++)
+		g->creds.algs[i] = ct->chap_algs[i];
+	g->creds.nalgs = ct->nchap_algs;
+	return 0;
+}
+
+static void login_timeout(struct ev_timer *t)
+{
+	struct tgt_conn *tc = t->arg;
+
+	iscsi_conn_close(tc->conn, "login timed out");
+}
+
+static void nop_timer_cb(struct ev_timer *t);
+
+static int enter_ffp(struct tgt_conn *tc)
+{
+	struct login_acceptor *la = tc->login;
+	struct tgt_session *s = calloc(1, sizeof(*s));
+	const struct ix_config *cfg = tc->gen->cfg;
+	char iport[ISCSI_NAME_MAX + 32], tport[ISCSI_NAME_MAX + 32];
+	int r;
+
+	if (!s)
+		return ISCSI_LOGIN_OUT_OF_RESOURCES;
+	s->tgt = tc->tgt;
+	s->gen = tc->gen;
+	s->worker = tc->worker;
+	s->type = la->info.type;
+	memcpy(s->isid, la->info.isid, 6);
+	snprintf(s->initiator, sizeof(s->initiator), "%s", la->info.initiator_name);
+	snprintf(s->target, sizeof(s->target), "%s", la->info.target_name);
+	s->tpgt = la->grant.tpgt;
+	s->params = la->neg.sess;
+	s->exp_cmdsn = la->info.cmdsn;
+	s->depth = tgt_cfg_depth(cfg);
+	s->max_cmdsn = s->exp_cmdsn - 1;
+	tgt_session_update_window(s);
+	s->conn = tc;
+	list_init(&s->reg_link);
+	list_init(&s->wlink);
+	if (s->type == ISCSI_SESSION_NORMAL) {
+		s->node = tgt_node_find(tc->tgt, s->target);
+		if (!s->node) {
+			free(s);
+			return ISCSI_LOGIN_TARGET_REMOVED;
+		}
+		snprintf(iport, sizeof(iport), "%s,i,0x%02x%02x%02x%02x%02x%02x", s->initiator,
+			 s->isid[0], s->isid[1], s->isid[2], s->isid[3], s->isid[4], s->isid[5]);
+		snprintf(tport, sizeof(tport), "%s,t,0x%04x", s->target, s->tpgt);
+		s->nexus = scsi_nexus_new(s->node->map, iport, tport);
+		if (!s->nexus) {
+			tgt_node_put(s->node);
+			free(s);
+			return ISCSI_LOGIN_OUT_OF_RESOURCES;
+		}
+	}
+	if (la->info.tsih != 0) {
+		/* adding a connection to an existing session: MaxConnections is 1 here */
+		if (s->nexus)
+			scsi_nexus_free(s->nexus);
+		tgt_node_put(s->node);
+		free(s);
+		return ISCSI_LOGIN_SESSION_DOES_NOT_EXIST;
+	}
+	r = tgt_session_register(tc->tgt, s);
+	if (r < 0) {
+		if (s->nexus)
+			scsi_nexus_free(s->nexus);
+		tgt_node_put(s->node);
+		free(s);
+		log_warn("target", "%s: session limit reached", tc->conn->peer);
+		return ISCSI_LOGIN_OUT_OF_RESOURCES;
+	}
+	list_add_tail(&s->wlink, &tc->worker->sessions);
+	tc->sess = s;
+	return 0;
+}
+
+static int alloc_tasks(struct tgt_conn *tc)
+{
+	tc->ntasks = tc->sess->depth + TGT_IMMEDIATE_EXTRA;
+	tc->tasks = calloc(tc->ntasks, sizeof(*tc->tasks));
+	if (!tc->tasks)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < tc->ntasks; i++) {
+		tc->tasks[i].tc = tc;
+		list_add_tail(&tc->tasks[i].link, &tc->free_tasks);
+	}
+	return 0;
+}
+
+static void handle_login(struct tgt_conn *tc, const struct iscsi_hdr *h, uint8_t *data,
+			 uint32_t dlen)
+{
+	struct login_acceptor *la = tc->login;
+	struct login_step st;
+	struct iscsi_hdr r = {.opcode = ISCSI_OP_LOGIN_RSP, .itt = h->itt};
+	bool first = !la->first_seen && la->accum.len == 0;
+
+	if (first) {
+		tc->statsn = h->login_req.expstatsn;
+		tc->cid = h->login_req.cid;
+		tc->conn->state = ISCSI_CONN_IN_LOGIN;
+	}
+	login_acceptor_step(la, h, data, dlen, &st);
+	r.login_rsp.isid[0] = 0;
+	memcpy(r.login_rsp.isid, h->login_req.isid, 6);
+	r.login_rsp.version_max = 0;
+	r.login_rsp.version_active = 0;
+	r.login_rsp.statsn = tc->statsn++;
+	r.login_rsp.expcmdsn = h->login_req.cmdsn;
+	r.login_rsp.maxcmdsn = h->login_req.cmdsn;
+	r.login_rsp.csg = st.csg;
+	r.login_rsp.nsg = st.nsg;
+	r.login_rsp.transit = st.transit;
+	r.login_rsp.cont = st.cont;
+	if (st.status == 0 && st.final) {
+		int s = enter_ffp(tc);
+		if (s != 0) {
+			st.status = (uint16_t)s;
+			snprintf(la->error, sizeof(la->error), "cannot create the session");
+		}
+	}
+	if (st.status != 0) {
+		char esc[sizeof(la->info.initiator_name) * 4];
+		r.login_rsp.status = st.status;
+		r.login_rsp.transit = false;
+		r.login_rsp.csg = r.login_rsp.nsg = 0;
+		log_info("target", "%s: login from %s failed (status 0x%04x): %s", tc->conn->peer,
+			 log_escape(la->info.initiator_name, sizeof(la->info.initiator_name), esc,
+				    sizeof(esc)),
+			 st.status, la->error);
+		ev_timer_stop(tc->conn->loop, &tc->login_timer);
+		send_copy(tc, &r, NULL, 0, true);
+		/* no more input: the connection closes once the response is out */
+		tc->logged_out = true;
+		return;
+	}
+	if (st.final) {
+		struct tgt_session *s = tc->sess;
+		r.login_rsp.tsih = s->tsih;
+		r.login_rsp.maxcmdsn = s->max_cmdsn;
+		tc->conn->params = la->neg.conn;
+		if (tgt_send(tc, &r, st.text, st.text_len) < 0 || alloc_tasks(tc) < 0 ||
+		    iscsi_conn_set_ctrl_cap(tc->conn, tc->conn->params.max_recv_dsl) < 0) {
+			iscsi_conn_close(tc->conn, "out of memory entering full feature phase");
+			return;
+		}
+		/* digests apply from the next PDU in each direction */
+		tc->conn->dm->enable(tc->conn, &tc->conn->params);
+		tc->conn->state = ISCSI_CONN_LOGGED_IN;
+		ev_timer_stop(tc->conn->loop, &tc->login_timer);
+		{
+			char esc[ISCSI_NAME_MAX * 4];
+			log_info("target",
+				 "%s: %s session tsih %u: %s -> %s (MaxRecvDSL %u/%u, digests %s/%s, "
+				 "ImmediateData %s, InitialR2T %s, FirstBurst %u, MaxBurst %u)",
+				 tc->conn->peer, s->type == ISCSI_SESSION_DISCOVERY ? "discovery" : "normal",
+				 s->tsih, log_escape(s->initiator, sizeof(s->initiator), esc, sizeof(esc)),
+				 s->type == ISCSI_SESSION_DISCOVERY ? "-" : s->target,
+				 tc->conn->params.max_recv_dsl, tc->conn->params.max_xmit_dsl,
+				 tc->conn->params.header_digest ? "CRC32C" : "None",
+				 tc->conn->params.data_digest ? "CRC32C" : "None",
+				 s->params.immediate_data ? "Yes" : "No",
+				 s->params.initial_r2t ? "Yes" : "No", s->params.first_burst_length,
+				 s->params.max_burst_length);
+		}
+		login_acceptor_clear(la);
+		free(la);
+		tc->login = NULL;
+		if (tc->gen->cfg->global.nop_interval_ms)
+			ev_timer_start(tc->conn->loop, &tc->nop_timer,
+				       tc->gen->cfg->global.nop_interval_ms);
+		return;
+	}
+	tgt_send(tc, &r, st.text, st.text_len);
+}
+
+/* ---------------------------------------------------------------- NOP */
+
+static void nop_timer_cb(struct ev_timer *t)
+{
+	struct tgt_conn *tc = t->arg;
+	const struct cfg_global *g = &tc->gen->cfg->global;
+	uint64_t now = ev_now_ms(tc->conn->loop);
+
+	if (tc->nop_outstanding) {
+		iscsi_conn_close(tc->conn, "no NOP-Out answer to our NOP-In ping");
+		return;
+	}
+	if (now - tc->last_rx_ms < g->nop_interval_ms) {
+		ev_timer_start(tc->conn->loop, &tc->nop_timer,
+			       g->nop_interval_ms - (now - tc->last_rx_ms));
+		return;
+	}
+	struct iscsi_hdr h = {.opcode = ISCSI_OP_NOP_IN, .final = true, .itt = ISCSI_RSVD_TAG};
+	h.nop_in.ttt = ++tc->nop_ttt == ISCSI_RSVD_TAG ? ++tc->nop_ttt : tc->nop_ttt;
+	tgt_stamp(tc, &h, false);
+	tc->nop_outstanding = true;
+	tgt_send(tc, &h, NULL, 0);
+	ev_timer_start(tc->conn->loop, &tc->nop_timer, g->nop_timeout_ms ? g->nop_timeout_ms : 30000);
+}
+
+static void handle_nop_out(struct tgt_conn *tc, const struct iscsi_hdr *h, uint8_t *data,
+			   uint32_t dlen)
+{
+	if (h->itt == ISCSI_RSVD_TAG) {
+		/* answer to our ping (TTT set) or a bare ExpStatSN update: no reply */
+		if (h->nop_out.ttt != ISCSI_RSVD_TAG && h->nop_out.ttt == tc->nop_ttt &&
+		    tc->nop_outstanding) {
+			tc->nop_outstanding = false;
+			ev_timer_start(tc->conn->loop, &tc->nop_timer,
+				       tc->gen->cfg->global.nop_interval_ms);
+		}
+		return;
+	}
+	struct iscsi_hdr r = {.opcode = ISCSI_OP_NOP_IN, .final = true, .itt = h->itt};
+	r.nop_in.ttt = ISCSI_RSVD_TAG;
+	r.nop_in.lun = h->nop_out.lun;
+	tgt_stamp(tc, &r, true);
+	tgt_send(tc, &r, data, dlen);
+}
+
+/* ---------------------------------------------------------------- logout */
+
+static void handle_logout(struct tgt_conn *tc, const struct iscsi_hdr *h)
+{
+	struct iscsi_hdr r = {.opcode = ISCSI_OP_LOGOUT_RSP, .final = true, .itt = h->itt};
+	uint8_t reason = h->logout_req.reason;
+
+	if (reason == ISCSI_LOGOUT_REMOVE_FOR_RECOVERY) {
+		r.logout_rsp.response = ISCSI_LOGOUT_RSP_RECOVERY_UNSUPPORTED;
+	} else if (reason == ISCSI_LOGOUT_CLOSE_CONNECTION &&
+		   h->logout_req.cid != tc->cid) {
+		r.logout_rsp.response = ISCSI_LOGOUT_RSP_CID_NOT_FOUND;
+	} else if (reason > ISCSI_LOGOUT_REMOVE_FOR_RECOVERY) {
+		tgt_send_reject(tc, ISCSI_REJECT_INVALID_PDU_FIELD, tc->conn->rx_bhs);
+		return;
+	} else {
+		r.logout_rsp.response = ISCSI_LOGOUT_RSP_OK;
+	}
+	tgt_stamp(tc, &r, true);
+	if (r.logout_rsp.response == ISCSI_LOGOUT_RSP_OK) {
+		tc->logged_out = true;
+		tc->conn->state = ISCSI_CONN_IN_LOGOUT;
+		send_copy(tc, &r, NULL, 0, true);
+	} else {
+		tgt_send(tc, &r, NULL, 0);
+	}
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
+/* CmdSN rules for non-SCSI requests (RFC 7143 4.2.2.1). Returns false to drop silently. */
+static bool cmdsn_accept(struct tgt_conn *tc, bool immediate, uint32_t cmdsn)
+{
+	struct tgt_session *s = tc->sess;
+
+	if (immediate)
+		return true;
+	if (sn_lt(cmdsn, s->exp_cmdsn) || sn_lt(s->max_cmdsn, cmdsn)) {
+		log_dbg("target", "%s: CmdSN %u outside [%u, %u]: dropped", tc->conn->peer, cmdsn,
+			s->exp_cmdsn, s->max_cmdsn);
+		return false;
+	}
+	if (cmdsn == s->exp_cmdsn) {
+		s->exp_cmdsn++;
+		tgt_order_release(tc);
+	}
+	return true;
+}
+
+static int rx_header(struct iscsi_conn *c, const struct iscsi_hdr *h, const uint8_t *ahs,
+		     uint32_t ahs_len, struct dm_rx_place *place)
+{
+	struct tgt_conn *tc = c->role_priv;
+
+	tc->last_rx_ms = ev_now_ms(c->loop);
+	if (tc->logged_out)
+		return 0; /* swallow whatever still arrives */
+	if (c->state != ISCSI_CONN_LOGGED_IN) {
+		if (h->opcode != ISCSI_OP_LOGIN_REQ) {
+			log_info("target", "%s: opcode 0x%02x before login completed", c->peer,
+				 h->opcode);
+			return -EPROTO;
+		}
+		if (h->dlength > 8192 || ahs_len)
+			return -EMSGSIZE;
+		return 0;
+	}
+	if (h->dlength > c->params.max_recv_dsl) {
+		log_warn("target", "%s: DataSegmentLength %u exceeds our MaxRecvDataSegmentLength %u",
+			 c->peer, h->dlength, c->params.max_recv_dsl);
+		return -EMSGSIZE;
+	}
+	if (h->opcode == ISCSI_OP_SCSI_CMD)
+		return tgt_scsi_cmd_header(tc, h, ahs, ahs_len, place);
+	if (h->opcode == ISCSI_OP_DATA_OUT)
+		return tgt_data_out_header(tc, h, place);
+	return 0;
+}
+
+static void rx_pdu(struct iscsi_conn *c, const struct iscsi_hdr *h, uint8_t *data, uint32_t dlen,
+		   bool ddigest_ok)
+{
+	struct tgt_conn *tc = c->role_priv;
+	struct tgt_session *s = tc->sess;
+
+	if (tc->logged_out || c->terminated)
+		return;
+	if (c->state != ISCSI_CONN_LOGGED_IN) {
+		handle_login(tc, h, data, dlen);
+		return;
+	}
+	if (!iscsi_opcode_is_initiator(h->opcode)) {
+		tgt_send_reject(tc, ISCSI_REJECT_PROTOCOL_ERROR, c->rx_bhs);
+		return;
+	}
+	if (h->opcode == ISCSI_OP_SCSI_CMD) {
+		tgt_scsi_cmd_pdu(tc, h, ddigest_ok);
+		return;
+	}
+	if (h->opcode == ISCSI_OP_DATA_OUT) {
+		tgt_data_out_pdu(tc, h, ddigest_ok);
+		return;
+	}
+	if (!ddigest_ok) {
+		/* RFC 7143 7.8: discard and Reject; the initiator may retry */
+		tgt_send_reject(tc, ISCSI_REJECT_DATA_DIGEST, c->rx_bhs);
+		return;
+	}
+	switch (h->opcode) {
+	case ISCSI_OP_NOP_OUT:
+		if (h->itt == ISCSI_RSVD_TAG && !h->immediate) {
+			tgt_send_reject(tc, ISCSI_REJECT_PROTOCOL_ERROR, c->rx_bhs);
+			return;
+		}
+		if (!cmdsn_accept(tc, h->immediate, h->nop_out.cmdsn))
+			return;
+		handle_nop_out(tc, h, data, dlen);
+		break;
+	case ISCSI_OP_TEXT_REQ:
+		if (!cmdsn_accept(tc, h->immediate, h->text_req.cmdsn))
+			return;
+		tgt_text(tc, h, data, dlen);
+		break;
+	case ISCSI_OP_LOGOUT_REQ:
+		if (!cmdsn_accept(tc, h->immediate, h->logout_req.cmdsn))
+			return;
+		handle_logout(tc, h);
+		break;
+	case ISCSI_OP_TMF_REQ:
+		if (s->type == ISCSI_SESSION_DISCOVERY) {
+			tgt_send_reject(tc, ISCSI_REJECT_PROTOCOL_ERROR, c->rx_bhs);
+			return;
+		}
+		if (!cmdsn_accept(tc, h->immediate, h->tmf_req.cmdsn))
+			return;
+		tgt_tmf(tc, h);
+		break;
+	case ISCSI_OP_LOGIN_REQ:
+		tgt_send_reject(tc, ISCSI_REJECT_PROTOCOL_ERROR, c->rx_bhs);
+		break;
+	case ISCSI_OP_SNACK_REQ:
+		/* ErrorRecoveryLevel 0: SNACK is not supported (RFC 7143 11.16) */
+		tgt_send_reject(tc, ISCSI_REJECT_SNACK, c->rx_bhs);
+		break;
+	default:
+		tgt_send_reject(tc, ISCSI_REJECT_CMD_NOT_SUPPORTED, c->rx_bhs);
+		break;
+	}
+}
+
+static void conn_closed(struct iscsi_conn *c)
+{
+	struct tgt_conn *tc = c->role_priv;
+
+	ev_timer_stop(c->loop, &tc->login_timer);
+	ev_timer_stop(c->loop, &tc->nop_timer);
+	if (tc->sess)
+		tgt_session_unregister(tc->tgt, tc->sess);
+	/* abort every task; those inside the SCSI layer finish later and hold a reference */
+	while (!list_empty(&tc->active)) {
+		struct tgt_task *t = list_first_entry(&tc->active, struct tgt_task, link);
+		tgt_task_abort(t);
+	}
+	while (!list_empty(&tc->order_q)) {
+		struct tgt_task *t = list_first_entry(&tc->order_q, struct tgt_task, link);
+		tgt_task_abort(t);
+	}
+	tc->worker->nconns--;
+}
+
+static void conn_release(struct iscsi_conn *c)
+{
+	struct tgt_conn *tc = c->role_priv;
+
+	if (tc->sess) {
+		list_del(&tc->sess->wlink);
+		if (tc->sess->nexus)
+			scsi_nexus_free(tc->sess->nexus);
+		tgt_node_put(tc->sess->node);
+		free(tc->sess);
+	}
+	if (tc->login) {
+		login_acceptor_clear(tc->login);
+		free(tc->login);
+	}
+	for (int i = 0; i < 16; i++)
+		for (int j = 0; j < 4; j++)
+			free(tc->buf_cache[i][j]);
+	for (uint32_t i = 0; tc->tasks && i < tc->ntasks; i++)
+		free(tc->tasks[i].buf);
+	free(tc->tasks);
+	free(tc->text_rsp);
+	free(tc->text_req);
+	tgt_gen_put(tc->gen);
+	free(tc);
+}
+
+static const struct iscsi_role_ops tgt_role_ops = {
+	.rx_header = rx_header,
+	.rx_pdu = rx_pdu,
+	.closed = conn_closed,
+	.release = conn_release,
+};
+
+void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *portal)
+{
+	struct tgt_conn *tc = calloc(1, sizeof(*tc));
+	struct login_policy pol;
+	struct iscsi_conn *c;
+
+	if (!tc) {
+		close(fd);
+		return;
+	}
+	tc->worker = w;
+	tc->tgt = w->tgt;
+	tc->portal = portal;
+	tc->gen = tgt_gen_get(w->tgt);
+	list_init(&tc->free_tasks);
+	list_init(&tc->active);
+	list_init(&tc->order_q);
+	list_init(&tc->tmf_wait);
+	tc->login = malloc(sizeof(*tc->login));
+	if (!tc->login) {
+		tgt_gen_put(tc->gen);
+		free(tc);
+		close(fd);
+		return;
+	}
+	pol.admit = admit;
+	pol.ctx = tc;
+	login_acceptor_init(tc->login, &pol);
+	c = tcp_conn_new(fd, w->loop, ISCSI_ROLE_TARGET, &tgt_role_ops, tc);
+	if (!c) {
+		free(tc->login);
+		tgt_gen_put(tc->gen);
+		free(tc);
+		return;
+	}
+	tc->conn = c;
+	w->nconns++;
+	ev_timer_init(&tc->login_timer, login_timeout, tc);
+	ev_timer_init(&tc->nop_timer, nop_timer_cb, tc);
+	ev_timer_start(w->loop, &tc->login_timer,
+		       tc->gen->cfg->global.login_timeout_ms ? tc->gen->cfg->global.login_timeout_ms
+							      : 15000);
+	log_dbg("target", "%s: connected to %s", c->peer, c->local);
+	if (tcp_conn_start(c) < 0)
+		iscsi_conn_close(c, "cannot watch the socket");
+}

@@ -1,0 +1,219 @@
+/* Target-internal objects: worker, session, connection, task. */
+#ifndef IX_TARGET_TGT_INT_H
+#define IX_TARGET_TGT_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "event/loop.h"
+#include "scsi/scsi.h"
+#include "session/conn.h"
+#include "session/login.h"
+#include "target/config.h"
+#include "target/target.h"
+#include "util/list.h"
+
+#define TGT_MAX_R2T 16
+#define TGT_IMMEDIATE_EXTRA 16
+#define TGT_MAX_IO (64u * 1024 * 1024) /* largest EDTL served */
+#define TGT_ITT_HASH 256
+
+struct tgt_worker {
+	struct ix_target *tgt;
+	int id;
+	pthread_t thread;
+	struct ev_loop *loop;
+	struct scsi_thread *sthread;
+	int nconns;
+	struct list_head sessions;      /* live sessions on this worker (owned by its thread) */
+};
+
+/* One configured target as served: config + LUN map. Refcounted so a reload can replace it
+ * while sessions still use the old one. */
+struct tgt_node {
+	int refcnt; /* atomic */
+	struct cfg_target *cfg;         /* points into cfg_owner */
+	struct scsi_lun_map *map;
+	struct ix_config *cfg_owner;    /* config generation this node came from (refcounted) */
+};
+
+struct tgt_cfg_gen {
+	int refcnt;
+	struct ix_config *cfg;
+};
+
+struct tgt_task;
+
+struct tgt_session {
+	struct ix_target *tgt;
+	struct tgt_node *node;          /* NULL for discovery */
+	struct tgt_cfg_gen *gen;        /* config generation at login */
+	enum iscsi_session_type type;
+	char initiator[ISCSI_NAME_MAX];
+	char target[ISCSI_NAME_MAX];
+	uint8_t isid[6];
+	uint16_t tsih;
+	uint16_t tpgt;
+	struct iscsi_sess_params params;
+	uint32_t exp_cmdsn;
+	uint32_t max_cmdsn;
+	uint32_t depth;
+	uint32_t outstanding;           /* non-immediate tasks past ExpCmdSN, not yet answered */
+	struct scsi_nexus *nexus;
+	struct tgt_conn *conn;          /* one connection per session (MaxConnections=1) */
+	struct list_head reg_link;      /* registry */
+	struct tgt_worker *worker;
+	struct list_head wlink;         /* worker's list */
+	bool registered;
+};
+
+enum tgt_task_state {
+	TASK_FREE = 0,
+	TASK_DATA_OUT,      /* collecting write data */
+	TASK_WAIT_ORDER,    /* waiting for CmdSN order */
+	TASK_EXEC,          /* in the SCSI layer */
+	TASK_DONE,          /* response queued */
+};
+
+struct tgt_r2t {
+	uint32_t ttt, offset, len, got, exp_datasn;
+	bool active;
+};
+
+struct tgt_task {
+	struct scsi_cmd sc;
+	struct tgt_conn *tc;
+	enum tgt_task_state state;
+	uint32_t itt, cmdsn, edtl;
+	uint64_t lun;
+	bool immediate, read, write;
+	bool aborted;
+	bool discard;                   /* error answered early: swallow remaining data */
+	uint8_t cdb[ISCSI_MAX_CDB_LEN];
+	uint16_t cdb_len;
+	uint8_t *buf;
+	uint32_t buf_cap;
+	/* write data */
+	uint32_t data_got;
+	uint32_t unsol_len;             /* immediate + unsolicited data the initiator may send */
+	uint32_t unsol_got;
+	uint32_t unsol_exp_datasn;
+	bool unsol_done;
+	uint32_t r2t_next;              /* next offset to solicit */
+	uint32_t r2tsn;
+	struct tgt_r2t r2t[TGT_MAX_R2T];
+	int r2t_active;
+	/* data-in */
+	uint32_t datasn;
+	int tx_pending;                 /* PDUs in flight that reference buf */
+	struct tgt_tmf *tmf_wait;       /* a TMF waiting for this task to finish */
+	bool counted;                   /* in the session's outstanding count */
+	uint32_t unsol_total;           /* immediate + unsolicited bytes the initiator sends */
+	uint8_t rsp_data[2 + SCSI_SENSE_MAX];
+	struct list_head link;          /* conn's active list or order queue */
+	struct tgt_task *hnext;         /* ITT hash chain */
+};
+
+/* A TMF whose response waits for aborted tasks still inside the SCSI layer. */
+struct tgt_tmf {
+	uint32_t itt;
+	uint8_t response;
+	bool cold_reset;                /* drop the session after answering */
+	int waiting;
+};
+
+struct tgt_conn {
+	struct iscsi_conn *conn;
+	struct tgt_worker *worker;
+	struct ix_target *tgt;
+	struct tgt_session *sess;
+	struct login_acceptor *login;   /* during login only */
+	const struct cfg_portal *portal;
+	struct tgt_cfg_gen *gen;        /* config generation seen at accept */
+	uint32_t statsn;
+	uint32_t exp_statsn;
+	bool logged_out;                /* close after the logout response is sent */
+	/* tasks */
+	struct tgt_task *tasks;
+	uint32_t ntasks;
+	struct list_head free_tasks;
+	struct list_head active;        /* tasks with ITT in use */
+	struct list_head order_q;       /* CmdSN-ordered waiting tasks */
+	struct tgt_task *itt_hash[TGT_ITT_HASH];
+	uint32_t imm_in_use;
+	uint32_t next_ttt;
+	uint16_t cid;
+	/* header-phase verdict for the PDU being received */
+	int rx_verdict;
+	uint8_t rx_reject_reason;
+	struct tgt_task *rx_task;
+	/* buffer cache: power-of-two classes from 4 KiB to TGT_MAX_IO */
+	uint8_t *buf_cache[16][4];
+	/* text exchange */
+	char *text_rsp;                 /* pending SendTargets answer being continued */
+	uint32_t text_rsp_len, text_rsp_off, text_ttt, text_itt;
+	char *text_req;                 /* accumulated C=1 text request */
+	uint32_t text_req_len;
+	/* keepalive */
+	struct ev_timer login_timer;
+	struct ev_timer nop_timer;
+	uint32_t nop_ttt;
+	bool nop_outstanding;
+	uint64_t last_rx_ms;
+	/* pending TMF responses */
+	struct list_head tmf_wait;
+};
+
+struct ix_target {
+	struct ix_config *cfg_file;     /* not used after start */
+	struct tgt_cfg_gen *gen;        /* current generation */
+	struct tgt_node **nodes;        /* for gen */
+	size_t nnodes;
+	pthread_mutex_t lock;           /* registry, gen, nodes, tsih */
+	struct list_head sessions;
+	uint32_t nsessions;
+	uint16_t next_tsih;
+	struct ev_loop *main_loop;
+	struct tgt_worker *workers;
+	int nworkers;
+	int next_worker;
+	struct tcp_listener **listeners;
+	size_t nlisteners;
+	struct listener_ctx *lctx;
+};
+
+/* target.c */
+struct tgt_cfg_gen *tgt_gen_get(struct ix_target *t);
+void tgt_gen_put(struct tgt_cfg_gen *g);
+struct tgt_node *tgt_node_find(struct ix_target *t, const char *name); /* +ref */
+void tgt_node_put(struct tgt_node *n);
+int tgt_session_register(struct ix_target *t, struct tgt_session *s);
+void tgt_session_unregister(struct ix_target *t, struct tgt_session *s);
+uint32_t tgt_cfg_depth(const struct ix_config *cfg);
+
+/* tgt_conn.c */
+void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *portal);
+int tgt_send(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data, uint32_t len);
+void tgt_stamp(struct tgt_conn *tc, struct iscsi_hdr *h, bool advance_statsn);
+void tgt_send_reject(struct tgt_conn *tc, uint8_t reason, const uint8_t *bhs);
+void tgt_session_update_window(struct tgt_session *s);
+
+/* tgt_scsi.c */
+int tgt_scsi_cmd_header(struct tgt_conn *tc, const struct iscsi_hdr *h, const uint8_t *ahs,
+			uint32_t ahs_len, struct dm_rx_place *place);
+void tgt_scsi_cmd_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddigest_ok);
+int tgt_data_out_header(struct tgt_conn *tc, const struct iscsi_hdr *h, struct dm_rx_place *place);
+void tgt_data_out_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddigest_ok);
+void tgt_task_free(struct tgt_task *task);
+void tgt_task_abort(struct tgt_task *task);
+struct tgt_task *tgt_task_alloc(struct tgt_conn *tc, bool immediate);
+struct tgt_task *tgt_task_find(struct tgt_conn *tc, uint32_t itt);
+void tgt_order_release(struct tgt_conn *tc);
+void tgt_tmf(struct tgt_conn *tc, const struct iscsi_hdr *h);
+void tgt_task_finished(struct tgt_task *task);
+
+/* tgt_text.c */
+void tgt_text(struct tgt_conn *tc, const struct iscsi_hdr *h, uint8_t *data, uint32_t dlen);
+
+#endif

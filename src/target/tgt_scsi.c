@@ -1,0 +1,814 @@
+/* Target data path: SCSI Command PDUs, immediate / unsolicited / solicited (R2T) write data,
+ * execution in the SCSI core, Data-In with phase collapse, SCSI Response with residuals, and
+ * task management. RFC 7143 sections 4.2, 11.3-11.8; protocol.md 4.5-4.9. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "target/tgt_int.h"
+#include "util/bytes.h"
+#include "util/log.h"
+
+enum rx_verdict {
+	RX_OK = 0,
+	RX_DROP,     /* silently ignore (CmdSN outside the window, data of an aborted task) */
+	RX_REJECT,   /* answer with Reject(rx_reject_reason) */
+};
+
+/* ---------------------------------------------------------------- buffers */
+
+static int buf_class(uint32_t size)
+{
+	int c = 0;
+
+	while ((4096u << c) < size)
+		c++;
+	return c;
+}
+
+static uint8_t *buf_get(struct tgt_conn *tc, uint32_t size, uint32_t *cap)
+{
+	int c = buf_class(size);
+
+	for (int i = 0; i < 4; i++)
+		if (tc->buf_cache[c][i]) {
+			uint8_t *b = tc->buf_cache[c][i];
+			tc->buf_cache[c][i] = NULL;
+			*cap = 4096u << c;
+			return b;
+		}
+	*cap = 4096u << c;
+	return malloc(*cap);
+}
+
+static void buf_put(struct tgt_conn *tc, uint8_t *b, uint32_t cap)
+{
+	int c = buf_class(cap);
+
+	if (!b)
+		return;
+	for (int i = 0; i < 4; i++)
+		if (!tc->buf_cache[c][i]) {
+			tc->buf_cache[c][i] = b;
+			return;
+		}
+	free(b);
+}
+
+/* ---------------------------------------------------------------- task table */
+
+static unsigned itt_slot(uint32_t itt)
+{
+	return (itt ^ (itt >> 8) ^ (itt >> 16)) % TGT_ITT_HASH;
+}
+
+struct tgt_task *tgt_task_find(struct tgt_conn *tc, uint32_t itt)
+{
+	for (struct tgt_task *t = tc->itt_hash[itt_slot(itt)]; t; t = t->hnext)
+		if (t->itt == itt)
+			return t;
+	return NULL;
+}
+
+static void hash_del(struct tgt_conn *tc, struct tgt_task *task)
+{
+	struct tgt_task **pp = &tc->itt_hash[itt_slot(task->itt)];
+
+	for (; *pp; pp = &(*pp)->hnext)
+		if (*pp == task) {
+			*pp = task->hnext;
+			return;
+		}
+}
+
+struct tgt_task *tgt_task_alloc(struct tgt_conn *tc, bool immediate)
+{
+	struct tgt_task *t;
+
+	if (list_empty(&tc->free_tasks))
+		return NULL;
+	if (immediate && tc->imm_in_use >= TGT_IMMEDIATE_EXTRA)
+		return NULL;
+	t = list_first_entry(&tc->free_tasks, struct tgt_task, link);
+	list_del(&t->link);
+	uint8_t *buf = t->buf;
+	uint32_t cap = t->buf_cap;
+	memset(t, 0, offsetof(struct tgt_task, link));
+	t->buf = buf;
+	t->buf_cap = cap;
+	t->tc = tc;
+	t->immediate = immediate;
+	if (immediate)
+		tc->imm_in_use++;
+	return t;
+}
+
+static void task_release(struct tgt_task *t)
+{
+	struct tgt_conn *tc = t->tc;
+
+	if (t->buf && t->buf_cap > 256 * 1024) {
+		/* big buffers go back to the cache; small ones stay with the task slot */
+		buf_put(tc, t->buf, t->buf_cap);
+		t->buf = NULL;
+		t->buf_cap = 0;
+	}
+	t->state = TASK_FREE;
+	list_add(&t->link, &tc->free_tasks);
+}
+
+/* Unlink a task from the ITT table and lists; the memory is recycled once no PDU references its
+ * buffer. */
+void tgt_task_free(struct tgt_task *t)
+{
+	struct tgt_conn *tc = t->tc;
+
+	if (t->state == TASK_FREE)
+		return;
+	hash_del(tc, t);
+	list_del(&t->link);
+	if (t->immediate)
+		tc->imm_in_use--;
+	if (t->counted && tc->sess) {
+		tc->sess->outstanding--;
+		t->counted = false;
+	}
+	t->state = TASK_DONE;
+	if (t->tx_pending == 0)
+		task_release(t);
+}
+
+static void tmf_respond(struct tgt_conn *tc, struct tgt_tmf *m);
+
+void tgt_task_finished(struct tgt_task *t)
+{
+	struct tgt_tmf *m = t->tmf_wait;
+
+	t->tmf_wait = NULL;
+	if (m && --m->waiting == 0)
+		tmf_respond(t->tc, m);
+}
+
+void tgt_task_abort(struct tgt_task *t)
+{
+	if (t->state == TASK_EXEC) {
+		t->aborted = true; /* freed when the SCSI layer completes it */
+		return;
+	}
+	tgt_task_finished(t);
+	tgt_task_free(t);
+}
+
+/* ---------------------------------------------------------------- responses */
+
+static void task_pdu_sent(struct dm_txpdu *p, int err)
+{
+	struct tgt_task *t = p->arg;
+	struct tgt_conn *tc = t->tc;
+
+	(void)err;
+	iscsi_txpdu_put(tc->conn, p);
+	if (--t->tx_pending == 0 && t->state == TASK_DONE)
+		task_release(t);
+}
+
+static struct dm_txpdu *task_pdu(struct tgt_task *t)
+{
+	struct dm_txpdu *p = iscsi_txpdu_get(t->tc->conn);
+
+	if (!p)
+		return NULL;
+	p->sent = task_pdu_sent;
+	p->arg = t;
+	t->tx_pending++;
+	return p;
+}
+
+static void residuals(const struct tgt_task *t, uint8_t *flags, uint32_t *residual)
+{
+	const struct scsi_cmd *sc = &t->sc;
+
+	*flags = 0;
+	*residual = 0;
+	if (t->read) {
+		if (sc->xfer_wanted > t->edtl) {
+			*flags = ISCSI_FLAG_OVERFLOW;
+			*residual = sc->xfer_wanted - t->edtl;
+		} else if (sc->data_in_len < t->edtl) {
+			*flags = ISCSI_FLAG_UNDERFLOW;
+			*residual = t->edtl - sc->data_in_len;
+		}
+	} else if (t->write) {
+		if (sc->xfer_wanted > t->edtl) {
+			*flags = ISCSI_FLAG_OVERFLOW;
+			*residual = sc->xfer_wanted - t->edtl;
+		} else if (sc->xfer_wanted < t->edtl) {
+			*flags = ISCSI_FLAG_UNDERFLOW;
+			*residual = t->edtl - sc->xfer_wanted;
+		}
+	} else if (t->edtl) {
+		*flags = ISCSI_FLAG_UNDERFLOW;
+		*residual = t->edtl;
+	}
+}
+
+static void send_scsi_response(struct tgt_task *t)
+{
+	struct tgt_conn *tc = t->tc;
+	struct iscsi_hdr h = {.opcode = ISCSI_OP_SCSI_RSP, .final = true, .itt = t->itt};
+	struct dm_txpdu *p = task_pdu(t);
+
+	if (!p) {
+		iscsi_conn_close(tc->conn, "out of memory for a SCSI Response");
+		return;
+	}
+	residuals(t, &h.rsp.flags, &h.rsp.residual);
+	h.rsp.response = 0;
+	h.rsp.status = t->sc.status;
+	h.rsp.expdatasn = t->datasn;
+	if (t->counted) {
+		tc->sess->outstanding--;
+		t->counted = false;
+	}
+	tgt_stamp(tc, &h, true);
+	if (t->sc.sense_len) {
+		put_be16(t->rsp_data, t->sc.sense_len);
+		memcpy(t->rsp_data + 2, t->sc.sense, t->sc.sense_len);
+		p->data[0].iov_base = t->rsp_data;
+		p->data[0].iov_len = 2u + t->sc.sense_len;
+		p->data_cnt = 1;
+		p->data_len = 2u + t->sc.sense_len;
+	}
+	h.dlength = p->data_len;
+	iscsi_send_pdu(tc->conn, p, &h);
+}
+
+/* Put_Data: Data-In PDUs, each at most the initiator's MaxRecvDataSegmentLength, F at every
+ * MaxBurstLength boundary; status collapsed into the last one when there is no sense. */
+static void send_data_in(struct tgt_task *t)
+{
+	struct tgt_conn *tc = t->tc;
+	uint32_t len = t->sc.data_in_len, off = 0, burst = 0;
+	uint32_t mxdsl = tc->conn->params.max_xmit_dsl;
+	uint32_t mbl = tc->sess->params.max_burst_length;
+	bool collapse = t->sc.status == SCSI_STATUS_GOOD && t->sc.sense_len == 0;
+
+	while (off < len) {
+		uint32_t n = len - off;
+		struct iscsi_hdr h = {.opcode = ISCSI_OP_DATA_IN, .itt = t->itt};
+		struct dm_txpdu *p;
+		bool last;
+
+		if (n > mxdsl)
+			n = mxdsl;
+		if (n > mbl - burst)
+			n = mbl - burst;
+		last = off + n == len;
+		burst += n;
+		h.final = last || burst == mbl;
+		if (burst == mbl)
+			burst = 0;
+		h.data_in.ttt = ISCSI_RSVD_TAG;
+		h.data_in.datasn = t->datasn++;
+		h.data_in.offset = off;
+		p = task_pdu(t);
+		if (!p) {
+			iscsi_conn_close(tc->conn, "out of memory for Data-In");
+			return;
+		}
+		p->data[0].iov_base = t->buf + off;
+		p->data[0].iov_len = n;
+		p->data_cnt = 1;
+		p->data_len = n;
+		h.dlength = n;
+		if (last && collapse) {
+			h.final = true;
+			h.data_in.status_present = true;
+			h.data_in.status = t->sc.status;
+			residuals(t, &h.data_in.flags, &h.data_in.residual);
+			if (t->counted) {
+				tc->sess->outstanding--;
+				t->counted = false;
+			}
+			tgt_stamp(tc, &h, true);
+		} else {
+			tgt_stamp(tc, &h, false);
+		}
+		tc->conn->dm->put_data(tc->conn, p);
+		off += n;
+	}
+	if (len == 0 || !collapse)
+		send_scsi_response(t);
+}
+
+static void scsi_done(struct scsi_cmd *sc)
+{
+	struct tgt_task *t = sc->priv;
+	struct tgt_conn *tc = t->tc;
+	struct iscsi_conn *c = tc->conn;
+
+	if (t->aborted || c->terminated) {
+		tgt_task_finished(t);
+		tgt_task_free(t);
+		iscsi_conn_put(c);
+		return;
+	}
+	t->state = TASK_DONE;
+	if (t->read && sc->data_in_len)
+		send_data_in(t);
+	else
+		send_scsi_response(t);
+	tgt_task_finished(t);
+	tgt_task_free(t);
+	iscsi_conn_put(c);
+}
+
+static void task_exec(struct tgt_task *t)
+{
+	struct tgt_conn *tc = t->tc;
+	struct scsi_cmd *sc = &t->sc;
+
+	memset(sc, 0, sizeof(*sc));
+	sc->thread = tc->worker->sthread;
+	sc->map = tc->sess->node->map;
+	sc->nexus = tc->sess->nexus;
+	sc->lun_field = t->lun;
+	sc->cdb = t->cdb;
+	sc->cdb_len = t->cdb_len;
+	sc->buf = t->buf;
+	sc->buf_len = t->buf ? t->edtl : 0;
+	sc->data_out_len = t->write ? t->edtl : 0;
+	sc->data_in_max = t->read ? t->edtl : 0;
+	sc->done = scsi_done;
+	sc->priv = t;
+	t->state = TASK_EXEC;
+	iscsi_conn_get(tc->conn);
+	scsi_cmd_exec(sc);
+}
+
+/* Answer a command with CHECK CONDITION without executing it. */
+static void task_fail(struct tgt_task *t, uint8_t key, uint8_t asc, uint8_t ascq)
+{
+	memset(&t->sc, 0, sizeof(t->sc));
+	scsi_cmd_set_sense(&t->sc, key, asc, ascq);
+	t->state = TASK_DONE;
+	send_scsi_response(t);
+	tgt_task_finished(t);
+	tgt_task_free(t);
+}
+
+/* ---------------------------------------------------------------- write data */
+
+static void issue_r2ts(struct tgt_task *t)
+{
+	struct tgt_conn *tc = t->tc;
+	const struct iscsi_sess_params *sp = &tc->sess->params;
+	int max = sp->max_outstanding_r2t < TGT_MAX_R2T ? sp->max_outstanding_r2t : TGT_MAX_R2T;
+
+	while (t->r2t_active < max && t->r2t_next < t->edtl) {
+		struct tgt_r2t *r = NULL;
+		struct iscsi_hdr h = {.opcode = ISCSI_OP_R2T, .final = true, .itt = t->itt};
+		struct dm_txpdu *p;
+
+		for (int i = 0; i < TGT_MAX_R2T; i++)
+			if (!t->r2t[i].active) {
+				r = &t->r2t[i];
+				break;
+			}
+		if (!r)
+			return;
+		r->active = true;
+		r->offset = t->r2t_next;
+		r->len = t->edtl - t->r2t_next;
+		if (r->len > sp->max_burst_length)
+			r->len = sp->max_burst_length;
+		r->got = 0;
+		r->exp_datasn = 0;
+		do {
+			r->ttt = ++tc->next_ttt;
+		} while (r->ttt == ISCSI_RSVD_TAG);
+		t->r2t_next += r->len;
+		t->r2t_active++;
+		h.r2t.lun = t->lun;
+		h.r2t.ttt = r->ttt;
+		h.r2t.r2tsn = t->r2tsn++;
+		h.r2t.offset = r->offset;
+		h.r2t.ddtl = r->len;
+		tgt_stamp(tc, &h, false);
+		p = task_pdu(t);
+		if (!p) {
+			iscsi_conn_close(tc->conn, "out of memory for R2T");
+			return;
+		}
+		iscsi_send_pdu(tc->conn, p, &h);
+	}
+}
+
+/* Decide the next step of a write once some data arrived. */
+static void write_progress(struct tgt_task *t)
+{
+	if (t->discard) {
+		if (t->unsol_done)
+			task_fail(t, SCSI_SENSE_ILLEGAL_REQUEST, 0x24, 0x00);
+		return;
+	}
+	if (t->data_got == t->edtl) {
+		task_exec(t);
+		return;
+	}
+	if (t->unsol_done)
+		issue_r2ts(t);
+}
+
+/* The command may proceed (CmdSN order reached). */
+static void task_start(struct tgt_task *t)
+{
+	if (!t->write) {
+		task_exec(t);
+		return;
+	}
+	t->state = TASK_DATA_OUT;
+	if (t->unsol_got >= t->unsol_total)
+		t->unsol_done = true;
+	if (t->r2t_next < t->unsol_total)
+		t->r2t_next = t->unsol_total;
+	write_progress(t);
+}
+
+void tgt_order_release(struct tgt_conn *tc)
+{
+	struct tgt_session *s = tc->sess;
+	bool again = true;
+
+	while (again) {
+		struct list_head *pos, *n;
+		again = false;
+		list_for_each_safe(pos, n, &tc->order_q)
+		{
+			struct tgt_task *t = list_entry(pos, struct tgt_task, link);
+			if (t->cmdsn != s->exp_cmdsn)
+				continue;
+			list_del(&t->link);
+			list_add_tail(&t->link, &tc->active);
+			s->exp_cmdsn++;
+			s->outstanding++;
+			t->counted = true;
+			task_start(t);
+			again = true;
+			break;
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- SCSI Command */
+
+int tgt_scsi_cmd_header(struct tgt_conn *tc, const struct iscsi_hdr *h, const uint8_t *ahs,
+			uint32_t ahs_len, struct dm_rx_place *place)
+{
+	const struct iscsi_scsi_cmd *cmd = &h->cmd;
+	struct tgt_session *s = tc->sess;
+	const struct iscsi_sess_params *sp = &s->params;
+	struct iscsi_ahs_info ai;
+	struct tgt_task *t;
+
+	tc->rx_verdict = RX_OK;
+	tc->rx_task = NULL;
+	if (s->type == ISCSI_SESSION_DISCOVERY) {
+		tc->rx_verdict = RX_REJECT;
+		tc->rx_reject_reason = ISCSI_REJECT_PROTOCOL_ERROR;
+		return 0;
+	}
+	if (!h->immediate && (sn_lt(cmd->cmdsn, s->exp_cmdsn) || sn_lt(s->max_cmdsn, cmd->cmdsn))) {
+		log_dbg("target", "%s: SCSI Command CmdSN %u outside [%u, %u]: dropped",
+			tc->conn->peer, cmd->cmdsn, s->exp_cmdsn, s->max_cmdsn);
+		tc->rx_verdict = RX_DROP;
+		return 0;
+	}
+	if (iscsi_ahs_parse(ahs, ahs_len, &ai) < 0 ||
+	    (ai.ext_cdb && 16u + ai.ext_cdb_len > ISCSI_MAX_CDB_LEN)) {
+		tc->rx_verdict = RX_REJECT;
+		tc->rx_reject_reason = ISCSI_REJECT_PROTOCOL_ERROR;
+		return 0;
+	}
+	if (tgt_task_find(tc, h->itt) || h->itt == ISCSI_RSVD_TAG) {
+		tc->rx_verdict = RX_REJECT;
+		tc->rx_reject_reason = ISCSI_REJECT_TASK_IN_PROGRESS;
+		return 0;
+	}
+	if (h->dlength && (!cmd->write || !sp->immediate_data || h->dlength > cmd->edtl ||
+			   h->dlength > sp->first_burst_length)) {
+		/* immediate data the negotiation does not allow (RFC 7143 13.11, 13.14) */
+		tc->rx_verdict = RX_REJECT;
+		tc->rx_reject_reason = ISCSI_REJECT_PROTOCOL_ERROR;
+		return 0;
+	}
+	t = tgt_task_alloc(tc, h->immediate);
+	if (!t) {
+		tc->rx_verdict = RX_REJECT;
+		tc->rx_reject_reason = h->immediate ? ISCSI_REJECT_IMM_CMD
+						    : ISCSI_REJECT_PROTOCOL_ERROR;
+		log_warn("target", "%s: no free task slot (CmdSN window not honoured?)",
+			 tc->conn->peer);
+		return 0;
+	}
+	t->itt = h->itt;
+	t->cmdsn = cmd->cmdsn;
+	t->edtl = cmd->edtl;
+	t->lun = cmd->lun;
+	t->read = cmd->read;
+	t->write = cmd->write;
+	memcpy(t->cdb, cmd->cdb, 16);
+	t->cdb_len = 16;
+	if (ai.ext_cdb) {
+		memcpy(t->cdb + 16, ai.ext_cdb, ai.ext_cdb_len);
+		t->cdb_len = (uint16_t)(16 + ai.ext_cdb_len);
+	}
+	t->hnext = tc->itt_hash[itt_slot(t->itt)];
+	tc->itt_hash[itt_slot(t->itt)] = t;
+	list_add_tail(&t->link, &tc->active);
+	t->state = TASK_DATA_OUT;
+	if ((cmd->read && cmd->write) || ai.has_bidi_read_len || t->edtl > TGT_MAX_IO) {
+		/* bidirectional commands and oversized transfers are refused after the
+		   unsolicited data has been swallowed */
+		t->discard = true;
+	}
+	if (t->write) {
+		if (!h->final)
+			t->unsol_total = sp->initial_r2t ? h->dlength
+							 : (sp->first_burst_length < t->edtl
+								    ? sp->first_burst_length
+								    : t->edtl);
+		else
+			t->unsol_total = h->dlength;
+		if (t->unsol_total < h->dlength)
+			t->unsol_total = h->dlength;
+		t->unsol_got = h->dlength;
+		t->data_got = h->dlength;
+	}
+	if (!t->discard && (t->write || t->read) && t->edtl) {
+		if (!t->buf || t->buf_cap < t->edtl) {
+			buf_put(tc, t->buf, t->buf_cap);
+			t->buf = buf_get(tc, t->edtl, &t->buf_cap);
+			if (!t->buf) {
+				t->buf_cap = 0;
+				t->discard = true;
+			}
+		}
+	}
+	if (h->dlength && !t->discard) {
+		place->buf = t->buf;
+		place->len = h->dlength;
+	}
+	tc->rx_task = t;
+	return 0;
+}
+
+void tgt_scsi_cmd_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddigest_ok)
+{
+	struct tgt_task *t = tc->rx_task;
+	struct tgt_session *s = tc->sess;
+
+	if (tc->rx_verdict == RX_DROP)
+		return;
+	if (tc->rx_verdict == RX_REJECT) {
+		tgt_send_reject(tc, tc->rx_reject_reason, tc->conn->rx_bhs);
+		return;
+	}
+	tc->rx_task = NULL;
+	if (!ddigest_ok) {
+		tgt_task_free(t);
+		tgt_send_reject(tc, ISCSI_REJECT_DATA_DIGEST, tc->conn->rx_bhs);
+		iscsi_conn_close(tc->conn, "data digest error on a SCSI Command (ERL 0)");
+		return;
+	}
+	if (h->immediate) {
+		task_start(t);
+		return;
+	}
+	if (t->cmdsn != s->exp_cmdsn) {
+		/* ahead of a CmdSN hole: wait for order */
+		list_del(&t->link);
+		list_add_tail(&t->link, &tc->order_q);
+		t->state = TASK_WAIT_ORDER;
+		return;
+	}
+	s->exp_cmdsn++;
+	s->outstanding++;
+	t->counted = true;
+	task_start(t);
+	tgt_order_release(tc);
+}
+
+/* ---------------------------------------------------------------- Data-Out */
+
+int tgt_data_out_header(struct tgt_conn *tc, const struct iscsi_hdr *h, struct dm_rx_place *place)
+{
+	const struct iscsi_data_out *d = &h->data_out;
+	struct tgt_task *t = tgt_task_find(tc, h->itt);
+	uint32_t len = h->dlength;
+
+	tc->rx_verdict = RX_OK;
+	tc->rx_task = NULL;
+	if (!t || !t->write || (t->state != TASK_DATA_OUT && t->state != TASK_WAIT_ORDER)) {
+		/* data for a task we no longer have (aborted, failed early): discard */
+		log_dbg("target", "%s: Data-Out for unknown ITT 0x%08x discarded", tc->conn->peer,
+			h->itt);
+		tc->rx_verdict = RX_DROP;
+		return 0;
+	}
+	if (d->ttt == ISCSI_RSVD_TAG) {
+		if (t->unsol_done || d->offset != t->unsol_got || d->datasn != t->unsol_exp_datasn ||
+		    d->offset + (uint64_t)len > t->unsol_total) {
+			log_warn("target",
+				 "%s: bad unsolicited Data-Out ITT 0x%08x offset %u len %u DataSN %u",
+				 tc->conn->peer, h->itt, d->offset, len, d->datasn);
+			return -EPROTO;
+		}
+	} else {
+		struct tgt_r2t *r = NULL;
+		for (int i = 0; i < TGT_MAX_R2T; i++)
+			if (t->r2t[i].active && t->r2t[i].ttt == d->ttt) {
+				r = &t->r2t[i];
+				break;
+			}
+		if (!r) {
+			log_warn("target", "%s: Data-Out with unknown TTT 0x%08x", tc->conn->peer,
+				 d->ttt);
+			return -EPROTO;
+		}
+		if (d->offset != r->offset + r->got || d->datasn != r->exp_datasn ||
+		    len > r->len - r->got) {
+			log_warn("target", "%s: bad Data-Out ITT 0x%08x offset %u len %u DataSN %u",
+				 tc->conn->peer, h->itt, d->offset, len, d->datasn);
+			return -EPROTO;
+		}
+	}
+	if (len && !t->discard) {
+		place->buf = t->buf + d->offset;
+		place->len = len;
+	} else if (len) {
+		tc->rx_verdict = RX_DROP; /* payload swallowed into the control buffer */
+		tc->rx_task = t;
+		return 0;
+	}
+	tc->rx_task = t;
+	return 0;
+}
+
+void tgt_data_out_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddigest_ok)
+{
+	const struct iscsi_data_out *d = &h->data_out;
+	struct tgt_task *t = tc->rx_task;
+
+	tc->rx_task = NULL;
+	if (!t)
+		return;
+	if (!ddigest_ok) {
+		tgt_send_reject(tc, ISCSI_REJECT_DATA_DIGEST, tc->conn->rx_bhs);
+		iscsi_conn_close(tc->conn, "data digest error on Data-Out (ERL 0)");
+		return;
+	}
+	if (d->ttt == ISCSI_RSVD_TAG) {
+		t->unsol_got += h->dlength;
+		t->unsol_exp_datasn++;
+		t->data_got += h->dlength;
+		if (h->final || t->unsol_got >= t->unsol_total) {
+			t->unsol_done = true;
+			if (t->r2t_next < t->unsol_got)
+				t->r2t_next = t->unsol_got;
+		}
+	} else {
+		for (int i = 0; i < TGT_MAX_R2T; i++) {
+			struct tgt_r2t *r = &t->r2t[i];
+			if (!r->active || r->ttt != d->ttt)
+				continue;
+			r->got += h->dlength;
+			r->exp_datasn++;
+			t->data_got += h->dlength;
+			if (r->got == r->len) {
+				r->active = false;
+				t->r2t_active--;
+			}
+			break;
+		}
+	}
+	if (t->state == TASK_DATA_OUT)
+		write_progress(t);
+}
+
+/* ---------------------------------------------------------------- task management */
+
+static void tmf_respond(struct tgt_conn *tc, struct tgt_tmf *m)
+{
+	struct iscsi_hdr r = {.opcode = ISCSI_OP_TMF_RSP, .final = true, .itt = m->itt};
+
+	r.tmf_rsp.response = m->response;
+	if (!tc->conn->terminated) {
+		tgt_stamp(tc, &r, true);
+		tgt_send(tc, &r, NULL, 0);
+		if (m->cold_reset)
+			iscsi_conn_close(tc->conn, "TARGET COLD RESET");
+	}
+	free(m);
+}
+
+/* Abort the tasks matching (lun or all); returns the number that must still finish. */
+static int abort_tasks(struct tgt_conn *tc, struct tgt_tmf *m, bool all_luns, uint64_t lun,
+		       uint32_t before_cmdsn, bool check_cmdsn)
+{
+	struct list_head *lists[2] = {&tc->active, &tc->order_q};
+	int waiting = 0;
+
+	for (int l = 0; l < 2; l++) {
+		struct list_head *pos, *n;
+		list_for_each_safe(pos, n, lists[l])
+		{
+			struct tgt_task *t = list_entry(pos, struct tgt_task, link);
+			if (!all_luns && t->lun != lun)
+				continue;
+			if (check_cmdsn && !t->immediate && !sn_lt(t->cmdsn, before_cmdsn))
+				continue;
+			if (t->state == TASK_EXEC) {
+				if (!t->aborted && !t->tmf_wait) {
+					t->tmf_wait = m;
+					waiting++;
+				}
+				t->aborted = true;
+			} else {
+				tgt_task_abort(t);
+			}
+		}
+	}
+	return waiting;
+}
+
+void tgt_tmf(struct tgt_conn *tc, const struct iscsi_hdr *h)
+{
+	const struct iscsi_tmf_req *q = &h->tmf_req;
+	struct tgt_session *s = tc->sess;
+	struct tgt_tmf *m = calloc(1, sizeof(*m));
+	struct scsi_lu *lu;
+
+	if (!m) {
+		iscsi_conn_close(tc->conn, "out of memory for a TMF");
+		return;
+	}
+	m->itt = h->itt;
+	m->response = ISCSI_TMF_RSP_COMPLETE;
+	switch (q->function) {
+	case ISCSI_TMF_ABORT_TASK: {
+		struct tgt_task *t = tgt_task_find(tc, q->rtt);
+		if (t && t->lun == q->lun) {
+			if (t->state == TASK_EXEC) {
+				if (!t->tmf_wait) {
+					t->tmf_wait = m;
+					m->waiting++;
+				}
+				t->aborted = true;
+			} else {
+				tgt_task_abort(t);
+			}
+		} else if (!(sn_le(s->exp_cmdsn, q->refcmdsn) && sn_lt(q->refcmdsn, q->cmdsn) &&
+			     !h->immediate)) {
+			/* RFC 7143 11.6.1: a task that is not (or no longer) there */
+			m->response = ISCSI_TMF_RSP_NO_TASK;
+		}
+		break;
+	}
+	case ISCSI_TMF_ABORT_TASK_SET:
+	case ISCSI_TMF_CLEAR_TASK_SET:
+		if (!scsi_lun_map_get(s->node->map, q->lun)) {
+			m->response = ISCSI_TMF_RSP_NO_LUN;
+			break;
+		}
+		m->waiting += abort_tasks(tc, m, false, q->lun, q->cmdsn, !h->immediate);
+		break;
+	case ISCSI_TMF_LUN_RESET:
+		lu = scsi_lun_map_get(s->node->map, q->lun);
+		if (!lu) {
+			m->response = ISCSI_TMF_RSP_NO_LUN;
+			break;
+		}
+		m->waiting += abort_tasks(tc, m, false, q->lun, 0, false);
+		scsi_lu_reset(lu, s->nexus);
+		break;
+	case ISCSI_TMF_TARGET_WARM_RESET:
+	case ISCSI_TMF_TARGET_COLD_RESET:
+		m->waiting += abort_tasks(tc, m, true, 0, 0, false);
+		for (uint32_t l = 0; l < SCSI_MAX_LUNS; l++) {
+			lu = scsi_lun_map_get(s->node->map, scsi_lun_encode(l));
+			if (lu)
+				scsi_lu_reset(lu, s->nexus);
+		}
+		m->cold_reset = q->function == ISCSI_TMF_TARGET_COLD_RESET;
+		break;
+	case ISCSI_TMF_TASK_REASSIGN:
+		m->response = ISCSI_TMF_RSP_NO_REASSIGN; /* ErrorRecoveryLevel 0 */
+		break;
+	default:
+		m->response = ISCSI_TMF_RSP_NOT_SUPPORTED;
+		break;
+	}
+	if (m->waiting == 0)
+		tmf_respond(tc, m);
+}

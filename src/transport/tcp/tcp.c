@@ -1,0 +1,581 @@
+#include "transport/tcp/tcp.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "proto/crc32c.h"
+#include "util/bytes.h"
+#include "util/log.h"
+
+#define TCP_STAGE_SIZE (64 * 1024)
+#define TCP_DIRECT_MIN 8192      /* payload this large skips the staging copy */
+#define TCP_MAX_AHS (255 * 4)
+#define TCP_IOV_MAX 512
+
+enum tcp_rx_state {
+	RX_HDR = 0,   /* BHS + AHS + header digest */
+	RX_DATA,      /* payload + padding + data digest */
+};
+
+struct tcp_conn {
+	int fd;
+	struct ev_io io;
+	bool hdigest, ddigest;
+	bool rx_stopped;
+
+	/* receive */
+	enum tcp_rx_state rx_state;
+	uint8_t hdr[ISCSI_BHS_LEN + TCP_MAX_AHS + ISCSI_DIGEST_LEN];
+	uint32_t hdr_have, hdr_need;
+	uint8_t *dst;             /* NULL = discard */
+	uint32_t dlen, dgot;      /* payload */
+	uint32_t tail_need;       /* pad + digest bytes after the payload */
+	uint32_t tail_have;
+	uint8_t tail[8];
+	uint32_t dcrc;
+	uint8_t *stage;
+	uint32_t stage_len, stage_off;
+
+	/* transmit */
+	struct list_head txq;
+	bool want_out;
+	struct ev_defer flush_defer;
+	bool flush_pending;
+};
+
+static inline struct tcp_conn *tcp_of(struct iscsi_conn *c)
+{
+	return iscsi_conn_priv(c);
+}
+
+static const uint8_t zero_pad[4];
+
+/* ---------------------------------------------------------------- transmit */
+
+static void tcp_flush(struct iscsi_conn *c);
+
+static void flush_deferred(void *arg)
+{
+	struct iscsi_conn *c = arg;
+	struct tcp_conn *t = tcp_of(c);
+
+	t->flush_pending = false;
+	if (!c->terminated)
+		tcp_flush(c);
+	iscsi_conn_put(c);
+}
+
+static void prepare_digests(struct tcp_conn *t, struct dm_txpdu *p)
+{
+	if (t->hdigest) {
+		uint32_t s = crc32c_update(CRC32C_INIT, p->bhs, ISCSI_BHS_LEN);
+		if (p->ahs_len)
+			s = crc32c_update(s, p->ahs, p->ahs_len);
+		crc32c_put_wire(p->hdigest, crc32c_final(s));
+	}
+	if (t->ddigest && p->data_len) {
+		uint32_t s = CRC32C_INIT;
+		for (int i = 0; i < p->data_cnt; i++)
+			s = crc32c_update(s, p->data[i].iov_base, p->data[i].iov_len);
+		s = crc32c_update(s, zero_pad, iscsi_pad4(p->data_len) - p->data_len);
+		crc32c_put_wire(p->ddigest, crc32c_final(s));
+	}
+}
+
+static int tcp_queue(struct iscsi_conn *c, struct dm_txpdu *p)
+{
+	struct tcp_conn *t = tcp_of(c);
+
+	if (c->terminated) {
+		p->sent(p, -ECONNABORTED);
+		return -ECONNABORTED;
+	}
+	put_be24(p->bhs + 5, p->data_len);
+	p->bhs[4] = (uint8_t)(p->ahs_len / 4);
+	prepare_digests(t, p);
+	p->tx_off = 0;
+	list_add_tail(&p->link, &t->txq);
+	if (!t->flush_pending && !t->want_out) {
+		t->flush_pending = true;
+		iscsi_conn_get(c);
+		ev_defer(c->loop, &t->flush_defer, flush_deferred, c);
+	}
+	return 0;
+}
+
+/* Append the not-yet-sent part of p to iov; returns the number of entries used. */
+static int pdu_iov(const struct tcp_conn *t, const struct dm_txpdu *p, struct iovec *iov, int max)
+{
+	struct iovec parts[4 + DM_TX_MAX_DATA_IOV];
+	int np = 0, n = 0;
+	uint32_t skip = p->tx_off;
+
+	parts[np++] = (struct iovec){(void *)p->bhs, ISCSI_BHS_LEN};
+	if (p->ahs_len)
+		parts[np++] = (struct iovec){p->ahs, p->ahs_len};
+	if (t->hdigest)
+		parts[np++] = (struct iovec){(void *)p->hdigest, ISCSI_DIGEST_LEN};
+	for (int i = 0; i < p->data_cnt; i++)
+		if (p->data[i].iov_len)
+			parts[np++] = p->data[i];
+	if (p->data_len & 3)
+		parts[np++] = (struct iovec){(void *)zero_pad, iscsi_pad4(p->data_len) - p->data_len};
+	if (t->ddigest && p->data_len)
+		parts[np++] = (struct iovec){(void *)p->ddigest, ISCSI_DIGEST_LEN};
+	for (int i = 0; i < np && n < max; i++) {
+		if (skip >= parts[i].iov_len) {
+			skip -= (uint32_t)parts[i].iov_len;
+			continue;
+		}
+		iov[n].iov_base = (uint8_t *)parts[i].iov_base + skip;
+		iov[n].iov_len = parts[i].iov_len - skip;
+		skip = 0;
+		n++;
+	}
+	return n;
+}
+
+static uint32_t pdu_wire_len(const struct tcp_conn *t, const struct dm_txpdu *p)
+{
+	uint32_t len = ISCSI_BHS_LEN + p->ahs_len + iscsi_pad4(p->data_len);
+
+	if (t->hdigest)
+		len += ISCSI_DIGEST_LEN;
+	if (t->ddigest && p->data_len)
+		len += ISCSI_DIGEST_LEN;
+	return len;
+}
+
+static void tcp_flush(struct iscsi_conn *c)
+{
+	struct tcp_conn *t = tcp_of(c);
+	struct iovec iov[TCP_IOV_MAX];
+
+	while (!list_empty(&t->txq)) {
+		struct list_head *pos;
+		int n = 0;
+		ssize_t w;
+
+		for (pos = t->txq.next; pos != &t->txq && n < TCP_IOV_MAX - 8; pos = pos->next) {
+			struct dm_txpdu *p = list_entry(pos, struct dm_txpdu, link);
+			n += pdu_iov(t, p, iov + n, TCP_IOV_MAX - n);
+		}
+		w = writev(t->fd, iov, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				if (!t->want_out) {
+					t->want_out = true;
+					ev_io_modify(c->loop, &t->io, EPOLLIN | EPOLLOUT);
+				}
+				return;
+			}
+			dm_conn_failed(c, -errno);
+			return;
+		}
+		while (w > 0 && !list_empty(&t->txq)) {
+			struct dm_txpdu *p = list_first_entry(&t->txq, struct dm_txpdu, link);
+			uint32_t left = pdu_wire_len(t, p) - p->tx_off;
+			if ((size_t)w < left) {
+				p->tx_off += (uint32_t)w;
+				break;
+			}
+			w -= left;
+			list_del(&p->link);
+			p->sent(p, 0);
+		}
+	}
+	if (t->want_out) {
+		t->want_out = false;
+		ev_io_modify(c->loop, &t->io, EPOLLIN);
+	}
+}
+
+/* ---------------------------------------------------------------- receive */
+
+static void rx_reset(struct tcp_conn *t)
+{
+	t->rx_state = RX_HDR;
+	t->hdr_have = 0;
+	t->hdr_need = ISCSI_BHS_LEN;
+}
+
+/* The whole header (BHS, AHS, header digest) is in t->hdr. */
+static int rx_header_done(struct iscsi_conn *c, struct tcp_conn *t)
+{
+	uint32_t ahs_len = (uint32_t)t->hdr[4] * 4;
+	struct dm_rx_place place;
+	int r;
+
+	if (t->hdigest) {
+		uint32_t got = crc32c_get_wire(t->hdr + ISCSI_BHS_LEN + ahs_len);
+		if (got != crc32c(t->hdr, ISCSI_BHS_LEN + ahs_len)) {
+			log_warn("tcp", "%s: header digest error", c->peer);
+			return -EBADMSG; /* the stream can no longer be trusted */
+		}
+	}
+	t->dlen = get_be24(t->hdr + 5);
+	r = dm_rx_header(c, t->hdr, ahs_len ? t->hdr + ISCSI_BHS_LEN : NULL, ahs_len, &place);
+	if (r < 0)
+		return r;
+	t->dst = place.buf;
+	t->dgot = 0;
+	t->tail_have = 0;
+	t->tail_need = iscsi_pad4(t->dlen) - t->dlen;
+	if (t->ddigest && t->dlen)
+		t->tail_need += ISCSI_DIGEST_LEN;
+	t->dcrc = CRC32C_INIT;
+	t->rx_state = RX_DATA;
+	return 0;
+}
+
+static void rx_pdu_done(struct iscsi_conn *c, struct tcp_conn *t)
+{
+	bool ok = true;
+
+	if (t->ddigest && t->dlen) {
+		uint32_t pad = iscsi_pad4(t->dlen) - t->dlen;
+		uint32_t s = t->dcrc;
+		if (!t->dst)
+			ok = true; /* discarded payload: nobody will look at it */
+		else {
+			s = crc32c_update(s, t->tail, pad);
+			ok = crc32c_final(s) == crc32c_get_wire(t->tail + pad);
+		}
+	}
+	rx_reset(t);
+	dm_rx_pdu(c, ok);
+}
+
+/* Feed bytes from the staging buffer. Returns bytes consumed, or -errno. */
+static int rx_consume(struct iscsi_conn *c, struct tcp_conn *t, const uint8_t *p, uint32_t len)
+{
+	uint32_t used = 0;
+
+	while (used < len && !c->terminated) {
+		uint32_t n;
+
+		if (t->rx_state == RX_HDR) {
+			n = t->hdr_need - t->hdr_have;
+			if (n > len - used)
+				n = len - used;
+			memcpy(t->hdr + t->hdr_have, p + used, n);
+			t->hdr_have += n;
+			used += n;
+			if (t->hdr_have < t->hdr_need)
+				continue;
+			if (t->hdr_need == ISCSI_BHS_LEN) {
+				uint32_t extra = (uint32_t)t->hdr[4] * 4;
+				if (t->hdigest)
+					extra += ISCSI_DIGEST_LEN;
+				if (extra) {
+					t->hdr_need += extra;
+					continue;
+				}
+			}
+			int r = rx_header_done(c, t);
+			if (r < 0)
+				return r;
+			if (t->dlen == 0 && t->tail_need == 0)
+				rx_pdu_done(c, t);
+			continue;
+		}
+		/* RX_DATA */
+		if (t->dgot < t->dlen) {
+			n = t->dlen - t->dgot;
+			if (n > len - used)
+				n = len - used;
+			if (t->dst) {
+				memcpy(t->dst + t->dgot, p + used, n);
+				if (t->ddigest)
+					t->dcrc = crc32c_update(t->dcrc, p + used, n);
+			}
+			t->dgot += n;
+			used += n;
+		} else {
+			n = t->tail_need - t->tail_have;
+			if (n > len - used)
+				n = len - used;
+			memcpy(t->tail + t->tail_have, p + used, n);
+			t->tail_have += n;
+			used += n;
+		}
+		if (t->dgot == t->dlen && t->tail_have == t->tail_need)
+			rx_pdu_done(c, t);
+	}
+	return (int)used;
+}
+
+static void tcp_read(struct iscsi_conn *c)
+{
+	struct tcp_conn *t = tcp_of(c);
+
+	for (int budget = 0; budget < 64 && !c->terminated; budget++) {
+		ssize_t n;
+
+		if (t->stage_off < t->stage_len) {
+			int r = rx_consume(c, t, t->stage + t->stage_off, t->stage_len - t->stage_off);
+			if (r < 0) {
+				dm_conn_failed(c, r);
+				return;
+			}
+			t->stage_off += (uint32_t)r;
+			continue;
+		}
+		t->stage_off = t->stage_len = 0;
+		/* Large payload with nothing staged: receive straight into its destination. */
+		if (t->rx_state == RX_DATA && t->dst && t->dlen - t->dgot >= TCP_DIRECT_MIN) {
+			n = recv(t->fd, t->dst + t->dgot, t->dlen - t->dgot, 0);
+			if (n > 0) {
+				if (t->ddigest)
+					t->dcrc = crc32c_update(t->dcrc, t->dst + t->dgot, (size_t)n);
+				t->dgot += (uint32_t)n;
+				if (t->dgot == t->dlen && t->tail_need == 0)
+					rx_pdu_done(c, t);
+				continue;
+			}
+		} else {
+			n = recv(t->fd, t->stage, TCP_STAGE_SIZE, 0);
+			if (n > 0) {
+				t->stage_len = (uint32_t)n;
+				continue;
+			}
+		}
+		if (n == 0) {
+			dm_conn_failed(c, -ECONNRESET);
+			return;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return;
+		dm_conn_failed(c, -errno);
+		return;
+	}
+}
+
+static void tcp_io_cb(struct ev_io *w, uint32_t revents)
+{
+	struct iscsi_conn *c = w->arg;
+
+	iscsi_conn_get(c);
+	if ((revents & EPOLLOUT) && !c->terminated)
+		tcp_flush(c);
+	if ((revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->terminated)
+		tcp_read(c);
+	iscsi_conn_put(c);
+}
+
+/* ---------------------------------------------------------------- ops */
+
+static int tcp_send_control(struct iscsi_conn *c, struct dm_txpdu *p)
+{
+	return tcp_queue(c, p);
+}
+
+static void tcp_enable(struct iscsi_conn *c, const struct iscsi_conn_params *cp)
+{
+	struct tcp_conn *t = tcp_of(c);
+
+	t->hdigest = cp->header_digest;
+	t->ddigest = cp->data_digest;
+}
+
+static void tcp_terminate(struct iscsi_conn *c)
+{
+	struct tcp_conn *t = tcp_of(c);
+
+	if (t->fd < 0)
+		return;
+	ev_io_stop(c->loop, &t->io);
+	close(t->fd);
+	t->fd = -1;
+	while (!list_empty(&t->txq)) {
+		struct dm_txpdu *p = list_first_entry(&t->txq, struct dm_txpdu, link);
+		list_del(&p->link);
+		p->sent(p, -ECONNABORTED);
+	}
+	/* the transport's own reference */
+	iscsi_conn_put(c);
+}
+
+static void tcp_release(struct iscsi_conn *c)
+{
+	struct tcp_conn *t = tcp_of(c);
+
+	free(t->stage);
+	t->stage = NULL;
+}
+
+static bool tcp_tx_busy(struct iscsi_conn *c)
+{
+	return !list_empty(&tcp_of(c)->txq);
+}
+
+const struct dm_ops tcp_dm_ops = {
+	.name = "tcp",
+	.caps = DM_CAP_DIGESTS,
+	.conn_priv_size = sizeof(struct tcp_conn),
+	.send_control = tcp_send_control,
+	.put_data = tcp_send_control,
+	.get_data = tcp_send_control,
+	.enable = tcp_enable,
+	.terminate = tcp_terminate,
+	.release = tcp_release,
+	.tx_busy = tcp_tx_busy,
+};
+
+void tcp_format_sockaddr(const void *sa_, char *out, size_t cap)
+{
+	const struct sockaddr *sa = sa_;
+	char a[INET6_ADDRSTRLEN];
+
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = sa_;
+		inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof(a));
+		snprintf(out, cap, "[%s]:%u", a, ntohs(s6->sin6_port));
+	} else {
+		const struct sockaddr_in *s4 = sa_;
+		inet_ntop(AF_INET, &s4->sin_addr, a, sizeof(a));
+		snprintf(out, cap, "%s:%u", a, ntohs(s4->sin_port));
+	}
+}
+
+struct iscsi_conn *tcp_conn_new(int fd, struct ev_loop *loop, enum iscsi_role role,
+				const struct iscsi_role_ops *ops, void *role_priv)
+{
+	struct iscsi_conn *c = iscsi_conn_new(&tcp_dm_ops, loop, role, ops, role_priv);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct tcp_conn *t;
+	int one = 1;
+
+	if (!c) {
+		close(fd);
+		return NULL;
+	}
+	t = tcp_of(c);
+	t->fd = fd;
+	t->stage = malloc(TCP_STAGE_SIZE);
+	if (!t->stage) {
+		close(fd);
+		free(c->tx_pool);
+		free(c->ctrl_buf);
+		free(c);
+		return NULL;
+	}
+	list_init(&t->txq);
+	rx_reset(t);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+		tcp_format_sockaddr(&ss, c->peer, sizeof(c->peer));
+	sl = sizeof(ss);
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+		tcp_format_sockaddr(&ss, c->local, sizeof(c->local));
+	ev_io_init(&t->io, fd, tcp_io_cb, c);
+	return c;
+}
+
+int tcp_conn_start(struct iscsi_conn *c)
+{
+	struct tcp_conn *t = tcp_of(c);
+
+	return ev_io_start(c->loop, &t->io, EPOLLIN);
+}
+
+/* ---------------------------------------------------------------- listener */
+
+struct tcp_listener {
+	int fd;
+	struct ev_loop *loop;
+	struct ev_io io;
+	tcp_accept_cb cb;
+	void *arg;
+};
+
+static void accept_cb(struct ev_io *w, uint32_t revents)
+{
+	struct tcp_listener *l = w->arg;
+
+	(void)revents;
+	for (int i = 0; i < 64; i++) {
+		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE)
+				log_warn("tcp", "accept: %s", strerror(errno));
+			return;
+		}
+		l->cb(fd, l->arg);
+	}
+}
+
+int tcp_listen(struct ev_loop *loop, const char *addr, uint16_t port, tcp_accept_cb cb, void *arg,
+	       struct tcp_listener **out)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	struct tcp_listener *l;
+	int fd, one = 1, r;
+
+	memset(&ss, 0, sizeof(ss));
+	if (inet_pton(AF_INET, addr, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
+		((struct sockaddr_in *)&ss)->sin_family = AF_INET;
+		((struct sockaddr_in *)&ss)->sin_port = htons(port);
+		sl = sizeof(struct sockaddr_in);
+	} else if (inet_pton(AF_INET6, addr, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+		((struct sockaddr_in6 *)&ss)->sin6_family = AF_INET6;
+		((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
+		sl = sizeof(struct sockaddr_in6);
+	} else {
+		return -EINVAL;
+	}
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (ss.ss_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 1024) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	l = calloc(1, sizeof(*l));
+	if (!l) {
+		close(fd);
+		return -ENOMEM;
+	}
+	l->fd = fd;
+	l->loop = loop;
+	l->cb = cb;
+	l->arg = arg;
+	ev_io_init(&l->io, fd, accept_cb, l);
+	r = ev_io_start(loop, &l->io, EPOLLIN);
+	if (r < 0) {
+		close(fd);
+		free(l);
+		return r;
+	}
+	*out = l;
+	return 0;
+}
+
+void tcp_listener_free(struct tcp_listener *l)
+{
+	if (!l)
+		return;
+	ev_io_stop(l->loop, &l->io);
+	close(l->fd);
+	free(l);
+}
