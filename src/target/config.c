@@ -115,104 +115,20 @@ static int hex_digit(char c)
 	return -1;
 }
 
-static unsigned hex4(const char *p, const char *e)
-{
-	unsigned v = 0;
-
-	for (int i = 0; i < 4; i++) {
-		int d = p + i < e ? hex_digit(p[i]) : -1;
-		if (d < 0)
-			return 0xfffd;
-		v = v << 4 | (unsigned)d;
-	}
-	return v;
-}
-
-static size_t utf8_encode(unsigned cp, unsigned char *out)
-{
-	if (cp < 0x80) {
-		out[0] = (unsigned char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		out[0] = (unsigned char)(0xc0 | cp >> 6);
-		out[1] = (unsigned char)(0x80 | (cp & 0x3f));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		out[0] = (unsigned char)(0xe0 | cp >> 12);
-		out[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
-		out[2] = (unsigned char)(0x80 | (cp & 0x3f));
-		return 3;
-	}
-	out[0] = (unsigned char)(0xf0 | cp >> 18);
-	out[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3f));
-	out[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
-	out[3] = (unsigned char)(0x80 | (cp & 0x3f));
-	return 4;
-}
-
-/* Decode one (possibly escaped) character of a JSON string body at *pp into out. */
-static size_t decode_char(const char **pp, const char *e, unsigned char *out)
-{
-	const char *p = *pp;
-	unsigned cp;
-	char c;
-
-	if (*p != '\\') {
-		*pp = p + 1;
-		out[0] = (unsigned char)*p;
-		return 1;
-	}
-	c = p + 1 < e ? p[1] : '\\';
-	*pp = p + 2;
-	switch (c) {
-	case 'b':
-		out[0] = '\b';
-		return 1;
-	case 'f':
-		out[0] = '\f';
-		return 1;
-	case 'n':
-		out[0] = '\n';
-		return 1;
-	case 'r':
-		out[0] = '\r';
-		return 1;
-	case 't':
-		out[0] = '\t';
-		return 1;
-	case 'u':
-		break;
-	default:
-		out[0] = (unsigned char)c;
-		return 1;
-	}
-	cp = hex4(p + 2, e);
-	*pp = p + 6;
-	if (cp >= 0xd800 && cp < 0xdc00 && p + 12 <= e && p[6] == '\\' && p[7] == 'u') {
-		unsigned lo = hex4(p + 8, e);
-		if (lo >= 0xdc00 && lo < 0xe000) {
-			cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-			*pp = p + 12;
-		}
-	}
-	return utf8_encode(cp, out);
-}
-
-/* Does the JSON string token at p decode to key? */
+/* Does the JSON string token at p decode to key? Escaped tokens are decoded by jansson. */
 static bool string_is(const char *p, const char *e, const char *key)
 {
-	const unsigned char *k = (const unsigned char *)key;
+	const char *end = skip_string(p, e);
+	size_t n = (size_t)(end - p);
+	json_t *s;
+	bool eq;
 
-	for (p++; p < e && *p != '"';) {
-		unsigned char buf[4];
-		size_t n = decode_char(&p, e, buf);
-		for (size_t i = 0; i < n; i++)
-			if (*k++ != buf[i])
-				return false;
-	}
-	return *k == '\0';
+	if (!memchr(p, '\\', n))
+		return n >= 2 && strlen(key) == n - 2 && memcmp(p + 1, key, n - 2) == 0;
+	s = json_loadb(p, n, JSON_DECODE_ANY, NULL);
+	eq = json_is_string(s) && strcmp(json_string_value(s), key) == 0;
+	json_decref(s);
+	return eq;
 }
 
 /* Find the member `key` of the object at p; returns the key token (value in *val) or NULL. */
@@ -376,24 +292,17 @@ __attribute__((format(printf, 4, 5))) static int fail(struct ctx *c, const char 
 
 static const char *type_name(const json_t *v)
 {
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
-		return "an object";
-	case JSON_ARRAY:
-		return "an array";
-	case JSON_STRING:
-		return "a string";
-	case JSON_INTEGER:
-		return "an integer";
-	case JSON_REAL:
-		return "a number with a fraction or exponent";
-	case JSON_TRUE:
-	case JSON_FALSE:
-		return "a boolean";
-	case JSON_NULL:
-		return "null";
-	}
-	return "?";
+	static const char *const names[] = {
+	    [JSON_OBJECT] = "an object",
+	    [JSON_ARRAY] = "an array",
+	    [JSON_STRING] = "a string",
+	    [JSON_INTEGER] = "an integer",
+	    [JSON_REAL] = "a number with a fraction or exponent",
+	    [JSON_TRUE] = "a boolean",
+	    [JSON_FALSE] = "a boolean",
+	    [JSON_NULL] = "null",
+	};
+	return names[json_typeof(v)];
 }
 
 /* A member; null counts as absent everywhere. */
