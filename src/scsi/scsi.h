@@ -143,8 +143,9 @@ struct scsi_cmd {
 	uint32_t xfer_wanted;      /* bytes the CDB asks to move in its data direction; the
 				      transport derives O/U residuals from this and the EDTL */
 
-	/* Private to the SCSI layer. */
-	uint64_t internal[8];
+	/* Private to the SCSI layer (holds the backend I/O descriptor, so no allocation per
+	 * command). */
+	uint64_t internal[16];
 };
 
 /* Bytes of data-out the CDB implies (for WRITE-class commands, block count * block size;

@@ -1,0 +1,130 @@
+/* Storage backends ("bs_"): the byte-addressed store under a SCSI logical unit.
+ *
+ * A backend is a const struct bs_ops table registered in one explicit table (bs.c). An opened
+ * backend is a struct bs_dev with the backend's private area allocated behind it.
+ *
+ * I/O: the caller owns a struct bs_io (embedded in its command), fills op/buf/offset/len/flags
+ * and cb, and calls bs_submit(). The io completes exactly once through io->cb with io->result
+ * set to 0 or -errno, on the submitting thread; cb may run before bs_submit() returns (RAM
+ * backend, synchronous fallback, or an immediate error). No allocation happens per I/O.
+ *
+ * Threads: each worker thread owns one struct bs_thread (an io_uring, an eventfd registered on
+ * it and watched by the thread's event loop, and a free list of request structs sized to the
+ * ring). A NULL thread means "complete synchronously on the caller's stack" (pread/pwrite);
+ * that is how the RAM backend always works and a fallback for the others.
+ */
+#ifndef IX_BACKEND_BS_H
+#define IX_BACKEND_BS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "scsi/scsi.h"
+#include "util/list.h"
+
+struct ev_loop;
+struct bs_dev;
+struct bs_thread;
+struct bs_io;
+
+enum bs_op {
+	BS_OP_READ = 0,		/* buf <- [offset, offset+len) */
+	BS_OP_WRITE = 1,	/* buf -> [offset, offset+len) */
+	BS_OP_WRITE_SAME = 2,	/* the pattern buf[0..pattern_len) repeated over the range */
+	BS_OP_WRITE_ZEROES = 3, /* zeros over the range (allocating) */
+	BS_OP_DISCARD = 4,	/* deallocate; reads return zeros iff dev->discard_zeroes */
+	BS_OP_FLUSH = 5,	/* make all completed writes durable (fdatasync) */
+};
+
+#define BS_IO_FUA 0x01 /* the write is durable when it completes */
+
+typedef void (*bs_io_cb)(struct bs_io *io);
+
+struct bs_io {
+	struct list_head link; /* backend-private: the thread's pending list */
+	struct bs_dev *dev;
+	uint8_t *buf;
+	uint64_t offset; /* bytes */
+	uint64_t len;	 /* bytes */
+	uint32_t pattern_len;
+	uint8_t op;    /* enum bs_op */
+	uint8_t flags; /* BS_IO_* */
+	int fd;	       /* backend-private */
+	int result;    /* out: 0 or -errno */
+	bs_io_cb cb;
+};
+
+/* Backend capability bits (bs_ops.caps, refined per device in bs_dev.caps). */
+#define BS_CAP_DISCARD	      0x01 /* can deallocate */
+#define BS_CAP_DISCARD_ZEROES 0x02 /* deallocated blocks read back as zeros (LBPRZ) */
+#define BS_CAP_ASYNC	      0x04 /* completes through a bs_thread's ring when given one */
+#define BS_CAP_LBA_STATUS     0x08 /* lba_status reports real mapping */
+
+struct bs_open_cfg {
+	const char *path;
+	uint64_t size_bytes;
+	uint32_t block_size;
+	bool readonly;
+};
+
+struct bs_ops {
+	const char *name;
+	enum scsi_backend_type type;
+	size_t priv_size;
+	unsigned caps;
+	/* Fill dev->size (bytes, a multiple of block_size) and dev->caps. -errno + message. */
+	int (*open)(struct bs_dev *dev, const struct bs_open_cfg *cfg, char *err, size_t errlen);
+	void (*close)(struct bs_dev *dev);
+	/* Start io (see above). t may be NULL. */
+	void (*submit)(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io);
+	/* Synchronous: is the byte range starting at offset mapped? Sets *run to the length of
+	 * the run with the same state (> 0). NULL = everything mapped. */
+	int (*lba_status)(struct bs_dev *dev, uint64_t offset, uint64_t *run, bool *mapped);
+};
+
+struct bs_dev {
+	const struct bs_ops *ops;
+	uint64_t size;
+	uint32_t block_size;
+	unsigned caps;
+	bool readonly;
+	uint8_t *zero_block; /* block_size zeros, aligned for O_DIRECT */
+	void *priv;	     /* ops->priv_size bytes, allocated with the dev */
+};
+
+/* The registry. */
+const struct bs_ops *bs_ops_by_type(enum scsi_backend_type type);
+const struct bs_ops *bs_ops_by_name(const char *name);
+
+int bs_dev_open(const struct bs_ops *ops, const struct bs_open_cfg *cfg, struct bs_dev **out,
+		char *err, size_t errlen);
+void bs_dev_close(struct bs_dev *dev);
+
+static inline void bs_submit(struct bs_thread *t, struct bs_io *io)
+{
+	io->dev->ops->submit(io->dev, t, io);
+}
+
+/* Per-thread ring. depth 0 = default (128). Returns NULL and *errp = -errno. Must be freed on
+ * its own thread; bs_thread_free() waits for outstanding I/O and completes it. */
+struct bs_thread *bs_thread_new(struct ev_loop *loop, unsigned depth, int *errp);
+void bs_thread_free(struct bs_thread *t);
+/* I/O in flight on the ring plus queued behind it (for tests and statistics). */
+unsigned bs_thread_busy(const struct bs_thread *t);
+
+/* For backends: queue io on t's ring against io->fd (t != NULL). */
+void bs_uring_queue(struct bs_thread *t, struct bs_io *io);
+/* For backends: run io synchronously against io->fd with pread/pwrite/fallocate/fdatasync and
+ * return 0 or -errno (does not call cb). */
+int bs_sync_fd_io(struct bs_io *io);
+
+/* Error injection for tests: make the file/block backend do its I/O on newfd (duplicated;
+ * the caller keeps newfd). Returns 0 or -errno. */
+int bs_file_debug_set_fd(struct bs_dev *dev, int newfd);
+
+extern const struct bs_ops bs_ram_ops;
+extern const struct bs_ops bs_file_ops;
+extern const struct bs_ops bs_block_ops;
+
+#endif

@@ -1,0 +1,352 @@
+/* Command dispatch: the opcode table (designated initialisers, with CDB lengths and usage
+ * bitmaps shared with REPORT SUPPORTED OPERATION CODES), the checks every command goes through
+ * (LUN, CDB fields, unit attention, reservation, medium, write protect) and completion. */
+#include <string.h>
+
+#include "scsi/scsi_int.h"
+
+/* Usage bitmaps: byte 0 is the opcode; the last byte is CONTROL (NACA/LINK unsupported). */
+#define U6(b1, b2, b3, b4)                                                                         \
+	{                                                                                          \
+		0xff, b1, b2, b3, b4, 0                                                            \
+	}
+#define U_LBA10(b1)                                                                                \
+	{                                                                                          \
+		0xff, b1, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0                              \
+	}
+#define U_LBA12(b1)                                                                                \
+	{                                                                                          \
+		0xff, b1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0                  \
+	}
+#define U_LBA16(b1)                                                                                \
+	{                                                                                          \
+		0xff, b1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,  \
+		    0x1f, 0                                                                        \
+	}
+
+#define F_IO   (SCSI_F_MEDIUM)
+#define F_WR   (SCSI_F_MEDIUM | SCSI_F_WRITE)
+#define F_INFO (SCSI_F_NO_UA | SCSI_F_RESV_OK | SCSI_F_ABSENT_OK)
+
+static const struct scsi_op sai16_ops[] = {
+    {.fn = scsi_sbc_read_capacity16,
+     .name = "READ CAPACITY(16)",
+     .cdb_len = 16,
+     .flags = F_IO,
+     .sa = 0x10,
+     .usage = {0x9e, 0x1f, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
+    {.fn = scsi_sbc_get_lba_status,
+     .name = "GET LBA STATUS",
+     .cdb_len = 16,
+     .flags = F_IO,
+     .sa = 0x12,
+     .usage = {0x9e, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	       0, 0}},
+};
+
+static const struct scsi_op maint_in_ops[] = {
+    {.fn = scsi_spc_report_opcodes,
+     .name = "REPORT SUPPORTED OPERATION CODES",
+     .cdb_len = 12,
+     .flags = SCSI_F_RESV_OK,
+     .sa = 0x0c,
+     .usage = {0xa3, 0x1f, 0x87, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0}},
+    {.fn = scsi_spc_report_tmf,
+     .name = "REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS",
+     .cdb_len = 12,
+     .flags = SCSI_F_RESV_OK,
+     .sa = 0x0d,
+     .usage = {0xa3, 0x1f, 0x80, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
+};
+
+static const struct scsi_op op_table[256] = {
+    [0x00] = {scsi_spc_test_unit_ready, "TEST UNIT READY", 6, F_IO, 0, U6(0, 0, 0, 0)},
+    [0x03] = {scsi_spc_request_sense, "REQUEST SENSE", 6, F_INFO, 0, U6(0x01, 0, 0, 0xff)},
+    [0x08] = {scsi_sbc_read, "READ(6)", 6, F_IO, 0, U6(0x1f, 0xff, 0xff, 0xff)},
+    [0x0a] = {scsi_sbc_write, "WRITE(6)", 6, F_WR, 0, U6(0x1f, 0xff, 0xff, 0xff)},
+    [0x12] = {scsi_spc_inquiry, "INQUIRY", 6, F_INFO, 0, U6(0x01, 0xff, 0xff, 0xff)},
+    [0x15] = {scsi_spc_mode_select, "MODE SELECT(6)", 6, 0, 0, U6(0x11, 0, 0, 0xff)},
+    [0x16] = {scsi_spc_reserve, "RESERVE(6)", 6, 0, 0, U6(0, 0, 0, 0)},
+    [0x17] = {scsi_spc_release, "RELEASE(6)", 6, SCSI_F_RESV_OK, 0, U6(0, 0, 0, 0)},
+    [0x1a] = {scsi_spc_mode_sense, "MODE SENSE(6)", 6, 0, 0, U6(0x08, 0xff, 0xff, 0xff)},
+    [0x1b] = {scsi_spc_start_stop, "START STOP UNIT", 6, 0, 0, U6(0x01, 0, 0x0f, 0xf7)},
+    [0x1e] = {scsi_spc_prevent_allow, "PREVENT ALLOW MEDIUM REMOVAL", 6, 0, 0, U6(0, 0, 0, 0x03)},
+    [0x25] = {scsi_sbc_read_capacity10,
+	      "READ CAPACITY(10)",
+	      10,
+	      F_IO,
+	      0,
+	      {0xff, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0x01, 0}},
+    [0x28] = {scsi_sbc_read, "READ(10)", 10, F_IO, 0, U_LBA10(0x18)},
+    [0x2a] = {scsi_sbc_write, "WRITE(10)", 10, F_WR, 0, U_LBA10(0x18)},
+    [0x2e] = {scsi_sbc_write, "WRITE AND VERIFY(10)", 10, F_WR, 0, U_LBA10(0x16)},
+    [0x2f] = {scsi_sbc_verify, "VERIFY(10)", 10, F_IO, 0, U_LBA10(0x16)},
+    [0x34] = {scsi_sbc_prefetch, "PRE-FETCH(10)", 10, F_IO, 0, U_LBA10(0x02)},
+    [0x35] = {scsi_sbc_sync_cache, "SYNCHRONIZE CACHE(10)", 10, F_IO, 0, U_LBA10(0x02)},
+    [0x41] = {scsi_sbc_write_same, "WRITE SAME(10)", 10, F_WR, 0, U_LBA10(0x08)},
+    [0x42] = {scsi_sbc_unmap, "UNMAP", 10, F_WR, 0, {0xff, 0, 0, 0, 0, 0, 0x1f, 0xff, 0xff, 0}},
+    [0x55] = {scsi_spc_mode_select,
+	      "MODE SELECT(10)",
+	      10,
+	      0,
+	      0,
+	      {0xff, 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, 0}},
+    [0x56] = {scsi_spc_reserve, "RESERVE(10)", 10, 0, 0, {0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+    [0x57] =
+	{scsi_spc_release, "RELEASE(10)", 10, SCSI_F_RESV_OK, 0, {0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+    [0x5a] = {scsi_spc_mode_sense,
+	      "MODE SENSE(10)",
+	      10,
+	      0,
+	      0,
+	      {0xff, 0x18, 0xff, 0xff, 0, 0, 0, 0xff, 0xff, 0}},
+    [0x88] = {scsi_sbc_read, "READ(16)", 16, F_IO, 0, U_LBA16(0x18)},
+    [0x89] = {scsi_sbc_compare_and_write,
+	      "COMPARE AND WRITE",
+	      16,
+	      F_WR,
+	      0,
+	      {0xff, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0xff, 0x1f, 0}},
+    [0x8a] = {scsi_sbc_write, "WRITE(16)", 16, F_WR, 0, U_LBA16(0x18)},
+    [0x8e] = {scsi_sbc_write, "WRITE AND VERIFY(16)", 16, F_WR, 0, U_LBA16(0x16)},
+    [0x8f] = {scsi_sbc_verify, "VERIFY(16)", 16, F_IO, 0, U_LBA16(0x16)},
+    [0x90] = {scsi_sbc_prefetch, "PRE-FETCH(16)", 16, F_IO, 0, U_LBA16(0x02)},
+    [0x91] = {scsi_sbc_sync_cache, "SYNCHRONIZE CACHE(16)", 16, F_IO, 0, U_LBA16(0x02)},
+    [0x93] = {scsi_sbc_write_same, "WRITE SAME(16)", 16, F_WR, 0, U_LBA16(0x09)},
+    [0x9e] = {.name = "SERVICE ACTION IN(16)",
+	      .cdb_len = 16,
+	      .sa_ops = sai16_ops,
+	      .n_sa = sizeof(sai16_ops) / sizeof(sai16_ops[0])},
+    [0xa0] = {scsi_spc_report_luns,
+	      "REPORT LUNS",
+	      12,
+	      F_INFO,
+	      0,
+	      {0xff, 0, 0xff, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
+    [0xa3] = {.name = "MAINTENANCE IN",
+	      .cdb_len = 12,
+	      .sa_ops = maint_in_ops,
+	      .n_sa = sizeof(maint_in_ops) / sizeof(maint_in_ops[0])},
+    [0xa8] = {scsi_sbc_read, "READ(12)", 12, F_IO, 0, U_LBA12(0x18)},
+    [0xaa] = {scsi_sbc_write, "WRITE(12)", 12, F_WR, 0, U_LBA12(0x18)},
+    [0xae] = {scsi_sbc_write, "WRITE AND VERIFY(12)", 12, F_WR, 0, U_LBA12(0x16)},
+    [0xaf] = {scsi_sbc_verify, "VERIFY(12)", 12, F_IO, 0, U_LBA12(0x16)},
+};
+
+const struct scsi_op *scsi_op_table(void)
+{
+	return op_table;
+}
+
+const struct scsi_op *scsi_op_lookup(uint8_t opcode, uint16_t sa, bool *sa_valid)
+{
+	const struct scsi_op *op = &op_table[opcode];
+
+	*sa_valid = op->sa_ops != NULL;
+	if (!op->sa_ops)
+		return op->fn ? op : NULL;
+	for (unsigned i = 0; i < op->n_sa; i++)
+		if (op->sa_ops[i].sa == sa)
+			return &op->sa_ops[i];
+	return NULL;
+}
+
+uint64_t scsi_alloc_len(const uint8_t *cdb, unsigned off, unsigned width)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < width; i++)
+		v = (v << 8) | cdb[off + i];
+	return v;
+}
+
+void scsi_put_data(struct scsi_cmd *cmd, const void *data, uint32_t len, uint32_t alloc)
+{
+	uint32_t n = len < alloc ? len : alloc;
+
+	cmd->xfer_wanted = alloc;
+	if (n > cmd->data_in_max)
+		n = cmd->data_in_max;
+	if (n > cmd->buf_len)
+		n = cmd->buf_len;
+	if (n)
+		memcpy(cmd->buf, data, n);
+	cmd->data_in_len = n;
+}
+
+void scsi_cmd_finish(struct scsi_cmd *cmd)
+{
+	struct scsi_lu *lu = scsi_priv(cmd)->lu;
+
+	cmd->done(cmd);
+	scsi_lu_put(lu);
+}
+
+/* Reserved or unsupported bits set in the CDB: 24/00 with a pointer at the first one. */
+static bool cdb_fields_ok(struct scsi_cmd *cmd, const struct scsi_op *op)
+{
+	for (unsigned i = 1; i < op->cdb_len; i++) {
+		uint8_t bad = cmd->cdb[i] & (uint8_t)~op->usage[i];
+
+		if (bad) {
+			int bit = 7;
+
+			while (!(bad & (1u << bit)))
+				bit--;
+			scsi_fail_cdb(cmd, i, bit);
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool ua_check(struct scsi_cmd *cmd, struct scsi_itl *itl)
+{
+	uint8_t asc, ascq;
+
+	if (!itl || !atomic_load_explicit(&itl->ua_pending, memory_order_acquire))
+		return true;
+	if (!scsi_ua_take(itl, &asc, &ascq))
+		return true;
+	scsi_fail(cmd, SCSI_SENSE_UNIT_ATTENTION, asc, ascq);
+	return false;
+}
+
+/* The generic checks; returns false with status set if the command must not run. */
+static bool precheck(struct scsi_cmd *cmd, const struct scsi_op *op, struct scsi_lu *lu)
+{
+	struct scsi_priv *p = scsi_priv(cmd);
+	struct scsi_nexus *holder;
+
+	if (!(op->flags & SCSI_F_NO_UA) && !ua_check(cmd, p->itl))
+		return false;
+	if (cmd->cdb_len < op->cdb_len) {
+		scsi_fail_cdb(cmd, 0, -1);
+		return false;
+	}
+	if (!cdb_fields_ok(cmd, op))
+		return false;
+	holder = atomic_load_explicit(&lu->resv_holder, memory_order_acquire);
+	if (holder && holder != cmd->nexus && !(op->flags & SCSI_F_RESV_OK)) {
+		cmd->status = SCSI_STATUS_RESERVATION_CONFLICT;
+		return false;
+	}
+	if ((op->flags & SCSI_F_MEDIUM) && !lu->dev) {
+		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x3a, 0x00); /* MEDIUM NOT PRESENT */
+		return false;
+	}
+	if ((op->flags & SCSI_F_WRITE) && lu->readonly) {
+		scsi_fail(cmd, SCSI_SENSE_DATA_PROTECT, 0x27, 0x00); /* WRITE PROTECTED */
+		return false;
+	}
+	return true;
+}
+
+void scsi_cmd_exec(struct scsi_cmd *cmd)
+{
+	struct scsi_priv *p = scsi_priv(cmd);
+	const struct scsi_op *op;
+	struct scsi_lu *lu = NULL;
+	uint32_t lun = scsi_lun_decode(cmd->lun_field);
+	uint16_t sa = 0;
+	bool has_sa;
+
+	memset(p, 0, sizeof(*p));
+	cmd->status = SCSI_STATUS_GOOD;
+	cmd->sense_len = 0;
+	cmd->data_in_len = 0;
+	cmd->xfer_wanted = 0;
+	if (lun != UINT32_MAX)
+		lu = scsi_lun_map_get(cmd->map, lun);
+	if (lu) {
+		scsi_lu_get(lu);
+		p->lu = lu;
+		if (cmd->nexus)
+			p->itl = scsi_itl_attach(cmd->nexus, lun, lu);
+	}
+	if (cmd->cdb_len < 1) {
+		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x20, 0x00);
+		goto out;
+	}
+	if (cmd->cdb_len >= 2)
+		sa = cmd->cdb[1] & 0x1f;
+	op = scsi_op_lookup(cmd->cdb[0], sa, &has_sa);
+	if (!lu && !(op && (op->flags & SCSI_F_ABSENT_OK))) {
+		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x25, 0x00); /* LU NOT SUPPORTED */
+		goto out;
+	}
+	if (!op) {
+		/* A pending unit attention is reported before the unknown opcode. */
+		if (lu && !ua_check(cmd, p->itl))
+			goto out;
+		if (has_sa) /* known opcode, unknown service action */
+			scsi_fail_cdb(cmd, 1, 4);
+		else
+			scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x20, 0x00);
+		goto out;
+	}
+	if (lu && !precheck(cmd, op, lu))
+		goto out;
+	if (!lu && !cdb_fields_ok(cmd, op))
+		goto out;
+	if (op->fn(cmd, lu) == SCSI_ASYNC)
+		return;
+out:
+	scsi_cmd_finish(cmd);
+}
+
+uint32_t scsi_cdb_data_out_len(const struct scsi_lu *lu, const uint8_t *cdb, uint16_t cdb_len)
+{
+	uint64_t n = 0, bs;
+
+	if (!lu || cdb_len < 6)
+		return 0;
+	bs = lu->block_size;
+	switch (cdb[0]) {
+	case 0x0a:
+		n = (cdb[4] ? cdb[4] : 256) * bs;
+		break;
+	case 0x2a:
+	case 0x2e:
+		n = get_be16(cdb + 7) * bs;
+		break;
+	case 0xaa:
+	case 0xae:
+		n = get_be32(cdb + 6) * bs;
+		break;
+	case 0x8a:
+	case 0x8e:
+		n = get_be32(cdb + 10) * bs;
+		break;
+	case 0x2f:
+	case 0xaf:
+	case 0x8f: {
+		unsigned bytchk = (cdb[1] >> 1) & 3;
+		uint64_t len = cdb[0] == 0x2f	? get_be16(cdb + 7)
+			       : cdb[0] == 0xaf ? get_be32(cdb + 6)
+						: get_be32(cdb + 10);
+
+		n = bytchk == 1 ? len * bs : (bytchk == 3 && len ? bs : 0);
+		break;
+	}
+	case 0x41:
+		n = bs;
+		break;
+	case 0x93:
+		n = (cdb[1] & 0x01) ? 0 : bs;
+		break;
+	case 0x89:
+		n = 2 * cdb[13] * bs;
+		break;
+	case 0x42:
+	case 0x55:
+		n = get_be16(cdb + 7);
+		break;
+	case 0x15:
+		n = cdb[4];
+		break;
+	default:
+		return 0;
+	}
+	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}

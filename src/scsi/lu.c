@@ -1,0 +1,372 @@
+/* LU life and references, the LUN map, I_T nexuses, unit attentions, reservation release on
+ * nexus loss and LU reset, and the per-thread I/O context. Control state is guarded by
+ * lu->lock; the data path only reads atomics (itl->lu, itl->ua_pending, lu->resv_holder). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scsi/scsi_int.h"
+
+/* ---- identifiers ---- */
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+static void copy_id(char *dst, size_t cap, const char *src, const char *def)
+{
+	const char *s = src && *src ? src : def;
+	size_t i;
+
+	for (i = 0; i + 1 < cap && s[i]; i++)
+		dst[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '_';
+	dst[i] = 0;
+}
+
+static void make_ids(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg)
+{
+	const char *tn = cfg->target_name ? cfg->target_name : "";
+	uint64_t h = fnv1a(0xcbf29ce484222325ULL, tn, strlen(tn));
+	uint64_t hi, lo;
+
+	h = fnv1a(h, &cfg->lun, sizeof(cfg->lun));
+	lo = fnv1a(h, "ix-naa-ext", 10);
+	/* NAA 6 (IEEE Registered Extended): 4-bit NAA, then 60 bits (company id + vendor
+	 * specific), then a 64-bit extension. */
+	hi = cfg->naa_id ? cfg->naa_id : h;
+	hi = (6ULL << 60) | (hi & 0x0fffffffffffffffULL);
+	put_be64(lu->naa, hi);
+	put_be64(lu->naa + 8, lo);
+	if (cfg->serial && *cfg->serial)
+		copy_id(lu->serial, sizeof(lu->serial), cfg->serial, "");
+	else
+		snprintf(lu->serial, sizeof(lu->serial), "%016llx%08llx",
+			 (unsigned long long)(hi & 0x0fffffffffffffffULL),
+			 (unsigned long long)(lo >> 32));
+	copy_id(lu->vendor, sizeof(lu->vendor), cfg->vendor, "IX");
+	copy_id(lu->product, sizeof(lu->product), cfg->product, "ix-disk");
+	copy_id(lu->revision, sizeof(lu->revision), NULL, "0001");
+}
+
+/* ---- LU ---- */
+
+int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, size_t errlen)
+{
+	struct scsi_lu *lu;
+	uint32_t bs = cfg->block_size ? cfg->block_size : 512;
+	int rc;
+
+	if (bs != 512 && bs != 4096) {
+		snprintf(err, errlen, "block size %u not supported (512 or 4096)", bs);
+		return -EINVAL;
+	}
+	lu = calloc(1, sizeof(*lu));
+	if (!lu) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	atomic_init(&lu->refs, 1);
+	lu->block_size = bs;
+	lu->lun = cfg->lun;
+	lu->readonly = cfg->readonly;
+	lu->no_medium = cfg->no_medium;
+	atomic_init(&lu->wce, cfg->write_cache);
+	lu->wce_default = cfg->write_cache;
+	atomic_init(&lu->d_sense, false);
+	atomic_init(&lu->resv_holder, NULL);
+	list_init(&lu->itls);
+	pthread_mutex_init(&lu->lock, NULL);
+	pthread_mutex_init(&lu->slow_lock, NULL);
+	lu->target_name = strdup(cfg->target_name ? cfg->target_name : "");
+	if (!lu->target_name || posix_memalign((void **)&lu->scratch, 4096, SCSI_SCRATCH_BYTES)) {
+		snprintf(err, errlen, "out of memory");
+		rc = -ENOMEM;
+		goto fail;
+	}
+	make_ids(lu, cfg);
+	if (!cfg->no_medium) {
+		struct bs_open_cfg oc = {.path = cfg->path,
+					 .size_bytes = cfg->size_bytes,
+					 .block_size = bs,
+					 .readonly = cfg->readonly};
+
+		rc = bs_dev_open(bs_ops_by_type(cfg->backend), &oc, &lu->dev, err, errlen);
+		if (rc < 0)
+			goto fail;
+		lu->nblocks = lu->dev->size / bs;
+		lu->lbpme = cfg->thin && (lu->dev->caps & BS_CAP_DISCARD);
+		lu->lbprz = lu->lbpme && (lu->dev->caps & BS_CAP_DISCARD_ZEROES);
+	}
+	*out = lu;
+	return 0;
+fail:
+	free(lu->scratch);
+	free(lu->target_name);
+	pthread_mutex_destroy(&lu->lock);
+	pthread_mutex_destroy(&lu->slow_lock);
+	free(lu);
+	return rc;
+}
+
+void scsi_lu_get(struct scsi_lu *lu)
+{
+	atomic_fetch_add_explicit(&lu->refs, 1, memory_order_relaxed);
+}
+
+void scsi_lu_put(struct scsi_lu *lu)
+{
+	if (!lu || atomic_fetch_sub_explicit(&lu->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	bs_dev_close(lu->dev);
+	pthread_mutex_destroy(&lu->lock);
+	pthread_mutex_destroy(&lu->slow_lock);
+	free(lu->scratch);
+	free(lu->target_name);
+	free(lu);
+}
+
+uint64_t scsi_lu_num_blocks(const struct scsi_lu *lu)
+{
+	return lu->nblocks;
+}
+
+uint32_t scsi_lu_block_size(const struct scsi_lu *lu)
+{
+	return lu->block_size;
+}
+
+bool scsi_lu_d_sense(const struct scsi_lu *lu)
+{
+	return atomic_load_explicit(&lu->d_sense, memory_order_relaxed);
+}
+
+/* ---- LUN map ---- */
+
+struct scsi_lun_map *scsi_lun_map_new(void)
+{
+	struct scsi_lun_map *map = calloc(1, sizeof(*map));
+
+	if (map)
+		for (unsigned i = 0; i < SCSI_MAX_LUNS; i++)
+			atomic_init(&map->lus[i], NULL);
+	return map;
+}
+
+void scsi_lun_map_free(struct scsi_lun_map *map)
+{
+	if (!map)
+		return;
+	for (unsigned i = 0; i < SCSI_MAX_LUNS; i++)
+		scsi_lu_put(atomic_load(&map->lus[i]));
+	free(map);
+}
+
+int scsi_lun_map_add(struct scsi_lun_map *map, uint32_t lun, struct scsi_lu *lu)
+{
+	struct scsi_lu *expected = NULL;
+
+	if (lun >= SCSI_MAX_LUNS)
+		return -ERANGE;
+	scsi_lu_get(lu);
+	if (!atomic_compare_exchange_strong(&map->lus[lun], &expected, lu)) {
+		scsi_lu_put(lu);
+		return -EEXIST;
+	}
+	return 0;
+}
+
+struct scsi_lu *scsi_lun_map_get(const struct scsi_lun_map *map, uint64_t lun)
+{
+	if (!map || lun >= SCSI_MAX_LUNS)
+		return NULL;
+	return atomic_load_explicit(&((struct scsi_lun_map *)map)->lus[lun], memory_order_acquire);
+}
+
+uint32_t scsi_lun_decode(uint64_t lun_field)
+{
+	uint8_t b0 = (uint8_t)(lun_field >> 56), b1 = (uint8_t)(lun_field >> 48);
+
+	if (lun_field & 0x0000ffffffffffffULL)
+		return UINT32_MAX; /* second to fourth level: not addressed here */
+	switch (b0 >> 6) {
+	case 0: /* peripheral device addressing, bus 0 */
+		return b0 == 0 ? b1 : UINT32_MAX;
+	case 1: /* flat space addressing */
+		return ((uint32_t)(b0 & 0x3f) << 8) | b1;
+	default:
+		return UINT32_MAX;
+	}
+}
+
+uint64_t scsi_lun_encode(uint32_t lun)
+{
+	if (lun < 256)
+		return (uint64_t)lun << 48;
+	return ((uint64_t)(0x40 | ((lun >> 8) & 0x3f)) << 56) | ((uint64_t)(lun & 0xff) << 48);
+}
+
+/* ---- nexus and unit attentions ---- */
+
+struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *initiator_port,
+				  const char *target_port)
+{
+	struct scsi_nexus *nx = calloc(1, sizeof(*nx));
+
+	if (!nx)
+		return NULL;
+	nx->map = map;
+	nx->initiator_port = strdup(initiator_port ? initiator_port : "");
+	nx->target_port = strdup(target_port ? target_port : "");
+	if (!nx->initiator_port || !nx->target_port) {
+		free(nx->initiator_port);
+		free(nx->target_port);
+		free(nx);
+		return NULL;
+	}
+	for (unsigned i = 0; i < SCSI_MAX_LUNS; i++) {
+		atomic_init(&nx->itl[i].lu, NULL);
+		atomic_init(&nx->itl[i].ua_pending, false);
+		nx->itl[i].nx = nx;
+		list_init(&nx->itl[i].lu_link);
+	}
+	return nx;
+}
+
+void scsi_nexus_free(struct scsi_nexus *nx)
+{
+	if (!nx)
+		return;
+	for (unsigned i = 0; i < SCSI_MAX_LUNS; i++) {
+		struct scsi_itl *itl = &nx->itl[i];
+		struct scsi_lu *lu = atomic_load(&itl->lu);
+		struct scsi_nexus *me = nx;
+
+		if (!lu)
+			continue;
+		pthread_mutex_lock(&lu->lock);
+		list_del(&itl->lu_link);
+		/* I_T nexus loss releases a RESERVE(6)/(10) reservation held through it. */
+		atomic_compare_exchange_strong(&lu->resv_holder, &me, NULL);
+		pthread_mutex_unlock(&lu->lock);
+		scsi_lu_put(lu);
+	}
+	free(nx->initiator_port);
+	free(nx->target_port);
+	free(nx);
+}
+
+static void ua_add_locked(struct scsi_itl *itl, uint8_t asc, uint8_t ascq)
+{
+	for (unsigned i = 0; i < itl->n_ua; i++) {
+		/* A power-on/reset condition pending already covers a later reset. */
+		if (itl->ua[i][0] == asc && (itl->ua[i][1] == ascq || asc == 0x29))
+			return;
+	}
+	if (itl->n_ua == SCSI_UA_QUEUE)
+		return; /* the oldest ones are reported; SPC allows dropping */
+	itl->ua[itl->n_ua][0] = asc;
+	itl->ua[itl->n_ua][1] = ascq;
+	itl->n_ua++;
+	atomic_store_explicit(&itl->ua_pending, true, memory_order_release);
+}
+
+struct scsi_itl *scsi_itl_attach(struct scsi_nexus *nx, uint32_t lun, struct scsi_lu *lu)
+{
+	struct scsi_itl *itl = &nx->itl[lun];
+
+	if (atomic_load_explicit(&itl->lu, memory_order_acquire) == lu)
+		return itl;
+	pthread_mutex_lock(&lu->lock);
+	if (atomic_load_explicit(&itl->lu, memory_order_relaxed) != lu) {
+		scsi_lu_get(lu);
+		list_add_tail(&itl->lu_link, &lu->itls);
+		ua_add_locked(itl, 0x29, 0x00); /* POWER ON, RESET, OR BUS DEVICE RESET OCCURRED */
+		atomic_store_explicit(&itl->lu, lu, memory_order_release);
+	}
+	pthread_mutex_unlock(&lu->lock);
+	return itl;
+}
+
+bool scsi_ua_take(struct scsi_itl *itl, uint8_t *asc, uint8_t *ascq)
+{
+	struct scsi_lu *lu = atomic_load_explicit(&itl->lu, memory_order_acquire);
+	bool got = false;
+
+	if (!lu || !atomic_load_explicit(&itl->ua_pending, memory_order_acquire))
+		return false;
+	pthread_mutex_lock(&lu->lock);
+	if (itl->n_ua > 0) {
+		*asc = itl->ua[0][0];
+		*ascq = itl->ua[0][1];
+		memmove(itl->ua[0], itl->ua[1], (size_t)(itl->n_ua - 1) * 2);
+		itl->n_ua--;
+		got = true;
+	}
+	if (itl->n_ua == 0)
+		atomic_store_explicit(&itl->ua_pending, false, memory_order_release);
+	pthread_mutex_unlock(&lu->lock);
+	return got;
+}
+
+void scsi_ua_post_others(struct scsi_lu *lu, const struct scsi_nexus *except, uint8_t asc,
+			 uint8_t ascq)
+{
+	struct list_head *pos, *n;
+
+	pthread_mutex_lock(&lu->lock);
+	list_for_each_safe(pos, n, &lu->itls)
+	{
+		struct scsi_itl *itl = list_entry(pos, struct scsi_itl, lu_link);
+
+		if (itl->nx != except)
+			ua_add_locked(itl, asc, ascq);
+	}
+	pthread_mutex_unlock(&lu->lock);
+}
+
+int scsi_lu_reset(struct scsi_lu *lu, struct scsi_nexus *from)
+{
+	if (!lu)
+		return -ENOENT;
+	/* SPC-2 reservations are released by a logical unit reset. */
+	atomic_store(&lu->resv_holder, NULL);
+	pthread_mutex_lock(&lu->lock);
+	lu->prevent = false;
+	pthread_mutex_unlock(&lu->lock);
+	scsi_ua_post_others(lu, from, 0x29, 0x03); /* LOGICAL UNIT RESET OCCURRED */
+	return 0;
+}
+
+/* ---- per-thread context ---- */
+
+struct scsi_thread *scsi_thread_new(struct ev_loop *loop)
+{
+	struct scsi_thread *t = calloc(1, sizeof(*t));
+	int err = 0;
+
+	if (!t)
+		return NULL;
+	t->loop = loop;
+	t->bs = bs_thread_new(loop, 0, &err);
+	if (!t->bs) {
+		free(t);
+		return NULL;
+	}
+	return t;
+}
+
+void scsi_thread_free(struct scsi_thread *t)
+{
+	if (!t)
+		return;
+	bs_thread_free(t->bs);
+	free(t);
+}

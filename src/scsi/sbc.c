@@ -1,0 +1,347 @@
+/* SBC-3 block commands on the data path: READ CAPACITY (10)/(16), READ and WRITE (6/10/12/16),
+ * WRITE AND VERIFY, VERIFY, SYNCHRONIZE CACHE, PRE-FETCH and GET LBA STATUS. Reads and writes
+ * go straight to the backend through the command's embedded bs_io, without locks. */
+#include <errno.h>
+#include <string.h>
+
+#include "scsi/scsi_int.h"
+
+/* ---- shared helpers ---- */
+
+bool scsi_lba_ok(struct scsi_cmd *cmd, struct scsi_lu *lu, uint64_t lba, uint64_t nblocks)
+{
+	if (lba > lu->nblocks || nblocks > lu->nblocks - lba) {
+		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x21, 0x00); /* LBA OUT OF RANGE */
+		return false;
+	}
+	return true;
+}
+
+void scsi_submit_io(struct scsi_cmd *cmd, uint8_t op, uint64_t off, uint64_t len, uint8_t *buf,
+		    uint8_t flags, bs_io_cb cb)
+{
+	struct scsi_priv *p = scsi_priv(cmd);
+	struct bs_io *io = &p->io;
+
+	io->dev = p->lu->dev;
+	io->op = op;
+	io->offset = off;
+	io->len = len;
+	io->buf = buf;
+	io->flags = flags;
+	io->pattern_len = p->lu->block_size;
+	io->result = 0;
+	io->cb = cb;
+	bs_submit(cmd->thread ? cmd->thread->bs : NULL, io);
+}
+
+static void sync_cb(struct bs_io *io)
+{
+	(void)io;
+}
+
+int scsi_sync_io(struct scsi_lu *lu, uint8_t op, uint64_t off, uint64_t len, uint8_t *buf,
+		 uint8_t flags)
+{
+	struct bs_io io = {
+	    .dev = lu->dev,
+	    .op = op,
+	    .offset = off,
+	    .len = len,
+	    .buf = buf,
+	    .flags = flags,
+	    .pattern_len = lu->block_size,
+	    .result = -EINPROGRESS,
+	    .cb = sync_cb,
+	};
+
+	/* Without a thread every backend completes before returning. */
+	bs_submit(NULL, &io);
+	return io.result;
+}
+
+static inline struct scsi_cmd *io_cmd(struct bs_io *io)
+{
+	return (struct scsi_cmd *)(void *)((uint8_t *)io - offsetof(struct scsi_priv, io) -
+					   offsetof(struct scsi_cmd, internal));
+}
+
+void scsi_io_done_write(struct bs_io *io)
+{
+	struct scsi_cmd *cmd = io_cmd(io);
+
+	if (io->result < 0)
+		scsi_fail_errno(cmd, io->result, true);
+	scsi_cmd_finish(cmd);
+}
+
+void scsi_io_done_simple(struct bs_io *io)
+{
+	struct scsi_cmd *cmd = io_cmd(io);
+
+	if (io->result < 0)
+		scsi_fail_errno(cmd, io->result, io->op != BS_OP_READ);
+	scsi_cmd_finish(cmd);
+}
+
+static void read_done(struct bs_io *io)
+{
+	struct scsi_cmd *cmd = io_cmd(io);
+
+	if (io->result < 0)
+		scsi_fail_errno(cmd, io->result, false);
+	else
+		cmd->data_in_len = (uint32_t)io->len;
+	scsi_cmd_finish(cmd);
+}
+
+/* LBA, transfer length and the offset of the length field, by CDB group. */
+struct rw_args {
+	uint64_t lba;
+	uint32_t n;
+	uint8_t len_off;
+};
+
+static void rw_decode(const uint8_t *cdb, struct rw_args *a)
+{
+	switch (cdb[0] >> 5) {
+	case 0: /* 6-byte: 21-bit LBA, length 0 means 256 */
+		a->lba = get_be24(cdb + 1) & 0x1fffff;
+		a->n = cdb[4] ? cdb[4] : 256;
+		a->len_off = 4;
+		break;
+	case 1:
+	case 2: /* 10-byte */
+		a->lba = get_be32(cdb + 2);
+		a->n = get_be16(cdb + 7);
+		a->len_off = 7;
+		break;
+	case 5: /* 12-byte */
+		a->lba = get_be32(cdb + 2);
+		a->n = get_be32(cdb + 6);
+		a->len_off = 6;
+		break;
+	default: /* 16-byte */
+		a->lba = get_be64(cdb + 2);
+		a->n = get_be32(cdb + 10);
+		a->len_off = 10;
+		break;
+	}
+}
+
+static uint32_t clamp32(uint64_t v)
+{
+	return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+/* Range and maximum transfer length checks common to the data commands. */
+static bool rw_check(struct scsi_cmd *cmd, struct scsi_lu *lu, const struct rw_args *a)
+{
+	if (!scsi_lba_ok(cmd, lu, a->lba, a->n))
+		return false;
+	if ((uint64_t)a->n * lu->block_size > SCSI_MAX_XFER_BYTES) {
+		scsi_fail_cdb(cmd, a->len_off, -1);
+		return false;
+	}
+	return true;
+}
+
+/* ---- READ CAPACITY ---- */
+
+int scsi_sbc_read_capacity10(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	uint8_t d[8];
+	uint64_t last = lu->nblocks - 1;
+
+	if (!(cmd->cdb[8] & 0x01) && get_be32(cmd->cdb + 2)) { /* LBA without PMI */
+		scsi_fail_cdb(cmd, 2, -1);
+		return SCSI_DONE;
+	}
+	put_be32(d, last > 0xffffffffULL ? 0xffffffffu : (uint32_t)last);
+	put_be32(d + 4, lu->block_size);
+	scsi_put_data(cmd, d, 8, 8);
+	return SCSI_DONE;
+}
+
+int scsi_sbc_read_capacity16(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	uint8_t d[32] = {0};
+
+	put_be64(d, lu->nblocks - 1);
+	put_be32(d + 8, lu->block_size);
+	d[14] = (lu->lbpme ? 0x80 : 0) | (lu->lbprz ? 0x40 : 0);
+	scsi_put_data(cmd, d, 32, get_be32(cmd->cdb + 10));
+	return SCSI_DONE;
+}
+
+/* ---- READ / WRITE / WRITE AND VERIFY ---- */
+
+int scsi_sbc_read(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	struct rw_args a;
+	uint64_t len;
+
+	rw_decode(cmd->cdb, &a);
+	cmd->xfer_wanted = clamp32((uint64_t)a.n * lu->block_size);
+	if (!rw_check(cmd, lu, &a))
+		return SCSI_DONE;
+	len = cmd->xfer_wanted;
+	if (len > cmd->data_in_max)
+		len = cmd->data_in_max;
+	if (len > cmd->buf_len)
+		len = cmd->buf_len;
+	if (!len)
+		return SCSI_DONE;
+	scsi_submit_io(cmd, BS_OP_READ, a.lba * lu->block_size, len, cmd->buf, 0, read_done);
+	return SCSI_ASYNC;
+}
+
+int scsi_sbc_write(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	const uint8_t *cdb = cmd->cdb;
+	bool verify = (cdb[0] & 0x1f) == 0x0e; /* 0x2E, 0xAE, 0x8E */
+	struct rw_args a;
+	uint64_t len;
+	uint8_t flags = 0;
+
+	rw_decode(cdb, &a);
+	len = (uint64_t)a.n * lu->block_size;
+	cmd->xfer_wanted = clamp32(len);
+	if (verify && ((cdb[1] >> 1) & 3) > 1) { /* BYTCHK 10b/11b reserved here */
+		scsi_fail_cdb(cmd, 1, 2);
+		return SCSI_DONE;
+	}
+	if (!rw_check(cmd, lu, &a))
+		return SCSI_DONE;
+	if (!len)
+		return SCSI_DONE;
+	if (cmd->data_out_len < len || cmd->buf_len < len) {
+		scsi_fail_cdb(cmd, a.len_off, -1);
+		return SCSI_DONE;
+	}
+	/* FUA, write-through (WCE = 0) and WRITE AND VERIFY all make the data durable before
+	 * status; the data just written is what a verify would read back. */
+	if ((cdb[0] >> 5) != 0 && (cdb[1] & 0x08))
+		flags |= BS_IO_FUA;
+	if (verify || !atomic_load_explicit(&lu->wce, memory_order_relaxed))
+		flags |= BS_IO_FUA;
+	scsi_submit_io(cmd, BS_OP_WRITE, a.lba * lu->block_size, len, cmd->buf, flags,
+		       scsi_io_done_write);
+	return SCSI_ASYNC;
+}
+
+/* ---- VERIFY ---- */
+
+/* Compare the medium with data (BYTCHK 1: data covers the range; BYTCHK 3: one block compared
+ * with every block). Synchronous, on the LU scratch buffer. */
+static void verify_compare(struct scsi_cmd *cmd, struct scsi_lu *lu, const struct rw_args *a,
+			   bool one_block)
+{
+	uint32_t bs = lu->block_size, chunk = SCSI_SCRATCH_BYTES / bs;
+	uint64_t total = a->n, pos = 0;
+
+	pthread_mutex_lock(&lu->slow_lock);
+	while (pos < total) {
+		uint64_t nb = total - pos < chunk ? total - pos : chunk;
+		int rc = scsi_sync_io(lu, BS_OP_READ, (a->lba + pos) * bs, nb * bs, lu->scratch, 0);
+
+		if (rc < 0) {
+			scsi_fail_errno(cmd, rc, false);
+			break;
+		}
+		for (uint64_t i = 0; i < nb * bs; i++) {
+			uint64_t doff = one_block ? i % bs : pos * bs + i;
+
+			if (lu->scratch[i] != cmd->buf[doff]) {
+				scsi_fail_info(cmd, SCSI_SENSE_MISCOMPARE, 0x1d, 0x00,
+					       one_block ? pos * bs + i : doff);
+				pthread_mutex_unlock(&lu->slow_lock);
+				return;
+			}
+		}
+		pos += nb;
+	}
+	pthread_mutex_unlock(&lu->slow_lock);
+}
+
+int scsi_sbc_verify(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	unsigned bytchk = (cmd->cdb[1] >> 1) & 3;
+	struct rw_args a;
+	uint64_t need;
+
+	rw_decode(cmd->cdb, &a);
+	if (bytchk == 2) {
+		scsi_fail_cdb(cmd, 1, 2);
+		return SCSI_DONE;
+	}
+	need = bytchk == 1 ? (uint64_t)a.n * lu->block_size
+			   : (bytchk == 3 && a.n ? lu->block_size : 0);
+	cmd->xfer_wanted = clamp32(need);
+	if (!rw_check(cmd, lu, &a) || !a.n || !bytchk)
+		return SCSI_DONE; /* BYTCHK 0: medium verification, nothing can fail here */
+	if (cmd->data_out_len < need || cmd->buf_len < need) {
+		scsi_fail_cdb(cmd, a.len_off, -1);
+		return SCSI_DONE;
+	}
+	verify_compare(cmd, lu, &a, bytchk == 3);
+	return SCSI_DONE;
+}
+
+/* ---- SYNCHRONIZE CACHE, PRE-FETCH ---- */
+
+int scsi_sbc_sync_cache(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	struct rw_args a;
+
+	rw_decode(cmd->cdb, &a);
+	if (!scsi_lba_ok(cmd, lu, a.lba, a.n))
+		return SCSI_DONE;
+	/* The whole file or device is flushed whatever the range (fdatasync). */
+	scsi_submit_io(cmd, BS_OP_FLUSH, 0, 0, NULL, 0, scsi_io_done_write);
+	return SCSI_ASYNC;
+}
+
+int scsi_sbc_prefetch(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	struct rw_args a;
+
+	rw_decode(cmd->cdb, &a);
+	scsi_lba_ok(cmd, lu, a.lba, a.n);
+	return SCSI_DONE; /* GOOD: no cache to load, nothing to promise */
+}
+
+/* ---- GET LBA STATUS ---- */
+
+int scsi_sbc_get_lba_status(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	uint64_t lba = get_be64(cmd->cdb + 2), run = 0;
+	uint32_t alloc = get_be32(cmd->cdb + 10);
+	uint8_t d[24] = {0};
+	bool mapped = true;
+	int rc = 0;
+
+	if (lba >= lu->nblocks) {
+		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x21, 0x00);
+		return SCSI_DONE;
+	}
+	if (lu->dev->ops->lba_status)
+		rc = lu->dev->ops->lba_status(lu->dev, lba * lu->block_size, &run, &mapped);
+	if (rc < 0) {
+		scsi_fail_errno(cmd, rc, false);
+		return SCSI_DONE;
+	}
+	if (!lu->dev->ops->lba_status)
+		run = (lu->nblocks - lba) * lu->block_size;
+	run /= lu->block_size;
+	if (run == 0)
+		run = 1;
+	if (run > 0xffffffffULL)
+		run = 0xffffffffULL;
+	put_be32(d, 20); /* PARAMETER DATA LENGTH: one descriptor */
+	put_be64(d + 8, lba);
+	put_be32(d + 16, (uint32_t)run);
+	d[20] = mapped ? 0x00 : 0x01; /* mapped / deallocated */
+	scsi_put_data(cmd, d, 24, alloc);
+	return SCSI_DONE;
+}

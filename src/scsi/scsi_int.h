@@ -1,0 +1,206 @@
+/* Internal to src/scsi: the LU, nexus and per-command state, the dispatch table and helpers
+ * shared by sense.c, lu.c, cmd.c, spc.c, mode.c and sbc.c. */
+#ifndef IX_SCSI_SCSI_INT_H
+#define IX_SCSI_SCSI_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "backend/bs.h"
+#include "scsi/scsi.h"
+#include "util/bytes.h"
+#include "util/list.h"
+
+/* Limits advertised in the Block Limits VPD page and enforced. */
+#define SCSI_MAX_XFER_BYTES   (32u << 20) /* MAXIMUM TRANSFER LENGTH, in bytes */
+#define SCSI_MAX_CAW_BLOCKS   8
+#define SCSI_MAX_UNMAP_BLOCKS 0x400000u
+#define SCSI_MAX_UNMAP_DESC   256u
+#define SCSI_MAX_WS_BLOCKS    0x400000u
+#define SCSI_SCRATCH_BYTES    (64u << 10)
+#define SCSI_UA_QUEUE	      4
+
+struct scsi_thread {
+	struct bs_thread *bs;
+	struct ev_loop *loop;
+};
+
+/* Per I_T nexus, per LUN: the I_T_L nexus. */
+struct scsi_itl {
+	_Atomic(struct scsi_lu *) lu; /* set (with a reference) on first access */
+	atomic_bool ua_pending;	      /* mirrors n_ua != 0, read without the lock */
+	struct scsi_nexus *nx;
+	struct list_head lu_link; /* on lu->itls, under lu->lock */
+	uint8_t n_ua;		  /* under lu->lock */
+	uint8_t ua[SCSI_UA_QUEUE][2];
+};
+
+struct scsi_nexus {
+	const struct scsi_lun_map *map;
+	char *initiator_port;
+	char *target_port;
+	struct scsi_itl itl[SCSI_MAX_LUNS];
+};
+
+struct scsi_lun_map {
+	_Atomic(struct scsi_lu *) lus[SCSI_MAX_LUNS];
+};
+
+struct scsi_lu {
+	atomic_int refs;
+	struct bs_dev *dev; /* NULL without medium */
+	uint64_t nblocks;
+	uint32_t block_size;
+	uint32_t lun;
+	bool readonly;
+	bool no_medium;
+	bool lbpme; /* thin and the backend can deallocate */
+	bool lbprz;
+	char vendor[9];
+	char product[17];
+	char revision[5];
+	char serial[33];
+	char *target_name;
+	uint8_t naa[16]; /* NAA 6 designator */
+
+	/* Mode parameters that initiators may change (read lock-free on the data path). */
+	atomic_bool wce;
+	atomic_bool d_sense;
+	bool wce_default;
+
+	/* Control state. */
+	pthread_mutex_t lock;
+	struct list_head itls;			  /* scsi_itl that have accessed this LU */
+	_Atomic(struct scsi_nexus *) resv_holder; /* RESERVE(6)/(10), NULL if none */
+	bool prevent;
+
+	/* COMPARE AND WRITE and VERIFY(BYTCHK): one at a time, synchronous, on scratch. */
+	pthread_mutex_t slow_lock;
+	uint8_t *scratch; /* SCSI_SCRATCH_BYTES, aligned */
+};
+
+/* Per-command private state, kept in scsi_cmd.internal. */
+struct scsi_priv {
+	struct bs_io io;
+	struct scsi_lu *lu;
+	struct scsi_itl *itl;
+	uint64_t lba;
+	uint32_t nblocks;
+	uint32_t pos; /* progress (UNMAP descriptor index) */
+	uint8_t stage;
+};
+
+_Static_assert(sizeof(struct scsi_priv) <= sizeof(((struct scsi_cmd *)0)->internal),
+	       "scsi_cmd.internal too small");
+
+static inline struct scsi_priv *scsi_priv(struct scsi_cmd *cmd)
+{
+	return (struct scsi_priv *)(void *)cmd->internal;
+}
+
+/* Handler results. */
+#define SCSI_DONE  0 /* status and sense set; the core calls done */
+#define SCSI_ASYNC 1 /* the handler completes through scsi_cmd_finish() */
+
+typedef int (*scsi_exec_fn)(struct scsi_cmd *cmd, struct scsi_lu *lu);
+
+/* Flags of a dispatch entry. */
+#define SCSI_F_ABSENT_OK 0x01 /* runs on an absent LUN (lu == NULL) */
+#define SCSI_F_NO_UA	 0x02 /* does not report or clear unit attentions */
+#define SCSI_F_RESV_OK	 0x04 /* allowed while another nexus holds the reservation */
+#define SCSI_F_MEDIUM	 0x08 /* needs the medium (NOT READY 3A/00 without) */
+#define SCSI_F_WRITE	 0x10 /* modifies the medium (DATA PROTECT 27/00 on a read-only LU) */
+
+struct scsi_op {
+	scsi_exec_fn fn;
+	const char *name;
+	uint8_t cdb_len;
+	uint8_t flags;
+	uint16_t sa;	   /* service action, if this entry is in a service-action table */
+	uint8_t usage[16]; /* CDB usage data: bits the device server looks at */
+	const struct scsi_op *sa_ops; /* non-NULL: dispatch further by service action */
+	uint8_t n_sa;
+};
+
+/* cmd.c */
+const struct scsi_op *scsi_op_table(void); /* 256 entries indexed by opcode */
+const struct scsi_op *scsi_op_lookup(uint8_t opcode, uint16_t sa, bool *sa_valid);
+void scsi_cmd_finish(struct scsi_cmd *cmd);
+uint64_t scsi_alloc_len(const uint8_t *cdb, unsigned off, unsigned width);
+/* Copy len bytes of reply data, honouring the allocation length and data_in_max. */
+void scsi_put_data(struct scsi_cmd *cmd, const void *data, uint32_t len, uint32_t alloc);
+
+/* sense.c */
+struct scsi_sense_info {
+	uint8_t key, asc, ascq;
+	bool info_valid;
+	bool sks_valid;
+	uint64_t info;
+	uint8_t sks[3];
+};
+/* Build sense into out (SCSI_SENSE_MAX bytes); returns its length. */
+uint8_t scsi_sense_build(uint8_t *out, bool desc, const struct scsi_sense_info *si);
+/* CHECK CONDITION with the LU's preferred sense format. */
+void scsi_fail(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t ascq);
+void scsi_fail_info(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t ascq, uint64_t info);
+/* ILLEGAL REQUEST 24/00 pointing at CDB byte/bit (bit < 0: no bit pointer). */
+void scsi_fail_cdb(struct scsi_cmd *cmd, unsigned byte, int bit);
+/* ILLEGAL REQUEST 26/00 pointing into the parameter list. */
+void scsi_fail_param(struct scsi_cmd *cmd, unsigned byte, int bit);
+/* Sense for a backend error (-errno) on a read or a write. */
+void scsi_fail_errno(struct scsi_cmd *cmd, int err, bool write);
+
+/* lu.c */
+struct scsi_itl *scsi_itl_attach(struct scsi_nexus *nx, uint32_t lun, struct scsi_lu *lu);
+/* Pop the oldest pending UA (under the LU lock); false if none. */
+bool scsi_ua_take(struct scsi_itl *itl, uint8_t *asc, uint8_t *ascq);
+/* Queue a UA for every nexus on lu except `except`. */
+void scsi_ua_post_others(struct scsi_lu *lu, const struct scsi_nexus *except, uint8_t asc,
+			 uint8_t ascq);
+bool scsi_lu_d_sense(const struct scsi_lu *lu);
+
+/* spc.c */
+int scsi_spc_inquiry(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_spc_report_luns(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_spc_test_unit_ready(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_spc_request_sense(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_spc_start_stop(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_spc_prevent_allow(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_spc_reserve(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_spc_release(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_spc_report_opcodes(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_spc_report_tmf(struct scsi_cmd *cmd, struct scsi_lu *lu);
+
+/* mode.c */
+int scsi_spc_mode_sense(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_spc_mode_select(struct scsi_cmd *cmd, struct scsi_lu *lu);
+
+/* sbc.c */
+int scsi_sbc_read_capacity10(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_sbc_read_capacity16(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_sbc_read(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_sbc_write(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_sbc_verify(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_sbc_sync_cache(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_sbc_prefetch(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_sbc_get_lba_status(struct scsi_cmd *cmd, struct scsi_lu *lu);
+
+/* sbc_thin.c */
+int scsi_sbc_unmap(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_sbc_write_same(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_sbc_compare_and_write(struct scsi_cmd *cmd, struct scsi_lu *lu);
+
+/* Shared by sbc.c and sbc_thin.c. */
+/* Check lba/nblocks against capacity; sets 21/00 and returns false if out of range. */
+bool scsi_lba_ok(struct scsi_cmd *cmd, struct scsi_lu *lu, uint64_t lba, uint64_t nblocks);
+/* Submit p->io on cmd's thread with the given completion. */
+void scsi_submit_io(struct scsi_cmd *cmd, uint8_t op, uint64_t lba, uint64_t nblocks, uint8_t *buf,
+		    uint8_t flags, bs_io_cb cb);
+/* Synchronous I/O (t = NULL): for the slow-path commands under slow_lock. */
+int scsi_sync_io(struct scsi_lu *lu, uint8_t op, uint64_t off, uint64_t len, uint8_t *buf,
+		 uint8_t flags);
+/* Common completion for single-step data commands. */
+void scsi_io_done_write(struct bs_io *io);
+void scsi_io_done_simple(struct bs_io *io);
+
+#endif

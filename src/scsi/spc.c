@@ -1,0 +1,375 @@
+/* SPC-4 primary commands: INQUIRY (standard data and VPD pages), REPORT LUNS, TEST UNIT
+ * READY, REQUEST SENSE, START STOP UNIT, PREVENT ALLOW MEDIUM REMOVAL, RESERVE/RELEASE,
+ * REPORT SUPPORTED OPERATION CODES and REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS. */
+#include <string.h>
+
+#include "scsi/scsi_int.h"
+
+static void put_ascii(uint8_t *dst, size_t width, const char *s)
+{
+	size_t n = strlen(s);
+
+	memset(dst, ' ', width);
+	memcpy(dst, s, n < width ? n : width);
+}
+
+/* ---- INQUIRY ---- */
+
+static uint32_t inquiry_std(const struct scsi_lu *lu, uint8_t *d)
+{
+	static const uint16_t versions[] = {
+	    0x00a0, /* SAM-5 */
+	    0x0960, /* iSCSI */
+	    0x0460, /* SPC-4 */
+	    0x04c0, /* SBC-3 */
+	};
+
+	memset(d, 0, 96);
+	if (!lu) {
+		d[0] = 0x7f; /* PQ 011b: no LU at this LUN; PDT 0x1F unknown */
+	} else {
+		d[0] = 0x00;			 /* PQ 0, direct access block device */
+		d[1] = lu->no_medium ? 0x80 : 0; /* RMB */
+	}
+	d[2] = 0x06;	    /* SPC-4 */
+	d[3] = 0x10 | 0x02; /* HISUP, RESPONSE DATA FORMAT 2 */
+	d[4] = 96 - 5;
+	d[7] = 0x02; /* CMDQUE */
+	put_ascii(d + 8, 8, lu ? lu->vendor : "IX");
+	put_ascii(d + 16, 16, lu ? lu->product : "ix-disk");
+	put_ascii(d + 32, 4, lu ? lu->revision : "0001");
+	for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++)
+		put_be16(d + 58 + 2 * i, versions[i]);
+	return 96;
+}
+
+static uint32_t add_name_desc(uint8_t *d, uint8_t assoc_type, const char *name)
+{
+	size_t n = strlen(name) + 1; /* at least one NUL */
+
+	n = (n + 3) & ~(size_t)3;
+	if (n > 252)
+		n = 252;
+	d[0] = 0x53;	   /* PROTOCOL IDENTIFIER iSCSI, CODE SET UTF-8 */
+	d[1] = assoc_type; /* PIV | ASSOCIATION | TYPE 8 (SCSI name string) */
+	d[2] = 0;
+	d[3] = (uint8_t)n;
+	memset(d + 4, 0, n);
+	memcpy(d + 4, name, strlen(name) < n - 1 ? strlen(name) : n - 1);
+	return 4 + (uint32_t)n;
+}
+
+static uint32_t vpd_device_id(struct scsi_cmd *cmd, const struct scsi_lu *lu, uint8_t *d)
+{
+	uint32_t n = 4, l;
+
+	/* NAA IEEE Registered Extended, LU association. */
+	d[n] = 0x01;
+	d[n + 1] = 0x03;
+	d[n + 3] = 16;
+	memcpy(d + n + 4, lu->naa, 16);
+	n += 20;
+	/* T10 vendor ID designator: vendor (8, space padded) + serial. */
+	l = 8 + (uint32_t)strlen(lu->serial);
+	d[n] = 0x02;
+	d[n + 1] = 0x01;
+	d[n + 3] = (uint8_t)l;
+	put_ascii(d + n + 4, 8, lu->vendor);
+	memcpy(d + n + 12, lu->serial, strlen(lu->serial));
+	n += 4 + l;
+	if (cmd->nexus && cmd->nexus->target_port[0]) {
+		/* Relative target port 1, target port association. */
+		d[n] = 0x51;
+		d[n + 1] = 0x80 | 0x10 | 0x04;
+		d[n + 3] = 4;
+		put_be32(d + n + 4, 1);
+		n += 8;
+		n += add_name_desc(d + n, 0x80 | 0x10 | 0x08, cmd->nexus->target_port);
+	}
+	if (lu->target_name[0])
+		n += add_name_desc(d + n, 0x80 | 0x20 | 0x08, lu->target_name);
+	put_be16(d + 2, (uint16_t)(n - 4));
+	return n;
+}
+
+static uint32_t vpd_block_limits(const struct scsi_lu *lu, uint8_t *d)
+{
+	uint32_t bs = lu->block_size, gran = bs < 4096 ? 4096 / bs : 1;
+
+	put_be16(d + 2, 0x3c);
+	d[4] = 0x01; /* WSNZ */
+	d[5] = SCSI_MAX_CAW_BLOCKS;
+	put_be16(d + 6, (uint16_t)gran);
+	put_be32(d + 8, SCSI_MAX_XFER_BYTES / bs);
+	put_be32(d + 16, SCSI_MAX_XFER_BYTES / bs);
+	if (lu->lbpme) {
+		put_be32(d + 20, SCSI_MAX_UNMAP_BLOCKS);
+		put_be32(d + 24, SCSI_MAX_UNMAP_DESC);
+		put_be32(d + 28, gran);
+		put_be32(d + 32, 0x80000000u); /* UGAVALID, alignment 0 */
+	}
+	put_be64(d + 36, SCSI_MAX_WS_BLOCKS);
+	return 64;
+}
+
+static uint32_t vpd_page(struct scsi_cmd *cmd, const struct scsi_lu *lu, uint8_t page, uint8_t *d)
+{
+	static const uint8_t pages[] = {0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2};
+	size_t n;
+
+	d[1] = page;
+	switch (page) {
+	case 0x00:
+		memcpy(d + 4, pages, sizeof(pages));
+		put_be16(d + 2, sizeof(pages));
+		return 4 + sizeof(pages);
+	case 0x80:
+		n = strlen(lu->serial);
+		memcpy(d + 4, lu->serial, n);
+		put_be16(d + 2, (uint16_t)n);
+		return 4 + (uint32_t)n;
+	case 0x83:
+		return vpd_device_id(cmd, lu, d);
+	case 0xb0:
+		return vpd_block_limits(lu, d);
+	case 0xb1:
+		put_be16(d + 2, 0x3c);
+		put_be16(d + 4, 0x0001); /* non-rotating medium */
+		return 64;
+	case 0xb2:
+		put_be16(d + 2, 4);
+		if (lu->lbpme)
+			d[5] = 0x80 | 0x40 | 0x20; /* LBPU, LBPWS, LBPWS10 */
+		if (lu->lbprz)
+			d[5] |= 0x04;		/* LBPRZ */
+		d[6] = lu->lbpme ? 0x02 : 0x00; /* thin / full provisioning */
+		return 8;
+	default:
+		return 0;
+	}
+}
+
+int scsi_spc_inquiry(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	uint8_t d[1024];
+	uint32_t alloc = get_be16(cmd->cdb + 3), n;
+
+	memset(d, 0, sizeof(d));
+	if (!(cmd->cdb[1] & 0x01)) {
+		if (cmd->cdb[2]) {
+			scsi_fail_cdb(cmd, 2, 7);
+			return SCSI_DONE;
+		}
+		n = inquiry_std(lu, d);
+	} else if (!lu) {
+		d[0] = 0x7f;
+		d[1] = cmd->cdb[2];
+		n = 4;
+	} else {
+		n = vpd_page(cmd, lu, cmd->cdb[2], d);
+		if (!n) {
+			scsi_fail_cdb(cmd, 2, 7);
+			return SCSI_DONE;
+		}
+	}
+	scsi_put_data(cmd, d, n, alloc);
+	return SCSI_DONE;
+}
+
+/* ---- REPORT LUNS ---- */
+
+int scsi_spc_report_luns(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	uint8_t d[8 + 8 * SCSI_MAX_LUNS];
+	uint32_t alloc = get_be32(cmd->cdb + 6), n = 8;
+	uint8_t sel = cmd->cdb[2];
+
+	(void)lu;
+	if (sel != 0x00 && sel != 0x01 && sel != 0x02) {
+		scsi_fail_cdb(cmd, 2, 7);
+		return SCSI_DONE;
+	}
+	if (alloc < 16) {
+		scsi_fail_cdb(cmd, 6, -1);
+		return SCSI_DONE;
+	}
+	memset(d, 0, sizeof(d));
+	if (sel != 0x01) { /* 0x01: well known LUs only; this target has none */
+		for (uint32_t i = 0; i < SCSI_MAX_LUNS; i++) {
+			if (!scsi_lun_map_get(cmd->map, i))
+				continue;
+			put_be64(d + n, scsi_lun_encode(i));
+			n += 8;
+		}
+	}
+	put_be32(d, n - 8);
+	scsi_put_data(cmd, d, n, alloc);
+	return SCSI_DONE;
+}
+
+/* ---- TEST UNIT READY, REQUEST SENSE, START STOP, PREVENT ALLOW ---- */
+
+int scsi_spc_test_unit_ready(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	(void)cmd;
+	(void)lu;
+	return SCSI_DONE; /* medium and unit attention were checked by the core */
+}
+
+int scsi_spc_request_sense(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	struct scsi_sense_info si = {.key = SCSI_SENSE_NO_SENSE};
+	uint8_t d[SCSI_SENSE_MAX];
+	uint8_t n;
+
+	if (!lu) {
+		si.key = SCSI_SENSE_ILLEGAL_REQUEST;
+		si.asc = 0x25; /* LOGICAL UNIT NOT SUPPORTED */
+	} else if (scsi_priv(cmd)->itl && scsi_ua_take(scsi_priv(cmd)->itl, &si.asc, &si.ascq)) {
+		si.key = SCSI_SENSE_UNIT_ATTENTION;
+	} else if (!lu->dev) {
+		si.key = SCSI_SENSE_NOT_READY;
+		si.asc = 0x3a;
+	}
+	n = scsi_sense_build(d, cmd->cdb[1] & 0x01, &si);
+	scsi_put_data(cmd, d, n, cmd->cdb[4]);
+	return SCSI_DONE;
+}
+
+int scsi_spc_start_stop(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	/* Fixed, always spinning, non-ejectable medium: nothing to do. An eject while removal is
+	 * prevented is refused as SBC-3 requires. */
+	if ((cmd->cdb[4] & 0xf3) == 0x02 && lu->prevent) {
+		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x53, 0x02);
+		return SCSI_DONE;
+	}
+	return SCSI_DONE;
+}
+
+int scsi_spc_prevent_allow(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	pthread_mutex_lock(&lu->lock);
+	lu->prevent = (cmd->cdb[4] & 0x03) != 0;
+	pthread_mutex_unlock(&lu->lock);
+	return SCSI_DONE;
+}
+
+/* ---- RESERVE / RELEASE (6) and (10): SPC-2 LU-wide reservations ---- */
+
+int scsi_spc_reserve(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	struct scsi_nexus *expected = NULL;
+
+	if (!cmd->nexus)
+		return SCSI_DONE;
+	if (!atomic_compare_exchange_strong(&lu->resv_holder, &expected, cmd->nexus) &&
+	    expected != cmd->nexus)
+		cmd->status = SCSI_STATUS_RESERVATION_CONFLICT;
+	return SCSI_DONE;
+}
+
+int scsi_spc_release(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	struct scsi_nexus *expected = cmd->nexus;
+
+	/* Releasing someone else's reservation, or none, is a no-op with GOOD status. */
+	if (expected)
+		atomic_compare_exchange_strong(&lu->resv_holder, &expected, NULL);
+	return SCSI_DONE;
+}
+
+/* ---- REPORT SUPPORTED OPERATION CODES ---- */
+
+#define RSOC_NOMINAL_TIMEOUT	 0
+#define RSOC_RECOMMENDED_TIMEOUT 30
+
+static uint32_t put_timeouts(uint8_t *d)
+{
+	memset(d, 0, 12);
+	put_be16(d, 0x0a);
+	put_be32(d + 4, RSOC_NOMINAL_TIMEOUT);
+	put_be32(d + 8, RSOC_RECOMMENDED_TIMEOUT);
+	return 12;
+}
+
+static uint32_t rsoc_desc(uint8_t *d, uint8_t opcode, const struct scsi_op *op, bool sa, bool rctd)
+{
+	memset(d, 0, 8);
+	d[0] = opcode;
+	put_be16(d + 2, sa ? op->sa : 0);
+	d[5] = (rctd ? 0x02 : 0) | (sa ? 0x01 : 0);
+	put_be16(d + 6, op->cdb_len);
+	return rctd ? 8 + put_timeouts(d + 8) : 8;
+}
+
+static uint32_t rsoc_all(uint8_t *d, bool rctd)
+{
+	const struct scsi_op *tab = scsi_op_table();
+	uint32_t n = 4;
+
+	for (unsigned opc = 0; opc < 256; opc++) {
+		const struct scsi_op *op = &tab[opc];
+
+		if (op->sa_ops)
+			for (unsigned i = 0; i < op->n_sa; i++)
+				n += rsoc_desc(d + n, (uint8_t)opc, &op->sa_ops[i], true, rctd);
+		else if (op->fn)
+			n += rsoc_desc(d + n, (uint8_t)opc, op, false, rctd);
+	}
+	put_be32(d, n - 4);
+	return n;
+}
+
+int scsi_spc_report_opcodes(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	uint8_t d[4096];
+	const uint8_t *cdb = cmd->cdb;
+	bool rctd = cdb[2] & 0x80, has_sa;
+	unsigned opt = cdb[2] & 0x07;
+	uint32_t alloc = get_be32(cdb + 6), n;
+	const struct scsi_op *op;
+
+	(void)lu;
+	memset(d, 0, sizeof(d));
+	if (opt == 0) {
+		scsi_put_data(cmd, d, rsoc_all(d, rctd), alloc);
+		return SCSI_DONE;
+	}
+	if (opt > 3) {
+		scsi_fail_cdb(cmd, 2, 2);
+		return SCSI_DONE;
+	}
+	op = scsi_op_lookup(cdb[3], get_be16(cdb + 4), &has_sa);
+	if ((opt == 1 && has_sa) || (opt == 2 && !has_sa)) {
+		scsi_fail_cdb(cmd, 2, 2);
+		return SCSI_DONE;
+	}
+	if (!op) {
+		d[1] = 0x01; /* SUPPORT: not supported */
+		n = 4;
+	} else {
+		d[1] = (rctd ? 0x80 : 0) | 0x03; /* CTDP, SUPPORT: supported per standard */
+		put_be16(d + 2, op->cdb_len);
+		memcpy(d + 4, op->usage, op->cdb_len);
+		d[4] = cdb[3];
+		n = 4 + op->cdb_len;
+		if (rctd)
+			n += put_timeouts(d + n);
+	}
+	scsi_put_data(cmd, d, n, alloc);
+	return SCSI_DONE;
+}
+
+int scsi_spc_report_tmf(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	uint8_t d[16] = {0};
+	bool repd = cmd->cdb[2] & 0x80;
+
+	(void)lu;
+	d[0] = 0x80 | 0x40 | 0x08; /* ABORT TASK, ABORT TASK SET, LOGICAL UNIT RESET */
+	if (repd)
+		d[3] = 0x0c;
+	scsi_put_data(cmd, d, repd ? 16 : 4, get_be32(cmd->cdb + 6));
+	return SCSI_DONE;
+}
