@@ -711,6 +711,44 @@ static void test_etc(void)
 	CHECK(n >= 2);
 }
 
+/* Every ```json block of docs/configuration.md must load. */
+static void test_docs(void)
+{
+	char path[1024], *text, *p;
+	struct ix_config *cfg;
+	FILE *f;
+	long len;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "%s/docs/configuration.md", IX_SOURCE_DIR);
+	f = fopen(path, "rb");
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	fseek(f, 0, SEEK_END);
+	len = ftell(f);
+	rewind(f);
+	text = calloc(1, (size_t)len + 1);
+	CHECK(text && fread(text, 1, (size_t)len, f) == (size_t)len);
+	fclose(f);
+	for (p = text; p && (p = strstr(p, "```json\n"));) {
+		char *start = p + 8, *end = strstr(start, "```"), err[512] = "";
+		if (!end)
+			break;
+		*end = '\0';
+		cfg = NULL;
+		CHECK_EQ(cfg_load_string(start, "docs/configuration.md", &cfg, err, sizeof(err)),
+			 0);
+		if (!cfg)
+			printf("# block %d: %s\n", n, err);
+		cfg_free(cfg);
+		n++;
+		p = end + 3;
+	}
+	CHECK(n >= 2);
+	free(text);
+}
+
 static void test_files(void)
 {
 	char path[] = "/tmp/ix-config-test-XXXXXX", want[128], err[512] = "";
@@ -756,6 +794,7 @@ int main(void)
 	test_chap_required();
 	test_default_config();
 	test_etc();
+	test_docs();
 	test_files();
 	return tap_done();
 }
