@@ -185,6 +185,8 @@ int scsi_lun_map_add(struct scsi_lun_map *map, uint32_t lun, struct scsi_lu *lu)
 
 struct scsi_lu *scsi_lun_map_get(const struct scsi_lun_map *map, uint64_t lun)
 {
+	if (lun >= SCSI_MAX_LUNS)
+		lun = scsi_lun_decode(lun);
 	if (!map || lun >= SCSI_MAX_LUNS)
 		return NULL;
 	return atomic_load_explicit(&((struct scsi_lun_map *)map)->lus[lun], memory_order_acquire);

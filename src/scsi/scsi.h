@@ -96,6 +96,9 @@ struct scsi_lun_map *scsi_lun_map_new(void);
 void scsi_lun_map_free(struct scsi_lun_map *map);
 /* Takes a reference on lu. -EEXIST, -ERANGE. */
 int scsi_lun_map_add(struct scsi_lun_map *map, uint32_t lun, struct scsi_lu *lu);
+/* lun is either the 8-byte SAM LUN field from a PDU (decoded with scsi_lun_decode()) or a
+ * plain LUN number below SCSI_MAX_LUNS; the two cannot be confused (a field addressing LUN n > 0
+ * is >= 2^48). No reference is taken; NULL if absent. */
 struct scsi_lu *scsi_lun_map_get(const struct scsi_lun_map *map, uint64_t lun);
 
 /* Decode an 8-byte SAM LUN field (peripheral / flat addressing) to a LUN number; returns
