@@ -295,7 +295,13 @@ struct iscsi_hdr {
 int iscsi_hdr_unpack(const uint8_t bhs[ISCSI_BHS_LEN], struct iscsi_hdr *h);
 
 /* Encode h into 48 bytes (all reserved bytes zero). Login Request is always encoded with the I
- * bit set. Returns 0, or -EINVAL for an unknown opcode or dlength > 24 bits. */
+ * bit set. Byte 1 bit 7: for Login it is T, taken from login_{req,rsp}.transit (h->final is
+ * ignored); for the opcodes whose F bit RFC 7143 fixes at 1 (NOP, TMF, Logout, SNACK, SCSI
+ * Response, R2T, Async, Reject) it is always set; otherwise it is h->final. Unpack always
+ * reports bit 7 in h->final. Returns 0, or -EINVAL for an unknown opcode, dlength > 24 bits,
+ * or a field wider than its bits on the wire (task attr > 7, TMF function or logout reason
+ * > 127, SNACK type > 15, CSG/NSG > 3, response/Data-In flags outside O/U(/o/u)); on error
+ * bhs is all zero. */
 int iscsi_hdr_pack(const struct iscsi_hdr *h, uint8_t bhs[ISCSI_BHS_LEN]);
 
 /* True if the opcode is sent by an initiator (0x00-0x1f). */
@@ -321,11 +327,14 @@ struct iscsi_ahs_info {
 };
 
 /* Walk the AHS area (len = TotalAHSLength * 4). Unknown AHS types are skipped. Returns 0, or
- * -EBADMSG when an AHS runs past the area or a known type has the wrong AHSLength. */
+ * -EBADMSG when len is not a multiple of 4, an AHS runs past the area, a known type has the
+ * wrong AHSLength (extended CDB: 2..245, i.e. 1..244 CDB bytes; bidi read length: 5), or a
+ * known type appears twice. */
 int iscsi_ahs_parse(const uint8_t *ahs, size_t len, struct iscsi_ahs_info *out);
 
 /* Build an extended-CDB AHS for CDB bytes 16.. (ext_len bytes) into out (capacity cap). Returns
- * the number of bytes written (a multiple of 4), or -ENOSPC. */
+ * the number of bytes written (a multiple of 4, padding zeroed), -EINVAL if ext_len is 0 or
+ * above ISCSI_MAX_CDB_LEN - 16, or -ENOSPC. */
 int iscsi_ahs_build_ext_cdb(const uint8_t *ext, size_t ext_len, uint8_t *out, size_t cap);
 
 /* Build a bidirectional-read-length AHS (8 bytes). Returns 8, or -ENOSPC. */
