@@ -133,15 +133,33 @@ void iscsi_txpdu_sent_default(struct dm_txpdu *p, int err)
 	iscsi_txpdu_put(p->arg, p);
 }
 
-int iscsi_send_pdu(struct iscsi_conn *c, struct dm_txpdu *p, const struct iscsi_hdr *h)
+static int pack_and(struct iscsi_conn *c, struct dm_txpdu *p, const struct iscsi_hdr *h,
+		    int (*op)(struct iscsi_conn *, struct dm_txpdu *))
 {
 	int r = iscsi_hdr_pack(h, p->bhs);
 
 	if (r < 0) {
+		log_err("conn", "%s: cannot encode %s: %s", c->peer, iscsi_opcode_name(h->opcode),
+			strerror(-r));
 		p->sent(p, r);
 		return r;
 	}
-	return c->dm->send_control(c, p);
+	return op(c, p);
+}
+
+int iscsi_send_pdu(struct iscsi_conn *c, struct dm_txpdu *p, const struct iscsi_hdr *h)
+{
+	return pack_and(c, p, h, c->dm->send_control);
+}
+
+int iscsi_put_data(struct iscsi_conn *c, struct dm_txpdu *p, const struct iscsi_hdr *h)
+{
+	return pack_and(c, p, h, c->dm->put_data);
+}
+
+int iscsi_get_data(struct iscsi_conn *c, struct dm_txpdu *p, const struct iscsi_hdr *h)
+{
+	return pack_and(c, p, h, c->dm->get_data);
 }
 
 /* ---- upcalls from the transport ---- */

@@ -106,5 +106,9 @@ void iscsi_txpdu_sent_default(struct dm_txpdu *p, int err);
 /* Pack h into p and send it as a control PDU (Send_Control) with data (may be NULL/0). The
  * data must stay valid until p->sent runs. Returns 0 or -errno. */
 int iscsi_send_pdu(struct iscsi_conn *c, struct dm_txpdu *p, const struct iscsi_hdr *h);
+/* Same for Put_Data (a Data-In) and Get_Data (an R2T): the transport decides how the data
+ * moves (TCP sends the PDU, iSER turns it into an RDMA Write / Read). */
+int iscsi_put_data(struct iscsi_conn *c, struct dm_txpdu *p, const struct iscsi_hdr *h);
+int iscsi_get_data(struct iscsi_conn *c, struct dm_txpdu *p, const struct iscsi_hdr *h);
 
 #endif

@@ -493,6 +493,8 @@ static void rx_pdu(struct iscsi_conn *c, const struct iscsi_hdr *h, uint8_t *dat
 
 	if (tc->logged_out || c->terminated)
 		return;
+	log_dbg("target", "%s: rx %s ITT 0x%08x dlen %u", c->peer, iscsi_opcode_name(h->opcode),
+		h->itt, dlen);
 	if (c->state != ISCSI_CONN_LOGGED_IN) {
 		handle_login(tc, h, data, dlen);
 		return;

@@ -294,7 +294,7 @@ static void send_data_in(struct tgt_task *t)
 		} else {
 			tgt_stamp(tc, &h, false);
 		}
-		tc->conn->dm->put_data(tc->conn, p);
+		iscsi_put_data(tc->conn, p, &h);
 		off += n;
 	}
 	if (len == 0 || !collapse)
@@ -342,6 +342,8 @@ static void task_exec(struct tgt_task *t)
 	sc->done = scsi_done;
 	sc->priv = t;
 	t->state = TASK_EXEC;
+	log_dbg("target", "%s: exec ITT 0x%08x opcode 0x%02x EDTL %u", tc->conn->peer, t->itt,
+		t->cdb[0], t->edtl);
 	iscsi_conn_get(tc->conn);
 	scsi_cmd_exec(sc);
 }
@@ -400,7 +402,7 @@ static void issue_r2ts(struct tgt_task *t)
 			iscsi_conn_close(tc->conn, "out of memory for R2T");
 			return;
 		}
-		iscsi_send_pdu(tc->conn, p, &h);
+		iscsi_get_data(tc->conn, p, &h);
 	}
 }
 
