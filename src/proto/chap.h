@@ -33,7 +33,8 @@ const char *chap_alg_name(int alg);
 int chap_alg_parse(const char *s);
 
 /* out (at least chap_digest_len(alg) bytes) = H(id || secret || challenge). Returns the digest
- * length, or -EINVAL (unknown alg) / -EIO (libcrypto failure). */
+ * length, or -EINVAL (unknown alg) / -EOPNOTSUPP (known, but libcrypto refuses it here, see
+ * chap_alg_available) / -EIO (libcrypto failure). */
 int chap_response(int alg, uint8_t id, const uint8_t *secret, size_t secret_len,
 		  const uint8_t *challenge, size_t challenge_len, uint8_t *out);
 
