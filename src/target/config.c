@@ -10,6 +10,7 @@
 #include "target/config.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -317,7 +318,8 @@ static int missing(struct ctx *c, const char *key)
 	return fail(c, key, false, "required but missing");
 }
 
-/* Edit distance, for "did you mean" on unknown keys. Long strings count as far apart. */
+/* Edit distance ignoring case, for "did you mean" on unknown keys. Long strings count as far
+ * apart. */
 static size_t distance(const char *a, const char *b)
 {
 	size_t la = strlen(a), lb = strlen(b), row[33];
@@ -331,7 +333,8 @@ static size_t distance(const char *a, const char *b)
 		row[0] = i;
 		for (size_t j = 1; j <= lb; j++) {
 			size_t up = row[j];
-			size_t best = diag + (a[i - 1] != b[j - 1]);
+			size_t best = diag + (tolower((unsigned char)a[i - 1]) !=
+					      tolower((unsigned char)b[j - 1]));
 			if (up + 1 < best)
 				best = up + 1;
 			if (row[j - 1] + 1 < best)
@@ -359,7 +362,7 @@ static int check_keys(struct ctx *c, json_t *obj, const char *const *allowed)
 
 		for (const char *const *a = allowed; *a; a++) {
 			size_t d = distance(key, *a);
-			if (d == 0)
+			if (strcmp(key, *a) == 0)
 				ok = true;
 			if (d < best_d) {
 				best_d = d;

@@ -55,7 +55,7 @@ static const struct tcase cases[] = {
     {LUNS("{'lun':0,'backend':'ram','size':'1M','blocksize':512}"),
      "targets[0].luns[0].blocksize: unknown key \"blocksize\" (did you mean \"block_size\"?)"},
     {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i','CHAP':{}}]"),
-     "targets[0].acls[0].CHAP: unknown key"},
+     "targets[0].acls[0].CHAP: unknown key \"CHAP\" (did you mean \"chap\"?)"},
     {T("'lun':[]"), "targets[0].lun: unknown key \"lun\" (did you mean \"luns\"?)"},
     /* wrong types */
     {G("'threads':'4'"), "global.threads: must be an integer, not a string"},
