@@ -89,7 +89,8 @@ struct tgt_task {
 	uint64_t lun;
 	bool immediate, read, write;
 	bool aborted;
-	bool discard;                   /* error answered early: swallow remaining data */
+	bool discard;                   /* failed before execution: swallow remaining data */
+	uint8_t fail_key, fail_asc, fail_ascq; /* the sense it is answered with */
 	uint8_t cdb[ISCSI_MAX_CDB_LEN];
 	uint16_t cdb_len;
 	uint8_t *buf;

@@ -15,6 +15,8 @@ enum rx_verdict {
 	RX_REJECT,   /* answer with Reject(rx_reject_reason) */
 };
 
+static void write_fail(struct tgt_task *t, uint8_t key, uint8_t asc, uint8_t ascq);
+
 /* ---------------------------------------------------------------- buffers */
 
 static int buf_class(uint32_t size)
@@ -411,7 +413,7 @@ static void write_progress(struct tgt_task *t)
 {
 	if (t->discard) {
 		if (t->unsol_done)
-			task_fail(t, SCSI_SENSE_ILLEGAL_REQUEST, 0x24, 0x00);
+			task_fail(t, t->fail_key, t->fail_asc, t->fail_ascq);
 		return;
 	}
 	if (t->data_got == t->edtl) {
@@ -425,6 +427,10 @@ static void write_progress(struct tgt_task *t)
 /* The command may proceed (CmdSN order reached). */
 static void task_start(struct tgt_task *t)
 {
+	if (!t->write && t->discard) {
+		task_fail(t, t->fail_key, t->fail_asc, t->fail_ascq);
+		return;
+	}
 	if (!t->write) {
 		task_exec(t);
 		return;
@@ -532,7 +538,7 @@ int tgt_scsi_cmd_header(struct tgt_conn *tc, const struct iscsi_hdr *h, const ui
 	if ((cmd->read && cmd->write) || ai.has_bidi_read_len || t->edtl > TGT_MAX_IO) {
 		/* bidirectional commands and oversized transfers are refused after the
 		   unsolicited data has been swallowed */
-		t->discard = true;
+		write_fail(t, SCSI_SENSE_ILLEGAL_REQUEST, 0x24, 0x00);
 	}
 	if (t->write) {
 		if (!h->final)
@@ -553,7 +559,7 @@ int tgt_scsi_cmd_header(struct tgt_conn *tc, const struct iscsi_hdr *h, const ui
 			t->buf = buf_get(tc, t->edtl, &t->buf_cap);
 			if (!t->buf) {
 				t->buf_cap = 0;
-				t->discard = true;
+				write_fail(t, SCSI_SENSE_HARDWARE_ERROR, 0x55, 0x03); /* no memory */
 			}
 		}
 	}
@@ -603,6 +609,19 @@ void tgt_scsi_cmd_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddige
 
 /* ---------------------------------------------------------------- Data-Out */
 
+/* Fail a write before execution: remaining data of the current sequence is swallowed and the
+ * command is answered with CHECK CONDITION once the initiator ends the sequence (F=1). At
+ * ErrorRecoveryLevel 0 this keeps the session (and what it negotiated) alive. */
+static void write_fail(struct tgt_task *t, uint8_t key, uint8_t asc, uint8_t ascq)
+{
+	if (t->discard)
+		return;
+	t->discard = true;
+	t->fail_key = key;
+	t->fail_asc = asc;
+	t->fail_ascq = ascq;
+}
+
 int tgt_data_out_header(struct tgt_conn *tc, const struct iscsi_hdr *h, struct dm_rx_place *place)
 {
 	const struct iscsi_data_out *d = &h->data_out;
@@ -618,13 +637,19 @@ int tgt_data_out_header(struct tgt_conn *tc, const struct iscsi_hdr *h, struct d
 		tc->rx_verdict = RX_DROP;
 		return 0;
 	}
+	tc->rx_task = t;
+	if (t->discard)
+		return 0; /* payload lands in the control buffer and is dropped */
 	if (d->ttt == ISCSI_RSVD_TAG) {
 		if (t->unsol_done || d->offset != t->unsol_got || d->datasn != t->unsol_exp_datasn ||
 		    d->offset + (uint64_t)len > t->unsol_total) {
 			log_warn("target",
-				 "%s: bad unsolicited Data-Out ITT 0x%08x offset %u len %u DataSN %u",
-				 tc->conn->peer, h->itt, d->offset, len, d->datasn);
-			return -EPROTO;
+				 "%s: bad unsolicited Data-Out ITT 0x%08x offset %u len %u DataSN %u "
+				 "(expected offset %u DataSN %u): command failed",
+				 tc->conn->peer, h->itt, d->offset, len, d->datasn, t->unsol_got,
+				 t->unsol_exp_datasn);
+			write_fail(t, SCSI_SENSE_ABORTED_COMMAND, 0x4b, 0x00); /* DATA PHASE ERROR */
+			return 0;
 		}
 	} else {
 		struct tgt_r2t *r = NULL;
@@ -633,27 +658,20 @@ int tgt_data_out_header(struct tgt_conn *tc, const struct iscsi_hdr *h, struct d
 				r = &t->r2t[i];
 				break;
 			}
-		if (!r) {
-			log_warn("target", "%s: Data-Out with unknown TTT 0x%08x", tc->conn->peer,
-				 d->ttt);
-			return -EPROTO;
-		}
-		if (d->offset != r->offset + r->got || d->datasn != r->exp_datasn ||
+		if (!r || d->offset != r->offset + r->got || d->datasn != r->exp_datasn ||
 		    len > r->len - r->got) {
-			log_warn("target", "%s: bad Data-Out ITT 0x%08x offset %u len %u DataSN %u",
-				 tc->conn->peer, h->itt, d->offset, len, d->datasn);
-			return -EPROTO;
+			log_warn("target",
+				 "%s: bad Data-Out ITT 0x%08x TTT 0x%08x offset %u len %u DataSN %u: "
+				 "command failed",
+				 tc->conn->peer, h->itt, d->ttt, d->offset, len, d->datasn);
+			write_fail(t, SCSI_SENSE_ABORTED_COMMAND, 0x4b, 0x00);
+			return 0;
 		}
 	}
-	if (len && !t->discard) {
+	if (len) {
 		place->buf = t->buf + d->offset;
 		place->len = len;
-	} else if (len) {
-		tc->rx_verdict = RX_DROP; /* payload swallowed into the control buffer */
-		tc->rx_task = t;
-		return 0;
 	}
-	tc->rx_task = t;
 	return 0;
 }
 
@@ -663,11 +681,19 @@ void tgt_data_out_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddige
 	struct tgt_task *t = tc->rx_task;
 
 	tc->rx_task = NULL;
-	if (!t)
+	if (!t || tc->rx_verdict == RX_DROP)
 		return;
 	if (!ddigest_ok) {
 		tgt_send_reject(tc, ISCSI_REJECT_DATA_DIGEST, tc->conn->rx_bhs);
 		iscsi_conn_close(tc->conn, "data digest error on Data-Out (ERL 0)");
+		return;
+	}
+	if (t->discard) {
+		/* answer once the initiator has ended the sequence it is sending */
+		if (h->final && t->state == TASK_DATA_OUT)
+			task_fail(t, t->fail_key, t->fail_asc, t->fail_ascq);
+		else if (h->final)
+			t->unsol_done = true;
 		return;
 	}
 	if (d->ttt == ISCSI_RSVD_TAG) {
