@@ -84,6 +84,8 @@ struct neg_state {
 	uint64_t proposed;              /* we sent it as proposer, answer pending */
 	uint64_t settled;               /* result known (answered either way) */
 	uint64_t declared;              /* declarative key already sent */
+	uint64_t reply_optional;        /* proposed, but the peer need not answer (Boolean AND
+					   offered No, OR offered Yes): result already applied */
 	char error[160];                /* why the last call failed (for logs) */
 };
 
@@ -97,26 +99,40 @@ void neg_set_session_type(struct neg_state *st, enum iscsi_session_type type);
  * other key that is not security or declarative)? */
 bool neg_handles_key(const char *key);
 
-/* Feed one key received from the peer in login stage `stage` (enum iscsi_stage). If the peer
- * proposes, the answer is appended to out; if the peer answers our proposal, the result is
- * recorded. Unknown keys are answered NotUnderstood; out-of-range or malformed values Reject;
+/* Feed one key received from the peer in login stage `stage` (enum iscsi_stage; FULL_FEATURE
+ * for a Text negotiation). If the peer proposes, the answer is appended to out; if the peer
+ * answers our proposal, the result is recorded. Unknown keys (X-, X# and any other) are
+ * answered NotUnderstood; out-of-range or malformed values Reject (the key keeps its default);
  * keys that do not apply (session keys in discovery, LO keys on a non-leading connection)
- * Irrelevant.
- * Returns 0; -EPROTO for a protocol error that must fail the login (key received twice, an
- * answer we did not offer, NotUnderstood for a standard key, Reject of a key that must be
- * negotiated), with st->error set; -ENOSPC if out is full. */
+ * Irrelevant; obsolete IFMarker/OFMarker No, IFMarkInt/OFMarkInt Reject; iSER keys
+ * RDMAExtensions=No and the others Irrelevant (iSER not negotiated yet); login-only keys in
+ * a Text negotiation Reject. MaxRecvDataSegmentLength is answered with our own declaration.
+ * A Reject or Irrelevant answer to our proposal keeps the default.
+ * Returns 0; -EPROTO for a protocol error that must fail the login (an operational key in the
+ * security stage, which RFC 7143 section 12 forbids; key received twice; an answer that our
+ * offer does not allow or to a key we did not propose; NotUnderstood for a standard key),
+ * with st->error set; -EINVAL for a key this module does not own (see neg_handles_key) or a
+ * bad stage; -ENOSPC if out is full (nothing recorded: the key may be fed again). */
 int neg_recv(struct neg_state *st, int stage, const char *key, const char *value,
 	     struct text_out *out);
 
 /* Append proposals and declarations not yet sent (MaxRecvDataSegmentLength always declared;
- * other keys per prefs: differing from the default, or every key with offer_all). Keys the
- * peer already proposed are not proposed again. Returns 0 or -ENOSPC. */
+ * conn.max_recv_dsl is 8192 until then; other keys per prefs: differing from the default, or
+ * every key with offer_all). Keys the peer already proposed are not proposed again, nor are
+ * keys irrelevant here (LO keys on a non-leading connection, session keys in discovery),
+ * obsolete or iSER keys, or iSCSIProtocolLevel/TaskReporting at their defaults (RFC 3720 peers
+ * do not know them). Returns 0 or -ENOSPC (what fitted stays appended and recorded; call again
+ * with a new buffer for the rest). */
 int neg_propose(struct neg_state *st, struct text_out *out);
 
-/* True when every proposal we made has been answered. */
+/* True when every proposal we made has been answered (proposals whose reply is optional,
+ * Boolean AND offered No and OR offered Yes, do not wait: their result is applied at once). */
 bool neg_settled(const struct neg_state *st);
 
-/* Apply cross-key rules at the end of negotiation (FirstBurstLength <= MaxBurstLength, ...).
+/* Apply cross-key rules at the end of negotiation: FirstBurstLength <= MaxBurstLength (clamped
+ * when irrelevant, i.e. InitialR2T=Yes and ImmediateData=No, else -EPROTO), a CRC32C digest
+ * our prefs require (NEG_DIGEST_CRC_ONLY) must have been negotiated (normal sessions only),
+ * discovery forces MaxConnections=1 and ERL 0. Proposals still unanswered keep their defaults.
  * Returns 0 or -EPROTO with st->error set. */
 int neg_finish(struct neg_state *st);
 
