@@ -55,7 +55,10 @@ struct auth_state {
 	size_t challenge_len;       /* challenge we sent (target: to the initiator; initiator:
 				       mutual challenge to the target) */
 	uint8_t mutual_id;
-	uint16_t fail_status;       /* login status when a call fails: 0x0201 or 0x0200 */
+	uint16_t fail_status;       /* login status when a call fails: 0x0201 (any CHAP
+				       failure, RFC 7143 12.1.3), 0x0200 (a key repeated in one
+				       PDU, AuthMethod renegotiated), 0x0300 (-EIO: no random
+				       bytes or libcrypto failed here) */
 	char error[160];            /* why, for logs (never contains secrets) */
 };
 
@@ -64,18 +67,24 @@ void auth_clear(struct auth_state *st);
 
 bool auth_is_security_key(const char *key);
 
-/* Initiator: append the opening keys (AuthMethod=CHAP,None / CHAP / None). 0 or -ENOSPC. */
+/* Initiator: append the opening keys (AuthMethod=CHAP,None / CHAP / None). 0, -ENOSPC, or
+ * -EINVAL for unusable credentials (CHAP required but no user/secret; mutual secret equal to
+ * the initiator secret, which RFC 7143 12.1.3 forbids) or a call out of place. */
 int auth_start(struct auth_state *st, struct text_out *out);
 
 /* Feed the security keys received in one login PDU (sequence). Appends reply keys to out.
  * Returns AUTH_CONTINUE or AUTH_DONE; or a negative errno with st->fail_status and st->error
  * set: -EACCES authentication failed (0x0201: wrong response, unknown user, reflected
  * challenge, method refused), -EPROTO malformed or out-of-order keys (0x0200 or 0x0201 as the
- * RFC requires), -ENOSPC out full. */
+ * RFC requires), -EIO local failure (0x0300), -ENOSPC out full (nothing appended by this call,
+ * state unchanged: retry with more room). */
 int auth_recv(struct auth_state *st, const struct text_kv *kvs, size_t n, struct text_out *out);
 
 /* May the peer (target role) / we (initiator role) leave the security stage now? True once
- * AUTH_DONE was returned, or when no authentication is required and none was started. */
+ * AUTH_DONE was returned, or when no authentication is required and none was started.
+ * Initiator with mutual CHAP: AUTH_DONE comes only after the target's CHAP_N/CHAP_R verified,
+ * so the PDU carrying our CHAP_R goes with T=0 and the next one may transit. Once a call has
+ * failed, later calls return -EPROTO and leave error and fail_status as they were. */
 bool auth_may_transit(const struct auth_state *st);
 
 #endif
