@@ -202,6 +202,7 @@ int scsi_spc_mode_select(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	uint32_t hdr = ten ? 8 : 4, bdl, off;
 	bool changed = false;
 
+	cmd->xfer_wanted = len;
 	if (!(cdb[1] & 0x10) && len) { /* PF = 0: vendor-specific format, not supported */
 		scsi_fail_cdb(cmd, 1, 4);
 		return SCSI_DONE;

@@ -1,0 +1,1860 @@
+/* SCSI core: table-driven SPC-4/SBC-3 checks over RAM and file LUs (expected bytes written out
+ * from the standards), plus unit attentions, reservations, data round trips, thin
+ * provisioning, COMPARE AND WRITE, async completion through io_uring and error injection. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "scsi/scsi_int.h"
+#include "scsi_harness.h"
+
+enum { L_RAM = 0, L_RO = 1, L_NOMED = 2, L_FILE = 3, L_4K = 4, L_ERR = 5, L_ABSENT = 7 };
+
+static char file_path[64], err_path[64];
+static const uint8_t zblk[4096];
+
+static void add_lu(struct env *e, uint32_t lun, struct scsi_lu_cfg cfg)
+{
+	struct scsi_lu *lu;
+	char err[128] = "";
+	int rc;
+
+	cfg.lun = lun;
+	cfg.target_name = "iqn.2024-01.org.example:t1";
+	rc = scsi_lu_new(&cfg, &lu, err, sizeof(err));
+	if (rc < 0)
+		printf("# scsi_lu_new(%u): %s\n", lun, err);
+	CHECK_EQ(rc, 0);
+	if (rc == 0) {
+		CHECK_EQ(scsi_lun_map_add(e->map, lun, lu), 0);
+		scsi_lu_put(lu);
+	}
+}
+
+static void setup(struct env *e)
+{
+	int fd;
+
+	e->loop = ev_loop_new();
+	CHECK(e->loop != NULL);
+	e->thr = scsi_thread_new(e->loop);
+	CHECK(e->thr != NULL);
+	e->map = scsi_lun_map_new();
+	e->buf = aligned_alloc(4096, TBUF);
+	strcpy(file_path, "/tmp/ix-scsi-XXXXXX");
+	fd = mkstemp(file_path);
+	close(fd);
+	strcpy(err_path, "/tmp/ix-scsi-err-XXXXXX");
+	fd = mkstemp(err_path);
+	close(fd);
+	add_lu(e, L_RAM,
+	       (struct scsi_lu_cfg){.backend = SCSI_BACKEND_RAM,
+				    .size_bytes = 1 << 20,
+				    .thin = true,
+				    .write_cache = true,
+				    .serial = "SER0"});
+	add_lu(e, L_RO,
+	       (struct scsi_lu_cfg){
+		   .backend = SCSI_BACKEND_RAM, .size_bytes = 64 << 10, .readonly = true});
+	add_lu(e, L_NOMED, (struct scsi_lu_cfg){.backend = SCSI_BACKEND_RAM, .no_medium = true});
+	add_lu(e, L_FILE,
+	       (struct scsi_lu_cfg){.backend = SCSI_BACKEND_FILE,
+				    .path = file_path,
+				    .size_bytes = 1 << 20,
+				    .thin = true,
+				    .write_cache = true});
+	add_lu(e, L_4K,
+	       (struct scsi_lu_cfg){
+		   .backend = SCSI_BACKEND_RAM, .size_bytes = 1 << 20, .block_size = 4096});
+	add_lu(e, L_ERR,
+	       (struct scsi_lu_cfg){
+		   .backend = SCSI_BACKEND_FILE, .path = err_path, .size_bytes = 64 << 10});
+	e->nx =
+	    scsi_nexus_new(e->map, "iqn.i1,i,0x000000000001", "iqn.2024-01.org.example:t1,t,0x1");
+}
+
+/* ---- unit attention: once per nexus per LU ---- */
+
+static void test_unit_attention(struct env *e)
+{
+	struct scsi_nexus *nx2 = scsi_nexus_new(e->map, "iqn.i2,i,0x2", "t,t,0x1");
+	static const uint8_t tur[16] = {0x00};
+	static const uint8_t inq[16] = {0x12, 0, 0, 0, 36, 0};
+	static const uint8_t rs[16] = {0x03, 0, 0, 0, 18, 0};
+	struct tcmd t;
+
+	printf("# unit attention\n");
+	t_run(e, e->nx, L_RAM, inq, 36, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0); /* INQUIRY neither reports nor clears it */
+	t_run(e, e->nx, L_RAM, tur, 0, NULL, 0, &t);
+	t_check_sense(&t, 0x6, 0x29, 0x00);
+	t_run(e, e->nx, L_RAM, tur, 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	/* Other nexus: its own power-on UA, through REQUEST SENSE (GOOD with the sense data). */
+	t_run(e, nx2, L_RAM, rs, 18, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(t.c.data_in_len, 18);
+	CHECK_MEM(t.c.buf, B(0x70, 0, 0x06, 0, 0, 0, 0, 0x0a, 0, 0, 0, 0, 0x29, 0x00, 0, 0, 0, 0),
+		  18);
+	t_run(e, nx2, L_RAM, tur, 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	/* LU reset by nx2: 29/03 for e->nx only. */
+	CHECK_EQ(scsi_lu_reset(scsi_lun_map_get(e->map, L_RAM), nx2), 0);
+	t_run(e, nx2, L_RAM, tur, 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, e->nx, L_RAM, tur, 0, NULL, 0, &t);
+	t_check_sense(&t, 0x6, 0x29, 0x03);
+	t_run(e, e->nx, L_RAM, tur, 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	/* UA reported before an unknown opcode. */
+	t_run(e, nx2, L_4K, B(0xc0), 0, NULL, 0, &t);
+	t_check_sense(&t, 0x6, 0x29, 0x00);
+	t_run(e, nx2, L_4K, B(0xc0), 0, NULL, 0, &t);
+	t_check_sense(&t, 0x5, 0x20, 0x00);
+	scsi_nexus_free(nx2);
+	/* Clear the power-on UA on every LU for the table tests. */
+	for (uint32_t l = 0; l <= L_ERR; l++)
+		t_run(e, e->nx, l, rs, 18, NULL, 0, &t);
+}
+
+/* ---- the tables ---- */
+
+static const uint8_t std_inq[] = {
+    0x00, 0x00, 0x06, 0x12, 91,	 0x00, 0x00, 0x02, 'I', 'X', ' ', ' ', ' ', ' ', ' ', ' ', 'i', 'x',
+    '-',  'd',	'i',  's',  'k', ' ',  ' ',  ' ',  ' ', ' ', ' ', ' ', ' ', ' ', '0', '0', '0', '1',
+};
+
+static const struct tc spc_cases[] = {
+    {"INQUIRY standard, 36 of 96 bytes",
+     L_RAM,
+     {0x12, 0, 0, 0, 36, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     36,
+     36,
+     sizeof(std_inq),
+     std_inq},
+    {"INQUIRY allocation length 5",
+     L_RAM,
+     {0x12, 0, 0, 0, 5, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     5,
+     5,
+     EXP(0x00, 0x00, 0x06, 0x12, 91)},
+    {"INQUIRY data_in_max 4 < allocation length",
+     L_RAM,
+     {0x12, 0, 0, 0, 96, 0},
+     4,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     96,
+     4,
+     EXP(0x00, 0x00, 0x06, 0x12)},
+    {"INQUIRY EVPD=0 with a page code",
+     L_RAM,
+     {0x12, 0, 0x80, 0, 36, 0},
+     255,
+     NULL,
+     0,
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"INQUIRY VPD 0x00 sorted",
+     L_RAM,
+     {0x12, 1, 0x00, 0, 255, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     255,
+     10,
+     EXP(0x00, 0x00, 0x00, 0x06, 0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2)},
+    {"INQUIRY VPD 0x80 serial",
+     L_RAM,
+     {0x12, 1, 0x80, 0, 255, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     255,
+     8,
+     EXP(0x00, 0x80, 0x00, 0x04, 'S', 'E', 'R', '0')},
+    {"INQUIRY VPD 0xB0 block limits",
+     L_RAM,
+     {0x12, 1, 0xb0, 0, 255, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     255,
+     64,
+     EXP(0x00, 0xb0, 0x00, 0x3c, 0x01, 0x08, 0x00, 0x08, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00,
+	 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+	 0x00, 0x08, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0, 0,
+	 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
+    {"INQUIRY VPD 0xB0 without thin: no unmap limits",
+     L_4K,
+     {0x12, 1, 0xb0, 0, 32, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     32,
+     32,
+     EXP(0x00, 0xb0, 0x00, 0x3c, 0x01, 0x08, 0x00, 0x01, 0x00, 0x00, 0x20, 0x00, 0x00, 0x00, 0x00,
+	 0x00, 0x00, 0x00, 0x20, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	 0x00, 0x00)},
+    {"INQUIRY VPD 0xB1",
+     L_RAM,
+     {0x12, 1, 0xb1, 0, 8, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     8,
+     8,
+     EXP(0x00, 0xb1, 0x00, 0x3c, 0x00, 0x01, 0x00, 0x00)},
+    {"INQUIRY VPD 0xB2 thin: LBPU LBPWS LBPWS10 LBPRZ",
+     L_RAM,
+     {0x12, 1, 0xb2, 0, 255, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     255,
+     8,
+     EXP(0x00, 0xb2, 0x00, 0x04, 0x00, 0xe4, 0x02, 0x00)},
+    {"INQUIRY VPD 0xB2 full provisioning",
+     L_4K,
+     {0x12, 1, 0xb2, 0, 255, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     255,
+     8,
+     EXP(0x00, 0xb2, 0x00, 0x04, 0x00, 0x00, 0x00, 0x00)},
+    {"INQUIRY unknown VPD page",
+     L_RAM,
+     {0x12, 1, 0x99, 0, 255, 0},
+     255,
+     NULL,
+     0,
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"INQUIRY absent LUN: PQ 3 PDT 1F",
+     L_ABSENT,
+     {0x12, 0, 0, 0, 36, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     36,
+     36,
+     EXP(0x7f, 0x00, 0x06, 0x12)},
+    {"TEST UNIT READY absent LUN", L_ABSENT, {0x00}, 0, NULL, 0, 2, 5, 0x25, 0, NOCHK, 0, 0, NULL},
+    {"READ(10) absent LUN",
+     L_ABSENT,
+     {0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0},
+     512,
+     NULL,
+     0,
+     2,
+     5,
+     0x25,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"REQUEST SENSE absent LUN: GOOD, 25/00 in the data",
+     L_ABSENT,
+     {0x03, 0, 0, 0, 18, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     18,
+     18,
+     EXP(0x70, 0, 0x05, 0, 0, 0, 0, 0x0a, 0, 0, 0, 0, 0x25, 0x00, 0, 0, 0, 0)},
+    {"REQUEST SENSE descriptor format, nothing pending",
+     L_RAM,
+     {0x03, 1, 0, 0, 252, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     252,
+     8,
+     EXP(0x72, 0x00, 0x00, 0x00, 0, 0, 0, 0x00)},
+    {"REQUEST SENSE no medium",
+     L_NOMED,
+     {0x03, 0, 0, 0, 18, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     18,
+     18,
+     EXP(0x70, 0, 0x02, 0, 0, 0, 0, 0x0a, 0, 0, 0, 0, 0x3a, 0x00, 0, 0, 0, 0)},
+    {"REPORT LUNS",
+     L_RAM,
+     {0xa0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0},
+     256,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     256,
+     56,
+     EXP(0, 0, 0, 48, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0,
+	 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0)},
+    {"REPORT LUNS truncated keeps the full list length",
+     L_ABSENT,
+     {0xa0, 0, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0},
+     256,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     16,
+     16,
+     EXP(0, 0, 0, 48, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
+    {"REPORT LUNS allocation length < 16",
+     L_RAM,
+     {0xa0, 0, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0},
+     256,
+     NULL,
+     0,
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"REPORT LUNS select report 0x01: none",
+     L_RAM,
+     {0xa0, 0, 1, 0, 0, 0, 0, 0, 0, 16, 0, 0},
+     256,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     16,
+     8,
+     EXP(0, 0, 0, 0, 0, 0, 0, 0)},
+    {"TEST UNIT READY", L_RAM, {0x00}, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, NULL},
+    {"TEST UNIT READY no medium", L_NOMED, {0x00}, 0, NULL, 0, 2, 2, 0x3a, 0, NOCHK, 0, 0, NULL},
+    {"INQUIRY no medium works, RMB",
+     L_NOMED,
+     {0x12, 0, 0, 0, 2, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     2,
+     2,
+     EXP(0x00, 0x80)},
+    {"READ CAPACITY(10) no medium", L_NOMED, {0x25}, 8, NULL, 0, 2, 2, 0x3a, 0, NOCHK, 0, 0, NULL},
+    {"unknown opcode", L_RAM, {0xc0}, 0, NULL, 0, 2, 5, 0x20, 0, NOCHK, 0, 0, NULL},
+    {"SERVICE ACTION IN unknown service action",
+     L_RAM,
+     {0x9e, 0x1f},
+     0,
+     NULL,
+     0,
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"START STOP UNIT", L_RAM, {0x1b, 0, 0, 0, 0x01, 0}, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, NULL},
+    {"PREVENT ALLOW MEDIUM REMOVAL",
+     L_RAM,
+     {0x1e, 0, 0, 0, 0x00, 0},
+     0,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     NULL},
+    {"REPORT SUPPORTED TMF",
+     L_RAM,
+     {0xa3, 0x0d, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     4,
+     4,
+     EXP(0xc8, 0x00, 0x00, 0x00)},
+    {"RSOC one command READ(10)",
+     L_RAM,
+     {0xa3, 0x0c, 0x01, 0x28, 0, 0, 0, 0, 1, 0, 0, 0},
+     256,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     256,
+     14,
+     EXP(0x00, 0x03, 0x00, 0x0a, 0x28, 0x18, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0x00)},
+    {"RSOC one command WRITE SAME(16) with timeouts",
+     L_RAM,
+     {0xa3, 0x0c, 0x81, 0x93, 0, 0, 0, 0, 1, 0, 0, 0},
+     256,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     256,
+     32,
+     EXP(0x00, 0x83, 0x00, 0x10, 0x93, 0x09, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	 0xff, 0xff, 0xff, 0x1f, 0x00, 0x00, 0x0a, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0, 30)},
+    {"RSOC service action READ CAPACITY(16)",
+     L_RAM,
+     {0xa3, 0x0c, 0x02, 0x9e, 0x00, 0x10, 0, 0, 1, 0, 0, 0},
+     256,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     256,
+     20,
+     EXP(0x00, 0x03, 0x00, 0x10, 0x9e, 0x1f, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0)},
+    {"RSOC unsupported opcode",
+     L_RAM,
+     {0xa3, 0x0c, 0x01, 0xc0, 0, 0, 0, 0, 1, 0, 0, 0},
+     256,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     256,
+     4,
+     EXP(0x00, 0x01, 0x00, 0x00)},
+    {"RSOC option 1 on an opcode with service actions",
+     L_RAM,
+     {0xa3, 0x0c, 0x01, 0x9e, 0, 0, 0, 0, 1, 0, 0, 0},
+     256,
+     NULL,
+     0,
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"RSOC option 2 on an opcode without",
+     L_RAM,
+     {0xa3, 0x0c, 0x02, 0x28, 0, 0, 0, 0, 1, 0, 0, 0},
+     256,
+     NULL,
+     0,
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"RSOC invalid reporting option",
+     L_RAM,
+     {0xa3, 0x0c, 0x05, 0x28, 0, 0, 0, 0, 1, 0, 0, 0},
+     256,
+     NULL,
+     0,
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"NACA bit in CONTROL",
+     L_RAM,
+     {0x00, 0, 0, 0, 0, 0x04},
+     0,
+     NULL,
+     0,
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+};
+
+/* Mode pages, in the order and with the lengths SPC-4 gives them. */
+#define PG_CACHING_WCE 0x08, 0x12, 0x04, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+#define PG_CONTROL     0x0a, 0x0a, 0x02, 0x10, 0, 0, 0, 0, 0xff, 0xff, 0, 0
+
+static const struct tc mode_cases[] = {
+    {"MODE SENSE(6) caching with block descriptor",
+     L_RAM,
+     {0x1a, 0, 0x08, 0, 255, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     255,
+     32,
+     EXP(31, 0x00, 0x10, 0x08, 0x00, 0x00, 0x08, 0x00, 0x00, 0x00, 0x02, 0x00, PG_CACHING_WCE)},
+    {"MODE SENSE(6) control, DBD, read-only LU has WP",
+     L_RO,
+     {0x1a, 0x08, 0x0a, 0, 255, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     255,
+     16,
+     EXP(15, 0x00, 0x90, 0x00, PG_CONTROL)},
+    {"MODE SENSE(6) changeable caching",
+     L_RAM,
+     {0x1a, 0x08, 0x48, 0, 255, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     255,
+     24,
+     EXP(23, 0x00, 0x10, 0x00, PG_CACHING_WCE)},
+    {"MODE SENSE(6) changeable control: D_SENSE",
+     L_RAM,
+     {0x1a, 0x08, 0x4a, 0, 255, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     255,
+     16,
+     EXP(15, 0x00, 0x10, 0x00, 0x0a, 0x0a, 0x04, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
+    {"MODE SENSE(6) saved values",
+     L_RAM,
+     {0x1a, 0, 0xc8, 0, 255, 0},
+     255,
+     NULL,
+     0,
+     2,
+     5,
+     0x39,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"MODE SENSE(6) unknown page",
+     L_RAM,
+     {0x1a, 0, 0x05, 0, 255, 0},
+     255,
+     NULL,
+     0,
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"MODE SENSE(6) unknown subpage",
+     L_RAM,
+     {0x1a, 0, 0x08, 0x01, 255, 0},
+     255,
+     NULL,
+     0,
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"MODE SENSE(6) all pages, DBD",
+     L_RAM,
+     {0x1a, 0x08, 0x3f, 0, 255, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     255,
+     76,
+     EXP(75, 0x00, 0x10, 0x00, 0x01, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x0e, 0, 0, 0, 0, 0,
+	 0, 0, 0, 0, 0, 0, 0, 0, 0, PG_CACHING_WCE, PG_CONTROL, 0x1c, 0x0a, 0x08, 0, 0, 0, 0, 0, 0,
+	 0, 0, 0)},
+    {"MODE SENSE(6) all pages, allocation length 4",
+     L_RAM,
+     {0x1a, 0x08, 0x3f, 0, 4, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     4,
+     4,
+     EXP(75, 0x00, 0x10, 0x00)},
+    {"MODE SENSE(10) all pages + subpages, long LBA descriptor",
+     L_4K,
+     {0x5a, 0x10, 0x3f, 0xff, 0, 0, 0, 0, 24, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     24,
+     24,
+     EXP(0, 94, 0x00, 0x10, 0x01, 0, 0, 16, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0x10, 0)},
+    {"MODE SENSE(10) caching, short descriptor",
+     L_4K,
+     {0x5a, 0, 0x08, 0, 0, 0, 0, 0, 255, 0},
+     255,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     255,
+     36,
+     EXP(0, 34, 0x00, 0x10, 0x00, 0, 0, 8, 0, 0, 1, 0, 0, 0, 0x10, 0x00, 0x08, 0x12, 0x00, 0, 0, 0,
+	 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
+    {"MODE SELECT(6) identical caching page",
+     L_RAM,
+     {0x15, 0x10, 0, 0, 24, 0},
+     0,
+     DOUT(0, 0, 0, 0, PG_CACHING_WCE),
+     0,
+     0,
+     0,
+     0,
+     24,
+     0,
+     0,
+     NULL},
+    {"MODE SELECT(6) with a matching block descriptor",
+     L_RAM,
+     {0x15, 0x10, 0, 0, 32, 0},
+     0,
+     DOUT(0, 0, 0, 8, 0, 0, 0x08, 0, 0, 0, 0x02, 0, PG_CACHING_WCE),
+     0,
+     0,
+     0,
+     0,
+     32,
+     0,
+     0,
+     NULL},
+    {"MODE SELECT(6) wrong block length",
+     L_RAM,
+     {0x15, 0x10, 0, 0, 32, 0},
+     0,
+     DOUT(0, 0, 0, 8, 0, 0, 0x08, 0, 0, 0, 0x10, 0, PG_CACHING_WCE),
+     2,
+     5,
+     0x26,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"MODE SELECT(6) changes a fixed bit",
+     L_RAM,
+     {0x15, 0x10, 0, 0, 16, 0},
+     0,
+     DOUT(0, 0, 0, 0, 0x0a, 0x0a, 0x02, 0x00, 0, 0, 0, 0, 0xff, 0xff, 0, 0),
+     2,
+     5,
+     0x26,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"MODE SELECT(6) PF=0",
+     L_RAM,
+     {0x15, 0x00, 0, 0, 24, 0},
+     0,
+     DOUT(0, 0, 0, 0, PG_CACHING_WCE),
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"MODE SELECT(6) SP=1",
+     L_RAM,
+     {0x15, 0x11, 0, 0, 24, 0},
+     0,
+     DOUT(0, 0, 0, 0, PG_CACHING_WCE),
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"MODE SELECT(6) unknown page",
+     L_RAM,
+     {0x15, 0x10, 0, 0, 8, 0},
+     0,
+     DOUT(0, 0, 0, 0, 0x05, 0x02, 0, 0),
+     2,
+     5,
+     0x26,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"MODE SELECT(10) no parameters",
+     L_RAM,
+     {0x55, 0x10, 0, 0, 0, 0, 0, 0, 0, 0},
+     0,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+};
+
+static const struct tc sbc_cases[] = {
+    {"READ CAPACITY(10)",
+     L_RAM,
+     {0x25},
+     8,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     8,
+     8,
+     EXP(0x00, 0x00, 0x07, 0xff, 0x00, 0x00, 0x02, 0x00)},
+    {"READ CAPACITY(10) 4K",
+     L_4K,
+     {0x25},
+     8,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     8,
+     8,
+     EXP(0x00, 0x00, 0x00, 0xff, 0x00, 0x00, 0x10, 0x00)},
+    {"READ CAPACITY(10) LBA without PMI",
+     L_RAM,
+     {0x25, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+     8,
+     NULL,
+     0,
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"READ CAPACITY(16) thin: LBPME LBPRZ",
+     L_RAM,
+     {0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0},
+     32,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     32,
+     32,
+     EXP(0, 0, 0, 0, 0, 0, 0x07, 0xff, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0xc0, 0x00, 0, 0, 0, 0,
+	 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
+    {"READ CAPACITY(16) full provisioning",
+     L_4K,
+     {0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0},
+     32,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     16,
+     16,
+     EXP(0, 0, 0, 0, 0, 0, 0x00, 0xff, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00)},
+    {"READ(10) last block",
+     L_RAM,
+     {0x28, 0, 0, 0, 0x07, 0xff, 0, 0, 1, 0},
+     512,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     512,
+     512,
+     0,
+     NULL},
+    {"READ(10) one past the end",
+     L_RAM,
+     {0x28, 0, 0, 0, 0x08, 0x00, 0, 0, 1, 0},
+     512,
+     NULL,
+     0,
+     2,
+     5,
+     0x21,
+     0,
+     512,
+     0,
+     0,
+     NULL},
+    {"READ(10) straddling the end",
+     L_RAM,
+     {0x28, 0, 0, 0, 0x07, 0xff, 0, 0, 2, 0},
+     1024,
+     NULL,
+     0,
+     2,
+     5,
+     0x21,
+     0,
+     1024,
+     0,
+     0,
+     NULL},
+    {"READ(10) 0 blocks at the end",
+     L_RAM,
+     {0x28, 0, 0, 0, 0x08, 0x00, 0, 0, 0, 0},
+     0,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     NULL},
+    {"READ(10) 0 blocks beyond the end",
+     L_RAM,
+     {0x28, 0, 0, 0, 0x08, 0x01, 0, 0, 0, 0},
+     0,
+     NULL,
+     0,
+     2,
+     5,
+     0x21,
+     0,
+     0,
+     0,
+     0,
+     NULL},
+    {"READ(16) LBA + length wraps 2^64",
+     L_RAM,
+     {0x88, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 2, 0, 0},
+     1024,
+     NULL,
+     0,
+     2,
+     5,
+     0x21,
+     0,
+     1024,
+     0,
+     0,
+     NULL},
+    {"READ(12) huge LBA",
+     L_RAM,
+     {0xa8, 0, 0x80, 0, 0, 0, 0, 0, 0, 1, 0, 0},
+     512,
+     NULL,
+     0,
+     2,
+     5,
+     0x21,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"READ(6) length 0 means 256 blocks",
+     L_RAM,
+     {0x08, 0, 0, 0, 0, 0},
+     131072,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     131072,
+     131072,
+     0,
+     NULL},
+    {"READ(6) short data_in_max: data_in_len is capped",
+     L_RAM,
+     {0x08, 0, 0, 0, 2, 0},
+     512,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     1024,
+     512,
+     0,
+     NULL},
+    {"READ(10) RDPROTECT set",
+     L_RAM,
+     {0x28, 0x20, 0, 0, 0, 0, 0, 0, 1, 0},
+     512,
+     NULL,
+     0,
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"READ(10) over maximum transfer length",
+     L_RAM,
+     {0x28, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0},
+     512,
+     NULL,
+     0,
+     2,
+     5,
+     0x21,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"WRITE(10) read-only LU",
+     L_RO,
+     {0x2a, 0, 0, 0, 0, 0, 0, 0, 1, 0},
+     0,
+     zblk,
+     512,
+     2,
+     7,
+     0x27,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"WRITE SAME(16) read-only LU",
+     L_RO,
+     {0x93, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0},
+     0,
+     NULL,
+     0,
+     2,
+     7,
+     0x27,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"READ(10) read-only LU works",
+     L_RO,
+     {0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0},
+     512,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     512,
+     512,
+     0,
+     NULL},
+    {"READ(10) no medium",
+     L_NOMED,
+     {0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0},
+     512,
+     NULL,
+     0,
+     2,
+     2,
+     0x3a,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"WRITE(10) out of range",
+     L_RAM,
+     {0x2a, 0, 0, 0, 0x08, 0x00, 0, 0, 1, 0},
+     0,
+     zblk,
+     512,
+     2,
+     5,
+     0x21,
+     0,
+     512,
+     0,
+     0,
+     NULL},
+    {"WRITE(10) data-out shorter than the CDB",
+     L_RAM,
+     {0x2a, 0, 0, 0, 0, 5, 0, 0, 2, 0},
+     0,
+     zblk,
+     512,
+     2,
+     5,
+     0x24,
+     0,
+     1024,
+     0,
+     0,
+     NULL},
+    {"WRITE AND VERIFY(10) BYTCHK reserved value",
+     L_RAM,
+     {0x2e, 0x04, 0, 0, 0, 5, 0, 0, 1, 0},
+     0,
+     zblk,
+     512,
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"VERIFY(10) BYTCHK=0",
+     L_RAM,
+     {0x2f, 0, 0, 0, 0, 0, 0, 0, 8, 0},
+     0,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     NULL},
+    {"VERIFY(16) out of range",
+     L_RAM,
+     {0x8f, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00, 0, 0, 0, 1, 0, 0},
+     0,
+     NULL,
+     0,
+     2,
+     5,
+     0x21,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"SYNCHRONIZE CACHE(10)",
+     L_RAM,
+     {0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+     0,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     NULL},
+    {"SYNCHRONIZE CACHE(16) file",
+     L_FILE,
+     {0x91, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+     0,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     NULL},
+    {"SYNCHRONIZE CACHE(10) out of range",
+     L_RAM,
+     {0x35, 0, 0, 0, 0x08, 0x01, 0, 0, 0, 0},
+     0,
+     NULL,
+     0,
+     2,
+     5,
+     0x21,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"PRE-FETCH(10)",
+     L_RAM,
+     {0x34, 0, 0, 0, 0, 0, 0, 0, 8, 0},
+     0,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     NULL},
+    {"PRE-FETCH(16) one block beyond the end",
+     L_RAM,
+     {0x90, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x01, 0, 0, 0, 0, 0, 0},
+     0,
+     NULL,
+     0,
+     2,
+     5,
+     0x21,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"UNMAP on a fully provisioned LU",
+     L_4K,
+     {0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0},
+     0,
+     DOUT(0, 22, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0),
+     2,
+     5,
+     0x20,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"UNMAP parameter list length 0",
+     L_RAM,
+     {0x42, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+     0,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     NULL},
+    {"UNMAP ANCHOR",
+     L_RAM,
+     {0x42, 0x01, 0, 0, 0, 0, 0, 0, 24, 0},
+     0,
+     DOUT(0, 22, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0),
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"UNMAP descriptor out of range",
+     L_RAM,
+     {0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0},
+     0,
+     DOUT(0, 22, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x07, 0xff, 0, 0, 0, 2, 0, 0, 0, 0),
+     2,
+     5,
+     0x21,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"UNMAP too many blocks",
+     L_RAM,
+     {0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0},
+     0,
+     DOUT(0, 22, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x40, 0, 1, 0, 0, 0, 0),
+     2,
+     5,
+     0x26,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"UNMAP short parameter list",
+     L_RAM,
+     {0x42, 0, 0, 0, 0, 0, 0, 0, 4, 0},
+     0,
+     DOUT(0, 2, 0, 0),
+     2,
+     5,
+     0x1a,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"WRITE SAME(10) 0 blocks with WSNZ",
+     L_RAM,
+     {0x41, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+     0,
+     zblk,
+     512,
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"WRITE SAME(10) ANCHOR",
+     L_RAM,
+     {0x41, 0x18, 0, 0, 0, 0, 0, 0, 1, 0},
+     0,
+     zblk,
+     512,
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"WRITE SAME(16) out of range",
+     L_RAM,
+     {0x93, 0, 0, 0, 0, 0, 0, 0, 0x07, 0xff, 0, 0, 0, 2, 0, 0},
+     0,
+     zblk,
+     512,
+     2,
+     5,
+     0x21,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"COMPARE AND WRITE 0 blocks",
+     L_RAM,
+     {0x89, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+     0,
+     NULL,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     0,
+     NULL},
+    {"COMPARE AND WRITE over the maximum",
+     L_RAM,
+     {0x89, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0},
+     0,
+     NULL,
+     0,
+     2,
+     5,
+     0x24,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+    {"COMPARE AND WRITE data-out not 2N blocks",
+     L_RAM,
+     {0x89, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0},
+     0,
+     zblk,
+     512,
+     2,
+     5,
+     0x24,
+     0,
+     1024,
+     0,
+     0,
+     NULL},
+    {"GET LBA STATUS beyond the end",
+     L_RAM,
+     {0x9e, 0x12, 0, 0, 0, 0, 0, 0, 0x08, 0x00, 0, 0, 0, 24, 0, 0},
+     24,
+     NULL,
+     0,
+     2,
+     5,
+     0x21,
+     0,
+     NOCHK,
+     0,
+     0,
+     NULL},
+};
+
+static void run_table(struct env *e, const struct tc *cases, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		t_check(e, &cases[i]);
+}
+
+/* ---- data round trips ---- */
+
+static void fill(uint8_t *p, size_t n, uint8_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(seed + i * 7);
+}
+
+static void test_write_read(struct env *e, uint32_t lun, uint32_t bs)
+{
+	static uint8_t data[16 * 4096], other[16 * 4096];
+	struct tcmd t;
+
+	printf("# write/read round trip on LUN %u\n", lun);
+	fill(data, sizeof(data), (uint8_t)(0x30 + lun));
+	/* WRITE(10) FUA, 16 blocks at LBA 64 */
+	t_run(e, e->nx, lun, B(0x2a, 0x08, 0, 0, 0, 64, 0, 0, 16, 0), 0, data, 16 * bs, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(t.c.xfer_wanted, 16 * bs);
+	t_run(e, e->nx, lun, B(0x88, 0, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0, 0, 16, 0, 0), 16 * bs, NULL,
+	      0, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(t.c.data_in_len, 16 * bs);
+	CHECK_MEM(t.c.buf, data, 16 * bs);
+	/* READ(12) of a subrange */
+	t_run(e, e->nx, lun, B(0xa8, 0, 0, 0, 0, 65, 0, 0, 0, 2, 0, 0), 2 * bs, NULL, 0, &t);
+	CHECK_MEM(t.c.buf, data + bs, 2 * bs);
+	/* WRITE(6) then READ(6) */
+	t_run(e, e->nx, lun, B(0x0a, 0, 0, 100, 1, 0), 0, data + 2 * bs, bs, &t);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, e->nx, lun, B(0x08, 0, 0, 100, 1, 0), bs, NULL, 0, &t);
+	CHECK_MEM(t.c.buf, data + 2 * bs, bs);
+	/* WRITE AND VERIFY(16) + VERIFY(10) BYTCHK=1 match and mismatch */
+	t_run(e, e->nx, lun, B(0x8e, 0x02, 0, 0, 0, 0, 0, 0, 0, 120, 0, 0, 0, 2, 0, 0), 0, data,
+	      2 * bs, &t);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, e->nx, lun, B(0x2f, 0x02, 0, 0, 0, 120, 0, 0, 2, 0), 0, data, 2 * bs, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(t.c.xfer_wanted, 2 * bs);
+	memcpy(other, data, 2 * bs);
+	other[700] ^= 1;
+	t_run(e, e->nx, lun, B(0x2f, 0x02, 0, 0, 0, 120, 0, 0, 2, 0), 0, other, 2 * bs, &t);
+	t_check_sense(&t, 0xe, 0x1d, 0x00);
+	CHECK_EQ(t.c.sense[0], 0xf0); /* VALID */
+	CHECK_MEM(t.c.sense + 3, B(0, 0, 0x02, 0xbc), 4);
+	/* VERIFY(16) BYTCHK=3: one block compared with each block */
+	t_run(e, e->nx, lun, B(0x2a, 0, 0, 0, 0, 130, 0, 0, 3, 0), 0, zblk,
+	      3 * bs > 4096 ? 0 : 3 * bs, &t);
+	if (bs == 512) {
+		t_run(e, e->nx, lun, B(0x8f, 0x06, 0, 0, 0, 0, 0, 0, 0, 130, 0, 0, 0, 3, 0, 0), 0,
+		      zblk, bs, &t);
+		CHECK_EQ(t.c.status, 0);
+		CHECK_EQ(t.c.xfer_wanted, bs);
+		t_run(e, e->nx, lun, B(0x8f, 0x06, 0, 0, 0, 0, 0, 0, 0, 79, 0, 0, 0, 3, 0, 0), 0,
+		      zblk, bs, &t);
+		CHECK_EQ(t.c.status, 2);
+		CHECK_EQ(t.c.sense[2], 0x0e);
+	}
+	/* short data-out: nothing written */
+	memset(other, 0x5a, sizeof(other));
+	t_run(e, e->nx, lun, B(0x2a, 0, 0, 0, 0, 64, 0, 0, 2, 0), 0, other, 2 * bs - 24, &t);
+	t_check_sense(&t, 0x5, 0x24, 0x00);
+	t_run(e, e->nx, lun, B(0x28, 0, 0, 0, 0, 64, 0, 0, 2, 0), 2 * bs, NULL, 0, &t);
+	CHECK_MEM(t.c.buf, data, 2 * bs);
+}
+
+static void test_thin(struct env *e, uint32_t lun)
+{
+	static uint8_t data[8192], zeros[8192], pat[512];
+	uint8_t unmap[24] = {0, 22, 0, 16, 0, 0, 0, 0,	0, 0, 0, 0,
+			     0, 0,  0, 64, 0, 0, 0, 16, 0, 0, 0, 0};
+	struct tcmd t;
+
+	printf("# thin provisioning on LUN %u\n", lun);
+	fill(data, sizeof(data), 0x77);
+	memset(zeros, 0, sizeof(zeros));
+	t_run(e, e->nx, lun, B(0x2a, 0, 0, 0, 0, 64, 0, 0, 16, 0), 0, data, 8192, &t);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, e->nx, lun, B(0x9e, 0x12, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0, 0, 24, 0, 0), 24, NULL, 0,
+	      &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(t.c.data_in_len, 24);
+	CHECK_MEM(t.c.buf, B(0, 0, 0, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 64), 16);
+	CHECK_EQ(t.c.buf[20], 0x00); /* mapped */
+	t_run(e, e->nx, lun, B(0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0), 0, unmap, 24, &t);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, e->nx, lun, B(0x28, 0, 0, 0, 0, 64, 0, 0, 16, 0), 8192, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_MEM(t.c.buf, zeros, 8192);
+	t_run(e, e->nx, lun, B(0x9e, 0x12, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0, 0, 24, 0, 0), 24, NULL, 0,
+	      &t);
+	CHECK_MEM(t.c.buf, B(0, 0, 0, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 64), 16);
+	CHECK(get_be32(t.c.buf + 16) >= 16);
+	CHECK_EQ(t.c.buf[20], 0x01); /* deallocated */
+	/* WRITE SAME(10) with a pattern over 200 blocks, then read some back */
+	memset(pat, 0xab, sizeof(pat));
+	t_run(e, e->nx, lun, B(0x41, 0, 0, 0, 0x01, 0x00, 0, 0, 200, 0), 0, pat, 512, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(t.c.xfer_wanted, 512);
+	t_run(e, e->nx, lun, B(0x28, 0, 0, 0, 0x01, 0xc0, 0, 0, 8, 0), 4096, NULL, 0, &t);
+	memset(data, 0xab, 4096);
+	CHECK_MEM(t.c.buf, data, 4096);
+	/* WRITE SAME(16) UNMAP with a zero block: deallocated, reads zeros */
+	t_run(e, e->nx, lun, B(0x93, 0x08, 0, 0, 0, 0, 0, 0, 0x01, 0x00, 0, 0, 0, 200, 0, 0), 0,
+	      zeros, 512, &t);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, e->nx, lun, B(0x28, 0, 0, 0, 0x01, 0xc0, 0, 0, 8, 0), 4096, NULL, 0, &t);
+	CHECK_MEM(t.c.buf, zeros, 4096);
+	/* WRITE SAME(16) NDOB: no data-out, zeros */
+	t_run(e, e->nx, lun, B(0x2a, 0, 0, 0, 0x01, 0x00, 0, 0, 2, 0), 0, data, 1024, &t);
+	t_run(e, e->nx, lun, B(0x93, 0x01, 0, 0, 0, 0, 0, 0, 0x01, 0x00, 0, 0, 0, 2, 0, 0), 0, NULL,
+	      0, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(t.c.xfer_wanted, 0);
+	t_run(e, e->nx, lun, B(0x28, 0, 0, 0, 0x01, 0x00, 0, 0, 2, 0), 1024, NULL, 0, &t);
+	CHECK_MEM(t.c.buf, zeros, 1024);
+}
+
+static void test_caw(struct env *e, uint32_t lun)
+{
+	static uint8_t two[2048], blk[1024];
+	struct tcmd t;
+
+	printf("# COMPARE AND WRITE on LUN %u\n", lun);
+	memset(blk, 0x11, 1024);
+	t_run(e, e->nx, lun, B(0x2a, 0, 0, 0, 0x01, 0x2c, 0, 0, 2, 0), 0, blk, 1024, &t);
+	CHECK_EQ(t.c.status, 0);
+	memset(two, 0x11, 1024);
+	memset(two + 1024, 0x22, 1024);
+	t_run(e, e->nx, lun, B(0x89, 0x08, 0, 0, 0, 0, 0, 0, 0x01, 0x2c, 0, 0, 0, 2, 0, 0), 0, two,
+	      2048, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(t.c.xfer_wanted, 2048);
+	t_run(e, e->nx, lun, B(0x28, 0, 0, 0, 0x01, 0x2c, 0, 0, 2, 0), 1024, NULL, 0, &t);
+	CHECK_MEM(t.c.buf, two + 1024, 1024);
+	/* Miscompare at byte 517: MISCOMPARE 1D/00, INFORMATION 517, nothing written. */
+	memset(two, 0x22, 1024);
+	two[517] = 0;
+	memset(two + 1024, 0x33, 1024);
+	t_run(e, e->nx, lun, B(0x89, 0, 0, 0, 0, 0, 0, 0, 0x01, 0x2c, 0, 0, 0, 2, 0, 0), 0, two,
+	      2048, &t);
+	t_check_sense(&t, 0xe, 0x1d, 0x00);
+	CHECK_EQ(t.c.sense[0], 0xf0);
+	CHECK_MEM(t.c.sense + 3, B(0, 0, 0x02, 0x05), 4);
+	t_run(e, e->nx, lun, B(0x28, 0, 0, 0, 0x01, 0x2c, 0, 0, 2, 0), 1024, NULL, 0, &t);
+	memset(blk, 0x22, 1024);
+	CHECK_MEM(t.c.buf, blk, 1024);
+}
+
+/* ---- reservations ---- */
+
+static void test_reservations(struct env *e)
+{
+	struct scsi_nexus *a = scsi_nexus_new(e->map, "ia,i,0x1", "t,t,0x1");
+	struct scsi_nexus *b = scsi_nexus_new(e->map, "ib,i,0x1", "t,t,0x1");
+	static const uint8_t tur[16] = {0}, rs[16] = {0x03, 0, 0, 0, 18, 0};
+	static const uint8_t res6[16] = {0x16}, rel6[16] = {0x17}, res10[16] = {0x56};
+	struct tcmd t;
+
+	printf("# RESERVE/RELEASE\n");
+	t_run(e, a, L_4K, rs, 18, NULL, 0, &t);
+	t_run(e, b, L_4K, rs, 18, NULL, 0, &t);
+	t_run(e, a, L_4K, res6, 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, b, L_4K, tur, 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0x18);
+	CHECK_EQ(t.c.sense_len, 0);
+	t_run(e, b, L_4K, B(0x12, 0, 0, 0, 36, 0), 36, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, b, L_4K, res10, 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0x18);
+	t_run(e, b, L_4K, rel6, 0, NULL, 0, &t); /* not the holder: GOOD, no effect */
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, b, L_4K, tur, 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0x18);
+	t_run(e, a, L_4K, tur, 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, a, L_4K, res6, 0, NULL, 0, &t); /* holder may reserve again */
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, a, L_4K, rel6, 0, NULL, 0, &t);
+	t_run(e, b, L_4K, tur, 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	/* Nexus loss releases. */
+	t_run(e, a, L_4K, res6, 0, NULL, 0, &t);
+	scsi_nexus_free(a);
+	t_run(e, b, L_4K, tur, 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	/* LU reset releases, and the resetting nexus gets no UA. */
+	t_run(e, b, L_4K, res6, 0, NULL, 0, &t);
+	scsi_lu_reset(scsi_lun_map_get(e->map, L_4K), b);
+	t_run(e, e->nx, L_4K, tur, 0, NULL, 0, &t);
+	t_check_sense(&t, 0x6, 0x29, 0x03);
+	t_run(e, e->nx, L_4K, tur, 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, b, L_4K, tur, 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	scsi_nexus_free(b);
+}
+
+/* ---- mode select side effects: WCE, D_SENSE, 2A/01 for others ---- */
+
+static void test_mode_select_effects(struct env *e)
+{
+	struct scsi_nexus *b = scsi_nexus_new(e->map, "ib,i,0x1", "t,t,0x1");
+	static const uint8_t rs[16] = {0x03, 0, 0, 0, 18, 0}, tur[16] = {0};
+	struct tcmd t;
+
+	printf("# MODE SELECT side effects\n");
+	t_run(e, b, L_RAM, rs, 18, NULL, 0, &t);
+	t_run(e, e->nx, L_RAM, B(0x15, 0x10, 0, 0, 16, 0), 0,
+	      B(0, 0, 0, 0, 0x0a, 0x0a, 0x06, 0x10, 0, 0, 0, 0, 0xff, 0xff, 0, 0), 16, &t);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, b, L_RAM, tur, 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 2); /* already in descriptor format: D_SENSE is on */
+	CHECK_MEM(t.c.sense, B(0x72, 0x06, 0x2a, 0x01, 0, 0, 0, 0), 8);
+	CHECK_EQ(t.c.sense_len, 8);
+	/* D_SENSE now on: descriptor-format sense, field pointer in a SKS descriptor */
+	t_run(e, e->nx, L_RAM, B(0x28, 0x20, 0, 0, 0, 0, 0, 0, 1, 0), 512, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 2);
+	CHECK_EQ(t.c.sense_len, 16);
+	CHECK_MEM(t.c.sense, B(0x72, 0x05, 0x24, 0x00, 0, 0, 0, 8, 0x02, 0x06, 0, 0, 0xcd, 0, 1, 0),
+		  16);
+	t_run(e, e->nx, L_RAM, B(0x1a, 0x08, 0x0a, 0, 255, 0), 255, NULL, 0, &t);
+	CHECK_EQ(t.c.buf[6], 0x06);
+	/* Miscompare in descriptor format carries an information descriptor. */
+	/* Back to fixed format, WCE off then on. */
+	t_run(e, e->nx, L_RAM, B(0x55, 0x10, 0, 0, 0, 0, 0, 0, 20, 0), 0,
+	      B(0, 0, 0, 0, 0, 0, 0, 0, 0x0a, 0x0a, 0x02, 0x10, 0, 0, 0, 0, 0xff, 0xff, 0, 0), 20,
+	      &t);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, e->nx, L_RAM, B(0x28, 0x20, 0, 0, 0, 0, 0, 0, 1, 0), 512, NULL, 0, &t);
+	CHECK_EQ(t.c.sense_len, 18);
+	CHECK_MEM(t.c.sense, B(0x70, 0, 0x05, 0, 0, 0, 0, 0x0a, 0, 0, 0, 0, 0x24, 0, 0, 0xcd, 0, 1),
+		  18);
+	t_run(e, e->nx, L_RAM, B(0x15, 0x10, 0, 0, 24, 0), 0,
+	      B(0, 0, 0, 0, 0x08, 0x12, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+	      24, &t);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, e->nx, L_RAM, B(0x1a, 0x08, 0x08, 0, 255, 0), 255, NULL, 0, &t);
+	CHECK_EQ(t.c.buf[6], 0x00);
+	/* write-through now: a write still works (made durable) */
+	t_run(e, e->nx, L_RAM, B(0x2a, 0, 0, 0, 0, 9, 0, 0, 1, 0), 0, zblk, 512, &t);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, e->nx, L_RAM, B(0x15, 0x10, 0, 0, 24, 0), 0, B(0, 0, 0, 0, PG_CACHING_WCE), 24,
+	      &t);
+	CHECK_EQ(t.c.status, 0);
+	scsi_nexus_free(b);
+}
+
+/* ---- async completion and error injection on the file backend ---- */
+
+static void test_async(struct env *e)
+{
+	struct tcmd t;
+	static const uint8_t cdb[16] = {0x28, 0, 0, 0, 0, 0, 0, 0, 8, 0};
+
+	printf("# async completion through io_uring\n");
+	memset(&t, 0, sizeof(t));
+	t.c.thread = e->thr;
+	t.c.map = e->map;
+	t.c.nexus = e->nx;
+	t.c.lun_field = scsi_lun_encode(L_FILE);
+	t.c.cdb = cdb;
+	t.c.cdb_len = 16;
+	t.c.buf = e->buf;
+	t.c.buf_len = TBUF;
+	t.c.data_in_max = 4096;
+	t.c.done = t_done;
+	t.c.priv = &t;
+	scsi_cmd_exec(&t.c);
+	CHECK_EQ(t.ndone, 0); /* not before the loop reaps the completion */
+	for (int i = 0; i < 1000 && !t.ndone; i++)
+		ev_loop_run_once(e->loop, 10);
+	CHECK_EQ(t.ndone, 1);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(t.c.data_in_len, 4096);
+}
+
+static void test_errors(struct env *e)
+{
+	struct scsi_lu *lu = scsi_lun_map_get(e->map, L_ERR);
+	static uint8_t blk[512];
+	struct tcmd t;
+	int fd;
+
+	printf("# error injection\n");
+	memset(blk, 0x42, sizeof(blk));
+	t_run(e, e->nx, L_ERR, B(0x2a, 0, 0, 0, 0, 1, 0, 0, 1, 0), 0, blk, 512, &t);
+	CHECK_EQ(t.c.status, 0);
+	/* A write-only fd: reads fail -> MEDIUM ERROR / UNRECOVERED READ ERROR. */
+	fd = open(err_path, O_WRONLY);
+	CHECK_EQ(bs_file_debug_set_fd(lu->dev, fd), 0);
+	close(fd);
+	t_run(e, e->nx, L_ERR, B(0x28, 0, 0, 0, 0, 1, 0, 0, 1, 0), 512, NULL, 0, &t);
+	t_check_sense(&t, 0x3, 0x11, 0x00);
+	CHECK_EQ(t.c.data_in_len, 0);
+	/* A read-only fd: writes fail -> MEDIUM ERROR / WRITE ERROR. */
+	fd = open(err_path, O_RDONLY);
+	CHECK_EQ(bs_file_debug_set_fd(lu->dev, fd), 0);
+	close(fd);
+	t_run(e, e->nx, L_ERR, B(0x2a, 0, 0, 0, 0, 1, 0, 0, 1, 0), 0, blk, 512, &t);
+	t_check_sense(&t, 0x3, 0x0c, 0x00);
+	/* A full device: ENOSPC -> DATA PROTECT / SPACE ALLOCATION FAILED WRITE PROTECT. */
+	fd = open("/dev/full", O_RDWR);
+	if (fd >= 0) {
+		CHECK_EQ(bs_file_debug_set_fd(lu->dev, fd), 0);
+		close(fd);
+		t_run(e, e->nx, L_ERR, B(0x2a, 0, 0, 0, 0, 1, 0, 0, 1, 0), 0, blk, 512, &t);
+		t_check_sense(&t, 0x7, 0x27, 0x07);
+	}
+	/* COMPARE AND WRITE reads synchronously: the read error surfaces too. */
+	fd = open(err_path, O_WRONLY);
+	CHECK_EQ(bs_file_debug_set_fd(lu->dev, fd), 0);
+	close(fd);
+	t_run(e, e->nx, L_ERR, B(0x89, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0), 0, zblk, 1024,
+	      &t);
+	t_check_sense(&t, 0x3, 0x11, 0x00);
+}
+
+static void test_misc(void)
+{
+	printf("# LUN encoding, data-out sizes\n");
+	CHECK_EQ(scsi_lun_encode(0), 0);
+	CHECK_EQ(scsi_lun_encode(5), 0x0005000000000000ULL);
+	CHECK_EQ(scsi_lun_encode(300), 0x412c000000000000ULL);
+	CHECK_EQ(scsi_lun_decode(0x0005000000000000ULL), 5);
+	CHECK_EQ(scsi_lun_decode(0x412c000000000000ULL), 300);
+	CHECK_EQ(scsi_lun_decode(0x0005000100000000ULL), UINT32_MAX);
+	CHECK_EQ(scsi_lun_decode(0x0105000000000000ULL), UINT32_MAX);
+	CHECK_EQ(scsi_lun_decode(0xc000000000000000ULL), UINT32_MAX);
+}
+
+static void test_dout_len(struct env *e)
+{
+	const struct scsi_lu *lu = scsi_lun_map_get(e->map, L_RAM);
+	const struct scsi_lu *lu4k = scsi_lun_map_get(e->map, L_4K);
+
+	CHECK_EQ(scsi_cdb_data_out_len(lu, B(0x2a, 0, 0, 0, 0, 0, 0, 0, 3, 0), 10), 1536);
+	CHECK_EQ(scsi_cdb_data_out_len(lu4k, B(0x2a, 0, 0, 0, 0, 0, 0, 0, 3, 0), 10), 12288);
+	CHECK_EQ(scsi_cdb_data_out_len(lu, B(0x0a, 0, 0, 0, 0, 0), 6), 131072);
+	CHECK_EQ(
+	    scsi_cdb_data_out_len(lu, B(0x89, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0), 16),
+	    2048);
+	CHECK_EQ(
+	    scsi_cdb_data_out_len(lu, B(0x93, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0), 16),
+	    0);
+	CHECK_EQ(scsi_cdb_data_out_len(lu, B(0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0), 10), 24);
+	CHECK_EQ(scsi_cdb_data_out_len(lu, B(0x28, 0, 0, 0, 0, 0, 0, 0, 3, 0), 10), 0);
+	CHECK_EQ(scsi_cdb_data_out_len(NULL, B(0x2a, 0, 0, 0, 0, 0, 0, 0, 3, 0), 10), 0);
+	CHECK_EQ(scsi_lu_num_blocks(lu), 2048);
+	CHECK_EQ(scsi_lu_block_size(lu4k), 4096);
+}
+
+static void test_rsoc_all(struct env *e)
+{
+	struct tcmd t;
+	uint32_t len, n, found = 0;
+
+	printf("# RSOC all commands\n");
+	t_run(e, e->nx, L_RAM, B(0xa3, 0x0c, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0), 4096, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	len = get_be32(t.c.buf);
+	CHECK_EQ(len % 8, 0);
+	CHECK_EQ(t.c.data_in_len, len + 4);
+	for (n = 4; n < len + 4; n += 8) {
+		const uint8_t *d = t.c.buf + n;
+
+		if (d[0] == 0x28)
+			found += d[5] == 0 && get_be16(d + 6) == 10;
+		if (d[0] == 0x9e && get_be16(d + 2) == 0x10)
+			found += d[5] == 0x01 && get_be16(d + 6) == 16;
+	}
+	CHECK_EQ(found, 2);
+	/* With RCTD each descriptor carries a 12-byte timeouts descriptor. */
+	t_run(e, e->nx, L_RAM, B(0xa3, 0x0c, 0x80, 0, 0, 0, 0, 0, 0x10, 0, 0, 0), 4096, NULL, 0,
+	      &t);
+	CHECK_EQ(get_be32(t.c.buf), len / 8 * 20);
+	CHECK_EQ(t.c.buf[4 + 5], 0x02);
+	CHECK_MEM(t.c.buf + 12, B(0x00, 0x0a), 2);
+}
+
+int main(void)
+{
+	struct env e;
+
+	setup(&e);
+	test_misc();
+	test_unit_attention(&e);
+	run_table(&e, spc_cases, sizeof(spc_cases) / sizeof(spc_cases[0]));
+	run_table(&e, mode_cases, sizeof(mode_cases) / sizeof(mode_cases[0]));
+	run_table(&e, sbc_cases, sizeof(sbc_cases) / sizeof(sbc_cases[0]));
+	test_dout_len(&e);
+	test_rsoc_all(&e);
+	test_write_read(&e, L_RAM, 512);
+	test_write_read(&e, L_FILE, 512);
+	test_write_read(&e, L_4K, 4096);
+	test_thin(&e, L_RAM);
+	test_thin(&e, L_FILE);
+	test_caw(&e, L_RAM);
+	test_caw(&e, L_FILE);
+	test_reservations(&e);
+	test_mode_select_effects(&e);
+	test_async(&e);
+	test_errors(&e);
+	scsi_nexus_free(e.nx);
+	scsi_lun_map_free(e.map);
+	scsi_thread_free(e.thr);
+	ev_loop_free(e.loop);
+	free(e.buf);
+	unlink(file_path);
+	unlink(err_path);
+	return tap_done();
+}
