@@ -154,6 +154,9 @@ static int admit(void *ctx, const struct login_info *li, struct login_grant *g)
 			g->creds.mutual_secret = (const uint8_t *)gl->discovery_mutual_chap.secret;
 			g->creds.mutual_secret_len = strlen(gl->discovery_mutual_chap.secret);
 		}
+		for (int i = 0; i < gl->ndiscovery_chap_algs && i < 4; i++)
+			g->creds.algs[i] = gl->discovery_chap_algs[i];
+		g->creds.nalgs = gl->ndiscovery_chap_algs;
 		return 0;
 	}
 	const struct cfg_target *ct = cfg_find_target(cfg, li->target_name);
