@@ -16,6 +16,7 @@
 struct tcmd {
 	struct scsi_cmd c;
 	int ndone;
+	uint8_t cdb[16]; /* the CDB, zero padded as an iSCSI PDU carries it */
 };
 
 static inline void t_done(struct scsi_cmd *c)
@@ -31,16 +32,19 @@ struct env {
 	uint8_t *buf;
 };
 
-/* Run one command; returns the number of times done fired (must be 1). */
-static inline int t_run(struct env *e, struct scsi_nexus *nx, uint32_t lun, const uint8_t *cdb,
-			uint32_t din_max, const uint8_t *dout, uint32_t dout_len, struct tcmd *t)
+/* Run one command; returns the number of times done fired (must be 1). cdb_size is the size
+ * of the caller's CDB array (t_run() passes sizeof). */
+static inline int t_run_n(struct env *e, struct scsi_nexus *nx, uint32_t lun, const uint8_t *cdb,
+			  size_t cdb_size, uint32_t din_max, const uint8_t *dout, uint32_t dout_len,
+			  struct tcmd *t)
 {
 	memset(t, 0, sizeof(*t));
+	memcpy(t->cdb, cdb, cdb_size < 16 ? cdb_size : 16);
 	t->c.thread = e->thr;
 	t->c.map = e->map;
 	t->c.nexus = nx;
 	t->c.lun_field = scsi_lun_encode(lun);
-	t->c.cdb = cdb;
+	t->c.cdb = t->cdb;
 	t->c.cdb_len = 16;
 	t->c.buf = e->buf;
 	t->c.buf_len = TBUF;
@@ -56,6 +60,8 @@ static inline int t_run(struct env *e, struct scsi_nexus *nx, uint32_t lun, cons
 		ev_loop_run_once(e->loop, 10);
 	return t->ndone;
 }
+
+#define t_run(e, nx, lun, cdb, ...) t_run_n(e, nx, lun, cdb, sizeof(cdb), __VA_ARGS__)
 
 /* One table row: CDB in, expected status/sense/data out. */
 struct tc {
