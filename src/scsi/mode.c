@@ -81,7 +81,8 @@ int scsi_spc_mode_sense(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	if (page == 0x3f && (subpage == 0x00 || subpage == 0xff)) {
 		for (size_t i = 0; i < N_PAGES; i++)
 			n += build_page(lu, &mode_pages[i], pc, d + n);
-	} else if (subpage == 0x00 && find_page(page)) {
+	} else if ((subpage == 0x00 || subpage == 0xff) && find_page(page)) {
+		/* 0xFF: all subpages of the page; these pages have only subpage 0. */
 		n += build_page(lu, find_page(page), pc, d + n);
 	} else {
 		scsi_fail_cdb(cmd, subpage ? 3 : 2, subpage ? 7 : 5);

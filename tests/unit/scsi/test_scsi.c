@@ -3,6 +3,7 @@
  * provisioning, COMPARE AND WRITE, async completion through io_uring and error injection. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -1831,6 +1832,126 @@ static void test_rsoc_all(struct env *e)
 	CHECK_MEM(t.c.buf + 12, B(0x00, 0x0a), 2);
 }
 
+static void test_vpd83(struct env *e)
+{
+	static const char tport[] = "iqn.2024-01.org.example:t1,t,0x1";
+	static const char tname[] = "iqn.2024-01.org.example:t1";
+	struct tcmd t;
+	const uint8_t *d;
+	uint32_t len, off, n_naa = 0, n_t10 = 0, n_rel = 0, n_port = 0, n_dev = 0;
+
+	printf("# VPD 0x83 device identification\n");
+	t_run(e, e->nx, L_RAM, B(0x12, 1, 0x83, 0x01, 0x00, 0), 256, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	d = t.c.buf;
+	CHECK_MEM(d, B(0x00, 0x83), 2);
+	len = get_be16(d + 2);
+	CHECK_EQ(t.c.data_in_len, len + 4);
+	for (off = 4; off + 4 <= len + 4; off += 4u + d[off + 3]) {
+		const uint8_t *x = d + off;
+
+		if (x[1] == 0x03) { /* LU, NAA: binary, 16 bytes, NAA 6 */
+			n_naa++;
+			CHECK_EQ(x[0], 0x01);
+			CHECK_EQ(x[3], 16);
+			CHECK_EQ(x[4] >> 4, 6);
+		} else if (x[1] == 0x01) { /* LU, T10 vendor id: ASCII vendor + serial */
+			n_t10++;
+			CHECK_EQ(x[0], 0x02);
+			CHECK_EQ(x[3], 12);
+			CHECK_MEM(x + 4, "IX      SER0", 12);
+		} else if (x[1] == 0x94) { /* PIV, port, relative target port 1 */
+			n_rel++;
+			CHECK_MEM(x, B(0x51, 0x94, 0x00, 0x04, 0, 0, 0, 1), 8);
+		} else if (x[1] == 0x98) { /* PIV, port, SCSI name string */
+			n_port++;
+			CHECK_EQ(x[0], 0x53);
+			CHECK_EQ(x[3] % 4, 0);
+			CHECK(x[3] > sizeof(tport) - 1);
+			CHECK_MEM(x + 4, tport, sizeof(tport));
+		} else if (x[1] == 0xa8) { /* PIV, target device, SCSI name string */
+			n_dev++;
+			CHECK_EQ(x[3] % 4, 0);
+			CHECK_MEM(x + 4, tname, sizeof(tname));
+		}
+	}
+	CHECK_EQ(off, len + 4);
+	CHECK_EQ(n_naa, 1);
+	CHECK_EQ(n_t10, 1);
+	CHECK_EQ(n_rel, 1);
+	CHECK_EQ(n_port, 1);
+	CHECK_EQ(n_dev, 1);
+	/* Two LUs never share an NAA identifier; the default serial is derived from it. */
+	{
+		uint8_t naa0[16];
+
+		memcpy(naa0, d + 8, 16);
+		t_run(e, e->nx, L_4K, B(0x12, 1, 0x83, 0x01, 0x00, 0), 256, NULL, 0, &t);
+		CHECK(memcmp(naa0, t.c.buf + 8, 16) != 0);
+		t_run(e, e->nx, L_4K, B(0x12, 1, 0x80, 0x01, 0x00, 0), 256, NULL, 0, &t);
+		CHECK_EQ(get_be16(t.c.buf + 2), 24);
+	}
+}
+
+/* COMPARE AND WRITE as a lock: two threads increment a counter block with read + CAW,
+ * retrying on miscompare. With atomic CAW no increment is lost. */
+struct caw_worker {
+	struct env *e;
+	struct scsi_nexus *nx;
+	int iters;
+	int miscompares;
+};
+
+static void *caw_thread(void *arg)
+{
+	struct caw_worker *w = arg;
+	struct env local = *w->e;
+	uint8_t *buf = aligned_alloc(4096, TBUF);
+	uint8_t two[1024];
+	struct tcmd t;
+
+	local.buf = buf;
+	local.thr = NULL; /* RAM LU: synchronous */
+	for (int done = 0; done < w->iters;) {
+		uint32_t v;
+
+		t_run(&local, w->nx, L_RAM, B(0x28, 0, 0, 0, 0x01, 0xf4, 0, 0, 1, 0), 512, NULL, 0,
+		      &t);
+		v = get_be32(t.c.buf);
+		memcpy(two, t.c.buf, 512);
+		memcpy(two + 512, t.c.buf, 512);
+		put_be32(two + 512, v + 1);
+		t_run(&local, w->nx, L_RAM,
+		      B(0x89, 0, 0, 0, 0, 0, 0, 0, 0x01, 0xf4, 0, 0, 0, 1, 0, 0), 0, two, 1024, &t);
+		if (t.c.status == 0)
+			done++;
+		else
+			w->miscompares++;
+	}
+	free(buf);
+	return NULL;
+}
+
+static void test_caw_threads(struct env *e)
+{
+	struct caw_worker w[2];
+	pthread_t th[2];
+	struct tcmd t;
+
+	printf("# COMPARE AND WRITE from two threads\n");
+	t_run(e, e->nx, L_RAM, B(0x2a, 0, 0, 0, 0x01, 0xf4, 0, 0, 1, 0), 0, zblk, 512, &t);
+	CHECK_EQ(t.c.status, 0);
+	for (int i = 0; i < 2; i++) {
+		w[i] = (struct caw_worker){.e = e, .nx = e->nx, .iters = 2000};
+		pthread_create(&th[i], NULL, caw_thread, &w[i]);
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	t_run(e, e->nx, L_RAM, B(0x28, 0, 0, 0, 0x01, 0xf4, 0, 0, 1, 0), 512, NULL, 0, &t);
+	CHECK_EQ(get_be32(t.c.buf), 4000);
+	printf("# %d + %d miscompares retried\n", w[0].miscompares, w[1].miscompares);
+}
+
 int main(void)
 {
 	struct env e;
@@ -1843,6 +1964,7 @@ int main(void)
 	run_table(&e, sbc_cases, sizeof(sbc_cases) / sizeof(sbc_cases[0]));
 	test_dout_len(&e);
 	test_rsoc_all(&e);
+	test_vpd83(&e);
 	test_write_read(&e, L_RAM, 512);
 	test_write_read(&e, L_FILE, 512);
 	test_write_read(&e, L_4K, 4096);
@@ -1853,6 +1975,7 @@ int main(void)
 	test_reservations(&e);
 	test_mode_select_effects(&e);
 	test_async(&e);
+	test_caw_threads(&e);
 	test_errors(&e);
 	scsi_nexus_free(e.nx);
 	scsi_lun_map_free(e.map);
