@@ -1,0 +1,118 @@
+#!/bin/bash
+# The whole test suite: installs missing Debian packages, builds a normal and an ASan+UBSan
+# tree, runs the unit tests in both, then every interop test (tests/interop/*.sh) against the
+# real ix-target daemon from the sanitizer build. Ends with one line "N passed, N failed,
+# N skipped" and exits non-zero if anything failed.
+#
+#   tests/run.sh [--quick] [--filter PATTERN] [--peer ix|tgt]
+#     --quick    no ASan build (interop tests use the normal build)
+#     --filter   run only interop tests whose file name matches PATTERN
+#     --peer     run the interop tests against tgt instead of ix (to check the tests)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+QUICK=0
+FILTER=
+PEER=ix
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) QUICK=1 ;;
+	--filter) FILTER=$2; shift ;;
+	--peer) PEER=$2; shift ;;
+	-h|--help) sed -n 2,10p "$0"; exit 0 ;;
+	*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+	esac
+	shift
+done
+
+OUT=$ROOT/tests/out
+mkdir -p "$OUT"
+PASS=0 FAIL=0 SKIP=0
+FAILED_NAMES=()
+
+./scripts/deps.sh >"$OUT/deps.log" 2>&1 || { tail -20 "$OUT/deps.log"; echo "0 passed, 1 failed"; exit 1; }
+
+build() { # dir, meson options...
+	local dir=$1; shift
+	if [ ! -f "$dir/build.ninja" ]; then
+		meson setup "$dir" "$@" >"$OUT/setup-$(basename "$dir").log" 2>&1 || return 1
+	fi
+	ninja -C "$dir" >"$OUT/build-$(basename "$dir").log" 2>&1
+}
+
+unit() { # dir label
+	local dir=$1 label=$2
+	local log="$OUT/unit-$label.log"
+	meson test -C "$dir" --suite unit --suite fuzz --print-errorlogs >"$log" 2>&1
+	# count every TAP subtest individually: "ok N" / "not ok N" lines in meson's log
+	local tl="$dir/meson-logs/testlog.txt"
+	local p f
+	p=$(grep -cE '^ok [0-9]+' "$tl")
+	f=$(grep -cE '^not ok [0-9]+' "$tl")
+	# non-TAP tests (fuzz corpus replay) count once each
+	local np nf
+	np=$(grep -cE '^ *[0-9]+/[0-9]+ ix:fuzz .* OK ' "$log")
+	nf=$(grep -cE '^ *[0-9]+/[0-9]+ ix:(unit|fuzz) .* (FAIL|TIMEOUT|ERROR)' "$log")
+	PASS=$((PASS + p + np))
+	FAIL=$((FAIL + f + nf))
+	echo "unit ($label): $((p + np)) passed, $((f + nf)) failed"
+	if [ $((f + nf)) -gt 0 ]; then
+		FAILED_NAMES+=("unit-$label")
+		grep -E '^not ok|FAIL|ERROR' "$log" "$tl" | head -30
+	fi
+}
+
+if ! build build; then
+	tail -30 "$OUT/build-build.log" "$OUT/setup-build.log" 2>/dev/null
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+unit build normal
+IXB=build
+if [ $QUICK = 0 ]; then
+	if build build-asan -Db_sanitize=address,undefined -Db_lundef=false; then
+		export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0
+		export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+		unit build-asan asan
+		IXB=build-asan
+	else
+		tail -30 "$OUT/build-build-asan.log"
+		FAIL=$((FAIL + 1))
+		FAILED_NAMES+=("build-asan")
+	fi
+fi
+
+# Interop: each script prints "PASS name", "FAIL name reason", "SKIP name reason" lines and
+# exits 0 / 1 / 77.
+export IX_BUILD=$ROOT/$IXB IX_PEER=$PEER IX_OUT=$OUT
+for t in tests/interop/*.sh; do
+	name=$(basename "$t" .sh)
+	if [ -n "$FILTER" ] && [[ $name != *$FILTER* ]]; then
+		continue
+	fi
+	log="$OUT/interop-$name.log"
+	timeout -k 10 1200 bash "$t" >"$log" 2>&1
+	rc=$?
+	p=$(grep -cE '^PASS ' "$log")
+	f=$(grep -cE '^FAIL ' "$log")
+	s=$(grep -cE '^SKIP ' "$log")
+	if [ $rc -ne 0 ] && [ $rc -ne 77 ] && [ "$f" -eq 0 ]; then
+		f=1 # died without saying why: still a failure
+	fi
+	if grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$OUT"/*"$name"*ix-target*.log 2>/dev/null; then
+		echo "interop $name: sanitizer report in the daemon's log"
+		f=$((f + 1))
+	fi
+	PASS=$((PASS + p)) FAIL=$((FAIL + f)) SKIP=$((SKIP + s))
+	echo "interop $name: $p passed, $f failed, $s skipped (exit $rc)"
+	grep -E '^SKIP ' "$log" | head -20
+	if [ "$f" -gt 0 ]; then
+		FAILED_NAMES+=("interop-$name")
+		grep -E '^FAIL ' "$log" | head -20
+		tail -25 "$log"
+	fi
+done
+
+[ ${#FAILED_NAMES[@]} -gt 0 ] && echo "failed: ${FAILED_NAMES[*]}"
+echo "$PASS passed, $FAIL failed, $SKIP skipped"
+[ "$FAIL" -eq 0 ]
