@@ -118,4 +118,21 @@ static inline void t_check_sense(const struct tcmd *t, uint8_t key, uint8_t asc,
 	CHECK_EQ(t->c.sense[13], ascq);
 }
 
+/* The LUs of the test target (test_scsi.c sets them up). */
+enum { L_RAM = 0, L_RO = 1, L_NOMED = 2, L_FILE = 3, L_4K = 4, L_ERR = 5, L_ABSENT = 7 };
+
+extern const uint8_t zblk[4096]; /* a zero block for data-out */
+
+/* Mode pages, in the order and with the lengths SPC-4 gives them. */
+#define PG_CACHING_WCE 0x08, 0x12, 0x04, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+#define PG_CONTROL     0x0a, 0x0a, 0x02, 0x10, 0, 0, 0, 0, 0xff, 0xff, 0, 0
+
+/* scsi_cases.c: the tables, terminated by a NULL name. */
+struct tc_table {
+	const char *name;
+	const struct tc *rows;
+	size_t n;
+};
+extern const struct tc_table scsi_case_tables[];
+
 #endif
