@@ -708,6 +708,8 @@ int neg_propose(struct neg_state *st, struct text_out *out)
 			continue;
 		if (!st->leading && (k->flags & KF_LO))
 			continue;
+		if (k->type != KT_DECL && st->prefs->declare_only)
+			continue;
 		if (k->type == KT_DECL) {
 			ret = declare_mrdsl(st, out);
 			if (ret)

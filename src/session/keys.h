@@ -67,6 +67,11 @@ struct neg_prefs {
 	/* Keys the proposer offers even when equal to the RFC default (initiators usually offer
 	   every key; targets usually only answer and declare). */
 	bool offer_all;
+	/* Propose nothing but declarations (MaxRecvDataSegmentLength): the acceptor style of a
+	   target, which answers what the initiator offers and leaves the rest at the RFC
+	   defaults, so that an initiator asking to enter full feature phase is never held back
+	   by proposals of ours that it would have to answer. */
+	bool declare_only;
 };
 
 /* Fill with RFC 7143 defaults (digests None only, max_recv_dsl 8192, offer_all false). */

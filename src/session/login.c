@@ -126,6 +126,12 @@ static uint16_t handle_keys(struct login_acceptor *la, uint8_t csg, struct text_
 						    "%s changed during login", kv[i].key);
 			}
 	}
+	/* RFC 7143 6.3: with authentication required, the operational stage may only be reached
+	   through the security stage. */
+	if (csg != ISCSI_STAGE_SECURITY && !auth_may_transit(&la->auth))
+		return fail(la, ISCSI_LOGIN_AUTH_FAILED,
+			    "authentication required but the initiator skipped the security stage%s",
+			    NULL);
 	for (size_t i = 0; i < n; i++) {
 		const char *k = kv[i].key;
 		if (auth_is_security_key(k)) {

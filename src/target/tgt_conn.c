@@ -140,7 +140,10 @@ static int admit(void *ctx, const struct login_info *li, struct login_grant *g)
 
 	memset(g, 0, sizeof(*g));
 	g->tpgt = tc->portal->tpgt;
-	g->prefs = &cfg->global.neg;
+	tc->prefs = cfg->global.neg;
+	tc->prefs.declare_only = true;
+	tc->prefs.offer_all = false;
+	g->prefs = &tc->prefs;
 	if (li->type == ISCSI_SESSION_DISCOVERY) {
 		const struct cfg_global *gl = &cfg->global;
 		g->creds.required = gl->discovery_chap_required;

@@ -132,6 +132,7 @@ struct tgt_conn {
 	struct login_acceptor *login;   /* during login only */
 	const struct cfg_portal *portal;
 	struct tgt_cfg_gen *gen;        /* config generation seen at accept */
+	struct neg_prefs prefs;         /* the config's, in target (declare-only) style */
 	uint32_t statsn;
 	uint32_t exp_statsn;
 	bool logged_out;                /* close after the logout response is sent */
