@@ -5,7 +5,8 @@
   ixtest.py free-ctl                  print an unused tgtd control port number
   ixtest.py wait-port HOST PORT SECS  exit 0 once HOST:PORT accepts a connection
   ixtest.py ix-config [options]       print an ix-target JSON config (docs/configuration.md)
-  ixtest.py cunit-classify LOG RC     classify one iscsi-test-cu run: prints
+  ixtest.py cunit-classify LOG RC [--in-suite TEST]
+                                      classify one iscsi-test-cu run: prints
                                       "PASS|FAIL|SKIP reason" (CUnit counts skips as passes)
 """
 
@@ -86,6 +87,41 @@ def ix_config(a):
     sys.stdout.write('\n')
 
 
+def cunit_section(text, test):
+    """The part of a multi-test run that belongs to TEST: from its "Test: NAME ..." line to the
+    next test or the run summary. Returns None when the test did not run."""
+    m = re.search(r'(?m)^  Test: %s \.\.\.' % re.escape(test), text)
+    if not m:
+        return None
+    rest = text[m.start():]
+    end = re.search(r'(?m)^  Test: |^Run Summary:', rest[len(m.group(0)):])
+    return rest[:len(m.group(0)) + end.start()] if end else rest
+
+
+def cunit_classify_in_suite(log, rc, test):
+    """Classify TEST inside a run of its whole suite (for tests that depend on state an
+    earlier test of the suite leaves behind)."""
+    try:
+        text = open(log, errors='replace').read()
+    except OSError as e:
+        return 'FAIL cannot read log: %s' % e
+    if rc == 124 or rc == 137:
+        return 'FAIL timed out'
+    sec = cunit_section(text, test)
+    if sec is None:
+        return 'FAIL test %s did not run in its suite (exit %d)' % (test, rc)
+    if re.search(r'FAILED', sec):
+        asserts = [l.strip() for l in sec.splitlines()
+                   if l.strip()[:1].isdigit() and ' - ' in l and '.c:' in l]
+        return 'FAIL %s' % ('; '.join(asserts[:4]) or 'CUnit reported a failure')
+    if not re.search(r'passed', sec):
+        return 'FAIL no verdict for %s (exit %d)' % (test, rc)
+    skips = [l.strip() for l in sec.splitlines() if '[SKIPPED]' in l]
+    if skips:
+        return 'SKIP ' + skips[0][:200]
+    return 'PASS'
+
+
 def cunit_classify(log, rc):
     """One iscsi-test-cu invocation running exactly one test, verbose (-V) output in LOG.
 
@@ -152,6 +188,7 @@ def main():
     k = sub.add_parser('cunit-classify')
     k.add_argument('log')
     k.add_argument('rc', type=int)
+    k.add_argument('--in-suite', metavar='TEST', help='classify TEST within a suite run')
     a = p.parse_args()
     if a.cmd == 'free-port':
         print(free_port())
@@ -162,7 +199,10 @@ def main():
     elif a.cmd == 'ix-config':
         ix_config(a)
     elif a.cmd == 'cunit-classify':
-        print(cunit_classify(a.log, a.rc))
+        if a.in_suite:
+            print(cunit_classify_in_suite(a.log, a.rc, a.in_suite))
+        else:
+            print(cunit_classify(a.log, a.rc))
     return 0
 
 
