@@ -270,6 +270,7 @@ class Conn:
         self.ddig = False
         self.timeout = timeout
         self.closed = False
+        self.last_bhs = None
 
     def close(self):
         if not self.closed:
@@ -292,6 +293,7 @@ class Conn:
         n = len(data) if dsl is None else dsl
         b[5:8] = (n & 0xffffff).to_bytes(3, 'big')
         hdr = bytes(b) + ahs
+        self.last_bhs = bytes(b)   # the header as it goes on the wire (for Reject checks)
         out = hdr
         if self.hdig:
             d = bytearray(digest_bytes(hdr))
