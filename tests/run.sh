@@ -1,8 +1,8 @@
 #!/bin/bash
 # The whole test suite: installs missing Debian packages, builds a normal and an ASan+UBSan
-# tree, runs the unit tests in both, then every interop test (tests/interop/*.sh) against the
-# real ix-target daemon from the sanitizer build. Ends with one line "N passed, N failed,
-# N skipped" and exits non-zero if anything failed.
+# tree, runs the unit tests in both, then every interop test (tests/interop/*.sh and *.py)
+# against the real ix-target daemon from the sanitizer build. Ends with one line
+# "N passed, N failed, N skipped" and exits non-zero if anything failed. Logs: tests/out/.
 #
 #   tests/run.sh [--quick] [--filter PATTERN] [--peer ix|tgt]
 #     --quick    no ASan build (interop tests use the normal build)
@@ -46,9 +46,11 @@ unit() { # dir label
 	meson test -C "$dir" --suite unit --suite fuzz --print-errorlogs >"$log" 2>&1
 	# count every TAP subtest individually: "ok N" / "not ok N" lines in meson's log
 	local tl="$dir/meson-logs/testlog.txt"
-	local p f
-	p=$(grep -cE '^ok [0-9]+' "$tl")
+	local p f s
+	p=$(grep -E '^ok [0-9]+' "$tl" | grep -cvE '# (SKIP|skip)')
+	s=$(grep -E '^ok [0-9]+' "$tl" | grep -cE '# (SKIP|skip)')
 	f=$(grep -cE '^not ok [0-9]+' "$tl")
+	SKIP=$((SKIP + s))
 	# non-TAP tests (fuzz corpus replay) count once each
 	local np nf
 	np=$(grep -cE '^ *[0-9]+/[0-9]+ ix:fuzz .* OK ' "$log")
@@ -82,34 +84,48 @@ if [ $QUICK = 0 ]; then
 	fi
 fi
 
-# Interop: each script prints "PASS name", "FAIL name reason", "SKIP name reason" lines and
-# exits 0 / 1 / 77.
+# Interop: every executable tests/interop/*.sh and *.py. Each appends one line per check to
+# $IX_RESULTS ("PASS name", "FAIL name reason", "SKIP name reason") and exits 0 / 1 / 77.
 export IX_BUILD=$ROOT/$IXB IX_PEER=$PEER IX_OUT=$OUT
-for t in tests/interop/*.sh; do
-	name=$(basename "$t" .sh)
+for t in tests/interop/*.sh tests/interop/*.py; do
+	[ -f "$t" ] && [ -x "$t" ] || continue
+	name=$(basename "$t")
+	name=${name%.*}
 	if [ -n "$FILTER" ] && [[ $name != *$FILTER* ]]; then
 		continue
 	fi
 	log="$OUT/interop-$name.log"
-	timeout -k 10 1200 bash "$t" >"$log" 2>&1
+	res="$OUT/interop-$name.results"
+	: >"$res"
+	start=$SECONDS
+	case $t in
+	*.py) IX_RESULTS=$res timeout -k 10 1200 python3 "$t" >"$log" 2>&1 ;;
+	*) IX_RESULTS=$res timeout -k 10 1200 bash "$t" >"$log" 2>&1 ;;
+	esac
 	rc=$?
-	p=$(grep -cE '^PASS ' "$log")
-	f=$(grep -cE '^FAIL ' "$log")
-	s=$(grep -cE '^SKIP ' "$log")
-	if [ $rc -ne 0 ] && [ $rc -ne 77 ] && [ "$f" -eq 0 ]; then
-		f=1 # died without saying why: still a failure
+	p=$(grep -c '^PASS ' "$res")
+	f=$(grep -c '^FAIL ' "$res")
+	s=$(grep -c '^SKIP ' "$res")
+	if [ $rc = 77 ] && [ $((p + f + s)) = 0 ]; then
+		s=1 # the whole test skipped; its reason is on a "SKIP:" line
+		echo "SKIP $name $(grep -m1 '^SKIP: ' "$log" | cut -c7-)" >>"$res"
+	elif [ $rc -ne 0 ] && [ $rc -ne 77 ] && [ "$f" -eq 0 ]; then
+		f=1 # failed without naming a check (crash, timeout, set-up error): still a failure
+		echo "FAIL $name exit status $rc" >>"$res"
 	fi
-	if grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$OUT"/*"$name"*ix-target*.log 2>/dev/null; then
-		echo "interop $name: sanitizer report in the daemon's log"
+	if ! grep -q '\.sanitizer ' "$res" &&
+		grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$OUT/$name".*.log 2>/dev/null; then
+		echo "FAIL $name.sanitizer report in the daemon's log" >>"$res"
 		f=$((f + 1))
 	fi
 	PASS=$((PASS + p)) FAIL=$((FAIL + f)) SKIP=$((SKIP + s))
-	echo "interop $name: $p passed, $f failed, $s skipped (exit $rc)"
-	grep -E '^SKIP ' "$log" | head -20
+	echo "interop $name: $p passed, $f failed, $s skipped (exit $rc, $((SECONDS - start))s)"
+	grep '^SKIP ' "$res" | head -20 | sed 's/^/  /'
 	if [ "$f" -gt 0 ]; then
 		FAILED_NAMES+=("interop-$name")
-		grep -E '^FAIL ' "$log" | head -20
-		tail -25 "$log"
+		grep '^FAIL ' "$res" | head -40 | sed 's/^/  /'
+		echo "  ---- last lines of $log"
+		tail -25 "$log" | sed 's/^/  | /'
 	fi
 done
 
