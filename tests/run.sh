@@ -97,6 +97,7 @@ for t in tests/interop/*.sh tests/interop/*.py; do
 	log="$OUT/interop-$name.log"
 	res="$OUT/interop-$name.results"
 	: >"$res"
+	rm -f "$OUT/$name".*.log # daemon logs of an earlier run must not be judged again
 	start=$SECONDS
 	case $t in
 	*.py) IX_RESULTS=$res timeout -k 10 1200 python3 "$t" >"$log" 2>&1 ;;
