@@ -210,6 +210,13 @@ ix_start() {
 			local rc=$?
 			PEER_PID=""
 			tail -30 "$PEER_LOG" >&2
+			# Someone took the free port between our probe and the bind: try another one.
+			if grep -qi 'address already in use' "$PEER_LOG" && [ "${IXT_PORT_RETRY:-0}" -lt 3 ]; then
+				IXT_PORT_RETRY=$((${IXT_PORT_RETRY:-0} + 1))
+				ixt_log "port $PEER_PORT was taken; retrying on another port"
+				ix_start
+				return
+			fi
 			ixt_die "ix-target exited (rc $rc) before it was ready"
 		fi
 		if [ $SECONDS -ge $deadline ]; then
