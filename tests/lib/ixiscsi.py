@@ -435,6 +435,7 @@ class Session:
         self.maxcmdsn = self.cmdsn
         self.params = {}
         self.target_keys = []
+        self.r2ts_seen = []        # (buffer offset, desired length) of every R2T answered
         self.timeout = timeout
         self.conn = Conn(host, port, timeout)
 
@@ -638,6 +639,7 @@ class Session:
     def send_r2t_data(self, r2t, write_data, ttt=None, itt=None):
         off = r2t.u32(40)
         want = r2t.u32(44)
+        self.r2ts_seen.append((off, want))
         mrdsl = self.target_mrdsl()
         sent = 0
         datasn = 0
@@ -672,10 +674,11 @@ class Session:
         st, _, sense, _ = self.scsi(bytes(6))
         return st, sense
 
-    def text(self, pairs, final=True, cont=False, ttt=ALL_ONES):
+    def text(self, pairs, final=True, cont=False, ttt=ALL_ONES, itt=None):
+        """Text Request (RFC 7143 11.10); a continuation passes the ITT and TTT it answers."""
         flags = (0x80 if final else 0) | (0x40 if cont else 0)
         b = Bhs(OP_TEXT_REQ, immediate=True, flags=flags)
-        b.itt(self.next_itt()).u32(20, ttt).u32(24, self.cmdsn).u32(28, self.expstatsn)
+        b.itt(self.next_itt() if itt is None else itt).u32(20, ttt).u32(24, self.cmdsn).u32(28, self.expstatsn)
         self.conn.send_pdu(b, encode_keys(pairs))
         return self.recv()
 
