@@ -31,6 +31,7 @@ IXT_CLEANUPS=()
 PEER_PID=""
 PEER_KIND=""
 PEER_LOG=""
+PEER_CONFIG=""
 TGT_CTL=""
 
 ixt_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -124,7 +125,8 @@ ixt_wait_port() { # PORT SECONDS
 #   PEER_ACL            space separated initiator names allowed (empty = everyone)
 #   PEER_DIGESTS        1 = let the target accept CRC32C header/data digests
 # After peer_start: PEER_PORT, PEER_LUN, PEER_PORTAL ("iscsi://127.0.0.1:PORT"),
-# PEER_URL ("iscsi://127.0.0.1:PORT/IQN/LUN"), PEER_LOG, PEER_PID.
+# PEER_URL ("iscsi://127.0.0.1:PORT/IQN/LUN"), PEER_LOG, PEER_PID, PEER_KIND (ix|tgt) and,
+# for ix, PEER_CONFIG (the JSON file the daemon reads; SIGHUP reloads it).
 
 PEER_IQN=${PEER_IQN:-iqn.2024-01.org.ix.test:disk1}
 PEER_SIZE=${PEER_SIZE:-64}
@@ -143,7 +145,7 @@ peer_start() {
 	esac
 	PEER_PORTAL="iscsi://$IX_HOST:$PEER_PORT"
 	PEER_URL="$PEER_PORTAL/$PEER_IQN/$PEER_LUN"
-	export PEER_PORT PEER_LUN PEER_PORTAL PEER_URL PEER_IQN
+	export PEER_PORT PEER_LUN PEER_PORTAL PEER_URL PEER_IQN PEER_PID PEER_KIND PEER_CONFIG
 }
 
 peer_stop() {
@@ -191,6 +193,7 @@ ix_start() {
 	PEER_LUN=0
 	PEER_KIND=ix
 	local cfg="$IXT_TMP/ix-target.json"
+	PEER_CONFIG=$cfg
 	python3 "$IXT_LIB/ixtest.py" ix-config --port "$PEER_PORT" --host "$IX_HOST" \
 		--iqn "$PEER_IQN" --size "$PEER_SIZE" \
 		${PEER_CHAP_USER:+--chap "$PEER_CHAP_USER" "$PEER_CHAP_SECRET"} \
