@@ -121,6 +121,8 @@ for t in tests/interop/*.sh tests/interop/*.py; do
 	fi
 	PASS=$((PASS + p)) FAIL=$((FAIL + f)) SKIP=$((SKIP + s))
 	echo "interop $name: $p passed, $f failed, $s skipped (exit $rc, $((SECONDS - start))s)"
+	# per-family table of iscsi-test-cu (and any other test printing one)
+	sed -n '/per family/,/^$/{/per family\|passed .* failed .* skipped/p}' "$log" | sed 's/^/  /'
 	grep '^SKIP ' "$res" | head -20 | sed 's/^/  /'
 	if [ "$f" -gt 0 ]; then
 		FAILED_NAMES+=("interop-$name")

@@ -21,6 +21,7 @@ INIT1=iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-test
 INIT2=iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-test-2
 
 PEER_SIZE=64
+PEER_THIN=1 # so the provisioning checks (e.g. Inquiry.BlockLimits) run instead of skipping
 peer_start
 
 list="$IXT_TMP/list"

@@ -124,6 +124,7 @@ ixt_wait_port() { # PORT SECONDS
 #   PEER_MCHAP_USER/PEER_MCHAP_SECRET      target credentials for mutual CHAP
 #   PEER_ACL            space separated initiator names allowed (empty = everyone)
 #   PEER_DIGESTS        1 = let the target accept CRC32C header/data digests
+#   PEER_THIN           1 = the LUN advertises thin provisioning (UNMAP, LBPME)
 # After peer_start: PEER_PORT, PEER_LUN, PEER_PORTAL ("iscsi://127.0.0.1:PORT"),
 # PEER_URL ("iscsi://127.0.0.1:PORT/IQN/LUN"), PEER_LOG, PEER_PID, PEER_KIND (ix|tgt) and,
 # for ix, PEER_CONFIG (the JSON file the daemon reads; SIGHUP reloads it).
@@ -136,6 +137,7 @@ PEER_MCHAP_USER=${PEER_MCHAP_USER:-}
 PEER_MCHAP_SECRET=${PEER_MCHAP_SECRET:-}
 PEER_ACL=${PEER_ACL:-}
 PEER_DIGESTS=${PEER_DIGESTS:-1}
+PEER_THIN=${PEER_THIN:-0}
 
 peer_start() {
 	case "$IX_PEER" in
@@ -199,6 +201,7 @@ ix_start() {
 		${PEER_CHAP_USER:+--chap "$PEER_CHAP_USER" "$PEER_CHAP_SECRET"} \
 		${PEER_MCHAP_USER:+--mutual "$PEER_MCHAP_USER" "$PEER_MCHAP_SECRET"} \
 		$(for a in $PEER_ACL; do printf -- '--acl %s ' "$a"; done) \
+		$([ "$PEER_THIN" = 1 ] && echo --thin) \
 		>"$cfg" || ixt_die "cannot write ix config"
 	PEER_LOG="$IX_OUT/$IXT_NAME.ix-target.log"
 	: >"$PEER_LOG"
@@ -292,6 +295,10 @@ tgt_start() {
 	done
 	tgtadm_ --op new --mode target --tid 1 -T "$PEER_IQN" || ixt_die "tgtadm new target"
 	tgtadm_ --op new --mode logicalunit --tid 1 --lun 1 -b "$img" || ixt_die "tgtadm new lun"
+	if [ "$PEER_THIN" = 1 ]; then
+		tgtadm_ --op update --mode logicalunit --tid 1 --lun 1 --params thin_provisioning=1 ||
+			ixt_die "tgtadm thin_provisioning"
+	fi
 	if [ -n "$PEER_ACL" ]; then
 		local a
 		for a in $PEER_ACL; do

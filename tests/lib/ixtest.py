@@ -72,6 +72,8 @@ def ix_config(a):
         'name': a.iqn,
         'luns': [{'lun': 0, 'backend': 'ram', 'size': '%dM' % a.size}],
     }
+    if a.thin:
+        target['luns'][0]['thin'] = True
     if a.acl:
         target['acls'] = [{'initiator': i} for i in a.acl]
     if a.chap:
@@ -185,6 +187,7 @@ def main():
     c.add_argument('--chap', nargs=2, metavar=('USER', 'SECRET'))
     c.add_argument('--mutual', nargs=2, metavar=('USER', 'SECRET'))
     c.add_argument('--acl', action='append', default=[])
+    c.add_argument('--thin', action='store_true', help='advertise thin provisioning')
     k = sub.add_parser('cunit-classify')
     k.add_argument('log')
     k.add_argument('rc', type=int)
