@@ -43,6 +43,7 @@ struct dm_txpdu {
 	uint8_t hdigest[ISCSI_DIGEST_LEN];
 	uint8_t ddigest[ISCSI_DIGEST_LEN];
 	uint32_t tx_off;
+	bool hd, dd;                    /* digests on the wire for this PDU (fixed when queued) */
 	bool pooled;                    /* owned by a connection pool */
 };
 

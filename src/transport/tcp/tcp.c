@@ -76,6 +76,8 @@ static void flush_deferred(void *arg)
 
 static void prepare_digests(struct tcp_conn *t, struct dm_txpdu *p)
 {
+	p->hd = t->hdigest;
+	p->dd = t->ddigest && p->data_len;
 	if (t->hdigest) {
 		uint32_t s = crc32c_update(CRC32C_INIT, p->bhs, ISCSI_BHS_LEN);
 		if (p->ahs_len)
@@ -122,14 +124,14 @@ static int pdu_iov(const struct tcp_conn *t, const struct dm_txpdu *p, struct io
 	parts[np++] = (struct iovec){(void *)p->bhs, ISCSI_BHS_LEN};
 	if (p->ahs_len)
 		parts[np++] = (struct iovec){p->ahs, p->ahs_len};
-	if (t->hdigest)
+	if (p->hd)
 		parts[np++] = (struct iovec){(void *)p->hdigest, ISCSI_DIGEST_LEN};
 	for (int i = 0; i < p->data_cnt; i++)
 		if (p->data[i].iov_len)
 			parts[np++] = p->data[i];
 	if (p->data_len & 3)
 		parts[np++] = (struct iovec){(void *)zero_pad, iscsi_pad4(p->data_len) - p->data_len};
-	if (t->ddigest && p->data_len)
+	if (p->dd)
 		parts[np++] = (struct iovec){(void *)p->ddigest, ISCSI_DIGEST_LEN};
 	for (int i = 0; i < np && n < max; i++) {
 		if (skip >= parts[i].iov_len) {
@@ -148,9 +150,10 @@ static uint32_t pdu_wire_len(const struct tcp_conn *t, const struct dm_txpdu *p)
 {
 	uint32_t len = ISCSI_BHS_LEN + p->ahs_len + iscsi_pad4(p->data_len);
 
-	if (t->hdigest)
+	(void)t;
+	if (p->hd)
 		len += ISCSI_DIGEST_LEN;
-	if (t->ddigest && p->data_len)
+	if (p->dd)
 		len += ISCSI_DIGEST_LEN;
 	return len;
 }
