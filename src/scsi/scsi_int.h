@@ -14,9 +14,9 @@
 /* Limits advertised in the Block Limits VPD page and enforced. */
 #define SCSI_MAX_XFER_BYTES   (32u << 20) /* MAXIMUM TRANSFER LENGTH, in bytes */
 #define SCSI_MAX_CAW_BLOCKS   8
-#define SCSI_MAX_UNMAP_BLOCKS 0x400000u
+#define SCSI_MAX_UNMAP_BLOCKS 0x100000u
 #define SCSI_MAX_UNMAP_DESC   256u
-#define SCSI_MAX_WS_BLOCKS    0x400000u
+#define SCSI_MAX_WS_BLOCKS    0x100000u
 #define SCSI_SCRATCH_BYTES    (64u << 10)
 #define SCSI_UA_QUEUE	      4
 
