@@ -180,45 +180,58 @@ static void on_accept(int fd, void *arg)
 	}
 }
 
+static int build_node(struct ix_config *cfg, struct cfg_target *ct, struct tgt_node **out,
+		      char *err, size_t errlen)
+{
+	struct tgt_node *n = calloc(1, sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	n->refcnt = 1;
+	n->cfg = ct;
+	n->cfg_owner = cfg;
+	n->map = scsi_lun_map_new();
+	if (!n->map) {
+		free(n);
+		return -ENOMEM;
+	}
+	for (size_t j = 0; j < ct->nluns; j++) {
+		struct cfg_lun *cl = &ct->luns[j];
+		struct scsi_lu *lu;
+		char e[200] = "";
+		int r;
+
+		cl->lu.target_name = ct->name;
+		cl->lu.lun = cl->lun;
+		r = scsi_lu_new(&cl->lu, &lu, e, sizeof(e));
+		if (r == 0) {
+			r = scsi_lun_map_add(n->map, cl->lun, lu);
+			scsi_lu_put(lu);
+			if (r < 0)
+				snprintf(e, sizeof(e), "%s", strerror(-r));
+		}
+		if (r < 0) {
+			snprintf(err, errlen, "target %s LUN %u: %s", ct->name, cl->lun,
+				 e[0] ? e : strerror(-r));
+			scsi_lun_map_free(n->map);
+			free(n);
+			return r;
+		}
+	}
+	*out = n;
+	return 0;
+}
+
 static int build_nodes(struct ix_target *t, struct ix_config *cfg, char *err, size_t errlen)
 {
 	t->nodes = calloc(cfg->ntargets ? cfg->ntargets : 1, sizeof(*t->nodes));
 	if (!t->nodes)
 		return -ENOMEM;
 	for (size_t i = 0; i < cfg->ntargets; i++) {
-		struct cfg_target *ct = &cfg->targets[i];
-		struct tgt_node *n = calloc(1, sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		n->refcnt = 1;
-		n->cfg = ct;
-		n->cfg_owner = cfg;
-		n->map = scsi_lun_map_new();
-		t->nodes[t->nnodes++] = n;
-		if (!n->map)
-			return -ENOMEM;
-		for (size_t j = 0; j < ct->nluns; j++) {
-			struct cfg_lun *cl = &ct->luns[j];
-			struct scsi_lu *lu;
-			char e[200] = "";
-			int r;
-
-			cl->lu.target_name = ct->name;
-			cl->lu.lun = cl->lun;
-			r = scsi_lu_new(&cl->lu, &lu, e, sizeof(e));
-			if (r < 0) {
-				snprintf(err, errlen, "target %s LUN %u: %s", ct->name, cl->lun,
-					 e[0] ? e : strerror(-r));
-				return r;
-			}
-			r = scsi_lun_map_add(n->map, cl->lun, lu);
-			scsi_lu_put(lu);
-			if (r < 0) {
-				snprintf(err, errlen, "target %s LUN %u: %s", ct->name, cl->lun,
-					 strerror(-r));
-				return r;
-			}
-		}
+		int r = build_node(cfg, &cfg->targets[i], &t->nodes[t->nnodes], err, errlen);
+		if (r < 0)
+			return r;
+		t->nnodes++;
 	}
 	return 0;
 }
@@ -338,12 +351,87 @@ struct ev_loop *ix_target_main_loop(struct ix_target *t)
 	return t->main_loop;
 }
 
+/* Apply a new configuration for new logins. Targets are matched by name: a kept target keeps
+ * its LUs (a RAM LUN keeps its data; LUN changes need a restart and are logged), new targets get
+ * new LUs, removed targets disappear from discovery and refuse logins. Existing sessions are not
+ * touched. Portal and global changes need a restart. */
 int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size_t errlen)
 {
-	(void)t;
-	(void)cfg;
-	snprintf(err, errlen, "reload is not supported yet; restart the target");
-	return -ENOTSUP;
+	struct tgt_node **nodes = calloc(cfg->ntargets ? cfg->ntargets : 1, sizeof(*nodes));
+	struct tgt_cfg_gen *gen = calloc(1, sizeof(*gen));
+	struct tgt_cfg_gen **og;
+	struct tgt_node **ret;
+	size_t n = 0, nret = 0;
+	int r = 0;
+
+	if (!nodes || !gen) {
+		free(nodes);
+		free(gen);
+		return -ENOMEM;
+	}
+	gen->cfg = cfg;
+	gen->refcnt = 1;
+	for (size_t i = 0; i < cfg->ntargets; i++) {
+		struct cfg_target *ct = &cfg->targets[i];
+		struct tgt_node *old = NULL;
+		for (size_t j = 0; j < t->nnodes; j++)
+			if (strcmp(t->nodes[j]->cfg->name, ct->name) == 0)
+				old = t->nodes[j];
+		if (old) {
+			nodes[n++] = old;
+			continue;
+		}
+		r = build_node(cfg, ct, &nodes[n], err, errlen);
+		if (r < 0)
+			break;
+		log_info("target", "reload: added target %s", ct->name);
+		n++;
+	}
+	og = realloc(t->old_gens, (t->nold_gens + 1) * sizeof(*og));
+	ret = realloc(t->retired, (t->nretired + t->nnodes + 1) * sizeof(*ret));
+	if (og)
+		t->old_gens = og;
+	if (ret)
+		t->retired = ret;
+	if (r < 0 || !og || !ret) {
+		for (size_t i = 0; i < n; i++) {
+			bool kept = false;
+			for (size_t j = 0; j < t->nnodes; j++)
+				kept |= nodes[i] == t->nodes[j];
+			if (!kept) {
+				scsi_lun_map_free(nodes[i]->map);
+				free(nodes[i]);
+			}
+		}
+		free(nodes);
+		free(gen);
+		return r < 0 ? r : -ENOMEM;
+	}
+	pthread_mutex_lock(&t->lock);
+	for (size_t j = 0; j < t->nnodes; j++) {
+		bool kept = false;
+		for (size_t i = 0; i < n; i++)
+			kept |= nodes[i] == t->nodes[j];
+		if (!kept) {
+			log_info("target", "reload: removed target %s (its sessions stay until they end)",
+				 t->nodes[j]->cfg->name);
+			t->retired[t->nretired++] = t->nodes[j];
+			nret++;
+		}
+	}
+	/* kept targets now read their settings (ACLs, CHAP) from the new file */
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < cfg->ntargets; k++)
+			if (strcmp(nodes[i]->cfg->name, cfg->targets[k].name) == 0)
+				nodes[i]->cfg = &cfg->targets[k];
+	t->old_gens[t->nold_gens++] = t->gen;
+	t->gen = gen;
+	free(t->nodes);
+	t->nodes = nodes;
+	t->nnodes = n;
+	pthread_mutex_unlock(&t->lock);
+	(void)nret;
+	return 0;
 }
 
 void ix_target_free(struct ix_target *t)
@@ -367,6 +455,16 @@ void ix_target_free(struct ix_target *t)
 		free(t->nodes[i]);
 	}
 	free(t->nodes);
+	for (size_t i = 0; i < t->nretired; i++) {
+		scsi_lun_map_free(t->retired[i]->map);
+		free(t->retired[i]);
+	}
+	free(t->retired);
+	for (size_t i = 0; i < t->nold_gens; i++) {
+		cfg_free(t->old_gens[i]->cfg);
+		free(t->old_gens[i]);
+	}
+	free(t->old_gens);
 	if (t->gen) {
 		cfg_free(t->gen->cfg);
 		free(t->gen);

@@ -183,6 +183,12 @@ struct ix_target {
 	struct tcp_listener **listeners;
 	size_t nlisteners;
 	struct listener_ctx *lctx;
+	/* earlier configuration generations and retired targets: connections and sessions may
+	   still point into them, so they live until the target is freed */
+	struct tgt_cfg_gen **old_gens;
+	size_t nold_gens;
+	struct tgt_node **retired;
+	size_t nretired;
 };
 
 /* target.c */
