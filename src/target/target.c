@@ -28,21 +28,14 @@ uint32_t tgt_cfg_depth(const struct ix_config *cfg)
 	return d ? d : 128;
 }
 
-struct tgt_cfg_gen *tgt_gen_get(struct ix_target *t)
+struct tgt_cfg_gen *tgt_gen_current(struct ix_target *t)
 {
 	struct tgt_cfg_gen *g;
 
 	pthread_mutex_lock(&t->lock);
 	g = t->gen;
-	g->refcnt++;
 	pthread_mutex_unlock(&t->lock);
 	return g;
-}
-
-void tgt_gen_put(struct tgt_cfg_gen *g)
-{
-	/* generations live as long as the target in this version (reload keeps LUs) */
-	__atomic_sub_fetch(&g->refcnt, 1, __ATOMIC_ACQ_REL);
 }
 
 struct tgt_node *tgt_node_find(struct ix_target *t, const char *name)
@@ -53,17 +46,10 @@ struct tgt_node *tgt_node_find(struct ix_target *t, const char *name)
 	for (size_t i = 0; i < t->nnodes; i++)
 		if (strcmp(t->nodes[i]->cfg->name, name) == 0) {
 			n = t->nodes[i];
-			__atomic_add_fetch(&n->refcnt, 1, __ATOMIC_ACQ_REL);
 			break;
 		}
 	pthread_mutex_unlock(&t->lock);
 	return n;
-}
-
-void tgt_node_put(struct tgt_node *n)
-{
-	if (n)
-		__atomic_sub_fetch(&n->refcnt, 1, __ATOMIC_ACQ_REL);
 }
 
 /* ---- session registry: reinstatement and limits ---- */
@@ -180,16 +166,14 @@ static void on_accept(int fd, void *arg)
 	}
 }
 
-static int build_node(struct ix_config *cfg, struct cfg_target *ct, struct tgt_node **out,
+static int build_node(struct cfg_target *ct, struct tgt_node **out,
 		      char *err, size_t errlen)
 {
 	struct tgt_node *n = calloc(1, sizeof(*n));
 
 	if (!n)
 		return -ENOMEM;
-	n->refcnt = 1;
 	n->cfg = ct;
-	n->cfg_owner = cfg;
 	n->map = scsi_lun_map_new();
 	if (!n->map) {
 		free(n);
@@ -228,7 +212,7 @@ static int build_nodes(struct ix_target *t, struct ix_config *cfg, char *err, si
 	if (!t->nodes)
 		return -ENOMEM;
 	for (size_t i = 0; i < cfg->ntargets; i++) {
-		int r = build_node(cfg, &cfg->targets[i], &t->nodes[t->nnodes], err, errlen);
+		int r = build_node(&cfg->targets[i], &t->nodes[t->nnodes], err, errlen);
 		if (r < 0)
 			return r;
 		t->nnodes++;
@@ -253,7 +237,6 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 		goto fail;
 	}
 	t->gen->cfg = cfg;
-	t->gen->refcnt = 1;
 	t->next_tsih = (uint16_t)(getpid() & 0x3fff);
 	r = build_nodes(t, cfg, err, errlen);
 	if (r < 0)
@@ -370,7 +353,6 @@ int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size
 		return -ENOMEM;
 	}
 	gen->cfg = cfg;
-	gen->refcnt = 1;
 	for (size_t i = 0; i < cfg->ntargets; i++) {
 		struct cfg_target *ct = &cfg->targets[i];
 		struct tgt_node *old = NULL;
@@ -381,7 +363,7 @@ int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size
 			nodes[n++] = old;
 			continue;
 		}
-		r = build_node(cfg, ct, &nodes[n], err, errlen);
+		r = build_node(ct, &nodes[n], err, errlen);
 		if (r < 0)
 			break;
 		log_info("target", "reload: added target %s", ct->name);

@@ -29,11 +29,13 @@ void tgt_session_update_window(struct tgt_session *s)
 void tgt_stamp(struct tgt_conn *tc, struct iscsi_hdr *h, bool advance_statsn)
 {
 	uint32_t statsn = advance_statsn ? tc->statsn++ : tc->statsn;
-	uint32_t exp = tc->sess ? tc->sess->exp_cmdsn : 0;
-	uint32_t max = tc->sess ? tc->sess->max_cmdsn : 0;
+	uint32_t exp = 0, max = 0;
 
-	if (tc->sess)
-		tgt_session_update_window(tc->sess), max = tc->sess->max_cmdsn;
+	if (tc->sess) {
+		tgt_session_update_window(tc->sess);
+		exp = tc->sess->exp_cmdsn;
+		max = tc->sess->max_cmdsn;
+	}
 	switch (h->opcode) {
 	case ISCSI_OP_NOP_IN:
 		h->nop_in.statsn = statsn, h->nop_in.expcmdsn = exp, h->nop_in.maxcmdsn = max;
@@ -132,6 +134,25 @@ void tgt_send_reject(struct tgt_conn *tc, uint8_t reason, const uint8_t *bhs)
 
 /* ---------------------------------------------------------------- login */
 
+static void set_creds(struct auth_creds *cr, bool required, const struct cfg_chap *chap,
+		      const struct cfg_chap *mutual, const uint8_t *algs, int nalgs)
+{
+	cr->required = required;
+	if (chap->secret) {
+		cr->user = chap->user;
+		cr->secret = (const uint8_t *)chap->secret;
+		cr->secret_len = strlen(chap->secret);
+	}
+	if (mutual->secret) {
+		cr->mutual_user = mutual->user;
+		cr->mutual_secret = (const uint8_t *)mutual->secret;
+		cr->mutual_secret_len = strlen(mutual->secret);
+	}
+	for (int i = 0; i < nalgs && i < 4; i++)
+		cr->algs[i] = algs[i];
+	cr->nalgs = nalgs < 4 ? nalgs : 4;
+}
+
 static int admit(void *ctx, const struct login_info *li, struct login_grant *g)
 {
 	struct tgt_conn *tc = ctx;
@@ -146,20 +167,9 @@ static int admit(void *ctx, const struct login_info *li, struct login_grant *g)
 	g->prefs = &tc->prefs;
 	if (li->type == ISCSI_SESSION_DISCOVERY) {
 		const struct cfg_global *gl = &cfg->global;
-		g->creds.required = gl->discovery_chap_required;
-		if (gl->discovery_chap.secret) {
-			g->creds.user = gl->discovery_chap.user;
-			g->creds.secret = (const uint8_t *)gl->discovery_chap.secret;
-			g->creds.secret_len = strlen(gl->discovery_chap.secret);
-		}
-		if (gl->discovery_mutual_chap.secret) {
-			g->creds.mutual_user = gl->discovery_mutual_chap.user;
-			g->creds.mutual_secret = (const uint8_t *)gl->discovery_mutual_chap.secret;
-			g->creds.mutual_secret_len = strlen(gl->discovery_mutual_chap.secret);
-		}
-		for (int i = 0; i < gl->ndiscovery_chap_algs && i < 4; i++)
-			g->creds.algs[i] = gl->discovery_chap_algs[i];
-		g->creds.nalgs = gl->ndiscovery_chap_algs;
+		set_creds(&g->creds, gl->discovery_chap_required, &gl->discovery_chap,
+			  &gl->discovery_mutual_chap, gl->discovery_chap_algs,
+			  gl->ndiscovery_chap_algs);
 		return 0;
 	}
 	const struct cfg_target *ct = cfg_find_target(cfg, li->target_name);
@@ -176,21 +186,9 @@ static int admit(void *ctx, const struct login_info *li, struct login_grant *g)
 		return ISCSI_LOGIN_AUTHORIZATION_FAILED;
 	}
 	g->target_alias = ct->alias;
-	g->creds.required = ct->chap_required;
-	const struct cfg_chap *chap = acl->chap.secret ? &acl->chap : &ct->chap;
-	if (chap->secret) {
-		g->creds.user = chap->user;
-		g->creds.secret = (const uint8_t *)chap->secret;
-		g->creds.secret_len = strlen(chap->secret);
-	}
-	if (ct->mutual_chap.secret) {
-		g->creds.mutual_user = ct->mutual_chap.user;
-		g->creds.mutual_secret = (const uint8_t *)ct->mutual_chap.secret;
-		g->creds.mutual_secret_len = strlen(ct->mutual_chap.secret);
-	}
-	for (int i = 0; i < ct->nchap_algs && i < 4; i++)
-		g->creds.algs[i] = ct->chap_algs[i];
-	g->creds.nalgs = ct->nchap_algs;
+	/* an ACL entry's own credential overrides the target's */
+	set_creds(&g->creds, ct->chap_required, acl->chap.secret ? &acl->chap : &ct->chap,
+		  &ct->mutual_chap, ct->chap_algs, ct->nchap_algs);
 	return 0;
 }
 
@@ -211,10 +209,14 @@ static int enter_ffp(struct tgt_conn *tc)
 	char iport[ISCSI_NAME_MAX + 32], tport[ISCSI_NAME_MAX + 32];
 	int r;
 
+	if (la->info.tsih != 0) {
+		/* adding a connection to an existing session: MaxConnections is 1 here */
+		free(s);
+		return ISCSI_LOGIN_SESSION_DOES_NOT_EXIST;
+	}
 	if (!s)
 		return ISCSI_LOGIN_OUT_OF_RESOURCES;
 	s->tgt = tc->tgt;
-	s->gen = tc->gen;
 	s->worker = tc->worker;
 	s->type = la->info.type;
 	memcpy(s->isid, la->info.isid, 6);
@@ -240,24 +242,14 @@ static int enter_ffp(struct tgt_conn *tc)
 		snprintf(tport, sizeof(tport), "%s,t,0x%04x", s->target, s->tpgt);
 		s->nexus = scsi_nexus_new(s->node->map, iport, tport);
 		if (!s->nexus) {
-			tgt_node_put(s->node);
 			free(s);
 			return ISCSI_LOGIN_OUT_OF_RESOURCES;
 		}
-	}
-	if (la->info.tsih != 0) {
-		/* adding a connection to an existing session: MaxConnections is 1 here */
-		if (s->nexus)
-			scsi_nexus_free(s->nexus);
-		tgt_node_put(s->node);
-		free(s);
-		return ISCSI_LOGIN_SESSION_DOES_NOT_EXIST;
 	}
 	r = tgt_session_register(tc->tgt, s);
 	if (r < 0) {
 		if (s->nexus)
 			scsi_nexus_free(s->nexus);
-		tgt_node_put(s->node);
 		free(s);
 		log_warn("target", "%s: session limit reached", tc->conn->peer);
 		return ISCSI_LOGIN_OUT_OF_RESOURCES;
@@ -592,7 +584,6 @@ static void conn_release(struct iscsi_conn *c)
 		list_del(&tc->sess->wlink);
 		if (tc->sess->nexus)
 			scsi_nexus_free(tc->sess->nexus);
-		tgt_node_put(tc->sess->node);
 		free(tc->sess);
 	}
 	if (tc->login) {
@@ -607,7 +598,6 @@ static void conn_release(struct iscsi_conn *c)
 	free(tc->tasks);
 	free(tc->text_rsp);
 	free(tc->text_req);
-	tgt_gen_put(tc->gen);
 	free(tc);
 }
 
@@ -631,15 +621,13 @@ void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *port
 	tc->worker = w;
 	tc->tgt = w->tgt;
 	tc->portal = portal;
-	tc->gen = tgt_gen_get(w->tgt);
+	tc->gen = tgt_gen_current(w->tgt);
 	list_init(&tc->free_tasks);
 	list_init(&tc->active);
 	list_init(&tc->order_q);
-	list_init(&tc->tmf_wait);
 	tc->login = malloc(sizeof(*tc->login));
 	if (!tc->login) {
-		tgt_gen_put(tc->gen);
-		free(tc);
+			free(tc);
 		close(fd);
 		return;
 	}
@@ -649,8 +637,7 @@ void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *port
 	c = tcp_conn_new(fd, w->loop, ISCSI_ROLE_TARGET, &tgt_role_ops, tc);
 	if (!c) {
 		free(tc->login);
-		tgt_gen_put(tc->gen);
-		free(tc);
+			free(tc);
 		return;
 	}
 	tc->conn = c;

@@ -29,17 +29,16 @@ struct tgt_worker {
 	struct list_head sessions;      /* live sessions on this worker (owned by its thread) */
 };
 
-/* One configured target as served: config + LUN map. Refcounted so a reload can replace it
- * while sessions still use the old one. */
+/* One configured target as served: its settings and LUN map. A reload that removes it moves it
+ * to ix_target.retired, where sessions that still use it find it until the target is freed. */
 struct tgt_node {
-	int refcnt; /* atomic */
-	struct cfg_target *cfg;         /* points into cfg_owner */
+	struct cfg_target *cfg;         /* in the newest configuration that names it */
 	struct scsi_lun_map *map;
-	struct ix_config *cfg_owner;    /* config generation this node came from (refcounted) */
 };
 
+/* One configuration as loaded. A reload keeps the old generations (in ix_target.old_gens)
+ * until the target is freed: connections accepted under them still read them. */
 struct tgt_cfg_gen {
-	int refcnt;
 	struct ix_config *cfg;
 };
 
@@ -48,7 +47,6 @@ struct tgt_task;
 struct tgt_session {
 	struct ix_target *tgt;
 	struct tgt_node *node;          /* NULL for discovery */
-	struct tgt_cfg_gen *gen;        /* config generation at login */
 	enum iscsi_session_type type;
 	char initiator[ISCSI_NAME_MAX];
 	char target[ISCSI_NAME_MAX];
@@ -134,7 +132,6 @@ struct tgt_conn {
 	struct tgt_cfg_gen *gen;        /* config generation seen at accept */
 	struct neg_prefs prefs;         /* the config's, in target (declare-only) style */
 	uint32_t statsn;
-	uint32_t exp_statsn;
 	bool logged_out;                /* close after the logout response is sent */
 	/* tasks */
 	struct tgt_task *tasks;
@@ -163,12 +160,9 @@ struct tgt_conn {
 	uint32_t nop_ttt;
 	bool nop_outstanding;
 	uint64_t last_rx_ms;
-	/* pending TMF responses */
-	struct list_head tmf_wait;
 };
 
 struct ix_target {
-	struct ix_config *cfg_file;     /* not used after start */
 	struct tgt_cfg_gen *gen;        /* current generation */
 	struct tgt_node **nodes;        /* for gen */
 	size_t nnodes;
@@ -192,10 +186,8 @@ struct ix_target {
 };
 
 /* target.c */
-struct tgt_cfg_gen *tgt_gen_get(struct ix_target *t);
-void tgt_gen_put(struct tgt_cfg_gen *g);
-struct tgt_node *tgt_node_find(struct ix_target *t, const char *name); /* +ref */
-void tgt_node_put(struct tgt_node *n);
+struct tgt_cfg_gen *tgt_gen_current(struct ix_target *t);
+struct tgt_node *tgt_node_find(struct ix_target *t, const char *name);
 int tgt_session_register(struct ix_target *t, struct tgt_session *s);
 void tgt_session_unregister(struct ix_target *t, struct tgt_session *s);
 uint32_t tgt_cfg_depth(const struct ix_config *cfg);

@@ -119,6 +119,16 @@ static void task_release(struct tgt_task *t)
 	list_add(&t->link, &tc->free_tasks);
 }
 
+/* The task no longer holds a place in the CmdSN window (its status is on its way, or it is
+ * gone): the window reopens by one on the next stamped PDU. */
+static void task_uncount(struct tgt_task *t)
+{
+	if (t->counted && t->tc->sess) {
+		t->tc->sess->outstanding--;
+		t->counted = false;
+	}
+}
+
 /* Unlink a task from the ITT table and lists; the memory is recycled once no PDU references its
  * buffer. */
 void tgt_task_free(struct tgt_task *t)
@@ -131,10 +141,7 @@ void tgt_task_free(struct tgt_task *t)
 	list_del(&t->link);
 	if (t->immediate)
 		tc->imm_in_use--;
-	if (t->counted && tc->sess) {
-		tc->sess->outstanding--;
-		t->counted = false;
-	}
+	task_uncount(t);
 	t->state = TASK_DONE;
 	if (t->tx_pending == 0)
 		task_release(t);
@@ -228,10 +235,7 @@ static void send_scsi_response(struct tgt_task *t)
 	h.rsp.response = 0;
 	h.rsp.status = t->sc.status;
 	h.rsp.expdatasn = t->datasn;
-	if (t->counted) {
-		tc->sess->outstanding--;
-		t->counted = false;
-	}
+	task_uncount(t);
 	tgt_stamp(tc, &h, true);
 	if (t->sc.sense_len) {
 		put_be16(t->rsp_data, t->sc.sense_len);
@@ -288,10 +292,7 @@ static void send_data_in(struct tgt_task *t)
 			h.data_in.status_present = true;
 			h.data_in.status = t->sc.status;
 			residuals(t, &h.data_in.flags, &h.data_in.residual);
-			if (t->counted) {
-				tc->sess->outstanding--;
-				t->counted = false;
-			}
+			task_uncount(t);
 			tgt_stamp(tc, &h, true);
 		} else {
 			tgt_stamp(tc, &h, false);
