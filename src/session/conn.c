@@ -174,7 +174,6 @@ int dm_rx_header(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *ahs, u
 	(void)iscsi_hdr_unpack(bhs, &c->rx_hdr);
 	place->buf = NULL;
 	place->len = 0;
-	c->rx_in_ctrl = false;
 	r = c->role_ops->rx_header(c, &c->rx_hdr, ahs, ahs_len, place);
 	if (r < 0)
 		return r;
@@ -183,7 +182,6 @@ int dm_rx_header(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *ahs, u
 			return -EMSGSIZE;
 		place->buf = c->ctrl_buf;
 		place->len = c->rx_hdr.dlength;
-		c->rx_in_ctrl = true;
 	}
 	c->rx_data = place->buf;
 	c->rx_dlen = c->rx_hdr.dlength;

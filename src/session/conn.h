@@ -61,7 +61,6 @@ struct iscsi_conn {
 	/* receive: the PDU in flight */
 	struct iscsi_hdr rx_hdr;
 	uint8_t rx_bhs[ISCSI_BHS_LEN];  /* raw header, for Reject */
-	bool rx_in_ctrl;                /* payload lands in ctrl_buf */
 	uint8_t *ctrl_buf;              /* control payloads (login, text, NOP, ...) */
 	uint32_t ctrl_cap;
 	uint8_t *rx_data;

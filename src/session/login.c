@@ -1,6 +1,7 @@
 #include "session/login.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,9 +19,16 @@ void login_acceptor_clear(struct login_acceptor *la)
 	auth_clear(&la->auth);
 }
 
-static uint16_t fail(struct login_acceptor *la, uint16_t status, const char *fmt, const char *arg)
+static uint16_t fail(struct login_acceptor *la, uint16_t status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static uint16_t fail(struct login_acceptor *la, uint16_t status, const char *fmt, ...)
 {
-	snprintf(la->error, sizeof(la->error), fmt, arg ? arg : "");
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(la->error, sizeof(la->error), fmt, ap);
+	va_end(ap);
 	return status;
 }
 
@@ -53,9 +61,9 @@ static uint16_t first_request(struct login_acceptor *la, const struct text_kv *k
 	int r;
 
 	if (!in || !*in)
-		return fail(la, ISCSI_LOGIN_MISSING_PARAMETER, "no InitiatorName%s", NULL);
+		return fail(la, ISCSI_LOGIN_MISSING_PARAMETER, "no InitiatorName");
 	if (strlen(in) >= ISCSI_NAME_MAX)
-		return fail(la, ISCSI_LOGIN_INIT_ERR, "InitiatorName too long%s", NULL);
+		return fail(la, ISCSI_LOGIN_INIT_ERR, "InitiatorName too long");
 	snprintf(la->info.initiator_name, sizeof(la->info.initiator_name), "%s", in);
 	if (ia)
 		snprintf(la->info.initiator_alias, sizeof(la->info.initiator_alias), "%s", ia);
@@ -65,19 +73,19 @@ static uint16_t first_request(struct login_acceptor *la, const struct text_kv *k
 			la->info.type = ISCSI_SESSION_DISCOVERY;
 		else if (strcmp(st, "Normal") != 0)
 			return fail(la, ISCSI_LOGIN_UNSUPPORTED_SESSION_TYPE,
-				    "unsupported SessionType%s", NULL);
+				    "unsupported SessionType");
 	}
 	if (la->info.type == ISCSI_SESSION_NORMAL) {
 		if (!tn || !*tn)
 			return fail(la, ISCSI_LOGIN_MISSING_PARAMETER,
-				    "normal session without TargetName%s", NULL);
+				    "normal session without TargetName");
 		if (strlen(tn) >= ISCSI_NAME_MAX)
-			return fail(la, ISCSI_LOGIN_NOT_FOUND, "TargetName too long%s", NULL);
+			return fail(la, ISCSI_LOGIN_NOT_FOUND, "TargetName too long");
 		snprintf(la->info.target_name, sizeof(la->info.target_name), "%s", tn);
 	}
 	r = la->policy.admit(la->policy.ctx, &la->info, &la->grant);
 	if (r != 0)
-		return fail(la, (uint16_t)r, "not admitted%s", NULL);
+		return fail(la, (uint16_t)r, "not admitted");
 	la->admitted = true;
 	auth_init(&la->auth, ISCSI_ROLE_TARGET, &la->grant.creds);
 	neg_init(&la->neg, ISCSI_ROLE_TARGET, la->grant.prefs, la->info.tsih == 0);
@@ -95,7 +103,7 @@ static uint16_t handle_keys(struct login_acceptor *la, uint8_t csg, struct text_
 
 	r = text_parse(la->accum.buf, la->accum.len, kv, LOGIN_MAX_KEYS, &n);
 	if (r < 0)
-		return fail(la, ISCSI_LOGIN_INIT_ERR, "malformed login text%s", NULL);
+		return fail(la, ISCSI_LOGIN_INIT_ERR, "malformed login text");
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(kv[i].key, kv[j].key) == 0)
@@ -130,8 +138,7 @@ static uint16_t handle_keys(struct login_acceptor *la, uint8_t csg, struct text_
 	   through the security stage. */
 	if (csg != ISCSI_STAGE_SECURITY && !auth_may_transit(&la->auth))
 		return fail(la, ISCSI_LOGIN_AUTH_FAILED,
-			    "authentication required but the initiator skipped the security stage%s",
-			    NULL);
+			    "authentication required but the initiator skipped the security stage");
 	for (size_t i = 0; i < n; i++) {
 		const char *k = kv[i].key;
 		if (auth_is_security_key(k)) {
@@ -147,8 +154,7 @@ static uint16_t handle_keys(struct login_acceptor *la, uint8_t csg, struct text_
 		} else {
 			r = neg_recv(&la->neg, csg, k, kv[i].value, out);
 			if (r == -ENOSPC)
-				return fail(la, ISCSI_LOGIN_TARGET_ERROR, "response too long%s",
-					    NULL);
+				return fail(la, ISCSI_LOGIN_TARGET_ERROR, "response too long");
 			if (r < 0)
 				return fail(la, ISCSI_LOGIN_INIT_ERR, "negotiation: %s",
 					    la->neg.error);
@@ -181,17 +187,17 @@ void login_acceptor_step(struct login_acceptor *la, const struct iscsi_hdr *h, u
 	step->nsg = rq->nsg;
 	if (la->complete) {
 		step->status = fail(la, ISCSI_LOGIN_INVALID_REQUEST_DURING_LOGIN,
-				     "login request after login completed%s", NULL);
+				     "login request after login completed");
 		return;
 	}
 	if (rq->version_min > 0 || rq->version_max < rq->version_min) {
 		step->status = fail(la, ISCSI_LOGIN_UNSUPPORTED_VERSION,
-				    "unsupported version range%s", NULL);
+				    "unsupported version range");
 		return;
 	}
 	if (rq->csg == 2 || rq->csg == 3 || (rq->transit && (rq->nsg == 2 || rq->nsg <= rq->csg)) ||
 	    (rq->transit && rq->cont)) {
-		step->status = fail(la, ISCSI_LOGIN_INIT_ERR, "invalid stage transition%s", NULL);
+		step->status = fail(la, ISCSI_LOGIN_INIT_ERR, "invalid stage transition");
 		return;
 	}
 	if (!la->first_seen && la->accum.len == 0) {
@@ -204,17 +210,17 @@ void login_acceptor_step(struct login_acceptor *la, const struct iscsi_hdr *h, u
 		if (memcmp(la->info.isid, rq->isid, 6) != 0 || la->info.tsih != rq->tsih ||
 		    la->info.cid != rq->cid || la->info.cmdsn != rq->cmdsn) {
 			step->status = fail(la, ISCSI_LOGIN_INIT_ERR,
-					    "ISID/TSIH/CID/CmdSN changed during login%s", NULL);
+					    "ISID/TSIH/CID/CmdSN changed during login");
 			return;
 		}
 		if (rq->csg != la->stage) {
 			step->status = fail(la, ISCSI_LOGIN_INIT_ERR,
-					    "CSG does not match the current stage%s", NULL);
+					    "CSG does not match the current stage");
 			return;
 		}
 	}
 	if (text_accum_append(&la->accum, data, dlen) < 0) {
-		step->status = fail(la, ISCSI_LOGIN_OUT_OF_RESOURCES, "login text too long%s", NULL);
+		step->status = fail(la, ISCSI_LOGIN_OUT_OF_RESOURCES, "login text too long");
 		return;
 	}
 	if (rq->cont) {
@@ -237,7 +243,7 @@ void login_acceptor_step(struct login_acceptor *la, const struct iscsi_hdr *h, u
 		if (!la->proposed && rq->csg == ISCSI_STAGE_OPERATIONAL) {
 			if (neg_propose(&la->neg, &out) < 0) {
 				step->status = fail(la, ISCSI_LOGIN_TARGET_ERROR,
-						    "response too long%s", NULL);
+						    "response too long");
 				return;
 			}
 			la->proposed = true;
@@ -251,7 +257,7 @@ void login_acceptor_step(struct login_acceptor *la, const struct iscsi_hdr *h, u
 				ok = false;
 			} else {
 				step->status = fail(la, ISCSI_LOGIN_AUTH_FAILED,
-						    "authentication required%s", NULL);
+						    "authentication required");
 				return;
 			}
 		}
@@ -262,7 +268,7 @@ void login_acceptor_step(struct login_acceptor *la, const struct iscsi_hdr *h, u
 			   answer for declarations, but our other proposals would need one */
 			if (neg_propose(&la->neg, &out) < 0) {
 				step->status = fail(la, ISCSI_LOGIN_TARGET_ERROR,
-						    "response too long%s", NULL);
+						    "response too long");
 				return;
 			}
 			la->proposed = true;

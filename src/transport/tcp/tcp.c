@@ -42,7 +42,6 @@ struct tcp_conn {
 	uint32_t tail_have;
 	uint8_t tail[8];
 	uint32_t dcrc;
-	uint8_t *stage;
 	uint32_t stage_len, stage_off;
 
 	/* transmit */
@@ -50,6 +49,8 @@ struct tcp_conn {
 	bool want_out;
 	struct ev_defer flush_defer;
 	bool flush_pending;
+
+	uint8_t stage[TCP_STAGE_SIZE];  /* receive staging, in the connection's one allocation */
 };
 
 static inline struct tcp_conn *tcp_of(struct iscsi_conn *c)
@@ -412,14 +413,6 @@ static void tcp_terminate(struct iscsi_conn *c)
 	iscsi_conn_put(c);
 }
 
-static void tcp_release(struct iscsi_conn *c)
-{
-	struct tcp_conn *t = tcp_of(c);
-
-	free(t->stage);
-	t->stage = NULL;
-}
-
 static bool tcp_tx_busy(struct iscsi_conn *c)
 {
 	return !list_empty(&tcp_of(c)->txq);
@@ -434,7 +427,6 @@ const struct dm_ops tcp_dm_ops = {
 	.get_data = tcp_send_control,
 	.enable = tcp_enable,
 	.terminate = tcp_terminate,
-	.release = tcp_release,
 	.tx_busy = tcp_tx_busy,
 };
 
@@ -469,14 +461,6 @@ struct iscsi_conn *tcp_conn_new(int fd, struct ev_loop *loop, enum iscsi_role ro
 	}
 	t = tcp_of(c);
 	t->fd = fd;
-	t->stage = malloc(TCP_STAGE_SIZE);
-	if (!t->stage) {
-		close(fd);
-		free(c->tx_pool);
-		free(c->ctrl_buf);
-		free(c);
-		return NULL;
-	}
 	list_init(&t->txq);
 	rx_reset(t);
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
