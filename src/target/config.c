@@ -740,10 +740,6 @@ static int parse_chap(struct ctx *c, json_t *parent, const char *key, bool mutua
 	return rc;
 }
 
-static const char *const chap_alg_names[] = {"md5", "sha1", "sha256", "sha3-256", NULL};
-static const uint8_t chap_alg_codes[] = {CHAP_ALG_MD5, CHAP_ALG_SHA1, CHAP_ALG_SHA256,
-					 CHAP_ALG_SHA3_256};
-
 static void chap_algs_default(uint8_t *algs, int *n)
 {
 	algs[0] = CHAP_ALG_SHA3_256;
@@ -771,21 +767,20 @@ static int parse_chap_algs(struct ctx *c, json_t *parent, const char *key, uint8
 	{
 		const char *s = json_string_value(e);
 		char buf[64];
-		int k;
+		/* names only: chap_alg_parse() also takes the decimal CHAP_A codes, which the
+		   file format does not */
+		int a = s && !isdigit((unsigned char)s[0]) ? chap_alg_parse(s) : -EINVAL;
 		push_idx(c, i);
-		for (k = 0; s && chap_alg_names[k]; k++)
-			if (strcasecmp(s, chap_alg_names[k]) == 0)
-				break;
 		if (!s)
 			rc = fail(c, NULL, false, "must be a string, not %s", type_name(e));
-		else if (!chap_alg_names[k])
+		else if (a < 0)
 			rc = fail(c, NULL, false,
 				  "unknown CHAP algorithm \"%s\" (md5, sha1, sha256, sha3-256)",
 				  esc(s, buf, sizeof(buf)));
-		else if (memchr(algs, chap_alg_codes[k], (size_t)*n))
+		else if (memchr(algs, a, (size_t)*n))
 			rc = fail(c, NULL, false, "\"%s\" is listed twice", s);
 		else
-			algs[(*n)++] = chap_alg_codes[k];
+			algs[(*n)++] = (uint8_t)a;
 		pop(c);
 		if (rc)
 			break;
