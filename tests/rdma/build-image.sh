@@ -44,9 +44,11 @@ LINKS=(/usr/sbin/modprobe:/usr/bin/kmod /usr/sbin/mkfs.ext4:/usr/sbin/mke2fs
 	/usr/sbin/fsck.ext4:/usr/sbin/e2fsck)
 # Loaded with dlopen, so ldd does not list them: the Soft-RoCE verbs provider.
 PROVIDER=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
-# Libraries the ix binaries built on the host need (they run in the guest from the 9p share).
-# tests/rdma/run.sh checks them against `ldd build/tools/ix-target` and names any missing one.
-IX_LIBS=(libisal.so.2 libcrypto.so.3 liburing.so.2 libjansson.so.4)
+# Libraries the ix binaries built on the host need (they run in the guest from the 9p share),
+# for the normal and the ASan+UBSan build. tests/rdma/run.sh checks them against `ldd` of the
+# build's ix-target and names any missing one.
+IX_LIBS=(libisal.so.2 libcrypto.so.3 liburing.so.2 libjansson.so.4
+	libasan.so.8 libubsan.so.1 libm.so.6 libgcc_s.so.1 libstdc++.so.6)
 
 for p in "${PROGRAMS[@]}" "$PROVIDER" /usr/bin/busybox; do
 	[ -e "$p" ] || die "$p is missing: run tests/rdma/deps.sh"

@@ -70,6 +70,13 @@ for t in "${TESTS[@]}"; do
 	BUDGET=$((BUDGET + tmo + 20))
 done
 
+# what the guest's tests see of the host's environment (sanitizer settings for ix's binaries)
+{
+	echo "ASAN_OPTIONS='${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=0}'"
+	echo "UBSAN_OPTIONS='${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}'"
+	echo "export ASAN_OPTIONS UBSAN_OPTIONS"
+} >"$SHARE/env"
+
 # ---- the image -----------------------------------------------------------------------------------
 command -v qemu-system-x86_64 >/dev/null || "$HERE/deps.sh" >"$OUT/deps.log" 2>&1
 t0=$SECONDS

@@ -95,20 +95,27 @@ ixr_daemon_exit() {
 	IXR_RC=$?
 }
 
-# ixr_stop NAME [SECONDS]: SIGTERM, wait, SIGKILL. Returns 1 when SIGTERM was not enough.
+# ixr_stop NAME [SECONDS]: SIGTERM, wait, SIGKILL. Returns 1 when SIGTERM was not enough; sets
+# IXR_RC to the exit status when the daemon is a child of this shell (call it directly).
 ixr_stop() {
+	IXR_RC=
 	p=$(ixr_pid "$1") || return 0
 	rm -f "$IXR_RUN/$1.pid"
-	ixr_running "$p" || return 0
-	kill -TERM "$p" 2>/dev/null
-	n=$((${2:-10} * 5))
-	while ixr_running "$p" && [ $n -gt 0 ]; do
-		sleep 0.2
-		n=$((n - 1))
-	done
-	ixr_running "$p" || return 0
-	kill -KILL "$p" 2>/dev/null
-	return 1
+	if ixr_running "$p"; then
+		kill -TERM "$p" 2>/dev/null
+		n=$((${2:-10} * 5))
+		while ixr_running "$p" && [ $n -gt 0 ]; do
+			sleep 0.2
+			n=$((n - 1))
+		done
+		if ixr_running "$p"; then
+			kill -KILL "$p" 2>/dev/null
+			return 1
+		fi
+	fi
+	wait "$p" 2>/dev/null
+	IXR_RC=$?
+	return 0
 }
 
 # rxe0's packet counters, sent + received.

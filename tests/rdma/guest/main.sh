@@ -9,6 +9,7 @@
 # then cleans up whatever the test left running and finally powers the guest off.
 OUT=/mnt/out
 . /mnt/ix/tests/rdma/guest/lib.sh
+[ -f "$OUT/env" ] && . "$OUT/env"
 
 say() { echo "ix-guest: $*"; }
 up() { cut -d' ' -f1 /proc/uptime; }

@@ -70,12 +70,18 @@ fi
 ixr_check umount-again umount /mnt/disk
 ixr_kernel_logout
 
-if ixr_stop ix-target 15 && ! ixr_alive ix-target; then
-	ixr_pass shutdown "ix-target exited on SIGTERM"
-else
+if ! ixr_stop ix-target 15; then
 	ixr_fail shutdown "ix-target ignored SIGTERM for 15 s"
+elif [ "$IXR_RC" = 0 ]; then
+	ixr_pass shutdown "ix-target exited 0 on SIGTERM"
+else
+	ixr_fail shutdown "ix-target exited with status $IXR_RC after SIGTERM"
 fi
-if grep -qiE 'error|assert|sanitizer' "$LOG"; then
-	ixr_fail target-log "errors in ix-target's log: $(grep -m3 -iE 'error|assert|sanitizer' "$LOG" | tr '\n' ' ')"
+if grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: ' "$LOG"; then
+	ixr_fail sanitizer "sanitizer report in ix-target's log: $(grep -m3 -E 'ERROR: |runtime error:' "$LOG" | tr '\n' ' ')"
+elif grep -qiE 'assert|error' "$LOG"; then
+	ixr_fail target-log "errors in ix-target's log: $(grep -m3 -iE 'assert|error' "$LOG" | tr '\n' ' ')"
+else
+	ixr_pass target-log "no error and no sanitizer report in ix-target's log"
 fi
 ixr_exit
