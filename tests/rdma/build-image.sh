@@ -111,6 +111,7 @@ KEY=$( {
 IMG=$CACHE/img-$KEY
 if [ $FORCE = 0 ] && [ -f "$IMG/ok" ]; then
 	say "cached image $IMG"
+	touch "$IMG" # most recently used: the clean-up below keeps it
 	echo "$IMG"
 	exit 0
 fi
@@ -129,9 +130,11 @@ DEB=$(ls "$CACHE/${KPKG}_${KVER_PKG//:/%3a}_"*.deb 2>/dev/null | head -1 || true
 if [ -z "$DEB" ]; then
 	say "downloading $KPKG $KVER_PKG"
 	if ! (cd "$CACHE" && apt-get download "$KPKG=$KVER_PKG" >&2); then
-		say "download failed; refreshing apt lists and retrying"
+		# stale package lists name a version the mirror no longer has: refresh, start over once
+		[ -z "${IX_RDMA_RETRIED:-}" ] || die "apt-get download $KPKG=$KVER_PKG failed"
+		say "download failed; refreshing apt lists and starting over"
 		apt-get update -q >&2 || die "apt-get update failed"
-		(cd "$CACHE" && apt-get download "$KPKG=$KVER_PKG" >&2) || die "apt-get download $KPKG failed"
+		IX_RDMA_RETRIED=1 exec 9>&- "$0" "$@"
 	fi
 	DEB=$(ls "$CACHE/${KPKG}_"*.deb | head -1)
 fi
@@ -221,10 +224,9 @@ cp "$WORK/boot/vmlinuz-$KVER" "$NEW/vmlinuz"
 touch "$NEW/ok"
 rm -rf "$IMG"
 mv "$NEW" "$IMG"
-# older images are dead weight; the .deb of the current kernel stays for the next rebuild
-for d in "$CACHE"/img-*; do
-	[ "$d" = "$IMG" ] || rm -rf "$d"
-done
+# keep the three most recently used images (other checkouts may be using theirs right now);
+# the .deb of the current kernel stays for the next rebuild
+ls -dt "$CACHE"/img-* | tail -n +4 | xargs -r rm -rf
 ls "$CACHE"/*.deb 2>/dev/null | grep -v "/${KPKG}_${KVER_PKG//:/%3a}_" | xargs -r rm -f || true
 say "built $IMG: $(tr '\n' ';' <"$IMG/manifest.txt")"
 echo "$IMG"

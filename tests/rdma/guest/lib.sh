@@ -174,14 +174,15 @@ ixr_logout_all() {
 }
 
 # ---- fio ------------------------------------------------------------------------------------------
-# ixr_fio CHECK DEV SIZE BS write|verify: a sequential write of SIZE with crc32c headers in every
-# block, or the read-back that checks them (fio --verify_only, same layout). Reports CHECK.
+# ixr_fio CHECK DEV SIZE BS write|verify [RW]: a write of SIZE (RW: write, the default, or
+# randwrite) with crc32c headers in every block, or the read-back that checks them (fio
+# --verify_only, same layout and random seed). Reports CHECK.
 ixr_fio() {
-	chk=$1 dev=$2 size=$3 bs=$4 mode=$5
+	chk=$1 dev=$2 size=$3 bs=$4 mode=$5 rw=${6:-write}
 	if [ "$mode" = write ]; then
-		extra="--rw=write --do_verify=0"
+		extra="--rw=$rw --do_verify=0"
 	else
-		extra="--rw=write --verify_only"
+		extra="--rw=$rw --verify_only"
 	fi
 	log=$IXR_OUT/$IX_TEST.$chk.log
 	ixr_log "+ fio $mode $size bs=$bs on $dev (log $log)"

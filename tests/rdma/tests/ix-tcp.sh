@@ -4,7 +4,8 @@
 # 10.99.0.1:3260) and the Linux kernel initiator over TCP (open-iscsi, -I default): discovery +
 # login with the seed command, the disk's SCSI host is iscsi_tcp, 64 MiB fio write with crc32c
 # headers read back and verified; then mkfs.ext4, mount, copy files, checksum, unmount, fsck,
-# log out, log in again, mount, the checksums match; log out; ix-target stops cleanly on SIGTERM.
+# log out, log in again with CRC32C header and data digests, mount, the checksums match; log out;
+# ix-target stops cleanly on SIGTERM.
 . /mnt/ix/tests/rdma/guest/lib.sh
 IQN=iqn.2026-11.io.ix.rdma:ix
 BIN=/mnt/build/tools/ix-target
@@ -29,6 +30,9 @@ ixr_pass target "ix-target ready on $RDMA_IP:3260"
 ixr_iscsid_start || { ixr_fail iscsid "iscsid did not start"; ixr_exit; }
 
 ixr_kernel_io default iscsi_tcp || ixr_exit
+# many small commands: 4 KiB random writes at QD16, read back and verified
+ixr_fio fio-4k-randwrite "$IXR_DISK" 16m 4k write randwrite
+ixr_fio fio-4k-readback "$IXR_DISK" 16m 4k verify randwrite
 
 # A file system on the LUN, files copied in, their checksums; then the same after a new session.
 sums() { (cd /mnt/disk && find . -type f ! -path './lost+found/*' | sort | xargs sha256sum); }
@@ -53,8 +57,18 @@ else
 	ixr_fail disk-gone "$IXR_DISK still there 15 s after logout"
 fi
 
+# the second session asks for CRC32C header and data digests (only CRC32C, no None)
+for k in HeaderDigest DataDigest; do
+	/usr/sbin/iscsiadm -m node -T "$IQN" -p "$RDMA_IP:3260" -o update \
+		-n "node.conn[0].iscsi.$k" -v CRC32C >&2
+done
 ixr_check relogin timeout 90 /usr/sbin/iscsiadm -m node -T "$IQN" -p "$RDMA_IP:3260" -I default -l ||
 	ixr_exit
+neg=$(/usr/sbin/iscsiadm -m session -P 2 2>&1 | grep -E '(Header|Data)Digest' | tr -s ' \t\n' ' ')
+case $neg in
+*"HeaderDigest: CRC32C DataDigest: CRC32C"*) ixr_pass digests "negotiated:$neg" ;;
+*) ixr_fail digests "asked for CRC32C, negotiated:$neg" ;;
+esac
 if ! ixr_session_disk; then
 	ixr_fail disk-again "logged in again, but no SCSI disk appeared"
 	ixr_exit
@@ -70,6 +84,11 @@ fi
 ixr_check umount-again umount /mnt/disk
 ixr_kernel_logout
 
+if ixr_alive ix-target; then
+	ixr_pass target-alive "ix-target still running after both sessions"
+else
+	ixr_fail target-alive "ix-target died during the test: $(tail -3 "$LOG" | tr '\n' ' ')"
+fi
 if ! ixr_stop ix-target 15; then
 	ixr_fail shutdown "ix-target ignored SIGTERM for 15 s"
 elif [ "$IXR_RC" = 0 ]; then
