@@ -154,7 +154,8 @@ int login_initiator_next(struct login_initiator *li, struct login_init_req *req)
 	li->out_off += chunk;
 	rq->cont = more;
 	if (!more) {
-		if (li->stage == ISCSI_STAGE_SECURITY && may_leave_security(li)) {
+		if (li->stage == ISCSI_STAGE_SECURITY &&
+		    (may_leave_security(li) || auth_awaiting_target_proof(&li->auth))) {
 			rq->transit = true;
 			rq->nsg = ISCSI_STAGE_OPERATIONAL;
 		} else if (li->stage == ISCSI_STAGE_OPERATIONAL) {
@@ -265,10 +266,12 @@ int login_initiator_recv(struct login_initiator *li, const struct iscsi_hdr *h, 
 		return fail(li, -EPROTO, "login response before any request");
 	if (h->opcode != ISCSI_OP_LOGIN_RSP)
 		return fail(li, -EPROTO, "opcode 0x%02x during login", h->opcode);
-	if (memcmp(rs->isid, li->cfg.isid, 6) != 0)
-		return fail(li, -EPROTO, "login response for another ISID");
+	/* a failure status is believed whatever the ISID says: some targets (tgt) zero the
+	   header of a failed login response */
 	if (rs->status != ISCSI_LOGIN_OK)
 		return map_status(li, rs->status, (char *)data, dlen);
+	if (memcmp(rs->isid, li->cfg.isid, 6) != 0)
+		return fail(li, -EPROTO, "login response for another ISID");
 	if (rs->version_active != 0)
 		return fail(li, -EPROTO, "unsupported active version %u", rs->version_active);
 	li->expstatsn = rs->statsn + 1;
