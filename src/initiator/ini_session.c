@@ -549,8 +549,8 @@ static void replace_timeout_cb(struct ev_timer *t)
 		ev_timer_stop(s->ctx->loop, &s->retry_timer);
 		drop_conn(s);
 		free_login(s);
-		ini_set_error(s, "no connection to %s within the replacement timeout (%u ms)",
-			      s->names.portal, s->opts.replacement_timeout_ms);
+		ini_set_error(s, "no connection to %s within the replacement timeout (%u ms) after: %s",
+			      s->names.portal, s->opts.replacement_timeout_ms, s->loss_reason);
 		log_warn("initiator", "%s", s->error);
 		go_down(s, -ETIMEDOUT);
 		emit(s, IX_EVENT_RECOVERY_FAILED, -ETIMEDOUT);
@@ -677,6 +677,7 @@ void ini_conn_lost(struct ix_session *s, int err, const char *why)
 		return;
 	}
 	log_warn("initiator", "%s:%u: connection lost: %s", s->host, s->port, s->error);
+	snprintf(s->loss_reason, sizeof(s->loss_reason), "%s", s->error);
 	drop_conn(s);
 	ev_timer_stop(loop, &s->nop_timer);
 	ini_requeue_all(s, err);
