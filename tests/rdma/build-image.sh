@@ -12,8 +12,7 @@
 # copied in (path, size and mtime of every binary, library and provider). Environment:
 #   IX_RDMA_CACHE   cache folder (default ${XDG_CACHE_HOME:-~/.cache}/ix-rdma)
 #   IX_RDMA_KERNEL  kernel package to use (default: what linux-image-amd64 depends on)
-# Host packages it needs are installed by tests/rdma/deps.sh (called from scripts/deps.sh
-# only when the RDMA tier runs).
+# Host packages it needs: scripts/deps.sh --rdma (tests/run.sh and tests/rdma/run.sh call it).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${IX_RDMA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ix-rdma}
@@ -33,7 +32,7 @@ MODULES=(virtio_pci virtio_net 9pnet_virtio 9p dummy veth crc32c_generic crc32c-
 	configfs target_core_mod target_core_file target_core_iblock iscsi_target_mod ib_isert
 	loop ext4)
 
-# Host programs copied in (with their libraries). Each must exist: tests/rdma/deps.sh installs
+# Host programs copied in (with their libraries). Each must exist: scripts/deps.sh --rdma installs
 # the packages (iproute2, kmod, ibverbs-utils, rdmacm-utils, open-iscsi, tgt, fio, e2fsprogs).
 PROGRAMS=(/usr/sbin/ip /usr/bin/rdma /usr/bin/kmod
 	/usr/bin/ibv_devices /usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong /usr/bin/rping
@@ -51,7 +50,7 @@ IX_LIBS=(libisal.so.2 libcrypto.so.3 liburing.so.2 libjansson.so.4
 	libasan.so.8 libubsan.so.1 libm.so.6 libgcc_s.so.1 libstdc++.so.6)
 
 for p in "${PROGRAMS[@]}" "$PROVIDER" /usr/bin/busybox; do
-	[ -e "$p" ] || die "$p is missing: run tests/rdma/deps.sh"
+	[ -e "$p" ] || die "$p is missing: run scripts/deps.sh --rdma"
 done
 case $(file -L /usr/bin/busybox) in
 *'statically linked'*) ;;
