@@ -427,6 +427,14 @@ static void handle_logout(struct tgt_conn *tc, const struct iscsi_hdr *h)
 	}
 	tgt_stamp(tc, &r, true);
 	if (r.logout_rsp.response == ISCSI_LOGOUT_RSP_OK) {
+		if (ev_timer_active(&tc->logout_timer) && !tc->logout_dropping) {
+			char esc[ISCSI_NAME_MAX * 4];
+			log_info("target", "%s: %s logged out as asked (target %s removed)",
+				 tc->conn->peer,
+				 log_escape(tc->sess->initiator, sizeof(tc->sess->initiator), esc,
+					    sizeof(esc)),
+				 tc->sess->target);
+		}
 		ev_timer_stop(tc->conn->loop, &tc->logout_timer);
 		tc->logged_out = true;
 		tc->conn->state = ISCSI_CONN_IN_LOGOUT;

@@ -15,6 +15,7 @@ as the difference between old and new, so sessions on unchanged targets are not 
        that logs out gets its Logout Response and the connection closes; the one that does not
        keeps being served, then gets AsyncEvent 3 (target drops all connections) after the
        timeout and is closed; once both are gone the daemon no longer holds the LUN's file;
+     - a real initiator, QEMU's libiscsi (qemu-io holding a session open), logs out when asked;
      - on the first target, LUN 1 answers LOGICAL UNIT NOT SUPPORTED (5/25/00) and LUN 0 keeps
        its data and keeps working (after one 3F/0E unit attention).
 ix only (tgt has no config file reload): exits 77 against other peers.
@@ -22,8 +23,10 @@ ix only (tgt has no config file reload): exits 77 against other peers.
 
 import json
 import os
+import shutil
 import signal
 import struct
+import subprocess
 import sys
 import time
 import traceback
@@ -313,6 +316,51 @@ def step_remove_sessions(rm_a, rm_b, t0, wait_s):
     rm_b.close()
 
 
+QEMU_INITIATOR = 'iqn.2008-11.org.linux-kvm'  # the name libiscsi uses inside QEMU
+
+
+def daemon_log():
+    try:
+        return open(os.environ.get('PEER_LOG', ''), errors='replace').read()
+    except OSError:
+        return ''
+
+
+def qemu_start():
+    """qemu-io with a session on the added target, idle in a sleep; (process, why-not)."""
+    if not shutil.which('qemu-io'):
+        return None, 'qemu-io not installed (qemu-utils)'
+    url = 'iscsi://%s:%d/%s/0' % (HOST, PORT, IQN2)
+    p = subprocess.Popen(['qemu-io', '-f', 'raw', '-c', 'read 0 4k', '-c', 'sleep 60000', url],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if wait_for(lambda: '%s -> %s' % (QEMU_INITIATOR, IQN2) in daemon_log() or
+                p.poll() is not None):
+        if p.poll() is None:
+            return p, None
+        return None, 'qemu-io exited: %s' % p.stdout.read().decode(errors='replace')[-300:]
+    p.kill()
+    p.wait()
+    return None, 'no QEMU session on %s after 10 s' % IQN2
+
+
+def step_qemu_logout(p, why):
+    if not p:
+        report('SKIP', 'removed-target-qemu-logs-out', why)
+        return
+    asked = '%s logged out as asked (target %s removed)' % (QEMU_INITIATOR, IQN2)
+    refused = 'login from %s failed (status 0x0203)' % QEMU_INITIATOR
+    ok = wait_for(lambda: asked in daemon_log(), 5)
+    relogin = wait_for(lambda: refused in daemon_log(), 5)
+    p.kill()
+    p.wait()
+    if ok and relogin:
+        report('PASS', 'removed-target-qemu-logs-out', 'QEMU (libiscsi) sent Logout on the '
+               'Async Message; its re-login was refused 0x0203')
+    else:
+        report('FAIL', 'removed-target-qemu-logs-out', 'within 5 s of SIGHUP the daemon log '
+               'lacks %r' % (asked if not ok else refused))
+
+
 def step_remove_lun(first, pattern):
     got = []
     if not wait_for(lambda: got.append(tur(first, 1)) or got[-1] == (2, (5, 0x25, 0))):
@@ -382,6 +430,7 @@ def main():
         if not file_open_by_daemon(lun_file):
             report('FAIL', 'removed-target-lu-closed', 'precondition: the daemon does not hold '
                    '%s open while sessions use it' % lun_file)
+    qemu, why = qemu_start() if added else (None, None)
     write_config(orig)
     t0 = time.monotonic()
     hup()
@@ -389,6 +438,7 @@ def main():
         report('SKIP', 'remove-target', 'nothing to remove: adding the target failed')
     else:
         step_remove_sessions(rm[0], rm[1], t0, wait_s)
+        step_qemu_logout(qemu, why)
         if wait_for(lambda: IQN2 not in listed()):
             try:
                 s3 = X.Session(HOST, PORT, initiator=INITIATOR, target=IQN2, timeout=10)

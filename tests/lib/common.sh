@@ -132,7 +132,8 @@ ixt_wait_port() { # PORT SECONDS
 #                       (the test SKIPs, with the reason, where no loop device can be made).
 #                       tgt gets the same file or device as its backing store.
 # After peer_start: PEER_PORT, PEER_LUN, PEER_PORTAL ("iscsi://127.0.0.1:PORT"),
-# PEER_URL ("iscsi://127.0.0.1:PORT/IQN/LUN"), PEER_LOG, PEER_PID, PEER_KIND (ix|tgt) and,
+# PEER_URL ("iscsi://127.0.0.1:PORT/IQN/LUN"), PEER_LOG (the daemon's log), PEER_PID,
+# PEER_KIND (ix|tgt) and,
 # for ix, PEER_CONFIG (the JSON file the daemon reads; SIGHUP reloads it).
 
 PEER_IQN=${PEER_IQN:-iqn.2024-01.org.ix.test:disk1}
@@ -177,7 +178,7 @@ peer_start() {
 	esac
 	PEER_PORTAL="iscsi://$IX_HOST:$PEER_PORT"
 	PEER_URL="$PEER_PORTAL/$PEER_IQN/$PEER_LUN"
-	export PEER_PORT PEER_LUN PEER_PORTAL PEER_URL PEER_IQN PEER_PID PEER_KIND PEER_CONFIG
+	export PEER_PORT PEER_LUN PEER_PORTAL PEER_URL PEER_IQN PEER_PID PEER_KIND PEER_CONFIG PEER_LOG
 }
 
 peer_stop() {
