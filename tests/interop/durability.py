@@ -45,7 +45,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
@@ -63,17 +62,7 @@ TRACEFS = '/sys/kernel/tracing'
 EVENTS = ('ext4_sync_file_enter', 'ext4_sync_file_exit')
 SIZES = {0: 64 << 20, 1: 16 << 20}
 BS = 512
-failed = 0
-
-
-def report(st, name, detail=''):
-    global failed
-    line = '%s durability.%s %s' % (st, name, detail)
-    print(line, flush=True)
-    if os.environ.get('IX_RESULTS'):
-        with open(os.environ['IX_RESULTS'], 'a') as f:
-            f.write(line + '\n')
-    failed += st == 'FAIL'
+report = ixtest.Reporter('durability')
 
 
 class Daemon:
@@ -347,12 +336,8 @@ def main():
         if daemon:
             daemon.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    return 1 if failed else 0
+    return 1 if report.failed else 0
 
 
 if __name__ == '__main__':
-    try:
-        sys.exit(main())
-    except Exception:  # noqa: BLE001
-        report('FAIL', 'setup', traceback.format_exc().strip().splitlines()[-1])
-        sys.exit(1)
+    report.main(main)

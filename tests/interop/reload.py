@@ -29,12 +29,12 @@ import struct
 import subprocess
 import sys
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB = os.path.join(HERE, '..', 'lib')
 sys.path.insert(0, LIB)
 import ixiscsi as X  # noqa: E402
+import ixtest  # noqa: E402
 
 if 'PEER_PORT' not in os.environ:
     os.execvp('bash', ['bash', os.path.join(LIB, 'with-peer.sh'), 'reload', '300',
@@ -52,17 +52,7 @@ PID = int(os.environ['PEER_PID'])
 CFG = os.environ['PEER_CONFIG']
 IQN2 = IQN + '-added'
 INITIATOR = 'iqn.2024-01.org.ix.test:reload'
-failed = 0
-
-
-def report(st, name, detail=''):
-    global failed
-    line = '%s reload.%s %s' % (st, name, detail)
-    print(line, flush=True)
-    if os.environ.get('IX_RESULTS'):
-        with open(os.environ['IX_RESULTS'], 'a') as f:
-            f.write(line + '\n')
-    failed += st == 'FAIL'
+report = ixtest.Reporter('reload')
 
 
 def write_config(cfg):
@@ -465,12 +455,8 @@ def main():
     err = session_ok(first, 'after-remove')
     report('FAIL' if err else 'PASS', 'unchanged-session-survives-remove', err or '')
     first.close()
-    return 1 if failed else 0
+    return 1 if report.failed else 0
 
 
 if __name__ == '__main__':
-    try:
-        sys.exit(main())
-    except Exception:  # noqa: BLE001
-        report('FAIL', 'setup', traceback.format_exc().strip().splitlines()[-1])
-        sys.exit(1)
+    report.main(main)

@@ -19,6 +19,32 @@ import random
 import socket
 import sys
 import time
+import traceback
+
+
+class Reporter:
+    """report(st, name, detail): one "PASS|FAIL|SKIP TEST.NAME detail" line per check, printed
+    and appended to $IX_RESULTS (tests/run.sh counts those lines); .failed counts the FAILs."""
+
+    def __init__(self, test):
+        self.test = test
+        self.failed = 0
+
+    def __call__(self, st, name, detail=''):
+        line = '%s %s.%s %s' % (st, self.test, name, detail)
+        print(line, flush=True)
+        if os.environ.get('IX_RESULTS'):
+            with open(os.environ['IX_RESULTS'], 'a') as f:
+                f.write(line + '\n')
+        self.failed += st == 'FAIL'
+
+    def main(self, fn):
+        """Exit with fn()'s status; an exception escaping fn is one FAIL line, named setup."""
+        try:
+            sys.exit(fn())
+        except Exception:  # noqa: BLE001
+            self('FAIL', 'setup', traceback.format_exc().strip().splitlines()[-1])
+            sys.exit(1)
 
 
 def free_port():
