@@ -462,13 +462,14 @@ static void connected(struct tcp_connector *tc, int fd, int err)
 		goto out;
 	}
 	s->conn = tcp_conn_new(fd, s->ctx->loop, ISCSI_ROLE_INITIATOR, &ini_role_ops, s);
+	if (s->conn)
+		iscsi_conn_get(s->conn); /* ours, dropped in drop_conn() */
 	s->login = calloc(1, sizeof(*s->login));
 	if (!s->conn || !s->login) {
 		ini_set_error(s, "out of memory");
 		attempt_failed(s, -ENOMEM);
 		goto out;
 	}
-	iscsi_conn_get(s->conn);
 	r = tcp_conn_start(s->conn);
 	if (r < 0) {
 		ini_set_error(s, "cannot start the connection: %s", strerror(-r));
