@@ -15,7 +15,7 @@
 # Host packages it needs: scripts/deps.sh --rdma (tests/run.sh and tests/rdma/run.sh call it).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-CACHE=${IX_RDMA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ix-rdma}
+CACHE=${IX_RDMA_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/ix-rdma}
 FORCE=0
 [ "${1:-}" = --force ] && FORCE=1
 
