@@ -208,7 +208,11 @@ tgtadm_() { timeout 20 /usr/sbin/tgtadm "$@"; }
 ixr_tgt_start() {
 	lld=$1 iqn=$2 mb=$3
 	truncate -s "${mb}M" /dev/shm/tgt-lun1.img || return 1
-	ixr_daemon tgtd /usr/sbin/tgtd -f
+	# tgtd registers its whole iSER buffer pool (1 GiB by default) on the first RDMA connect
+	# request; under TCG that took longer than the initiator waits, the initiator dropped the
+	# connection and tgtd's rdma_create_qp failed with EINVAL. 64 MiB is 128 of its 512 KiB
+	# buffers.
+	ixr_daemon tgtd /usr/sbin/tgtd -f --iser pool_sz_mb=64
 	ixr_wait 20 tgtadm_ --mode target --op show || { ixr_log "tgtd control socket not up"; return 1; }
 	tgtadm_ --lld "$lld" --mode target --op new --tid 1 -T "$iqn" &&
 		tgtadm_ --lld "$lld" --mode logicalunit --op new --tid 1 --lun 1 -b /dev/shm/tgt-lun1.img &&
