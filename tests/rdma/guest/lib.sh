@@ -133,7 +133,7 @@ ixr_iscsid_start() {
 		node.startup = manual
 		node.session.timeo.replacement_timeout = 5
 		node.session.initial_login_retry_max = 2
-		node.conn[0].timeo.login_timeout = 15
+		node.conn[0].timeo.login_timeout = 30
 		node.conn[0].timeo.logout_timeout = 15
 		node.conn[0].timeo.noop_out_interval = 5
 		node.conn[0].timeo.noop_out_timeout = 10
