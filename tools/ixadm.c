@@ -1,0 +1,417 @@
+/* ixadm: the ix initiator's administration command, with open-iscsi's iscsiadm syntax where
+ * the two overlap. Argument parsing, mode dispatch and the helpers every mode shares. */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ixadm.h"
+
+static const char usage_text[] =
+	"usage: ixadm [--db DIR] -m MODE [options]\n"
+	"\n"
+	"  ixadm -m discovery -t st -p IP[:PORT] [-I tcp|iser|auto] [-o new|old|delete|nonpersistent]... [-l]\n"
+	"        [-n discovery.sendtargets.auth.KEY -v VALUE]...\n"
+	"  ixadm -m node                                   list the records\n"
+	"  ixadm -m node [-T IQN] [-p IP[:PORT]] -l | -u | -o show | -o delete\n"
+	"  ixadm -m node -T IQN -p IP[:PORT][,TPGT] -o new\n"
+	"  ixadm -m node [-T IQN] [-p IP[:PORT]] -o update -n KEY -v VALUE\n"
+	"  ixadm -m node -L all|manual|automatic | -U all|manual|automatic\n"
+	"  ixadm -m session [-r SID] [-P 0..3] [-u]\n"
+	"  ixadm -m io [-T IQN] -p IP[:PORT] [--lun N] [--direct] COMMAND\n"
+	"        list | inquiry | readcap | tur | sync\n"
+	"        read --lba LBA --count BLOCKS [--file OUT]      (default: standard output)\n"
+	"        write --lba LBA [--count BLOCKS] [--file IN] [--fua]   (default: standard input)\n"
+	"  ixadm attach -T IQN -p IP[:PORT] [--lun N] [--fua] [--read-only] [--direct-io] FILE\n"
+	"  ixadm detach FILE\n"
+	"\n"
+	"  --db DIR       node database (default $IX_DB or " AX_DEFAULT_DB ")\n"
+	"  --timeout SEC  longest wait for a session daemon's answer (default 120)\n"
+	"  -d LEVEL       library log level 0..3\n"
+	"Exit codes follow iscsiadm's (0 ok, 7 bad arguments, 8 timeout, 15 session exists,\n"
+	"21 nothing found, 24 authentication failed, 28 busy...). See docs/initiator.md.\n";
+
+/* ---------------------------------------------------------------- shared helpers */
+
+uint64_t ax_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void ax_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("ixadm: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int ax_errno_exit(int err)
+{
+	switch (err) {
+	case 0: return AX_OK;
+	case -EACCES: return AX_ERR_AUTH;
+	case -ENOENT: return AX_ERR_FATAL_LOGIN;
+	case -ETIMEDOUT: return AX_ERR_TIMEOUT;
+	case -ECONNREFUSED:
+	case -EHOSTUNREACH:
+	case -ENETUNREACH:
+	case -ECONNRESET:
+	case -ENOTCONN:
+	case -ECONNABORTED: return AX_ERR_TRANS;
+	case -EPROTO: return AX_ERR_LOGIN;
+	case -EINVAL: return AX_ERR_INVAL;
+	case -ENOMEM: return AX_ERR_NOMEM;
+	case -EPROTONOSUPPORT: return AX_ERR_OP_NOT_SUPP;
+	default: return AX_ERR;
+	}
+}
+
+const char *ax_exit_str(int code)
+{
+	switch (code) {
+	case AX_OK: return "success";
+	case AX_ERR_SESS_NOT_FOUND: return "session not found";
+	case AX_ERR_NOMEM: return "out of memory";
+	case AX_ERR_TRANS: return "could not connect to the portal";
+	case AX_ERR_LOGIN: return "iSCSI login failed";
+	case AX_ERR_IDBM: return "node database error";
+	case AX_ERR_INVAL: return "invalid argument";
+	case AX_ERR_TIMEOUT: return "timed out";
+	case AX_ERR_INTERNAL: return "internal error";
+	case AX_ERR_LOGOUT: return "logout failed";
+	case AX_ERR_SESS_EXISTS: return "session exists";
+	case AX_ERR_FATAL_LOGIN: return "iSCSI login failed due to a non-retryable error";
+	case AX_ERR_NO_OBJS: return "no objects found";
+	case AX_ERR_AUTH: return "iSCSI login failed due to authorization failure";
+	case AX_ERR_OP_NOT_SUPP: return "operation not supported";
+	case AX_ERR_BUSY: return "device or resource in use";
+	default: return "error";
+	}
+}
+
+bool ax_iscsi_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < 5 || n >= AX_NAME_MAX ||
+	    (strncmp(s, "iqn.", 4) && strncmp(s, "eui.", 4) && strncmp(s, "naa.", 4)))
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !strchr(".:-_", *s))
+			return false;
+	return true;
+}
+
+bool ax_host_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n >= AX_HOST_MAX || s[0] == '.' || s[0] == '-')
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !strchr(".:-_%", *s))
+			return false;
+	return true;
+}
+
+static int parse_num(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int ax_portal_parse(const char *in, struct ax_portal *p)
+{
+	char buf[AX_HOST_MAX + 32], *comma, *port = NULL, *host = buf;
+	long v;
+
+	if (strlen(in) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, in);
+	p->port = 3260;
+	p->tpgt = -1;
+	comma = strrchr(buf, ',');
+	if (comma) {
+		*comma = 0;
+		if (parse_num(comma + 1, -1, 65535, &v) < 0)
+			return -EINVAL;
+		p->tpgt = (int)v;
+	}
+	if (buf[0] == '[') {
+		char *rb = strchr(buf, ']');
+		if (!rb || (rb[1] && rb[1] != ':'))
+			return -EINVAL;
+		*rb = 0;
+		host = buf + 1;
+		if (rb[1] == ':')
+			port = rb + 2;
+	} else {
+		char *c = strchr(buf, ':');
+		if (c && !strchr(c + 1, ':')) {
+			*c = 0;
+			port = c + 1;
+		}
+	}
+	if (port) {
+		if (parse_num(port, 1, 65535, &v) < 0)
+			return -EINVAL;
+		p->port = (uint16_t)v;
+	}
+	if (!ax_host_ok(host))
+		return -EINVAL;
+	memcpy(p->host, host, strlen(host) + 1); /* ax_host_ok checked the length */
+	return 0;
+}
+
+void ax_portal_str(const struct ax_portal *p, char *buf, size_t len)
+{
+	if (strchr(p->host, ':'))
+		snprintf(buf, len, "[%s]:%u", p->host, p->port);
+	else
+		snprintf(buf, len, "%s:%u", p->host, p->port);
+}
+
+/* ---------------------------------------------------------------- arguments */
+
+enum {
+	OPT_DB = 1000, OPT_LUN, OPT_LBA, OPT_COUNT, OPT_FILE, OPT_FUA, OPT_DIRECT, OPT_RO,
+	OPT_DIO, OPT_SHOW, OPT_TIMEOUT, OPT_SERVE, OPT_NOTIFY, OPT_EPHEMERAL,
+};
+
+static const struct option long_opts[] = {
+	{"mode", required_argument, NULL, 'm'},
+	{"type", required_argument, NULL, 't'},
+	{"portal", required_argument, NULL, 'p'},
+	{"targetname", required_argument, NULL, 'T'},
+	{"interface", required_argument, NULL, 'I'},
+	{"op", required_argument, NULL, 'o'},
+	{"name", required_argument, NULL, 'n'},
+	{"value", required_argument, NULL, 'v'},
+	{"login", no_argument, NULL, 'l'},
+	{"logout", no_argument, NULL, 'u'},
+	{"loginall", required_argument, NULL, 'L'},
+	{"logoutall", required_argument, NULL, 'U'},
+	{"print", required_argument, NULL, 'P'},
+	{"sid", required_argument, NULL, 'r'},
+	{"debug", required_argument, NULL, 'd'},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, 'V'},
+	{"db", required_argument, NULL, OPT_DB},
+	{"lun", required_argument, NULL, OPT_LUN},
+	{"lba", required_argument, NULL, OPT_LBA},
+	{"count", required_argument, NULL, OPT_COUNT},
+	{"file", required_argument, NULL, OPT_FILE},
+	{"fua", no_argument, NULL, OPT_FUA},
+	{"direct", no_argument, NULL, OPT_DIRECT},
+	{"read-only", no_argument, NULL, OPT_RO},
+	{"direct-io", no_argument, NULL, OPT_DIO},
+	{"show", no_argument, NULL, OPT_SHOW},
+	{"timeout", required_argument, NULL, OPT_TIMEOUT},
+	{"serve", no_argument, NULL, OPT_SERVE},
+	{"notify-fd", required_argument, NULL, OPT_NOTIFY},
+	{"ephemeral", no_argument, NULL, OPT_EPHEMERAL},
+	{NULL, 0, NULL, 0},
+};
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+
+	errno = 0;
+	if (*s == '-')
+		return -EINVAL;
+	*out = strtoull(s, &end, 0);
+	return errno || end == s || *end ? -EINVAL : 0;
+}
+
+struct serve_args {
+	bool serve, ephemeral;
+	long notify_fd;
+};
+
+static int parse_one(struct ax_opts *o, struct serve_args *sv, int c, const char *arg)
+{
+	long v;
+	uint64_t u;
+
+	switch (c) {
+	case 'm': o->mode = arg; break;
+	case 't': o->type = arg; break;
+	case 'p':
+		o->portal_arg = arg;
+		if (ax_portal_parse(arg, &o->portal) < 0) {
+			ax_err("bad portal \"%s\" (IP, IP:PORT, [IPv6]:PORT, optionally ,TPGT)", arg);
+			return -1;
+		}
+		o->have_portal = true;
+		break;
+	case 'T': o->target = arg; break;
+	case 'I': o->iface = arg; break;
+	case 'o':
+		if (o->nops == 8)
+			return -1;
+		o->ops[o->nops++] = arg;
+		break;
+	case 'n':
+		if (o->nnames == 16)
+			return -1;
+		o->names[o->nnames++] = arg;
+		break;
+	case 'v':
+		if (o->nvalues == 16)
+			return -1;
+		o->values[o->nvalues++] = arg;
+		break;
+	case 'l': o->login = true; break;
+	case 'u': o->logout = true; break;
+	case 'L': o->login_all = arg; break;
+	case 'U': o->logout_all = arg; break;
+	case 'P':
+		if (parse_num(arg, 0, 3, &v) < 0)
+			return -1;
+		o->print_level = (int)v;
+		break;
+	case 'r':
+		if (parse_num(arg, 1, LONG_MAX, &v) < 0)
+			return -1;
+		o->sid = v;
+		break;
+	case 'd':
+		if (parse_num(arg, 0, 8, &v) < 0)
+			return -1;
+		o->debug = v > 3 ? 3 : (int)v;
+		break;
+	case OPT_DB: o->db = arg; break;
+	case OPT_LUN:
+		if (parse_num(arg, 0, 16383, &v) < 0)
+			return -1;
+		o->lun = (uint32_t)v;
+		o->have_lun = true;
+		break;
+	case OPT_LBA:
+		if (parse_u64(arg, &u) < 0)
+			return -1;
+		o->lba = u;
+		o->have_lba = true;
+		break;
+	case OPT_COUNT:
+		if (parse_u64(arg, &u) < 0 || u == 0)
+			return -1;
+		o->count = u;
+		o->have_count = true;
+		break;
+	case OPT_FILE: o->file = arg; break;
+	case OPT_FUA: o->fua = true; break;
+	case OPT_DIRECT: o->direct = true; break;
+	case OPT_RO: o->read_only = true; break;
+	case OPT_DIO: o->direct_io = true; break;
+	case OPT_SHOW: o->show_secrets = true; break;
+	case OPT_TIMEOUT:
+		if (parse_num(arg, 1, 86400, &v) < 0)
+			return -1;
+		o->timeout_s = (int)v;
+		break;
+	case OPT_SERVE: sv->serve = true; break;
+	case OPT_EPHEMERAL: sv->ephemeral = true; break;
+	case OPT_NOTIFY:
+		if (parse_num(arg, 0, 65535, &v) < 0)
+			return -1;
+		sv->notify_fd = v;
+		break;
+	default: return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct ax_opts o;
+	struct serve_args sv = {.notify_fd = -1};
+	int c;
+
+	memset(&o, 0, sizeof(o));
+	o.argv0 = argv[0];
+	o.timeout_s = 120;
+	o.db = getenv("IX_DB");
+	while ((c = getopt_long(argc, argv, "m:t:p:T:I:o:n:v:luL:U:P:r:d:hV", long_opts,
+				NULL)) != -1) {
+		if (c == 'h') {
+			fputs(usage_text, stdout);
+			return 0;
+		}
+		if (c == 'V') {
+			printf("ixadm (ix) 0.1.0\n");
+			return 0;
+		}
+		if (parse_one(&o, &sv, c, optarg) < 0) {
+			if (c != '?')
+				ax_err("bad value for option -%c%s%s", c < 128 ? c : '-',
+				       optarg ? ": " : "", optarg ? optarg : "");
+			fputs(usage_text, stderr);
+			return AX_ERR_INVAL;
+		}
+	}
+	o.args = argv + optind;
+	o.nargs = argc - optind;
+	/* "ixadm [options] attach|detach ...": the verb is the first word that is no option */
+	if (!o.mode && o.nargs > 0 &&
+	    (strcmp(o.args[0], "attach") == 0 || strcmp(o.args[0], "detach") == 0)) {
+		o.mode = o.args[0];
+		o.args++;
+		o.nargs--;
+	}
+	if (!o.db || !*o.db)
+		o.db = AX_DEFAULT_DB;
+	if (o.debug)
+		ix_set_log_level(o.debug);
+	else
+		ix_set_log_level(0);
+	if (sv.serve) {
+		if (!o.target || !o.portal_arg)
+			return AX_ERR_INVAL;
+		return ax_serve(o.db, o.target, o.portal_arg, sv.ephemeral, (int)sv.notify_fd,
+				o.debug);
+	}
+	if (o.nnames != o.nvalues) {
+		ax_err("each -n NAME needs a -v VALUE");
+		return AX_ERR_INVAL;
+	}
+	if (!o.mode) {
+		ax_err("no mode given (-m discovery|node|session|io, attach, detach)");
+		fputs(usage_text, stderr);
+		return AX_ERR_INVAL;
+	}
+	if (strcmp(o.mode, "discovery") == 0 || strcmp(o.mode, "discoverydb") == 0)
+		return ax_mode_discovery(&o);
+	if (strcmp(o.mode, "node") == 0)
+		return ax_mode_node(&o);
+	if (strcmp(o.mode, "session") == 0)
+		return ax_mode_session(&o);
+	if (strcmp(o.mode, "io") == 0)
+		return ax_mode_io(&o);
+	if (strcmp(o.mode, "attach") == 0)
+		return ax_mode_attach(&o);
+	if (strcmp(o.mode, "detach") == 0)
+		return ax_mode_detach(&o);
+	ax_err("unknown mode \"%s\"", o.mode);
+	return AX_ERR_INVAL;
+}
