@@ -57,7 +57,7 @@ static const struct node_key keys[] = {
 	{"node.session.auth.password", NK_STR, F(password), 0, 0, NULL, "", false, true},
 	STR("node.session.auth.username_in", username_in, ""),
 	{"node.session.auth.password_in", NK_STR, F(password_in), 0, 0, NULL, "", false, true},
-	STR("node.session.auth.chap_algs", chap_algs, "SHA3-256,SHA256,SHA1,MD5"),
+	STR("node.session.auth.chap_algs", chap_algs, "MD5,SHA1,SHA256,SHA3-256"),
 	UINT("node.session.timeo.replacement_timeout", replacement_timeout, 0, 86400, "15"),
 	UINT("node.session.initial_login_retry_max", login_retry_max, 0, 1000, "2"),
 	UINT("node.session.cmds_max", cmds_max, 1, 4096, "128"),
