@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ixadm.h"
 
@@ -346,6 +347,7 @@ int main(int argc, char **argv)
 {
 	struct ax_opts o;
 	struct serve_args sv = {.notify_fd = -1};
+	char abs_db[PATH_MAX]; /* lives as long as main, like o */
 	int c;
 
 	memset(&o, 0, sizeof(o));
@@ -381,6 +383,16 @@ int main(int argc, char **argv)
 	}
 	if (!o.db || !*o.db)
 		o.db = AX_DEFAULT_DB;
+	if (o.db[0] != '/') {
+		/* daemons run from "/": hand them an absolute path */
+		char cwd[PATH_MAX];
+		if (!getcwd(cwd, sizeof(cwd)) ||
+		    snprintf(abs_db, sizeof(abs_db), "%s/%s", cwd, o.db) >= (int)sizeof(abs_db)) {
+			ax_err("cannot make the database path %s absolute", o.db);
+			return AX_ERR_INVAL;
+		}
+		o.db = abs_db;
+	}
 	if (o.debug)
 		ix_set_log_level(o.debug);
 	else

@@ -347,10 +347,12 @@ static int logout_info(const struct ax_opts *o, const struct ctl_info *inf)
 {
 	struct ax_portal p;
 	struct ctl_paths cp;
+	char portal[AX_HOST_MAX + 16];
 
 	if (ax_portal_parse(inf->portal, &p) < 0 || ctl_paths(o->db, inf->target, &p, &cp) < 0)
 		return AX_ERR_INTERNAL;
-	return logout_sock(cp.sock, inf->pid, inf->target, inf->portal, o->timeout_s * 1000);
+	snprintf(portal, sizeof(portal), "%s,%u", p.host, p.port);
+	return logout_sock(cp.sock, inf->pid, inf->target, portal, o->timeout_s * 1000);
 }
 
 /* Sessions matching the filters; returns how many. */

@@ -459,9 +459,11 @@ static void scsi_done(struct dcmd *dc)
 	if (c->dead)
 		return;
 	if (cmd->err) {
+		const char *why = dc->timed_out ? "" : c->d->s ? ix_session_error(c->d->s)
+							     : c->d->last_error;
 		d_cmd_result_str(dc, msg, sizeof(msg));
 		client_reply(c, NULL, 0, "ERR %d command failed: %s%s%s", ax_errno_exit(cmd->err),
-			     msg, c->d->last_error[0] ? ": " : "", c->d->last_error);
+			     msg, *why ? ": " : "", why);
 	} else {
 		if (cmd->dir == IX_DIR_READ && cmd->status == 0)
 			dlen = cmd->underflow && cmd->residual < cmd->len ? cmd->len - cmd->residual
@@ -674,15 +676,22 @@ static void client_readable(struct client *c)
 		return;
 	c->llen += (size_t)n;
 	c->deadline = ax_now_ms() + CLIENT_IDLE_MS;
-	char *nl = memchr(c->line, '\n', c->llen);
-	if (!nl) {
-		if (c->llen == sizeof(c->line) - 1)
-			client_close(c); /* a line that long is not ours */
+	if (!memchr(c->line, '\n', c->llen) && c->llen == sizeof(c->line) - 1)
+		client_close(c); /* a line that long is not ours */
+}
+
+/* A complete request line is buffered and the client is ready for it: serve it. (Called
+ * after reads and from housekeeping, so a request that arrived with the previous one is not
+ * left waiting for more input.) */
+static void client_process(struct client *c)
+{
+	char line[CTL_LINE_MAX], *nl;
+	size_t rest;
+
+	if (c->dead || c->st != C_LINE || !(nl = memchr(c->line, '\n', c->llen)))
 		return;
-	}
 	*nl = 0;
-	size_t rest = c->llen - (size_t)(nl + 1 - c->line);
-	char line[CTL_LINE_MAX];
+	rest = c->llen - (size_t)(nl + 1 - c->line);
 	memcpy(line, c->line, (size_t)(nl - c->line) + 1);
 	memmove(c->line, nl + 1, rest);
 	c->llen = rest;
@@ -804,6 +813,7 @@ static void housekeeping(struct daemon *d)
 		struct client *c = d->clients[i];
 		if (!c)
 			continue;
+		client_process(c);
 		if (!c->dead && c->st != C_BUSY && c->st != C_DETACH_WAIT && now >= c->deadline)
 			client_close(c);
 		if (c->dead && !c->dc.inflight) {
@@ -887,6 +897,7 @@ static void loop(struct daemon *d)
 					client_flush(c);
 				else
 					client_readable(c);
+				client_process(c);
 				break;
 			}
 			case 'a': att_readable(who[i]); break;
@@ -1009,6 +1020,8 @@ int ax_serve(const char *db, const char *target, const char *portal, bool epheme
 	if (!d)
 		return AX_ERR_NOMEM;
 	umask(077);
+	if (chdir("/") < 0) /* keep no file system busy; the database path is absolute */
+		return AX_ERR_INTERNAL;
 	d->db = db;
 	d->notify_fd = notify_fd;
 	d->listen_fd = d->lock_fd = d->sig_fd = -1;

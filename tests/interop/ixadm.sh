@@ -156,6 +156,61 @@ chap() { # peer
 	expect "$p.chap.delete" 0 -m node $T $P -o delete
 }
 
+# ---- ix only: the session survives a target restart within the replacement timeout, fails
+# commands promptly during a longer outage, and logs in again when the target is back; a
+# session daemon stopped by SIGTERM detaches its FUSE file and exits
+target_down() {
+	kill -TERM "$PEER_PID" 2>/dev/null
+	wait "$PEER_PID" 2>/dev/null
+	PEER_PID=
+}
+target_up() {
+	"${IX_TARGET_BIN:-$IX_BUILD/tools/ix-target}" -c "$PEER_CONFIG" >>"$PEER_LOG" 2>&1 &
+	PEER_PID=$!
+	ixt_wait_port "$PEER_PORT" 10 || ixt_check_fail "recovery.target-restart" "ix-target did not come back on port $PEER_PORT"
+}
+session_pid() {
+	timeout 20 "$IXADM" --db "$DB" -m session 2>/dev/null | sed -n 's/^[a-z]*: \[\([0-9]*\)\].*/\1/p' | head -1
+}
+recovery() {
+	local T="-T $PEER_IQN" P="-p $IX_HOST:$PEER_PORT" t0 rc pid i
+	expect "recovery.node.new" 0 -m node $T $P -o new
+	expect "recovery.update" 0 -m node $T $P -o update -n node.session.timeo.replacement_timeout -v 3 \
+		-n node.startup -v automatic -n node.conn[0].timeo.login_timeout -v 1 \
+		-n node.conn[0].timeo.noop_out_interval -v 1 -n node.conn[0].timeo.noop_out_timeout -v 1
+	expect "recovery.login-automatic" 0 -m node -L automatic
+	target_down
+	sleep 0.5
+	target_up
+	expect "recovery.io-after-restart" 0 -m io $T $P readcap
+	expect "recovery.session" 0 -m session -P 1 && has "recovery.counted" "Recoveries: 1"
+
+	target_down
+	t0=$SECONDS
+	ax -m io $T $P readcap
+	rc=$?
+	if [ $rc != 0 ] && [ $((SECONDS - t0)) -le 8 ]; then ixt_check_pass "recovery.outage-fails-fast"; else ixt_check_fail "recovery.outage-fails-fast" "exit $rc after $((SECONDS - t0)) s"; fi
+	expect "recovery.outage-state" 0 -m session -P 1 && has "recovery.outage-state.failed" "iSCSI Session State: FAILED"
+	target_up
+	for i in $(seq 1 40); do
+		timeout 10 "$IXADM" --db "$DB" -m session -P 1 2>/dev/null | grep -q "Session State: LOGGED_IN" && break
+		sleep 1
+	done
+	expect "recovery.relogin" 0 -m session -P 1 && has "recovery.relogin.state" "iSCSI Session State: LOGGED_IN"
+	expect "recovery.io-after-relogin" 0 -m io $T $P readcap
+	expect "recovery.logout-all" 0 -m node -U all
+	expect "recovery.delete" 0 -m node $T $P -o delete
+
+	# SIGTERM to a daemon holding a FUSE file: it flushes, unmounts and exits
+	local lun="$IXT_TMP/lun-sigterm"
+	expect "sigterm.attach" 0 attach $T $P "$lun" || return
+	pid=$(session_pid)
+	kill -TERM "$pid"
+	for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	if kill -0 "$pid" 2>/dev/null; then ixt_check_fail "sigterm.exit" "daemon $pid still running after 10 s"; else ixt_check_pass "sigterm.exit"; fi
+	if grep -q " $lun " /proc/self/mountinfo; then ixt_check_fail "sigterm.unmounted" "$lun still mounted"; else ixt_check_pass "sigterm.unmounted"; fi
+}
+
 # ---- an unreachable portal fails within its configured timeouts
 unreachable() {
 	local port T="-T iqn.2024-01.org.ix.test:nowhere" P t0
@@ -237,6 +292,7 @@ for peer in ix tgt; do
 	PEER_CHAP_USER= PEER_CHAP_SECRET= PEER_MCHAP_USER= PEER_MCHAP_SECRET=
 	peer_start
 	basic $peer
+	[ $peer = ix ] && recovery
 	if [ $LOOP_OK = 1 ]; then
 		ext4 $peer
 	else
