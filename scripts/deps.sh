@@ -12,7 +12,7 @@ PKGS=(
 	# ixadm attach (FUSE) and its loop/mkfs/mount acceptance test
 	fuse3 e2fsprogs mount
 	# tests/run.sh and the interop scripts use these
-	coreutils procps iproute2
+	coreutils procps iproute2 mount # mount: losetup, for block-device LUNs
 )
 
 missing=()
