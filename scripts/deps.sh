@@ -10,7 +10,7 @@ PKGS=(
 	# tests: libiscsi tools + iscsi-test-cu, QEMU iscsi:// block driver, tgt as reference peer
 	libiscsi-bin qemu-utils qemu-block-extra tgt python3
 	# ixadm attach (FUSE) and its loop/mkfs/mount acceptance test
-	fuse3 e2fsprogs mount
+	fuse3 e2fsprogs
 	# tests/run.sh and the interop scripts use these
 	coreutils procps iproute2 mount # mount: losetup, for block-device LUNs
 )
