@@ -59,6 +59,7 @@ struct client {
 	uint32_t tmo;                   /* the scsi request's timeout (0 = the session's) */
 	struct attach *waiting;         /* detach: tell me when it is gone */
 	bool dead;                      /* fd closed; freed once dc is not in flight */
+	bool close_after;               /* the stream is out of step: close after this reply */
 	bool logout_waiter;
 };
 
@@ -444,6 +445,10 @@ static void client_flush(struct client *c)
 		c->dsent += (size_t)w - h;
 		c->deadline = ax_now_ms() + CLIENT_IO_MS;
 	}
+	if (c->close_after) {
+		client_close(c);
+		return;
+	}
 	c->st = c->after_reply;
 	c->after_reply = C_LINE;
 	c->deadline = ax_now_ms() + CLIENT_IDLE_MS;
@@ -500,10 +505,12 @@ static void req_scsi(struct client *c, const char *args)
 	    len > AX_IO_MAX || (dir != 'r' && dir != 'w' && dir != 'n') || tmo > 3600000 ||
 	    (dir == 'n' && len) || (n = ax_unhex(hex, cdb, sizeof(cdb))) < 6) {
 		client_reply(c, NULL, 0, "ERR %d malformed scsi request", AX_ERR_INVAL);
+		c->close_after = true; /* a payload may follow that we will not read */
 		return;
 	}
 	if (len && client_buf(c) < 0) {
 		client_reply(c, NULL, 0, "ERR %d out of memory", AX_ERR_NOMEM);
+		c->close_after = true;
 		return;
 	}
 	ix_scsi_cmd_init(&c->dc.cmd, lun, cdb, (uint8_t)n,
@@ -1004,8 +1011,9 @@ static int setup(struct daemon *d, const char *target, const char *portal, char 
 		snprintf(err, errlen, "out of resources");
 		return AX_ERR_NOMEM;
 	}
-	if (session_create(d, err, errlen) < 0)
-		return AX_ERR_INVAL;
+	r = session_create(d, err, errlen);
+	if (r < 0)
+		return ax_errno_exit(r);
 	d->relogin_delay = RELOGIN_MIN_MS;
 	return 0;
 }

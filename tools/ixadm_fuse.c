@@ -374,8 +374,12 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	if (size == 0) {
+		fuse_reply_write(req, 0);
+		return;
+	}
 	if ((uint64_t)off >= a->size) {
-		fuse_reply_err(req, size ? ENOSPC : 0);
+		fuse_reply_err(req, ENOSPC);
 		return;
 	}
 	sl = claim(a, req, S_QUEUED);
