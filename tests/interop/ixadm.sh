@@ -159,8 +159,8 @@ chap() { # peer
 # ---- ix only: the session survives a target restart within the replacement timeout, fails
 # commands promptly during a longer outage, and logs in again when the target is back; a
 # session daemon stopped by SIGTERM detaches its FUSE file and exits
-target_down() {
-	kill -TERM "$PEER_PID" 2>/dev/null
+target_down() { # a crash: SIGKILL (ix-target's own SIGTERM path is ix_stop's business)
+	kill -KILL "$PEER_PID" 2>/dev/null
 	wait "$PEER_PID" 2>/dev/null
 	PEER_PID=
 }
