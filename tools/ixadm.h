@@ -1,6 +1,7 @@
 /* ixadm: the ix initiator's command line (iscsiadm-style). Shared declarations of its files:
  *
  *   ixadm.c         argument parsing, mode dispatch, help
+ *   ixadm_util.c    messages, exit codes, names and portals
  *   ixadm_node.c    the node database: one key = value file per record, the settings table
  *   ixadm_cmd.c     -m discovery / node / session: records, login, logout, session listing
  *   ixadm_ctl.c     the control protocol between ixadm and a session daemon (both sides'
@@ -50,6 +51,8 @@ enum {
 #define AX_IO_MAX (1024u * 1024u) /* largest data transfer of one command we issue */
 
 uint64_t ax_now_ms(void);
+/* A decimal number in lo..hi: 0 or -EINVAL. */
+int ax_parse_num(const char *s, long lo, long hi, long *out);
 /* "ixadm: ..." on stderr. */
 void ax_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Exit code for a negative errno from a login or command. */
