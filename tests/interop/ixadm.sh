@@ -123,6 +123,17 @@ EOF
 	expect "$p.logout.refused-while-attached" 28 -m node $T $P -u
 	expect "$p.detach" 0 detach "$lun"
 	if grep -q " $lun " /proc/self/mountinfo; then ixt_check_fail "$p.detach.unmounted" "still mounted"; else ixt_check_pass "$p.detach.unmounted"; fi
+	# fusermount3 -u instead of ixadm detach: the daemon notices and lets go of the file
+	if command -v fusermount3 >/dev/null && expect "$p.attach2" 0 attach $T $P $L "$lun"; then
+		local i
+		ixt_run 10 fusermount3 -u "$lun" && ixt_check_pass "$p.fusermount-u" || ixt_check_fail "$p.fusermount-u" "fusermount3 -u failed"
+		for i in $(seq 1 50); do
+			timeout 10 "$IXADM" --db "$DB" -m session -P 1 2>/dev/null | grep -q "LUN $PEER_LUN: $lun" || break
+			sleep 0.1
+		done
+		expect "$p.fusermount-u.session" 0 -m session -P 1
+		if grep -q "LUN $PEER_LUN: $lun" "$OUT"; then ixt_check_fail "$p.fusermount-u.released" "the daemon still lists $lun"; else ixt_check_pass "$p.fusermount-u.released"; fi
+	fi
 	expect "$p.session.kept" 0 -m session $T
 	expect "$p.logout" 0 -m node $T $P -u && has "$p.logout.msg" "^Logout of \[sid: [0-9]+, target: $PEER_IQN, portal: $IX_HOST,$PEER_PORT\] successful\.\$"
 	expect "$p.session.none" 21 -m session
