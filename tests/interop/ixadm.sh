@@ -134,6 +134,23 @@ EOF
 		expect "$p.fusermount-u.session" 0 -m session -P 1
 		if grep -q "LUN $PEER_LUN: $lun" "$OUT"; then ixt_check_fail "$p.fusermount-u.released" "the daemon still lists $lun"; else ixt_check_pass "$p.fusermount-u.released"; fi
 	fi
+	# --read-only refuses writes; --fua --direct-io writes (no page cache) reach the LUN
+	if expect "$p.attach.ro" 0 attach $T $P $L --read-only "$lun"; then
+		if ixt_run 30 dd if="$IXT_TMP/data1" of="$lun" bs=64k conv=notrunc status=none 2>/dev/null; then
+			ixt_check_fail "$p.attach.ro.write-refused" "a write to a read-only attachment succeeded"
+		else
+			ixt_check_pass "$p.attach.ro.write-refused"
+		fi
+		ixt_run 30 dd if="$lun" of="$IXT_TMP/r1b" bs=512 skip=2048 count=2048 status=none
+		if cmp -s -n 1048576 "$IXT_TMP/data4" "$IXT_TMP/r1b"; then ixt_check_pass "$p.attach.ro.read"; else ixt_check_fail "$p.attach.ro.read" "read-only file differs"; fi
+		expect "$p.attach.ro.detach" 0 detach "$lun"
+	fi
+	if expect "$p.attach.fua-dio" 0 attach $T $P $L --fua --direct-io "$lun"; then
+		ixt_run 30 dd if="$IXT_TMP/data1" of="$lun" bs=64k seek=160 conv=notrunc status=none
+		expect "$p.attach.fua-dio.read" 0 -m io $T $P $L --direct read --lba 20480 --count 2048 --file "$IXT_TMP/r1c"
+		if cmp -s "$IXT_TMP/data1" "$IXT_TMP/r1c"; then ixt_check_pass "$p.attach.fua-dio.reached"; else ixt_check_fail "$p.attach.fua-dio.reached" "write through --fua --direct-io not on the LUN"; fi
+		expect "$p.attach.fua-dio.detach" 0 detach "$lun"
+	fi
 	expect "$p.session.kept" 0 -m session $T
 	expect "$p.logout" 0 -m node $T $P -u && has "$p.logout.msg" "^Logout of \[sid: [0-9]+, target: $PEER_IQN, portal: $IX_HOST,$PEER_PORT\] successful\.\$"
 	expect "$p.session.none" 21 -m session
