@@ -99,8 +99,21 @@ basic() { # peer
 	ax -m io $T $P $L read --lba 99999999 --count 1 --file "$IXT_TMP/r0"
 	if [ $? = 1 ] && grep -q "ILLEGAL REQUEST 21/00" "$IXT_TMP/err1"; then ixt_check_pass "$p.io.sense-decoded"; else ixt_check_fail "$p.io.sense-decoded" "no decoded LBA OUT OF RANGE"; fi
 
-	# the LUN as a file, in the logged-in session
-	local lun="$IXT_TMP/lun-$p"
+	if [ $FUSE_OK = 1 ]; then
+		attach_checks "$p"
+	else
+		ixt_result SKIP "$p.attach" "$FUSE_WHY"
+	fi
+	expect "$p.session.kept" 0 -m session $T
+	expect "$p.logout" 0 -m node $T $P -u && has "$p.logout.msg" "^Logout of \[sid: [0-9]+, target: $PEER_IQN, portal: $IX_HOST,$PEER_PORT\] successful\.\$"
+	expect "$p.session.none" 21 -m session
+	expect "$p.node.delete" 0 -m node $T $P -o delete
+	expect "$p.node.empty" 21 -m node
+}
+
+# ---- the LUN as a file, in the logged-in session
+attach_checks() { # peer
+	local p=$1 T="-T $PEER_IQN" P="-p $IX_HOST:$PEER_PORT" L="--lun $PEER_LUN" lun="$IXT_TMP/lun-$1"
 	expect "$p.attach" 0 attach $T $P $L "$lun" || return
 	ixt_run 60 dd if="$IXT_TMP/data4" of="$lun" bs=1M seek=1 conv=notrunc,fsync status=none
 	expect "$p.attach.dd-write" 0 -m io $T $P $L --direct read --lba 2048 --count 8192 --file "$IXT_TMP/r4"
@@ -151,11 +164,6 @@ EOF
 		if cmp -s "$IXT_TMP/data1" "$IXT_TMP/r1c"; then ixt_check_pass "$p.attach.fua-dio.reached"; else ixt_check_fail "$p.attach.fua-dio.reached" "write through --fua --direct-io not on the LUN"; fi
 		expect "$p.attach.fua-dio.detach" 0 detach "$lun"
 	fi
-	expect "$p.session.kept" 0 -m session $T
-	expect "$p.logout" 0 -m node $T $P -u && has "$p.logout.msg" "^Logout of \[sid: [0-9]+, target: $PEER_IQN, portal: $IX_HOST,$PEER_PORT\] successful\.\$"
-	expect "$p.session.none" 21 -m session
-	expect "$p.node.delete" 0 -m node $T $P -o delete
-	expect "$p.node.empty" 21 -m node
 }
 
 # ---- per peer, with CHAP required: settings through -o update
@@ -231,12 +239,21 @@ recovery() {
 
 	# SIGTERM to a daemon holding a FUSE file: it flushes, unmounts and exits
 	local lun="$IXT_TMP/lun-sigterm"
+	[ $FUSE_OK = 1 ] || { ixt_result SKIP "sigterm" "$FUSE_WHY"; return; }
 	expect "sigterm.attach" 0 attach $T $P "$lun" || return
 	pid=$(session_pid)
 	kill -TERM "$pid"
 	for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 	if kill -0 "$pid" 2>/dev/null; then ixt_check_fail "sigterm.exit" "daemon $pid still running after 10 s"; else ixt_check_pass "sigterm.exit"; fi
 	if grep -q " $lun " /proc/self/mountinfo; then ixt_check_fail "sigterm.unmounted" "$lun still mounted"; else ixt_check_pass "sigterm.unmounted"; fi
+
+	# SIGKILL: the mount is left dead; ixadm detach removes it
+	expect "sigkill.attach" 0 attach $T $P "$lun" || return
+	pid=$(session_pid)
+	kill -KILL "$pid"
+	for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	expect "sigkill.detach-dead-mount" 0 detach "$lun" && has "sigkill.detach-dead-mount.msg" "no session daemon held it"
+	if grep -q " $lun " /proc/self/mountinfo; then ixt_check_fail "sigkill.unmounted" "$lun still mounted"; else ixt_check_pass "sigkill.unmounted"; fi
 }
 
 # ---- an unreachable portal fails within its configured timeouts
@@ -311,6 +328,12 @@ ext4() { # peer
 }
 
 LOOP_WHY=$(loop_mount_works) && LOOP_OK=1 || LOOP_OK=0
+FUSE_OK=1 FUSE_WHY=
+if [ ! -c /dev/fuse ] || ! [ -r /dev/fuse ] || ! [ -w /dev/fuse ]; then
+	FUSE_OK=0 FUSE_WHY="/dev/fuse is missing or not usable in this container"
+elif ! grep -qw fuse /proc/filesystems; then
+	FUSE_OK=0 FUSE_WHY="the kernel has no fuse file system"
+fi
 for peer in ix tgt; do
 	if [ $peer = tgt ] && ! command -v tgtd >/dev/null; then
 		ixt_result SKIP "tgt" "tgtd not installed"
@@ -321,7 +344,9 @@ for peer in ix tgt; do
 	peer_start
 	basic $peer
 	[ $peer = ix ] && recovery
-	if [ $LOOP_OK = 1 ]; then
+	if [ $FUSE_OK = 0 ]; then
+		ixt_result SKIP "$peer.ext4" "$FUSE_WHY"
+	elif [ $LOOP_OK = 1 ]; then
 		ext4 $peer
 	else
 		ixt_result SKIP "$peer.ext4" "$LOOP_WHY (the QEMU guest harness of tests/rdma can run this)"
