@@ -1,6 +1,7 @@
 /* SBC-3 block commands on the data path: READ CAPACITY (10)/(16), READ and WRITE (6/10/12/16),
- * WRITE AND VERIFY, VERIFY, SYNCHRONIZE CACHE, PRE-FETCH and GET LBA STATUS. Reads and writes
- * go straight to the backend through the command's embedded bs_io, without locks. */
+ * WRITE AND VERIFY, VERIFY, SYNCHRONIZE CACHE, PRE-FETCH, GET LBA STATUS and READ DEFECT DATA.
+ * Reads and writes go straight to the backend through the command's embedded bs_io, without locks.
+ */
 #include <errno.h>
 #include <string.h>
 
@@ -349,5 +350,28 @@ int scsi_sbc_get_lba_status(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	put_be32(d + 16, (uint32_t)run);
 	d[20] = mapped ? 0x00 : 0x01; /* mapped / deallocated */
 	scsi_put_data(cmd, d, 24, alloc);
+	return SCSI_DONE;
+}
+
+/* ---- READ DEFECT DATA (10)/(12) ---- */
+
+/* Virtual media have no defects: both lists are returned empty and valid, in the format asked
+ * for (SBC-3 5.11, 5.12). */
+int scsi_sbc_read_defect_data(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	const uint8_t *cdb = cmd->cdb;
+	bool twelve = cdb[0] == 0xb7;
+	uint8_t req = twelve ? cdb[1] : cdb[2], d[8] = {0};
+	uint32_t alloc = twelve ? get_be32(cdb + 6) : get_be16(cdb + 7);
+
+	(void)lu;
+	if ((req & 0x07) == 0x07) { /* reserved DEFECT LIST FORMAT */
+		scsi_fail_cdb(cmd, twelve ? 1 : 2, 2);
+		return SCSI_DONE;
+	}
+	/* PLISTV, GLISTV as requested; DEFECT LIST FORMAT echoed; lengths (and, for (12), the
+	 * GENERATION CODE) zero. */
+	d[1] = req & 0x1f;
+	scsi_put_data(cmd, d, twelve ? 8 : 4, alloc);
 	return SCSI_DONE;
 }
