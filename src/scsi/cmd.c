@@ -136,7 +136,8 @@ static const struct scsi_op op_table[256] = {
     [0x2e] = {scsi_sbc_write, "WRITE AND VERIFY(10)", 10, F_WR, 0, U_LBA10(0x16)},
     [0x2f] = {scsi_sbc_verify, "VERIFY(10)", 10, F_RD, 0, U_LBA10(0x16)},
     [0x34] = {scsi_sbc_prefetch, "PRE-FETCH(10)", 10, F_RD, 0, U_LBA10(0x02)},
-    [0x35] = {scsi_sbc_sync_cache, "SYNCHRONIZE CACHE(10)", 10, F_IO, 0, U_LBA10(0x02)},
+    /* SYNC_NV (obsolete since SBC-3) is accepted and ignored: everything is flushed. */
+    [0x35] = {scsi_sbc_sync_cache, "SYNCHRONIZE CACHE(10)", 10, F_IO, 0, U_LBA10(0x06)},
     [0x41] = {scsi_sbc_write_same, "WRITE SAME(10)", 10, F_WR, 0, U_LBA10(0x08)},
     [0x37] = {scsi_sbc_read_defect_data,
 	      "READ DEFECT DATA(10)",
@@ -187,7 +188,7 @@ static const struct scsi_op op_table[256] = {
     [0x8e] = {scsi_sbc_write, "WRITE AND VERIFY(16)", 16, F_WR, 0, U_LBA16(0x16)},
     [0x8f] = {scsi_sbc_verify, "VERIFY(16)", 16, F_RD, 0, U_LBA16(0x16)},
     [0x90] = {scsi_sbc_prefetch, "PRE-FETCH(16)", 16, F_RD, 0, U_LBA16(0x02)},
-    [0x91] = {scsi_sbc_sync_cache, "SYNCHRONIZE CACHE(16)", 16, F_IO, 0, U_LBA16(0x02)},
+    [0x91] = {scsi_sbc_sync_cache, "SYNCHRONIZE CACHE(16)", 16, F_IO, 0, U_LBA16(0x06)},
     [0x93] = {scsi_sbc_write_same, "WRITE SAME(16)", 16, F_WR, 0, U_LBA16(0x09)},
     [0x9e] = {.name = "SERVICE ACTION IN(16)",
 	      .cdb_len = 16,
