@@ -300,17 +300,13 @@ static bool ua_check(struct scsi_cmd *cmd, struct scsi_itl *itl)
 	return false;
 }
 
-/* The medium: present, not being sanitized, not left unusable by a failed sanitize. */
+/* The medium: present, not left unusable by a failed sanitize. */
 static bool medium_ok(struct scsi_cmd *cmd, const struct scsi_op *op, struct scsi_lu *lu)
 {
 	uint8_t ms = atomic_load_explicit(&lu->mstate, memory_order_acquire);
 
 	if (ms == SCSI_MS_LOADED)
 		return true; /* the common case */
-	if ((ms & SCSI_MS_SANITIZE) && !(op->flags & SCSI_F_SANITIZE_OK)) {
-		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x1b); /* SANITIZE IN PROGRESS */
-		return false;
-	}
 	if (!(op->flags & SCSI_F_MEDIUM))
 		return true;
 	if (!(ms & SCSI_MS_LOADED)) {
@@ -330,6 +326,13 @@ static bool precheck(struct scsi_cmd *cmd, const struct scsi_op *op, struct scsi
 	struct scsi_priv *p = scsi_priv(cmd);
 	struct scsi_nexus *holder;
 
+	/* A sanitize in progress stops everything but a few commands, before anything else
+	 * (SBC-4 4.11): a pending unit attention stays pending until it is over. */
+	if ((atomic_load_explicit(&lu->mstate, memory_order_acquire) & SCSI_MS_SANITIZE) &&
+	    !(op->flags & SCSI_F_SANITIZE_OK)) {
+		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x1b); /* SANITIZE IN PROGRESS */
+		return false;
+	}
 	if (!(op->flags & SCSI_F_NO_UA) && !ua_check(cmd, p->itl))
 		return false;
 	if (cmd->cdb_len < op->cdb_len) {
