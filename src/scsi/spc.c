@@ -422,7 +422,9 @@ int scsi_spc_report_tmf(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	bool repd = cmd->cdb[2] & 0x80;
 
 	(void)lu;
-	d[0] = 0x80 | 0x40 | 0x08; /* ABORT TASK, ABORT TASK SET, LOGICAL UNIT RESET */
+	/* ABORT TASK, ABORT TASK SET, CLEAR TASK SET, LOGICAL UNIT RESET, TARGET RESET (the
+	 * iSCSI TARGET WARM RESET) */
+	d[0] = 0x80 | 0x40 | 0x10 | 0x08 | 0x02;
 	if (repd)
 		d[3] = 0x0c;
 	scsi_put_data(cmd, d, repd ? 16 : 4, get_be32(cmd->cdb + 6));

@@ -355,7 +355,7 @@ static const struct tc spc_cases[] = {
      0,
      4,
      4,
-     EXP(0xc8, 0x00, 0x00, 0x00)},
+     EXP(0xda, 0x00, 0x00, 0x00)},
     {"RSOC one command READ(10)",
      L_RAM,
      {0xa3, 0x0c, 0x01, 0x28, 0, 0, 0, 0, 1, 0, 0, 0},
