@@ -49,8 +49,8 @@ int scsi_pr_lu_init(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err
 
 		if (rc == -EINVAL && n < errlen)
 			snprintf(err + n, errlen - n,
-				 " (persistent reservations saved with APTPL cannot be restored; "
-				 "move the file away to start this LU without them)");
+				 " (move the file away to start the LU without the persistent "
+				 "reservations it saved)");
 		free(lu->pr_path);
 		lu->pr_path = NULL;
 		return rc;
