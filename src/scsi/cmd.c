@@ -275,13 +275,10 @@ static bool ua_check(struct scsi_cmd *cmd, struct scsi_itl *itl)
 	return false;
 }
 
-/* The medium: present, not left unusable by a failed sanitize. */
-static bool medium_ok(struct scsi_cmd *cmd, const struct scsi_op *op, struct scsi_lu *lu)
+/* The medium (ms = lu->mstate, not SCSI_MS_LOADED alone): present, not left unusable by a
+ * failed sanitize. */
+static bool medium_ok(struct scsi_cmd *cmd, const struct scsi_op *op, uint8_t ms)
 {
-	uint8_t ms = atomic_load_explicit(&lu->mstate, memory_order_acquire);
-
-	if (ms == SCSI_MS_LOADED)
-		return true; /* the common case */
 	if (!(op->flags & SCSI_F_MEDIUM))
 		return true;
 	if (!(ms & SCSI_MS_LOADED)) {
@@ -300,11 +297,11 @@ static bool precheck(struct scsi_cmd *cmd, const struct scsi_op *op, struct scsi
 {
 	struct scsi_priv *p = scsi_priv(cmd);
 	struct scsi_nexus *holder;
+	uint8_t ms = atomic_load_explicit(&lu->mstate, memory_order_acquire);
 
 	/* A sanitize in progress stops everything but a few commands, before anything else
 	 * (SBC-4 4.11): a pending unit attention stays pending until it is over. */
-	if ((atomic_load_explicit(&lu->mstate, memory_order_acquire) & SCSI_MS_SANITIZE) &&
-	    !(op->flags & SCSI_F_SANITIZE_OK)) {
+	if ((ms & SCSI_MS_SANITIZE) && !(op->flags & SCSI_F_SANITIZE_OK)) {
 		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x1b); /* SANITIZE IN PROGRESS */
 		return false;
 	}
@@ -326,7 +323,7 @@ static bool precheck(struct scsi_cmd *cmd, const struct scsi_op *op, struct scsi
 		cmd->status = SCSI_STATUS_RESERVATION_CONFLICT;
 		return false;
 	}
-	if (!medium_ok(cmd, op, lu))
+	if (ms != SCSI_MS_LOADED && !medium_ok(cmd, op, ms)) /* loaded: the common case */
 		return false;
 	if ((op->flags & SCSI_F_WRITE) && lu->readonly) {
 		scsi_fail(cmd, SCSI_SENSE_DATA_PROTECT, 0x27, 0x00); /* WRITE PROTECTED */
