@@ -282,6 +282,7 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 		w->tgt = t;
 		w->id = i;
 		list_init(&w->sessions);
+		list_init(&w->conns);
 		w->loop = ev_loop_new();
 		if (!w->loop) {
 			r = -ENOMEM;
@@ -371,9 +372,17 @@ void ix_target_free(struct ix_target *t)
 	free(t->listeners);
 	free(t->lctx);
 	for (int i = 0; t->workers && i < t->nworkers; i++) {
-		/* drain connections' deferred frees */
-		if (t->workers[i].loop)
-			ev_loop_run_once(t->workers[i].loop, 0);
+		struct tgt_worker *w = &t->workers[i];
+
+		/* the worker threads have stopped: close the connections still open (sessions
+		   logged in at shutdown), then let their deferred frees and any backend I/O still
+		   in flight finish (bounded) */
+		while (w->loop && w->conns.next && !list_empty(&w->conns)) {
+			struct tgt_conn *tc = list_first_entry(&w->conns, struct tgt_conn, wlink);
+			iscsi_conn_close(tc->conn, "target shutting down");
+		}
+		for (int k = 0, idle = 0; w->loop && k < 200 && idle < 3; k++)
+			idle = ev_loop_run_once(w->loop, 5) == 0 ? idle + 1 : 0;
 		scsi_thread_free(t->workers[i].sthread);
 		ev_loop_free(t->workers[i].loop);
 	}

@@ -634,6 +634,7 @@ static void conn_closed(struct iscsi_conn *c)
 		list_for_each_safe(pos, n, lists[l])
 			tgt_task_abort(list_entry(pos, struct tgt_task, link));
 	tc->worker->nconns--;
+	list_del(&tc->wlink);
 }
 
 static void conn_release(struct iscsi_conn *c)
@@ -702,6 +703,7 @@ void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *port
 	}
 	tc->conn = c;
 	w->nconns++;
+	list_add_tail(&tc->wlink, &w->conns);
 	ev_timer_init(&tc->login_timer, login_timeout, tc);
 	ev_timer_init(&tc->nop_timer, nop_timer_cb, tc);
 	ev_timer_init(&tc->logout_timer, logout_timer_cb, tc);

@@ -28,6 +28,7 @@ struct tgt_worker {
 	struct scsi_thread *sthread;
 	int nconns;
 	struct list_head sessions;      /* live sessions on this worker (owned by its thread) */
+	struct list_head conns;         /* every connection on this worker, logged in or not */
 };
 
 /* One configured target as served: its settings and LUN map. Counted: one reference while the
@@ -131,6 +132,7 @@ struct tgt_tmf {
 struct tgt_conn {
 	struct iscsi_conn *conn;
 	struct tgt_worker *worker;
+	struct list_head wlink;         /* worker->conns */
 	struct ix_target *tgt;
 	struct tgt_session *sess;
 	struct login_acceptor *login;   /* during login only */
