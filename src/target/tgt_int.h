@@ -176,6 +176,8 @@ struct ix_target {
 	int next_worker;
 	struct tcp_listener **listeners;
 	size_t nlisteners;
+	struct iser_listener **iser_listeners;
+	size_t niser_listeners;
 	struct listener_ctx *lctx;
 	/* earlier configuration generations and retired targets: connections and sessions may
 	   still point into them, so they live until the target is freed */
@@ -194,6 +196,9 @@ uint32_t tgt_cfg_depth(const struct ix_config *cfg);
 
 /* tgt_conn.c */
 void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *portal);
+struct iser_request;
+void tgt_conn_accept_iser(struct tgt_worker *w, struct iser_request *req,
+			  const struct cfg_portal *portal);
 int tgt_send(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data, uint32_t len);
 void tgt_stamp(struct tgt_conn *tc, struct iscsi_hdr *h, bool advance_statsn);
 void tgt_send_reject(struct tgt_conn *tc, uint8_t reason, const uint8_t *bhs);
