@@ -794,6 +794,8 @@ int neg_finish(struct neg_state *st)
 				    s->first_burst_length, s->max_burst_length);
 		s->first_burst_length = s->max_burst_length;
 	}
+	if (st->role == ISCSI_ROLE_INITIATOR && st->prefs->rdma && !st->conn.rdma)
+		return fail(st, "the target did not accept RDMAExtensions=Yes on an RDMA connection");
 	if (st->conn.rdma) {
 		/* RFC 7145 6.3: no digests on an iSER connection; the data segment limits are the
 		   iSER keys, seen from our side */
