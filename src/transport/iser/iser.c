@@ -49,6 +49,7 @@ struct itt_ent {
 	uint32_t itt;
 	bool used;
 	bool wsol_set;
+	struct ibv_mr *mr;      /* initiator: the command's buffer, registered for this command */
 	uint32_t rstag, wstag;
 	uint64_t rva, wva;
 	uint32_t wsol;          /* buffer offset of the first solicited byte */
@@ -105,6 +106,10 @@ struct iser_conn {
 	struct mr_ent mrs[MR_SLOTS];
 	uint64_t mr_clock;
 	struct iscsi_conn *c;
+
+	/* initiator: the active open */
+	bool connecting;
+	void (*on_up)(struct iscsi_conn *c, int err);
 };
 
 struct iser_listener {
@@ -272,7 +277,18 @@ static void handle_recv(struct iscsi_conn *c, int idx, uint32_t len)
 	}
 	ahs = ahs_len ? bhs + ISCSI_BHS_LEN : NULL;
 	data = bhs + ISCSI_BHS_LEN + ahs_len;
-	if ((bhs[0] & 0x3f) == ISCSI_OP_SCSI_CMD) {
+	if ((bhs[0] & 0x3f) == ISCSI_OP_SCSI_RSP && c->role == ISCSI_ROLE_INITIATOR) {
+		/* the target has placed or fetched all data: drop the command's registration
+		   (the buffer is the caller's again) */
+		struct itt_ent *e = itt_find(ic, get_be32(bhs + 16), false);
+
+		if (e) {
+			if (e->mr)
+				ibv_dereg_mr(e->mr);
+			itt_del(ic, e->itt);
+		}
+	}
+	if ((bhs[0] & 0x3f) == ISCSI_OP_SCSI_CMD && c->role == ISCSI_ROLE_TARGET) {
 		struct itt_ent *e = itt_find(ic, get_be32(bhs + 16), true);
 
 		if (!e) {
@@ -319,6 +335,41 @@ static void tx_give(struct iser_conn *ic, int i)
 	ic->tx_free = i;
 }
 
+/* Initiator: register the command's buffer and name it in the iSER header (RFC 7145 9.2):
+ * R2T-free reads get the Read STag and the buffer's address; writes with solicited data left
+ * get the Write STag and the address of the first solicited byte (p->dest). */
+static int advertise(struct iser_conn *ic, struct dm_txpdu *p, uint8_t *hdr)
+{
+	uint32_t itt = get_be32(p->bhs + 16);
+	bool rd = p->bhs[1] & 0x40, wr = p->bhs[1] & 0x20;
+	struct itt_ent *e;
+
+	if (!rd && !(wr && p->dest.iov_len))
+		return 0;
+	e = itt_find(ic, itt, true);
+	if (!e)
+		return -ENOSPC;
+	if (e->mr)
+		ibv_dereg_mr(e->mr);
+	e->mr = ibv_reg_mr(ic->pd, p->buf_base, p->buf_size,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	if (!e->mr) {
+		itt_del(ic, itt);
+		return -ENOMEM;
+	}
+	if (rd) {
+		hdr[0] |= ISER_RSV;
+		put_be32(hdr + 16, e->mr->rkey);
+		put_be64(hdr + 20, (uint64_t)(uintptr_t)p->buf_base);
+	}
+	if (wr && p->dest.iov_len) {
+		hdr[0] |= ISER_WSV;
+		put_be32(hdr + 4, e->mr->rkey);
+		put_be64(hdr + 8, (uint64_t)(uintptr_t)p->dest.iov_base);
+	}
+	return 0;
+}
+
 /* 1 posted, 0 no resources (caller backlogs), -errno broken. */
 static int post_control(struct iscsi_conn *c, struct dm_txpdu *p)
 {
@@ -337,6 +388,15 @@ static int post_control(struct iscsi_conn *c, struct dm_txpdu *p)
 	b = ic->tx_area + (size_t)i * TX_SIZE;
 	memset(b, 0, ISER_HDR_LEN);
 	b[0] = ISER_CTRL;
+	if (c->role == ISCSI_ROLE_INITIATOR && (p->bhs[0] & 0x3f) == ISCSI_OP_SCSI_CMD &&
+	    p->buf_base && p->buf_size) {
+		int r = advertise(ic, p, b);
+
+		if (r < 0) {
+			tx_give(ic, i);
+			return r;
+		}
+	}
 	put_be24(p->bhs + 5, p->data_len);
 	p->bhs[4] = (uint8_t)(p->ahs_len / 4);
 	memcpy(b + ISER_HDR_LEN, p->bhs, ISCSI_BHS_LEN);
@@ -640,6 +700,8 @@ static void established(struct iscsi_conn *c)
 	ic->nearly = 0;
 }
 
+static void active_event(struct iscsi_conn *c, enum rdma_cm_event_type type);
+
 static void cm_cb(struct ev_io *w, uint32_t revents)
 {
 	struct iscsi_conn *c = w->arg;
@@ -652,6 +714,10 @@ static void cm_cb(struct ev_io *w, uint32_t revents)
 		enum rdma_cm_event_type type = ev->event;
 
 		rdma_ack_cm_event(ev);
+		if (ic->connecting) {
+			active_event(c, type);
+			continue;
+		}
 		switch (type) {
 		case RDMA_CM_EVENT_ESTABLISHED:
 			established(c);
@@ -753,6 +819,9 @@ static void iser_release(struct iscsi_conn *c)
 	for (int i = 0; i < MR_SLOTS; i++)
 		if (ic->mrs[i].mr)
 			ibv_dereg_mr(ic->mrs[i].mr);
+	for (int i = 0; i < ITT_SLOTS; i++)
+		if (ic->itts[i].used && ic->itts[i].mr)
+			ibv_dereg_mr(ic->itts[i].mr);
 	if (ic->qp)
 		rdma_destroy_qp(ic->id);
 	if (ic->cq)
@@ -797,6 +866,8 @@ const struct dm_ops iser_dm_ops = {
 
 /* ---------------------------------------------------------------- accept */
 
+static const struct iscsi_role_ops no_role;
+
 void iser_request_reject(struct iser_request *req)
 {
 	if (!req)
@@ -807,10 +878,10 @@ void iser_request_reject(struct iser_request *req)
 	free(req);
 }
 
-static int setup(struct iser_conn *ic, struct iser_request *req)
+static int setup(struct iser_conn *ic, struct rdma_cm_id *id, uint32_t rd_depth)
 {
 	struct ibv_qp_init_attr qa = {0};
-	struct ibv_context *verbs = req->id->verbs;
+	struct ibv_context *verbs = id->verbs;
 	struct ibv_device_attr da;
 
 	if (ibv_query_device(verbs, &da))
@@ -831,9 +902,9 @@ static int setup(struct iser_conn *ic, struct iser_request *req)
 	qa.cap.max_recv_sge = 1;
 	if ((uint32_t)da.max_qp_wr < qa.cap.max_send_wr)
 		qa.cap.max_send_wr = (uint32_t)da.max_qp_wr;
-	if (rdma_create_qp(req->id, ic->pd, &qa))
+	if (rdma_create_qp(id, ic->pd, &qa))
 		return -errno ? -errno : -EIO;
-	ic->qp = req->id->qp;
+	ic->qp = id->qp;
 	ic->rx_area = aligned_alloc(4096, (size_t)NRX * RX_SIZE);
 	ic->tx_area = aligned_alloc(4096, (size_t)NTX * TX_SIZE);
 	if (!ic->rx_area || !ic->tx_area)
@@ -849,15 +920,13 @@ static int setup(struct iser_conn *ic, struct iser_request *req)
 	for (int i = 0; i < NRX; i++)
 		if (post_recv(ic, i) < 0)
 			return -EIO;
-	ic->ord = req->responder_resources;
+	ic->ord = rd_depth;
 	if (ic->ord > (uint32_t)da.max_qp_init_rd_atom)
 		ic->ord = (uint32_t)da.max_qp_init_rd_atom;
 	if (ic->ord == 0)
 		ic->ord = 1;
 	return 0;
 }
-
-static const struct iscsi_role_ops no_role;
 
 struct iscsi_conn *iser_conn_accept(struct iser_request *req, struct ev_loop *loop,
 				    enum iscsi_role role, const struct iscsi_role_ops *ops,
@@ -889,7 +958,7 @@ struct iscsi_conn *iser_conn_accept(struct iser_request *req, struct ev_loop *lo
 			 sa->sa_family == AF_INET6 ? "[" : "", host,
 			 sa->sa_family == AF_INET6 ? "]" : "", serv);
 	}
-	r = setup(ic, req);
+	r = setup(ic, req->id, req->responder_resources);
 	if (r < 0) {
 		log_warn("iser", "%s: cannot set up the connection: %s", c->peer, strerror(-r));
 		goto bad;
@@ -1031,4 +1100,143 @@ void iser_listener_free(struct iser_listener *l)
 	rdma_destroy_id(l->id);
 	rdma_destroy_event_channel(l->ch);
 	free(l);
+}
+
+/* ---------------------------------------------------------------- active open (initiator) */
+
+static void up_failed(struct iscsi_conn *c, int err, const char *why)
+{
+	struct iser_conn *ic = iser_of(c);
+	void (*cb)(struct iscsi_conn *, int) = ic->on_up;
+
+	ic->connecting = false;
+	ic->on_up = NULL;
+	log_info("iser", "%s: connect failed: %s", c->peer, why);
+	if (cb)
+		cb(c, err);
+}
+
+static void active_event(struct iscsi_conn *c, enum rdma_cm_event_type type)
+{
+	struct iser_conn *ic = iser_of(c);
+	struct rdma_conn_param cp = {0};
+	uint8_t pd[4] = {ISER_CM_ZBVA_NOT_USED | ISER_CM_SEND_W_INV_NOT_USED, 0, 0, 0};
+	int r;
+
+	switch (type) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		if (rdma_resolve_route(ic->id, 2000))
+			up_failed(c, -errno, "rdma_resolve_route");
+		return;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+		struct ibv_device_attr da;
+
+		if (ibv_query_device(ic->id->verbs, &da)) {
+			up_failed(c, -EIO, "ibv_query_device");
+			return;
+		}
+		r = setup(ic, ic->id, 0);
+		if (r < 0) {
+			up_failed(c, r, "cannot create the queue pair and buffers");
+			return;
+		}
+		ev_io_init(&ic->cq_io, ic->cc->fd, cq_cb, c);
+		if (ev_io_start(c->loop, &ic->cq_io, EPOLLIN) < 0) {
+			up_failed(c, -EIO, "cannot watch the completion channel");
+			return;
+		}
+		/* we serve the target's RDMA Reads of our write buffers */
+		cp.responder_resources = da.max_qp_rd_atom > 255 ? 255 : (uint8_t)da.max_qp_rd_atom;
+		cp.initiator_depth = 1;
+		cp.retry_count = 7;
+		cp.rnr_retry_count = 7;
+		cp.private_data = pd;
+		cp.private_data_len = sizeof(pd);
+		if (rdma_connect(ic->id, &cp))
+			up_failed(c, -errno, "rdma_connect");
+		return;
+	}
+	case RDMA_CM_EVENT_ESTABLISHED: {
+		void (*cb)(struct iscsi_conn *, int) = ic->on_up;
+
+		ic->connecting = false;
+		ic->on_up = NULL;
+		established(c);
+		if (cb)
+			cb(c, 0);
+		return;
+	}
+	case RDMA_CM_EVENT_REJECTED:
+		up_failed(c, -ECONNREFUSED, "rejected by the target");
+		return;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		up_failed(c, -EHOSTUNREACH, rdma_event_str(type));
+		return;
+	default:
+		return;
+	}
+}
+
+struct iscsi_conn *iser_conn_connect(struct ev_loop *loop, const char *host, uint16_t port,
+				     enum iscsi_role role, const struct iscsi_role_ops *ops,
+				     void *role_priv, void (*on_up)(struct iscsi_conn *c, int err),
+				     int *err)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+	struct iscsi_conn *c;
+	struct iser_conn *ic;
+	char serv[8];
+	int fl, r;
+
+	snprintf(serv, sizeof(serv), "%u", port);
+	if (getaddrinfo(host, serv, &hints, &ai) != 0) {
+		*err = -EHOSTUNREACH;
+		return NULL;
+	}
+	c = iscsi_conn_new(&iser_dm_ops, loop, role, ops, role_priv);
+	if (!c) {
+		freeaddrinfo(ai);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	ic = iser_of(c);
+	ic->c = c;
+	ic->connecting = true;
+	ic->on_up = on_up;
+	list_init(&ic->backlog);
+	snprintf(c->peer, sizeof(c->peer), "%s:%u/iser", host, port);
+	ic->ch = rdma_create_event_channel();
+	if (!ic->ch) {
+		r = -ENODEV;
+		goto fail;
+	}
+	fl = fcntl(ic->ch->fd, F_GETFL);
+	fcntl(ic->ch->fd, F_SETFL, fl | O_NONBLOCK);
+	if (rdma_create_id(ic->ch, &ic->id, c, RDMA_PS_TCP)) {
+		r = -errno;
+		goto fail;
+	}
+	ev_io_init(&ic->cm_io, ic->ch->fd, cm_cb, c);
+	if (ev_io_start(loop, &ic->cm_io, EPOLLIN) < 0) {
+		r = -EIO;
+		goto fail;
+	}
+	if (rdma_resolve_addr(ic->id, NULL, ai->ai_addr, 2000)) {
+		r = errno == ENODEV ? -ENODEV : -EHOSTUNREACH;
+		goto fail;
+	}
+	freeaddrinfo(ai);
+	*err = 0;
+	return c;
+fail:
+	freeaddrinfo(ai);
+	ic->terminated = true;
+	ev_io_stop(loop, &ic->cm_io);
+	c->role_ops = &no_role;
+	iscsi_conn_put(c);
+	*err = r;
+	return NULL;
 }

@@ -43,6 +43,15 @@ void iser_listener_free(struct iser_listener *l);
 struct iscsi_conn *iser_conn_accept(struct iser_request *req, struct ev_loop *loop,
 				    enum iscsi_role role, const struct iscsi_role_ops *ops,
 				    void *role_priv);
+/* Active open: resolve host:port through RDMA CM and connect. Returns the connection at once
+ * (no PDU may be sent before on_up(c, 0)); on_up runs once on the loop: 0 when established,
+ * or -errno (the caller then closes and drops the connection). NULL and *err when nothing could
+ * be started (-ENODEV: no RDMA device; -EHOSTUNREACH). */
+struct iscsi_conn *iser_conn_connect(struct ev_loop *loop, const char *host, uint16_t port,
+				     enum iscsi_role role, const struct iscsi_role_ops *ops,
+				     void *role_priv, void (*on_up)(struct iscsi_conn *c, int err),
+				     int *err);
+
 /* Reject and free a request that will not be accepted. */
 void iser_request_reject(struct iser_request *req);
 
