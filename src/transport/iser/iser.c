@@ -1146,7 +1146,9 @@ static void active_event(struct iscsi_conn *c, enum rdma_cm_event_type type)
 			return;
 		}
 		/* we serve the target's RDMA Reads of our write buffers */
-		cp.responder_resources = da.max_qp_rd_atom > 255 ? 255 : (uint8_t)da.max_qp_rd_atom;
+		/* the target's RDMA Reads of our write buffers we serve at once (libiscsi uses 4;
+		   16 is enough for the target's ORD and stays within every device's limits) */
+		cp.responder_resources = da.max_qp_rd_atom > 16 ? 16 : (uint8_t)da.max_qp_rd_atom;
 		cp.initiator_depth = 1;
 		cp.retry_count = 7;
 		cp.rnr_retry_count = 7;

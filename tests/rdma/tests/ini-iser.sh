@@ -40,8 +40,10 @@ if ixr_tgt_start iser "$TIQN" 128; then
 		>/run/probe.out 2>&1
 	probe=$?
 	cat /run/probe.out >&2
-	if [ $probe != 0 ] && grep -q 'rdma_create_qp failed' "$IXR_OUT/$IX_TEST.tgtd.log"; then
-		ixr_skip tgt "tgtd refused the iSER connection itself: $(grep -m1 'rdma_create_qp failed' "$IXR_OUT/$IX_TEST.tgtd.log" | cut -c1-120) (the kernel initiator reaches it: tests/rdma/tests/tgt-iser.sh)"
+	if [ $probe != 0 ] && grep -qE 'connect to .*(timed out|refused)|rejected by the target' /run/probe.out &&
+		! grep -q 'logged in' /run/probe.out; then
+		# the RC connection itself never came up: no iSCSI PDU was exchanged
+		ixr_skip tgt "tgtd did not accept the RDMA CM connection (no iSCSI PDU exchanged; tgtd logs 'rdma_create_qp failed, Invalid argument' while accepting; the kernel initiator reaches it: tgt-iser.sh)"
 	else
 		run tgt -I iser -i "$IXR_INITIATOR" -p "$RDMA_IP:3260" -T "$TIQN" -l 1 discover login io
 	fi
