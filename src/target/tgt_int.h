@@ -187,6 +187,8 @@ struct ix_target {
 	int next_worker;
 	struct tcp_listener **listeners;
 	size_t nlisteners;
+	struct iser_listener **iser_listeners;
+	size_t niser_listeners;
 	struct listener_ctx *lctx;
 	/* earlier configuration generations: connections and sessions may still point into them,
 	   so they live until the target is freed */
@@ -224,6 +226,9 @@ void tgt_reload_free(struct ix_target *t);
 
 /* tgt_conn.c */
 void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *portal);
+struct iser_request;
+void tgt_conn_accept_iser(struct tgt_worker *w, struct iser_request *req,
+			  const struct cfg_portal *portal);
 int tgt_send(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data, uint32_t len);
 /* Send a PDU without data, then close the connection once it is on the wire. */
 int tgt_send_then_close(struct tgt_conn *tc, struct iscsi_hdr *h);
