@@ -91,14 +91,14 @@ if ! IMG=$("$HERE/build-image.sh" 2>"$OUT/build-image.log" | tail -1) || [ ! -f 
 fi
 echo "rdma: image $IMG ($((SECONDS - t0)) s): $(grep -E '^kernel' "$IMG/manifest.txt")"
 
-# ix's binaries run in the guest from the 9p share: their libraries must be in the image.
-if [ -x "$IX_BUILD/tools/ix-target" ]; then
-	missing=$(ldd "$IX_BUILD/tools/ix-target" | awk '$2 == "=>" { print $1 }' | while read -r so; do
-		grep -qx "$so" "$IMG/libs.txt" || echo "$so"
-	done)
-	if [ -n "$missing" ]; then
-		result FAIL rdma.ix-libs "ix-target needs $(echo $missing) which the image lacks: add to IX_LIBS in tests/rdma/build-image.sh"
-	fi
+# ix's binaries run in the guest from the 9p share: the libraries they take from the host must
+# be in the image (those inside the build dir come over the share through their RUNPATH).
+missing=$(for b in "$IX_BUILD"/tools/* "$IX_BUILD"/tests/integration/*; do
+	[ -f "$b" ] && [ -x "$b" ] || continue
+	ldd "$b" 2>/dev/null | awk -v bd="$IX_BUILD" '$2 == "=>" && index($3, bd) != 1 { print $1 }'
+done | sort -u | while read -r so; do grep -qx "$so" "$IMG/libs.txt" || echo "$so"; done)
+if [ -n "$missing" ]; then
+	result FAIL rdma.ix-libs "ix's binaries need $(echo $missing) which the image lacks: add to IX_LIBS in tests/rdma/build-image.sh"
 fi
 
 # ---- boot -----------------------------------------------------------------------------------------
