@@ -46,7 +46,7 @@ PROVIDER=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 # Libraries the ix binaries built on the host need (they run in the guest from the 9p share;
 # libraries inside the build dir, like libix.so, come over the share through their RUNPATH),
 # for the normal and the ASan+UBSan build. tests/rdma/run.sh checks them against `ldd` of the
-# build's ix-target and names any missing one.
+# build's binaries and names any missing one.
 IX_LIBS=(libisal.so.2 libcrypto.so.3 liburing.so.2 libjansson.so.4
 	libasan.so.8 libubsan.so.1 libm.so.6 libgcc_s.so.1 libstdc++.so.6 libibverbs.so.1 librdmacm.so.1
 	libfuse3.so.3)
