@@ -905,15 +905,17 @@ static int setup(struct iser_conn *ic, struct rdma_cm_id *id, uint32_t rd_depth)
 	if (rdma_create_qp(id, ic->pd, &qa))
 		return -errno ? -errno : -EIO;
 	ic->qp = id->qp;
-	/* posix_memalign: C11 aligned_alloc wants the size to be a multiple of the alignment,
-	 * which NRX * RX_SIZE is not (ASan aborts on it) */
-	void *area;
-	if (posix_memalign(&area, 4096, (size_t)NRX * RX_SIZE))
-		return -ENOMEM;
-	ic->rx_area = area;
-	if (posix_memalign(&area, 4096, (size_t)NTX * TX_SIZE))
-		return -ENOMEM;
-	ic->tx_area = area;
+	/* posix_memalign: C11 aligned_alloc wants the size to be a multiple of the alignment */
+	{
+		void *rx = NULL, *tx = NULL;
+
+		if (posix_memalign(&rx, 4096, (size_t)NRX * RX_SIZE))
+			return -ENOMEM;
+		ic->rx_area = rx; /* freed by release() */
+		if (posix_memalign(&tx, 4096, (size_t)NTX * TX_SIZE))
+			return -ENOMEM;
+		ic->tx_area = tx;
+	}
 	ic->rx_mr = ibv_reg_mr(ic->pd, ic->rx_area, (size_t)NRX * RX_SIZE, IBV_ACCESS_LOCAL_WRITE);
 	ic->tx_mr = ibv_reg_mr(ic->pd, ic->tx_area, (size_t)NTX * TX_SIZE, IBV_ACCESS_LOCAL_WRITE);
 	if (!ic->rx_mr || !ic->tx_mr)
