@@ -61,12 +61,14 @@ ixr_wait() {
 }
 
 # ixr_daemon NAME CMD...: start CMD in its own session, output in the share as
-# $IX_TEST.NAME.log; the pid is remembered so ixr_cleanup_all can stop it.
+# $IX_TEST.NAME.log; the pid is remembered so ixr_cleanup_all can stop it. The log is emptied
+# before the daemon starts, so waiting for a line in it never sees an earlier daemon's output.
 ixr_daemon() {
 	name=$1
 	shift
 	ixr_log "starting $name: $*"
-	setsid "$@" >"$IXR_OUT/$IX_TEST.$name.log" 2>&1 </dev/null &
+	: >"$IXR_OUT/$IX_TEST.$name.log"
+	setsid "$@" >>"$IXR_OUT/$IX_TEST.$name.log" 2>&1 </dev/null &
 	echo "$!" >"$IXR_RUN/$name.pid"
 	echo "$!" >>"$IXR_RUN/pids"
 }
