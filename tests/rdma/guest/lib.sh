@@ -286,6 +286,61 @@ ixr_lio_stop() {
 	return 0
 }
 
+# ---- ix's own target (the host's build over 9p) ----------------------------------------------------
+IXR_IX_BIN=/mnt/build/tools/ix-target
+
+# ixr_ix_config IQN SIZE TRANSPORTS: /run/ix-target.json with one portal on $RDMA_IP:3260
+# serving TRANSPORTS (a JSON list's inside: '"tcp"' or '"tcp", "iser"') and one RAM LUN 0 of
+# SIZE behind IQN.
+ixr_ix_config() {
+	cat >/run/ix-target.json <<-JSON
+		{
+		  "global": { "log_level": "info" },
+		  "portals": [ { "name": "rdma-net", "address": "$RDMA_IP", "port": 3260,
+		                 "transports": [$3] } ],
+		  "targets": [
+		    { "name": "$1", "luns": [ { "lun": 0, "backend": "ram", "size": "$2" } ] }
+		  ]
+		}
+	JSON
+}
+
+# ixr_ix_start: ix-target on /run/ix-target.json, log in $IX_TEST.ix-target.log (IXR_IX_LOG);
+# PASS/FAIL "target". Returns 1 if it is not ready within 30 s.
+ixr_ix_start() {
+	IXR_IX_LOG=$IXR_OUT/$IX_TEST.ix-target.log
+	ixr_daemon ix-target "$IXR_IX_BIN" -c /run/ix-target.json
+	if ! ixr_wait 30 grep -q 'ix-target: ready' "$IXR_IX_LOG"; then
+		ixr_fail target "ix-target not ready after 30 s: $(tail -3 "$IXR_IX_LOG" | tr '\n' ' ')"
+		return 1
+	fi
+	ixr_pass target "ix-target ready on $RDMA_IP:3260"
+}
+
+# ixr_ix_finish: ix-target must still run, exit 0 on SIGTERM within 15 s, and leave no sanitizer
+# report or error in its log.
+ixr_ix_finish() {
+	if ixr_alive ix-target; then
+		ixr_pass target-alive "ix-target still running after the sessions"
+	else
+		ixr_fail target-alive "ix-target died during the test: $(tail -3 "$IXR_IX_LOG" | tr '\n' ' ')"
+	fi
+	if ! ixr_stop ix-target 15; then
+		ixr_fail shutdown "ix-target ignored SIGTERM for 15 s"
+	elif [ "$IXR_RC" = 0 ]; then
+		ixr_pass shutdown "ix-target exited 0 on SIGTERM"
+	else
+		ixr_fail shutdown "ix-target exited with status $IXR_RC after SIGTERM"
+	fi
+	if grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: ' "$IXR_IX_LOG"; then
+		ixr_fail sanitizer "sanitizer report in ix-target's log: $(grep -m3 -E 'ERROR: |runtime error:' "$IXR_IX_LOG" | tr '\n' ' ')"
+	elif grep -qiE 'assert|error' "$IXR_IX_LOG"; then
+		ixr_fail target-log "errors in ix-target's log: $(grep -m3 -iE 'assert|error' "$IXR_IX_LOG" | tr '\n' ' ')"
+	else
+		ixr_pass target-log "no error and no sanitizer report in ix-target's log"
+	fi
+}
+
 # ---- after every test ------------------------------------------------------------------------------
 ixr_cleanup_all() {
 	ixr_logout_all

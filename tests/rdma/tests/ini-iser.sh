@@ -8,9 +8,8 @@
 # packet counters must rise. Then -I auto against a TCP-only ix portal falls back to TCP.
 . /mnt/ix/tests/rdma/guest/lib.sh
 ACCEPT=/mnt/build/tests/integration/ini_accept
-BIN=/mnt/build/tools/ix-target
 [ -x "$ACCEPT" ] || ixr_skip_all "ini_accept not built in the shared build dir ($ACCEPT)"
-[ -x "$BIN" ] || ixr_skip_all "ix-target not built in the shared build dir ($BIN)"
+[ -x "$IXR_IX_BIN" ] || ixr_skip_all "ix-target not built in the shared build dir ($IXR_IX_BIN)"
 
 # run LABEL ARGS...: ini_accept's PASS/FAIL lines become this test's results
 run() {
@@ -54,19 +53,8 @@ fi
 
 # 1. the ix target, one portal serving TCP and iSER
 IQN=iqn.2026-11.io.ix.rdma:ini
-cat >/run/ix-target.json <<-JSON
-	{
-	  "global": { "log_level": "info" },
-	  "portals": [ { "name": "rdma-net", "address": "$RDMA_IP", "port": 3260,
-	                 "transports": ["tcp", "iser"] } ],
-	  "targets": [
-	    { "name": "$IQN", "luns": [ { "lun": 0, "backend": "ram", "size": "128M" } ] }
-	  ]
-	}
-JSON
-LOG=$IXR_OUT/$IX_TEST.ix-target.log
-ixr_daemon ix-target "$BIN" -c /run/ix-target.json
-if ixr_wait 30 grep -q 'ix-target: ready' "$LOG"; then
+ixr_ix_config "$IQN" 128M '"tcp", "iser"'
+if ixr_ix_start; then
 	p0=$(ixr_rxe_pkts)
 	run ix -I iser -p "$RDMA_IP:3260" -T "$IQN" -l 0 discover login io tmf
 	p1=$(ixr_rxe_pkts)
@@ -76,23 +64,13 @@ if ixr_wait 30 grep -q 'ix-target: ready' "$LOG"; then
 		ixr_fail ix.rxe-counters "rxe0 packets $p0 -> $p1: the I/O did not go over RDMA"
 	fi
 	ixr_alive ix-target && ixr_pass ix.target-alive "ix-target still running" ||
-		ixr_fail ix.target-alive "ix-target died: $(tail -3 "$LOG" | tr '\n' ' ')"
+		ixr_fail ix.target-alive "ix-target died: $(tail -3 "$IXR_IX_LOG" | tr '\n' ' ')"
 	ixr_stop ix-target 15
-else
-	ixr_fail ix.target "ix-target not ready: $(tail -3 "$LOG" | tr '\n' ' ')"
 fi
 
 # 2. -I auto against a TCP-only portal: falls back to TCP
-cat >/run/ix-target-tcp.json <<-JSON
-	{
-	  "portals": [ { "name": "tcp-only", "address": "$RDMA_IP", "port": 3260 } ],
-	  "targets": [
-	    { "name": "$IQN", "luns": [ { "lun": 0, "backend": "ram", "size": "64M" } ] }
-	  ]
-	}
-JSON
-ixr_daemon ix-target "$BIN" -c /run/ix-target-tcp.json
-if ixr_wait 30 grep -q 'ix-target: ready' "$LOG"; then
+ixr_ix_config "$IQN" 64M '"tcp"'
+if ixr_ix_start; then
 	run auto -I auto -p "$RDMA_IP:3260" -T "$IQN" -l 0 login
 	ixr_stop ix-target 15
 fi

@@ -8,25 +8,9 @@
 # ix-target stops cleanly on SIGTERM.
 . /mnt/ix/tests/rdma/guest/lib.sh
 IQN=iqn.2026-11.io.ix.rdma:ix
-BIN=/mnt/build/tools/ix-target
-[ -x "$BIN" ] || ixr_skip_all "ix-target not built in the shared build dir ($BIN)"
-
-cat >/run/ix-target.json <<-JSON
-	{
-	  "global": { "log_level": "info", "mgmt_socket": "/run/ix-target.sock" },
-	  "portals": [ { "name": "rdma-net", "address": "$RDMA_IP", "port": 3260 } ],
-	  "targets": [
-	    { "name": "$IQN", "luns": [ { "lun": 0, "backend": "ram", "size": "256M" } ] }
-	  ]
-	}
-JSON
-LOG=$IXR_OUT/$IX_TEST.ix-target.log
-ixr_daemon ix-target "$BIN" -c /run/ix-target.json
-if ! ixr_wait 30 grep -q 'ix-target: ready' "$LOG"; then
-	ixr_fail target "ix-target not ready after 30 s: $(tail -3 "$LOG" | tr '\n' ' ')"
-	ixr_exit
-fi
-ixr_pass target "ix-target ready on $RDMA_IP:3260"
+[ -x "$IXR_IX_BIN" ] || ixr_skip_all "ix-target not built in the shared build dir ($IXR_IX_BIN)"
+ixr_ix_config "$IQN" 256M '"tcp"'
+ixr_ix_start || ixr_exit
 ixr_iscsid_start || { ixr_fail iscsid "iscsid did not start"; ixr_exit; }
 
 ixr_kernel_io default iscsi_tcp || ixr_exit
@@ -84,23 +68,5 @@ fi
 ixr_check umount-again umount /mnt/disk
 ixr_kernel_logout
 
-if ixr_alive ix-target; then
-	ixr_pass target-alive "ix-target still running after both sessions"
-else
-	ixr_fail target-alive "ix-target died during the test: $(tail -3 "$LOG" | tr '\n' ' ')"
-fi
-if ! ixr_stop ix-target 15; then
-	ixr_fail shutdown "ix-target ignored SIGTERM for 15 s"
-elif [ "$IXR_RC" = 0 ]; then
-	ixr_pass shutdown "ix-target exited 0 on SIGTERM"
-else
-	ixr_fail shutdown "ix-target exited with status $IXR_RC after SIGTERM"
-fi
-if grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: ' "$LOG"; then
-	ixr_fail sanitizer "sanitizer report in ix-target's log: $(grep -m3 -E 'ERROR: |runtime error:' "$LOG" | tr '\n' ' ')"
-elif grep -qiE 'assert|error' "$LOG"; then
-	ixr_fail target-log "errors in ix-target's log: $(grep -m3 -iE 'assert|error' "$LOG" | tr '\n' ' ')"
-else
-	ixr_pass target-log "no error and no sanitizer report in ix-target's log"
-fi
+ixr_ix_finish
 ixr_exit
