@@ -87,6 +87,9 @@ struct bs_dev {
 	const struct bs_ops *ops;
 	uint64_t size;
 	uint32_t block_size;
+	uint32_t phys_block_size; /* the unit the medium writes in (READ CAPACITY(16) LBPPBE,
+				     Block Limits granularities): a power-of-two multiple of
+				     block_size; the backend's open may set it, else block_size */
 	unsigned caps;
 	bool readonly;
 	uint8_t *zero_block; /* block_size zeros, aligned for O_DIRECT */

@@ -88,6 +88,10 @@ static int open_common(struct bs_dev *dev, const struct bs_open_cfg *cfg, bool b
 			goto fail;
 		}
 		dev->size = cfg->size_bytes && cfg->size_bytes < sz ? cfg->size_bytes : sz;
+		unsigned int pbs = 0;
+
+		if (ioctl(p->fd, BLKPBSZGET, &pbs) == 0)
+			dev->phys_block_size = pbs;
 	} else {
 		if (!S_ISREG(st.st_mode)) {
 			rc = -EINVAL;
@@ -104,6 +108,8 @@ static int open_common(struct bs_dev *dev, const struct bs_open_cfg *cfg, bool b
 			st.st_size = (off_t)cfg->size_bytes;
 		}
 		dev->size = (uint64_t)st.st_size;
+		/* the file system's allocation unit: what a hole punch frees whole */
+		dev->phys_block_size = (uint32_t)st.st_blksize;
 	}
 	if (dev->size < cfg->block_size) {
 		rc = -EINVAL;

@@ -59,6 +59,32 @@ static const struct scsi_op maint_in_ops[] = {
      .usage = {0xa3, 0x1f, 0x80, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
 };
 
+/* THIRD-PARTY COPY OUT and IN (SPC-4): only the LID1 forms. */
+#define U_XCOPY(sa, b2)                                                                            \
+	{                                                                                          \
+		sa, 0x1f, b2, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0                    \
+	}
+static const struct scsi_op tpc_out_ops[] = {
+    {.fn = scsi_spc_extended_copy,
+     .name = "EXTENDED COPY(LID1)",
+     .cdb_len = 16,
+     .sa = 0x00,
+     .usage = U_XCOPY(0x83, 0)},
+};
+
+static const struct scsi_op tpc_in_ops[] = {
+    {.fn = scsi_spc_copy_status,
+     .name = "RECEIVE COPY STATUS(LID1)",
+     .cdb_len = 16,
+     .sa = 0x00,
+     .usage = U_XCOPY(0x84, 0xff)},
+    {.fn = scsi_spc_copy_op_params,
+     .name = "RECEIVE COPY OPERATING PARAMETERS",
+     .cdb_len = 16,
+     .sa = 0x03,
+     .usage = U_XCOPY(0x84, 0)},
+};
+
 static const struct scsi_op op_table[256] = {
     [0x00] = {scsi_spc_test_unit_ready, "TEST UNIT READY", 6, F_IO, 0, U6(0, 0, 0, 0)},
     [0x03] = {scsi_spc_request_sense, "REQUEST SENSE", 6, F_INFO, 0, U6(0x01, 0, 0, 0xff)},
@@ -100,6 +126,14 @@ static const struct scsi_op op_table[256] = {
 	      0,
 	      0,
 	      {0xff, 0x18, 0xff, 0xff, 0, 0, 0, 0xff, 0xff, 0}},
+    [0x83] = {.name = "THIRD-PARTY COPY OUT",
+	      .cdb_len = 16,
+	      .sa_ops = tpc_out_ops,
+	      .n_sa = sizeof(tpc_out_ops) / sizeof(tpc_out_ops[0])},
+    [0x84] = {.name = "THIRD-PARTY COPY IN",
+	      .cdb_len = 16,
+	      .sa_ops = tpc_in_ops,
+	      .n_sa = sizeof(tpc_in_ops) / sizeof(tpc_in_ops[0])},
     [0x88] = {scsi_sbc_read, "READ(16)", 16, F_IO, 0, U_LBA16(0x18)},
     [0x89] = {scsi_sbc_compare_and_write,
 	      "COMPARE AND WRITE",
@@ -108,11 +142,18 @@ static const struct scsi_op op_table[256] = {
 	      0,
 	      {0xff, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0xff, 0x1f, 0}},
     [0x8a] = {scsi_sbc_write, "WRITE(16)", 16, F_WR, 0, U_LBA16(0x18)},
+    [0x8b] = {scsi_sbc_orwrite, "ORWRITE(16)", 16, F_WR, 0, U_LBA16(0x18)},
     [0x8e] = {scsi_sbc_write, "WRITE AND VERIFY(16)", 16, F_WR, 0, U_LBA16(0x16)},
     [0x8f] = {scsi_sbc_verify, "VERIFY(16)", 16, F_IO, 0, U_LBA16(0x16)},
     [0x90] = {scsi_sbc_prefetch, "PRE-FETCH(16)", 16, F_IO, 0, U_LBA16(0x02)},
     [0x91] = {scsi_sbc_sync_cache, "SYNCHRONIZE CACHE(16)", 16, F_IO, 0, U_LBA16(0x02)},
     [0x93] = {scsi_sbc_write_same, "WRITE SAME(16)", 16, F_WR, 0, U_LBA16(0x09)},
+    [0x9c] = {scsi_sbc_write_atomic,
+	      "WRITE ATOMIC(16)",
+	      16,
+	      F_WR,
+	      0,
+	      {0xff, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0xff, 0xff, 0x1f, 0}},
     [0x9e] = {.name = "SERVICE ACTION IN(16)",
 	      .cdb_len = 16,
 	      .sa_ops = sai16_ops,
@@ -178,6 +219,7 @@ void scsi_cmd_finish(struct scsi_cmd *cmd)
 {
 	struct scsi_lu *lu = scsi_priv(cmd)->lu;
 
+	scsi_slow_put(cmd);
 	cmd->done(cmd);
 	scsi_lu_put(lu);
 }
@@ -315,8 +357,15 @@ uint32_t scsi_cdb_data_out_len(const struct scsi_lu *lu, const uint8_t *cdb, uin
 		n = get_be32(cdb + 6) * bs;
 		break;
 	case 0x8a:
+	case 0x8b:
 	case 0x8e:
 		n = get_be32(cdb + 10) * bs;
+		break;
+	case 0x9c:
+		n = get_be16(cdb + 12) * bs;
+		break;
+	case 0x83:
+		n = cdb_len >= 16 ? get_be32(cdb + 10) : 0;
 		break;
 	case 0x2f:
 	case 0xaf:

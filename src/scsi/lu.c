@@ -86,7 +86,11 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 	pthread_mutex_init(&lu->lock, NULL);
 	pthread_mutex_init(&lu->slow_lock, NULL);
 	lu->target_name = strdup(cfg->target_name ? cfg->target_name : "");
-	if (!lu->target_name || posix_memalign((void **)&lu->scratch, 4096, SCSI_SCRATCH_BYTES)) {
+	lu->guard = scsi_guard_new();
+	lu->pblocks = 1;
+	list_init(&lu->index_link);
+	if (!lu->target_name || !lu->guard ||
+	    posix_memalign((void **)&lu->scratch, 4096, SCSI_SCRATCH_BYTES)) {
 		snprintf(err, errlen, "out of memory");
 		rc = -ENOMEM;
 		goto fail;
@@ -102,12 +106,18 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 		if (rc < 0)
 			goto fail;
 		lu->nblocks = lu->dev->size / bs;
+		lu->pblocks = lu->dev->phys_block_size / bs;
 		lu->lbpme = cfg->thin && (lu->dev->caps & BS_CAP_DISCARD);
 		lu->lbprz = lu->lbpme && (lu->dev->caps & BS_CAP_DISCARD_ZEROES);
+	}
+	if (cfg->index) {
+		lu->index = cfg->index;
+		scsi_lu_index_add(lu->index, lu);
 	}
 	*out = lu;
 	return 0;
 fail:
+	scsi_guard_free(lu->guard);
 	free(lu->scratch);
 	free(lu->target_name);
 	pthread_mutex_destroy(&lu->lock);
@@ -125,6 +135,9 @@ void scsi_lu_put(struct scsi_lu *lu)
 {
 	if (!lu || atomic_fetch_sub_explicit(&lu->refs, 1, memory_order_acq_rel) != 1)
 		return;
+	if (lu->index)
+		scsi_lu_index_del(lu->index, lu);
+	scsi_guard_free(lu->guard);
 	bs_dev_close(lu->dev);
 	pthread_mutex_destroy(&lu->lock);
 	pthread_mutex_destroy(&lu->slow_lock);
@@ -357,6 +370,7 @@ struct scsi_thread *scsi_thread_new(struct ev_loop *loop)
 	if (!t)
 		return NULL;
 	t->loop = loop;
+	scsi_slow_thread_init(t);
 	t->bs = bs_thread_new(loop, 0, &err);
 	if (!t->bs) {
 		free(t);
@@ -370,5 +384,6 @@ void scsi_thread_free(struct scsi_thread *t)
 	if (!t)
 		return;
 	bs_thread_free(t->bs);
+	scsi_slow_thread_fini(t);
 	free(t);
 }

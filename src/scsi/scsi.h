@@ -22,6 +22,7 @@
 
 struct ev_loop;
 struct scsi_lu;
+struct scsi_lu_index;
 struct scsi_lun_map;
 struct scsi_nexus;
 struct scsi_thread;
@@ -82,7 +83,17 @@ struct scsi_lu_cfg {
 				    target name and LUN */
 	const char *target_name; /* for the derived identifiers */
 	uint32_t lun;
+	struct scsi_lu_index *index; /* where EXTENDED COPY finds this LU by its NAA designator;
+				        NULL = only copies within this LU */
 };
+
+/* The LUs of one target context (a process may hold several), indexed by their VPD 0x83 NAA
+ * designator so that EXTENDED COPY can name any of them as source or destination. An LU built
+ * with cfg->index set is listed from scsi_lu_new() until it is freed, and keeps the index alive
+ * meanwhile; the creator drops its reference with scsi_lu_index_put(). Lookups take a mutex:
+ * they happen once per EXTENDED COPY segment, never on the read/write path. */
+struct scsi_lu_index *scsi_lu_index_new(void);
+void scsi_lu_index_put(struct scsi_lu_index *ix);
 
 /* Open the backend and build the LU. Returns 0 and *out, or -errno with a message in err. */
 int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, size_t errlen);
@@ -148,7 +159,7 @@ struct scsi_cmd {
 
 	/* Private to the SCSI layer (holds the backend I/O descriptor, so no allocation per
 	 * command). */
-	uint64_t internal[16];
+	uint64_t internal[20];
 };
 
 /* Bytes of data-out the CDB implies (for WRITE-class commands, block count * block size;
