@@ -166,7 +166,7 @@ static void on_accept(int fd, void *arg)
 	}
 }
 
-static int build_node(struct cfg_target *ct, struct tgt_node **out,
+static int build_node(struct ix_target *t, struct cfg_target *ct, struct tgt_node **out,
 		      char *err, size_t errlen)
 {
 	struct tgt_node *n = calloc(1, sizeof(*n));
@@ -187,6 +187,7 @@ static int build_node(struct cfg_target *ct, struct tgt_node **out,
 
 		cl->lu.target_name = ct->name;
 		cl->lu.lun = cl->lun;
+		cl->lu.index = t->luidx; /* EXTENDED COPY reaches every LU of this target context */
 		r = scsi_lu_new(&cl->lu, &lu, e, sizeof(e));
 		if (r == 0) {
 			r = scsi_lun_map_add(n->map, cl->lun, lu);
@@ -212,7 +213,7 @@ static int build_nodes(struct ix_target *t, struct ix_config *cfg, char *err, si
 	if (!t->nodes)
 		return -ENOMEM;
 	for (size_t i = 0; i < cfg->ntargets; i++) {
-		int r = build_node(&cfg->targets[i], &t->nodes[t->nnodes], err, errlen);
+		int r = build_node(t, &cfg->targets[i], &t->nodes[t->nnodes], err, errlen);
 		if (r < 0)
 			return r;
 		t->nnodes++;
@@ -232,7 +233,8 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 	list_init(&t->sessions);
 	t->gen = calloc(1, sizeof(*t->gen));
 	t->main_loop = ev_loop_new();
-	if (!t->gen || !t->main_loop) {
+	t->luidx = scsi_lu_index_new();
+	if (!t->gen || !t->main_loop || !t->luidx) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -363,7 +365,7 @@ int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size
 			nodes[n++] = old;
 			continue;
 		}
-		r = build_node(ct, &nodes[n], err, errlen);
+		r = build_node(t, ct, &nodes[n], err, errlen);
 		if (r < 0)
 			break;
 		log_info("target", "reload: added target %s", ct->name);
@@ -452,6 +454,7 @@ void ix_target_free(struct ix_target *t)
 		free(t->gen);
 	}
 	ev_loop_free(t->main_loop);
+	scsi_lu_index_put(t->luidx); /* freed with the last LU that still holds it */
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }

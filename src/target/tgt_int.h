@@ -183,6 +183,7 @@ struct ix_target {
 	size_t nold_gens;
 	struct tgt_node **retired;
 	size_t nretired;
+	struct scsi_lu_index *luidx;    /* every LU of this context, by NAA (EXTENDED COPY) */
 };
 
 /* target.c */
