@@ -106,7 +106,10 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 		if (rc < 0)
 			goto fail;
 		lu->nblocks = lu->dev->size / bs;
-		lu->pblocks = lu->dev->phys_block_size / bs;
+		lu->pblocks = (cfg->phys_block_size ? cfg->phys_block_size
+						     : lu->dev->phys_block_size) / bs;
+		if (lu->pblocks == 0 || (lu->pblocks & (lu->pblocks - 1)))
+			lu->pblocks = 1;
 		lu->lbpme = cfg->thin && (lu->dev->caps & BS_CAP_DISCARD);
 		lu->lbprz = lu->lbpme && (lu->dev->caps & BS_CAP_DISCARD_ZEROES);
 	}

@@ -70,6 +70,10 @@ struct scsi_lu_cfg {
 	uint64_t size_bytes;     /* RAM: required; file: created/extended to this size if
 				    nonzero and the file is smaller; block: 0 = device size */
 	uint32_t block_size;     /* 512 or 4096; default 512 */
+	uint32_t phys_block_size; /* advertised physical block (READ CAPACITY(16) LBPPBE, Block
+				     Limits granularities): a power-of-two multiple of
+				     block_size; 0 = the backend's (RAM: a page; file: the file
+				     system block; block: the device's physical block) */
 	bool readonly;
 	bool thin;               /* advertise thin provisioning (UNMAP/WRITE SAME UNMAP) */
 	bool write_cache;        /* WCE in the caching mode page; SYNCHRONIZE CACHE always

@@ -1239,11 +1239,29 @@ static int parse_lun_backend(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	return 0;
 }
 
+/* physical_block_size: what READ CAPACITY(16) and the Block Limits page advertise instead of
+ * what the backend found. A power-of-two multiple of block_size, at most 2^15 of them. */
+static int parse_phys_block(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
+{
+	uint32_t p = 0;
+	int rc = get_u32(c, v, "physical_block_size", 0, UINT32_MAX, &p);
+
+	if (rc || !member(v, "physical_block_size"))
+		return rc;
+	if (p < lu->block_size || (p & (p - 1)) || p / lu->block_size > (1u << 15))
+		return fail(c, "physical_block_size", false,
+			    "%u is not a power-of-two multiple of block_size (%u), at most %u", p,
+			    lu->block_size, lu->block_size << 15);
+	lu->phys_block_size = p;
+	return 0;
+}
+
 static int parse_lun(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti, size_t li)
 {
 	static const char *const keys[] = {
 	    "lun",	   "backend",	"path",	  "size",    "block_size", "readonly", "thin",
-	    "write_cache", "no_medium", "vendor", "product", "serial",	   "naa_id",   NULL};
+	    "write_cache", "no_medium", "vendor", "product", "serial",	   "naa_id",
+	    "physical_block_size", NULL};
 	struct cfg_target *t = &cfg->targets[ti];
 	struct cfg_lun *l = &t->luns[li];
 	struct scsi_lu_cfg *lu = &l->lu;
@@ -1265,7 +1283,7 @@ static int parse_lun(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti,
 	lu->backend = (enum scsi_backend_type)backend;
 	if ((rc = get_size(c, v, "size", &lu->size_bytes)) ||
 	    (rc = get_u32(c, v, "block_size", 0, UINT32_MAX, &lu->block_size)) ||
-	    (rc = parse_lun_backend(c, v, lu)) ||
+	    (rc = parse_lun_backend(c, v, lu)) || (rc = parse_phys_block(c, v, lu)) ||
 	    (rc = get_bool(c, v, "readonly", &lu->readonly)) ||
 	    (rc = get_bool(c, v, "thin", &lu->thin)) ||
 	    (rc = get_bool(c, v, "write_cache", &lu->write_cache)) ||

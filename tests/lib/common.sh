@@ -125,9 +125,15 @@ ixt_wait_port() { # PORT SECONDS
 #   PEER_ACL            space separated initiator names allowed (empty = everyone)
 #   PEER_DIGESTS        1 = let the target accept CRC32C header/data digests
 #   PEER_THIN           1 = the LUN advertises thin provisioning (UNMAP, LBPME)
+#   PEER_LUNS           several LUNs instead of one: "ROLE:ATTR,ATTR ROLE:..." with ATTRs
+#                       thin, readonly, removable, nomedium (each PEER_SIZE MiB); peer_url
+#                       ROLE gives the URL of each (the first is PEER_URL)
+#   PEER_PORT2          1 = a second portal (another port, TPGT 2) to the same target
+#   PEER_HEADER_DIGEST  CRC32C = the target requires header digests (ix: "crc32c")
 # After peer_start: PEER_PORT, PEER_LUN, PEER_PORTAL ("iscsi://127.0.0.1:PORT"),
-# PEER_URL ("iscsi://127.0.0.1:PORT/IQN/LUN"), PEER_LOG, PEER_PID, PEER_KIND (ix|tgt) and,
-# for ix, PEER_CONFIG (the JSON file the daemon reads; SIGHUP reloads it).
+# PEER_URL ("iscsi://127.0.0.1:PORT/IQN/LUN"), PEER_LOG, PEER_PID, PEER_KIND (ix|tgt),
+# PEER_PORT2 (the second portal's port, when asked for) and, for ix, PEER_CONFIG (the JSON
+# file the daemon reads; SIGHUP reloads it).
 
 PEER_IQN=${PEER_IQN:-iqn.2024-01.org.ix.test:disk1}
 PEER_SIZE=${PEER_SIZE:-64}
@@ -138,6 +144,27 @@ PEER_MCHAP_SECRET=${PEER_MCHAP_SECRET:-}
 PEER_ACL=${PEER_ACL:-}
 PEER_DIGESTS=${PEER_DIGESTS:-1}
 PEER_THIN=${PEER_THIN:-0}
+PEER_LUNS=${PEER_LUNS:-}
+PEER_PORT2=${PEER_PORT2:-0}
+PEER_HEADER_DIGEST=${PEER_HEADER_DIGEST:-}
+declare -A PEER_LUN_OF # role -> LUN number
+
+# URL of the LUN playing ROLE (from PEER_LUNS), through the second portal if asked.
+peer_url() { # ROLE [second]
+	local port=$PEER_PORT
+	[ "${2:-}" = second ] && port=$PEER_PORT2
+	printf 'iscsi://%s:%s/%s/%s\n' "$IX_HOST" "$port" "$PEER_IQN" "${PEER_LUN_OF[$1]:?no LUN for role $1}"
+}
+
+# Fill PEER_LUN_OF from PEER_LUNS, numbering from FIRST (ix: 0, tgt: 1).
+peer_lun_roles() { # FIRST
+	local n=$1 spec
+	PEER_LUN_OF=()
+	for spec in $PEER_LUNS; do
+		PEER_LUN_OF[${spec%%:*}]=$n
+		n=$((n + 1))
+	done
+}
 
 peer_start() {
 	case "$IX_PEER" in
@@ -147,7 +174,7 @@ peer_start() {
 	esac
 	PEER_PORTAL="iscsi://$IX_HOST:$PEER_PORT"
 	PEER_URL="$PEER_PORTAL/$PEER_IQN/$PEER_LUN"
-	export PEER_PORT PEER_LUN PEER_PORTAL PEER_URL PEER_IQN PEER_PID PEER_KIND PEER_CONFIG
+	export PEER_PORT PEER_PORT2 PEER_LUN PEER_PORTAL PEER_URL PEER_IQN PEER_PID PEER_KIND PEER_CONFIG
 }
 
 peer_stop() {
@@ -192,12 +219,20 @@ ix_start() {
 	local bin=${IX_TARGET_BIN:-$IX_BUILD/tools/ix-target}
 	[ -x "$bin" ] || ixt_skip "ix-target not built at $bin (the daemon has not landed yet?)"
 	PEER_PORT=$(ixt_free_port) || ixt_die "no free port"
+	if [ "$PEER_PORT2" != 0 ]; then
+		PEER_PORT2=$(ixt_free_port) || ixt_die "no free port"
+		[ "$PEER_PORT2" != "$PEER_PORT" ] || PEER_PORT2=$(ixt_free_port) || ixt_die "no free port"
+	fi
 	PEER_LUN=0
 	PEER_KIND=ix
-	local cfg="$IXT_TMP/ix-target.json"
+	peer_lun_roles 0
+	local cfg="$IXT_TMP/ix-target.json" spec
 	PEER_CONFIG=$cfg
 	python3 "$IXT_LIB/ixtest.py" ix-config --port "$PEER_PORT" --host "$IX_HOST" \
 		--iqn "$PEER_IQN" --size "$PEER_SIZE" \
+		$(for spec in $PEER_LUNS; do printf -- '--lun %s ' "$spec"; done) \
+		$([ "$PEER_PORT2" != 0 ] && echo --port2 "$PEER_PORT2") \
+		${PEER_HEADER_DIGEST:+--header-digest "${PEER_HEADER_DIGEST,,}"} \
 		${PEER_CHAP_USER:+--chap "$PEER_CHAP_USER" "$PEER_CHAP_SECRET"} \
 		${PEER_MCHAP_USER:+--mutual "$PEER_MCHAP_USER" "$PEER_MCHAP_SECRET"} \
 		$(for a in $PEER_ACL; do printf -- '--acl %s ' "$a"; done) \
@@ -219,6 +254,7 @@ ix_start() {
 			# Someone took the free port between our probe and the bind: try another one.
 			if grep -qi 'address already in use' "$PEER_LOG" && [ "${IXT_PORT_RETRY:-0}" -lt 3 ]; then
 				IXT_PORT_RETRY=$((${IXT_PORT_RETRY:-0} + 1))
+				[ "$PEER_PORT2" != 0 ] && PEER_PORT2=1
 				ixt_log "port $PEER_PORT was taken; retrying on another port"
 				ix_start
 				return
@@ -278,12 +314,10 @@ tgt_start() {
 	PEER_PORT=$(ixt_free_port) || ixt_die "no free port"
 	PEER_LUN=1 # tgt puts a controller at LUN 0
 	PEER_KIND=tgt
+	peer_lun_roles 1
 	TGT_CTL=$(python3 "$IXT_LIB/ixtest.py" free-ctl)
 	PEER_LOG="$IX_OUT/$IXT_NAME.tgtd.log"
 	: >"$PEER_LOG"
-	local img="/dev/shm/ixtest-$IXT_NAME-$$.img"
-	truncate -s "${PEER_SIZE}M" "$img" || ixt_die "cannot create $img"
-	ixt_on_exit "rm -f '$img'"
 	ixt_log "starting tgtd on $IX_HOST:$PEER_PORT (control port $TGT_CTL, log $PEER_LOG)"
 	tgtd -f -C "$TGT_CTL" --iscsi "portal=$IX_HOST:$PEER_PORT" >>"$PEER_LOG" 2>&1 &
 	PEER_PID=$!
@@ -294,10 +328,32 @@ tgt_start() {
 		sleep 0.1
 	done
 	tgtadm_ --op new --mode target --tid 1 -T "$PEER_IQN" || ixt_die "tgtadm new target"
-	tgtadm_ --op new --mode logicalunit --tid 1 --lun 1 -b "$img" || ixt_die "tgtadm new lun"
-	if [ "$PEER_THIN" = 1 ]; then
-		tgtadm_ --op update --mode logicalunit --tid 1 --lun 1 --params thin_provisioning=1 ||
-			ixt_die "tgtadm thin_provisioning"
+	# One image in /dev/shm per LUN; the LUN attributes of PEER_LUNS become tgt's --params.
+	local specs=${PEER_LUNS:-data:$([ "$PEER_THIN" = 1 ] && echo thin)} spec n=1 img attr params
+	for spec in $specs; do
+		img="/dev/shm/ixtest-$IXT_NAME-$$-$n.img"
+		truncate -s "${PEER_SIZE}M" "$img" || ixt_die "cannot create $img"
+		ixt_on_exit "rm -f '$img'"
+		tgtadm_ --op new --mode logicalunit --tid 1 --lun $n -b "$img" || ixt_die "tgtadm new lun"
+		params=
+		for attr in $(tr , ' ' <<<"${spec#*:}"); do
+			case $attr in
+			thin) params+=,thin_provisioning=1 ;;
+			readonly) params+=,readonly=1 ;;
+			removable) params+=,removable=1 ;;
+			nomedium) params+=,removable=1,online=0 ;;
+			esac
+		done
+		if [ -n "$params" ]; then
+			tgtadm_ --op update --mode logicalunit --tid 1 --lun $n --params "${params#,}" ||
+				ixt_die "tgtadm lun params ${params#,}"
+		fi
+		n=$((n + 1))
+	done
+	if [ "$PEER_PORT2" != 0 ]; then
+		PEER_PORT2=$(ixt_free_port) || ixt_die "no free port"
+		tgtadm_ --op new --mode portal --param "portal=$IX_HOST:$PEER_PORT2" ||
+			ixt_die "tgtadm second portal"
 	fi
 	if [ -n "$PEER_ACL" ]; then
 		local a
@@ -316,8 +372,12 @@ tgt_start() {
 		tgtadm_ --op bind --mode account --tid 1 --user "$PEER_MCHAP_USER" --outgoing ||
 			ixt_die "tgtadm mutual chap"
 	fi
-	if [ "$PEER_DIGESTS" = 1 ]; then
+	if [ -n "$PEER_HEADER_DIGEST" ]; then
+		tgtadm_ --op update --mode target --tid 1 -n HeaderDigest -v CRC32C
+	elif [ "$PEER_DIGESTS" = 1 ]; then
 		tgtadm_ --op update --mode target --tid 1 -n HeaderDigest -v CRC32C,None
+	fi
+	if [ "$PEER_DIGESTS" = 1 ]; then
 		tgtadm_ --op update --mode target --tid 1 -n DataDigest -v CRC32C,None
 	fi
 	ixt_wait_port "$PEER_PORT" 10 || ixt_die "tgtd portal not listening"

@@ -66,14 +66,42 @@ def wait_port(host, port, secs):
     return 1
 
 
+# LUN attributes for --lun ROLE:ATTR,ATTR... (the role is the caller's name for it)
+LUN_ATTRS = {'thin': ('thin', True), 'readonly': ('readonly', True),
+             'removable': ('removable', True), 'nomedium': ('no_medium', True)}
+
+
+def lun_entries(a):
+    """The LUNs of --lun specs, numbered from 0 in order; one RAM LUN by default."""
+    if not a.lun:
+        lun = {'lun': 0, 'backend': 'ram', 'size': '%dM' % a.size}
+        if a.thin:
+            lun['thin'] = True
+        return [lun]
+    luns = []
+    for n, spec in enumerate(a.lun):
+        attrs = spec.split(':', 1)[1] if ':' in spec else ''
+        lun = {'lun': n, 'backend': 'ram', 'size': '%dM' % a.size}
+        for attr in filter(None, attrs.split(',')):
+            if attr.startswith('size='):
+                lun['size'] = '%sM' % attr[5:]
+            elif attr.startswith('phys='):
+                lun['physical_block_size'] = int(attr[5:])
+            elif attr in LUN_ATTRS:
+                key, val = LUN_ATTRS[attr]
+                lun[key] = val
+            else:
+                raise SystemExit('unknown LUN attribute %r in %r' % (attr, spec))
+        luns.append(lun)
+    return luns
+
+
 def ix_config(a):
-    """Config for one RAM LUN, following docs/configuration.md."""
+    """Config for the test target, following docs/configuration.md."""
     target = {
         'name': a.iqn,
-        'luns': [{'lun': 0, 'backend': 'ram', 'size': '%dM' % a.size}],
+        'luns': lun_entries(a),
     }
-    if a.thin:
-        target['luns'][0]['thin'] = True
     if a.acl:
         target['acls'] = [{'initiator': i} for i in a.acl]
     if a.chap:
@@ -85,6 +113,15 @@ def ix_config(a):
         'portals': [{'name': 'default', 'address': a.host, 'port': a.port}],
         'targets': [target],
     }
+    if a.port2:  # a second portal group for the same target (multipath)
+        cfg['portals'].append({'name': 'second', 'address': a.host, 'port': a.port2,
+                               'tpgt': 2})
+    if a.header_digest or a.data_digest:
+        neg = cfg['global'].setdefault('negotiation', {})
+        if a.header_digest:
+            neg['header_digest'] = a.header_digest
+        if a.data_digest:
+            neg['data_digest'] = a.data_digest
     json.dump(cfg, sys.stdout, indent=2)
     sys.stdout.write('\n')
 
@@ -188,6 +225,12 @@ def main():
     c.add_argument('--mutual', nargs=2, metavar=('USER', 'SECRET'))
     c.add_argument('--acl', action='append', default=[])
     c.add_argument('--thin', action='store_true', help='advertise thin provisioning')
+    c.add_argument('--lun', action='append', default=[], metavar='ROLE:ATTRS',
+                   help='one LUN per option, numbered from 0; ATTRS: thin, readonly, '
+                   'removable, nomedium, size=MiB, phys=BYTES (comma separated)')
+    c.add_argument('--port2', type=int, help='a second portal (TPGT 2) on this port')
+    c.add_argument('--header-digest', help='global.negotiation.header_digest')
+    c.add_argument('--data-digest', help='global.negotiation.data_digest')
     k = sub.add_parser('cunit-classify')
     k.add_argument('log')
     k.add_argument('rc', type=int)

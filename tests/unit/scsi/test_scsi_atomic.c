@@ -14,7 +14,7 @@ const uint8_t zblk[4096];
 
 #define BIG (4u << 20) /* per-command buffer: a whole 4 MiB LU fits */
 
-enum { A_RAM = 0, A_FILE = 1, A_DST = 2, A_RO = 3, A_4K = 4 };
+enum { A_RAM = 0, A_FILE = 1, A_DST = 2, A_RO = 3, A_4K = 4, A_P512 = 5 };
 
 struct ccmd {
 	struct scsi_cmd c;
@@ -143,7 +143,30 @@ static void setup(struct env *e)
 	add_lu(e->map, A_4K,
 	       (struct scsi_lu_cfg){
 		   .backend = SCSI_BACKEND_RAM, .size_bytes = 1 << 20, .block_size = 4096});
+	add_lu(e->map, A_P512,
+	       (struct scsi_lu_cfg){
+		   .backend = SCSI_BACKEND_RAM, .size_bytes = 1 << 20, .phys_block_size = 512});
 	e->nx = scsi_nexus_new(e->map, "iqn.i1,i,0x000000000001", "iqn.2024-01.org.example:t1,t,0x1");
+}
+
+/* ---- the physical block: the backend's, or configured ---- */
+
+static void test_phys_block(struct env *e)
+{
+	struct ccmd t = {0};
+	static const uint8_t rc16[16] = {0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0};
+	static const uint8_t bl[6] = {0x12, 1, 0xb0, 0, 64, 0};
+
+	printf("# physical block: a RAM page by default, 512 bytes when configured so\n");
+	C_RUN(e, A_RAM, rc16, 32, NULL, 0, &t);
+	CHECK_EQ(t.buf[13] & 0x0f, 3);
+	C_RUN(e, A_P512, rc16, 32, NULL, 0, &t);
+	CHECK_EQ(t.buf[13] & 0x0f, 0);
+	C_RUN(e, A_P512, bl, 64, NULL, 0, &t);
+	CHECK_EQ(get_be16(t.buf + 6), 1);  /* OPTIMAL TRANSFER LENGTH GRANULARITY */
+	CHECK_EQ(get_be32(t.buf + 48), 1); /* ATOMIC ALIGNMENT */
+	CHECK_EQ(get_be32(t.buf + 44), 0xffff); /* MAXIMUM ATOMIC TRANSFER LENGTH */
+	free(t.buf);
 }
 
 /* ---- the guard itself ---- */
@@ -644,12 +667,13 @@ int main(void)
 	struct ccmd t = {0};
 
 	setup(&e);
-	for (uint32_t lun = 0; lun <= A_4K; lun++) { /* take the power-on unit attentions */
+	for (uint32_t lun = 0; lun <= A_P512; lun++) { /* take the power-on unit attentions */
 		if (lun == A_DST)
 			continue;
 		C_RUN(&e, lun, B(0x00, 0, 0, 0, 0, 0), 0, NULL, 0, &t);
 	}
 	free(t.buf);
+	test_phys_block(&e);
 	test_guard(&e);
 	test_caw_ordering(&e, A_RAM);
 	test_caw_ordering(&e, A_FILE);
