@@ -3,7 +3,8 @@
  * UNMAP walks its descriptors with one backend discard at a time. WRITE SAME with UNMAP set
  * deallocates when the LU is thin and a deallocated block reads back as zeros (LBPRZ),
  * whatever the data-out block holds (as LIO does, and as libiscsi's tests expect: the blocks
- * then read as zeros); otherwise it writes the pattern, or zeros for NDOB. A NUMBER OF LOGICAL BLOCKS of zero
+ * then read as zeros), and is refused on a fully provisioned LU (LBPWS 0); otherwise it writes
+ * the pattern, or zeros for NDOB. A NUMBER OF LOGICAL BLOCKS of zero
  * means "to the last block" (WSNZ = 0), within MAXIMUM WRITE SAME LENGTH. ANCHOR is refused
  * (ANC_SUP = 0): no backend keeps an anchored state apart from mapped or deallocated. */
 #include <string.h>
@@ -113,6 +114,10 @@ int scsi_sbc_write_same(struct scsi_cmd *cmd, struct scsi_lu *lu)
 
 	n = ws16 ? get_be32(cdb + 10) : get_be16(cdb + 7);
 	cmd->xfer_wanted = ndob ? 0 : bs;
+	if (unmap && !lu->lbpme) { /* LBPWS = 0: a fully provisioned LU unmaps nothing */
+		scsi_fail_cdb(cmd, 1, 3);
+		return SCSI_DONE;
+	}
 	if (!scsi_lba_ok(cmd, lu, lba, n))
 		return SCSI_DONE;
 	if (n == 0) /* WSNZ = 0: from lba to the last block */

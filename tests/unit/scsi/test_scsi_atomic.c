@@ -433,6 +433,10 @@ static void test_write_same(struct env *e)
 	CHECK_EQ(t.c.status, 0);
 	C_RUN(e, A_RAM, B(0x28, 0, 0, 0, 0x1f, 0xfc, 0, 0, 2, 0), 1024, NULL, 0, &t);
 	CHECK_MEM(t.buf, zblk, 1024);
+	/* ... and is refused on a fully provisioned LU (LBPWS 0), pointing at the UNMAP bit */
+	C_RUN(e, A_4K, B(0x41, 0x08, 0, 0, 0, 0, 0, 0, 1, 0), 0, zblk, 4096, &t);
+	c_sense(&t, 5, 0x24, 0);
+	CHECK_MEM(t.c.sense + 15, B(0xc3, 0, 1), 3);
 	free(t.buf);
 }
 
