@@ -436,7 +436,7 @@ static void test_write_same(struct env *e)
 	/* ... and is refused on a fully provisioned LU (LBPWS 0), pointing at the UNMAP bit */
 	C_RUN(e, A_4K, B(0x41, 0x08, 0, 0, 0, 0, 0, 0, 1, 0), 0, zblk, 4096, &t);
 	c_sense(&t, 5, 0x24, 0);
-	CHECK_MEM(t.c.sense + 15, B(0xc3, 0, 1), 3);
+	CHECK_MEM(t.c.sense + 15, B(0xcb, 0, 1), 3); /* SKSV, C/D, BPV, bit 3; byte 1 */
 	free(t.buf);
 }
 
