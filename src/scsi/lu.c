@@ -359,7 +359,10 @@ int scsi_lu_reset(struct scsi_lu *lu, struct scsi_nexus *from)
 	pthread_mutex_lock(&lu->lock);
 	lu->prevent = false;
 	pthread_mutex_unlock(&lu->lock);
-	scsi_ua_post_others(lu, from, 0x29, 0x03); /* LOGICAL UNIT RESET OCCURRED */
+	/* SAM-5 6.3.3: a unit attention for every I_T nexus, the requester's included (so an
+	 * initiator with several paths sees the reset on each; libiscsi MultipathIO.Reset). */
+	(void)from;
+	scsi_ua_post_others(lu, NULL, 0x29, 0x03); /* LOGICAL UNIT RESET OCCURRED */
 	return 0;
 }
 

@@ -175,7 +175,8 @@ uint32_t scsi_cdb_data_out_len(const struct scsi_lu *lu, const uint8_t *cdb, uin
 void scsi_cmd_exec(struct scsi_cmd *cmd);
 
 /* Task management on an LU: LOGICAL UNIT RESET (clears reservations per SPC, sets a unit
- * attention 29/03 for every other nexus). Outstanding commands are the transport's to abort.
+ * attention 29/03 for every nexus, from's too). Outstanding commands are the transport's to
+ * abort.
  * Returns 0 or -ENOENT. */
 int scsi_lu_reset(struct scsi_lu *lu, struct scsi_nexus *from);
 

@@ -126,7 +126,8 @@ ixt_wait_port() { # PORT SECONDS
 #   PEER_DIGESTS        1 = let the target accept CRC32C header/data digests
 #   PEER_THIN           1 = the LUN advertises thin provisioning (UNMAP, LBPME)
 #   PEER_LUNS           several LUNs instead of one: "ROLE:ATTR,ATTR ROLE:..." with ATTRs
-#                       thin, readonly, removable, nomedium (each PEER_SIZE MiB); peer_url
+#                       thin, readonly, removable, nomedium, phys=BYTES (the physical block;
+#                       each LUN PEER_SIZE MiB of 512-byte blocks); peer_url
 #                       ROLE gives the URL of each (the first is PEER_URL)
 #   PEER_PORT2          1 = a second portal (another port, TPGT 2) to the same target
 #   PEER_HEADER_DIGEST  CRC32C = the target requires header digests (ix: "crc32c")
@@ -342,6 +343,10 @@ tgt_start() {
 			readonly) params+=,readonly=1 ;;
 			removable) params+=,removable=1 ;;
 			nomedium) params+=,removable=1,online=0 ;;
+			phys=*) # 512-byte logical blocks: the exponent of the physical block
+				local e=0 p=${attr#phys=}
+				while [ $((512 << e)) -lt "$p" ]; do e=$((e + 1)); done
+				[ $e -gt 0 ] && params+=,lbppbe=$e ;;
 			esac
 		done
 		if [ -n "$params" ]; then

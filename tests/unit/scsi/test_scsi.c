@@ -98,8 +98,10 @@ static void test_unit_attention(struct env *e)
 		  18);
 	t_run(e, nx2, L_RAM, tur, 0, NULL, 0, &t);
 	CHECK_EQ(t.c.status, 0);
-	/* LU reset by nx2: 29/03 for e->nx only. */
+	/* LU reset by nx2: 29/03 for every nexus, nx2's too (SAM-5 6.3.3). */
 	CHECK_EQ(scsi_lu_reset(scsi_lun_map_get(e->map, L_RAM), nx2), 0);
+	t_run(e, nx2, L_RAM, tur, 0, NULL, 0, &t);
+	t_check_sense(&t, 0x6, 0x29, 0x03);
 	t_run(e, nx2, L_RAM, tur, 0, NULL, 0, &t);
 	CHECK_EQ(t.c.status, 0);
 	t_run(e, e->nx, L_RAM, tur, 0, NULL, 0, &t);
@@ -306,13 +308,15 @@ static void test_reservations(struct env *e)
 	scsi_nexus_free(a);
 	t_run(e, b, L_4K, tur, 0, NULL, 0, &t);
 	CHECK_EQ(t.c.status, 0);
-	/* LU reset releases, and the resetting nexus gets no UA. */
+	/* LU reset releases; the resetting nexus gets the UA too. */
 	t_run(e, b, L_4K, res6, 0, NULL, 0, &t);
 	scsi_lu_reset(scsi_lun_map_get(e->map, L_4K), b);
 	t_run(e, e->nx, L_4K, tur, 0, NULL, 0, &t);
 	t_check_sense(&t, 0x6, 0x29, 0x03);
 	t_run(e, e->nx, L_4K, tur, 0, NULL, 0, &t);
 	CHECK_EQ(t.c.status, 0);
+	t_run(e, b, L_4K, tur, 0, NULL, 0, &t);
+	t_check_sense(&t, 0x6, 0x29, 0x03);
 	t_run(e, b, L_4K, tur, 0, NULL, 0, &t);
 	CHECK_EQ(t.c.status, 0);
 	scsi_nexus_free(b);
