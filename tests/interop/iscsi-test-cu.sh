@@ -151,7 +151,9 @@ run_suite() {
 	local kind=$1 tag=$2 role fam t out rc name st why dead=0 lun_role
 	local -a group
 	local res="$IXT_TMP/results.$tag" logdir="$IX_OUT/iscsi-test-cu/$tag"
+	local manifest="$IXT_TMP/manifest.$tag"
 	: >"$res"
+	: >"$manifest"
 	rm -rf "$logdir"
 	mkdir -p "$logdir"
 	IX_PEER=$kind
@@ -187,14 +189,9 @@ run_suite() {
 		timeout -k 5 "$CU_TIMEOUT" iscsi-test-cu --dataloss --allow-sanitize -V \
 			-i "$INIT1" -I "$INIT2" -t "${list_arg#,}" "${urls[@]}" >"$log" 2>&1
 		rc=$?
-		python3 "$IXT_LIB/ixtest.py" cunit-run "$log" "$rc" "$@" |
-			while read -r x st why; do
-				if ! peer_alive; then
-					st=FAIL why="the target died during this run${why:+ ($why)}"
-				fi
-				echo "$f.$x$suffix $st $why"
-			done >>"$res"
 		peer_alive || dead=1
+		# classified once the run is over (one python start instead of one per family)
+		echo "$log $rc $((1 - dead)) $f ${suffix:--} $*" >>"$manifest"
 	}
 
 	for fam in "${FAMILIES[@]}"; do
@@ -220,6 +217,8 @@ run_suite() {
 		for t in "${alone[@]}"; do run_group "$lun_role" "" "$fam" "$t"; done
 		[ ${#thick[@]} -gt 0 ] && run_group thick @thick "$fam" "${thick[@]}"
 	done
+	python3 "$IXT_LIB/ixtest.py" cunit-runs "$manifest" >>"$res" ||
+		echo "classify FAIL cannot classify the runs of $manifest" >>"$res"
 	peer_check || echo "target.alive FAIL the target died or its log has a sanitizer report" >>"$res"
 	peer_stop || echo "target.shutdown FAIL the target did not stop cleanly" >>"$res"
 	PEER_PID=""

@@ -8,6 +8,8 @@
   ixtest.py cunit-run LOG RC TEST...  classify each TEST of one verbose iscsi-test-cu run:
                                       prints "TEST PASS|FAIL|SKIP [reason]" per line (CUnit
                                       counts skips as passes; these lines do not)
+  ixtest.py cunit-runs MANIFEST       the same for every run a manifest lists, printing
+                                      "FAMILY.TEST[SUFFIX] STATUS [reason]"
 """
 
 import argparse
@@ -211,6 +213,9 @@ def main():
     k.add_argument('log')
     k.add_argument('rc', type=int)
     k.add_argument('tests', nargs='+', help='short test names run in this invocation')
+    m = sub.add_parser('cunit-runs')
+    m.add_argument('manifest', help='lines "LOG RC ALIVE FAMILY SUFFIX TEST..." (SUFFIX - for '
+                   'none, ALIVE 1 if the target still ran after the invocation)')
     a = p.parse_args()
     if a.cmd == 'free-port':
         print(free_port())
@@ -223,6 +228,15 @@ def main():
     elif a.cmd == 'cunit-run':
         for t, st, why in cunit_run(a.log, a.rc, a.tests):
             print('%s %s%s' % (t, st, ' ' + why if why else ''))
+    elif a.cmd == 'cunit-runs':
+        for line in open(a.manifest):
+            log, rc, alive, fam, suffix, *tests = line.split()
+            suffix = '' if suffix == '-' else suffix
+            for t, st, why in cunit_run(log, int(rc), tests):
+                if alive != '1':
+                    st, why = 'FAIL', 'the target died during this run' + (
+                        ' (%s)' % why if why else '')
+                print('%s.%s%s %s%s' % (fam, t, suffix, st, ' ' + why if why else ''))
     return 0
 
 
