@@ -122,8 +122,10 @@ for t in tests/interop/*.sh tests/interop/*.py; do
 	PASS=$((PASS + p)) FAIL=$((FAIL + f)) SKIP=$((SKIP + s))
 	echo "interop $name: $p passed, $f failed, $s skipped (exit $rc, $((SECONDS - start))s)"
 	# per-family table of iscsi-test-cu (and any other test printing one)
-	sed -n '/per family/,/^$/{/per family\|passed .* failed .* skipped/p}' "$log" | sed 's/^/  /'
-	grep '^SKIP ' "$res" | head -20 | sed 's/^/  /'
+	sed -n '/per family/,/(per run/p' "$log" | sed 's/^/  /'
+	grep '^SKIP ' "$res" | grep -v 'pending: ' | head -20 | sed 's/^/  /'
+	n=$(grep -c '^SKIP .*pending: ' "$res")
+	[ "$n" -gt 0 ] && echo "  ($n skips of work pending on another branch, listed in the test)"
 	if [ "$f" -gt 0 ]; then
 		FAILED_NAMES+=("interop-$name")
 		grep '^FAIL ' "$res" | head -40 | sed 's/^/  /'

@@ -45,8 +45,8 @@ INIT2=iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-test-2
 ALLOWED_FILE=$(dirname "$0")/cu-allowed-skips.txt
 version=$(dpkg-query -W -f='${Version}' libiscsi-bin 2>/dev/null || echo unknown)
 
-# --- PENDING: families implemented on branch conf-pr (issue 7). Their tests are reported as
-# skipped without running; the lead removes this list when that branch is merged. ----------
+# --- PENDING: families implemented on branch conf-pr (issue 7). Against ix their tests are
+# reported as skipped without running; the lead removes this list when that branch is merged.
 PENDING_REASON="pending: implemented on branch conf-pr (issue 7)"
 PENDING=(PrinReadKeys PrinReportCapabilities PrinServiceactionRange ProutClear ProutPreempt
 	ProutRegister ProutReserve PreventAllow StartStopUnit NoMedia ReadOnly Sanitize
@@ -129,11 +129,11 @@ if [ -f "$ALLOWED_FILE" ]; then
 	done <"$ALLOWED_FILE"
 fi
 
-# The LUN roles this selection needs.
-roles_needed() {
+# The LUN roles this selection needs on KIND.
+roles_needed() { # KIND
 	local fam t need=" data"
 	for fam in "${FAMILIES[@]}"; do
-		in_list "$fam" "${PENDING[@]}" && continue
+		[ "$1" = ix ] && in_list "$fam" "${PENDING[@]}" && continue
 		for t in ${FAM_TESTS[$fam]}; do
 			selected "$fam" "$t" || continue
 			[[ $need == *" ${LUN_FOR[$fam]:-data}"* ]] || need+=" ${LUN_FOR[$fam]}"
@@ -146,7 +146,8 @@ roles_needed() {
 }
 
 # --- one run: start the peer, run every family, classify ------------------------------------
-# run_suite KIND TAG: KIND ix|tgt; results go to RES_<TAG> ("name status reason" lines).
+# run_suite KIND TAG: KIND ix|tgt; results go to $IXT_TMP/results.TAG ("name status reason"
+# lines). PENDING applies to ix only: tgt runs everything.
 run_suite() {
 	local kind=$1 tag=$2 role fam t out rc name st why dead=0 lun_role
 	local -a group
@@ -158,12 +159,12 @@ run_suite() {
 	mkdir -p "$logdir"
 	IX_PEER=$kind
 	PEER_LUNS=
-	for role in $(roles_needed); do PEER_LUNS+=" $role:${LUN_SPEC[$role]}"; done
+	for role in $(roles_needed "$kind"); do PEER_LUNS+=" $role:${LUN_SPEC[$role]}"; done
 	PEER_SIZE=64
 	PEER_PORT2=1
 	PEER_ACL="$INIT1 $INIT2"
 	PEER_HEADER_DIGEST=
-	[[ $tag == *digest* ]] && PEER_HEADER_DIGEST=CRC32C
+	[[ $tag == *-hd ]] && PEER_HEADER_DIGEST=CRC32C
 	IXT_NAME=iscsi-test-cu.$tag
 	peer_start
 	ixt_log "run $tag against $kind: LUNs$PEER_LUNS, second portal $PEER_PORT2"
@@ -199,7 +200,8 @@ run_suite() {
 		local -a alone=() thick=()
 		for t in ${FAM_TESTS[$fam]}; do
 			selected "$fam" "$t" || continue
-			if in_list "$fam" "${PENDING[@]}" || in_list "$fam.$t" "${PENDING[@]}"; then
+			if [ "$kind" = ix ] &&
+				{ in_list "$fam" "${PENDING[@]}" || in_list "$fam.$t" "${PENDING[@]}"; }; then
 				echo "$fam.$t SKIP $PENDING_REASON" >>"$res"
 				continue
 			fi
@@ -256,41 +258,46 @@ family_counts() { # TAG
 
 runs=()
 if [ "$PEER_MODE" = both ] || [ "$PEER_MODE" = ix ]; then
-	run_suite ix main
-	runs+=(main)
-	judge main 1
+	run_suite ix ix
+	runs+=(ix)
+	judge ix 1
 	if [ $DIGEST_RUN = 1 ]; then
-		run_suite ix digest
-		runs+=(digest)
-		judge digest 1
+		run_suite ix ix-hd
+		runs+=(ix-hd)
+		judge ix-hd 1
+		# Every session of that run must really have used header digests.
+		n_crc=$(grep -c 'normal session .*digests CRC32C/' "$PEER_LOG")
+		n_all=$(grep -c 'normal session ' "$PEER_LOG")
+		if [ "$n_all" -gt 0 ] && [ "$n_crc" = "$n_all" ]; then
+			ixt_result PASS cu.ix-hd.digests "all $n_all sessions used CRC32C header digests"
+		else
+			ixt_result FAIL cu.ix-hd.digests "$n_crc of $n_all sessions used CRC32C header digests"
+		fi
 		# The same verdict for every test with and without digests.
-		join <(sort "$IXT_TMP/results.main" | awk '{print $1, $2}') \
-			<(sort "$IXT_TMP/results.digest" | awk '{print $1, $2}') |
+		join <(sort "$IXT_TMP/results.ix" | awk '{print $1, $2}') \
+			<(sort "$IXT_TMP/results.ix-hd" | awk '{print $1, $2}') |
 			awk '$2 != $3 { print $1 " " $2 " without digests, " $3 " with" }' >"$IXT_TMP/diff"
 		if [ -s "$IXT_TMP/diff" ]; then
-			while read -r line; do ixt_result FAIL "cu.digest-vs-main.${line%% *}" "${line#* }"; done <"$IXT_TMP/diff"
+			while read -r line; do ixt_result FAIL "cu.ix-hd-vs-ix.${line%% *}" "${line#* }"; done <"$IXT_TMP/diff"
 		else
-			ixt_result PASS cu.digest-vs-main "every test has the same verdict with header digests"
+			ixt_result PASS cu.ix-hd-vs-ix "every test has the same verdict with header digests"
 		fi
 	fi
 fi
-if [ "$PEER_MODE" = tgt ]; then
-	run_suite tgt main
-	runs+=(main)
-	judge main 1
-elif [ "$PEER_MODE" = both ]; then
+if [ "$PEER_MODE" = tgt ] || [ "$PEER_MODE" = both ]; then
 	run_suite tgt tgt
 	runs+=(tgt)
-	judge tgt 0
+	# Against tgt alone (run.sh --peer tgt) its results count; next to ix they are shown only.
+	judge tgt "$([ "$PEER_MODE" = tgt ] && echo 1 || echo 0)"
 fi
 
 # --- report -----------------------------------------------------------------------------------
 for tag in "${runs[@]}"; do family_counts "$tag" | sort >"$IXT_TMP/fam.$tag"; done
 ixt_note ""
-ixt_note "iscsi-test-cu per family (libiscsi $version; pass fail skip; skips include the"
-ixt_note "pending families; a skip outside cu-allowed-skips.txt counts as a failure):"
+ixt_note "iscsi-test-cu per family (libiscsi $version; pass / fail / skip; ix-hd: header digests"
+ixt_note "required; for ix a skip outside cu-allowed-skips.txt or PENDING counts as a failure):"
 hdr=$(printf '  %-26s' family)
-for tag in "${runs[@]}"; do hdr+=$(printf ' %16s' "$tag$([ "$tag" = main ] && echo " ($PEER_MODE)")"); done
+for tag in "${runs[@]}"; do hdr+=$(printf ' %16s' "$tag"); done
 ixt_note "$hdr"
 for fam in "${FAMILIES[@]}"; do
 	line=$(printf '  %-26s' "$fam")
