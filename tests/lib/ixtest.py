@@ -4,7 +4,9 @@
   ixtest.py free-port                 print a free TCP port on 127.0.0.1 in 3261..4999
   ixtest.py free-ctl                  print an unused tgtd control port number
   ixtest.py wait-port HOST PORT SECS  exit 0 once HOST:PORT accepts a connection
-  ixtest.py ix-config [options]       print an ix-target JSON config (docs/configuration.md)
+  ixtest.py ix-config [options]       print an ix-target JSON config (docs/configuration.md):
+                                      one LUN, --backend ram|file|block [--path P], or
+                                      several RAM LUNs (--lun ROLE:ATTRS ...)
   ixtest.py cunit-run LOG RC TEST...  classify each TEST of one verbose iscsi-test-cu run:
                                       prints "TEST PASS|FAIL|SKIP [reason]" per line (CUnit
                                       counts skips as passes; these lines do not)
@@ -20,6 +22,32 @@ import random
 import socket
 import sys
 import time
+import traceback
+
+
+class Reporter:
+    """report(st, name, detail): one "PASS|FAIL|SKIP TEST.NAME detail" line per check, printed
+    and appended to $IX_RESULTS (tests/run.sh counts those lines); .failed counts the FAILs."""
+
+    def __init__(self, test):
+        self.test = test
+        self.failed = 0
+
+    def __call__(self, st, name, detail=''):
+        line = '%s %s.%s %s' % (st, self.test, name, detail)
+        print(line, flush=True)
+        if os.environ.get('IX_RESULTS'):
+            with open(os.environ['IX_RESULTS'], 'a') as f:
+                f.write(line + '\n')
+        self.failed += st == 'FAIL'
+
+    def main(self, fn):
+        """Exit with fn()'s status; an exception escaping fn is one FAIL line, named setup."""
+        try:
+            sys.exit(fn())
+        except Exception:  # noqa: BLE001
+            self('FAIL', 'setup', traceback.format_exc().strip().splitlines()[-1])
+            sys.exit(1)
 
 
 def free_port():
@@ -75,8 +103,16 @@ LUN_ATTRS = {'thin': ('thin', True), 'readonly': ('readonly', True),
 
 def lun_entries(a):
     """The LUNs of --lun specs, numbered from 0 in order; one RAM LUN by default."""
-    if not a.lun:
-        lun = {'lun': 0, 'backend': 'ram', 'size': '%dM' % a.size}
+    if not a.lun:  # one LUN: RAM, or a file or block device at --path
+        lun = {'lun': 0, 'backend': a.backend}
+        if a.backend == 'ram':
+            lun['size'] = '%dM' % a.size
+        elif not a.path:
+            raise SystemExit('ix-config: --backend %s needs --path' % a.backend)
+        else:
+            lun['path'] = a.path
+            if a.backend == 'file':
+                lun['size'] = '%dM' % a.size
         if a.thin:
             lun['thin'] = True
         return [lun]
@@ -203,9 +239,11 @@ def main():
     c.add_argument('--mutual', nargs=2, metavar=('USER', 'SECRET'))
     c.add_argument('--acl', action='append', default=[])
     c.add_argument('--thin', action='store_true', help='advertise thin provisioning')
+    c.add_argument('--backend', choices=('ram', 'file', 'block'), default='ram')
+    c.add_argument('--path', help='file or block device of a file/block LUN')
     c.add_argument('--lun', action='append', default=[], metavar='ROLE:ATTRS',
-                   help='one LUN per option, numbered from 0; ATTRS: thin, readonly, '
-                   'removable, nomedium, size=MiB, phys=BYTES (comma separated)')
+                   help='RAM LUNs instead, one per option, numbered from 0; ATTRS: thin, '
+                   'readonly, removable, nomedium, size=MiB, phys=BYTES (comma separated)')
     c.add_argument('--port2', type=int, help='a second portal (TPGT 2) on this port')
     c.add_argument('--header-digest', help='global.negotiation.header_digest')
     c.add_argument('--data-digest', help='global.negotiation.data_digest')
