@@ -407,10 +407,10 @@ static void test_write_same(struct env *e)
 	struct ccmd t = {0};
 	uint32_t nb = (4u << 20) / 512;
 	uint8_t ws16[16] = {0x93, 0x01};
-	static uint8_t ones[512];
+	static uint8_t ones[1024]; /* one block, or two for the wrong data-out size */
 
 	printf("# WRITE SAME: 0 blocks means to the last block, one block of data exactly\n");
-	fill(ones, 0xff, 512);
+	fill(ones, 0xff, sizeof(ones));
 	C_RUNP(e, A_RAM, w10(nb - 4, 4), 0, (uint8_t[2048]){0}, 2048, &t);
 	put_be64(ws16 + 2, nb - 2); /* NDOB, 0 blocks: zero the last two */
 	memcpy(t.buf, ones, 512);
