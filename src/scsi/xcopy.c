@@ -136,8 +136,9 @@ static struct scsi_lu *resolve(struct scsi_cmd *cmd, struct scsi_lu *mgr, const 
 			lu = mgr;
 		}
 	}
-	if (!lu || !lu->dev) {
-		scsi_lu_put(lu);
+	if (!lu || !lu->dev ||
+	    atomic_load_explicit(&lu->mstate, memory_order_acquire) != SCSI_MS_LOADED) {
+		scsi_lu_put(lu); /* none, or no medium, or a sanitize in progress */
 		copy_aborted(cmd, 0x0d, 0x02, segment); /* COPY TARGET DEVICE NOT REACHABLE */
 		return NULL;
 	}
@@ -244,6 +245,21 @@ static void chunk_next(struct scsi_cmd *cmd)
 			  s->bounce, 0, chunk_read_done);
 }
 
+/* The copy manager's own LU passed the command's reservation checks. Another LU may be
+ * reached through a target this nexus is not logged in to, where its registrations cannot be
+ * known: any reservation held there by someone else refuses the copy. */
+static bool reserved_elsewhere(struct scsi_cmd *cmd, const struct scsi_lu *mgr,
+			       struct scsi_lu *lu)
+{
+	struct scsi_nexus *holder;
+
+	if (lu == mgr)
+		return false;
+	holder = atomic_load_explicit(&lu->resv_holder, memory_order_acquire);
+	return (holder && holder != cmd->nexus) ||
+	       atomic_load_explicit(&lu->pr_type, memory_order_acquire) != PR_TYPE_NONE;
+}
+
 static bool range_ok(const struct scsi_lu *lu, uint64_t lba, uint64_t n)
 {
 	return lba <= lu->nblocks && n <= lu->nblocks - lba;
@@ -280,8 +296,13 @@ static void seg_next(struct scsi_cmd *cmd)
 		xc_finish(cmd);
 		return;
 	}
-	if (s->dst->readonly) {
-		scsi_fail(cmd, SCSI_SENSE_DATA_PROTECT, 0x27, 0x00); /* WRITE PROTECTED */
+	if (s->dst->readonly || atomic_load_explicit(&s->dst->swp, memory_order_relaxed)) {
+		scsi_fail(cmd, SCSI_SENSE_DATA_PROTECT, 0x27, s->dst->readonly ? 0x00 : 0x02);
+		xc_finish(cmd);
+		return;
+	}
+	if (reserved_elsewhere(cmd, p->lu, s->src) || reserved_elsewhere(cmd, p->lu, s->dst)) {
+		cmd->status = SCSI_STATUS_RESERVATION_CONFLICT;
 		xc_finish(cmd);
 		return;
 	}
