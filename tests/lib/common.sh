@@ -137,6 +137,7 @@ ixt_wait_port() { # PORT SECONDS
 #                       ROLE gives the URL of each (the first is PEER_URL)
 #   PEER_PORT2          1 = a second portal (another port, TPGT 2) to the same target
 #   PEER_HEADER_DIGEST  CRC32C = the target requires header digests (ix: "crc32c")
+#   PEER_NOP_INTERVAL_MS  ix: global.nop_interval_ms (0 = the target sends no NOP-In pings)
 # After peer_start: PEER_PORT, PEER_LUN, PEER_PORTAL ("iscsi://127.0.0.1:PORT"),
 # PEER_URL ("iscsi://127.0.0.1:PORT/IQN/LUN"), PEER_LOG, PEER_PID, PEER_KIND (ix|tgt),
 # PEER_PORT2 (the second portal's port, when asked for) and, for ix, PEER_CONFIG (the JSON
@@ -154,6 +155,7 @@ PEER_THIN=${PEER_THIN:-0}
 PEER_LUNS=${PEER_LUNS:-}
 PEER_PORT2=${PEER_PORT2:-0}
 PEER_HEADER_DIGEST=${PEER_HEADER_DIGEST:-}
+PEER_NOP_INTERVAL_MS=${PEER_NOP_INTERVAL_MS:-}
 declare -A PEER_LUN_OF # role -> LUN number
 
 # URL of the LUN playing ROLE (from PEER_LUNS), through the second portal if asked.
@@ -258,13 +260,14 @@ ix_start() {
 	PEER_LUN=0
 	PEER_KIND=ix
 	peer_lun_roles 0
-	local cfg="$IXT_TMP/ix-target.json" spec
+	local cfg="$IXT_TMP/$IXT_NAME.ix-target.json" spec
 	PEER_CONFIG=$cfg
 	python3 "$IXT_LIB/ixtest.py" ix-config --port "$PEER_PORT" --host "$IX_HOST" \
 		--iqn "$PEER_IQN" --size "$PEER_SIZE" \
 		$(for spec in $PEER_LUNS; do printf -- '--lun %s ' "$spec"; done) \
 		$([ "$PEER_PORT2" != 0 ] && echo --port2 "$PEER_PORT2") \
 		${PEER_HEADER_DIGEST:+--header-digest "${PEER_HEADER_DIGEST,,}"} \
+		${PEER_NOP_INTERVAL_MS:+--nop-interval-ms "$PEER_NOP_INTERVAL_MS"} \
 		${PEER_CHAP_USER:+--chap "$PEER_CHAP_USER" "$PEER_CHAP_SECRET"} \
 		${PEER_MCHAP_USER:+--mutual "$PEER_MCHAP_USER" "$PEER_MCHAP_SECRET"} \
 		$(for a in $PEER_ACL; do printf -- '--acl %s ' "$a"; done) \

@@ -186,6 +186,8 @@ def lun_entries(a):
                 lun['size'] = '%sM' % attr[5:]
             elif attr.startswith('phys='):
                 lun['physical_block_size'] = int(attr[5:])
+            elif attr.startswith('sanitize_rate='):
+                lun['sanitize_rate'] = attr[len('sanitize_rate='):]
             elif attr in LUN_ATTRS:
                 key, val = LUN_ATTRS[attr]
                 lun[key] = val
@@ -215,6 +217,8 @@ def ix_config(a):
     if a.port2:  # a second portal group for the same target (multipath)
         cfg['portals'].append({'name': 'second', 'address': a.host, 'port': a.port2,
                                'tpgt': 2})
+    if a.nop_interval_ms is not None:
+        cfg['global']['nop_interval_ms'] = a.nop_interval_ms
     if a.header_digest or a.data_digest:
         neg = cfg['global'].setdefault('negotiation', {})
         if a.header_digest:
@@ -304,9 +308,10 @@ def main():
     c.add_argument('--path', help='file or block device of a file/block LUN')
     c.add_argument('--lun', action='append', default=[], metavar='ROLE:ATTRS',
                    help='RAM LUNs instead, one per option, numbered from 0; ATTRS: thin, '
-                   'readonly, removable, nomedium, size=MiB, phys=BYTES (comma separated)')
+                   'readonly, removable, nomedium, size=MiB, phys=BYTES, sanitize_rate=SIZE (comma separated)')
     c.add_argument('--port2', type=int, help='a second portal (TPGT 2) on this port')
     c.add_argument('--header-digest', help='global.negotiation.header_digest')
+    c.add_argument('--nop-interval-ms', type=int, help='global.nop_interval_ms (0: no pings)')
     c.add_argument('--data-digest', help='global.negotiation.data_digest')
     k = sub.add_parser('cunit-run')
     k.add_argument('log')
