@@ -11,6 +11,8 @@ PKGS=(
 	libiscsi-bin qemu-utils qemu-block-extra tgt python3
 	# tests/run.sh and the interop scripts use these
 	coreutils procps iproute2
+	# bench/run.sh: the loopback TCP ceiling
+	iperf3
 )
 
 missing=()
