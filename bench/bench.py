@@ -81,11 +81,15 @@ class Target:
 class IxTarget(Target):
     kind = 'ix'
 
-    def __init__(self, build, work, name='ix', header_digest='prefer-none'):
+    def __init__(self, build, work, name='ix', header_digest='prefer-none', threads=0,
+                 wrapper=(), ready_timeout=30):
         self.bin = os.path.join(ROOT, build, 'tools', 'ix-target')
         self.work = work
         self.name = name
         self.header_digest = header_digest
+        self.threads = threads          # 0 = one worker per CPU (the default)
+        self.wrapper = list(wrapper)    # e.g. valgrind (bench/insn.py)
+        self.ready_timeout = ready_timeout
         self.luns = {'ram': 0, 'file': 1}
 
     def start(self):
@@ -96,6 +100,7 @@ class IxTarget(Target):
             self.port = ixtest.free_port()
             cfg = {
                 'global': {'log_level': 'info',   # one line per login: digests check
+                           'threads': self.threads,
                            # iscsi-perf always offers HeaderDigest=None,CRC32C, so the
                            # target decides: 'crc32c' for the digest instance
                            'negotiation': {'header_digest': self.header_digest,
@@ -112,9 +117,10 @@ class IxTarget(Target):
                 json.dump(cfg, f, indent=2)
             self.log = os.path.join(self.work, self.name + '.log')
             lf = open(self.log, 'w')
-            self.proc = subprocess.Popen([self.bin, '-c', path], stdout=lf, stderr=lf)
+            self.proc = subprocess.Popen(self.wrapper + [self.bin, '-c', path], stdout=lf,
+                                         stderr=lf)
             lf.close()
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + self.ready_timeout
             while time.monotonic() < deadline:
                 text = open(self.log, errors='replace').read()
                 if 'ix-target: ready' in text:
@@ -132,9 +138,14 @@ class IxTarget(Target):
 
     def stop(self):
         if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
+            pid = self.proc.pid
+            if self.wrapper[:1] == ['strace']:
+                # signal the daemon, not strace (strace would detach without its summary)
+                with open('/proc/%d/task/%d/children' % (pid, pid)) as f:
+                    pid = int(f.read().split()[0])
+            os.kill(pid, signal.SIGTERM)
             try:
-                self.proc.wait(15)
+                self.proc.wait(15 + 4 * bool(self.wrapper) * 15)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
