@@ -625,6 +625,7 @@ void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *port
 	list_init(&tc->free_tasks);
 	list_init(&tc->active);
 	list_init(&tc->order_q);
+	list_init(&tc->zc_tasks);
 	tc->login = malloc(sizeof(*tc->login));
 	if (!tc->login) {
 			free(tc);
