@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Instructions and system calls per I/O in ix-target.
 
-  bench/insn.py [--build build-release] [--n 4000] [--workloads read4k-qd1,read4k,...]
+  bench/insn.py [--build build-release] [--n 4000] [--workloads read4k-qd1,...,write512k]
 
 For each workload, ix-target (one worker thread, RAM LUN or --lun file) serves N requests and then 2N from
 qemu-img bench (a fixed request count: 4 KiB at a 1 MiB + 4 KiB stride, QD1 or QD32, or 512 KiB
-sequential at QD8); the difference of the two totals divided by N is the cost per I/O (login,
+sequential reads or writes at QD8); the difference of the two totals divided by N is the cost per I/O (login,
 LUN set-up and shutdown cancel out).
   instructions/IO  user-space instructions, ix-target under valgrind's callgrind. Counted, not
                    timed, so stable on a busy machine. At QD1 every request is its own wake-up
@@ -32,6 +32,7 @@ WORKLOADS = {
     'read4k': {'bs': 4096, 'qd': 32, 'stride': 4096 * 257, 'write': False, 'scale': 1},
     'write4k': {'bs': 4096, 'qd': 32, 'stride': 4096 * 257, 'write': True, 'scale': 1},
     'read512k': {'bs': 512 * 1024, 'qd': 8, 'stride': 0, 'write': False, 'scale': 8},
+    'write512k': {'bs': 512 * 1024, 'qd': 8, 'stride': 0, 'write': True, 'scale': 8},
 }
 
 
@@ -82,7 +83,7 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--build', default='build-release')
     ap.add_argument('--n', type=int, default=4000, help='requests in the short run (4 KiB)')
-    ap.add_argument('--workloads', default='read4k-qd1,read4k,write4k,read512k')
+    ap.add_argument('--workloads', default='read4k-qd1,read4k,write4k,read512k,write512k')
     ap.add_argument('--lun', default='ram', choices=['ram', 'file'],
                     help='RAM backend, or the file backend on a file in /dev/shm')
     ap.add_argument('--no-syscalls', action='store_true',
