@@ -51,7 +51,7 @@ static inline int t_run_n(struct env *e, struct scsi_nexus *nx, uint32_t lun, co
 	t->c.buf = e->buf;
 	t->c.buf_len = TBUF;
 	memset(e->buf, 0xee, TBUF);
-	if (dout_len)
+	if (dout && dout_len)
 		memcpy(e->buf, dout, dout_len);
 	t->c.data_out_len = dout_len;
 	t->c.data_in_max = din_max;
