@@ -78,6 +78,9 @@ struct bs_ops {
 	void (*close)(struct bs_dev *dev);
 	/* Start io (see above). t may be NULL. */
 	void (*submit)(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io);
+	/* Optional: the address of the bytes [offset, offset+len) in the backend's own memory, for
+	 * reads without a copy; valid until close. NULL if out of range or not mappable. */
+	const uint8_t *(*map)(struct bs_dev *dev, uint64_t offset, uint64_t len);
 	/* Synchronous: is the byte range starting at offset mapped? Sets *run to the length of
 	 * the run with the same state (> 0). NULL = everything mapped. */
 	int (*lba_status)(struct bs_dev *dev, uint64_t offset, uint64_t *run, bool *mapped);

@@ -39,6 +39,8 @@ struct dm_txpdu {
 	void (*sent)(struct dm_txpdu *p, int err);
 	void *arg;
 	struct list_head link;          /* transport's queue */
+	struct list_head owner_link;    /* the owner's (e.g. the task's PDUs); never the
+					   transport's. Self-linked from iscsi_txpdu_get(). */
 	/* transport scratch: digests, padding, progress */
 	uint8_t hdigest[ISCSI_DIGEST_LEN];
 	uint8_t ddigest[ISCSI_DIGEST_LEN];

@@ -692,6 +692,7 @@ static struct tgt_conn *tc_new(struct tgt_worker *w, const struct cfg_portal *po
 	list_init(&tc->free_tasks);
 	list_init(&tc->active);
 	list_init(&tc->order_q);
+	list_init(&tc->zc_tasks);
 	tc->login = malloc(sizeof(*tc->login));
 	if (!tc->login) {
 		free(tc);

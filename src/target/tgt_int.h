@@ -119,6 +119,10 @@ struct tgt_task {
 	uint8_t rsp_data[2 + SCSI_SENSE_MAX];
 	struct list_head link;          /* conn's active list or order queue */
 	struct tgt_task *hnext;         /* ITT hash chain */
+	/* zero-copy Data-In (sc.data_in points into a RAM LU): the PDUs not yet sent, and the
+	   task's place on tgt_conn.zc_tasks while there are any */
+	struct list_head zc_pdus;
+	struct list_head zc_link;
 };
 
 /* A TMF whose response waits for aborted tasks still inside the SCSI layer. */
@@ -147,6 +151,7 @@ struct tgt_conn {
 	struct list_head free_tasks;
 	struct list_head active;        /* tasks with ITT in use */
 	struct list_head order_q;       /* CmdSN-ordered waiting tasks */
+	struct list_head zc_tasks;      /* tasks with zero-copy Data-In still queued */
 	struct tgt_task *itt_hash[TGT_ITT_HASH];
 	uint32_t imm_in_use;
 	uint32_t next_ttt;

@@ -102,6 +102,8 @@ struct tgt_task *tgt_task_alloc(struct tgt_conn *tc, bool immediate)
 	t->buf_cap = cap;
 	t->tc = tc;
 	t->immediate = immediate;
+	list_init(&t->zc_pdus);
+	list_init(&t->zc_link);
 	if (immediate)
 		tc->imm_in_use++;
 	return t;
@@ -179,9 +181,35 @@ static void task_pdu_sent(struct dm_txpdu *p, int err)
 	struct tgt_conn *tc = t->tc;
 
 	(void)err;
+	list_del(&p->owner_link);
+	if (list_empty(&t->zc_pdus))
+		list_del(&t->zc_link);
 	iscsi_txpdu_put(tc->conn, p);
 	if (--t->tx_pending == 0 && t->state == TASK_DONE)
 		task_release(t);
+}
+
+/* A command that may change the medium is about to run: Data-In still queued that points into
+ * a RAM LU gets its own copy first (in the task's buffer), so the initiator reads what the LU
+ * held when the READ ran, as it would from a copying target. Rare: it takes a command that
+ * writes arriving in the same loop iteration as, or while the socket is backed up behind, a
+ * zero-copy READ on this connection. */
+static void zc_detach(struct tgt_conn *tc)
+{
+	while (!list_empty(&tc->zc_tasks)) {
+		struct tgt_task *t = list_first_entry(&tc->zc_tasks, struct tgt_task, zc_link);
+		const uint8_t *from = t->sc.data_in;
+
+		memcpy(t->buf, from, t->sc.data_in_len);
+		while (!list_empty(&t->zc_pdus)) {
+			struct dm_txpdu *p = list_first_entry(&t->zc_pdus, struct dm_txpdu,
+							      owner_link);
+			p->data[0].iov_base = t->buf + ((const uint8_t *)p->data[0].iov_base - from);
+			list_del(&p->owner_link);
+		}
+		list_del(&t->zc_link);
+		t->sc.data_in = t->buf;
+	}
 }
 
 static struct dm_txpdu *task_pdu(struct tgt_task *t)
@@ -264,6 +292,9 @@ static void send_data_in(struct tgt_task *t)
 	   SCSI Response Send (RFC 7145 7.3.5) */
 	bool collapse = t->sc.status == SCSI_STATUS_GOOD && t->sc.sense_len == 0 &&
 			!(tc->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT);
+	/* zero copy (TCP only, see task_exec): the data is in the LU, not in t->buf */
+	const uint8_t *data = t->sc.data_in;
+	bool zc = data != t->buf;
 
 	while (off < len) {
 		uint32_t n = len - off;
@@ -288,8 +319,13 @@ static void send_data_in(struct tgt_task *t)
 			iscsi_conn_close(tc->conn, "out of memory for Data-In");
 			return;
 		}
-		p->data[0].iov_base = t->buf + off;
+		p->data[0].iov_base = (void *)(uintptr_t)(data + off);
 		p->data[0].iov_len = n;
+		if (zc) { /* before the put: a dead connection completes p at once */
+			list_add_tail(&p->owner_link, &t->zc_pdus);
+			if (list_empty(&t->zc_link))
+				list_add_tail(&t->zc_link, &tc->zc_tasks);
+		}
 		p->data_cnt = 1;
 		p->data_len = n;
 		p->buf_base = t->buf;
@@ -352,6 +388,12 @@ static void task_exec(struct tgt_task *t)
 	sc->data_in_max = t->read ? t->edtl : 0;
 	sc->done = scsi_done;
 	sc->priv = t;
+	/* READs on RAM LUs are answered from the LU's memory, unless a data digest would be
+	   computed over bytes that a later write could change before they leave */
+	sc->data_in_map_ok = !tc->conn->params.data_digest &&
+			     !(tc->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT);
+	if (!list_empty(&tc->zc_tasks) && !scsi_cdb_is_read(t->cdb, t->cdb_len))
+		zc_detach(tc);
 	t->state = TASK_EXEC;
 	log_dbg("target", "%s: exec ITT 0x%08x opcode 0x%02x EDTL %u", tc->conn->peer, t->itt,
 		t->cdb[0], t->edtl);
