@@ -125,6 +125,8 @@ ixt_wait_port() { # PORT SECONDS
 #   PEER_ACL            space separated initiator names allowed (empty = everyone)
 #   PEER_DIGESTS        1 = let the target accept CRC32C header/data digests
 #   PEER_THIN           1 = the LUN advertises thin provisioning (UNMAP, LBPME)
+#   PEER_FILE           ix only: back the LUN with this file instead of RAM (the data
+#                       survives a restart of the daemon, see ix_restart)
 # After peer_start: PEER_PORT, PEER_LUN, PEER_PORTAL ("iscsi://127.0.0.1:PORT"),
 # PEER_URL ("iscsi://127.0.0.1:PORT/IQN/LUN"), PEER_LOG, PEER_PID, PEER_KIND (ix|tgt) and,
 # for ix, PEER_CONFIG (the JSON file the daemon reads; SIGHUP reloads it).
@@ -138,6 +140,7 @@ PEER_MCHAP_SECRET=${PEER_MCHAP_SECRET:-}
 PEER_ACL=${PEER_ACL:-}
 PEER_DIGESTS=${PEER_DIGESTS:-1}
 PEER_THIN=${PEER_THIN:-0}
+PEER_FILE=${PEER_FILE:-}
 
 peer_start() {
 	case "$IX_PEER" in
@@ -202,6 +205,7 @@ ix_start() {
 		${PEER_MCHAP_USER:+--mutual "$PEER_MCHAP_USER" "$PEER_MCHAP_SECRET"} \
 		$(for a in $PEER_ACL; do printf -- '--acl %s ' "$a"; done) \
 		$([ "$PEER_THIN" = 1 ] && echo --thin) \
+		${PEER_FILE:+--file "$PEER_FILE"} \
 		>"$cfg" || ixt_die "cannot write ix config"
 	PEER_LOG="$IX_OUT/$IXT_NAME.ix-target.log"
 	: >"$PEER_LOG"
@@ -267,6 +271,33 @@ ix_stop() {
 	fi
 	peer_sanitizer_check || ok=1
 	return $ok
+}
+
+# Crash the daemon (SIGKILL: no shutdown, no cleanup) and reap it. The config stays.
+ix_kill9() {
+	[ -n "$PEER_PID" ] || return 0
+	kill -KILL "$PEER_PID" 2>/dev/null
+	wait "$PEER_PID" 2>/dev/null
+	PEER_PID=""
+}
+
+# Start the daemon again with the same config, port and LUN data (see PEER_FILE); wait (at
+# most SECONDS, default 10) until it is ready. 0, or 1 if it is not.
+ix_restart() {
+	local bin=${IX_TARGET_BIN:-$IX_BUILD/tools/ix-target} limit=${1:-10} n
+	n=$(grep -c 'ix-target: ready' "$PEER_LOG")
+	"$bin" -c "$PEER_CONFIG" 2>>"$PEER_LOG" >>"$PEER_LOG" &
+	PEER_PID=$!
+	PEER_KIND=ix
+	local deadline=$((SECONDS + limit))
+	while [ "$(grep -c 'ix-target: ready' "$PEER_LOG")" -le "$n" ]; do
+		if ! kill -0 "$PEER_PID" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+			tail -20 "$PEER_LOG" >&2
+			return 1
+		fi
+		sleep 0.05
+	done
+	ixt_log "ix-target restarted (pid $PEER_PID)"
 }
 
 # tgtd ----------------------------------------------------------------------------------------

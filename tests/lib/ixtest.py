@@ -67,11 +67,13 @@ def wait_port(host, port, secs):
 
 
 def ix_config(a):
-    """Config for one RAM LUN, following docs/configuration.md."""
-    target = {
-        'name': a.iqn,
-        'luns': [{'lun': 0, 'backend': 'ram', 'size': '%dM' % a.size}],
-    }
+    """Config for one RAM (or file) LUN, following docs/configuration.md."""
+    lun = {'lun': 0, 'backend': 'ram', 'size': '%dM' % a.size}
+    if a.file:
+        # a regular file keeps the data across a restart of the daemon
+        lun = {'lun': 0, 'backend': 'file', 'path': os.path.abspath(a.file),
+               'size': '%dM' % a.size}
+    target = {'name': a.iqn, 'luns': [lun]}
     if a.thin:
         target['luns'][0]['thin'] = True
     if a.acl:
@@ -188,6 +190,7 @@ def main():
     c.add_argument('--mutual', nargs=2, metavar=('USER', 'SECRET'))
     c.add_argument('--acl', action='append', default=[])
     c.add_argument('--thin', action='store_true', help='advertise thin provisioning')
+    c.add_argument('--file', help='file backend at this path instead of RAM')
     k = sub.add_parser('cunit-classify')
     k.add_argument('log')
     k.add_argument('rc', type=int)
