@@ -43,7 +43,8 @@ static void usage(FILE *f)
 		"      --bs SIZE             bytes per I/O, e.g. 4k (default 4k)\n"
 		"  -q, --qd N                commands in flight per session (default 32)\n"
 		"      --sessions N          sessions, each on its own slice of the range (default 1)\n"
-		"      --threads N           threads the sessions are spread over (default 1)\n"
+		"      --threads N           threads the sessions are spread over (default: one per\n"
+		"                            session, at most one per CPU)\n"
 		"  -t, --time DUR            run time, e.g. 10s, 500ms, 2m (default 10s)\n"
 		"  -s, --size SIZE           stop after this many bytes (with --time: first wins)\n"
 		"      --offset SIZE         start of the range on the LUN (default 0)\n"
@@ -274,8 +275,13 @@ static int parse_args(int argc, char **argv, struct ixb_cfg *c)
 				"wrote: give that run's --seed\n");
 		return -EINVAL;
 	}
-	if (!c->threads)
-		c->threads = 1;
+	if (!c->threads) {
+		/* one thread (and context) per session up to the CPU count: measured against
+		   ix-target, two sessions on two threads did 1.1-2.7x the IOPS of both on one
+		   (docs/initiator.md) */
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		c->threads = n > 0 && (uint32_t)n < c->sessions ? (uint32_t)n : c->sessions;
+	}
 	if (c->threads > c->sessions)
 		c->threads = c->sessions;
 	if (!c->time_ms && !c->size)
