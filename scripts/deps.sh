@@ -10,7 +10,7 @@ PKGS=(
 	# tests: libiscsi tools + iscsi-test-cu, QEMU iscsi:// block driver, tgt as reference peer
 	libiscsi-bin qemu-utils qemu-block-extra tgt python3
 	# tests/run.sh and the interop scripts use these
-	coreutils procps iproute2
+	coreutils procps iproute2 mount # mount: losetup, for block-device LUNs
 )
 
 missing=()

@@ -156,6 +156,7 @@ struct ix_session {
 
 	void *disc;                     /* ini_disc.c's state for a discovery session */
 	char error[256];
+	char loss_reason[256];          /* why the last full-feature connection was lost */
 };
 
 /* ini_session.c */

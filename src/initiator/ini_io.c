@@ -445,6 +445,20 @@ static void complete_with_status(struct ix_session *s, struct ini_task *t, uint8
 	cmd->overflow = flags & ISCSI_FLAG_OVERFLOW;
 	cmd->underflow = flags & ISCSI_FLAG_UNDERFLOW;
 	cmd->residual = residual;
+	if (cmd->dir == IX_DIR_READ && status == 0) {
+		/* every byte the target claims to have sent must have arrived */
+		uint32_t want = cmd->len;
+
+		if (cmd->underflow)
+			want = residual <= cmd->len ? cmd->len - residual : 0;
+		if (t->data_in != want) {
+			ini_set_error(s, "target returned %u bytes of Data-In for ITT 0x%08x, status "
+					 "GOOD says %u", t->data_in, t->itt, want);
+			log_warn("initiator", "%s:%u: %s", s->host, s->port, s->error);
+			task_complete(s, t, -EPROTO);
+			return;
+		}
+	}
 	task_complete(s, t, 0);
 }
 

@@ -462,13 +462,14 @@ static void connected(struct tcp_connector *tc, int fd, int err)
 		goto out;
 	}
 	s->conn = tcp_conn_new(fd, s->ctx->loop, ISCSI_ROLE_INITIATOR, &ini_role_ops, s);
+	if (s->conn)
+		iscsi_conn_get(s->conn); /* ours, dropped in drop_conn() */
 	s->login = calloc(1, sizeof(*s->login));
 	if (!s->conn || !s->login) {
 		ini_set_error(s, "out of memory");
 		attempt_failed(s, -ENOMEM);
 		goto out;
 	}
-	iscsi_conn_get(s->conn);
 	r = tcp_conn_start(s->conn);
 	if (r < 0) {
 		ini_set_error(s, "cannot start the connection: %s", strerror(-r));
@@ -548,8 +549,8 @@ static void replace_timeout_cb(struct ev_timer *t)
 		ev_timer_stop(s->ctx->loop, &s->retry_timer);
 		drop_conn(s);
 		free_login(s);
-		ini_set_error(s, "no connection to %s within the replacement timeout (%u ms)",
-			      s->names.portal, s->opts.replacement_timeout_ms);
+		ini_set_error(s, "no connection to %s within the replacement timeout (%u ms) after: %s",
+			      s->names.portal, s->opts.replacement_timeout_ms, s->loss_reason);
 		log_warn("initiator", "%s", s->error);
 		go_down(s, -ETIMEDOUT);
 		emit(s, IX_EVENT_RECOVERY_FAILED, -ETIMEDOUT);
@@ -676,6 +677,7 @@ void ini_conn_lost(struct ix_session *s, int err, const char *why)
 		return;
 	}
 	log_warn("initiator", "%s:%u: connection lost: %s", s->host, s->port, s->error);
+	snprintf(s->loss_reason, sizeof(s->loss_reason), "%s", s->error);
 	drop_conn(s);
 	ev_timer_stop(loop, &s->nop_timer);
 	ini_requeue_all(s, err);

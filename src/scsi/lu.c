@@ -183,6 +183,22 @@ int scsi_lun_map_add(struct scsi_lun_map *map, uint32_t lun, struct scsi_lu *lu)
 	return 0;
 }
 
+struct scsi_lu *scsi_lun_map_remove(struct scsi_lun_map *map, uint32_t lun)
+{
+	if (!map || lun >= SCSI_MAX_LUNS)
+		return NULL;
+	return atomic_exchange(&map->lus[lun], NULL);
+}
+
+void scsi_lun_map_changed(const struct scsi_lun_map *map)
+{
+	for (uint32_t i = 0; i < SCSI_MAX_LUNS; i++) {
+		struct scsi_lu *lu = scsi_lun_map_get(map, i);
+		if (lu) /* REPORTED LUNS DATA HAS CHANGED */
+			scsi_ua_post_others(lu, NULL, 0x3f, 0x0e);
+	}
+}
+
 struct scsi_lu *scsi_lun_map_get(const struct scsi_lun_map *map, uint64_t lun)
 {
 	if (lun >= SCSI_MAX_LUNS)
@@ -242,24 +258,32 @@ struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *in
 	return nx;
 }
 
+/* Undo scsi_itl_attach(): the I_T nexus no longer reaches that LU (nexus loss, or the LUN now
+ * names another LU). Runs on the nexus's thread. */
+static void itl_detach(struct scsi_itl *itl)
+{
+	struct scsi_lu *lu = atomic_load(&itl->lu);
+	struct scsi_nexus *me = itl->nx;
+
+	if (!lu)
+		return;
+	pthread_mutex_lock(&lu->lock);
+	list_del(&itl->lu_link);
+	itl->n_ua = 0;
+	atomic_store(&itl->ua_pending, false);
+	atomic_store(&itl->lu, NULL);
+	/* I_T nexus loss releases a RESERVE(6)/(10) reservation held through it. */
+	atomic_compare_exchange_strong(&lu->resv_holder, &me, NULL);
+	pthread_mutex_unlock(&lu->lock);
+	scsi_lu_put(lu);
+}
+
 void scsi_nexus_free(struct scsi_nexus *nx)
 {
 	if (!nx)
 		return;
-	for (unsigned i = 0; i < SCSI_MAX_LUNS; i++) {
-		struct scsi_itl *itl = &nx->itl[i];
-		struct scsi_lu *lu = atomic_load(&itl->lu);
-		struct scsi_nexus *me = nx;
-
-		if (!lu)
-			continue;
-		pthread_mutex_lock(&lu->lock);
-		list_del(&itl->lu_link);
-		/* I_T nexus loss releases a RESERVE(6)/(10) reservation held through it. */
-		atomic_compare_exchange_strong(&lu->resv_holder, &me, NULL);
-		pthread_mutex_unlock(&lu->lock);
-		scsi_lu_put(lu);
-	}
+	for (unsigned i = 0; i < SCSI_MAX_LUNS; i++)
+		itl_detach(&nx->itl[i]);
 	free(nx->initiator_port);
 	free(nx->target_port);
 	free(nx);
@@ -284,8 +308,12 @@ struct scsi_itl *scsi_itl_attach(struct scsi_nexus *nx, uint32_t lun, struct scs
 {
 	struct scsi_itl *itl = &nx->itl[lun];
 
-	if (atomic_load_explicit(&itl->lu, memory_order_acquire) == lu)
+	struct scsi_lu *cur = atomic_load_explicit(&itl->lu, memory_order_acquire);
+
+	if (cur == lu)
 		return itl;
+	if (cur) /* a reload removed the LU this LUN named and put another one there */
+		itl_detach(itl);
 	pthread_mutex_lock(&lu->lock);
 	if (atomic_load_explicit(&itl->lu, memory_order_relaxed) != lu) {
 		scsi_lu_get(lu);

@@ -96,6 +96,18 @@ struct scsi_lun_map *scsi_lun_map_new(void);
 void scsi_lun_map_free(struct scsi_lun_map *map);
 /* Takes a reference on lu. -EEXIST, -ERANGE. */
 int scsi_lun_map_add(struct scsi_lun_map *map, uint32_t lun, struct scsi_lu *lu);
+/* Take LUN lun out of the map: commands that look it up from now on get LOGICAL UNIT NOT
+ * SUPPORTED. Returns its LU with the map's reference, or NULL if the LUN was empty.
+ * scsi_lun_map_get() hands out pointers without a reference, so the caller keeps this reference
+ * until every thread that looks LUs up in the map has passed a point where it holds no such
+ * pointer (the target waits for one turn of each worker loop), then drops it with
+ * scsi_lu_put(). Commands already running hold their own reference and finish normally. */
+struct scsi_lu *scsi_lun_map_remove(struct scsi_lun_map *map, uint32_t lun);
+/* The LUN inventory changed (a LUN added or removed): every I_T nexus that has used an LU of the
+ * map gets the unit attention REPORTED LUNS DATA HAS CHANGED (3F/0E) on it (SPC-4, REPORT
+ * LUNS). Call it on the thread that adds and removes LUNs (it reads the map without taking
+ * references). */
+void scsi_lun_map_changed(const struct scsi_lun_map *map);
 /* lun is either the 8-byte SAM LUN field from a PDU (decoded with scsi_lun_decode()) or a
  * plain LUN number below SCSI_MAX_LUNS; the two cannot be confused (a field addressing LUN n > 0
  * is >= 2^48). No reference is taken; NULL if absent. */

@@ -707,6 +707,7 @@ static void global_defaults(struct cfg_global *g)
 	g->login_timeout_ms = 15000;
 	g->nop_interval_ms = 15000;
 	g->nop_timeout_ms = 30000;
+	g->logout_timeout_ms = 5000;
 	g->cmdsn_depth = 128;
 	g->max_sessions = 1024;
 	neg_prefs_default(&g->neg);
@@ -743,10 +744,10 @@ static int parse_log_level(struct ctx *c, json_t *g, int *out)
 
 static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 {
-	static const char *const keys[] = {
-	    "threads",	   "log_level",	   "login_timeout_ms", "nop_interval_ms", "nop_timeout_ms",
-	    "cmdsn_depth", "max_sessions", "negotiation",      "discovery",	  "mgmt_socket",
-	    NULL};
+	static const char *const keys[] = {"threads",	      "log_level",	"login_timeout_ms",
+					   "nop_interval_ms", "nop_timeout_ms", "logout_timeout_ms",
+					   "cmdsn_depth",     "max_sessions",	"negotiation",
+					   "discovery",	      "mgmt_socket",	NULL};
 	json_t *v = member(root, "global");
 	uint32_t threads = 0;
 	int rc;
@@ -761,6 +762,9 @@ static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 	    (rc = get_u32(c, v, "login_timeout_ms", 1, MAX_TIMEOUT_MS, &g->login_timeout_ms)) ||
 	    (rc = get_u32(c, v, "nop_interval_ms", 0, MAX_TIMEOUT_MS, &g->nop_interval_ms)) ||
 	    (rc = get_u32(c, v, "nop_timeout_ms", 1, MAX_TIMEOUT_MS, &g->nop_timeout_ms)) ||
+	    /* sent as Parameter3 of an Async Message, in whole seconds */
+	    (rc =
+		 get_u32(c, v, "logout_timeout_ms", 1000, MAX_TIMEOUT_MS, &g->logout_timeout_ms)) ||
 	    (rc = get_u32(c, v, "cmdsn_depth", 1, 65536, &g->cmdsn_depth)) ||
 	    /* a session needs a TSIH, a non-zero 16-bit number */
 	    (rc = get_u32(c, v, "max_sessions", 0, 65535, &g->max_sessions)) ||

@@ -66,6 +66,9 @@ struct cfg_global {
 	uint32_t login_timeout_ms;    /* default 15000 */
 	uint32_t nop_interval_ms;     /* target NOP-In ping interval, 0 = off; default 15000 */
 	uint32_t nop_timeout_ms;      /* drop the connection after this without reply; 30000 */
+	uint32_t logout_timeout_ms;   /* a session of a target removed by a reload is asked to
+					 log out within this (Async Message, Parameter3 in
+					 seconds, rounded up), then dropped; 5000, >= 1000 */
 	uint32_t cmdsn_depth;         /* MaxCmdSN - ExpCmdSN + 1, default 128 */
 	uint32_t max_sessions;        /* 0 = unlimited; default 1024 */
 	struct neg_prefs neg;         /* negotiation preferences (see session/keys.h) */

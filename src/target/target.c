@@ -38,7 +38,7 @@ struct tgt_cfg_gen *tgt_gen_current(struct ix_target *t)
 	return g;
 }
 
-struct tgt_node *tgt_node_find(struct ix_target *t, const char *name)
+struct tgt_node *tgt_node_get(struct ix_target *t, const char *name)
 {
 	struct tgt_node *n = NULL;
 
@@ -46,10 +46,19 @@ struct tgt_node *tgt_node_find(struct ix_target *t, const char *name)
 	for (size_t i = 0; i < t->nnodes; i++)
 		if (strcmp(t->nodes[i]->cfg->name, name) == 0) {
 			n = t->nodes[i];
+			atomic_fetch_add(&n->refs, 1);
 			break;
 		}
 	pthread_mutex_unlock(&t->lock);
 	return n;
+}
+
+void tgt_node_put(struct tgt_node *n)
+{
+	if (!n || atomic_fetch_sub(&n->refs, 1) != 1)
+		return;
+	scsi_lun_map_free(n->map);
+	free(n);
 }
 
 /* ---- session registry: reinstatement and limits ---- */
@@ -60,21 +69,27 @@ struct close_msg {
 	uint16_t tsih;
 };
 
+struct tgt_session *tgt_worker_session(struct tgt_worker *w, const struct tgt_session *s,
+				       uint16_t tsih)
+{
+	struct list_head *pos, *n;
+
+	list_for_each_safe(pos, n, &w->sessions)
+	{
+		struct tgt_session *o = list_entry(pos, struct tgt_session, wlink);
+		if (o == s && o->tsih == tsih && o->conn)
+			return o;
+	}
+	return NULL;
+}
+
 static void close_session_msg(void *arg)
 {
 	struct close_msg *m = arg;
-	struct list_head *pos, *n;
+	struct tgt_session *s = tgt_worker_session(m->w, m->s, m->tsih);
 
-	/* Runs on the owning worker. The session may have ended meanwhile: only act on it if it
-	   is still on this worker's live list. */
-	list_for_each_safe(pos, n, &m->w->sessions)
-	{
-		struct tgt_session *s = list_entry(pos, struct tgt_session, wlink);
-		if (s == m->s && s->tsih == m->tsih && s->conn) {
-			iscsi_conn_close(s->conn->conn, "session reinstated by a new login");
-			break;
-		}
-	}
+	if (s)
+		iscsi_conn_close(s->conn->conn, "session reinstated by a new login");
 	free(m);
 }
 
@@ -84,6 +99,11 @@ int tgt_session_register(struct ix_target *t, struct tgt_session *s)
 	uint32_t limit = t->gen->cfg->global.max_sessions;
 
 	pthread_mutex_lock(&t->lock);
+	if (s->node && s->node->removed) {
+		/* a reload removed the target after this login found it */
+		pthread_mutex_unlock(&t->lock);
+		return -ENOENT;
+	}
 	list_for_each_safe(pos, n, &t->sessions)
 	{
 		struct tgt_session *o = list_entry(pos, struct tgt_session, reg_link);
@@ -166,13 +186,28 @@ static void on_accept(int fd, void *arg)
 	}
 }
 
-static int build_node(struct cfg_target *ct, struct tgt_node **out,
-		      char *err, size_t errlen)
+int tgt_lu_new(struct cfg_target *ct, struct cfg_lun *cl, struct scsi_lu **out, char *err,
+	       size_t errlen)
+{
+	char e[200] = "";
+	int r;
+
+	cl->lu.target_name = ct->name;
+	cl->lu.lun = cl->lun;
+	r = scsi_lu_new(&cl->lu, out, e, sizeof(e));
+	if (r < 0)
+		snprintf(err, errlen, "target %s LUN %u: %s", ct->name, cl->lun,
+			 e[0] ? e : strerror(-r));
+	return r;
+}
+
+int tgt_node_new(struct cfg_target *ct, struct tgt_node **out, char *err, size_t errlen)
 {
 	struct tgt_node *n = calloc(1, sizeof(*n));
 
 	if (!n)
 		return -ENOMEM;
+	atomic_init(&n->refs, 1);
 	n->cfg = ct;
 	n->map = scsi_lun_map_new();
 	if (!n->map) {
@@ -180,23 +215,16 @@ static int build_node(struct cfg_target *ct, struct tgt_node **out,
 		return -ENOMEM;
 	}
 	for (size_t j = 0; j < ct->nluns; j++) {
-		struct cfg_lun *cl = &ct->luns[j];
 		struct scsi_lu *lu;
-		char e[200] = "";
-		int r;
-
-		cl->lu.target_name = ct->name;
-		cl->lu.lun = cl->lun;
-		r = scsi_lu_new(&cl->lu, &lu, e, sizeof(e));
+		int r = tgt_lu_new(ct, &ct->luns[j], &lu, err, errlen);
 		if (r == 0) {
-			r = scsi_lun_map_add(n->map, cl->lun, lu);
+			r = scsi_lun_map_add(n->map, ct->luns[j].lun, lu);
 			scsi_lu_put(lu);
 			if (r < 0)
-				snprintf(e, sizeof(e), "%s", strerror(-r));
+				snprintf(err, errlen, "target %s LUN %u: %s", ct->name,
+					 ct->luns[j].lun, strerror(-r));
 		}
 		if (r < 0) {
-			snprintf(err, errlen, "target %s LUN %u: %s", ct->name, cl->lun,
-				 e[0] ? e : strerror(-r));
 			scsi_lun_map_free(n->map);
 			free(n);
 			return r;
@@ -212,7 +240,7 @@ static int build_nodes(struct ix_target *t, struct ix_config *cfg, char *err, si
 	if (!t->nodes)
 		return -ENOMEM;
 	for (size_t i = 0; i < cfg->ntargets; i++) {
-		int r = build_node(&cfg->targets[i], &t->nodes[t->nnodes], err, errlen);
+		int r = tgt_node_new(&cfg->targets[i], &t->nodes[t->nnodes], err, errlen);
 		if (r < 0)
 			return r;
 		t->nnodes++;
@@ -261,8 +289,8 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 		}
 		w->sthread = scsi_thread_new(w->loop);
 		if (!w->sthread) {
-			snprintf(err, errlen, "cannot set up the I/O context (io_uring) for worker %d",
-				 i);
+			snprintf(err, errlen,
+				 "cannot set up the I/O context (io_uring) for worker %d", i);
 			r = -ENOMEM;
 			goto fail;
 		}
@@ -334,88 +362,6 @@ struct ev_loop *ix_target_main_loop(struct ix_target *t)
 	return t->main_loop;
 }
 
-/* Apply a new configuration for new logins. Targets are matched by name: a kept target keeps
- * its LUs (a RAM LUN keeps its data; LUN changes need a restart and are logged), new targets get
- * new LUs, removed targets disappear from discovery and refuse logins. Existing sessions are not
- * touched. Portal and global changes need a restart. */
-int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size_t errlen)
-{
-	struct tgt_node **nodes = calloc(cfg->ntargets ? cfg->ntargets : 1, sizeof(*nodes));
-	struct tgt_cfg_gen *gen = calloc(1, sizeof(*gen));
-	struct tgt_cfg_gen **og;
-	struct tgt_node **ret;
-	size_t n = 0, nret = 0;
-	int r = 0;
-
-	if (!nodes || !gen) {
-		free(nodes);
-		free(gen);
-		return -ENOMEM;
-	}
-	gen->cfg = cfg;
-	for (size_t i = 0; i < cfg->ntargets; i++) {
-		struct cfg_target *ct = &cfg->targets[i];
-		struct tgt_node *old = NULL;
-		for (size_t j = 0; j < t->nnodes; j++)
-			if (strcmp(t->nodes[j]->cfg->name, ct->name) == 0)
-				old = t->nodes[j];
-		if (old) {
-			nodes[n++] = old;
-			continue;
-		}
-		r = build_node(ct, &nodes[n], err, errlen);
-		if (r < 0)
-			break;
-		log_info("target", "reload: added target %s", ct->name);
-		n++;
-	}
-	og = realloc(t->old_gens, (t->nold_gens + 1) * sizeof(*og));
-	ret = realloc(t->retired, (t->nretired + t->nnodes + 1) * sizeof(*ret));
-	if (og)
-		t->old_gens = og;
-	if (ret)
-		t->retired = ret;
-	if (r < 0 || !og || !ret) {
-		for (size_t i = 0; i < n; i++) {
-			bool kept = false;
-			for (size_t j = 0; j < t->nnodes; j++)
-				kept |= nodes[i] == t->nodes[j];
-			if (!kept) {
-				scsi_lun_map_free(nodes[i]->map);
-				free(nodes[i]);
-			}
-		}
-		free(nodes);
-		free(gen);
-		return r < 0 ? r : -ENOMEM;
-	}
-	pthread_mutex_lock(&t->lock);
-	for (size_t j = 0; j < t->nnodes; j++) {
-		bool kept = false;
-		for (size_t i = 0; i < n; i++)
-			kept |= nodes[i] == t->nodes[j];
-		if (!kept) {
-			log_info("target", "reload: removed target %s (its sessions stay until they end)",
-				 t->nodes[j]->cfg->name);
-			t->retired[t->nretired++] = t->nodes[j];
-			nret++;
-		}
-	}
-	/* kept targets now read their settings (ACLs, CHAP) from the new file */
-	for (size_t i = 0; i < n; i++)
-		for (size_t k = 0; k < cfg->ntargets; k++)
-			if (strcmp(nodes[i]->cfg->name, cfg->targets[k].name) == 0)
-				nodes[i]->cfg = &cfg->targets[k];
-	t->old_gens[t->nold_gens++] = t->gen;
-	t->gen = gen;
-	free(t->nodes);
-	t->nodes = nodes;
-	t->nnodes = n;
-	pthread_mutex_unlock(&t->lock);
-	(void)nret;
-	return 0;
-}
-
 void ix_target_free(struct ix_target *t)
 {
 	if (!t)
@@ -432,16 +378,12 @@ void ix_target_free(struct ix_target *t)
 		ev_loop_free(t->workers[i].loop);
 	}
 	free(t->workers);
-	for (size_t i = 0; i < t->nnodes; i++) {
-		scsi_lun_map_free(t->nodes[i]->map);
-		free(t->nodes[i]);
-	}
+	/* sessions are gone (their connections were released above): these are the last
+	   references */
+	for (size_t i = 0; i < t->nnodes; i++)
+		tgt_node_put(t->nodes[i]);
 	free(t->nodes);
-	for (size_t i = 0; i < t->nretired; i++) {
-		scsi_lun_map_free(t->retired[i]->map);
-		free(t->retired[i]);
-	}
-	free(t->retired);
+	tgt_reload_free(t);
 	for (size_t i = 0; i < t->nold_gens; i++) {
 		cfg_free(t->old_gens[i]->cfg);
 		free(t->old_gens[i]);

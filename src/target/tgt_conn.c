@@ -232,7 +232,7 @@ static int enter_ffp(struct tgt_conn *tc)
 	list_init(&s->reg_link);
 	list_init(&s->wlink);
 	if (s->type == ISCSI_SESSION_NORMAL) {
-		s->node = tgt_node_find(tc->tgt, s->target);
+		s->node = tgt_node_get(tc->tgt, s->target);
 		if (!s->node) {
 			free(s);
 			return ISCSI_LOGIN_TARGET_REMOVED;
@@ -242,15 +242,18 @@ static int enter_ffp(struct tgt_conn *tc)
 		snprintf(tport, sizeof(tport), "%s,t,0x%04x", s->target, s->tpgt);
 		s->nexus = scsi_nexus_new(s->node->map, iport, tport);
 		if (!s->nexus) {
+			tgt_node_put(s->node);
 			free(s);
 			return ISCSI_LOGIN_OUT_OF_RESOURCES;
 		}
 	}
 	r = tgt_session_register(tc->tgt, s);
 	if (r < 0) {
-		if (s->nexus)
-			scsi_nexus_free(s->nexus);
+		scsi_nexus_free(s->nexus);
+		tgt_node_put(s->node);
 		free(s);
+		if (r == -ENOENT)
+			return ISCSI_LOGIN_TARGET_REMOVED;
 		log_warn("target", "%s: session limit reached", tc->conn->peer);
 		return ISCSI_LOGIN_OUT_OF_RESOURCES;
 	}
@@ -424,12 +427,66 @@ static void handle_logout(struct tgt_conn *tc, const struct iscsi_hdr *h)
 	}
 	tgt_stamp(tc, &r, true);
 	if (r.logout_rsp.response == ISCSI_LOGOUT_RSP_OK) {
+		if (ev_timer_active(&tc->logout_timer) && !tc->logout_dropping) {
+			char esc[ISCSI_NAME_MAX * 4];
+			log_info("target", "%s: %s logged out as asked (target %s removed)",
+				 tc->conn->peer,
+				 log_escape(tc->sess->initiator, sizeof(tc->sess->initiator), esc,
+					    sizeof(esc)),
+				 tc->sess->target);
+		}
+		ev_timer_stop(tc->conn->loop, &tc->logout_timer);
 		tc->logged_out = true;
 		tc->conn->state = ISCSI_CONN_IN_LOGOUT;
 		send_copy(tc, &r, NULL, 0, true);
 	} else {
 		tgt_send(tc, &r, NULL, 0);
 	}
+}
+
+/* Target removed by a reload (RFC 7143 11.9.1): AsyncEvent 1 asks the initiator to log out
+ * within Parameter3 seconds; commands keep being served meanwhile (the LUs stay until the
+ * session ends). No Logout in time: AsyncEvent 3 (the target drops all connections of the
+ * session; Time2Retain 0, nothing is kept at ERL 0), then close, at the latest a second later
+ * if that PDU cannot leave. */
+static void logout_timer_cb(struct ev_timer *t)
+{
+	struct tgt_conn *tc = t->arg;
+	struct iscsi_hdr h = {.opcode = ISCSI_OP_ASYNC_MSG, .final = true, .itt = ISCSI_RSVD_TAG};
+
+	if (tc->logout_dropping) {
+		iscsi_conn_close(tc->conn, "the drop announcement could not be sent");
+		return;
+	}
+	log_info("target", "%s: no Logout after the target was removed: dropping the session",
+		 tc->conn->peer);
+	h.async.event = ISCSI_ASYNC_DROP_ALL_CONNECTIONS;
+	h.async.param2 = tc->sess->params.default_time2wait;
+	h.async.param3 = 0;
+	tgt_stamp(tc, &h, true);
+	tc->logout_dropping = true;
+	tc->logged_out = true; /* no more input */
+	send_copy(tc, &h, NULL, 0, true);
+	ev_timer_start(tc->conn->loop, &tc->logout_timer, 1000);
+}
+
+void tgt_conn_request_logout(struct tgt_conn *tc, uint32_t timeout_ms)
+{
+	struct iscsi_hdr h = {.opcode = ISCSI_OP_ASYNC_MSG, .final = true, .itt = ISCSI_RSVD_TAG};
+	uint32_t secs = (timeout_ms + 999) / 1000;
+
+	if (tc->logged_out || tc->conn->terminated || ev_timer_active(&tc->logout_timer))
+		return;
+	h.async.event = ISCSI_ASYNC_LOGOUT_REQUEST;
+	h.async.param3 = (uint16_t)(secs > 0xffff ? 0xffff : secs);
+	tgt_stamp(tc, &h, true);
+	log_info("target", "%s: target %s removed: asking tsih %u to log out within %u s",
+		 tc->conn->peer, tc->sess->target, tc->sess->tsih, secs);
+	if (tgt_send(tc, &h, NULL, 0) < 0) {
+		iscsi_conn_close(tc->conn, "out of memory for an Async Message");
+		return;
+	}
+	ev_timer_start(tc->conn->loop, &tc->logout_timer, timeout_ms);
 }
 
 /* ---------------------------------------------------------------- dispatch */
@@ -562,6 +619,7 @@ static void conn_closed(struct iscsi_conn *c)
 
 	ev_timer_stop(c->loop, &tc->login_timer);
 	ev_timer_stop(c->loop, &tc->nop_timer);
+	ev_timer_stop(c->loop, &tc->logout_timer);
 	if (tc->sess)
 		tgt_session_unregister(tc->tgt, tc->sess);
 	/* abort every task; those inside the SCSI layer finish later and hold a reference */
@@ -582,8 +640,8 @@ static void conn_release(struct iscsi_conn *c)
 
 	if (tc->sess) {
 		list_del(&tc->sess->wlink);
-		if (tc->sess->nexus)
-			scsi_nexus_free(tc->sess->nexus);
+		scsi_nexus_free(tc->sess->nexus);
+		tgt_node_put(tc->sess->node); /* after the nexus: it holds LUs of the node's map */
 		free(tc->sess);
 	}
 	if (tc->login) {
@@ -644,6 +702,7 @@ void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *port
 	w->nconns++;
 	ev_timer_init(&tc->login_timer, login_timeout, tc);
 	ev_timer_init(&tc->nop_timer, nop_timer_cb, tc);
+	ev_timer_init(&tc->logout_timer, logout_timer_cb, tc);
 	ev_timer_start(w->loop, &tc->login_timer,
 		       tc->gen->cfg->global.login_timeout_ms ? tc->gen->cfg->global.login_timeout_ms
 							      : 15000);

@@ -15,10 +15,7 @@ IXB=$IX_BUILD/tools/ix-bench
 [ -x "$IXB" ] || ixt_skip "ix-bench not built at $IXB"
 [ "$IX_PEER" = ix ] || ixt_skip "kills and restarts ix-target; tgt is not restarted this way"
 PEER_SIZE=64
-shmdir=/dev/shm
-[ -d "$shmdir" ] && [ -w "$shmdir" ] || shmdir=$IXT_TMP
-PEER_FILE=$shmdir/ixtest-recovery-$$.img
-ixt_on_exit "rm -f '$PEER_FILE'"
+PEER_BACKEND=file # the data must survive the daemon
 peer_start
 
 now_ms() { date +%s%3N; }

@@ -4,7 +4,8 @@
   ixtest.py free-port                 print a free TCP port on 127.0.0.1 in 3261..4999
   ixtest.py free-ctl                  print an unused tgtd control port number
   ixtest.py wait-port HOST PORT SECS  exit 0 once HOST:PORT accepts a connection
-  ixtest.py ix-config [options]       print an ix-target JSON config (docs/configuration.md)
+  ixtest.py ix-config [options]       print an ix-target JSON config (docs/configuration.md):
+                                      one LUN, --backend ram|file|block [--path P]
   ixtest.py cunit-classify LOG RC [--in-suite TEST]
                                       classify one iscsi-test-cu run: prints
                                       "PASS|FAIL|SKIP reason" (CUnit counts skips as passes)
@@ -18,6 +19,32 @@ import random
 import socket
 import sys
 import time
+import traceback
+
+
+class Reporter:
+    """report(st, name, detail): one "PASS|FAIL|SKIP TEST.NAME detail" line per check, printed
+    and appended to $IX_RESULTS (tests/run.sh counts those lines); .failed counts the FAILs."""
+
+    def __init__(self, test):
+        self.test = test
+        self.failed = 0
+
+    def __call__(self, st, name, detail=''):
+        line = '%s %s.%s %s' % (st, self.test, name, detail)
+        print(line, flush=True)
+        if os.environ.get('IX_RESULTS'):
+            with open(os.environ['IX_RESULTS'], 'a') as f:
+                f.write(line + '\n')
+        self.failed += st == 'FAIL'
+
+    def main(self, fn):
+        """Exit with fn()'s status; an exception escaping fn is one FAIL line, named setup."""
+        try:
+            sys.exit(fn())
+        except Exception:  # noqa: BLE001
+            self('FAIL', 'setup', traceback.format_exc().strip().splitlines()[-1])
+            sys.exit(1)
 
 
 def free_port():
@@ -67,12 +94,17 @@ def wait_port(host, port, secs):
 
 
 def ix_config(a):
-    """Config for one RAM (or file) LUN, following docs/configuration.md."""
-    lun = {'lun': 0, 'backend': 'ram', 'size': '%dM' % a.size}
-    if a.file:
-        # a regular file keeps the data across a restart of the daemon
-        lun = {'lun': 0, 'backend': 'file', 'path': os.path.abspath(a.file),
-               'size': '%dM' % a.size}
+    """Config for one LUN (RAM, or a file or block device at --path), following
+    docs/configuration.md."""
+    lun = {'lun': 0, 'backend': a.backend}
+    if a.backend == 'ram':
+        lun['size'] = '%dM' % a.size
+    elif not a.path:
+        raise SystemExit('ix-config: --backend %s needs --path' % a.backend)
+    else:
+        lun['path'] = a.path
+        if a.backend == 'file':
+            lun['size'] = '%dM' % a.size
     target = {'name': a.iqn, 'luns': [lun]}
     if a.thin:
         target['luns'][0]['thin'] = True
@@ -190,7 +222,8 @@ def main():
     c.add_argument('--mutual', nargs=2, metavar=('USER', 'SECRET'))
     c.add_argument('--acl', action='append', default=[])
     c.add_argument('--thin', action='store_true', help='advertise thin provisioning')
-    c.add_argument('--file', help='file backend at this path instead of RAM')
+    c.add_argument('--backend', choices=('ram', 'file', 'block'), default='ram')
+    c.add_argument('--path', help='file or block device of a file/block LUN')
     k = sub.add_parser('cunit-classify')
     k.add_argument('log')
     k.add_argument('rc', type=int)

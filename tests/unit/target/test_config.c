@@ -302,7 +302,8 @@ static const struct tcase cases[] = {
     {NEG("'data_digest':'CRC32C'"), "negotiation.data_digest: unknown digest setting"},
     /* global */
     {G("'threads':256,'log_level':'debug','login_timeout_ms':1,'nop_interval_ms':0,"
-       "'nop_timeout_ms':1,'cmdsn_depth':1,'max_sessions':0,'mgmt_socket':'/tmp/x.sock'"),
+       "'nop_timeout_ms':1,'logout_timeout_ms':1000,'cmdsn_depth':1,'max_sessions':0,"
+       "'mgmt_socket':'/tmp/x.sock'"),
      NULL},
     {G("'threads':257"), "global.threads: 257 is out of range (0 to 256)"},
     {G("'threads':-1"), "global.threads: -1 is out of range (0 to 256)"},
@@ -311,6 +312,8 @@ static const struct tcase cases[] = {
     {G("'log_level':''"), "global.log_level: must not be empty"},
     {G("'login_timeout_ms':0"), "global.login_timeout_ms: 0 is out of range"},
     {G("'nop_timeout_ms':0"), "global.nop_timeout_ms: 0 is out of range"},
+    {G("'logout_timeout_ms':999"),
+     "global.logout_timeout_ms: 999 is out of range (1000 to 3600000)"},
     {G("'nop_interval_ms':3600001"), "global.nop_interval_ms: 3600001 is out of range"},
     {G("'cmdsn_depth':0"), "global.cmdsn_depth: 0 is out of range"},
     {G("'max_sessions':65536"), "global.max_sessions: 65536 is out of range (0 to 65535)"},
@@ -453,6 +456,7 @@ static void test_defaults(void)
 	CHECK_EQ(g->login_timeout_ms, 15000);
 	CHECK_EQ(g->nop_interval_ms, 15000);
 	CHECK_EQ(g->nop_timeout_ms, 30000);
+	CHECK_EQ(g->logout_timeout_ms, 5000);
 	CHECK_EQ(g->cmdsn_depth, 128);
 	CHECK_EQ(g->max_sessions, 1024);
 	CHECK_EQ(g->neg.max_recv_dsl, 262144);
