@@ -297,6 +297,7 @@ struct totals {
 	struct ixb_hist lat[2];
 	uint64_t ios[2], bytes[2];
 	uint64_t errors, miscompares, retries, verified_units, verify_errors, verify_skipped;
+	uint64_t cancelled;
 	uint64_t losses, recoveries, recovery_max_ms, session_recoveries;
 	uint64_t end_ns, wall_end_ns, lun_blocks;
 	uint32_t lun_block_size;
@@ -435,6 +436,7 @@ static void collect(struct ixb_worker *w, uint32_t nw, struct totals *t)
 		t->verified_units += r->verified_units;
 		t->verify_errors += r->verify_errors;
 		t->verify_skipped += r->verify_skipped;
+		t->cancelled += r->cancelled;
 		t->losses += r->losses;
 		t->recoveries += r->recoveries;
 		t->session_recoveries += r->session_recoveries;
@@ -460,6 +462,17 @@ static double us(uint64_t ns)
 {
 	return (double)ns / 1000.0;
 }
+
+/* 0 ok (ended by itself or by a first interrupt, no failure), 1 failed, 2 cancelled. */
+static int outcome(const struct totals *t)
+{
+	if (t->errors || t->miscompares)
+		return 1;
+	return t->cancelled ? 2 : 0;
+}
+
+static const char *const outcome_text[] = {"OK", "FAILED", "CANCELLED"};
+static const char *const outcome_json[] = {"ok", "error", "cancelled"};
 
 static void text_dir(const struct totals *t, int d)
 {
@@ -510,7 +523,9 @@ static void report_text(const struct ixb_cfg *cfg, const struct totals *t, uint3
 	       t->errors, t->miscompares, t->retries);
 	if (t->first_error)
 		printf("  first error: %s\n", t->first_error);
-	printf("  result: %s\n", t->errors || t->miscompares ? "FAILED" : "OK");
+	if (t->cancelled)
+		printf("  cancelled: %" PRIu64 " commands (second interrupt)\n", t->cancelled);
+	printf("  result: %s\n", outcome_text[outcome(t)]);
 }
 
 static void json_str(const char *s)
@@ -573,7 +588,7 @@ static void report_json(const struct ixb_cfg *cfg, const struct totals *t, uint3
 		json_str(t->first_error);
 	else
 		printf("null");
-	printf(",\"result\":\"%s\"}\n", t->errors || t->miscompares ? "error" : "ok");
+	printf(",\"cancelled\":%" PRIu64 ",\"result\":\"%s\"}\n", t->cancelled, outcome_json[outcome(t)]);
 }
 
 /* ---------------------------------------------------------------- main */
@@ -663,5 +678,5 @@ int main(int argc, char **argv)
 		report_text(&cfg, &t, cfg.threads);
 	free(w);
 	close(sfd);
-	return t.errors || t.miscompares ? 1 : 0;
+	return outcome(&t) ? 1 : 0;
 }

@@ -72,6 +72,7 @@ struct ixb_result {
 	uint64_t ios[2], bytes[2];
 	uint64_t errors, miscompares, retries, verified_units, verify_errors;
 	uint64_t verify_skipped;  /* sessions that failed before the verify pass */
+	uint64_t cancelled;       /* commands cancelled by a second interrupt */
 	uint64_t losses, recoveries, recovery_max_ms, recovery_total_ms; /* from the events */
 	uint64_t session_recoveries;  /* sum of ix_session_info.recoveries at the end */
 	uint64_t end_ns;          /* last completion of the measured phase */

@@ -388,7 +388,7 @@ static void on_done(struct ix_scsi_cmd *c)
 			return;
 		ok = false;
 	} else if (!ok && c->err == -ECANCELED && wc->aborting) {
-		/* cancelled by the second interrupt: not a target failure */
+		wc->w->res.cancelled++; /* by the second interrupt: not a target failure */
 	} else if (!ok) {
 		report_failure(wc, ss, sl);
 		/* the session is gone for good: its other commands fail the same way */
