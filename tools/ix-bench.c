@@ -30,40 +30,42 @@ static const char *const rw_names[] = {
 	[IXB_RANDWRITE] = "randwrite", [IXB_RANDRW] = "randrw", [IXB_RW] = "rw",
 };
 
+static const char usage_text[] =
+	"usage: ix-bench -p HOST[:PORT] -T IQN [options]\n"
+	"  -p, --portal HOST:PORT    target portal (port 3260 if omitted)\n"
+	"  -T, --target IQN          target name\n"
+	"  -I, --initiator IQN       our name (default iqn.2026-11.io.ix:ix-bench)\n"
+	"  -l, --lun N               LUN (default 0)\n"
+	"      --rw MODE             read|write|randread|randwrite|randrw|rw (default randread)\n"
+	"      --mix PCT             percent reads in randrw/rw (default 70)\n"
+	"      --bs SIZE             bytes per I/O, e.g. 4k (default 4k)\n"
+	"  -q, --qd N                commands in flight per session (default 32)\n"
+	"      --sessions N          sessions, each on its own slice of the range (default 1)\n"
+	"      --threads N           threads the sessions are spread over (default: one per\n"
+	"                            session, at most one per CPU)\n"
+	"  -t, --time DUR            run time, e.g. 10s, 500ms, 2m (default 10s)\n"
+	"  -s, --size SIZE           stop after this many bytes (with --time: first wins)\n"
+	"      --offset SIZE         start of the range on the LUN (default 0)\n"
+	"      --range SIZE          length of the range (default: to the end of the LUN)\n"
+	"      --verify              write checkable blocks, check every read, and re-read\n"
+	"                            everything written at the end; a read-only run checks\n"
+	"                            the data of an earlier run with the same --seed\n"
+	"      --seed N              seed of the data and the offsets (default random)\n"
+	"      --json                print the result as one JSON object on stdout\n"
+	"      --progress            progress line every second even if stderr is no tty\n"
+	"      --quiet               no progress and no event lines on stderr\n"
+	"      --chap-user U --chap-secret S        one-way CHAP\n"
+	"      --mutual-user U --mutual-secret S    mutual CHAP (the target's credentials)\n"
+	"      --digests             require CRC32C header and data digests\n"
+	"      --replacement-timeout MS   wait for a lost connection (default 15000)\n"
+	"      --login-timeout MS    per login attempt (default 5000)\n"
+	"  -v                        library messages: warnings, then info, then debug\n"
+	"Sizes take k, m, g, t suffixes (powers of 1024). Exit: 0 ok, 1 errors or\n"
+	"miscompares (or cancelled), 2 usage or set-up failure.\n";
+
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: ix-bench -p HOST[:PORT] -T IQN [options]\n"
-		"  -p, --portal HOST:PORT    target portal (port 3260 if omitted)\n"
-		"  -T, --target IQN          target name\n"
-		"  -I, --initiator IQN       our name (default iqn.2026-11.io.ix:ix-bench)\n"
-		"  -l, --lun N               LUN (default 0)\n"
-		"      --rw MODE             read|write|randread|randwrite|randrw|rw (default randread)\n"
-		"      --mix PCT             percent reads in randrw/rw (default 70)\n"
-		"      --bs SIZE             bytes per I/O, e.g. 4k (default 4k)\n"
-		"  -q, --qd N                commands in flight per session (default 32)\n"
-		"      --sessions N          sessions, each on its own slice of the range (default 1)\n"
-		"      --threads N           threads the sessions are spread over (default: one per\n"
-		"                            session, at most one per CPU)\n"
-		"  -t, --time DUR            run time, e.g. 10s, 500ms, 2m (default 10s)\n"
-		"  -s, --size SIZE           stop after this many bytes (with --time: first wins)\n"
-		"      --offset SIZE         start of the range on the LUN (default 0)\n"
-		"      --range SIZE          length of the range (default: to the end of the LUN)\n"
-		"      --verify              write checkable blocks, check every read, and re-read\n"
-		"                            everything written at the end; a read-only run checks\n"
-		"                            the data of an earlier run with the same --seed\n"
-		"      --seed N              seed of the data and the offsets (default random)\n"
-		"      --json                print the result as one JSON object on stdout\n"
-		"      --progress            progress line every second even if stderr is no tty\n"
-		"      --quiet               no progress and no event lines on stderr\n"
-		"      --chap-user U --chap-secret S        one-way CHAP\n"
-		"      --mutual-user U --mutual-secret S    mutual CHAP (the target's credentials)\n"
-		"      --digests             require CRC32C header and data digests\n"
-		"      --replacement-timeout MS   wait this long for a lost connection (default 15000)\n"
-		"      --login-timeout MS    per login attempt (default 5000)\n"
-		"  -v                        library messages: warnings, then info, then debug\n"
-		"Sizes take k, m, g, t suffixes (powers of 1024). Exit: 0 ok, 1 errors or miscompares,\n"
-		"2 usage or set-up failure.\n");
+	fputs(usage_text, f);
 }
 
 /* ---------------------------------------------------------------- option values */
@@ -228,7 +230,8 @@ static int parse_one(int o, const char *v, struct ixb_cfg *c, bool *seed_given)
 			       ? bad("--replacement-timeout", v)
 			       : 0;
 	case OPT_LOGIN_TIMEOUT:
-		return parse_u32(v, 1, 600000, &c->login_timeout_ms) ? bad("--login-timeout", v) : 0;
+		return parse_u32(v, 1, 600000, &c->login_timeout_ms) ? bad("--login-timeout", v)
+								     : 0;
 	case 'v': c->log_level++; return 0;
 	case 'h': usage(stdout); return 1;
 	default: usage(stderr); return -EINVAL;
@@ -284,6 +287,10 @@ static int parse_args(int argc, char **argv, struct ixb_cfg *c)
 	}
 	if (c->threads > c->sessions)
 		c->threads = c->sessions;
+	if (c->size && c->size < c->bs) {
+		fprintf(stderr, "ix-bench: --size is smaller than one I/O (--bs %u)\n", c->bs);
+		return -EINVAL;
+	}
 	if (!c->time_ms && !c->size)
 		c->time_ms = 10000;
 	if (!seed_given && getrandom(&c->seed, sizeof(c->seed), 0) != sizeof(c->seed))
@@ -332,8 +339,9 @@ static void progress(const struct ixb_run *run, struct ixb_worker *w, uint32_t n
 	if (dt <= 0)
 		dt = 1e-9;
 	fprintf(stderr,
-		"%s[%4.0fs] read %8.0f IOPS %8.1f MiB/s | write %8.0f IOPS %8.1f MiB/s | errors %" PRIu64
-		" miscompares %" PRIu64 " | lost %" PRIu64 " recovered %" PRIu64 "%s",
+		"%s[%4.0fs] read %8.0f IOPS %8.1f MiB/s | write %8.0f IOPS %8.1f MiB/s | "
+		"errors %" PRIu64 " miscompares %" PRIu64 " | lost %" PRIu64 " recovered %" PRIu64
+		"%s",
 		run->tty ? "\r" : "", (double)(now - run->start_ns) / 1e9,
 		(double)(ios[0] - prev[0]) / dt, (double)(bytes[0] - prev[2]) / dt / 1048576.0,
 		(double)(ios[1] - prev[1]) / dt, (double)(bytes[1] - prev[3]) / dt / 1048576.0, err,
@@ -506,8 +514,8 @@ static void report_text(const struct ixb_cfg *cfg, const struct totals *t, uint3
 	printf("  total: %10.0f IOPS %9.1f MiB/s\n", (double)ios / t->secs,
 	       (double)bytes / t->secs / 1048576.0);
 	if (cfg->verify && ixb_rw_writes(cfg->rw))
-		printf("  verify: every read checked; %" PRIu64 " written %u-byte blocks re-read at "
-		       "the end, %" PRIu64 " of them wrong%s\n",
+		printf("  verify: every read checked; %" PRIu64
+		       " written %u-byte blocks re-read at the end, %" PRIu64 " of them wrong%s\n",
 		       t->verified_units, cfg->bs, t->verify_errors,
 		       t->verify_skipped ? " (not on failed sessions)" : "");
 	else if (cfg->verify)
@@ -588,7 +596,8 @@ static void report_json(const struct ixb_cfg *cfg, const struct totals *t, uint3
 		json_str(t->first_error);
 	else
 		printf("null");
-	printf(",\"cancelled\":%" PRIu64 ",\"result\":\"%s\"}\n", t->cancelled, outcome_json[outcome(t)]);
+	printf(",\"cancelled\":%" PRIu64 ",\"result\":\"%s\"}\n", t->cancelled,
+	       outcome_json[outcome(t)]);
 }
 
 /* ---------------------------------------------------------------- main */
@@ -639,6 +648,7 @@ int main(int argc, char **argv)
 	struct ixb_run run;
 	struct ixb_worker *w;
 	struct totals t;
+	uint64_t end;
 	sigset_t set;
 	int sfd, r;
 
@@ -669,7 +679,8 @@ int main(int argc, char **argv)
 	}
 	collect(w, cfg.threads, &t);
 	/* the measured phase ends with its last completion (not with the verify pass) */
-	t.secs = (double)((t.end_ns > run.start_ns ? t.end_ns : t.wall_end_ns) - run.start_ns) / 1e9;
+	end = t.end_ns > run.start_ns ? t.end_ns : t.wall_end_ns;
+	t.secs = (double)(end - run.start_ns) / 1e9;
 	if (t.secs <= 0)
 		t.secs = 1e-9;
 	if (cfg.json)

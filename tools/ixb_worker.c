@@ -151,7 +151,8 @@ static void on_event(struct ix_session *s, enum ix_session_event ev, int err, vo
 		ss->lost_ns = now;
 		res->losses++;
 		atomic_store_explicit(&wc->w->live.losses, res->losses, memory_order_relaxed);
-		say(wc, "session %d: connection lost (%s: %s); recovering, replacement timeout %u ms",
+		say(wc, "session %d: connection lost (%s: %s); recovering, replacement timeout "
+			"%u ms",
 		    ss->idx, errname(err), ix_session_error(s), wc->cfg->replacement_timeout_ms);
 		break;
 	case IX_EVENT_RECOVERED:
@@ -159,7 +160,8 @@ static void on_event(struct ix_session *s, enum ix_session_event ev, int err, vo
 		res->recovery_total_ms += ms;
 		if (ms > res->recovery_max_ms)
 			res->recovery_max_ms = ms;
-		atomic_store_explicit(&wc->w->live.recoveries, res->recoveries, memory_order_relaxed);
+		atomic_store_explicit(&wc->w->live.recoveries, res->recoveries,
+				      memory_order_relaxed);
 		say(wc, "session %d: recovered after %" PRIu64 " ms; unfinished commands reissued",
 		    ss->idx, ms);
 		break;
@@ -178,8 +180,7 @@ static void on_event(struct ix_session *s, enum ix_session_event ev, int err, vo
 
 static bool can_issue(const struct wctx *wc, const struct sess *ss)
 {
-	return !wc->stopping && !wc->aborting && !ss->dead &&
-	       ss->issued < ss->quota;
+	return !wc->stopping && !wc->aborting && !ss->dead && ss->issued < ss->quota;
 }
 
 static bool pick_write(struct wctx *wc, struct sess *ss)
@@ -304,8 +305,8 @@ static bool retryable(const struct ix_scsi_cmd *c)
 		return false;
 	if (c->status == 0x08 || c->status == 0x28)
 		return true;
-	return c->status == 0x02 && ix_parse_sense(c->sense, c->sense_len, &key, &asc, &ascq) == 0 &&
-	       key == 6;
+	return c->status == 0x02 &&
+	       ix_parse_sense(c->sense, c->sense_len, &key, &asc, &ascq) == 0 && key == 6;
 }
 
 static void report_failure(struct wctx *wc, struct sess *ss, struct slot *sl)
@@ -321,8 +322,8 @@ static void report_failure(struct wctx *wc, struct sess *ss, struct slot *sl)
 		return;
 	}
 	ix_parse_sense(c->sense, c->sense_len, &key, &asc, &ascq);
-	record_error(wc, false, "session %d: %s LBA %" PRIu64 ": %s, %s %02x/%02x", ss->idx, op, lba,
-		     ix_scsi_status_str(c->status), ix_sense_key_str(key), asc, ascq);
+	record_error(wc, false, "session %d: %s LBA %" PRIu64 ": %s, %s %02x/%02x", ss->idx, op,
+		     lba, ix_scsi_status_str(c->status), ix_sense_key_str(key), asc, ascq);
 }
 
 /* Check the units a read brought in. */
@@ -352,8 +353,9 @@ static void verify_read(struct wctx *wc, struct sess *ss, struct slot *sl)
 		else
 			snprintf(want, sizeof(want), "generation %u", expect);
 		record_error(wc, true,
-			     "MISCOMPARE session %d, LBA %" PRIu64 " (block %u of the %u-byte I/O at "
-			     "LBA %" PRIu64 ", %u bad): %s%s; expected %s",
+			     "MISCOMPARE session %d, LBA %" PRIu64
+			     " (block %u of the %u-byte I/O at LBA %" PRIu64 ", %u bad): %s%s; "
+			     "expected %s",
 			     ss->idx, lba + bad.block, bad.block, bs, lba, bad.nbad,
 			     ixb_verdict_str(bad.verdict), found, want);
 	}
@@ -470,7 +472,8 @@ static int read_capacity(struct wctx *wc, struct ix_session *s)
 	int r;
 
 	for (int i = 0; i <= MAX_RETRIES; i++) {
-		ix_scsi_cmd_init(&cmd, wc->cfg->lun, cdb, n, IX_DIR_READ, buf, sizeof(buf), NULL, NULL);
+		ix_scsi_cmd_init(&cmd, wc->cfg->lun, cdb, n, IX_DIR_READ, buf, sizeof(buf), NULL,
+				 NULL);
 		r = ix_sync_scsi(s, &cmd);
 		if (r < 0)
 			return setup_fail(wc, r, "READ CAPACITY(16): %s: %s", strerror(-r),
@@ -503,8 +506,9 @@ static int plan(struct wctx *wc)
 		return setup_fail(wc, -EINVAL, "--verify needs blocks of at least %u bytes (the "
 				  "LUN has %u)", IXB_MIN_UNIT, wc->lbs);
 	if (cfg->bs % wc->lbs)
-		return setup_fail(wc, -EINVAL, "--bs %u is not a multiple of the LUN's block size %u",
-				  cfg->bs, wc->lbs);
+		return setup_fail(wc, -EINVAL,
+				  "--bs %u is not a multiple of the LUN's block size %u", cfg->bs,
+				  wc->lbs);
 	if (cfg->offset % wc->lbs || cfg->offset >= cap)
 		return setup_fail(wc, -EINVAL,
 				  "--offset %" PRIu64 " is not a multiple of the block size %u or "
