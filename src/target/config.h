@@ -4,7 +4,7 @@
  * network.
  *
  * Ownership: every string reachable from a struct ix_config (including the const char *
- * fields of each cfg_lun's scsi_lu_cfg: path, vendor, product, serial) is a separate malloc'd
+ * fields of each cfg_lun's scsi_lu_cfg: path, vendor, product, serial, state_dir) is a separate malloc'd
  * copy freed by cfg_free(), except scsi_lu_cfg.target_name, which points at the owning
  * target's name. Secrets are wiped before they are freed. A loaded config is immutable data:
  * any thread may read it; nothing in it changes after cfg_load_*() returns.
@@ -79,6 +79,7 @@ struct cfg_global {
 	uint8_t discovery_chap_algs[4]; /* accepted CHAP_A for discovery, as chap_algs */
 	int ndiscovery_chap_algs;
 	char *mgmt_socket;            /* JSON-RPC Unix socket path, NULL = none */
+	char *state_dir;              /* default luns[].state_dir (APTPL reservations), NULL = none */
 };
 
 struct ix_config {

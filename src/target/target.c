@@ -189,7 +189,7 @@ static void on_accept(int fd, void *arg)
 int tgt_lu_new(struct cfg_target *ct, struct cfg_lun *cl, struct scsi_lu **out, char *err,
 	       size_t errlen)
 {
-	char e[200] = "";
+	char e[512] = "";
 	int r;
 
 	cl->lu.target_name = ct->name;

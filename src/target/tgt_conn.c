@@ -121,6 +121,11 @@ int tgt_send(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data, uint32_
 	return send_copy(tc, h, data, len, false);
 }
 
+int tgt_send_then_close(struct tgt_conn *tc, struct iscsi_hdr *h)
+{
+	return send_copy(tc, h, NULL, 0, true);
+}
+
 void tgt_send_reject(struct tgt_conn *tc, uint8_t reason, const uint8_t *bhs)
 {
 	struct iscsi_hdr h = {.opcode = ISCSI_OP_REJECT, .final = true, .itt = ISCSI_RSVD_TAG};
@@ -622,15 +627,12 @@ static void conn_closed(struct iscsi_conn *c)
 	ev_timer_stop(c->loop, &tc->logout_timer);
 	if (tc->sess)
 		tgt_session_unregister(tc->tgt, tc->sess);
-	/* abort every task; those inside the SCSI layer finish later and hold a reference */
-	while (!list_empty(&tc->active)) {
-		struct tgt_task *t = list_first_entry(&tc->active, struct tgt_task, link);
-		tgt_task_abort(t);
-	}
-	while (!list_empty(&tc->order_q)) {
-		struct tgt_task *t = list_first_entry(&tc->order_q, struct tgt_task, link);
-		tgt_task_abort(t);
-	}
+	/* abort every task; those inside the SCSI layer stay listed until they finish (they hold a
+	   reference), so walk the lists rather than drain them */
+	struct list_head *lists[2] = {&tc->active, &tc->order_q}, *pos, *n;
+	for (int l = 0; l < 2; l++)
+		list_for_each_safe(pos, n, lists[l])
+			tgt_task_abort(list_entry(pos, struct tgt_task, link));
 	tc->worker->nconns--;
 }
 

@@ -223,6 +223,8 @@ void tgt_reload_free(struct ix_target *t);
 /* tgt_conn.c */
 void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *portal);
 int tgt_send(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data, uint32_t len);
+/* Send a PDU without data, then close the connection once it is on the wire. */
+int tgt_send_then_close(struct tgt_conn *tc, struct iscsi_hdr *h);
 void tgt_stamp(struct tgt_conn *tc, struct iscsi_hdr *h, bool advance_statsn);
 void tgt_send_reject(struct tgt_conn *tc, uint8_t reason, const uint8_t *bhs);
 void tgt_session_update_window(struct tgt_session *s);

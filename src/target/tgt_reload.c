@@ -112,7 +112,9 @@ static bool lu_cfg_same(const struct scsi_lu_cfg *a, const struct scsi_lu_cfg *b
 	       a->readonly == b->readonly && a->thin == b->thin &&
 	       a->write_cache == b->write_cache && a->no_medium == b->no_medium &&
 	       str_same(a->vendor, b->vendor) && str_same(a->product, b->product) &&
-	       str_same(a->serial, b->serial) && a->naa_id == b->naa_id;
+	       str_same(a->serial, b->serial) && a->naa_id == b->naa_id &&
+	       a->removable == b->removable && a->sanitize_rate == b->sanitize_rate &&
+	       str_same(a->state_dir, b->state_dir);
 }
 
 static int add_change(struct plan *p, struct tgt_node *node, uint32_t lun, struct scsi_lu *add)

@@ -161,7 +161,8 @@ void tgt_task_finished(struct tgt_task *t)
 void tgt_task_abort(struct tgt_task *t)
 {
 	if (t->state == TASK_EXEC) {
-		t->aborted = true; /* freed when the SCSI layer completes it */
+		t->aborted = true; /* freed when the SCSI layer completes it ... */
+		scsi_cmd_abort(&t->sc); /* ... which may be now */
 		return;
 	}
 	tgt_task_finished(t);
@@ -734,9 +735,13 @@ static void tmf_respond(struct tgt_conn *tc, struct tgt_tmf *m)
 	r.tmf_rsp.response = m->response;
 	if (!tc->conn->terminated) {
 		tgt_stamp(tc, &r, true);
-		tgt_send(tc, &r, NULL, 0);
-		if (m->cold_reset)
-			iscsi_conn_close(tc->conn, "TARGET COLD RESET");
+		/* A cold reset drops the connection (RFC 7143 11.5.1), after the response. */
+		if (m->cold_reset) {
+			log_info("target", "%s: TARGET COLD RESET", tc->conn->peer);
+			tgt_send_then_close(tc, &r);
+		} else {
+			tgt_send(tc, &r, NULL, 0);
+		}
 	}
 	free(m);
 }
@@ -758,11 +763,17 @@ static int abort_tasks(struct tgt_conn *tc, struct tgt_tmf *m, bool all_luns, ui
 			if (check_cmdsn && !t->immediate && !sn_lt(t->cmdsn, before_cmdsn))
 				continue;
 			if (t->state == TASK_EXEC) {
-				if (!t->aborted && !t->tmf_wait) {
+				bool first = !t->aborted && !t->tmf_wait;
+
+				t->aborted = true;
+				/* A command the SCSI layer only waits on ends at once (then it
+				 * is gone); others finish soon and the TMF waits for them. */
+				if (scsi_cmd_abort(&t->sc))
+					continue;
+				if (first) {
 					t->tmf_wait = m;
 					waiting++;
 				}
-				t->aborted = true;
 			} else {
 				tgt_task_abort(t);
 			}
@@ -789,11 +800,11 @@ void tgt_tmf(struct tgt_conn *tc, const struct iscsi_hdr *h)
 		struct tgt_task *t = tgt_task_find(tc, q->rtt);
 		if (t && t->lun == q->lun) {
 			if (t->state == TASK_EXEC) {
-				if (!t->tmf_wait) {
+				t->aborted = true;
+				if (!scsi_cmd_abort(&t->sc) && !t->tmf_wait) {
 					t->tmf_wait = m;
 					m->waiting++;
 				}
-				t->aborted = true;
 			} else {
 				tgt_task_abort(t);
 			}

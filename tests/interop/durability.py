@@ -39,7 +39,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -63,42 +62,6 @@ EVENTS = ('ext4_sync_file_enter', 'ext4_sync_file_exit')
 SIZES = {0: 64 << 20, 1: 16 << 20}
 BS = 512
 report = ixtest.Reporter('durability')
-
-
-class Daemon:
-    def __init__(self, cfg_path, log_name):
-        self.log_path = os.path.join(OUT, log_name)
-        self.log = open(self.log_path, 'w')
-        self.p = subprocess.Popen([os.path.join(BUILD, 'tools', 'ix-target'), '-c', cfg_path],
-                                  stdout=self.log, stderr=subprocess.STDOUT)
-        end = time.monotonic() + 30
-        while time.monotonic() < end:
-            if 'ix-target: ready' in open(self.log_path, errors='replace').read():
-                return
-            if self.p.poll() is not None:
-                raise RuntimeError('ix-target exited with %d before it was ready (%s)' % (
-                    self.p.returncode, self.log_path))
-            time.sleep(0.05)
-        raise RuntimeError('ix-target not ready after 30 s')
-
-    def kill9(self):
-        self.p.send_signal(signal.SIGKILL)
-        self.p.wait(10)
-        self.log.close()
-
-    def stop(self):
-        """SIGTERM; returns the exit status (None if it had to be killed)."""
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            try:
-                self.p.wait(15)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-                self.log.close()
-                return None
-        self.log.close()
-        return self.p.returncode
 
 
 def write_config(path, port, files):
@@ -296,7 +259,7 @@ def main():
                 fh.truncate(SIZES[lun])
         cfg = os.path.join(tmp, 'ix-target.json')
         write_config(cfg, ixtest.free_port(), files)
-        daemon = Daemon(cfg, 'durability.ix-target.log')
+        daemon = ixtest.Daemon(cfg, 'durability.ix-target.log', BUILD, OUT)
         s = X.Session(HOST, json.load(open(cfg))['portals'][0]['port'], initiator=INITIATOR,
                       target=IQN, timeout=20)
         s.login()
@@ -319,7 +282,7 @@ def main():
                 report('SKIP', n, trace.why)
 
         write_config(cfg, ixtest.free_port(), files)
-        daemon = Daemon(cfg, 'durability.ix-target-restarted.log')
+        daemon = ixtest.Daemon(cfg, 'durability.ix-target-restarted.log', BUILD, OUT)
         s = X.Session(HOST, json.load(open(cfg))['portals'][0]['port'], initiator=INITIATOR,
                       target=IQN, timeout=20)
         s.login()

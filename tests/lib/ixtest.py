@@ -16,7 +16,9 @@ import json
 import os
 import re
 import random
+import signal
 import socket
+import subprocess
 import sys
 import time
 import traceback
@@ -45,6 +47,65 @@ class Reporter:
         except Exception:  # noqa: BLE001
             self('FAIL', 'setup', traceback.format_exc().strip().splitlines()[-1])
             sys.exit(1)
+
+
+class Daemon:
+    """An ix-target process of the test's own (for tests that restart it): started on cfg_path
+    with its output in OUT/log_name (tests/run.sh scans OUT/<test>.*.log for sanitizer
+    reports, so name it after the test). Waits until it prints "ix-target: ready"."""
+
+    def __init__(self, cfg_path, log_name, build=None, out=None):
+        root = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+        build = build or os.environ.get('IX_BUILD', os.path.join(root, 'build'))
+        out = out or os.environ.get('IX_OUT', os.path.join(root, 'tests', 'out'))
+        self.log_path = os.path.join(out, log_name)
+        self.log = open(self.log_path, 'w')
+        self.p = subprocess.Popen([os.path.join(build, 'tools', 'ix-target'), '-c', cfg_path],
+                                  stdout=self.log, stderr=subprocess.STDOUT)
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            if 'ix-target: ready' in self.output():
+                return
+            if self.p.poll() is not None:
+                self.log.close()
+                raise DaemonExited(self.p.returncode, self.output())
+            time.sleep(0.05)
+        self.p.kill()
+        self.p.wait()
+        self.log.close()
+        raise RuntimeError('ix-target not ready after 30 s')
+
+    def output(self):
+        with open(self.log_path, errors='replace') as f:
+            return f.read()
+
+    def kill9(self):
+        self.p.send_signal(signal.SIGKILL)
+        self.p.wait(10)
+        self.log.close()
+
+    def stop(self):
+        """SIGTERM; returns the exit status (None if it had to be killed)."""
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(15)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+                self.log.close()
+                return None
+        self.log.close()
+        return self.p.returncode
+
+
+class DaemonExited(RuntimeError):
+    """ix-target exited before it was ready: status and everything it printed."""
+
+    def __init__(self, status, output):
+        super().__init__('ix-target exited with %d before it was ready' % status)
+        self.status = status
+        self.output = output
 
 
 def free_port():

@@ -157,6 +157,14 @@ static const struct tcase cases[] = {
      "'/dev/sdb','readonly':true}]},{'name':'iqn.2026-11.io.ix:b','luns':[{'lun':0,"
      "'backend':'block','path':'/dev/sdb','readonly':true}]}]}",
      NULL},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','state_dir':'state'}"),
+     "luns[0].state_dir: must be an absolute path"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','state_dir':''}"),
+     "luns[0].state_dir: must not be empty"},
+    {"{'global':{'state_dir':'var/lib'}}", "global.state_dir: must be an absolute path"},
+    {"{'global':{'state_dir':7}}", "global.state_dir: must be a string"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','removable':1}"), "luns[0].removable: must be"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','sanitize_rate':'1MB'}"), "sanitize_rate"},
     {LUNS("{'lun':0,'backend':'ram','size':'1M','vendor':'IX','product':'p','serial':'s1',"
 	  "'naa_id':'0x6001405abcdef012'}"),
      NULL},
@@ -492,7 +500,7 @@ static const char full[] =
     "   'data_digest': 'none', 'initial_r2t': true, 'first_burst_length': 65536},"
     "  'discovery': {'chap': {'user': 'disc', 'secret': 'discsecret12'},"
     "   'chap_algorithms': ['sha256']},"
-    "  'mgmt_socket': '/run/ix.sock'},"
+    "  'mgmt_socket': '/run/ix.sock', 'state_dir': '/var/lib/ix/state'},"
     " 'portals': [{'name': 'lo', 'address': '127.0.0.1', 'port': 3260},"
     "             {'name': 'v6', 'address': '::1', 'port': 3261, 'tpgt': 2,"
     "              'transports': ['iser', 'tcp']}],"
@@ -501,7 +509,8 @@ static const char full[] =
     "   'luns': [{'lun': 3, 'backend': 'file', 'path': '/var/lib/ix/a.img', 'size': '10G',"
     "             'thin': true, 'write_cache': true, 'block_size': 4096},"
     "            {'lun': 0, 'backend': 'ram', 'size': 1048576, 'vendor': 'ACME',"
-    "             'product': 'fast', 'serial': 'SN1', 'naa_id': '6001405abcdef012'}],"
+    "             'product': 'fast', 'serial': 'SN1', 'naa_id': '6001405abcdef012',"
+    "             'removable': true, 'sanitize_rate': '8M', 'state_dir': '/srv/pr'}],"
     "   'acls': [{'initiator': 'iqn.1994-05.com.redhat:client',"
     "             'chap': {'user': 'client', 'secret': 'clientsecret'}},"
     "            {'initiator': 'iqn.1994-05.com.redhat:other'}],"
@@ -539,6 +548,7 @@ static void test_values(void)
 	CHECK_EQ(cfg->global.ndiscovery_chap_algs, 1);
 	CHECK_EQ(cfg->global.discovery_chap_algs[0], 7);
 	CHECK_STR(cfg->global.mgmt_socket, "/run/ix.sock");
+	CHECK_STR(cfg->global.state_dir, "/var/lib/ix/state");
 
 	CHECK_EQ(cfg->nportals, 2);
 	CHECK_STR(cfg->portals[1].address, "::1");
@@ -575,6 +585,9 @@ static void test_values(void)
 	CHECK(lu->thin && lu->write_cache && !lu->readonly && !lu->no_medium);
 	CHECK(lu->target_name == a->name);
 	CHECK(lu->vendor == NULL && lu->product == NULL && lu->serial == NULL && !lu->naa_id);
+	CHECK(!lu->removable && lu->sanitize_rate == 0);
+	CHECK_STR(lu->state_dir, "/var/lib/ix/state"); /* the global default, a copy */
+	CHECK(lu->state_dir != cfg->global.state_dir);
 	lu = &a->luns[1].lu;
 	CHECK_EQ(lu->backend, SCSI_BACKEND_RAM);
 	CHECK(lu->path == NULL);
@@ -585,6 +598,9 @@ static void test_values(void)
 	CHECK_STR(lu->product, "fast");
 	CHECK_STR(lu->serial, "SN1");
 	CHECK(lu->naa_id == 0x6001405abcdef012ull);
+	CHECK(lu->removable);
+	CHECK_EQ(lu->sanitize_rate, 8 << 20);
+	CHECK_STR(lu->state_dir, "/srv/pr");
 	lu = &b->luns[0].lu;
 	CHECK_EQ(lu->backend, SCSI_BACKEND_BLOCK);
 	CHECK(lu->readonly && lu->no_medium);
