@@ -64,24 +64,24 @@ void ixb_fill(uint8_t *buf, uint32_t len, uint32_t bsize, uint64_t lba, uint64_t
 }
 
 enum ixb_verdict ixb_check(const uint8_t *buf, uint32_t len, uint64_t lba, uint64_t seed,
-			   uint32_t expect_gen, uint32_t *gen_found, uint64_t *lba_found)
+			   uint32_t expect_gen, struct ixb_found *found)
 {
-	uint32_t gen;
-
-	*gen_found = 0;
-	*lba_found = 0;
-	if (memcmp(buf, magic, 8) != 0 || get_le64(buf + 16) != seed)
+	memset(found, 0, sizeof(*found));
+	if (memcmp(buf, magic, 8) != 0)
 		return IXB_NOT_OURS;
-	gen = get_le32(buf + 24);
-	*gen_found = gen;
-	*lba_found = get_le64(buf + 8);
+	found->header = true;
+	found->lba = get_le64(buf + 8);
+	found->seed = get_le64(buf + 16);
+	found->gen = get_le32(buf + 24);
+	if (found->seed != seed)
+		return IXB_NOT_OURS;
 	if (unit_crc(buf, len) != get_le32(buf + 28))
 		return IXB_CORRUPT;
-	if (*lba_found != lba)
+	if (found->lba != lba)
 		return IXB_WRONG_LBA;
-	if (expect_gen == IXB_GEN_NONE || expect_gen == IXB_GEN_UNKNOWN || gen == expect_gen)
+	if (expect_gen == IXB_GEN_NONE || expect_gen == IXB_GEN_UNKNOWN || found->gen == expect_gen)
 		return IXB_OK;
-	return gen < expect_gen ? IXB_STALE : IXB_FUTURE;
+	return found->gen < expect_gen ? IXB_STALE : IXB_FUTURE;
 }
 
 enum ixb_verdict ixb_judge(const uint8_t *buf, uint32_t len, uint32_t bsize, uint64_t lba,
@@ -91,18 +91,16 @@ enum ixb_verdict ixb_judge(const uint8_t *buf, uint32_t len, uint32_t bsize, uin
 	if (expect_gen == IXB_GEN_UNKNOWN)
 		return IXB_OK; /* a failed write left it undefined (already counted as an error) */
 	for (uint32_t i = 0; (uint64_t)(i + 1) * bsize <= len; i++) {
-		uint32_t gen;
-		uint64_t found;
+		struct ixb_found found;
 		enum ixb_verdict v = ixb_check(buf + (size_t)i * bsize, bsize, lba + i, seed,
-					       expect_gen, &gen, &found);
+					       expect_gen, &found);
 
 		if (v == IXB_OK || (v == IXB_NOT_OURS && expect_gen == IXB_GEN_NONE && !strict))
 			continue;
 		if (bad->nbad++ == 0) {
 			bad->verdict = v;
 			bad->block = i;
-			bad->gen_found = gen;
-			bad->lba_found = found;
+			bad->found = found;
 		}
 	}
 	return bad->verdict;
@@ -111,7 +109,7 @@ const char *ixb_verdict_str(enum ixb_verdict v)
 {
 	switch (v) {
 	case IXB_OK: return "ok";
-	case IXB_NOT_OURS: return "not data of this run (no header with this seed)";
+	case IXB_NOT_OURS: return "not data of this run";
 	case IXB_WRONG_LBA: return "data of another LBA (misdirected write)";
 	case IXB_CORRUPT: return "checksum mismatch (corrupted block)";
 	case IXB_STALE: return "stale data (an older generation)";

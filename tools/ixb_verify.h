@@ -14,6 +14,7 @@
 #ifndef IX_TOOLS_IXB_VERIFY_H
 #define IX_TOOLS_IXB_VERIFY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,13 +34,19 @@ enum ixb_verdict {
 	IXB_FUTURE,     /* intact, a generation other than expected and not older */
 };
 
+/* The header a block carries, if any. */
+struct ixb_found {
+	bool header;           /* an ix-bench header (the magic), of any seed */
+	uint64_t seed, lba;
+	uint32_t gen;
+};
+
 /* What a failed check found: the first bad block of the I/O and how many were bad. */
 struct ixb_bad {
 	enum ixb_verdict verdict;
 	uint32_t block;        /* index of the first bad block in the buffer */
 	uint32_t nbad;
-	uint32_t gen_found;    /* in that block (0 if it has no header of this seed) */
-	uint64_t lba_found;
+	struct ixb_found found; /* in that block */
 };
 
 /* Fill buf (len bytes, a multiple of bsize >= IXB_MIN_UNIT) as the blocks lba, lba+1, ... of
@@ -47,9 +54,9 @@ struct ixb_bad {
 void ixb_fill(uint8_t *buf, uint32_t len, uint32_t bsize, uint64_t lba, uint64_t seed,
 	      uint32_t gen);
 
-/* Check one block of bsize bytes. */
+/* Check one block of bsize bytes; *found tells what its header says. */
 enum ixb_verdict ixb_check(const uint8_t *blk, uint32_t bsize, uint64_t lba, uint64_t seed,
-			   uint32_t expect_gen, uint32_t *gen_found, uint64_t *lba_found);
+			   uint32_t expect_gen, struct ixb_found *found);
 
 /* The rule ix-bench applies to the blocks of one read (len bytes from lba on, all expected at
  * generation expect_gen). strict (a read-only run): every block must hold intact data of this

@@ -335,7 +335,7 @@ static void verify_read(struct wctx *wc, struct sess *ss, struct slot *sl)
 		uint64_t u = sl->unit + i, lba = unit_lba(wc, ss, u);
 		uint32_t expect = ss->gen ? ss->gen[u] : IXB_GEN_NONE;
 		struct ixb_bad bad;
-		char found[96] = "", want[96];
+		char found[128], want[96];
 
 		if (sl->verify_pass)
 			wc->w->res.verified_units++;
@@ -344,9 +344,12 @@ static void verify_read(struct wctx *wc, struct sess *ss, struct slot *sl)
 			continue;
 		if (sl->verify_pass)
 			wc->w->res.verify_errors++;
-		if (bad.verdict != IXB_NOT_OURS)
-			snprintf(found, sizeof(found), "; it holds generation %u of LBA %" PRIu64,
-				 bad.gen_found, bad.lba_found);
+		if (bad.found.header)
+			snprintf(found, sizeof(found),
+				 ": it holds generation %u of LBA %" PRIu64 " of seed %" PRIu64,
+				 bad.found.gen, bad.found.lba, bad.found.seed);
+		else
+			snprintf(found, sizeof(found), ": no ix-bench header");
 		if (expect == IXB_GEN_NONE)
 			snprintf(want, sizeof(want), "an intact block of seed %" PRIu64,
 				 wc->cfg->seed);

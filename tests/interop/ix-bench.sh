@@ -72,7 +72,8 @@ for peer in ix tgt; do
 	expect "$peer.foreign-write" 0 "$OK and d['write']['ios'] == 4"
 	bench detect-foreign --rw read --verify --seed 1001 --range 8M --size 8M
 	expect "$peer.detect-foreign" 1 "d['result'] == 'error' and d['errors'] == 0 and \
-1 <= d['miscompares'] <= 4 and 'not data of this run' in d['first_error']"
+1 <= d['miscompares'] <= 4 and 'not data of this run' in d['first_error'] and \
+'of seed 2002' in d['first_error']"
 	# ...and one flipped bit in one block, written by the raw client
 	bench refill --rw write --verify --seed 1001 --bs 64k --range 8M --size 8M
 	expect "$peer.refill" 0 "$OK"

@@ -7,7 +7,11 @@
 #     everything it wrote;
 #  2. kill it during a run with a 5 s replacement timeout and keep it down: commands must fail
 #     with ETIMEDOUT naming the replacement timeout, and ix-bench must exit 1 within the
-#     timeout plus a few seconds (no hang).
+#     timeout plus a few seconds (no hang);
+#  3. freeze it (SIGSTOP) during a run: the NOP keepalive notices, the replacement timeout
+#     ends the run with ETIMEDOUT;
+#  4. kill -9 ix-bench with I/O in flight, three times: the target serves the next run and
+#     still stops cleanly on SIGTERM.
 . "$(dirname "$0")/../lib/common.sh"
 
 ixt_init recovery
@@ -111,10 +115,54 @@ d['miscompares'] == 0 and 'ETIMEDOUT' in d['first_error'] and \
 grep -q 'recovery failed' "$out.err" && ixt_check_pass recovery.failed-event ||
 	ixt_check_fail recovery.failed-event "no 'recovery failed' line on stderr"
 
-# bring the daemon back so that the test ends with its normal SIGTERM shutdown (and, in the
-# sanitizer build, its leak check)
-if ix_restart 10; then
-	peer_check
+# bring the daemon back
+ix_restart 10 || ixt_die "ix-target did not come back after run 2"
+
+# 3. the target hangs (SIGSTOP): the connection stays open, nothing answers; the NOP keepalive
+# (5 s idle, 5 s for the answer) declares it lost, the replacement timeout (5 s) ends it
+out=$IXT_TMP/frozen
+ixt_log "run 3: randrw --verify 60 s, replacement timeout 5 s; SIGSTOP the target at 3 s"
+timeout -k 5 60 "$IXB" -p "$IX_HOST:$PEER_PORT" -T "$PEER_IQN" --lun "$PEER_LUN" --rw randrw \
+	--verify --time 60s --qd 16 --replacement-timeout 5000 --json --progress \
+	>"$out.json" 2>"$out.err" &
+bench=$!
+sleep 3
+t_stop=$(now_ms)
+kill -STOP "$PEER_PID"
+wait $bench
+rc=$?
+took=$(($(now_ms) - t_stop))
+kill -CONT "$PEER_PID"
+cat "$out.err" "$out.json" >&2
+ixt_note "recovery: target stopped, ix-bench exited $rc after $took ms (NOP 5+5 s, replacement 5 s)"
+if [ $rc = 1 ] && [ $took -ge 9500 ] && [ $took -le 20000 ]; then
+	ixt_check_pass recovery.frozen-bounded
 else
-	ixt_check_fail recovery.restart "ix-target did not come back after run 2"
+	ixt_check_fail recovery.frozen-bounded "exit $rc after $took ms, want 1 after 10..20 s"
 fi
+judge recovery.frozen-error "$out.json" "d['errors'] > 0 and d['miscompares'] == 0 and \
+'ETIMEDOUT' in d['first_error'] and 'NOP-Out' in d['first_error']"
+
+# 4. the other side dies: kill -9 ix-bench three times with 32 file I/Os in flight; the target
+# must drop those connections (commands still inside its SCSI layer included), serve the next
+# verified run, and still stop cleanly on SIGTERM. A dead session's commands may still land
+# after the next session's writes (another I_T nexus: nothing orders the two), so the clients
+# that die use the first half of the LUN and the next run the second.
+for i in 1 2 3; do
+	"$IXB" -p "$IX_HOST:$PEER_PORT" -T "$PEER_IQN" --lun "$PEER_LUN" --rw randrw --range 32M \
+		--verify --seed 777 --time 30s --qd 32 --quiet >/dev/null 2>&1 &
+	bench=$!
+	sleep 1
+	kill -KILL $bench
+	wait $bench 2>/dev/null
+done
+out=$IXT_TMP/after
+timeout -k 5 60 "$IXB" -p "$IX_HOST:$PEER_PORT" -T "$PEER_IQN" --lun "$PEER_LUN" --rw randrw \
+	--offset 32M --verify --time 2s --qd 16 --login-timeout 3000 --json --quiet \
+	>"$out.json" 2>"$out.err"
+cat "$out.err" "$out.json" >&2
+judge recovery.initiator-killed "$out.json" "d['result'] == 'ok' and d['write']['ios'] > 100"
+
+# the exit trap stops the daemon with SIGTERM: it must exit cleanly (and, in the sanitizer
+# build, without a leak report) after all these lost connections
+peer_check

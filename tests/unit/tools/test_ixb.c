@@ -78,16 +78,17 @@ static uint8_t buf[8 * BS], other[8 * BS];
 static void test_verify_roundtrip(void)
 {
 	struct ixb_bad bad;
-	uint32_t g;
-	uint64_t l;
+	struct ixb_found f;
 
 	ixb_fill(buf, sizeof(buf), BS, 1000, SEED, 5);
 	CHECK_EQ(ixb_judge(buf, sizeof(buf), BS, 1000, SEED, 5, 0, &bad), IXB_OK);
 	CHECK_EQ(ixb_judge(buf, sizeof(buf), BS, 1000, SEED, IXB_GEN_NONE, 1, &bad), IXB_OK);
 	/* every block carries its own LBA: block 3 is LBA 1003 */
-	CHECK_EQ(ixb_check(buf + 3 * BS, BS, 1003, SEED, 5, &g, &l), IXB_OK);
-	CHECK_EQ(l, 1003);
-	CHECK_EQ(g, 5);
+	CHECK_EQ(ixb_check(buf + 3 * BS, BS, 1003, SEED, 5, &f), IXB_OK);
+	CHECK(f.header);
+	CHECK_EQ(f.lba, 1003);
+	CHECK_EQ(f.gen, 5);
+	CHECK_EQ(f.seed, SEED);
 	/* read back with another I/O size: the blocks 1004..1007 alone */
 	CHECK_EQ(ixb_judge(buf + 4 * BS, 4 * BS, BS, 1004, SEED, IXB_GEN_NONE, 1, &bad), IXB_OK);
 	/* 4096-byte blocks work the same */
@@ -103,7 +104,7 @@ static void test_verify_failures(void)
 	ixb_fill(buf, sizeof(buf), BS, 1000, SEED, 4);
 	CHECK_EQ(ixb_judge(buf, sizeof(buf), BS, 1000, SEED, 5, 0, &bad), IXB_STALE);
 	CHECK_EQ(bad.nbad, 8);
-	CHECK_EQ(bad.gen_found, 4);
+	CHECK_EQ(bad.found.gen, 4);
 	CHECK_EQ(ixb_judge(buf, sizeof(buf), BS, 1000, SEED, 3, 0, &bad), IXB_FUTURE);
 
 	/* torn at a block boundary: blocks 0-2 new, 3-7 old */
@@ -130,16 +131,19 @@ static void test_verify_failures(void)
 	/* misdirected: the data of LBA 2000 at LBA 1000 */
 	ixb_fill(buf, sizeof(buf), BS, 2000, SEED, 5);
 	CHECK_EQ(ixb_judge(buf, sizeof(buf), BS, 1000, SEED, 5, 0, &bad), IXB_WRONG_LBA);
-	CHECK_EQ(bad.lba_found, 2000);
+	CHECK_EQ(bad.found.lba, 2000);
 
 	/* another run's data (other seed), zeros */
 	ixb_fill(buf, sizeof(buf), BS, 1000, SEED + 1, 5);
 	CHECK_EQ(ixb_judge(buf, sizeof(buf), BS, 1000, SEED, 5, 0, &bad), IXB_NOT_OURS);
+	CHECK(bad.found.header); /* the other run's header is reported */
+	CHECK_EQ(bad.found.seed, SEED + 1);
 	CHECK_EQ(ixb_judge(buf, sizeof(buf), BS, 1000, SEED, IXB_GEN_NONE, 1, &bad), IXB_NOT_OURS);
 	/* ...which is fine where this run has not written yet, unless the run is read-only */
 	CHECK_EQ(ixb_judge(buf, sizeof(buf), BS, 1000, SEED, IXB_GEN_NONE, 0, &bad), IXB_OK);
 	memset(buf, 0, sizeof(buf));
 	CHECK_EQ(ixb_judge(buf, sizeof(buf), BS, 1000, SEED, 1, 0, &bad), IXB_NOT_OURS);
+	CHECK(!bad.found.header);
 	/* after a failed write anything goes */
 	CHECK_EQ(ixb_judge(buf, sizeof(buf), BS, 1000, SEED, IXB_GEN_UNKNOWN, 0, &bad), IXB_OK);
 	CHECK(strstr(ixb_verdict_str(IXB_STALE), "stale") != NULL);
