@@ -1,7 +1,12 @@
 #!/bin/bash
 # Install every Debian package the ix build and tests need, if missing. Idempotent: runs
 # `apt-get update` only when something has to be installed. Needs root (or sudo) to install.
+# With --rdma, also the packages of the RDMA tier (tests/rdma/deps.sh: QEMU and the guest's
+# programs), which tests/run.sh asks for when it runs that tier.
 set -euo pipefail
+if [ "${1:-}" = --rdma ]; then
+	"$(dirname "$0")/../tests/rdma/deps.sh"
+fi
 
 PKGS=(
 	# build

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "target/tgt_int.h"
+#include "transport/iser/iser.h"
 #include "transport/tcp/tcp.h"
 #include "util/log.h"
 
@@ -18,6 +19,7 @@ struct listener_ctx {
 struct accept_msg {
 	struct tgt_worker *w;
 	int fd;
+	struct iser_request *req; /* iSER: the connection request instead of a socket */
 	const struct cfg_portal *portal;
 };
 
@@ -163,15 +165,38 @@ static void accept_on_worker(void *arg)
 {
 	struct accept_msg *m = arg;
 
-	tgt_conn_accept(m->w, m->fd, m->portal);
+	if (m->req)
+		tgt_conn_accept_iser(m->w, m->req, m->portal);
+	else
+		tgt_conn_accept(m->w, m->fd, m->portal);
 	free(m);
+}
+
+static void on_accept_iser(struct iser_request *req, void *arg)
+{
+	struct listener_ctx *lc = arg;
+	struct ix_target *t = lc->tgt;
+	struct accept_msg *m = calloc(1, sizeof(*m));
+
+	if (!m) {
+		iser_request_reject(req);
+		return;
+	}
+	m->w = &t->workers[t->next_worker++ % t->nworkers];
+	m->fd = -1;
+	m->req = req;
+	m->portal = lc->portal;
+	if (ev_loop_post(m->w->loop, accept_on_worker, m) < 0) {
+		iser_request_reject(req);
+		free(m);
+	}
 }
 
 static void on_accept(int fd, void *arg)
 {
 	struct listener_ctx *lc = arg;
 	struct ix_target *t = lc->tgt;
-	struct accept_msg *m = malloc(sizeof(*m));
+	struct accept_msg *m = calloc(1, sizeof(*m));
 
 	if (!m) {
 		close(fd);
@@ -282,6 +307,7 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 		w->tgt = t;
 		w->id = i;
 		list_init(&w->sessions);
+		list_init(&w->conns);
 		w->loop = ev_loop_new();
 		if (!w->loop) {
 			r = -ENOMEM;
@@ -297,8 +323,9 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 	}
 
 	t->listeners = calloc(cfg->nportals ? cfg->nportals : 1, sizeof(*t->listeners));
+	t->iser_listeners = calloc(cfg->nportals ? cfg->nportals : 1, sizeof(*t->iser_listeners));
 	t->lctx = calloc(cfg->nportals ? cfg->nportals : 1, sizeof(*t->lctx));
-	if (!t->listeners || !t->lctx) {
+	if (!t->listeners || !t->lctx || !t->iser_listeners) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -306,6 +333,22 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 		const struct cfg_portal *p = &cfg->portals[i];
 		t->lctx[i].tgt = t;
 		t->lctx[i].portal = p;
+		if (p->iser) {
+			r = iser_listen(t->main_loop, p->address, p->port, on_accept_iser,
+					&t->lctx[i], &t->iser_listeners[t->niser_listeners]);
+			if (r < 0) {
+				snprintf(err, errlen, "portal %s (%s port %u, iser): %s%s", p->name,
+					 p->address, p->port, strerror(-r),
+					 r == -ENODEV || r == -EADDRNOTAVAIL || r == -ENOENT
+						 ? " (no RDMA device serves this address)"
+						 : "");
+				goto fail;
+			}
+			t->niser_listeners++;
+			log_info("target", "listening on %s%s%s:%u (iser, tpgt %u)",
+				 strchr(p->address, ':') ? "[" : "", p->address,
+				 strchr(p->address, ':') ? "]" : "", p->port, p->tpgt);
+		}
 		if (!p->tcp)
 			continue;
 		r = tcp_listen(t->main_loop, p->address, p->port, on_accept, &t->lctx[i],
@@ -368,12 +411,23 @@ void ix_target_free(struct ix_target *t)
 		return;
 	for (size_t i = 0; i < t->nlisteners; i++)
 		tcp_listener_free(t->listeners[i]);
+	for (size_t i = 0; i < t->niser_listeners; i++)
+		iser_listener_free(t->iser_listeners[i]);
+	free(t->iser_listeners);
 	free(t->listeners);
 	free(t->lctx);
 	for (int i = 0; t->workers && i < t->nworkers; i++) {
-		/* drain connections' deferred frees */
-		if (t->workers[i].loop)
-			ev_loop_run_once(t->workers[i].loop, 0);
+		struct tgt_worker *w = &t->workers[i];
+
+		/* the worker threads have stopped: close the connections still open (sessions
+		   logged in at shutdown), then let their deferred frees and any backend I/O still
+		   in flight finish (bounded) */
+		while (w->loop && w->conns.next && !list_empty(&w->conns)) {
+			struct tgt_conn *tc = list_first_entry(&w->conns, struct tgt_conn, wlink);
+			iscsi_conn_close(tc->conn, "target shutting down");
+		}
+		for (int k = 0, idle = 0; w->loop && k < 200 && idle < 3; k++)
+			idle = ev_loop_run_once(w->loop, 5) == 0 ? idle + 1 : 0;
 		scsi_thread_free(t->workers[i].sthread);
 		ev_loop_free(t->workers[i].loop);
 	}

@@ -8,6 +8,7 @@
 
 #include "proto/crc32c.h"
 #include "target/tgt_int.h"
+#include "transport/iser/iser.h"
 #include "transport/tcp/tcp.h"
 #include "util/bytes.h"
 #include "util/log.h"
@@ -169,6 +170,14 @@ static int admit(void *ctx, const struct login_info *li, struct login_grant *g)
 	tc->prefs = cfg->global.neg;
 	tc->prefs.declare_only = true;
 	tc->prefs.offer_all = false;
+	if (tc->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT) {
+		/* iSER: RDMAExtensions=Yes; control PDUs land in our receive buffers */
+		tc->prefs.rdma = true;
+		tc->prefs.target_rdsl = tc->conn->dm->max_recv_data;
+		tc->prefs.initiator_rdsl = 262144;
+		tc->prefs.header_digest = NEG_DIGEST_NONE_ONLY;
+		tc->prefs.data_digest = NEG_DIGEST_NONE_ONLY;
+	}
 	g->prefs = &tc->prefs;
 	if (li->type == ISCSI_SESSION_DISCOVERY) {
 		const struct cfg_global *gl = &cfg->global;
@@ -634,6 +643,7 @@ static void conn_closed(struct iscsi_conn *c)
 		list_for_each_safe(pos, n, lists[l])
 			tgt_task_abort(list_entry(pos, struct tgt_task, link));
 	tc->worker->nconns--;
+	list_del(&tc->wlink);
 }
 
 static void conn_release(struct iscsi_conn *c)
@@ -668,16 +678,13 @@ static const struct iscsi_role_ops tgt_role_ops = {
 	.release = conn_release,
 };
 
-void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *portal)
+static struct tgt_conn *tc_new(struct tgt_worker *w, const struct cfg_portal *portal)
 {
 	struct tgt_conn *tc = calloc(1, sizeof(*tc));
 	struct login_policy pol;
-	struct iscsi_conn *c;
 
-	if (!tc) {
-		close(fd);
-		return;
-	}
+	if (!tc)
+		return NULL;
 	tc->worker = w;
 	tc->tgt = w->tgt;
 	tc->portal = portal;
@@ -687,21 +694,22 @@ void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *port
 	list_init(&tc->order_q);
 	tc->login = malloc(sizeof(*tc->login));
 	if (!tc->login) {
-			free(tc);
-		close(fd);
-		return;
+		free(tc);
+		return NULL;
 	}
 	pol.admit = admit;
 	pol.ctx = tc;
 	login_acceptor_init(tc->login, &pol);
-	c = tcp_conn_new(fd, w->loop, ISCSI_ROLE_TARGET, &tgt_role_ops, tc);
-	if (!c) {
-		free(tc->login);
-			free(tc);
-		return;
-	}
+	return tc;
+}
+
+static void tc_started(struct tgt_conn *tc, struct iscsi_conn *c)
+{
+	struct tgt_worker *w = tc->worker;
+
 	tc->conn = c;
 	w->nconns++;
+	list_add_tail(&tc->wlink, &w->conns);
 	ev_timer_init(&tc->login_timer, login_timeout, tc);
 	ev_timer_init(&tc->nop_timer, nop_timer_cb, tc);
 	ev_timer_init(&tc->logout_timer, logout_timer_cb, tc);
@@ -709,6 +717,43 @@ void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *port
 		       tc->gen->cfg->global.login_timeout_ms ? tc->gen->cfg->global.login_timeout_ms
 							      : 15000);
 	log_dbg("target", "%s: connected to %s", c->peer, c->local);
+}
+
+void tgt_conn_accept_iser(struct tgt_worker *w, struct iser_request *req,
+			  const struct cfg_portal *portal)
+{
+	struct tgt_conn *tc = tc_new(w, portal);
+	struct iscsi_conn *c;
+
+	if (!tc) {
+		iser_request_reject(req);
+		return;
+	}
+	c = iser_conn_accept(req, w->loop, ISCSI_ROLE_TARGET, &tgt_role_ops, tc);
+	if (!c) {
+		free(tc->login);
+		free(tc);
+		return;
+	}
+	tc_started(tc, c);
+}
+
+void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *portal)
+{
+	struct tgt_conn *tc = tc_new(w, portal);
+	struct iscsi_conn *c;
+
+	if (!tc) {
+		close(fd);
+		return;
+	}
+	c = tcp_conn_new(fd, w->loop, ISCSI_ROLE_TARGET, &tgt_role_ops, tc);
+	if (!c) {
+		free(tc->login);
+		free(tc);
+		return;
+	}
+	tc_started(tc, c);
 	if (tcp_conn_start(c) < 0)
 		iscsi_conn_close(c, "cannot watch the socket");
 }

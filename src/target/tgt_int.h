@@ -28,6 +28,7 @@ struct tgt_worker {
 	struct scsi_thread *sthread;
 	int nconns;
 	struct list_head sessions;      /* live sessions on this worker (owned by its thread) */
+	struct list_head conns;         /* every connection on this worker, logged in or not */
 };
 
 /* One configured target as served: its settings and LUN map. Counted: one reference while the
@@ -131,6 +132,7 @@ struct tgt_tmf {
 struct tgt_conn {
 	struct iscsi_conn *conn;
 	struct tgt_worker *worker;
+	struct list_head wlink;         /* worker->conns */
 	struct ix_target *tgt;
 	struct tgt_session *sess;
 	struct login_acceptor *login;   /* during login only */
@@ -185,6 +187,8 @@ struct ix_target {
 	int next_worker;
 	struct tcp_listener **listeners;
 	size_t nlisteners;
+	struct iser_listener **iser_listeners;
+	size_t niser_listeners;
 	struct listener_ctx *lctx;
 	/* earlier configuration generations: connections and sessions may still point into them,
 	   so they live until the target is freed */
@@ -222,6 +226,9 @@ void tgt_reload_free(struct ix_target *t);
 
 /* tgt_conn.c */
 void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *portal);
+struct iser_request;
+void tgt_conn_accept_iser(struct tgt_worker *w, struct iser_request *req,
+			  const struct cfg_portal *portal);
 int tgt_send(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data, uint32_t len);
 /* Send a PDU without data, then close the connection once it is on the wire. */
 int tgt_send_then_close(struct tgt_conn *tc, struct iscsi_hdr *h);

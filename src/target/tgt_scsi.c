@@ -54,6 +54,8 @@ static void buf_put(struct tgt_conn *tc, uint8_t *b, uint32_t cap)
 			tc->buf_cache[c][i] = b;
 			return;
 		}
+	if (tc->conn->dm->buf_free)
+		tc->conn->dm->buf_free(tc->conn, b);
 	free(b);
 }
 
@@ -258,7 +260,10 @@ static void send_data_in(struct tgt_task *t)
 	uint32_t len = t->sc.data_in_len, off = 0, burst = 0;
 	uint32_t mxdsl = tc->conn->params.max_xmit_dsl;
 	uint32_t mbl = tc->sess->params.max_burst_length;
-	bool collapse = t->sc.status == SCSI_STATUS_GOOD && t->sc.sense_len == 0;
+	/* iSER never collapses status into data: the read data is an RDMA Write, the status a
+	   SCSI Response Send (RFC 7145 7.3.5) */
+	bool collapse = t->sc.status == SCSI_STATUS_GOOD && t->sc.sense_len == 0 &&
+			!(tc->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT);
 
 	while (off < len) {
 		uint32_t n = len - off;
@@ -287,6 +292,8 @@ static void send_data_in(struct tgt_task *t)
 		p->data[0].iov_len = n;
 		p->data_cnt = 1;
 		p->data_len = n;
+		p->buf_base = t->buf;
+		p->buf_size = t->buf_cap;
 		h.dlength = n;
 		if (last && collapse) {
 			h.final = true;
@@ -406,6 +413,11 @@ static void issue_r2ts(struct tgt_task *t)
 			iscsi_conn_close(tc->conn, "out of memory for R2T");
 			return;
 		}
+		/* where an RDMA datamover places the data (TCP: Data-Out PDUs do) */
+		p->dest.iov_base = t->buf + r->offset;
+		p->dest.iov_len = r->len;
+		p->buf_base = t->buf;
+		p->buf_size = t->buf_cap;
 		iscsi_get_data(tc->conn, p, &h);
 	}
 }

@@ -3,7 +3,7 @@
  * 1 if anything failed. Used by tests/interop/initiator.sh.
  *
  *   ini_accept -p HOST:PORT -T IQN [-i INITIATOR] [-u USER -s SECRET [-U MUSER -S MSECRET]]
- *              [-a CHAP_A] [-m MiB] [-q QD] [-l LUN] [-d] [-v] CHECK...
+ *              [-a CHAP_A] [-m MiB] [-q QD] [-l LUN] [-I tcp|iser|auto] [-d] [-v] CHECK...
  * CHECKs: discover login io tmf badchap unreachable badio (see each function); -d requires
  * CRC32C header and data digests, -v logs the library at debug level.
  */
@@ -473,7 +473,7 @@ int main(int argc, char **argv)
 	ix_session_opts_default(&base);
 	base.initiator_name = "iqn.2026-11.io.ix:ini-accept";
 	base.login_timeout_ms = 5000;
-	while ((c = getopt(argc, argv, "p:T:i:u:s:U:S:a:m:q:l:dv")) != -1) {
+	while ((c = getopt(argc, argv, "p:T:i:u:s:U:S:a:m:q:l:I:dv")) != -1) {
 		switch (c) {
 		case 'p': base.portal = optarg; break;
 		case 'T': base.target_name = optarg; break;
@@ -489,6 +489,7 @@ int main(int argc, char **argv)
 		case 'm': size_mib = (uint32_t)atoi(optarg); break;
 		case 'q': qd = (uint32_t)atoi(optarg); break;
 		case 'l': lun = (uint32_t)atoi(optarg); break;
+		case 'I': base.transport = optarg; break;
 		case 'd':
 			base.header_digest = IX_DIGEST_CRC32C;
 			base.data_digest = IX_DIGEST_CRC32C;
