@@ -1,13 +1,14 @@
 /* ix-bench: load generator and data verifier for iSCSI targets, on the ix initiator library.
  *
- *   ix-bench -p HOST:PORT -T IQN [--lun N] [--rw MODE] [--mix PCT] [--bs SIZE] [--qd N]
- *            [--sessions N] [--threads N] [--time DUR] [--size SIZE] [--offset SIZE]
+ *   ix-bench -p HOST:PORT -T IQN [--lun N] [--transport T] [--rw MODE] [--mix PCT] [--bs SIZE]
+ *            [--qd N] [--sessions N] [--threads N] [--time DUR] [--size SIZE] [--offset SIZE]
  *            [--range SIZE] [--verify] [--seed N] [--json] [--progress] [--quiet]
  *            [--chap-user U --chap-secret S [--mutual-user U --mutual-secret S]]
  *            [--digests] [--replacement-timeout MS] [--login-timeout MS] [-v]
  *
- * Exit status: 0 the run completed without errors or miscompares, 1 a command failed or data
- * did not verify, 2 bad usage or the run could not start (login, capacity, range).
+ * Exit status: 0 the run completed without errors or miscompares, 1 a command failed, data
+ * did not verify or a second interrupt cancelled the run, 2 bad usage or the run could not
+ * start (login, capacity, range).
  * docs/initiator.md describes the options and the verification in full. */
 #include <errno.h>
 #include <getopt.h>
@@ -36,6 +37,7 @@ static const char usage_text[] =
 	"  -T, --target IQN          target name\n"
 	"  -I, --initiator IQN       our name (default iqn.2026-11.io.ix:ix-bench)\n"
 	"  -l, --lun N               LUN (default 0)\n"
+	"      --transport T         tcp (default), iser or auto, as the library offers\n"
 	"      --rw MODE             read|write|randread|randwrite|randrw|rw (default randread)\n"
 	"      --mix PCT             percent reads in randrw/rw (default 70)\n"
 	"      --bs SIZE             bytes per I/O, e.g. 4k (default 4k)\n"
@@ -136,6 +138,7 @@ enum {
 	OPT_RW = 256, OPT_MIX, OPT_BS, OPT_SESSIONS, OPT_THREADS, OPT_OFFSET, OPT_RANGE,
 	OPT_VERIFY, OPT_SEED, OPT_JSON, OPT_PROGRESS, OPT_QUIET, OPT_CHAP_USER, OPT_CHAP_SECRET,
 	OPT_MUTUAL_USER, OPT_MUTUAL_SECRET, OPT_DIGESTS, OPT_REPLACEMENT, OPT_LOGIN_TIMEOUT,
+	OPT_TRANSPORT,
 };
 
 static const struct option long_opts[] = {
@@ -143,6 +146,7 @@ static const struct option long_opts[] = {
 	{"target", required_argument, NULL, 'T'},
 	{"initiator", required_argument, NULL, 'I'},
 	{"lun", required_argument, NULL, 'l'},
+	{"transport", required_argument, NULL, OPT_TRANSPORT},
 	{"rw", required_argument, NULL, OPT_RW},
 	{"mix", required_argument, NULL, OPT_MIX},
 	{"bs", required_argument, NULL, OPT_BS},
@@ -194,6 +198,7 @@ static int parse_one(int o, const char *v, struct ixb_cfg *c, bool *seed_given)
 	case 'p': c->portal = v; return 0;
 	case 'T': c->target = v; return 0;
 	case 'I': c->initiator = v; return 0;
+	case OPT_TRANSPORT: c->transport = v; return 0;
 	case 'l': return parse_u32(v, 0, 16383, &c->lun) ? bad("--lun", v) : 0;
 	case OPT_RW: return parse_rw(v, c);
 	case OPT_MIX: return parse_u32(v, 0, 100, &c->mix) ? bad("--mix", v) : 0;
@@ -572,6 +577,8 @@ static void report_json(const struct ixb_cfg *cfg, const struct totals *t, uint3
 	json_str(cfg->portal);
 	printf(",\"target\":");
 	json_str(cfg->target);
+	printf(",\"transport\":");
+	json_str(cfg->transport ? cfg->transport : "tcp");
 	printf(",\"lun\":%u,\"rw\":\"%s\",\"mix\":%u,\"bs\":%u,\"qd\":%u,\"sessions\":%u,"
 	       "\"threads\":%u,\"seed\":%" PRIu64 ",\"verify\":%s,\"digests\":%s,"
 	       "\"lun_blocks\":%" PRIu64 ",\"block_size\":%u,\"seconds\":%.3f,",

@@ -20,7 +20,7 @@
 enum ixb_rw { IXB_READ, IXB_WRITE, IXB_RANDREAD, IXB_RANDWRITE, IXB_RANDRW, IXB_RW };
 
 struct ixb_cfg {
-	const char *portal, *target, *initiator;
+	const char *portal, *target, *initiator, *transport;
 	uint32_t lun;
 	enum ixb_rw rw;
 	unsigned mix;            /* percent reads in randrw / rw */

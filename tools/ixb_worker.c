@@ -446,6 +446,8 @@ static int open_session(struct wctx *wc, struct sess *ss)
 	o.initiator_name = cfg->initiator;
 	o.target_name = cfg->target;
 	o.portal = cfg->portal;
+	if (cfg->transport)
+		o.transport = cfg->transport;
 	o.queue_depth = cfg->qd;
 	o.replacement_timeout_ms = cfg->replacement_timeout_ms;
 	if (cfg->login_timeout_ms)
@@ -458,7 +460,10 @@ static int open_session(struct wctx *wc, struct sess *ss)
 	o.chap.mutual_secret = cfg->mutual_secret;
 	ss->s = ix_session_new(wc->ctx, &o, &err);
 	if (!ss->s)
-		return setup_fail(wc, err, "session options: %s", strerror(-err));
+		return setup_fail(wc, err, "session options: %s%s%s%s", strerror(-err),
+				  err == -EPROTONOSUPPORT ? " (transport \"" : "",
+				  err == -EPROTONOSUPPORT ? o.transport : "",
+				  err == -EPROTONOSUPPORT ? "\" is not available)" : "");
 	ix_session_set_event_cb(ss->s, on_event, ss);
 	r = ix_sync_login(ss->s);
 	if (r < 0)
