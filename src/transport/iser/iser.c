@@ -905,10 +905,17 @@ static int setup(struct iser_conn *ic, struct rdma_cm_id *id, uint32_t rd_depth)
 	if (rdma_create_qp(id, ic->pd, &qa))
 		return -errno ? -errno : -EIO;
 	ic->qp = id->qp;
-	ic->rx_area = aligned_alloc(4096, (size_t)NRX * RX_SIZE);
-	ic->tx_area = aligned_alloc(4096, (size_t)NTX * TX_SIZE);
-	if (!ic->rx_area || !ic->tx_area)
-		return -ENOMEM;
+	/* posix_memalign: C11 aligned_alloc wants the size to be a multiple of the alignment */
+	{
+		void *rx = NULL, *tx = NULL;
+
+		if (posix_memalign(&rx, 4096, (size_t)NRX * RX_SIZE))
+			return -ENOMEM;
+		ic->rx_area = rx; /* freed by release() */
+		if (posix_memalign(&tx, 4096, (size_t)NTX * TX_SIZE))
+			return -ENOMEM;
+		ic->tx_area = tx;
+	}
 	ic->rx_mr = ibv_reg_mr(ic->pd, ic->rx_area, (size_t)NRX * RX_SIZE, IBV_ACCESS_LOCAL_WRITE);
 	ic->tx_mr = ibv_reg_mr(ic->pd, ic->tx_area, (size_t)NTX * TX_SIZE, IBV_ACCESS_LOCAL_WRITE);
 	if (!ic->rx_mr || !ic->tx_mr)
