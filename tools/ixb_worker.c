@@ -556,8 +556,12 @@ static int alloc_session(struct wctx *wc, struct sess *ss)
 	const struct ixb_cfg *cfg = wc->cfg;
 	size_t cap = wc->slot_cap;
 
+	void *bufs = NULL;
+
 	ss->slots = calloc(cfg->qd, sizeof(*ss->slots));
-	ss->bufs = aligned_alloc(4096, cap * cfg->qd);
+	/* not aligned_alloc: C11 wants the size to be a multiple of the alignment */
+	if (posix_memalign(&bufs, 4096, cap * cfg->qd) == 0)
+		ss->bufs = bufs;
 	if (wc->verify) {
 		ss->gen = calloc(ss->nunits, sizeof(*ss->gen));
 		ss->busy = calloc(ss->nunits, 1);
