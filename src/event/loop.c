@@ -271,6 +271,10 @@ int ev_loop_run_once(struct ev_loop *loop, int timeout_ms)
 	int n;
 
 	loop->now_ms = mono_ms();
+	/* work deferred from outside the loop (e.g. a flush queued by an API call) must not
+	   wait for the next event */
+	if (loop->defer_head)
+		timeout_ms = 0;
 	if (loop->heap_len > 0) {
 		uint64_t first = loop->heap[0]->when_ms;
 		int t = first <= loop->now_ms ? 0 : (int)(first - loop->now_ms);
@@ -304,7 +308,28 @@ int ev_loop_run(struct ev_loop *loop)
 		if (r < 0)
 			return r;
 	}
+	/* the stop request is consumed: a later run goes on until the next stop */
+	__atomic_store_n(&loop->stop, false, __ATOMIC_RELEASE);
 	return 0;
+}
+
+int ev_loop_fd(const struct ev_loop *loop)
+{
+	return loop->epfd;
+}
+
+int ev_loop_next_timeout_ms(struct ev_loop *loop)
+{
+	uint64_t now = mono_ms(), first;
+
+	if (loop->defer_head)
+		return 0;
+	if (loop->heap_len == 0)
+		return -1;
+	first = loop->heap[0]->when_ms;
+	if (first <= now)
+		return 0;
+	return first - now > (uint64_t)INT32_MAX ? INT32_MAX : (int)(first - now);
 }
 
 void ev_loop_stop(struct ev_loop *loop)

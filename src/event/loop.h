@@ -40,8 +40,13 @@ void ev_loop_free(struct ev_loop *loop);
 int ev_loop_run(struct ev_loop *loop);
 /* One iteration: wait at most timeout_ms (-1 forever) and dispatch. Returns events handled. */
 int ev_loop_run_once(struct ev_loop *loop, int timeout_ms);
-/* Thread-safe. */
+/* Thread-safe. The request ends the current (or next) ev_loop_run() and is then consumed. */
 void ev_loop_stop(struct ev_loop *loop);
+
+/* For embedding the loop in another one: the epoll descriptor (readable when events are
+ * pending) and the milliseconds until the next timer or deferred call is due (-1 none). */
+int ev_loop_fd(const struct ev_loop *loop);
+int ev_loop_next_timeout_ms(struct ev_loop *loop);
 
 /* Monotonic milliseconds, cached per loop iteration. */
 uint64_t ev_now_ms(struct ev_loop *loop);

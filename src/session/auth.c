@@ -589,6 +589,11 @@ int auth_recv(struct auth_state *st, const struct text_kv *kvs, size_t n, struct
 	}
 }
 
+bool auth_awaiting_target_proof(const struct auth_state *st)
+{
+	return st->role == ISCSI_ROLE_INITIATOR && st->phase == PH_I_MUTUAL;
+}
+
 bool auth_may_transit(const struct auth_state *st)
 {
 	if (st->done)

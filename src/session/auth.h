@@ -82,9 +82,15 @@ int auth_recv(struct auth_state *st, const struct text_kv *kvs, size_t n, struct
 
 /* May the peer (target role) / we (initiator role) leave the security stage now? True once
  * AUTH_DONE was returned, or when no authentication is required and none was started.
- * Initiator with mutual CHAP: AUTH_DONE comes only after the target's CHAP_N/CHAP_R verified,
- * so the PDU carrying our CHAP_R goes with T=0 and the next one may transit. Once a call has
+ * Initiator with mutual CHAP: AUTH_DONE comes only after the target's CHAP_N/CHAP_R verified
+ * (see auth_awaiting_target_proof for the T bit of the PDU carrying our CHAP_R). Once a call has
  * failed, later calls return -EPROTO and leave error and fail_status as they were. */
 bool auth_may_transit(const struct auth_state *st);
+
+/* Initiator with mutual CHAP: our CHAP_R and challenge are out, the target's CHAP_N/CHAP_R
+ * not yet in. Initiators send that PDU with T=1 (open-iscsi, libiscsi do; tgt only answers
+ * the mutual challenge in a transit response) and check the target's proof in the
+ * response before entering the next stage. */
+bool auth_awaiting_target_proof(const struct auth_state *st);
 
 #endif

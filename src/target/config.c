@@ -3,7 +3,7 @@
  * jansson parses the text (syntax errors carry its line and column). Everything after that is
  * semantic checking on the json_t tree; jansson keeps no positions per value, so an error
  * message finds its position by walking the original text along the JSON path of the value
- * (locate() below). Every string in the result is a private malloc'd copy; cfg_free releases
+ * (config_json.c). Every string in the result is a private malloc'd copy; cfg_free releases
  * them (secrets are wiped first). docs/configuration.md is the user-facing description of
  * every field; keep the two in step.
  */
@@ -24,9 +24,10 @@
 #include <unistd.h>
 
 #include "proto/chap.h"
+#include "target/config_json.h"
 #include "util/log.h"
 
-#define MAX_DEPTH	 8
+#define MAX_DEPTH	 CFG_JSON_MAX_DEPTH
 #define MAX_FILE_SIZE	 (16u << 20)
 #define ISCSI_NAME_MAX	 223
 #define MAX_TIMEOUT_MS	 3600000u
@@ -34,18 +35,11 @@
 #define NEG_LEN_MAX	 16777215u /* 2^24 - 1, RFC 7143 */
 #define DEFAULT_RAM_SIZE (1ull << 30)
 
-/* One step of a JSON path: an object key, or (key == NULL) an array index. Keys are string
- * literals of this file or keys of the json_t tree, both outliving the ctx. */
-struct pcomp {
-	const char *key;
-	size_t idx;
-};
-
 /* A CHAP secret seen while parsing, remembered with its path for the cross-direction check. */
 struct secret_ref {
 	const char *secret;
 	bool mutual;
-	struct pcomp path[MAX_DEPTH];
+	struct cfg_pcomp path[MAX_DEPTH];
 	int depth;
 };
 
@@ -55,55 +49,11 @@ struct ctx {
 	size_t len;
 	char *err;
 	size_t errlen;
-	struct pcomp path[MAX_DEPTH];
+	struct cfg_pcomp path[MAX_DEPTH]; /* keys: literals of this file or of the json_t tree */
 	int depth;
 	struct secret_ref *secrets;
 	size_t nsecrets, secrets_cap;
 };
-
-/* ---- locating a value in the text ------------------------------------------------------ */
-
-/* The scanner below only ever sees text jansson has accepted, so it can be small. */
-static const char *skip_ws(const char *p, const char *e)
-{
-	while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-		p++;
-	return p;
-}
-
-static const char *skip_string(const char *p, const char *e)
-{
-	for (p++; p < e && *p != '"'; p++)
-		if (*p == '\\')
-			p++;
-	return p < e ? p + 1 : e;
-}
-
-static const char *skip_value(const char *p, const char *e)
-{
-	int depth = 0;
-
-	if (p < e && *p == '"')
-		return skip_string(p, e);
-	if (p < e && (*p == '{' || *p == '[')) {
-		while (p < e) {
-			if (*p == '"') {
-				p = skip_string(p, e);
-				continue;
-			}
-			if (*p == '{' || *p == '[')
-				depth++;
-			else if ((*p == '}' || *p == ']') && --depth == 0)
-				return p + 1;
-			p++;
-		}
-		return e;
-	}
-	while (p < e && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\t' &&
-	       *p != '\n' && *p != '\r')
-		p++;
-	return p;
-}
 
 static int hex_digit(char c)
 {
@@ -116,90 +66,6 @@ static int hex_digit(char c)
 	return -1;
 }
 
-/* Does the JSON string token at p decode to key? Escaped tokens are decoded by jansson. */
-static bool string_is(const char *p, const char *e, const char *key)
-{
-	const char *end = skip_string(p, e);
-	size_t n = (size_t)(end - p);
-	json_t *s;
-	bool eq;
-
-	if (!memchr(p, '\\', n))
-		return n >= 2 && strlen(key) == n - 2 && memcmp(p + 1, key, n - 2) == 0;
-	s = json_loadb(p, n, JSON_DECODE_ANY, NULL);
-	eq = json_is_string(s) && strcmp(json_string_value(s), key) == 0;
-	json_decref(s);
-	return eq;
-}
-
-/* Find the member `key` of the object at p; returns the key token (value in *val) or NULL. */
-static const char *find_member(const char *p, const char *e, const char *key, const char **val)
-{
-	if (p >= e || *p != '{')
-		return NULL;
-	p = skip_ws(p + 1, e);
-	while (p < e && *p == '"') {
-		const char *k = p;
-		bool match = string_is(p, e, key);
-		p = skip_ws(skip_string(p, e), e);
-		if (p >= e || *p != ':')
-			return NULL;
-		p = skip_ws(p + 1, e);
-		if (match) {
-			*val = p;
-			return k;
-		}
-		p = skip_ws(skip_value(p, e), e);
-		if (p < e && *p == ',')
-			p = skip_ws(p + 1, e);
-	}
-	return NULL;
-}
-
-/* Byte offset of the value at path[0..n) (of its key token with at_key), or -1. */
-static long locate(const struct ctx *c, const struct pcomp *path, int n, bool at_key)
-{
-	const char *e = c->text + c->len, *p = skip_ws(c->text, e), *key = NULL;
-
-	for (int i = 0; i < n; i++) {
-		if (path[i].key) {
-			key = find_member(p, e, path[i].key, &p);
-			if (!key)
-				return -1;
-			continue;
-		}
-		if (p >= e || *p != '[')
-			return -1;
-		p = skip_ws(p + 1, e);
-		for (size_t j = 0; j < path[i].idx; j++) {
-			p = skip_ws(skip_value(p, e), e);
-			if (p >= e || *p != ',')
-				return -1;
-			p = skip_ws(p + 1, e);
-		}
-		if (p >= e || *p == ']')
-			return -1;
-		key = NULL;
-	}
-	if (at_key)
-		return key ? key - c->text : -1;
-	return p - c->text;
-}
-
-static void line_col(const char *t, size_t off, int *line, int *col)
-{
-	*line = 1;
-	*col = 1;
-	for (size_t i = 0; i < off; i++) {
-		if (t[i] == '\n') {
-			(*line)++;
-			*col = 1;
-		} else if (((unsigned char)t[i] & 0xc0) != 0x80) {
-			(*col)++; /* columns count characters, not UTF-8 continuation bytes */
-		}
-	}
-}
-
 /* ---- error reporting ------------------------------------------------------------------- */
 
 static const char *esc(const char *s, char *buf, size_t cap)
@@ -207,37 +73,17 @@ static const char *esc(const char *s, char *buf, size_t cap)
 	return log_escape(s, strlen(s), buf, cap);
 }
 
-/* "targets[0].luns[1].size" */
-static void format_path(const struct pcomp *path, int n, char *out, size_t cap)
-{
-	size_t o = 0;
-
-	out[0] = '\0';
-	for (int i = 0; i < n && o < cap; i++) {
-		char k[128];
-		int w;
-		if (path[i].key)
-			w = snprintf(out + o, cap - o, "%s%s", i ? "." : "",
-				     esc(path[i].key, k, sizeof(k)));
-		else
-			w = snprintf(out + o, cap - o, "[%zu]", path[i].idx);
-		if (w < 0)
-			break;
-		o += (size_t)w;
-	}
-}
-
 static void push_key(struct ctx *c, const char *key)
 {
 	if (c->depth < MAX_DEPTH)
-		c->path[c->depth] = (struct pcomp){.key = key};
+		c->path[c->depth] = (struct cfg_pcomp){.key = key};
 	c->depth++;
 }
 
 static void push_idx(struct ctx *c, size_t idx)
 {
 	if (c->depth < MAX_DEPTH)
-		c->path[c->depth] = (struct pcomp){.idx = idx};
+		c->path[c->depth] = (struct cfg_pcomp){.idx = idx};
 	c->depth++;
 }
 
@@ -252,40 +98,12 @@ static void pop(struct ctx *c)
 __attribute__((format(printf, 4, 5))) static int fail(struct ctx *c, const char *key, bool at_key,
 						      const char *fmt, ...)
 {
-	struct pcomp path[MAX_DEPTH + 1];
-	int n = c->depth < MAX_DEPTH ? c->depth : MAX_DEPTH;
-	char jpath[256];
-	size_t o = 0;
-	long off;
-	int w;
 	va_list ap;
 
-	if (!c->err || !c->errlen)
-		return -EINVAL;
-	memcpy(path, c->path, (size_t)n * sizeof(path[0]));
-	if (key)
-		path[n++] = (struct pcomp){.key = key};
-	off = locate(c, path, n, at_key);
-	if (off < 0 && key) /* a missing member: point at its object */
-		off = locate(c, path, n - 1, false);
-	format_path(path, n, jpath, sizeof(jpath));
-	if (off >= 0) {
-		int line, col;
-		line_col(c->text, (size_t)off, &line, &col);
-		w = snprintf(c->err, c->errlen, "%s:%d:%d: ", c->name, line, col);
-	} else {
-		w = snprintf(c->err, c->errlen, "%s: ", c->name);
-	}
-	o = w > 0 ? (size_t)w : 0;
-	if (jpath[0] && o < c->errlen) {
-		w = snprintf(c->err + o, c->errlen - o, "%s: ", jpath);
-		o += w > 0 ? (size_t)w : 0;
-	}
-	if (o < c->errlen) {
-		va_start(ap, fmt);
-		vsnprintf(c->err + o, c->errlen - o, fmt, ap);
-		va_end(ap);
-	}
+	va_start(ap, fmt);
+	cfg_json_verror(c->err, c->errlen, c->name, c->text, c->len, c->path,
+			c->depth < MAX_DEPTH ? c->depth : MAX_DEPTH, key, at_key, fmt, ap);
+	va_end(ap);
 	return -EINVAL;
 }
 
@@ -318,34 +136,6 @@ static int missing(struct ctx *c, const char *key)
 	return fail(c, key, false, "required but missing");
 }
 
-/* Edit distance ignoring case, for "did you mean" on unknown keys. Long strings count as far
- * apart. */
-static size_t distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), row[33];
-
-	if (la > 32 || lb > 32)
-		return SIZE_MAX;
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j];
-			size_t best = diag + (tolower((unsigned char)a[i - 1]) !=
-					      tolower((unsigned char)b[j - 1]));
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			row[j] = best;
-			diag = up;
-		}
-	}
-	return row[lb];
-}
-
 /* Reject members not in `allowed` (NULL-terminated), so a typo cannot pass silently. */
 static int check_keys(struct ctx *c, json_t *obj, const char *const *allowed)
 {
@@ -361,7 +151,7 @@ static int check_keys(struct ctx *c, json_t *obj, const char *const *allowed)
 		bool ok = false;
 
 		for (const char *const *a = allowed; *a; a++) {
-			size_t d = distance(key, *a);
+			size_t d = cfg_json_key_distance(key, *a);
 			if (strcmp(key, *a) == 0)
 				ok = true;
 			if (d < best_d) {
@@ -802,7 +592,7 @@ static int check_secret_directions(struct ctx *c)
 			char where[256];
 			if (o->mutual || strcmp(o->secret, m->secret) != 0)
 				continue;
-			format_path(o->path, o->depth, where, sizeof(where));
+			cfg_json_format_path(o->path, o->depth, where, sizeof(where));
 			memcpy(c->path, m->path, (size_t)m->depth * sizeof(m->path[0]));
 			c->depth = m->depth;
 			return fail(c, NULL, false,
