@@ -78,6 +78,10 @@ struct dm_ops {
 	void (*release)(struct iscsi_conn *c);
 	/* Flush: true while PDUs are still queued for transmission. */
 	bool (*tx_busy)(struct iscsi_conn *c);
+	/* Test hook for fault injection (dm_fault.h): once `total` bytes have been sent on the
+	   connection since it began, abort it (TCP: with a reset) instead of sending byte total+1.
+	   0 disarms. NULL when the transport cannot. */
+	void (*tx_abort_at)(struct iscsi_conn *c, uint64_t total);
 };
 
 const struct dm_ops *dm_find(const char *name);

@@ -939,7 +939,7 @@ static int parse_portals(struct ctx *c, json_t *root, struct ix_config *cfg)
 
 /* ---- LUNs ------------------------------------------------------------------------------ */
 
-static const char *const backend_names[] = {"ram", "file", "block", NULL};
+static const char *const backend_names[] = {"ram", "file", "block", "error", NULL};
 
 static int parse_naa_id(struct ctx *c, json_t *v, uint64_t *out)
 {
@@ -1007,7 +1007,9 @@ static int parse_lun_backend(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	if (lu->block_size != 512 && lu->block_size != 4096)
 		return fail(c, "block_size", false, "%u is not supported: use 512 or 4096",
 			    lu->block_size);
-	if (lu->backend == SCSI_BACKEND_RAM) {
+	if (member(v, "errors") && lu->backend != SCSI_BACKEND_ERROR)
+		return fail(c, "errors", true, "only for backend \"error\"");
+	if (lu->backend == SCSI_BACKEND_RAM || lu->backend == SCSI_BACKEND_ERROR) {
 		if (path)
 			return fail(c, "path", false, "a RAM LUN has no path");
 		if (!member(v, "size"))
@@ -1029,11 +1031,157 @@ static int parse_lun_backend(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	return 0;
 }
 
+/* Parse the array `key` of an object, one element at a time. */
+static int parse_list(struct ctx *c, json_t *tv, const char *key, void **arr, size_t elem_size,
+		      size_t *n, int (*one)(struct ctx *, json_t *, size_t, void *), void *arg)
+{
+	json_t *v = member(tv, key), *e;
+	size_t i;
+	int rc = 0;
+
+	if (!v)
+		return 0;
+	if ((rc = want_array(c, key, v)))
+		return rc;
+	*arr = alloc_array(c, json_array_size(v), elem_size);
+	if (!*arr)
+		return -ENOMEM;
+	*n = json_array_size(v);
+	push_key(c, key);
+	json_array_foreach(v, i, e)
+	{
+		push_idx(c, i);
+		rc = one(c, e, i, arg);
+		pop(c);
+		if (rc)
+			break;
+	}
+	pop(c);
+	return rc;
+}
+
+/* ---- test-only features (docs/configuration.md, "testing") ---------------------------- */
+
+#define MAX_ERR_RULES 16
+
+static int parse_err_rule(struct ctx *c, json_t *v, size_t i, void *arg)
+{
+	static const char *const keys[] = {"op",    "error",    "lba", "blocks",
+					   "every", "delay_ms", NULL};
+	static const char *const ops[] = {"read", "write", "flush", "any", NULL};
+	static const char *const errs[] = {"none", "eio", "enospc", NULL};
+	static const int err_values[] = {0, -EIO, -ENOSPC};
+	struct scsi_err_rule *r = *(struct scsi_err_rule **)arg + i;
+	int op = 3, e = 1, rc;
+
+	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)) ||
+	    (rc = get_enum(c, v, "op", ops, "operation", &op)) ||
+	    (rc = get_enum(c, v, "error", errs, "error", &e)) ||
+	    (rc = get_uint(c, v, "lba", 0, UINT64_MAX >> 16, &r->lba)) ||
+	    (rc = get_uint(c, v, "blocks", 0, UINT64_MAX >> 16, &r->blocks)) ||
+	    (rc = get_u32(c, v, "every", 0, UINT32_MAX, &r->every)) ||
+	    (rc = get_u32(c, v, "delay_ms", 0, MAX_TIMEOUT_MS, &r->delay_ms)))
+		return rc;
+	r->ops = op == 3 ? SCSI_ERR_OP_READ | SCSI_ERR_OP_WRITE | SCSI_ERR_OP_FLUSH
+			 : (uint8_t)(1u << op);
+	r->error = err_values[e];
+	if (!r->error && !r->delay_ms)
+		return fail(c, "error", false, "\"none\" without delay_ms does nothing");
+	return 0;
+}
+
+static int parse_err_rules(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
+{
+	json_t *a = member(v, "errors");
+	void *rules = NULL;
+	size_t n = 0;
+	int rc;
+
+	if (a && json_is_array(a) && json_array_size(a) > MAX_ERR_RULES)
+		return fail(c, "errors", false, "at most %d rules", MAX_ERR_RULES);
+	rc = parse_list(c, v, "errors", &rules, sizeof(struct scsi_err_rule), &n, parse_err_rule,
+			&rules);
+	lu->err_rules = rules; /* also on failure: cfg_free() frees it */
+	lu->n_err_rules = (uint32_t)n;
+	return rc;
+}
+
+static int parse_testing(struct ctx *c, json_t *root, struct ix_config *cfg)
+{
+	static const char *const keys[] = {"transport_faults", NULL};
+	static const char *const fkeys[] = {"seed",	     "drop_ppm",    "delay_ppm",
+					    "delay_ms",	     "duplicate_ppm", "corrupt_ppm",
+					    "truncate_ppm", "reset_after_bytes", "opcodes",
+					    "during_login", NULL};
+	json_t *v = member(root, "testing"), *f, *e;
+	struct fault_cfg *fc = &cfg->testing.faults;
+	size_t i;
+	int rc;
+
+	if (!v)
+		return 0;
+	cfg->test_features = true;
+	if ((rc = want_object(c, "testing", v)))
+		return rc;
+	push_key(c, "testing");
+	if ((rc = check_keys(c, v, keys)))
+		goto out;
+	f = member(v, "transport_faults");
+	if (!f)
+		goto out;
+	cfg->testing.transport_faults = true;
+	fc->delay_ms = 100;
+	if ((rc = want_object(c, "transport_faults", f)))
+		goto out;
+	push_key(c, "transport_faults");
+	if ((rc = check_keys(c, f, fkeys)) || (rc = get_uint(c, f, "seed", 0, UINT64_MAX >> 1,
+							      &fc->seed)) ||
+	    (rc = get_u32(c, f, "drop_ppm", 0, FAULT_PPM, &fc->drop_ppm)) ||
+	    (rc = get_u32(c, f, "delay_ppm", 0, FAULT_PPM, &fc->delay_ppm)) ||
+	    (rc = get_u32(c, f, "delay_ms", 1, MAX_TIMEOUT_MS, &fc->delay_ms)) ||
+	    (rc = get_u32(c, f, "duplicate_ppm", 0, FAULT_PPM, &fc->duplicate_ppm)) ||
+	    (rc = get_u32(c, f, "corrupt_ppm", 0, FAULT_PPM, &fc->corrupt_ppm)) ||
+	    (rc = get_u32(c, f, "truncate_ppm", 0, FAULT_PPM, &fc->truncate_ppm)) ||
+	    (rc = get_uint(c, f, "reset_after_bytes", 0, UINT64_MAX >> 1,
+			   &fc->reset_after_bytes)) ||
+	    (rc = get_bool(c, f, "during_login", &fc->during_login)))
+		goto out_f;
+	if ((e = member(f, "opcodes"))) {
+		json_t *o;
+
+		if ((rc = want_array(c, "opcodes", e)))
+			goto out_f;
+		push_key(c, "opcodes");
+		json_array_foreach(e, i, o)
+		{
+			uint64_t op = 0;
+
+			push_idx(c, i);
+			if (!json_is_integer(o) || json_integer_value(o) < 0 ||
+			    json_integer_value(o) > 63)
+				rc = fail(c, NULL, false, "must be an opcode number from 0 to 63");
+			else
+				op = (uint64_t)json_integer_value(o);
+			pop(c);
+			if (rc)
+				break;
+			fc->opcodes |= 1ull << op;
+		}
+		pop(c);
+	}
+out_f:
+	pop(c);
+out:
+	pop(c);
+	return rc;
+}
+
 static int parse_lun(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti, size_t li)
 {
 	static const char *const keys[] = {
 	    "lun",	   "backend",	"path",	  "size",    "block_size", "readonly", "thin",
-	    "write_cache", "no_medium", "vendor", "product", "serial",	   "naa_id",   NULL};
+	    "write_cache", "no_medium", "vendor", "product", "serial",	   "naa_id",   "errors",
+	    NULL};
 	struct cfg_target *t = &cfg->targets[ti];
 	struct cfg_lun *l = &t->luns[li];
 	struct scsi_lu_cfg *lu = &l->lu;
@@ -1063,8 +1211,10 @@ static int parse_lun(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti,
 	    (rc = get_strdup(c, v, "vendor", 8, STR_ASCII, (char **)&lu->vendor)) ||
 	    (rc = get_strdup(c, v, "product", 16, STR_ASCII, (char **)&lu->product)) ||
 	    (rc = get_strdup(c, v, "serial", 64, STR_ASCII, (char **)&lu->serial)) ||
-	    (rc = parse_naa_id(c, v, &lu->naa_id)))
+	    (rc = parse_naa_id(c, v, &lu->naa_id)) || (rc = parse_err_rules(c, v, lu)))
 		return rc;
+	if (lu->backend == SCSI_BACKEND_ERROR)
+		cfg->test_features = true;
 	return check_lun_conflicts(c, cfg, ti, t, li);
 }
 
@@ -1124,35 +1274,6 @@ static int parse_acl(struct ctx *c, json_t *v, struct cfg_target *t, size_t idx)
 		if (strcmp(t->acls[i].initiator, a->initiator) == 0)
 			return fail(c, "initiator", false, "already listed in acls[%zu]", i);
 	return 0;
-}
-
-/* Parse the array `key` of the target, one element at a time. */
-static int parse_list(struct ctx *c, json_t *tv, const char *key, void **arr, size_t elem_size,
-		      size_t *n, int (*one)(struct ctx *, json_t *, size_t, void *), void *arg)
-{
-	json_t *v = member(tv, key), *e;
-	size_t i;
-	int rc = 0;
-
-	if (!v)
-		return 0;
-	if ((rc = want_array(c, key, v)))
-		return rc;
-	*arr = alloc_array(c, json_array_size(v), elem_size);
-	if (!*arr)
-		return -ENOMEM;
-	*n = json_array_size(v);
-	push_key(c, key);
-	json_array_foreach(v, i, e)
-	{
-		push_idx(c, i);
-		rc = one(c, e, i, arg);
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
-	return rc;
 }
 
 struct lun_arg {
@@ -1272,7 +1393,8 @@ static int parse_targets(struct ctx *c, json_t *root, struct ix_config *cfg)
 
 static int parse_root(struct ctx *c, json_t *root, struct ix_config *cfg)
 {
-	static const char *const keys[] = {"version", "global", "portals", "targets", NULL};
+	static const char *const keys[] = {"version", "global", "portals", "targets", "testing",
+					   NULL};
 	uint64_t version = 1;
 	int rc;
 
@@ -1283,7 +1405,7 @@ static int parse_root(struct ctx *c, json_t *root, struct ix_config *cfg)
 	if ((rc = check_keys(c, root, keys)) ||
 	    (rc = get_uint(c, root, "version", 1, 1, &version)) ||
 	    (rc = parse_global(c, root, &cfg->global)) || (rc = parse_portals(c, root, cfg)) ||
-	    (rc = parse_targets(c, root, cfg)))
+	    (rc = parse_targets(c, root, cfg)) || (rc = parse_testing(c, root, cfg)))
 		return rc;
 	return check_secret_directions(c);
 }
@@ -1403,6 +1525,7 @@ static void free_target(struct cfg_target *t)
 		free((char *)lu->vendor);
 		free((char *)lu->product);
 		free((char *)lu->serial);
+		free((void *)lu->err_rules);
 	}
 	free(t->luns);
 	for (size_t i = 0; t->acls && i < t->nacls; i++) {

@@ -18,6 +18,7 @@
 
 #include "scsi/scsi.h"
 #include "session/keys.h"
+#include "transport/fault/fault.h"
 
 struct cfg_chap {
 	char *user;       /* NULL when not set */
@@ -35,7 +36,7 @@ struct cfg_portal {
 
 struct cfg_lun {
 	uint32_t lun;
-	struct scsi_lu_cfg lu; /* strings point into this config */
+	struct scsi_lu_cfg lu; /* strings and err_rules point into this config */
 };
 
 struct cfg_acl {
@@ -78,8 +79,18 @@ struct cfg_global {
 	char *mgmt_socket;            /* JSON-RPC Unix socket path, NULL = none */
 };
 
+/* Test-only features: the "testing" section and LUNs with backend "error". A configuration
+ * that uses any of them has test_features set; ix-target refuses it unless started with
+ * --testing, so a test configuration copied to production cannot quietly inject faults. */
+struct cfg_testing {
+	bool transport_faults;        /* wrap every connection's transport (fault.h) */
+	struct fault_cfg faults;
+};
+
 struct ix_config {
 	struct cfg_global global;
+	struct cfg_testing testing;
+	bool test_features;           /* "testing" present or an "error" LUN */
 	struct cfg_portal *portals;
 	size_t nportals;
 	struct cfg_target *targets;

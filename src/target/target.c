@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "target/tgt_int.h"
+#include "transport/fault/fault.h"
 #include "transport/tcp/tcp.h"
 #include "util/log.h"
 
@@ -241,6 +242,22 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 	r = build_nodes(t, cfg, err, errlen);
 	if (r < 0)
 		goto fail;
+	if (cfg->testing.transport_faults) {
+		const struct fault_cfg *f = &cfg->testing.faults;
+
+		t->fault = fault_dm_new(&tcp_dm_ops, f);
+		if (!t->fault) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		log_warn("target",
+			 "TESTING: transport fault injection on every connection (seed %llu; ppm: drop "
+			 "%u delay %u (%u ms) duplicate %u corrupt %u truncate %u; reset after %llu "
+			 "bytes)",
+			 (unsigned long long)f->seed, f->drop_ppm, f->delay_ppm, f->delay_ms,
+			 f->duplicate_ppm, f->corrupt_ppm, f->truncate_ppm,
+			 (unsigned long long)f->reset_after_bytes);
+	}
 
 	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	t->nworkers = cfg->global.threads > 0 ? cfg->global.threads : (int)(ncpu > 0 ? ncpu : 1);
@@ -447,6 +464,18 @@ void ix_target_free(struct ix_target *t)
 		free(t->old_gens[i]);
 	}
 	free(t->old_gens);
+	if (t->fault) {
+		struct fault_stats st;
+
+		fault_dm_stats(t->fault, &st);
+		log_info("target",
+			 "fault injection: %llu PDUs eligible, %llu dropped, %llu delayed, %llu "
+			 "duplicated, %llu corrupted, %llu truncated",
+			 (unsigned long long)st.pdus, (unsigned long long)st.dropped,
+			 (unsigned long long)st.delayed, (unsigned long long)st.duplicated,
+			 (unsigned long long)st.corrupted, (unsigned long long)st.truncated);
+		fault_dm_free(t->fault);
+	}
 	if (t->gen) {
 		cfg_free(t->gen->cfg);
 		free(t->gen);

@@ -8,6 +8,7 @@
 
 #include "proto/crc32c.h"
 #include "target/tgt_int.h"
+#include "transport/fault/fault.h"
 #include "transport/tcp/tcp.h"
 #include "util/bytes.h"
 #include "util/log.h"
@@ -634,7 +635,9 @@ void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *port
 	pol.admit = admit;
 	pol.ctx = tc;
 	login_acceptor_init(tc->login, &pol);
-	c = tcp_conn_new(fd, w->loop, ISCSI_ROLE_TARGET, &tgt_role_ops, tc);
+	c = w->tgt->fault ? tcp_conn_new_dm(fd, w->loop, fault_dm_ops(w->tgt->fault),
+					    ISCSI_ROLE_TARGET, &tgt_role_ops, tc)
+			  : tcp_conn_new(fd, w->loop, ISCSI_ROLE_TARGET, &tgt_role_ops, tc);
 	if (!c) {
 		free(tc->login);
 			free(tc);

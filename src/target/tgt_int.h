@@ -162,7 +162,10 @@ struct tgt_conn {
 	uint64_t last_rx_ms;
 };
 
+struct fault_dm;
+
 struct ix_target {
+	struct fault_dm *fault;         /* test configurations only: wraps every connection */
 	struct tgt_cfg_gen *gen;        /* current generation */
 	struct tgt_node **nodes;        /* for gen */
 	size_t nnodes;
