@@ -709,6 +709,11 @@ static void global_defaults(struct cfg_global *g)
 	g->nop_timeout_ms = 30000;
 	g->cmdsn_depth = 128;
 	g->max_sessions = 1024;
+	g->max_sessions_per_initiator = 64;
+	g->max_connections = 2048;
+	g->max_pending_logins = 128;
+	g->discovery_idle_timeout_ms = 30000;
+	g->max_connection_memory = 128ull << 20;
 	neg_prefs_default(&g->neg);
 	g->neg.max_recv_dsl = 262144;
 	g->neg.sess.max_burst_length = 1048576;
@@ -743,10 +748,22 @@ static int parse_log_level(struct ctx *c, json_t *g, int *out)
 
 static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 {
-	static const char *const keys[] = {
-	    "threads",	   "log_level",	   "login_timeout_ms", "nop_interval_ms", "nop_timeout_ms",
-	    "cmdsn_depth", "max_sessions", "negotiation",      "discovery",	  "mgmt_socket",
-	    NULL};
+	static const char *const keys[] = {"threads",
+					   "log_level",
+					   "login_timeout_ms",
+					   "nop_interval_ms",
+					   "nop_timeout_ms",
+					   "cmdsn_depth",
+					   "max_sessions",
+					   "max_sessions_per_initiator",
+					   "max_connections",
+					   "max_pending_logins",
+					   "discovery_idle_timeout_ms",
+					   "max_connection_memory",
+					   "negotiation",
+					   "discovery",
+					   "mgmt_socket",
+					   NULL};
 	json_t *v = member(root, "global");
 	uint32_t threads = 0;
 	int rc;
@@ -764,11 +781,23 @@ static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 	    (rc = get_u32(c, v, "cmdsn_depth", 1, 65536, &g->cmdsn_depth)) ||
 	    /* a session needs a TSIH, a non-zero 16-bit number */
 	    (rc = get_u32(c, v, "max_sessions", 0, 65535, &g->max_sessions)) ||
+	    (rc = get_u32(c, v, "max_sessions_per_initiator", 0, 65535,
+			  &g->max_sessions_per_initiator)) ||
+	    (rc = get_u32(c, v, "max_connections", 1, 1u << 20, &g->max_connections)) ||
+	    (rc = get_u32(c, v, "max_pending_logins", 1, 65535, &g->max_pending_logins)) ||
+	    (rc = get_u32(c, v, "discovery_idle_timeout_ms", 0, MAX_TIMEOUT_MS,
+			  &g->discovery_idle_timeout_ms)) ||
+	    (rc = get_size(c, v, "max_connection_memory", &g->max_connection_memory)) ||
 	    (rc = parse_negotiation(c, v, &g->neg)) || (rc = parse_discovery(c, v, g)) ||
 	    (rc = get_strdup(c, v, "mgmt_socket", sizeof(((struct sockaddr_un *)0)->sun_path) - 1,
 			     STR_PRINTABLE, &g->mgmt_socket)))
 		goto out;
 	g->threads = (int)threads;
+	/* one command of the largest size the target serves must fit */
+	if (g->max_connection_memory < (64ull << 20) || g->max_connection_memory > (1ull << 40))
+		rc = fail(c, "max_connection_memory", false,
+			  "%llu bytes is out of range (64M to 1T)",
+			  (unsigned long long)g->max_connection_memory);
 out:
 	pop(c);
 	return rc;
@@ -1332,8 +1361,8 @@ static int check_target_chap(struct ctx *c, json_t *tv, struct cfg_target *t)
 static int parse_target(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti)
 {
 	static const char *const keys[] = {
-	    "name",	   "alias",	    "portals",	       "luns", "acls", "chap",
-	    "mutual_chap", "chap_required", "chap_algorithms", NULL};
+	    "name",	   "alias",	    "portals",	       "luns",	       "acls", "chap",
+	    "mutual_chap", "chap_required", "chap_algorithms", "max_sessions", NULL};
 	struct cfg_target *t = &cfg->targets[ti];
 	struct lun_arg la = {cfg, ti};
 	char buf[300];
@@ -1357,7 +1386,8 @@ static int parse_target(struct ctx *c, json_t *v, struct ix_config *cfg, size_t 
 			     t)) ||
 	    (rc = parse_chap(c, v, "chap", false, &t->chap)) ||
 	    (rc = parse_chap(c, v, "mutual_chap", true, &t->mutual_chap)) ||
-	    (rc = parse_chap_algs(c, v, "chap_algorithms", t->chap_algs, &t->nchap_algs)))
+	    (rc = parse_chap_algs(c, v, "chap_algorithms", t->chap_algs, &t->nchap_algs)) ||
+	    (rc = get_u32(c, v, "max_sessions", 0, 65535, &t->max_sessions)))
 		return rc;
 	return check_target_chap(c, v, t);
 }

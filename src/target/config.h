@@ -59,6 +59,8 @@ struct cfg_target {
 	uint8_t chap_algs[4];         /* accepted CHAP_A (enum chap_alg), default {8, 7, 6, 5};
 					 the initiator's order of preference decides */
 	int nchap_algs;
+	uint32_t max_sessions;        /* sessions with this target at once, 0 = only the global
+					 limits; default 0 */
 };
 
 struct cfg_global {
@@ -69,6 +71,12 @@ struct cfg_global {
 	uint32_t nop_timeout_ms;      /* drop the connection after this without reply; 30000 */
 	uint32_t cmdsn_depth;         /* MaxCmdSN - ExpCmdSN + 1, default 128 */
 	uint32_t max_sessions;        /* 0 = unlimited; default 1024 */
+	uint32_t max_sessions_per_initiator; /* per InitiatorName, 0 = unlimited; default 64 */
+	uint32_t max_connections;     /* TCP connections open at once; default 2048 */
+	uint32_t max_pending_logins;  /* connections not yet in full feature phase; 128 */
+	uint32_t discovery_idle_timeout_ms; /* close discovery sessions idle this long, 0 = never;
+					      default 30000 */
+	uint64_t max_connection_memory; /* data buffers one connection may hold; 128 MiB */
 	struct neg_prefs neg;         /* negotiation preferences (see session/keys.h) */
 	/* Discovery sessions. */
 	struct cfg_chap discovery_chap;

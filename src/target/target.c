@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "target/tgt_int.h"
@@ -79,6 +81,41 @@ static void close_session_msg(void *arg)
 	free(m);
 }
 
+/* Per-initiator and per-target session limits (called with t->lock held, after reinstated
+ * sessions left the registry). Logs which limit was hit. */
+static bool session_limit_reached(struct ix_target *t, const struct tgt_session *s)
+{
+	const struct cfg_global *g = &t->gen->cfg->global;
+	uint32_t per_target = s->node ? s->node->cfg->max_sessions : 0;
+	uint32_t by_initiator = 0, by_target = 0;
+	struct list_head *pos, *n;
+	char esc[ISCSI_NAME_MAX * 4];
+
+	if (!g->max_sessions_per_initiator && !per_target)
+		return false;
+	list_for_each_safe(pos, n, &t->sessions)
+	{
+		const struct tgt_session *o = list_entry(pos, struct tgt_session, reg_link);
+
+		by_initiator += strcasecmp(o->initiator, s->initiator) == 0;
+		by_target += s->node && o->node == s->node;
+	}
+	if (g->max_sessions_per_initiator && by_initiator >= g->max_sessions_per_initiator) {
+		log_warn("target",
+			 "session limit: initiator %s already has %u sessions "
+			 "(global.max_sessions_per_initiator)",
+			 log_escape(s->initiator, sizeof(s->initiator), esc, sizeof(esc)),
+			 by_initiator);
+		return true;
+	}
+	if (per_target && by_target >= per_target) {
+		log_warn("target", "session limit: target %s already has %u sessions (max_sessions)",
+			 s->target, by_target);
+		return true;
+	}
+	return false;
+}
+
 int tgt_session_register(struct ix_target *t, struct tgt_session *s)
 {
 	struct list_head *pos, *n;
@@ -106,6 +143,11 @@ int tgt_session_register(struct ix_target *t, struct tgt_session *s)
 		}
 	}
 	if (limit && t->nsessions >= limit) {
+		pthread_mutex_unlock(&t->lock);
+		log_warn("target", "session limit: %u sessions open (global.max_sessions)", limit);
+		return -EBUSY;
+	}
+	if (session_limit_reached(t, s)) {
 		pthread_mutex_unlock(&t->lock);
 		return -EBUSY;
 	}
@@ -148,22 +190,54 @@ static void accept_on_worker(void *arg)
 	free(m);
 }
 
+bool tgt_ratelimit_ok(struct tgt_ratelimit *rl, uint64_t now_ms, uint64_t *suppressed)
+{
+	if (rl->last_ms && now_ms - rl->last_ms < 1000) {
+		rl->suppressed++;
+		return false;
+	}
+	rl->last_ms = now_ms;
+	*suppressed = rl->suppressed;
+	rl->suppressed = 0;
+	return true;
+}
+
+void tgt_conn_gone(struct ix_target *t)
+{
+	atomic_fetch_sub(&t->nconns_open, 1);
+}
+
 static void on_accept(int fd, void *arg)
 {
 	struct listener_ctx *lc = arg;
 	struct ix_target *t = lc->tgt;
-	struct accept_msg *m = malloc(sizeof(*m));
+	uint32_t limit = t->gen->cfg->global.max_connections;
+	struct accept_msg *m;
+	uint64_t quiet;
 
+	/* main thread, like reload: t->gen is stable here */
+	if (limit && atomic_load(&t->nconns_open) >= limit) {
+		if (tgt_ratelimit_ok(&t->accept_rl, ev_now_ms(t->main_loop), &quiet))
+			log_warn("target",
+				 "connection limit: %u connections open (global.max_connections): "
+				 "refusing new ones (%llu more refused in the last second)",
+				 limit, (unsigned long long)quiet);
+		close(fd);
+		return;
+	}
+	m = malloc(sizeof(*m));
 	if (!m) {
 		close(fd);
 		return;
 	}
+	atomic_fetch_add(&t->nconns_open, 1);
 	m->w = &t->workers[t->next_worker++ % t->nworkers];
 	m->fd = fd;
 	m->portal = lc->portal;
 	if (ev_loop_post(m->w->loop, accept_on_worker, m) < 0) {
 		close(fd);
 		free(m);
+		tgt_conn_gone(t);
 	}
 }
 
@@ -221,6 +295,34 @@ static int build_nodes(struct ix_target *t, struct ix_config *cfg, char *err, si
 	return 0;
 }
 
+/* Every connection is a descriptor: make RLIMIT_NOFILE cover global.max_connections plus the
+ * daemon's own (listeners, epoll, eventfds, rings, LUN files), raising the soft limit when the
+ * hard one allows, else saying which setting to change. */
+static void check_fd_limit(const struct ix_config *cfg, int nworkers)
+{
+	rlim_t need = (rlim_t)cfg->global.max_connections + 64 + 8 * (rlim_t)nworkers;
+	struct rlimit rl;
+
+	for (size_t i = 0; i < cfg->ntargets; i++)
+		need += cfg->targets[i].nluns;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= need)
+		return;
+	if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need)
+		rl.rlim_cur = need;
+	else
+		rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= need) {
+		log_info("target", "raised the open file limit to %llu for %u connections",
+			 (unsigned long long)rl.rlim_cur, cfg->global.max_connections);
+		return;
+	}
+	log_warn("target",
+		 "open file limit %llu is below the %llu that global.max_connections %u needs: "
+		 "raise it (ulimit -n) or lower max_connections",
+		 (unsigned long long)rl.rlim_cur, (unsigned long long)need,
+		 cfg->global.max_connections);
+}
+
 int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size_t errlen)
 {
 	struct ix_target *t = calloc(1, sizeof(*t));
@@ -261,6 +363,7 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 
 	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	t->nworkers = cfg->global.threads > 0 ? cfg->global.threads : (int)(ncpu > 0 ? ncpu : 1);
+	check_fd_limit(cfg, t->nworkers);
 	t->workers = calloc((size_t)t->nworkers, sizeof(*t->workers));
 	if (!t->workers) {
 		r = -ENOMEM;
@@ -271,6 +374,8 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 		w->tgt = t;
 		w->id = i;
 		list_init(&w->sessions);
+		list_init(&w->login_fresh);
+		list_init(&w->login_active);
 		w->loop = ev_loop_new();
 		if (!w->loop) {
 			r = -ENOMEM;

@@ -196,8 +196,77 @@ static int admit(void *ctx, const struct login_info *li, struct login_grant *g)
 static void login_timeout(struct ev_timer *t)
 {
 	struct tgt_conn *tc = t->arg;
+	char why[96];
 
-	iscsi_conn_close(tc->conn, "login timed out");
+	snprintf(why, sizeof(why), "login not completed within %u ms (global.login_timeout_ms)",
+		 tc->gen->cfg->global.login_timeout_ms);
+	iscsi_conn_close(tc->conn, why);
+}
+
+static void idle_timeout(struct ev_timer *t)
+{
+	struct tgt_conn *tc = t->arg;
+	char why[112];
+
+	snprintf(why, sizeof(why),
+		 "discovery session idle for %u ms (global.discovery_idle_timeout_ms)",
+		 tc->gen->cfg->global.discovery_idle_timeout_ms);
+	iscsi_conn_close(tc->conn, why);
+}
+
+/* ---------------------------------------------------------------- login limits */
+
+/* This worker's share of global.max_pending_logins (connections are spread round-robin). */
+static uint32_t pending_share(const struct tgt_worker *w, const struct ix_config *cfg)
+{
+	uint32_t n = cfg->global.max_pending_logins, k = (uint32_t)w->tgt->nworkers;
+
+	return n ? (n + k - 1) / k : 0;
+}
+
+static void pending_del(struct tgt_conn *tc)
+{
+	if (!tc->pending)
+		return;
+	list_del(&tc->plink);
+	tc->pending = false;
+	tc->worker->npending--;
+}
+
+/* A whole Login PDU arrived: the connection becomes the most recently active one. */
+static void pending_touch(struct tgt_conn *tc)
+{
+	if (!tc->pending)
+		return;
+	list_del(&tc->plink);
+	list_add_tail(&tc->plink, &tc->worker->login_active);
+	tc->login_pdu_seen = true;
+}
+
+/* Before accepting another connection: if the worker's share of connections that have not
+ * logged in is used up, drop the least active one, preferring those that have not sent a
+ * whole Login PDU yet (half-open logins), so that a flood cannot lock out initiators that
+ * are actually logging in. */
+static void pending_make_room(struct tgt_worker *w, const struct ix_config *cfg)
+{
+	uint32_t share = pending_share(w, cfg);
+
+	while (share && w->npending >= share) {
+		struct list_head *l = list_empty(&w->login_fresh) ? &w->login_active : &w->login_fresh;
+		struct tgt_conn *old = list_first_entry(l, struct tgt_conn, plink);
+		uint64_t quiet;
+
+		pending_del(old);
+		if (tgt_ratelimit_ok(&w->evict_rl, ev_now_ms(w->loop), &quiet))
+			log_warn("target",
+				 "%s: login limit: %u connections logging in on this worker "
+				 "(global.max_pending_logins %u): dropping the least active one%s "
+				 "(%llu more dropped in the last second)",
+				 old->conn->peer, share, cfg->global.max_pending_logins,
+				 old->login_pdu_seen ? "" : ", which never sent a whole Login PDU",
+				 (unsigned long long)quiet);
+		iscsi_conn_close(old->conn, NULL);
+	}
 }
 
 static void nop_timer_cb(struct ev_timer *t);
@@ -252,7 +321,7 @@ static int enter_ffp(struct tgt_conn *tc)
 		if (s->nexus)
 			scsi_nexus_free(s->nexus);
 		free(s);
-		log_warn("target", "%s: session limit reached", tc->conn->peer);
+		log_warn("target", "%s: login refused by a session limit", tc->conn->peer);
 		return ISCSI_LOGIN_OUT_OF_RESOURCES;
 	}
 	list_add_tail(&s->wlink, &tc->worker->sessions);
@@ -281,6 +350,7 @@ static void handle_login(struct tgt_conn *tc, const struct iscsi_hdr *h, uint8_t
 	struct iscsi_hdr r = {.opcode = ISCSI_OP_LOGIN_RSP, .itt = h->itt};
 	bool first = !la->first_seen && la->accum.len == 0;
 
+	pending_touch(tc);
 	if (first) {
 		tc->statsn = h->login_req.expstatsn;
 		tc->cid = h->login_req.cid;
@@ -334,6 +404,11 @@ static void handle_login(struct tgt_conn *tc, const struct iscsi_hdr *h, uint8_t
 		tc->conn->dm->enable(tc->conn, &tc->conn->params);
 		tc->conn->state = ISCSI_CONN_LOGGED_IN;
 		ev_timer_stop(tc->conn->loop, &tc->login_timer);
+		pending_del(tc);
+		if (s->type == ISCSI_SESSION_DISCOVERY &&
+		    tc->gen->cfg->global.discovery_idle_timeout_ms)
+			ev_timer_start(tc->conn->loop, &tc->idle_timer,
+				       tc->gen->cfg->global.discovery_idle_timeout_ms);
 		{
 			char esc[ISCSI_NAME_MAX * 4];
 			log_info("target",
@@ -498,6 +573,11 @@ static void rx_pdu(struct iscsi_conn *c, const struct iscsi_hdr *h, uint8_t *dat
 		handle_login(tc, h, data, dlen);
 		return;
 	}
+	if (ev_timer_active(&tc->idle_timer) &&
+	    !(h->opcode == ISCSI_OP_NOP_OUT && h->itt == ISCSI_RSVD_TAG))
+		/* a discovery session is idle when only our pings get answers */
+		ev_timer_start(c->loop, &tc->idle_timer,
+			       tc->gen->cfg->global.discovery_idle_timeout_ms);
 	if (!iscsi_opcode_is_initiator(h->opcode)) {
 		tgt_send_reject(tc, ISCSI_REJECT_PROTOCOL_ERROR, c->rx_bhs);
 		return;
@@ -563,6 +643,8 @@ static void conn_closed(struct iscsi_conn *c)
 
 	ev_timer_stop(c->loop, &tc->login_timer);
 	ev_timer_stop(c->loop, &tc->nop_timer);
+	ev_timer_stop(c->loop, &tc->idle_timer);
+	pending_del(tc);
 	if (tc->sess)
 		tgt_session_unregister(tc->tgt, tc->sess);
 	/* abort every task; those inside the SCSI layer finish later and hold a reference */
@@ -599,6 +681,7 @@ static void conn_release(struct iscsi_conn *c)
 	free(tc->tasks);
 	free(tc->text_rsp);
 	free(tc->text_req);
+	tgt_conn_gone(tc->tgt);
 	free(tc);
 }
 
@@ -611,27 +694,26 @@ static const struct iscsi_role_ops tgt_role_ops = {
 
 void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *portal)
 {
-	struct tgt_conn *tc = calloc(1, sizeof(*tc));
+	struct tgt_cfg_gen *gen = tgt_gen_current(w->tgt);
+	struct tgt_conn *tc;
 	struct login_policy pol;
 	struct iscsi_conn *c;
 
-	if (!tc) {
+	pending_make_room(w, gen->cfg);
+	tc = calloc(1, sizeof(*tc));
+	if (!tc || !(tc->login = malloc(sizeof(*tc->login)))) {
+		free(tc);
 		close(fd);
+		tgt_conn_gone(w->tgt);
 		return;
 	}
 	tc->worker = w;
 	tc->tgt = w->tgt;
 	tc->portal = portal;
-	tc->gen = tgt_gen_current(w->tgt);
+	tc->gen = gen;
 	list_init(&tc->free_tasks);
 	list_init(&tc->active);
 	list_init(&tc->order_q);
-	tc->login = malloc(sizeof(*tc->login));
-	if (!tc->login) {
-			free(tc);
-		close(fd);
-		return;
-	}
 	pol.admit = admit;
 	pol.ctx = tc;
 	login_acceptor_init(tc->login, &pol);
@@ -640,13 +722,18 @@ void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *port
 			  : tcp_conn_new(fd, w->loop, ISCSI_ROLE_TARGET, &tgt_role_ops, tc);
 	if (!c) {
 		free(tc->login);
-			free(tc);
+		free(tc);
+		tgt_conn_gone(w->tgt);
 		return;
 	}
 	tc->conn = c;
 	w->nconns++;
+	list_add_tail(&tc->plink, &w->login_fresh);
+	tc->pending = true;
+	w->npending++;
 	ev_timer_init(&tc->login_timer, login_timeout, tc);
 	ev_timer_init(&tc->nop_timer, nop_timer_cb, tc);
+	ev_timer_init(&tc->idle_timer, idle_timeout, tc);
 	ev_timer_start(w->loop, &tc->login_timer,
 		       tc->gen->cfg->global.login_timeout_ms ? tc->gen->cfg->global.login_timeout_ms
 							      : 15000);

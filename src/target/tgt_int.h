@@ -3,6 +3,7 @@
 #define IX_TARGET_TGT_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -19,6 +20,13 @@
 #define TGT_MAX_IO (64u * 1024 * 1024) /* largest EDTL served */
 #define TGT_ITT_HASH 256
 
+/* At most one message per second about the same thing; the rest are counted. */
+struct tgt_ratelimit {
+	uint64_t last_ms;
+	uint64_t suppressed;
+};
+bool tgt_ratelimit_ok(struct tgt_ratelimit *rl, uint64_t now_ms, uint64_t *suppressed);
+
 struct tgt_worker {
 	struct ix_target *tgt;
 	int id;
@@ -27,6 +35,12 @@ struct tgt_worker {
 	struct scsi_thread *sthread;
 	int nconns;
 	struct list_head sessions;      /* live sessions on this worker (owned by its thread) */
+	/* connections not yet in full feature phase, least recently active first: "fresh" ones
+	   have not sent a whole Login PDU yet and are evicted first when the worker's share of
+	   global.max_pending_logins is used up */
+	struct list_head login_fresh, login_active;
+	uint32_t npending;
+	struct tgt_ratelimit evict_rl;
 };
 
 /* One configured target as served: its settings and LUN map. A reload that removes it moves it
@@ -149,6 +163,7 @@ struct tgt_conn {
 	struct tgt_task *rx_task;
 	/* buffer cache: power-of-two classes from 4 KiB to TGT_MAX_IO */
 	uint8_t *buf_cache[16][4];
+	uint64_t buf_bytes;             /* task buffers owned (in use, cached, on idle slots) */
 	/* text exchange */
 	char *text_rsp;                 /* pending SendTargets answer being continued */
 	uint32_t text_rsp_len, text_rsp_off, text_ttt, text_itt;
@@ -160,12 +175,18 @@ struct tgt_conn {
 	uint32_t nop_ttt;
 	bool nop_outstanding;
 	uint64_t last_rx_ms;
+	/* limits */
+	struct list_head plink;         /* worker's login_fresh / login_active list */
+	bool pending, login_pdu_seen;
+	struct ev_timer idle_timer;     /* discovery sessions: global.discovery_idle_timeout_ms */
 };
 
 struct fault_dm;
 
 struct ix_target {
 	struct fault_dm *fault;         /* test configurations only: wraps every connection */
+	atomic_uint nconns_open;        /* accepted and not yet released (max_connections) */
+	struct tgt_ratelimit accept_rl; /* main thread's */
 	struct tgt_cfg_gen *gen;        /* current generation */
 	struct tgt_node **nodes;        /* for gen */
 	size_t nnodes;
@@ -197,6 +218,8 @@ uint32_t tgt_cfg_depth(const struct ix_config *cfg);
 
 /* tgt_conn.c */
 void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *portal);
+/* A connection counted in nconns_open is gone (or never came to be). */
+void tgt_conn_gone(struct ix_target *t);
 int tgt_send(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data, uint32_t len);
 void tgt_stamp(struct tgt_conn *tc, struct iscsi_hdr *h, bool advance_statsn);
 void tgt_send_reject(struct tgt_conn *tc, uint8_t reason, const uint8_t *bhs);

@@ -535,9 +535,19 @@ struct tcp_listener {
 	int fd;
 	struct ev_loop *loop;
 	struct ev_io io;
+	struct ev_timer pause;      /* out of file descriptors: listen again later */
 	tcp_accept_cb cb;
 	void *arg;
 };
+
+#define TCP_ACCEPT_PAUSE_MS 100
+
+static void accept_resume(struct ev_timer *t)
+{
+	struct tcp_listener *l = t->arg;
+
+	ev_io_start(l->loop, &l->io, EPOLLIN);
+}
 
 static void accept_cb(struct ev_io *w, uint32_t revents)
 {
@@ -547,8 +557,14 @@ static void accept_cb(struct ev_io *w, uint32_t revents)
 	for (int i = 0; i < 64; i++) {
 		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE)
-				log_warn("tcp", "accept: %s", strerror(errno));
+			if (errno == EMFILE || errno == ENFILE) {
+				/* the pending connection stays in the backlog, so the socket stays
+				   readable: stop watching it for a while instead of spinning */
+				log_warn("tcp", "accept: %s: not accepting for %d ms", strerror(errno),
+					 TCP_ACCEPT_PAUSE_MS);
+				ev_io_stop(l->loop, &l->io);
+				ev_timer_start(l->loop, &l->pause, TCP_ACCEPT_PAUSE_MS);
+			}
 			return;
 		}
 		l->cb(fd, l->arg);
@@ -596,6 +612,7 @@ int tcp_listen(struct ev_loop *loop, const char *addr, uint16_t port, tcp_accept
 	l->cb = cb;
 	l->arg = arg;
 	ev_io_init(&l->io, fd, accept_cb, l);
+	ev_timer_init(&l->pause, accept_resume, l);
 	r = ev_io_start(loop, &l->io, EPOLLIN);
 	if (r < 0) {
 		close(fd);
@@ -611,6 +628,7 @@ void tcp_listener_free(struct tcp_listener *l)
 	if (!l)
 		return;
 	ev_io_stop(l->loop, &l->io);
+	ev_timer_stop(l->loop, &l->pause);
 	close(l->fd);
 	free(l);
 }
