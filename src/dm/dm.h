@@ -78,6 +78,10 @@ struct dm_ops {
 	void (*release)(struct iscsi_conn *c);
 	/* Flush: true while PDUs are still queued for transmission. */
 	bool (*tx_busy)(struct iscsi_conn *c);
+	/* Receive and handle whatever the peer has sent, now, as if the transport had been told
+	   it is readable (the login limit uses it to tell a connection whose Login PDU is
+	   waiting from a half-open one). Upcalls may close the connection. NULL = nothing. */
+	void (*rx_poll)(struct iscsi_conn *c);
 	/* Test hook for fault injection (dm_fault.h): once `total` bytes have been sent on the
 	   connection since it began, abort it (TCP: with a reset) instead of sending byte total+1.
 	   0 disarms. NULL when the transport cannot. */

@@ -16,7 +16,14 @@
 struct listener_ctx {
 	struct ix_target *tgt;
 	const struct cfg_portal *portal;
+	struct tcp_listener *listener;
 };
+
+/* Accepted connections handed to workers that have not picked them up yet. Past this many the
+ * listeners pause, so that a connection flood waits in the kernel's backlog instead of piling
+ * up here, and workers read the sockets they have (real logins among them) between accepts. */
+#define TGT_ACCEPT_IN_TRANSIT 16
+#define TGT_ACCEPT_PAUSE_MS   2
 
 struct accept_msg {
 	struct tgt_worker *w;
@@ -186,6 +193,7 @@ static void accept_on_worker(void *arg)
 {
 	struct accept_msg *m = arg;
 
+	atomic_fetch_sub(&m->w->tgt->accept_in_transit, 1);
 	tgt_conn_accept(m->w, m->fd, m->portal);
 	free(m);
 }
@@ -231,6 +239,9 @@ static void on_accept(int fd, void *arg)
 		return;
 	}
 	atomic_fetch_add(&t->nconns_open, 1);
+	if (atomic_fetch_add(&t->accept_in_transit, 1) + 1 >=
+	    TGT_ACCEPT_IN_TRANSIT * (unsigned)t->nworkers)
+		tcp_listener_pause(lc->listener, TGT_ACCEPT_PAUSE_MS);
 	m->w = &t->workers[t->next_worker++ % t->nworkers];
 	m->fd = fd;
 	m->portal = lc->portal;
@@ -238,6 +249,7 @@ static void on_accept(int fd, void *arg)
 		close(fd);
 		free(m);
 		tgt_conn_gone(t);
+		atomic_fetch_sub(&t->accept_in_transit, 1);
 	}
 }
 
@@ -409,6 +421,7 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 				 p->port, strerror(-r));
 			goto fail;
 		}
+		t->lctx[i].listener = t->listeners[t->nlisteners];
 		t->nlisteners++;
 		log_info("target", "listening on %s%s%s:%u (tcp, tpgt %u)",
 			 strchr(p->address, ':') ? "[" : "", p->address,

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "proto/crc32c.h"
@@ -247,14 +248,78 @@ static void pending_touch(struct tgt_conn *tc)
  * logged in is used up, drop the least active one, preferring those that have not sent a
  * whole Login PDU yet (half-open logins), so that a flood cannot lock out initiators that
  * are actually logging in. */
-static void pending_make_room(struct tgt_worker *w, const struct ix_config *cfg)
+/* Same peer address ("a.b.c.d:port" / "[v6]:port", port ignored)? */
+static bool same_source(const struct iscsi_conn *a, const char *peer)
+{
+	const char *ca = strrchr(a->peer, ':'), *cb = strrchr(peer, ':');
+	size_t la = ca ? (size_t)(ca - a->peer) : strlen(a->peer);
+	size_t lb = cb ? (size_t)(cb - peer) : strlen(peer);
+
+	return la == lb && memcmp(a->peer, peer, la) == 0;
+}
+
+/* When one address already holds half of the worker's login slots, its own least active
+ * connection makes room for its next one: a single flooding host cannot push out the logins
+ * of others. (Only for shares up to 1024, which keeps the scan cheap.) */
+static struct tgt_conn *source_victim(struct tgt_worker *w, uint32_t share, const char *peer)
+{
+	struct list_head *lists[2] = {&w->login_fresh, &w->login_active}, *pos;
+	struct tgt_conn *first = NULL;
+	uint32_t n = 0;
+
+	if (share > 1024 || share < 2)
+		return NULL;
+	for (int i = 0; i < 2; i++)
+		for (pos = lists[i]->next; pos != lists[i]; pos = pos->next) {
+			struct tgt_conn *tc = list_entry(pos, struct tgt_conn, plink);
+
+			if (same_source(tc->conn, peer)) {
+				n++;
+				if (!first)
+					first = tc;
+			}
+		}
+	return n >= share / 2 ? first : NULL;
+}
+
+static struct tgt_conn *pending_victim(struct tgt_worker *w)
+{
+	/* A "fresh" connection may only look idle because this worker has not read its socket
+	   yet (it was busy accepting): read it first; one that turns out to have sent a whole
+	   Login PDU moves to the active list and is spared. Bounded, so a flood costs little. */
+	for (int probes = 0; probes < 8 && !list_empty(&w->login_fresh); probes++) {
+		struct tgt_conn *tc = list_first_entry(&w->login_fresh, struct tgt_conn, plink);
+		struct iscsi_conn *c = tc->conn;
+
+		if (!c->dm->rx_poll)
+			return tc;
+		iscsi_conn_get(c);
+		c->dm->rx_poll(c);
+		if (tc->pending && !tc->login_pdu_seen) {
+			iscsi_conn_put(c);
+			return tc;
+		}
+		iscsi_conn_put(c);
+	}
+	if (!list_empty(&w->login_fresh))
+		return list_first_entry(&w->login_fresh, struct tgt_conn, plink);
+	if (!list_empty(&w->login_active))
+		return list_first_entry(&w->login_active, struct tgt_conn, plink);
+	return NULL;
+}
+
+static void pending_make_room(struct tgt_worker *w, const struct ix_config *cfg, const char *peer)
 {
 	uint32_t share = pending_share(w, cfg);
 
 	while (share && w->npending >= share) {
-		struct list_head *l = list_empty(&w->login_fresh) ? &w->login_active : &w->login_fresh;
-		struct tgt_conn *old = list_first_entry(l, struct tgt_conn, plink);
+		struct tgt_conn *old = source_victim(w, share, peer);
 		uint64_t quiet;
+
+		if (!old)
+			old = pending_victim(w);
+		if (!old)
+			break;
 
 		pending_del(old);
 		if (tgt_ratelimit_ok(&w->evict_rl, ev_now_ms(w->loop), &quiet))
@@ -695,11 +760,16 @@ static const struct iscsi_role_ops tgt_role_ops = {
 void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *portal)
 {
 	struct tgt_cfg_gen *gen = tgt_gen_current(w->tgt);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char peer[72] = "";
 	struct tgt_conn *tc;
 	struct login_policy pol;
 	struct iscsi_conn *c;
 
-	pending_make_room(w, gen->cfg);
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+		tcp_format_sockaddr(&ss, peer, sizeof(peer));
+	pending_make_room(w, gen->cfg, peer);
 	tc = calloc(1, sizeof(*tc));
 	if (!tc || !(tc->login = malloc(sizeof(*tc->login)))) {
 		free(tc);

@@ -186,6 +186,7 @@ struct fault_dm;
 struct ix_target {
 	struct fault_dm *fault;         /* test configurations only: wraps every connection */
 	atomic_uint nconns_open;        /* accepted and not yet released (max_connections) */
+	atomic_uint accept_in_transit;  /* posted to a worker, not yet picked up */
 	struct tgt_ratelimit accept_rl; /* main thread's */
 	struct tgt_cfg_gen *gen;        /* current generation */
 	struct tgt_node **nodes;        /* for gen */

@@ -1,7 +1,8 @@
 """Run ix-target from a Python test with a configuration of the test's own (python3 stdlib).
 
   d = Daemon('errors', cfg_dict, testing=True)   # cfg: docs/configuration.md; the portal's
-  d.start()                                      # port is filled in (a free one)
+  d.start()                                      # port is filled in (a free one;
+                                                 # other portals get theirs, d.ports[name])
   ... d.port, d.pid, d.fds(), d.rss_kb(), d.log_text() ...
   problems = d.stop()    # [] when it stopped on SIGTERM with status 0 and a clean log
 
@@ -60,8 +61,11 @@ class Daemon:
             sys.exit(77)
         for _ in range(4):
             self.port = ixtest.free_port()
+            self.ports = {}
             for p in self.cfg.setdefault('portals', [{'address': self.host}]):
-                p['port'] = self.port
+                # the first portal gets self.port; any others a free port each
+                p['port'] = self.port if not self.ports else ixtest.free_port()
+                self.ports[p.get('name', 'default')] = p['port']
             with open(self.cfg_path, 'w') as f:
                 json.dump(self.cfg, f, indent=2)
             args = [self.bin, '-c', self.cfg_path] + (['--testing'] if self.testing else [])

@@ -453,6 +453,14 @@ static bool tcp_tx_busy(struct iscsi_conn *c)
 	return !list_empty(&tcp_of(c)->txq);
 }
 
+static void tcp_rx_poll(struct iscsi_conn *c)
+{
+	iscsi_conn_get(c);
+	if (!c->terminated)
+		tcp_read(c);
+	iscsi_conn_put(c);
+}
+
 static void tcp_tx_abort_at(struct iscsi_conn *c, uint64_t total)
 {
 	tcp_of(c)->tx_abort_at = total;
@@ -468,6 +476,7 @@ const struct dm_ops tcp_dm_ops = {
 	.enable = tcp_enable,
 	.terminate = tcp_terminate,
 	.tx_busy = tcp_tx_busy,
+	.rx_poll = tcp_rx_poll,
 	.tx_abort_at = tcp_tx_abort_at,
 };
 
@@ -568,7 +577,15 @@ static void accept_cb(struct ev_io *w, uint32_t revents)
 			return;
 		}
 		l->cb(fd, l->arg);
+		if (!l->io.active)
+			return; /* the callback paused the listener */
 	}
+}
+
+void tcp_listener_pause(struct tcp_listener *l, unsigned ms)
+{
+	ev_io_stop(l->loop, &l->io);
+	ev_timer_start(l->loop, &l->pause, ms);
 }
 
 int tcp_listen(struct ev_loop *loop, const char *addr, uint16_t port, tcp_accept_cb cb, void *arg,

@@ -34,6 +34,9 @@ typedef void (*tcp_accept_cb)(int fd, void *arg);
 int tcp_listen(struct ev_loop *loop, const char *addr, uint16_t port, tcp_accept_cb cb, void *arg,
 	       struct tcp_listener **out);
 void tcp_listener_free(struct tcp_listener *l);
+/* Stop accepting for ms milliseconds (connections wait in the kernel's backlog); may be called
+ * from the accept callback. */
+void tcp_listener_pause(struct tcp_listener *l, unsigned ms);
 
 /* Active open (the initiator side): a non-blocking connect whose completion is reported on
  * the loop. The struct is embedded in the caller's object and must stay alive until the
