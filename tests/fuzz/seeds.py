@@ -5,13 +5,14 @@
       A recording TCP proxy: initiators connect to 127.0.0.1:PORT, everything is forwarded to
       the target, and each connection's two byte streams are written to DIR/NNNN.i2t and
       DIR/NNNN.t2i. Runs until SIGTERM/SIGINT (or N seconds).
-  seeds.py split DIR... --corpus tests/fuzz/corpus [--max N]
+  seeds.py split DIR... --corpus tests/fuzz/corpus [--max N] [--only HARNESS]...
       Cut the recorded streams into PDUs (following the digests the login negotiated) and write
       per-harness seeds, named after a hash of their content:
         pdu/    single PDUs (BHS + AHS) of both directions
         text/   login and text data segments
         neg/    the operational keys of each login, for both roles (fuzz_neg.c format)
         login/  the initiator's login PDU sequence (fuzz_login.c format, several policies)
+        login_init/  the target's login responses (fuzz_login_init.c format)
         chap/   CHAP exchanges turned into replacements (fuzz_chap.c format)
         scsi/   the SCSI commands of a session with their data-out (fuzz_scsi.c format)
       Existing seeds are kept; at most --max new seeds per harness (the smallest win).
@@ -189,6 +190,21 @@ def login_seeds(i2t):
     return [bytes([pol]) + stream for pol in policies]
 
 
+FUZZ_ISID = bytes([0x80, 0x00, 0x1f, 0x2e, 0x3d, 0x4c])  # fuzz_login_init.c's
+
+
+def login_init_seeds(t2i):
+    """fuzz_login_init.c: the target's login responses, ISID rewritten to the harness's."""
+    pdus = [p for p in t2i if p.op == 0x23]
+    if not pdus:
+        return []
+    stream = b''.join(p.wire[:8] + FUZZ_ISID + p.wire[14:] for p in pdus)
+    has_chap = any(b'CHAP_' in p.data for p in pdus)
+    disc = any(b'SendTargets' in p.data for p in t2i) or b'TargetPortalGroupTag' not in stream
+    modes = (0x01, 0x03) if has_chap else (0x00, 0x08, 0x58)
+    return [bytes([m | (0x04 if disc else 0)]) + stream for m in modes]
+
+
 def chap_seeds(i2t, t2i):
     """Captured CHAP exchanges, as replacement messages in both directions."""
     reqs = [p.data for p in i2t if p.op == 0x03 and p.data and not (p.bhs[1] >> 2) & 3]
@@ -260,15 +276,15 @@ def signature(harness, s):
         return s[:2]                         # opcode and flags
     if harness == 'scsi':
         return frozenset(scsi_opcodes(s))    # the commands it runs
-    if harness == 'login':
-        return (s[0], s.count(b'CHAP_'), s.count(b'SessionType=Discovery'))
+    if harness in ('login', 'login_init'):
+        return (s[0], s.count(b'CHAP_'), s.count(b'SessionType=Discovery'), s.count(b'\x23'))
     if harness == 'text':
         return tuple(sorted(text_pairs(s)))  # the set of keys
     return s[:2]
 
 
 def split(args):
-    found = {h: [] for h in ('pdu', 'text', 'neg', 'login', 'chap', 'scsi')}
+    found = {h: [] for h in ('pdu', 'text', 'neg', 'login', 'login_init', 'chap', 'scsi')}
     for d in args.dirs:
         for f in sorted(os.listdir(d)):
             if not f.endswith('.i2t'):
@@ -283,10 +299,13 @@ def split(args):
                     found['text'].append(p.data)
             found['neg'] += neg_seeds(i2t, t2i)
             found['login'] += login_seeds(i2t)
+            found['login_init'] += login_init_seeds(t2i)
             found['chap'] += chap_seeds(i2t, t2i)
             found['scsi'] += scsi_seeds(i2t)
     total = 0
     for h, seeds in found.items():
+        if args.only and h not in args.only:
+            continue
         dest = os.path.join(args.corpus, h)
         os.makedirs(dest, exist_ok=True)
         have = set()
@@ -327,6 +346,8 @@ def main():
     s.add_argument('--max', type=int, default=40)
     s.add_argument('--max-size', type=int, default=16384)
     s.add_argument('--require-new', action='store_true')
+    s.add_argument('--only', action='append', metavar='HARNESS',
+                   help='write seeds for this harness only (repeatable)')
     a = ap.parse_args()
     return record(a) if a.cmd == 'record' else split(a)
 
