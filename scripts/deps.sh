@@ -1,16 +1,23 @@
 #!/bin/bash
 # Install every Debian package the ix build and tests need, if missing. Idempotent: runs
 # `apt-get update` only when something has to be installed. Needs root (or sudo) to install.
+# With --rdma, also the packages of the RDMA tier (tests/rdma/deps.sh: QEMU and the guest's
+# programs), which tests/run.sh asks for when it runs that tier.
 set -euo pipefail
+if [ "${1:-}" = --rdma ]; then
+	"$(dirname "$0")/../tests/rdma/deps.sh"
+fi
 
 PKGS=(
 	# build
 	meson ninja-build pkg-config gcc clang libclang-rt-14-dev
-	libisal-dev libssl-dev liburing-dev libjansson-dev
+	libisal-dev libssl-dev liburing-dev libjansson-dev libfuse3-dev
 	# tests: libiscsi tools + iscsi-test-cu, QEMU iscsi:// block driver, tgt as reference peer
 	libiscsi-bin qemu-utils qemu-block-extra tgt python3
+	# ixadm attach (FUSE) and its loop/mkfs/mount acceptance test
+	fuse3 e2fsprogs
 	# tests/run.sh and the interop scripts use these
-	coreutils procps iproute2
+	coreutils procps iproute2 mount # mount: losetup, for block-device LUNs
 )
 
 missing=()

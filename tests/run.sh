@@ -1,25 +1,32 @@
 #!/bin/bash
 # The whole test suite: installs missing Debian packages, builds a normal and an ASan+UBSan
-# tree, runs the unit tests in both, checks that the tree builds with clang, then every interop test (tests/interop/*.sh and *.py)
-# against the real ix-target daemon from the sanitizer build. Ends with one line
-# "N passed, N failed, N skipped" and exits non-zero if anything failed. Logs: tests/out/.
+# tree, runs the unit tests in both, checks that the tree builds with clang, then every interop
+# test (tests/interop/*.sh and *.py) against the real ix-target daemon from the sanitizer build,
+# then the RDMA tier (tests/rdma/: a QEMU guest with Debian's kernel running the Linux
+# initiator, Soft-RoCE, LIO and tgt against the same build). Ends with one line
+# "N passed, N failed, N skipped" and exits non-zero if anything failed. Logs: tests/out/ (the
+# RDMA tier's: tests/out/rdma/).
 #
-#   tests/run.sh [--quick] [--filter PATTERN] [--peer ix|tgt]
-#     --quick    no ASan build (interop tests use the normal build), no clang build
-#     --filter   run only interop tests whose file name matches PATTERN
+#   tests/run.sh [--quick] [--filter PATTERN] [--peer ix|tgt] [--rdma | --no-rdma]
+#     --quick    no ASan build (interop tests use the normal build), no clang build, no RDMA tier
+#     --filter   run only interop and RDMA tests whose name matches PATTERN
 #     --peer     run the interop tests against tgt instead of ix (to check the tests)
+#     --rdma     run the RDMA tier even with --quick;  --no-rdma: never run it
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 QUICK=0
 FILTER=
 PEER=ix
+RDMA=default
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
 	--filter) FILTER=$2; shift ;;
 	--peer) PEER=$2; shift ;;
-	-h|--help) sed -n 2,10p "$0"; exit 0 ;;
+	--rdma) RDMA=1 ;;
+	--no-rdma) RDMA=0 ;;
+	-h|--help) sed -n 2,14p "$0"; exit 0 ;;
 	*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -30,7 +37,18 @@ mkdir -p "$OUT"
 PASS=0 FAIL=0 SKIP=0
 FAILED_NAMES=()
 
-./scripts/deps.sh >"$OUT/deps.log" 2>&1 || { tail -20 "$OUT/deps.log"; echo "0 passed, 1 failed"; exit 1; }
+# RDMA tier: default on (about 3 minutes from a cold cache; docs/testing.md has the
+# measurements), off with --quick unless --rdma, and against --peer tgt (its tests pick peers).
+RDMA_WHY=
+if [ "$RDMA" = default ]; then
+	RDMA=1
+	[ "$QUICK" = 1 ] && RDMA=0 RDMA_WHY="--quick; add --rdma to run it"
+	[ "$PEER" = ix ] || RDMA=0 RDMA_WHY="--peer $PEER; the guest's tests choose their own peers"
+elif [ "$RDMA" = 0 ]; then
+	RDMA_WHY="--no-rdma"
+fi
+
+./scripts/deps.sh $([ "$RDMA" = 1 ] && echo --rdma) >"$OUT/deps.log" 2>&1 || { tail -20 "$OUT/deps.log"; echo "0 passed, 1 failed"; exit 1; }
 
 build() { # dir, meson options...
 	local dir=$1; shift
@@ -197,6 +215,42 @@ for t in tests/interop/*.sh tests/interop/*.py; do
 		tail -25 "$log" | sed 's/^/  | /'
 	fi
 done
+
+# RDMA tier: one guest boot for every test of tests/rdma/tests/ (matching --filter), against
+# the same ix build as the interop tests.
+if [ "$RDMA" = 1 ]; then
+	rtests=()
+	for t in $(tests/rdma/run.sh --list); do
+		if [ -z "$FILTER" ] || [[ $t == *$FILTER* ]]; then rtests+=("$t"); fi
+	done
+	if [ ${#rtests[@]} -gt 0 ]; then
+		res="$OUT/rdma.results"
+		: >"$res"
+		start=$SECONDS
+		IX_RESULTS=$res IX_BUILD=$ROOT/$IXB timeout -k 10 2400 tests/rdma/run.sh "${rtests[@]}" \
+			>"$OUT/rdma.log" 2>&1
+		rc=$?
+		p=$(grep -c '^PASS ' "$res")
+		f=$(grep -c '^FAIL ' "$res")
+		s=$(grep -c '^SKIP ' "$res")
+		if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+			f=1
+			echo "FAIL rdma exit status $rc" >>"$res"
+		fi
+		PASS=$((PASS + p)) FAIL=$((FAIL + f)) SKIP=$((SKIP + s))
+		echo "rdma ${rtests[*]}: $p passed, $f failed, $s skipped (exit $rc, $((SECONDS - start))s)"
+		grep -E '^rdma(: image|: guest ran| [a-z-]+:)' "$OUT/rdma.log" | sed 's/^/  /'
+		grep '^SKIP ' "$res" | head -20 | sed 's/^/  /'
+		if [ "$f" -gt 0 ]; then
+			FAILED_NAMES+=("rdma")
+			grep '^FAIL ' "$res" | head -40 | sed 's/^/  /'
+			echo "  ---- last lines of $OUT/rdma.log"
+			tail -25 "$OUT/rdma.log" | sed 's/^/  | /'
+		fi
+	fi
+else
+	echo "rdma: not run ($RDMA_WHY)"
+fi
 
 [ ${#FAILED_NAMES[@]} -gt 0 ] && echo "failed: ${FAILED_NAMES[*]}"
 echo "$PASS passed, $FAIL failed, $SKIP skipped"

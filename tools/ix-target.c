@@ -59,7 +59,7 @@ static void on_signal(struct ev_io *w, uint32_t revents)
 	while (read(w->fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
 			struct ix_config *cfg;
-			char err[512];
+			char err[1024];
 			if (!sc->config_path) {
 				log_warn("main", "SIGHUP: no configuration file to reload");
 				continue;
@@ -101,7 +101,7 @@ int main(int argc, char **argv)
 	struct ix_config *cfg;
 	struct ix_target *tgt;
 	struct sigctx sc = {0};
-	char err[512];
+	char err[1024];
 	sigset_t mask;
 
 	while ((c = getopt_long(argc, argv, "c:l:h", opts, NULL)) != -1) {

@@ -3,10 +3,12 @@
 #include <string.h>
 
 extern const struct dm_ops tcp_dm_ops;
+extern const struct dm_ops iser_dm_ops;
 
 /* The one explicit table of transports. */
 static const struct dm_ops *const transports[] = {
 	&tcp_dm_ops,
+	&iser_dm_ops,
 };
 
 const struct dm_ops *dm_find(const char *name)

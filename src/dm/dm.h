@@ -45,6 +45,15 @@ struct dm_txpdu {
 	uint32_t tx_off;
 	bool hd, dd;                    /* digests on the wire for this PDU (fixed when queued) */
 	bool pooled;                    /* owned by a connection pool */
+	/* Direct placement (DM_CAP_DIRECT_PLACEMENT transports only; TCP ignores these):
+	   Put_Data writes data[] straight to the initiator's buffer; Get_Data reads the R2T's
+	   DesiredDataTransferLength into `dest`. buf_base/buf_size name the whole allocation
+	   the data lives in, so the transport can register it once and reuse the
+	   registration. */
+	struct iovec dest;
+	void *buf_base;
+	size_t buf_size;
+	void *xport;                    /* transport scratch while posted */
 };
 
 /* Where the payload of a received PDU goes, decided by the iSCSI layer in the header phase. */
@@ -61,6 +70,9 @@ struct dm_ops {
 	const char *name;
 	uint32_t caps;
 	size_t conn_priv_size;
+	/* Largest data segment of a received control PDU (iSER: the receive buffer size; 0 =
+	   no transport limit, TCP) */
+	uint32_t max_recv_data;
 
 	/* Send_Control: queue a control PDU. 0 or -errno (connection dead). */
 	int (*send_control)(struct iscsi_conn *c, struct dm_txpdu *p);
@@ -78,11 +90,15 @@ struct dm_ops {
 	void (*release)(struct iscsi_conn *c);
 	/* Flush: true while PDUs are still queued for transmission. */
 	bool (*tx_busy)(struct iscsi_conn *c);
+	/* Optional: the role is about to free a buffer it named as buf_base in Put_Data /
+	   Get_Data (a transport that registered it for RDMA must drop the registration: the
+	   memory may be unmapped and reused). */
+	void (*buf_free)(struct iscsi_conn *c, void *base);
 	/* Receive and handle whatever the peer has sent, now, as if the transport had been told
 	   it is readable (the login limit uses it to tell a connection whose Login PDU is
 	   waiting from a half-open one). Upcalls may close the connection. NULL = nothing. */
 	void (*rx_poll)(struct iscsi_conn *c);
-	/* Test hook for fault injection (dm_fault.h): once `total` bytes have been sent on the
+	/* Test hook for fault injection (transport/fault/fault.h): once `total` bytes have been sent on the
 	   connection since it began, abort it (TCP: with a reset) instead of sending byte total+1.
 	   0 disarms. NULL when the transport cannot. */
 	void (*tx_abort_at)(struct iscsi_conn *c, uint64_t total);

@@ -35,6 +35,8 @@ struct ix_ctx {
 	struct list_head sessions;
 };
 
+enum ini_xport { INI_XPORT_TCP = 0, INI_XPORT_ISER, INI_XPORT_AUTO };
+
 enum ini_state {
 	INI_IDLE = 0,
 	INI_CONNECTING,
@@ -95,6 +97,7 @@ struct ix_session {
 	struct auth_creds creds;
 
 	enum ini_state state;
+	enum ini_xport xport;
 	bool recovering;
 	bool ever_logged_in;
 	bool freeing;
@@ -156,6 +159,7 @@ struct ix_session {
 
 	void *disc;                     /* ini_disc.c's state for a discovery session */
 	char error[256];
+	char loss_reason[256];          /* why the last full-feature connection was lost */
 };
 
 /* ini_session.c */

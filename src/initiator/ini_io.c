@@ -180,6 +180,36 @@ static int send_data_out(struct ix_session *s, struct ini_task *t, uint32_t ttt,
 	return 0;
 }
 
+/* The SCSI Command PDU. Its txpdu also names the whole buffer and the solicited part of a
+ * write, which an RDMA datamover advertises to the target (TCP ignores both). */
+static int send_cmd_pdu(struct ix_session *s, struct iscsi_hdr *h, struct ix_scsi_cmd *cmd,
+			uint32_t imm, uint32_t unsol)
+{
+	struct dm_txpdu *p;
+
+	if (!s->conn)
+		return -ENOTCONN;
+	p = iscsi_txpdu_get(s->conn);
+	if (!p)
+		return -ENOMEM;
+	h->dlength = imm;
+	if (imm) {
+		p->data[0].iov_base = cmd->buf;
+		p->data[0].iov_len = imm;
+		p->data_cnt = 1;
+		p->data_len = imm;
+	}
+	if (cmd->dir != IX_DIR_NONE && cmd->len) {
+		p->buf_base = cmd->buf;
+		p->buf_size = cmd->len;
+		if (cmd->dir == IX_DIR_WRITE && unsol < cmd->len) {
+			p->dest.iov_base = (uint8_t *)cmd->buf + unsol;
+			p->dest.iov_len = cmd->len - unsol;
+		}
+	}
+	return iscsi_send_pdu(s->conn, p, h);
+}
+
 static int send_cmd(struct ix_session *s, struct ini_task *t)
 {
 	struct ix_scsi_cmd *cmd = t->cmd;
@@ -206,7 +236,7 @@ static int send_cmd(struct ix_session *s, struct ini_task *t)
 	h.cmd.cmdsn = t->cmdsn = s->cmdsn++;
 	h.cmd.expstatsn = s->exp_statsn;
 	memcpy(h.cmd.cdb, cmd->cdb, cmd->cdb_len);
-	r = ini_send(s, &h, cmd->buf, imm);
+	r = send_cmd_pdu(s, &h, cmd, imm, unsol);
 	if (r == 0 && unsol > imm)
 		r = send_data_out(s, t, ISCSI_RSVD_TAG, imm, unsol - imm);
 	return r;
@@ -445,6 +475,21 @@ static void complete_with_status(struct ix_session *s, struct ini_task *t, uint8
 	cmd->overflow = flags & ISCSI_FLAG_OVERFLOW;
 	cmd->underflow = flags & ISCSI_FLAG_UNDERFLOW;
 	cmd->residual = residual;
+	if (cmd->dir == IX_DIR_READ && status == 0 &&
+	    !(s->conn && (s->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT))) {
+		/* every byte the target claims to have sent must have arrived */
+		uint32_t want = cmd->len;
+
+		if (cmd->underflow)
+			want = residual <= cmd->len ? cmd->len - residual : 0;
+		if (t->data_in != want) {
+			ini_set_error(s, "target returned %u bytes of Data-In for ITT 0x%08x, status "
+					 "GOOD says %u", t->data_in, t->itt, want);
+			log_warn("initiator", "%s:%u: %s", s->host, s->port, s->error);
+			task_complete(s, t, -EPROTO);
+			return;
+		}
+	}
 	task_complete(s, t, 0);
 }
 

@@ -9,6 +9,7 @@
 #include <sys/random.h>
 
 #include "initiator/ini_int.h"
+#include "transport/iser/iser.h"
 #include "util/log.h"
 
 #define DEF_PORT 3260
@@ -188,11 +189,19 @@ static int setup_opts(struct ix_session *s, const struct ix_session_opts *in)
 			      o->portal ? o->portal : "");
 		return -EINVAL;
 	}
-	if (o->transport && strcmp(o->transport, "tcp") != 0) {
-		ini_set_error(s, "transport \"%s\" is not available (tcp only so far)", o->transport);
+	if (!o->transport || strcmp(o->transport, "tcp") == 0) {
+		o->transport = "tcp";
+		s->xport = INI_XPORT_TCP;
+	} else if (strcmp(o->transport, "iser") == 0) {
+		o->transport = "iser";
+		s->xport = INI_XPORT_ISER;
+	} else if (strcmp(o->transport, "auto") == 0) {
+		o->transport = "auto";
+		s->xport = INI_XPORT_AUTO;
+	} else {
+		ini_set_error(s, "unknown transport \"%s\" (tcp, iser or auto)", o->transport);
 		return -EPROTONOSUPPORT;
 	}
-	o->transport = "tcp";
 	if (o->queue_depth == 0 || o->queue_depth > INI_MAX_QUEUE_DEPTH) {
 		ini_set_error(s, "queue_depth must be 1..%u", INI_MAX_QUEUE_DEPTH);
 		return -EINVAL;
@@ -449,31 +458,27 @@ static void send_login_req(struct ix_session *s)
 	}
 }
 
-static void connected(struct tcp_connector *tc, int fd, int err)
+/* The transport is up (s->conn set, our reference taken): start the login. */
+static void begin_login(struct ix_session *s)
 {
-	struct ix_session *s = tc->arg;
 	struct login_init_cfg cfg;
 	int r;
 
-	hold(s);
-	if (err < 0) {
-		ini_set_error(s, "connect to %s:%u: %s", s->host, s->port, strerror(-err));
-		attempt_failed(s, err);
-		goto out;
-	}
-	s->conn = tcp_conn_new(fd, s->ctx->loop, ISCSI_ROLE_INITIATOR, &ini_role_ops, s);
 	s->login = calloc(1, sizeof(*s->login));
-	if (!s->conn || !s->login) {
+	if (!s->login) {
 		ini_set_error(s, "out of memory");
 		attempt_failed(s, -ENOMEM);
-		goto out;
+		return;
 	}
-	iscsi_conn_get(s->conn);
-	r = tcp_conn_start(s->conn);
-	if (r < 0) {
-		ini_set_error(s, "cannot start the connection: %s", strerror(-r));
-		attempt_failed(s, r);
-		goto out;
+	s->prefs.rdma = s->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT;
+	if (s->prefs.rdma) {
+		s->prefs.target_rdsl = 8192;
+		s->prefs.initiator_rdsl = ISER_RECV_DATA;
+		s->prefs.header_digest = NEG_DIGEST_NONE_ONLY;
+		s->prefs.data_digest = NEG_DIGEST_NONE_ONLY;
+	} else {
+		s->prefs.header_digest = digest_pref(s->opts.header_digest);
+		s->prefs.data_digest = digest_pref(s->opts.data_digest);
 	}
 	s->conn->state = ISCSI_CONN_IN_LOGIN;
 	s->state = INI_LOGIN;
@@ -493,25 +498,102 @@ static void connected(struct tcp_connector *tc, int fd, int err)
 	if (r < 0) {
 		ini_set_error(s, "login: %s", s->login->error);
 		attempt_failed(s, r);
-		goto out;
+		return;
 	}
 	s->login_itt = ini_next_ctrl_itt(s);
 	send_login_req(s);
+}
+
+static void start_tcp(struct ix_session *s);
+
+static void connected(struct tcp_connector *tc, int fd, int err)
+{
+	struct ix_session *s = tc->arg;
+	int r;
+
+	hold(s);
+	if (err < 0) {
+		ini_set_error(s, "connect to %s:%u: %s", s->host, s->port, strerror(-err));
+		attempt_failed(s, err);
+		goto out;
+	}
+	s->conn = tcp_conn_new(fd, s->ctx->loop, ISCSI_ROLE_INITIATOR, &ini_role_ops, s);
+	if (!s->conn) {
+		ini_set_error(s, "out of memory");
+		attempt_failed(s, -ENOMEM);
+		goto out;
+	}
+	iscsi_conn_get(s->conn); /* ours, dropped in drop_conn() */
+	r = tcp_conn_start(s->conn);
+	if (r < 0) {
+		ini_set_error(s, "cannot start the connection: %s", strerror(-r));
+		attempt_failed(s, r);
+		goto out;
+	}
+	begin_login(s);
 out:
 	release(s);
 }
 
-static void start_attempt(struct ix_session *s)
+static void iser_up(struct iscsi_conn *c, int err)
 {
-	int r;
+	struct ix_session *s = c->role_priv;
 
-	s->state = INI_CONNECTING;
-	ev_timer_start(s->ctx->loop, &s->login_timer, s->opts.login_timeout_ms);
-	r = tcp_connect_start(&s->connector, s->ctx->loop, s->host, s->port, connected, s);
+	if (!s)
+		return;
+	hold(s);
+	if (err < 0) {
+		drop_conn(s);
+		if (s->xport == INI_XPORT_AUTO) {
+			log_info("initiator", "%s:%u: iSER not available (%s): trying TCP", s->host,
+				 s->port, strerror(-err));
+			start_tcp(s);
+		} else {
+			ini_set_error(s, "iSER connect to %s:%u: %s", s->host, s->port,
+				      strerror(-err));
+			attempt_failed(s, err);
+		}
+		goto out;
+	}
+	begin_login(s);
+out:
+	release(s);
+}
+
+static void start_tcp(struct ix_session *s)
+{
+	int r = tcp_connect_start(&s->connector, s->ctx->loop, s->host, s->port, connected, s);
+
 	if (r < 0) {
 		ini_set_error(s, "connect to %s:%u: %s", s->host, s->port, strerror(-r));
 		attempt_failed(s, r);
 	}
+}
+
+static void start_attempt(struct ix_session *s)
+{
+	int err;
+
+	s->state = INI_CONNECTING;
+	ev_timer_start(s->ctx->loop, &s->login_timer, s->opts.login_timeout_ms);
+	if (s->xport == INI_XPORT_TCP) {
+		start_tcp(s);
+		return;
+	}
+	s->conn = iser_conn_connect(s->ctx->loop, s->host, s->port, ISCSI_ROLE_INITIATOR,
+				    &ini_role_ops, s, iser_up, &err);
+	if (s->conn) {
+		iscsi_conn_get(s->conn);
+		return;
+	}
+	if (s->xport == INI_XPORT_AUTO) {
+		log_info("initiator", "%s:%u: iSER not available (%s): trying TCP", s->host, s->port,
+			 strerror(-err));
+		start_tcp(s);
+		return;
+	}
+	ini_set_error(s, "iSER connect to %s:%u: %s", s->host, s->port, strerror(-err));
+	attempt_failed(s, err);
 }
 
 static void retry_cb(struct ev_timer *t)
@@ -548,8 +630,8 @@ static void replace_timeout_cb(struct ev_timer *t)
 		ev_timer_stop(s->ctx->loop, &s->retry_timer);
 		drop_conn(s);
 		free_login(s);
-		ini_set_error(s, "no connection to %s within the replacement timeout (%u ms)",
-			      s->names.portal, s->opts.replacement_timeout_ms);
+		ini_set_error(s, "no connection to %s within the replacement timeout (%u ms) after: %s",
+			      s->names.portal, s->opts.replacement_timeout_ms, s->loss_reason);
 		log_warn("initiator", "%s", s->error);
 		go_down(s, -ETIMEDOUT);
 		emit(s, IX_EVENT_RECOVERY_FAILED, -ETIMEDOUT);
@@ -676,6 +758,7 @@ void ini_conn_lost(struct ix_session *s, int err, const char *why)
 		return;
 	}
 	log_warn("initiator", "%s:%u: connection lost: %s", s->host, s->port, s->error);
+	snprintf(s->loss_reason, sizeof(s->loss_reason), "%s", s->error);
 	drop_conn(s);
 	ev_timer_stop(loop, &s->nop_timer);
 	ini_requeue_all(s, err);

@@ -249,6 +249,17 @@ struct iscsi_r2t {
 	uint32_t ttt, statsn, expcmdsn, maxcmdsn, r2tsn, offset, ddtl;
 };
 
+/* AsyncEvent codes (RFC 7143 11.9.1). */
+enum iscsi_async_event {
+	ISCSI_ASYNC_SCSI_EVENT = 0,
+	ISCSI_ASYNC_LOGOUT_REQUEST = 1,	      /* Parameter3: seconds the initiator has */
+	ISCSI_ASYNC_DROP_CONNECTION = 2,      /* P1 CID, P2 Time2Wait, P3 Time2Retain */
+	ISCSI_ASYNC_DROP_ALL_CONNECTIONS = 3, /* P2 Time2Wait, P3 Time2Retain */
+	ISCSI_ASYNC_NEGOTIATION_REQUEST = 4,  /* P3: seconds */
+	ISCSI_ASYNC_TASK_TERMINATION = 5,
+	ISCSI_ASYNC_VENDOR = 255,
+};
+
 struct iscsi_async_msg {
 	uint64_t lun;
 	uint32_t statsn, expcmdsn, maxcmdsn;

@@ -32,21 +32,26 @@
 		.fn = (f), .name = (n), .cdb_len = (len), .flags = (fl), .usage = __VA_ARGS__      \
 	}
 
-#define F_IO   (SCSI_F_MEDIUM)
-#define F_WR   (SCSI_F_MEDIUM | SCSI_F_WRITE)
-#define F_INFO (SCSI_F_NO_UA | SCSI_F_RESV_OK | SCSI_F_ABSENT_OK)
+/* Flag sets. A command without SCSI_F_PR_ALLOW or SCSI_F_PR_READ is in the "write" class of
+ * the persistent reservation conflict table: the safe default. */
+#define F_IO (SCSI_F_MEDIUM)
+#define F_RD (SCSI_F_MEDIUM | SCSI_F_PR_READ)
+#define F_WR (SCSI_F_MEDIUM | SCSI_F_WRITE)
+#define F_INFO                                                                                     \
+	(SCSI_F_NO_UA | SCSI_F_RESV_OK | SCSI_F_ABSENT_OK | SCSI_F_PR_ALLOW | SCSI_F_SANITIZE_OK)
+#define F_PR (SCSI_F_PR_ALLOW)
 
 static const struct scsi_op sai16_ops[] = {
     {.fn = scsi_sbc_read_capacity16,
      .name = "READ CAPACITY(16)",
      .cdb_len = 16,
-     .flags = F_IO,
+     .flags = F_IO | SCSI_F_PR_ALLOW,
      .sa = 0x10,
      .usage = {0x9e, 0x1f, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
     {.fn = scsi_sbc_get_lba_status,
      .name = "GET LBA STATUS",
      .cdb_len = 16,
-     .flags = F_IO,
+     .flags = F_RD,
      .sa = 0x12,
      .usage = {0x9e, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
 	       0, 0}},
@@ -56,70 +61,134 @@ static const struct scsi_op maint_in_ops[] = {
     {.fn = scsi_spc_report_opcodes,
      .name = "REPORT SUPPORTED OPERATION CODES",
      .cdb_len = 12,
-     .flags = SCSI_F_RESV_OK,
+     .flags = SCSI_F_RESV_OK | F_PR,
      .sa = 0x0c,
      .usage = {0xa3, 0x1f, 0x87, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0}},
     {.fn = scsi_spc_report_tmf,
      .name = "REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS",
      .cdb_len = 12,
-     .flags = SCSI_F_RESV_OK,
+     .flags = SCSI_F_RESV_OK | F_PR,
      .sa = 0x0d,
      .usage = {0xa3, 0x1f, 0x80, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
 };
 
+/* SANITIZE (SBC-4 5.30): byte 1 is IMMED, AUSE and the service action. */
+#define U_SANITIZE                                                                                 \
+	{                                                                                          \
+		0xff, 0xbf, 0, 0, 0, 0, 0, 0xff, 0xff, 0                                           \
+	}
+/* A 10-byte service action entry. */
+#define SA10(f, n, fl, s, u)                                                                       \
+	{                                                                                          \
+		.fn = f, .name = n, .cdb_len = 10, .flags = fl, .sa = s, .usage = u                \
+	}
+static const struct scsi_op sanitize_ops[] = {
+    SA10(scsi_sbc_sanitize, "SANITIZE OVERWRITE", SCSI_F_WRITE, 0x01, U_SANITIZE),
+    SA10(scsi_sbc_sanitize, "SANITIZE BLOCK ERASE", SCSI_F_WRITE | SCSI_F_THIN, 0x02, U_SANITIZE),
+    SA10(scsi_sbc_sanitize, "SANITIZE CRYPTOGRAPHIC ERASE", SCSI_F_WRITE, 0x03, U_SANITIZE),
+    SA10(scsi_sbc_sanitize, "SANITIZE EXIT FAILURE MODE", SCSI_F_WRITE, 0x1f, U_SANITIZE),
+};
+
+/* PERSISTENT RESERVE IN/OUT: allowed under persistent reservations (they are how one deals
+ * with them), not under another nexus's RESERVE(6). */
+#define U_PRIN                                                                                     \
+	{                                                                                          \
+		0xff, 0x1f, 0, 0, 0, 0, 0, 0xff, 0xff, 0                                           \
+	}
+#define U_PROUT                                                                                    \
+	{                                                                                          \
+		0xff, 0x1f, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, 0                                  \
+	}
+static const struct scsi_op pr_in_ops[] = {
+    SA10(scsi_spc_pr_in, "PERSISTENT RESERVE IN READ KEYS", F_PR, 0x00, U_PRIN),
+    SA10(scsi_spc_pr_in, "PERSISTENT RESERVE IN READ RESERVATION", F_PR, 0x01, U_PRIN),
+    SA10(scsi_spc_pr_in, "PERSISTENT RESERVE IN REPORT CAPABILITIES", F_PR, 0x02, U_PRIN),
+    SA10(scsi_spc_pr_in, "PERSISTENT RESERVE IN READ FULL STATUS", F_PR, 0x03, U_PRIN),
+};
+static const struct scsi_op pr_out_ops[] = {
+    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT REGISTER", F_PR, 0x00, U_PROUT),
+    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT RESERVE", F_PR, 0x01, U_PROUT),
+    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT RELEASE", F_PR, 0x02, U_PROUT),
+    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT CLEAR", F_PR, 0x03, U_PROUT),
+    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT PREEMPT", F_PR, 0x04, U_PROUT),
+    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT PREEMPT AND ABORT", F_PR, 0x05, U_PROUT),
+    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT REGISTER AND IGNORE EXISTING KEY", F_PR, 0x06,
+	 U_PROUT),
+    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT REGISTER AND MOVE", F_PR, 0x07, U_PROUT),
+};
+
+#define N_OPS(a) (uint8_t)(sizeof(a) / sizeof((a)[0]))
+
 static const struct scsi_op op_table[256] = {
-    [0x00] = OP(scsi_spc_test_unit_ready, "TEST UNIT READY", 6, F_IO, U6(0, 0, 0, 0)),
+    [0x00] = OP(scsi_spc_test_unit_ready, "TEST UNIT READY", 6, F_IO | F_PR, U6(0, 0, 0, 0)),
     [0x03] = OP(scsi_spc_request_sense, "REQUEST SENSE", 6, F_INFO, U6(0x01, 0, 0, 0xff)),
-    [0x08] = OP(scsi_sbc_read, "READ(6)", 6, F_IO, U6(0x1f, 0xff, 0xff, 0xff)),
+    [0x08] = OP(scsi_sbc_read, "READ(6)", 6, F_RD, U6(0x1f, 0xff, 0xff, 0xff)),
     [0x0a] = OP(scsi_sbc_write, "WRITE(6)", 6, F_WR, U6(0x1f, 0xff, 0xff, 0xff)),
     [0x12] = OP(scsi_spc_inquiry, "INQUIRY", 6, F_INFO, U6(0x01, 0xff, 0xff, 0xff)),
     [0x15] = OP(scsi_spc_mode_select, "MODE SELECT(6)", 6, 0, U6(0x11, 0, 0, 0xff)),
-    [0x16] = OP(scsi_spc_reserve, "RESERVE(6)", 6, 0, U6(0, 0, 0, 0)),
-    [0x17] = OP(scsi_spc_release, "RELEASE(6)", 6, SCSI_F_RESV_OK, U6(0, 0, 0, 0)),
-    [0x1a] = OP(scsi_spc_mode_sense, "MODE SENSE(6)", 6, 0, U6(0x08, 0xff, 0xff, 0xff)),
+    [0x16] = OP(scsi_spc_reserve, "RESERVE(6)", 6, F_PR, U6(0, 0, 0, 0)),
+    [0x17] = OP(scsi_spc_release, "RELEASE(6)", 6, SCSI_F_RESV_OK | F_PR, U6(0, 0, 0, 0)),
+    [0x1a] = OP(scsi_spc_mode_sense, "MODE SENSE(6)", 6, SCSI_F_PR_READ, U6(0x08, 0xff, 0xff, 0xff)),
     [0x1b] = OP(scsi_spc_start_stop, "START STOP UNIT", 6, 0, U6(0x01, 0, 0x0f, 0xf7)),
-    [0x1e] = OP(scsi_spc_prevent_allow, "PREVENT ALLOW MEDIUM REMOVAL", 6, 0, U6(0, 0, 0, 0x03)),
-    [0x25] = OP(scsi_sbc_read_capacity10, "READ CAPACITY(10)", 10, F_IO,
+    [0x1e] = OP(scsi_spc_prevent_allow, "PREVENT ALLOW MEDIUM REMOVAL", 6, F_PR, U6(0, 0, 0, 0x03)),
+    [0x25] = OP(scsi_sbc_read_capacity10, "READ CAPACITY(10)", 10, F_IO | F_PR,
 		{0xff, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0x01, 0}),
-    [0x28] = OP(scsi_sbc_read, "READ(10)", 10, F_IO, U_LBA10(0x18)),
+    [0x28] = OP(scsi_sbc_read, "READ(10)", 10, F_RD, U_LBA10(0x18)),
     [0x2a] = OP(scsi_sbc_write, "WRITE(10)", 10, F_WR, U_LBA10(0x18)),
     [0x2e] = OP(scsi_sbc_write, "WRITE AND VERIFY(10)", 10, F_WR, U_LBA10(0x16)),
-    [0x2f] = OP(scsi_sbc_verify, "VERIFY(10)", 10, F_IO, U_LBA10(0x16)),
-    [0x34] = OP(scsi_sbc_prefetch, "PRE-FETCH(10)", 10, F_IO, U_LBA10(0x02)),
-    [0x35] = OP(scsi_sbc_sync_cache, "SYNCHRONIZE CACHE(10)", 10, F_IO, U_LBA10(0x02)),
+    [0x2f] = OP(scsi_sbc_verify, "VERIFY(10)", 10, F_RD, U_LBA10(0x16)),
+    [0x34] = OP(scsi_sbc_prefetch, "PRE-FETCH(10)", 10, F_RD, U_LBA10(0x02)),
+    /* SYNC_NV (obsolete since SBC-3) is accepted and ignored: everything is flushed. */
+    [0x35] = OP(scsi_sbc_sync_cache, "SYNCHRONIZE CACHE(10)", 10, F_IO, U_LBA10(0x06)),
+    [0x37] = OP(scsi_sbc_read_defect_data, "READ DEFECT DATA(10)", 10, F_RD,
+		{0xff, 0, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0}),
     [0x41] = OP(scsi_sbc_write_same, "WRITE SAME(10)", 10, F_WR, U_LBA10(0x08)),
     [0x42] = OP(scsi_sbc_unmap, "UNMAP", 10, F_WR, {0xff, 0, 0, 0, 0, 0, 0x1f, 0xff, 0xff, 0}),
+    [0x48] = {.name = "SANITIZE",
+	      .cdb_len = 10,
+	      .sa_ops = sanitize_ops,
+	      .n_sa = N_OPS(sanitize_ops)},
     [0x55] = OP(scsi_spc_mode_select, "MODE SELECT(10)", 10, 0,
 		{0xff, 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, 0}),
-    [0x56] = OP(scsi_spc_reserve, "RESERVE(10)", 10, 0, {0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0}),
-    [0x57] =
-	OP(scsi_spc_release, "RELEASE(10)", 10, SCSI_F_RESV_OK, {0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0}),
-    [0x5a] = OP(scsi_spc_mode_sense, "MODE SENSE(10)", 10, 0,
+    [0x56] = OP(scsi_spc_reserve, "RESERVE(10)", 10, F_PR, {0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0}),
+    [0x57] = OP(scsi_spc_release, "RELEASE(10)", 10, SCSI_F_RESV_OK | F_PR,
+		{0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0}),
+    [0x5a] = OP(scsi_spc_mode_sense, "MODE SENSE(10)", 10, SCSI_F_PR_READ,
 		{0xff, 0x18, 0xff, 0xff, 0, 0, 0, 0xff, 0xff, 0}),
-    [0x88] = OP(scsi_sbc_read, "READ(16)", 16, F_IO, U_LBA16(0x18)),
+    [0x5e] = {.name = "PERSISTENT RESERVE IN",
+	      .cdb_len = 10,
+	      .sa_ops = pr_in_ops,
+	      .n_sa = N_OPS(pr_in_ops)},
+    [0x5f] = {.name = "PERSISTENT RESERVE OUT",
+	      .cdb_len = 10,
+	      .sa_ops = pr_out_ops,
+	      .n_sa = N_OPS(pr_out_ops)},
+    [0x88] = OP(scsi_sbc_read, "READ(16)", 16, F_RD, U_LBA16(0x18)),
     [0x89] =
 	OP(scsi_sbc_compare_and_write, "COMPARE AND WRITE", 16, F_WR,
 	   {0xff, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0xff, 0x1f, 0}),
     [0x8a] = OP(scsi_sbc_write, "WRITE(16)", 16, F_WR, U_LBA16(0x18)),
     [0x8e] = OP(scsi_sbc_write, "WRITE AND VERIFY(16)", 16, F_WR, U_LBA16(0x16)),
-    [0x8f] = OP(scsi_sbc_verify, "VERIFY(16)", 16, F_IO, U_LBA16(0x16)),
-    [0x90] = OP(scsi_sbc_prefetch, "PRE-FETCH(16)", 16, F_IO, U_LBA16(0x02)),
-    [0x91] = OP(scsi_sbc_sync_cache, "SYNCHRONIZE CACHE(16)", 16, F_IO, U_LBA16(0x02)),
+    [0x8f] = OP(scsi_sbc_verify, "VERIFY(16)", 16, F_RD, U_LBA16(0x16)),
+    [0x90] = OP(scsi_sbc_prefetch, "PRE-FETCH(16)", 16, F_RD, U_LBA16(0x02)),
+    [0x91] = OP(scsi_sbc_sync_cache, "SYNCHRONIZE CACHE(16)", 16, F_IO, U_LBA16(0x06)),
     [0x93] = OP(scsi_sbc_write_same, "WRITE SAME(16)", 16, F_WR, U_LBA16(0x09)),
     [0x9e] = {.name = "SERVICE ACTION IN(16)",
 	      .cdb_len = 16,
 	      .sa_ops = sai16_ops,
-	      .n_sa = sizeof(sai16_ops) / sizeof(sai16_ops[0])},
+	      .n_sa = N_OPS(sai16_ops)},
     [0xa0] = OP(scsi_spc_report_luns, "REPORT LUNS", 12, F_INFO,
 		{0xff, 0, 0xff, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}),
     [0xa3] = {.name = "MAINTENANCE IN",
 	      .cdb_len = 12,
 	      .sa_ops = maint_in_ops,
-	      .n_sa = sizeof(maint_in_ops) / sizeof(maint_in_ops[0])},
-    [0xa8] = OP(scsi_sbc_read, "READ(12)", 12, F_IO, U_LBA12(0x18)),
+	      .n_sa = N_OPS(maint_in_ops)},
+    [0xa8] = OP(scsi_sbc_read, "READ(12)", 12, F_RD, U_LBA12(0x18)),
     [0xaa] = OP(scsi_sbc_write, "WRITE(12)", 12, F_WR, U_LBA12(0x18)),
     [0xae] = OP(scsi_sbc_write, "WRITE AND VERIFY(12)", 12, F_WR, U_LBA12(0x16)),
-    [0xaf] = OP(scsi_sbc_verify, "VERIFY(12)", 12, F_IO, U_LBA12(0x16)),
+    [0xaf] = OP(scsi_sbc_verify, "VERIFY(12)", 12, F_RD, U_LBA12(0x16)),
+    [0xb7] = OP(scsi_sbc_read_defect_data, "READ DEFECT DATA(12)", 12, F_RD,
+		{0xff, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0}),
 };
 
 const struct scsi_op *scsi_op_table(void)
@@ -138,6 +207,11 @@ const struct scsi_op *scsi_op_lookup(uint8_t opcode, uint16_t sa, bool *sa_valid
 		if (op->sa_ops[i].sa == sa)
 			return &op->sa_ops[i];
 	return NULL;
+}
+
+bool scsi_op_on_lu(const struct scsi_op *op, const struct scsi_lu *lu)
+{
+	return !(op->flags & SCSI_F_THIN) || (lu && lu->lbpme);
 }
 
 uint64_t scsi_alloc_len(const uint8_t *cdb, unsigned off, unsigned width)
@@ -205,12 +279,36 @@ static bool ua_check(struct scsi_cmd *cmd, struct scsi_itl *itl)
 	return false;
 }
 
+/* The medium (ms = lu->mstate, not SCSI_MS_LOADED alone): present, not left unusable by a
+ * failed sanitize. */
+static bool medium_ok(struct scsi_cmd *cmd, const struct scsi_op *op, uint8_t ms)
+{
+	if (!(op->flags & SCSI_F_MEDIUM))
+		return true;
+	if (!(ms & SCSI_MS_LOADED)) {
+		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x3a, 0x00); /* MEDIUM NOT PRESENT */
+		return false;
+	}
+	if (ms & SCSI_MS_SAN_FAIL) {
+		scsi_fail(cmd, SCSI_SENSE_MEDIUM_ERROR, 0x31, 0x03); /* SANITIZE COMMAND FAILED */
+		return false;
+	}
+	return true;
+}
+
 /* The generic checks; returns false with status set if the command must not run. */
 static bool precheck(struct scsi_cmd *cmd, const struct scsi_op *op, struct scsi_lu *lu)
 {
 	struct scsi_priv *p = scsi_priv(cmd);
 	struct scsi_nexus *holder;
+	uint8_t ms = atomic_load_explicit(&lu->mstate, memory_order_acquire);
 
+	/* A sanitize in progress stops everything but a few commands, before anything else
+	 * (SBC-4 4.11): a pending unit attention stays pending until it is over. */
+	if ((ms & SCSI_MS_SANITIZE) && !(op->flags & SCSI_F_SANITIZE_OK)) {
+		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x1b); /* SANITIZE IN PROGRESS */
+		return false;
+	}
 	if (!(op->flags & SCSI_F_NO_UA) && !ua_check(cmd, p->itl))
 		return false;
 	if (cmd->cdb_len < op->cdb_len) {
@@ -224,12 +322,20 @@ static bool precheck(struct scsi_cmd *cmd, const struct scsi_op *op, struct scsi
 		cmd->status = SCSI_STATUS_RESERVATION_CONFLICT;
 		return false;
 	}
-	if ((op->flags & SCSI_F_MEDIUM) && !lu->dev) {
-		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x3a, 0x00); /* MEDIUM NOT PRESENT */
+	if (!(op->flags & SCSI_F_PR_ALLOW) &&
+	    scsi_pr_conflict(cmd, lu, op->flags & SCSI_F_PR_READ)) {
+		cmd->status = SCSI_STATUS_RESERVATION_CONFLICT;
 		return false;
 	}
+	if (ms != SCSI_MS_LOADED && !medium_ok(cmd, op, ms)) /* loaded: the common case */
+		return false;
 	if ((op->flags & SCSI_F_WRITE) && lu->readonly) {
 		scsi_fail(cmd, SCSI_SENSE_DATA_PROTECT, 0x27, 0x00); /* WRITE PROTECTED */
+		return false;
+	}
+	if ((op->flags & SCSI_F_WRITE) && atomic_load_explicit(&lu->swp, memory_order_relaxed)) {
+		/* LOGICAL UNIT SOFTWARE WRITE PROTECTED (control mode page SWP) */
+		scsi_fail(cmd, SCSI_SENSE_DATA_PROTECT, 0x27, 0x02);
 		return false;
 	}
 	return true;
@@ -264,6 +370,8 @@ void scsi_cmd_exec(struct scsi_cmd *cmd)
 	if (cmd->cdb_len >= 2)
 		sa = cmd->cdb[1] & 0x1f;
 	op = scsi_op_lookup(cmd->cdb[0], sa, &has_sa);
+	if (op && !scsi_op_on_lu(op, lu))
+		op = NULL;
 	if (!lu && !(op && (op->flags & SCSI_F_ABSENT_OK))) {
 		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x25, 0x00); /* LU NOT SUPPORTED */
 		goto out;
@@ -286,6 +394,11 @@ void scsi_cmd_exec(struct scsi_cmd *cmd)
 		return;
 out:
 	scsi_cmd_finish(cmd);
+}
+
+bool scsi_cmd_abort(struct scsi_cmd *cmd)
+{
+	return scsi_sanitize_abort(cmd);
 }
 
 uint32_t scsi_cdb_data_out_len(const struct scsi_lu *lu, const uint8_t *cdb, uint16_t cdb_len)
@@ -334,8 +447,12 @@ uint32_t scsi_cdb_data_out_len(const struct scsi_lu *lu, const uint8_t *cdb, uin
 		n = 2 * cdb[13] * bs;
 		break;
 	case 0x42:
+	case 0x48:
 	case 0x55:
 		n = get_be16(cdb + 7);
+		break;
+	case 0x5f:
+		n = cdb_len >= 10 ? get_be32(cdb + 5) : 0;
 		break;
 	case 0x15:
 		n = cdb[4];

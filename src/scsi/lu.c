@@ -1,6 +1,7 @@
 /* LU life and references, the LUN map, I_T nexuses, unit attentions, reservation release on
  * nexus loss and LU reset, and the per-thread I/O context. Control state is guarded by
- * lu->lock; the data path only reads atomics (itl->lu, itl->ua_pending, lu->resv_holder). */
+ * lu->lock; the data path only reads atomics (itl->lu, itl->ua_pending, itl->pr,
+ * lu->resv_holder, lu->mstate). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,17 +10,6 @@
 #include "scsi/scsi_int.h"
 
 /* ---- identifiers ---- */
-
-static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
-{
-	const uint8_t *p = data;
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
 
 static void copy_id(char *dst, size_t cap, const char *src, const char *def)
 {
@@ -34,11 +24,11 @@ static void copy_id(char *dst, size_t cap, const char *src, const char *def)
 static void make_ids(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg)
 {
 	const char *tn = cfg->target_name ? cfg->target_name : "";
-	uint64_t h = fnv1a(0xcbf29ce484222325ULL, tn, strlen(tn));
+	uint64_t h = fnv1a64(FNV1A64_INIT, tn, strlen(tn));
 	uint64_t hi, lo;
 
-	h = fnv1a(h, &cfg->lun, sizeof(cfg->lun));
-	lo = fnv1a(h, "ix-naa-ext", 10);
+	h = fnv1a64(h, &cfg->lun, sizeof(cfg->lun));
+	lo = fnv1a64(h, "ix-naa-ext", 10);
 	/* NAA 6 (IEEE Registered Extended): 4-bit NAA, then 60 bits (company id + vendor
 	 * specific), then a 64-bit extension. */
 	hi = cfg->naa_id ? cfg->naa_id : h;
@@ -78,6 +68,10 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 	lu->lun = cfg->lun;
 	lu->readonly = cfg->readonly;
 	lu->no_medium = cfg->no_medium;
+	lu->removable = cfg->removable || cfg->no_medium;
+	lu->sanitize_rate = cfg->sanitize_rate;
+	atomic_init(&lu->mstate, cfg->no_medium ? 0 : SCSI_MS_LOADED);
+	atomic_init(&lu->swp, false);
 	atomic_init(&lu->wce, cfg->write_cache);
 	lu->wce_default = cfg->write_cache;
 	atomic_init(&lu->d_sense, false);
@@ -92,6 +86,9 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 		goto fail;
 	}
 	make_ids(lu, cfg);
+	rc = scsi_pr_lu_init(lu, cfg, err, errlen);
+	if (rc < 0)
+		goto fail;
 	if (!cfg->no_medium) {
 		struct bs_open_cfg oc = {.path = cfg->path,
 					 .size_bytes = cfg->size_bytes,
@@ -110,6 +107,7 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 	*out = lu;
 	return 0;
 fail:
+	scsi_pr_lu_free(lu);
 	free(lu->scratch);
 	free(lu->target_name);
 	pthread_mutex_destroy(&lu->lock);
@@ -128,6 +126,7 @@ void scsi_lu_put(struct scsi_lu *lu)
 	if (!lu || atomic_fetch_sub_explicit(&lu->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	bs_dev_close(lu->dev);
+	scsi_pr_lu_free(lu);
 	pthread_mutex_destroy(&lu->lock);
 	pthread_mutex_destroy(&lu->slow_lock);
 	free(lu->scratch);
@@ -183,6 +182,22 @@ int scsi_lun_map_add(struct scsi_lun_map *map, uint32_t lun, struct scsi_lu *lu)
 		return -EEXIST;
 	}
 	return 0;
+}
+
+struct scsi_lu *scsi_lun_map_remove(struct scsi_lun_map *map, uint32_t lun)
+{
+	if (!map || lun >= SCSI_MAX_LUNS)
+		return NULL;
+	return atomic_exchange(&map->lus[lun], NULL);
+}
+
+void scsi_lun_map_changed(const struct scsi_lun_map *map)
+{
+	for (uint32_t i = 0; i < SCSI_MAX_LUNS; i++) {
+		struct scsi_lu *lu = scsi_lun_map_get(map, i);
+		if (lu) /* REPORTED LUNS DATA HAS CHANGED */
+			scsi_ua_post_others(lu, NULL, 0x3f, 0x0e);
+	}
 }
 
 struct scsi_lu *scsi_lun_map_get(const struct scsi_lun_map *map, uint64_t lun)
@@ -244,30 +259,42 @@ struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *in
 	return nx;
 }
 
+/* Undo scsi_itl_attach(): the I_T nexus no longer reaches that LU (nexus loss, or the LUN now
+ * names another LU). Runs on the nexus's thread. */
+static void itl_detach(struct scsi_itl *itl)
+{
+	struct scsi_lu *lu = atomic_load(&itl->lu);
+	struct scsi_nexus *me = itl->nx;
+
+	if (!lu)
+		return;
+	pthread_mutex_lock(&lu->lock);
+	list_del(&itl->lu_link);
+	if (itl->prevent) { /* PREVENT MEDIUM REMOVAL ends with the nexus */
+		itl->prevent = false;
+		lu->prevent--;
+	}
+	itl->n_ua = 0;
+	atomic_store(&itl->ua_pending, false);
+	atomic_store(&itl->lu, NULL);
+	/* I_T nexus loss releases a RESERVE(6)/(10) reservation held through it. */
+	atomic_compare_exchange_strong(&lu->resv_holder, &me, NULL);
+	pthread_mutex_unlock(&lu->lock);
+	scsi_lu_put(lu);
+}
+
 void scsi_nexus_free(struct scsi_nexus *nx)
 {
 	if (!nx)
 		return;
-	for (unsigned i = 0; i < SCSI_MAX_LUNS; i++) {
-		struct scsi_itl *itl = &nx->itl[i];
-		struct scsi_lu *lu = atomic_load(&itl->lu);
-		struct scsi_nexus *me = nx;
-
-		if (!lu)
-			continue;
-		pthread_mutex_lock(&lu->lock);
-		list_del(&itl->lu_link);
-		/* I_T nexus loss releases a RESERVE(6)/(10) reservation held through it. */
-		atomic_compare_exchange_strong(&lu->resv_holder, &me, NULL);
-		pthread_mutex_unlock(&lu->lock);
-		scsi_lu_put(lu);
-	}
+	for (unsigned i = 0; i < SCSI_MAX_LUNS; i++)
+		itl_detach(&nx->itl[i]);
 	free(nx->initiator_port);
 	free(nx->target_port);
 	free(nx);
 }
 
-static void ua_add_locked(struct scsi_itl *itl, uint8_t asc, uint8_t ascq)
+void scsi_ua_add_locked(struct scsi_itl *itl, uint8_t asc, uint8_t ascq)
 {
 	for (unsigned i = 0; i < itl->n_ua; i++) {
 		/* A power-on/reset condition pending already covers a later reset. */
@@ -286,13 +313,20 @@ struct scsi_itl *scsi_itl_attach(struct scsi_nexus *nx, uint32_t lun, struct scs
 {
 	struct scsi_itl *itl = &nx->itl[lun];
 
-	if (atomic_load_explicit(&itl->lu, memory_order_acquire) == lu)
+	struct scsi_lu *cur = atomic_load_explicit(&itl->lu, memory_order_acquire);
+
+	if (cur == lu)
 		return itl;
+	if (cur) /* a reload removed the LU this LUN named and put another one there */
+		itl_detach(itl);
 	pthread_mutex_lock(&lu->lock);
 	if (atomic_load_explicit(&itl->lu, memory_order_relaxed) != lu) {
 		scsi_lu_get(lu);
 		list_add_tail(&itl->lu_link, &lu->itls);
-		ua_add_locked(itl, 0x29, 0x00); /* POWER ON, RESET, OR BUS DEVICE RESET OCCURRED */
+		itl->prevent = false;
+		scsi_pr_itl_attach_locked(lu, itl);
+		scsi_ua_add_locked(itl, 0x29,
+				   0x00); /* POWER ON, RESET, OR BUS DEVICE RESET OCCURRED */
 		atomic_store_explicit(&itl->lu, lu, memory_order_release);
 	}
 	pthread_mutex_unlock(&lu->lock);
@@ -331,19 +365,23 @@ void scsi_ua_post_others(struct scsi_lu *lu, const struct scsi_nexus *except, ui
 		struct scsi_itl *itl = list_entry(pos, struct scsi_itl, lu_link);
 
 		if (itl->nx != except)
-			ua_add_locked(itl, asc, ascq);
+			scsi_ua_add_locked(itl, asc, ascq);
 	}
 	pthread_mutex_unlock(&lu->lock);
 }
 
 int scsi_lu_reset(struct scsi_lu *lu, struct scsi_nexus *from)
 {
+	struct list_head *pos;
+
 	if (!lu)
 		return -ENOENT;
-	/* SPC-2 reservations are released by a logical unit reset. */
+	/* SPC-2 reservations and medium removal prevention end with a logical unit reset;
+	 * persistent reservations do not (SPC-4 5.12.10). */
 	atomic_store(&lu->resv_holder, NULL);
 	pthread_mutex_lock(&lu->lock);
-	lu->prevent = false;
+	list_for_each(pos, &lu->itls) list_entry(pos, struct scsi_itl, lu_link)->prevent = false;
+	lu->prevent = 0;
 	pthread_mutex_unlock(&lu->lock);
 	scsi_ua_post_others(lu, from, 0x29, 0x03); /* LOGICAL UNIT RESET OCCURRED */
 	return 0;
@@ -359,6 +397,7 @@ struct scsi_thread *scsi_thread_new(struct ev_loop *loop)
 	if (!t)
 		return NULL;
 	t->loop = loop;
+	list_init(&t->sanitizes);
 	t->bs = bs_thread_new(loop, 0, &err);
 	if (!t->bs) {
 		free(t);
@@ -371,6 +410,7 @@ void scsi_thread_free(struct scsi_thread *t)
 {
 	if (!t)
 		return;
+	scsi_sanitize_thread_stop(t);
 	bs_thread_free(t->bs);
 	free(t);
 }

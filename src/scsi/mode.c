@@ -1,7 +1,7 @@
 /* MODE SENSE (6)/(10) and MODE SELECT (6)/(10): the read-write error recovery (0x01),
  * disconnect-reconnect (0x02), caching (0x08), control (0x0A) and informational exceptions
- * (0x1C) pages. Changeable: WCE in the caching page and D_SENSE in the control page. No saved
- * pages. */
+ * (0x1C) pages. Changeable: WCE in the caching page, D_SENSE and SWP (software write protect)
+ * in the control page. No saved pages. WP in the header reports readonly or SWP. */
 #include <string.h>
 
 #include "scsi/scsi_int.h"
@@ -32,6 +32,7 @@ static uint32_t build_page(const struct scsi_lu *lu, const struct mode_page *mp,
 {
 	bool wce = pc == PC_CURRENT ? atomic_load(&lu->wce) : false;
 	bool dsense = pc == PC_CURRENT ? atomic_load(&lu->d_sense) : false;
+	bool swp = pc == PC_CURRENT ? atomic_load(&lu->swp) : false;
 
 	memset(d, 0, 2u + mp->len);
 	d[0] = mp->code;
@@ -45,11 +46,13 @@ static uint32_t build_page(const struct scsi_lu *lu, const struct mode_page *mp,
 		break;
 	case 0x0a: /* control */
 		if (pc == PC_CHANGEABLE) {
-			d[2] = 0x04;
+			d[2] = 0x04; /* D_SENSE */
+			d[4] = 0x08; /* SWP */
 			break;
 		}
 		d[2] = 0x02 | (dsense ? 0x04 : 0); /* GLTSD, D_SENSE */
 		d[3] = 0x10;			   /* QUEUE ALGORITHM MODIFIER: unrestricted */
+		d[4] = swp ? 0x08 : 0;
 		put_be16(d + 8, 0xffff);	   /* BUSY TIMEOUT PERIOD: unlimited */
 		break;
 	case 0x1c: /* informational exceptions: reporting disabled */
@@ -70,6 +73,7 @@ int scsi_spc_mode_sense(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	uint8_t page = cdb[2] & 0x3f, subpage = cdb[3];
 	uint32_t alloc = ten ? get_be16(cdb + 7) : cdb[4];
 	uint32_t hdr = ten ? 8 : 4, bdl = dbd ? 0 : (llbaa ? 16 : 8), n;
+	bool wp = lu->readonly || atomic_load(&lu->swp);
 	uint8_t d[512];
 
 	memset(d, 0, sizeof(d));
@@ -98,12 +102,12 @@ int scsi_spc_mode_sense(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	}
 	if (ten) {
 		put_be16(d, (uint16_t)(n - 2));
-		d[3] = (lu->readonly ? 0x80 : 0) | 0x10; /* WP, DPOFUA */
+		d[3] = (wp ? 0x80 : 0) | 0x10; /* WP, DPOFUA */
 		d[4] = bdl == 16 ? 0x01 : 0;		 /* LONGLBA */
 		put_be16(d + 6, (uint16_t)bdl);
 	} else {
 		d[0] = (uint8_t)(n - 1);
-		d[2] = (lu->readonly ? 0x80 : 0) | 0x10;
+		d[2] = (wp ? 0x80 : 0) | 0x10;
 		d[3] = (uint8_t)bdl;
 	}
 	scsi_put_data(cmd, d, n, alloc);
@@ -141,9 +145,10 @@ static bool apply_page(struct scsi_lu *lu, const uint8_t *p)
 
 		changed = atomic_exchange(&lu->wce, v) != v;
 	} else if (p[0] == 0x0a) {
-		bool v = p[2] & 0x04;
+		bool v = p[2] & 0x04, swp = p[4] & 0x08;
 
 		changed = atomic_exchange(&lu->d_sense, v) != v;
+		changed |= atomic_exchange(&lu->swp, swp) != swp;
 	}
 	return changed;
 }

@@ -1,6 +1,7 @@
 /* SBC-3 block commands on the data path: READ CAPACITY (10)/(16), READ and WRITE (6/10/12/16),
- * WRITE AND VERIFY, VERIFY, SYNCHRONIZE CACHE, PRE-FETCH and GET LBA STATUS. Reads and writes
- * go straight to the backend through the command's embedded bs_io, without locks. */
+ * WRITE AND VERIFY, VERIFY, SYNCHRONIZE CACHE, PRE-FETCH, GET LBA STATUS and READ DEFECT DATA.
+ * Reads and writes go straight to the backend through the command's embedded bs_io, without locks.
+ */
 #include <errno.h>
 #include <string.h>
 
@@ -319,35 +320,119 @@ int scsi_sbc_prefetch(struct scsi_cmd *cmd, struct scsi_lu *lu)
 
 /* ---- GET LBA STATUS ---- */
 
+#define LBAS_MAX_DESC  32 /* descriptors per reply */
+#define LBAS_MAX_PROBE 64 /* backend lba_status calls per command (each is capped) */
+
+struct lbas_walk {
+	struct scsi_lu *lu;
+	uint64_t pos;	  /* next block to probe */
+	uint64_t run;	  /* blocks of the probe in hand */
+	bool mapped, have; /* its state; whether a probe is in hand */
+	int probes;
+};
+
+static int lbas_probe(struct lbas_walk *w)
+{
+	struct scsi_lu *lu = w->lu;
+	uint64_t bytes = 0;
+	int rc = 0;
+
+	w->mapped = true;
+	if (lu->dev->ops->lba_status)
+		rc = lu->dev->ops->lba_status(lu->dev, w->pos * lu->block_size, &bytes, &w->mapped);
+	else
+		bytes = (lu->nblocks - w->pos) * lu->block_size;
+	if (rc < 0)
+		return rc;
+	w->run = bytes / lu->block_size;
+	if (w->run == 0)
+		w->run = 1;
+	if (w->run > lu->nblocks - w->pos)
+		w->run = lu->nblocks - w->pos;
+	if (w->run > 0xffffffffULL) /* one descriptor's worth */
+		w->run = 0xffffffffULL;
+	w->have = true;
+	w->probes++;
+	return 0;
+}
+
+/* One descriptor: consecutive probes with the same state merged, up to 2^32 - 1 blocks. */
+static int lbas_extent(struct lbas_walk *w, uint64_t *len, bool *mapped)
+{
+	int rc = w->have ? 0 : lbas_probe(w);
+
+	*len = 0;
+	if (rc < 0)
+		return rc;
+	*mapped = w->mapped;
+	while (w->have && w->mapped == *mapped && *len + w->run <= 0xffffffffULL) {
+		*len += w->run;
+		w->pos += w->run;
+		w->have = false;
+		if (w->pos >= w->lu->nblocks || w->probes >= LBAS_MAX_PROBE)
+			break;
+		if ((rc = lbas_probe(w)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* SBC-3 5.7: as many LBA status descriptors, from the starting LBA on, as the allocation
+ * length takes (at most LBAS_MAX_DESC, and as far as LBAS_MAX_PROBE backend probes reach). */
 int scsi_sbc_get_lba_status(struct scsi_cmd *cmd, struct scsi_lu *lu)
 {
-	uint64_t lba = get_be64(cmd->cdb + 2), run = 0;
-	uint32_t alloc = get_be32(cmd->cdb + 10);
-	uint8_t d[24] = {0};
-	bool mapped = true;
-	int rc = 0;
+	uint64_t lba = get_be64(cmd->cdb + 2);
+	uint32_t alloc = get_be32(cmd->cdb + 10), n = 8, max;
+	uint8_t d[8 + 16 * LBAS_MAX_DESC] = {0};
+	struct lbas_walk w = {.lu = lu, .pos = lba};
 
 	if (lba >= lu->nblocks) {
 		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x21, 0x00);
 		return SCSI_DONE;
 	}
-	if (lu->dev->ops->lba_status)
-		rc = lu->dev->ops->lba_status(lu->dev, lba * lu->block_size, &run, &mapped);
-	if (rc < 0) {
-		scsi_fail_errno(cmd, rc, false);
+	max = alloc < 24 ? 1 : (alloc - 8) / 16;
+	if (max > LBAS_MAX_DESC)
+		max = LBAS_MAX_DESC;
+	while (n < 8 + 16 * max && w.pos < lu->nblocks) {
+		uint64_t start = w.pos, len;
+		bool mapped;
+		int rc = lbas_extent(&w, &len, &mapped);
+
+		if (rc < 0) {
+			scsi_fail_errno(cmd, rc, false);
+			return SCSI_DONE;
+		}
+		put_be64(d + n, start);
+		put_be32(d + n + 8, (uint32_t)len);
+		d[n + 12] = mapped ? 0x00 : 0x01; /* mapped / deallocated */
+		n += 16;
+		if (w.probes >= LBAS_MAX_PROBE && !w.have)
+			break;
+	}
+	put_be32(d, n - 4); /* PARAMETER DATA LENGTH */
+	scsi_put_data(cmd, d, n, alloc);
+	return SCSI_DONE;
+}
+
+/* ---- READ DEFECT DATA (10)/(12) ---- */
+
+/* Virtual media have no defects: both lists are returned empty and valid, in the format asked
+ * for (SBC-3 5.11, 5.12). */
+int scsi_sbc_read_defect_data(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	const uint8_t *cdb = cmd->cdb;
+	bool twelve = cdb[0] == 0xb7;
+	uint8_t req = twelve ? cdb[1] : cdb[2], d[8] = {0};
+	uint32_t alloc = twelve ? get_be32(cdb + 6) : get_be16(cdb + 7);
+
+	(void)lu;
+	if ((req & 0x07) == 0x07) { /* reserved DEFECT LIST FORMAT */
+		scsi_fail_cdb(cmd, twelve ? 1 : 2, 2);
 		return SCSI_DONE;
 	}
-	if (!lu->dev->ops->lba_status)
-		run = (lu->nblocks - lba) * lu->block_size;
-	run /= lu->block_size;
-	if (run == 0)
-		run = 1;
-	if (run > 0xffffffffULL)
-		run = 0xffffffffULL;
-	put_be32(d, 20); /* PARAMETER DATA LENGTH: one descriptor */
-	put_be64(d + 8, lba);
-	put_be32(d + 16, (uint32_t)run);
-	d[20] = mapped ? 0x00 : 0x01; /* mapped / deallocated */
-	scsi_put_data(cmd, d, 24, alloc);
+	/* PLISTV, GLISTV as requested; DEFECT LIST FORMAT echoed; lengths (and, for (12), the
+	 * GENERATION CODE) zero. */
+	d[1] = req & 0x1f;
+	scsi_put_data(cmd, d, twelve ? 8 : 4, alloc);
 	return SCSI_DONE;
 }

@@ -88,7 +88,10 @@ struct scsi_lu_cfg {
 	bool thin;               /* advertise thin provisioning (UNMAP/WRITE SAME UNMAP) */
 	bool write_cache;        /* WCE in the caching mode page; SYNCHRONIZE CACHE always
 				    flushes, FUA always makes the write durable */
-	bool no_medium;          /* LU present, medium absent (NOT READY 0x3A) */
+	bool no_medium;          /* LU present, medium absent (NOT READY 0x3A); implies removable */
+	bool removable;          /* RMB: START STOP UNIT with LOEJ ejects and loads the medium */
+	uint64_t sanitize_rate;  /* bytes per second a SANITIZE OVERWRITE may write; 0 = as
+				    fast as the backend goes */
 	const char *vendor;      /* INQUIRY T10 vendor, default "IX" */
 	const char *product;     /* default "ix-disk" */
 	const char *serial;      /* VPD 0x80; default derived from the naa id */
@@ -100,9 +103,14 @@ struct scsi_lu_cfg {
 	uint32_t n_err_rules;
 	const char *target_name; /* for the derived identifiers */
 	uint32_t lun;
+	const char *state_dir;   /* where APTPL persistent reservations are kept, as
+				    "<state_dir>/<target_name>.lun<lun>.pr"; NULL = APTPL not
+				    supported (PTPL_C = 0) */
 };
 
-/* Open the backend and build the LU. Returns 0 and *out, or -errno with a message in err. */
+/* Open the backend and build the LU, restoring persistent reservations saved with APTPL when
+ * state_dir has a file for it. Returns 0 and *out, or -errno with a message in err (a state
+ * file that cannot be read or is damaged fails the LU: -EINVAL, message naming file and line). */
 int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, size_t errlen);
 /* Drop the creator's reference; the LU is freed when the last command and nexus let go. */
 void scsi_lu_put(struct scsi_lu *lu);
@@ -114,6 +122,18 @@ struct scsi_lun_map *scsi_lun_map_new(void);
 void scsi_lun_map_free(struct scsi_lun_map *map);
 /* Takes a reference on lu. -EEXIST, -ERANGE. */
 int scsi_lun_map_add(struct scsi_lun_map *map, uint32_t lun, struct scsi_lu *lu);
+/* Take LUN lun out of the map: commands that look it up from now on get LOGICAL UNIT NOT
+ * SUPPORTED. Returns its LU with the map's reference, or NULL if the LUN was empty.
+ * scsi_lun_map_get() hands out pointers without a reference, so the caller keeps this reference
+ * until every thread that looks LUs up in the map has passed a point where it holds no such
+ * pointer (the target waits for one turn of each worker loop), then drops it with
+ * scsi_lu_put(). Commands already running hold their own reference and finish normally. */
+struct scsi_lu *scsi_lun_map_remove(struct scsi_lun_map *map, uint32_t lun);
+/* The LUN inventory changed (a LUN added or removed): every I_T nexus that has used an LU of the
+ * map gets the unit attention REPORTED LUNS DATA HAS CHANGED (3F/0E) on it (SPC-4, REPORT
+ * LUNS). Call it on the thread that adds and removes LUNs (it reads the map without taking
+ * references). */
+void scsi_lun_map_changed(const struct scsi_lun_map *map);
 /* lun is either the 8-byte SAM LUN field from a PDU (decoded with scsi_lun_decode()) or a
  * plain LUN number below SCSI_MAX_LUNS; the two cannot be confused (a field addressing LUN n > 0
  * is >= 2^48). No reference is taken; NULL if absent. */
@@ -129,7 +149,8 @@ uint64_t scsi_lun_encode(uint32_t lun);
  * on each LU at first access. */
 struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *initiator_port,
 				  const char *target_port);
-/* I_T nexus loss: releases RESERVE(6) reservations held through it. */
+/* I_T nexus loss: releases RESERVE(6) reservations and PREVENT MEDIUM REMOVAL held through
+ * it; persistent reservations and registrations survive it (SPC-4 5.12.10). */
 void scsi_nexus_free(struct scsi_nexus *nx);
 
 /* Per-thread I/O context, bound to the thread's loop. */
@@ -176,6 +197,13 @@ uint32_t scsi_cdb_data_out_len(const struct scsi_lu *lu, const uint8_t *cdb, uin
 
 /* Execute. Always completes through cmd->done exactly once. */
 void scsi_cmd_exec(struct scsi_cmd *cmd);
+
+/* ABORT TASK and friends for a command that has not completed yet: a command the SCSI layer is
+ * only waiting on (a SANITIZE without IMMED; the operation itself continues, as SBC-4 requires)
+ * completes at once through cmd->done with TASK ABORTED and this returns true. For any other
+ * command returns false: it completes normally and soon (backend I/O in flight). Call on the
+ * submitting thread. */
+bool scsi_cmd_abort(struct scsi_cmd *cmd);
 
 /* Task management on an LU: LOGICAL UNIT RESET (clears reservations per SPC, sets a unit
  * attention 29/03 for every other nexus). Outstanding commands are the transport's to abort.

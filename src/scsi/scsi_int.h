@@ -7,6 +7,8 @@
 #include <stdatomic.h>
 
 #include "backend/bs.h"
+#include "event/loop.h"
+#include "scsi/pr.h"
 #include "scsi/scsi.h"
 #include "util/bytes.h"
 #include "util/list.h"
@@ -20,18 +22,24 @@
 #define SCSI_SCRATCH_BYTES    (64u << 10)
 #define SCSI_UA_QUEUE	      4
 
+struct scsi_sanitize;
+
 struct scsi_thread {
 	struct bs_thread *bs;
 	struct ev_loop *loop;
+	struct list_head sanitizes; /* scsi_sanitize operations driven by this thread */
 };
 
 /* Per I_T nexus, per LUN: the I_T_L nexus. */
 struct scsi_itl {
 	_Atomic(struct scsi_lu *) lu; /* set (with a reference) on first access */
 	atomic_bool ua_pending;	      /* mirrors n_ua != 0, read without the lock */
+	atomic_uchar pr;	      /* PR_F_* view of the LU's persistent reservation for this
+					 nexus: written under lu->lock, read by the data path */
 	struct scsi_nexus *nx;
 	struct list_head lu_link; /* on lu->itls, under lu->lock */
 	uint8_t n_ua;		  /* under lu->lock */
+	bool prevent;		  /* PREVENT MEDIUM REMOVAL through this nexus, under lu->lock */
 	uint8_t ua[SCSI_UA_QUEUE][2];
 };
 
@@ -54,6 +62,8 @@ struct scsi_lu {
 	uint32_t lun;
 	bool readonly;
 	bool no_medium;
+	bool removable; /* RMB */
+	uint64_t sanitize_rate; /* bytes/s for SANITIZE OVERWRITE, 0 = unlimited */
 	bool lbpme; /* thin and the backend can deallocate */
 	bool lbprz;
 	char vendor[9];
@@ -66,13 +76,23 @@ struct scsi_lu {
 	/* Mode parameters that initiators may change (read lock-free on the data path). */
 	atomic_bool wce;
 	atomic_bool d_sense;
+	atomic_bool swp; /* software write protect (control mode page) */
 	bool wce_default;
+
+	/* Medium state, SCSI_MS_*: one lock-free load per command; SCSI_MS_LOADED alone is the
+	 * common case. Changed under lock. */
+	atomic_uchar mstate;
 
 	/* Control state. */
 	pthread_mutex_t lock;
 	struct list_head itls;			  /* scsi_itl that have accessed this LU */
 	_Atomic(struct scsi_nexus *) resv_holder; /* RESERVE(6)/(10), NULL if none */
-	bool prevent;
+	unsigned prevent;			  /* nexuses preventing medium removal */
+	struct pr_state pr;			  /* persistent reservations */
+	atomic_uchar pr_type;			  /* pr.type, for commands without a nexus */
+	char *pr_path;				  /* APTPL state file, NULL = no APTPL */
+	struct scsi_sanitize *san;		  /* the sanitize operation in progress */
+	bool san_fail_ause;			  /* the failed sanitize allowed EXIT FAILURE MODE */
 
 	/* COMPARE AND WRITE and VERIFY(BYTCHK): one at a time, synchronous, on scratch. */
 	pthread_mutex_t slow_lock;
@@ -104,18 +124,28 @@ static inline struct scsi_priv *scsi_priv(struct scsi_cmd *cmd)
 
 typedef int (*scsi_exec_fn)(struct scsi_cmd *cmd, struct scsi_lu *lu);
 
+/* Medium states (lu->mstate bits). */
+#define SCSI_MS_LOADED	 0x01 /* the medium is present (not ejected, configured) */
+#define SCSI_MS_SANITIZE 0x02 /* a sanitize operation is in progress */
+#define SCSI_MS_SAN_FAIL 0x04 /* the last sanitize failed: medium access refused */
+
 /* Flags of a dispatch entry. */
-#define SCSI_F_ABSENT_OK 0x01 /* runs on an absent LUN (lu == NULL) */
-#define SCSI_F_NO_UA	 0x02 /* does not report or clear unit attentions */
-#define SCSI_F_RESV_OK	 0x04 /* allowed while another nexus holds the reservation */
-#define SCSI_F_MEDIUM	 0x08 /* needs the medium (NOT READY 3A/00 without) */
-#define SCSI_F_WRITE	 0x10 /* modifies the medium (DATA PROTECT 27/00 on a read-only LU) */
+#define SCSI_F_ABSENT_OK   0x01 /* runs on an absent LUN (lu == NULL) */
+#define SCSI_F_NO_UA	   0x02 /* does not report or clear unit attentions */
+#define SCSI_F_RESV_OK	   0x04 /* allowed while another nexus holds a RESERVE(6) */
+#define SCSI_F_MEDIUM	   0x08 /* needs the medium (NOT READY 3A/00 without) */
+#define SCSI_F_WRITE	   0x10 /* modifies the medium (DATA PROTECT 27/xx when protected) */
+#define SCSI_F_PR_ALLOW	   0x20 /* never conflicts with a persistent reservation (or the
+				   handler checks itself) */
+#define SCSI_F_PR_READ	   0x40 /* conflicts only with exclusive-access reservations */
+#define SCSI_F_SANITIZE_OK 0x80 /* runs while a sanitize is in progress */
+#define SCSI_F_THIN	   0x100 /* exists only on LUs with LBPME (thin provisioning) */
 
 struct scsi_op {
 	scsi_exec_fn fn;
 	const char *name;
 	uint8_t cdb_len;
-	uint8_t flags;
+	uint16_t flags;
 	uint16_t sa;	   /* service action, if this entry is in a service-action table */
 	uint8_t usage[16]; /* CDB usage data: bits the device server looks at */
 	const struct scsi_op *sa_ops; /* non-NULL: dispatch further by service action */
@@ -125,6 +155,8 @@ struct scsi_op {
 /* cmd.c */
 const struct scsi_op *scsi_op_table(void); /* 256 entries indexed by opcode */
 const struct scsi_op *scsi_op_lookup(uint8_t opcode, uint16_t sa, bool *sa_valid);
+/* Is the op there on this LU (SCSI_F_THIN)? lu may be NULL. */
+bool scsi_op_on_lu(const struct scsi_op *op, const struct scsi_lu *lu);
 void scsi_cmd_finish(struct scsi_cmd *cmd);
 uint64_t scsi_alloc_len(const uint8_t *cdb, unsigned off, unsigned width);
 /* Copy len bytes of reply data, honouring the allocation length and data_in_max. */
@@ -152,6 +184,8 @@ void scsi_fail_errno(struct scsi_cmd *cmd, int err, bool write);
 
 /* lu.c */
 struct scsi_itl *scsi_itl_attach(struct scsi_nexus *nx, uint32_t lun, struct scsi_lu *lu);
+/* Queue a UA for one nexus; lu->lock held. */
+void scsi_ua_add_locked(struct scsi_itl *itl, uint8_t asc, uint8_t ascq);
 /* Pop the oldest pending UA (under the LU lock); false if none. */
 bool scsi_ua_take(struct scsi_itl *itl, uint8_t *asc, uint8_t *ascq);
 /* Queue a UA for every nexus on lu except `except`. */
@@ -171,6 +205,29 @@ int scsi_spc_release(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_report_opcodes(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_report_tmf(struct scsi_cmd *cmd, struct scsi_lu *lu);
 
+/* pr_cmd.c: PERSISTENT RESERVE IN/OUT and what the rest of the core asks of them. */
+int scsi_spc_pr_in(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_spc_pr_out(struct scsi_cmd *cmd, struct scsi_lu *lu);
+/* LU life: restore APTPL state (-errno and a message when the file is unusable); free. */
+int scsi_pr_lu_init(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err, size_t errlen);
+void scsi_pr_lu_free(struct scsi_lu *lu);
+/* Set a new I_T_L nexus's view of the reservation; lu->lock held. */
+void scsi_pr_itl_attach_locked(struct scsi_lu *lu, struct scsi_itl *itl);
+/* Would this command conflict with the persistent reservation? (lock-free) */
+bool scsi_pr_conflict(struct scsi_cmd *cmd, struct scsi_lu *lu, bool read_class);
+/* RESERVE/RELEASE(6)/(10) with persistent reservations present (SPC-4 5.12.3, CRH = 1):
+ * returns true with the outcome set when PR state decides it. */
+bool scsi_pr_spc2(struct scsi_cmd *cmd, struct scsi_lu *lu);
+
+/* sanitize.c */
+int scsi_sbc_sanitize(struct scsi_cmd *cmd, struct scsi_lu *lu);
+/* Progress of the running sanitize, 0..65535 (for REQUEST SENSE); false if none. */
+bool scsi_sanitize_progress(struct scsi_lu *lu, uint16_t *progress);
+/* Detach a waiting SANITIZE command (scsi_cmd_abort). */
+bool scsi_sanitize_abort(struct scsi_cmd *cmd);
+/* The thread is going away: stop its sanitize operations (they fail). */
+void scsi_sanitize_thread_stop(struct scsi_thread *t);
+
 /* mode.c */
 int scsi_spc_mode_sense(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_mode_select(struct scsi_cmd *cmd, struct scsi_lu *lu);
@@ -184,6 +241,7 @@ int scsi_sbc_verify(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_sbc_sync_cache(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_sbc_prefetch(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_sbc_get_lba_status(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_sbc_read_defect_data(struct scsi_cmd *cmd, struct scsi_lu *lu);
 
 /* sbc_thin.c */
 int scsi_sbc_unmap(struct scsi_cmd *cmd, struct scsi_lu *lu);

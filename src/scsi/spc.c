@@ -1,6 +1,7 @@
 /* SPC-4 primary commands: INQUIRY (standard data and VPD pages), REPORT LUNS, TEST UNIT
- * READY, REQUEST SENSE, START STOP UNIT, PREVENT ALLOW MEDIUM REMOVAL, RESERVE/RELEASE,
- * REPORT SUPPORTED OPERATION CODES and REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS. */
+ * READY, REQUEST SENSE, START STOP UNIT, PREVENT ALLOW MEDIUM REMOVAL (removable medium:
+ * eject and load), RESERVE/RELEASE, REPORT SUPPORTED OPERATION CODES and REPORT SUPPORTED TASK
+ * MANAGEMENT FUNCTIONS. */
 #include <string.h>
 
 #include "scsi/scsi_int.h"
@@ -29,7 +30,7 @@ static uint32_t inquiry_std(const struct scsi_lu *lu, uint8_t *d)
 		d[0] = 0x7f; /* PQ 011b: no LU at this LUN; PDT 0x1F unknown */
 	} else {
 		d[0] = 0x00;			 /* PQ 0, direct access block device */
-		d[1] = lu->no_medium ? 0x80 : 0; /* RMB */
+		d[1] = lu->removable ? 0x80 : 0; /* RMB */
 	}
 	d[2] = 0x06;	    /* SPC-4 */
 	d[3] = 0x10 | 0x02; /* HISUP, RESPONSE DATA FORMAT 2 */
@@ -135,6 +136,9 @@ static uint32_t vpd_page(struct scsi_cmd *cmd, const struct scsi_lu *lu, uint8_t
 	case 0xb1:
 		put_be16(d + 2, 0x3c);
 		put_be16(d + 4, 0x0001); /* non-rotating medium */
+		/* WABEREQ 01b, WACEREQ 01b: reads after a BLOCK ERASE or CRYPTOGRAPHIC ERASE
+		 * sanitize succeed (and return zeros). */
+		d[7] = 0x40 | 0x10;
 		return 64;
 	case 0xb2:
 		put_be16(d + 2, 4);
@@ -220,6 +224,7 @@ int scsi_spc_request_sense(struct scsi_cmd *cmd, struct scsi_lu *lu)
 {
 	struct scsi_sense_info si = {.key = SCSI_SENSE_NO_SENSE};
 	uint8_t d[SCSI_SENSE_MAX];
+	uint16_t progress;
 	uint8_t n;
 
 	if (!lu) {
@@ -227,7 +232,16 @@ int scsi_spc_request_sense(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		si.asc = 0x25; /* LOGICAL UNIT NOT SUPPORTED */
 	} else if (scsi_priv(cmd)->itl && scsi_ua_take(scsi_priv(cmd)->itl, &si.asc, &si.ascq)) {
 		si.key = SCSI_SENSE_UNIT_ATTENTION;
-	} else if (!lu->dev) {
+	} else if (scsi_sanitize_progress(lu, &progress)) {
+		/* SANITIZE IN PROGRESS, with the PROGRESS INDICATION (SKSV). */
+		si.key = SCSI_SENSE_NOT_READY;
+		si.asc = 0x04;
+		si.ascq = 0x1b;
+		si.sks_valid = true;
+		si.sks[0] = 0x80;
+		si.sks[1] = (uint8_t)(progress >> 8);
+		si.sks[2] = (uint8_t)progress;
+	} else if (!(atomic_load(&lu->mstate) & SCSI_MS_LOADED)) {
 		si.key = SCSI_SENSE_NOT_READY;
 		si.asc = 0x3a;
 	}
@@ -236,21 +250,59 @@ int scsi_spc_request_sense(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	return SCSI_DONE;
 }
 
+/* SBC-3 5.25. The LU is always in the active power condition: POWER CONDITION values and
+ * START without LOEJ change nothing. LOEJ ejects (START = 0) or loads (START = 1) the medium of
+ * a removable LU; the backing store stays open, so a loaded medium has the data it had. */
 int scsi_spc_start_stop(struct scsi_cmd *cmd, struct scsi_lu *lu)
 {
-	/* Fixed, always spinning, non-ejectable medium: nothing to do. An eject while removal is
-	 * prevented is refused as SBC-3 requires. */
-	if ((cmd->cdb[4] & 0xf3) == 0x02 && lu->prevent) {
-		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x53, 0x02);
+	uint8_t b4 = cmd->cdb[4];
+	bool loej = b4 & 0x02, start = b4 & 0x01;
+
+	if ((b4 >> 4) != 0 || !loej)
+		return SCSI_DONE;
+	if (!lu->removable) {
+		scsi_fail_cdb(cmd, 4, 1);
 		return SCSI_DONE;
 	}
+	pthread_mutex_lock(&lu->lock);
+	if (lu->prevent) {
+		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x53, 0x02); /* REMOVAL PREVENTED */
+	} else if (start && !lu->dev) {
+		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x3a, 0x00); /* nothing to load */
+	} else if (start && !(atomic_load(&lu->mstate) & SCSI_MS_LOADED)) {
+		atomic_fetch_or(&lu->mstate, SCSI_MS_LOADED);
+		pthread_mutex_unlock(&lu->lock);
+		/* NOT READY TO READY CHANGE, MEDIUM MAY HAVE CHANGED, for the other nexuses */
+		scsi_ua_post_others(lu, cmd->nexus, 0x28, 0x00);
+		return SCSI_DONE;
+	} else if (!start) {
+		atomic_fetch_and(&lu->mstate, (uint8_t)~SCSI_MS_LOADED);
+	}
+	pthread_mutex_unlock(&lu->lock);
 	return SCSI_DONE;
 }
 
+/* Prevention is per I_T nexus (SBC-3 5.13); removal is prevented while any nexus prevents it.
+ * PREVENT (not ALLOW) is a write-class command for persistent reservations. */
 int scsi_spc_prevent_allow(struct scsi_cmd *cmd, struct scsi_lu *lu)
 {
+	struct scsi_itl *itl = scsi_priv(cmd)->itl;
+	bool want = (cmd->cdb[4] & 0x03) != 0;
+
+	if (want && scsi_pr_conflict(cmd, lu, false)) {
+		cmd->status = SCSI_STATUS_RESERVATION_CONFLICT;
+		return SCSI_DONE;
+	}
+	if (!itl)
+		return SCSI_DONE;
 	pthread_mutex_lock(&lu->lock);
-	lu->prevent = (cmd->cdb[4] & 0x03) != 0;
+	if (itl->prevent != want) {
+		itl->prevent = want;
+		if (want)
+			lu->prevent++;
+		else
+			lu->prevent--;
+	}
 	pthread_mutex_unlock(&lu->lock);
 	return SCSI_DONE;
 }
@@ -261,7 +313,7 @@ int scsi_spc_reserve(struct scsi_cmd *cmd, struct scsi_lu *lu)
 {
 	struct scsi_nexus *expected = NULL;
 
-	if (!cmd->nexus)
+	if (!cmd->nexus || scsi_pr_spc2(cmd, lu))
 		return SCSI_DONE;
 	if (!atomic_compare_exchange_strong(&lu->resv_holder, &expected, cmd->nexus) &&
 	    expected != cmd->nexus)
@@ -273,6 +325,8 @@ int scsi_spc_release(struct scsi_cmd *cmd, struct scsi_lu *lu)
 {
 	struct scsi_nexus *expected = cmd->nexus;
 
+	if (scsi_pr_spc2(cmd, lu))
+		return SCSI_DONE;
 	/* Releasing someone else's reservation, or none, is a no-op with GOOD status. */
 	if (expected)
 		atomic_compare_exchange_strong(&lu->resv_holder, &expected, NULL);
@@ -303,7 +357,7 @@ static uint32_t rsoc_desc(uint8_t *d, uint8_t opcode, const struct scsi_op *op, 
 	return rctd ? 8 + put_timeouts(d + 8) : 8;
 }
 
-static uint32_t rsoc_all(uint8_t *d, bool rctd)
+static uint32_t rsoc_all(const struct scsi_lu *lu, uint8_t *d, bool rctd)
 {
 	const struct scsi_op *tab = scsi_op_table();
 	uint32_t n = 4;
@@ -311,10 +365,12 @@ static uint32_t rsoc_all(uint8_t *d, bool rctd)
 	for (unsigned opc = 0; opc < 256; opc++) {
 		const struct scsi_op *op = &tab[opc];
 
-		if (op->sa_ops)
+		if (op->sa_ops) {
 			for (unsigned i = 0; i < op->n_sa; i++)
-				n += rsoc_desc(d + n, (uint8_t)opc, &op->sa_ops[i], true, rctd);
-		else if (op->fn)
+				if (scsi_op_on_lu(&op->sa_ops[i], lu))
+					n += rsoc_desc(d + n, (uint8_t)opc, &op->sa_ops[i], true,
+						       rctd);
+		} else if (op->fn && scsi_op_on_lu(op, lu))
 			n += rsoc_desc(d + n, (uint8_t)opc, op, false, rctd);
 	}
 	put_be32(d, n - 4);
@@ -330,10 +386,9 @@ int scsi_spc_report_opcodes(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	uint32_t alloc = get_be32(cdb + 6), n;
 	const struct scsi_op *op;
 
-	(void)lu;
 	memset(d, 0, sizeof(d));
 	if (opt == 0) {
-		scsi_put_data(cmd, d, rsoc_all(d, rctd), alloc);
+		scsi_put_data(cmd, d, rsoc_all(lu, d, rctd), alloc);
 		return SCSI_DONE;
 	}
 	if (opt > 3) {
@@ -345,7 +400,7 @@ int scsi_spc_report_opcodes(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		scsi_fail_cdb(cmd, 2, 2);
 		return SCSI_DONE;
 	}
-	if (!op) {
+	if (!op || !scsi_op_on_lu(op, lu)) {
 		d[1] = 0x01; /* SUPPORT: not supported */
 		n = 4;
 	} else {
@@ -367,7 +422,9 @@ int scsi_spc_report_tmf(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	bool repd = cmd->cdb[2] & 0x80;
 
 	(void)lu;
-	d[0] = 0x80 | 0x40 | 0x08; /* ABORT TASK, ABORT TASK SET, LOGICAL UNIT RESET */
+	/* ABORT TASK, ABORT TASK SET, CLEAR TASK SET, LOGICAL UNIT RESET, TARGET RESET (the
+	 * iSCSI TARGET WARM RESET) */
+	d[0] = 0x80 | 0x40 | 0x10 | 0x08 | 0x02;
 	if (repd)
 		d[3] = 0x0c;
 	scsi_put_data(cmd, d, repd ? 16 : 4, get_be32(cmd->cdb + 6));

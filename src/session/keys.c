@@ -15,9 +15,11 @@
  *    others are negotiated normally, ErrorRecoveryLevel capped at 0 (RFC 7143 13.21).
  *  - Obsolete markers (RFC 7143 13.25): IFMarker/OFMarker answered No, IFMarkInt/OFMarkInt
  *    Reject; never NotUnderstood.
- *  - iSER (RFC 7145) is not negotiated yet: RDMAExtensions is answered No, and the keys that
- *    only matter with RDMAExtensions=Yes are answered Irrelevant. Their table entries still
- *    carry the RFC 7145 type, range and default for when iSER lands.
+ *  - iSER (RFC 7145 section 6): on an RDMA connection (prefs->rdma) RDMAExtensions (AND),
+ *    TargetRecvDataSegmentLength and InitiatorRecvDataSegmentLength (Minimum) are negotiated
+ *    and MaxRecvDataSegmentLength is not declared; the other iSER keys (Hello, MaxAHSLength,
+ *    TaggedBufferForSolicitedDataOnly, MaxOutstandingUnexpectedPDUs) are answered Irrelevant.
+ *    On a TCP connection RDMAExtensions is answered No and the other iSER keys Irrelevant.
  *  - iSCSIProtocolLevel and TaskReporting are newer than RFC 3720: never offered at their
  *    defaults, and a NotUnderstood answer from an older peer keeps the default.
  *  - A Reject or Irrelevant answer to our proposal keeps the RFC default; policy that cannot
@@ -150,6 +152,15 @@ static const struct key_def keys[K_COUNT] = {
 				   0, 1, 0, NULL},
 };
 
+/* How this connection answers key id: the iSER keys depend on the transport. */
+static uint8_t key_support(const struct neg_state *st, int id)
+{
+	if (st->prefs->rdma &&
+	    (id == K_RDMA_EXTENSIONS || id == K_TARGET_RDSL || id == K_INITIATOR_RDSL))
+		return KS_NEGOTIATE;
+	return keys[id].support;
+}
+
 /* Keys owned by the login code (declarative login keys, SendTargets); security keys belong to
  * session/auth. Everything else, known or not, is negotiated (or refused) here. */
 static const char *const login_keys[] = {
@@ -202,6 +213,8 @@ void neg_init(struct neg_state *st, enum iscsi_role role, const struct neg_prefs
 	st->conn.data_digest = false;
 	st->conn.max_recv_dsl = keys[K_MAX_RECV_DSL].def;
 	st->conn.max_xmit_dsl = keys[K_MAX_RECV_DSL].def;
+	st->conn.target_rdsl = keys[K_TARGET_RDSL].def;
+	st->conn.initiator_rdsl = keys[K_INITIATOR_RDSL].def;
 }
 
 void neg_set_session_type(struct neg_state *st, enum iscsi_session_type type)
@@ -352,6 +365,15 @@ static uint32_t pref_get(const struct neg_state *st, int id)
 	case K_PROTOCOL_LEVEL:
 		v = s->protocol_level;
 		break;
+	case K_RDMA_EXTENSIONS:
+		v = st->prefs->rdma;
+		break;
+	case K_TARGET_RDSL:
+		v = st->prefs->target_rdsl ? st->prefs->target_rdsl : k->def;
+		break;
+	case K_INITIATOR_RDSL:
+		v = st->prefs->initiator_rdsl ? st->prefs->initiator_rdsl : k->def;
+		break;
 	default:
 		v = k->def;
 		break;
@@ -406,8 +428,17 @@ static void cur_set(struct neg_state *st, int id, uint32_t v)
 	case K_PROTOCOL_LEVEL:
 		s->protocol_level = (uint8_t)v;
 		break;
+	case K_RDMA_EXTENSIONS:
+		st->conn.rdma = v != 0;
+		break;
+	case K_TARGET_RDSL:
+		st->conn.target_rdsl = v;
+		break;
+	case K_INITIATOR_RDSL:
+		st->conn.initiator_rdsl = v;
+		break;
 	default:
-		break; /* TaskReporting (only RFC3720), markers and iSER keys: nothing to keep */
+		break; /* TaskReporting (only RFC3720), markers, other iSER keys: nothing to keep */
 	}
 }
 
@@ -540,11 +571,11 @@ static int recv_proposal(struct neg_state *st, int stage, int id, const char *va
 		a = "Irrelevant";
 	else if (!st->leading && (k->flags & KF_LO))
 		a = "Irrelevant";
-	else if (k->support == KS_REJECT)
+	else if (key_support(st, id) == KS_REJECT)
 		a = "Reject";
-	else if (k->support == KS_IRRELEVANT)
+	else if (key_support(st, id) == KS_IRRELEVANT)
 		a = "Irrelevant";
-	else if (k->support == KS_ANSWER_NO)
+	else if (key_support(st, id) == KS_ANSWER_NO)
 		a = text_parse_bool(value, &b) == 0 ? "No" : "Reject";
 	else if (k->type == KT_DECL)
 		return recv_declaration(st, id, value, out);
@@ -702,7 +733,7 @@ int neg_propose(struct neg_state *st, struct text_out *out)
 
 		if ((st->received | st->proposed | st->settled | st->declared) & bit)
 			continue;
-		if (k->support != KS_NEGOTIATE)
+		if (key_support(st, id) != KS_NEGOTIATE)
 			continue;
 		if (st->type == ISCSI_SESSION_DISCOVERY && (k->flags & KF_DISC_IRR))
 			continue;
@@ -711,6 +742,9 @@ int neg_propose(struct neg_state *st, struct text_out *out)
 		if (k->type != KT_DECL && st->prefs->declare_only)
 			continue;
 		if (k->type == KT_DECL) {
+			/* iSER: MaxRecvDataSegmentLength is Irrelevant (RFC 7145 6.8) */
+			if (st->prefs->rdma && st->type == ISCSI_SESSION_NORMAL)
+				continue;
 			ret = declare_mrdsl(st, out);
 			if (ret)
 				return ret;
@@ -759,6 +793,25 @@ int neg_finish(struct neg_state *st)
 			return fail(st, "FirstBurstLength %u exceeds MaxBurstLength %u",
 				    s->first_burst_length, s->max_burst_length);
 		s->first_burst_length = s->max_burst_length;
+	}
+	if (st->role == ISCSI_ROLE_INITIATOR && st->prefs->rdma && !st->conn.rdma)
+		return fail(st, "the target did not accept RDMAExtensions=Yes on an RDMA connection");
+	if (st->conn.rdma) {
+		/* RFC 7145 6.3: no digests on an iSER connection; the data segment limits are the
+		   iSER keys, seen from our side */
+		if (st->conn.header_digest || st->conn.data_digest)
+			return fail(st, "digests negotiated together with RDMAExtensions=Yes");
+		if (digest_required(st->prefs->header_digest) ||
+		    digest_required(st->prefs->data_digest))
+			return fail(st, "CRC32C digests required but iSER has none");
+		if (st->role == ISCSI_ROLE_TARGET) {
+			st->conn.max_recv_dsl = st->conn.target_rdsl;
+			st->conn.max_xmit_dsl = st->conn.initiator_rdsl;
+		} else {
+			st->conn.max_recv_dsl = st->conn.initiator_rdsl;
+			st->conn.max_xmit_dsl = st->conn.target_rdsl;
+		}
+		return 0;
 	}
 	if (digest_required(st->prefs->header_digest) && !st->conn.header_digest)
 		return fail(st, "HeaderDigest CRC32C required but not negotiated");

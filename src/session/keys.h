@@ -49,6 +49,8 @@ struct iscsi_conn_params {
 	uint32_t max_recv_dsl;          /* our declared MaxRecvDataSegmentLength: most we accept */
 	uint32_t max_xmit_dsl;          /* the peer's declared value: most we may send (8192 until
 					   the peer declares) */
+	bool rdma;                      /* RDMAExtensions=Yes negotiated */
+	uint32_t target_rdsl, initiator_rdsl; /* iSER results (8192 defaults) */
 };
 
 enum neg_digest_pref {
@@ -72,6 +74,12 @@ struct neg_prefs {
 	   defaults, so that an initiator asking to enter full feature phase is never held back
 	   by proposals of ours that it would have to answer. */
 	bool declare_only;
+	/* The connection runs over an RDMA datamover (iSER): offer/accept RDMAExtensions=Yes and
+	   negotiate TargetRecvDataSegmentLength / InitiatorRecvDataSegmentLength (RFC 7145
+	   section 6) instead of MaxRecvDataSegmentLength; digests are None. */
+	bool rdma;
+	uint32_t target_rdsl;           /* our value (target: what we can receive) */
+	uint32_t initiator_rdsl;        /* our value (initiator: what we can receive) */
 };
 
 /* Fill with RFC 7143 defaults (digests None only, max_recv_dsl 8192, offer_all false). */

@@ -317,11 +317,11 @@ int login_initiator_recv(struct login_initiator *li, const struct iscsi_hdr *h, 
 				    "target left the security stage before authentication finished");
 		li->stage = rs->nsg;
 		if (li->stage == ISCSI_STAGE_FULL_FEATURE) {
+			if (neg_finish(&li->neg) < 0)
+				return fail(li, -EPROTO, "negotiation: %s", li->neg.error);
 			if (out.len)
 				return fail(li, -EPROTO,
 					    "target proposed keys in its final login response");
-			if (neg_finish(&li->neg) < 0)
-				return fail(li, -EPROTO, "negotiation: %s", li->neg.error);
 			if (rs->tsih == 0)
 				return fail(li, -EPROTO, "final login response without a TSIH");
 			if (li->cfg.tsih && rs->tsih != li->cfg.tsih)

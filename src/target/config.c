@@ -707,6 +707,7 @@ static void global_defaults(struct cfg_global *g)
 	g->login_timeout_ms = 15000;
 	g->nop_interval_ms = 15000;
 	g->nop_timeout_ms = 30000;
+	g->logout_timeout_ms = 5000;
 	g->cmdsn_depth = 128;
 	g->max_sessions = 1024;
 	g->max_sessions_per_initiator = 64;
@@ -746,6 +747,20 @@ static int parse_log_level(struct ctx *c, json_t *g, int *out)
 	return 0;
 }
 
+/* A directory for state that outlives the process: an absolute path (it must exist when a LU
+ * needs it; scsi_lu_new() checks). */
+static int get_state_dir(struct ctx *c, json_t *obj, char **out)
+{
+	const char *s;
+	int rc = get_str(c, obj, "state_dir", 4000, STR_PRINTABLE, &s);
+
+	if (rc || !s)
+		return rc;
+	if (s[0] != '/')
+		return fail(c, "state_dir", false, "must be an absolute path");
+	return dup_str(c, s, out);
+}
+
 static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 {
 	static const char *const keys[] = {"threads",
@@ -753,6 +768,7 @@ static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 					   "login_timeout_ms",
 					   "nop_interval_ms",
 					   "nop_timeout_ms",
+					   "logout_timeout_ms",
 					   "cmdsn_depth",
 					   "max_sessions",
 					   "max_sessions_per_initiator",
@@ -763,6 +779,7 @@ static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 					   "negotiation",
 					   "discovery",
 					   "mgmt_socket",
+					   "state_dir",
 					   NULL};
 	json_t *v = member(root, "global");
 	uint32_t threads = 0;
@@ -778,6 +795,9 @@ static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 	    (rc = get_u32(c, v, "login_timeout_ms", 1, MAX_TIMEOUT_MS, &g->login_timeout_ms)) ||
 	    (rc = get_u32(c, v, "nop_interval_ms", 0, MAX_TIMEOUT_MS, &g->nop_interval_ms)) ||
 	    (rc = get_u32(c, v, "nop_timeout_ms", 1, MAX_TIMEOUT_MS, &g->nop_timeout_ms)) ||
+	    /* sent as Parameter3 of an Async Message, in whole seconds */
+	    (rc =
+		 get_u32(c, v, "logout_timeout_ms", 1000, MAX_TIMEOUT_MS, &g->logout_timeout_ms)) ||
 	    (rc = get_u32(c, v, "cmdsn_depth", 1, 65536, &g->cmdsn_depth)) ||
 	    /* a session needs a TSIH, a non-zero 16-bit number */
 	    (rc = get_u32(c, v, "max_sessions", 0, 65535, &g->max_sessions)) ||
@@ -790,7 +810,8 @@ static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 	    (rc = get_size(c, v, "max_connection_memory", &g->max_connection_memory)) ||
 	    (rc = parse_negotiation(c, v, &g->neg)) || (rc = parse_discovery(c, v, g)) ||
 	    (rc = get_strdup(c, v, "mgmt_socket", sizeof(((struct sockaddr_un *)0)->sun_path) - 1,
-			     STR_PRINTABLE, &g->mgmt_socket)))
+			     STR_PRINTABLE, &g->mgmt_socket)) ||
+	    (rc = get_state_dir(c, v, &g->state_dir)))
 		goto out;
 	g->threads = (int)threads;
 	/* one command of the largest size the target serves must fit */
@@ -1209,8 +1230,8 @@ static int parse_lun(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti,
 {
 	static const char *const keys[] = {
 	    "lun",	   "backend",	"path",	  "size",    "block_size", "readonly", "thin",
-	    "write_cache", "no_medium", "vendor", "product", "serial",	   "naa_id",   "errors",
-	    NULL};
+	    "write_cache", "no_medium", "vendor", "product", "serial",	   "naa_id",   "removable",
+	    "state_dir",   "sanitize_rate",	"errors",	NULL};
 	struct cfg_target *t = &cfg->targets[ti];
 	struct cfg_lun *l = &t->luns[li];
 	struct scsi_lu_cfg *lu = &l->lu;
@@ -1237,6 +1258,10 @@ static int parse_lun(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti,
 	    (rc = get_bool(c, v, "thin", &lu->thin)) ||
 	    (rc = get_bool(c, v, "write_cache", &lu->write_cache)) ||
 	    (rc = get_bool(c, v, "no_medium", &lu->no_medium)) ||
+	    (rc = get_bool(c, v, "removable", &lu->removable)) ||
+	    (rc = get_size(c, v, "sanitize_rate", &lu->sanitize_rate)) ||
+	    (rc = get_state_dir(c, v, (char **)&lu->state_dir)) ||
+	    (!lu->state_dir && (rc = dup_str(c, cfg->global.state_dir, (char **)&lu->state_dir))) ||
 	    (rc = get_strdup(c, v, "vendor", 8, STR_ASCII, (char **)&lu->vendor)) ||
 	    (rc = get_strdup(c, v, "product", 16, STR_ASCII, (char **)&lu->product)) ||
 	    (rc = get_strdup(c, v, "serial", 64, STR_ASCII, (char **)&lu->serial)) ||
@@ -1556,6 +1581,7 @@ static void free_target(struct cfg_target *t)
 		free((char *)lu->product);
 		free((char *)lu->serial);
 		free((void *)lu->err_rules);
+		free((char *)lu->state_dir);
 	}
 	free(t->luns);
 	for (size_t i = 0; t->acls && i < t->nacls; i++) {
@@ -1574,6 +1600,7 @@ void cfg_free(struct ix_config *cfg)
 	free_chap(&cfg->global.discovery_chap);
 	free_chap(&cfg->global.discovery_mutual_chap);
 	free(cfg->global.mgmt_socket);
+	free(cfg->global.state_dir);
 	for (size_t i = 0; cfg->portals && i < cfg->nportals; i++) {
 		free(cfg->portals[i].name);
 		free(cfg->portals[i].address);

@@ -4,7 +4,7 @@
  * network.
  *
  * Ownership: every string reachable from a struct ix_config (including the const char *
- * fields of each cfg_lun's scsi_lu_cfg: path, vendor, product, serial) is a separate malloc'd
+ * fields of each cfg_lun's scsi_lu_cfg: path, vendor, product, serial, state_dir) is a separate malloc'd
  * copy freed by cfg_free(), except scsi_lu_cfg.target_name, which points at the owning
  * target's name. Secrets are wiped before they are freed. A loaded config is immutable data:
  * any thread may read it; nothing in it changes after cfg_load_*() returns.
@@ -69,6 +69,9 @@ struct cfg_global {
 	uint32_t login_timeout_ms;    /* default 15000 */
 	uint32_t nop_interval_ms;     /* target NOP-In ping interval, 0 = off; default 15000 */
 	uint32_t nop_timeout_ms;      /* drop the connection after this without reply; 30000 */
+	uint32_t logout_timeout_ms;   /* a session of a target removed by a reload is asked to
+					 log out within this (Async Message, Parameter3 in
+					 seconds, rounded up), then dropped; 5000, >= 1000 */
 	uint32_t cmdsn_depth;         /* MaxCmdSN - ExpCmdSN + 1, default 128 */
 	uint32_t max_sessions;        /* 0 = unlimited; default 1024 */
 	uint32_t max_sessions_per_initiator; /* per InitiatorName, 0 = unlimited; default 64 */
@@ -85,6 +88,7 @@ struct cfg_global {
 	uint8_t discovery_chap_algs[4]; /* accepted CHAP_A for discovery, as chap_algs */
 	int ndiscovery_chap_algs;
 	char *mgmt_socket;            /* JSON-RPC Unix socket path, NULL = none */
+	char *state_dir;              /* default luns[].state_dir (APTPL reservations), NULL = none */
 };
 
 /* Test-only features: the "testing" section and LUNs with backend "error". A configuration

@@ -10,6 +10,7 @@
 
 #include "target/tgt_int.h"
 #include "transport/fault/fault.h"
+#include "transport/iser/iser.h"
 #include "transport/tcp/tcp.h"
 #include "util/log.h"
 
@@ -28,6 +29,7 @@ struct listener_ctx {
 struct accept_msg {
 	struct tgt_worker *w;
 	int fd;
+	struct iser_request *req; /* iSER: the connection request instead of a socket */
 	const struct cfg_portal *portal;
 };
 
@@ -48,7 +50,7 @@ struct tgt_cfg_gen *tgt_gen_current(struct ix_target *t)
 	return g;
 }
 
-struct tgt_node *tgt_node_find(struct ix_target *t, const char *name)
+struct tgt_node *tgt_node_get(struct ix_target *t, const char *name)
 {
 	struct tgt_node *n = NULL;
 
@@ -56,10 +58,19 @@ struct tgt_node *tgt_node_find(struct ix_target *t, const char *name)
 	for (size_t i = 0; i < t->nnodes; i++)
 		if (strcmp(t->nodes[i]->cfg->name, name) == 0) {
 			n = t->nodes[i];
+			atomic_fetch_add(&n->refs, 1);
 			break;
 		}
 	pthread_mutex_unlock(&t->lock);
 	return n;
+}
+
+void tgt_node_put(struct tgt_node *n)
+{
+	if (!n || atomic_fetch_sub(&n->refs, 1) != 1)
+		return;
+	scsi_lun_map_free(n->map);
+	free(n);
 }
 
 /* ---- session registry: reinstatement and limits ---- */
@@ -70,21 +81,27 @@ struct close_msg {
 	uint16_t tsih;
 };
 
+struct tgt_session *tgt_worker_session(struct tgt_worker *w, const struct tgt_session *s,
+				       uint16_t tsih)
+{
+	struct list_head *pos, *n;
+
+	list_for_each_safe(pos, n, &w->sessions)
+	{
+		struct tgt_session *o = list_entry(pos, struct tgt_session, wlink);
+		if (o == s && o->tsih == tsih && o->conn)
+			return o;
+	}
+	return NULL;
+}
+
 static void close_session_msg(void *arg)
 {
 	struct close_msg *m = arg;
-	struct list_head *pos, *n;
+	struct tgt_session *s = tgt_worker_session(m->w, m->s, m->tsih);
 
-	/* Runs on the owning worker. The session may have ended meanwhile: only act on it if it
-	   is still on this worker's live list. */
-	list_for_each_safe(pos, n, &m->w->sessions)
-	{
-		struct tgt_session *s = list_entry(pos, struct tgt_session, wlink);
-		if (s == m->s && s->tsih == m->tsih && s->conn) {
-			iscsi_conn_close(s->conn->conn, "session reinstated by a new login");
-			break;
-		}
-	}
+	if (s)
+		iscsi_conn_close(s->conn->conn, "session reinstated by a new login");
 	free(m);
 }
 
@@ -129,6 +146,11 @@ int tgt_session_register(struct ix_target *t, struct tgt_session *s)
 	uint32_t limit = t->gen->cfg->global.max_sessions;
 
 	pthread_mutex_lock(&t->lock);
+	if (s->node && s->node->removed) {
+		/* a reload removed the target after this login found it */
+		pthread_mutex_unlock(&t->lock);
+		return -ENOENT;
+	}
 	list_for_each_safe(pos, n, &t->sessions)
 	{
 		struct tgt_session *o = list_entry(pos, struct tgt_session, reg_link);
@@ -194,7 +216,10 @@ static void accept_on_worker(void *arg)
 	struct accept_msg *m = arg;
 
 	atomic_fetch_sub(&m->w->tgt->accept_in_transit, 1);
-	tgt_conn_accept(m->w, m->fd, m->portal);
+	if (m->req)
+		tgt_conn_accept_iser(m->w, m->req, m->portal);
+	else
+		tgt_conn_accept(m->w, m->fd, m->portal);
 	free(m);
 }
 
@@ -215,51 +240,98 @@ void tgt_conn_gone(struct ix_target *t)
 	atomic_fetch_sub(&t->nconns_open, 1);
 }
 
-static void on_accept(int fd, void *arg)
+/* Main thread, like reload (t->gen is stable here): may one more connection be accepted
+ * (global.max_connections)? If so it is counted, and handed to the returned worker. */
+static struct tgt_worker *accept_admit(struct ix_target *t)
 {
-	struct listener_ctx *lc = arg;
-	struct ix_target *t = lc->tgt;
 	uint32_t limit = t->gen->cfg->global.max_connections;
-	struct accept_msg *m;
 	uint64_t quiet;
 
-	/* main thread, like reload: t->gen is stable here */
 	if (limit && atomic_load(&t->nconns_open) >= limit) {
 		if (tgt_ratelimit_ok(&t->accept_rl, ev_now_ms(t->main_loop), &quiet))
 			log_warn("target",
 				 "connection limit: %u connections open (global.max_connections): "
 				 "refusing new ones (%llu more refused in the last second)",
 				 limit, (unsigned long long)quiet);
-		close(fd);
-		return;
-	}
-	m = malloc(sizeof(*m));
-	if (!m) {
-		close(fd);
-		return;
+		return NULL;
 	}
 	atomic_fetch_add(&t->nconns_open, 1);
-	if (atomic_fetch_add(&t->accept_in_transit, 1) + 1 >=
-	    TGT_ACCEPT_IN_TRANSIT * (unsigned)t->nworkers)
+	atomic_fetch_add(&t->accept_in_transit, 1);
+	return &t->workers[t->next_worker++ % t->nworkers];
+}
+
+/* The connection admitted last never reached a worker. */
+static void accept_undo(struct ix_target *t)
+{
+	tgt_conn_gone(t);
+	atomic_fetch_sub(&t->accept_in_transit, 1);
+}
+
+static void on_accept_iser(struct iser_request *req, void *arg)
+{
+	struct listener_ctx *lc = arg;
+	struct ix_target *t = lc->tgt;
+	struct accept_msg *m = calloc(1, sizeof(*m));
+
+	if (!m || !(m->w = accept_admit(t))) {
+		iser_request_reject(req);
+		free(m);
+		return;
+	}
+	m->fd = -1;
+	m->req = req;
+	m->portal = lc->portal;
+	if (ev_loop_post(m->w->loop, accept_on_worker, m) < 0) {
+		iser_request_reject(req);
+		free(m);
+		accept_undo(t);
+	}
+}
+
+static void on_accept(int fd, void *arg)
+{
+	struct listener_ctx *lc = arg;
+	struct ix_target *t = lc->tgt;
+	struct accept_msg *m = calloc(1, sizeof(*m));
+
+	if (!m || !(m->w = accept_admit(t))) {
+		close(fd);
+		free(m);
+		return;
+	}
+	if (atomic_load(&t->accept_in_transit) >= TGT_ACCEPT_IN_TRANSIT * (unsigned)t->nworkers)
 		tcp_listener_pause(lc->listener, TGT_ACCEPT_PAUSE_MS);
-	m->w = &t->workers[t->next_worker++ % t->nworkers];
 	m->fd = fd;
 	m->portal = lc->portal;
 	if (ev_loop_post(m->w->loop, accept_on_worker, m) < 0) {
 		close(fd);
 		free(m);
-		tgt_conn_gone(t);
-		atomic_fetch_sub(&t->accept_in_transit, 1);
+		accept_undo(t);
 	}
 }
 
-static int build_node(struct cfg_target *ct, struct tgt_node **out,
-		      char *err, size_t errlen)
+int tgt_lu_new(struct cfg_target *ct, struct cfg_lun *cl, struct scsi_lu **out, char *err,
+	       size_t errlen)
+{
+	char e[512] = "";
+	int r;
+
+	cl->lu.target_name = ct->name;
+	cl->lu.lun = cl->lun;
+	r = scsi_lu_new(&cl->lu, out, e, sizeof(e));
+	if (r < 0)
+		snprintf(err, errlen, "target %s LUN %u: %s", ct->name, cl->lun,
+			 e[0] ? e : strerror(-r));
+	return r;
+}
+
+int tgt_node_new(struct cfg_target *ct, struct tgt_node **out, char *err, size_t errlen)
 {
 	struct tgt_node *n = calloc(1, sizeof(*n));
 
 	if (!n)
 		return -ENOMEM;
+	atomic_init(&n->refs, 1);
 	n->cfg = ct;
 	n->map = scsi_lun_map_new();
 	if (!n->map) {
@@ -267,23 +339,16 @@ static int build_node(struct cfg_target *ct, struct tgt_node **out,
 		return -ENOMEM;
 	}
 	for (size_t j = 0; j < ct->nluns; j++) {
-		struct cfg_lun *cl = &ct->luns[j];
 		struct scsi_lu *lu;
-		char e[200] = "";
-		int r;
-
-		cl->lu.target_name = ct->name;
-		cl->lu.lun = cl->lun;
-		r = scsi_lu_new(&cl->lu, &lu, e, sizeof(e));
+		int r = tgt_lu_new(ct, &ct->luns[j], &lu, err, errlen);
 		if (r == 0) {
-			r = scsi_lun_map_add(n->map, cl->lun, lu);
+			r = scsi_lun_map_add(n->map, ct->luns[j].lun, lu);
 			scsi_lu_put(lu);
 			if (r < 0)
-				snprintf(e, sizeof(e), "%s", strerror(-r));
+				snprintf(err, errlen, "target %s LUN %u: %s", ct->name,
+					 ct->luns[j].lun, strerror(-r));
 		}
 		if (r < 0) {
-			snprintf(err, errlen, "target %s LUN %u: %s", ct->name, cl->lun,
-				 e[0] ? e : strerror(-r));
 			scsi_lun_map_free(n->map);
 			free(n);
 			return r;
@@ -299,7 +364,7 @@ static int build_nodes(struct ix_target *t, struct ix_config *cfg, char *err, si
 	if (!t->nodes)
 		return -ENOMEM;
 	for (size_t i = 0; i < cfg->ntargets; i++) {
-		int r = build_node(&cfg->targets[i], &t->nodes[t->nnodes], err, errlen);
+		int r = tgt_node_new(&cfg->targets[i], &t->nodes[t->nnodes], err, errlen);
 		if (r < 0)
 			return r;
 		t->nnodes++;
@@ -386,6 +451,7 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 		w->tgt = t;
 		w->id = i;
 		list_init(&w->sessions);
+		list_init(&w->conns);
 		list_init(&w->login_fresh);
 		list_init(&w->login_active);
 		w->loop = ev_loop_new();
@@ -395,16 +461,17 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 		}
 		w->sthread = scsi_thread_new(w->loop);
 		if (!w->sthread) {
-			snprintf(err, errlen, "cannot set up the I/O context (io_uring) for worker %d",
-				 i);
+			snprintf(err, errlen,
+				 "cannot set up the I/O context (io_uring) for worker %d", i);
 			r = -ENOMEM;
 			goto fail;
 		}
 	}
 
 	t->listeners = calloc(cfg->nportals ? cfg->nportals : 1, sizeof(*t->listeners));
+	t->iser_listeners = calloc(cfg->nportals ? cfg->nportals : 1, sizeof(*t->iser_listeners));
 	t->lctx = calloc(cfg->nportals ? cfg->nportals : 1, sizeof(*t->lctx));
-	if (!t->listeners || !t->lctx) {
+	if (!t->listeners || !t->lctx || !t->iser_listeners) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -412,6 +479,22 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 		const struct cfg_portal *p = &cfg->portals[i];
 		t->lctx[i].tgt = t;
 		t->lctx[i].portal = p;
+		if (p->iser) {
+			r = iser_listen(t->main_loop, p->address, p->port, on_accept_iser,
+					&t->lctx[i], &t->iser_listeners[t->niser_listeners]);
+			if (r < 0) {
+				snprintf(err, errlen, "portal %s (%s port %u, iser): %s%s", p->name,
+					 p->address, p->port, strerror(-r),
+					 r == -ENODEV || r == -EADDRNOTAVAIL || r == -ENOENT
+						 ? " (no RDMA device serves this address)"
+						 : "");
+				goto fail;
+			}
+			t->niser_listeners++;
+			log_info("target", "listening on %s%s%s:%u (iser, tpgt %u)",
+				 strchr(p->address, ':') ? "[" : "", p->address,
+				 strchr(p->address, ':') ? "]" : "", p->port, p->tpgt);
+		}
 		if (!p->tcp)
 			continue;
 		r = tcp_listen(t->main_loop, p->address, p->port, on_accept, &t->lctx[i],
@@ -469,114 +552,39 @@ struct ev_loop *ix_target_main_loop(struct ix_target *t)
 	return t->main_loop;
 }
 
-/* Apply a new configuration for new logins. Targets are matched by name: a kept target keeps
- * its LUs (a RAM LUN keeps its data; LUN changes need a restart and are logged), new targets get
- * new LUs, removed targets disappear from discovery and refuse logins. Existing sessions are not
- * touched. Portal and global changes need a restart. */
-int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size_t errlen)
-{
-	struct tgt_node **nodes = calloc(cfg->ntargets ? cfg->ntargets : 1, sizeof(*nodes));
-	struct tgt_cfg_gen *gen = calloc(1, sizeof(*gen));
-	struct tgt_cfg_gen **og;
-	struct tgt_node **ret;
-	size_t n = 0, nret = 0;
-	int r = 0;
-
-	if (!nodes || !gen) {
-		free(nodes);
-		free(gen);
-		return -ENOMEM;
-	}
-	gen->cfg = cfg;
-	for (size_t i = 0; i < cfg->ntargets; i++) {
-		struct cfg_target *ct = &cfg->targets[i];
-		struct tgt_node *old = NULL;
-		for (size_t j = 0; j < t->nnodes; j++)
-			if (strcmp(t->nodes[j]->cfg->name, ct->name) == 0)
-				old = t->nodes[j];
-		if (old) {
-			nodes[n++] = old;
-			continue;
-		}
-		r = build_node(ct, &nodes[n], err, errlen);
-		if (r < 0)
-			break;
-		log_info("target", "reload: added target %s", ct->name);
-		n++;
-	}
-	og = realloc(t->old_gens, (t->nold_gens + 1) * sizeof(*og));
-	ret = realloc(t->retired, (t->nretired + t->nnodes + 1) * sizeof(*ret));
-	if (og)
-		t->old_gens = og;
-	if (ret)
-		t->retired = ret;
-	if (r < 0 || !og || !ret) {
-		for (size_t i = 0; i < n; i++) {
-			bool kept = false;
-			for (size_t j = 0; j < t->nnodes; j++)
-				kept |= nodes[i] == t->nodes[j];
-			if (!kept) {
-				scsi_lun_map_free(nodes[i]->map);
-				free(nodes[i]);
-			}
-		}
-		free(nodes);
-		free(gen);
-		return r < 0 ? r : -ENOMEM;
-	}
-	pthread_mutex_lock(&t->lock);
-	for (size_t j = 0; j < t->nnodes; j++) {
-		bool kept = false;
-		for (size_t i = 0; i < n; i++)
-			kept |= nodes[i] == t->nodes[j];
-		if (!kept) {
-			log_info("target", "reload: removed target %s (its sessions stay until they end)",
-				 t->nodes[j]->cfg->name);
-			t->retired[t->nretired++] = t->nodes[j];
-			nret++;
-		}
-	}
-	/* kept targets now read their settings (ACLs, CHAP) from the new file */
-	for (size_t i = 0; i < n; i++)
-		for (size_t k = 0; k < cfg->ntargets; k++)
-			if (strcmp(nodes[i]->cfg->name, cfg->targets[k].name) == 0)
-				nodes[i]->cfg = &cfg->targets[k];
-	t->old_gens[t->nold_gens++] = t->gen;
-	t->gen = gen;
-	free(t->nodes);
-	t->nodes = nodes;
-	t->nnodes = n;
-	pthread_mutex_unlock(&t->lock);
-	(void)nret;
-	return 0;
-}
-
 void ix_target_free(struct ix_target *t)
 {
 	if (!t)
 		return;
 	for (size_t i = 0; i < t->nlisteners; i++)
 		tcp_listener_free(t->listeners[i]);
+	for (size_t i = 0; i < t->niser_listeners; i++)
+		iser_listener_free(t->iser_listeners[i]);
+	free(t->iser_listeners);
 	free(t->listeners);
 	free(t->lctx);
 	for (int i = 0; t->workers && i < t->nworkers; i++) {
-		/* drain connections' deferred frees */
-		if (t->workers[i].loop)
-			ev_loop_run_once(t->workers[i].loop, 0);
+		struct tgt_worker *w = &t->workers[i];
+
+		/* the worker threads have stopped: close the connections still open (sessions
+		   logged in at shutdown), then let their deferred frees and any backend I/O still
+		   in flight finish (bounded) */
+		while (w->loop && w->conns.next && !list_empty(&w->conns)) {
+			struct tgt_conn *tc = list_first_entry(&w->conns, struct tgt_conn, wlink);
+			iscsi_conn_close(tc->conn, "target shutting down");
+		}
+		for (int k = 0, idle = 0; w->loop && k < 200 && idle < 3; k++)
+			idle = ev_loop_run_once(w->loop, 5) == 0 ? idle + 1 : 0;
 		scsi_thread_free(t->workers[i].sthread);
 		ev_loop_free(t->workers[i].loop);
 	}
 	free(t->workers);
-	for (size_t i = 0; i < t->nnodes; i++) {
-		scsi_lun_map_free(t->nodes[i]->map);
-		free(t->nodes[i]);
-	}
+	/* sessions are gone (their connections were released above): these are the last
+	   references */
+	for (size_t i = 0; i < t->nnodes; i++)
+		tgt_node_put(t->nodes[i]);
 	free(t->nodes);
-	for (size_t i = 0; i < t->nretired; i++) {
-		scsi_lun_map_free(t->retired[i]->map);
-		free(t->retired[i]);
-	}
-	free(t->retired);
+	tgt_reload_free(t);
 	for (size_t i = 0; i < t->nold_gens; i++) {
 		cfg_free(t->old_gens[i]->cfg);
 		free(t->old_gens[i]);

@@ -22,8 +22,11 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 int ix_target_run(struct ix_target *t);
 /* Thread- and signal-safe. */
 void ix_target_stop(struct ix_target *t);
-/* Apply a new configuration (takes ownership on success): targets and ACLs added, changed or
- * removed take effect for new logins; sessions of removed targets are closed. */
+/* Apply a new configuration (takes ownership on success; on failure nothing changed and the
+ * caller keeps cfg). Targets and ACLs added, changed or removed take effect for new logins;
+ * sessions of removed targets are asked to log out and dropped after
+ * global.logout_timeout_ms; LUNs added to or removed from a kept target take effect at once.
+ * Details in tgt_reload.c. Call on the thread that runs ix_target_run(). */
 int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size_t errlen);
 void ix_target_free(struct ix_target *t);
 

@@ -10,6 +10,7 @@
 #include "proto/crc32c.h"
 #include "target/tgt_int.h"
 #include "transport/fault/fault.h"
+#include "transport/iser/iser.h"
 #include "transport/tcp/tcp.h"
 #include "util/bytes.h"
 #include "util/log.h"
@@ -123,6 +124,11 @@ int tgt_send(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data, uint32_
 	return send_copy(tc, h, data, len, false);
 }
 
+int tgt_send_then_close(struct tgt_conn *tc, struct iscsi_hdr *h)
+{
+	return send_copy(tc, h, NULL, 0, true);
+}
+
 void tgt_send_reject(struct tgt_conn *tc, uint8_t reason, const uint8_t *bhs)
 {
 	struct iscsi_hdr h = {.opcode = ISCSI_OP_REJECT, .final = true, .itt = ISCSI_RSVD_TAG};
@@ -166,6 +172,14 @@ static int admit(void *ctx, const struct login_info *li, struct login_grant *g)
 	tc->prefs = cfg->global.neg;
 	tc->prefs.declare_only = true;
 	tc->prefs.offer_all = false;
+	if (tc->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT) {
+		/* iSER: RDMAExtensions=Yes; control PDUs land in our receive buffers */
+		tc->prefs.rdma = true;
+		tc->prefs.target_rdsl = tc->conn->dm->max_recv_data;
+		tc->prefs.initiator_rdsl = 262144;
+		tc->prefs.header_digest = NEG_DIGEST_NONE_ONLY;
+		tc->prefs.data_digest = NEG_DIGEST_NONE_ONLY;
+	}
 	g->prefs = &tc->prefs;
 	if (li->type == ISCSI_SESSION_DISCOVERY) {
 		const struct cfg_global *gl = &cfg->global;
@@ -367,7 +381,7 @@ static int enter_ffp(struct tgt_conn *tc)
 	list_init(&s->reg_link);
 	list_init(&s->wlink);
 	if (s->type == ISCSI_SESSION_NORMAL) {
-		s->node = tgt_node_find(tc->tgt, s->target);
+		s->node = tgt_node_get(tc->tgt, s->target);
 		if (!s->node) {
 			free(s);
 			return ISCSI_LOGIN_TARGET_REMOVED;
@@ -377,15 +391,18 @@ static int enter_ffp(struct tgt_conn *tc)
 		snprintf(tport, sizeof(tport), "%s,t,0x%04x", s->target, s->tpgt);
 		s->nexus = scsi_nexus_new(s->node->map, iport, tport);
 		if (!s->nexus) {
+			tgt_node_put(s->node);
 			free(s);
 			return ISCSI_LOGIN_OUT_OF_RESOURCES;
 		}
 	}
 	r = tgt_session_register(tc->tgt, s);
 	if (r < 0) {
-		if (s->nexus)
-			scsi_nexus_free(s->nexus);
+		scsi_nexus_free(s->nexus);
+		tgt_node_put(s->node);
 		free(s);
+		if (r == -ENOENT)
+			return ISCSI_LOGIN_TARGET_REMOVED;
 		log_warn("target", "%s: login refused by a session limit", tc->conn->peer);
 		return ISCSI_LOGIN_OUT_OF_RESOURCES;
 	}
@@ -565,12 +582,66 @@ static void handle_logout(struct tgt_conn *tc, const struct iscsi_hdr *h)
 	}
 	tgt_stamp(tc, &r, true);
 	if (r.logout_rsp.response == ISCSI_LOGOUT_RSP_OK) {
+		if (ev_timer_active(&tc->logout_timer) && !tc->logout_dropping) {
+			char esc[ISCSI_NAME_MAX * 4];
+			log_info("target", "%s: %s logged out as asked (target %s removed)",
+				 tc->conn->peer,
+				 log_escape(tc->sess->initiator, sizeof(tc->sess->initiator), esc,
+					    sizeof(esc)),
+				 tc->sess->target);
+		}
+		ev_timer_stop(tc->conn->loop, &tc->logout_timer);
 		tc->logged_out = true;
 		tc->conn->state = ISCSI_CONN_IN_LOGOUT;
 		send_copy(tc, &r, NULL, 0, true);
 	} else {
 		tgt_send(tc, &r, NULL, 0);
 	}
+}
+
+/* Target removed by a reload (RFC 7143 11.9.1): AsyncEvent 1 asks the initiator to log out
+ * within Parameter3 seconds; commands keep being served meanwhile (the LUs stay until the
+ * session ends). No Logout in time: AsyncEvent 3 (the target drops all connections of the
+ * session; Time2Retain 0, nothing is kept at ERL 0), then close, at the latest a second later
+ * if that PDU cannot leave. */
+static void logout_timer_cb(struct ev_timer *t)
+{
+	struct tgt_conn *tc = t->arg;
+	struct iscsi_hdr h = {.opcode = ISCSI_OP_ASYNC_MSG, .final = true, .itt = ISCSI_RSVD_TAG};
+
+	if (tc->logout_dropping) {
+		iscsi_conn_close(tc->conn, "the drop announcement could not be sent");
+		return;
+	}
+	log_info("target", "%s: no Logout after the target was removed: dropping the session",
+		 tc->conn->peer);
+	h.async.event = ISCSI_ASYNC_DROP_ALL_CONNECTIONS;
+	h.async.param2 = tc->sess->params.default_time2wait;
+	h.async.param3 = 0;
+	tgt_stamp(tc, &h, true);
+	tc->logout_dropping = true;
+	tc->logged_out = true; /* no more input */
+	send_copy(tc, &h, NULL, 0, true);
+	ev_timer_start(tc->conn->loop, &tc->logout_timer, 1000);
+}
+
+void tgt_conn_request_logout(struct tgt_conn *tc, uint32_t timeout_ms)
+{
+	struct iscsi_hdr h = {.opcode = ISCSI_OP_ASYNC_MSG, .final = true, .itt = ISCSI_RSVD_TAG};
+	uint32_t secs = (timeout_ms + 999) / 1000;
+
+	if (tc->logged_out || tc->conn->terminated || ev_timer_active(&tc->logout_timer))
+		return;
+	h.async.event = ISCSI_ASYNC_LOGOUT_REQUEST;
+	h.async.param3 = (uint16_t)(secs > 0xffff ? 0xffff : secs);
+	tgt_stamp(tc, &h, true);
+	log_info("target", "%s: target %s removed: asking tsih %u to log out within %u s",
+		 tc->conn->peer, tc->sess->target, tc->sess->tsih, secs);
+	if (tgt_send(tc, &h, NULL, 0) < 0) {
+		iscsi_conn_close(tc->conn, "out of memory for an Async Message");
+		return;
+	}
+	ev_timer_start(tc->conn->loop, &tc->logout_timer, timeout_ms);
 }
 
 /* ---------------------------------------------------------------- dispatch */
@@ -708,20 +779,19 @@ static void conn_closed(struct iscsi_conn *c)
 
 	ev_timer_stop(c->loop, &tc->login_timer);
 	ev_timer_stop(c->loop, &tc->nop_timer);
+	ev_timer_stop(c->loop, &tc->logout_timer);
 	ev_timer_stop(c->loop, &tc->idle_timer);
 	pending_del(tc);
 	if (tc->sess)
 		tgt_session_unregister(tc->tgt, tc->sess);
-	/* abort every task; those inside the SCSI layer finish later and hold a reference */
-	while (!list_empty(&tc->active)) {
-		struct tgt_task *t = list_first_entry(&tc->active, struct tgt_task, link);
-		tgt_task_abort(t);
-	}
-	while (!list_empty(&tc->order_q)) {
-		struct tgt_task *t = list_first_entry(&tc->order_q, struct tgt_task, link);
-		tgt_task_abort(t);
-	}
+	/* abort every task; those inside the SCSI layer stay listed until they finish (they hold a
+	   reference), so walk the lists rather than drain them */
+	struct list_head *lists[2] = {&tc->active, &tc->order_q}, *pos, *n;
+	for (int l = 0; l < 2; l++)
+		list_for_each_safe(pos, n, lists[l])
+			tgt_task_abort(list_entry(pos, struct tgt_task, link));
 	tc->worker->nconns--;
+	list_del(&tc->wlink);
 }
 
 static void conn_release(struct iscsi_conn *c)
@@ -730,8 +800,8 @@ static void conn_release(struct iscsi_conn *c)
 
 	if (tc->sess) {
 		list_del(&tc->sess->wlink);
-		if (tc->sess->nexus)
-			scsi_nexus_free(tc->sess->nexus);
+		scsi_nexus_free(tc->sess->nexus);
+		tgt_node_put(tc->sess->node); /* after the nexus: it holds LUs of the node's map */
 		free(tc->sess);
 	}
 	if (tc->login) {
@@ -757,26 +827,18 @@ static const struct iscsi_role_ops tgt_role_ops = {
 	.release = conn_release,
 };
 
-void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *portal)
+/* peer: "addr:port" of the new connection for the login limit ("" if unknown). */
+static struct tgt_conn *tc_new(struct tgt_worker *w, const struct cfg_portal *portal,
+			       const char *peer)
 {
 	struct tgt_cfg_gen *gen = tgt_gen_current(w->tgt);
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	char peer[72] = "";
 	struct tgt_conn *tc;
 	struct login_policy pol;
-	struct iscsi_conn *c;
 
-	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
-		tcp_format_sockaddr(&ss, peer, sizeof(peer));
 	pending_make_room(w, gen->cfg, peer);
 	tc = calloc(1, sizeof(*tc));
-	if (!tc || !(tc->login = malloc(sizeof(*tc->login)))) {
-		free(tc);
-		close(fd);
-		tgt_conn_gone(w->tgt);
-		return;
-	}
+	if (!tc)
+		return NULL;
 	tc->worker = w;
 	tc->tgt = w->tgt;
 	tc->portal = portal;
@@ -784,9 +846,74 @@ void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *port
 	list_init(&tc->free_tasks);
 	list_init(&tc->active);
 	list_init(&tc->order_q);
+	tc->login = malloc(sizeof(*tc->login));
+	if (!tc->login) {
+		free(tc);
+		return NULL;
+	}
 	pol.admit = admit;
 	pol.ctx = tc;
 	login_acceptor_init(tc->login, &pol);
+	return tc;
+}
+
+static void tc_started(struct tgt_conn *tc, struct iscsi_conn *c)
+{
+	struct tgt_worker *w = tc->worker;
+
+	tc->conn = c;
+	w->nconns++;
+	list_add_tail(&tc->wlink, &w->conns);
+	list_add_tail(&tc->plink, &w->login_fresh);
+	tc->pending = true;
+	w->npending++;
+	ev_timer_init(&tc->login_timer, login_timeout, tc);
+	ev_timer_init(&tc->nop_timer, nop_timer_cb, tc);
+	ev_timer_init(&tc->logout_timer, logout_timer_cb, tc);
+	ev_timer_init(&tc->idle_timer, idle_timeout, tc);
+	ev_timer_start(w->loop, &tc->login_timer,
+		       tc->gen->cfg->global.login_timeout_ms ? tc->gen->cfg->global.login_timeout_ms
+							      : 15000);
+	log_dbg("target", "%s: connected to %s", c->peer, c->local);
+}
+
+void tgt_conn_accept_iser(struct tgt_worker *w, struct iser_request *req,
+			  const struct cfg_portal *portal)
+{
+	struct tgt_conn *tc = tc_new(w, portal, "");
+	struct iscsi_conn *c;
+
+	if (!tc) {
+		iser_request_reject(req);
+		tgt_conn_gone(w->tgt);
+		return;
+	}
+	c = iser_conn_accept(req, w->loop, ISCSI_ROLE_TARGET, &tgt_role_ops, tc);
+	if (!c) {
+		free(tc->login);
+		free(tc);
+		tgt_conn_gone(w->tgt);
+		return;
+	}
+	tc_started(tc, c);
+}
+
+void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *portal)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char peer[72] = "";
+	struct tgt_conn *tc;
+	struct iscsi_conn *c;
+
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+		tcp_format_sockaddr(&ss, peer, sizeof(peer));
+	tc = tc_new(w, portal, peer);
+	if (!tc) {
+		close(fd);
+		tgt_conn_gone(w->tgt);
+		return;
+	}
 	c = w->tgt->fault ? tcp_conn_new_dm(fd, w->loop, fault_dm_ops(w->tgt->fault),
 					    ISCSI_ROLE_TARGET, &tgt_role_ops, tc)
 			  : tcp_conn_new(fd, w->loop, ISCSI_ROLE_TARGET, &tgt_role_ops, tc);
@@ -796,18 +923,7 @@ void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *port
 		tgt_conn_gone(w->tgt);
 		return;
 	}
-	tc->conn = c;
-	w->nconns++;
-	list_add_tail(&tc->plink, &w->login_fresh);
-	tc->pending = true;
-	w->npending++;
-	ev_timer_init(&tc->login_timer, login_timeout, tc);
-	ev_timer_init(&tc->nop_timer, nop_timer_cb, tc);
-	ev_timer_init(&tc->idle_timer, idle_timeout, tc);
-	ev_timer_start(w->loop, &tc->login_timer,
-		       tc->gen->cfg->global.login_timeout_ms ? tc->gen->cfg->global.login_timeout_ms
-							      : 15000);
-	log_dbg("target", "%s: connected to %s", c->peer, c->local);
+	tc_started(tc, c);
 	if (tcp_conn_start(c) < 0)
 		iscsi_conn_close(c, "cannot watch the socket");
 }

@@ -35,6 +35,7 @@ struct tgt_worker {
 	struct scsi_thread *sthread;
 	int nconns;
 	struct list_head sessions;      /* live sessions on this worker (owned by its thread) */
+	struct list_head conns;         /* every connection on this worker, logged in or not */
 	/* connections not yet in full feature phase, least recently active first: "fresh" ones
 	   have not sent a whole Login PDU yet and are evicted first when the worker's share of
 	   global.max_pending_logins is used up */
@@ -43,11 +44,16 @@ struct tgt_worker {
 	struct tgt_ratelimit evict_rl;
 };
 
-/* One configured target as served: its settings and LUN map. A reload that removes it moves it
- * to ix_target.retired, where sessions that still use it find it until the target is freed. */
+/* One configured target as served: its settings and LUN map. Counted: one reference while the
+ * configuration names it, one per session (or login about to become one) on it. A reload that
+ * removes it marks it removed, asks its sessions to log out and drops the configuration's
+ * reference; the LUs close when the last session has ended. */
 struct tgt_node {
-	struct cfg_target *cfg;         /* in the newest configuration that names it */
+	struct cfg_target *cfg;         /* in the newest configuration that names it (under
+					   ix_target.lock; fixed once removed) */
 	struct scsi_lun_map *map;
+	atomic_int refs;
+	bool removed;                   /* under ix_target.lock */
 };
 
 /* One configuration as loaded. A reload keeps the old generations (in ix_target.old_gens)
@@ -139,6 +145,7 @@ struct tgt_tmf {
 struct tgt_conn {
 	struct iscsi_conn *conn;
 	struct tgt_worker *worker;
+	struct list_head wlink;         /* worker->conns */
 	struct ix_target *tgt;
 	struct tgt_session *sess;
 	struct login_acceptor *login;   /* during login only */
@@ -169,6 +176,9 @@ struct tgt_conn {
 	uint32_t text_rsp_len, text_rsp_off, text_ttt, text_itt;
 	char *text_req;                 /* accumulated C=1 text request */
 	uint32_t text_req_len;
+	/* a reload removed the target: Async logout request sent, then the drop */
+	struct ev_timer logout_timer;
+	bool logout_dropping; /* the initiator did not log out in time: closing */
 	/* keepalive */
 	struct ev_timer login_timer;
 	struct ev_timer nop_timer;
@@ -201,30 +211,59 @@ struct ix_target {
 	int next_worker;
 	struct tcp_listener **listeners;
 	size_t nlisteners;
+	struct iser_listener **iser_listeners;
+	size_t niser_listeners;
 	struct listener_ctx *lctx;
-	/* earlier configuration generations and retired targets: connections and sessions may
-	   still point into them, so they live until the target is freed */
+	/* earlier configuration generations: connections and sessions may still point into them,
+	   so they live until the target is freed */
 	struct tgt_cfg_gen **old_gens;
 	size_t nold_gens;
-	struct tgt_node **retired;
-	size_t nretired;
+	/* LUs a reload took out of a LUN map, each released once every worker has turned */
+	struct tgt_lu_retire **lu_retires;
+	size_t nlu_retires;
 };
 
 /* target.c */
 struct tgt_cfg_gen *tgt_gen_current(struct ix_target *t);
-struct tgt_node *tgt_node_find(struct ix_target *t, const char *name);
+/* The node configured under name, with a reference (NULL if none); tgt_node_put() drops it. */
+struct tgt_node *tgt_node_get(struct ix_target *t, const char *name);
+void tgt_node_put(struct tgt_node *n);
+/* Register a new session: session reinstatement (RFC 7143 6.3.5) and the session limit.
+ * -EBUSY at the limit, -ENOENT when a reload removed the session's target meanwhile. */
 int tgt_session_register(struct ix_target *t, struct tgt_session *s);
 void tgt_session_unregister(struct ix_target *t, struct tgt_session *s);
 uint32_t tgt_cfg_depth(const struct ix_config *cfg);
+/* Build a node (its LUN map, one reference) for ct; one LU of ct. -errno with a message in
+ * err. */
+int tgt_node_new(struct cfg_target *ct, struct tgt_node **out, char *err, size_t errlen);
+int tgt_lu_new(struct cfg_target *ct, struct cfg_lun *cl, struct scsi_lu **out, char *err,
+	       size_t errlen);
+/* On w's thread: s if it is still a live session of w with that TSIH and a connection (a
+ * message about s may arrive after it ended), else NULL. s is compared, not dereferenced. */
+struct tgt_session *tgt_worker_session(struct tgt_worker *w, const struct tgt_session *s,
+				       uint16_t tsih);
+
+/* tgt_reload.c (ix_target_reload is in target.h) */
+struct tgt_lu_retire;
+/* Release what reloads kept for later (workers stopped). */
+void tgt_reload_free(struct ix_target *t);
 
 /* tgt_conn.c */
 void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *portal);
+struct iser_request;
+void tgt_conn_accept_iser(struct tgt_worker *w, struct iser_request *req,
+			  const struct cfg_portal *portal);
 /* A connection counted in nconns_open is gone (or never came to be). */
 void tgt_conn_gone(struct ix_target *t);
 int tgt_send(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data, uint32_t len);
+/* Send a PDU without data, then close the connection once it is on the wire. */
+int tgt_send_then_close(struct tgt_conn *tc, struct iscsi_hdr *h);
 void tgt_stamp(struct tgt_conn *tc, struct iscsi_hdr *h, bool advance_statsn);
 void tgt_send_reject(struct tgt_conn *tc, uint8_t reason, const uint8_t *bhs);
 void tgt_session_update_window(struct tgt_session *s);
+/* The session's target was removed: ask the initiator to log out within timeout_ms (Async
+ * Message, RFC 7143 11.9.1), drop the connection if it does not. */
+void tgt_conn_request_logout(struct tgt_conn *tc, uint32_t timeout_ms);
 
 /* tgt_scsi.c */
 int tgt_scsi_cmd_header(struct tgt_conn *tc, const struct iscsi_hdr *h, const uint8_t *ahs,

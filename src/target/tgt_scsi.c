@@ -28,23 +28,31 @@ static int buf_class(uint32_t size)
 	return c;
 }
 
+/* Free a buffer of the live connection (the transport may have it registered). */
+static void buf_release(struct tgt_conn *tc, uint8_t *b, uint32_t cap)
+{
+	if (!b)
+		return;
+	if (tc->conn->dm->buf_free)
+		tc->conn->dm->buf_free(tc->conn, b);
+	free(b);
+	tc->buf_bytes -= cap;
+}
+
 /* Give back every buffer nothing uses (the cache and idle task slots' small buffers). */
 static void buf_trim(struct tgt_conn *tc)
 {
 	struct list_head *pos;
 
 	for (int c = 0; c < 16; c++)
-		for (int i = 0; i < 4; i++)
-			if (tc->buf_cache[c][i]) {
-				free(tc->buf_cache[c][i]);
-				tc->buf_cache[c][i] = NULL;
-				tc->buf_bytes -= 4096u << c;
-			}
+		for (int i = 0; i < 4; i++) {
+			buf_release(tc, tc->buf_cache[c][i], 4096u << c);
+			tc->buf_cache[c][i] = NULL;
+		}
 	for (pos = tc->free_tasks.next; pos != &tc->free_tasks; pos = pos->next) {
 		struct tgt_task *t = list_entry(pos, struct tgt_task, link);
 
-		free(t->buf);
-		tc->buf_bytes -= t->buf_cap;
+		buf_release(tc, t->buf, t->buf_cap);
 		t->buf = NULL;
 		t->buf_cap = 0;
 	}
@@ -91,8 +99,7 @@ static void buf_put(struct tgt_conn *tc, uint8_t *b, uint32_t cap)
 			tc->buf_cache[c][i] = b;
 			return;
 		}
-	free(b);
-	tc->buf_bytes -= cap;
+	buf_release(tc, b, cap);
 }
 
 /* ---------------------------------------------------------------- task table */
@@ -199,7 +206,8 @@ void tgt_task_finished(struct tgt_task *t)
 void tgt_task_abort(struct tgt_task *t)
 {
 	if (t->state == TASK_EXEC) {
-		t->aborted = true; /* freed when the SCSI layer completes it */
+		t->aborted = true; /* freed when the SCSI layer completes it ... */
+		scsi_cmd_abort(&t->sc); /* ... which may be now */
 		return;
 	}
 	tgt_task_finished(t);
@@ -295,7 +303,10 @@ static void send_data_in(struct tgt_task *t)
 	uint32_t len = t->sc.data_in_len, off = 0, burst = 0;
 	uint32_t mxdsl = tc->conn->params.max_xmit_dsl;
 	uint32_t mbl = tc->sess->params.max_burst_length;
-	bool collapse = t->sc.status == SCSI_STATUS_GOOD && t->sc.sense_len == 0;
+	/* iSER never collapses status into data: the read data is an RDMA Write, the status a
+	   SCSI Response Send (RFC 7145 7.3.5) */
+	bool collapse = t->sc.status == SCSI_STATUS_GOOD && t->sc.sense_len == 0 &&
+			!(tc->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT);
 
 	while (off < len) {
 		uint32_t n = len - off;
@@ -324,6 +335,8 @@ static void send_data_in(struct tgt_task *t)
 		p->data[0].iov_len = n;
 		p->data_cnt = 1;
 		p->data_len = n;
+		p->buf_base = t->buf;
+		p->buf_size = t->buf_cap;
 		h.dlength = n;
 		if (last && collapse) {
 			h.final = true;
@@ -447,6 +460,11 @@ static void issue_r2ts(struct tgt_task *t)
 			iscsi_conn_close(tc->conn, "out of memory for R2T");
 			return;
 		}
+		/* where an RDMA datamover places the data (TCP: Data-Out PDUs do) */
+		p->dest.iov_base = t->buf + r->offset;
+		p->dest.iov_len = r->len;
+		p->buf_base = t->buf;
+		p->buf_size = t->buf_cap;
 		iscsi_get_data(tc->conn, p, &h);
 	}
 }
@@ -782,9 +800,13 @@ static void tmf_respond(struct tgt_conn *tc, struct tgt_tmf *m)
 	r.tmf_rsp.response = m->response;
 	if (!tc->conn->terminated) {
 		tgt_stamp(tc, &r, true);
-		tgt_send(tc, &r, NULL, 0);
-		if (m->cold_reset)
-			iscsi_conn_close(tc->conn, "TARGET COLD RESET");
+		/* A cold reset drops the connection (RFC 7143 11.5.1), after the response. */
+		if (m->cold_reset) {
+			log_info("target", "%s: TARGET COLD RESET", tc->conn->peer);
+			tgt_send_then_close(tc, &r);
+		} else {
+			tgt_send(tc, &r, NULL, 0);
+		}
 	}
 	free(m);
 }
@@ -806,11 +828,17 @@ static int abort_tasks(struct tgt_conn *tc, struct tgt_tmf *m, bool all_luns, ui
 			if (check_cmdsn && !t->immediate && !sn_lt(t->cmdsn, before_cmdsn))
 				continue;
 			if (t->state == TASK_EXEC) {
-				if (!t->aborted && !t->tmf_wait) {
+				bool first = !t->aborted && !t->tmf_wait;
+
+				t->aborted = true;
+				/* A command the SCSI layer only waits on ends at once (then it
+				 * is gone); others finish soon and the TMF waits for them. */
+				if (scsi_cmd_abort(&t->sc))
+					continue;
+				if (first) {
 					t->tmf_wait = m;
 					waiting++;
 				}
-				t->aborted = true;
 			} else {
 				tgt_task_abort(t);
 			}
@@ -837,11 +865,11 @@ void tgt_tmf(struct tgt_conn *tc, const struct iscsi_hdr *h)
 		struct tgt_task *t = tgt_task_find(tc, q->rtt);
 		if (t && t->lun == q->lun) {
 			if (t->state == TASK_EXEC) {
-				if (!t->tmf_wait) {
+				t->aborted = true;
+				if (!scsi_cmd_abort(&t->sc) && !t->tmf_wait) {
 					t->tmf_wait = m;
 					m->waiting++;
 				}
-				t->aborted = true;
 			} else {
 				tgt_task_abort(t);
 			}

@@ -3,6 +3,7 @@
 #ifndef IX_UTIL_BYTES_H
 #define IX_UTIL_BYTES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 static inline uint16_t get_be16(const uint8_t *p)
@@ -61,6 +62,20 @@ static inline int sn_lt(uint32_t a, uint32_t b)
 static inline int sn_le(uint32_t a, uint32_t b)
 {
 	return (int32_t)(a - b) <= 0;
+}
+
+/* FNV-1a, 64 bit: a cheap non-cryptographic hash for derived identifiers and file checksums. */
+#define FNV1A64_INIT 0xcbf29ce484222325ULL
+
+static inline uint64_t fnv1a64(uint64_t h, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
 }
 
 #endif

@@ -13,6 +13,7 @@ struct list_head {
 #define list_entry(ptr, type, member) container_of(ptr, type, member)
 #define list_first_entry(head, type, member) list_entry((head)->next, type, member)
 #define list_last_entry(head, type, member) list_entry((head)->prev, type, member)
+#define list_for_each(pos, head) for (pos = (head)->next; pos != (head); pos = pos->next)
 #define list_for_each_safe(pos, n, head)                                                           \
 	for (pos = (head)->next, n = pos->next; pos != (head); pos = n, n = pos->next)
 

@@ -3,8 +3,8 @@
  * 1 if anything failed. Used by tests/interop/initiator.sh.
  *
  *   ini_accept -p HOST:PORT -T IQN [-i INITIATOR] [-u USER -s SECRET [-U MUSER -S MSECRET]]
- *              [-a CHAP_A] [-m MiB] [-q QD] [-l LUN] [-d] [-v] CHECK...
- * CHECKs: discover login io tmf badchap unreachable (see each function); -d requires
+ *              [-a CHAP_A] [-m MiB] [-q QD] [-l LUN] [-I tcp|iser|auto] [-d] [-v] CHECK...
+ * CHECKs: discover login io tmf badchap unreachable badio (see each function); -d requires
  * CRC32C header and data digests, -v logs the library at debug level.
  */
 #include <errno.h>
@@ -423,6 +423,47 @@ static void check_unreachable(struct ix_ctx *ctx)
 	ix_session_free(s);
 }
 
+/* Against a misbehaving target (tests/interop/ini_badtarget.py): the login or a 64 KiB READ
+ * must end with a clean error (negative errno, or a non-GOOD SCSI status), quickly. */
+static void check_badio(struct ix_ctx *ctx)
+{
+	static uint8_t buf[65536];
+	struct ix_session_opts o = base;
+	struct ix_scsi_cmd cmd;
+	struct ix_session *s;
+	uint64_t t0 = now_ms();
+	uint8_t cdb[16], n;
+	int err, r;
+
+	o.login_retries = 0;
+	o.login_timeout_ms = 3000;
+	o.replacement_timeout_ms = 1500;
+	s = ix_session_new(ctx, &o, &err);
+	if (!s) {
+		FAIL("badio", "ix_session_new: %s", strerror(-err));
+		return;
+	}
+	r = ix_sync_login(s);
+	if (r) {
+		printf("PASS badio: login failed in %llu ms: %s (%s)\n",
+		       (unsigned long long)(now_ms() - t0), strerror(-r), ix_session_error(s));
+		ix_session_free(s);
+		return;
+	}
+	n = ix_cdb_read16(cdb, 0, sizeof(buf) / 512, false);
+	ix_scsi_cmd_init(&cmd, lun, cdb, n, IX_DIR_READ, buf, sizeof(buf), NULL, NULL);
+	r = ix_sync_scsi(s, &cmd);
+	if (r < 0)
+		printf("PASS badio: READ failed in %llu ms: %s (%s)\n",
+		       (unsigned long long)(now_ms() - t0), strerror(-r), ix_session_error(s));
+	else if (cmd.status != 0)
+		printf("PASS badio: READ ended with %s (sense %u bytes)\n",
+		       ix_scsi_status_str(cmd.status), cmd.sense_len);
+	else
+		FAIL("badio", "READ reported GOOD");
+	ix_session_free(s);
+}
+
 int main(int argc, char **argv)
 {
 	struct ix_ctx *ctx;
@@ -432,7 +473,7 @@ int main(int argc, char **argv)
 	ix_session_opts_default(&base);
 	base.initiator_name = "iqn.2026-11.io.ix:ini-accept";
 	base.login_timeout_ms = 5000;
-	while ((c = getopt(argc, argv, "p:T:i:u:s:U:S:a:m:q:l:dv")) != -1) {
+	while ((c = getopt(argc, argv, "p:T:i:u:s:U:S:a:m:q:l:I:dv")) != -1) {
 		switch (c) {
 		case 'p': base.portal = optarg; break;
 		case 'T': base.target_name = optarg; break;
@@ -448,6 +489,7 @@ int main(int argc, char **argv)
 		case 'm': size_mib = (uint32_t)atoi(optarg); break;
 		case 'q': qd = (uint32_t)atoi(optarg); break;
 		case 'l': lun = (uint32_t)atoi(optarg); break;
+		case 'I': base.transport = optarg; break;
 		case 'd':
 			base.header_digest = IX_DIGEST_CRC32C;
 			base.data_digest = IX_DIGEST_CRC32C;
@@ -478,6 +520,8 @@ int main(int argc, char **argv)
 			check_badchap(ctx);
 		else if (!strcmp(argv[i], "unreachable"))
 			check_unreachable(ctx);
+		else if (!strcmp(argv[i], "badio"))
+			check_badio(ctx);
 		else {
 			fprintf(stderr, "ini_accept: unknown check %s\n", argv[i]);
 			failed = 1;

@@ -2,7 +2,8 @@
 # libiscsi command line tools against the target: discovery + LUN listing (iscsi-ls -s),
 # standard INQUIRY and the VPD pages every block target needs (iscsi-inq), and READ
 # CAPACITY(16) reporting the configured size (iscsi-readcapacity16).
-# Usage: libiscsi-tools.sh            (IX_PEER=ix|tgt selects the target; default ix)
+# Usage: libiscsi-tools.sh            (IX_PEER=ix|tgt selects the target; default ix;
+#        PEER_BACKEND=ram|file|block the LUN's storage, see libiscsi-tools-{file,block}.sh)
 . "$(dirname "$0")/../lib/common.sh"
 
 ixt_need iscsi-ls iscsi-inq iscsi-readcapacity16

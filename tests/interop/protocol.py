@@ -298,6 +298,33 @@ def _():
     return old
 
 
+@check('session-open-at-shutdown')
+def session_open_at_shutdown():
+    """A session stays logged in after this script ends: a forked child holds it until the
+    target closes the connection (at most 60 s). with-peer.sh then stops the target with
+    SIGTERM and requires exit status 0 and no sanitizer (leak) report, so a target that does
+    not close live connections at shutdown fails this run."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            s = session()
+            os.write(w, b'1')
+            s.conn.sock.settimeout(60)
+            while s.conn.sock.recv(4096):
+                pass
+        except Exception:  # noqa: BLE001
+            pass
+        os._exit(0)
+    os.close(w)
+    ok = os.read(r, 1)
+    os.close(r)
+    if ok != b'1':
+        raise Fail('the child could not log in')
+    return 'a child process keeps the session logged in past the end of this script'
+
+
 def main():
     failed = 0
     for name, fn in CHECKS:

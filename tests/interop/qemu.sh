@@ -3,6 +3,8 @@
 #   - qemu-img convert a 64 MiB random image onto the LUN and back; checksums must match;
 #   - qemu-io pattern writes/reads at several offsets and sizes (aligned and unaligned-size
 #     requests, requests larger than MaxBurstLength), each read checking the pattern.
+# With PEER_BACKEND=file|block (qemu-file.sh, qemu-block.sh) the LUN is a file or a loop
+# device, and the image written must be found in that file or device afterwards.
 . "$(dirname "$0")/../lib/common.sh"
 
 ixt_need qemu-img qemu-io sha256sum
@@ -26,6 +28,15 @@ if ixt_run 300 qemu-img convert -p -n -f raw -O raw "$src" "$PEER_URL" >&2; then
 		sz=$(stat -c %s "$back")
 		if [ "$a" = "$b" ]; then
 			ixt_check_pass qemu-img-roundtrip "64 MiB sha256 $a"
+			# file and block LUNs: the image must really be in the backing store
+			if [ -n "$PEER_BACKING" ]; then
+				c=$(sha256sum <"$PEER_BACKING" | cut -d' ' -f1)
+				if [ "$c" = "$a" ]; then
+					ixt_check_pass backing-store "$PEER_BACKING holds the image"
+				else
+					ixt_check_fail backing-store "$PEER_BACKING has sha256 $c, not $a"
+				fi
+			fi
 		else
 			ixt_check_fail qemu-img-roundtrip "checksum differs: wrote $a, read back $b ($sz bytes)"
 		fi

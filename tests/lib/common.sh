@@ -86,8 +86,10 @@ ixt_cleanup() {
 	return "$rc"
 }
 
-ixt_init() { # NAME
+ixt_init() { # NAME (a test run with PEER_BACKEND file or block is NAME-file / NAME-block,
+	# the name of its wrapper script, so that run.sh finds its logs)
 	IXT_NAME=$1
+	case "${PEER_BACKEND:-ram}" in ram) ;; *) IXT_NAME="$1-$PEER_BACKEND" ;; esac
 	mkdir -p "$IX_OUT"
 	IXT_TMP=$(mktemp -d "/tmp/ixtest.$IXT_NAME.XXXXXX")
 	trap 'ixt_cleanup $?; exit $?' EXIT
@@ -125,8 +127,13 @@ ixt_wait_port() { # PORT SECONDS
 #   PEER_ACL            space separated initiator names allowed (empty = everyone)
 #   PEER_DIGESTS        1 = let the target accept CRC32C header/data digests
 #   PEER_THIN           1 = the LUN advertises thin provisioning (UNMAP, LBPME)
+#   PEER_BACKEND        ram | file | block: what stores the LUN (default ram). file: a sparse
+#                       file in the test's temp dir; block: a loop device over such a file
+#                       (the test SKIPs, with the reason, where no loop device can be made).
+#                       tgt gets the same file or device as its backing store.
 # After peer_start: PEER_PORT, PEER_LUN, PEER_PORTAL ("iscsi://127.0.0.1:PORT"),
-# PEER_URL ("iscsi://127.0.0.1:PORT/IQN/LUN"), PEER_LOG, PEER_PID, PEER_KIND (ix|tgt) and,
+# PEER_URL ("iscsi://127.0.0.1:PORT/IQN/LUN"), PEER_LOG (the daemon's log), PEER_PID,
+# PEER_KIND (ix|tgt) and,
 # for ix, PEER_CONFIG (the JSON file the daemon reads; SIGHUP reloads it).
 
 PEER_IQN=${PEER_IQN:-iqn.2024-01.org.ix.test:disk1}
@@ -138,8 +145,32 @@ PEER_MCHAP_SECRET=${PEER_MCHAP_SECRET:-}
 PEER_ACL=${PEER_ACL:-}
 PEER_DIGESTS=${PEER_DIGESTS:-1}
 PEER_THIN=${PEER_THIN:-0}
+PEER_BACKEND=${PEER_BACKEND:-ram}
+PEER_BACKING=""
+
+# The LUN's backing store for PEER_BACKEND file/block: sets PEER_BACKING (file or device).
+peer_backing() {
+	local img="$IXT_TMP/lun.img" out
+	case "$PEER_BACKEND" in
+	ram) return 0 ;;
+	file | block) ;;
+	*) ixt_die "unknown PEER_BACKEND '$PEER_BACKEND' (ram, file or block)" ;;
+	esac
+	truncate -s "${PEER_SIZE}M" "$img" || ixt_die "cannot create $img"
+	PEER_BACKING=$img
+	[ "$PEER_BACKEND" = block ] || return 0
+	command -v losetup >/dev/null || ixt_skip "block LUN: losetup is not installed (Debian package mount)"
+	[ -e /dev/loop-control ] || ixt_skip "block LUN: no block device can be made here: /dev/loop-control does not exist"
+	if ! out=$(losetup -f --show "$img" 2>&1); then
+		ixt_skip "block LUN: no block device can be made here: losetup -f --show $img: $out"
+	fi
+	PEER_BACKING=$out
+	ixt_on_exit "losetup -d '$out'"
+	ixt_log "block LUN on $out (loop device over $img)"
+}
 
 peer_start() {
+	peer_backing
 	case "$IX_PEER" in
 	ix) ix_start ;;
 	tgt) tgt_start ;;
@@ -147,7 +178,7 @@ peer_start() {
 	esac
 	PEER_PORTAL="iscsi://$IX_HOST:$PEER_PORT"
 	PEER_URL="$PEER_PORTAL/$PEER_IQN/$PEER_LUN"
-	export PEER_PORT PEER_LUN PEER_PORTAL PEER_URL PEER_IQN PEER_PID PEER_KIND PEER_CONFIG
+	export PEER_PORT PEER_LUN PEER_PORTAL PEER_URL PEER_IQN PEER_PID PEER_KIND PEER_CONFIG PEER_LOG
 }
 
 peer_stop() {
@@ -202,6 +233,7 @@ ix_start() {
 		${PEER_MCHAP_USER:+--mutual "$PEER_MCHAP_USER" "$PEER_MCHAP_SECRET"} \
 		$(for a in $PEER_ACL; do printf -- '--acl %s ' "$a"; done) \
 		$([ "$PEER_THIN" = 1 ] && echo --thin) \
+		--backend "$PEER_BACKEND" ${PEER_BACKING:+--path "$PEER_BACKING"} \
 		>"$cfg" || ixt_die "cannot write ix config"
 	PEER_LOG="$IX_OUT/$IXT_NAME.ix-target.log"
 	: >"$PEER_LOG"
@@ -281,9 +313,12 @@ tgt_start() {
 	TGT_CTL=$(python3 "$IXT_LIB/ixtest.py" free-ctl)
 	PEER_LOG="$IX_OUT/$IXT_NAME.tgtd.log"
 	: >"$PEER_LOG"
-	local img="/dev/shm/ixtest-$IXT_NAME-$$.img"
-	truncate -s "${PEER_SIZE}M" "$img" || ixt_die "cannot create $img"
-	ixt_on_exit "rm -f '$img'"
+	local img=$PEER_BACKING
+	if [ -z "$img" ]; then # ram: a file in memory
+		img="/dev/shm/ixtest-$IXT_NAME-$$.img"
+		truncate -s "${PEER_SIZE}M" "$img" || ixt_die "cannot create $img"
+		ixt_on_exit "rm -f '$img'"
+	fi
 	ixt_log "starting tgtd on $IX_HOST:$PEER_PORT (control port $TGT_CTL, log $PEER_LOG)"
 	tgtd -f -C "$TGT_CTL" --iscsi "portal=$IX_HOST:$PEER_PORT" >>"$PEER_LOG" 2>&1 &
 	PEER_PID=$!

@@ -4,7 +4,8 @@
   ixtest.py free-port                 print a free TCP port on 127.0.0.1 in 3261..4999
   ixtest.py free-ctl                  print an unused tgtd control port number
   ixtest.py wait-port HOST PORT SECS  exit 0 once HOST:PORT accepts a connection
-  ixtest.py ix-config [options]       print an ix-target JSON config (docs/configuration.md)
+  ixtest.py ix-config [options]       print an ix-target JSON config (docs/configuration.md):
+                                      one LUN, --backend ram|file|block [--path P]
   ixtest.py cunit-classify LOG RC [--in-suite TEST]
                                       classify one iscsi-test-cu run: prints
                                       "PASS|FAIL|SKIP reason" (CUnit counts skips as passes)
@@ -15,9 +16,96 @@ import json
 import os
 import re
 import random
+import signal
 import socket
+import subprocess
 import sys
 import time
+import traceback
+
+
+class Reporter:
+    """report(st, name, detail): one "PASS|FAIL|SKIP TEST.NAME detail" line per check, printed
+    and appended to $IX_RESULTS (tests/run.sh counts those lines); .failed counts the FAILs."""
+
+    def __init__(self, test):
+        self.test = test
+        self.failed = 0
+
+    def __call__(self, st, name, detail=''):
+        line = '%s %s.%s %s' % (st, self.test, name, detail)
+        print(line, flush=True)
+        if os.environ.get('IX_RESULTS'):
+            with open(os.environ['IX_RESULTS'], 'a') as f:
+                f.write(line + '\n')
+        self.failed += st == 'FAIL'
+
+    def main(self, fn):
+        """Exit with fn()'s status; an exception escaping fn is one FAIL line, named setup."""
+        try:
+            sys.exit(fn())
+        except Exception:  # noqa: BLE001
+            self('FAIL', 'setup', traceback.format_exc().strip().splitlines()[-1])
+            sys.exit(1)
+
+
+class Daemon:
+    """An ix-target process of the test's own (for tests that restart it): started on cfg_path
+    with its output in OUT/log_name (tests/run.sh scans OUT/<test>.*.log for sanitizer
+    reports, so name it after the test). Waits until it prints "ix-target: ready"."""
+
+    def __init__(self, cfg_path, log_name, build=None, out=None):
+        root = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+        build = build or os.environ.get('IX_BUILD', os.path.join(root, 'build'))
+        out = out or os.environ.get('IX_OUT', os.path.join(root, 'tests', 'out'))
+        self.log_path = os.path.join(out, log_name)
+        self.log = open(self.log_path, 'w')
+        self.p = subprocess.Popen([os.path.join(build, 'tools', 'ix-target'), '-c', cfg_path],
+                                  stdout=self.log, stderr=subprocess.STDOUT)
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            if 'ix-target: ready' in self.output():
+                return
+            if self.p.poll() is not None:
+                self.log.close()
+                raise DaemonExited(self.p.returncode, self.output())
+            time.sleep(0.05)
+        self.p.kill()
+        self.p.wait()
+        self.log.close()
+        raise RuntimeError('ix-target not ready after 30 s')
+
+    def output(self):
+        with open(self.log_path, errors='replace') as f:
+            return f.read()
+
+    def kill9(self):
+        self.p.send_signal(signal.SIGKILL)
+        self.p.wait(10)
+        self.log.close()
+
+    def stop(self):
+        """SIGTERM; returns the exit status (None if it had to be killed)."""
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(15)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+                self.log.close()
+                return None
+        self.log.close()
+        return self.p.returncode
+
+
+class DaemonExited(RuntimeError):
+    """ix-target exited before it was ready: status and everything it printed."""
+
+    def __init__(self, status, output):
+        super().__init__('ix-target exited with %d before it was ready' % status)
+        self.status = status
+        self.output = output
 
 
 def free_port():
@@ -67,11 +155,18 @@ def wait_port(host, port, secs):
 
 
 def ix_config(a):
-    """Config for one RAM LUN, following docs/configuration.md."""
-    target = {
-        'name': a.iqn,
-        'luns': [{'lun': 0, 'backend': 'ram', 'size': '%dM' % a.size}],
-    }
+    """Config for one LUN (RAM, or a file or block device at --path), following
+    docs/configuration.md."""
+    lun = {'lun': 0, 'backend': a.backend}
+    if a.backend == 'ram':
+        lun['size'] = '%dM' % a.size
+    elif not a.path:
+        raise SystemExit('ix-config: --backend %s needs --path' % a.backend)
+    else:
+        lun['path'] = a.path
+        if a.backend == 'file':
+            lun['size'] = '%dM' % a.size
+    target = {'name': a.iqn, 'luns': [lun]}
     if a.thin:
         target['luns'][0]['thin'] = True
     if a.acl:
@@ -188,6 +283,8 @@ def main():
     c.add_argument('--mutual', nargs=2, metavar=('USER', 'SECRET'))
     c.add_argument('--acl', action='append', default=[])
     c.add_argument('--thin', action='store_true', help='advertise thin provisioning')
+    c.add_argument('--backend', choices=('ram', 'file', 'block'), default='ram')
+    c.add_argument('--path', help='file or block device of a file/block LUN')
     k = sub.add_parser('cunit-classify')
     k.add_argument('log')
     k.add_argument('rc', type=int)

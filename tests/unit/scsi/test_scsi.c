@@ -117,6 +117,71 @@ static void test_unit_attention(struct env *e)
 		t_run(e, e->nx, l, rs, 18, NULL, 0, &t);
 }
 
+/* ---- LUN inventory changes (what a configuration reload does to a kept target) ---- */
+
+static void test_lun_inventory(struct env *e)
+{
+	struct scsi_nexus *nx2 = scsi_nexus_new(e->map, "iqn.i2,i,0x2", "t,t,0x1");
+	static const uint8_t tur[16] = {0x00};
+	static const uint8_t rs[16] = {0x03, 0, 0, 0, 18, 0};
+	static const uint8_t rc10[16] = {0x25};
+	static const uint8_t reserve6[16] = {0x16};
+	const uint32_t lun = 20;
+	struct scsi_lu *old, *lu;
+	struct tcmd t;
+
+	printf("# LUN inventory changes\n");
+	add_lu(e, lun, (struct scsi_lu_cfg){.backend = SCSI_BACKEND_RAM, .size_bytes = 64 << 10});
+	t_run(e, e->nx, lun, tur, 0, NULL, 0, &t);
+	t_check_sense(&t, 0x6, 0x29, 0x00);
+	t_run(e, e->nx, lun, reserve6, 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, nx2, L_RAM, tur, 0, NULL, 0, &t);
+	t_check_sense(&t, 0x6, 0x29, 0x00);
+
+	old = scsi_lun_map_remove(e->map, lun);
+	CHECK(old != NULL);
+	CHECK(scsi_lun_map_remove(e->map, lun) == NULL);
+	CHECK(scsi_lun_map_remove(e->map, SCSI_MAX_LUNS) == NULL);
+	scsi_lun_map_changed(e->map);
+	t_run(e, e->nx, lun, tur, 0, NULL, 0, &t);
+	t_check_sense(&t, 0x5, 0x25, 0x00); /* LOGICAL UNIT NOT SUPPORTED */
+	/* every nexus that used an LU of the map: REPORTED LUNS DATA HAS CHANGED, once */
+	t_run(e, e->nx, L_RAM, tur, 0, NULL, 0, &t);
+	t_check_sense(&t, 0x6, 0x3f, 0x0e);
+	t_run(e, e->nx, L_RAM, tur, 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, nx2, L_RAM, tur, 0, NULL, 0, &t);
+	t_check_sense(&t, 0x6, 0x3f, 0x0e);
+	t_run(e, nx2, L_RAM, tur, 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	/* e->nx still holds old (it used the LUN) and its RESERVE(6); keep a reference to see
+	   both go */
+	CHECK(atomic_load(&old->resv_holder) == e->nx);
+	CHECK_EQ(atomic_load(&old->refs), 2);
+
+	/* Another LU under the same number: the nexus lets go of the old one (and of the
+	   reservation it held there) and meets the new one as a fresh LU. */
+	add_lu(e, lun, (struct scsi_lu_cfg){.backend = SCSI_BACKEND_RAM, .size_bytes = 128 << 10});
+	t_run(e, e->nx, lun, rc10, 8, NULL, 0, &t);
+	t_check_sense(&t, 0x6, 0x29, 0x00);
+	t_run(e, e->nx, lun, rc10, 8, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_MEM(t.c.buf, B(0, 0, 0, 255, 0, 0, 2, 0), 8);
+	CHECK(atomic_load(&old->resv_holder) == NULL);
+	CHECK_EQ(atomic_load(&old->refs), 1);
+	scsi_lu_put(old);
+	t_run(e, nx2, lun, tur, 0, NULL, 0, &t);
+	t_check_sense(&t, 0x6, 0x29, 0x00);
+	lu = scsi_lun_map_remove(e->map, lun);
+	CHECK(lu != NULL);
+	scsi_lu_put(lu);
+	scsi_nexus_free(nx2);
+	/* the 3F/0E unit attentions of e->nx's other LUs, for the table tests */
+	for (uint32_t l = 0; l <= L_ERR; l++)
+		t_run(e, e->nx, l, rs, 18, NULL, 0, &t);
+}
+
 /* ---- data round trips ---- */
 
 static void fill(uint8_t *p, size_t n, uint8_t seed)
@@ -627,6 +692,7 @@ int main(void)
 	setup(&e);
 	test_misc();
 	test_unit_attention(&e);
+	test_lun_inventory(&e);
 	for (const struct tc_table *tt = scsi_case_tables; tt->name; tt++) {
 		printf("# table: %s\n", tt->name);
 		for (size_t i = 0; i < tt->n; i++)

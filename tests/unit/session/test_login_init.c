@@ -475,8 +475,66 @@ static void test_bad_responses(void)
 	CHECK(li.auth.done);
 }
 
+/* iSER keys (RFC 7145 section 6) through the shared negotiation: RDMAExtensions=Yes,
+ * TargetRecvDataSegmentLength / InitiatorRecvDataSegmentLength as Minimum, digests None, and
+ * the data segment limits each side uses afterwards. */
+static void test_iser_keys(void)
+{
+	struct login_initiator li;
+	struct login_acceptor la;
+	struct login_init_cfg cfg;
+	struct fake_target ft;
+	struct neg_prefs p;
+	struct outcome o;
+
+	fake_target_init(&ft);
+	ft.prefs.rdma = true;
+	ft.prefs.target_rdsl = 8192;
+	ft.prefs.initiator_rdsl = 262144;
+	ini_prefs(&p);
+	p.rdma = true;
+	p.target_rdsl = 65536;        /* we would send up to this in a control PDU */
+	p.initiator_rdsl = 131072;    /* and can receive this */
+	cfg_init(&cfg, &p, NULL);
+	login_initiator_init(&li, &cfg);
+	o = run_login(&li, &ft, &la);
+	CHECK_EQ(o.ini, LOGIN_INIT_DONE);
+	CHECK(li.neg.conn.rdma);
+	CHECK(la.neg.conn.rdma);
+	CHECK_EQ(la.neg.conn.target_rdsl, 8192);      /* min(65536, 8192) */
+	CHECK_EQ(li.neg.conn.target_rdsl, 8192);
+	CHECK_EQ(la.neg.conn.initiator_rdsl, 131072); /* min(131072, 262144) */
+	CHECK_EQ(la.neg.conn.max_recv_dsl, 8192);
+	CHECK_EQ(la.neg.conn.max_xmit_dsl, 131072);
+	CHECK_EQ(li.neg.conn.max_recv_dsl, 131072);
+	CHECK_EQ(li.neg.conn.max_xmit_dsl, 8192);
+	CHECK(!li.neg.conn.header_digest && !li.neg.conn.data_digest);
+	/* MaxRecvDataSegmentLength is Irrelevant with iSER: neither side declared it */
+	CHECK(!(la.neg.received & la.neg.declared));
+	login_acceptor_clear(&la);
+
+	/* a target answering RDMAExtensions=No on an RDMA connection: the initiator refuses
+	   (as open-iscsi does: "Target must support RDMAExtensions") */
+	ft.prefs.rdma = false;
+	login_initiator_init(&li, &cfg);
+	o = run_login(&li, &ft, &la);
+	CHECK_EQ(o.ini, -EPROTO);
+	CHECK(strstr(li.error, "RDMAExtensions") != NULL);
+	CHECK(!la.neg.conn.rdma);
+	login_acceptor_clear(&la);
+
+	/* iSER with a CRC32C requirement cannot work */
+	ft.prefs.rdma = true;
+	p.header_digest = NEG_DIGEST_CRC_ONLY;
+	login_initiator_init(&li, &cfg);
+	o = run_login(&li, &ft, &la);
+	CHECK(o.ini < 0 || o.tgt_status != 0);
+	login_acceptor_clear(&la);
+}
+
 int main(void)
 {
+	test_iser_keys();
 	test_plain();
 	test_digests();
 	test_chap();

@@ -157,6 +157,14 @@ static const struct tcase cases[] = {
      "'/dev/sdb','readonly':true}]},{'name':'iqn.2026-11.io.ix:b','luns':[{'lun':0,"
      "'backend':'block','path':'/dev/sdb','readonly':true}]}]}",
      NULL},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','state_dir':'state'}"),
+     "luns[0].state_dir: must be an absolute path"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','state_dir':''}"),
+     "luns[0].state_dir: must not be empty"},
+    {"{'global':{'state_dir':'var/lib'}}", "global.state_dir: must be an absolute path"},
+    {"{'global':{'state_dir':7}}", "global.state_dir: must be a string"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','removable':1}"), "luns[0].removable: must be"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','sanitize_rate':'1MB'}"), "sanitize_rate"},
     {LUNS("{'lun':0,'backend':'ram','size':'1M','vendor':'IX','product':'p','serial':'s1',"
 	  "'naa_id':'0x6001405abcdef012'}"),
      NULL},
@@ -302,7 +310,8 @@ static const struct tcase cases[] = {
     {NEG("'data_digest':'CRC32C'"), "negotiation.data_digest: unknown digest setting"},
     /* global */
     {G("'threads':256,'log_level':'debug','login_timeout_ms':1,'nop_interval_ms':0,"
-       "'nop_timeout_ms':1,'cmdsn_depth':1,'max_sessions':0,'mgmt_socket':'/tmp/x.sock'"),
+       "'nop_timeout_ms':1,'logout_timeout_ms':1000,'cmdsn_depth':1,'max_sessions':0,"
+       "'mgmt_socket':'/tmp/x.sock'"),
      NULL},
     {G("'threads':257"), "global.threads: 257 is out of range (0 to 256)"},
     {G("'threads':-1"), "global.threads: -1 is out of range (0 to 256)"},
@@ -311,6 +320,8 @@ static const struct tcase cases[] = {
     {G("'log_level':''"), "global.log_level: must not be empty"},
     {G("'login_timeout_ms':0"), "global.login_timeout_ms: 0 is out of range"},
     {G("'nop_timeout_ms':0"), "global.nop_timeout_ms: 0 is out of range"},
+    {G("'logout_timeout_ms':999"),
+     "global.logout_timeout_ms: 999 is out of range (1000 to 3600000)"},
     {G("'nop_interval_ms':3600001"), "global.nop_interval_ms: 3600001 is out of range"},
     {G("'cmdsn_depth':0"), "global.cmdsn_depth: 0 is out of range"},
     {G("'max_sessions':65536"), "global.max_sessions: 65536 is out of range (0 to 65535)"},
@@ -475,6 +486,7 @@ static void test_defaults(void)
 	CHECK_EQ(g->login_timeout_ms, 15000);
 	CHECK_EQ(g->nop_interval_ms, 15000);
 	CHECK_EQ(g->nop_timeout_ms, 30000);
+	CHECK_EQ(g->logout_timeout_ms, 5000);
 	CHECK_EQ(g->cmdsn_depth, 128);
 	CHECK_EQ(g->max_sessions, 1024);
 	CHECK_EQ(g->neg.max_recv_dsl, 262144);
@@ -510,7 +522,7 @@ static const char full[] =
     "   'data_digest': 'none', 'initial_r2t': true, 'first_burst_length': 65536},"
     "  'discovery': {'chap': {'user': 'disc', 'secret': 'discsecret12'},"
     "   'chap_algorithms': ['sha256']},"
-    "  'mgmt_socket': '/run/ix.sock'},"
+    "  'mgmt_socket': '/run/ix.sock', 'state_dir': '/var/lib/ix/state'},"
     " 'portals': [{'name': 'lo', 'address': '127.0.0.1', 'port': 3260},"
     "             {'name': 'v6', 'address': '::1', 'port': 3261, 'tpgt': 2,"
     "              'transports': ['iser', 'tcp']}],"
@@ -519,7 +531,8 @@ static const char full[] =
     "   'luns': [{'lun': 3, 'backend': 'file', 'path': '/var/lib/ix/a.img', 'size': '10G',"
     "             'thin': true, 'write_cache': true, 'block_size': 4096},"
     "            {'lun': 0, 'backend': 'ram', 'size': 1048576, 'vendor': 'ACME',"
-    "             'product': 'fast', 'serial': 'SN1', 'naa_id': '6001405abcdef012'}],"
+    "             'product': 'fast', 'serial': 'SN1', 'naa_id': '6001405abcdef012',"
+    "             'removable': true, 'sanitize_rate': '8M', 'state_dir': '/srv/pr'}],"
     "   'acls': [{'initiator': 'iqn.1994-05.com.redhat:client',"
     "             'chap': {'user': 'client', 'secret': 'clientsecret'}},"
     "            {'initiator': 'iqn.1994-05.com.redhat:other'}],"
@@ -557,6 +570,7 @@ static void test_values(void)
 	CHECK_EQ(cfg->global.ndiscovery_chap_algs, 1);
 	CHECK_EQ(cfg->global.discovery_chap_algs[0], 7);
 	CHECK_STR(cfg->global.mgmt_socket, "/run/ix.sock");
+	CHECK_STR(cfg->global.state_dir, "/var/lib/ix/state");
 
 	CHECK_EQ(cfg->nportals, 2);
 	CHECK_STR(cfg->portals[1].address, "::1");
@@ -593,6 +607,9 @@ static void test_values(void)
 	CHECK(lu->thin && lu->write_cache && !lu->readonly && !lu->no_medium);
 	CHECK(lu->target_name == a->name);
 	CHECK(lu->vendor == NULL && lu->product == NULL && lu->serial == NULL && !lu->naa_id);
+	CHECK(!lu->removable && lu->sanitize_rate == 0);
+	CHECK_STR(lu->state_dir, "/var/lib/ix/state"); /* the global default, a copy */
+	CHECK(lu->state_dir != cfg->global.state_dir);
 	lu = &a->luns[1].lu;
 	CHECK_EQ(lu->backend, SCSI_BACKEND_RAM);
 	CHECK(lu->path == NULL);
@@ -603,6 +620,9 @@ static void test_values(void)
 	CHECK_STR(lu->product, "fast");
 	CHECK_STR(lu->serial, "SN1");
 	CHECK(lu->naa_id == 0x6001405abcdef012ull);
+	CHECK(lu->removable);
+	CHECK_EQ(lu->sanitize_rate, 8 << 20);
+	CHECK_STR(lu->state_dir, "/srv/pr");
 	lu = &b->luns[0].lu;
 	CHECK_EQ(lu->backend, SCSI_BACKEND_BLOCK);
 	CHECK(lu->readonly && lu->no_medium);

@@ -1,0 +1,333 @@
+/* SIGHUP reload: apply a new configuration as the difference from the running one.
+ *
+ * Targets are matched by name.
+ * - A new target gets new LUs.
+ * - A removed target leaves the node table at once (discovery no longer lists it, logins get
+ *   0x0203), and each of its sessions is asked to log out: Async Message "target requests
+ *   Logout" with Parameter3 = global.logout_timeout_ms in seconds (RFC 7143 11.9.1). A session
+ *   still there when that time is up gets "target will drop all connections" and is closed.
+ *   Its LUs close when its last session has ended.
+ * - A kept target reads its ACLs and CHAP settings from the new file (new logins), and its LUN
+ *   changes apply at once: a LUN no longer listed leaves the LUN map (later commands to it get
+ *   LOGICAL UNIT NOT SUPPORTED; commands already running finish), a newly listed one joins it,
+ *   and every I_T nexus that used the target's LUs gets REPORTED LUNS DATA HAS CHANGED. A LUN
+ *   listed in both files with other settings keeps running as it was (a restart applies them).
+ * - Portal and global changes need a restart, except logout_timeout_ms, read at each reload.
+ *
+ * Everything that can fail (new LUs, memory) is done before anything is applied, so a failed
+ * reload changes nothing. Runs on the main thread, the only one that changes the node table and
+ * the LUN maps.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "target/target.h"
+#include "target/tgt_int.h"
+#include "util/log.h"
+
+/* An LU taken out of a LUN map. Workers look LUs up without taking a reference
+ * (scsi_lun_map_get), always inside one event-loop callback, so once every worker loop has run
+ * a callback posted after the removal none can still hold the pointer, and the map's reference
+ * is dropped. Owned by ix_target, so a loop that stops before its turn leaks nothing. */
+struct tgt_lu_retire {
+	struct scsi_lu *lu;
+	atomic_int left; /* worker loops that have not turned yet */
+};
+
+/* One LUN change of a kept target, prepared before anything is applied. */
+struct lun_change {
+	struct tgt_node *node;
+	uint32_t lun;
+	struct scsi_lu *add;	      /* the new LU; NULL: remove the LUN */
+	struct tgt_lu_retire *retire; /* for a removal */
+};
+
+struct plan {
+	struct ix_config *cfg;
+	struct tgt_node **nodes; /* for cfg->targets, in order */
+	size_t nnodes;
+	struct lun_change *chg;
+	size_t nchg;
+};
+
+struct logout_msg {
+	struct tgt_worker *w;
+	struct tgt_session *s; /* compared, never dereferenced unless still live */
+	uint16_t tsih;
+	uint32_t timeout_ms;
+};
+
+static void lu_retire_turn(void *arg)
+{
+	struct tgt_lu_retire *r = arg;
+
+	if (atomic_fetch_sub(&r->left, 1) == 1)
+		scsi_lu_put(r->lu);
+}
+
+static void logout_request_msg(void *arg)
+{
+	struct logout_msg *m = arg;
+	struct tgt_session *s = tgt_worker_session(m->w, m->s, m->tsih);
+
+	if (s)
+		tgt_conn_request_logout(s->conn, m->timeout_ms);
+	free(m);
+}
+
+static struct tgt_node *running_node(struct ix_target *t, const char *name)
+{
+	for (size_t j = 0; j < t->nnodes; j++)
+		if (strcmp(t->nodes[j]->cfg->name, name) == 0)
+			return t->nodes[j];
+	return NULL;
+}
+
+static bool in_plan(const struct plan *p, const struct tgt_node *n)
+{
+	for (size_t i = 0; i < p->nnodes; i++)
+		if (p->nodes[i] == n)
+			return true;
+	return false;
+}
+
+static const struct cfg_lun *cfg_lun_find(const struct cfg_target *ct, uint32_t lun)
+{
+	for (size_t i = 0; i < ct->nluns; i++)
+		if (ct->luns[i].lun == lun)
+			return &ct->luns[i];
+	return NULL;
+}
+
+static bool str_same(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static bool lu_cfg_same(const struct scsi_lu_cfg *a, const struct scsi_lu_cfg *b)
+{
+	return a->backend == b->backend && str_same(a->path, b->path) &&
+	       a->size_bytes == b->size_bytes && a->block_size == b->block_size &&
+	       a->readonly == b->readonly && a->thin == b->thin &&
+	       a->write_cache == b->write_cache && a->no_medium == b->no_medium &&
+	       str_same(a->vendor, b->vendor) && str_same(a->product, b->product) &&
+	       str_same(a->serial, b->serial) && a->naa_id == b->naa_id &&
+	       a->removable == b->removable && a->sanitize_rate == b->sanitize_rate &&
+	       str_same(a->state_dir, b->state_dir);
+}
+
+static int add_change(struct plan *p, struct tgt_node *node, uint32_t lun, struct scsi_lu *add)
+{
+	struct lun_change *c = realloc(p->chg, (p->nchg + 1) * sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	p->chg = c;
+	c = &p->chg[p->nchg];
+	*c = (struct lun_change){.node = node, .lun = lun, .add = add};
+	if (!add) {
+		c->retire = calloc(1, sizeof(*c->retire));
+		if (!c->retire)
+			return -ENOMEM;
+	}
+	p->nchg++;
+	return 0;
+}
+
+/* The LUN changes of a kept target: what the running map has against what ct lists. */
+static int plan_luns(struct plan *p, struct tgt_node *node, struct cfg_target *ct, char *err,
+		     size_t errlen)
+{
+	int r;
+
+	for (size_t i = 0; i < ct->nluns; i++) {
+		struct cfg_lun *cl = &ct->luns[i];
+		const struct cfg_lun *old = cfg_lun_find(node->cfg, cl->lun);
+		struct scsi_lu *lu;
+
+		if (scsi_lun_map_get(node->map, cl->lun)) {
+			if (old && !lu_cfg_same(&old->lu, &cl->lu))
+				log_warn(
+				    "target",
+				    "reload: target %s LUN %u: changed settings need a restart "
+				    "(it keeps running as it was)",
+				    ct->name, cl->lun);
+			continue;
+		}
+		r = tgt_lu_new(ct, cl, &lu, err, errlen);
+		if (r < 0)
+			return r;
+		r = add_change(p, node, cl->lun, lu);
+		if (r < 0) {
+			scsi_lu_put(lu);
+			return r;
+		}
+	}
+	for (uint32_t l = 0; l < SCSI_MAX_LUNS; l++)
+		if (scsi_lun_map_get(node->map, l) && !cfg_lun_find(ct, l) &&
+		    (r = add_change(p, node, l, NULL)) < 0)
+			return r;
+	return 0;
+}
+
+static void plan_undo(struct ix_target *t, struct plan *p)
+{
+	for (size_t i = 0; i < p->nchg; i++) {
+		scsi_lu_put(p->chg[i].add);
+		free(p->chg[i].retire);
+	}
+	for (size_t i = 0; i < p->nnodes; i++)
+		if (!running_node(t, p->nodes[i]->cfg->name))
+			tgt_node_put(p->nodes[i]);
+	free(p->chg);
+	free(p->nodes);
+}
+
+static int plan_make(struct ix_target *t, struct plan *p, char *err, size_t errlen)
+{
+	struct ix_config *cfg = p->cfg;
+	struct tgt_cfg_gen **og;
+	struct tgt_lu_retire **lr;
+	size_t nremove = 0;
+	int r = 0;
+
+	p->nodes = calloc(cfg->ntargets ? cfg->ntargets : 1, sizeof(*p->nodes));
+	if (!p->nodes)
+		return -ENOMEM;
+	for (size_t i = 0; i < cfg->ntargets && r == 0; i++) {
+		struct cfg_target *ct = &cfg->targets[i];
+		struct tgt_node *old = running_node(t, ct->name);
+		if (old) {
+			p->nodes[p->nnodes++] = old;
+			r = plan_luns(p, old, ct, err, errlen);
+		} else if ((r = tgt_node_new(ct, &p->nodes[p->nnodes], err, errlen)) == 0) {
+			p->nnodes++;
+		}
+	}
+	if (r < 0)
+		return r;
+	/* room to record what this reload retires */
+	for (size_t i = 0; i < p->nchg; i++)
+		nremove += !p->chg[i].add;
+	og = realloc(t->old_gens, (t->nold_gens + 1) * sizeof(*og));
+	if (og)
+		t->old_gens = og;
+	lr = realloc(t->lu_retires, (t->nlu_retires + nremove + 1) * sizeof(*lr));
+	if (lr)
+		t->lu_retires = lr;
+	return og && lr ? 0 : -ENOMEM;
+}
+
+/* Under t->lock: ask every registered session of a removed node to log out. */
+static void request_logouts(struct ix_target *t, uint32_t timeout_ms)
+{
+	struct list_head *pos, *n;
+
+	list_for_each_safe(pos, n, &t->sessions)
+	{
+		struct tgt_session *s = list_entry(pos, struct tgt_session, reg_link);
+		struct logout_msg *m;
+
+		if (!s->node || !s->node->removed)
+			continue;
+		m = malloc(sizeof(*m));
+		if (m) {
+			*m = (struct logout_msg){
+			    .w = s->worker, .s = s, .tsih = s->tsih, .timeout_ms = timeout_ms};
+			if (ev_loop_post(s->worker->loop, logout_request_msg, m) == 0)
+				continue;
+			free(m);
+		}
+		log_warn("target", "reload: cannot ask session tsih %u to log out (out of memory)",
+			 s->tsih);
+	}
+}
+
+static void apply_lun_changes(struct ix_target *t, struct plan *p)
+{
+	for (size_t i = 0; i < p->nchg; i++) {
+		struct lun_change *c = &p->chg[i];
+		const char *name = c->node->cfg->name;
+
+		if (c->add) {
+			/* the LUN is free: only this thread fills maps */
+			if (scsi_lun_map_add(c->node->map, c->lun, c->add) == 0)
+				log_info("target", "reload: target %s: added LUN %u", name, c->lun);
+			scsi_lu_put(c->add);
+		} else {
+			struct tgt_lu_retire *r = c->retire;
+			r->lu = scsi_lun_map_remove(c->node->map, c->lun);
+			atomic_init(&r->left, t->nworkers);
+			t->lu_retires[t->nlu_retires++] = r;
+			for (int w = 0; w < t->nworkers; w++)
+				if (ev_loop_post(t->workers[w].loop, lu_retire_turn, r) < 0)
+					log_warn("target",
+						 "reload: LUN %u of %s stays open until exit",
+						 c->lun, name);
+			log_info("target", "reload: target %s: removed LUN %u", name, c->lun);
+		}
+		if (i + 1 == p->nchg || p->chg[i + 1].node != c->node)
+			scsi_lun_map_changed(c->node->map);
+	}
+}
+
+int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size_t errlen)
+{
+	struct plan p = {.cfg = cfg};
+	struct tgt_cfg_gen *gen = calloc(1, sizeof(*gen));
+	struct tgt_node **gone;
+	size_t ngone = 0;
+	int r;
+
+	gone = calloc(t->nnodes ? t->nnodes : 1, sizeof(*gone));
+	r = gen && gone ? plan_make(t, &p, err, errlen) : -ENOMEM;
+	if (r < 0) {
+		plan_undo(t, &p);
+		free(gen);
+		free(gone);
+		return r;
+	}
+	gen->cfg = cfg;
+	pthread_mutex_lock(&t->lock);
+	for (size_t j = 0; j < t->nnodes; j++) {
+		if (in_plan(&p, t->nodes[j]))
+			continue;
+		t->nodes[j]->removed = true;
+		gone[ngone++] = t->nodes[j];
+		log_info("target", "reload: removed target %s; its sessions are asked to log out",
+			 t->nodes[j]->cfg->name);
+	}
+	if (ngone)
+		request_logouts(t, cfg->global.logout_timeout_ms);
+	/* kept targets now read their settings (ACLs, CHAP, LUN list) from the new file */
+	for (size_t i = 0; i < p.nnodes; i++) {
+		if (!running_node(t, cfg->targets[i].name))
+			log_info("target", "reload: added target %s", cfg->targets[i].name);
+		p.nodes[i]->cfg = &cfg->targets[i];
+	}
+	t->old_gens[t->nold_gens++] = t->gen;
+	t->gen = gen;
+	free(t->nodes);
+	t->nodes = p.nodes;
+	t->nnodes = p.nnodes;
+	pthread_mutex_unlock(&t->lock);
+	apply_lun_changes(t, &p);
+	free(p.chg);
+	for (size_t j = 0; j < ngone; j++)
+		tgt_node_put(gone[j]); /* the configuration's reference */
+	free(gone);
+	return 0;
+}
+
+void tgt_reload_free(struct ix_target *t)
+{
+	for (size_t i = 0; i < t->nlu_retires; i++) {
+		struct tgt_lu_retire *r = t->lu_retires[i];
+		/* a loop that stopped before its turn: no worker runs any more */
+		if (atomic_load(&r->left) > 0)
+			scsi_lu_put(r->lu);
+		free(r);
+	}
+	free(t->lu_retires);
+}

@@ -1,0 +1,333 @@
+# Shared helpers for the tests that run inside the RDMA tier's guest (busybox sh; no bash).
+# A test sources this file, reports each check with ixr_pass / ixr_fail / ixr_skip into
+# $IX_RESULTS ("PASS|FAIL|SKIP $IX_TEST.check [reason]") and exits 0, 1, or 77 when the whole
+# test is skipped (ixr_skip_all). Busybox's shell prefers its own applets, so host programs
+# that share a name with one (ip, modprobe, mke2fs, ...) are called by full path.
+#
+# Peers set up here: the open-iscsi initiator (iscsid), tgt (tgtd over iSER and TCP) and LIO
+# (configfs, ramdisk backstore, isert on the portal). ixr_cleanup_all undoes all of them; the
+# test runner calls it after every test, so a test that is killed leaves nothing behind.
+
+RDMA_IP=10.99.0.1
+IXR_INITIATOR=iqn.2026-11.io.ix.rdma:guest
+IXR_OUT=/mnt/out
+IXR_RUN=/run/ix-rdma
+mkdir -p "$IXR_RUN"
+: "${IX_TEST:=adhoc}"
+: "${IX_RESULTS:=/dev/null}"
+IXR_FAILED=0
+
+ixr_log() { echo "[$(cut -d' ' -f1 /proc/uptime)] $*" >&2; }
+
+ixr_result() { # STATUS CHECK [REASON...]
+	st=$1 chk=$2
+	shift 2
+	echo "$st $IX_TEST.$chk${*:+ $*}" >>"$IX_RESULTS"
+	echo "$st $IX_TEST.$chk${*:+ $*}" >&2
+	[ "$st" = FAIL ] && IXR_FAILED=1
+	return 0
+}
+ixr_pass() { ixr_result PASS "$@"; }
+ixr_fail() { ixr_result FAIL "$@"; }
+ixr_skip() { ixr_result SKIP "$@"; }
+ixr_skip_all() { # REASON: the whole test cannot run here
+	echo "SKIP $IX_TEST $*" >>"$IX_RESULTS"
+	echo "SKIP: $*" >&2
+	exit 77
+}
+ixr_exit() { exit "$IXR_FAILED"; } # the test's last line
+
+# ixr_check CHECK CMD...: PASS if CMD exits 0, else FAIL with its exit status.
+ixr_check() {
+	chk=$1
+	shift
+	ixr_log "+ $*"
+	"$@" >&2
+	rc=$?
+	if [ $rc = 0 ]; then ixr_pass "$chk"; else ixr_fail "$chk" "'$*' exited with $rc"; fi
+	return $rc
+}
+
+# ixr_wait SECONDS CMD...: poll CMD every 0.2 s until it succeeds; 1 on timeout.
+ixr_wait() {
+	n=$(($1 * 5))
+	shift
+	while [ $n -gt 0 ]; do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.2
+		n=$((n - 1))
+	done
+	return 1
+}
+
+# ixr_daemon NAME CMD...: start CMD in its own session, output in the share as
+# $IX_TEST.NAME.log; the pid is remembered so ixr_cleanup_all can stop it.
+ixr_daemon() {
+	name=$1
+	shift
+	ixr_log "starting $name: $*"
+	setsid "$@" >"$IXR_OUT/$IX_TEST.$name.log" 2>&1 </dev/null &
+	echo "$!" >"$IXR_RUN/$name.pid"
+	echo "$!" >>"$IXR_RUN/pids"
+}
+ixr_pid() { cat "$IXR_RUN/$1.pid" 2>/dev/null; }
+# Is PID running? A child of this shell that has exited stays a zombie until waited for, and
+# kill -0 succeeds on a zombie: read its state instead.
+ixr_running() {
+	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+	[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+ixr_alive() { p=$(ixr_pid "$1") && [ -n "$p" ] && ixr_running "$p"; }
+
+# ixr_daemon_exit NAME SECONDS: wait for a daemon started by this shell to exit by itself and
+# set IXR_RC to its exit status (call it directly, not in $(...): a subshell cannot wait for
+# its parent's children). Returns 1 with IXR_RC empty if it still runs after SECONDS.
+ixr_daemon_exit() {
+	IXR_RC=
+	p=$(ixr_pid "$1") || return 1
+	n=$(($2 * 5))
+	while ixr_running "$p"; do
+		[ $n -gt 0 ] || return 1
+		sleep 0.2
+		n=$((n - 1))
+	done
+	wait "$p"
+	IXR_RC=$?
+}
+
+# ixr_stop NAME [SECONDS]: SIGTERM, wait, SIGKILL. Returns 1 when SIGTERM was not enough; sets
+# IXR_RC to the exit status when the daemon is a child of this shell (call it directly).
+ixr_stop() {
+	IXR_RC=
+	p=$(ixr_pid "$1") || return 0
+	rm -f "$IXR_RUN/$1.pid"
+	if ixr_running "$p"; then
+		kill -TERM "$p" 2>/dev/null
+		n=$((${2:-10} * 5))
+		while ixr_running "$p" && [ $n -gt 0 ]; do
+			sleep 0.2
+			n=$((n - 1))
+		done
+		if ixr_running "$p"; then
+			kill -KILL "$p" 2>/dev/null
+			return 1
+		fi
+	fi
+	wait "$p" 2>/dev/null
+	IXR_RC=$?
+	return 0
+}
+
+# rxe0's packet counters, sent + received.
+ixr_rxe_pkts() {
+	d=/sys/class/infiniband/rxe0/ports/1/hw_counters
+	echo $(($(cat $d/sent_pkts) + $(cat $d/rcvd_pkts)))
+}
+
+# ---- open-iscsi ---------------------------------------------------------------------------------
+ixr_iscsid_start() {
+	mkdir -p /etc/iscsi /run/lock/iscsi
+	echo "InitiatorName=$IXR_INITIATOR" >/etc/iscsi/initiatorname.iscsi
+	cat >/etc/iscsi/iscsid.conf <<-EOF
+		iscsid.startup = /bin/true
+		node.startup = manual
+		node.session.timeo.replacement_timeout = 5
+		node.session.initial_login_retry_max = 2
+		node.conn[0].timeo.login_timeout = 15
+		node.conn[0].timeo.logout_timeout = 15
+		node.conn[0].timeo.noop_out_interval = 5
+		node.conn[0].timeo.noop_out_timeout = 10
+		node.session.cmds_max = 128
+		node.session.queue_depth = 32
+		node.session.scan = auto
+	EOF
+	ixr_daemon iscsid /usr/sbin/iscsid -f
+	sleep 0.5
+	ixr_alive iscsid
+}
+
+# ixr_session_disk: wait (30 s) for the SCSI scan of the logged-in session(s) and set IXR_DISK
+# (e.g. /dev/sda) and IXR_SCSI_HOST (hostN). Call it directly, not in $(...).
+ixr_session_disk() {
+	IXR_DISK= IXR_SCSI_HOST=
+	n=150
+	while [ $n -gt 0 ]; do
+		for b in /sys/class/iscsi_session/session*/device/target*/*:*:*:*/block/*; do
+			[ -e "$b" ] || continue
+			s=${b#/sys/class/iscsi_session/}
+			s=${s%%/*}
+			IXR_SCSI_HOST=$(basename "$(dirname "$(readlink -f "/sys/class/iscsi_session/$s/device")")")
+			IXR_DISK=/dev/$(basename "$b")
+			[ -b "$IXR_DISK" ] && return 0
+		done
+		sleep 0.2
+		n=$((n - 1))
+	done
+	return 1
+}
+
+ixr_logout_all() {
+	/usr/sbin/iscsiadm -m node -u >&2 2>&1
+	/usr/sbin/iscsiadm -m node -o delete >&2 2>&1
+	/usr/sbin/iscsiadm -m discoverydb -t st -p "$RDMA_IP:3260" -o delete >&2 2>&1
+	return 0
+}
+
+# ---- fio ------------------------------------------------------------------------------------------
+# ixr_fio CHECK DEV SIZE BS write|verify [RW]: a write of SIZE (RW: write, the default, or
+# randwrite) with crc32c headers in every block, or the read-back that checks them (fio
+# --verify_only, same layout and random seed). Reports CHECK.
+ixr_fio() {
+	chk=$1 dev=$2 size=$3 bs=$4 mode=$5 rw=${6:-write}
+	if [ "$mode" = write ]; then
+		extra="--rw=$rw --do_verify=0"
+	else
+		extra="--rw=$rw --verify_only"
+	fi
+	log=$IXR_OUT/$IX_TEST.$chk.log
+	ixr_log "+ fio $mode $size bs=$bs on $dev (log $log)"
+	/usr/bin/fio --name="$chk" --filename="$dev" --size="$size" --bs="$bs" --iodepth=16 \
+		--ioengine=libaio --direct=1 --thread --verify=crc32c --verify_fatal=1 \
+		--verify_state_save=0 $extra >"$log" 2>&1
+	rc=$?
+	if [ $rc = 0 ] && grep -q 'err= 0' "$log"; then
+		ixr_pass "$chk" "$(grep -m1 -E '^ +(READ|WRITE):' "$log" | sed 's/^ *//')"
+		return 0
+	fi
+	ixr_fail "$chk" "fio $mode exited $rc: $(grep -m1 -iE 'error|bad|verify' "$log")"
+	tail -20 "$log" >&2
+	return 1
+}
+
+# ---- tgt --------------------------------------------------------------------------------------------
+tgtadm_() { timeout 20 /usr/sbin/tgtadm "$@"; }
+
+# ixr_tgt_start LLD IQN SIZE_MB: tgtd with one LUN (1; tgt's controller is LUN 0) backed by a file
+# in /dev/shm. For LLD iser the initiator-name ACL is bound too: tgt's iSER path refuses
+# discovery and login with only the address ACL (a tgt bug).
+ixr_tgt_start() {
+	lld=$1 iqn=$2 mb=$3
+	truncate -s "${mb}M" /dev/shm/tgt-lun1.img || return 1
+	ixr_daemon tgtd /usr/sbin/tgtd -f
+	ixr_wait 20 tgtadm_ --mode target --op show || { ixr_log "tgtd control socket not up"; return 1; }
+	tgtadm_ --lld "$lld" --mode target --op new --tid 1 -T "$iqn" &&
+		tgtadm_ --lld "$lld" --mode logicalunit --op new --tid 1 --lun 1 -b /dev/shm/tgt-lun1.img &&
+		tgtadm_ --lld "$lld" --mode target --op bind --tid 1 -I ALL &&
+		tgtadm_ --lld "$lld" --mode target --op bind --tid 1 --initiator-name "$IXR_INITIATOR"
+}
+
+# tgtd ignores SIGTERM: delete the system through tgtadm, SIGKILL as the last resort.
+ixr_tgt_stop() {
+	ixr_alive tgtd || { rm -f /dev/shm/tgt-lun1.img; return 0; }
+	for lld in iser iscsi; do
+		tgtadm_ --lld $lld --mode target --op delete --tid 1 --force >/dev/null 2>&1
+	done
+	tgtadm_ --mode system --op delete >&2 2>&1
+	p=$(ixr_pid tgtd)
+	n=50
+	while ixr_running "$p" && [ $n -gt 0 ]; do
+		sleep 0.2
+		n=$((n - 1))
+	done
+	ixr_running "$p" && kill -KILL "$p" 2>/dev/null
+	rm -f "$IXR_RUN/tgtd.pid" /dev/shm/tgt-lun1.img
+}
+
+# ---- LIO ---------------------------------------------------------------------------------------------
+IXR_LIO=/sys/kernel/config/target
+
+# ixr_lio_start IQN SIZE_MB ISER(0|1): a ramdisk LUN 0 behind IQN on $RDMA_IP:3260, demo mode
+# (any initiator, no CHAP), isert enabled on the portal when ISER=1.
+ixr_lio_start() {
+	iqn=$1 mb=$2 iser=$3
+	tpg=$IXR_LIO/iscsi/$iqn/tpgt_1
+	mkdir -p /run/lio
+	[ -d "$IXR_LIO/core" ] || { ixr_log "no LIO in configfs"; return 1; }
+	echo /run/lio >"$IXR_LIO/dbroot" 2>/dev/null
+	mkdir -p "$IXR_LIO/core/rd_mcp_0/disk0" &&
+		echo "rd_pages=$((mb * 256))" >"$IXR_LIO/core/rd_mcp_0/disk0/control" &&
+		echo 1 >"$IXR_LIO/core/rd_mcp_0/disk0/enable" &&
+		mkdir -p "$tpg/lun/lun_0" &&
+		ln -s "$IXR_LIO/core/rd_mcp_0/disk0" "$tpg/lun/lun_0/disk0" &&
+		mkdir "$tpg/np/$RDMA_IP:3260" || return 1
+	if [ "$iser" = 1 ]; then
+		echo 1 >"$tpg/np/$RDMA_IP:3260/iser" || return 1
+	fi
+	echo 1 >"$tpg/attrib/generate_node_acls" &&
+		echo 1 >"$tpg/attrib/cache_dynamic_acls" &&
+		echo 0 >"$tpg/attrib/authentication" &&
+		echo 0 >"$tpg/attrib/demo_mode_write_protect" &&
+		echo 1 >"$tpg/enable"
+}
+
+ixr_lio_stop() {
+	for t in "$IXR_LIO"/iscsi/iqn.*; do
+		[ -d "$t" ] || continue
+		for g in "$t"/tpgt_*; do
+			echo 0 >"$g/enable" 2>/dev/null
+			for l in "$g"/lun/lun_*; do
+				[ -d "$l" ] || continue
+				find "$l" -maxdepth 1 -type l -exec rm -f {} \;
+				rmdir "$l"
+			done
+			for np in "$g"/np/*; do [ -d "$np" ] && rmdir "$np"; done
+			rmdir "$g"
+		done
+		rmdir "$t"
+	done
+	for d in "$IXR_LIO"/core/rd_mcp_*/*; do [ -d "$d" ] && rmdir "$d"; done
+	for d in "$IXR_LIO"/core/rd_mcp_*; do [ -d "$d" ] && rmdir "$d"; done
+	return 0
+}
+
+# ---- after every test ------------------------------------------------------------------------------
+ixr_cleanup_all() {
+	ixr_logout_all
+	ixr_tgt_stop
+	ixr_lio_stop
+	if [ -f "$IXR_RUN/pids" ]; then
+		for p in $(cat "$IXR_RUN/pids"); do kill -KILL "$p" 2>/dev/null; done
+		rm -f "$IXR_RUN/pids" "$IXR_RUN"/*.pid
+	fi
+	grep -q ' /mnt/disk ' /proc/mounts && umount -f /mnt/disk
+	return 0
+}
+
+# ---- the kernel initiator against whatever target the test started -----------------------------
+# ixr_kernel_io IFACE PROC_NAME: the seed command (discovery with -o new -o old, then -l) through
+# open-iscsi interface IFACE (iser or default), the SCSI host's driver name, a 64 MiB fio write
+# with crc32c headers read back and verified, rxe packet counters when IFACE is iser, logout.
+# Leaves IXR_DISK set while logged in.
+ixr_kernel_io() {
+	iface=$1 proc=$2
+	ixr_check login timeout 90 /usr/sbin/iscsiadm -m discovery -o new -o old -t st -I "$iface" \
+		-p "$RDMA_IP:3260" -l || return 1
+	if ! ixr_session_disk; then
+		ixr_fail disk "logged in, but no SCSI disk appeared within 30 s"
+		return 1
+	fi
+	ixr_pass disk "$IXR_DISK on $IXR_SCSI_HOST"
+	got=$(cat "/sys/class/scsi_host/$IXR_SCSI_HOST/proc_name")
+	if [ "$got" = "$proc" ]; then
+		ixr_pass proc-name "$IXR_SCSI_HOST is $got"
+	else
+		ixr_fail proc-name "$IXR_SCSI_HOST is '$got', expected $proc"
+	fi
+	p0=$(ixr_rxe_pkts)
+	ixr_fio fio-write "$IXR_DISK" 64m 1m write
+	ixr_fio fio-readback "$IXR_DISK" 64m 1m verify
+	p1=$(ixr_rxe_pkts)
+	# 128 MiB moved; in 4 KiB RoCE payloads that is over 32768 packets on rxe0.
+	if [ "$iface" = iser ]; then
+		if [ $((p1 - p0)) -ge 32768 ]; then
+			ixr_pass rxe-counters "rxe0 packets $p0 -> $p1"
+		else
+			ixr_fail rxe-counters "rxe0 packets $p0 -> $p1: the I/O did not go over RDMA"
+		fi
+	fi
+	return 0
+}
+
+ixr_kernel_logout() {
+	ixr_check logout timeout 60 /usr/sbin/iscsiadm -m node -u
+}

@@ -1,0 +1,177 @@
+#!/bin/bash
+# The RDMA tier: boots the QEMU TCG guest of tests/rdma/build-image.sh once and runs the named
+# tests of tests/rdma/tests/ in it, one after the other (Soft-RoCE, the kernel iSER initiator,
+# LIO with isert, tgt, and ix's own binaries from the host's build dir over 9p).
+#
+#   tests/rdma/run.sh [--build DIR] TEST [TEST...]      e.g. tests/rdma/run.sh verbs ix-tcp
+#   tests/rdma/run.sh --list
+#
+# Prints one line per check ("PASS|FAIL|SKIP test.check [reason]"), one summary line per test,
+# and ends with "N passed, N failed, N skipped"; exits 1 if anything failed. A guest that does
+# not boot, or a test that never reports, is a failure with its reason. With IX_RESULTS set the
+# check lines are appended there too (tests/run.sh --rdma uses that).
+# Kept in tests/out/rdma/: console.log (the serial console), share/ (NAME.log, NAME.results,
+# daemon and fio logs of each test), build-image.log.
+# Environment: IX_BUILD (default <repo>/build), IX_RDMA_CACHE (see build-image.sh),
+# IX_RDMA_SMP (default 2), IX_RDMA_MEM (MiB, default 3072).
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+IX_BUILD=${IX_BUILD:-$ROOT/build}
+TESTS=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--build) IX_BUILD=$2; shift ;;
+	--list) for t in "$HERE"/tests/*.sh; do basename "$t" .sh; done; exit 0 ;;
+	-h | --help) sed -n 2,17p "$0"; exit 0 ;;
+	-*) echo "rdma/run.sh: unknown option $1" >&2; exit 2 ;;
+	*) TESTS+=("$1") ;;
+	esac
+	shift
+done
+[ ${#TESTS[@]} -gt 0 ] || { echo "usage: tests/rdma/run.sh TEST... (--list shows them)" >&2; exit 2; }
+IX_BUILD=$(cd "$IX_BUILD" 2>/dev/null && pwd || echo "$IX_BUILD")
+
+OUT=$ROOT/tests/out/rdma
+SHARE=$OUT/share
+rm -rf "$SHARE"
+mkdir -p "$SHARE"
+PASS=0 FAIL=0 SKIP=0
+
+result() { # STATUS NAME [REASON]: one check line, counted, and copied to $IX_RESULTS
+	local line="$*"
+	echo "$line"
+	[ -n "${IX_RESULTS:-}" ] && echo "$line" >>"$IX_RESULTS"
+	case $line in
+	PASS*) PASS=$((PASS + 1)) ;;
+	FAIL*) FAIL=$((FAIL + 1)) ;;
+	SKIP*) SKIP=$((SKIP + 1)) ;;
+	esac
+}
+finish() {
+	echo "$PASS passed, $FAIL failed, $SKIP skipped"
+	[ "$FAIL" -eq 0 ]
+	exit
+}
+console_tail() { tail -"${1:-25}" "$OUT/console.log" 2>/dev/null | sed 's/^/  | /'; }
+
+# ---- the plan: each test with its own timeout ("# timeout: N" in its header) ----------------------
+: >"$SHARE/plan"
+BUDGET=0
+for t in "${TESTS[@]}"; do
+	f=$HERE/tests/$t.sh
+	if [ ! -f "$f" ]; then
+		echo "rdma/run.sh: no test '$t' (have: $("$0" --list | tr '\n' ' '))" >&2
+		exit 2
+	fi
+	tmo=$(sed -n 's/^# timeout: *\([0-9][0-9]*\).*/\1/p' "$f" | head -1)
+	tmo=${tmo:-300}
+	echo "$t $tmo" >>"$SHARE/plan"
+	BUDGET=$((BUDGET + tmo + 20))
+done
+
+# what the guest's tests see of the host's environment (sanitizer settings for ix's binaries)
+{
+	echo "ASAN_OPTIONS='${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=0}'"
+	echo "UBSAN_OPTIONS='${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}'"
+	echo "export ASAN_OPTIONS UBSAN_OPTIONS"
+} >"$SHARE/env"
+
+# ---- the image -----------------------------------------------------------------------------------
+command -v qemu-system-x86_64 >/dev/null || "$HERE/deps.sh" >"$OUT/deps.log" 2>&1
+t0=$SECONDS
+if ! IMG=$("$HERE/build-image.sh" 2>"$OUT/build-image.log" | tail -1) || [ ! -f "$IMG/ok" ]; then
+	tail -20 "$OUT/build-image.log" | sed 's/^/  | /'
+	result FAIL rdma.image "the guest image could not be built (tests/out/rdma/build-image.log)"
+	finish
+fi
+echo "rdma: image $IMG ($((SECONDS - t0)) s): $(grep -E '^kernel' "$IMG/manifest.txt")"
+
+# ix's binaries run in the guest from the 9p share: their libraries must be in the image.
+if [ -x "$IX_BUILD/tools/ix-target" ]; then
+	missing=$(ldd "$IX_BUILD/tools/ix-target" | awk '$2 == "=>" { print $1 }' | while read -r so; do
+		grep -qx "$so" "$IMG/libs.txt" || echo "$so"
+	done)
+	if [ -n "$missing" ]; then
+		result FAIL rdma.ix-libs "ix-target needs $(echo $missing) which the image lacks: add to IX_LIBS in tests/rdma/build-image.sh"
+	fi
+fi
+
+# ---- boot -----------------------------------------------------------------------------------------
+BOOT_BUDGET=120
+TOTAL=$((BOOT_BUDGET + BUDGET))
+SHARES=(-virtfs "local,path=$SHARE,mount_tag=ixout,security_model=none,id=ixout"
+	-virtfs "local,path=$ROOT,mount_tag=ixsrc,security_model=none,readonly=on,id=ixsrc")
+if [ -d "$IX_BUILD" ]; then
+	SHARES+=(-virtfs "local,path=$IX_BUILD,mount_tag=ixbuild,security_model=none,readonly=on,id=ixbuild")
+fi
+echo "rdma: booting the guest for ${TESTS[*]} (at most ${TOTAL} s; console: tests/out/rdma/console.log)"
+t0=$SECONDS
+timeout -k 10 "$TOTAL" qemu-system-x86_64 -accel tcg,thread=multi -cpu max \
+	-smp "${IX_RDMA_SMP:-2}" -m "${IX_RDMA_MEM:-3072}" -machine pc -no-reboot \
+	-display none -monitor none -serial stdio -nic none \
+	-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.cpio" \
+	-append "console=ttyS0 rdinit=/init panic=-1 loglevel=4" \
+	"${SHARES[@]}" </dev/null >"$OUT/console.log" 2>&1
+QRC=$?
+WALL=$((SECONDS - t0))
+case $QRC in
+0) why="" ;;
+124 | 137) why="killed by the harness after ${TOTAL} s" ;;
+*) why="qemu exited with status $QRC" ;;
+esac
+echo "rdma: guest ran ${WALL} s${why:+ ($why)}"
+grep -E '^ix-guest: ' "$OUT/console.log" | sed 's/\r$//; s/^/  /'
+
+booted=1
+if ! grep -q '^ix-guest: init at' "$OUT/console.log"; then
+	booted=0
+	result FAIL rdma.boot "the guest never reached /init${why:+ ($why)}; last console lines:"
+	console_tail
+elif grep -q '^ix-guest: FATAL' "$OUT/console.log"; then
+	booted=0
+	result FAIL rdma.boot "$(grep -m1 '^ix-guest: FATAL' "$OUT/console.log" | sed 's/\r$//')"
+	console_tail
+fi
+if grep -qE 'Kernel panic|BUG: |Oops|WARNING: CPU|general protection' "$OUT/console.log"; then
+	result FAIL rdma.kernel "the guest kernel reported a problem:"
+	grep -m5 -A8 -E 'Kernel panic|BUG: |Oops|WARNING: CPU|general protection' "$OUT/console.log" | sed 's/^/  | /'
+fi
+
+# ---- per-test results --------------------------------------------------------------------------------
+for t in "${TESTS[@]}"; do
+	res=$SHARE/$t.results
+	if [ ! -f "$SHARE/$t.done" ]; then
+		if [ $booted = 1 ]; then
+			result FAIL "$t" "never reported${why:+ ($why)}; last lines of its log and the console:"
+			tail -15 "$SHARE/$t.log" 2>/dev/null | sed 's/^/  > /'
+			console_tail 10
+		else
+			result FAIL "$t" "not run: the guest did not boot"
+		fi
+		continue
+	fi
+	read -r rc secs <"$SHARE/$t.done"
+	p=0 f=0 s=0
+	while read -r line; do
+		[ -n "$line" ] || continue
+		result "$line"
+		case $line in PASS*) p=$((p + 1)) ;; FAIL*) f=$((f + 1)) ;; SKIP*) s=$((s + 1)) ;; esac
+	done <"$res"
+	if [ "$rc" = 137 ]; then
+		result FAIL "$t.timeout" "killed by its timeout after ${secs} s"
+		f=$((f + 1))
+	elif [ "$rc" != 0 ] && [ "$rc" != 77 ] && [ $f = 0 ]; then
+		result FAIL "$t" "exit status $rc without a failed check"
+		f=$((f + 1))
+	elif [ "$rc" = 0 ] && [ $((p + f + s)) = 0 ]; then
+		result FAIL "$t" "exited 0 without reporting a single check"
+		f=$((f + 1))
+	fi
+	echo "rdma $t: $p passed, $f failed, $s skipped (exit $rc, ${secs} s)"
+	if [ $f -gt 0 ]; then
+		echo "  ---- last lines of tests/out/rdma/share/$t.log"
+		tail -25 "$SHARE/$t.log" | sed 's/^/  | /'
+	fi
+done
+finish
