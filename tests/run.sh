@@ -120,18 +120,18 @@ fi
 # (new inputs go to a scratch directory, not into the tree). Each harness counts as one check;
 # a crash fails it and its reproducer is kept in tests/out/fuzz/ (docs/fuzzing.md).
 fuzz_brief() {
-	local secs=${IX_FUZZ_SECONDS:-10} dir=build-fuzz names=() running=() n
+	local secs=${IX_FUZZ_SECONDS:-10} dir=build-clang names=() running=() n
 	[ "$secs" -gt 0 ] 2>/dev/null || return 0
 	if ! command -v clang >/dev/null; then
 		SKIP=$((SKIP + 1))
 		echo "fuzz (clang): skipped: clang not installed"
 		return 0
 	fi
-	if ! { [ -f $dir/build.ninja ] || CC=clang meson setup $dir >"$OUT/setup-$dir.log" 2>&1; } ||
-		! ninja -C $dir fuzzers >"$OUT/build-$dir.log" 2>&1; then
-		tail -30 "$OUT/build-$dir.log" "$OUT/setup-$dir.log" 2>/dev/null
+	[ -f $dir/build.ninja ] || return 0 # the clang build failed: counted above
+	if ! ninja -C $dir fuzzers >"$OUT/build-fuzzers.log" 2>&1; then
+		tail -30 "$OUT/build-fuzzers.log"
 		FAIL=$((FAIL + 1))
-		FAILED_NAMES+=("build-fuzz")
+		FAILED_NAMES+=("build-fuzzers")
 		return 0
 	fi
 	rm -rf "$OUT/fuzz"
