@@ -121,6 +121,10 @@ void cfg_free(struct ix_config *cfg);
  * target iqn.2026-11.io.ix:target0, no authentication. */
 int cfg_default(struct ix_config **out, uint64_t ram_size_bytes);
 
+/* NULL if s is a valid iSCSI name in normalized form (RFC 7143 4.2.7, RFC 3722), else what
+ * is wrong with it. */
+const char *cfg_iscsi_name_error(const char *s);
+
 /* Lookups used by login. Target and initiator names compare case-insensitively (configured
  * names are validated to be lower-case, the normalized form). */
 const struct cfg_target *cfg_find_target(const struct ix_config *cfg, const char *name);
