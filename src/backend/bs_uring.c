@@ -126,6 +126,11 @@ unsigned bs_thread_busy(const struct bs_thread *t)
 	return t->inflight + t->queued;
 }
 
+struct ev_loop *bs_thread_loop(const struct bs_thread *t)
+{
+	return t->loop;
+}
+
 /* Fill an SQE for the remaining part of req's io. */
 static void prep(struct bs_thread *t, struct bs_req *req)
 {

@@ -62,6 +62,21 @@ enum scsi_backend_type {
 	SCSI_BACKEND_RAM = 0,
 	SCSI_BACKEND_FILE = 1,
 	SCSI_BACKEND_BLOCK = 2,
+	SCSI_BACKEND_ERROR = 3, /* test only: RAM whose I/O fails or is slowed by rules */
+};
+
+/* Error injection rules of the test backend (SCSI_BACKEND_ERROR, backend/bs_error.c). The
+ * first rule that matches an I/O decides what happens to it. */
+#define SCSI_ERR_OP_READ  0x1 /* reads */
+#define SCSI_ERR_OP_WRITE 0x2 /* writes, WRITE SAME, zeroing, unmapping */
+#define SCSI_ERR_OP_FLUSH 0x4 /* SYNCHRONIZE CACHE and FUA flushes */
+struct scsi_err_rule {
+	uint8_t ops;             /* SCSI_ERR_OP_* this rule applies to */
+	int error;               /* the I/O fails with this -errno (-EIO, -ENOSPC, ...); 0 = it
+				    succeeds (delay only) */
+	uint64_t lba, blocks;    /* logical blocks the I/O must touch; blocks 0 = all from lba */
+	uint32_t every;          /* act on every Nth I/O the rule matches (0 or 1: each one) */
+	uint32_t delay_ms;       /* complete this much later */
 };
 
 struct scsi_lu_cfg {
@@ -88,6 +103,9 @@ struct scsi_lu_cfg {
 	uint64_t naa_id;         /* VPD 0x83 NAA IEEE Registered (type 6 uses the low 60 bits
 				    plus a second 64-bit word); 0 = derived from a hash of
 				    target name and LUN */
+	const struct scsi_err_rule *err_rules; /* SCSI_BACKEND_ERROR only; borrowed until
+						  scsi_lu_new() returns */
+	uint32_t n_err_rules;
 	const char *target_name; /* for the derived identifiers */
 	uint32_t lun;
 	const char *state_dir;   /* where APTPL persistent reservations are kept, as

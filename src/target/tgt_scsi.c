@@ -28,19 +28,64 @@ static int buf_class(uint32_t size)
 	return c;
 }
 
-static uint8_t *buf_get(struct tgt_conn *tc, uint32_t size, uint32_t *cap)
+/* Free a buffer of the live connection (the transport may have it registered). */
+static void buf_release(struct tgt_conn *tc, uint8_t *b, uint32_t cap)
 {
-	int c = buf_class(size);
+	if (!b)
+		return;
+	if (tc->conn->dm->buf_free)
+		tc->conn->dm->buf_free(tc->conn, b);
+	free(b);
+	tc->buf_bytes -= cap;
+}
 
+/* Give back every buffer nothing uses (the cache and idle task slots' small buffers). */
+static void buf_trim(struct tgt_conn *tc)
+{
+	struct list_head *pos;
+
+	for (int c = 0; c < 16; c++)
+		for (int i = 0; i < 4; i++) {
+			buf_release(tc, tc->buf_cache[c][i], 4096u << c);
+			tc->buf_cache[c][i] = NULL;
+		}
+	for (pos = tc->free_tasks.next; pos != &tc->free_tasks; pos = pos->next) {
+		struct tgt_task *t = list_entry(pos, struct tgt_task, link);
+
+		buf_release(tc, t->buf, t->buf_cap);
+		t->buf = NULL;
+		t->buf_cap = 0;
+	}
+}
+
+/* A buffer of at least size bytes; NULL with *over set when the connection's budget
+ * (global.max_connection_memory) would be exceeded even after trimming. */
+static uint8_t *buf_get(struct tgt_conn *tc, uint32_t size, uint32_t *cap, bool *over)
+{
+	uint64_t limit = tc->gen->cfg->global.max_connection_memory;
+	int c = buf_class(size);
+	uint8_t *b;
+
+	*over = false;
 	for (int i = 0; i < 4; i++)
 		if (tc->buf_cache[c][i]) {
-			uint8_t *b = tc->buf_cache[c][i];
+			b = tc->buf_cache[c][i];
 			tc->buf_cache[c][i] = NULL;
 			*cap = 4096u << c;
 			return b;
 		}
 	*cap = 4096u << c;
-	return malloc(*cap);
+	if (limit && tc->buf_bytes + *cap > limit) {
+		buf_trim(tc);
+		if (tc->buf_bytes + *cap > limit) {
+			*over = true;
+			return NULL;
+		}
+	}
+	b = malloc(*cap);
+	if (b)
+		tc->buf_bytes += *cap;
+	return b;
 }
 
 static void buf_put(struct tgt_conn *tc, uint8_t *b, uint32_t cap)
@@ -54,9 +99,7 @@ static void buf_put(struct tgt_conn *tc, uint8_t *b, uint32_t cap)
 			tc->buf_cache[c][i] = b;
 			return;
 		}
-	if (tc->conn->dm->buf_free)
-		tc->conn->dm->buf_free(tc->conn, b);
-	free(b);
+	buf_release(tc, b, cap);
 }
 
 /* ---------------------------------------------------------------- task table */
@@ -402,10 +445,14 @@ static void task_exec(struct tgt_task *t)
 }
 
 /* Answer a command with CHECK CONDITION without executing it. */
+/* CHECK CONDITION with this sense; key 0 (NO SENSE) means TASK SET FULL instead. */
 static void task_fail(struct tgt_task *t, uint8_t key, uint8_t asc, uint8_t ascq)
 {
 	memset(&t->sc, 0, sizeof(t->sc));
-	scsi_cmd_set_sense(&t->sc, key, asc, ascq);
+	if (key)
+		scsi_cmd_set_sense(&t->sc, key, asc, ascq);
+	else
+		t->sc.status = SCSI_STATUS_TASK_SET_FULL;
 	t->state = TASK_DONE;
 	send_scsi_response(t);
 	tgt_task_finished(t);
@@ -611,11 +658,17 @@ int tgt_scsi_cmd_header(struct tgt_conn *tc, const struct iscsi_hdr *h, const ui
 	}
 	if (!t->discard && (t->write || t->read) && t->edtl) {
 		if (!t->buf || t->buf_cap < t->edtl) {
+			bool over;
+
 			buf_put(tc, t->buf, t->buf_cap);
-			t->buf = buf_get(tc, t->edtl, &t->buf_cap);
+			t->buf = buf_get(tc, t->edtl, &t->buf_cap, &over);
 			if (!t->buf) {
 				t->buf_cap = 0;
-				write_fail(t, SCSI_SENSE_HARDWARE_ERROR, 0x55, 0x03); /* no memory */
+				if (over)
+					/* the connection's memory budget: TASK SET FULL, retry later */
+					write_fail(t, 0, 0, 0);
+				else
+					write_fail(t, SCSI_SENSE_HARDWARE_ERROR, 0x55, 0x03); /* no memory */
 			}
 		}
 	}
