@@ -15,6 +15,8 @@ PKGS=(
 	fuse3 e2fsprogs
 	# tests/run.sh and the interop scripts use these
 	coreutils procps iproute2 mount # mount: losetup, for block-device LUNs
+	# bench/run.sh: the loopback TCP ceiling; bench/insn.py: instructions per I/O
+	iperf3 valgrind
 )
 if [ "${1:-}" = --rdma ]; then
 	PKGS+=(

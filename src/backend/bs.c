@@ -13,6 +13,7 @@ static const struct bs_ops *const bs_registry[] = {
     &bs_ram_ops,
     &bs_file_ops,
     &bs_block_ops,
+    &bs_error_ops,
 };
 
 const struct bs_ops *bs_ops_by_type(enum scsi_backend_type type)
@@ -68,6 +69,12 @@ int bs_dev_open(const struct bs_ops *ops, const struct bs_open_cfg *cfg, struct 
 		return rc;
 	}
 	dev->size -= dev->size % dev->block_size;
+	/* A physical block is a power-of-two number of logical blocks, at most 2^15 (the 4-bit
+	 * exponent of READ CAPACITY(16)); anything else the backend found is ignored. */
+	if (dev->phys_block_size < dev->block_size || dev->phys_block_size % dev->block_size ||
+	    (dev->phys_block_size & (dev->phys_block_size - 1)) ||
+	    dev->phys_block_size / dev->block_size > (1u << 15))
+		dev->phys_block_size = dev->block_size;
 	*out = dev;
 	return 0;
 }

@@ -1,6 +1,6 @@
 /* RAM backend: an anonymous zeroed mapping; every I/O completes synchronously. Discard gives
  * whole pages back with madvise(MADV_DONTNEED) (they read back as zeros) and zeroes the
- * partial pages at the edges. */
+ * partial pages at the edges, so a page is the physical block. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +33,7 @@ static int ram_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char *err
 		return rc;
 	}
 	dev->size = cfg->size_bytes;
+	dev->phys_block_size = (uint32_t)p->page; /* discard works in whole pages */
 	return 0;
 }
 
@@ -78,9 +79,7 @@ static int ram_do(struct bs_dev *dev, struct bs_io *io)
 			memcpy(at + pos, io->buf, n);
 		}
 		return 0;
-	case BS_OP_WRITE_ZEROES:
-		memset(at, 0, io->len);
-		return 0;
+	case BS_OP_WRITE_ZEROES: /* zero pages read as zeros: no need to touch them */
 	case BS_OP_DISCARD:
 		ram_discard(p, io->offset, io->len);
 		return 0;
@@ -95,6 +94,15 @@ static void ram_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 	(void)t;
 	io->result = ram_do(dev, io);
 	io->cb(io);
+}
+
+static const uint8_t *ram_map(struct bs_dev *dev, uint64_t offset, uint64_t len)
+{
+	struct ram_priv *p = dev->priv;
+
+	if (offset > dev->size || len > dev->size - offset)
+		return NULL;
+	return p->mem + offset;
 }
 
 static int ram_lba_status(struct bs_dev *dev, uint64_t offset, uint64_t *run, bool *mapped)
@@ -129,5 +137,6 @@ const struct bs_ops bs_ram_ops = {
     .open = ram_open,
     .close = ram_close,
     .submit = ram_submit,
+    .map = ram_map,
     .lba_status = ram_lba_status,
 };

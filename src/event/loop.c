@@ -1,6 +1,7 @@
 /* epoll-based event loop with a binary-heap timer queue and a cross-thread message queue.
- * Cross-thread posts take a mutex: they are control-path only (session coordination,
- * shutdown); the data path never posts. */
+ * Cross-thread posts take a mutex: they are control-path and slow-path only (session
+ * coordination, shutdown, waking a command parked behind an atomic command of another
+ * thread); the common data path never posts. */
 #include "event/loop.h"
 
 #include <errno.h>
@@ -13,12 +14,8 @@
 
 #define EV_MAX_EVENTS 64
 
-struct ev_msg {
-	void (*fn)(void *arg);
-	void *arg;
-	struct ev_msg *next;
-};
-
+/* Posted messages are struct ev_post: allocated by ev_loop_post() (freed after they run) or
+ * embedded in the caller's object (ev_loop_post_node(), never freed here). */
 struct ev_loop {
 	int epfd;
 	int wakefd;
@@ -28,7 +25,7 @@ struct ev_loop {
 	struct ev_timer **heap;
 	int heap_len, heap_cap;
 	pthread_mutex_t post_lock;
-	struct ev_msg *post_head, *post_tail;
+	struct ev_post *post_head, *post_tail;
 	struct ev_defer *defer_head;
 };
 
@@ -42,7 +39,7 @@ static uint64_t mono_ms(void)
 
 static void run_posted(struct ev_loop *loop)
 {
-	struct ev_msg *m;
+	struct ev_post *m;
 	uint64_t v;
 
 	if (read(loop->wakefd, &v, sizeof(v)) < 0 && errno != EAGAIN)
@@ -52,9 +49,14 @@ static void run_posted(struct ev_loop *loop)
 	loop->post_head = loop->post_tail = NULL;
 	pthread_mutex_unlock(&loop->post_lock);
 	while (m) {
-		struct ev_msg *next = m->next;
+		struct ev_post *next = m->next;
+		bool owned = m->embedded;
+
+		/* an embedded node may be posted again from its own callback */
+		m->queued = false;
 		m->fn(m->arg);
-		free(m);
+		if (!owned)
+			free(m);
 		m = next;
 	}
 }
@@ -92,13 +94,14 @@ fail:
 
 void ev_loop_free(struct ev_loop *loop)
 {
-	struct ev_msg *m, *next;
+	struct ev_post *m, *next;
 
 	if (!loop)
 		return;
 	for (m = loop->post_head; m; m = next) {
 		next = m->next;
-		free(m);
+		if (!m->embedded)
+			free(m);
 	}
 	close(loop->epfd);
 	close(loop->wakefd);
@@ -281,6 +284,8 @@ int ev_loop_run_once(struct ev_loop *loop, int timeout_ms)
 		if (timeout_ms < 0 || t < timeout_ms)
 			timeout_ms = t;
 	}
+	if (loop->defer_head)
+		timeout_ms = 0; /* work deferred from outside a loop callback runs now */
 	n = epoll_wait(loop->epfd, evs, EV_MAX_EVENTS, timeout_ms);
 	if (n < 0) {
 		if (errno == EINTR)
@@ -342,15 +347,10 @@ void ev_loop_stop(struct ev_loop *loop)
 	}
 }
 
-int ev_loop_post(struct ev_loop *loop, void (*fn)(void *arg), void *arg)
+static void post_enqueue(struct ev_loop *loop, struct ev_post *m)
 {
-	struct ev_msg *m = malloc(sizeof(*m));
 	uint64_t one = 1;
 
-	if (!m)
-		return -ENOMEM;
-	m->fn = fn;
-	m->arg = arg;
 	m->next = NULL;
 	pthread_mutex_lock(&loop->post_lock);
 	if (loop->post_tail)
@@ -362,5 +362,27 @@ int ev_loop_post(struct ev_loop *loop, void (*fn)(void *arg), void *arg)
 	if (write(loop->wakefd, &one, sizeof(one)) < 0) {
 		/* saturated counter: already pending wake-up */
 	}
+}
+
+int ev_loop_post(struct ev_loop *loop, void (*fn)(void *arg), void *arg)
+{
+	struct ev_post *m = malloc(sizeof(*m));
+
+	if (!m)
+		return -ENOMEM;
+	m->fn = fn;
+	m->arg = arg;
+	m->embedded = false;
+	m->queued = true;
+	post_enqueue(loop, m);
 	return 0;
+}
+
+void ev_loop_post_node(struct ev_loop *loop, struct ev_post *node, void (*fn)(void *arg), void *arg)
+{
+	node->fn = fn;
+	node->arg = arg;
+	node->embedded = true;
+	node->queued = true;
+	post_enqueue(loop, node);
 }

@@ -77,8 +77,20 @@ struct ev_defer {
 };
 void ev_defer(struct ev_loop *loop, struct ev_defer *d, void (*fn)(void *arg), void *arg);
 
-/* Run fn(arg) on the loop's thread soon. Thread-safe; the only allocation-free way for other
- * threads to reach this loop's objects. Returns 0 or -ENOMEM. */
+/* Run fn(arg) on the loop's thread soon. Thread-safe; the way for other threads to reach this
+ * loop's objects. Allocates the message: returns 0 or -ENOMEM. */
 int ev_loop_post(struct ev_loop *loop, void (*fn)(void *arg), void *arg);
+
+/* The same without allocation: node is the caller's (embedded in its object) and must stay
+ * alive and unposted until fn has started; fn may post it again. Messages that have not run
+ * when the loop is freed are dropped. Thread-safe. */
+struct ev_post {
+	void (*fn)(void *arg);
+	void *arg;
+	struct ev_post *next;
+	bool embedded; /* the caller's node: not freed by the loop */
+	bool queued;   /* posted and not yet run (for the owner's assertions and tests) */
+};
+void ev_loop_post_node(struct ev_loop *loop, struct ev_post *node, void (*fn)(void *arg), void *arg);
 
 #endif

@@ -119,6 +119,34 @@ static const struct scsi_op pr_out_ops[] = {
 
 #define N_OPS(a) (uint8_t)(sizeof(a) / sizeof((a)[0]))
 
+/* THIRD-PARTY COPY OUT and IN (SPC-4): only the LID1 forms. */
+#define U_XCOPY(sa, b2)                                                                            \
+	{                                                                                          \
+		sa, 0x1f, b2, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0                    \
+	}
+static const struct scsi_op tpc_out_ops[] = {
+    {.fn = scsi_spc_extended_copy,
+     .name = "EXTENDED COPY(LID1)",
+     .cdb_len = 16,
+     .sa = 0x00,
+     .usage = U_XCOPY(0x83, 0)},
+};
+
+static const struct scsi_op tpc_in_ops[] = {
+    {.fn = scsi_spc_copy_status,
+     .name = "RECEIVE COPY STATUS(LID1)",
+     .cdb_len = 16,
+     .flags = F_PR,
+     .sa = 0x00,
+     .usage = U_XCOPY(0x84, 0xff)},
+    {.fn = scsi_spc_copy_op_params,
+     .name = "RECEIVE COPY OPERATING PARAMETERS",
+     .cdb_len = 16,
+     .flags = F_PR,
+     .sa = 0x03,
+     .usage = U_XCOPY(0x84, 0)},
+};
+
 static const struct scsi_op op_table[256] = {
     [0x00] = OP(scsi_spc_test_unit_ready, "TEST UNIT READY", 6, F_IO | F_PR, U6(0, 0, 0, 0)),
     [0x03] = OP(scsi_spc_request_sense, "REQUEST SENSE", 6, F_INFO, U6(0x01, 0, 0, 0xff)),
@@ -163,16 +191,27 @@ static const struct scsi_op op_table[256] = {
 	      .cdb_len = 10,
 	      .sa_ops = pr_out_ops,
 	      .n_sa = N_OPS(pr_out_ops)},
+    [0x83] = {.name = "THIRD-PARTY COPY OUT",
+	      .cdb_len = 16,
+	      .sa_ops = tpc_out_ops,
+	      .n_sa = N_OPS(tpc_out_ops)},
+    [0x84] = {.name = "THIRD-PARTY COPY IN",
+	      .cdb_len = 16,
+	      .sa_ops = tpc_in_ops,
+	      .n_sa = N_OPS(tpc_in_ops)},
     [0x88] = OP(scsi_sbc_read, "READ(16)", 16, F_RD, U_LBA16(0x18)),
     [0x89] =
 	OP(scsi_sbc_compare_and_write, "COMPARE AND WRITE", 16, F_WR,
 	   {0xff, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0xff, 0x1f, 0}),
     [0x8a] = OP(scsi_sbc_write, "WRITE(16)", 16, F_WR, U_LBA16(0x18)),
+    [0x8b] = OP(scsi_sbc_orwrite, "ORWRITE(16)", 16, F_WR, U_LBA16(0x18)),
     [0x8e] = OP(scsi_sbc_write, "WRITE AND VERIFY(16)", 16, F_WR, U_LBA16(0x16)),
     [0x8f] = OP(scsi_sbc_verify, "VERIFY(16)", 16, F_RD, U_LBA16(0x16)),
     [0x90] = OP(scsi_sbc_prefetch, "PRE-FETCH(16)", 16, F_RD, U_LBA16(0x02)),
     [0x91] = OP(scsi_sbc_sync_cache, "SYNCHRONIZE CACHE(16)", 16, F_IO, U_LBA16(0x06)),
     [0x93] = OP(scsi_sbc_write_same, "WRITE SAME(16)", 16, F_WR, U_LBA16(0x09)),
+    [0x9c] = OP(scsi_sbc_write_atomic, "WRITE ATOMIC(16)", 16, F_WR,
+		{0xff, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0xff, 0xff, 0x1f, 0}),
     [0x9e] = {.name = "SERVICE ACTION IN(16)",
 	      .cdb_len = 16,
 	      .sa_ops = sai16_ops,
@@ -241,6 +280,7 @@ void scsi_cmd_finish(struct scsi_cmd *cmd)
 {
 	struct scsi_lu *lu = scsi_priv(cmd)->lu;
 
+	scsi_slow_put(cmd);
 	cmd->done(cmd);
 	scsi_lu_put(lu);
 }
@@ -248,6 +288,10 @@ void scsi_cmd_finish(struct scsi_cmd *cmd)
 /* Reserved or unsupported bits set in the CDB: 24/00 with a pointer at the first one. */
 static bool cdb_fields_ok(struct scsi_cmd *cmd, const struct scsi_op *op)
 {
+	if (cmd->cdb_len < op->cdb_len) { /* also for absent LUs, which skip precheck() */
+		scsi_fail_cdb(cmd, 0, -1);
+		return false;
+	}
 	for (unsigned i = 1; i < op->cdb_len; i++) {
 		uint8_t bad = cmd->cdb[i] & (uint8_t)~op->usage[i];
 
@@ -350,6 +394,7 @@ void scsi_cmd_exec(struct scsi_cmd *cmd)
 	cmd->status = SCSI_STATUS_GOOD;
 	cmd->sense_len = 0;
 	cmd->data_in_len = 0;
+	cmd->data_in = cmd->buf;
 	cmd->xfer_wanted = 0;
 	if (lun != UINT32_MAX)
 		lu = scsi_lun_map_get(cmd->map, lun);
@@ -399,9 +444,11 @@ bool scsi_cmd_abort(struct scsi_cmd *cmd)
 
 uint32_t scsi_cdb_data_out_len(const struct scsi_lu *lu, const uint8_t *cdb, uint16_t cdb_len)
 {
+	/* CDB length by group code (SPC-4 4.2.5.1); the fields read below lie within it */
+	static const uint8_t group_len[8] = {6, 10, 10, 0, 16, 12, 0, 0};
 	uint64_t n = 0, bs;
 
-	if (!lu || cdb_len < 6)
+	if (!lu || cdb_len < 1 || cdb_len < group_len[cdb[0] >> 5] || !group_len[cdb[0] >> 5])
 		return 0;
 	bs = lu->block_size;
 	switch (cdb[0]) {
@@ -417,8 +464,15 @@ uint32_t scsi_cdb_data_out_len(const struct scsi_lu *lu, const uint8_t *cdb, uin
 		n = get_be32(cdb + 6) * bs;
 		break;
 	case 0x8a:
+	case 0x8b:
 	case 0x8e:
 		n = get_be32(cdb + 10) * bs;
+		break;
+	case 0x9c:
+		n = get_be16(cdb + 12) * bs;
+		break;
+	case 0x83:
+		n = cdb_len >= 16 ? get_be32(cdb + 10) : 0;
 		break;
 	case 0x2f:
 	case 0xaf:

@@ -80,7 +80,11 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 	pthread_mutex_init(&lu->lock, NULL);
 	pthread_mutex_init(&lu->slow_lock, NULL);
 	lu->target_name = strdup(cfg->target_name ? cfg->target_name : "");
-	if (!lu->target_name || posix_memalign((void **)&lu->scratch, 4096, SCSI_SCRATCH_BYTES)) {
+	lu->guard = scsi_guard_new();
+	lu->pblocks = 1;
+	list_init(&lu->index_link);
+	if (!lu->target_name || !lu->guard ||
+	    posix_memalign((void **)&lu->scratch, 4096, SCSI_SCRATCH_BYTES)) {
 		snprintf(err, errlen, "out of memory");
 		rc = -ENOMEM;
 		goto fail;
@@ -93,19 +97,30 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 		struct bs_open_cfg oc = {.path = cfg->path,
 					 .size_bytes = cfg->size_bytes,
 					 .block_size = bs,
-					 .readonly = cfg->readonly};
+					 .readonly = cfg->readonly,
+					 .err_rules = cfg->err_rules,
+					 .n_err_rules = cfg->n_err_rules};
 
 		rc = bs_dev_open(bs_ops_by_type(cfg->backend), &oc, &lu->dev, err, errlen);
 		if (rc < 0)
 			goto fail;
 		lu->nblocks = lu->dev->size / bs;
+		lu->pblocks = (cfg->phys_block_size ? cfg->phys_block_size
+						     : lu->dev->phys_block_size) / bs;
+		if (lu->pblocks == 0 || (lu->pblocks & (lu->pblocks - 1)))
+			lu->pblocks = 1;
 		lu->lbpme = cfg->thin && (lu->dev->caps & BS_CAP_DISCARD);
 		lu->lbprz = lu->lbpme && (lu->dev->caps & BS_CAP_DISCARD_ZEROES);
+	}
+	if (cfg->index) {
+		lu->index = cfg->index;
+		scsi_lu_index_add(lu->index, lu);
 	}
 	*out = lu;
 	return 0;
 fail:
 	scsi_pr_lu_free(lu);
+	scsi_guard_free(lu->guard);
 	free(lu->scratch);
 	free(lu->target_name);
 	pthread_mutex_destroy(&lu->lock);
@@ -123,6 +138,9 @@ void scsi_lu_put(struct scsi_lu *lu)
 {
 	if (!lu || atomic_fetch_sub_explicit(&lu->refs, 1, memory_order_acq_rel) != 1)
 		return;
+	if (lu->index)
+		scsi_lu_index_del(lu->index, lu);
+	scsi_guard_free(lu->guard);
 	bs_dev_close(lu->dev);
 	scsi_pr_lu_free(lu);
 	pthread_mutex_destroy(&lu->lock);
@@ -381,7 +399,10 @@ int scsi_lu_reset(struct scsi_lu *lu, struct scsi_nexus *from)
 	list_for_each(pos, &lu->itls) list_entry(pos, struct scsi_itl, lu_link)->prevent = false;
 	lu->prevent = 0;
 	pthread_mutex_unlock(&lu->lock);
-	scsi_ua_post_others(lu, from, 0x29, 0x03); /* LOGICAL UNIT RESET OCCURRED */
+	/* SAM-5 6.3.3: a unit attention for every I_T nexus, the requester's included (so an
+	 * initiator with several paths sees the reset on each; libiscsi MultipathIO.Reset). */
+	(void)from;
+	scsi_ua_post_others(lu, NULL, 0x29, 0x03); /* LOGICAL UNIT RESET OCCURRED */
 	return 0;
 }
 
@@ -396,6 +417,7 @@ struct scsi_thread *scsi_thread_new(struct ev_loop *loop)
 		return NULL;
 	t->loop = loop;
 	list_init(&t->sanitizes);
+	scsi_slow_thread_init(t);
 	t->bs = bs_thread_new(loop, 0, &err);
 	if (!t->bs) {
 		free(t);
@@ -410,5 +432,6 @@ void scsi_thread_free(struct scsi_thread *t)
 		return;
 	scsi_sanitize_thread_stop(t);
 	bs_thread_free(t->bs);
+	scsi_slow_thread_fini(t);
 	free(t);
 }

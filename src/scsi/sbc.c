@@ -18,22 +18,57 @@ bool scsi_lba_ok(struct scsi_cmd *cmd, struct scsi_lu *lu, uint64_t lba, uint64_
 	return true;
 }
 
-void scsi_submit_io(struct scsi_cmd *cmd, uint8_t op, uint64_t off, uint64_t len, uint8_t *buf,
-		    uint8_t flags, bs_io_cb cb)
+static void guarded_done(struct bs_io *io)
+{
+	struct scsi_cmd *cmd = scsi_io_cmd(io);
+	struct scsi_priv *p = scsi_priv(cmd);
+
+	scsi_guard_leave(p->io_guard, cmd);
+	p->user_cb(io);
+}
+
+static void guarded_resume(struct scsi_cmd *cmd)
+{
+	bs_submit(cmd->thread ? cmd->thread->bs : NULL, &scsi_priv(cmd)->io);
+}
+
+void scsi_submit_io_lu(struct scsi_cmd *cmd, struct scsi_lu *lu, uint8_t op, uint64_t off,
+		       uint64_t len, uint8_t *buf, uint8_t flags, bs_io_cb cb)
 {
 	struct scsi_priv *p = scsi_priv(cmd);
 	struct bs_io *io = &p->io;
+	uint32_t bs = lu->block_size;
+	int rc;
 
-	io->dev = p->lu->dev;
+	io->dev = lu->dev;
 	io->op = op;
 	io->offset = off;
 	io->len = len;
 	io->buf = buf;
 	io->flags = flags;
-	io->pattern_len = p->lu->block_size;
+	io->pattern_len = bs;
 	io->result = 0;
 	io->cb = cb;
-	bs_submit(cmd->thread ? cmd->thread->bs : NULL, io);
+	if (op == BS_OP_FLUSH || len == 0 || (p->excl && lu == p->lu)) {
+		bs_submit(cmd->thread ? cmd->thread->bs : NULL, io);
+		return;
+	}
+	p->user_cb = cb;
+	p->io_guard = lu->guard;
+	io->cb = guarded_done;
+	rc = scsi_guard_enter(lu->guard, cmd, off / bs, (len + bs - 1) / bs, false, guarded_resume);
+	if (rc > 0) {
+		bs_submit(cmd->thread ? cmd->thread->bs : NULL, io);
+	} else if (rc < 0) {
+		io->result = rc;
+		cb(io);
+	}
+}
+
+void scsi_submit_io(struct scsi_cmd *cmd, uint8_t op, uint64_t off, uint64_t len, uint8_t *buf,
+		    uint8_t flags, bs_io_cb cb)
+{
+	scsi_submit_io_lu(cmd, scsi_priv(cmd)->lu, op, off, len, buf, flags, cb);
 }
 
 static void sync_cb(struct bs_io *io)
@@ -61,15 +96,9 @@ int scsi_sync_io(struct scsi_lu *lu, uint8_t op, uint64_t off, uint64_t len, uin
 	return io.result;
 }
 
-static inline struct scsi_cmd *io_cmd(struct bs_io *io)
-{
-	return (struct scsi_cmd *)(void *)((uint8_t *)io - offsetof(struct scsi_priv, io) -
-					   offsetof(struct scsi_cmd, internal));
-}
-
 void scsi_io_done_write(struct bs_io *io)
 {
-	struct scsi_cmd *cmd = io_cmd(io);
+	struct scsi_cmd *cmd = scsi_io_cmd(io);
 
 	if (io->result < 0)
 		scsi_fail_errno(cmd, io->result, true);
@@ -78,7 +107,7 @@ void scsi_io_done_write(struct bs_io *io)
 
 void scsi_io_done_simple(struct bs_io *io)
 {
-	struct scsi_cmd *cmd = io_cmd(io);
+	struct scsi_cmd *cmd = scsi_io_cmd(io);
 
 	if (io->result < 0)
 		scsi_fail_errno(cmd, io->result, io->op != BS_OP_READ);
@@ -87,7 +116,7 @@ void scsi_io_done_simple(struct bs_io *io)
 
 static void read_done(struct bs_io *io)
 {
-	struct scsi_cmd *cmd = io_cmd(io);
+	struct scsi_cmd *cmd = scsi_io_cmd(io);
 
 	if (io->result < 0)
 		scsi_fail_errno(cmd, io->result, false);
@@ -170,6 +199,7 @@ int scsi_sbc_read_capacity16(struct scsi_cmd *cmd, struct scsi_lu *lu)
 
 	put_be64(d, lu->nblocks - 1);
 	put_be32(d + 8, lu->block_size);
+	d[13] = (uint8_t)__builtin_ctz(lu->pblocks); /* LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT */
 	d[14] = (lu->lbpme ? 0x80 : 0) | (lu->lbprz ? 0x40 : 0);
 	scsi_put_data(cmd, d, 32, get_be32(cmd->cdb + 10));
 	return SCSI_DONE;
@@ -193,8 +223,32 @@ int scsi_sbc_read(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		len = cmd->buf_len;
 	if (!len)
 		return SCSI_DONE;
+	if (cmd->data_in_map_ok && lu->dev->ops->map) {
+		const uint8_t *at = lu->dev->ops->map(lu->dev, a.lba * lu->block_size, len);
+
+		if (at) { /* no copy: the transport sends straight from the LU */
+			cmd->data_in = at;
+			cmd->data_in_len = (uint32_t)len;
+			return SCSI_DONE;
+		}
+	}
 	scsi_submit_io(cmd, BS_OP_READ, a.lba * lu->block_size, len, cmd->buf, 0, read_done);
 	return SCSI_ASYNC;
+}
+
+bool scsi_cdb_is_read(const uint8_t *cdb, uint16_t cdb_len)
+{
+	if (cdb_len < 6)
+		return false;
+	switch (cdb[0]) {
+	case 0x08: /* READ (6) */
+	case 0x28: /* READ (10) */
+	case 0xa8: /* READ (12) */
+	case 0x88: /* READ (16) */
+		return true;
+	default:
+		return false;
+	}
 }
 
 int scsi_sbc_write(struct scsi_cmd *cmd, struct scsi_lu *lu)

@@ -1,18 +1,15 @@
-/* SBC-3 provisioning and atomic commands: UNMAP, WRITE SAME (10)/(16) and COMPARE AND WRITE.
+/* SBC-3 provisioning commands: UNMAP and WRITE SAME (10)/(16).
  *
- * UNMAP walks its descriptors with one backend discard at a time. WRITE SAME deallocates when
- * UNMAP (or NDOB) is set, the LU is thin and a deallocated block reads back as the pattern
- * (zeros, LBPRZ); otherwise it writes the pattern or zeros. COMPARE AND WRITE runs under the
- * LU's slow-path lock, synchronously, so two of them on any threads cannot interleave. */
+ * UNMAP walks its descriptors with one backend discard at a time. WRITE SAME with UNMAP set
+ * deallocates when the LU is thin and a deallocated block reads back as zeros (LBPRZ),
+ * whatever the data-out block holds (as LIO does, and as libiscsi's tests expect: the blocks
+ * then read as zeros), and is refused on a fully provisioned LU (LBPWS 0); otherwise it writes
+ * the pattern, or zeros for NDOB. A NUMBER OF LOGICAL BLOCKS of zero
+ * means "to the last block" (WSNZ = 0), within MAXIMUM WRITE SAME LENGTH. ANCHOR is refused
+ * (ANC_SUP = 0): no backend keeps an anchored state apart from mapped or deallocated. */
 #include <string.h>
 
 #include "scsi/scsi_int.h"
-
-static inline struct scsi_cmd *io_cmd(struct bs_io *io)
-{
-	return (struct scsi_cmd *)(void *)((uint8_t *)io - offsetof(struct scsi_priv, io) -
-					   offsetof(struct scsi_cmd, internal));
-}
 
 /* ---- UNMAP ---- */
 
@@ -20,7 +17,7 @@ static void unmap_next(struct scsi_cmd *cmd);
 
 static void unmap_done(struct bs_io *io)
 {
-	struct scsi_cmd *cmd = io_cmd(io);
+	struct scsi_cmd *cmd = scsi_io_cmd(io);
 
 	if (io->result < 0) {
 		scsi_fail_errno(cmd, io->result, true);
@@ -110,74 +107,40 @@ int scsi_sbc_write_same(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	const uint8_t *cdb = cmd->cdb;
 	bool ws16 = cdb[0] == 0x93;
 	bool unmap = cdb[1] & 0x08, ndob = ws16 && (cdb[1] & 0x01);
-	uint32_t bs = lu->block_size, n, len_off = ws16 ? 10 : 7;
-	uint64_t lba = ws16 ? get_be64(cdb + 2) : get_be32(cdb + 2);
+	uint32_t bs = lu->block_size, len_off = ws16 ? 10 : 7;
+	uint64_t lba = ws16 ? get_be64(cdb + 2) : get_be32(cdb + 2), n;
 	uint8_t flags = atomic_load(&lu->wce) ? 0 : BS_IO_FUA;
 	bool zero;
 
 	n = ws16 ? get_be32(cdb + 10) : get_be16(cdb + 7);
 	cmd->xfer_wanted = ndob ? 0 : bs;
-	if (n == 0 || n > SCSI_MAX_WS_BLOCKS) { /* WSNZ = 1 */
-		scsi_fail_cdb(cmd, len_off, -1);
+	if (unmap && !lu->lbpme) { /* LBPWS = 0: a fully provisioned LU unmaps nothing */
+		scsi_fail_cdb(cmd, 1, 3);
 		return SCSI_DONE;
 	}
 	if (!scsi_lba_ok(cmd, lu, lba, n))
 		return SCSI_DONE;
-	if (!ndob && (cmd->data_out_len < bs || cmd->buf_len < bs)) {
+	if (n == 0) /* WSNZ = 0: from lba to the last block */
+		n = lu->nblocks - lba;
+	if (n > SCSI_MAX_WS_BLOCKS) {
+		scsi_fail_cdb(cmd, len_off, -1);
+		return SCSI_DONE;
+	}
+	/* One block of data, no more and no less (unless NDOB). */
+	if (!ndob && (cmd->data_out_len != bs || cmd->buf_len < bs)) {
 		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x24, 0x00);
 		return SCSI_DONE;
 	}
+	if (n == 0)
+		return SCSI_DONE; /* lba is the capacity: nothing to write */
 	zero = ndob || all_zero(cmd->buf, bs);
-	if (unmap && zero && lu->lbpme && lu->lbprz)
-		scsi_submit_io(cmd, BS_OP_DISCARD, lba * bs, (uint64_t)n * bs, NULL, 0,
-			       scsi_io_done_write);
+	if (unmap && lu->lbpme && lu->lbprz)
+		scsi_submit_io(cmd, BS_OP_DISCARD, lba * bs, n * bs, NULL, 0, scsi_io_done_write);
 	else if (zero)
-		scsi_submit_io(cmd, BS_OP_WRITE_ZEROES, lba * bs, (uint64_t)n * bs, NULL, flags,
+		scsi_submit_io(cmd, BS_OP_WRITE_ZEROES, lba * bs, n * bs, NULL, flags,
 			       scsi_io_done_write);
 	else
-		scsi_submit_io(cmd, BS_OP_WRITE_SAME, lba * bs, (uint64_t)n * bs, cmd->buf, flags,
+		scsi_submit_io(cmd, BS_OP_WRITE_SAME, lba * bs, n * bs, cmd->buf, flags,
 			       scsi_io_done_write);
 	return SCSI_ASYNC;
-}
-
-/* ---- COMPARE AND WRITE ---- */
-
-int scsi_sbc_compare_and_write(struct scsi_cmd *cmd, struct scsi_lu *lu)
-{
-	const uint8_t *cdb = cmd->cdb;
-	uint64_t lba = get_be64(cdb + 2);
-	uint32_t n = cdb[13], bs = lu->block_size, half = n * bs;
-	uint8_t flags = (cdb[1] & 0x08) || !atomic_load(&lu->wce) ? BS_IO_FUA : 0;
-	int rc;
-
-	cmd->xfer_wanted = 2 * half;
-	if (n > SCSI_MAX_CAW_BLOCKS) {
-		scsi_fail_cdb(cmd, 13, -1);
-		return SCSI_DONE;
-	}
-	if (!scsi_lba_ok(cmd, lu, lba, n) || n == 0)
-		return SCSI_DONE;
-	if (cmd->data_out_len != 2 * half || cmd->buf_len < 2 * half) {
-		scsi_fail_cdb(cmd, 13, -1);
-		return SCSI_DONE;
-	}
-	pthread_mutex_lock(&lu->slow_lock);
-	rc = scsi_sync_io(lu, BS_OP_READ, lba * bs, half, lu->scratch, 0);
-	if (rc < 0) {
-		scsi_fail_errno(cmd, rc, false);
-		goto out;
-	}
-	for (uint32_t i = 0; i < half; i++) {
-		if (lu->scratch[i] != cmd->buf[i]) {
-			/* MISCOMPARE DURING VERIFY OPERATION, INFORMATION = offset. */
-			scsi_fail_info(cmd, SCSI_SENSE_MISCOMPARE, 0x1d, 0x00, i);
-			goto out;
-		}
-	}
-	rc = scsi_sync_io(lu, BS_OP_WRITE, lba * bs, half, cmd->buf + half, flags);
-	if (rc < 0)
-		scsi_fail_errno(cmd, rc, true);
-out:
-	pthread_mutex_unlock(&lu->slow_lock);
-	return SCSI_DONE;
 }

@@ -22,6 +22,7 @@
 
 struct ev_loop;
 struct scsi_lu;
+struct scsi_lu_index;
 struct scsi_lun_map;
 struct scsi_nexus;
 struct scsi_thread;
@@ -61,6 +62,21 @@ enum scsi_backend_type {
 	SCSI_BACKEND_RAM = 0,
 	SCSI_BACKEND_FILE = 1,
 	SCSI_BACKEND_BLOCK = 2,
+	SCSI_BACKEND_ERROR = 3, /* test only: RAM whose I/O fails or is slowed by rules */
+};
+
+/* Error injection rules of the test backend (SCSI_BACKEND_ERROR, backend/bs_error.c). The
+ * first rule that matches an I/O decides what happens to it. */
+#define SCSI_ERR_OP_READ  0x1 /* reads */
+#define SCSI_ERR_OP_WRITE 0x2 /* writes, WRITE SAME, zeroing, unmapping */
+#define SCSI_ERR_OP_FLUSH 0x4 /* SYNCHRONIZE CACHE and FUA flushes */
+struct scsi_err_rule {
+	uint8_t ops;             /* SCSI_ERR_OP_* this rule applies to */
+	int error;               /* the I/O fails with this -errno (-EIO, -ENOSPC, ...); 0 = it
+				    succeeds (delay only) */
+	uint64_t lba, blocks;    /* logical blocks the I/O must touch; blocks 0 = all from lba */
+	uint32_t every;          /* act on every Nth I/O the rule matches (0 or 1: each one) */
+	uint32_t delay_ms;       /* complete this much later */
 };
 
 struct scsi_lu_cfg {
@@ -69,6 +85,10 @@ struct scsi_lu_cfg {
 	uint64_t size_bytes;     /* RAM: required; file: created/extended to this size if
 				    nonzero and the file is smaller; block: 0 = device size */
 	uint32_t block_size;     /* 512 or 4096; default 512 */
+	uint32_t phys_block_size; /* advertised physical block (READ CAPACITY(16) LBPPBE, Block
+				     Limits granularities): a power-of-two multiple of
+				     block_size; 0 = the backend's (RAM: a page; file: the file
+				     system block; block: the device's physical block) */
 	bool readonly;
 	bool thin;               /* advertise thin provisioning (UNMAP/WRITE SAME UNMAP) */
 	bool write_cache;        /* WCE in the caching mode page; SYNCHRONIZE CACHE always
@@ -83,12 +103,25 @@ struct scsi_lu_cfg {
 	uint64_t naa_id;         /* VPD 0x83 NAA IEEE Registered (type 6 uses the low 60 bits
 				    plus a second 64-bit word); 0 = derived from a hash of
 				    target name and LUN */
+	const struct scsi_err_rule *err_rules; /* SCSI_BACKEND_ERROR only; borrowed until
+						  scsi_lu_new() returns */
+	uint32_t n_err_rules;
 	const char *target_name; /* for the derived identifiers */
 	uint32_t lun;
 	const char *state_dir;   /* where APTPL persistent reservations are kept, as
 				    "<state_dir>/<target_name>.lun<lun>.pr"; NULL = APTPL not
 				    supported (PTPL_C = 0) */
+	struct scsi_lu_index *index; /* where EXTENDED COPY finds this LU by its NAA designator;
+				        NULL = only copies within this LU */
 };
+
+/* The LUs of one target context (a process may hold several), indexed by their VPD 0x83 NAA
+ * designator so that EXTENDED COPY can name any of them as source or destination. An LU built
+ * with cfg->index set is listed from scsi_lu_new() until it is freed, and keeps the index alive
+ * meanwhile; the creator drops its reference with scsi_lu_index_put(). Lookups take a mutex:
+ * they happen once per EXTENDED COPY segment, never on the read/write path. */
+struct scsi_lu_index *scsi_lu_index_new(void);
+void scsi_lu_index_put(struct scsi_lu_index *ix);
 
 /* Open the backend and build the LU, restoring persistent reservations saved with APTPL when
  * state_dir has a file for it. Returns 0 and *out, or -errno with a message in err (a state
@@ -155,6 +188,12 @@ struct scsi_cmd {
 	uint32_t buf_len;
 	uint32_t data_out_len;     /* bytes of write data in buf (the initiator's EDTL, W=1) */
 	uint32_t data_in_max;      /* most data-in the initiator accepts (EDTL, R=1) */
+	bool data_in_map_ok;       /* READ may answer with data_in pointing into the LU's own
+				      memory (RAM LUs) instead of copying into buf. Only for a
+				      transport that reads those bytes after completion without
+				      checksumming them (no data digest), and that calls
+				      scsi_cdb_is_read() to keep later commands on the same
+				      connection from changing them before they are sent. */
 	scsi_done_cb done;         /* called exactly once, on the submitting thread; may be called
 				      before scsi_cmd_exec() returns */
 	void *priv;                /* the transport's */
@@ -163,19 +202,26 @@ struct scsi_cmd {
 	uint8_t status;            /* enum scsi_status */
 	uint8_t sense_len;
 	uint8_t sense[SCSI_SENSE_MAX];
-	uint32_t data_in_len;      /* bytes of data-in placed in buf (<= data_in_max) */
+	uint32_t data_in_len;      /* bytes of data-in (<= data_in_max) at data_in */
+	const uint8_t *data_in;    /* where they are: buf, or (data_in_map_ok) the LU's memory,
+				      valid as long as the LU (the LU outlives every session) */
 	uint32_t xfer_wanted;      /* bytes the CDB asks to move in its data direction; the
 				      transport derives O/U residuals from this and the EDTL */
 
 	/* Private to the SCSI layer (holds the backend I/O descriptor, so no allocation per
 	 * command). */
-	uint64_t internal[16];
+	uint64_t internal[20];
 };
 
 /* Bytes of data-out the CDB implies (for WRITE-class commands, block count * block size;
  * parameter list length for others), or 0. Lets the transport check the EDTL before it
  * fetches data. lu may be NULL (absent LUN): returns 0. */
 uint32_t scsi_cdb_data_out_len(const struct scsi_lu *lu, const uint8_t *cdb, uint16_t cdb_len);
+
+/* True for READ (6), (10), (12), (16): commands that only move data from the medium. Anything
+ * else may change the medium, so a transport holding data-in that points into LU memory
+ * (data_in_map_ok) must copy it out before executing such a command. */
+bool scsi_cdb_is_read(const uint8_t *cdb, uint16_t cdb_len);
 
 /* Execute. Always completes through cmd->done exactly once. */
 void scsi_cmd_exec(struct scsi_cmd *cmd);
@@ -188,7 +234,8 @@ void scsi_cmd_exec(struct scsi_cmd *cmd);
 bool scsi_cmd_abort(struct scsi_cmd *cmd);
 
 /* Task management on an LU: LOGICAL UNIT RESET (clears reservations per SPC, sets a unit
- * attention 29/03 for every other nexus). Outstanding commands are the transport's to abort.
+ * attention 29/03 for every nexus, from's too). Outstanding commands are the transport's to
+ * abort.
  * Returns 0 or -ENOENT. */
 int scsi_lu_reset(struct scsi_lu *lu, struct scsi_nexus *from);
 

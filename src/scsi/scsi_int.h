@@ -8,6 +8,7 @@
 
 #include "backend/bs.h"
 #include "event/loop.h"
+#include "scsi/guard.h"
 #include "scsi/pr.h"
 #include "scsi/scsi.h"
 #include "util/bytes.h"
@@ -18,9 +19,13 @@
 #define SCSI_MAX_CAW_BLOCKS   8
 #define SCSI_MAX_UNMAP_BLOCKS 0x100000u
 #define SCSI_MAX_UNMAP_DESC   256u
-#define SCSI_MAX_WS_BLOCKS    0x100000u
+#define SCSI_MAX_WS_BLOCKS    0x10000u
 #define SCSI_SCRATCH_BYTES    (64u << 10)
 #define SCSI_UA_QUEUE	      4
+#define SCSI_BOUNCE_BYTES     (1u << 20) /* ORWRITE, COMPARE AND WRITE, EXTENDED COPY chunks */
+#define SCSI_SLOW_POOL	      8		 /* slow contexts a thread keeps for reuse */
+
+struct scsi_slow;
 
 struct scsi_sanitize;
 
@@ -28,6 +33,20 @@ struct scsi_thread {
 	struct bs_thread *bs;
 	struct ev_loop *loop;
 	struct list_head sanitizes; /* scsi_sanitize operations driven by this thread */
+	unsigned gslot;		     /* this thread's fast-path counter in every LU's guard */
+	struct list_head slow_free;  /* struct scsi_slow kept for reuse */
+	unsigned nslow_free;
+};
+
+/* The last EXTENDED COPY statuses of one I_T_L nexus, for RECEIVE COPY RESULTS (LID1). Only
+ * the nexus' own thread touches them. */
+#define SCSI_COPY_LOG 2
+struct scsi_copy_status {
+	bool valid;
+	uint8_t list_id;
+	uint8_t status;	  /* COPY MANAGER STATUS: 1 done, 2 done with errors */
+	uint16_t segments; /* SEGMENTS PROCESSED */
+	uint64_t blocks;   /* TRANSFER COUNT, in blocks */
 };
 
 /* Per I_T nexus, per LUN: the I_T_L nexus. */
@@ -41,6 +60,8 @@ struct scsi_itl {
 	uint8_t n_ua;		  /* under lu->lock */
 	bool prevent;		  /* PREVENT MEDIUM REMOVAL through this nexus, under lu->lock */
 	uint8_t ua[SCSI_UA_QUEUE][2];
+	uint8_t copy_next;	  /* next copy_log slot to overwrite */
+	struct scsi_copy_status copy_log[SCSI_COPY_LOG];
 };
 
 struct scsi_nexus {
@@ -66,6 +87,10 @@ struct scsi_lu {
 	uint64_t sanitize_rate; /* bytes/s for SANITIZE OVERWRITE, 0 = unlimited */
 	bool lbpme; /* thin and the backend can deallocate */
 	bool lbprz;
+	uint32_t pblocks; /* logical blocks per physical block (a power of two) */
+	struct scsi_guard *guard;     /* ranges of atomic commands, see guard.h */
+	struct scsi_lu_index *index;  /* the LUs of the process, for EXTENDED COPY; may be NULL */
+	struct list_head index_link;  /* on index->lus, under its lock */
 	char vendor[9];
 	char product[17];
 	char revision[5];
@@ -104,10 +129,35 @@ struct scsi_priv {
 	struct bs_io io;
 	struct scsi_lu *lu;
 	struct scsi_itl *itl;
+	struct scsi_slow *slow;	   /* slow-path context, NULL on the common path */
+	bs_io_cb user_cb;	   /* the completion behind the guard's */
+	struct scsi_guard *io_guard; /* the guard io's range is held in */
 	uint64_t lba;
 	uint32_t nblocks;
 	uint32_t pos; /* progress (UNMAP descriptor index) */
 	uint8_t stage;
+	uint8_t gmode; /* the guard range held (guard.c) */
+	bool excl;     /* holds its LU range exclusively: its I/O bypasses the guard */
+};
+
+/* Slow-path context of a command: its guard range when it waits or holds one, and the state
+ * of the multi-step commands. Taken from the thread's pool, given back when the command ends. */
+struct scsi_slow {
+	struct list_head link; /* thread's slow_free */
+	struct scsi_guard_ent ent;
+	uint8_t *bounce; /* SCSI_BOUNCE_BYTES, 4096-aligned, allocated on first use */
+	void (*next)(struct scsi_cmd *cmd); /* first step once an exclusive range is granted */
+	/* EXTENDED COPY */
+	struct scsi_lu *src, *dst; /* the LUs of the segment in progress (referenced) */
+	uint64_t seg_done;	   /* blocks of the current segment copied */
+	uint64_t total;		   /* blocks copied by the whole command */
+	uint32_t chunk;		   /* blocks of the chunk in flight */
+	uint16_t seg;		   /* segment in progress */
+	uint16_t nseg;
+	uint32_t seg_off;	   /* offset of the segment list in the parameter data */
+	uint32_t cscd_off;	   /* offset of the CSCD descriptor list */
+	uint16_t ncscd;
+	bool backward; /* the copy overlaps itself forwards: chunks go from the end */
 };
 
 _Static_assert(sizeof(struct scsi_priv) <= sizeof(((struct scsi_cmd *)0)->internal),
@@ -116,6 +166,13 @@ _Static_assert(sizeof(struct scsi_priv) <= sizeof(((struct scsi_cmd *)0)->intern
 static inline struct scsi_priv *scsi_priv(struct scsi_cmd *cmd)
 {
 	return (struct scsi_priv *)(void *)cmd->internal;
+}
+
+/* The command whose embedded bs_io completed. */
+static inline struct scsi_cmd *scsi_io_cmd(struct bs_io *io)
+{
+	return (struct scsi_cmd *)(void *)((uint8_t *)io - offsetof(struct scsi_priv, io) -
+					   offsetof(struct scsi_cmd, internal));
 }
 
 /* Handler results. */
@@ -167,13 +224,16 @@ struct scsi_sense_info {
 	uint8_t key, asc, ascq;
 	bool info_valid;
 	bool sks_valid;
+	bool csi_valid;
 	uint64_t info;
+	uint32_t csi; /* COMMAND-SPECIFIC INFORMATION */
 	uint8_t sks[3];
 };
 /* Build sense into out (SCSI_SENSE_MAX bytes); returns its length. */
 uint8_t scsi_sense_build(uint8_t *out, bool desc, const struct scsi_sense_info *si);
 /* CHECK CONDITION with the LU's preferred sense format. */
 void scsi_fail(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t ascq);
+void scsi_fail_si(struct scsi_cmd *cmd, const struct scsi_sense_info *si);
 void scsi_fail_info(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t ascq, uint64_t info);
 /* ILLEGAL REQUEST 24/00 pointing at CDB byte/bit (bit < 0: no bit pointer). */
 void scsi_fail_cdb(struct scsi_cmd *cmd, unsigned byte, int bit);
@@ -246,14 +306,43 @@ int scsi_sbc_read_defect_data(struct scsi_cmd *cmd, struct scsi_lu *lu);
 /* sbc_thin.c */
 int scsi_sbc_unmap(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_sbc_write_same(struct scsi_cmd *cmd, struct scsi_lu *lu);
+
+/* sbc_atomic.c: the commands that hold their range exclusively */
 int scsi_sbc_compare_and_write(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_sbc_orwrite(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_sbc_write_atomic(struct scsi_cmd *cmd, struct scsi_lu *lu);
+/* Most blocks one WRITE ATOMIC may carry (MAXIMUM ATOMIC TRANSFER LENGTH). */
+uint32_t scsi_atomic_max_blocks(const struct scsi_lu *lu);
+
+/* xcopy.c */
+int scsi_spc_extended_copy(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_spc_copy_status(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_spc_copy_op_params(struct scsi_cmd *cmd, struct scsi_lu *lu);
+
+/* lu_index.c */
+void scsi_lu_index_add(struct scsi_lu_index *ix, struct scsi_lu *lu);
+void scsi_lu_index_del(struct scsi_lu_index *ix, struct scsi_lu *lu);
+/* The LU whose 16-byte NAA designator is desig, with a reference; NULL if none. */
+struct scsi_lu *scsi_lu_index_find(struct scsi_lu_index *ix, const uint8_t *desig, uint8_t len);
+
+/* slow.c: slow-path contexts (NULL on failure; sets scsi_priv(cmd)->slow) */
+struct scsi_slow *scsi_slow_get(struct scsi_cmd *cmd);
+void scsi_slow_put(struct scsi_cmd *cmd);
+uint8_t *scsi_slow_bounce(struct scsi_cmd *cmd);
+void scsi_slow_thread_init(struct scsi_thread *t);
+void scsi_slow_thread_fini(struct scsi_thread *t);
 
 /* Shared by sbc.c and sbc_thin.c. */
 /* Check lba/nblocks against capacity; sets 21/00 and returns false if out of range. */
 bool scsi_lba_ok(struct scsi_cmd *cmd, struct scsi_lu *lu, uint64_t lba, uint64_t nblocks);
-/* Submit p->io on cmd's thread with the given completion. */
-void scsi_submit_io(struct scsi_cmd *cmd, uint8_t op, uint64_t lba, uint64_t nblocks, uint8_t *buf,
+/* Submit p->io on cmd's thread with the given completion, through the LU's range guard
+ * (the completion runs after the range is given back; a command holding its range
+ * exclusively bypasses the guard). off and len are bytes. */
+void scsi_submit_io(struct scsi_cmd *cmd, uint8_t op, uint64_t off, uint64_t len, uint8_t *buf,
 		    uint8_t flags, bs_io_cb cb);
+/* The same against another LU of the process (EXTENDED COPY). */
+void scsi_submit_io_lu(struct scsi_cmd *cmd, struct scsi_lu *lu, uint8_t op, uint64_t off,
+		       uint64_t len, uint8_t *buf, uint8_t flags, bs_io_cb cb);
 /* Synchronous I/O (t = NULL): for the slow-path commands under slow_lock. */
 int scsi_sync_io(struct scsi_lu *lu, uint8_t op, uint64_t off, uint64_t len, uint8_t *buf,
 		 uint8_t flags);

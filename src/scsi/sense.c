@@ -14,6 +14,8 @@ uint8_t scsi_sense_build(uint8_t *out, bool desc, const struct scsi_sense_info *
 		if (si->info_valid)
 			put_be32(out + 3, (uint32_t)si->info);
 		out[7] = 10;
+		if (si->csi_valid)
+			put_be32(out + 8, si->csi);
 		out[12] = si->asc;
 		out[13] = si->ascq;
 		if (si->sks_valid)
@@ -34,6 +36,13 @@ uint8_t scsi_sense_build(uint8_t *out, bool desc, const struct scsi_sense_info *
 		put_be64(out + n + 4, si->info);
 		n += 12;
 	}
+	if (si->csi_valid) {
+		/* Command-specific information descriptor: type 1, additional length 0x0A. */
+		out[n] = 0x01;
+		out[n + 1] = 0x0a;
+		put_be64(out + n + 4, si->csi);
+		n += 12;
+	}
 	if (si->sks_valid) {
 		/* Sense key specific descriptor: type 2, additional length 6. */
 		out[n] = 0x02;
@@ -45,7 +54,7 @@ uint8_t scsi_sense_build(uint8_t *out, bool desc, const struct scsi_sense_info *
 	return n;
 }
 
-static void fail_si(struct scsi_cmd *cmd, const struct scsi_sense_info *si)
+void scsi_fail_si(struct scsi_cmd *cmd, const struct scsi_sense_info *si)
 {
 	struct scsi_lu *lu = scsi_priv(cmd)->lu;
 
@@ -65,7 +74,7 @@ void scsi_fail(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t ascq)
 {
 	struct scsi_sense_info si = {.key = key, .asc = asc, .ascq = ascq};
 
-	fail_si(cmd, &si);
+	scsi_fail_si(cmd, &si);
 }
 
 void scsi_fail_info(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t ascq, uint64_t info)
@@ -73,7 +82,7 @@ void scsi_fail_info(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t ascq
 	struct scsi_sense_info si = {
 	    .key = key, .asc = asc, .ascq = ascq, .info_valid = true, .info = info};
 
-	fail_si(cmd, &si);
+	scsi_fail_si(cmd, &si);
 }
 
 static void fail_field(struct scsi_cmd *cmd, uint8_t asc, bool in_cdb, unsigned byte, int bit)
@@ -85,7 +94,7 @@ static void fail_field(struct scsi_cmd *cmd, uint8_t asc, bool in_cdb, unsigned 
 	si.sks[0] = 0x80 | (in_cdb ? 0x40 : 0) | (bit >= 0 ? 0x08 | (bit & 7) : 0);
 	si.sks[1] = (uint8_t)(byte >> 8);
 	si.sks[2] = (uint8_t)byte;
-	fail_si(cmd, &si);
+	scsi_fail_si(cmd, &si);
 }
 
 void scsi_fail_cdb(struct scsi_cmd *cmd, unsigned byte, int bit)

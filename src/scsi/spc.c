@@ -35,6 +35,7 @@ static uint32_t inquiry_std(const struct scsi_lu *lu, uint8_t *d)
 	d[2] = 0x06;	    /* SPC-4 */
 	d[3] = 0x10 | 0x02; /* HISUP, RESPONSE DATA FORMAT 2 */
 	d[4] = 96 - 5;
+	d[5] = 0x08; /* 3PC: EXTENDED COPY */
 	d[7] = 0x02; /* CMDQUE */
 	put_ascii(d + 8, 8, lu ? lu->vendor : "IX");
 	put_ascii(d + 16, 16, lu ? lu->product : "ix-disk");
@@ -95,12 +96,12 @@ static uint32_t vpd_device_id(struct scsi_cmd *cmd, const struct scsi_lu *lu, ui
 
 static uint32_t vpd_block_limits(const struct scsi_lu *lu, uint8_t *d)
 {
-	uint32_t bs = lu->block_size, gran = bs < 4096 ? 4096 / bs : 1;
+	uint32_t bs = lu->block_size, gran = lu->pblocks;
 
 	put_be16(d + 2, 0x3c);
-	d[4] = 0x01; /* WSNZ */
+	d[4] = 0x00; /* WSNZ 0: WRITE SAME with zero blocks writes to the last block */
 	d[5] = SCSI_MAX_CAW_BLOCKS;
-	put_be16(d + 6, (uint16_t)gran);
+	put_be16(d + 6, (uint16_t)gran); /* a physical block */
 	put_be32(d + 8, SCSI_MAX_XFER_BYTES / bs);
 	put_be32(d + 16, SCSI_MAX_XFER_BYTES / bs);
 	if (lu->lbpme) {
@@ -110,6 +111,10 @@ static uint32_t vpd_block_limits(const struct scsi_lu *lu, uint8_t *d)
 		put_be32(d + 32, 0x80000000u); /* UGAVALID, alignment 0 */
 	}
 	put_be64(d + 36, SCSI_MAX_WS_BLOCKS);
+	/* WRITE ATOMIC (16): whole, aligned physical blocks; no atomic boundaries. */
+	put_be32(d + 44, scsi_atomic_max_blocks(lu));
+	put_be32(d + 48, gran);
+	put_be32(d + 52, gran);
 	return 64;
 }
 

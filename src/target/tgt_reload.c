@@ -136,8 +136,8 @@ static int add_change(struct plan *p, struct tgt_node *node, uint32_t lun, struc
 }
 
 /* The LUN changes of a kept target: what the running map has against what ct lists. */
-static int plan_luns(struct plan *p, struct tgt_node *node, struct cfg_target *ct, char *err,
-		     size_t errlen)
+static int plan_luns(struct ix_target *t, struct plan *p, struct tgt_node *node,
+		     struct cfg_target *ct, char *err, size_t errlen)
 {
 	int r;
 
@@ -155,7 +155,7 @@ static int plan_luns(struct plan *p, struct tgt_node *node, struct cfg_target *c
 				    ct->name, cl->lun);
 			continue;
 		}
-		r = tgt_lu_new(ct, cl, &lu, err, errlen);
+		r = tgt_lu_new(t, ct, cl, &lu, err, errlen);
 		if (r < 0)
 			return r;
 		r = add_change(p, node, cl->lun, lu);
@@ -200,8 +200,8 @@ static int plan_make(struct ix_target *t, struct plan *p, char *err, size_t errl
 		struct tgt_node *old = running_node(t, ct->name);
 		if (old) {
 			p->nodes[p->nnodes++] = old;
-			r = plan_luns(p, old, ct, err, errlen);
-		} else if ((r = tgt_node_new(ct, &p->nodes[p->nnodes], err, errlen)) == 0) {
+			r = plan_luns(t, p, old, ct, err, errlen);
+		} else if ((r = tgt_node_new(t, ct, &p->nodes[p->nnodes], err, errlen)) == 0) {
 			p->nnodes++;
 		}
 	}

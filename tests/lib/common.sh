@@ -131,10 +131,17 @@ ixt_wait_port() { # PORT SECONDS
 #                       file in the test's temp dir; block: a loop device over such a file
 #                       (the test SKIPs, with the reason, where no loop device can be made).
 #                       tgt gets the same file or device as its backing store.
+#   PEER_LUNS           several LUNs instead of one: "ROLE:ATTR,ATTR ROLE:..." with ATTRs
+#                       thin, readonly, removable, nomedium, phys=BYTES (the physical block;
+#                       each LUN PEER_SIZE MiB of 512-byte blocks); peer_url
+#                       ROLE gives the URL of each (the first is PEER_URL)
+#   PEER_PORT2          1 = a second portal (another port, TPGT 2) to the same target
+#   PEER_HEADER_DIGEST  CRC32C = the target requires header digests (ix: "crc32c")
+#   PEER_NOP_INTERVAL_MS  ix: global.nop_interval_ms (0 = the target sends no NOP-In pings)
 # After peer_start: PEER_PORT, PEER_LUN, PEER_PORTAL ("iscsi://127.0.0.1:PORT"),
-# PEER_URL ("iscsi://127.0.0.1:PORT/IQN/LUN"), PEER_LOG (the daemon's log), PEER_PID,
-# PEER_KIND (ix|tgt) and,
-# for ix, PEER_CONFIG (the JSON file the daemon reads; SIGHUP reloads it).
+# PEER_URL ("iscsi://127.0.0.1:PORT/IQN/LUN"), PEER_LOG, PEER_PID, PEER_KIND (ix|tgt),
+# PEER_PORT2 (the second portal's port, when asked for) and, for ix, PEER_CONFIG (the JSON
+# file the daemon reads; SIGHUP reloads it).
 
 PEER_IQN=${PEER_IQN:-iqn.2024-01.org.ix.test:disk1}
 PEER_SIZE=${PEER_SIZE:-64}
@@ -145,6 +152,29 @@ PEER_MCHAP_SECRET=${PEER_MCHAP_SECRET:-}
 PEER_ACL=${PEER_ACL:-}
 PEER_DIGESTS=${PEER_DIGESTS:-1}
 PEER_THIN=${PEER_THIN:-0}
+PEER_LUNS=${PEER_LUNS:-}
+PEER_PORT2=${PEER_PORT2:-0}
+PEER_HEADER_DIGEST=${PEER_HEADER_DIGEST:-}
+PEER_NOP_INTERVAL_MS=${PEER_NOP_INTERVAL_MS:-}
+declare -A PEER_LUN_OF # role -> LUN number
+
+# URL of the LUN playing ROLE (from PEER_LUNS), through the second portal if asked.
+peer_url() { # ROLE [second]
+	local port=$PEER_PORT
+	[ "${2:-}" = second ] && port=$PEER_PORT2
+	printf 'iscsi://%s:%s/%s/%s\n' "$IX_HOST" "$port" "$PEER_IQN" "${PEER_LUN_OF[$1]:?no LUN for role $1}"
+}
+
+# Fill PEER_LUN_OF from PEER_LUNS, numbering from FIRST (ix: 0, tgt: 1).
+peer_lun_roles() { # FIRST
+	local n=$1 spec
+	PEER_LUN_OF=()
+	for spec in $PEER_LUNS; do
+		PEER_LUN_OF[${spec%%:*}]=$n
+		n=$((n + 1))
+	done
+}
+
 PEER_BACKEND=${PEER_BACKEND:-ram}
 PEER_BACKING=""
 
@@ -178,7 +208,7 @@ peer_start() {
 	esac
 	PEER_PORTAL="iscsi://$IX_HOST:$PEER_PORT"
 	PEER_URL="$PEER_PORTAL/$PEER_IQN/$PEER_LUN"
-	export PEER_PORT PEER_LUN PEER_PORTAL PEER_URL PEER_IQN PEER_PID PEER_KIND PEER_CONFIG PEER_LOG
+	export PEER_PORT PEER_PORT2 PEER_LUN PEER_PORTAL PEER_URL PEER_IQN PEER_PID PEER_KIND PEER_CONFIG PEER_LOG
 }
 
 peer_stop() {
@@ -223,12 +253,21 @@ ix_start() {
 	local bin=${IX_TARGET_BIN:-$IX_BUILD/tools/ix-target}
 	[ -x "$bin" ] || ixt_skip "ix-target not built at $bin (the daemon has not landed yet?)"
 	PEER_PORT=$(ixt_free_port) || ixt_die "no free port"
+	if [ "$PEER_PORT2" != 0 ]; then
+		PEER_PORT2=$(ixt_free_port) || ixt_die "no free port"
+		[ "$PEER_PORT2" != "$PEER_PORT" ] || PEER_PORT2=$(ixt_free_port) || ixt_die "no free port"
+	fi
 	PEER_LUN=0
 	PEER_KIND=ix
-	local cfg="$IXT_TMP/ix-target.json"
+	peer_lun_roles 0
+	local cfg="$IXT_TMP/$IXT_NAME.ix-target.json" spec
 	PEER_CONFIG=$cfg
 	python3 "$IXT_LIB/ixtest.py" ix-config --port "$PEER_PORT" --host "$IX_HOST" \
 		--iqn "$PEER_IQN" --size "$PEER_SIZE" \
+		$(for spec in $PEER_LUNS; do printf -- '--lun %s ' "$spec"; done) \
+		$([ "$PEER_PORT2" != 0 ] && echo --port2 "$PEER_PORT2") \
+		${PEER_HEADER_DIGEST:+--header-digest "${PEER_HEADER_DIGEST,,}"} \
+		${PEER_NOP_INTERVAL_MS:+--nop-interval-ms "$PEER_NOP_INTERVAL_MS"} \
 		${PEER_CHAP_USER:+--chap "$PEER_CHAP_USER" "$PEER_CHAP_SECRET"} \
 		${PEER_MCHAP_USER:+--mutual "$PEER_MCHAP_USER" "$PEER_MCHAP_SECRET"} \
 		$(for a in $PEER_ACL; do printf -- '--acl %s ' "$a"; done) \
@@ -251,6 +290,7 @@ ix_start() {
 			# Someone took the free port between our probe and the bind: try another one.
 			if grep -qi 'address already in use' "$PEER_LOG" && [ "${IXT_PORT_RETRY:-0}" -lt 3 ]; then
 				IXT_PORT_RETRY=$((${IXT_PORT_RETRY:-0} + 1))
+				[ "$PEER_PORT2" != 0 ] && PEER_PORT2=1
 				ixt_log "port $PEER_PORT was taken; retrying on another port"
 				ix_start
 				return
@@ -301,6 +341,33 @@ ix_stop() {
 	return $ok
 }
 
+# Crash the daemon (SIGKILL: no shutdown, no cleanup) and reap it. The config stays.
+ix_kill9() {
+	[ -n "$PEER_PID" ] || return 0
+	kill -KILL "$PEER_PID" 2>/dev/null
+	wait "$PEER_PID" 2>/dev/null
+	PEER_PID=""
+}
+
+# Start the daemon again with the same config, port and LUN (PEER_BACKEND=file keeps the
+# data); wait (at most SECONDS, default 10) until it is ready. 0, or 1 if it is not.
+ix_restart() {
+	local bin=${IX_TARGET_BIN:-$IX_BUILD/tools/ix-target} limit=${1:-10} n
+	n=$(grep -c 'ix-target: ready' "$PEER_LOG")
+	"$bin" -c "$PEER_CONFIG" 2>>"$PEER_LOG" >>"$PEER_LOG" &
+	PEER_PID=$!
+	PEER_KIND=ix
+	local deadline=$((SECONDS + limit))
+	while [ "$(grep -c 'ix-target: ready' "$PEER_LOG")" -le "$n" ]; do
+		if ! kill -0 "$PEER_PID" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+			tail -20 "$PEER_LOG" >&2
+			return 1
+		fi
+		sleep 0.05
+	done
+	ixt_log "ix-target restarted (pid $PEER_PID)"
+}
+
 # tgtd ----------------------------------------------------------------------------------------
 
 tgtadm_() { timeout -k 2 10 tgtadm -C "$TGT_CTL" --lld iscsi "$@"; }
@@ -310,15 +377,10 @@ tgt_start() {
 	PEER_PORT=$(ixt_free_port) || ixt_die "no free port"
 	PEER_LUN=1 # tgt puts a controller at LUN 0
 	PEER_KIND=tgt
+	peer_lun_roles 1
 	TGT_CTL=$(python3 "$IXT_LIB/ixtest.py" free-ctl)
 	PEER_LOG="$IX_OUT/$IXT_NAME.tgtd.log"
 	: >"$PEER_LOG"
-	local img=$PEER_BACKING
-	if [ -z "$img" ]; then # ram: a file in memory
-		img="/dev/shm/ixtest-$IXT_NAME-$$.img"
-		truncate -s "${PEER_SIZE}M" "$img" || ixt_die "cannot create $img"
-		ixt_on_exit "rm -f '$img'"
-	fi
 	ixt_log "starting tgtd on $IX_HOST:$PEER_PORT (control port $TGT_CTL, log $PEER_LOG)"
 	tgtd -f -C "$TGT_CTL" --iscsi "portal=$IX_HOST:$PEER_PORT" >>"$PEER_LOG" 2>&1 &
 	PEER_PID=$!
@@ -329,10 +391,41 @@ tgt_start() {
 		sleep 0.1
 	done
 	tgtadm_ --op new --mode target --tid 1 -T "$PEER_IQN" || ixt_die "tgtadm new target"
-	tgtadm_ --op new --mode logicalunit --tid 1 --lun 1 -b "$img" || ixt_die "tgtadm new lun"
-	if [ "$PEER_THIN" = 1 ]; then
-		tgtadm_ --op update --mode logicalunit --tid 1 --lun 1 --params thin_provisioning=1 ||
-			ixt_die "tgtadm thin_provisioning"
+	# One LUN: PEER_BACKEND's file or device, or an image in /dev/shm (ram). PEER_LUNS: one
+	# image in /dev/shm each; their attributes become tgt's --params.
+	local specs=${PEER_LUNS:-data:$([ "$PEER_THIN" = 1 ] && echo thin)} spec n=1 img attr params
+	for spec in $specs; do
+		if [ -z "$PEER_LUNS" ] && [ -n "$PEER_BACKING" ]; then
+			img=$PEER_BACKING
+		else
+			img="/dev/shm/ixtest-$IXT_NAME-$$-$n.img"
+			truncate -s "${PEER_SIZE}M" "$img" || ixt_die "cannot create $img"
+			ixt_on_exit "rm -f '$img'"
+		fi
+		tgtadm_ --op new --mode logicalunit --tid 1 --lun $n -b "$img" || ixt_die "tgtadm new lun"
+		params=
+		for attr in $(tr , ' ' <<<"${spec#*:}"); do
+			case $attr in
+			thin) params+=,thin_provisioning=1 ;;
+			readonly) params+=,readonly=1 ;;
+			removable) params+=,removable=1 ;;
+			nomedium) params+=,removable=1,online=0 ;;
+			phys=*) # 512-byte logical blocks: the exponent of the physical block
+				local e=0 p=${attr#phys=}
+				while [ $((512 << e)) -lt "$p" ]; do e=$((e + 1)); done
+				[ $e -gt 0 ] && params+=,lbppbe=$e ;;
+			esac
+		done
+		if [ -n "$params" ]; then
+			tgtadm_ --op update --mode logicalunit --tid 1 --lun $n --params "${params#,}" ||
+				ixt_die "tgtadm lun params ${params#,}"
+		fi
+		n=$((n + 1))
+	done
+	if [ "$PEER_PORT2" != 0 ]; then
+		PEER_PORT2=$(ixt_free_port) || ixt_die "no free port"
+		tgtadm_ --op new --mode portal --param "portal=$IX_HOST:$PEER_PORT2" ||
+			ixt_die "tgtadm second portal"
 	fi
 	if [ -n "$PEER_ACL" ]; then
 		local a
@@ -351,8 +444,12 @@ tgt_start() {
 		tgtadm_ --op bind --mode account --tid 1 --user "$PEER_MCHAP_USER" --outgoing ||
 			ixt_die "tgtadm mutual chap"
 	fi
-	if [ "$PEER_DIGESTS" = 1 ]; then
+	if [ -n "$PEER_HEADER_DIGEST" ]; then
+		tgtadm_ --op update --mode target --tid 1 -n HeaderDigest -v CRC32C
+	elif [ "$PEER_DIGESTS" = 1 ]; then
 		tgtadm_ --op update --mode target --tid 1 -n HeaderDigest -v CRC32C,None
+	fi
+	if [ "$PEER_DIGESTS" = 1 ]; then
 		tgtadm_ --op update --mode target --tid 1 -n DataDigest -v CRC32C,None
 	fi
 	ixt_wait_port "$PEER_PORT" 10 || ixt_die "tgtd portal not listening"

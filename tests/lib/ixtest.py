@@ -5,10 +5,13 @@
   ixtest.py free-ctl                  print an unused tgtd control port number
   ixtest.py wait-port HOST PORT SECS  exit 0 once HOST:PORT accepts a connection
   ixtest.py ix-config [options]       print an ix-target JSON config (docs/configuration.md):
-                                      one LUN, --backend ram|file|block [--path P]
-  ixtest.py cunit-classify LOG RC [--in-suite TEST]
-                                      classify one iscsi-test-cu run: prints
-                                      "PASS|FAIL|SKIP reason" (CUnit counts skips as passes)
+                                      one LUN, --backend ram|file|block [--path P], or
+                                      several RAM LUNs (--lun ROLE:ATTRS ...)
+  ixtest.py cunit-run LOG RC TEST...  classify each TEST of one verbose iscsi-test-cu run:
+                                      prints "TEST PASS|FAIL|SKIP [reason]" per line (CUnit
+                                      counts skips as passes; these lines do not)
+  ixtest.py cunit-runs MANIFEST       the same for every run a manifest lists, printing
+                                      "FAMILY.TEST[SUFFIX] STATUS [reason]"
 """
 
 import argparse
@@ -154,21 +157,52 @@ def wait_port(host, port, secs):
     return 1
 
 
-def ix_config(a):
-    """Config for one LUN (RAM, or a file or block device at --path), following
-    docs/configuration.md."""
-    lun = {'lun': 0, 'backend': a.backend}
-    if a.backend == 'ram':
-        lun['size'] = '%dM' % a.size
-    elif not a.path:
-        raise SystemExit('ix-config: --backend %s needs --path' % a.backend)
-    else:
-        lun['path'] = a.path
-        if a.backend == 'file':
+# LUN attributes for --lun ROLE:ATTR,ATTR... (the role is the caller's name for it)
+LUN_ATTRS = {'thin': ('thin', True), 'readonly': ('readonly', True),
+             'removable': ('removable', True), 'nomedium': ('no_medium', True)}
+
+
+def lun_entries(a):
+    """The LUNs of --lun specs, numbered from 0 in order; one RAM LUN by default."""
+    if not a.lun:  # one LUN: RAM, or a file or block device at --path
+        lun = {'lun': 0, 'backend': a.backend}
+        if a.backend == 'ram':
             lun['size'] = '%dM' % a.size
-    target = {'name': a.iqn, 'luns': [lun]}
-    if a.thin:
-        target['luns'][0]['thin'] = True
+        elif not a.path:
+            raise SystemExit('ix-config: --backend %s needs --path' % a.backend)
+        else:
+            lun['path'] = a.path
+            if a.backend == 'file':
+                lun['size'] = '%dM' % a.size
+        if a.thin:
+            lun['thin'] = True
+        return [lun]
+    luns = []
+    for n, spec in enumerate(a.lun):
+        attrs = spec.split(':', 1)[1] if ':' in spec else ''
+        lun = {'lun': n, 'backend': 'ram', 'size': '%dM' % a.size}
+        for attr in filter(None, attrs.split(',')):
+            if attr.startswith('size='):
+                lun['size'] = '%sM' % attr[5:]
+            elif attr.startswith('phys='):
+                lun['physical_block_size'] = int(attr[5:])
+            elif attr.startswith('sanitize_rate='):
+                lun['sanitize_rate'] = attr[len('sanitize_rate='):]
+            elif attr in LUN_ATTRS:
+                key, val = LUN_ATTRS[attr]
+                lun[key] = val
+            else:
+                raise SystemExit('unknown LUN attribute %r in %r' % (attr, spec))
+        luns.append(lun)
+    return luns
+
+
+def ix_config(a):
+    """Config for the test target, following docs/configuration.md."""
+    target = {
+        'name': a.iqn,
+        'luns': lun_entries(a),
+    }
     if a.acl:
         target['acls'] = [{'initiator': i} for i in a.acl]
     if a.chap:
@@ -180,89 +214,76 @@ def ix_config(a):
         'portals': [{'name': 'default', 'address': a.host, 'port': a.port}],
         'targets': [target],
     }
+    if a.port2:  # a second portal group for the same target (multipath)
+        cfg['portals'].append({'name': 'second', 'address': a.host, 'port': a.port2,
+                               'tpgt': 2})
+    if a.nop_interval_ms is not None:
+        cfg['global']['nop_interval_ms'] = a.nop_interval_ms
+    if a.header_digest or a.data_digest:
+        neg = cfg['global'].setdefault('negotiation', {})
+        if a.header_digest:
+            neg['header_digest'] = a.header_digest
+        if a.data_digest:
+            neg['data_digest'] = a.data_digest
     json.dump(cfg, sys.stdout, indent=2)
     sys.stdout.write('\n')
 
 
-def cunit_section(text, test):
-    """The part of a multi-test run that belongs to TEST: from its "Test: NAME ..." line to the
-    next test or the run summary. Returns None when the test did not run."""
-    m = re.search(r'(?m)^  Test: %s \.\.\.' % re.escape(test), text)
-    if not m:
-        return None
-    rest = text[m.start():]
-    end = re.search(r'(?m)^  Test: |^Run Summary:', rest[len(m.group(0)):])
-    return rest[:len(m.group(0)) + end.start()] if end else rest
+def cunit_tests(text):
+    """The tests of one verbose iscsi-test-cu run, in order: {name: section}. A section runs
+    from the test's "  Test: NAME ..." line to the next test, suite or run summary."""
+    text = text.split('CUnit - A unit testing framework', 1)[-1]
+    heads = list(re.finditer(r'(?m)^  Test: (\S+) \.\.\.', text))
+    out = {}
+    for i, m in enumerate(heads):
+        end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
+        tail = re.search(r'(?m)^Run Summary:|^Suite: ', text[m.end():end])
+        if tail:
+            end = m.end() + tail.start()
+        out[m.group(1)] = text[m.end():end]
+    return out
 
 
-def cunit_classify_in_suite(log, rc, test):
-    """Classify TEST inside a run of its whole suite (for tests that depend on state an
-    earlier test of the suite leaves behind)."""
-    try:
-        text = open(log, errors='replace').read()
-    except OSError as e:
-        return 'FAIL cannot read log: %s' % e
-    if rc == 124 or rc == 137:
-        return 'FAIL timed out'
-    sec = cunit_section(text, test)
-    if sec is None:
-        return 'FAIL test %s did not run in its suite (exit %d)' % (test, rc)
-    if re.search(r'FAILED', sec):
-        asserts = [l.strip() for l in sec.splitlines()
-                   if l.strip()[:1].isdigit() and ' - ' in l and '.c:' in l]
-        return 'FAIL %s' % ('; '.join(asserts[:4]) or 'CUnit reported a failure')
-    if not re.search(r'passed', sec):
-        return 'FAIL no verdict for %s (exit %d)' % (test, rc)
-    skips = [l.strip() for l in sec.splitlines() if '[SKIPPED]' in l]
-    if skips:
-        return 'SKIP ' + skips[0][:200]
-    return 'PASS'
-
-
-def cunit_classify(log, rc):
-    """One iscsi-test-cu invocation running exactly one test, verbose (-V) output in LOG.
-
-    CUnit reports a test that called CU_PASS("[SKIPPED] ...") as passed; libiscsi logs the
-    skip reason on a line containing "[SKIPPED]". So: any failed assertion -> FAIL; else a
-    skip line -> SKIP with its text; else a clean summary with one passed test -> PASS.
-    """
-    try:
-        text = open(log, errors='replace').read()
-    except OSError as e:
-        return 'FAIL cannot read log: %s' % e
-    if rc == 124 or rc == 137:
-        return 'FAIL timed out'
-    summ = None
-    for line in text.splitlines():
-        f = line.split()
-        if len(f) == 6 and f[0] == 'tests' and all(x.isdigit() for x in f[1:]):
-            summ = [int(x) for x in f[1:]]
-    if summ is None:
-        tail = ' | '.join(text.strip().splitlines()[-3:])
-        return 'FAIL no CUnit summary (exit %d): %s' % (rc, tail[:300])
-    total, ran, passed, failed, inactive = summ
-    if failed:
-        asserts = [l.strip() for l in text.splitlines()
-                   if l.strip()[:1].isdigit() and ' - ' in l and '.c:' in l]
-        return 'FAIL %s' % ('; '.join(asserts[:4]) or 'CUnit reported a failure')
-    if ran == 0 or total == 0:
-        return 'SKIP test was not run (inactive or not registered: total %d ran %d)' % (total,
-                                                                                     ran)
-    # Before the suite runs, iscsi-test-cu probes the device and logs "[SKIPPED] ..." for
-    # optional commands it lacks (e.g. PERSISTENT RESERVE IN); only lines after CUnit's
-    # banner belong to the test itself.
-    # The test's own output also ends where CUnit prints its verdict ("passed" at the start
-    # of a line): the next suite's set-up probe follows it.
-    body = text.split('CUnit - A unit testing framework', 1)[-1]
-    body = re.split(r'(?m)^passed', body, maxsplit=1)[0]
+def cunit_verdict(section, rc):
+    """PASS / FAIL / SKIP with a reason for one test's section. CUnit counts a test that
+    called CU_PASS("[SKIPPED] ...") as passed; libiscsi logs "[SKIPPED] reason" first, so a
+    skip line in the test's own output (before CUnit's verdict; what follows the verdict is
+    the next test's set-up) makes it a skip."""
+    v = re.search(r'(?m)(?:\.\.\.|^)(passed|FAILED)\b', section)
+    if not v:
+        last = ' | '.join(section.strip().splitlines()[-2:])
+        return 'FAIL', 'no verdict, iscsi-test-cu exit %d%s' % (
+            rc, ' (timed out)' if rc in (124, 137) else '') + (': ' + last[:200] if last else '')
+    body = section[:v.start()]
+    if v.group(1) == 'FAILED':
+        after = section[v.end():].splitlines()
+        # CUnit lists the failed assertions; the next test's set-up may follow on the line
+        asserts = [re.split(r'\s{4,}', l.strip())[0] for l in after
+                   if re.match(r'\s+\d+\. \S+\.c:\d+', l)]
+        said = [l.strip() for l in body.splitlines() if '[FAILED]' in l]
+        return 'FAIL', '; '.join((said[:1] + asserts[:3])) or 'CUnit reported a failure'
     skips = [l.strip() for l in body.splitlines() if '[SKIPPED]' in l]
     if skips:
-        return 'SKIP ' + skips[0][:200]
-    if passed != ran:
-        return 'FAIL passed %d of %d' % (passed, ran)
-    if rc != 0:
-        return 'FAIL iscsi-test-cu exited with status %d' % rc
-    return 'PASS'
+        return 'SKIP', skips[0][:200]
+    return 'PASS', ''
+
+
+def cunit_run(log, rc, tests):
+    """Classify TESTS (short names, in the order they were asked for) in one run's LOG."""
+    try:
+        text = open(log, errors='replace').read()
+    except OSError as e:
+        return [(t, 'FAIL', 'cannot read log: %s' % e) for t in tests]
+    found = cunit_tests(text)
+    res = []
+    for t in tests:
+        if t in found:
+            res.append((t,) + cunit_verdict(found[t], rc))
+        else:
+            tail = ' | '.join(text.strip().splitlines()[-2:])
+            res.append((t, 'FAIL', 'did not run (iscsi-test-cu exit %d%s): %s' % (
+                rc, ', timed out' if rc in (124, 137) else '', tail[:200])))
+    return res
 
 
 def main():
@@ -285,10 +306,20 @@ def main():
     c.add_argument('--thin', action='store_true', help='advertise thin provisioning')
     c.add_argument('--backend', choices=('ram', 'file', 'block'), default='ram')
     c.add_argument('--path', help='file or block device of a file/block LUN')
-    k = sub.add_parser('cunit-classify')
+    c.add_argument('--lun', action='append', default=[], metavar='ROLE:ATTRS',
+                   help='RAM LUNs instead, one per option, numbered from 0; ATTRS: thin, '
+                   'readonly, removable, nomedium, size=MiB, phys=BYTES, sanitize_rate=SIZE (comma separated)')
+    c.add_argument('--port2', type=int, help='a second portal (TPGT 2) on this port')
+    c.add_argument('--header-digest', help='global.negotiation.header_digest')
+    c.add_argument('--nop-interval-ms', type=int, help='global.nop_interval_ms (0: no pings)')
+    c.add_argument('--data-digest', help='global.negotiation.data_digest')
+    k = sub.add_parser('cunit-run')
     k.add_argument('log')
     k.add_argument('rc', type=int)
-    k.add_argument('--in-suite', metavar='TEST', help='classify TEST within a suite run')
+    k.add_argument('tests', nargs='+', help='short test names run in this invocation')
+    m = sub.add_parser('cunit-runs')
+    m.add_argument('manifest', help='lines "LOG RC ALIVE FAMILY SUFFIX TEST..." (SUFFIX - for '
+                   'none, ALIVE 1 if the target still ran after the invocation)')
     a = p.parse_args()
     if a.cmd == 'free-port':
         print(free_port())
@@ -298,11 +329,18 @@ def main():
         return wait_port(a.host, a.port, a.secs)
     elif a.cmd == 'ix-config':
         ix_config(a)
-    elif a.cmd == 'cunit-classify':
-        if a.in_suite:
-            print(cunit_classify_in_suite(a.log, a.rc, a.in_suite))
-        else:
-            print(cunit_classify(a.log, a.rc))
+    elif a.cmd == 'cunit-run':
+        for t, st, why in cunit_run(a.log, a.rc, a.tests):
+            print('%s %s%s' % (t, st, ' ' + why if why else ''))
+    elif a.cmd == 'cunit-runs':
+        for line in open(a.manifest):
+            log, rc, alive, fam, suffix, *tests = line.split()
+            suffix = '' if suffix == '-' else suffix
+            for t, st, why in cunit_run(log, int(rc), tests):
+                if alive != '1':
+                    st, why = 'FAIL', 'the target died during this run' + (
+                        ' (%s)' % why if why else '')
+                print('%s.%s%s %s%s' % (fam, t, suffix, st, ' ' + why if why else ''))
     return 0
 
 

@@ -212,6 +212,7 @@ static void test_pr_commands(struct env *e)
 	drain_ua(e, a, L_PR);
 	t_run(e, a, L_PR, wr10, 0, zblk, 512, &t);
 	CHECK_EQ(t.c.status, 0x18);
+	drain_ua(e, b, L_PR); /* the reset's unit attention reaches its requester too */
 	prout(e, b, L_PR, 3, 0, 0xb5, 0, 0, &t);
 	CHECK_EQ(t.c.status, 0);
 	drain_ua(e, a, L_PR);
@@ -582,6 +583,7 @@ int main(void)
 	struct env e;
 	char err[256] = "";
 
+	memset(&e, 0, sizeof(e)); /* map_ok and anything the harness grows start false */
 	e.loop = ev_loop_new();
 	e.thr = scsi_thread_new(e.loop);
 	e.map = scsi_lun_map_new();

@@ -1,0 +1,82 @@
+/* The index of a target context's LUs by NAA designator (for EXTENDED COPY). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "scsi/scsi_int.h"
+
+struct scsi_lu_index {
+	atomic_int refs; /* the creator's and one per listed LU */
+	pthread_mutex_t lock;
+	struct list_head lus; /* scsi_lu.index_link */
+};
+
+struct scsi_lu_index *scsi_lu_index_new(void)
+{
+	struct scsi_lu_index *ix = calloc(1, sizeof(*ix));
+
+	if (!ix)
+		return NULL;
+	atomic_init(&ix->refs, 1);
+	pthread_mutex_init(&ix->lock, NULL);
+	list_init(&ix->lus);
+	return ix;
+}
+
+void scsi_lu_index_put(struct scsi_lu_index *ix)
+{
+	if (!ix || atomic_fetch_sub_explicit(&ix->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	pthread_mutex_destroy(&ix->lock);
+	free(ix);
+}
+
+void scsi_lu_index_add(struct scsi_lu_index *ix, struct scsi_lu *lu)
+{
+	atomic_fetch_add_explicit(&ix->refs, 1, memory_order_relaxed);
+	pthread_mutex_lock(&ix->lock);
+	list_add_tail(&lu->index_link, &ix->lus);
+	pthread_mutex_unlock(&ix->lock);
+}
+
+void scsi_lu_index_del(struct scsi_lu_index *ix, struct scsi_lu *lu)
+{
+	pthread_mutex_lock(&ix->lock);
+	list_del(&lu->index_link);
+	pthread_mutex_unlock(&ix->lock);
+	scsi_lu_index_put(ix);
+}
+
+/* A reference unless the LU is already on its way out (its last reference is gone and it is
+ * about to leave the index). */
+static bool get_unless_zero(struct scsi_lu *lu)
+{
+	int r = atomic_load_explicit(&lu->refs, memory_order_relaxed);
+
+	while (r > 0)
+		if (atomic_compare_exchange_weak_explicit(&lu->refs, &r, r + 1,
+							  memory_order_acquire,
+							  memory_order_relaxed))
+			return true;
+	return false;
+}
+
+struct scsi_lu *scsi_lu_index_find(struct scsi_lu_index *ix, const uint8_t *desig, uint8_t len)
+{
+	struct scsi_lu *found = NULL;
+	struct list_head *pos, *n;
+
+	if (!ix || len != sizeof(((struct scsi_lu *)0)->naa))
+		return NULL; /* every LU here has a 16-byte NAA 6 designator */
+	pthread_mutex_lock(&ix->lock);
+	list_for_each_safe(pos, n, &ix->lus)
+	{
+		struct scsi_lu *lu = list_entry(pos, struct scsi_lu, index_link);
+
+		if (memcmp(lu->naa, desig, len) == 0 && get_unless_zero(lu)) {
+			found = lu;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ix->lock);
+	return found;
+}
