@@ -1,12 +1,9 @@
 #!/bin/bash
 # Install every Debian package the ix build and tests need, if missing. Idempotent: runs
 # `apt-get update` only when something has to be installed. Needs root (or sudo) to install.
-# With --rdma, also the packages of the RDMA tier (tests/rdma/deps.sh: QEMU and the guest's
-# programs), which tests/run.sh asks for when it runs that tier.
+# With --rdma, also the packages of the RDMA tier (tests/rdma/), which tests/run.sh asks for
+# when it runs that tier.
 set -euo pipefail
-if [ "${1:-}" = --rdma ]; then
-	"$(dirname "$0")/../tests/rdma/deps.sh"
-fi
 
 PKGS=(
 	# build
@@ -18,7 +15,17 @@ PKGS=(
 	fuse3 e2fsprogs
 	# tests/run.sh and the interop scripts use these
 	coreutils procps iproute2 mount # mount: losetup, for block-device LUNs
+	# bench/run.sh: the loopback TCP ceiling; bench/insn.py: instructions per I/O
+	iperf3 valgrind
 )
+if [ "${1:-}" = --rdma ]; then
+	PKGS+=(
+		# the RDMA tier: QEMU boots the guest; tests/rdma/build-image.sh copies these programs
+		# into its image
+		qemu-system-x86 busybox-static kmod cpio file util-linux rdma-core ibverbs-providers
+		ibverbs-utils rdmacm-utils open-iscsi fio e2fsprogs
+	)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -115,6 +115,92 @@ if [ $QUICK = 0 ]; then
 	fi
 fi
 
+# Brief fuzzing (not with --quick): with clang's libFuzzer, each harness of tests/fuzz runs for
+# IX_FUZZ_SECONDS (default 10; 0 = off), two at a time, starting from its committed corpus
+# (new inputs go to a scratch directory, not into the tree). Each harness counts as one check;
+# a crash fails it and its reproducer is kept in tests/out/fuzz/ (docs/fuzzing.md).
+fuzz_brief() {
+	local secs=${IX_FUZZ_SECONDS:-10} dir=build-clang names=() running=() n
+	[ "$secs" -gt 0 ] 2>/dev/null || return 0
+	if ! command -v clang >/dev/null; then
+		SKIP=$((SKIP + 1))
+		echo "fuzz (clang): skipped: clang not installed"
+		return 0
+	fi
+	[ -f $dir/build.ninja ] || return 0 # the clang build failed: counted above
+	if ! ninja -C $dir fuzzers >"$OUT/build-fuzzers.log" 2>&1; then
+		tail -30 "$OUT/build-fuzzers.log"
+		FAIL=$((FAIL + 1))
+		FAILED_NAMES+=("build-fuzzers")
+		return 0
+	fi
+	rm -rf "$OUT/fuzz"
+	mkdir -p "$OUT/fuzz"
+	for f in tests/fuzz/corpus/*/; do names+=("$(basename "$f")"); done
+	local start=$SECONDS
+	for n in "${names[@]}"; do
+		mkdir -p "$OUT/fuzz/$n.new"
+		(cd "$OUT/fuzz" && "$ROOT/$dir/tests/fuzz/fuzz_$n" -max_total_time="$secs" \
+			-timeout=10 -rss_limit_mb=2048 -artifact_prefix="$OUT/fuzz/$n-" \
+			-print_final_stats=1 "$n.new" "$ROOT/tests/fuzz/corpus/$n" >"$n.log" 2>&1
+		 echo $? >"$n.rc") &
+		running+=($!)
+		if [ ${#running[@]} -ge 2 ]; then
+			wait "${running[0]}"
+			running=("${running[@]:1}")
+		fi
+	done
+	wait
+	local p=0 f=0 execs
+	for n in "${names[@]}"; do
+		execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$OUT/fuzz/$n.log")
+		if [ "$(cat "$OUT/fuzz/$n.rc")" = 0 ]; then
+			p=$((p + 1))
+		else
+			f=$((f + 1))
+			FAILED_NAMES+=("fuzz-$n")
+			echo "  fuzz_$n failed after ${execs:-?} runs; reproducer: $(ls "$OUT/fuzz/$n-"* 2>/dev/null | head -1)"
+			grep -m3 -E 'ERROR|SUMMARY|runtime error' "$OUT/fuzz/$n.log" | sed 's/^/  | /'
+		fi
+	done
+	PASS=$((PASS + p)) FAIL=$((FAIL + f))
+	echo "fuzz (clang, ${secs}s each): $p passed, $f failed ($((SECONDS - start))s)"
+}
+[ $QUICK = 0 ] && fuzz_brief
+
+# tally LABEL RES LOG RC: count the PASS/FAIL/SKIP lines of RES into p, f, s, and turn an exit
+# status that named no check into one: 77 is a whole-test skip (its reason on a "SKIP:" line of
+# LOG), any other non-zero status a failure (crash, timeout, set-up error).
+tally() {
+	local label=$1 res=$2 log=$3 rc=$4
+	p=$(grep -c '^PASS ' "$res")
+	f=$(grep -c '^FAIL ' "$res")
+	s=$(grep -c '^SKIP ' "$res")
+	if [ "$rc" = 77 ] && [ $((p + f + s)) = 0 ]; then
+		s=1
+		echo "SKIP $label $(grep -m1 '^SKIP: ' "$log" | cut -c7-)" >>"$res"
+	elif [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ "$f" -eq 0 ]; then
+		f=1
+		echo "FAIL $label exit status $rc" >>"$res"
+	fi
+}
+
+# report TITLE FAILNAME RES LOG RC START EXTRA: add p, f, s to the totals, print the summary
+# line, EXTRA (indented), the skips, and on failure the failed checks and the log's tail.
+report() {
+	local title=$1 failname=$2 res=$3 log=$4 rc=$5 start=$6 extra=$7
+	PASS=$((PASS + p)) FAIL=$((FAIL + f)) SKIP=$((SKIP + s))
+	echo "$title: $p passed, $f failed, $s skipped (exit $rc, $((SECONDS - start))s)"
+	[ -n "$extra" ] && printf '%s\n' "$extra" | sed 's/^/  /'
+	grep '^SKIP ' "$res" | head -20 | sed 's/^/  /'
+	if [ "$f" -gt 0 ]; then
+		FAILED_NAMES+=("$failname")
+		grep '^FAIL ' "$res" | head -40 | sed 's/^/  /'
+		echo "  ---- last lines of $log"
+		tail -25 "$log" | sed 's/^/  | /'
+	fi
+}
+
 # Interop: every executable tests/interop/*.sh and *.py. Each appends one line per check to
 # $IX_RESULTS ("PASS name", "FAIL name reason", "SKIP name reason") and exits 0 / 1 / 77.
 export IX_BUILD=$ROOT/$IXB IX_PEER=$PEER IX_OUT=$OUT
@@ -135,34 +221,16 @@ for t in tests/interop/*.sh tests/interop/*.py; do
 	*) IX_RESULTS=$res timeout -k 10 1200 bash "$t" >"$log" 2>&1 ;;
 	esac
 	rc=$?
-	p=$(grep -c '^PASS ' "$res")
-	f=$(grep -c '^FAIL ' "$res")
-	s=$(grep -c '^SKIP ' "$res")
-	if [ $rc = 77 ] && [ $((p + f + s)) = 0 ]; then
-		s=1 # the whole test skipped; its reason is on a "SKIP:" line
-		echo "SKIP $name $(grep -m1 '^SKIP: ' "$log" | cut -c7-)" >>"$res"
-	elif [ $rc -ne 0 ] && [ $rc -ne 77 ] && [ "$f" -eq 0 ]; then
-		f=1 # failed without naming a check (crash, timeout, set-up error): still a failure
-		echo "FAIL $name exit status $rc" >>"$res"
-	fi
+	tally "$name" "$res" "$log" $rc
 	if ! grep -q '\.sanitizer ' "$res" &&
 		grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$OUT/$name".*.log 2>/dev/null; then
 		echo "FAIL $name.sanitizer report in the daemon's log" >>"$res"
 		f=$((f + 1))
 	fi
-	PASS=$((PASS + p)) FAIL=$((FAIL + f)) SKIP=$((SKIP + s))
-	echo "interop $name: $p passed, $f failed, $s skipped (exit $rc, $((SECONDS - start))s)"
-	# per-family table of iscsi-test-cu (and any other test printing one)
-	sed -n '/per family/,/(per run/p' "$log" | sed 's/^/  /'
-	grep '^SKIP ' "$res" | grep -v 'pending: ' | head -20 | sed 's/^/  /'
+	report "interop $name" "interop-$name" "$res" "$log" $rc $start \
+		"$(sed -n '/per family/,/(per run/p' "$log")"
 	n=$(grep -c '^SKIP .*pending: ' "$res")
 	[ "$n" -gt 0 ] && echo "  ($n skips of work pending on another branch, listed in the test)"
-	if [ "$f" -gt 0 ]; then
-		FAILED_NAMES+=("interop-$name")
-		grep '^FAIL ' "$res" | head -40 | sed 's/^/  /'
-		echo "  ---- last lines of $log"
-		tail -25 "$log" | sed 's/^/  | /'
-	fi
 done
 
 # RDMA tier: one guest boot for every test of tests/rdma/tests/ (matching --filter), against
@@ -179,23 +247,9 @@ if [ "$RDMA" = 1 ]; then
 		IX_RESULTS=$res IX_BUILD=$ROOT/$IXB timeout -k 10 2400 tests/rdma/run.sh "${rtests[@]}" \
 			>"$OUT/rdma.log" 2>&1
 		rc=$?
-		p=$(grep -c '^PASS ' "$res")
-		f=$(grep -c '^FAIL ' "$res")
-		s=$(grep -c '^SKIP ' "$res")
-		if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
-			f=1
-			echo "FAIL rdma exit status $rc" >>"$res"
-		fi
-		PASS=$((PASS + p)) FAIL=$((FAIL + f)) SKIP=$((SKIP + s))
-		echo "rdma ${rtests[*]}: $p passed, $f failed, $s skipped (exit $rc, $((SECONDS - start))s)"
-		grep -E '^rdma(: image|: guest ran| [a-z-]+:)' "$OUT/rdma.log" | sed 's/^/  /'
-		grep '^SKIP ' "$res" | head -20 | sed 's/^/  /'
-		if [ "$f" -gt 0 ]; then
-			FAILED_NAMES+=("rdma")
-			grep '^FAIL ' "$res" | head -40 | sed 's/^/  /'
-			echo "  ---- last lines of $OUT/rdma.log"
-			tail -25 "$OUT/rdma.log" | sed 's/^/  | /'
-		fi
+		tally rdma "$res" "$OUT/rdma.log" $rc
+		report "rdma ${rtests[*]}" rdma "$res" "$OUT/rdma.log" $rc $start \
+			"$(grep -E '^rdma(: image|: guest ran| [a-z-]+:)' "$OUT/rdma.log")"
 	fi
 else
 	echo "rdma: not run ($RDMA_WHY)"

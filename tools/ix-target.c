@@ -1,6 +1,6 @@
 /* ix-target: the iSCSI target daemon.
  *
- *   ix-target [-c CONFIG.json] [-l LEVEL] [--check]
+ *   ix-target [-c CONFIG.json] [-l LEVEL] [--check] [--testing]
  *
  * Without -c it serves the built-in default (a 1 GiB RAM LUN on 127.0.0.1:3260). Runs in the
  * foreground and logs to stderr; prints "ix-target: ready" once every portal listens. SIGTERM
@@ -22,6 +22,7 @@
 struct sigctx {
 	struct ix_target *tgt;
 	const char *config_path;
+	bool testing;
 	struct ev_io io;
 };
 
@@ -31,7 +32,22 @@ static void usage(FILE *f)
 		   "  -c, --config FILE   configuration (default: built-in, RAM LUN on "
 		   "127.0.0.1:3260)\n"
 		   "  -l, --log-level L   log level (overrides the configuration)\n"
-		   "      --check         validate the configuration and exit\n");
+		   "      --check         validate the configuration and exit\n"
+		   "      --testing       allow test-only features (fault injection, the error\n"
+		   "                      backend); never use this in production\n");
+}
+
+/* Test-only features need --testing, so a test configuration cannot go live by accident. */
+static int check_testing(const struct ix_config *cfg, const char *path, bool testing, char *err,
+			 size_t errlen)
+{
+	if (!cfg->test_features || testing)
+		return 0;
+	snprintf(err, errlen,
+		 "%s uses test-only features (a \"testing\" section or an \"error\" LUN); "
+		 "refusing to serve it without --testing",
+		 path ? path : "the configuration");
+	return -EPERM;
 }
 
 static void on_signal(struct ev_io *w, uint32_t revents)
@@ -50,6 +66,11 @@ static void on_signal(struct ev_io *w, uint32_t revents)
 			}
 			if (cfg_load_file(sc->config_path, &cfg, err, sizeof(err)) < 0) {
 				log_err("main", "reload refused, configuration unchanged: %s", err);
+				continue;
+			}
+			if (check_testing(cfg, sc->config_path, sc->testing, err, sizeof(err)) < 0) {
+				log_err("main", "reload refused, configuration unchanged: %s", err);
+				cfg_free(cfg);
 				continue;
 			}
 			if (ix_target_reload(sc->tgt, cfg, err, sizeof(err)) < 0) {
@@ -71,6 +92,7 @@ int main(int argc, char **argv)
 		{"config", required_argument, NULL, 'c'},
 		{"log-level", required_argument, NULL, 'l'},
 		{"check", no_argument, NULL, 'C'},
+		{"testing", no_argument, NULL, 'T'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -97,6 +119,9 @@ int main(int argc, char **argv)
 		case 'C':
 			check = 1;
 			break;
+		case 'T':
+			sc.testing = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -112,6 +137,11 @@ int main(int argc, char **argv)
 	r = config ? cfg_load_file(config, &cfg, err, sizeof(err)) : cfg_default(&cfg, 0);
 	if (r < 0) {
 		fprintf(stderr, "ix-target: %s\n", config ? err : "cannot build the default configuration");
+		return 1;
+	}
+	if (check_testing(cfg, config, sc.testing, err, sizeof(err)) < 0) {
+		fprintf(stderr, "ix-target: %s\n", err);
+		cfg_free(cfg);
 		return 1;
 	}
 	if (check) {

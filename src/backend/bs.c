@@ -13,6 +13,7 @@ static const struct bs_ops *const bs_registry[] = {
     &bs_ram_ops,
     &bs_file_ops,
     &bs_block_ops,
+    &bs_error_ops,
 };
 
 const struct bs_ops *bs_ops_by_type(enum scsi_backend_type type)

@@ -66,6 +66,8 @@ struct bs_open_cfg {
 	uint64_t size_bytes;
 	uint32_t block_size;
 	bool readonly;
+	const struct scsi_err_rule *err_rules; /* error backend: copied at open */
+	uint32_t n_err_rules;
 };
 
 struct bs_ops {
@@ -78,6 +80,9 @@ struct bs_ops {
 	void (*close)(struct bs_dev *dev);
 	/* Start io (see above). t may be NULL. */
 	void (*submit)(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io);
+	/* Optional: the address of the bytes [offset, offset+len) in the backend's own memory, for
+	 * reads without a copy; valid until close. NULL if out of range or not mappable. */
+	const uint8_t *(*map)(struct bs_dev *dev, uint64_t offset, uint64_t len);
 	/* Synchronous: is the byte range starting at offset mapped? Sets *run to the length of
 	 * the run with the same state (> 0). NULL = everything mapped. */
 	int (*lba_status)(struct bs_dev *dev, uint64_t offset, uint64_t *run, bool *mapped);
@@ -115,6 +120,8 @@ struct bs_thread *bs_thread_new(struct ev_loop *loop, unsigned depth, int *errp)
 void bs_thread_free(struct bs_thread *t);
 /* I/O in flight on the ring plus queued behind it (for tests and statistics). */
 unsigned bs_thread_busy(const struct bs_thread *t);
+/* The loop the thread's completions run on (for backends that complete later by timer). */
+struct ev_loop *bs_thread_loop(const struct bs_thread *t);
 
 /* For backends: queue io on t's ring against io->fd (t != NULL). */
 void bs_uring_queue(struct bs_thread *t, struct bs_io *io);
@@ -129,5 +136,6 @@ int bs_file_debug_set_fd(struct bs_dev *dev, int newfd);
 extern const struct bs_ops bs_ram_ops;
 extern const struct bs_ops bs_file_ops;
 extern const struct bs_ops bs_block_ops;
+extern const struct bs_ops bs_error_ops;
 
 #endif

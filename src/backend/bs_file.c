@@ -2,25 +2,37 @@
  * O_DIRECT fd used for I/O whose buffer, offset and length are aligned. I/O goes through the
  * caller's bs_thread ring, or synchronously without one. Files discard with
  * fallocate(PUNCH_HOLE) (reads then return zeros); block devices with BLKDISCARD, zero with
- * BLKZEROOUT, synchronously (rare). */
+ * BLKZEROOUT, synchronously (rare).
+ *
+ * A file on a memory file system (tmpfs, ramfs) does its small I/O inline, like the RAM
+ * backend: such I/O is a memory copy that never waits for a device, and io_uring cannot do it
+ * inline (tmpfs refuses RWF_NOWAIT), so every request would take a trip through an io-wq
+ * thread and an eventfd wake-up (at QD1 that made a tmpfs LUN slower than tgt's thread pool).
+ * Large transfers still go through the ring: there the copy is the work, and an io-wq thread
+ * does it on another core while this loop serves the network. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "backend/bs.h"
+
+#define BS_MEMFS_INLINE (64u * 1024)
 
 struct file_priv {
 	int fd;	 /* buffered */
 	int dfd; /* O_DIRECT, or -1 */
 	uint32_t dio_align;
 	bool block;
+	bool memfs; /* on tmpfs/ramfs: I/O up to BS_MEMFS_INLINE runs inline */
 };
 
 static int direct_probe(const char *path, int flags, uint64_t size, uint32_t *align)
@@ -45,6 +57,14 @@ static int direct_probe(const char *path, int flags, uint64_t size, uint32_t *al
 	free(buf);
 	close(dfd);
 	return -1;
+}
+
+static bool on_memfs(int fd)
+{
+	struct statfs sf;
+
+	return fstatfs(fd, &sf) == 0 &&
+	       ((uint32_t)sf.f_type == TMPFS_MAGIC || (uint32_t)sf.f_type == RAMFS_MAGIC);
 }
 
 static int open_common(struct bs_dev *dev, const struct bs_open_cfg *cfg, bool block, char *err,
@@ -110,6 +130,7 @@ static int open_common(struct bs_dev *dev, const struct bs_open_cfg *cfg, bool b
 		dev->size = (uint64_t)st.st_size;
 		/* the file system's allocation unit: what a hole punch frees whole */
 		dev->phys_block_size = (uint32_t)st.st_blksize;
+		p->memfs = on_memfs(p->fd);
 	}
 	if (dev->size < cfg->block_size) {
 		rc = -EINVAL;
@@ -213,7 +234,7 @@ static void file_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *i
 		io->cb(io);
 		return;
 	}
-	if (!t) {
+	if (!t || (p->memfs && io->len <= BS_MEMFS_INLINE)) {
 		io->result = bs_sync_fd_io(io);
 		io->cb(io);
 		return;

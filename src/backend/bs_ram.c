@@ -96,6 +96,15 @@ static void ram_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 	io->cb(io);
 }
 
+static const uint8_t *ram_map(struct bs_dev *dev, uint64_t offset, uint64_t len)
+{
+	struct ram_priv *p = dev->priv;
+
+	if (offset > dev->size || len > dev->size - offset)
+		return NULL;
+	return p->mem + offset;
+}
+
 static int ram_lba_status(struct bs_dev *dev, uint64_t offset, uint64_t *run, bool *mapped)
 {
 	struct ram_priv *p = dev->priv;
@@ -128,5 +137,6 @@ const struct bs_ops bs_ram_ops = {
     .open = ram_open,
     .close = ram_close,
     .submit = ram_submit,
+    .map = ram_map,
     .lba_status = ram_lba_status,
 };

@@ -1,7 +1,13 @@
 /* Per-thread io_uring: one ring per worker thread, an eventfd registered on it and watched by
  * the thread's event loop, a free list of request structs sized to the ring, and a pending
  * list for I/O that arrives while every request is in flight. Completions are reaped on the
- * loop's thread; short transfers are resubmitted, EAGAIN/EINTR retried. */
+ * loop's thread; short transfers are resubmitted, EAGAIN/EINTR retried.
+ *
+ * System calls: SQEs queued during one loop iteration go to the kernel in one io_uring_submit
+ * (a deferred call), and the completions the kernel finished inline (page cache hits) are
+ * reaped right after it, so their replies leave in the same iteration. (The eventfd is not
+ * registered "async": that mode stays silent for completions posted from interrupt or task
+ * work, as block devices post them.) */
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
@@ -33,12 +39,28 @@ struct bs_thread {
 	unsigned depth;
 	unsigned inflight;
 	unsigned queued;
+	bool submit_pending;
+	struct ev_defer submit_defer;
 	struct bs_req *reqs;
 	struct list_head free;
 	struct list_head pending;
 };
 
 static void uring_reap(struct bs_thread *t);
+
+/* End of the loop iteration: hand every queued SQE to the kernel at once, then complete what
+ * it finished inline. */
+static void submit_deferred(void *arg)
+{
+	struct bs_thread *t = arg;
+	int rc;
+
+	t->submit_pending = false;
+	rc = io_uring_submit(&t->ring);
+	if (rc < 0)
+		log_warn("bs", "io_uring_submit: %s (will retry)", strerror(-rc));
+	uring_reap(t);
+}
 
 static void efd_cb(struct ev_io *w, uint32_t revents)
 {
@@ -104,6 +126,11 @@ unsigned bs_thread_busy(const struct bs_thread *t)
 	return t->inflight + t->queued;
 }
 
+struct ev_loop *bs_thread_loop(const struct bs_thread *t)
+{
+	return t->loop;
+}
+
 /* Fill an SQE for the remaining part of req's io. */
 static void prep(struct bs_thread *t, struct bs_req *req)
 {
@@ -159,16 +186,16 @@ static void prep(struct bs_thread *t, struct bs_req *req)
 static void start(struct bs_thread *t, struct bs_io *io)
 {
 	struct bs_req *req = list_first_entry(&t->free, struct bs_req, link);
-	int rc;
 
 	list_del(&req->link);
 	req->io = io;
 	req->done = 0;
 	t->inflight++;
 	prep(t, req);
-	rc = io_uring_submit(&t->ring);
-	if (rc < 0)
-		log_warn("bs", "io_uring_submit: %s (will retry)", strerror(-rc));
+	if (!t->submit_pending) {
+		t->submit_pending = true;
+		ev_defer(t->loop, &t->submit_defer, submit_deferred, t);
+	}
 }
 
 void bs_uring_queue(struct bs_thread *t, struct bs_io *io)
@@ -250,22 +277,27 @@ static void drain_pending(struct bs_thread *t)
 
 static void uring_reap(struct bs_thread *t)
 {
-	struct io_uring_cqe *cqe;
-	bool resubmit = false;
+	/* Resubmissions (short transfers, FUA flushes) may complete inline as well: reap again
+	   after submitting them, a few rounds at most (the eventfd covers the rest). */
+	for (int round = 0; round < 8; round++) {
+		struct io_uring_cqe *cqe;
+		bool resubmit = false;
 
-	while (io_uring_peek_cqe(&t->ring, &cqe) == 0) {
-		struct bs_req *req = io_uring_cqe_get_data(cqe);
-		int res = cqe->res;
+		while (io_uring_peek_cqe(&t->ring, &cqe) == 0) {
+			struct bs_req *req = io_uring_cqe_get_data(cqe);
+			int res = cqe->res;
 
-		io_uring_cqe_seen(&t->ring, cqe);
-		if (!req)
-			continue;
-		if (complete_one(t, req, res))
-			resubmit = true;
-		drain_pending(t);
-	}
-	if (resubmit || io_uring_sq_ready(&t->ring))
+			io_uring_cqe_seen(&t->ring, cqe);
+			if (!req)
+				continue;
+			if (complete_one(t, req, res))
+				resubmit = true;
+			drain_pending(t);
+		}
+		if (!resubmit && !io_uring_sq_ready(&t->ring))
+			return;
 		io_uring_submit(&t->ring);
+	}
 }
 
 void bs_thread_free(struct bs_thread *t)

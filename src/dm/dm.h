@@ -39,6 +39,8 @@ struct dm_txpdu {
 	void (*sent)(struct dm_txpdu *p, int err);
 	void *arg;
 	struct list_head link;          /* transport's queue */
+	struct list_head owner_link;    /* the owner's (e.g. the task's PDUs); never the
+					   transport's. Self-linked from iscsi_txpdu_get(). */
 	/* transport scratch: digests, padding, progress */
 	uint8_t hdigest[ISCSI_DIGEST_LEN];
 	uint8_t ddigest[ISCSI_DIGEST_LEN];
@@ -94,6 +96,14 @@ struct dm_ops {
 	   Get_Data (a transport that registered it for RDMA must drop the registration: the
 	   memory may be unmapped and reused). */
 	void (*buf_free)(struct iscsi_conn *c, void *base);
+	/* Receive and handle whatever the peer has sent, now, as if the transport had been told
+	   it is readable (the login limit uses it to tell a connection whose Login PDU is
+	   waiting from a half-open one). Upcalls may close the connection. NULL = nothing. */
+	void (*rx_poll)(struct iscsi_conn *c);
+	/* Test hook for fault injection (transport/fault/fault.h): once `total` bytes have been sent on the
+	   connection since it began, abort it (TCP: with a reset) instead of sending byte total+1.
+	   0 disarms. NULL when the transport cannot. */
+	void (*tx_abort_at)(struct iscsi_conn *c, uint64_t total);
 };
 
 const struct dm_ops *dm_find(const char *name);

@@ -284,6 +284,8 @@ int ev_loop_run_once(struct ev_loop *loop, int timeout_ms)
 		if (timeout_ms < 0 || t < timeout_ms)
 			timeout_ms = t;
 	}
+	if (loop->defer_head)
+		timeout_ms = 0; /* work deferred from outside a loop callback runs now */
 	n = epoll_wait(loop->epfd, evs, EV_MAX_EVENTS, timeout_ms);
 	if (n < 0) {
 		if (errno == EINTR)

@@ -288,6 +288,10 @@ void scsi_cmd_finish(struct scsi_cmd *cmd)
 /* Reserved or unsupported bits set in the CDB: 24/00 with a pointer at the first one. */
 static bool cdb_fields_ok(struct scsi_cmd *cmd, const struct scsi_op *op)
 {
+	if (cmd->cdb_len < op->cdb_len) { /* also for absent LUs, which skip precheck() */
+		scsi_fail_cdb(cmd, 0, -1);
+		return false;
+	}
 	for (unsigned i = 1; i < op->cdb_len; i++) {
 		uint8_t bad = cmd->cdb[i] & (uint8_t)~op->usage[i];
 
@@ -390,6 +394,7 @@ void scsi_cmd_exec(struct scsi_cmd *cmd)
 	cmd->status = SCSI_STATUS_GOOD;
 	cmd->sense_len = 0;
 	cmd->data_in_len = 0;
+	cmd->data_in = cmd->buf;
 	cmd->xfer_wanted = 0;
 	if (lun != UINT32_MAX)
 		lu = scsi_lun_map_get(cmd->map, lun);
@@ -439,9 +444,11 @@ bool scsi_cmd_abort(struct scsi_cmd *cmd)
 
 uint32_t scsi_cdb_data_out_len(const struct scsi_lu *lu, const uint8_t *cdb, uint16_t cdb_len)
 {
+	/* CDB length by group code (SPC-4 4.2.5.1); the fields read below lie within it */
+	static const uint8_t group_len[8] = {6, 10, 10, 0, 16, 12, 0, 0};
 	uint64_t n = 0, bs;
 
-	if (!lu || cdb_len < 6)
+	if (!lu || cdb_len < 1 || cdb_len < group_len[cdb[0] >> 5] || !group_len[cdb[0] >> 5])
 		return 0;
 	bs = lu->block_size;
 	switch (cdb[0]) {

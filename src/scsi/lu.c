@@ -97,7 +97,9 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 		struct bs_open_cfg oc = {.path = cfg->path,
 					 .size_bytes = cfg->size_bytes,
 					 .block_size = bs,
-					 .readonly = cfg->readonly};
+					 .readonly = cfg->readonly,
+					 .err_rules = cfg->err_rules,
+					 .n_err_rules = cfg->n_err_rules};
 
 		rc = bs_dev_open(bs_ops_by_type(cfg->backend), &oc, &lu->dev, err, errlen);
 		if (rc < 0)

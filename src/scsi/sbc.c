@@ -223,8 +223,32 @@ int scsi_sbc_read(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		len = cmd->buf_len;
 	if (!len)
 		return SCSI_DONE;
+	if (cmd->data_in_map_ok && lu->dev->ops->map) {
+		const uint8_t *at = lu->dev->ops->map(lu->dev, a.lba * lu->block_size, len);
+
+		if (at) { /* no copy: the transport sends straight from the LU */
+			cmd->data_in = at;
+			cmd->data_in_len = (uint32_t)len;
+			return SCSI_DONE;
+		}
+	}
 	scsi_submit_io(cmd, BS_OP_READ, a.lba * lu->block_size, len, cmd->buf, 0, read_done);
 	return SCSI_ASYNC;
+}
+
+bool scsi_cdb_is_read(const uint8_t *cdb, uint16_t cdb_len)
+{
+	if (cdb_len < 6)
+		return false;
+	switch (cdb[0]) {
+	case 0x08: /* READ (6) */
+	case 0x28: /* READ (10) */
+	case 0xa8: /* READ (12) */
+	case 0x88: /* READ (16) */
+		return true;
+	default:
+		return false;
+	}
 }
 
 int scsi_sbc_write(struct scsi_cmd *cmd, struct scsi_lu *lu)

@@ -62,6 +62,21 @@ enum scsi_backend_type {
 	SCSI_BACKEND_RAM = 0,
 	SCSI_BACKEND_FILE = 1,
 	SCSI_BACKEND_BLOCK = 2,
+	SCSI_BACKEND_ERROR = 3, /* test only: RAM whose I/O fails or is slowed by rules */
+};
+
+/* Error injection rules of the test backend (SCSI_BACKEND_ERROR, backend/bs_error.c). The
+ * first rule that matches an I/O decides what happens to it. */
+#define SCSI_ERR_OP_READ  0x1 /* reads */
+#define SCSI_ERR_OP_WRITE 0x2 /* writes, WRITE SAME, zeroing, unmapping */
+#define SCSI_ERR_OP_FLUSH 0x4 /* SYNCHRONIZE CACHE and FUA flushes */
+struct scsi_err_rule {
+	uint8_t ops;             /* SCSI_ERR_OP_* this rule applies to */
+	int error;               /* the I/O fails with this -errno (-EIO, -ENOSPC, ...); 0 = it
+				    succeeds (delay only) */
+	uint64_t lba, blocks;    /* logical blocks the I/O must touch; blocks 0 = all from lba */
+	uint32_t every;          /* act on every Nth I/O the rule matches (0 or 1: each one) */
+	uint32_t delay_ms;       /* complete this much later */
 };
 
 struct scsi_lu_cfg {
@@ -88,6 +103,9 @@ struct scsi_lu_cfg {
 	uint64_t naa_id;         /* VPD 0x83 NAA IEEE Registered (type 6 uses the low 60 bits
 				    plus a second 64-bit word); 0 = derived from a hash of
 				    target name and LUN */
+	const struct scsi_err_rule *err_rules; /* SCSI_BACKEND_ERROR only; borrowed until
+						  scsi_lu_new() returns */
+	uint32_t n_err_rules;
 	const char *target_name; /* for the derived identifiers */
 	uint32_t lun;
 	const char *state_dir;   /* where APTPL persistent reservations are kept, as
@@ -170,6 +188,12 @@ struct scsi_cmd {
 	uint32_t buf_len;
 	uint32_t data_out_len;     /* bytes of write data in buf (the initiator's EDTL, W=1) */
 	uint32_t data_in_max;      /* most data-in the initiator accepts (EDTL, R=1) */
+	bool data_in_map_ok;       /* READ may answer with data_in pointing into the LU's own
+				      memory (RAM LUs) instead of copying into buf. Only for a
+				      transport that reads those bytes after completion without
+				      checksumming them (no data digest), and that calls
+				      scsi_cdb_is_read() to keep later commands on the same
+				      connection from changing them before they are sent. */
 	scsi_done_cb done;         /* called exactly once, on the submitting thread; may be called
 				      before scsi_cmd_exec() returns */
 	void *priv;                /* the transport's */
@@ -178,7 +202,9 @@ struct scsi_cmd {
 	uint8_t status;            /* enum scsi_status */
 	uint8_t sense_len;
 	uint8_t sense[SCSI_SENSE_MAX];
-	uint32_t data_in_len;      /* bytes of data-in placed in buf (<= data_in_max) */
+	uint32_t data_in_len;      /* bytes of data-in (<= data_in_max) at data_in */
+	const uint8_t *data_in;    /* where they are: buf, or (data_in_map_ok) the LU's memory,
+				      valid as long as the LU (the LU outlives every session) */
 	uint32_t xfer_wanted;      /* bytes the CDB asks to move in its data direction; the
 				      transport derives O/U residuals from this and the EDTL */
 
@@ -191,6 +217,11 @@ struct scsi_cmd {
  * parameter list length for others), or 0. Lets the transport check the EDTL before it
  * fetches data. lu may be NULL (absent LUN): returns 0. */
 uint32_t scsi_cdb_data_out_len(const struct scsi_lu *lu, const uint8_t *cdb, uint16_t cdb_len);
+
+/* True for READ (6), (10), (12), (16): commands that only move data from the medium. Anything
+ * else may change the medium, so a transport holding data-in that points into LU memory
+ * (data_in_map_ok) must copy it out before executing such a command. */
+bool scsi_cdb_is_read(const uint8_t *cdb, uint16_t cdb_len);
 
 /* Execute. Always completes through cmd->done exactly once. */
 void scsi_cmd_exec(struct scsi_cmd *cmd);

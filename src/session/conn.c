@@ -112,6 +112,7 @@ struct dm_txpdu *iscsi_txpdu_get(struct iscsi_conn *c)
 			return NULL;
 		list_init(&p->link);
 	}
+	list_init(&p->owner_link);
 	p->sent = iscsi_txpdu_sent_default;
 	p->arg = c;
 	c->tx_outstanding++;

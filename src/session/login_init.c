@@ -176,7 +176,11 @@ static int map_status(struct login_initiator *li, uint16_t st, char *data, uint3
 		size_t n = 0;
 
 		li->redirect[0] = 0;
-		if (dlen && text_parse(data, dlen, kv, LOGIN_MAX_KEYS, &n) == 0)
+		/* parsed in the accumulator, which keeps the spare byte text_parse() may write
+		   when the last pair has no NUL (data itself may end exactly at its buffer) */
+		text_accum_reset(&li->accum);
+		if (dlen && text_accum_append(&li->accum, data, dlen) == 0 &&
+		    text_parse(li->accum.buf, li->accum.len, kv, LOGIN_MAX_KEYS, &n) == 0)
 			for (size_t i = 0; i < n; i++)
 				if (strcmp(kv[i].key, "TargetAddress") == 0)
 					snprintf(li->redirect, sizeof(li->redirect), "%s",

@@ -29,7 +29,6 @@
 
 #define MAX_DEPTH	 CFG_JSON_MAX_DEPTH
 #define MAX_FILE_SIZE	 (16u << 20)
-#define ISCSI_NAME_MAX	 223
 #define MAX_TIMEOUT_MS	 3600000u
 #define NEG_LEN_MIN	 512u
 #define NEG_LEN_MAX	 16777215u /* 2^24 - 1, RFC 7143 */
@@ -309,69 +308,6 @@ static void *alloc_array(struct ctx *c, size_t n, size_t size)
 
 /* ---- value syntax ---------------------------------------------------------------------- */
 
-static bool all_hex(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return s[n] == '\0';
-}
-
-/* "yyyy-mm.naming.authority[:anything]" after "iqn." */
-static const char *iqn_error(const char *s)
-{
-	const char *auth, *colon;
-	int month;
-
-	for (int i = 0; i < 7; i++)
-		if (i == 4 ? s[i] != '-' : !(s[i] >= '0' && s[i] <= '9'))
-			return "\"iqn.\" must be followed by a date yyyy-mm";
-	month = (s[5] - '0') * 10 + (s[6] - '0');
-	if (month < 1 || month > 12)
-		return "the month in iqn.yyyy-mm must be 01 to 12";
-	if (s[7] != '.')
-		return "the date in iqn.yyyy-mm must be followed by '.' and a reversed domain name";
-	auth = s + 8;
-	colon = strchr(auth, ':');
-	if (colon == auth || *auth == '\0')
-		return "the reversed domain name after iqn.yyyy-mm. is missing";
-	for (const char *p = auth; p < (colon ? colon : auth + strlen(auth)); p++) {
-		bool edge = p == auth || p[1] == '\0' || p + 1 == colon;
-		if (*p == '.' && (edge || p[1] == '.'))
-			return "the reversed domain name after iqn.yyyy-mm. has an empty label";
-	}
-	if (colon && colon[1] == '\0')
-		return "nothing follows the ':'";
-	return NULL;
-}
-
-/* NULL if s is a valid iSCSI name in normalized form (RFC 7143 4.2.7, RFC 3722). */
-static const char *iscsi_name_error(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n > ISCSI_NAME_MAX)
-		return "is longer than 223 bytes";
-	for (size_t i = 0; i < n; i++)
-		if (s[i] >= 'A' && s[i] <= 'Z')
-			return "must be lower-case (the normalized form of an iSCSI name)";
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' ||
-		      ch == '.' || ch == ':'))
-			return "contains a character other than a-z, 0-9, '-', '.' and ':'";
-	}
-	if (strncmp(s, "iqn.", 4) == 0)
-		return iqn_error(s + 4);
-	if (strncmp(s, "eui.", 4) == 0)
-		return all_hex(s + 4, 16) ? NULL : "\"eui.\" must be followed by 16 hex digits";
-	if (strncmp(s, "naa.", 4) == 0)
-		return all_hex(s + 4, 16) || all_hex(s + 4, 32)
-			   ? NULL
-			   : "\"naa.\" must be followed by 16 or 32 hex digits";
-	return "must start with \"iqn.\", \"eui.\" or \"naa.\"";
-}
-
 static int get_iscsi_name(struct ctx *c, json_t *obj, const char *key, char **out)
 {
 	const char *s, *why;
@@ -380,7 +316,7 @@ static int get_iscsi_name(struct ctx *c, json_t *obj, const char *key, char **ou
 
 	if (rc)
 		return rc;
-	why = iscsi_name_error(s);
+	why = cfg_iscsi_name_error(s);
 	if (why)
 		return fail(c, key, false, "\"%s\" is not a valid iSCSI name: %s",
 			    esc(s, buf, sizeof(buf)), why);
@@ -710,6 +646,11 @@ static void global_defaults(struct cfg_global *g)
 	g->logout_timeout_ms = 5000;
 	g->cmdsn_depth = 128;
 	g->max_sessions = 1024;
+	g->max_sessions_per_initiator = 64;
+	g->max_connections = 2048;
+	g->max_pending_logins = 128;
+	g->discovery_idle_timeout_ms = 30000;
+	g->max_connection_memory = 128ull << 20;
 	neg_prefs_default(&g->neg);
 	g->neg.max_recv_dsl = 262144;
 	g->neg.sess.max_burst_length = 1048576;
@@ -758,10 +699,23 @@ static int get_state_dir(struct ctx *c, json_t *obj, char **out)
 
 static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 {
-	static const char *const keys[] = {"threads",	      "log_level",	"login_timeout_ms",
-					   "nop_interval_ms", "nop_timeout_ms", "logout_timeout_ms",
-					   "cmdsn_depth",     "max_sessions",	"negotiation",
-					   "discovery",	      "mgmt_socket",	"state_dir",
+	static const char *const keys[] = {"threads",
+					   "log_level",
+					   "login_timeout_ms",
+					   "nop_interval_ms",
+					   "nop_timeout_ms",
+					   "logout_timeout_ms",
+					   "cmdsn_depth",
+					   "max_sessions",
+					   "max_sessions_per_initiator",
+					   "max_connections",
+					   "max_pending_logins",
+					   "discovery_idle_timeout_ms",
+					   "max_connection_memory",
+					   "negotiation",
+					   "discovery",
+					   "mgmt_socket",
+					   "state_dir",
 					   NULL};
 	json_t *v = member(root, "global");
 	uint32_t threads = 0;
@@ -783,12 +737,24 @@ static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 	    (rc = get_u32(c, v, "cmdsn_depth", 1, 65536, &g->cmdsn_depth)) ||
 	    /* a session needs a TSIH, a non-zero 16-bit number */
 	    (rc = get_u32(c, v, "max_sessions", 0, 65535, &g->max_sessions)) ||
+	    (rc = get_u32(c, v, "max_sessions_per_initiator", 0, 65535,
+			  &g->max_sessions_per_initiator)) ||
+	    (rc = get_u32(c, v, "max_connections", 1, 1u << 20, &g->max_connections)) ||
+	    (rc = get_u32(c, v, "max_pending_logins", 1, 65535, &g->max_pending_logins)) ||
+	    (rc = get_u32(c, v, "discovery_idle_timeout_ms", 0, MAX_TIMEOUT_MS,
+			  &g->discovery_idle_timeout_ms)) ||
+	    (rc = get_size(c, v, "max_connection_memory", &g->max_connection_memory)) ||
 	    (rc = parse_negotiation(c, v, &g->neg)) || (rc = parse_discovery(c, v, g)) ||
 	    (rc = get_strdup(c, v, "mgmt_socket", sizeof(((struct sockaddr_un *)0)->sun_path) - 1,
 			     STR_PRINTABLE, &g->mgmt_socket)) ||
 	    (rc = get_state_dir(c, v, &g->state_dir)))
 		goto out;
 	g->threads = (int)threads;
+	/* one command of the largest size the target serves must fit */
+	if (g->max_connection_memory < (64ull << 20) || g->max_connection_memory > (1ull << 40))
+		rc = fail(c, "max_connection_memory", false,
+			  "%llu bytes is out of range (64M to 1T)",
+			  (unsigned long long)g->max_connection_memory);
 out:
 	pop(c);
 	return rc;
@@ -959,7 +925,7 @@ static int parse_portals(struct ctx *c, json_t *root, struct ix_config *cfg)
 
 /* ---- LUNs ------------------------------------------------------------------------------ */
 
-static const char *const backend_names[] = {"ram", "file", "block", NULL};
+static const char *const backend_names[] = {"ram", "file", "block", "error", NULL};
 
 static int parse_naa_id(struct ctx *c, json_t *v, uint64_t *out)
 {
@@ -1027,7 +993,9 @@ static int parse_lun_backend(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	if (lu->block_size != 512 && lu->block_size != 4096)
 		return fail(c, "block_size", false, "%u is not supported: use 512 or 4096",
 			    lu->block_size);
-	if (lu->backend == SCSI_BACKEND_RAM) {
+	if (member(v, "errors") && lu->backend != SCSI_BACKEND_ERROR)
+		return fail(c, "errors", true, "only for backend \"error\"");
+	if (lu->backend == SCSI_BACKEND_RAM || lu->backend == SCSI_BACKEND_ERROR) {
 		if (path)
 			return fail(c, "path", false, "a RAM LUN has no path");
 		if (!member(v, "size"))
@@ -1066,12 +1034,157 @@ static int parse_phys_block(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	return 0;
 }
 
+/* Parse the array `key` of an object, one element at a time. */
+static int parse_list(struct ctx *c, json_t *tv, const char *key, void **arr, size_t elem_size,
+		      size_t *n, int (*one)(struct ctx *, json_t *, size_t, void *), void *arg)
+{
+	json_t *v = member(tv, key), *e;
+	size_t i;
+	int rc = 0;
+
+	if (!v)
+		return 0;
+	if ((rc = want_array(c, key, v)))
+		return rc;
+	*arr = alloc_array(c, json_array_size(v), elem_size);
+	if (!*arr)
+		return -ENOMEM;
+	*n = json_array_size(v);
+	push_key(c, key);
+	json_array_foreach(v, i, e)
+	{
+		push_idx(c, i);
+		rc = one(c, e, i, arg);
+		pop(c);
+		if (rc)
+			break;
+	}
+	pop(c);
+	return rc;
+}
+
+/* ---- test-only features (docs/configuration.md, "testing") ---------------------------- */
+
+#define MAX_ERR_RULES 16
+
+static int parse_err_rule(struct ctx *c, json_t *v, size_t i, void *arg)
+{
+	static const char *const keys[] = {"op",    "error",    "lba", "blocks",
+					   "every", "delay_ms", NULL};
+	static const char *const ops[] = {"read", "write", "flush", "any", NULL};
+	static const char *const errs[] = {"none", "eio", "enospc", NULL};
+	static const int err_values[] = {0, -EIO, -ENOSPC};
+	struct scsi_err_rule *r = *(struct scsi_err_rule **)arg + i;
+	int op = 3, e = 1, rc;
+
+	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)) ||
+	    (rc = get_enum(c, v, "op", ops, "operation", &op)) ||
+	    (rc = get_enum(c, v, "error", errs, "error", &e)) ||
+	    (rc = get_uint(c, v, "lba", 0, UINT64_MAX >> 16, &r->lba)) ||
+	    (rc = get_uint(c, v, "blocks", 0, UINT64_MAX >> 16, &r->blocks)) ||
+	    (rc = get_u32(c, v, "every", 0, UINT32_MAX, &r->every)) ||
+	    (rc = get_u32(c, v, "delay_ms", 0, MAX_TIMEOUT_MS, &r->delay_ms)))
+		return rc;
+	r->ops = op == 3 ? SCSI_ERR_OP_READ | SCSI_ERR_OP_WRITE | SCSI_ERR_OP_FLUSH
+			 : (uint8_t)(1u << op);
+	r->error = err_values[e];
+	if (!r->error && !r->delay_ms)
+		return fail(c, "error", false, "\"none\" without delay_ms does nothing");
+	return 0;
+}
+
+static int parse_err_rules(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
+{
+	json_t *a = member(v, "errors");
+	void *rules = NULL;
+	size_t n = 0;
+	int rc;
+
+	if (a && json_is_array(a) && json_array_size(a) > MAX_ERR_RULES)
+		return fail(c, "errors", false, "at most %d rules", MAX_ERR_RULES);
+	rc = parse_list(c, v, "errors", &rules, sizeof(struct scsi_err_rule), &n, parse_err_rule,
+			&rules);
+	lu->err_rules = rules; /* also on failure: cfg_free() frees it */
+	lu->n_err_rules = (uint32_t)n;
+	return rc;
+}
+
+static int parse_testing(struct ctx *c, json_t *root, struct ix_config *cfg)
+{
+	static const char *const keys[] = {"transport_faults", NULL};
+	static const char *const fkeys[] = {"seed",	     "drop_ppm",    "delay_ppm",
+					    "delay_ms",	     "duplicate_ppm", "corrupt_ppm",
+					    "truncate_ppm", "reset_after_bytes", "opcodes",
+					    "during_login", NULL};
+	json_t *v = member(root, "testing"), *f, *e;
+	struct fault_cfg *fc = &cfg->testing.faults;
+	size_t i;
+	int rc;
+
+	if (!v)
+		return 0;
+	cfg->test_features = true;
+	if ((rc = want_object(c, "testing", v)))
+		return rc;
+	push_key(c, "testing");
+	if ((rc = check_keys(c, v, keys)))
+		goto out;
+	f = member(v, "transport_faults");
+	if (!f)
+		goto out;
+	cfg->testing.transport_faults = true;
+	fc->delay_ms = 100;
+	if ((rc = want_object(c, "transport_faults", f)))
+		goto out;
+	push_key(c, "transport_faults");
+	if ((rc = check_keys(c, f, fkeys)) || (rc = get_uint(c, f, "seed", 0, UINT64_MAX >> 1,
+							      &fc->seed)) ||
+	    (rc = get_u32(c, f, "drop_ppm", 0, FAULT_PPM, &fc->drop_ppm)) ||
+	    (rc = get_u32(c, f, "delay_ppm", 0, FAULT_PPM, &fc->delay_ppm)) ||
+	    (rc = get_u32(c, f, "delay_ms", 1, MAX_TIMEOUT_MS, &fc->delay_ms)) ||
+	    (rc = get_u32(c, f, "duplicate_ppm", 0, FAULT_PPM, &fc->duplicate_ppm)) ||
+	    (rc = get_u32(c, f, "corrupt_ppm", 0, FAULT_PPM, &fc->corrupt_ppm)) ||
+	    (rc = get_u32(c, f, "truncate_ppm", 0, FAULT_PPM, &fc->truncate_ppm)) ||
+	    (rc = get_uint(c, f, "reset_after_bytes", 0, UINT64_MAX >> 1,
+			   &fc->reset_after_bytes)) ||
+	    (rc = get_bool(c, f, "during_login", &fc->during_login)))
+		goto out_f;
+	if ((e = member(f, "opcodes"))) {
+		json_t *o;
+
+		if ((rc = want_array(c, "opcodes", e)))
+			goto out_f;
+		push_key(c, "opcodes");
+		json_array_foreach(e, i, o)
+		{
+			uint64_t op = 0;
+
+			push_idx(c, i);
+			if (!json_is_integer(o) || json_integer_value(o) < 0 ||
+			    json_integer_value(o) > 63)
+				rc = fail(c, NULL, false, "must be an opcode number from 0 to 63");
+			else
+				op = (uint64_t)json_integer_value(o);
+			pop(c);
+			if (rc)
+				break;
+			fc->opcodes |= 1ull << op;
+		}
+		pop(c);
+	}
+out_f:
+	pop(c);
+out:
+	pop(c);
+	return rc;
+}
+
 static int parse_lun(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti, size_t li)
 {
 	static const char *const keys[] = {
 	    "lun",	   "backend",	"path",	  "size",    "block_size", "readonly", "thin",
 	    "write_cache", "no_medium", "vendor", "product", "serial",	   "naa_id",   "removable",
-	    "state_dir",   "sanitize_rate", "physical_block_size", NULL};
+	    "state_dir",   "sanitize_rate", "physical_block_size", "errors", NULL};
 	struct cfg_target *t = &cfg->targets[ti];
 	struct cfg_lun *l = &t->luns[li];
 	struct scsi_lu_cfg *lu = &l->lu;
@@ -1105,8 +1218,10 @@ static int parse_lun(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti,
 	    (rc = get_strdup(c, v, "vendor", 8, STR_ASCII, (char **)&lu->vendor)) ||
 	    (rc = get_strdup(c, v, "product", 16, STR_ASCII, (char **)&lu->product)) ||
 	    (rc = get_strdup(c, v, "serial", 64, STR_ASCII, (char **)&lu->serial)) ||
-	    (rc = parse_naa_id(c, v, &lu->naa_id)))
+	    (rc = parse_naa_id(c, v, &lu->naa_id)) || (rc = parse_err_rules(c, v, lu)))
 		return rc;
+	if (lu->backend == SCSI_BACKEND_ERROR)
+		cfg->test_features = true;
 	return check_lun_conflicts(c, cfg, ti, t, li);
 }
 
@@ -1168,35 +1283,6 @@ static int parse_acl(struct ctx *c, json_t *v, struct cfg_target *t, size_t idx)
 	return 0;
 }
 
-/* Parse the array `key` of the target, one element at a time. */
-static int parse_list(struct ctx *c, json_t *tv, const char *key, void **arr, size_t elem_size,
-		      size_t *n, int (*one)(struct ctx *, json_t *, size_t, void *), void *arg)
-{
-	json_t *v = member(tv, key), *e;
-	size_t i;
-	int rc = 0;
-
-	if (!v)
-		return 0;
-	if ((rc = want_array(c, key, v)))
-		return rc;
-	*arr = alloc_array(c, json_array_size(v), elem_size);
-	if (!*arr)
-		return -ENOMEM;
-	*n = json_array_size(v);
-	push_key(c, key);
-	json_array_foreach(v, i, e)
-	{
-		push_idx(c, i);
-		rc = one(c, e, i, arg);
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
-	return rc;
-}
-
 struct lun_arg {
 	struct ix_config *cfg;
 	size_t ti;
@@ -1253,8 +1339,8 @@ static int check_target_chap(struct ctx *c, json_t *tv, struct cfg_target *t)
 static int parse_target(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti)
 {
 	static const char *const keys[] = {
-	    "name",	   "alias",	    "portals",	       "luns", "acls", "chap",
-	    "mutual_chap", "chap_required", "chap_algorithms", NULL};
+	    "name",	   "alias",	    "portals",	       "luns",	       "acls", "chap",
+	    "mutual_chap", "chap_required", "chap_algorithms", "max_sessions", NULL};
 	struct cfg_target *t = &cfg->targets[ti];
 	struct lun_arg la = {cfg, ti};
 	char buf[300];
@@ -1278,7 +1364,8 @@ static int parse_target(struct ctx *c, json_t *v, struct ix_config *cfg, size_t 
 			     t)) ||
 	    (rc = parse_chap(c, v, "chap", false, &t->chap)) ||
 	    (rc = parse_chap(c, v, "mutual_chap", true, &t->mutual_chap)) ||
-	    (rc = parse_chap_algs(c, v, "chap_algorithms", t->chap_algs, &t->nchap_algs)))
+	    (rc = parse_chap_algs(c, v, "chap_algorithms", t->chap_algs, &t->nchap_algs)) ||
+	    (rc = get_u32(c, v, "max_sessions", 0, 65535, &t->max_sessions)))
 		return rc;
 	return check_target_chap(c, v, t);
 }
@@ -1314,7 +1401,8 @@ static int parse_targets(struct ctx *c, json_t *root, struct ix_config *cfg)
 
 static int parse_root(struct ctx *c, json_t *root, struct ix_config *cfg)
 {
-	static const char *const keys[] = {"version", "global", "portals", "targets", NULL};
+	static const char *const keys[] = {"version", "global", "portals", "targets", "testing",
+					   NULL};
 	uint64_t version = 1;
 	int rc;
 
@@ -1325,7 +1413,7 @@ static int parse_root(struct ctx *c, json_t *root, struct ix_config *cfg)
 	if ((rc = check_keys(c, root, keys)) ||
 	    (rc = get_uint(c, root, "version", 1, 1, &version)) ||
 	    (rc = parse_global(c, root, &cfg->global)) || (rc = parse_portals(c, root, cfg)) ||
-	    (rc = parse_targets(c, root, cfg)))
+	    (rc = parse_targets(c, root, cfg)) || (rc = parse_testing(c, root, cfg)))
 		return rc;
 	return check_secret_directions(c);
 }
@@ -1418,64 +1506,6 @@ fail:
 	return rc;
 }
 
-static void free_secret(char *s)
-{
-	if (s) {
-		explicit_bzero(s, strlen(s));
-		free(s);
-	}
-}
-
-static void free_chap(struct cfg_chap *ch)
-{
-	free(ch->user);
-	free_secret(ch->secret);
-}
-
-static void free_target(struct cfg_target *t)
-{
-	free(t->name);
-	free(t->alias);
-	for (size_t i = 0; t->portals && i < t->nportals; i++)
-		free(t->portals[i]);
-	free(t->portals);
-	for (size_t i = 0; t->luns && i < t->nluns; i++) {
-		struct scsi_lu_cfg *lu = &t->luns[i].lu;
-		free((char *)lu->path);
-		free((char *)lu->vendor);
-		free((char *)lu->product);
-		free((char *)lu->serial);
-		free((char *)lu->state_dir);
-	}
-	free(t->luns);
-	for (size_t i = 0; t->acls && i < t->nacls; i++) {
-		free(t->acls[i].initiator);
-		free_chap(&t->acls[i].chap);
-	}
-	free(t->acls);
-	free_chap(&t->chap);
-	free_chap(&t->mutual_chap);
-}
-
-void cfg_free(struct ix_config *cfg)
-{
-	if (!cfg)
-		return;
-	free_chap(&cfg->global.discovery_chap);
-	free_chap(&cfg->global.discovery_mutual_chap);
-	free(cfg->global.mgmt_socket);
-	free(cfg->global.state_dir);
-	for (size_t i = 0; cfg->portals && i < cfg->nportals; i++) {
-		free(cfg->portals[i].name);
-		free(cfg->portals[i].address);
-	}
-	free(cfg->portals);
-	for (size_t i = 0; cfg->targets && i < cfg->ntargets; i++)
-		free_target(&cfg->targets[i]);
-	free(cfg->targets);
-	free(cfg);
-}
-
 int cfg_default(struct ix_config **out, uint64_t ram_size_bytes)
 {
 	char json[512];
@@ -1487,45 +1517,4 @@ int cfg_default(struct ix_config **out, uint64_t ram_size_bytes)
 		 " \"luns\": [{\"lun\": 0, \"backend\": \"ram\", \"size\": \"%llu\"}]}]}",
 		 (unsigned long long)(ram_size_bytes ? ram_size_bytes : DEFAULT_RAM_SIZE));
 	return load(json, strlen(json), "<default>", out, NULL, 0);
-}
-
-/* ---- lookups --------------------------------------------------------------------------- */
-
-/* Configured names are lower-case (validated); the peer's may differ only in case. */
-const struct cfg_target *cfg_find_target(const struct ix_config *cfg, const char *name)
-{
-	for (size_t i = 0; name && i < cfg->ntargets; i++)
-		if (strcasecmp(cfg->targets[i].name, name) == 0)
-			return &cfg->targets[i];
-	return NULL;
-}
-
-const struct cfg_portal *cfg_find_portal(const struct ix_config *cfg, const char *name)
-{
-	for (size_t i = 0; name && i < cfg->nportals; i++)
-		if (cfg->portals[i].name && strcmp(cfg->portals[i].name, name) == 0)
-			return &cfg->portals[i];
-	return NULL;
-}
-
-const struct cfg_acl *cfg_find_acl(const struct cfg_target *t, const char *initiator)
-{
-	static const struct cfg_acl open_acl; /* immutable: "anyone, no per-initiator CHAP" */
-
-	if (t->nacls == 0)
-		return &open_acl;
-	for (size_t i = 0; initiator && i < t->nacls; i++)
-		if (strcasecmp(t->acls[i].initiator, initiator) == 0)
-			return &t->acls[i];
-	return NULL;
-}
-
-bool cfg_target_on_portal(const struct cfg_target *t, const struct cfg_portal *p)
-{
-	if (t->nportals == 0)
-		return true;
-	for (size_t i = 0; i < t->nportals; i++)
-		if (strcmp(t->portals[i], p->name) == 0)
-			return true;
-	return false;
 }

@@ -18,6 +18,7 @@
 
 #include "scsi/scsi.h"
 #include "session/keys.h"
+#include "transport/fault/fault.h"
 
 struct cfg_chap {
 	char *user;       /* NULL when not set */
@@ -35,7 +36,7 @@ struct cfg_portal {
 
 struct cfg_lun {
 	uint32_t lun;
-	struct scsi_lu_cfg lu; /* strings point into this config */
+	struct scsi_lu_cfg lu; /* strings and err_rules point into this config */
 };
 
 struct cfg_acl {
@@ -58,6 +59,8 @@ struct cfg_target {
 	uint8_t chap_algs[4];         /* accepted CHAP_A (enum chap_alg), default {8, 7, 6, 5};
 					 the initiator's order of preference decides */
 	int nchap_algs;
+	uint32_t max_sessions;        /* sessions with this target at once, 0 = only the global
+					 limits; default 0 */
 };
 
 struct cfg_global {
@@ -71,6 +74,12 @@ struct cfg_global {
 					 seconds, rounded up), then dropped; 5000, >= 1000 */
 	uint32_t cmdsn_depth;         /* MaxCmdSN - ExpCmdSN + 1, default 128 */
 	uint32_t max_sessions;        /* 0 = unlimited; default 1024 */
+	uint32_t max_sessions_per_initiator; /* per InitiatorName, 0 = unlimited; default 64 */
+	uint32_t max_connections;     /* TCP connections open at once; default 2048 */
+	uint32_t max_pending_logins;  /* connections not yet in full feature phase; 128 */
+	uint32_t discovery_idle_timeout_ms; /* close discovery sessions idle this long, 0 = never;
+					      default 30000 */
+	uint64_t max_connection_memory; /* data buffers one connection may hold; 128 MiB */
 	struct neg_prefs neg;         /* negotiation preferences (see session/keys.h) */
 	/* Discovery sessions. */
 	struct cfg_chap discovery_chap;
@@ -82,8 +91,18 @@ struct cfg_global {
 	char *state_dir;              /* default luns[].state_dir (APTPL reservations), NULL = none */
 };
 
+/* Test-only features: the "testing" section and LUNs with backend "error". A configuration
+ * that uses any of them has test_features set; ix-target refuses it unless started with
+ * --testing, so a test configuration copied to production cannot quietly inject faults. */
+struct cfg_testing {
+	bool transport_faults;        /* wrap every connection's transport (fault.h) */
+	struct fault_cfg faults;
+};
+
 struct ix_config {
 	struct cfg_global global;
+	struct cfg_testing testing;
+	bool test_features;           /* "testing" present or an "error" LUN */
 	struct cfg_portal *portals;
 	size_t nportals;
 	struct cfg_target *targets;
@@ -101,6 +120,10 @@ void cfg_free(struct ix_config *cfg);
 /* The built-in default: one RAM LUN of 1 GiB (or size_bytes if nonzero) on 127.0.0.1:3260,
  * target iqn.2026-11.io.ix:target0, no authentication. */
 int cfg_default(struct ix_config **out, uint64_t ram_size_bytes);
+
+/* NULL if s is a valid iSCSI name in normalized form (RFC 7143 4.2.7, RFC 3722), else what
+ * is wrong with it. */
+const char *cfg_iscsi_name_error(const char *s);
 
 /* Lookups used by login. Target and initiator names compare case-insensitively (configured
  * names are validated to be lower-case, the normalized form). */

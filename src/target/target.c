@@ -4,9 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "target/tgt_int.h"
+#include "transport/fault/fault.h"
 #include "transport/iser/iser.h"
 #include "transport/tcp/tcp.h"
 #include "util/log.h"
@@ -14,7 +17,14 @@
 struct listener_ctx {
 	struct ix_target *tgt;
 	const struct cfg_portal *portal;
+	struct tcp_listener *listener;
 };
+
+/* Accepted connections handed to workers that have not picked them up yet. Past this many the
+ * listeners pause, so that a connection flood waits in the kernel's backlog instead of piling
+ * up here, and workers read the sockets they have (real logins among them) between accepts. */
+#define TGT_ACCEPT_IN_TRANSIT 16
+#define TGT_ACCEPT_PAUSE_MS   2
 
 struct accept_msg {
 	struct tgt_worker *w;
@@ -95,6 +105,41 @@ static void close_session_msg(void *arg)
 	free(m);
 }
 
+/* Per-initiator and per-target session limits (called with t->lock held, after reinstated
+ * sessions left the registry). Logs which limit was hit. */
+static bool session_limit_reached(struct ix_target *t, const struct tgt_session *s)
+{
+	const struct cfg_global *g = &t->gen->cfg->global;
+	uint32_t per_target = s->node ? s->node->cfg->max_sessions : 0;
+	uint32_t by_initiator = 0, by_target = 0;
+	struct list_head *pos, *n;
+	char esc[ISCSI_NAME_MAX * 4];
+
+	if (!g->max_sessions_per_initiator && !per_target)
+		return false;
+	list_for_each_safe(pos, n, &t->sessions)
+	{
+		const struct tgt_session *o = list_entry(pos, struct tgt_session, reg_link);
+
+		by_initiator += strcasecmp(o->initiator, s->initiator) == 0;
+		by_target += s->node && o->node == s->node;
+	}
+	if (g->max_sessions_per_initiator && by_initiator >= g->max_sessions_per_initiator) {
+		log_warn("target",
+			 "session limit: initiator %s already has %u sessions "
+			 "(global.max_sessions_per_initiator)",
+			 log_escape(s->initiator, sizeof(s->initiator), esc, sizeof(esc)),
+			 by_initiator);
+		return true;
+	}
+	if (per_target && by_target >= per_target) {
+		log_warn("target", "session limit: target %s already has %u sessions (max_sessions)",
+			 s->target, by_target);
+		return true;
+	}
+	return false;
+}
+
 int tgt_session_register(struct ix_target *t, struct tgt_session *s)
 {
 	struct list_head *pos, *n;
@@ -127,6 +172,11 @@ int tgt_session_register(struct ix_target *t, struct tgt_session *s)
 		}
 	}
 	if (limit && t->nsessions >= limit) {
+		pthread_mutex_unlock(&t->lock);
+		log_warn("target", "session limit: %u sessions open (global.max_sessions)", limit);
+		return -EBUSY;
+	}
+	if (session_limit_reached(t, s)) {
 		pthread_mutex_unlock(&t->lock);
 		return -EBUSY;
 	}
@@ -165,11 +215,56 @@ static void accept_on_worker(void *arg)
 {
 	struct accept_msg *m = arg;
 
+	atomic_fetch_sub(&m->w->tgt->accept_in_transit, 1);
 	if (m->req)
 		tgt_conn_accept_iser(m->w, m->req, m->portal);
 	else
 		tgt_conn_accept(m->w, m->fd, m->portal);
 	free(m);
+}
+
+bool tgt_ratelimit_ok(struct tgt_ratelimit *rl, uint64_t now_ms, uint64_t *suppressed)
+{
+	if (rl->last_ms && now_ms - rl->last_ms < 1000) {
+		rl->suppressed++;
+		return false;
+	}
+	rl->last_ms = now_ms;
+	*suppressed = rl->suppressed;
+	rl->suppressed = 0;
+	return true;
+}
+
+void tgt_conn_gone(struct ix_target *t)
+{
+	atomic_fetch_sub(&t->nconns_open, 1);
+}
+
+/* Main thread, like reload (t->gen is stable here): may one more connection be accepted
+ * (global.max_connections)? If so it is counted, and handed to the returned worker. */
+static struct tgt_worker *accept_admit(struct ix_target *t)
+{
+	uint32_t limit = t->gen->cfg->global.max_connections;
+	uint64_t quiet;
+
+	if (limit && atomic_load(&t->nconns_open) >= limit) {
+		if (tgt_ratelimit_ok(&t->accept_rl, ev_now_ms(t->main_loop), &quiet))
+			log_warn("target",
+				 "connection limit: %u connections open (global.max_connections): "
+				 "refusing new ones (%llu more refused in the last second)",
+				 limit, (unsigned long long)quiet);
+		return NULL;
+	}
+	atomic_fetch_add(&t->nconns_open, 1);
+	atomic_fetch_add(&t->accept_in_transit, 1);
+	return &t->workers[t->next_worker++ % t->nworkers];
+}
+
+/* The connection admitted last never reached a worker. */
+static void accept_undo(struct ix_target *t)
+{
+	tgt_conn_gone(t);
+	atomic_fetch_sub(&t->accept_in_transit, 1);
 }
 
 static void on_accept_iser(struct iser_request *req, void *arg)
@@ -178,17 +273,18 @@ static void on_accept_iser(struct iser_request *req, void *arg)
 	struct ix_target *t = lc->tgt;
 	struct accept_msg *m = calloc(1, sizeof(*m));
 
-	if (!m) {
+	if (!m || !(m->w = accept_admit(t))) {
 		iser_request_reject(req);
+		free(m);
 		return;
 	}
-	m->w = &t->workers[t->next_worker++ % t->nworkers];
 	m->fd = -1;
 	m->req = req;
 	m->portal = lc->portal;
 	if (ev_loop_post(m->w->loop, accept_on_worker, m) < 0) {
 		iser_request_reject(req);
 		free(m);
+		accept_undo(t);
 	}
 }
 
@@ -198,16 +294,19 @@ static void on_accept(int fd, void *arg)
 	struct ix_target *t = lc->tgt;
 	struct accept_msg *m = calloc(1, sizeof(*m));
 
-	if (!m) {
+	if (!m || !(m->w = accept_admit(t))) {
 		close(fd);
+		free(m);
 		return;
 	}
-	m->w = &t->workers[t->next_worker++ % t->nworkers];
+	if (atomic_load(&t->accept_in_transit) >= TGT_ACCEPT_IN_TRANSIT * (unsigned)t->nworkers)
+		tcp_listener_pause(lc->listener, TGT_ACCEPT_PAUSE_MS);
 	m->fd = fd;
 	m->portal = lc->portal;
 	if (ev_loop_post(m->w->loop, accept_on_worker, m) < 0) {
 		close(fd);
 		free(m);
+		accept_undo(t);
 	}
 }
 
@@ -275,6 +374,34 @@ static int build_nodes(struct ix_target *t, struct ix_config *cfg, char *err, si
 	return 0;
 }
 
+/* Every connection is a descriptor: make RLIMIT_NOFILE cover global.max_connections plus the
+ * daemon's own (listeners, epoll, eventfds, rings, LUN files), raising the soft limit when the
+ * hard one allows, else saying which setting to change. */
+static void check_fd_limit(const struct ix_config *cfg, int nworkers)
+{
+	rlim_t need = (rlim_t)cfg->global.max_connections + 64 + 8 * (rlim_t)nworkers;
+	struct rlimit rl;
+
+	for (size_t i = 0; i < cfg->ntargets; i++)
+		need += cfg->targets[i].nluns;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= need)
+		return;
+	if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need)
+		rl.rlim_cur = need;
+	else
+		rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= need) {
+		log_info("target", "raised the open file limit to %llu for %u connections",
+			 (unsigned long long)rl.rlim_cur, cfg->global.max_connections);
+		return;
+	}
+	log_warn("target",
+		 "open file limit %llu is below the %llu that global.max_connections %u needs: "
+		 "raise it (ulimit -n) or lower max_connections",
+		 (unsigned long long)rl.rlim_cur, (unsigned long long)need,
+		 cfg->global.max_connections);
+}
+
 int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size_t errlen)
 {
 	struct ix_target *t = calloc(1, sizeof(*t));
@@ -297,9 +424,26 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 	r = build_nodes(t, cfg, err, errlen);
 	if (r < 0)
 		goto fail;
+	if (cfg->testing.transport_faults) {
+		const struct fault_cfg *f = &cfg->testing.faults;
+
+		t->fault = fault_dm_new(&tcp_dm_ops, f);
+		if (!t->fault) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		log_warn("target",
+			 "TESTING: transport fault injection on every connection (seed %llu; ppm: drop "
+			 "%u delay %u (%u ms) duplicate %u corrupt %u truncate %u; reset after %llu "
+			 "bytes)",
+			 (unsigned long long)f->seed, f->drop_ppm, f->delay_ppm, f->delay_ms,
+			 f->duplicate_ppm, f->corrupt_ppm, f->truncate_ppm,
+			 (unsigned long long)f->reset_after_bytes);
+	}
 
 	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	t->nworkers = cfg->global.threads > 0 ? cfg->global.threads : (int)(ncpu > 0 ? ncpu : 1);
+	check_fd_limit(cfg, t->nworkers);
 	t->workers = calloc((size_t)t->nworkers, sizeof(*t->workers));
 	if (!t->workers) {
 		r = -ENOMEM;
@@ -311,6 +455,8 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 		w->id = i;
 		list_init(&w->sessions);
 		list_init(&w->conns);
+		list_init(&w->login_fresh);
+		list_init(&w->login_active);
 		w->loop = ev_loop_new();
 		if (!w->loop) {
 			r = -ENOMEM;
@@ -361,6 +507,7 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 				 p->port, strerror(-r));
 			goto fail;
 		}
+		t->lctx[i].listener = t->listeners[t->nlisteners];
 		t->nlisteners++;
 		log_info("target", "listening on %s%s%s:%u (tcp, tpgt %u)",
 			 strchr(p->address, ':') ? "[" : "", p->address,
@@ -446,6 +593,18 @@ void ix_target_free(struct ix_target *t)
 		free(t->old_gens[i]);
 	}
 	free(t->old_gens);
+	if (t->fault) {
+		struct fault_stats st;
+
+		fault_dm_stats(t->fault, &st);
+		log_info("target",
+			 "fault injection: %llu PDUs eligible, %llu dropped, %llu delayed, %llu "
+			 "duplicated, %llu corrupted, %llu truncated",
+			 (unsigned long long)st.pdus, (unsigned long long)st.dropped,
+			 (unsigned long long)st.delayed, (unsigned long long)st.duplicated,
+			 (unsigned long long)st.corrupted, (unsigned long long)st.truncated);
+		fault_dm_free(t->fault);
+	}
 	if (t->gen) {
 		cfg_free(t->gen->cfg);
 		free(t->gen);

@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "proto/crc32c.h"
 #include "target/tgt_int.h"
+#include "transport/fault/fault.h"
 #include "transport/iser/iser.h"
 #include "transport/tcp/tcp.h"
 #include "util/bytes.h"
@@ -209,8 +211,141 @@ static int admit(void *ctx, const struct login_info *li, struct login_grant *g)
 static void login_timeout(struct ev_timer *t)
 {
 	struct tgt_conn *tc = t->arg;
+	char why[96];
 
-	iscsi_conn_close(tc->conn, "login timed out");
+	snprintf(why, sizeof(why), "login not completed within %u ms (global.login_timeout_ms)",
+		 tc->gen->cfg->global.login_timeout_ms);
+	iscsi_conn_close(tc->conn, why);
+}
+
+static void idle_timeout(struct ev_timer *t)
+{
+	struct tgt_conn *tc = t->arg;
+	char why[112];
+
+	snprintf(why, sizeof(why),
+		 "discovery session idle for %u ms (global.discovery_idle_timeout_ms)",
+		 tc->gen->cfg->global.discovery_idle_timeout_ms);
+	iscsi_conn_close(tc->conn, why);
+}
+
+/* ---------------------------------------------------------------- login limits */
+
+/* This worker's share of global.max_pending_logins (connections are spread round-robin). */
+static uint32_t pending_share(const struct tgt_worker *w, const struct ix_config *cfg)
+{
+	uint32_t n = cfg->global.max_pending_logins, k = (uint32_t)w->tgt->nworkers;
+
+	return n ? (n + k - 1) / k : 0;
+}
+
+static void pending_del(struct tgt_conn *tc)
+{
+	if (!tc->pending)
+		return;
+	list_del(&tc->plink);
+	tc->pending = false;
+	tc->worker->npending--;
+}
+
+/* A whole Login PDU arrived: the connection becomes the most recently active one. */
+static void pending_touch(struct tgt_conn *tc)
+{
+	if (!tc->pending)
+		return;
+	list_del(&tc->plink);
+	list_add_tail(&tc->plink, &tc->worker->login_active);
+	tc->login_pdu_seen = true;
+}
+
+/* Before accepting another connection: if the worker's share of connections that have not
+ * logged in is used up, drop the least active one, preferring those that have not sent a
+ * whole Login PDU yet (half-open logins), so that a flood cannot lock out initiators that
+ * are actually logging in. */
+/* Same peer address ("a.b.c.d:port" / "[v6]:port", port ignored)? */
+static bool same_source(const struct iscsi_conn *a, const char *peer)
+{
+	const char *ca = strrchr(a->peer, ':'), *cb = strrchr(peer, ':');
+	size_t la = ca ? (size_t)(ca - a->peer) : strlen(a->peer);
+	size_t lb = cb ? (size_t)(cb - peer) : strlen(peer);
+
+	return la == lb && memcmp(a->peer, peer, la) == 0;
+}
+
+/* When one address already holds half of the worker's login slots, its own least active
+ * connection makes room for its next one: a single flooding host cannot push out the logins
+ * of others. (Only for shares up to 1024, which keeps the scan cheap.) */
+static struct tgt_conn *source_victim(struct tgt_worker *w, uint32_t share, const char *peer)
+{
+	struct list_head *lists[2] = {&w->login_fresh, &w->login_active}, *pos;
+	struct tgt_conn *first = NULL;
+	uint32_t n = 0;
+
+	if (share > 1024 || share < 2)
+		return NULL;
+	for (int i = 0; i < 2; i++)
+		for (pos = lists[i]->next; pos != lists[i]; pos = pos->next) {
+			struct tgt_conn *tc = list_entry(pos, struct tgt_conn, plink);
+
+			if (same_source(tc->conn, peer)) {
+				n++;
+				if (!first)
+					first = tc;
+			}
+		}
+	return n >= share / 2 ? first : NULL;
+}
+
+static struct tgt_conn *pending_victim(struct tgt_worker *w)
+{
+	/* A "fresh" connection may only look idle because this worker has not read its socket
+	   yet (it was busy accepting): read it first; one that turns out to have sent a whole
+	   Login PDU moves to the active list and is spared. Bounded, so a flood costs little. */
+	for (int probes = 0; probes < 8 && !list_empty(&w->login_fresh); probes++) {
+		struct tgt_conn *tc = list_first_entry(&w->login_fresh, struct tgt_conn, plink);
+		struct iscsi_conn *c = tc->conn;
+
+		if (!c->dm->rx_poll)
+			return tc;
+		iscsi_conn_get(c);
+		c->dm->rx_poll(c);
+		if (tc->pending && !tc->login_pdu_seen) {
+			iscsi_conn_put(c);
+			return tc;
+		}
+		iscsi_conn_put(c);
+	}
+	if (!list_empty(&w->login_fresh))
+		return list_first_entry(&w->login_fresh, struct tgt_conn, plink);
+	if (!list_empty(&w->login_active))
+		return list_first_entry(&w->login_active, struct tgt_conn, plink);
+	return NULL;
+}
+
+static void pending_make_room(struct tgt_worker *w, const struct ix_config *cfg, const char *peer)
+{
+	uint32_t share = pending_share(w, cfg);
+
+	while (share && w->npending >= share) {
+		struct tgt_conn *old = source_victim(w, share, peer);
+		uint64_t quiet;
+
+		if (!old)
+			old = pending_victim(w);
+		if (!old)
+			break;
+
+		pending_del(old);
+		if (tgt_ratelimit_ok(&w->evict_rl, ev_now_ms(w->loop), &quiet))
+			log_warn("target",
+				 "%s: login limit: %u connections logging in on this worker "
+				 "(global.max_pending_logins %u): dropping the least active one%s "
+				 "(%llu more dropped in the last second)",
+				 old->conn->peer, share, cfg->global.max_pending_logins,
+				 old->login_pdu_seen ? "" : ", which never sent a whole Login PDU",
+				 (unsigned long long)quiet);
+		iscsi_conn_close(old->conn, NULL);
+	}
 }
 
 static void nop_timer_cb(struct ev_timer *t);
@@ -268,7 +403,7 @@ static int enter_ffp(struct tgt_conn *tc)
 		free(s);
 		if (r == -ENOENT)
 			return ISCSI_LOGIN_TARGET_REMOVED;
-		log_warn("target", "%s: session limit reached", tc->conn->peer);
+		log_warn("target", "%s: login refused by a session limit", tc->conn->peer);
 		return ISCSI_LOGIN_OUT_OF_RESOURCES;
 	}
 	list_add_tail(&s->wlink, &tc->worker->sessions);
@@ -297,6 +432,7 @@ static void handle_login(struct tgt_conn *tc, const struct iscsi_hdr *h, uint8_t
 	struct iscsi_hdr r = {.opcode = ISCSI_OP_LOGIN_RSP, .itt = h->itt};
 	bool first = !la->first_seen && la->accum.len == 0;
 
+	pending_touch(tc);
 	if (first) {
 		tc->statsn = h->login_req.expstatsn;
 		tc->cid = h->login_req.cid;
@@ -350,6 +486,11 @@ static void handle_login(struct tgt_conn *tc, const struct iscsi_hdr *h, uint8_t
 		tc->conn->dm->enable(tc->conn, &tc->conn->params);
 		tc->conn->state = ISCSI_CONN_LOGGED_IN;
 		ev_timer_stop(tc->conn->loop, &tc->login_timer);
+		pending_del(tc);
+		if (s->type == ISCSI_SESSION_DISCOVERY &&
+		    tc->gen->cfg->global.discovery_idle_timeout_ms)
+			ev_timer_start(tc->conn->loop, &tc->idle_timer,
+				       tc->gen->cfg->global.discovery_idle_timeout_ms);
 		{
 			char esc[ISCSI_NAME_MAX * 4];
 			log_info("target",
@@ -568,6 +709,11 @@ static void rx_pdu(struct iscsi_conn *c, const struct iscsi_hdr *h, uint8_t *dat
 		handle_login(tc, h, data, dlen);
 		return;
 	}
+	if (ev_timer_active(&tc->idle_timer) &&
+	    !(h->opcode == ISCSI_OP_NOP_OUT && h->itt == ISCSI_RSVD_TAG))
+		/* a discovery session is idle when only our pings get answers */
+		ev_timer_start(c->loop, &tc->idle_timer,
+			       tc->gen->cfg->global.discovery_idle_timeout_ms);
 	if (!iscsi_opcode_is_initiator(h->opcode)) {
 		tgt_send_reject(tc, ISCSI_REJECT_PROTOCOL_ERROR, c->rx_bhs);
 		return;
@@ -634,6 +780,8 @@ static void conn_closed(struct iscsi_conn *c)
 	ev_timer_stop(c->loop, &tc->login_timer);
 	ev_timer_stop(c->loop, &tc->nop_timer);
 	ev_timer_stop(c->loop, &tc->logout_timer);
+	ev_timer_stop(c->loop, &tc->idle_timer);
+	pending_del(tc);
 	if (tc->sess)
 		tgt_session_unregister(tc->tgt, tc->sess);
 	/* abort every task; those inside the SCSI layer stay listed until they finish (they hold a
@@ -668,6 +816,7 @@ static void conn_release(struct iscsi_conn *c)
 	free(tc->tasks);
 	free(tc->text_rsp);
 	free(tc->text_req);
+	tgt_conn_gone(tc->tgt);
 	free(tc);
 }
 
@@ -678,20 +827,26 @@ static const struct iscsi_role_ops tgt_role_ops = {
 	.release = conn_release,
 };
 
-static struct tgt_conn *tc_new(struct tgt_worker *w, const struct cfg_portal *portal)
+/* peer: "addr:port" of the new connection for the login limit ("" if unknown). */
+static struct tgt_conn *tc_new(struct tgt_worker *w, const struct cfg_portal *portal,
+			       const char *peer)
 {
-	struct tgt_conn *tc = calloc(1, sizeof(*tc));
+	struct tgt_cfg_gen *gen = tgt_gen_current(w->tgt);
+	struct tgt_conn *tc;
 	struct login_policy pol;
 
+	pending_make_room(w, gen->cfg, peer);
+	tc = calloc(1, sizeof(*tc));
 	if (!tc)
 		return NULL;
 	tc->worker = w;
 	tc->tgt = w->tgt;
 	tc->portal = portal;
-	tc->gen = tgt_gen_current(w->tgt);
+	tc->gen = gen;
 	list_init(&tc->free_tasks);
 	list_init(&tc->active);
 	list_init(&tc->order_q);
+	list_init(&tc->zc_tasks);
 	tc->login = malloc(sizeof(*tc->login));
 	if (!tc->login) {
 		free(tc);
@@ -710,9 +865,13 @@ static void tc_started(struct tgt_conn *tc, struct iscsi_conn *c)
 	tc->conn = c;
 	w->nconns++;
 	list_add_tail(&tc->wlink, &w->conns);
+	list_add_tail(&tc->plink, &w->login_fresh);
+	tc->pending = true;
+	w->npending++;
 	ev_timer_init(&tc->login_timer, login_timeout, tc);
 	ev_timer_init(&tc->nop_timer, nop_timer_cb, tc);
 	ev_timer_init(&tc->logout_timer, logout_timer_cb, tc);
+	ev_timer_init(&tc->idle_timer, idle_timeout, tc);
 	ev_timer_start(w->loop, &tc->login_timer,
 		       tc->gen->cfg->global.login_timeout_ms ? tc->gen->cfg->global.login_timeout_ms
 							      : 15000);
@@ -722,17 +881,19 @@ static void tc_started(struct tgt_conn *tc, struct iscsi_conn *c)
 void tgt_conn_accept_iser(struct tgt_worker *w, struct iser_request *req,
 			  const struct cfg_portal *portal)
 {
-	struct tgt_conn *tc = tc_new(w, portal);
+	struct tgt_conn *tc = tc_new(w, portal, "");
 	struct iscsi_conn *c;
 
 	if (!tc) {
 		iser_request_reject(req);
+		tgt_conn_gone(w->tgt);
 		return;
 	}
 	c = iser_conn_accept(req, w->loop, ISCSI_ROLE_TARGET, &tgt_role_ops, tc);
 	if (!c) {
 		free(tc->login);
 		free(tc);
+		tgt_conn_gone(w->tgt);
 		return;
 	}
 	tc_started(tc, c);
@@ -740,17 +901,27 @@ void tgt_conn_accept_iser(struct tgt_worker *w, struct iser_request *req,
 
 void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *portal)
 {
-	struct tgt_conn *tc = tc_new(w, portal);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char peer[72] = "";
+	struct tgt_conn *tc;
 	struct iscsi_conn *c;
 
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+		tcp_format_sockaddr(&ss, peer, sizeof(peer));
+	tc = tc_new(w, portal, peer);
 	if (!tc) {
 		close(fd);
+		tgt_conn_gone(w->tgt);
 		return;
 	}
-	c = tcp_conn_new(fd, w->loop, ISCSI_ROLE_TARGET, &tgt_role_ops, tc);
+	c = w->tgt->fault ? tcp_conn_new_dm(fd, w->loop, fault_dm_ops(w->tgt->fault),
+					    ISCSI_ROLE_TARGET, &tgt_role_ops, tc)
+			  : tcp_conn_new(fd, w->loop, ISCSI_ROLE_TARGET, &tgt_role_ops, tc);
 	if (!c) {
 		free(tc->login);
 		free(tc);
+		tgt_conn_gone(w->tgt);
 		return;
 	}
 	tc_started(tc, c);

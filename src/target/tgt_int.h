@@ -20,6 +20,13 @@
 #define TGT_MAX_IO (64u * 1024 * 1024) /* largest EDTL served */
 #define TGT_ITT_HASH 256
 
+/* At most one message per second about the same thing; the rest are counted. */
+struct tgt_ratelimit {
+	uint64_t last_ms;
+	uint64_t suppressed;
+};
+bool tgt_ratelimit_ok(struct tgt_ratelimit *rl, uint64_t now_ms, uint64_t *suppressed);
+
 struct tgt_worker {
 	struct ix_target *tgt;
 	int id;
@@ -29,6 +36,12 @@ struct tgt_worker {
 	int nconns;
 	struct list_head sessions;      /* live sessions on this worker (owned by its thread) */
 	struct list_head conns;         /* every connection on this worker, logged in or not */
+	/* connections not yet in full feature phase, least recently active first: "fresh" ones
+	   have not sent a whole Login PDU yet and are evicted first when the worker's share of
+	   global.max_pending_logins is used up */
+	struct list_head login_fresh, login_active;
+	uint32_t npending;
+	struct tgt_ratelimit evict_rl;
 };
 
 /* One configured target as served: its settings and LUN map. Counted: one reference while the
@@ -119,6 +132,10 @@ struct tgt_task {
 	uint8_t rsp_data[2 + SCSI_SENSE_MAX];
 	struct list_head link;          /* conn's active list or order queue */
 	struct tgt_task *hnext;         /* ITT hash chain */
+	/* zero-copy Data-In (sc.data_in points into a RAM LU): the PDUs not yet sent, and the
+	   task's place on tgt_conn.zc_tasks while there are any */
+	struct list_head zc_pdus;
+	struct list_head zc_link;
 };
 
 /* A TMF whose response waits for aborted tasks still inside the SCSI layer. */
@@ -147,6 +164,7 @@ struct tgt_conn {
 	struct list_head free_tasks;
 	struct list_head active;        /* tasks with ITT in use */
 	struct list_head order_q;       /* CmdSN-ordered waiting tasks */
+	struct list_head zc_tasks;      /* tasks with zero-copy Data-In still queued */
 	struct tgt_task *itt_hash[TGT_ITT_HASH];
 	uint32_t imm_in_use;
 	uint32_t next_ttt;
@@ -157,6 +175,7 @@ struct tgt_conn {
 	struct tgt_task *rx_task;
 	/* buffer cache: power-of-two classes from 4 KiB to TGT_MAX_IO */
 	uint8_t *buf_cache[16][4];
+	uint64_t buf_bytes;             /* task buffers owned (in use, cached, on idle slots) */
 	/* text exchange */
 	char *text_rsp;                 /* pending SendTargets answer being continued */
 	uint32_t text_rsp_len, text_rsp_off, text_ttt, text_itt;
@@ -171,9 +190,19 @@ struct tgt_conn {
 	uint32_t nop_ttt;
 	bool nop_outstanding;
 	uint64_t last_rx_ms;
+	/* limits */
+	struct list_head plink;         /* worker's login_fresh / login_active list */
+	bool pending, login_pdu_seen;
+	struct ev_timer idle_timer;     /* discovery sessions: global.discovery_idle_timeout_ms */
 };
 
+struct fault_dm;
+
 struct ix_target {
+	struct fault_dm *fault;         /* test configurations only: wraps every connection */
+	atomic_uint nconns_open;        /* accepted and not yet released (max_connections) */
+	atomic_uint accept_in_transit;  /* posted to a worker, not yet picked up */
+	struct tgt_ratelimit accept_rl; /* main thread's */
 	struct tgt_cfg_gen *gen;        /* current generation */
 	struct tgt_node **nodes;        /* for gen */
 	size_t nnodes;
@@ -231,6 +260,8 @@ void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *port
 struct iser_request;
 void tgt_conn_accept_iser(struct tgt_worker *w, struct iser_request *req,
 			  const struct cfg_portal *portal);
+/* A connection counted in nconns_open is gone (or never came to be). */
+void tgt_conn_gone(struct ix_target *t);
 int tgt_send(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data, uint32_t len);
 /* Send a PDU without data, then close the connection once it is on the wire. */
 int tgt_send_then_close(struct tgt_conn *tc, struct iscsi_hdr *h);

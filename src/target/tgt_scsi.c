@@ -28,19 +28,64 @@ static int buf_class(uint32_t size)
 	return c;
 }
 
-static uint8_t *buf_get(struct tgt_conn *tc, uint32_t size, uint32_t *cap)
+/* Free a buffer of the live connection (the transport may have it registered). */
+static void buf_release(struct tgt_conn *tc, uint8_t *b, uint32_t cap)
 {
-	int c = buf_class(size);
+	if (!b)
+		return;
+	if (tc->conn->dm->buf_free)
+		tc->conn->dm->buf_free(tc->conn, b);
+	free(b);
+	tc->buf_bytes -= cap;
+}
 
+/* Give back every buffer nothing uses (the cache and idle task slots' small buffers). */
+static void buf_trim(struct tgt_conn *tc)
+{
+	struct list_head *pos;
+
+	for (int c = 0; c < 16; c++)
+		for (int i = 0; i < 4; i++) {
+			buf_release(tc, tc->buf_cache[c][i], 4096u << c);
+			tc->buf_cache[c][i] = NULL;
+		}
+	for (pos = tc->free_tasks.next; pos != &tc->free_tasks; pos = pos->next) {
+		struct tgt_task *t = list_entry(pos, struct tgt_task, link);
+
+		buf_release(tc, t->buf, t->buf_cap);
+		t->buf = NULL;
+		t->buf_cap = 0;
+	}
+}
+
+/* A buffer of at least size bytes; NULL with *over set when the connection's budget
+ * (global.max_connection_memory) would be exceeded even after trimming. */
+static uint8_t *buf_get(struct tgt_conn *tc, uint32_t size, uint32_t *cap, bool *over)
+{
+	uint64_t limit = tc->gen->cfg->global.max_connection_memory;
+	int c = buf_class(size);
+	uint8_t *b;
+
+	*over = false;
 	for (int i = 0; i < 4; i++)
 		if (tc->buf_cache[c][i]) {
-			uint8_t *b = tc->buf_cache[c][i];
+			b = tc->buf_cache[c][i];
 			tc->buf_cache[c][i] = NULL;
 			*cap = 4096u << c;
 			return b;
 		}
 	*cap = 4096u << c;
-	return malloc(*cap);
+	if (limit && tc->buf_bytes + *cap > limit) {
+		buf_trim(tc);
+		if (tc->buf_bytes + *cap > limit) {
+			*over = true;
+			return NULL;
+		}
+	}
+	b = malloc(*cap);
+	if (b)
+		tc->buf_bytes += *cap;
+	return b;
 }
 
 static void buf_put(struct tgt_conn *tc, uint8_t *b, uint32_t cap)
@@ -54,9 +99,7 @@ static void buf_put(struct tgt_conn *tc, uint8_t *b, uint32_t cap)
 			tc->buf_cache[c][i] = b;
 			return;
 		}
-	if (tc->conn->dm->buf_free)
-		tc->conn->dm->buf_free(tc->conn, b);
-	free(b);
+	buf_release(tc, b, cap);
 }
 
 /* ---------------------------------------------------------------- task table */
@@ -102,6 +145,8 @@ struct tgt_task *tgt_task_alloc(struct tgt_conn *tc, bool immediate)
 	t->buf_cap = cap;
 	t->tc = tc;
 	t->immediate = immediate;
+	list_init(&t->zc_pdus);
+	list_init(&t->zc_link);
 	if (immediate)
 		tc->imm_in_use++;
 	return t;
@@ -179,9 +224,35 @@ static void task_pdu_sent(struct dm_txpdu *p, int err)
 	struct tgt_conn *tc = t->tc;
 
 	(void)err;
+	list_del(&p->owner_link);
+	if (list_empty(&t->zc_pdus))
+		list_del(&t->zc_link);
 	iscsi_txpdu_put(tc->conn, p);
 	if (--t->tx_pending == 0 && t->state == TASK_DONE)
 		task_release(t);
+}
+
+/* A command that may change the medium is about to run: Data-In still queued that points into
+ * a RAM LU gets its own copy first (in the task's buffer), so the initiator reads what the LU
+ * held when the READ ran, as it would from a copying target. Rare: it takes a command that
+ * writes arriving in the same loop iteration as, or while the socket is backed up behind, a
+ * zero-copy READ on this connection. */
+static void zc_detach(struct tgt_conn *tc)
+{
+	while (!list_empty(&tc->zc_tasks)) {
+		struct tgt_task *t = list_first_entry(&tc->zc_tasks, struct tgt_task, zc_link);
+		const uint8_t *from = t->sc.data_in;
+
+		memcpy(t->buf, from, t->sc.data_in_len);
+		while (!list_empty(&t->zc_pdus)) {
+			struct dm_txpdu *p = list_first_entry(&t->zc_pdus, struct dm_txpdu,
+							      owner_link);
+			p->data[0].iov_base = t->buf + ((const uint8_t *)p->data[0].iov_base - from);
+			list_del(&p->owner_link);
+		}
+		list_del(&t->zc_link);
+		t->sc.data_in = t->buf;
+	}
 }
 
 static struct dm_txpdu *task_pdu(struct tgt_task *t)
@@ -264,6 +335,9 @@ static void send_data_in(struct tgt_task *t)
 	   SCSI Response Send (RFC 7145 7.3.5) */
 	bool collapse = t->sc.status == SCSI_STATUS_GOOD && t->sc.sense_len == 0 &&
 			!(tc->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT);
+	/* zero copy (TCP only, see task_exec): the data is in the LU, not in t->buf */
+	const uint8_t *data = t->sc.data_in;
+	bool zc = data != t->buf;
 
 	while (off < len) {
 		uint32_t n = len - off;
@@ -288,8 +362,13 @@ static void send_data_in(struct tgt_task *t)
 			iscsi_conn_close(tc->conn, "out of memory for Data-In");
 			return;
 		}
-		p->data[0].iov_base = t->buf + off;
+		p->data[0].iov_base = (void *)(uintptr_t)(data + off);
 		p->data[0].iov_len = n;
+		if (zc) { /* before the put: a dead connection completes p at once */
+			list_add_tail(&p->owner_link, &t->zc_pdus);
+			if (list_empty(&t->zc_link))
+				list_add_tail(&t->zc_link, &tc->zc_tasks);
+		}
 		p->data_cnt = 1;
 		p->data_len = n;
 		p->buf_base = t->buf;
@@ -352,6 +431,12 @@ static void task_exec(struct tgt_task *t)
 	sc->data_in_max = t->read ? t->edtl : 0;
 	sc->done = scsi_done;
 	sc->priv = t;
+	/* READs on RAM LUs are answered from the LU's memory, unless a data digest would be
+	   computed over bytes that a later write could change before they leave */
+	sc->data_in_map_ok = !tc->conn->params.data_digest &&
+			     !(tc->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT);
+	if (!list_empty(&tc->zc_tasks) && !scsi_cdb_is_read(t->cdb, t->cdb_len))
+		zc_detach(tc);
 	t->state = TASK_EXEC;
 	log_dbg("target", "%s: exec ITT 0x%08x opcode 0x%02x EDTL %u", tc->conn->peer, t->itt,
 		t->cdb[0], t->edtl);
@@ -360,10 +445,14 @@ static void task_exec(struct tgt_task *t)
 }
 
 /* Answer a command with CHECK CONDITION without executing it. */
+/* CHECK CONDITION with this sense; key 0 (NO SENSE) means TASK SET FULL instead. */
 static void task_fail(struct tgt_task *t, uint8_t key, uint8_t asc, uint8_t ascq)
 {
 	memset(&t->sc, 0, sizeof(t->sc));
-	scsi_cmd_set_sense(&t->sc, key, asc, ascq);
+	if (key)
+		scsi_cmd_set_sense(&t->sc, key, asc, ascq);
+	else
+		t->sc.status = SCSI_STATUS_TASK_SET_FULL;
 	t->state = TASK_DONE;
 	send_scsi_response(t);
 	tgt_task_finished(t);
@@ -569,11 +658,17 @@ int tgt_scsi_cmd_header(struct tgt_conn *tc, const struct iscsi_hdr *h, const ui
 	}
 	if (!t->discard && (t->write || t->read) && t->edtl) {
 		if (!t->buf || t->buf_cap < t->edtl) {
+			bool over;
+
 			buf_put(tc, t->buf, t->buf_cap);
-			t->buf = buf_get(tc, t->edtl, &t->buf_cap);
+			t->buf = buf_get(tc, t->edtl, &t->buf_cap, &over);
 			if (!t->buf) {
 				t->buf_cap = 0;
-				write_fail(t, SCSI_SENSE_HARDWARE_ERROR, 0x55, 0x03); /* no memory */
+				if (over)
+					/* the connection's memory budget: TASK SET FULL, retry later */
+					write_fail(t, 0, 0, 0);
+				else
+					write_fail(t, SCSI_SENSE_HARDWARE_ERROR, 0x55, 0x03); /* no memory */
 			}
 		}
 	}

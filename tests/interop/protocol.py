@@ -258,6 +258,56 @@ def _():
     return '8 KiB immediate data'
 
 
+@check('read-then-write-same-batch')
+def _():
+    # A READ and a WRITE of the same blocks, both ORDERED (SAM-5 8.7: executed in CmdSN order),
+    # sent in one TCP segment so the target sees them in one receive: the READ must return the
+    # data from before the WRITE. (ix answers READs on RAM LUNs straight from LU memory; this
+    # is the case where it must take a copy first.)
+    s = session(keys=[('ImmediateData', 'Yes')])
+    s.read_capacity10()
+    old, new = os.urandom(4096), os.urandom(4096)
+    lba = 3 * 8192
+    wcdb = bytes([0x2a, 0]) + struct.pack('>I', lba) + bytes([0]) + struct.pack('>H', 8) + \
+        bytes([0])
+    rcdb = bytes([0x28]) + wcdb[1:]
+    st, _, sense, _ = s.scsi(wcdb, write_data=old)
+    if st != 0:
+        raise Fail('first WRITE status 0x%02x sense %s' % (st, sense.hex()))
+    if s.param_int('FirstBurstLength', 0) < 4096 or s.target_mrdsl() < 4096:
+        raise Fail('4 KiB of immediate data not negotiated (FirstBurstLength %d)' %
+                   s.param_int('FirstBurstLength', 0))
+    rb = s.scsi_bhs(rcdb, 4096, read=True, attr=2)
+    ritt = struct.unpack_from('>I', rb.b, 16)[0]
+    s.cmdsn += 1
+    wb = s.scsi_bhs(wcdb, 4096, write=True, attr=2)
+    witt = struct.unpack_from('>I', wb.b, 16)[0]
+    s.cmdsn += 1
+    s.conn.send_raw(s.conn.build(rb) + s.conn.build(wb, new))
+    got, status = bytearray(4096), {}
+    while len(status) < 2:
+        p = s.recv()
+        if p.opcode == X.OP_DATA_IN and p.itt == ritt:
+            off = p.u32(40)
+            got[off:off + len(p.data)] = p.data
+            if p.flags & 0x01:
+                status[ritt] = p.u8(3)
+        elif p.opcode == X.OP_SCSI_RSP and p.itt in (ritt, witt):
+            status[p.itt] = p.u8(3)
+        else:
+            raise Fail('unexpected ' + p.describe())
+    if status[ritt] != 0 or status[witt] != 0:
+        raise Fail('status READ 0x%02x WRITE 0x%02x' % (status[ritt], status[witt]))
+    if bytes(got) != old:
+        raise Fail('the READ returned data %s' % ('written after it' if bytes(got) == new
+                                                   else 'that was never written'))
+    st, after, _, _ = s.scsi(rcdb, read_len=4096)
+    if st != 0 or after != new:
+        raise Fail('READ after the WRITE does not return its data')
+    s.close()
+    return 'READ saw the old data, the next READ the new'
+
+
 @check('logout-close-session')
 def _():
     # 11.14/11.15: Logout (close session) -> Logout Response 0, then the target closes.

@@ -341,6 +341,33 @@ ix_stop() {
 	return $ok
 }
 
+# Crash the daemon (SIGKILL: no shutdown, no cleanup) and reap it. The config stays.
+ix_kill9() {
+	[ -n "$PEER_PID" ] || return 0
+	kill -KILL "$PEER_PID" 2>/dev/null
+	wait "$PEER_PID" 2>/dev/null
+	PEER_PID=""
+}
+
+# Start the daemon again with the same config, port and LUN (PEER_BACKEND=file keeps the
+# data); wait (at most SECONDS, default 10) until it is ready. 0, or 1 if it is not.
+ix_restart() {
+	local bin=${IX_TARGET_BIN:-$IX_BUILD/tools/ix-target} limit=${1:-10} n
+	n=$(grep -c 'ix-target: ready' "$PEER_LOG")
+	"$bin" -c "$PEER_CONFIG" 2>>"$PEER_LOG" >>"$PEER_LOG" &
+	PEER_PID=$!
+	PEER_KIND=ix
+	local deadline=$((SECONDS + limit))
+	while [ "$(grep -c 'ix-target: ready' "$PEER_LOG")" -le "$n" ]; do
+		if ! kill -0 "$PEER_PID" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+			tail -20 "$PEER_LOG" >&2
+			return 1
+		fi
+		sleep 0.05
+	done
+	ixt_log "ix-target restarted (pid $PEER_PID)"
+}
+
 # tgtd ----------------------------------------------------------------------------------------
 
 tgtadm_() { timeout -k 2 10 tgtadm -C "$TGT_CTL" --lld iscsi "$@"; }

@@ -12,11 +12,10 @@
 # copied in (path, size and mtime of every binary, library and provider). Environment:
 #   IX_RDMA_CACHE   cache folder (default ${XDG_CACHE_HOME:-~/.cache}/ix-rdma)
 #   IX_RDMA_KERNEL  kernel package to use (default: what linux-image-amd64 depends on)
-# Host packages it needs are installed by tests/rdma/deps.sh (called from scripts/deps.sh
-# only when the RDMA tier runs).
+# Host packages it needs: scripts/deps.sh --rdma (tests/run.sh and tests/rdma/run.sh call it).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-CACHE=${IX_RDMA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ix-rdma}
+CACHE=${IX_RDMA_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/ix-rdma}
 FORCE=0
 [ "${1:-}" = --force ] && FORCE=1
 
@@ -33,7 +32,7 @@ MODULES=(virtio_pci virtio_net 9pnet_virtio 9p dummy veth crc32c_generic crc32c-
 	configfs target_core_mod target_core_file target_core_iblock iscsi_target_mod ib_isert
 	loop ext4)
 
-# Host programs copied in (with their libraries). Each must exist: tests/rdma/deps.sh installs
+# Host programs copied in (with their libraries). Each must exist: scripts/deps.sh --rdma installs
 # the packages (iproute2, kmod, ibverbs-utils, rdmacm-utils, open-iscsi, tgt, fio, e2fsprogs).
 PROGRAMS=(/usr/sbin/ip /usr/bin/rdma /usr/bin/kmod
 	/usr/bin/ibv_devices /usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong /usr/bin/rping
@@ -44,14 +43,16 @@ LINKS=(/usr/sbin/modprobe:/usr/bin/kmod /usr/sbin/mkfs.ext4:/usr/sbin/mke2fs
 	/usr/sbin/fsck.ext4:/usr/sbin/e2fsck)
 # Loaded with dlopen, so ldd does not list them: the Soft-RoCE verbs provider.
 PROVIDER=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
-# Libraries the ix binaries built on the host need (they run in the guest from the 9p share),
+# Libraries the ix binaries built on the host need (they run in the guest from the 9p share;
+# libraries inside the build dir, like libix.so, come over the share through their RUNPATH),
 # for the normal and the ASan+UBSan build. tests/rdma/run.sh checks them against `ldd` of the
-# build's ix-target and names any missing one.
+# build's binaries and names any missing one.
 IX_LIBS=(libisal.so.2 libcrypto.so.3 liburing.so.2 libjansson.so.4
-	libasan.so.8 libubsan.so.1 libm.so.6 libgcc_s.so.1 libstdc++.so.6)
+	libasan.so.8 libubsan.so.1 libm.so.6 libgcc_s.so.1 libstdc++.so.6 libibverbs.so.1 librdmacm.so.1
+	libfuse3.so.3)
 
 for p in "${PROGRAMS[@]}" "$PROVIDER" /usr/bin/busybox; do
-	[ -e "$p" ] || die "$p is missing: run tests/rdma/deps.sh"
+	[ -e "$p" ] || die "$p is missing: run scripts/deps.sh --rdma"
 done
 case $(file -L /usr/bin/busybox) in
 *'statically linked'*) ;;

@@ -22,7 +22,10 @@ TESTS=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) IX_BUILD=$2; shift ;;
-	--list) for t in "$HERE"/tests/*.sh; do basename "$t" .sh; done; exit 0 ;;
+	--list) # verbs first: it proves rxe0 before any test relies on it
+		ls "$HERE"/tests/*.sh | sed 's|.*/||; s|\.sh$||' | awk '$0 == "verbs" { print; next } { r[n++] = $0 }
+			END { for (i = 0; i < n; i++) print r[i] }'
+		exit 0 ;;
 	-h | --help) sed -n 2,17p "$0"; exit 0 ;;
 	-*) echo "rdma/run.sh: unknown option $1" >&2; exit 2 ;;
 	*) TESTS+=("$1") ;;
@@ -78,7 +81,8 @@ done
 } >"$SHARE/env"
 
 # ---- the image -----------------------------------------------------------------------------------
-command -v qemu-system-x86_64 >/dev/null || "$HERE/deps.sh" >"$OUT/deps.log" 2>&1
+"$ROOT/scripts/deps.sh" --rdma >"$OUT/deps.log" 2>&1 ||
+	{ tail -5 "$OUT/deps.log"; result FAIL rdma.deps "cannot install the tier's packages"; finish; }
 t0=$SECONDS
 if ! IMG=$("$HERE/build-image.sh" 2>"$OUT/build-image.log" | tail -1) || [ ! -f "$IMG/ok" ]; then
 	tail -20 "$OUT/build-image.log" | sed 's/^/  | /'
@@ -87,14 +91,14 @@ if ! IMG=$("$HERE/build-image.sh" 2>"$OUT/build-image.log" | tail -1) || [ ! -f 
 fi
 echo "rdma: image $IMG ($((SECONDS - t0)) s): $(grep -E '^kernel' "$IMG/manifest.txt")"
 
-# ix's binaries run in the guest from the 9p share: their libraries must be in the image.
-if [ -x "$IX_BUILD/tools/ix-target" ]; then
-	missing=$(ldd "$IX_BUILD/tools/ix-target" | awk '$2 == "=>" { print $1 }' | while read -r so; do
-		grep -qx "$so" "$IMG/libs.txt" || echo "$so"
-	done)
-	if [ -n "$missing" ]; then
-		result FAIL rdma.ix-libs "ix-target needs $(echo $missing) which the image lacks: add to IX_LIBS in tests/rdma/build-image.sh"
-	fi
+# ix's binaries run in the guest from the 9p share: the libraries they take from the host must
+# be in the image (those inside the build dir come over the share through their RUNPATH).
+missing=$(for b in "$IX_BUILD"/tools/* "$IX_BUILD"/tests/integration/*; do
+	[ -f "$b" ] && [ -x "$b" ] || continue
+	ldd "$b" 2>/dev/null | awk -v bd="$IX_BUILD" '$2 == "=>" && index($3, bd) != 1 { print $1 }'
+done | sort -u | while read -r so; do grep -qx "$so" "$IMG/libs.txt" || echo "$so"; done)
+if [ -n "$missing" ]; then
+	result FAIL rdma.ix-libs "ix's binaries need $(echo $missing) which the image lacks: add to IX_LIBS in tests/rdma/build-image.sh"
 fi
 
 # ---- boot -----------------------------------------------------------------------------------------

@@ -45,6 +45,8 @@ struct tcp_conn {
 	uint32_t stage_len, stage_off;
 
 	/* transmit */
+	uint64_t tx_total;        /* bytes written since the connection began */
+	uint64_t tx_abort_at;     /* test hook: reset once tx_total reaches it (0 = never) */
 	struct list_head txq;
 	bool want_out;
 	struct ev_defer flush_defer;
@@ -159,6 +161,35 @@ static uint32_t pdu_wire_len(const struct tcp_conn *t, const struct dm_txpdu *p)
 	return len;
 }
 
+/* Test hook (dm_ops.tx_abort_at): trim iov so that nothing past the abort point is written; once
+ * it is reached, reset the connection. Returns the number of iov entries to write, 0 after the
+ * reset. */
+static int tx_limit(struct iscsi_conn *c, struct tcp_conn *t, struct iovec *iov, int n)
+{
+	uint64_t room;
+
+	if (!t->tx_abort_at)
+		return n;
+	room = t->tx_abort_at > t->tx_total ? t->tx_abort_at - t->tx_total : 0;
+	for (int i = 0; i < n; i++) {
+		if (iov[i].iov_len >= room) {
+			iov[i].iov_len = room;
+			n = i + (room > 0);
+			break;
+		}
+		room -= iov[i].iov_len;
+	}
+	if (n == 0) {
+		struct linger l = {.l_onoff = 1, .l_linger = 0};
+
+		setsockopt(t->fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l)); /* close sends RST */
+		log_info("tcp", "%s: fault injection: reset after %llu bytes", c->peer,
+			 (unsigned long long)t->tx_total);
+		dm_conn_failed(c, -ECONNABORTED);
+	}
+	return n;
+}
+
 static void tcp_flush(struct iscsi_conn *c)
 {
 	struct tcp_conn *t = tcp_of(c);
@@ -173,6 +204,9 @@ static void tcp_flush(struct iscsi_conn *c)
 			struct dm_txpdu *p = list_entry(pos, struct dm_txpdu, link);
 			n += pdu_iov(t, p, iov + n, TCP_IOV_MAX - n);
 		}
+		n = tx_limit(c, t, iov, n);
+		if (n == 0)
+			return;
 		w = writev(t->fd, iov, n);
 		if (w < 0) {
 			if (errno == EINTR)
@@ -187,6 +221,7 @@ static void tcp_flush(struct iscsi_conn *c)
 			dm_conn_failed(c, -errno);
 			return;
 		}
+		t->tx_total += (uint64_t)w;
 		while (w > 0 && !list_empty(&t->txq)) {
 			struct dm_txpdu *p = list_first_entry(&t->txq, struct dm_txpdu, link);
 			uint32_t left = pdu_wire_len(t, p) - p->tx_off;
@@ -320,12 +355,20 @@ static int rx_consume(struct iscsi_conn *c, struct tcp_conn *t, const uint8_t *p
 	return (int)used;
 }
 
+/* Receive what the socket holds. A recv that returns less than asked for has emptied the
+ * socket (for now): we go back to the loop instead of asking again only to hear EAGAIN (the
+ * watch is level-triggered, so data arriving meanwhile wakes us up). That saves one system
+ * call per wake-up, a quarter of them at queue depth 1. */
 static void tcp_read(struct iscsi_conn *c)
 {
 	struct tcp_conn *t = tcp_of(c);
+	bool drained = false;
 
-	for (int budget = 0; budget < 64 && !c->terminated; budget++) {
+	/* The budget counts receives (fairness between the worker's connections); whatever was
+	   received is always consumed, or nothing would wake us up to finish it. */
+	for (int budget = 0; !c->terminated;) {
 		ssize_t n;
+		size_t want;
 
 		if (t->stage_off < t->stage_len) {
 			int r = rx_consume(c, t, t->stage + t->stage_off, t->stage_len - t->stage_off);
@@ -337,10 +380,14 @@ static void tcp_read(struct iscsi_conn *c)
 			continue;
 		}
 		t->stage_off = t->stage_len = 0;
+		if (drained || budget++ == 32)
+			return;
 		/* Large payload with nothing staged: receive straight into its destination. */
 		if (t->rx_state == RX_DATA && t->dst && t->dlen - t->dgot >= TCP_DIRECT_MIN) {
-			n = recv(t->fd, t->dst + t->dgot, t->dlen - t->dgot, 0);
+			want = t->dlen - t->dgot;
+			n = recv(t->fd, t->dst + t->dgot, want, 0);
 			if (n > 0) {
+				drained = (size_t)n < want;
 				if (t->ddigest)
 					t->dcrc = crc32c_update(t->dcrc, t->dst + t->dgot, (size_t)n);
 				t->dgot += (uint32_t)n;
@@ -349,8 +396,10 @@ static void tcp_read(struct iscsi_conn *c)
 				continue;
 			}
 		} else {
-			n = recv(t->fd, t->stage, TCP_STAGE_SIZE, 0);
+			want = TCP_STAGE_SIZE;
+			n = recv(t->fd, t->stage, want, 0);
 			if (n > 0) {
+				drained = (size_t)n < want;
 				t->stage_len = (uint32_t)n;
 				continue;
 			}
@@ -418,6 +467,19 @@ static bool tcp_tx_busy(struct iscsi_conn *c)
 	return !list_empty(&tcp_of(c)->txq);
 }
 
+static void tcp_rx_poll(struct iscsi_conn *c)
+{
+	iscsi_conn_get(c);
+	if (!c->terminated)
+		tcp_read(c);
+	iscsi_conn_put(c);
+}
+
+static void tcp_tx_abort_at(struct iscsi_conn *c, uint64_t total)
+{
+	tcp_of(c)->tx_abort_at = total;
+}
+
 const struct dm_ops tcp_dm_ops = {
 	.name = "tcp",
 	.caps = DM_CAP_DIGESTS,
@@ -428,6 +490,8 @@ const struct dm_ops tcp_dm_ops = {
 	.enable = tcp_enable,
 	.terminate = tcp_terminate,
 	.tx_busy = tcp_tx_busy,
+	.rx_poll = tcp_rx_poll,
+	.tx_abort_at = tcp_tx_abort_at,
 };
 
 void tcp_format_sockaddr(const void *sa_, char *out, size_t cap)
@@ -449,7 +513,14 @@ void tcp_format_sockaddr(const void *sa_, char *out, size_t cap)
 struct iscsi_conn *tcp_conn_new(int fd, struct ev_loop *loop, enum iscsi_role role,
 				const struct iscsi_role_ops *ops, void *role_priv)
 {
-	struct iscsi_conn *c = iscsi_conn_new(&tcp_dm_ops, loop, role, ops, role_priv);
+	return tcp_conn_new_dm(fd, loop, &tcp_dm_ops, role, ops, role_priv);
+}
+
+struct iscsi_conn *tcp_conn_new_dm(int fd, struct ev_loop *loop, const struct dm_ops *dm,
+				   enum iscsi_role role, const struct iscsi_role_ops *ops,
+				   void *role_priv)
+{
+	struct iscsi_conn *c = iscsi_conn_new(dm, loop, role, ops, role_priv);
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	struct tcp_conn *t;
@@ -487,9 +558,19 @@ struct tcp_listener {
 	int fd;
 	struct ev_loop *loop;
 	struct ev_io io;
+	struct ev_timer pause;      /* out of file descriptors: listen again later */
 	tcp_accept_cb cb;
 	void *arg;
 };
+
+#define TCP_ACCEPT_PAUSE_MS 100
+
+static void accept_resume(struct ev_timer *t)
+{
+	struct tcp_listener *l = t->arg;
+
+	ev_io_start(l->loop, &l->io, EPOLLIN);
+}
 
 static void accept_cb(struct ev_io *w, uint32_t revents)
 {
@@ -499,12 +580,26 @@ static void accept_cb(struct ev_io *w, uint32_t revents)
 	for (int i = 0; i < 64; i++) {
 		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE)
-				log_warn("tcp", "accept: %s", strerror(errno));
+			if (errno == EMFILE || errno == ENFILE) {
+				/* the pending connection stays in the backlog, so the socket stays
+				   readable: stop watching it for a while instead of spinning */
+				log_warn("tcp", "accept: %s: not accepting for %d ms", strerror(errno),
+					 TCP_ACCEPT_PAUSE_MS);
+				ev_io_stop(l->loop, &l->io);
+				ev_timer_start(l->loop, &l->pause, TCP_ACCEPT_PAUSE_MS);
+			}
 			return;
 		}
 		l->cb(fd, l->arg);
+		if (!l->io.active)
+			return; /* the callback paused the listener */
 	}
+}
+
+void tcp_listener_pause(struct tcp_listener *l, unsigned ms)
+{
+	ev_io_stop(l->loop, &l->io);
+	ev_timer_start(l->loop, &l->pause, ms);
 }
 
 int tcp_listen(struct ev_loop *loop, const char *addr, uint16_t port, tcp_accept_cb cb, void *arg,
@@ -548,6 +643,7 @@ int tcp_listen(struct ev_loop *loop, const char *addr, uint16_t port, tcp_accept
 	l->cb = cb;
 	l->arg = arg;
 	ev_io_init(&l->io, fd, accept_cb, l);
+	ev_timer_init(&l->pause, accept_resume, l);
 	r = ev_io_start(loop, &l->io, EPOLLIN);
 	if (r < 0) {
 		close(fd);
@@ -563,6 +659,7 @@ void tcp_listener_free(struct tcp_listener *l)
 	if (!l)
 		return;
 	ev_io_stop(l->loop, &l->io);
+	ev_timer_stop(l->loop, &l->pause);
 	close(l->fd);
 	free(l);
 }

@@ -19,6 +19,11 @@ extern const struct dm_ops tcp_dm_ops;
 /* Wrap a connected socket (takes ownership of fd; closes it on failure). */
 struct iscsi_conn *tcp_conn_new(int fd, struct ev_loop *loop, enum iscsi_role role,
 				const struct iscsi_role_ops *ops, void *role_priv);
+/* The same through a wrapper of tcp_dm_ops whose private area starts with TCP's (the fault
+ * injector of transport/fault/fault.h). */
+struct iscsi_conn *tcp_conn_new_dm(int fd, struct ev_loop *loop, const struct dm_ops *dm,
+				   enum iscsi_role role, const struct iscsi_role_ops *ops,
+				   void *role_priv);
 /* Start receiving (call once the role has set itself up). 0 or -errno. */
 int tcp_conn_start(struct iscsi_conn *c);
 
@@ -29,6 +34,9 @@ typedef void (*tcp_accept_cb)(int fd, void *arg);
 int tcp_listen(struct ev_loop *loop, const char *addr, uint16_t port, tcp_accept_cb cb, void *arg,
 	       struct tcp_listener **out);
 void tcp_listener_free(struct tcp_listener *l);
+/* Stop accepting for ms milliseconds (connections wait in the kernel's backlog); may be called
+ * from the accept callback. */
+void tcp_listener_pause(struct tcp_listener *l, unsigned ms);
 
 /* Active open (the initiator side): a non-blocking connect whose completion is reported on
  * the loop. The struct is embedded in the caller's object and must stay alive until the

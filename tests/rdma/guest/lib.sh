@@ -61,12 +61,14 @@ ixr_wait() {
 }
 
 # ixr_daemon NAME CMD...: start CMD in its own session, output in the share as
-# $IX_TEST.NAME.log; the pid is remembered so ixr_cleanup_all can stop it.
+# $IX_TEST.NAME.log; the pid is remembered so ixr_cleanup_all can stop it. The log is emptied
+# before the daemon starts, so waiting for a line in it never sees an earlier daemon's output.
 ixr_daemon() {
 	name=$1
 	shift
 	ixr_log "starting $name: $*"
-	setsid "$@" >"$IXR_OUT/$IX_TEST.$name.log" 2>&1 </dev/null &
+	: >"$IXR_OUT/$IX_TEST.$name.log"
+	setsid "$@" >>"$IXR_OUT/$IX_TEST.$name.log" 2>&1 </dev/null &
 	echo "$!" >"$IXR_RUN/$name.pid"
 	echo "$!" >>"$IXR_RUN/pids"
 }
@@ -133,7 +135,7 @@ ixr_iscsid_start() {
 		node.startup = manual
 		node.session.timeo.replacement_timeout = 5
 		node.session.initial_login_retry_max = 2
-		node.conn[0].timeo.login_timeout = 15
+		node.conn[0].timeo.login_timeout = 30
 		node.conn[0].timeo.logout_timeout = 15
 		node.conn[0].timeo.noop_out_interval = 5
 		node.conn[0].timeo.noop_out_timeout = 10
@@ -208,7 +210,11 @@ tgtadm_() { timeout 20 /usr/sbin/tgtadm "$@"; }
 ixr_tgt_start() {
 	lld=$1 iqn=$2 mb=$3
 	truncate -s "${mb}M" /dev/shm/tgt-lun1.img || return 1
-	ixr_daemon tgtd /usr/sbin/tgtd -f
+	# tgtd registers its whole iSER buffer pool (1 GiB by default) on the first RDMA connect
+	# request; under TCG that took longer than the initiator waits, the initiator dropped the
+	# connection and tgtd's rdma_create_qp failed with EINVAL. 64 MiB is 128 of its 512 KiB
+	# buffers.
+	ixr_daemon tgtd /usr/sbin/tgtd -f --iser pool_sz_mb=64
 	ixr_wait 20 tgtadm_ --mode target --op show || { ixr_log "tgtd control socket not up"; return 1; }
 	tgtadm_ --lld "$lld" --mode target --op new --tid 1 -T "$iqn" &&
 		tgtadm_ --lld "$lld" --mode logicalunit --op new --tid 1 --lun 1 -b /dev/shm/tgt-lun1.img &&

@@ -3,6 +3,7 @@
 #ifndef IX_TESTS_SCSI_HARNESS_H
 #define IX_TESTS_SCSI_HARNESS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ struct env {
 	struct ev_loop *loop;
 	struct scsi_thread *thr;
 	uint8_t *buf;
+	bool map_ok; /* commands may answer READs from LU memory (scsi_cmd.data_in_map_ok) */
 };
 
 /* Run one command; returns the number of times done fired (must be 1). cdb_size is the size
@@ -49,10 +51,11 @@ static inline int t_run_n(struct env *e, struct scsi_nexus *nx, uint32_t lun, co
 	t->c.buf = e->buf;
 	t->c.buf_len = TBUF;
 	memset(e->buf, 0xee, TBUF);
-	if (dout_len)
+	if (dout && dout_len)
 		memcpy(e->buf, dout, dout_len);
 	t->c.data_out_len = dout_len;
 	t->c.data_in_max = din_max;
+	t->c.data_in_map_ok = e->map_ok;
 	t->c.done = t_done;
 	t->c.priv = t;
 	scsi_cmd_exec(&t->c);

@@ -5,10 +5,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "backend/bs.h"
@@ -311,6 +313,55 @@ skip:
 	}
 }
 
+/* A file on tmpfs does its I/O inline even with a thread (no io-wq trip). */
+static void test_file_memfs(struct ev_loop *loop)
+{
+	char path[] = "/dev/shm/ix-bs-XXXXXX", err[128];
+	struct bs_open_cfg cfg = {.size_bytes = 1 << 20, .block_size = BSZ};
+	static uint8_t buf[8192], rd[8192];
+	struct bs_thread *thr;
+	struct bs_dev *dev;
+	struct statfs sf;
+	struct tio t;
+	int fd, rc = 0;
+
+	printf("# file backend on tmpfs: inline I/O\n");
+	fd = mkstemp(path);
+	if (fd < 0 || fstatfs(fd, &sf) < 0 || (uint32_t)sf.f_type != TMPFS_MAGIC) {
+		printf("ok %d # SKIP /dev/shm is not a tmpfs here\n", ++tap_n);
+		if (fd >= 0) {
+			close(fd);
+			unlink(path);
+		}
+		return;
+	}
+	close(fd);
+	cfg.path = path;
+	CHECK_EQ(bs_dev_open(&bs_file_ops, &cfg, &dev, err, sizeof(err)), 0);
+	thr = bs_thread_new(loop, 4, &rc);
+	CHECK(thr != NULL);
+	if (!thr)
+		return;
+	memset(buf, 0x3c, sizeof(buf));
+	tio_set(&t, dev, BS_OP_WRITE, 4096, sizeof(buf), buf, BS_IO_FUA);
+	bs_submit(thr, &t.io);
+	CHECK_EQ(t.ndone, 1); /* completed before bs_submit returned */
+	CHECK_EQ(t.io.result, 0);
+	CHECK_EQ(bs_thread_busy(thr), 0);
+	tio_set(&t, dev, BS_OP_READ, 4096, sizeof(rd), rd, 0);
+	bs_submit(thr, &t.io);
+	CHECK_EQ(t.ndone, 1);
+	CHECK_EQ(t.io.result, 0);
+	CHECK_MEM(rd, buf, sizeof(rd));
+	tio_set(&t, dev, BS_OP_READ, (1 << 20) - 512, 1024, rd, 0); /* past the end */
+	bs_submit(thr, &t.io);
+	CHECK_EQ(t.ndone, 1);
+	CHECK_EQ(t.io.result, -EINVAL);
+	bs_thread_free(thr);
+	bs_dev_close(dev);
+	unlink(path);
+}
+
 int main(void)
 {
 	struct ev_loop *loop = ev_loop_new();
@@ -318,6 +369,7 @@ int main(void)
 	test_registry();
 	test_ram();
 	test_file_uring(loop);
+	test_file_memfs(loop);
 	test_block(loop);
 	ev_loop_free(loop);
 	return tap_done();

@@ -96,6 +96,7 @@ int main(void)
 	struct tcmd t;
 	struct env e;
 
+	memset(&e, 0, sizeof(e)); /* map_ok and anything the harness grows start false */
 	e.loop = ev_loop_new();
 	e.thr = scsi_thread_new(e.loop);
 	e.map = scsi_lun_map_new();

@@ -583,6 +583,7 @@ int main(void)
 	struct env e;
 	char err[256] = "";
 
+	memset(&e, 0, sizeof(e)); /* map_ok and anything the harness grows start false */
 	e.loop = ev_loop_new();
 	e.thr = scsi_thread_new(e.loop);
 	e.map = scsi_lun_map_new();

@@ -35,6 +35,7 @@ static void setup(struct env *e)
 {
 	int fd;
 
+	memset(e, 0, sizeof(*e));
 	e->loop = ev_loop_new();
 	CHECK(e->loop != NULL);
 	e->thr = scsi_thread_new(e->loop);
@@ -250,6 +251,58 @@ static void test_write_read(struct env *e, uint32_t lun, uint32_t bs)
 	t_run(e, e->nx, lun, B(0x28, 0, 0, 0, 0, 64, 0, 0, 2, 0), 2 * bs, NULL, 0, &t);
 	CHECK_MEM(t.c.buf, other, bs);
 	CHECK_MEM(t.c.buf + bs, data + bs, bs);
+}
+
+/* READ with data_in_map_ok: a RAM LU answers from its own memory (no copy into buf), other
+ * backends and other commands still fill buf; scsi_cdb_is_read() names the READs. */
+static void test_read_map(struct env *e)
+{
+	static uint8_t data[8 * 512];
+	static const uint8_t r10[] = {0x28, 0, 0, 0, 0, 200, 0, 0, 8, 0};
+	struct tcmd t;
+
+	printf("# READ answered from LU memory\n");
+	fill(data, sizeof(data), 0x5a);
+	t_run(e, e->nx, L_RAM, B(0x2a, 0, 0, 0, 0, 200, 0, 0, 8, 0), 0, data, sizeof(data), &t);
+	CHECK_EQ(t.c.status, 0);
+	e->map_ok = true;
+	CHECK_EQ(t_run(e, e->nx, L_RAM, r10, 4096, NULL, 0, &t), 1);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(t.c.data_in_len, 4096);
+	CHECK(t.c.data_in != t.c.buf);
+	CHECK_MEM(t.c.data_in, data, 4096);
+	CHECK_EQ(t.c.buf[0], 0xee); /* buf untouched */
+	/* a shorter data_in_max still limits what is mapped */
+	t_run(e, e->nx, L_RAM, r10, 1024, NULL, 0, &t);
+	CHECK_EQ(t.c.data_in_len, 1024);
+	CHECK_MEM(t.c.data_in, data, 1024);
+	/* out of range: the usual CHECK CONDITION, nothing mapped */
+	t_run(e, e->nx, L_RAM, B(0x28, 0, 0, 0x10, 0, 0, 0, 0, 8, 0), 4096, NULL, 0, &t);
+	CHECK_EQ(t.c.status, SCSI_STATUS_CHECK_CONDITION);
+	CHECK_EQ(t.c.data_in_len, 0);
+	/* the file backend cannot map: it copies into buf as before */
+	t_run(e, e->nx, L_FILE, B(0x2a, 0, 0, 0, 0, 200, 0, 0, 8, 0), 0, data, sizeof(data), &t);
+	t_run(e, e->nx, L_FILE, r10, 4096, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK(t.c.data_in == t.c.buf);
+	CHECK_MEM(t.c.buf, data, 4096);
+	/* other data-in commands fill buf even when mapping is allowed */
+	t_run(e, e->nx, L_RAM, B(0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0), 8, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK(t.c.data_in == t.c.buf);
+	/* without permission the RAM LU copies */
+	e->map_ok = false;
+	t_run(e, e->nx, L_RAM, r10, 4096, NULL, 0, &t);
+	CHECK(t.c.data_in == t.c.buf);
+	CHECK_MEM(t.c.buf, data, 4096);
+	CHECK(scsi_cdb_is_read(B(0x08, 0, 0, 0, 1, 0), 6));
+	CHECK(scsi_cdb_is_read(r10, 10));
+	CHECK(scsi_cdb_is_read(B(0xa8, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0), 12));
+	CHECK(scsi_cdb_is_read(B(0x88, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0), 16));
+	CHECK(!scsi_cdb_is_read(B(0x2a, 0, 0, 0, 0, 0, 0, 0, 1, 0), 10));
+	CHECK(!scsi_cdb_is_read(B(0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0), 10));
+	CHECK(!scsi_cdb_is_read(B(0x12, 0, 0, 0, 36, 0), 6));
+	CHECK(!scsi_cdb_is_read(r10, 0));
 }
 
 static void test_thin(struct env *e, uint32_t lun)
@@ -708,6 +761,7 @@ int main(void)
 	test_write_read(&e, L_RAM, 512);
 	test_write_read(&e, L_FILE, 512);
 	test_write_read(&e, L_4K, 4096);
+	test_read_map(&e);
 	test_thin(&e, L_RAM);
 	test_thin(&e, L_FILE);
 	test_caw(&e, L_RAM);

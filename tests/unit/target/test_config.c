@@ -121,7 +121,7 @@ static const struct tcase cases[] = {
      "luns[0].lun: 256 is out of range (0 to 255)"},
     {LUNS("{'lun':-1,'backend':'ram','size':4096}"), "luns[0].lun: -1 is out of range"},
     {LUNS("{'lun':0,'backend':'nvme','size':4096}"),
-     "luns[0].backend: unknown backend \"nvme\" (use ram, file or block)"},
+     "luns[0].backend: unknown backend \"nvme\" (use ram, file, block or error)"},
     {LUNS("{'lun':0,'backend':'RAM','size':4096}"), "unknown backend \"RAM\""},
     {LUNS("{'lun':0,'backend':'ram','size':8192,'block_size':4096}"), NULL},
     {LUNS("{'lun':0,'backend':'ram','size':4096,'block_size':1024}"),
@@ -334,6 +334,28 @@ static const struct tcase cases[] = {
     {G("'cmdsn_depth':0"), "global.cmdsn_depth: 0 is out of range"},
     {G("'max_sessions':65536"), "global.max_sessions: 65536 is out of range (0 to 65535)"},
     {G("'mgmt_socket':''"), "global.mgmt_socket: must not be empty"},
+    /* test-only features */
+    {"{'testing':{}}", NULL},
+    {"{'testing':{'faults':{}}}", "testing.faults: unknown key \"faults\""},
+    {"{'testing':{'transport_faults':{'drop_ppm':1000001}}}",
+     "testing.transport_faults.drop_ppm: 1000001 is out of range (0 to 1000000)"},
+    {"{'testing':{'transport_faults':{'opcodes':[32,64]}}}",
+     "testing.transport_faults.opcodes[1]: must be an opcode number from 0 to 63"},
+    {"{'testing':{'transport_faults':{'delay_ms':0}}}",
+     "testing.transport_faults.delay_ms: 0 is out of range"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','errors':[]}"),
+     "targets[0].luns[0].errors: only for backend \"error\""},
+    {LUNS("{'lun':0,'backend':'error','size':'1M','errors':[{'op':'write','error':'enospc',"
+	  "'lba':8,'blocks':8},{'op':'any','error':'none','delay_ms':5,'every':2}]}"),
+     NULL},
+    {LUNS("{'lun':0,'backend':'error','errors':[]}"),
+     "targets[0].luns[0].size: required for a RAM LUN"},
+    {LUNS("{'lun':0,'backend':'error','size':'1M','errors':[{'op':'seek'}]}"),
+     "targets[0].luns[0].errors[0].op: unknown operation \"seek\" (use read, write, flush or any)"},
+    {LUNS("{'lun':0,'backend':'error','size':'1M','errors':[{'error':'none'}]}"),
+     "targets[0].luns[0].errors[0].error: \"none\" without delay_ms does nothing"},
+    {LUNS("{'lun':0,'backend':'error','size':'1M','errors':[{'eror':'eio'}]}"),
+     "targets[0].luns[0].errors[0].eror: unknown key \"eror\" (did you mean \"error\"?)"},
     /* other strings */
     {T("'alias':'Lab disk'"), NULL},
     {T("'alias':'a\\u0001'"), "targets[0].alias: contains a control character"},
@@ -811,6 +833,44 @@ static void test_files(void)
 	}
 }
 
+/* Test-only features mark the configuration, so ix-target can refuse it without --testing. */
+static void test_testing(void)
+{
+	struct ix_config *cfg = NULL;
+	const struct scsi_lu_cfg *lu;
+	char err[512] = "";
+
+	CHECK_EQ(load(LUNS(RAM0), &cfg, err, sizeof(err)), 0);
+	CHECK(cfg && !cfg->test_features && !cfg->testing.transport_faults);
+	cfg_free(cfg);
+	CHECK_EQ(load(LUNS("{'lun':0,'backend':'error','size':'1M','errors':[{'op':'read',"
+			   "'lba':3,'blocks':2,'every':4}]}"),
+		      &cfg, err, sizeof(err)),
+		 0);
+	CHECK(cfg && cfg->test_features && !cfg->testing.transport_faults);
+	if (cfg) {
+		lu = &cfg->targets[0].luns[0].lu;
+		CHECK_EQ(lu->backend, SCSI_BACKEND_ERROR);
+		CHECK_EQ(lu->n_err_rules, 1);
+		CHECK(lu->err_rules && lu->err_rules[0].ops == SCSI_ERR_OP_READ &&
+		      lu->err_rules[0].error == -EIO && lu->err_rules[0].lba == 3 &&
+		      lu->err_rules[0].blocks == 2 && lu->err_rules[0].every == 4);
+	}
+	cfg_free(cfg);
+	CHECK_EQ(load("{'testing':{'transport_faults':{'seed':9,'drop_ppm':5,'opcodes':[37,49],"
+		      "'reset_after_bytes':100000}}}",
+		      &cfg, err, sizeof(err)),
+		 0);
+	CHECK(cfg && cfg->test_features && cfg->testing.transport_faults);
+	if (cfg) {
+		const struct fault_cfg *f = &cfg->testing.faults;
+		CHECK(f->seed == 9 && f->drop_ppm == 5 && f->delay_ms == 100 &&
+		      f->opcodes == ((1ull << 37) | (1ull << 49)) &&
+		      f->reset_after_bytes == 100000 && !f->during_login);
+	}
+	cfg_free(cfg);
+}
+
 int main(void)
 {
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -820,6 +880,7 @@ int main(void)
 	test_defaults();
 	test_values();
 	test_chap_required();
+	test_testing();
 	test_default_config();
 	test_etc();
 	test_docs();

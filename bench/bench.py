@@ -1,0 +1,585 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark of ix-target against tgtd (python3 stdlib only; run via bench/run.sh).
+
+Both targets run at once, each with two equivalent 1 GiB LUNs:
+  ram   ix: the RAM backend            tgt: rdwr on a file in /dev/shm (tgt has no RAM store)
+  file  ix: the file backend (io_uring) on a file in /dev/shm, write_cache on
+        tgt: rdwr on another file in /dev/shm (tgt reports a write cache by default)
+Every LUN is written once end to end before measuring, so reads touch real pages.
+
+Each repetition runs every (workload, LUN) against ix and tgt back to back, alternating which
+goes first, and measures iperf3's single-stream loopback throughput once as the ceiling. Per
+workload we report the median over repetitions of: IOPS or MiB/s, the mean latency the client
+implies (queue depth / IOPS, Little's law) or its percentiles when the client reports them, the
+target process's CPU-seconds per GiB moved (utime+stime of /proc/PID/stat, all threads), the
+client's CPU use, and the ratio ix/tgt of the medians. The machine is shared and noisy: the
+ratios are the result, the absolute figures only context.
+
+Clients are plain functions in CLIENTS (see "Clients" below): a new one (ix-bench, once it
+exists) is one function and one entry there, then named in a workload's "client" field.
+"""
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+import ixtest  # noqa: E402  (free ports, tgtd control ports)
+
+GiB = 1 << 30
+MiB = 1 << 20
+LUN_SIZE = GiB
+IQN = 'iqn.2026-11.io.ix:bench'
+CLK_TCK = os.sysconf('SC_CLK_TCK')
+
+
+def log(msg):
+    print('[%s] %s' % (time.strftime('%H:%M:%S'), msg), file=sys.stderr, flush=True)
+
+
+def proc_cpu_s(pid):
+    """utime + stime of a whole process (every thread), in seconds."""
+    with open('/proc/%d/stat' % pid) as f:
+        fields = f.read().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def children_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+# --------------------------------------------------------------------------------- targets
+
+class Target:
+    kind = ''
+    proc = None
+    port = 0
+    luns = {}          # 'ram' / 'file' -> LUN number
+
+    def url(self, lun):
+        return 'iscsi://127.0.0.1:%d/%s/%d' % (self.port, IQN, self.luns[lun])
+
+    def cpu_s(self):
+        return proc_cpu_s(self.proc.pid)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+
+class IxTarget(Target):
+    kind = 'ix'
+
+    def __init__(self, build, work, name='ix', header_digest='prefer-none', threads=0,
+                 wrapper=(), ready_timeout=30):
+        self.bin = os.path.join(ROOT, build, 'tools', 'ix-target')
+        self.work = work
+        self.name = name
+        self.header_digest = header_digest
+        self.threads = threads          # 0 = one worker per CPU (the default)
+        self.wrapper = list(wrapper)    # e.g. valgrind (bench/insn.py)
+        self.ready_timeout = ready_timeout
+        self.luns = {'ram': 0, 'file': 1}
+
+    def start(self):
+        if not os.access(self.bin, os.X_OK):
+            raise SystemExit('ix-target not built at %s' % self.bin)
+        img = os.path.join(self.work, self.name + '-file.img')
+        for attempt in range(5):
+            self.port = ixtest.free_port()
+            cfg = {
+                'global': {'log_level': 'info',   # one line per login: digests check
+                           'threads': self.threads,
+                           # iscsi-perf always offers HeaderDigest=None,CRC32C, so the
+                           # target decides: 'crc32c' for the digest instance
+                           'negotiation': {'header_digest': self.header_digest,
+                                           'data_digest': 'prefer-none'}},
+                'portals': [{'name': 'bench', 'address': '127.0.0.1', 'port': self.port}],
+                'targets': [{'name': IQN, 'luns': [
+                    {'lun': 0, 'backend': 'ram', 'size': '%d' % LUN_SIZE},
+                    {'lun': 1, 'backend': 'file', 'path': img, 'size': '%d' % LUN_SIZE,
+                     'write_cache': True},
+                ]}],
+            }
+            path = os.path.join(self.work, self.name + '.json')
+            with open(path, 'w') as f:
+                json.dump(cfg, f, indent=2)
+            self.log = os.path.join(self.work, self.name + '.log')
+            lf = open(self.log, 'w')
+            self.proc = subprocess.Popen(self.wrapper + [self.bin, '-c', path], stdout=lf,
+                                         stderr=lf)
+            lf.close()
+            deadline = time.monotonic() + self.ready_timeout
+            while time.monotonic() < deadline:
+                text = open(self.log, errors='replace').read()
+                if 'ix-target: ready' in text:
+                    log('%s: ix-target pid %d on port %d, HeaderDigest %s' % (
+                        self.name, self.proc.pid, self.port, self.header_digest))
+                    return
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.1)
+            text = open(self.log, errors='replace').read()
+            self.stop()
+            if 'ddress already in use' not in text:
+                raise SystemExit('ix-target did not start:\n' + text[-2000:])
+        raise SystemExit('ix-target: no free port after 5 tries')
+
+    def stop(self):
+        if self.alive():
+            pid = self.proc.pid
+            if self.wrapper[:1] == ['strace']:
+                # signal the daemon, not strace (strace would detach without its summary)
+                with open('/proc/%d/task/%d/children' % (pid, pid)) as f:
+                    pid = int(f.read().split()[0])
+            os.kill(pid, signal.SIGTERM)
+            try:
+                self.proc.wait(15 + 4 * bool(self.wrapper) * 15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class TgtTarget(Target):
+    kind = 'tgt'
+    name = 'tgt'
+
+    def __init__(self, work):
+        self.work = work
+        self.luns = {'ram': 1, 'file': 2}   # tgt keeps LUN 0 for its controller
+
+    def adm(self, *args):
+        subprocess.run(['tgtadm', '-C', str(self.ctl), '--lld', 'iscsi'] + list(args),
+                       check=True, timeout=10, stdout=subprocess.DEVNULL)
+
+    def start(self):
+        if not shutil.which('tgtd'):
+            raise SystemExit('tgtd not installed (scripts/deps.sh installs it)')
+        imgs = []
+        for name in ('tgt-ram.img', 'tgt-file.img'):
+            p = os.path.join(self.work, name)
+            with open(p, 'wb') as f:
+                f.truncate(LUN_SIZE)
+            imgs.append(p)
+        self.port = ixtest.free_port()
+        self.ctl = ixtest.free_ctl()
+        self.log = os.path.join(self.work, 'tgtd.log')
+        lf = open(self.log, 'w')
+        self.proc = subprocess.Popen(['tgtd', '-f', '-C', str(self.ctl), '--iscsi',
+                                      'portal=127.0.0.1:%d' % self.port], stdout=lf, stderr=lf)
+        lf.close()
+        deadline = time.monotonic() + 30
+        while True:
+            r = subprocess.run(['tgtadm', '-C', str(self.ctl), '--lld', 'iscsi', '--op', 'show',
+                                '--mode', 'target'], capture_output=True, timeout=10)
+            if r.returncode == 0:
+                break
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit('tgtd did not start:\n' + open(self.log).read()[-2000:])
+            time.sleep(0.1)
+        self.adm('--op', 'new', '--mode', 'target', '--tid', '1', '-T', IQN)
+        for lun, img in zip((1, 2), imgs):
+            self.adm('--op', 'new', '--mode', 'logicalunit', '--tid', '1', '--lun', str(lun),
+                     '-b', img)
+        self.adm('--op', 'bind', '--mode', 'target', '--tid', '1', '-I', 'ALL')
+        self.adm('--op', 'update', '--mode', 'target', '--tid', '1', '-n', 'HeaderDigest',
+                 '-v', 'None,CRC32C')
+        if ixtest.wait_port('127.0.0.1', self.port, 10):
+            raise SystemExit('tgtd portal not listening')
+        log('tgtd pid %d on port %d (control %d)' % (self.proc.pid, self.port, self.ctl))
+
+    def stop(self):
+        if not self.alive():
+            return
+        # tgtd ignores SIGTERM: delete the target and the system, SIGKILL as a last resort
+        for args in (('--op', 'delete', '--mode', 'target', '--tid', '1', '--force'),
+                     ('--op', 'delete', '--mode', 'system')):
+            subprocess.run(['tgtadm', '-C', str(self.ctl), '--lld', 'iscsi'] + list(args),
+                           capture_output=True, timeout=10)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+# --------------------------------------------------------------------------------- clients
+#
+# A client is a function (target, lun, workload, secs, opts) -> dict with at least
+#   ops    I/Os completed            bytes  bytes moved        secs  wall time of the I/O
+# and optionally
+#   lat_us {'p50': .., 'p99': .., 'p999': ..}   latency percentiles measured by the client
+# It is handed the whole Target so it can pick the URL form it needs. Register it in CLIENTS
+# and name it in a workload's 'client'.
+#
+# ix-bench (the project's own initiator benchmark) goes here once it exists: a function that
+# runs build/tools/ix-bench against target.url(lun) for secs seconds with
+# wl['qd'], wl['bs'], wl['rw'], wl['pattern'], parses its ops/bytes/percentiles, and an entry
+# CLIENTS['ix-bench']. It can then replace qemu-img for the writes (qemu-img bench is
+# sequential or strided only and prints no latency) and give every row percentiles.
+
+class ClientError(Exception):
+    pass
+
+
+def run_procs(cmds, timeout):
+    """Run commands in parallel; returns (outputs, wall seconds)."""
+    t0 = time.monotonic()
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for c in cmds]
+    outs = []
+    for p, c in zip(procs, cmds):
+        try:
+            out, _ = p.communicate(timeout=max(1, timeout - (time.monotonic() - t0)))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise ClientError('timed out: %s' % ' '.join(c))
+        text = out.decode(errors='replace')
+        if p.returncode != 0:
+            raise ClientError('%s exited %d: %s' % (c[0], p.returncode, text[-500:]))
+        outs.append(text)
+    return outs, time.monotonic() - t0
+
+
+def client_iscsi_perf(target, lun, wl, secs, opts):
+    """libiscsi's iscsi-perf: reads only, prints a running IOPS average. With opts.clients > 1
+    the queue depth is split over that many processes (separate sessions)."""
+    n = opts.clients
+    qd = max(1, wl['qd'] // n)
+    cmds = []
+    for i in range(n):
+        c = ['iscsi-perf', '-i', 'iqn.2026-11.io.ix:bench-client-%d' % i, '-m', str(qd),
+             '-b', str(wl['bs'] // 512), '-t', str(secs)]
+        if wl['pattern'] == 'rand':
+            c.append('-r')
+        c.append(target.url(lun))
+        cmds.append(c)
+    outs, wall = run_procs(cmds, secs + 30)
+    iops = 0.0
+    for text in outs:
+        avg = re.findall(r'iops average (\d+)', text)
+        if not avg:
+            raise ClientError('iscsi-perf printed no average: %s' % text[-300:])
+        iops += float(avg[-1])
+    return {'ops': iops * secs, 'bytes': iops * secs * wl['bs'], 'secs': secs, 'wall': wall}
+
+
+def client_qemu_img(target, lun, wl, secs, opts):
+    """qemu-img bench through QEMU's iscsi driver: a fixed count of requests, sequential or at
+    a fixed stride (wrapping at the end of the LUN). The count is sized from the previous run
+    of the same row so a run lasts about secs."""
+    key = (target.name, lun, wl['name'])
+    count = opts.counts.get(key, wl['first_count'])
+    cmd = ['qemu-img', 'bench', '-f', 'raw', '-t', 'none', '-d', str(wl['qd']),
+           '-s', str(wl['bs']), '-c', str(count)]
+    if wl['rw'] == 'write':
+        cmd.append('-w')
+    if wl['pattern'] == 'stride':
+        cmd += ['-S', str(wl['stride'])]
+    cmd.append(target.url(lun))
+    outs, wall = run_procs([cmd], secs * 10 + 60)
+    m = re.search(r'Run completed in ([0-9.]+) seconds', outs[0])
+    if not m:
+        raise ClientError('qemu-img bench printed no time: %s' % outs[0][-300:])
+    t = float(m.group(1))
+    opts.counts[key] = max(wl['first_count'] // 4, int(count * secs / max(t, 0.05)))
+    return {'ops': count, 'bytes': count * wl['bs'], 'secs': t, 'wall': wall}
+
+
+CLIENTS = {
+    'iscsi-perf': client_iscsi_perf,
+    'qemu-img': client_qemu_img,
+}
+
+# --------------------------------------------------------------------------------- workloads
+
+WORKLOADS = [
+    {'name': 'randread-4k-qd32', 'client': 'iscsi-perf', 'rw': 'read', 'pattern': 'rand',
+     'bs': 4096, 'qd': 32, 'unit': 'IOPS',
+     'cmd': 'iscsi-perf -r -m 32 -b 8 -t SECS URL'},
+    {'name': 'randread-4k-qd1', 'client': 'iscsi-perf', 'rw': 'read', 'pattern': 'rand',
+     'bs': 4096, 'qd': 1, 'unit': 'IOPS',
+     'cmd': 'iscsi-perf -r -m 1 -b 8 -t SECS URL'},
+    {'name': 'seqread-512k-qd8', 'client': 'iscsi-perf', 'rw': 'read', 'pattern': 'seq',
+     'bs': 512 * 1024, 'qd': 8, 'unit': 'MiB/s',
+     'cmd': 'iscsi-perf -m 8 -b 1024 -t SECS URL'},
+    {'name': 'seqwrite-512k-qd8', 'client': 'qemu-img', 'rw': 'write', 'pattern': 'seq',
+     'bs': 512 * 1024, 'qd': 8, 'unit': 'MiB/s', 'first_count': 2000,
+     'cmd': 'qemu-img bench -f raw -t none -w -d 8 -s 524288 -c COUNT URL'},
+    {'name': 'stridewrite-4k-qd32', 'client': 'qemu-img', 'rw': 'write', 'pattern': 'stride',
+     'bs': 4096, 'qd': 32, 'stride': 4096 * 257, 'unit': 'IOPS', 'first_count': 50000,
+     'cmd': 'qemu-img bench -f raw -t none -w -d 32 -s 4096 -S 1052672 -c COUNT URL'},
+]
+
+# ix against itself: CRC32C header digest on vs off, as two ix-target instances (iscsi-perf
+# and QEMU offer HeaderDigest=None,CRC32C; the "ix+hd" instance accepts only CRC32C).
+# libiscsi 1.19 always offers DataDigest=None, so these clients cannot turn data digests on;
+# that row waits for ix-bench.
+DIGEST_WORKLOADS = ['randread-4k-qd32', 'seqread-512k-qd8', 'seqwrite-512k-qd8']
+
+
+def run_one(target, lun, wl, secs, opts):
+    if not target.alive():
+        raise SystemExit('%s died (log: %s)' % (target.name, target.log))
+    log_at = os.path.getsize(target.log)
+    c0 = target.cpu_s()
+    k0 = children_cpu_s()
+    r = CLIENTS[wl['client']](target, lun, wl, secs, opts)
+    k1 = children_cpu_s()
+    c1 = target.cpu_s()
+    if target.kind == 'ix':
+        # ix logs what each login negotiated: make sure the digest setting took effect
+        with open(target.log, errors='replace') as f:
+            f.seek(log_at)
+            digests = re.findall(r'normal session .* digests (\w+)/', f.read())
+        want = 'CRC32C' if target.header_digest == 'crc32c' else 'None'
+        if not digests or any(d != want for d in digests):
+            raise SystemExit('%s: expected HeaderDigest %s, ix negotiated %s' %
+                             (wl['name'], want, digests or 'no session'))
+    r['target_cpu'] = c1 - c0
+    r['client_cpu'] = k1 - k0
+    r['value'] = r['ops'] / r['secs'] if wl['unit'] == 'IOPS' else r['bytes'] / r['secs'] / MiB
+    r['cpu_per_gib'] = r['target_cpu'] / (r['bytes'] / GiB) if r['bytes'] else None
+    return r
+
+
+def iperf3(secs):
+    """iperf3's single-stream loopback throughput in MiB/s (the ceiling for one connection)."""
+    port = ixtest.free_port()
+    srv = subprocess.Popen(['iperf3', '-s', '-p', str(port)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):   # no probe connection: iperf3 would take it for a test
+            r = subprocess.run(['iperf3', '-c', '127.0.0.1', '-p', str(port), '-t', str(secs),
+                                '-J'], capture_output=True, timeout=secs + 30)
+            j = json.loads(r.stdout or b'{}')
+            if r.returncode == 0 and 'sum_received' in j.get('end', {}):
+                return j['end']['sum_received']['bits_per_second'] / 8 / MiB
+            time.sleep(0.1)
+        raise SystemExit('iperf3 failed: %s' % j.get('error', r.stderr[-300:]))
+    finally:
+        srv.terminate()
+        srv.wait()
+
+
+def prefill(target, lun, opts):
+    """Write the whole LUN once (512 KiB sequential) so later reads hit allocated pages."""
+    wl = {'name': 'prefill', 'client': 'qemu-img', 'rw': 'write', 'pattern': 'seq',
+          'bs': 512 * 1024, 'qd': 8, 'first_count': LUN_SIZE // (512 * 1024)}
+    saved = opts.clients
+    opts.clients = 1
+    try:
+        client_qemu_img(target, lun, wl, 1, opts)
+    finally:
+        opts.clients = saved
+        opts.counts.pop((target.name, lun, 'prefill'), None)
+
+
+# --------------------------------------------------------------------------------- report
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fmt(v, digits=0):
+    if v is None:
+        return '-'
+    return ('{:,.%df}' % digits).format(v)
+
+
+def print_table(summary, ceiling, unit_of, f):
+    hdr = ('%-20s %-5s %-9s %12s %12s %7s %7s %7s %6s %6s %7s %7s' %
+           ('workload', 'lun', 'A/B', 'A', 'B', 'A/B', 'lat A', 'lat B', 'cpuA', 'cpuB',
+            'cpuA/B', 'client'))
+    print(hdr, file=f)
+    print('-' * len(hdr), file=f)
+    for row in summary:
+        a, b = row['sides']
+        ra, rb = row[a], row[b]
+        unit = unit_of[row['workload']]
+        print('%-20s %-5s %-9s %12s %12s %7s %7s %7s %6s %6s %7s %6s%%' % (
+            row['workload'], row['lun'], '%s/%s' % (a, b),
+            fmt(ra['value']) + (' ' if unit == 'IOPS' else 'M'),
+            fmt(rb['value']) + (' ' if unit == 'IOPS' else 'M'),
+            fmt(row['ratio'], 2), fmt(ra['lat_mean_us'], 0), fmt(rb['lat_mean_us'], 0),
+            fmt(ra['cpu_s_per_gib'], 2), fmt(rb['cpu_s_per_gib'], 2), fmt(row['cpu_ratio'], 2),
+            fmt(ra['client_cpu_pct'], 0)), file=f)
+    if ceiling:
+        print('\niperf3 loopback, one stream (median of %d): %s MiB/s' %
+              (len(ceiling), fmt(med(ceiling))), file=f)
+        for row in summary:
+            if row['workload'].startswith('seq') and row['variant'] == 'vs-tgt':
+                a = row['sides'][0]
+                print('  %s %s: ix at %.0f%% of iperf3' % (
+                    row['workload'], row['lun'], 100 * row[a]['value'] / med(ceiling)), file=f)
+    print('\nA, B: medians (IOPS, or MiB/s marked M); lat: mean latency in us implied by '
+          'QD/IOPS\n(neither client reports percentiles); cpu: target CPU-seconds per GiB '
+          'moved;\nclient: the client processes\' CPU as % of one core (A side).', file=f)
+
+
+# --------------------------------------------------------------------------------- main
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--build', default='build-release', help='ix build directory')
+    ap.add_argument('--reps', type=int, default=5, help='repetitions (default 5)')
+    ap.add_argument('--time', type=int, default=5, help='seconds per run (default 5)')
+    ap.add_argument('--luns', default='ram,file', help='ram,file (default both)')
+    ap.add_argument('--workloads', default='all',
+                    help='comma list of workload names or "all"; "none" skips them')
+    ap.add_argument('--no-digests', action='store_true', help='skip the ix digest on/off rows')
+    ap.add_argument('--clients', type=int, default=1,
+                    help='client processes per run (iscsi-perf splits the queue depth)')
+    ap.add_argument('--quick', action='store_true', help='1 repetition of 2 s')
+    ap.add_argument('--json', metavar='FILE', help='write results as JSON ("-" = stdout)')
+    ap.add_argument('--workdir', help='where the LUN files go (default: a dir in /dev/shm)')
+    opts = ap.parse_args()
+    if opts.quick:
+        opts.reps, opts.time = 1, 2
+    opts.counts = {}
+    luns = [x for x in opts.luns.split(',') if x]
+    for x in luns:
+        if x not in ('ram', 'file'):
+            ap.error('unknown LUN kind %r' % x)
+    by_name = {w['name']: w for w in WORKLOADS}
+    if opts.workloads == 'all':
+        wls = list(WORKLOADS)
+    elif opts.workloads == 'none':
+        wls = []
+    else:
+        wls = []
+        for n in opts.workloads.split(','):
+            if n not in by_name:
+                ap.error('unknown workload %r (have: %s)' % (n, ', '.join(by_name)))
+            wls.append(by_name[n])
+    for tool in ('iscsi-perf', 'qemu-img', 'iperf3', 'tgtd', 'tgtadm'):
+        if not shutil.which(tool):
+            raise SystemExit('%s not installed (scripts/deps.sh installs it)' % tool)
+
+    work = opts.workdir or tempfile.mkdtemp(prefix='ix-bench.', dir='/dev/shm')
+    os.makedirs(work, exist_ok=True)
+    ix = IxTarget(opts.build, work)
+    ixhd = IxTarget(opts.build, work, 'ix+hd', 'crc32c')
+    tgt = TgtTarget(work)
+    digests = not opts.no_digests and 'ram' in luns and \
+        any(w['name'] in DIGEST_WORKLOADS for w in wls)
+    targets = [ix, tgt] + ([ixhd] if digests else [])
+    started = time.strftime('%Y-%m-%d %H:%M:%S %z')
+    try:
+        for t in targets:
+            t.start()
+        for t in targets:
+            for lun in (['ram'] if t is ixhd else luns):
+                log('prefill %s %s' % (t.name, lun))
+                prefill(t, lun, opts)
+
+        # rows: (workload, lun, variant) -> {side: [runs]}
+        results = {}
+        rows = []
+        plan = []   # (row, side, target, lun, wl)
+        for wl in wls:
+            for lun in luns:
+                row = (wl['name'], lun, 'vs-tgt')
+                rows.append(row)
+                results[row] = {'ix': [], 'tgt': []}
+                plan.append((row, ('ix', ix), ('tgt', tgt), lun, wl))
+        if digests:
+            for name in DIGEST_WORKLOADS:
+                if name not in [w['name'] for w in wls]:
+                    continue
+                row = (name, 'ram', 'hdigest')
+                rows.append(row)
+                results[row] = {'ix+hd': [], 'ix': []}
+                plan.append((row, ('ix+hd', ixhd), ('ix', ix), 'ram', by_name[name]))
+        ceiling = []
+        for rep in range(opts.reps):
+            log('repetition %d/%d: iperf3' % (rep + 1, opts.reps))
+            ceiling.append(iperf3(opts.time))
+            log('  iperf3 %.0f MiB/s' % ceiling[-1])
+            for row, sa, sb, lun, wl in plan:
+                pair = [sa, sb] if rep % 2 == 0 else [sb, sa]
+                for name, target in pair:
+                    if wl['client'] == 'qemu-img' and \
+                            (target.name, lun, wl['name']) not in opts.counts:
+                        # unrecorded run that sizes the request count to opts.time
+                        client_qemu_img(target, lun, wl, opts.time, opts)
+                    r = run_one(target, lun, wl, opts.time, opts)
+                    r['qd'] = wl['qd']
+                    results[row][name].append(r)
+                    log('  %-22s %-4s %-6s %12.1f %s  target %.2f CPU-s/GiB  client %.0f%%' % (
+                        wl['name'], lun, name, r['value'], wl['unit'],
+                        r['cpu_per_gib'] or 0, 100 * r['client_cpu'] / r['wall']))
+        summary = [summarise_row(row, results[row]) for row in rows]
+    finally:
+        for t in targets:
+            t.stop()
+        if not opts.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+
+    unit_of = {w['name']: w['unit'] for w in WORKLOADS}
+    doc = {
+        'date': started,
+        'host': {'cpus': os.cpu_count(), 'kernel': os.uname().release,
+                 'loadavg_at_end': os.getloadavg()},
+        'options': {'reps': opts.reps, 'secs': opts.time, 'luns': luns,
+                    'clients': opts.clients},
+        'commands': {w['name']: w['cmd'].replace('SECS', str(opts.time)) for w in wls},
+        'iperf3_mib_s': ceiling,
+        'rows': summary,
+    }
+    out = sys.stdout
+    if opts.json == '-':
+        out = sys.stderr
+    print('\nix vs tgt, %s, %d repetitions of %d s, %d client process(es) per run, load '
+          'average now %.1f' % (started, opts.reps, opts.time, opts.clients,
+                                os.getloadavg()[0]), file=out)
+    print_table(summary, ceiling, unit_of, out)
+    if opts.json:
+        text = json.dumps(doc, indent=2) + '\n'
+        if opts.json == '-':
+            sys.stdout.write(text)
+        else:
+            with open(opts.json, 'w') as f:
+                f.write(text)
+
+
+def summarise_row(row, res):
+    name, lun, variant = row
+    sides = list(res)
+    out = {'workload': name, 'lun': lun, 'variant': variant, 'sides': sides}
+    for side in sides:
+        runs = res[side]
+        out[side] = {
+            'value': med(r['value'] for r in runs),
+            'cpu_s_per_gib': med(r['cpu_per_gib'] for r in runs),
+            'client_cpu_pct': med(100 * r['client_cpu'] / r['wall'] for r in runs),
+            'lat_mean_us': med(1e6 * r['qd'] / (r['ops'] / r['secs']) for r in runs),
+            'lat_us': runs[-1].get('lat_us') if runs else None,
+            'runs': [round(r['value'], 1) for r in runs],
+            'cpu_runs': [round(r['cpu_per_gib'], 3) if r['cpu_per_gib'] else None
+                         for r in runs],
+        }
+    a, b = sides
+    va, vb = out[a]['value'], out[b]['value']
+    out['ratio'] = va / vb if va and vb else None
+    ca, cb = out[a]['cpu_s_per_gib'], out[b]['cpu_s_per_gib']
+    out['cpu_ratio'] = ca / cb if ca and cb else None
+    return out
+
+
+if __name__ == '__main__':
+    main()

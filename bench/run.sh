@@ -1,0 +1,21 @@
+#!/bin/bash
+# Side-by-side benchmark: ix-target against tgtd with equivalent LUNs, the same clients run
+# against each in alternation, repeated, medians and ratios. See docs/perf.md.
+#
+#   bench/run.sh                      everything, 5 repetitions of 5 s each (~15 min)
+#   bench/run.sh --reps 9 --time 8    more repetitions, longer runs
+#   bench/run.sh --quick              1 repetition of 2 s (a smoke test of the harness)
+#   bench/run.sh --json out.json      also write the results as JSON ("-": JSON on stdout)
+#   bench/run.sh --help               all options (bench/bench.py)
+#
+# Installs nothing beyond scripts/deps.sh. Builds ix in build-release (an optimised build,
+# never the sanitizer one) unless IX_BENCH_BUILD names another build directory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/deps.sh >&2
+BUILD=${IX_BENCH_BUILD:-build-release}
+if [ ! -d "$BUILD" ]; then
+	meson setup "$BUILD" --buildtype=release >&2
+fi
+ninja -C "$BUILD" tools/ix-target >&2
+exec python3 bench/bench.py --build "$BUILD" "$@"
