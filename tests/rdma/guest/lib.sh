@@ -127,6 +127,9 @@ ixr_rxe_pkts() {
 }
 
 # ---- open-iscsi ---------------------------------------------------------------------------------
+# NOP-Out timeout 30 s: with 16 MiB of writes queued on a TCG guest under a load average of 15,
+# the NOP-In came later than 10 s and the initiator dropped the session every 20 s (seen once in
+# ix-iser); a target that never answers still fails within 40 s.
 ixr_iscsid_start() {
 	mkdir -p /etc/iscsi /run/lock/iscsi
 	echo "InitiatorName=$IXR_INITIATOR" >/etc/iscsi/initiatorname.iscsi
@@ -137,8 +140,8 @@ ixr_iscsid_start() {
 		node.session.initial_login_retry_max = 2
 		node.conn[0].timeo.login_timeout = 30
 		node.conn[0].timeo.logout_timeout = 15
-		node.conn[0].timeo.noop_out_interval = 5
-		node.conn[0].timeo.noop_out_timeout = 10
+		node.conn[0].timeo.noop_out_interval = 10
+		node.conn[0].timeo.noop_out_timeout = 30
 		node.session.cmds_max = 128
 		node.session.queue_depth = 32
 		node.session.scan = auto
