@@ -74,21 +74,35 @@ void tgt_stamp(struct tgt_conn *tc, struct iscsi_hdr *h, bool advance_statsn)
 	}
 }
 
-static void sent_free_copy(struct dm_txpdu *p, int err)
+/* Control responses (NOP-In echoes, Text, Reject, ...) queued for a peer that does not read
+ * them: past these the connection is closed. Without a bound, a peer sending immediate NOP-Out
+ * pings with data (or PDUs we reject) and never reading would make the target queue copies
+ * without end: nothing else limits immediate PDUs. */
+#define TGT_UNREAD_BYTES_MAX (16u << 20)
+#define TGT_UNREAD_PDUS_MAX  4096u
+
+static void copy_done(struct dm_txpdu *p)
 {
 	struct iscsi_conn *c = p->arg;
+	struct tgt_conn *tc = c->role_priv;
 
-	(void)err;
+	tc->unread_bytes -= p->data_len;
+	tc->unread_pdus--;
 	free(p->data[0].iov_base);
 	iscsi_txpdu_put(c, p);
+}
+
+static void sent_free_copy(struct dm_txpdu *p, int err)
+{
+	(void)err;
+	copy_done(p);
 }
 
 static void sent_then_close(struct dm_txpdu *p, int err)
 {
 	struct iscsi_conn *c = p->arg;
 
-	free(p->data[0].iov_base);
-	iscsi_txpdu_put(c, p);
+	copy_done(p);
 	if (!err)
 		iscsi_conn_close(c, NULL);
 }
@@ -96,9 +110,18 @@ static void sent_then_close(struct dm_txpdu *p, int err)
 static int send_copy(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data, uint32_t len,
 		     bool close_after)
 {
-	struct dm_txpdu *p = iscsi_txpdu_get(tc->conn);
+	struct dm_txpdu *p;
 	void *copy = NULL;
 
+	if (tc->unread_bytes + len > TGT_UNREAD_BYTES_MAX || tc->unread_pdus >= TGT_UNREAD_PDUS_MAX) {
+		log_warn("target",
+			 "%s: the initiator does not read its responses (%u PDUs, %llu bytes "
+			 "queued): closing the connection",
+			 tc->conn->peer, tc->unread_pdus, (unsigned long long)tc->unread_bytes);
+		iscsi_conn_close(tc->conn, "responses not read");
+		return -ENOBUFS;
+	}
+	p = iscsi_txpdu_get(tc->conn);
 	if (!p)
 		return -ENOMEM;
 	if (len) {
@@ -115,6 +138,8 @@ static int send_copy(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data,
 	p->data_len = len;
 	h->dlength = len;
 	p->sent = close_after ? sent_then_close : sent_free_copy;
+	tc->unread_bytes += len;
+	tc->unread_pdus++;
 	return iscsi_send_pdu(tc->conn, p, h);
 }
 

@@ -176,6 +176,8 @@ struct tgt_conn {
 	/* buffer cache: power-of-two classes from 4 KiB to TGT_MAX_IO */
 	uint8_t *buf_cache[16][4];
 	uint64_t buf_bytes;             /* task buffers owned (in use, cached, on idle slots) */
+	uint64_t unread_bytes;          /* copied control responses not yet sent */
+	uint32_t unread_pdus;
 	/* text exchange */
 	char *text_rsp;                 /* pending SendTargets answer being continued */
 	uint32_t text_rsp_len, text_rsp_off, text_ttt, text_itt;

@@ -11,6 +11,8 @@
                          another arrives (half-open ones first), and a real login gets through
   max_connections        connections past the limit are closed at once, the others stay
   max_connection_memory  a command whose buffer would exceed the budget gets TASK SET FULL
+  (fixed, 16 MiB)        a peer that sends pings with data and never reads the answers is
+                         dropped before their copies pile up
 Every refusal must leave a clear line in the target's log. ix only: 77 against other peers.
 """
 
@@ -237,6 +239,31 @@ def memory_case(d, s):
     s.close()
 
 
+def unread_case(d):
+    other = login(d, 'o')
+    s = login(d, 'r')
+    s.conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    rss0 = d.rss_kb()
+    data = b'x' * 262144
+    sent = 0
+    how = 'still open'
+    try:
+        for _ in range(400):  # 100 MiB of pings whose echoes are never read
+            s.conn.send_pdu(s.nop_bhs(immediate=True), data)
+            sent += 1
+    except (X.Closed, OSError) as e:
+        how = 'closed (%s)' % type(e).__name__
+    time.sleep(0.3)
+    grow = d.rss_kb() - rss0
+    st, _ = other.test_unit_ready()
+    R.check('unread-responses', how != 'still open' and grow < 32768 and st in (0, 2) and
+            'does not read its responses' in d.log_text(),
+            'after %d pings of 256 KiB: %s, RSS grew %d KiB (bound 32768), another session: '
+            'TUR 0x%02x' % (sent, how, grow, st))
+    s.close()
+    other.close()
+
+
 CFG_A = {
     'global': {'threads': 1, 'nop_interval_ms': 0, 'max_sessions': 4,
                'max_sessions_per_initiator': 2, 'cmdsn_depth': 4, 'login_timeout_ms': 700,
@@ -256,7 +283,7 @@ CFG_B = {
 
 for name, cfg, cases in (('limits-a', CFG_A, (sessions_cases, window_case, login_timeout_cases,
                                               discovery_idle_case, pending_case)),
-                         ('limits-b', CFG_B, (connections_case,))):
+                         ('limits-b', CFG_B, (connections_case, unread_case))):
     d = ixdaemon.Daemon(name, cfg, testing=True)
     try:
         d.start()
