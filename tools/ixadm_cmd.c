@@ -84,6 +84,9 @@ int ax_discover(struct ax_opts *o, struct ix_discovery **out, char *err, size_t 
 	so.initiator_name = initiator;
 	ax_portal_str(&o->portal, portal, sizeof(portal));
 	so.portal = portal;
+	/* the discovery session itself runs over the chosen transport (iscsiadm -I iser does
+	   the same: a target must serve SendTargets on its iSER portal) */
+	so.transport = o->iface ? o->iface : "tcp";
 	if (discovery_chap(o, &so.chap) < 0)
 		return AX_ERR_INVAL;
 	ctx = ix_ctx_new();

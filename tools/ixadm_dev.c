@@ -252,8 +252,6 @@ static int open_direct(struct ax_opts *o, struct ax_dev *dev)
 	}
 	if (node_to_cfg(&dev->rec, initiator, &dev->cfg, dev->err, sizeof(dev->err)) < 0)
 		return dev->ecode = AX_ERR_INVAL;
-	if (strcmp(dev->rec.transport, "auto") == 0)
-		dev->cfg.o.transport = "tcp"; /* the only transport of this build */
 	dev->ctx = ix_ctx_new();
 	if (!dev->ctx)
 		return dev->ecode = AX_ERR_NOMEM;
