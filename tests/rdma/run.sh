@@ -4,6 +4,7 @@
 # LIO with isert, tgt, and ix's own binaries from the host's build dir over 9p).
 #
 #   tests/rdma/run.sh [--build DIR] TEST [TEST...]      e.g. tests/rdma/run.sh verbs ix-tcp
+#   tests/rdma/run.sh [--build DIR] PATH.sh             a guest script elsewhere (bench/rdma.sh)
 #   tests/rdma/run.sh --list
 #
 # Prints one line per check ("PASS|FAIL|SKIP test.check [reason]"), one summary line per test,
@@ -13,7 +14,8 @@
 # Kept in tests/out/rdma/: console.log (the serial console), share/ (NAME.log, NAME.results,
 # daemon and fio logs of each test), build-image.log.
 # Environment: IX_BUILD (default <repo>/build), IX_RDMA_CACHE (see build-image.sh),
-# IX_RDMA_SMP (default 2), IX_RDMA_MEM (MiB, default 3072).
+# IX_RDMA_SMP (default 2), IX_RDMA_MEM (MiB, default 3072), IX_RDMA_GUEST_ENV ("NAME=VALUE ..."
+# exported to the guest's tests).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -26,7 +28,7 @@ while [ $# -gt 0 ]; do
 		ls "$HERE"/tests/*.sh | sed 's|.*/||; s|\.sh$||' | awk '$0 == "verbs" { print; next } { r[n++] = $0 }
 			END { for (i = 0; i < n; i++) print r[i] }'
 		exit 0 ;;
-	-h | --help) sed -n 2,17p "$0"; exit 0 ;;
+	-h | --help) sed -n 2,19p "$0"; exit 0 ;;
 	-*) echo "rdma/run.sh: unknown option $1" >&2; exit 2 ;;
 	*) TESTS+=("$1") ;;
 	esac
@@ -61,15 +63,22 @@ console_tail() { tail -"${1:-25}" "$OUT/console.log" 2>/dev/null | sed 's/^/  | 
 # ---- the plan: each test with its own timeout ("# timeout: N" in its header) ----------------------
 : >"$SHARE/plan"
 BUDGET=0
+# A TEST with a slash is a script's path in the repository (bench/rdma-guest.sh: run on request,
+# not part of the tier); its results go by the file's base name.
+NAMES=()
 for t in "${TESTS[@]}"; do
-	f=$HERE/tests/$t.sh
+	case $t in
+	*/*) f=$ROOT/$t rel=$t name=$(basename "$t" .sh) ;;
+	*) f=$HERE/tests/$t.sh rel=tests/rdma/tests/$t.sh name=$t ;;
+	esac
 	if [ ! -f "$f" ]; then
 		echo "rdma/run.sh: no test '$t' (have: $("$0" --list | tr '\n' ' '))" >&2
 		exit 2
 	fi
 	tmo=$(sed -n 's/^# timeout: *\([0-9][0-9]*\).*/\1/p' "$f" | head -1)
 	tmo=${tmo:-300}
-	echo "$t $tmo" >>"$SHARE/plan"
+	echo "$name $tmo $rel" >>"$SHARE/plan"
+	NAMES+=("$name")
 	BUDGET=$((BUDGET + tmo + 20))
 done
 
@@ -78,6 +87,12 @@ done
 	echo "ASAN_OPTIONS='${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=0}'"
 	echo "UBSAN_OPTIONS='${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}'"
 	echo "export ASAN_OPTIONS UBSAN_OPTIONS"
+	# IX_RDMA_GUEST_ENV: "NAME=VALUE ..." exported to the guest's tests (bench/rdma.sh uses it)
+	for kv in ${IX_RDMA_GUEST_ENV:-}; do
+		case $kv in
+		[A-Za-z_]*=*) echo "export ${kv%%=*}='${kv#*=}'" ;;
+		esac
+	done
 } >"$SHARE/env"
 
 # ---- the image -----------------------------------------------------------------------------------
@@ -143,7 +158,7 @@ if grep -qE 'Kernel panic|BUG: |Oops|WARNING: CPU|general protection' "$OUT/cons
 fi
 
 # ---- per-test results --------------------------------------------------------------------------------
-for t in "${TESTS[@]}"; do
+for t in "${NAMES[@]}"; do
 	res=$SHARE/$t.results
 	if [ ! -f "$SHARE/$t.done" ]; then
 		if [ $booted = 1 ]; then

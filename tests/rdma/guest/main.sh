@@ -1,8 +1,9 @@
 #!/bin/sh
 # Runs inside the RDMA tier's guest (busybox sh), started by /init once the shares are mounted.
 # Sets up the network and Soft-RoCE (rxe0 on dummy0, 10.99.0.1/24, MTU 9000), then runs each
-# test named in /mnt/out/plan ("NAME TIMEOUT_SECONDS" per line) from tests/rdma/tests/NAME.sh,
-# one after the other, each under its own timeout. Per test it leaves in the share:
+# test named in /mnt/out/plan ("NAME TIMEOUT_SECONDS [PATH]" per line) from tests/rdma/tests/NAME.sh
+# (or from PATH in the repository), one after the other, each under its own timeout. Per test it
+# leaves in the share:
 #   NAME.results  "PASS|FAIL|SKIP NAME.check [reason]" lines written by the test
 #   NAME.log      the test's output
 #   NAME.done     "EXIT_STATUS SECONDS" once the test has ended (missing: it never finished)
@@ -25,9 +26,9 @@ say "network and rxe0 ready at $(up) s"
 if [ ! -f "$OUT/plan" ]; then
 	say "FATAL: no plan file in the share"
 fi
-while read -r name tmo; do
+while read -r name tmo path; do
 	[ -n "$name" ] || continue
-	t=/mnt/ix/tests/rdma/tests/$name.sh
+	t=/mnt/ix/${path:-tests/rdma/tests/$name.sh}
 	: >"$OUT/$name.results"
 	say "test $name start at $(up) s (timeout ${tmo}s)"
 	start=$(up)
