@@ -1,5 +1,5 @@
 #!/bin/sh
-# timeout: 300
+# timeout: 180
 # ixadm (tools/ixadm, docs/initiator.md) over iSER against ix's target in the guest.
 # 1. A portal serving TCP and iSER: `ixadm -m discovery -t st -I iser -p 10.99.0.1:3260` prints
 #    the target (the discovery session runs over iSER: the target logs it on an "/iser" peer);
