@@ -24,9 +24,12 @@ TESTS=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) IX_BUILD=$2; shift ;;
-	--list) # verbs first: it proves rxe0 before any test relies on it
-		ls "$HERE"/tests/*.sh | sed 's|.*/||; s|\.sh$||' | awk '$0 == "verbs" { print; next } { r[n++] = $0 }
-			END { for (i = 0; i < n; i++) print r[i] }'
+	--list) # verbs first: it proves rxe0 before any test relies on it; ix-fault last: after its
+		# 100 killed sessions the kernel initiator's 1 MiB iSER writes to a new ix-target stalled
+		# (ix-iser, 3 of 3 runs; alone it passes: docs/testing.md)
+		ls "$HERE"/tests/*.sh | sed 's|.*/||; s|\.sh$||' | awk '$0 == "verbs" { print; next }
+			$0 == "ix-fault" { last = $0; next } { r[n++] = $0 }
+			END { for (i = 0; i < n; i++) print r[i]; if (last != "") print last }'
 		exit 0 ;;
 	-h | --help) sed -n 2,19p "$0"; exit 0 ;;
 	-*) echo "rdma/run.sh: unknown option $1" >&2; exit 2 ;;

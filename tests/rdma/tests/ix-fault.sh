@@ -11,13 +11,14 @@
 # apart: the kernel destroys their QPs and CM ids, the target sees disconnects with commands
 # and RDMA operations in flight. (Two sessions per process halve the process start-ups, which
 # dominate a round under TCG.)
-# Checks: the target frees every one of those connections (its "closing" log lines catch up
-# with its logins), its fd count after 100 kills equals the one with only the long-lived
+# Checks: the target frees every one of those connections (a "closing" log line for every
+# killed peer that logged in), its fd count after 100 kills equals the one with only the long-lived
 # session, its RSS grows at most 16 MiB between the warm-up (3 rounds) and the end, the
 # long-lived session saw 0 errors, 0 miscompares, no connection loss and re-reads every block
 # it wrote, a new session logs in and verifies I/O afterwards, and the target exits 0 on
 # SIGTERM with no sanitizer report (its warnings about the killed peers' failed work requests
-# are expected).
+# are expected), no ix-bench process is left and rxe0 is quiet at the end. It runs last in the
+# tier: after it, the kernel initiator's 1 MiB iSER writes stalled (docs/testing.md).
 # `rdma link delete rxe0` is not used: target and initiators share the one rxe device of this
 # guest, so deleting it removes the target's own listener and every QP (a device-removal test,
 # not an initiator fault; see docs/testing.md).
@@ -181,4 +182,23 @@ fi
 
 # the killed peers' RDMA operations and sends fail on the target's side: expected warnings
 ixr_ix_finish 'warn +iser +[^ ]+/iser: (work completion error|RDMA_CM_EVENT)|info +conn +[^ ]+/iser: closing: transport: Input/output error'
+
+# What the faults leave in the guest's kernel: no killed initiator still around (a process stuck
+# in its RDMA teardown keeps its QPs), and rxe0 quiet once every session has ended.
+left=$(for p in /proc/[0-9]*; do
+	[ "$(readlink "$p/exe" 2>/dev/null)" = "$BENCH" ] && echo "${p#/proc/}:$(sed 's/.*) //' "$p/stat" | cut -d' ' -f1)"
+done)
+if [ -z "$left" ]; then
+	ixr_pass no-leftovers "no ix-bench process left"
+else
+	ixr_fail no-leftovers "ix-bench processes still present (pid:state): $(echo $left)"
+fi
+q0=$(ixr_rxe_pkts)
+sleep 3
+q1=$(ixr_rxe_pkts)
+if [ $((q1 - q0)) -le 16 ]; then
+	ixr_pass rxe-quiet "rxe0 carried $((q1 - q0)) packets in 3 s with no session left"
+else
+	ixr_fail rxe-quiet "rxe0 carried $((q1 - q0)) packets in 3 s with no session left (leftover QP traffic)"
+fi
 ixr_exit
