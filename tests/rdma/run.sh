@@ -24,9 +24,9 @@ TESTS=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) IX_BUILD=$2; shift ;;
-	--list) # verbs first: it proves rxe0 before any test relies on it; ix-fault last: after its
-		# 100 killed sessions the kernel initiator's 1 MiB iSER writes to a new ix-target stalled
-		# (ix-iser, 3 of 3 runs; alone it passes: docs/testing.md)
+	--list) # verbs first: it proves rxe0 before any test relies on it; ix-fault last: right
+		# after it ix-iser's kernel-initiator iSER writes stalled 3 times out of 3 (the open
+		# problem in docs/testing.md)
 		ls "$HERE"/tests/*.sh | sed 's|.*/||; s|\.sh$||' | awk '$0 == "verbs" { print; next }
 			$0 == "ix-fault" { last = $0; next } { r[n++] = $0 }
 			END { for (i = 0; i < n; i++) print r[i]; if (last != "") print last }'

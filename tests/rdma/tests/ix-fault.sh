@@ -17,8 +17,7 @@
 # long-lived session saw 0 errors, 0 miscompares, no connection loss and re-reads every block
 # it wrote, a new session logs in and verifies I/O afterwards, and the target exits 0 on
 # SIGTERM with no sanitizer report (its warnings about the killed peers' failed work requests
-# are expected), no ix-bench process is left and rxe0 is quiet at the end. It runs last in the
-# tier: after it, the kernel initiator's 1 MiB iSER writes stalled (docs/testing.md).
+# are expected), no ix-bench process is left and rxe0 is quiet at the end.
 # `rdma link delete rxe0` is not used: target and initiators share the one rxe device of this
 # guest, so deleting it removes the target's own listener and every QP (a device-removal test,
 # not an initiator fault; see docs/testing.md).
