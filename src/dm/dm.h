@@ -66,6 +66,10 @@ struct dm_rx_place {
 	uint32_t len;                   /* must equal DataSegmentLength when buf != NULL */
 };
 
+/* Largest Put_Data a role asks of a direct-placement transport at once (one RDMA Write;
+ * every RDMA device carries messages this large). */
+#define DM_PLACE_MAX (1u << 20)
+
 /* Datamover capabilities. */
 #define DM_CAP_DIGESTS 0x1               /* header/data digests supported (TCP) */
 #define DM_CAP_DIRECT_PLACEMENT 0x2      /* Put_Data/Get_Data move data without PDUs (iSER) */

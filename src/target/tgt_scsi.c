@@ -325,17 +325,20 @@ static void send_scsi_response(struct tgt_task *t)
 }
 
 /* Put_Data: Data-In PDUs, each at most the initiator's MaxRecvDataSegmentLength, F at every
- * MaxBurstLength boundary; status collapsed into the last one when there is no sense. */
+ * MaxBurstLength boundary; status collapsed into the last one when there is no sense. With a
+ * direct-placement datamover a Data-In is an RDMA Write, not a PDU the initiator receives:
+ * InitiatorRecvDataSegmentLength (a limit of Sends) does not apply, so each is as large as
+ * the burst allows, at most DM_PLACE_MAX. */
 static void send_data_in(struct tgt_task *t)
 {
 	struct tgt_conn *tc = t->tc;
 	uint32_t len = t->sc.data_in_len, off = 0, burst = 0;
 	uint32_t mxdsl = tc->conn->params.max_xmit_dsl;
 	uint32_t mbl = tc->sess->params.max_burst_length;
+	bool placed = tc->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT;
 	/* iSER never collapses status into data: the read data is an RDMA Write, the status a
 	   SCSI Response Send (RFC 7145 7.3.5) */
-	bool collapse = t->sc.status == SCSI_STATUS_GOOD && t->sc.sense_len == 0 &&
-			!(tc->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT);
+	bool collapse = t->sc.status == SCSI_STATUS_GOOD && t->sc.sense_len == 0 && !placed;
 	/* zero copy (TCP only, see task_exec): the data is in the LU, not in t->buf */
 	const uint8_t *data = t->sc.data_in;
 	bool zc = data != t->buf;
@@ -346,8 +349,8 @@ static void send_data_in(struct tgt_task *t)
 		struct dm_txpdu *p;
 		bool last;
 
-		if (n > mxdsl)
-			n = mxdsl;
+		if (n > (placed ? DM_PLACE_MAX : mxdsl))
+			n = placed ? DM_PLACE_MAX : mxdsl;
 		if (n > mbl - burst)
 			n = mbl - burst;
 		last = off + n == len;

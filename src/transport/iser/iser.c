@@ -1061,11 +1061,9 @@ static int setup(struct iser_conn *ic, struct rdma_cm_id *id, uint32_t rd_depth)
 
 	if (ibv_query_device(verbs, &da) || ibv_query_port(verbs, id->port_num, &pa))
 		return -EIO;
-	/* one RDMA Read carries at most the port's message size (rxe: 8 MiB) and, as the kernel's
-	   rdma_rw (LIO's isert) does, at most max_sge_rd pages (rxe: 32, 128 KiB) */
+	/* one RDMA Read carries at most the port's message size (rxe: 8 MiB); the task buffer is
+	   one registration and one SGE, so no other limit applies */
 	ic->max_msg = pa.max_msg_sz ? pa.max_msg_sz : 1u << 20;
-	if (da.max_sge_rd > 0 && (uint64_t)da.max_sge_rd * 4096 < ic->max_msg)
-		ic->max_msg = (uint32_t)da.max_sge_rd * 4096;
 	ic->pd = ibv_alloc_pd(verbs);
 	ic->cc = ic->pd ? ibv_create_comp_channel(verbs) : NULL;
 	if (!ic->cc)
