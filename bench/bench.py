@@ -477,17 +477,17 @@ def fmt(v, digits=0):
     return ('{:,.%df}' % digits).format(v)
 
 
-def print_table(summary, ceiling, unit_of, f):
-    hdr = ('%-22s %-4s %-10s %10s %10s %6s %6s %6s %6s %6s %6s %6s %5s %5s %5s %5s' %
+def print_table(summary, ceiling, unit_of, opts, f):
+    hdr = ('%-22s %-4s %-10s %10s %10s %6s %6s %6s %6s %6s %6s %6s %5s %5s %5s %5s %5s' %
            ('workload', 'lun', 'A/B', 'A', 'B', 'A/B', 'lat A', 'lat B', 'p99 A', 'p99 B',
-            'cpuA', 'cpuB', 'c A/B', 'tgt%A', 'tgt%B', 'cli%A'))
+            'cpuA', 'cpuB', 'c A/B', 'tgt%A', 'tgt%B', 'cli%A', 'cli%B'))
     print(hdr, file=f)
     print('-' * len(hdr), file=f)
     for row in summary:
         a, b = row['sides']
         ra, rb = row[a], row[b]
         unit = unit_of[row['workload']]
-        print('%-22s %-4s %-10s %10s %10s %6s %6s %6s %6s %6s %6s %6s %5s %5s %5s %5s' % (
+        print('%-22s %-4s %-10s %10s %10s %6s %6s %6s %6s %6s %6s %6s %5s %5s %5s %5s %5s' % (
             row['workload'], row['lun'], '%s/%s' % (a, b),
             fmt(ra['value']) + (' ' if unit == 'IOPS' else 'M'),
             fmt(rb['value']) + (' ' if unit == 'IOPS' else 'M'),
@@ -495,19 +495,21 @@ def print_table(summary, ceiling, unit_of, f):
             fmt(ra['p99_us'], 0), fmt(rb['p99_us'], 0),
             fmt(ra['cpu_s_per_gib'], 2), fmt(rb['cpu_s_per_gib'], 2), fmt(row['cpu_ratio'], 2),
             fmt(ra['target_cpu_pct'], 0), fmt(rb['target_cpu_pct'], 0),
-            fmt(ra['client_cpu_pct'], 0)), file=f)
+            fmt(ra['client_cpu_pct'], 0), fmt(rb['client_cpu_pct'], 0)), file=f)
     if ceiling:
         print('\niperf3 loopback, one stream (median of %d): %s MiB/s' %
               (len(ceiling), fmt(med(ceiling))), file=f)
         for row in summary:
             if 'seq' in row['workload'] and row['variant'] == 'vs-tgt':
                 a = row['sides'][0]
-                print('  %s %s: ix at %.0f%% of iperf3' % (
-                    row['workload'], row['lun'], 100 * row[a]['value'] / med(ceiling)), file=f)
+                conns = opts.ixb_sessions if row['workload'].startswith('ixb-') else opts.clients
+                print('  %s %s: ix at %.0f%% of iperf3 (%d connection(s))' % (
+                    row['workload'], row['lun'], 100 * row[a]['value'] / med(ceiling), conns),
+                    file=f)
     print('\nA, B: medians (IOPS, or MiB/s marked M); lat: mean latency in us implied by '
           'QD/IOPS;\np99: 99th percentile latency in us (ix-bench only); cpu: target '
           'CPU-seconds per GiB\nmoved; tgt%: target process CPU as % of one core; cli%: the '
-          'client processes\' CPU\nas % of one core (A side). ix+dig: ix with CRC32C header '
+          'client processes\' CPU\nas % of one core. ix+dig: ix with CRC32C header '
           'and data digests.', file=f)
 
 
@@ -644,7 +646,7 @@ def main():
               max(load_seen)), file=out)
     for w in wls:
         print('  %-22s %s' % (w['name'], workload_cmd(w, opts.time, opts)), file=out)
-    print_table(summary, ceiling, unit_of, out)
+    print_table(summary, ceiling, unit_of, opts, out)
     if opts.json:
         text = json.dumps(doc, indent=2) + '\n'
         if opts.json == '-':
