@@ -429,6 +429,7 @@ def run_one(target, lun, wl, secs, opts):
     r['client_cpu'] = k1 - k0
     r['value'] = r['ops'] / r['secs'] if wl['unit'] == 'IOPS' else r['bytes'] / r['secs'] / MiB
     r['cpu_per_gib'] = r['target_cpu'] / (r['bytes'] / GiB) if r['bytes'] else None
+    r['client_cpu_per_gib'] = r['client_cpu'] / (r['bytes'] / GiB) if r['bytes'] else None
     return r
 
 
@@ -496,6 +497,19 @@ def print_table(summary, ceiling, unit_of, opts, f):
             fmt(ra['cpu_s_per_gib'], 2), fmt(rb['cpu_s_per_gib'], 2), fmt(row['cpu_ratio'], 2),
             fmt(ra['target_cpu_pct'], 0), fmt(rb['target_cpu_pct'], 0),
             fmt(ra['client_cpu_pct'], 0), fmt(rb['client_cpu_pct'], 0)), file=f)
+    dig = [r for r in summary if r['variant'] == 'digests']
+    if dig:
+        print('\nix with CRC32C header+data digests against ix without (RAM LUN): throughput, '
+              'and CPU-s per GiB\nof the target and of the client (median runs):', file=f)
+        for row in dig:
+            a, b = row['sides']
+            ta, tb = row[a]['cpu_s_per_gib'], row[b]['cpu_s_per_gib']
+            ca, cb = row[a]['client_cpu_s_per_gib'], row[b]['client_cpu_s_per_gib']
+            print('  %-22s throughput %5s  loss %4s%%   target CPU/GiB %s -> %s   client '
+                  'CPU/GiB %s -> %s' % (
+                      row['workload'], fmt(row['ratio'], 2),
+                      fmt(100 * (1 - row['ratio']) if row['ratio'] else None, 0),
+                      fmt(tb, 2), fmt(ta, 2), fmt(cb, 2), fmt(ca, 2)), file=f)
     if ceiling:
         print('\niperf3 loopback, one stream (median of %d): %s MiB/s' %
               (len(ceiling), fmt(med(ceiling))), file=f)
@@ -665,6 +679,7 @@ def summarise_row(row, res):
         out[side] = {
             'value': med(r['value'] for r in runs),
             'cpu_s_per_gib': med(r['cpu_per_gib'] for r in runs),
+            'client_cpu_s_per_gib': med(r['client_cpu_per_gib'] for r in runs),
             'client_cpu_pct': med(r['client_cpu_pct'] for r in runs),
             'target_cpu_pct': med(r['target_cpu_pct'] for r in runs),
             'p99_us': med((r.get('lat_us') or {}).get('p99') for r in runs),
