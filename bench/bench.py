@@ -15,8 +15,12 @@ target process's CPU-seconds per GiB moved (utime+stime of /proc/PID/stat, all t
 client's CPU use, and the ratio ix/tgt of the medians. The machine is shared and noisy: the
 ratios are the result, the absolute figures only context.
 
-Clients are plain functions in CLIENTS (see "Clients" below): a new one (ix-bench, once it
-exists) is one function and one entry there, then named in a workload's "client" field.
+Clients are plain functions in CLIENTS (see "Clients" below): iscsi-perf (reads), qemu-img
+bench (sequential or strided writes) and ix-bench (this project's initiator: random writes,
+CRC32C data digests, percentiles, several sessions). A new one is one function and one entry
+there, then named in a workload's "client" field. The ix-bench rows ("ixb-...") spread the
+workload's queue depth (the total) over --ixb-sessions sessions, the same for ix and tgt; the
+"digests" rows run ix with ix-bench --digests against ix without.
 """
 
 import argparse
