@@ -556,12 +556,10 @@ static int alloc_session(struct wctx *wc, struct sess *ss)
 	const struct ixb_cfg *cfg = wc->cfg;
 	size_t cap = wc->slot_cap;
 
-	void *bufs = NULL;
-
 	ss->slots = calloc(cfg->qd, sizeof(*ss->slots));
-	/* not aligned_alloc: C11 wants the size to be a multiple of the alignment */
-	if (posix_memalign(&bufs, 4096, cap * cfg->qd) == 0)
-		ss->bufs = bufs;
+	/* the session's registered buffer area: over iSER the target reads and writes the
+	   slots in place, with no registration per I/O (freed by ix_session_free) */
+	ss->bufs = ix_session_buf_alloc(ss->s, cap * cfg->qd);
 	if (wc->verify) {
 		ss->gen = calloc(ss->nunits, sizeof(*ss->gen));
 		ss->busy = calloc(ss->nunits, 1);
@@ -624,7 +622,6 @@ static void teardown(struct wctx *wc)
 			ix_session_free(ss->s);
 		}
 		free(ss->slots);
-		free(ss->bufs);
 		free(ss->gen);
 		free(ss->busy);
 	}

@@ -175,6 +175,29 @@ struct ix_session_info {
 };
 int ix_session_get_info(const struct ix_session *s, struct ix_session_info *info);
 
+/* ---------------------------------------------------------------- I/O buffers */
+
+/* Memory for command buffers that the session's transport moves without copying and without
+ * work per command. Over iSER the buffer is registered with the RDMA device once per
+ * connection (when it enters the full feature phase, again after a recovery, or at once if
+ * the session is logged in), and a command whose buf lies inside it advertises that
+ * registration's STag: no registration per I/O. Over TCP it is ordinary memory. One call per
+ * buffer area, at set-up time (carve slots out of one large area rather than calling per
+ * I/O). NULL if size is 0 or memory is short. Page aligned.
+ *
+ * Any other memory still works as a command buffer: over iSER it is registered when the
+ * command is sent and deregistered when its response arrives (a registration cache keyed by
+ * address cannot be used, since the library cannot see the caller free and reuse memory; a
+ * copy through a bounce buffer would cost the copy the pool avoids).
+ *
+ * A registered area is open to the target's RDMA for as long as the connection lives (its
+ * STag covers the whole area, not only the command's part): give one target's session its
+ * own areas. */
+void *ix_session_buf_alloc(struct ix_session *s, size_t size);
+/* Give back an area from ix_session_buf_alloc (NULL: nothing). No command using it may be
+ * outstanding. ix_session_free() frees the areas still allocated. */
+void ix_session_buf_free(struct ix_session *s, void *buf);
+
 /* ---------------------------------------------------------------- SCSI commands */
 
 enum ix_dir {

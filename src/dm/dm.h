@@ -56,6 +56,8 @@ struct dm_txpdu {
 	void *buf_base;
 	size_t buf_size;
 	void *xport;                    /* transport scratch while posted */
+	uint32_t xport_pending;         /* transport scratch: work requests still in flight */
+	bool xport_failed;              /* transport scratch: one of them failed */
 };
 
 /* Where the payload of a received PDU goes, decided by the iSCSI layer in the header phase. */
@@ -63,6 +65,10 @@ struct dm_rx_place {
 	uint8_t *buf;                   /* payload destination, NULL = discard */
 	uint32_t len;                   /* must equal DataSegmentLength when buf != NULL */
 };
+
+/* Largest Put_Data a role asks of a direct-placement transport at once (one RDMA Write;
+ * every RDMA device carries messages this large). */
+#define DM_PLACE_MAX (1u << 20)
 
 /* Datamover capabilities. */
 #define DM_CAP_DIGESTS 0x1               /* header/data digests supported (TCP) */
@@ -75,6 +81,11 @@ struct dm_ops {
 	/* Largest data segment of a received control PDU (iSER: the receive buffer size; 0 =
 	   no transport limit, TCP) */
 	uint32_t max_recv_data;
+	/* Receive buffers the peer's control PDUs land in, posted for the whole connection
+	   (iSER: every Send the peer may have in flight needs one; 0 = no such limit, TCP). The
+	   target sizes its CmdSN window and FirstBurstLength so that a command with its
+	   immediate and unsolicited data can never find the queue empty. */
+	uint32_t recv_credits;
 
 	/* Send_Control: queue a control PDU. 0 or -errno (connection dead). */
 	int (*send_control)(struct iscsi_conn *c, struct dm_txpdu *p);
@@ -96,6 +107,13 @@ struct dm_ops {
 	   Get_Data (a transport that registered it for RDMA must drop the registration: the
 	   memory may be unmapped and reused). */
 	void (*buf_free)(struct iscsi_conn *c, void *base);
+	/* Optional: register [base, base + size) for the connection's lifetime (iSER: one
+	   memory region the device may read and write, remote access included), so a txpdu
+	   whose buf_base/buf_size lie inside it needs no registration of its own. Called at
+	   set-up time (the initiator's buffer pool, at login), never per I/O. 0 or -errno
+	   (-ENOSPC: the transport's table is full; the memory still works, registered per
+	   use). Dropped by buf_free(base) or with the connection. NULL: nothing to do (TCP). */
+	int (*mem_register)(struct iscsi_conn *c, void *base, size_t size);
 	/* Receive and handle whatever the peer has sent, now, as if the transport had been told
 	   it is readable (the login limit uses it to tell a connection whose Login PDU is
 	   waiting from a half-open one). Upcalls may close the connection. NULL = nothing. */

@@ -125,6 +125,10 @@ struct ix_session {
 	uint32_t cmdsn, exp_cmdsn, max_cmdsn, exp_statsn;
 	uint32_t ctrl_itt;              /* next control ITT */
 
+	/* I/O buffers from ix_session_buf_alloc (struct ini_buf), registered with each
+	   connection's transport when it enters the full feature phase */
+	struct list_head bufs;
+
 	/* tasks */
 	struct ini_task *tasks;
 	uint32_t ntasks;
@@ -183,6 +187,11 @@ void ini_enter_ffp_done(struct ix_session *s);
 
 /* ini_io.c */
 extern const struct iscsi_role_ops ini_role_ops;
+/* ini_buf.c: register every pool buffer with the connection (entering FFP); free them all
+ * (session destroyed). */
+void ini_bufs_register(struct ix_session *s);
+void ini_bufs_free(struct ix_session *s);
+
 int ini_tasks_alloc(struct ix_session *s);
 void ini_tasks_free(struct ix_session *s);
 /* Send what the queue, the free tasks and the CmdSN window allow. */

@@ -272,6 +272,7 @@ static int setup_opts(struct ix_session *s, const struct ix_session_opts *in)
 static void session_destroy(struct ix_session *s)
 {
 	ini_tasks_free(s);
+	ini_bufs_free(s);
 	free(s->text_buf);
 	explicit_bzero(&s->names, sizeof(s->names));
 	free(s);
@@ -667,6 +668,7 @@ static void enter_ffp(struct ix_session *s, const struct iscsi_hdr *h)
 	s->state = INI_FFP;
 	s->attempts = 0;
 	s->redirects = 0;
+	ini_bufs_register(s);
 	log_info("initiator",
 		 "%s: logged in to %s (tsih %u, MaxRecvDSL %u/%u, digests %s/%s, ImmediateData %s, "
 		 "InitialR2T %s, FirstBurst %u, MaxBurst %u)",
@@ -799,6 +801,7 @@ struct ix_session *ini_session_new(struct ix_ctx *ctx, const struct ix_session_o
 	list_init(&s->link);
 	list_init(&s->free_tasks);
 	list_init(&s->active);
+	list_init(&s->bufs);
 	r = setup_opts(s, opts);
 	if (r == 0)
 		r = ini_tasks_alloc(s);

@@ -113,6 +113,12 @@ struct dm_txpdu *iscsi_txpdu_get(struct iscsi_conn *c)
 		list_init(&p->link);
 	}
 	list_init(&p->owner_link);
+	/* the direct-placement fields sit behind link: a recycled PDU must not name the buffer
+	   of its previous use */
+	p->dest.iov_base = NULL;
+	p->dest.iov_len = 0;
+	p->buf_base = NULL;
+	p->buf_size = 0;
 	p->sent = iscsi_txpdu_sent_default;
 	p->arg = c;
 	c->tx_outstanding++;
@@ -178,7 +184,8 @@ int dm_rx_header(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *ahs, u
 	r = c->role_ops->rx_header(c, &c->rx_hdr, ahs, ahs_len, place);
 	if (r < 0)
 		return r;
-	if (c->rx_hdr.dlength && !place->buf) {
+	if (c->rx_hdr.dlength && !place->buf && !c->rx_placed) {
+		/* (placed data the role does not want is simply left where it is) */
 		if (c->rx_hdr.dlength > c->ctrl_cap)
 			return -EMSGSIZE;
 		place->buf = c->ctrl_buf;

@@ -66,6 +66,11 @@ struct iscsi_conn {
 	uint8_t *rx_data;
 	uint32_t rx_dlen;
 	uint8_t rx_ahs[ISCSI_MAX_CDB_LEN + 16];
+	/* The PDU being reported is a Data-Out that stands for data a direct-placement
+	   datamover has already fetched into the place the role named (iSER's RDMA Read of a
+	   whole R2T): MaxRecvDataSegmentLength, a limit of received PDUs, does not apply to
+	   it; the role's own bounds (the R2T's length) do. */
+	bool rx_placed;
 
 	/* transmit PDU pool */
 	struct list_head tx_free;

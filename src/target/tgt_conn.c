@@ -19,6 +19,31 @@ static const struct iscsi_role_ops tgt_role_ops;
 
 /* ---------------------------------------------------------------- sending */
 
+/* A transport with a fixed number of receive buffers (iSER, protocol.md 5.9): every command
+ * the CmdSN window admits (plus the immediate ones) may arrive with its immediate data and
+ * its unsolicited Data-Out PDUs, each in a Send of its own, and a few unexpected PDUs (NOP-Out,
+ * TMF, Text, Logout) come on top. Returns the window that fits (at least 1) and lowers *fbl
+ * (FirstBurstLength we offer; NULL = leave) so that the unsolicited PDUs of a full window fit
+ * too. Solicited data costs no receive buffer (RDMA Read), so a small FirstBurstLength costs
+ * nothing but Sends the initiator would otherwise make. */
+uint32_t tgt_recv_budget(const struct dm_ops *dm, uint32_t depth, uint32_t *fbl)
+{
+	uint32_t spare = 32, cmds, per;
+
+	if (!dm->recv_credits || !dm->max_recv_data)
+		return depth;
+	if (dm->recv_credits <= spare + 2 * (1 + TGT_IMMEDIATE_EXTRA))
+		return 1;
+	/* at least two Sends per command: the command, one Data-Out */
+	if (depth > (dm->recv_credits - spare) / 2 - TGT_IMMEDIATE_EXTRA)
+		depth = (dm->recv_credits - spare) / 2 - TGT_IMMEDIATE_EXTRA;
+	cmds = depth + TGT_IMMEDIATE_EXTRA;
+	per = (dm->recv_credits - spare) / cmds; /* >= 2 */
+	if (fbl && *fbl > (per - 1) * dm->max_recv_data)
+		*fbl = (per - 1) * dm->max_recv_data;
+	return depth;
+}
+
 void tgt_session_update_window(struct tgt_session *s)
 {
 	uint32_t room = s->depth > s->outstanding ? s->depth - s->outstanding : 0;
@@ -204,6 +229,7 @@ static int admit(void *ctx, const struct login_info *li, struct login_grant *g)
 		tc->prefs.initiator_rdsl = 262144;
 		tc->prefs.header_digest = NEG_DIGEST_NONE_ONLY;
 		tc->prefs.data_digest = NEG_DIGEST_NONE_ONLY;
+		tgt_recv_budget(tc->conn->dm, tgt_cfg_depth(cfg), &tc->prefs.sess.first_burst_length);
 	}
 	g->prefs = &tc->prefs;
 	if (li->type == ISCSI_SESSION_DISCOVERY) {
@@ -400,6 +426,8 @@ static int enter_ffp(struct tgt_conn *tc)
 	s->params = la->neg.sess;
 	s->exp_cmdsn = la->info.cmdsn;
 	s->depth = tgt_cfg_depth(cfg);
+	if (tc->conn->dm->recv_credits)
+		s->depth = tgt_recv_budget(tc->conn->dm, s->depth, NULL);
 	s->max_cmdsn = s->exp_cmdsn - 1;
 	tgt_session_update_window(s);
 	s->conn = tc;
@@ -708,7 +736,9 @@ static int rx_header(struct iscsi_conn *c, const struct iscsi_hdr *h, const uint
 			return -EMSGSIZE;
 		return 0;
 	}
-	if (h->dlength > c->params.max_recv_dsl) {
+	if (h->dlength > c->params.max_recv_dsl &&
+	    !(c->rx_placed && h->opcode == ISCSI_OP_DATA_OUT)) {
+		/* (data an RDMA datamover fetched for an R2T is bounded by the R2T instead) */
 		log_warn("target", "%s: DataSegmentLength %u exceeds our MaxRecvDataSegmentLength %u",
 			 c->peer, h->dlength, c->params.max_recv_dsl);
 		return -EMSGSIZE;
@@ -834,7 +864,7 @@ static void conn_release(struct iscsi_conn *c)
 		free(tc->login);
 	}
 	for (int i = 0; i < 16; i++)
-		for (int j = 0; j < 4; j++)
+		for (int j = 0; j < TGT_BUF_CACHE; j++)
 			free(tc->buf_cache[i][j]);
 	for (uint32_t i = 0; tc->tasks && i < tc->ntasks; i++)
 		free(tc->tasks[i].buf);

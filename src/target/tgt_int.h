@@ -19,6 +19,8 @@
 #define TGT_IMMEDIATE_EXTRA 16
 #define TGT_MAX_IO (64u * 1024 * 1024) /* largest EDTL served */
 #define TGT_ITT_HASH 256
+#define TGT_BUF_CACHE 32                   /* cached task buffers per size class ... */
+#define TGT_BUF_CACHE_BYTES (32u << 20)    /* ... beyond 4 of them, at most this many bytes */
 
 /* At most one message per second about the same thing; the rest are counted. */
 struct tgt_ratelimit {
@@ -173,8 +175,11 @@ struct tgt_conn {
 	int rx_verdict;
 	uint8_t rx_reject_reason;
 	struct tgt_task *rx_task;
-	/* buffer cache: power-of-two classes from 4 KiB to TGT_MAX_IO */
-	uint8_t *buf_cache[16][4];
+	/* buffer cache: power-of-two classes from 4 KiB to TGT_MAX_IO, up to TGT_BUF_CACHE
+	   buffers a class (fewer for big classes: TGT_BUF_CACHE_BYTES), so a queue of large
+	   writes reuses its buffers (and an RDMA transport its registrations) instead of
+	   allocating and registering per I/O */
+	uint8_t *buf_cache[16][TGT_BUF_CACHE];
 	uint64_t buf_bytes;             /* task buffers owned (in use, cached, on idle slots) */
 	uint64_t unread_bytes;          /* copied control responses not yet sent */
 	uint32_t unread_pdus;
@@ -241,6 +246,9 @@ void tgt_node_put(struct tgt_node *n);
 int tgt_session_register(struct ix_target *t, struct tgt_session *s);
 void tgt_session_unregister(struct ix_target *t, struct tgt_session *s);
 uint32_t tgt_cfg_depth(const struct ix_config *cfg);
+/* The CmdSN window (and FirstBurstLength, when fbl != NULL) that fit a transport's fixed
+ * receive buffers (tgt_conn.c). */
+uint32_t tgt_recv_budget(const struct dm_ops *dm, uint32_t depth, uint32_t *fbl);
 /* Build a node (its LUN map, one reference) for ct; one LU of ct. -errno with a message in
  * err. */
 int tgt_node_new(struct ix_target *t, struct cfg_target *ct, struct tgt_node **out, char *err,

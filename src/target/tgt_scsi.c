@@ -45,7 +45,7 @@ static void buf_trim(struct tgt_conn *tc)
 	struct list_head *pos;
 
 	for (int c = 0; c < 16; c++)
-		for (int i = 0; i < 4; i++) {
+		for (int i = 0; i < TGT_BUF_CACHE; i++) {
 			buf_release(tc, tc->buf_cache[c][i], 4096u << c);
 			tc->buf_cache[c][i] = NULL;
 		}
@@ -67,7 +67,7 @@ static uint8_t *buf_get(struct tgt_conn *tc, uint32_t size, uint32_t *cap, bool 
 	uint8_t *b;
 
 	*over = false;
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < TGT_BUF_CACHE; i++)
 		if (tc->buf_cache[c][i]) {
 			b = tc->buf_cache[c][i];
 			tc->buf_cache[c][i] = NULL;
@@ -94,7 +94,8 @@ static void buf_put(struct tgt_conn *tc, uint8_t *b, uint32_t cap)
 
 	if (!b)
 		return;
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < TGT_BUF_CACHE && (i < 4 || (uint64_t)(i + 1) * cap <= TGT_BUF_CACHE_BYTES);
+	     i++)
 		if (!tc->buf_cache[c][i]) {
 			tc->buf_cache[c][i] = b;
 			return;
@@ -324,17 +325,20 @@ static void send_scsi_response(struct tgt_task *t)
 }
 
 /* Put_Data: Data-In PDUs, each at most the initiator's MaxRecvDataSegmentLength, F at every
- * MaxBurstLength boundary; status collapsed into the last one when there is no sense. */
+ * MaxBurstLength boundary; status collapsed into the last one when there is no sense. With a
+ * direct-placement datamover a Data-In is an RDMA Write, not a PDU the initiator receives:
+ * InitiatorRecvDataSegmentLength (a limit of Sends) does not apply, so each is as large as
+ * the burst allows, at most DM_PLACE_MAX. */
 static void send_data_in(struct tgt_task *t)
 {
 	struct tgt_conn *tc = t->tc;
 	uint32_t len = t->sc.data_in_len, off = 0, burst = 0;
 	uint32_t mxdsl = tc->conn->params.max_xmit_dsl;
 	uint32_t mbl = tc->sess->params.max_burst_length;
+	bool placed = tc->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT;
 	/* iSER never collapses status into data: the read data is an RDMA Write, the status a
 	   SCSI Response Send (RFC 7145 7.3.5) */
-	bool collapse = t->sc.status == SCSI_STATUS_GOOD && t->sc.sense_len == 0 &&
-			!(tc->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT);
+	bool collapse = t->sc.status == SCSI_STATUS_GOOD && t->sc.sense_len == 0 && !placed;
 	/* zero copy (TCP only, see task_exec): the data is in the LU, not in t->buf */
 	const uint8_t *data = t->sc.data_in;
 	bool zc = data != t->buf;
@@ -345,8 +349,8 @@ static void send_data_in(struct tgt_task *t)
 		struct dm_txpdu *p;
 		bool last;
 
-		if (n > mxdsl)
-			n = mxdsl;
+		if (n > (placed ? DM_PLACE_MAX : mxdsl))
+			n = placed ? DM_PLACE_MAX : mxdsl;
 		if (n > mbl - burst)
 			n = mbl - burst;
 		last = off + n == len;
@@ -461,11 +465,17 @@ static void task_fail(struct tgt_task *t, uint8_t key, uint8_t asc, uint8_t ascq
 
 /* ---------------------------------------------------------------- write data */
 
+/* Solicit the rest of a write. Over TCP: R2Ts of at most MaxBurstLength, at most
+ * MaxOutstandingR2T at a time. With a direct-placement datamover (iSER) the R2T never goes on
+ * the wire: it is the Get_Data request for the whole remainder, which the transport fetches
+ * straight into the task's buffer with RDMA Reads and reports back once (RFC 7145 leaves the
+ * RDMA Read pattern to the target; LIO's isert also reads the whole remainder at once). */
 static void issue_r2ts(struct tgt_task *t)
 {
 	struct tgt_conn *tc = t->tc;
 	const struct iscsi_sess_params *sp = &tc->sess->params;
 	int max = sp->max_outstanding_r2t < TGT_MAX_R2T ? sp->max_outstanding_r2t : TGT_MAX_R2T;
+	bool placed = tc->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT;
 
 	while (t->r2t_active < max && t->r2t_next < t->edtl) {
 		struct tgt_r2t *r = NULL;
@@ -482,7 +492,7 @@ static void issue_r2ts(struct tgt_task *t)
 		r->active = true;
 		r->offset = t->r2t_next;
 		r->len = t->edtl - t->r2t_next;
-		if (r->len > sp->max_burst_length)
+		if (r->len > sp->max_burst_length && !placed)
 			r->len = sp->max_burst_length;
 		r->got = 0;
 		r->exp_datasn = 0;

@@ -226,8 +226,10 @@ static void check_io(struct ix_ctx *ctx)
 	if (io.total > blocks * bs)
 		io.total = blocks * bs / (1u << 20) * (1u << 20);
 	io.chunk = 256 * 1024;
-	io.data = malloc(io.total);
-	io.rbuf = malloc(io.total);
+	/* the session's registered areas (over iSER: no registration per command; the tmf
+	   check below uses plain malloc memory, registered per command) */
+	io.data = ix_session_buf_alloc(s, io.total);
+	io.rbuf = ix_session_buf_alloc(s, io.total);
 	io.cmds = calloc(qd, sizeof(*io.cmds));
 	if (!io.data || !io.rbuf || !io.cmds) {
 		FAIL("io", "out of memory");
@@ -265,8 +267,8 @@ static void check_io(struct ix_ctx *ctx)
 	else
 		PASS("io");
 out:
-	free(io.data);
-	free(io.rbuf);
+	ix_session_buf_free(s, io.data);
+	ix_session_buf_free(s, io.rbuf);
 	free(io.cmds);
 	ix_session_free(s);
 }

@@ -30,13 +30,16 @@
 
 #define RX_AHS_ROOM 272
 #define RX_SIZE (ISER_HDR_LEN + ISCSI_BHS_LEN + RX_AHS_ROOM + ISER_RECV_DATA)
-#define NRX 256
+#define NRX 512
 #define TX_DATA 8192
 #define TX_SIZE (ISER_HDR_LEN + ISCSI_BHS_LEN + RX_AHS_ROOM + TX_DATA)
 #define NTX 256
 #define MAX_RDMA 512 /* RDMA Write/Read work requests in flight */
 #define ITT_SLOTS 2048
 #define MR_SLOTS 256
+#define POOL_SLOTS 256 /* regions registered for the connection's lifetime (mem_register) */
+#define MAX_PLACED (8u << 20) /* largest Data-Out reported upward for one RDMA Read burst (the
+				 BHS's DataSegmentLength has 24 bits) */
 
 enum wr_kind { WR_RECV = 1, WR_SEND = 2, WR_WRITE = 3, WR_READ = 4 };
 
@@ -61,6 +64,13 @@ struct mr_ent {
 	struct ibv_mr *mr;
 	uint32_t refs;          /* work requests in flight using it */
 	uint64_t used;          /* LRU stamp */
+};
+
+/* Memory the role registered for the connection's lifetime (the initiator's buffer pool). */
+struct pool_ent {
+	void *base;
+	size_t size;
+	struct ibv_mr *mr;
 };
 
 struct tx_slot {
@@ -88,6 +98,7 @@ struct iser_conn {
 	bool dead;              /* resources gone (release) */
 	uint32_t ord;           /* RDMA Reads we may have outstanding */
 	uint32_t reads_out;
+	uint32_t max_msg;       /* largest RDMA message the port carries (split reads at it) */
 
 	uint8_t *rx_area;
 	struct ibv_mr *rx_mr;
@@ -100,10 +111,13 @@ struct iser_conn {
 	struct tx_slot tx[NTX];
 	int tx_free;
 	uint32_t sends_out, rdma_out;
-	struct list_head backlog; /* txpdus waiting for a slot / read credits */
+	struct list_head backlog; /* txpdus waiting for a send slot or an RDMA credit, in order */
+	struct list_head rd_backlog; /* Get_Data waiting for read credits: apart, so that
+					Sends (responses, NOP-Ins) never wait behind RDMA Reads */
 
 	struct itt_ent itts[ITT_SLOTS];
 	struct mr_ent mrs[MR_SLOTS];
+	struct pool_ent pools[POOL_SLOTS];
 	uint64_t mr_clock;
 	struct iscsi_conn *c;
 
@@ -230,6 +244,62 @@ static void iser_buf_free(struct iscsi_conn *c, void *base)
 			memset(m, 0, sizeof(*m));
 		}
 	}
+	for (int i = 0; i < POOL_SLOTS; i++) {
+		struct pool_ent *pe = &ic->pools[i];
+
+		if (pe->mr && pe->base == base) {
+			ibv_dereg_mr(pe->mr);
+			memset(pe, 0, sizeof(*pe));
+		}
+	}
+}
+
+/* mem_register: one region for the connection's lifetime, open to the peer's RDMA Reads and
+ * Writes (the initiator names parts of it as Read/Write STags). */
+static int iser_mem_register(struct iscsi_conn *c, void *base, size_t size)
+{
+	struct iser_conn *ic = iser_of(c);
+
+	if (!ic->pd || ic->terminated)
+		return -ENOTCONN;
+	if (!base || !size)
+		return -EINVAL;
+	for (int i = 0; i < POOL_SLOTS; i++) {
+		struct pool_ent *pe = &ic->pools[i];
+
+		if (pe->mr && pe->base == base && pe->size >= size)
+			return 0; /* already there */
+	}
+	for (int i = 0; i < POOL_SLOTS; i++) {
+		struct pool_ent *pe = &ic->pools[i];
+
+		if (pe->mr)
+			continue;
+		pe->mr = ibv_reg_mr(ic->pd, base, size,
+				    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+					    IBV_ACCESS_REMOTE_READ);
+		if (!pe->mr)
+			return errno ? -errno : -ENOMEM;
+		pe->base = base;
+		pe->size = size;
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+/* The registered region that holds all of [base, base + size), or NULL. */
+static struct pool_ent *pool_find(struct iser_conn *ic, const void *base, size_t size)
+{
+	uintptr_t b = (uintptr_t)base;
+
+	for (int i = 0; i < POOL_SLOTS; i++) {
+		struct pool_ent *pe = &ic->pools[i];
+		uintptr_t pb = (uintptr_t)pe->base;
+
+		if (pe->mr && b >= pb && size <= pe->size && b - pb <= pe->size - size)
+			return pe;
+	}
+	return NULL;
 }
 
 /* ---------------------------------------------------------------- receive */
@@ -306,6 +376,18 @@ static void handle_recv(struct iscsi_conn *c, int idx, uint32_t len)
 			e->rstag = get_be32(b + 16);
 			e->rva = get_be64(b + 20);
 		}
+		{
+			/* a buffer that would wrap the address space is no buffer (the device
+			   checks the rest: an STag's bounds fail the RDMA operation, and that
+			   completion error fails the connection) */
+			uint64_t edtl = get_be32(bhs + 20);
+
+			if ((e->wstag && e->wva > UINT64_MAX - edtl) ||
+			    (e->rstag && e->rva > UINT64_MAX - edtl)) {
+				fail(c, -EPROTO, "iSER header names a buffer past the address space");
+				return;
+			}
+		}
 	}
 	r = dm_rx_header(c, bhs, ahs, ahs_len, &place);
 	if (r < 0) {
@@ -335,13 +417,18 @@ static void tx_give(struct iser_conn *ic, int i)
 	ic->tx_free = i;
 }
 
-/* Initiator: register the command's buffer and name it in the iSER header (RFC 7145 9.2):
- * R2T-free reads get the Read STag and the buffer's address; writes with solicited data left
- * get the Write STag and the address of the first solicited byte (p->dest). */
+/* Initiator: name the command's buffer in the iSER header (RFC 7145 9.2): R2T-free reads get
+ * the Read STag and the buffer's address; writes with solicited data left get the Write STag
+ * and the address of the first solicited byte (p->dest). A buffer inside a region registered
+ * at login (the session's buffer pool, mem_register) uses that region's STag: no work per
+ * I/O. Any other buffer is registered for this command and deregistered when its SCSI
+ * Response arrives: a cache keyed by address would be wrong, since the caller may free the
+ * memory after the command and get the same address back for other pages. */
 static int advertise(struct iser_conn *ic, struct dm_txpdu *p, uint8_t *hdr)
 {
-	uint32_t itt = get_be32(p->bhs + 16);
+	uint32_t itt = get_be32(p->bhs + 16), rkey;
 	bool rd = p->bhs[1] & 0x40, wr = p->bhs[1] & 0x20;
+	struct pool_ent *pe;
 	struct itt_ent *e;
 
 	if (!rd && !(wr && p->dest.iov_len))
@@ -349,22 +436,31 @@ static int advertise(struct iser_conn *ic, struct dm_txpdu *p, uint8_t *hdr)
 	e = itt_find(ic, itt, true);
 	if (!e)
 		return -ENOSPC;
-	if (e->mr)
+	if (e->mr) {
 		ibv_dereg_mr(e->mr);
-	e->mr = ibv_reg_mr(ic->pd, p->buf_base, p->buf_size,
-			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-	if (!e->mr) {
-		itt_del(ic, itt);
-		return -ENOMEM;
+		e->mr = NULL;
+	}
+	pe = pool_find(ic, p->buf_base, p->buf_size);
+	if (pe) {
+		rkey = pe->mr->rkey;
+	} else {
+		e->mr = ibv_reg_mr(ic->pd, p->buf_base, p->buf_size,
+				   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+					   IBV_ACCESS_REMOTE_READ);
+		if (!e->mr) {
+			itt_del(ic, itt);
+			return -ENOMEM;
+		}
+		rkey = e->mr->rkey;
 	}
 	if (rd) {
 		hdr[0] |= ISER_RSV;
-		put_be32(hdr + 16, e->mr->rkey);
+		put_be32(hdr + 16, rkey);
 		put_be64(hdr + 20, (uint64_t)(uintptr_t)p->buf_base);
 	}
 	if (wr && p->dest.iov_len) {
 		hdr[0] |= ISER_WSV;
-		put_be32(hdr + 4, e->mr->rkey);
+		put_be32(hdr + 4, rkey);
 		put_be64(hdr + 8, (uint64_t)(uintptr_t)p->dest.iov_base);
 	}
 	return 0;
@@ -464,19 +560,21 @@ static int post_write(struct iscsi_conn *c, struct dm_txpdu *p)
 	return 1;
 }
 
+/* Get_Data: fetch the R2T's whole DesiredDataTransferLength into p->dest with RDMA Reads,
+ * split only where the port's message size ends, at most the accepted ORD in flight. 1 all
+ * posted, 0 out of credits (the caller backlogs p; a later call goes on from p->tx_off),
+ * -errno broken. Completion: read_piece_done(). */
 static int post_read(struct iscsi_conn *c, struct dm_txpdu *p)
 {
 	struct iser_conn *ic = iser_of(c);
 	uint32_t itt = get_be32(p->bhs + 16), off = get_be32(p->bhs + 40);
 	uint32_t ddtl = get_be32(p->bhs + 44);
 	struct itt_ent *e = itt_find(ic, itt, false);
-	struct ibv_send_wr wr = {0}, *bad;
-	struct ibv_sge sge;
 	struct mr_ent *m;
 
 	if (!e || !e->wstag)
 		return -EPROTO;
-	if (p->dest.iov_len != ddtl || !p->dest.iov_base)
+	if (p->dest.iov_len != ddtl || !p->dest.iov_base || ddtl == 0)
 		return -EINVAL;
 	if (ic->rdma_out >= MAX_RDMA || ic->reads_out >= ic->ord)
 		return 0;
@@ -490,22 +588,36 @@ static int post_read(struct iscsi_conn *c, struct dm_txpdu *p)
 	m = mr_get(ic, p->buf_base, p->buf_size);
 	if (!m)
 		return -ENOMEM;
-	sge.addr = (uintptr_t)p->dest.iov_base;
-	sge.length = ddtl;
-	sge.lkey = m->mr->lkey;
-	wr.wr_id = wr_id(WR_READ, (uintptr_t)p);
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_RDMA_READ;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr.rdma.remote_addr = e->wva + (off - e->wsol);
-	wr.wr.rdma.rkey = e->wstag;
-	if (ibv_post_send(ic->qp, &wr, &bad))
-		return -EIO;
-	m->refs++;
+	if (p->xport_pending && p->xport != m)
+		return -EIO; /* cannot happen: an entry with work in flight is never evicted */
 	p->xport = m;
-	ic->rdma_out++;
-	ic->reads_out++;
+	while (p->tx_off < ddtl) {
+		uint32_t n = ddtl - p->tx_off;
+		struct ibv_send_wr wr = {0}, *bad;
+		struct ibv_sge sge;
+
+		if (ic->rdma_out >= MAX_RDMA || ic->reads_out >= ic->ord)
+			return 0;
+		if (n > ic->max_msg)
+			n = ic->max_msg;
+		sge.addr = (uintptr_t)p->dest.iov_base + p->tx_off;
+		sge.length = n;
+		sge.lkey = m->mr->lkey;
+		wr.wr_id = wr_id(WR_READ, (uintptr_t)p);
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_RDMA_READ;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.rdma.remote_addr = e->wva + (off - e->wsol) + p->tx_off;
+		wr.wr.rdma.rkey = e->wstag;
+		if (ibv_post_send(ic->qp, &wr, &bad))
+			return -EIO;
+		m->refs++;
+		p->xport_pending++;
+		p->tx_off += n;
+		ic->rdma_out++;
+		ic->reads_out++;
+	}
 	return 1;
 }
 
@@ -521,23 +633,41 @@ static int post_any(struct iscsi_conn *c, struct dm_txpdu *p)
 	}
 }
 
-static void drain_backlog(struct iscsi_conn *c)
+/* The backlog a txpdu waits on: RDMA Reads apart (they need read credits, and nothing sent
+ * later depends on their order); everything else in one queue, so a SCSI Response stays
+ * behind its Data-In's RDMA Writes. */
+static struct list_head *backlog_of(struct iser_conn *ic, const struct dm_txpdu *p)
+{
+	return (p->bhs[0] & 0x3f) == ISCSI_OP_R2T ? &ic->rd_backlog : &ic->backlog;
+}
+
+/* 0, or -errno when the connection failed */
+static int drain_one(struct iscsi_conn *c, struct list_head *q)
 {
 	struct iser_conn *ic = iser_of(c);
 
-	while (!ic->terminated && !list_empty(&ic->backlog)) {
-		struct dm_txpdu *p = list_first_entry(&ic->backlog, struct dm_txpdu, link);
+	while (!ic->terminated && !list_empty(q)) {
+		struct dm_txpdu *p = list_first_entry(q, struct dm_txpdu, link);
 		int r = post_any(c, p);
 
 		if (r == 0)
-			return;
+			return 0;
 		list_del(&p->link);
 		if (r < 0) {
 			p->sent(p, r);
 			fail(c, r, "cannot post a queued work request");
-			return;
+			return r;
 		}
 	}
+	return 0;
+}
+
+static void drain_backlog(struct iscsi_conn *c)
+{
+	struct iser_conn *ic = iser_of(c);
+
+	if (drain_one(c, &ic->backlog) == 0)
+		drain_one(c, &ic->rd_backlog);
 }
 
 static int iser_queue(struct iscsi_conn *c, struct dm_txpdu *p)
@@ -549,13 +679,18 @@ static int iser_queue(struct iscsi_conn *c, struct dm_txpdu *p)
 		p->sent(p, -ECONNABORTED);
 		return -ECONNABORTED;
 	}
-	if (!list_empty(&ic->backlog)) {
-		list_add_tail(&p->link, &ic->backlog);
+	/* the transport's scratch (a pooled txpdu keeps the last use's values) */
+	p->tx_off = 0;
+	p->xport = NULL;
+	p->xport_pending = 0;
+	p->xport_failed = false;
+	if (!list_empty(backlog_of(ic, p))) {
+		list_add_tail(&p->link, backlog_of(ic, p));
 		return 0;
 	}
 	r = post_any(c, p);
 	if (r == 0) {
-		list_add_tail(&p->link, &ic->backlog);
+		list_add_tail(&p->link, backlog_of(ic, p));
 		return 0;
 	}
 	if (r < 0) {
@@ -567,12 +702,14 @@ static int iser_queue(struct iscsi_conn *c, struct dm_txpdu *p)
 	return 0;
 }
 
-/* An RDMA Read finished: report it upward as the Data-Out PDUs it stands for. */
+/* The RDMA Reads of an R2T finished: the data is where the role asked (p->dest, inside the
+ * task's buffer). Report it upward as one Data-Out PDU (one per MAX_PLACED bytes) with
+ * c->rx_placed set: the role checks it against the R2T as it would a Data-Out over TCP, and
+ * names the same place, so nothing is copied. */
 static void read_done(struct iscsi_conn *c, struct dm_txpdu *p)
 {
 	uint32_t itt = get_be32(p->bhs + 16), ttt = get_be32(p->bhs + 20);
 	uint32_t off = get_be32(p->bhs + 40), len = get_be32(p->bhs + 44);
-	uint32_t chunk = c->params.max_recv_dsl ? c->params.max_recv_dsl : ISER_RECV_DATA;
 	uint8_t *src = p->dest.iov_base;
 	uint8_t lun[8];
 	uint32_t datasn = 0, done = 0;
@@ -580,9 +717,10 @@ static void read_done(struct iscsi_conn *c, struct dm_txpdu *p)
 	memcpy(lun, p->bhs + 8, 8);
 	p->sent(p, 0);
 	while (done < len && !c->terminated) {
-		uint32_t n = len - done < chunk ? len - done : chunk;
+		uint32_t n = len - done < MAX_PLACED ? len - done : MAX_PLACED;
 		struct dm_rx_place place = {0};
 		uint8_t bhs[ISCSI_BHS_LEN] = {0};
+		int r;
 
 		bhs[0] = ISCSI_OP_DATA_OUT;
 		bhs[1] = done + n == len ? 0x80 : 0;
@@ -592,15 +730,47 @@ static void read_done(struct iscsi_conn *c, struct dm_txpdu *p)
 		put_be32(bhs + 20, ttt);
 		put_be32(bhs + 36, datasn++);
 		put_be32(bhs + 40, off + done);
-		if (dm_rx_header(c, bhs, NULL, 0, &place) < 0) {
+		c->rx_placed = true;
+		r = dm_rx_header(c, bhs, NULL, 0, &place);
+		c->rx_placed = false;
+		if (r < 0) {
 			fail(c, -EPROTO, "RDMA Read data refused by the role");
 			return;
 		}
-		if (place.buf && place.buf != src + done)
-			memmove(place.buf, src + done, n);
+		if (place.buf && place.buf != src + done) {
+			/* the data is where the R2T said; a role that wants it elsewhere (or
+			   discarded: NULL) is told nothing else */
+			fail(c, -EPROTO, "the role placed RDMA Read data elsewhere");
+			return;
+		}
+		c->rx_placed = true;
 		dm_rx_pdu(c, true);
+		c->rx_placed = false;
 		done += n;
 	}
+}
+
+/* One RDMA Read of p completed (or flushed). Once none is in flight and all were posted,
+ * report the data upward, or end p with an error if any failed. A p still partly on the
+ * backlog waits for the rest to be posted (or for terminate() to end it). */
+static void read_piece_done(struct iscsi_conn *c, struct dm_txpdu *p, bool ok)
+{
+	struct iser_conn *ic = iser_of(c);
+	struct mr_ent *m = p->xport;
+
+	if (m && m->refs)
+		m->refs--;
+	ic->rdma_out--;
+	ic->reads_out--;
+	p->xport_pending--;
+	if (!ok)
+		p->xport_failed = true;
+	if (p->xport_pending || p->tx_off < get_be32(p->bhs + 44))
+		return;
+	if (p->xport_failed || c->terminated || ic->terminated)
+		p->sent(p, p->xport_failed ? -EIO : -ECONNABORTED);
+	else
+		read_done(c, p);
 }
 
 /* ---------------------------------------------------------------- completions */
@@ -634,19 +804,16 @@ static void handle_wc(struct iscsi_conn *c, struct ibv_wc *wc)
 			p->sent(p, ok ? 0 : -EIO);
 		break;
 	}
-	case WR_WRITE:
-	case WR_READ: {
+	case WR_READ:
+		read_piece_done(c, (struct dm_txpdu *)v, ok);
+		break;
+	case WR_WRITE: {
 		struct dm_txpdu *p = (struct dm_txpdu *)v;
 		struct mr_ent *m = p->xport;
 		if (m && m->refs)
 			m->refs--;
 		ic->rdma_out--;
-		if (kind == WR_READ)
-			ic->reads_out--;
-		if (kind == WR_READ && ok)
-			read_done(c, p);
-		else
-			p->sent(p, ok ? 0 : -EIO);
+		p->sent(p, ok ? 0 : -EIO);
 		break;
 	}
 	default:
@@ -770,11 +937,11 @@ static void drain(struct iscsi_conn *c)
 				tx_give(ic, (int)v);
 				if (p)
 					p->sent(p, -ECONNABORTED);
-			} else if (kind == WR_WRITE || kind == WR_READ) {
+			} else if (kind == WR_READ) {
+				read_piece_done(c, (struct dm_txpdu *)v, false);
+			} else if (kind == WR_WRITE) {
 				struct dm_txpdu *p = (struct dm_txpdu *)v;
 				ic->rdma_out--;
-				if (kind == WR_READ)
-					ic->reads_out--;
 				p->sent(p, -ECONNABORTED);
 			}
 		}
@@ -803,11 +970,12 @@ static void iser_terminate(struct iscsi_conn *c)
 	if (ic->id)
 		rdma_disconnect(ic->id);
 	drain(c);
-	while (!list_empty(&ic->backlog)) {
-		struct dm_txpdu *p = list_first_entry(&ic->backlog, struct dm_txpdu, link);
-		list_del(&p->link);
-		p->sent(p, -ECONNABORTED);
-	}
+	for (struct list_head *q = &ic->backlog; q; q = q == &ic->backlog ? &ic->rd_backlog : NULL)
+		while (!list_empty(q)) {
+			struct dm_txpdu *p = list_first_entry(q, struct dm_txpdu, link);
+			list_del(&p->link);
+			p->sent(p, -ECONNABORTED);
+		}
 	iscsi_conn_put(c); /* the transport's own reference */
 }
 
@@ -819,6 +987,9 @@ static void iser_release(struct iscsi_conn *c)
 	for (int i = 0; i < MR_SLOTS; i++)
 		if (ic->mrs[i].mr)
 			ibv_dereg_mr(ic->mrs[i].mr);
+	for (int i = 0; i < POOL_SLOTS; i++)
+		if (ic->pools[i].mr)
+			ibv_dereg_mr(ic->pools[i].mr);
 	for (int i = 0; i < ITT_SLOTS; i++)
 		if (ic->itts[i].used && ic->itts[i].mr)
 			ibv_dereg_mr(ic->itts[i].mr);
@@ -846,7 +1017,8 @@ static bool iser_tx_busy(struct iscsi_conn *c)
 {
 	struct iser_conn *ic = iser_of(c);
 
-	return ic->sends_out || ic->rdma_out || !list_empty(&ic->backlog);
+	return ic->sends_out || ic->rdma_out || !list_empty(&ic->backlog) ||
+	       !list_empty(&ic->rd_backlog);
 }
 
 const struct dm_ops iser_dm_ops = {
@@ -854,6 +1026,7 @@ const struct dm_ops iser_dm_ops = {
 	.caps = DM_CAP_DIRECT_PLACEMENT,
 	.conn_priv_size = sizeof(struct iser_conn),
 	.max_recv_data = ISER_RECV_DATA,
+	.recv_credits = NRX,
 	.send_control = iser_queue,
 	.put_data = iser_queue,
 	.get_data = iser_queue,
@@ -862,6 +1035,7 @@ const struct dm_ops iser_dm_ops = {
 	.release = iser_release,
 	.tx_busy = iser_tx_busy,
 	.buf_free = iser_buf_free,
+	.mem_register = iser_mem_register,
 };
 
 /* ---------------------------------------------------------------- accept */
@@ -883,9 +1057,13 @@ static int setup(struct iser_conn *ic, struct rdma_cm_id *id, uint32_t rd_depth)
 	struct ibv_qp_init_attr qa = {0};
 	struct ibv_context *verbs = id->verbs;
 	struct ibv_device_attr da;
+	struct ibv_port_attr pa;
 
-	if (ibv_query_device(verbs, &da))
+	if (ibv_query_device(verbs, &da) || ibv_query_port(verbs, id->port_num, &pa))
 		return -EIO;
+	/* one RDMA Read carries at most the port's message size (rxe: 8 MiB); the task buffer is
+	   one registration and one SGE, so no other limit applies */
+	ic->max_msg = pa.max_msg_sz ? pa.max_msg_sz : 1u << 20;
 	ic->pd = ibv_alloc_pd(verbs);
 	ic->cc = ic->pd ? ibv_create_comp_channel(verbs) : NULL;
 	if (!ic->cc)
@@ -954,6 +1132,7 @@ struct iscsi_conn *iser_conn_accept(struct iser_request *req, struct ev_loop *lo
 	ic->id = req->id;
 	ic->ch = req->ch;
 	list_init(&ic->backlog);
+	list_init(&ic->rd_backlog);
 	{
 		struct sockaddr *sa = rdma_get_peer_addr(req->id);
 		char host[64] = "?", serv[16] = "?";
@@ -1216,6 +1395,7 @@ struct iscsi_conn *iser_conn_connect(struct ev_loop *loop, const char *host, uin
 	ic->connecting = true;
 	ic->on_up = on_up;
 	list_init(&ic->backlog);
+	list_init(&ic->rd_backlog);
 	snprintf(c->peer, sizeof(c->peer), "%s:%u/iser", host, port);
 	ic->ch = rdma_create_event_channel();
 	if (!ic->ch) {
