@@ -34,6 +34,8 @@
 #define TX_DATA 8192
 #define TX_SIZE (ISER_HDR_LEN + ISCSI_BHS_LEN + RX_AHS_ROOM + TX_DATA)
 #define NTX 256
+#define CQ_BUDGET 64 /* completions handled per callback: one busy connection must not hold
+			 the worker's loop (its other connections' NOP-Outs) for seconds */
 #define MAX_RDMA 512 /* RDMA Write/Read work requests in flight */
 #define ITT_SLOTS 2048
 #define MR_SLOTS 256
@@ -93,6 +95,7 @@ struct iser_conn {
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	struct ev_io cm_io, cq_io;
+	struct ev_timer cq_more; /* the CQ held more than one callback's budget: go on soon */
 	bool established;
 	bool terminated;
 	bool dead;              /* resources gone (release) */
@@ -831,25 +834,46 @@ static void handle_wc(struct iscsi_conn *c, struct ibv_wc *wc)
 	drain_backlog(c);
 }
 
+/* Handle at most CQ_BUDGET completions, then give the loop back: a connection whose peer keeps
+ * its queue full (hundreds of receive buffers and RDMA operations in flight) would otherwise be
+ * served for seconds on a slow host while every other connection of the worker waits. What is
+ * left in the CQ is taken up by the cq_more timer (0 ms: after the loop's other ready events). */
+static void cq_poll(struct iscsi_conn *c)
+{
+	struct iser_conn *ic = iser_of(c);
+	struct ibv_wc wc[32];
+	int n, done = 0;
+
+	iscsi_conn_get(c);
+	while (!ic->dead && !ic->terminated && done < CQ_BUDGET &&
+	       (n = ibv_poll_cq(ic->cq, 32, wc)) > 0) {
+		for (int i = 0; i < n; i++)
+			handle_wc(c, &wc[i]);
+		done += n;
+	}
+	if (done >= CQ_BUDGET && !ic->dead && !ic->terminated)
+		ev_timer_start(c->loop, &ic->cq_more, 0);
+	iscsi_conn_put(c);
+}
+
+static void cq_more_cb(struct ev_timer *t)
+{
+	cq_poll(t->arg);
+}
+
 static void cq_cb(struct ev_io *w, uint32_t revents)
 {
 	struct iscsi_conn *c = w->arg;
 	struct iser_conn *ic = iser_of(c);
 	struct ibv_cq *cq;
-	struct ibv_wc wc[32];
 	void *ctx;
-	int n;
 
 	(void)revents;
 	if (ibv_get_cq_event(ic->cc, &cq, &ctx) == 0) {
 		ibv_ack_cq_events(cq, 1);
 		ibv_req_notify_cq(cq, 0);
 	}
-	iscsi_conn_get(c);
-	while (!ic->dead && (n = ibv_poll_cq(ic->cq, 32, wc)) > 0)
-		for (int i = 0; i < n; i++)
-			handle_wc(c, &wc[i]);
-	iscsi_conn_put(c);
+	cq_poll(c);
 }
 
 /* ---------------------------------------------------------------- CM events */
@@ -965,6 +989,7 @@ static void iser_terminate(struct iscsi_conn *c)
 	if (ic->terminated)
 		return;
 	ic->terminated = true;
+	ev_timer_stop(c->loop, &ic->cq_more);
 	ev_io_stop(c->loop, &ic->cq_io);
 	ev_io_stop(c->loop, &ic->cm_io);
 	if (ic->id)
@@ -984,6 +1009,7 @@ static void iser_release(struct iscsi_conn *c)
 	struct iser_conn *ic = iser_of(c);
 
 	ic->dead = true;
+	ev_timer_stop(c->loop, &ic->cq_more);
 	for (int i = 0; i < MR_SLOTS; i++)
 		if (ic->mrs[i].mr)
 			ibv_dereg_mr(ic->mrs[i].mr);
@@ -1132,6 +1158,7 @@ struct iscsi_conn *iser_conn_accept(struct iser_request *req, struct ev_loop *lo
 	ic->id = req->id;
 	ic->ch = req->ch;
 	list_init(&ic->backlog);
+	ev_timer_init(&ic->cq_more, cq_more_cb, c);
 	list_init(&ic->rd_backlog);
 	{
 		struct sockaddr *sa = rdma_get_peer_addr(req->id);
@@ -1395,6 +1422,7 @@ struct iscsi_conn *iser_conn_connect(struct ev_loop *loop, const char *host, uin
 	ic->connecting = true;
 	ic->on_up = on_up;
 	list_init(&ic->backlog);
+	ev_timer_init(&ic->cq_more, cq_more_cb, c);
 	list_init(&ic->rd_backlog);
 	snprintf(c->peer, sizeof(c->peer), "%s:%u/iser", host, port);
 	ic->ch = rdma_create_event_channel();
