@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "target/tgt_int.h"
@@ -639,6 +640,48 @@ struct ev_loop *ix_target_main_loop(struct ix_target *t)
 	return t->main_loop;
 }
 
+static void close_all(struct tgt_worker *w)
+{
+	while (w->loop && w->conns.next && !list_empty(&w->conns)) {
+		struct tgt_conn *tc = list_first_entry(&w->conns, struct tgt_conn, wlink);
+		iscsi_conn_close(tc->conn, "target shutting down");
+	}
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Shutdown, workers stopped and connections closed: run their loops until every connection
+ * has been released (its tasks finished in the backend; a slow device may take a while), at
+ * most TGT_SHUTDOWN_DRAIN_MS. */
+#define TGT_SHUTDOWN_DRAIN_MS 5000
+static void drain_backend(struct ix_target *t)
+{
+	uint64_t start = mono_ms();
+	unsigned left;
+
+	while ((left = atomic_load(&t->nconns_open)) > 0) {
+		if (mono_ms() - start >= TGT_SHUTDOWN_DRAIN_MS) {
+			log_warn("target",
+				 "shutdown: %u connections still have tasks in the backend after %u ms; "
+				 "not waiting longer",
+				 left, TGT_SHUTDOWN_DRAIN_MS);
+			return;
+		}
+		for (int i = 0; i < t->nworkers; i++) {
+			if (!t->workers[i].loop)
+				continue;
+			ev_loop_run_once(t->workers[i].loop, 2);
+			close_all(&t->workers[i]); /* accepted connections still being handed over */
+		}
+	}
+}
+
 void ix_target_free(struct ix_target *t)
 {
 	if (!t)
@@ -650,16 +693,15 @@ void ix_target_free(struct ix_target *t)
 	free(t->iser_listeners);
 	free(t->listeners);
 	free(t->lctx);
+	/* the worker threads have stopped: close the connections still open (sessions logged in
+	   at shutdown), wait (bounded) for their tasks still in the backend, so that the
+	   connections are released, then let the deferred frees run */
+	for (int i = 0; t->workers && i < t->nworkers; i++)
+		close_all(&t->workers[i]);
+	drain_backend(t);
 	for (int i = 0; t->workers && i < t->nworkers; i++) {
 		struct tgt_worker *w = &t->workers[i];
 
-		/* the worker threads have stopped: close the connections still open (sessions
-		   logged in at shutdown), then let their deferred frees and any backend I/O still
-		   in flight finish (bounded) */
-		while (w->loop && w->conns.next && !list_empty(&w->conns)) {
-			struct tgt_conn *tc = list_first_entry(&w->conns, struct tgt_conn, wlink);
-			iscsi_conn_close(tc->conn, "target shutting down");
-		}
 		for (int k = 0, idle = 0; w->loop && k < 200 && idle < 3; k++)
 			idle = ev_loop_run_once(w->loop, 5) == 0 ? idle + 1 : 0;
 		scsi_thread_free(t->workers[i].sthread);
