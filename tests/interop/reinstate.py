@@ -80,7 +80,10 @@ def old_session_write(port, isid, lba, tag):
     b = a.scsi_bhs(write10(lba, 2), len(data), write=True)
     a.cmdsn = (a.cmdsn + 1) & 0xffffffff
     a.conn.send_pdu(b, data)
-    time.sleep(0.3)  # in the backend by now (checked afterwards: block lba+1 holds it)
+    # the target handles a connection's PDUs in order, and this WRITE (all its data immediate,
+    # in CmdSN order) is executed as it arrives: once the ping behind it is answered, the write
+    # is in the backend (checked afterwards too: block lba+1 holds it)
+    a.nop(timeout=10)
     return a, time.monotonic()
 
 
