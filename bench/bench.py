@@ -15,8 +15,12 @@ target process's CPU-seconds per GiB moved (utime+stime of /proc/PID/stat, all t
 client's CPU use, and the ratio ix/tgt of the medians. The machine is shared and noisy: the
 ratios are the result, the absolute figures only context.
 
-Clients are plain functions in CLIENTS (see "Clients" below): a new one (ix-bench, once it
-exists) is one function and one entry there, then named in a workload's "client" field.
+Clients are plain functions in CLIENTS (see "Clients" below): iscsi-perf (reads), qemu-img
+bench (sequential or strided writes) and ix-bench (this project's initiator: random writes,
+CRC32C data digests, percentiles, several sessions). A new one is one function and one entry
+there, then named in a workload's "client" field. The ix-bench rows ("ixb-...") spread the
+workload's queue depth (the total) over --ixb-sessions sessions, the same for ix and tgt; the
+"digests" rows run ix with ix-bench --digests against ix without.
 """
 
 import argparse
@@ -223,11 +227,10 @@ class TgtTarget(Target):
 # It is handed the whole Target so it can pick the URL form it needs. Register it in CLIENTS
 # and name it in a workload's 'client'.
 #
-# ix-bench (the project's own initiator benchmark) goes here once it exists: a function that
-# runs build/tools/ix-bench against target.url(lun) for secs seconds with
-# wl['qd'], wl['bs'], wl['rw'], wl['pattern'], parses its ops/bytes/percentiles, and an entry
-# CLIENTS['ix-bench']. It can then replace qemu-img for the writes (qemu-img bench is
-# sequential or strided only and prints no latency) and give every row percentiles.
+# ix-bench (tools/ix-bench, the project's own initiator) is the client that is not the limit:
+# it does random writes (qemu-img bench only sequential or strided ones), can require CRC32C
+# header AND data digests (libiscsi always offers DataDigest=None), reports latency
+# percentiles, and spreads the queue depth over several sessions on their own threads.
 
 class ClientError(Exception):
     pass
@@ -298,7 +301,59 @@ def client_qemu_img(target, lun, wl, secs, opts):
     return {'ops': count, 'bytes': count * wl['bs'], 'secs': t, 'wall': wall}
 
 
+def ixb_split(wl, opts):
+    """(sessions, qd per session): the workload's queue depth is the TOTAL over the sessions,
+    the same for both targets."""
+    n = max(1, min(opts.ixb_sessions, wl['qd']))
+    if wl['qd'] % n:
+        raise SystemExit('%s: QD %d does not split over %d sessions' % (wl['name'], wl['qd'], n))
+    return n, wl['qd'] // n
+
+
+IXB_RW = {('read', 'rand'): 'randread', ('write', 'rand'): 'randwrite',
+          ('read', 'seq'): 'read', ('write', 'seq'): 'write'}
+
+
+def ix_bench_cmd(binary, target, lun, wl, secs, opts):
+    sessions, qd = ixb_split(wl, opts)
+    cmd = [binary, '-p', '127.0.0.1:%d' % target.port, '-T', IQN, '-l', str(target.luns[lun]),
+           '--rw', IXB_RW[(wl['rw'], wl['pattern'])], '--bs', str(wl['bs']), '--qd', str(qd),
+           '--sessions', str(sessions), '--time', '%ds' % secs, '--json', '--quiet']
+    if wl.get('digests'):
+        cmd.append('--digests')
+    return cmd
+
+
+def parse_ix_bench(text):
+    """The JSON summary line of ix-bench --json (the last line that parses as an object)."""
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if line.startswith('{'):
+            try:
+                return json.loads(line)
+            except ValueError:
+                break
+    raise ClientError('ix-bench printed no JSON summary: %s' % text[-300:])
+
+
+def client_ix_bench(target, lun, wl, secs, opts):
+    """ix-bench, this project's initiator: --sessions sessions (one thread each, at most one per
+    CPU) share the workload's queue depth; --digests when the workload asks for them."""
+    cmd = ix_bench_cmd(opts.ix_bench, target, lun, wl, secs, opts)
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=secs + 60)
+    wall = time.monotonic() - t0
+    j = parse_ix_bench(p.stdout.decode(errors='replace'))
+    if p.returncode != 0 or j.get('result') != 'ok' or j.get('errors'):
+        raise ClientError('ix-bench exited %d (%s): %s' % (
+            p.returncode, j.get('first_error'), p.stderr.decode(errors='replace')[-500:]))
+    d = j[wl['rw']]
+    return {'ops': d['ios'], 'bytes': d['bytes'], 'secs': j['seconds'], 'wall': wall,
+            'lat_us': {k: d['lat_us'][k] for k in ('p50', 'p99', 'p99.9') if k in d['lat_us']}}
+
+
 CLIENTS = {
+    'ix-bench': client_ix_bench,
     'iscsi-perf': client_iscsi_perf,
     'qemu-img': client_qemu_img,
 }
@@ -321,13 +376,34 @@ WORKLOADS = [
     {'name': 'stridewrite-4k-qd32', 'client': 'qemu-img', 'rw': 'write', 'pattern': 'stride',
      'bs': 4096, 'qd': 32, 'stride': 4096 * 257, 'unit': 'IOPS', 'first_count': 50000,
      'cmd': 'qemu-img bench -f raw -t none -w -d 32 -s 4096 -S 1052672 -c COUNT URL'},
+    # the same loads through ix-bench (queue depth = total over --ixb-sessions sessions)
+    {'name': 'ixb-randread-4k-qd32', 'client': 'ix-bench', 'rw': 'read', 'pattern': 'rand',
+     'bs': 4096, 'qd': 32, 'unit': 'IOPS'},
+    {'name': 'ixb-randwrite-4k-qd32', 'client': 'ix-bench', 'rw': 'write', 'pattern': 'rand',
+     'bs': 4096, 'qd': 32, 'unit': 'IOPS'},
+    {'name': 'ixb-seqread-512k-qd8', 'client': 'ix-bench', 'rw': 'read', 'pattern': 'seq',
+     'bs': 512 * 1024, 'qd': 8, 'unit': 'MiB/s'},
+    {'name': 'ixb-seqwrite-512k-qd8', 'client': 'ix-bench', 'rw': 'write', 'pattern': 'seq',
+     'bs': 512 * 1024, 'qd': 8, 'unit': 'MiB/s'},
 ]
 
-# ix against itself: CRC32C header digest on vs off, as two ix-target instances (iscsi-perf
-# and QEMU offer HeaderDigest=None,CRC32C; the "ix+hd" instance accepts only CRC32C).
-# libiscsi 1.19 always offers DataDigest=None, so these clients cannot turn data digests on;
-# that row waits for ix-bench.
-DIGEST_WORKLOADS = ['randread-4k-qd32', 'seqread-512k-qd8', 'seqwrite-512k-qd8']
+
+def workload_cmd(wl, secs, opts):
+    """The client command of a workload, as printed in the report (URL / PORT placeholders)."""
+    if wl['client'] == 'ix-bench':
+        t = Target()
+        t.port, t.luns = 0, {'ram': 0}
+        cmd = ix_bench_cmd('ix-bench', t, 'ram', wl, secs, opts)
+        return ' '.join(cmd).replace('127.0.0.1:0', 'HOST:PORT').replace('-l 0', '-l LUN')
+    return wl['cmd'].replace('SECS', str(secs))
+
+
+# ix against itself, CRC32C HeaderDigest and DataDigest on vs off: ix-bench --digests requires
+# both (ix-target's default "prefer-none" accepts CRC32C when that is all the initiator
+# offers), against the same ix-target instance and LUN. iscsi-perf and QEMU cannot do this:
+# libiscsi 1.19 always offers DataDigest=None.
+DIGEST_WORKLOADS = ['ixb-randread-4k-qd32', 'ixb-randwrite-4k-qd32', 'ixb-seqread-512k-qd8',
+                    'ixb-seqwrite-512k-qd8']
 
 
 def run_one(target, lun, wl, secs, opts):
@@ -343,15 +419,21 @@ def run_one(target, lun, wl, secs, opts):
         # ix logs what each login negotiated: make sure the digest setting took effect
         with open(target.log, errors='replace') as f:
             f.seek(log_at)
-            digests = re.findall(r'normal session .* digests (\w+)/', f.read())
-        want = 'CRC32C' if target.header_digest == 'crc32c' else 'None'
+            digests = re.findall(r'normal session .* digests (\w+/\w+)', f.read())
+        if wl.get('digests'):
+            want = 'CRC32C/CRC32C'
+        else:
+            want = ('CRC32C' if target.header_digest == 'crc32c' else 'None') + '/None'
         if not digests or any(d != want for d in digests):
-            raise SystemExit('%s: expected HeaderDigest %s, ix negotiated %s' %
+            raise SystemExit('%s: expected digests (header/data) %s, ix negotiated %s' %
                              (wl['name'], want, digests or 'no session'))
     r['target_cpu'] = c1 - c0
+    r['target_cpu_pct'] = 100 * r['target_cpu'] / r['wall']
+    r['client_cpu_pct'] = 100 * (k1 - k0) / r['wall']
     r['client_cpu'] = k1 - k0
     r['value'] = r['ops'] / r['secs'] if wl['unit'] == 'IOPS' else r['bytes'] / r['secs'] / MiB
     r['cpu_per_gib'] = r['target_cpu'] / (r['bytes'] / GiB) if r['bytes'] else None
+    r['client_cpu_per_gib'] = r['client_cpu'] / (r['bytes'] / GiB) if r['bytes'] else None
     return r
 
 
@@ -400,34 +482,53 @@ def fmt(v, digits=0):
     return ('{:,.%df}' % digits).format(v)
 
 
-def print_table(summary, ceiling, unit_of, f):
-    hdr = ('%-20s %-5s %-9s %12s %12s %7s %7s %7s %6s %6s %7s %7s' %
-           ('workload', 'lun', 'A/B', 'A', 'B', 'A/B', 'lat A', 'lat B', 'cpuA', 'cpuB',
-            'cpuA/B', 'client'))
+def print_table(summary, ceiling, unit_of, opts, f):
+    hdr = ('%-22s %-4s %-10s %10s %10s %6s %6s %6s %6s %6s %6s %6s %5s %5s %5s %5s %5s' %
+           ('workload', 'lun', 'A/B', 'A', 'B', 'A/B', 'lat A', 'lat B', 'p99 A', 'p99 B',
+            'cpuA', 'cpuB', 'c A/B', 'tgt%A', 'tgt%B', 'cli%A', 'cli%B'))
     print(hdr, file=f)
     print('-' * len(hdr), file=f)
     for row in summary:
         a, b = row['sides']
         ra, rb = row[a], row[b]
         unit = unit_of[row['workload']]
-        print('%-20s %-5s %-9s %12s %12s %7s %7s %7s %6s %6s %7s %6s%%' % (
+        print('%-22s %-4s %-10s %10s %10s %6s %6s %6s %6s %6s %6s %6s %5s %5s %5s %5s %5s' % (
             row['workload'], row['lun'], '%s/%s' % (a, b),
             fmt(ra['value']) + (' ' if unit == 'IOPS' else 'M'),
             fmt(rb['value']) + (' ' if unit == 'IOPS' else 'M'),
             fmt(row['ratio'], 2), fmt(ra['lat_mean_us'], 0), fmt(rb['lat_mean_us'], 0),
+            fmt(ra['p99_us'], 0), fmt(rb['p99_us'], 0),
             fmt(ra['cpu_s_per_gib'], 2), fmt(rb['cpu_s_per_gib'], 2), fmt(row['cpu_ratio'], 2),
-            fmt(ra['client_cpu_pct'], 0)), file=f)
+            fmt(ra['target_cpu_pct'], 0), fmt(rb['target_cpu_pct'], 0),
+            fmt(ra['client_cpu_pct'], 0), fmt(rb['client_cpu_pct'], 0)), file=f)
+    dig = [r for r in summary if r['variant'] == 'digests']
+    if dig:
+        print('\nix with CRC32C header+data digests against ix without (RAM LUN): throughput, '
+              'and CPU-s per GiB\nof the target and of the client (median runs):', file=f)
+        for row in dig:
+            a, b = row['sides']
+            ta, tb = row[a]['cpu_s_per_gib'], row[b]['cpu_s_per_gib']
+            ca, cb = row[a]['client_cpu_s_per_gib'], row[b]['client_cpu_s_per_gib']
+            print('  %-22s throughput %5s  loss %4s%%   target CPU/GiB %s -> %s   client '
+                  'CPU/GiB %s -> %s' % (
+                      row['workload'], fmt(row['ratio'], 2),
+                      fmt(100 * (1 - row['ratio']) if row['ratio'] else None, 0),
+                      fmt(tb, 2), fmt(ta, 2), fmt(cb, 2), fmt(ca, 2)), file=f)
     if ceiling:
         print('\niperf3 loopback, one stream (median of %d): %s MiB/s' %
               (len(ceiling), fmt(med(ceiling))), file=f)
         for row in summary:
-            if row['workload'].startswith('seq') and row['variant'] == 'vs-tgt':
+            if 'seq' in row['workload'] and row['variant'] == 'vs-tgt':
                 a = row['sides'][0]
-                print('  %s %s: ix at %.0f%% of iperf3' % (
-                    row['workload'], row['lun'], 100 * row[a]['value'] / med(ceiling)), file=f)
+                conns = opts.ixb_sessions if row['workload'].startswith('ixb-') else opts.clients
+                print('  %s %s: ix at %.0f%% of iperf3 (%d connection(s))' % (
+                    row['workload'], row['lun'], 100 * row[a]['value'] / med(ceiling), conns),
+                    file=f)
     print('\nA, B: medians (IOPS, or MiB/s marked M); lat: mean latency in us implied by '
-          'QD/IOPS\n(neither client reports percentiles); cpu: target CPU-seconds per GiB '
-          'moved;\nclient: the client processes\' CPU as % of one core (A side).', file=f)
+          'QD/IOPS;\np99: 99th percentile latency in us (ix-bench only); cpu: target '
+          'CPU-seconds per GiB\nmoved; tgt%: target process CPU as % of one core; cli%: the '
+          'client processes\' CPU\nas % of one core. ix+dig: ix with CRC32C header '
+          'and data digests.', file=f)
 
 
 # --------------------------------------------------------------------------------- main
@@ -441,9 +542,14 @@ def main():
     ap.add_argument('--luns', default='ram,file', help='ram,file (default both)')
     ap.add_argument('--workloads', default='all',
                     help='comma list of workload names or "all"; "none" skips them')
-    ap.add_argument('--no-digests', action='store_true', help='skip the ix digest on/off rows')
+    ap.add_argument('--no-digests', action='store_true',
+                    help='skip the rows of ix with CRC32C header+data digests against ix without')
     ap.add_argument('--clients', type=int, default=1,
                     help='client processes per run (iscsi-perf splits the queue depth)')
+    ap.add_argument('--ixb-sessions', type=int, default=2,
+                    help='ix-bench sessions per run (one thread each); the workload\'s queue '
+                    'depth is the total over them (default 2)')
+    ap.add_argument('--ix-bench', help='ix-bench binary (default BUILD/tools/ix-bench)')
     ap.add_argument('--quick', action='store_true', help='1 repetition of 2 s')
     ap.add_argument('--json', metavar='FILE', help='write results as JSON ("-" = stdout)')
     ap.add_argument('--workdir', help='where the LUN files go (default: a dir in /dev/shm)')
@@ -451,6 +557,9 @@ def main():
     if opts.quick:
         opts.reps, opts.time = 1, 2
     opts.counts = {}
+    opts.ix_bench = opts.ix_bench or os.path.join(ROOT, opts.build, 'tools', 'ix-bench')
+    if opts.ixb_sessions < 1:
+        ap.error('--ixb-sessions must be at least 1')
     luns = [x for x in opts.luns.split(',') if x]
     for x in luns:
         if x not in ('ram', 'file'):
@@ -469,50 +578,52 @@ def main():
     for tool in ('iscsi-perf', 'qemu-img', 'iperf3', 'tgtd', 'tgtadm'):
         if not shutil.which(tool):
             raise SystemExit('%s not installed (scripts/deps.sh installs it)' % tool)
+    if any(w['client'] == 'ix-bench' for w in wls) and not os.access(opts.ix_bench, os.X_OK):
+        raise SystemExit('ix-bench not built at %s' % opts.ix_bench)
 
     work = opts.workdir or tempfile.mkdtemp(prefix='ix-bench.', dir='/dev/shm')
     os.makedirs(work, exist_ok=True)
     ix = IxTarget(opts.build, work)
-    ixhd = IxTarget(opts.build, work, 'ix+hd', 'crc32c')
     tgt = TgtTarget(work)
-    digests = not opts.no_digests and 'ram' in luns and \
-        any(w['name'] in DIGEST_WORKLOADS for w in wls)
-    targets = [ix, tgt] + ([ixhd] if digests else [])
+    targets = [ix, tgt]
     started = time.strftime('%Y-%m-%d %H:%M:%S %z')
+    load_seen = [os.getloadavg()[0]]
     try:
         for t in targets:
             t.start()
         for t in targets:
-            for lun in (['ram'] if t is ixhd else luns):
+            for lun in luns:
                 log('prefill %s %s' % (t.name, lun))
                 prefill(t, lun, opts)
 
-        # rows: (workload, lun, variant) -> {side: [runs]}
+        # rows: (workload, lun, variant) -> {side: [runs]}; a side is (name, target, workload)
         results = {}
         rows = []
-        plan = []   # (row, side, target, lun, wl)
+        plan = []   # (row, side A, side B, lun)
         for wl in wls:
             for lun in luns:
                 row = (wl['name'], lun, 'vs-tgt')
                 rows.append(row)
                 results[row] = {'ix': [], 'tgt': []}
-                plan.append((row, ('ix', ix), ('tgt', tgt), lun, wl))
-        if digests:
-            for name in DIGEST_WORKLOADS:
-                if name not in [w['name'] for w in wls]:
+                plan.append((row, ('ix', ix, wl), ('tgt', tgt, wl), lun))
+        if not opts.no_digests:
+            for wl in wls:
+                if wl['name'] not in DIGEST_WORKLOADS or 'ram' not in luns:
                     continue
-                row = (name, 'ram', 'hdigest')
+                row = (wl['name'], 'ram', 'digests')
                 rows.append(row)
-                results[row] = {'ix+hd': [], 'ix': []}
-                plan.append((row, ('ix+hd', ixhd), ('ix', ix), 'ram', by_name[name]))
+                results[row] = {'ix+dig': [], 'ix': []}
+                plan.append((row, ('ix+dig', ix, dict(wl, digests=True)), ('ix', ix, wl),
+                             'ram'))
         ceiling = []
         for rep in range(opts.reps):
-            log('repetition %d/%d: iperf3' % (rep + 1, opts.reps))
+            log('repetition %d/%d: iperf3 (load average %.1f)' % (
+                rep + 1, opts.reps, os.getloadavg()[0]))
             ceiling.append(iperf3(opts.time))
             log('  iperf3 %.0f MiB/s' % ceiling[-1])
-            for row, sa, sb, lun, wl in plan:
+            for row, sa, sb, lun in plan:
                 pair = [sa, sb] if rep % 2 == 0 else [sb, sa]
-                for name, target in pair:
+                for name, target, wl in pair:
                     if wl['client'] == 'qemu-img' and \
                             (target.name, lun, wl['name']) not in opts.counts:
                         # unrecorded run that sizes the request count to opts.time
@@ -520,9 +631,11 @@ def main():
                     r = run_one(target, lun, wl, opts.time, opts)
                     r['qd'] = wl['qd']
                     results[row][name].append(r)
-                    log('  %-22s %-4s %-6s %12.1f %s  target %.2f CPU-s/GiB  client %.0f%%' % (
-                        wl['name'], lun, name, r['value'], wl['unit'],
-                        r['cpu_per_gib'] or 0, 100 * r['client_cpu'] / r['wall']))
+                    log('  %-22s %-4s %-6s %12.1f %s  target %.2f CPU-s/GiB %3.0f%%  '
+                        'client %3.0f%%' % (wl['name'], lun, name, r['value'], wl['unit'],
+                                            r['cpu_per_gib'] or 0, r['target_cpu_pct'],
+                                            r['client_cpu_pct']))
+                load_seen.append(os.getloadavg()[0])
         summary = [summarise_row(row, results[row]) for row in rows]
     finally:
         for t in targets:
@@ -535,19 +648,23 @@ def main():
         'date': started,
         'host': {'cpus': os.cpu_count(), 'kernel': os.uname().release,
                  'loadavg_at_end': os.getloadavg()},
+        'loadavg_1min_seen': [min(load_seen), max(load_seen)],
         'options': {'reps': opts.reps, 'secs': opts.time, 'luns': luns,
-                    'clients': opts.clients},
-        'commands': {w['name']: w['cmd'].replace('SECS', str(opts.time)) for w in wls},
+                    'clients': opts.clients, 'ixb_sessions': opts.ixb_sessions},
+        'commands': {w['name']: workload_cmd(w, opts.time, opts) for w in wls},
         'iperf3_mib_s': ceiling,
         'rows': summary,
     }
     out = sys.stdout
     if opts.json == '-':
         out = sys.stderr
-    print('\nix vs tgt, %s, %d repetitions of %d s, %d client process(es) per run, load '
-          'average now %.1f' % (started, opts.reps, opts.time, opts.clients,
-                                os.getloadavg()[0]), file=out)
-    print_table(summary, ceiling, unit_of, out)
+    print('\nix vs tgt, %s, %d repetitions of %d s, %d iscsi-perf process(es) and %d ix-bench '
+          'session(s) per run,\nload average (1 min) %.1f-%.1f during the run' % (
+              started, opts.reps, opts.time, opts.clients, opts.ixb_sessions, min(load_seen),
+              max(load_seen)), file=out)
+    for w in wls:
+        print('  %-22s %s' % (w['name'], workload_cmd(w, opts.time, opts)), file=out)
+    print_table(summary, ceiling, unit_of, opts, out)
     if opts.json:
         text = json.dumps(doc, indent=2) + '\n'
         if opts.json == '-':
@@ -566,7 +683,10 @@ def summarise_row(row, res):
         out[side] = {
             'value': med(r['value'] for r in runs),
             'cpu_s_per_gib': med(r['cpu_per_gib'] for r in runs),
-            'client_cpu_pct': med(100 * r['client_cpu'] / r['wall'] for r in runs),
+            'client_cpu_s_per_gib': med(r['client_cpu_per_gib'] for r in runs),
+            'client_cpu_pct': med(r['client_cpu_pct'] for r in runs),
+            'target_cpu_pct': med(r['target_cpu_pct'] for r in runs),
+            'p99_us': med((r.get('lat_us') or {}).get('p99') for r in runs),
             'lat_mean_us': med(1e6 * r['qd'] / (r['ops'] / r['secs']) for r in runs),
             'lat_us': runs[-1].get('lat_us') if runs else None,
             'runs': [round(r['value'], 1) for r in runs],

@@ -2,11 +2,14 @@
 """Instructions and system calls per I/O in ix-target.
 
   bench/insn.py [--build build-release] [--n 4000] [--workloads read4k-qd1,...,write512k]
+                [--lun ram|file] [--client qemu-img|ix-bench] [--digests]
 
 For each workload, ix-target (one worker thread, RAM LUN or --lun file) serves N requests and then 2N from
 qemu-img bench (a fixed request count: 4 KiB at a 1 MiB + 4 KiB stride, QD1 or QD32, or 512 KiB
 sequential reads or writes at QD8); the difference of the two totals divided by N is the cost per I/O (login,
-LUN set-up and shutdown cancel out).
+LUN set-up and shutdown cancel out). --client ix-bench runs the same sizes and queue depths
+through ix-bench instead (random 4 KiB offsets, one session); only it can turn on --digests
+(CRC32C header and data digests; libiscsi always offers DataDigest=None).
   instructions/IO  user-space instructions, ix-target under valgrind's callgrind. Counted, not
                    timed, so stable on a busy machine. At QD1 every request is its own wake-up
                    and the figure is exact; at QD32 a target slowed down 50x by valgrind sees
@@ -36,7 +39,17 @@ WORKLOADS = {
 }
 
 
-def client(target, wl, count, lun):
+def client(target, wl, count, lun, opts):
+    if opts.client == 'ix-bench':
+        rw = ('rand' if wl['stride'] else '') + ('write' if wl['write'] else 'read')
+        cmd = [os.path.join(bench.ROOT, opts.build, 'tools', 'ix-bench'),
+               '-p', '127.0.0.1:%d' % target.port, '-T', bench.IQN, '-l', str(target.luns[lun]),
+               '--rw', rw, '--bs', str(wl['bs']), '--qd', str(wl['qd']),
+               '--size', str(count * wl['bs']), '--time', '30m', '--quiet']
+        if opts.digests:
+            cmd.append('--digests')
+        subprocess.run(cmd, check=True, capture_output=True, timeout=1800)
+        return
     cmd = ['qemu-img', 'bench', '-f', 'raw', '-t', 'none', '-d', str(wl['qd']),
            '-s', str(wl['bs']), '-c', str(count)]
     if wl['stride']:
@@ -47,7 +60,7 @@ def client(target, wl, count, lun):
     subprocess.run(cmd, check=True, capture_output=True, timeout=600)
 
 
-def measure(build, work, wl, count, tool, lun):
+def measure(build, work, wl, count, tool, lun, opts):
     """Total instructions (callgrind) or system calls (perf stat on the running daemon) of an
     ix-target that logs in, serves count requests and shuts down."""
     out = os.path.join(work, 'out.%s.%d' % (tool, count))
@@ -62,7 +75,7 @@ def measure(build, work, wl, count, tool, lun):
                                      'raw_syscalls:sys_enter', '-p', str(t.proc.pid)],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(0.3)
-        client(t, wl, count, lun)
+        client(t, wl, count, lun, opts)
         if tool == 'syscalls':
             perf.send_signal(signal.SIGINT)
             perf.wait(30)
@@ -86,9 +99,15 @@ def main():
     ap.add_argument('--workloads', default='read4k-qd1,read4k,write4k,read512k,write512k')
     ap.add_argument('--lun', default='ram', choices=['ram', 'file'],
                     help='RAM backend, or the file backend on a file in /dev/shm')
+    ap.add_argument('--client', default='qemu-img', choices=['qemu-img', 'ix-bench'],
+                    help='the initiator (default qemu-img)')
+    ap.add_argument('--digests', action='store_true',
+                    help='CRC32C header and data digests (needs --client ix-bench)')
     ap.add_argument('--no-syscalls', action='store_true',
                     help='skip the system call count (perf stat)')
     opts = ap.parse_args()
+    if opts.digests and opts.client != 'ix-bench':
+        ap.error('--digests needs --client ix-bench')
     tools = ['callgrind'] + ([] if opts.no_syscalls else ['syscalls'])
     for tool in ['valgrind'] + ([] if opts.no_syscalls else ['perf']):
         if not bench.shutil.which(tool):
@@ -101,8 +120,8 @@ def main():
             n = max(100, opts.n // wl['scale'])
             row = {'workload': name, 'n': n}
             for tool in tools:
-                a = measure(opts.build, work, wl, n, tool, opts.lun)
-                b = measure(opts.build, work, wl, 2 * n, tool, opts.lun)
+                a = measure(opts.build, work, wl, n, tool, opts.lun, opts)
+                b = measure(opts.build, work, wl, 2 * n, tool, opts.lun, opts)
                 row[tool] = (b - a) / n
                 bench.log('%s %s: %d -> %d, %.1f per I/O' % (name, tool, a, b, row[tool]))
             rows.append(row)

@@ -17,5 +17,5 @@ BUILD=${IX_BENCH_BUILD:-build-release}
 if [ ! -d "$BUILD" ]; then
 	meson setup "$BUILD" --buildtype=release >&2
 fi
-ninja -C "$BUILD" tools/ix-target >&2
+ninja -C "$BUILD" tools/ix-target tools/ix-bench >&2
 exec python3 bench/bench.py --build "$BUILD" "$@"
