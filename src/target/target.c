@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "target/tgt_int.h"
@@ -105,8 +106,8 @@ static void close_session_msg(void *arg)
 	free(m);
 }
 
-/* Per-initiator and per-target session limits (called with t->lock held, after reinstated
- * sessions left the registry). Logs which limit was hit. */
+/* Per-initiator and per-target session limits (called with t->lock held; draining sessions
+ * do not count). Logs which limit was hit. */
 static bool session_limit_reached(struct ix_target *t, const struct tgt_session *s)
 {
 	const struct cfg_global *g = &t->gen->cfg->global;
@@ -121,6 +122,8 @@ static bool session_limit_reached(struct ix_target *t, const struct tgt_session 
 	{
 		const struct tgt_session *o = list_entry(pos, struct tgt_session, reg_link);
 
+		if (o->draining)
+			continue;
 		by_initiator += strcasecmp(o->initiator, s->initiator) == 0;
 		by_target += s->node && o->node == s->node;
 	}
@@ -140,6 +143,31 @@ static bool session_limit_reached(struct ix_target *t, const struct tgt_session 
 	return false;
 }
 
+static bool same_nexus(const struct tgt_session *o, const struct tgt_session *s)
+{
+	return o->type == s->type && memcmp(o->isid, s->isid, 6) == 0 &&
+	       strcmp(o->initiator, s->initiator) == 0 && strcmp(o->target, s->target) == 0 &&
+	       o->tpgt == s->tpgt;
+}
+
+/* Under t->lock: o's connection is to close (reinstatement); it drains from then on. */
+static void reinstate_close(struct ix_target *t, struct tgt_session *o)
+{
+	struct close_msg *m = malloc(sizeof(*m));
+
+	o->draining = true;
+	t->nsessions--;
+	if (!m) {
+		log_warn("target", "cannot ask session tsih %u to close (out of memory)", o->tsih);
+		return;
+	}
+	m->w = o->worker;
+	m->s = o;
+	m->tsih = o->tsih;
+	if (ev_loop_post(o->worker->loop, close_session_msg, m) < 0)
+		free(m);
+}
+
 int tgt_session_register(struct ix_target *t, struct tgt_session *s)
 {
 	struct list_head *pos, *n;
@@ -154,22 +182,20 @@ int tgt_session_register(struct ix_target *t, struct tgt_session *s)
 	list_for_each_safe(pos, n, &t->sessions)
 	{
 		struct tgt_session *o = list_entry(pos, struct tgt_session, reg_link);
-		if (o->type == s->type && memcmp(o->isid, s->isid, 6) == 0 &&
-		    strcmp(o->initiator, s->initiator) == 0 && strcmp(o->target, s->target) == 0 &&
-		    o->tpgt == s->tpgt) {
-			/* RFC 7143 6.3.5: session reinstatement; the old one goes away */
-			struct close_msg *m = malloc(sizeof(*m));
-			list_del(&o->reg_link);
-			o->registered = false;
-			t->nsessions--;
-			if (m) {
-				m->w = o->worker;
-				m->s = o;
-				m->tsih = o->tsih;
-				if (ev_loop_post(o->worker->loop, close_session_msg, m) < 0)
-					free(m);
-			}
-		}
+
+		if (!same_nexus(o, s))
+			continue;
+		/* RFC 7143 6.3.5: session reinstatement. The old session's tasks are terminated,
+		   but those already in the backend finish there: the new session starts only once
+		   the old one has been released, so that none of its writes lands after the new
+		   session's. */
+		if (!o->draining)
+			reinstate_close(t, o);
+		s->wait_for = o;
+		s->wait_tsih = o->tsih;
+		list_add_tail(&s->wait_link, &t->held_logins);
+		pthread_mutex_unlock(&t->lock);
+		return -EINPROGRESS;
 	}
 	if (limit && t->nsessions >= limit) {
 		pthread_mutex_unlock(&t->lock);
@@ -185,18 +211,76 @@ int tgt_session_register(struct ix_target *t, struct tgt_session *s)
 	} while (s->tsih == 0);
 	list_add_tail(&s->reg_link, &t->sessions);
 	s->registered = true;
+	s->draining = false;
 	t->nsessions++;
 	pthread_mutex_unlock(&t->lock);
 	return 0;
 }
 
+void tgt_session_drain(struct ix_target *t, struct tgt_session *s)
+{
+	pthread_mutex_lock(&t->lock);
+	if (s->registered && !s->draining) {
+		s->draining = true;
+		t->nsessions--;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+struct resume_msg {
+	struct tgt_worker *w;
+	struct tgt_session *s; /* checked by the receiver before use */
+	uint64_t hold_id;
+};
+
+static void resume_msg(void *arg)
+{
+	struct resume_msg *m = arg;
+
+	tgt_conn_login_resume(m->w, m->s, m->hold_id);
+	free(m);
+}
+
 void tgt_session_unregister(struct ix_target *t, struct tgt_session *s)
 {
+	struct list_head *pos, *n;
+
 	pthread_mutex_lock(&t->lock);
 	if (s->registered) {
 		list_del(&s->reg_link);
 		s->registered = false;
-		t->nsessions--;
+		if (!s->draining)
+			t->nsessions--;
+	}
+	list_for_each_safe(pos, n, &t->held_logins)
+	{
+		struct tgt_session *h = list_entry(pos, struct tgt_session, wait_link);
+		struct resume_msg *m;
+
+		if (h->wait_for != s)
+			continue;
+		list_del(&h->wait_link);
+		h->wait_for = NULL;
+		m = malloc(sizeof(*m));
+		if (m) {
+			*m = (struct resume_msg){.w = h->worker, .s = h, .hold_id = h->hold_id};
+			if (ev_loop_post(h->worker->loop, resume_msg, m) == 0)
+				continue;
+			free(m);
+		}
+		/* the held login's timer ends it */
+		log_warn("target", "cannot resume a login held for session tsih %u (out of memory)",
+			 s->tsih);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void tgt_session_unhold(struct ix_target *t, struct tgt_session *s)
+{
+	pthread_mutex_lock(&t->lock);
+	if (s->wait_for) {
+		list_del(&s->wait_link);
+		s->wait_for = NULL;
 	}
 	pthread_mutex_unlock(&t->lock);
 }
@@ -412,6 +496,7 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 		return -ENOMEM;
 	pthread_mutex_init(&t->lock, NULL);
 	list_init(&t->sessions);
+	list_init(&t->held_logins);
 	t->gen = calloc(1, sizeof(*t->gen));
 	t->main_loop = ev_loop_new();
 	t->luidx = scsi_lu_index_new();
@@ -555,6 +640,48 @@ struct ev_loop *ix_target_main_loop(struct ix_target *t)
 	return t->main_loop;
 }
 
+static void close_all(struct tgt_worker *w)
+{
+	while (w->loop && w->conns.next && !list_empty(&w->conns)) {
+		struct tgt_conn *tc = list_first_entry(&w->conns, struct tgt_conn, wlink);
+		iscsi_conn_close(tc->conn, "target shutting down");
+	}
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Shutdown, workers stopped and connections closed: run their loops until every connection
+ * has been released (its tasks finished in the backend; a slow device may take a while), at
+ * most TGT_SHUTDOWN_DRAIN_MS. */
+#define TGT_SHUTDOWN_DRAIN_MS 5000
+static void drain_backend(struct ix_target *t)
+{
+	uint64_t start = mono_ms();
+	unsigned left;
+
+	while ((left = atomic_load(&t->nconns_open)) > 0) {
+		if (mono_ms() - start >= TGT_SHUTDOWN_DRAIN_MS) {
+			log_warn("target",
+				 "shutdown: %u connections still have tasks in the backend after %u ms; "
+				 "not waiting longer",
+				 left, TGT_SHUTDOWN_DRAIN_MS);
+			return;
+		}
+		for (int i = 0; i < t->nworkers; i++) {
+			if (!t->workers[i].loop)
+				continue;
+			ev_loop_run_once(t->workers[i].loop, 2);
+			close_all(&t->workers[i]); /* accepted connections still being handed over */
+		}
+	}
+}
+
 void ix_target_free(struct ix_target *t)
 {
 	if (!t)
@@ -566,16 +693,15 @@ void ix_target_free(struct ix_target *t)
 	free(t->iser_listeners);
 	free(t->listeners);
 	free(t->lctx);
+	/* the worker threads have stopped: close the connections still open (sessions logged in
+	   at shutdown), wait (bounded) for their tasks still in the backend, so that the
+	   connections are released, then let the deferred frees run */
+	for (int i = 0; t->workers && i < t->nworkers; i++)
+		close_all(&t->workers[i]);
+	drain_backend(t);
 	for (int i = 0; t->workers && i < t->nworkers; i++) {
 		struct tgt_worker *w = &t->workers[i];
 
-		/* the worker threads have stopped: close the connections still open (sessions
-		   logged in at shutdown), then let their deferred frees and any backend I/O still
-		   in flight finish (bounded) */
-		while (w->loop && w->conns.next && !list_empty(&w->conns)) {
-			struct tgt_conn *tc = list_first_entry(&w->conns, struct tgt_conn, wlink);
-			iscsi_conn_close(tc->conn, "target shutting down");
-		}
 		for (int k = 0, idle = 0; w->loop && k < 200 && idle < 3; k++)
 			idle = ev_loop_run_once(w->loop, 5) == 0 ? idle + 1 : 0;
 		scsi_thread_free(t->workers[i].sthread);

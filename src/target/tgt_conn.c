@@ -259,11 +259,17 @@ static int admit(void *ctx, const struct login_info *li, struct login_grant *g)
 	return 0;
 }
 
+static void login_hold_expired(struct tgt_conn *tc);
+
 static void login_timeout(struct ev_timer *t)
 {
 	struct tgt_conn *tc = t->arg;
 	char why[96];
 
+	if (tc->held) {
+		login_hold_expired(tc);
+		return;
+	}
 	snprintf(why, sizeof(why), "login not completed within %u ms (global.login_timeout_ms)",
 		 tc->gen->cfg->global.login_timeout_ms);
 	iscsi_conn_close(tc->conn, why);
@@ -401,13 +407,51 @@ static void pending_make_room(struct tgt_worker *w, const struct ix_config *cfg,
 
 static void nop_timer_cb(struct ev_timer *t);
 
+static void session_free(struct tgt_session *s)
+{
+	scsi_nexus_free(s->nexus);
+	tgt_node_put(s->node); /* after the nexus: it holds LUs of the node's map */
+	free(s);
+}
+
+/* The login status for a tgt_session_register() failure. */
+static uint16_t register_status(struct tgt_conn *tc, int r)
+{
+	if (r == -ENOENT)
+		return ISCSI_LOGIN_TARGET_REMOVED;
+	log_warn("target", "%s: login refused by a session limit", tc->conn->peer);
+	return ISCSI_LOGIN_OUT_OF_RESOURCES;
+}
+
+/* Register s for tc. 0 (tc->sess set), -EINPROGRESS (held: tc->held set) or a login status
+ * (s freed). */
+static int session_start(struct tgt_conn *tc, struct tgt_session *s)
+{
+	int r;
+
+	s->hold_id = ++tc->worker->next_hold_id;
+	r = tgt_session_register(tc->tgt, s);
+	if (r == -EINPROGRESS) {
+		tc->held = s;
+		return r;
+	}
+	if (r < 0) {
+		session_free(s);
+		return register_status(tc, r);
+	}
+	list_add_tail(&s->wlink, &tc->worker->sessions);
+	tc->sess = s;
+	return 0;
+}
+
+/* 0, -EINPROGRESS (the login waits for an old session with its ISID to drain) or a login
+ * failure status. */
 static int enter_ffp(struct tgt_conn *tc)
 {
 	struct login_acceptor *la = tc->login;
 	struct tgt_session *s = calloc(1, sizeof(*s));
 	const struct ix_config *cfg = tc->gen->cfg;
 	char iport[ISCSI_NAME_MAX + 32], tport[ISCSI_NAME_MAX + 32];
-	int r;
 
 	if (la->info.tsih != 0) {
 		/* adding a connection to an existing session: MaxConnections is 1 here */
@@ -433,6 +477,7 @@ static int enter_ffp(struct tgt_conn *tc)
 	s->conn = tc;
 	list_init(&s->reg_link);
 	list_init(&s->wlink);
+	list_init(&s->wait_link);
 	if (s->type == ISCSI_SESSION_NORMAL) {
 		s->node = tgt_node_get(tc->tgt, s->target);
 		if (!s->node) {
@@ -449,19 +494,7 @@ static int enter_ffp(struct tgt_conn *tc)
 			return ISCSI_LOGIN_OUT_OF_RESOURCES;
 		}
 	}
-	r = tgt_session_register(tc->tgt, s);
-	if (r < 0) {
-		scsi_nexus_free(s->nexus);
-		tgt_node_put(s->node);
-		free(s);
-		if (r == -ENOENT)
-			return ISCSI_LOGIN_TARGET_REMOVED;
-		log_warn("target", "%s: login refused by a session limit", tc->conn->peer);
-		return ISCSI_LOGIN_OUT_OF_RESOURCES;
-	}
-	list_add_tail(&s->wlink, &tc->worker->sessions);
-	tc->sess = s;
-	return 0;
+	return session_start(tc, s);
 }
 
 static int alloc_tasks(struct tgt_conn *tc)
@@ -475,6 +508,145 @@ static int alloc_tasks(struct tgt_conn *tc)
 		list_add_tail(&tc->tasks[i].link, &tc->free_tasks);
 	}
 	return 0;
+}
+
+/* Answer the login with a failure status (la->error says why) and close once it is out. */
+static void login_fail(struct tgt_conn *tc, struct iscsi_hdr *r, uint16_t status)
+{
+	struct login_acceptor *la = tc->login;
+	char esc[sizeof(la->info.initiator_name) * 4];
+
+	r->login_rsp.status = status;
+	r->login_rsp.transit = false;
+	r->login_rsp.csg = r->login_rsp.nsg = 0;
+	log_info("target", "%s: login from %s failed (status 0x%04x): %s", tc->conn->peer,
+		 log_escape(la->info.initiator_name, sizeof(la->info.initiator_name), esc,
+			    sizeof(esc)),
+		 status, la->error);
+	ev_timer_stop(tc->conn->loop, &tc->login_timer);
+	send_copy(tc, r, NULL, 0, true);
+	/* no more input: the connection closes once the response is out */
+	tc->logged_out = true;
+}
+
+/* The final Login Response: the session enters full feature phase. */
+static void login_complete(struct tgt_conn *tc, struct iscsi_hdr *r, const char *text,
+			   uint32_t text_len)
+{
+	struct tgt_session *s = tc->sess;
+	struct login_acceptor *la = tc->login;
+
+	r->login_rsp.tsih = s->tsih;
+	r->login_rsp.maxcmdsn = s->max_cmdsn;
+	tc->conn->params = la->neg.conn;
+	if (tgt_send(tc, r, text, text_len) < 0 || alloc_tasks(tc) < 0 ||
+	    iscsi_conn_set_ctrl_cap(tc->conn, tc->conn->params.max_recv_dsl) < 0) {
+		iscsi_conn_close(tc->conn, "out of memory entering full feature phase");
+		return;
+	}
+	/* digests apply from the next PDU in each direction */
+	tc->conn->dm->enable(tc->conn, &tc->conn->params);
+	tc->conn->state = ISCSI_CONN_LOGGED_IN;
+	ev_timer_stop(tc->conn->loop, &tc->login_timer);
+	pending_del(tc);
+	if (s->type == ISCSI_SESSION_DISCOVERY &&
+	    tc->gen->cfg->global.discovery_idle_timeout_ms)
+		ev_timer_start(tc->conn->loop, &tc->idle_timer,
+			       tc->gen->cfg->global.discovery_idle_timeout_ms);
+	{
+		char esc[ISCSI_NAME_MAX * 4];
+		log_info("target",
+			 "%s: %s session tsih %u: %s -> %s (MaxRecvDSL %u/%u, digests %s/%s, "
+			 "ImmediateData %s, InitialR2T %s, FirstBurst %u, MaxBurst %u)",
+			 tc->conn->peer, s->type == ISCSI_SESSION_DISCOVERY ? "discovery" : "normal",
+			 s->tsih, log_escape(s->initiator, sizeof(s->initiator), esc, sizeof(esc)),
+			 s->type == ISCSI_SESSION_DISCOVERY ? "-" : s->target,
+			 tc->conn->params.max_recv_dsl, tc->conn->params.max_xmit_dsl,
+			 tc->conn->params.header_digest ? "CRC32C" : "None",
+			 tc->conn->params.data_digest ? "CRC32C" : "None",
+			 s->params.immediate_data ? "Yes" : "No",
+			 s->params.initial_r2t ? "Yes" : "No", s->params.first_burst_length,
+			 s->params.max_burst_length);
+	}
+	login_acceptor_clear(la);
+	free(la);
+	tc->login = NULL;
+	if (tc->gen->cfg->global.nop_interval_ms)
+		ev_timer_start(tc->conn->loop, &tc->nop_timer,
+			       tc->gen->cfg->global.nop_interval_ms);
+}
+
+/* The login reinstates (or repeats the ISID of) a session whose tasks may still be in the
+ * backend: its final response waits until that session has been released, bounded by a new
+ * global.login_timeout_ms (then 0x0301, login_hold_expired()). */
+static void login_hold(struct tgt_conn *tc, const struct iscsi_hdr *r, const struct login_step *st)
+{
+	const struct tgt_session *s = tc->held;
+	uint32_t ms = tc->gen->cfg->global.login_timeout_ms;
+	char esc[ISCSI_NAME_MAX * 4];
+
+	tc->held_rsp = *r;
+	tc->held_text = st->text;
+	tc->held_text_len = st->text_len;
+	tc->held_since_ms = ev_now_ms(tc->conn->loop);
+	log_info("target",
+		 "%s: login of %s ISID 0x%02x%02x%02x%02x%02x%02x held until session tsih %u with "
+		 "that ISID has finished its tasks (session reinstatement)",
+		 tc->conn->peer, log_escape(s->initiator, sizeof(s->initiator), esc, sizeof(esc)),
+		 s->isid[0], s->isid[1], s->isid[2], s->isid[3], s->isid[4], s->isid[5],
+		 s->wait_tsih);
+	ev_timer_start(tc->conn->loop, &tc->login_timer, ms ? ms : 15000);
+}
+
+static void login_hold_expired(struct tgt_conn *tc)
+{
+	struct tgt_session *s = tc->held;
+	uint64_t waited = ev_now_ms(tc->conn->loop) - tc->held_since_ms;
+
+	tgt_session_unhold(tc->tgt, s);
+	log_warn("target",
+		 "%s: session tsih %u still has tasks in the backend after %llu ms: refusing the "
+		 "login that reinstates it (0x0301 service unavailable; the initiator may retry)",
+		 tc->conn->peer, s->wait_tsih, (unsigned long long)waited);
+	snprintf(tc->login->error, sizeof(tc->login->error),
+		 "the session it reinstates (tsih %u) did not finish its tasks in time",
+		 s->wait_tsih);
+	tc->held = NULL;
+	session_free(s);
+	login_fail(tc, &tc->held_rsp, ISCSI_LOGIN_SERVICE_UNAVAILABLE);
+}
+
+void tgt_conn_login_resume(struct tgt_worker *w, struct tgt_session *s, uint64_t hold_id)
+{
+	struct tgt_conn *tc = NULL;
+	struct list_head *pos;
+	int r;
+
+	list_for_each(pos, &w->conns)
+	{
+		struct tgt_conn *c = list_entry(pos, struct tgt_conn, wlink);
+
+		/* s is dereferenced only once a live connection is known to hold it */
+		if (c->held == s && s->hold_id == hold_id) {
+			tc = c;
+			break;
+		}
+	}
+	if (!tc || tc->conn->terminated)
+		return;
+	tc->held = NULL;
+	log_info("target", "%s: session tsih %u released after %llu ms: resuming the login",
+		 tc->conn->peer, s->wait_tsih,
+		 (unsigned long long)(ev_now_ms(w->loop) - tc->held_since_ms));
+	r = session_start(tc, s);
+	if (r == -EINPROGRESS)
+		return; /* yet another session with this ISID: wait on (same deadline) */
+	if (r != 0) {
+		snprintf(tc->login->error, sizeof(tc->login->error), "cannot create the session");
+		login_fail(tc, &tc->held_rsp, (uint16_t)r);
+		return;
+	}
+	login_complete(tc, &tc->held_rsp, tc->held_text, tc->held_text_len);
 }
 
 static void handle_login(struct tgt_conn *tc, const struct iscsi_hdr *h, uint8_t *data,
@@ -505,66 +677,21 @@ static void handle_login(struct tgt_conn *tc, const struct iscsi_hdr *h, uint8_t
 	r.login_rsp.cont = st.cont;
 	if (st.status == 0 && st.final) {
 		int s = enter_ffp(tc);
+		if (s == -EINPROGRESS) {
+			login_hold(tc, &r, &st);
+			return;
+		}
 		if (s != 0) {
 			st.status = (uint16_t)s;
 			snprintf(la->error, sizeof(la->error), "cannot create the session");
 		}
 	}
 	if (st.status != 0) {
-		char esc[sizeof(la->info.initiator_name) * 4];
-		r.login_rsp.status = st.status;
-		r.login_rsp.transit = false;
-		r.login_rsp.csg = r.login_rsp.nsg = 0;
-		log_info("target", "%s: login from %s failed (status 0x%04x): %s", tc->conn->peer,
-			 log_escape(la->info.initiator_name, sizeof(la->info.initiator_name), esc,
-				    sizeof(esc)),
-			 st.status, la->error);
-		ev_timer_stop(tc->conn->loop, &tc->login_timer);
-		send_copy(tc, &r, NULL, 0, true);
-		/* no more input: the connection closes once the response is out */
-		tc->logged_out = true;
+		login_fail(tc, &r, st.status);
 		return;
 	}
 	if (st.final) {
-		struct tgt_session *s = tc->sess;
-		r.login_rsp.tsih = s->tsih;
-		r.login_rsp.maxcmdsn = s->max_cmdsn;
-		tc->conn->params = la->neg.conn;
-		if (tgt_send(tc, &r, st.text, st.text_len) < 0 || alloc_tasks(tc) < 0 ||
-		    iscsi_conn_set_ctrl_cap(tc->conn, tc->conn->params.max_recv_dsl) < 0) {
-			iscsi_conn_close(tc->conn, "out of memory entering full feature phase");
-			return;
-		}
-		/* digests apply from the next PDU in each direction */
-		tc->conn->dm->enable(tc->conn, &tc->conn->params);
-		tc->conn->state = ISCSI_CONN_LOGGED_IN;
-		ev_timer_stop(tc->conn->loop, &tc->login_timer);
-		pending_del(tc);
-		if (s->type == ISCSI_SESSION_DISCOVERY &&
-		    tc->gen->cfg->global.discovery_idle_timeout_ms)
-			ev_timer_start(tc->conn->loop, &tc->idle_timer,
-				       tc->gen->cfg->global.discovery_idle_timeout_ms);
-		{
-			char esc[ISCSI_NAME_MAX * 4];
-			log_info("target",
-				 "%s: %s session tsih %u: %s -> %s (MaxRecvDSL %u/%u, digests %s/%s, "
-				 "ImmediateData %s, InitialR2T %s, FirstBurst %u, MaxBurst %u)",
-				 tc->conn->peer, s->type == ISCSI_SESSION_DISCOVERY ? "discovery" : "normal",
-				 s->tsih, log_escape(s->initiator, sizeof(s->initiator), esc, sizeof(esc)),
-				 s->type == ISCSI_SESSION_DISCOVERY ? "-" : s->target,
-				 tc->conn->params.max_recv_dsl, tc->conn->params.max_xmit_dsl,
-				 tc->conn->params.header_digest ? "CRC32C" : "None",
-				 tc->conn->params.data_digest ? "CRC32C" : "None",
-				 s->params.immediate_data ? "Yes" : "No",
-				 s->params.initial_r2t ? "Yes" : "No", s->params.first_burst_length,
-				 s->params.max_burst_length);
-		}
-		login_acceptor_clear(la);
-		free(la);
-		tc->login = NULL;
-		if (tc->gen->cfg->global.nop_interval_ms)
-			ev_timer_start(tc->conn->loop, &tc->nop_timer,
-				       tc->gen->cfg->global.nop_interval_ms);
+		login_complete(tc, &r, st.text, st.text_len);
 		return;
 	}
 	tgt_send(tc, &r, st.text, st.text_len);
@@ -726,6 +853,11 @@ static int rx_header(struct iscsi_conn *c, const struct iscsi_hdr *h, const uint
 	tc->last_rx_ms = ev_now_ms(c->loop);
 	if (tc->logged_out)
 		return 0; /* swallow whatever still arrives */
+	if (tc->held) {
+		log_info("target", "%s: opcode 0x%02x while its final Login Response is held",
+			 c->peer, h->opcode);
+		return -EPROTO;
+	}
 	if (c->state != ISCSI_CONN_LOGGED_IN) {
 		if (h->opcode != ISCSI_OP_LOGIN_REQ) {
 			log_info("target", "%s: opcode 0x%02x before login completed", c->peer,
@@ -837,8 +969,12 @@ static void conn_closed(struct iscsi_conn *c)
 	ev_timer_stop(c->loop, &tc->logout_timer);
 	ev_timer_stop(c->loop, &tc->idle_timer);
 	pending_del(tc);
+	if (tc->held)
+		tgt_session_unhold(tc->tgt, tc->held); /* freed with the connection */
+	/* the session stays registered (draining) until the tasks still in the backend have
+	   finished and the connection is released: a login with its ISID waits for that */
 	if (tc->sess)
-		tgt_session_unregister(tc->tgt, tc->sess);
+		tgt_session_drain(tc->tgt, tc->sess);
 	/* abort every task; those inside the SCSI layer stay listed until they finish (they hold a
 	   reference), so walk the lists rather than drain them */
 	struct list_head *lists[2] = {&tc->active, &tc->order_q}, *pos, *n;
@@ -853,11 +989,12 @@ static void conn_release(struct iscsi_conn *c)
 {
 	struct tgt_conn *tc = c->role_priv;
 
+	if (tc->held)
+		session_free(tc->held);
 	if (tc->sess) {
+		tgt_session_unregister(tc->tgt, tc->sess); /* resumes logins held for it */
 		list_del(&tc->sess->wlink);
-		scsi_nexus_free(tc->sess->nexus);
-		tgt_node_put(tc->sess->node); /* after the nexus: it holds LUs of the node's map */
-		free(tc->sess);
+		session_free(tc->sess);
 	}
 	if (tc->login) {
 		login_acceptor_clear(tc->login);

@@ -44,6 +44,7 @@ struct tgt_worker {
 	struct list_head login_fresh, login_active;
 	uint32_t npending;
 	struct tgt_ratelimit evict_rl;
+	uint64_t next_hold_id;          /* tags logins held for an old session (tgt_conn.held) */
 };
 
 /* One configured target as served: its settings and LUN map. Counted: one reference while the
@@ -86,6 +87,17 @@ struct tgt_session {
 	struct tgt_worker *worker;
 	struct list_head wlink;         /* worker's list */
 	bool registered;
+	/* under ix_target.lock: the connection has closed and the session waits for its tasks
+	   to leave the backend; it stays in the registry (so that a login with its ISID waits
+	   for it) until the connection is released */
+	bool draining;
+	/* a new session whose login is held (ix_target.held_logins, under its lock) until
+	   wait_for, an old session with the same ISID, has drained; wait_for is compared,
+	   never dereferenced */
+	struct list_head wait_link;
+	const struct tgt_session *wait_for;
+	uint16_t wait_tsih;             /* wait_for's TSIH (for the log) */
+	uint64_t hold_id;               /* tgt_worker.next_hold_id when held (owner thread) */
 };
 
 enum tgt_task_state {
@@ -155,6 +167,13 @@ struct tgt_conn {
 	struct ix_target *tgt;
 	struct tgt_session *sess;
 	struct login_acceptor *login;   /* during login only */
+	/* the final Login Response, held until an old session with the same ISID has drained
+	   (RFC 7143 6.3.5): the new session (not registered yet) and what to answer */
+	struct tgt_session *held;
+	struct iscsi_hdr held_rsp;
+	const char *held_text;          /* in login->out_buf */
+	uint32_t held_text_len;
+	uint64_t held_since_ms;
 	const struct cfg_portal *portal;
 	struct tgt_cfg_gen *gen;        /* config generation seen at accept */
 	struct neg_prefs prefs;         /* the config's, in target (declare-only) style */
@@ -214,8 +233,9 @@ struct ix_target {
 	struct tgt_node **nodes;        /* for gen */
 	size_t nnodes;
 	pthread_mutex_t lock;           /* registry, gen, nodes, tsih */
-	struct list_head sessions;
-	uint32_t nsessions;
+	struct list_head sessions;      /* registered sessions, draining ones included */
+	uint32_t nsessions;             /* registered and not draining */
+	struct list_head held_logins;   /* tgt_session.wait_link */
 	uint16_t next_tsih;
 	struct ev_loop *main_loop;
 	struct tgt_worker *workers;
@@ -242,9 +262,21 @@ struct tgt_cfg_gen *tgt_gen_current(struct ix_target *t);
 struct tgt_node *tgt_node_get(struct ix_target *t, const char *name);
 void tgt_node_put(struct tgt_node *n);
 /* Register a new session: session reinstatement (RFC 7143 6.3.5) and the session limit.
- * -EBUSY at the limit, -ENOENT when a reload removed the session's target meanwhile. */
+ * -EBUSY at the limit, -ENOENT when a reload removed the session's target meanwhile,
+ * -EINPROGRESS when a session with the same ISID, initiator, target and TPGT is still
+ * registered: it is told to close (unless already draining) and s waits on
+ * ix_target.held_logins until it has been released; then tgt_conn_login_resume() runs on
+ * s->worker's thread (s->hold_id identifies the wait) and calls this again. */
 int tgt_session_register(struct ix_target *t, struct tgt_session *s);
+/* The session's connection closed: it no longer counts against session limits, but stays
+ * registered until its tasks are out of the backend. */
+void tgt_session_drain(struct ix_target *t, struct tgt_session *s);
+/* The session's connection was released (every task finished): it leaves the registry, and
+ * logins held for it are resumed. */
 void tgt_session_unregister(struct ix_target *t, struct tgt_session *s);
+/* A held login gives up waiting (timeout, its connection closed): no resume will be posted
+ * for s after this returns. */
+void tgt_session_unhold(struct ix_target *t, struct tgt_session *s);
 uint32_t tgt_cfg_depth(const struct ix_config *cfg);
 /* The CmdSN window (and FirstBurstLength, when fbl != NULL) that fit a transport's fixed
  * receive buffers (tgt_conn.c). */
@@ -267,6 +299,9 @@ void tgt_reload_free(struct ix_target *t);
 
 /* tgt_conn.c */
 void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *portal);
+/* On w's thread: the old session that login s waits for has been released (a message may
+ * arrive after the held connection went away: s and hold_id are checked, not trusted). */
+void tgt_conn_login_resume(struct tgt_worker *w, struct tgt_session *s, uint64_t hold_id);
 struct iser_request;
 void tgt_conn_accept_iser(struct tgt_worker *w, struct iser_request *req,
 			  const struct cfg_portal *portal);

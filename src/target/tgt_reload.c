@@ -229,7 +229,7 @@ static void request_logouts(struct ix_target *t, uint32_t timeout_ms)
 		struct tgt_session *s = list_entry(pos, struct tgt_session, reg_link);
 		struct logout_msg *m;
 
-		if (!s->node || !s->node->removed)
+		if (!s->node || !s->node->removed || s->draining)
 			continue;
 		m = malloc(sizeof(*m));
 		if (m) {
