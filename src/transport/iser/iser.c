@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1035,8 +1036,10 @@ static void iser_release(struct iscsi_conn *c)
 		rdma_destroy_id(ic->id);
 	if (ic->ch)
 		rdma_destroy_event_channel(ic->ch);
-	free(ic->rx_area);
-	free(ic->tx_area);
+	if (ic->rx_area)
+		munmap(ic->rx_area, (size_t)NRX * RX_SIZE);
+	if (ic->tx_area)
+		munmap(ic->tx_area, (size_t)NTX * TX_SIZE);
 }
 
 static bool iser_tx_busy(struct iscsi_conn *c)
@@ -1109,14 +1112,20 @@ static int setup(struct iser_conn *ic, struct rdma_cm_id *id, uint32_t rd_depth)
 	if (rdma_create_qp(id, ic->pd, &qa))
 		return -errno ? -errno : -EIO;
 	ic->qp = id->qp;
-	/* posix_memalign: C11 aligned_alloc wants the size to be a multiple of the alignment */
+	/* the rings (several MiB) are mappings of their own, not heap memory: a closed
+	   connection gives their pages back at once (freed from the heap, blocks this large stay
+	   with the allocator, and a target that sees many short connections grows) */
 	{
-		void *rx = NULL, *tx = NULL;
+		void *rx = mmap(NULL, (size_t)NRX * RX_SIZE, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		void *tx;
 
-		if (posix_memalign(&rx, 4096, (size_t)NRX * RX_SIZE))
+		if (rx == MAP_FAILED)
 			return -ENOMEM;
-		ic->rx_area = rx; /* freed by release() */
-		if (posix_memalign(&tx, 4096, (size_t)NTX * TX_SIZE))
+		ic->rx_area = rx; /* unmapped by release() */
+		tx = mmap(NULL, (size_t)NTX * TX_SIZE, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (tx == MAP_FAILED)
 			return -ENOMEM;
 		ic->tx_area = tx;
 	}
