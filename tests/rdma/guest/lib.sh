@@ -360,9 +360,9 @@ ixr_cleanup_all() {
 
 # ---- the kernel initiator against whatever target the test started -----------------------------
 # ixr_kernel_io IFACE PROC_NAME: the seed command (discovery with -o new -o old, then -l) through
-# open-iscsi interface IFACE (iser or default), the SCSI host's driver name, a 64 MiB fio write
-# with crc32c headers read back and verified, rxe packet counters when IFACE is iser, logout.
-# Leaves IXR_DISK set while logged in.
+# open-iscsi interface IFACE (iser or default), the SCSI host's driver name, a fio write of
+# IXR_FIO_SIZE (default 64m) in 1 MiB blocks with crc32c headers read back and verified, rxe
+# packet counters when IFACE is iser. Leaves IXR_DISK set while logged in.
 ixr_kernel_io() {
 	iface=$1 proc=$2
 	ixr_check login timeout 90 /usr/sbin/iscsiadm -m discovery -o new -o old -t st -I "$iface" \
@@ -379,10 +379,10 @@ ixr_kernel_io() {
 		ixr_fail proc-name "$IXR_SCSI_HOST is '$got', expected $proc"
 	fi
 	p0=$(ixr_rxe_pkts)
-	ixr_fio fio-write "$IXR_DISK" 64m 1m write
-	ixr_fio fio-readback "$IXR_DISK" 64m 1m verify
+	ixr_fio fio-write "$IXR_DISK" "${IXR_FIO_SIZE:-64m}" 1m write
+	ixr_fio fio-readback "$IXR_DISK" "${IXR_FIO_SIZE:-64m}" 1m verify
 	p1=$(ixr_rxe_pkts)
-	# 128 MiB moved; in 4 KiB RoCE payloads that is over 32768 packets on rxe0.
+	# at least 128 MiB moved; in 4 KiB RoCE payloads that is over 32768 packets on rxe0.
 	if [ "$iface" = iser ]; then
 		if [ $((p1 - p0)) -ge 32768 ]; then
 			ixr_pass rxe-counters "rxe0 packets $p0 -> $p1"

@@ -1,10 +1,10 @@
 #!/bin/sh
-# timeout: 420
+# timeout: 900
 # ix's own target over iSER: one portal 10.99.0.1:3260 serving TCP and iSER, a 256 MiB RAM LUN;
 # the Linux kernel initiator (open-iscsi + ib_iser) with the seed command
 # `iscsiadm -m discovery -o new -o old -t st -I iser -p 10.99.0.1:3260 -l` (the discovery
-# session itself runs over iSER); the SCSI host is iscsi_iser; 64 MiB fio write (1 MiB) with
-# crc32c headers read back and verified while rxe0's packet counters rise; 4 KiB random writes
+# session itself runs over iSER); the SCSI host is iscsi_iser; 256 MiB fio write (1 MiB) with
+# crc32c headers read back and verified while rxe0's packet counters rise; 256 MiB of 4 KiB random writes
 # at QD16 read back and verified; mkfs.ext4, mount, copy files, checksums, unmount, logout,
 # login again, checksums match; then the same LUN over TCP in the same boot; ix-target stops
 # cleanly on SIGTERM with nothing wrong in its log.
@@ -15,9 +15,11 @@ ixr_ix_config "$IQN" 256M '"tcp", "iser"'
 ixr_ix_start || ixr_exit
 ixr_iscsid_start || { ixr_fail iscsid "iscsid did not start"; ixr_exit; }
 
+# the issue's acceptance: 256 MiB written with crc32c verification, in 1 MiB and in 4 KiB blocks
+IXR_FIO_SIZE=256m
 ixr_kernel_io iser iscsi_iser || { tail -20 "$IXR_IX_LOG" >&2; ixr_exit; }
-ixr_fio fio-4k-randwrite "$IXR_DISK" 16m 4k write randwrite
-ixr_fio fio-4k-readback "$IXR_DISK" 16m 4k verify randwrite
+ixr_fio fio-4k-randwrite "$IXR_DISK" 256m 4k write randwrite
+ixr_fio fio-4k-readback "$IXR_DISK" 256m 4k verify randwrite
 
 sums() { (cd /mnt/disk && find . -type f ! -path './lost+found/*' | sort | xargs sha256sum); }
 mkdir -p /mnt/disk
