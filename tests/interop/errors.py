@@ -57,14 +57,6 @@ CFG = {
 R = ixdaemon.Results('errors')
 
 
-def read10(lba, n):
-    return struct.pack('>BBIBHB', 0x28, 0, lba, 0, n, 0)
-
-
-def write10(lba, n):
-    return struct.pack('>BBIBHB', 0x2a, 0, lba, 0, n, 0)
-
-
 def sense_of(sense):
     """(key, asc, ascq) of fixed or descriptor sense."""
     if len(sense) >= 4 and sense[0] & 0x7f in (0x72, 0x73):
@@ -93,20 +85,20 @@ def session(lun=0):
 def raw_checks():
     s = session()
     pat = bytes((i * 7) & 0xff for i in range(8 * BS))
-    expect_sense('read-eio', s.scsi(read10(100, 8), read_len=8 * BS), (0x3, 0x11, 0x00))
-    expect_sense('read-eio-overlap', s.scsi(read10(96, 8), read_len=8 * BS), (0x3, 0x11, 0x00))
-    expect_sense('write-eio', s.scsi(write10(200, 8), write_data=pat), (0x3, 0x0c, 0x00))
-    expect_sense('write-enospc', s.scsi(write10(300, 8), write_data=pat), (0x7, 0x27, 0x07))
-    st, _, sense, _ = s.scsi(write10(1000, 8), write_data=pat)
-    st2, data, _, _ = s.scsi(read10(1000, 8), read_len=8 * BS)
+    expect_sense('read-eio', s.scsi(X.read10(100, 8), read_len=8 * BS), (0x3, 0x11, 0x00))
+    expect_sense('read-eio-overlap', s.scsi(X.read10(96, 8), read_len=8 * BS), (0x3, 0x11, 0x00))
+    expect_sense('write-eio', s.scsi(X.write10(200, 8), write_data=pat), (0x3, 0x0c, 0x00))
+    expect_sense('write-enospc', s.scsi(X.write10(300, 8), write_data=pat), (0x7, 0x27, 0x07))
+    st, _, sense, _ = s.scsi(X.write10(1000, 8), write_data=pat)
+    st2, data, _, _ = s.scsi(X.read10(1000, 8), read_len=8 * BS)
     R.check('outside-ranges', st == 0 and st2 == 0 and data == pat,
             'write 0x%02x, read 0x%02x, data %s' % (st, st2, 'same' if data == pat else 'differs'))
-    st, _, _, _ = s.scsi(read10(100 - 8, 8), read_len=8 * BS)
+    st, _, _, _ = s.scsi(X.read10(100 - 8, 8), read_len=8 * BS)
     R.check('next-to-range', st == 0, 'read of LBA 92-99 status 0x%02x' % st)
 
     fails = []
     for i in range(6):
-        st, _, sense, _ = s.scsi(read10(500, 1), read_len=BS)
+        st, _, sense, _ = s.scsi(X.read10(500, 1), read_len=BS)
         if st == 2:
             fails.append((i + 1, sense_of(sense)))
     R.check('every-3rd', fails == [(3, (3, 0x11, 0)), (6, (3, 0x11, 0))],
@@ -115,12 +107,12 @@ def raw_checks():
     # slow I/O on one session; another session's command meanwhile
     other = session()
     t0 = time.monotonic()
-    b = s.scsi_bhs(read10(400, 8), 8 * BS, read=True)
+    b = s.scsi_bhs(X.read10(400, 8), 8 * BS, read=True)
     s.cmdsn = (s.cmdsn + 1) & 0xffffffff
     s.conn.send_pdu(b)
     time.sleep(0.05)
     t1 = time.monotonic()
-    st_o, _, _, _ = other.scsi(read10(0, 8), read_len=8 * BS)
+    st_o, _, _, _ = other.scsi(X.read10(0, 8), read_len=8 * BS)
     t_other = time.monotonic() - t1
     data = bytearray()
     while True:

@@ -68,10 +68,6 @@ def session(d, ua=True):
     return s
 
 
-def read10(lba, n):
-    return struct.pack('>BBIBHB', 0x28, 0, lba, 0, n, 0)
-
-
 def run_case(name, faults, fn):
     d = ixdaemon.Daemon('faults-' + name, config(faults), testing=True)
     try:
@@ -101,7 +97,7 @@ def drain(s, timeout=3):
 def case_reset(d):
     s = session(d)
     for _ in range(4):  # 32 KiB reads until the connection goes
-        b = s.scsi_bhs(read10(0, 64), 64 * 512, read=True)
+        b = s.scsi_bhs(X.read10(0, 64), 64 * 512, read=True)
         s.cmdsn = (s.cmdsn + 1) & 0xffffffff
         try:
             s.conn.send_pdu(b)
@@ -187,7 +183,7 @@ def case_delay(d):
 def case_truncate(d):
     s = session(d)
     before = s.conn.sock.received
-    b = s.scsi_bhs(read10(0, 16), 16 * 512, read=True)
+    b = s.scsi_bhs(X.read10(0, 16), 16 * 512, read=True)
     s.cmdsn = (s.cmdsn + 1) & 0xffffffff
     s.conn.send_pdu(b)
     how = drain(s)

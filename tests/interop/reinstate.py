@@ -50,19 +50,6 @@ CFG = {
 R = ixdaemon.Results('reinstate')
 
 
-def write10(lba, n):
-    return struct.pack('>BBIBHB', 0x2a, 0, lba, 0, n, 0)
-
-
-def read10(lba, n):
-    return struct.pack('>BBIBHB', 0x28, 0, lba, 0, n, 0)
-
-
-def rst(sock):
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
-    sock.close()
-
-
 def pattern(tag, nblk):
     return (tag * (nblk * BS // len(tag) + 1))[:nblk * BS]
 
@@ -77,7 +64,7 @@ def old_session_write(port, isid, lba, tag):
     a.login()
     clear_ua(a)
     data = pattern(tag, 2)
-    b = a.scsi_bhs(write10(lba, 2), len(data), write=True)
+    b = a.scsi_bhs(X.write10(lba, 2), len(data), write=True)
     a.cmdsn = (a.cmdsn + 1) & 0xffffffff
     a.conn.send_pdu(b, data)
     # the target handles a connection's PDUs in order, and this WRITE (all its data immediate,
@@ -97,7 +84,7 @@ def clear_ua(s):
 
 
 def read_block(s, lba):
-    st, data, sense, _ = s.scsi(read10(lba, 1), read_len=BS)
+    st, data, sense, _ = s.scsi(X.read10(lba, 1), read_len=BS)
     return data if st == 0 else 'status 0x%02x %s' % (st, sense.hex())
 
 
@@ -106,14 +93,14 @@ def ordered_case(d, name, drop):
     isid = X.random_isid()
     a, t_a = old_session_write(d.port, isid, lba, b'A-' + name.encode())
     if drop:
-        rst(a.conn.sock)
+        X.reset_close(a.conn.sock)
     b = session(d.port, isid)
     t0 = time.monotonic()
     b.login()
     login_ms = (time.monotonic() - t0) * 1000
     clear_ua(b)
     pat_b = pattern(b'B-' + name.encode(), 1)
-    st, _, sense, _ = b.scsi(write10(lba, 1), write_data=pat_b)
+    st, _, sense, _ = b.scsi(X.write10(lba, 1), write_data=pat_b)
     R.check(name + '-write', st == 0, 'new session WRITE to block %d: status 0x%02x %s' %
             (lba, st, sense.hex()))
     # past the old write's delay: a late landing of it would show now
@@ -148,7 +135,7 @@ def vanish_case(d, base_fds):
     t_a = time.monotonic()
     a, s, isid, held = start_held_login(d, lba, b'A-vanish')
     R.check('vanish-held', held, 'the target logged that the login is held')
-    rst(s.conn.sock)
+    X.reset_close(s.conn.sock)
     a.close()
     time.sleep(max(0.0, t_a + delay / 1000.0 + 0.5 - time.monotonic()))
     fds = settle(d, base_fds)

@@ -36,19 +36,6 @@ R = ixdaemon.Results('vanish')
 rng = random.Random(int(os.environ.get('IX_VANISH_SEED', '5')))
 
 
-def write10(lba, n):
-    return struct.pack('>BBIBHB', 0x2a, 0, lba, 0, n, 0)
-
-
-def read10(lba, n):
-    return struct.pack('>BBIBHB', 0x28, 0, lba, 0, n, 0)
-
-
-def rst(sock):
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
-    sock.close()
-
-
 class Verifier(threading.Thread):
     """Keeps writing patterns to LBA 0-1023 and reading them back."""
 
@@ -69,10 +56,10 @@ class Verifier(threading.Thread):
             while not self.stop.is_set():
                 lba = (n * 64) % 1024
                 pat = bytes([(n + i) & 0xff for i in range(64 * BS)])
-                st, _, sense, _ = s.scsi(write10(lba, 64), write_data=pat)
+                st, _, sense, _ = s.scsi(X.write10(lba, 64), write_data=pat)
                 if st != 0:
                     raise RuntimeError('WRITE at %d: status 0x%02x %s' % (lba, st, sense.hex()))
-                st, data, sense, _ = s.scsi(read10(lba, 64), read_len=64 * BS)
+                st, data, sense, _ = s.scsi(X.read10(lba, 64), read_len=64 * BS)
                 if st != 0 or data != pat:
                     raise RuntimeError('READ at %d: status 0x%02x, data %s' %
                                        (lba, st, 'differs' if st == 0 else sense.hex()))
@@ -96,7 +83,7 @@ def vanish(port, i):
         b[5:8] = len(keys).to_bytes(3, 'big')
         pdu = bytes(b) + keys + bytes(X.pad4(len(keys)))
         sock.sendall(pdu[:rng.randrange(1, len(pdu))])
-        rst(sock)
+        X.reset_close(sock)
         return kind
     s.login(op_keys=[('ImmediateData', 'Yes'), ('InitialR2T', 'No'),
                      ('FirstBurstLength', '65536'), ('MaxBurstLength', '262144'),
@@ -105,12 +92,12 @@ def vanish(port, i):
     nblk = rng.choice([8, 128, 512])
     data = os.urandom(nblk * BS)
     if kind in ('command', 'immediate'):
-        b = s.scsi_bhs(write10(lba, nblk), len(data), write=True, final=nblk * BS <= 65536)
+        b = s.scsi_bhs(X.write10(lba, nblk), len(data), write=True, final=nblk * BS <= 65536)
         pdu = s.conn.build(b, data[:min(65536, len(data), s.target_mrdsl())])
         cut = rng.randrange(1, 48) if kind == 'command' else rng.randrange(48, len(pdu))
         sock.sendall(pdu[:cut])
     elif kind == 'solicited':
-        b = s.scsi_bhs(write10(lba, nblk), len(data), write=True, final=True)
+        b = s.scsi_bhs(X.write10(lba, nblk), len(data), write=True, final=True)
         s.conn.send_pdu(b)  # no immediate data: the target asks with R2T
         r2t = s.recv()
         if r2t.opcode == X.OP_R2T:
@@ -123,14 +110,14 @@ def vanish(port, i):
             sock.sendall(pdu[:rng.randrange(1, len(pdu))])
     elif kind == 'queued':
         for k in range(rng.randrange(2, 8)):
-            b = s.scsi_bhs(write10(lba + k * 8, 8), 8 * BS, write=True)
+            b = s.scsi_bhs(X.write10(lba + k * 8, 8), 8 * BS, write=True)
             s.conn.send_pdu(b, data[:8 * BS])
             s.cmdsn = (s.cmdsn + 1) & 0xffffffff
     else:  # data-in: a 1 MiB read left unread
-        b = s.scsi_bhs(read10(0, 2048), 2048 * BS, read=True)
+        b = s.scsi_bhs(X.read10(0, 2048), 2048 * BS, read=True)
         s.conn.send_pdu(b)
         time.sleep(0.002)
-    rst(sock)
+    X.reset_close(sock)
     return kind
 
 

@@ -208,6 +208,22 @@ def sense_key(sense):
     return sense[2] & 0x0f
 
 
+def read10(lba, n):
+    """READ(10) CDB for n blocks at lba."""
+    return struct.pack('>BBIBHB', 0x28, 0, lba, 0, n, 0)
+
+
+def write10(lba, n):
+    """WRITE(10) CDB for n blocks at lba."""
+    return struct.pack('>BBIBHB', 0x2a, 0, lba, 0, n, 0)
+
+
+def reset_close(sock):
+    """Close with an RST instead of a FIN (SO_LINGER 0): the peer vanishing abruptly."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
+    sock.close()
+
+
 class Closed(Exception):
     """The peer closed (or reset) the connection."""
 
