@@ -83,6 +83,14 @@ struct bs_ops {
 	/* Optional: the address of the bytes [offset, offset+len) in the backend's own memory, for
 	 * reads without a copy; valid until close. NULL if out of range or not mappable. */
 	const uint8_t *(*map)(struct bs_dev *dev, uint64_t offset, uint64_t len);
+	/* With map: keep every write out of map()ped bytes [at, at + len) until unpin, so a
+	 * reader on another thread may checksum them and then hand the same bytes to the kernel
+	 * (a data digest over a zero-copy Data-In). Never waits: returns 0 when pinned, -EBUSY
+	 * when a write to those bytes is running now (nothing is pinned then). A pin is held only
+	 * for a bounded stretch of one function (no callbacks, no waiting) on the reader's
+	 * thread; a write that meets one waits for it to go. */
+	int (*pin)(struct bs_dev *dev, const uint8_t *at, uint64_t len);
+	void (*unpin)(struct bs_dev *dev, const uint8_t *at, uint64_t len);
 	/* Synchronous: is the byte range starting at offset mapped? Sets *run to the length of
 	 * the run with the same state (> 0). NULL = everything mapped. */
 	int (*lba_status)(struct bs_dev *dev, uint64_t offset, uint64_t *run, bool *mapped);

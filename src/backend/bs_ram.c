@@ -1,17 +1,39 @@
 /* RAM backend: an anonymous zeroed mapping; every I/O completes synchronously. Discard gives
  * whole pages back with madvise(MADV_DONTNEED) (they read back as zeros) and zeroes the
- * partial pages at the edges, so a page is the physical block. */
+ * partial pages at the edges, so a page is the physical block.
+ *
+ * Reads may be answered straight from the mapping (map). Worker threads write into it
+ * concurrently, which a plain zero-copy Data-In tolerates (the initiator sees the bytes as
+ * they are when they leave, as overlapping commands from different initiators allow), but a
+ * data digest does not: the CRC and the bytes on the wire must be the same bytes. pin/unpin
+ * give that: per 1 MiB chunk, a count of pins (readers between checksum and hand-over to the
+ * kernel) and of writers. A reader adds its pins, then backs off if it sees a writer; a writer
+ * adds itself, then waits while it sees a pin. Both steps are sequentially consistent, so at
+ * least one of the two sees the other (Dekker): the reader falls back to a copy, or the
+ * writer waits out a pin, which is held only for one checksum and one writev. */
 #include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "backend/bs.h"
 
+#define RAM_CHUNK_SHIFT 20
+
+struct ram_chunk {
+	atomic_uint pins;
+	atomic_uint writers;
+};
+
 struct ram_priv {
 	uint8_t *mem;
 	size_t page;
+	struct ram_chunk *chunks;
+	uint64_t nchunks;
 };
 
 static int ram_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char *err, size_t errlen)
@@ -32,6 +54,14 @@ static int ram_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char *err
 			 strerror(-rc));
 		return rc;
 	}
+	p->nchunks = ((cfg->size_bytes - 1) >> RAM_CHUNK_SHIFT) + 1;
+	p->chunks = calloc(p->nchunks, sizeof(*p->chunks));
+	if (!p->chunks) {
+		munmap(p->mem, cfg->size_bytes);
+		snprintf(err, errlen, "out of memory for %llu chunk counters",
+			 (unsigned long long)p->nchunks);
+		return -ENOMEM;
+	}
 	dev->size = cfg->size_bytes;
 	dev->phys_block_size = (uint32_t)p->page; /* discard works in whole pages */
 	return 0;
@@ -42,6 +72,67 @@ static void ram_close(struct bs_dev *dev)
 	struct ram_priv *p = dev->priv;
 
 	munmap(p->mem, dev->size);
+	free(p->chunks);
+}
+
+/* Chunks [*c0, *c1] holding bytes [off, off + len), len > 0. */
+static void chunk_span(uint64_t off, uint64_t len, uint64_t *c0, uint64_t *c1)
+{
+	*c0 = off >> RAM_CHUNK_SHIFT;
+	*c1 = (off + len - 1) >> RAM_CHUNK_SHIFT;
+}
+
+static void write_begin(struct ram_priv *p, uint64_t off, uint64_t len)
+{
+	uint64_t c0, c1;
+
+	chunk_span(off, len, &c0, &c1);
+	for (uint64_t c = c0; c <= c1; c++)
+		atomic_fetch_add(&p->chunks[c].writers, 1);
+	for (uint64_t c = c0; c <= c1; c++)
+		for (unsigned spin = 0; atomic_load(&p->chunks[c].pins); spin++)
+			if (spin >= 64)
+				sched_yield(); /* the pin's thread may be off the CPU */
+}
+
+static void write_end(struct ram_priv *p, uint64_t off, uint64_t len)
+{
+	uint64_t c0, c1;
+
+	chunk_span(off, len, &c0, &c1);
+	for (uint64_t c = c0; c <= c1; c++)
+		atomic_fetch_sub(&p->chunks[c].writers, 1);
+}
+
+static int ram_pin(struct bs_dev *dev, const uint8_t *at, uint64_t len)
+{
+	struct ram_priv *p = dev->priv;
+	uint64_t off = (uint64_t)(at - p->mem), c0, c1, c;
+
+	if (at < p->mem || off > dev->size || len == 0 || len > dev->size - off)
+		return -EINVAL;
+	chunk_span(off, len, &c0, &c1);
+	for (c = c0; c <= c1; c++)
+		atomic_fetch_add(&p->chunks[c].pins, 1);
+	for (c = c0; c <= c1; c++)
+		if (atomic_load(&p->chunks[c].writers))
+			break;
+	if (c <= c1) {
+		for (c = c0; c <= c1; c++)
+			atomic_fetch_sub(&p->chunks[c].pins, 1);
+		return -EBUSY;
+	}
+	return 0;
+}
+
+static void ram_unpin(struct bs_dev *dev, const uint8_t *at, uint64_t len)
+{
+	struct ram_priv *p = dev->priv;
+	uint64_t c0, c1;
+
+	chunk_span((uint64_t)(at - p->mem), len, &c0, &c1);
+	for (uint64_t c = c0; c <= c1; c++)
+		atomic_fetch_sub(&p->chunks[c].pins, 1);
 }
 
 static void ram_discard(struct ram_priv *p, uint64_t off, uint64_t len)
@@ -68,25 +159,33 @@ static int ram_do(struct bs_dev *dev, struct bs_io *io)
 	case BS_OP_READ:
 		memcpy(io->buf, at, io->len);
 		return 0;
-	case BS_OP_WRITE:
-		memcpy(at, io->buf, io->len);
+	case BS_OP_FLUSH:
 		return 0;
+	case BS_OP_WRITE:
 	case BS_OP_WRITE_SAME:
+	case BS_OP_WRITE_ZEROES:
+	case BS_OP_DISCARD:
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (!io->len)
+		return 0;
+	write_begin(p, io->offset, io->len);
+	if (io->op == BS_OP_WRITE) {
+		memcpy(at, io->buf, io->len);
+	} else if (io->op == BS_OP_WRITE_SAME) {
 		for (uint64_t pos = 0; pos < io->len; pos += io->pattern_len) {
 			uint64_t n =
 			    io->len - pos < io->pattern_len ? io->len - pos : io->pattern_len;
 
 			memcpy(at + pos, io->buf, n);
 		}
-		return 0;
-	case BS_OP_WRITE_ZEROES: /* zero pages read as zeros: no need to touch them */
-	case BS_OP_DISCARD:
+	} else { /* WRITE_ZEROES (zero pages read as zeros: no need to touch them), DISCARD */
 		ram_discard(p, io->offset, io->len);
-		return 0;
-	case BS_OP_FLUSH:
-		return 0;
 	}
-	return -EINVAL;
+	write_end(p, io->offset, io->len);
+	return 0;
 }
 
 static void ram_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io)
@@ -138,5 +237,7 @@ const struct bs_ops bs_ram_ops = {
     .close = ram_close,
     .submit = ram_submit,
     .map = ram_map,
+    .pin = ram_pin,
+    .unpin = ram_unpin,
     .lba_status = ram_lba_status,
 };

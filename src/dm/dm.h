@@ -27,6 +27,22 @@ struct ev_loop;
 
 #define DM_TX_MAX_DATA_IOV 4
 
+struct dm_txpdu;
+
+/* Data another thread may change until it is on the wire: a RAM LU's memory sent without a
+ * copy. A transport that checksums data[] (a data digest) and has DM_CAP_TX_GUARD brackets
+ * the checksum and the hand-over of those bytes to the kernel with pin and unpin, holding
+ * the pin for one bounded stretch that runs no callbacks (writers on other threads wait for
+ * it). Runs on the connection's thread. */
+struct dm_tx_guard {
+	/* 0: data[] cannot change until unpin; -EBUSY: it may be changing now */
+	int (*pin)(struct dm_txpdu *p);
+	void (*unpin)(struct dm_txpdu *p);
+	/* Point data[] at a copy the owner keeps stable until the PDU is sent, clear p->guard,
+	   and, if pinned, unpin (after the copy, so the copy holds the checksummed bytes). */
+	void (*detach)(struct dm_txpdu *p, bool pinned);
+};
+
 /* An outgoing PDU: header bytes plus up to DM_TX_MAX_DATA_IOV data pieces. The transport adds
  * padding and digests. */
 struct dm_txpdu {
@@ -38,6 +54,7 @@ struct dm_txpdu {
 	uint32_t data_len;              /* sum of data[] lengths == DataSegmentLength */
 	void (*sent)(struct dm_txpdu *p, int err);
 	void *arg;
+	const struct dm_tx_guard *guard; /* NULL: data[] stays as it is until sent */
 	struct list_head link;          /* transport's queue */
 	struct list_head owner_link;    /* the owner's (e.g. the task's PDUs); never the
 					   transport's. Self-linked from iscsi_txpdu_get(). */
@@ -46,6 +63,8 @@ struct dm_txpdu {
 	uint8_t ddigest[ISCSI_DIGEST_LEN];
 	uint32_t tx_off;
 	bool hd, dd;                    /* digests on the wire for this PDU (fixed when queued) */
+	bool dd_ready;                  /* ddigest computed over data[] */
+	bool pinned;                    /* guard->pin held (inside one flush only) */
 	bool pooled;                    /* owned by a connection pool */
 	/* Direct placement (DM_CAP_DIRECT_PLACEMENT transports only; TCP ignores these):
 	   Put_Data writes data[] straight to the initiator's buffer; Get_Data reads the R2T's
@@ -73,6 +92,7 @@ struct dm_rx_place {
 /* Datamover capabilities. */
 #define DM_CAP_DIGESTS 0x1               /* header/data digests supported (TCP) */
 #define DM_CAP_DIRECT_PLACEMENT 0x2      /* Put_Data/Get_Data move data without PDUs (iSER) */
+#define DM_CAP_TX_GUARD 0x4              /* honours dm_txpdu.guard (TCP) */
 
 struct dm_ops {
 	const char *name;

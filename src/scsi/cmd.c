@@ -395,6 +395,7 @@ void scsi_cmd_exec(struct scsi_cmd *cmd)
 	cmd->sense_len = 0;
 	cmd->data_in_len = 0;
 	cmd->data_in = cmd->buf;
+	cmd->data_in_lu = NULL;
 	cmd->xfer_wanted = 0;
 	if (lun != UINT32_MAX)
 		lu = scsi_lun_map_get(cmd->map, lun);

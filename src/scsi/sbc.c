@@ -228,12 +228,29 @@ int scsi_sbc_read(struct scsi_cmd *cmd, struct scsi_lu *lu)
 
 		if (at) { /* no copy: the transport sends straight from the LU */
 			cmd->data_in = at;
+			cmd->data_in_lu = lu;
 			cmd->data_in_len = (uint32_t)len;
 			return SCSI_DONE;
 		}
 	}
 	scsi_submit_io(cmd, BS_OP_READ, a.lba * lu->block_size, len, cmd->buf, 0, read_done);
 	return SCSI_ASYNC;
+}
+
+int scsi_data_in_pin(const struct scsi_cmd *cmd, const uint8_t *at, uint32_t len)
+{
+	const struct scsi_lu *lu = cmd->data_in_lu;
+
+	if (!lu || !lu->dev || !lu->dev->ops->pin)
+		return -ENOTSUP;
+	return lu->dev->ops->pin(lu->dev, at, len);
+}
+
+void scsi_data_in_unpin(const struct scsi_cmd *cmd, const uint8_t *at, uint32_t len)
+{
+	const struct scsi_lu *lu = cmd->data_in_lu;
+
+	lu->dev->ops->unpin(lu->dev, at, len);
 }
 
 bool scsi_cdb_is_read(const uint8_t *cdb, uint16_t cdb_len)

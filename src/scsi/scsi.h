@@ -205,6 +205,7 @@ struct scsi_cmd {
 	uint32_t data_in_len;      /* bytes of data-in (<= data_in_max) at data_in */
 	const uint8_t *data_in;    /* where they are: buf, or (data_in_map_ok) the LU's memory,
 				      valid as long as the LU (the LU outlives every session) */
+	struct scsi_lu *data_in_lu; /* the LU whose memory data_in points into, else NULL */
 	uint32_t xfer_wanted;      /* bytes the CDB asks to move in its data direction; the
 				      transport derives O/U residuals from this and the EDTL */
 
@@ -222,6 +223,14 @@ uint32_t scsi_cdb_data_out_len(const struct scsi_lu *lu, const uint8_t *cdb, uin
  * else may change the medium, so a transport holding data-in that points into LU memory
  * (data_in_map_ok) must copy it out before executing such a command. */
 bool scsi_cdb_is_read(const uint8_t *cdb, uint16_t cdb_len);
+
+/* For data_in in the LU's memory (data_in_lu set): keep every write out of the bytes
+ * [at, at + len) of it until scsi_data_in_unpin, so they can be checksummed and then handed to
+ * the kernel unchanged (a data digest over a zero-copy Data-In). Never waits. 0 when pinned;
+ * -EBUSY when a write to them is running (copy them instead); -ENOTSUP when the LU cannot pin.
+ * Hold a pin only for a bounded stretch with no callbacks: writers on other threads wait. */
+int scsi_data_in_pin(const struct scsi_cmd *cmd, const uint8_t *at, uint32_t len);
+void scsi_data_in_unpin(const struct scsi_cmd *cmd, const uint8_t *at, uint32_t len);
 
 /* Execute. Always completes through cmd->done exactly once. */
 void scsi_cmd_exec(struct scsi_cmd *cmd);

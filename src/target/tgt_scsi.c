@@ -249,12 +249,52 @@ static void zc_detach(struct tgt_conn *tc)
 			struct dm_txpdu *p = list_first_entry(&t->zc_pdus, struct dm_txpdu,
 							      owner_link);
 			p->data[0].iov_base = t->buf + ((const uint8_t *)p->data[0].iov_base - from);
+			p->guard = NULL;
 			list_del(&p->owner_link);
 		}
 		list_del(&t->zc_link);
 		t->sc.data_in = t->buf;
 	}
 }
+
+/* The guard of a zero-copy Data-In (dm.h): with a data digest, the transport sums the LU's
+ * bytes and hands them to the kernel while writes to them are held off (scsi_data_in_pin);
+ * when that cannot be had, or a PDU goes out only in part, the PDU is sent from a copy. */
+static int zc_pin(struct dm_txpdu *p)
+{
+	const struct tgt_task *t = p->arg;
+
+	return scsi_data_in_pin(&t->sc, p->data[0].iov_base, (uint32_t)p->data[0].iov_len);
+}
+
+static void zc_unpin(struct dm_txpdu *p)
+{
+	const struct tgt_task *t = p->arg;
+
+	scsi_data_in_unpin(&t->sc, p->data[0].iov_base, (uint32_t)p->data[0].iov_len);
+}
+
+static void zc_detach_pdu(struct dm_txpdu *p, bool pinned)
+{
+	struct tgt_task *t = p->arg;
+	const uint8_t *from = p->data[0].iov_base;
+	uint8_t *to = t->buf + (from - t->sc.data_in);
+
+	memcpy(to, from, p->data[0].iov_len);
+	if (pinned)
+		scsi_data_in_unpin(&t->sc, from, (uint32_t)p->data[0].iov_len);
+	p->data[0].iov_base = to;
+	p->guard = NULL;
+	list_del(&p->owner_link);
+	if (list_empty(&t->zc_pdus))
+		list_del(&t->zc_link);
+}
+
+static const struct dm_tx_guard zc_guard = {
+    .pin = zc_pin,
+    .unpin = zc_unpin,
+    .detach = zc_detach_pdu,
+};
 
 static struct dm_txpdu *task_pdu(struct tgt_task *t)
 {
@@ -369,6 +409,7 @@ static void send_data_in(struct tgt_task *t)
 		p->data[0].iov_base = (void *)(uintptr_t)(data + off);
 		p->data[0].iov_len = n;
 		if (zc) { /* before the put: a dead connection completes p at once */
+			p->guard = &zc_guard;
 			list_add_tail(&p->owner_link, &t->zc_pdus);
 			if (list_empty(&t->zc_link))
 				list_add_tail(&t->zc_link, &tc->zc_tasks);
@@ -435,10 +476,11 @@ static void task_exec(struct tgt_task *t)
 	sc->data_in_max = t->read ? t->edtl : 0;
 	sc->done = scsi_done;
 	sc->priv = t;
-	/* READs on RAM LUs are answered from the LU's memory, unless a data digest would be
-	   computed over bytes that a later write could change before they leave */
-	sc->data_in_map_ok = !tc->conn->params.data_digest &&
-			     !(tc->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT);
+	/* READs on RAM LUs are answered from the LU's memory (TCP), also with a data digest when
+	   the transport honours zc_guard: it sums the bytes while writes to them are held off */
+	sc->data_in_map_ok = !(tc->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT) &&
+			     (!tc->conn->params.data_digest ||
+			      (tc->conn->dm->caps & DM_CAP_TX_GUARD));
 	if (!list_empty(&tc->zc_tasks) && !scsi_cdb_is_read(t->cdb, t->cdb_len))
 		zc_detach(tc);
 	t->state = TASK_EXEC;

@@ -20,6 +20,12 @@
 #define TCP_DIRECT_MIN 8192      /* payload this large skips the staging copy */
 #define TCP_MAX_AHS (255 * 4)
 #define TCP_IOV_MAX 512
+/* Data digests are computed in tcp_flush, just before the bytes go to the kernel, so they are
+ * still in cache when it copies them: at most this many bytes per writev (a few large writes
+ * are what loopback and fast links want) ... */
+#define TCP_DIGEST_BATCH (4u << 20)
+/* ... and of guarded (pinned) data at most this many, so writers wait briefly. */
+#define TCP_PIN_BATCH (1u << 20)
 
 enum tcp_rx_state {
 	RX_HDR = 0,   /* BHS + AHS + header digest */
@@ -77,23 +83,30 @@ static void flush_deferred(void *arg)
 	iscsi_conn_put(c);
 }
 
+/* The header digest when the PDU is queued; the data digest in tcp_flush (data_digest). */
 static void prepare_digests(struct tcp_conn *t, struct dm_txpdu *p)
 {
 	p->hd = t->hdigest;
 	p->dd = t->ddigest && p->data_len;
+	p->dd_ready = false;
+	p->pinned = false;
 	if (t->hdigest) {
 		uint32_t s = crc32c_update(CRC32C_INIT, p->bhs, ISCSI_BHS_LEN);
 		if (p->ahs_len)
 			s = crc32c_update(s, p->ahs, p->ahs_len);
 		crc32c_put_wire(p->hdigest, crc32c_final(s));
 	}
-	if (t->ddigest && p->data_len) {
-		uint32_t s = CRC32C_INIT;
-		for (int i = 0; i < p->data_cnt; i++)
-			s = crc32c_update(s, p->data[i].iov_base, p->data[i].iov_len);
-		s = crc32c_update(s, zero_pad, iscsi_pad4(p->data_len) - p->data_len);
-		crc32c_put_wire(p->ddigest, crc32c_final(s));
-	}
+}
+
+static void data_digest(struct dm_txpdu *p)
+{
+	uint32_t s = CRC32C_INIT;
+
+	for (int i = 0; i < p->data_cnt; i++)
+		s = crc32c_update(s, p->data[i].iov_base, p->data[i].iov_len);
+	s = crc32c_update(s, zero_pad, iscsi_pad4(p->data_len) - p->data_len);
+	crc32c_put_wire(p->ddigest, crc32c_final(s));
+	p->dd_ready = true;
 }
 
 static int tcp_queue(struct iscsi_conn *c, struct dm_txpdu *p)
@@ -161,10 +174,9 @@ static uint32_t pdu_wire_len(const struct tcp_conn *t, const struct dm_txpdu *p)
 	return len;
 }
 
-/* Test hook (dm_ops.tx_abort_at): trim iov so that nothing past the abort point is written; once
- * it is reached, reset the connection. Returns the number of iov entries to write, 0 after the
- * reset. */
-static int tx_limit(struct iscsi_conn *c, struct tcp_conn *t, struct iovec *iov, int n)
+/* Test hook (dm_ops.tx_abort_at): trim iov so that nothing past the abort point is written.
+ * Returns the number of iov entries to write, 0 once the point is reached (tx_reset then). */
+static int tx_limit(struct tcp_conn *t, struct iovec *iov, int n)
 {
 	uint64_t room;
 
@@ -179,15 +191,46 @@ static int tx_limit(struct iscsi_conn *c, struct tcp_conn *t, struct iovec *iov,
 		}
 		room -= iov[i].iov_len;
 	}
-	if (n == 0) {
-		struct linger l = {.l_onoff = 1, .l_linger = 0};
-
-		setsockopt(t->fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l)); /* close sends RST */
-		log_info("tcp", "%s: fault injection: reset after %llu bytes", c->peer,
-			 (unsigned long long)t->tx_total);
-		dm_conn_failed(c, -ECONNABORTED);
-	}
 	return n;
+}
+
+static void tx_reset(struct iscsi_conn *c, struct tcp_conn *t)
+{
+	struct linger l = {.l_onoff = 1, .l_linger = 0};
+
+	setsockopt(t->fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l)); /* close sends RST */
+	log_info("tcp", "%s: fault injection: reset after %llu bytes", c->peer,
+		 (unsigned long long)t->tx_total);
+	dm_conn_failed(c, -ECONNABORTED);
+}
+
+/* After a writev that took w bytes (0 if it failed): give back the pins of this batch before
+ * anything can run a callback. A guarded PDU now wholly in the kernel is unpinned; one not
+ * started is unpinned and summed again next time (its bytes may change meanwhile); one cut in
+ * the middle sends the rest from a copy of the bytes that were summed. */
+static void release_pins(const struct tcp_conn *t, size_t w, int npinned)
+{
+	struct list_head *pos;
+
+	for (pos = t->txq.next; npinned && pos != &t->txq; pos = pos->next) {
+		struct dm_txpdu *p = list_entry(pos, struct dm_txpdu, link);
+		size_t left = pdu_wire_len(t, p) - p->tx_off;
+		size_t took = w < left ? w : left;
+
+		w -= took;
+		if (!p->pinned)
+			continue;
+		npinned--;
+		p->pinned = false;
+		if (took == left) {
+			p->guard->unpin(p);
+		} else if (took == 0) {
+			p->guard->unpin(p);
+			p->dd_ready = false;
+		} else {
+			p->guard->detach(p, true);
+		}
+	}
 }
 
 static void tcp_flush(struct iscsi_conn *c)
@@ -197,17 +240,40 @@ static void tcp_flush(struct iscsi_conn *c)
 
 	while (!list_empty(&t->txq)) {
 		struct list_head *pos;
-		int n = 0;
+		int n = 0, npinned = 0;
+		uint32_t summed = 0, pinned = 0;
 		ssize_t w;
 
 		for (pos = t->txq.next; pos != &t->txq && n < TCP_IOV_MAX - 8; pos = pos->next) {
 			struct dm_txpdu *p = list_entry(pos, struct dm_txpdu, link);
+
+			if (p->dd && !p->dd_ready) {
+				if (n && (summed >= TCP_DIGEST_BATCH ||
+					  (p->guard && pinned >= TCP_PIN_BATCH)))
+					break;
+				if (p->guard) {
+					if (p->guard->pin(p) == 0) {
+						p->pinned = true;
+						pinned += p->data_len;
+						npinned++;
+					} else {
+						p->guard->detach(p, false);
+					}
+				}
+				data_digest(p);
+				summed += p->data_len;
+			}
 			n += pdu_iov(t, p, iov + n, TCP_IOV_MAX - n);
 		}
-		n = tx_limit(c, t, iov, n);
-		if (n == 0)
+		n = tx_limit(t, iov, n);
+		if (n == 0) {
+			release_pins(t, 0, npinned);
+			if (t->tx_abort_at)
+				tx_reset(c, t);
 			return;
+		}
 		w = writev(t->fd, iov, n);
+		release_pins(t, w > 0 ? (size_t)w : 0, npinned);
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
@@ -482,7 +548,7 @@ static void tcp_tx_abort_at(struct iscsi_conn *c, uint64_t total)
 
 const struct dm_ops tcp_dm_ops = {
 	.name = "tcp",
-	.caps = DM_CAP_DIGESTS,
+	.caps = DM_CAP_DIGESTS | DM_CAP_TX_GUARD,
 	.conn_priv_size = sizeof(struct tcp_conn),
 	.send_control = tcp_send_control,
 	.put_data = tcp_send_control,
