@@ -19,8 +19,9 @@ Clients are plain functions in CLIENTS (see "Clients" below): iscsi-perf (reads)
 bench (sequential or strided writes) and ix-bench (this project's initiator: random writes,
 CRC32C data digests, percentiles, several sessions). A new one is one function and one entry
 there, then named in a workload's "client" field. The ix-bench rows ("ixb-...") spread the
-workload's queue depth (the total) over --ixb-sessions sessions, the same for ix and tgt; the
-"digests" rows run ix with ix-bench --digests against ix without.
+workload's queue depth (the total) over --ixb-sessions sessions, the same for ix and tgt (the
+"ixb1-" rows always use one session); the "digests" rows run ix with ix-bench --digests
+against ix without.
 """
 
 import argparse
@@ -303,8 +304,8 @@ def client_qemu_img(target, lun, wl, secs, opts):
 
 def ixb_split(wl, opts):
     """(sessions, qd per session): the workload's queue depth is the TOTAL over the sessions,
-    the same for both targets."""
-    n = max(1, min(opts.ixb_sessions, wl['qd']))
+    the same for both targets. A workload with 'sessions' fixes the count."""
+    n = max(1, min(wl.get('sessions', opts.ixb_sessions), wl['qd']))
     if wl['qd'] % n:
         raise SystemExit('%s: QD %d does not split over %d sessions' % (wl['name'], wl['qd'], n))
     return n, wl['qd'] // n
@@ -385,6 +386,12 @@ WORKLOADS = [
      'bs': 512 * 1024, 'qd': 8, 'unit': 'MiB/s'},
     {'name': 'ixb-seqwrite-512k-qd8', 'client': 'ix-bench', 'rw': 'write', 'pattern': 'seq',
      'bs': 512 * 1024, 'qd': 8, 'unit': 'MiB/s'},
+    # one session (one TCP connection, as iscsi-perf -m 8 and qemu-img run the 512 KiB rows):
+    # here the connection, not the two cores, is the limit
+    {'name': 'ixb1-seqread-512k-qd8', 'client': 'ix-bench', 'rw': 'read', 'pattern': 'seq',
+     'bs': 512 * 1024, 'qd': 8, 'unit': 'MiB/s', 'sessions': 1},
+    {'name': 'ixb1-seqwrite-512k-qd8', 'client': 'ix-bench', 'rw': 'write', 'pattern': 'seq',
+     'bs': 512 * 1024, 'qd': 8, 'unit': 'MiB/s', 'sessions': 1},
 ]
 
 
@@ -403,7 +410,7 @@ def workload_cmd(wl, secs, opts):
 # offers), against the same ix-target instance and LUN. iscsi-perf and QEMU cannot do this:
 # libiscsi 1.19 always offers DataDigest=None.
 DIGEST_WORKLOADS = ['ixb-randread-4k-qd32', 'ixb-randwrite-4k-qd32', 'ixb-seqread-512k-qd8',
-                    'ixb-seqwrite-512k-qd8']
+                    'ixb-seqwrite-512k-qd8', 'ixb1-seqread-512k-qd8', 'ixb1-seqwrite-512k-qd8']
 
 
 def run_one(target, lun, wl, secs, opts):
@@ -520,7 +527,9 @@ def print_table(summary, ceiling, unit_of, opts, f):
         for row in summary:
             if 'seq' in row['workload'] and row['variant'] == 'vs-tgt':
                 a = row['sides'][0]
-                conns = opts.ixb_sessions if row['workload'].startswith('ixb-') else opts.clients
+                wl = next((w for w in WORKLOADS if w['name'] == row['workload']), {})
+                conns = (ixb_split(wl, opts)[0] if wl.get('client') == 'ix-bench'
+                         else opts.clients)
                 print('  %s %s: ix at %.0f%% of iperf3 (%d connection(s))' % (
                     row['workload'], row['lun'], 100 * row[a]['value'] / med(ceiling), conns),
                     file=f)

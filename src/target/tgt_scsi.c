@@ -233,47 +233,9 @@ static void task_pdu_sent(struct dm_txpdu *p, int err)
 		task_release(t);
 }
 
-/* A command that may change the medium is about to run: Data-In still queued that points into
- * a RAM LU gets its own copy first (in the task's buffer), so the initiator reads what the LU
- * held when the READ ran, as it would from a copying target. Rare: it takes a command that
- * writes arriving in the same loop iteration as, or while the socket is backed up behind, a
- * zero-copy READ on this connection. */
-static void zc_detach(struct tgt_conn *tc)
-{
-	while (!list_empty(&tc->zc_tasks)) {
-		struct tgt_task *t = list_first_entry(&tc->zc_tasks, struct tgt_task, zc_link);
-		const uint8_t *from = t->sc.data_in;
-
-		memcpy(t->buf, from, t->sc.data_in_len);
-		while (!list_empty(&t->zc_pdus)) {
-			struct dm_txpdu *p = list_first_entry(&t->zc_pdus, struct dm_txpdu,
-							      owner_link);
-			p->data[0].iov_base = t->buf + ((const uint8_t *)p->data[0].iov_base - from);
-			p->guard = NULL;
-			list_del(&p->owner_link);
-		}
-		list_del(&t->zc_link);
-		t->sc.data_in = t->buf;
-	}
-}
-
-/* The guard of a zero-copy Data-In (dm.h): with a data digest, the transport sums the LU's
- * bytes and hands them to the kernel while writes to them are held off (scsi_data_in_pin);
- * when that cannot be had, or a PDU goes out only in part, the PDU is sent from a copy. */
-static int zc_pin(struct dm_txpdu *p)
-{
-	const struct tgt_task *t = p->arg;
-
-	return scsi_data_in_pin(&t->sc, p->data[0].iov_base, (uint32_t)p->data[0].iov_len);
-}
-
-static void zc_unpin(struct dm_txpdu *p)
-{
-	const struct tgt_task *t = p->arg;
-
-	scsi_data_in_unpin(&t->sc, p->data[0].iov_base, (uint32_t)p->data[0].iov_len);
-}
-
+/* A zero-copy Data-In PDU leaves the LU: its bytes are copied to the same offset in the task's
+ * buffer and it is sent from there. pinned: the transport holds its pin (the copy is then of
+ * the bytes it summed), given back after the copy. */
 static void zc_detach_pdu(struct dm_txpdu *p, bool pinned)
 {
 	struct tgt_task *t = p->arg;
@@ -288,6 +250,41 @@ static void zc_detach_pdu(struct dm_txpdu *p, bool pinned)
 	list_del(&p->owner_link);
 	if (list_empty(&t->zc_pdus))
 		list_del(&t->zc_link);
+}
+
+/* A command that may change the medium is about to run: Data-In still queued that points into
+ * a RAM LU gets its own copy first (in the task's buffer), so the initiator reads what the LU
+ * held when the READ ran, as it would from a copying target. Rare: it takes a command that
+ * writes arriving in the same loop iteration as, or while the socket is backed up behind, a
+ * zero-copy READ on this connection. Only the PDUs still pointing into the LU are copied: one
+ * detached earlier may be half sent, its digest over the bytes already in the task buffer. */
+static void zc_detach(struct tgt_conn *tc)
+{
+	while (!list_empty(&tc->zc_tasks)) {
+		struct tgt_task *t = list_first_entry(&tc->zc_tasks, struct tgt_task, zc_link);
+
+		while (!list_empty(&t->zc_pdus))
+			zc_detach_pdu(list_first_entry(&t->zc_pdus, struct dm_txpdu, owner_link),
+				      false);
+		list_del(&t->zc_link); /* already off the list unless it had no PDU left */
+	}
+}
+
+/* The guard of a zero-copy Data-In (dm.h): with a data digest, the transport sums the LU's
+ * bytes and hands them to the kernel while writes to them are held off (scsi_data_in_pin);
+ * when that cannot be had, or a PDU goes out only in part, it is sent from a copy. */
+static int zc_pin(struct dm_txpdu *p)
+{
+	const struct tgt_task *t = p->arg;
+
+	return scsi_data_in_pin(&t->sc, p->data[0].iov_base, (uint32_t)p->data[0].iov_len);
+}
+
+static void zc_unpin(struct dm_txpdu *p)
+{
+	const struct tgt_task *t = p->arg;
+
+	scsi_data_in_unpin(&t->sc, p->data[0].iov_base, (uint32_t)p->data[0].iov_len);
 }
 
 static const struct dm_tx_guard zc_guard = {
