@@ -35,39 +35,19 @@ bench() {
 	echo $? >"$IXT_TMP/$name.rc"
 }
 
-# judge CHECK NAME PYTHON_CONDITION: the condition sees the JSON as d
+# judge CHECK NAME PYTHON_CONDITION: the run's exit status, then its JSON (seen as d)
 judge() {
-	local check=$1 name=$2 cond=$3 rc out
-	rc=$(cat "$IXT_TMP/$name.rc")
-	cat "$IXT_TMP/$name.err" >&2
+	local rc
+	rc=$(cat "$IXT_TMP/$2.rc")
+	cat "$IXT_TMP/$2.err" >&2
 	if [ "$rc" != 0 ]; then
-		ixt_check_fail "$check" "ix-bench exited $rc: $(head -c 300 "$IXT_TMP/$name.err")"
+		ixt_check_fail "$1" "ix-bench exited $rc: $(head -c 300 "$IXT_TMP/$2.err")"
 		return
 	fi
-	if out=$(python3 - "$IXT_TMP/$name.json" "$cond" <<'PY'
-import json, sys
-try:
-    d = json.load(open(sys.argv[1]))
-except Exception as e:
-    print('no JSON result: %s' % e)
-    sys.exit(1)
-r = d['recovery']
-detail = ('%d reads, %d writes, %.0f MiB/s, %d errors, %d miscompares, %d verified blocks, '
-          '%d connection losses, digests %s' % (
-              d['read']['ios'], d['write']['ios'], d['mib_s'], d['errors'], d['miscompares'],
-              d['verified_blocks'], r['connection_losses'], d['digests']))
-if not eval(sys.argv[2], {}, {'d': d}):
-    print('%s is false: %s; first error %s' % (sys.argv[2], detail, d.get('first_error')))
-    sys.exit(1)
-print(detail)
-PY
-	); then
-		ixt_check_pass "$check" "$out"
-	else
-		ixt_check_fail "$check" "$out"
-	fi
+	ixb_judge "$1" "$IXT_TMP/$2.json" "$3" "$DETAIL"
 }
 
+DETAIL='"%d reads, %d writes, %.0f MiB/s, %d errors, %d miscompares, %d verified blocks, %d connection losses, digests %s" % (d["read"]["ios"], d["write"]["ios"], d["mib_s"], d["errors"], d["miscompares"], d["verified_blocks"], d["recovery"]["connection_losses"], d["digests"])'
 CLEAN='d["result"] == "ok" and d["errors"] == 0 and d["miscompares"] == 0 and d["recovery"]["connection_losses"] == 0'
 
 ixt_log "fill: 8 MiB of verifiable blocks (seed $SEED)"

@@ -25,25 +25,11 @@ bench() {
 
 # expect CHECK WANT_RC PYTHON_CONDITION: judge the last run; the condition sees its JSON as d.
 expect() {
-	local name=$1 want=$2 cond=$3 why
-	if [ "$RC" != "$want" ]; then
-		ixt_check_fail "$name" "exit status $RC, want $want: $(head -c 300 "$IXT_TMP/$LAST.err")"
+	if [ "$RC" != "$2" ]; then
+		ixt_check_fail "$1" "exit status $RC, want $2: $(head -c 300 "$IXT_TMP/$LAST.err")"
 		return
 	fi
-	why=$(python3 - "$IXT_TMP/$LAST.json" "$cond" <<'PY'
-import json, sys
-try:
-    d = json.load(open(sys.argv[1]))
-except Exception as e:
-    print('no JSON result: %s' % e)
-    sys.exit(1)
-if not eval(sys.argv[2], {}, {'d': d}):
-    print('%s is false: errors %s, miscompares %s, reads %s, writes %s, first error %s' % (
-        sys.argv[2], d.get('errors'), d.get('miscompares'), d['read']['ios'], d['write']['ios'],
-        d.get('first_error')))
-    sys.exit(1)
-PY
-	) && ixt_check_pass "$name" || ixt_check_fail "$name" "$why"
+	ixb_judge "$1" "$IXT_TMP/$LAST.json" "$3"
 }
 
 OK='d["result"] == "ok" and d["errors"] == 0 and d["miscompares"] == 0'

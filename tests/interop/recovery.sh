@@ -25,23 +25,7 @@ peer_start
 now_ms() { date +%s%3N; }
 
 # judge CHECK FILE PYTHON_CONDITION: the condition sees the run's JSON as d.
-judge() {
-	local why
-	why=$(python3 - "$2" "$3" <<'PY'
-import json, sys
-try:
-    d = json.load(open(sys.argv[1]))
-except Exception as e:
-    print('no JSON result: %s' % e)
-    sys.exit(1)
-if not eval(sys.argv[2], {}, {'d': d}):
-    print('%s is false: errors %s, miscompares %s, recovery %s, first error %s' % (
-        sys.argv[2], d.get('errors'), d.get('miscompares'), d.get('recovery'),
-        d.get('first_error')))
-    sys.exit(1)
-PY
-	) && ixt_check_pass "$1" || ixt_check_fail "$1" "$why"
-}
+judge() { ixb_judge "$@"; }
 
 # 1. restart within the replacement timeout
 out=$IXT_TMP/survive

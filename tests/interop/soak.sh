@@ -60,31 +60,13 @@ run() {
 	cat "$IXT_TMP/$name.json" >&2
 }
 
-# judge CHECK NAME PYTHON_CONDITION DETAIL_EXPR: the condition and detail see the JSON as d
+# judge CHECK NAME PYTHON_CONDITION DETAIL_EXPR: the last run's exit status, then its JSON
 judge() {
-	local check=$1 name=$2 cond=$3 detail=$4 out
 	if [ "$RC" != 0 ]; then
-		ixt_check_fail "$check" "ix-bench exited $RC: $(head -c 300 "$IXT_TMP/$name.err")"
+		ixt_check_fail "$1" "ix-bench exited $RC: $(head -c 300 "$IXT_TMP/$2.err")"
 		return
 	fi
-	if out=$(python3 - "$IXT_TMP/$name.json" "$cond" "$detail" <<'PY'
-import json, sys
-try:
-    d = json.load(open(sys.argv[1]))
-except Exception as e:
-    print('no JSON result: %s' % e)
-    sys.exit(1)
-detail = eval(sys.argv[3], {}, {'d': d})
-if not eval(sys.argv[2], {}, {'d': d}):
-    print('%s is false: %s; first error %s' % (sys.argv[2], detail, d.get('first_error')))
-    sys.exit(1)
-print(detail)
-PY
-	); then
-		ixt_check_pass "$check" "$out"
-	else
-		ixt_check_fail "$check" "$out"
-	fi
+	ixb_judge "$1" "$IXT_TMP/$2.json" "$3" "$4"
 }
 
 DETAIL='"%d reads, %d writes, %d blocks verified, %d errors, %d miscompares, %d retries, %.1f s, %.0f IOPS" % (d["read"]["ios"], d["write"]["ios"], d["verified_blocks"], d["errors"], d["miscompares"], d.get("retries", 0), d.get("seconds", 0), d["iops"])'

@@ -108,6 +108,34 @@ ixt_run() {
 	return $rc
 }
 
+# ixb_judge CHECK JSON COND [DETAIL]: judge one ix-bench --json result (the file JSON, seen by
+# the Python expressions as d): PASS when COND holds, FAIL when it does not or there is no
+# result. DETAIL, a Python expression, is the message (default: the counts and the recovery).
+ixb_judge() {
+	local check=$1 json=$2 cond=$3 detail=${4:-} out
+	if out=$(python3 - "$json" "$cond" "$detail" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    print('no JSON result: %s' % e)
+    sys.exit(1)
+expr = sys.argv[3] or ('"reads %d, writes %d, errors %s, miscompares %s, recovery %s" % ('
+                       'd["read"]["ios"], d["write"]["ios"], d.get("errors"), '
+                       'd.get("miscompares"), d.get("recovery"))')
+detail = eval(expr, {}, {'d': d})
+if not eval(sys.argv[2], {}, {'d': d}):
+    print('%s is false: %s; first error %s' % (sys.argv[2], detail, d.get('first_error')))
+    sys.exit(1)
+print(detail)
+PY
+	); then
+		ixt_check_pass "$check" "$out"
+	else
+		ixt_check_fail "$check" "$out"
+	fi
+}
+
 # A free TCP port on 127.0.0.1 in 3261..4999 (never 3260).
 ixt_free_port() {
 	python3 "$IXT_LIB/ixtest.py" free-port
