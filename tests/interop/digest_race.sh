@@ -37,14 +37,8 @@ bench() {
 
 # judge CHECK NAME PYTHON_CONDITION: the run's exit status, then its JSON (seen as d)
 judge() {
-	local rc
-	rc=$(cat "$IXT_TMP/$2.rc")
 	cat "$IXT_TMP/$2.err" >&2
-	if [ "$rc" != 0 ]; then
-		ixt_check_fail "$1" "ix-bench exited $rc: $(head -c 300 "$IXT_TMP/$2.err")"
-		return
-	fi
-	ixb_judge "$1" "$IXT_TMP/$2.json" "$3" "$DETAIL"
+	ixb_judge_run "$1" "$(cat "$IXT_TMP/$2.rc")" "$2" "$3" "$DETAIL"
 }
 
 DETAIL='"%d reads, %d writes, %.0f MiB/s, %d errors, %d miscompares, %d verified blocks, %d connection losses, digests %s" % (d["read"]["ios"], d["write"]["ios"], d["mib_s"], d["errors"], d["miscompares"], d["verified_blocks"], d["recovery"]["connection_losses"], d["digests"])'

@@ -61,13 +61,7 @@ run() {
 }
 
 # judge CHECK NAME PYTHON_CONDITION DETAIL_EXPR: the last run's exit status, then its JSON
-judge() {
-	if [ "$RC" != 0 ]; then
-		ixt_check_fail "$1" "ix-bench exited $RC: $(head -c 300 "$IXT_TMP/$2.err")"
-		return
-	fi
-	ixb_judge "$1" "$IXT_TMP/$2.json" "$3" "$4"
-}
+judge() { ixb_judge_run "$1" "$RC" "$2" "$3" "$4"; }
 
 DETAIL='"%d reads, %d writes, %d blocks verified, %d errors, %d miscompares, %d retries, %.1f s, %.0f IOPS" % (d["read"]["ios"], d["write"]["ios"], d["verified_blocks"], d["errors"], d["miscompares"], d.get("retries", 0), d.get("seconds", 0), d["iops"])'
 OK='d["result"] == "ok" and d["errors"] == 0 and d["miscompares"] == 0'

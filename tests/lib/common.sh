@@ -136,6 +136,16 @@ PY
 	fi
 }
 
+# ixb_judge_run CHECK RC NAME COND [DETAIL]: the same for the run whose exit status is RC and
+# whose output is $IXT_TMP/NAME.json and NAME.err: a non-zero status fails the check first.
+ixb_judge_run() {
+	if [ "$2" != 0 ]; then
+		ixt_check_fail "$1" "ix-bench exited $2: $(head -c 300 "$IXT_TMP/$3.err")"
+		return
+	fi
+	ixb_judge "$1" "$IXT_TMP/$3.json" "$4" "${5:-}"
+}
+
 # A free TCP port on 127.0.0.1 in 3261..4999 (never 3260).
 ixt_free_port() {
 	python3 "$IXT_LIB/ixtest.py" free-port
