@@ -107,9 +107,12 @@ static void write_end(struct ram_priv *p, uint64_t off, uint64_t len)
 static int ram_pin(struct bs_dev *dev, const uint8_t *at, uint64_t len)
 {
 	struct ram_priv *p = dev->priv;
-	uint64_t off = (uint64_t)(at - p->mem), c0, c1, c;
+	uint64_t off, c0, c1, c;
 
-	if (at < p->mem || off > dev->size || len == 0 || len > dev->size - off)
+	if (at < p->mem || at > p->mem + dev->size)
+		return -EINVAL;
+	off = (uint64_t)(at - p->mem);
+	if (len == 0 || len > dev->size - off)
 		return -EINVAL;
 	chunk_span(off, len, &c0, &c1);
 	for (c = c0; c <= c1; c++)

@@ -37,15 +37,6 @@ __attribute__((target("sse4.2"))) static uint32_t crc_small(uint32_t state, cons
 		state = _mm_crc32_u8(state, *p);
 	return state;
 }
-
-static int have_sse42(void)
-{
-	static int have = -1;
-
-	if (have < 0)
-		have = __builtin_cpu_supports("sse4.2") ? 1 : 0;
-	return have;
-}
 #endif
 
 uint32_t crc32c_update(uint32_t state, const void *buf, size_t len)
@@ -54,7 +45,8 @@ uint32_t crc32c_update(uint32_t state, const void *buf, size_t len)
 	unsigned char *p = (unsigned char *)(uintptr_t)buf;
 
 #if defined(__x86_64__)
-	if (len <= CRC_SMALL_MAX && have_sse42())
+	/* __builtin_cpu_supports reads the CPU model libgcc filled in at start-up: one load */
+	if (len <= CRC_SMALL_MAX && __builtin_cpu_supports("sse4.2"))
 		return crc_small(state, p, len);
 #endif
 	while (len > 0) {

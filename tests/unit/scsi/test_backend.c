@@ -141,7 +141,6 @@ static void test_ram(void)
 }
 
 struct pin_writer {
-	struct bs_dev *dev;
 	struct tio t;
 	atomic_bool done;
 };
@@ -187,7 +186,6 @@ static void test_ram_pin(void)
 
 	/* a write into a pinned chunk waits until the pin goes */
 	CHECK_EQ(dev->ops->pin(dev, base + 2 * MB + 4096, 8192), 0);
-	w.dev = dev;
 	atomic_store(&w.done, false);
 	tio_set(&w.t, dev, BS_OP_WRITE, MB + MB / 2, MB, buf, 0); /* chunks 1 and 2 */
 	CHECK_EQ(pthread_create(&th, NULL, pin_writer_main, &w), 0);
