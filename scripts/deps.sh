@@ -8,7 +8,7 @@ set -euo pipefail
 PKGS=(
 	# build
 	meson ninja-build pkg-config gcc clang libclang-rt-14-dev
-	libisal-dev libssl-dev liburing-dev libjansson-dev libfuse3-dev
+	libisal-dev libssl-dev liburing-dev libjansson-dev libfuse3-dev libibverbs-dev librdmacm-dev
 	# tests: libiscsi tools + iscsi-test-cu, QEMU iscsi:// block driver, tgt as reference peer
 	libiscsi-bin qemu-utils qemu-block-extra tgt python3
 	# ixadm attach (FUSE) and its loop/mkfs/mount acceptance test

@@ -73,12 +73,30 @@ def write_config(path, port, files):
         json.dump(cfg, f, indent=2)
 
 
+def mount_tracefs():
+    """Mount tracefs on TRACEFS if it is not mounted yet (a fresh machine has it unmounted).
+    True if this call mounted it (the caller unmounts it again), False if it was there, or the
+    reason it cannot be had."""
+    if os.path.isdir(os.path.join(TRACEFS, 'events')):
+        return False
+    if not os.path.isdir(TRACEFS):
+        return '%s does not exist: kernel without tracefs' % TRACEFS
+    if os.geteuid() != 0:
+        return 'tracefs is not mounted on %s and only root can mount it' % TRACEFS
+    r = subprocess.run(['mount', '-t', 'tracefs', 'nodev', TRACEFS], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        return 'mount -t tracefs nodev %s failed: %s' % (TRACEFS, r.stderr.strip())
+    return True
+
+
 class Trace:
     """ext4 fsync tracepoints for a set of inodes, in a private tracefs instance."""
 
     def __init__(self, files):
         self.dir = None
         self.why = None
+        self.mounted = False
         st = [os.stat(f) for f in files]
         self.keys = {(os.major(s.st_dev), os.minor(s.st_dev), s.st_ino) for s in st}
         fstype = subprocess.run(['stat', '-f', '-c', '%T', files[0]], capture_output=True,
@@ -86,8 +104,13 @@ class Trace:
         if fstype != 'ext2/ext3':  # how stat(1) names ext4 too
             self.why = 'the LUN files are on %s, not ext4: no ext4 sync tracepoints' % fstype
             return
+        self.mounted = mount_tracefs()
+        if isinstance(self.mounted, str):
+            self.why = self.mounted
+            self.mounted = False
+            return
         if not os.path.isdir(os.path.join(TRACEFS, 'events', 'ext4', EVENTS[0])):
-            self.why = '%s/events/ext4/%s not available (tracefs not mounted?)' % (
+            self.why = '%s/events/ext4/%s not available (kernel without ext4 tracepoints?)' % (
                 TRACEFS, EVENTS[0])
             return
         d = os.path.join(TRACEFS, 'instances', 'ix-durability-%d' % os.getpid())
@@ -120,6 +143,7 @@ class Trace:
 
     def close(self):
         if not self.dir:
+            self.unmount()
             return
         for e in EVENTS:
             try:
@@ -131,6 +155,12 @@ class Trace:
         except OSError:
             pass
         self.dir = None
+        self.unmount()
+
+    def unmount(self):
+        if self.mounted:
+            subprocess.run(['umount', TRACEFS], capture_output=True)
+            self.mounted = False
 
 
 def cdb_write(lba, blocks, fua, sixteen=False):
