@@ -639,6 +639,7 @@ out:
 static void global_defaults(struct cfg_global *g)
 {
 	g->threads = 0;
+	g->poll_us = 50;
 	g->log_level = LOG_INFO;
 	g->login_timeout_ms = 15000;
 	g->nop_interval_ms = 15000;
@@ -700,6 +701,7 @@ static int get_state_dir(struct ctx *c, json_t *obj, char **out)
 static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 {
 	static const char *const keys[] = {"threads",
+					   "poll_us",
 					   "log_level",
 					   "login_timeout_ms",
 					   "nop_interval_ms",
@@ -727,6 +729,7 @@ static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 		return rc;
 	push_key(c, "global");
 	if ((rc = check_keys(c, v, keys)) || (rc = get_u32(c, v, "threads", 0, 256, &threads)) ||
+	    (rc = get_u32(c, v, "poll_us", 0, 10000, &g->poll_us)) ||
 	    (rc = parse_log_level(c, v, &g->log_level)) ||
 	    (rc = get_u32(c, v, "login_timeout_ms", 1, MAX_TIMEOUT_MS, &g->login_timeout_ms)) ||
 	    (rc = get_u32(c, v, "nop_interval_ms", 0, MAX_TIMEOUT_MS, &g->nop_interval_ms)) ||
