@@ -701,7 +701,6 @@ static int get_state_dir(struct ctx *c, json_t *obj, char **out)
 static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 {
 	static const char *const keys[] = {"threads",
-					   "poll_us",
 					   "log_level",
 					   "login_timeout_ms",
 					   "nop_interval_ms",
@@ -718,6 +717,7 @@ static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 					   "discovery",
 					   "mgmt_socket",
 					   "state_dir",
+					   "poll_us",
 					   NULL};
 	json_t *v = member(root, "global");
 	uint32_t threads = 0;
