@@ -15,8 +15,9 @@ PKGS=(
 	fuse3 e2fsprogs
 	# tests/run.sh and the interop scripts use these
 	coreutils procps iproute2 mount # mount: losetup, for block-device LUNs
-	# bench/run.sh: the loopback TCP ceiling; bench/insn.py: instructions per I/O
-	iperf3 valgrind
+	# bench/run.sh: the loopback TCP ceiling; bench/insn.py: instructions per I/O;
+	# bench/latency.py: istgt as a second peer
+	iperf3 valgrind istgt
 )
 for arg in "$@"; do
 	case $arg in
@@ -82,6 +83,7 @@ if [ -d /run/systemd/system ]; then
 	for p in "${missing[@]}"; do
 		case $p in
 		tgt) $SUDO systemctl disable --now tgt.service >/dev/null 2>&1 || true ;;
+		istgt) $SUDO systemctl disable --now istgt.service >/dev/null 2>&1 || true ;;
 		esac
 	done
 fi
