@@ -101,7 +101,8 @@ struct ix_session_opts {
 	const char *target_name;        /* required for normal sessions */
 	const char *portal;             /* "host", "host:port", "[v6addr]:port"; a trailing
 					   ",TPGT" (as SendTargets reports it) is ignored */
-	const char *transport;          /* "tcp" (default); "iser" and "auto" once built */
+	const char *transport;          /* "tcp" (default), "iser" (RDMA, RFC 7145), or "auto":
+					   iSER first, TCP when iSER cannot connect */
 	struct ix_chap chap;
 
 	enum ix_digest header_digest, data_digest;
