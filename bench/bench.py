@@ -87,7 +87,7 @@ class IxTarget(Target):
     kind = 'ix'
 
     def __init__(self, build, work, name='ix', header_digest='prefer-none', threads=0,
-                 wrapper=(), ready_timeout=30):
+                 wrapper=(), ready_timeout=30, extra_global=None):
         self.bin = os.path.join(ROOT, build, 'tools', 'ix-target')
         self.work = work
         self.name = name
@@ -95,6 +95,7 @@ class IxTarget(Target):
         self.threads = threads          # 0 = one worker per CPU (the default)
         self.wrapper = list(wrapper)    # e.g. valgrind (bench/insn.py)
         self.ready_timeout = ready_timeout
+        self.extra_global = dict(extra_global or {})   # more "global" keys (bench/latency.py)
         self.luns = {'ram': 0, 'file': 1}
 
     def start(self):
@@ -109,7 +110,8 @@ class IxTarget(Target):
                            # iscsi-perf always offers HeaderDigest=None,CRC32C, so the
                            # target decides: 'crc32c' for the digest instance
                            'negotiation': {'header_digest': self.header_digest,
-                                           'data_digest': 'prefer-none'}},
+                                           'data_digest': 'prefer-none'},
+                           **self.extra_global},
                 'portals': [{'name': 'bench', 'address': '127.0.0.1', 'port': self.port}],
                 'targets': [{'name': IQN, 'luns': [
                     {'lun': 0, 'backend': 'ram', 'size': '%d' % LUN_SIZE},

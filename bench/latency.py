@@ -444,6 +444,12 @@ def main():
     ap.add_argument('--old-build', help='the "old" ix build (an older commit); without it no '
                     '"old" target')
     ap.add_argument('--old-label', default='', help='what the old build is (e.g. its commit)')
+    ap.add_argument('--also-build', action='append', default=[], metavar='NAME=DIR',
+                    help='one more ix-target build to run side by side (repeatable; e.g. an '
+                    'experiment); shown after old, no ratios')
+    ap.add_argument('--also-poll-us', type=int, action='append', default=[], metavar='N',
+                    help='one more target: the new build with global.poll_us N (named newN; '
+                    'repeatable; 0 = the new build without the poll window)')
     ap.add_argument('--targets', default='new,old,tgt,istgt',
                     help='subset of new,old,tgt,istgt (default all; old needs --old-build)')
     ap.add_argument('--workloads', default='all',
@@ -473,6 +479,18 @@ def main():
     for n in names:
         if n not in ('new', 'old', 'tgt', 'istgt'):
             ap.error('unknown target %r' % n)
+    extra = {}
+    for x in opts.also_build:
+        n, _, d = x.partition('=')
+        if not n or not d or n in ('new', 'old', 'tgt', 'istgt') or n in extra:
+            ap.error('--also-build wants NAME=DIR with a new NAME: %r' % x)
+        extra[n] = d
+    for us in opts.also_poll_us:
+        if us < 0 or 'new%d' % us in extra:
+            ap.error('--also-poll-us: bad or repeated value %d' % us)
+        extra['new%d' % us] = us
+    at = names.index('old') + 1 if 'old' in names else (1 if 'new' in names else 0)
+    names[at:at] = list(extra)
     if 'old' in names and not opts.old_build:
         names.remove('old')
         log('no --old-build: no "old" target')
@@ -506,6 +524,15 @@ def main():
         what['old'] = 'ix-target %s%s (RAM LUN)' % (
             os.path.join(opts.old_build, 'tools/ix-target'),
             ' at ' + opts.old_label if opts.old_label else '')
+    for n, d in extra.items():
+        if isinstance(d, int):
+            targets[n] = bench.IxTarget(opts.build, work, name=n, wrapper=opts.rt_prefix,
+                                        extra_global={'poll_us': d})
+            what[n] = 'ix-target %s with global.poll_us %d (RAM LUN)' % (
+                os.path.join(opts.build, 'tools/ix-target'), d)
+            continue
+        targets[n] = bench.IxTarget(os.path.abspath(d), work, name=n, wrapper=opts.rt_prefix)
+        what[n] = 'ix-target %s (RAM LUN)' % os.path.join(d, 'tools/ix-target')
     if 'tgt' in names:
         targets['tgt'] = RtTgtTarget(work, opts.rt)
         what['tgt'] = 'tgtd (rdwr, file in /dev/shm)'
