@@ -2,7 +2,7 @@
 # Install every Debian package the ix build and tests need, if missing. Idempotent: runs
 # `apt-get update` only when something has to be installed. Needs root (or sudo) to install.
 # With --rdma, also the packages of the RDMA tier (tests/rdma/), which tests/run.sh asks for
-# when it runs that tier.
+# when it runs that tier; with --fresh, those of the clean-room check (tests/fresh.sh).
 set -euo pipefail
 
 PKGS=(
@@ -18,7 +18,17 @@ PKGS=(
 	# bench/run.sh: the loopback TCP ceiling; bench/insn.py: instructions per I/O
 	iperf3 valgrind
 )
-if [ "${1:-}" = --rdma ]; then
+for arg in "$@"; do
+	case $arg in
+	--rdma | --fresh) ;;
+	*) echo "deps: unknown option $arg (known: --rdma, --fresh)" >&2; exit 2 ;;
+	esac
+done
+if [[ " $* " == *" --fresh "* ]]; then
+	# tests/fresh.sh, the clean-room check: builds a minimal Debian root and copies HEAD in
+	PKGS+=(mmdebstrap git tar)
+fi
+if [[ " $* " == *" --rdma "* ]]; then
 	PKGS+=(
 		# the RDMA tier: QEMU boots the guest; tests/rdma/build-image.sh copies these programs
 		# into its image
@@ -46,5 +56,33 @@ if [ "$(id -u)" != 0 ]; then
 	SUDO=sudo
 fi
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# Packages installed for the tests (tgt, open-iscsi, ...) must not start their services: a tgtd
+# started by its package would hold port 3260 before ix-target could. A policy-rc.d that
+# answers 101 ("action forbidden") is how Debian's maintainer scripts are told so, for the
+# length of this install (invoke-rc.d and deb-systemd-invoke both honour it); one the admin
+# already has is left alone.
+POLICY=/usr/sbin/policy-rc.d
+if [ ! -e $POLICY ]; then
+	printf '#!/bin/sh\n# scripts/deps.sh of ix: no service starts while it installs\nexit 101\n' |
+		$SUDO tee $POLICY >/dev/null
+	$SUDO chmod 755 $POLICY
+	trap '$SUDO rm -f $POLICY' EXIT
+fi
+fail() {
+	echo "deps: FAILED: $*" >&2
+	echo "deps: packages wanted: ${missing[*]}" >&2
+	exit 1
+}
+$SUDO apt-get update -q || fail "apt-get update"
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" ||
+	fail "apt-get install -y --no-install-recommends ${missing[*]}"
+# A service installed just now and enabled by its package would start at the next boot and
+# hold the port ix uses: disable the ones this script brought in (systemd machines only).
+if [ -d /run/systemd/system ]; then
+	for p in "${missing[@]}"; do
+		case $p in
+		tgt) $SUDO systemctl disable --now tgt.service >/dev/null 2>&1 || true ;;
+		esac
+	done
+fi
+echo "deps: installed ${#missing[@]} packages"

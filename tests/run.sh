@@ -7,8 +7,10 @@
 # "N passed, N failed, N skipped" and exits non-zero if anything failed. Logs: tests/out/ (the
 # RDMA tier's: tests/out/rdma/).
 #
-#   tests/run.sh [--quick] [--filter PATTERN] [--peer ix|tgt] [--rdma | --no-rdma]
+#   tests/run.sh [--quick | --fresh] [--filter PATTERN] [--peer ix|tgt] [--rdma | --no-rdma]
 #     --quick    no ASan build (interop tests use the normal build), no clang build, no RDMA tier
+#     --fresh    the clean-room subset (tests/fresh.sh runs it in a minimal Debian root): --quick,
+#                and of the interop tests only those that need each peer installed ($FRESH_TESTS)
 #     --filter   run only interop and RDMA tests whose name matches PATTERN
 #     --peer     run the interop tests against tgt instead of ix (to check the tests)
 #     --rdma     run the RDMA tier even with --quick;  --no-rdma: never run it
@@ -19,14 +21,19 @@ QUICK=0
 FILTER=
 PEER=ix
 RDMA=default
+FRESH=0
+# --fresh: libiscsi's tools and QEMU's iscsi:// (libiscsi-bin, qemu-utils, qemu-block-extra),
+# tgt beside ix (ix-bench.sh runs both), and durability.py (mounts tracefs itself)
+FRESH_TESTS="libiscsi-tools qemu ix-bench durability"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
+	--fresh) QUICK=1 FRESH=1 ;;
 	--filter) FILTER=$2; shift ;;
 	--peer) PEER=$2; shift ;;
 	--rdma) RDMA=1 ;;
 	--no-rdma) RDMA=0 ;;
-	-h|--help) sed -n 2,14p "$0"; exit 0 ;;
+	-h|--help) sed -n 2,16p "$0"; exit 0 ;;
 	*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -48,14 +55,30 @@ elif [ "$RDMA" = 0 ]; then
 	RDMA_WHY="--no-rdma"
 fi
 
-./scripts/deps.sh $([ "$RDMA" = 1 ] && echo --rdma) >"$OUT/deps.log" 2>&1 || { tail -20 "$OUT/deps.log"; echo "0 passed, 1 failed"; exit 1; }
+DEPS_ARGS=$([ "$RDMA" = 1 ] && echo --rdma)
+if ! ./scripts/deps.sh $DEPS_ARGS >"$OUT/deps.log" 2>&1; then
+	echo "run.sh: FAILED: ./scripts/deps.sh $DEPS_ARGS; last lines of $OUT/deps.log:"
+	tail -20 "$OUT/deps.log" | sed 's/^/  | /'
+	echo "0 passed, 1 failed"
+	exit 1
+fi
 
-build() { # dir, meson options...
-	local dir=$1; shift
+build() { # dir, meson options...: on failure says which command failed, with its log's tail
+	local dir=$1 log; shift
 	if [ ! -f "$dir/build.ninja" ]; then
-		meson setup "$dir" "$@" >"$OUT/setup-$(basename "$dir").log" 2>&1 || return 1
+		log="$OUT/setup-$(basename "$dir").log"
+		if ! meson setup "$dir" "$@" >"$log" 2>&1; then
+			echo "run.sh: FAILED: meson setup $dir $*; last lines of $log:"
+			tail -25 "$log" | sed 's/^/  | /'
+			return 1
+		fi
 	fi
-	ninja -C "$dir" >"$OUT/build-$(basename "$dir").log" 2>&1
+	log="$OUT/build-$(basename "$dir").log"
+	if ! ninja -C "$dir" >"$log" 2>&1; then
+		echo "run.sh: FAILED: ninja -C $dir; last lines of $log:"
+		tail -25 "$log" | sed 's/^/  | /'
+		return 1
+	fi
 }
 
 unit() { # dir label
@@ -83,7 +106,6 @@ unit() { # dir label
 }
 
 if ! build build; then
-	tail -30 "$OUT/build-build.log" "$OUT/setup-build.log" 2>/dev/null
 	echo "0 passed, 1 failed"
 	exit 1
 fi
@@ -96,7 +118,6 @@ if [ $QUICK = 0 ]; then
 		unit build-asan asan
 		IXB=build-asan
 	else
-		tail -30 "$OUT/build-build-asan.log"
 		FAIL=$((FAIL + 1))
 		FAILED_NAMES+=("build-asan")
 	fi
@@ -209,6 +230,9 @@ for t in tests/interop/*.sh tests/interop/*.py; do
 	name=$(basename "$t")
 	name=${name%.*}
 	if [ -n "$FILTER" ] && [[ $name != *$FILTER* ]]; then
+		continue
+	fi
+	if [ $FRESH = 1 ] && [[ " $FRESH_TESTS " != *" $name "* ]]; then
 		continue
 	fi
 	log="$OUT/interop-$name.log"
