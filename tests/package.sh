@@ -135,10 +135,12 @@ if ! cleanroot_new "$R" 2>"$OUT/cleanroot.log"; then
 	finish
 fi
 # Every file and directory of the root's own file system (proc, sys, dev and run are mounts),
-# without apt's and dpkg's bookkeeping and the logs.
+# without apt's and dpkg's bookkeeping, the logs, and the backups the shadow tools write when
+# a dependency's postinst adds a group (/etc/group- ...).
 tree() {
 	(cd "$R" && find . -xdev \( -path ./var/lib/dpkg -o -path ./var/lib/apt -o -path ./var/cache \
-		-o -path ./var/log -o -path ./root -o -path ./tmp \) -prune -o -print | sort)
+		-o -path ./var/log -o -path ./root -o -path ./tmp \) -prune -o -print |
+		grep -vxE '\./etc/(passwd|group|shadow|gshadow)-' | sort)
 }
 pkgset() { cleanroot_run "$R" "dpkg-query -W -f '\${Package} \${Status}\n' | grep ' installed\$' | cut -d' ' -f1 | sort"; }
 if ! cleanroot_run "$R" 'apt-get update -q' >"$OUT/apt.log" 2>&1; then
@@ -183,14 +185,23 @@ done
 sp=(setpriv --inh-caps=-all --bounding-set="$bset")
 [ "$nnp" = yes ] && sp+=(--no-new-privs)
 lim=()
-[ "$memlock" = infinity ] && lim=(prlimit --memlock=unlimited)
+memnote="memlock $memlock"
+if [ "$memlock" = infinity ]; then
+	if prlimit --memlock=unlimited true 2>/dev/null; then
+		lim=(prlimit --memlock=unlimited)
+	else
+		# raising the hard limit needs CAP_SYS_RESOURCE, which this machine (a container)
+		# may not grant even to root; systemd would set it before dropping privileges
+		memnote="memlock not applied: this machine cannot raise RLIMIT_MEMLOCK"
+	fi
+fi
 
 # A listener for the notify socket: one line per datagram, "<seconds> <message with | for \n>",
 # and on READY=1 whether the portal accepted a connection at that moment (it runs in the
 # daemon's network namespace, see below: it connects through /proc/PID/ns/net).
 notify_listen() { # SOCKET LOG PIDFILE
 	python3 - "$@" <<-'PY' &
-	import os, socket, sys, time
+	import ctypes, os, socket, sys, time
 	path, log, pidfile = sys.argv[1:4]
 	port = int(os.environ['IXPKG_PORT'])
 	try:
@@ -208,7 +219,8 @@ notify_listen() { # SOCKET LOG PIDFILE
 	            try:
 	                pid = open(pidfile).read().strip()
 	                fd = os.open('/proc/%s/ns/net' % pid, os.O_RDONLY)
-	                os.setns(fd, os.CLONE_NEWNET)
+	                if ctypes.CDLL(None, use_errno=True).setns(fd, 0x40000000) < 0:
+	                    raise OSError(ctypes.get_errno(), 'setns')
 	                c = socket.create_connection(('127.0.0.1', port), timeout=2)
 	                c.close()
 	                line += ' [portal accepting]'
@@ -247,7 +259,7 @@ for i in $(seq 1 100); do
 	sleep 0.2
 done
 if [ $ready = 1 ] && grep -q 'READY=1.*\[portal accepting\]' "$nlog"; then
-	result PASS daemon-ready "'$exec_start' under the unit's sandbox (read-only root, caps '$caps', no_new_privs, memlock $memlock, own netns) sent READY=1 with the portal accepting ($((SECONDS - t)) s)"
+	result PASS daemon-ready "'$exec_start' under the unit's sandbox (read-only root, caps '$caps', no_new_privs, $memnote, own netns) sent READY=1 with the portal accepting ($((SECONDS - t)) s)"
 else
 	result FAIL daemon-ready "no READY=1 with the portal accepting: notify '$(tr '\n' '|' <"$nlog" 2>/dev/null)', log: $(tail -n 5 "$OUT/daemon.log" | tr '\n' '|')"
 	finish
@@ -275,7 +287,7 @@ nsenter --net=/proc/$DPID/ns/net chroot "$R" env -i NOTIFY_SOCKET=/run/ixpkg-not
 	$exec_start >"$OUT/second.log" 2>&1
 rc=$?
 if [ $rc != 0 ] && grep -q 'Address already in use' "$OUT/second.log" &&
-	! grep -q 'ready' "$OUT/second.log"; then
+	! grep -q '^ix-target: ready' "$OUT/second.log"; then
 	result PASS start-failure "a second instance exits $rc: $(grep -m1 'in use' "$OUT/second.log")"
 else
 	result FAIL start-failure "second instance: exit $rc, $(tail -n 3 "$OUT/second.log" | tr '\n' '|')"
@@ -323,7 +335,11 @@ echo '{"note": "the admin wrote this"}' >"$R/etc/ix/admin.json"
 dd if=/dev/zero of="$R/var/lib/ix/admin-lun.img" bs=1M count=1 status=none
 mkdir -p "$R/var/lib/ix/nodes" && echo x >"$R/var/lib/ix/nodes/admin-record"
 cleanroot_run "$R" "dpkg -L ${DEBS[*]}" 2>/dev/null | sort -u >"$OUT/package-files"
-if cleanroot_run "$R" "apt-get purge -y -q ${DEBS[*]} && apt-get autoremove --purge -y -q" \
+# autoremove: every package the install pulled in is marked automatic; by default apt keeps one
+# that a package installed before recommends (libc-bin recommends manpages, which libc6-dev's
+# recommendations brought in). The root's own packages are all marked manual, so these options
+# cannot remove any of them; the package-set comparison below would show it.
+if cleanroot_run "$R" "apt-get purge -y -q ${DEBS[*]} && apt-get autoremove --purge -y -q -o APT::AutoRemove::RecommendsImportant=false -o APT::AutoRemove::SuggestsImportant=false" \
 	>"$OUT/purge.log" 2>&1; then
 	pkgs_after=$(pkgset)
 	if [ "$pkgs_after" = "$pkgs_before" ]; then
