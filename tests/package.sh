@@ -1,7 +1,8 @@
 #!/bin/bash
 # The Debian package check (docs/packaging.md). From a clean `git archive HEAD` copy (the work
 # tree is not touched) it
-#   1. builds the packages: DEB_BUILD_OPTIONS="nocheck parallel=2" dpkg-buildpackage -b -us -uc
+#   1. builds the packages: DEB_BUILD_OPTIONS="nocheck parallel=2 noautodbgsym"
+#      dpkg-buildpackage -b -us -uc (nocheck: the unit tests are not built; no -dbgsym packages)
 #   2. runs lintian on them: no errors
 #   3. installs them with `apt-get install ./*.deb` into a clean minimal Debian 12 root
 #      (tests/lib/cleanroot.sh), dependencies coming from Debian
@@ -13,8 +14,10 @@
 #      empty /home and /root (ProtectHome), no_new_privs, the capability bounding set and
 #      LimitMEMLOCK of the unit; and $NOTIFY_SOCKET, whose datagrams it checks: READY=1
 #      (only once the portal accepts connections), RELOADING=1 + READY=1 on SIGHUP,
-#      STOPPING=1 on SIGTERM; iscsi-ls (the host's) must list the target; a second instance
-#      on the same port must exit non-zero with the reason and never say READY=1
+#      STOPPING=1 on SIGTERM; iscsi-ls (the host's) must list the target; the packaged ixadm
+#      must discover it and ix-bench run a verified second on it; a program built with the
+#      root's `pkg-config ix` must discover it through libix.so.0; a second instance on the
+#      same port must exit non-zero with the reason and never say READY=1
 #   5. renders every man page with man -l (no groff warnings)
 #   6. puts an admin's files into /etc/ix and /var/lib/ix, runs `apt-get purge` (and
 #      autoremove --purge) and checks that the package set and the file tree are what they
@@ -95,7 +98,7 @@ if ! git archive --format=tar HEAD | tar -x -C "$B/ix"; then
 	result FAIL build "git archive HEAD failed"
 	finish
 fi
-(cd "$B/ix" && DEB_BUILD_OPTIONS="nocheck parallel=2" dpkg-buildpackage -b -us -uc) \
+(cd "$B/ix" && DEB_BUILD_OPTIONS="nocheck parallel=2 noautodbgsym" dpkg-buildpackage -b -us -uc) \
 	>"$OUT/build.log" 2>&1
 rc=$?
 debs=()
@@ -269,6 +272,46 @@ if grep -q "Target:$iqn" "$OUT/iscsi-ls.log" && grep -q 'Lun:0 ' "$OUT/iscsi-ls.
 	result PASS iscsi-ls "iscsi-ls lists $iqn and its LUN 0 on 127.0.0.1:$port"
 else
 	result FAIL iscsi-ls "iscsi-ls did not list $iqn LUN 0: $(head -c 300 "$OUT/iscsi-ls.log")"
+fi
+# The initiator package against it, from inside the root (in the daemon's network namespace):
+# ixadm discovery, and a short verified ix-bench run
+inroot() { nsenter --net=/proc/$DPID/ns/net chroot "$R" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
+inroot ixadm --db /tmp/ixpkg-db -m discovery -t st -p "127.0.0.1:$port" -o nonpersistent \
+	>"$OUT/ixadm.log" 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q "^127.0.0.1:$port,[0-9]* $iqn\$" "$OUT/ixadm.log"; then
+	result PASS ixadm "the packaged ixadm discovers $iqn"
+else
+	result FAIL ixadm "ixadm -m discovery exit $rc: $(head -c 300 "$OUT/ixadm.log")"
+fi
+inroot ix-bench -p "127.0.0.1:$port" -T "$iqn" --rw randrw --verify --time 1s --qd 8 --quiet \
+	--json >"$OUT/ix-bench.json" 2>"$OUT/ix-bench.log"
+rc=$?
+ios=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%d IOPS, %d blocks verified, %d miscompares" % (j["iops"], j["verified_blocks"], j["miscompares"]))' \
+	"$OUT/ix-bench.json" 2>/dev/null)
+if [ $rc = 0 ]; then
+	result PASS ix-bench "the packaged ix-bench: 1 s randrw --verify, exit 0${ios:+, $ios}"
+else
+	result FAIL ix-bench "ix-bench exit $rc: $(tail -n 3 "$OUT/ix-bench.log" | tr '\n' '|')"
+fi
+# libix-dev and libix0: a program built on the host with `pkg-config ix` from the root's
+# libix-dev, run inside the root against its libix.so.0
+lib=$(cleanroot_run "$R" 'dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -dumpmachine 2>/dev/null' | tail -1)
+lib=${lib:-$(gcc -dumpmachine)}
+flags=$(PKG_CONFIG_SYSROOT_DIR=$R PKG_CONFIG_LIBDIR=$R/usr/lib/$lib/pkgconfig:$R/usr/share/pkgconfig \
+	pkg-config --cflags --libs ix 2>"$OUT/libix.log")
+if [ -n "$flags" ] && gcc -std=c11 -Wall -Werror tests/lib/pkg_discover.c $flags \
+	-Wl,-rpath-link,"$R/usr/lib/$lib" -o "$R/tmp/pkg_discover" >>"$OUT/libix.log" 2>&1; then
+	inroot /tmp/pkg_discover "127.0.0.1:$port" >"$OUT/libix.out" 2>>"$OUT/libix.log"
+	rc=$?
+	if [ $rc = 0 ] && grep -qx "$iqn" "$OUT/libix.out" &&
+		inroot ldd /tmp/pkg_discover | grep -q "libix.so.0 => /usr/lib/$lib/libix.so.0"; then
+		result PASS libix "a program built with pkg-config ix ($flags) discovers $iqn through libix.so.0"
+	else
+		result FAIL libix "pkg_discover exit $rc: $(tail -n 3 "$OUT/libix.log" | tr '\n' '|')"
+	fi
+else
+	result FAIL libix "cannot build against the installed libix-dev (pkg-config ix: '$flags'): $(tail -n 3 "$OUT/libix.log" | tr '\n' '|')"
 fi
 # SIGHUP (ExecReload): RELOADING=1, then READY=1 again
 kill -HUP $DPID
