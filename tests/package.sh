@@ -76,7 +76,7 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 need=(dpkg-buildpackage dh lintian systemd-analyze mmdebstrap iscsi-ls man unshare nsenter
-	setpriv prlimit python3 git ip)
+	setpriv prlimit python3 git ip gcc pkg-config dpkg-architecture)
 missing() { for c in "${need[@]}"; do command -v "$c" >/dev/null || echo "$c"; done; }
 if [ -n "$(missing)" ]; then
 	./scripts/deps.sh --package >"$OUT.deps.log" 2>&1 || true
@@ -296,8 +296,7 @@ else
 fi
 # libix-dev and libix0: a program built on the host with `pkg-config ix` from the root's
 # libix-dev, run inside the root against its libix.so.0
-lib=$(cleanroot_run "$R" 'dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -dumpmachine 2>/dev/null' | tail -1)
-lib=${lib:-$(gcc -dumpmachine)}
+lib=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 flags=$(PKG_CONFIG_SYSROOT_DIR=$R PKG_CONFIG_LIBDIR=$R/usr/lib/$lib/pkgconfig:$R/usr/share/pkgconfig \
 	pkg-config --cflags --libs ix 2>"$OUT/libix.log")
 if [ -n "$flags" ] && gcc -std=c11 -Wall -Werror tests/lib/pkg_discover.c $flags \
@@ -305,10 +304,11 @@ if [ -n "$flags" ] && gcc -std=c11 -Wall -Werror tests/lib/pkg_discover.c $flags
 	inroot /tmp/pkg_discover "127.0.0.1:$port" >"$OUT/libix.out" 2>>"$OUT/libix.log"
 	rc=$?
 	if [ $rc = 0 ] && grep -qx "$iqn" "$OUT/libix.out" &&
-		inroot ldd /tmp/pkg_discover | grep -q "libix.so.0 => /usr/lib/$lib/libix.so.0"; then
+		inroot ldd /tmp/pkg_discover >"$OUT/libix.ldd" 2>&1 &&
+		grep -qE "libix\.so\.0 => (/usr)?/lib/$lib/libix\.so\.0 " "$OUT/libix.ldd"; then
 		result PASS libix "a program built with pkg-config ix ($flags) discovers $iqn through libix.so.0"
 	else
-		result FAIL libix "pkg_discover exit $rc: $(tail -n 3 "$OUT/libix.log" | tr '\n' '|')"
+		result FAIL libix "pkg_discover exit $rc, found '$(tr '\n' ' ' <"$OUT/libix.out")', ldd: $(grep libix "$OUT/libix.ldd" 2>/dev/null); $(tail -n 2 "$OUT/libix.log" | tr '\n' '|')"
 	fi
 else
 	result FAIL libix "cannot build against the installed libix-dev (pkg-config ix: '$flags'): $(tail -n 3 "$OUT/libix.log" | tr '\n' '|')"
