@@ -250,7 +250,14 @@ nlog=$OUT/notify.log
 pidfile=$OUT/daemon.pid
 rm -f "$pidfile"
 IXPKG_PORT=$port notify_listen "$R/run/ixpkg-notify.sock" "$nlog" "$pidfile"
-sleep 0.3
+for i in $(seq 1 100); do
+	[ -S "$R/run/ixpkg-notify.sock" ] && break
+	sleep 0.1
+done
+if [ ! -S "$R/run/ixpkg-notify.sock" ]; then
+	result FAIL daemon-ready "the notify socket listener did not start within 10 s"
+	finish
+fi
 R=$R STATE=$state PIDFILE=$pidfile NSOCK=/run/ixpkg-notify.sock \
 	unshare --net --mount --propagation private bash -c "$sandbox_script" sandbox \
 	"${lim[@]}" "${sp[@]}" -- $exec_start >"$OUT/daemon.log" 2>&1 &
