@@ -75,6 +75,7 @@ if [ "$(id -u)" != 0 ]; then
 	result FAIL setup "needs root (chroot, mounts, namespaces)"
 	exit 1
 fi
+mkdir -p "$OUT"
 need=(dpkg-buildpackage dh lintian systemd-analyze mmdebstrap iscsi-ls man unshare nsenter
 	setpriv prlimit python3 git ip gcc pkg-config dpkg-architecture)
 missing() { for c in "${need[@]}"; do command -v "$c" >/dev/null || echo "$c"; done; }
@@ -416,7 +417,7 @@ fi
 # verify resolves the units' dependencies (sysinit.target, ...) and commands in the root:
 # systemd there too now (after the purge check, so that the install above was on a clean root).
 t=$SECONDS
-if cleanroot_run "$R" "apt-get install -y -q systemd $(printf './debs/%s ' "${debs[@]##*/}")" \
+if cleanroot_run "$R" "apt-get install -y -q --no-install-recommends systemd $(printf './debs/%s ' "${debs[@]##*/}")" \
 	>"$OUT/apt-systemd.log" 2>&1; then
 	units=(/lib/systemd/system/ix-target.service /lib/systemd/system/ix-initiator.service)
 	if systemd-analyze verify --root="$R" --man=no "${units[@]}" >"$OUT/verify.log" 2>&1 &&
