@@ -4,16 +4,19 @@
 # kernel initiator's fio against ix, tgt and LIO, each over iSER and over TCP, one after the
 # other in this one boot. Per (target, transport): the target with a 256 MiB LUN (ix: RAM; tgt:
 # a file in /dev/shm; LIO: rd_mcp ramdisk), `iscsiadm -m discovery -o new -o old -t st -I
-# iser|default -p 10.99.0.1:3260 -l`, a 64 MiB sequential prefill, then three fio jobs of
+# iser|default -p 10.99.0.1:3260 -l`, a 64 MiB sequential prefill, then five fio jobs of
 # $IX_BENCH_TIME seconds each (default 8; direct, libaio): 4 KiB random read QD16, 512 KiB
-# sequential read QD8, 4 KiB random write QD16; logout, target down. Each figure becomes a
-# check line (PASS: measured; FAIL: fio failed) and a row of $IXR_OUT/bench.table.
+# sequential read QD8, 4 KiB random write QD16, 4 KiB random read and write at QD1; logout,
+# target down. ix runs twice per transport: with its default adaptive poll window
+# (global.poll_us 50) and with it off ("ix-nopoll", the wait of the builds before it), so the
+# latency rows compare the two in one boot. Each figure becomes a check line (PASS: measured;
+# FAIL: fio failed) and a row of $IXR_OUT/bench.table.
 # TCG figures only compare implementations side by side in one boot; never read them as a
 # property of real hardware.
 . /mnt/ix/tests/rdma/guest/lib.sh
 TIME=${IX_BENCH_TIME:-8}
 TABLE=$IXR_OUT/bench.table
-echo "target transport randread-4k-qd16(IOPS) seqread-512k-qd8(MiB/s) randwrite-4k-qd16(IOPS)" >"$TABLE"
+echo "target transport randread-4k-qd16(IOPS) seqread-512k-qd8(MiB/s) randwrite-4k-qd16(IOPS) randread-4k-qd1(IOPS) randwrite-4k-qd1(IOPS)" >"$TABLE"
 ixr_iscsid_start || { ixr_fail iscsid "iscsid did not start"; ixr_exit; }
 
 # job NAME DEV RW BS QD: one fio run; prints "IOPS KIB_S" (read or write side) or nothing
@@ -34,13 +37,13 @@ one() {
 	if ! timeout 90 /usr/sbin/iscsiadm -m discovery -o new -o old -t st -I "$iface" \
 		-p "$RDMA_IP:3260" -l >&2 || ! ixr_session_disk; then
 		ixr_fail "$t-$x.login" "no session/disk with -I $iface"
-		echo "$t $x - - -" >>"$TABLE"
+		echo "$t $x - - - - -" >>"$TABLE"
 		ixr_logout_all
 		return
 	fi
 	dd if=/dev/zero of="$IXR_DISK" bs=1M count=64 oflag=direct 2>/dev/null
 	row="$t $x"
-	for spec in "randread 4k 16" "read 512k 8" "randwrite 4k 16"; do
+	for spec in "randread 4k 16" "read 512k 8" "randwrite 4k 16" "randread 4k 1" "randwrite 4k 1"; do
 		set -- $spec
 		if r=$(job "$t-$x-$1" "$IXR_DISK" "$1" "$2" "$3") && [ -n "$r" ]; then
 			set -- $spec $r
@@ -59,12 +62,17 @@ one() {
 # ix (the host's build over 9p; bench/rdma.sh passes a release build)
 IQN=iqn.2026-11.io.ix.rdma:bench
 if [ -x "$IXR_IX_BIN" ]; then
-	ixr_ix_config "$IQN" 256M '"tcp", "iser"'
-	if ixr_ix_start; then
-		one ix iser
-		one ix tcp
-	fi
-	ixr_stop ix-target 15
+	for poll in 50 0; do
+		name=$([ $poll = 0 ] && echo ix-nopoll || echo ix)
+		ixr_ix_config "$IQN" 256M '"tcp", "iser"'
+		sed -i "s/\"log_level\": \"info\"/\"log_level\": \"info\", \"poll_us\": $poll/" \
+			/run/ix-target.json
+		if ixr_ix_start; then
+			one $name iser
+			one $name tcp
+		fi
+		ixr_stop ix-target 15
+	done
 else
 	ixr_skip ix "ix-target not built in the shared build dir ($IXR_IX_BIN)"
 fi

@@ -1,7 +1,8 @@
 #!/bin/bash
 # The kernel initiator's fio against ix, tgt and LIO, each over iSER and TCP, in one boot of the
 # RDMA tier's QEMU TCG guest (tests/rdma/): 4 KiB random read QD16, 512 KiB sequential read QD8,
-# 4 KiB random write QD16, IX_BENCH_TIME seconds each (default 8). Prints the table; the guest
+# 4 KiB random write QD16, 4 KiB random read and write QD1 (ix with and without its adaptive
+# poll window), IX_BENCH_TIME seconds each (default 8). Prints the table; the guest
 # side is bench/rdma-guest.sh. An explicit command, not part of tests/run.sh. See docs/perf.md:
 # TCG figures only compare implementations side by side in one boot, never predict hardware.
 #

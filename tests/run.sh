@@ -14,6 +14,8 @@
 #     --filter   run only interop and RDMA tests whose name matches PATTERN
 #     --peer     run the interop tests against tgt instead of ix (to check the tests)
 #     --rdma     run the RDMA tier even with --quick;  --no-rdma: never run it
+#     --no-setup skip the set-up tier (tests/fresh.sh, the clean-room check of the README's
+#                commands, and tests/package.sh, the Debian package); --quick skips it too
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -22,6 +24,7 @@ FILTER=
 PEER=ix
 RDMA=default
 FRESH=0
+SETUP=1
 # --fresh: libiscsi's tools and QEMU's iscsi:// (libiscsi-bin, qemu-utils, qemu-block-extra),
 # tgt beside ix (ix-bench.sh runs both), and durability.py (mounts tracefs itself)
 FRESH_TESTS="libiscsi-tools qemu ix-bench durability"
@@ -33,7 +36,8 @@ while [ $# -gt 0 ]; do
 	--peer) PEER=$2; shift ;;
 	--rdma) RDMA=1 ;;
 	--no-rdma) RDMA=0 ;;
-	-h|--help) sed -n 2,16p "$0"; exit 0 ;;
+	--no-setup) SETUP=0 ;;
+	-h|--help) sed -n 2,18p "$0"; exit 0 ;;
 	*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -55,7 +59,14 @@ elif [ "$RDMA" = 0 ]; then
 	RDMA_WHY="--no-rdma"
 fi
 
-DEPS_ARGS=$([ "$RDMA" = 1 ] && echo --rdma)
+# Set-up tier: on (about 2 minutes for the clean room), off with --quick, --fresh (it is what
+# runs inside the clean room) or --no-setup; it needs root and a git checkout (it tests HEAD).
+SETUP_WHY=
+[ "$QUICK" = 1 ] && SETUP=0 SETUP_WHY="--quick"
+[ "$SETUP" = 0 ] && [ -z "$SETUP_WHY" ] && SETUP_WHY="--no-setup"
+[ "$PEER" = ix ] || SETUP=0 SETUP_WHY="--peer $PEER"
+
+DEPS_ARGS="$([ "$RDMA" = 1 ] && echo --rdma) $([ "$SETUP" = 1 ] && echo --fresh)"
 if ! ./scripts/deps.sh $DEPS_ARGS >"$OUT/deps.log" 2>&1; then
 	echo "run.sh: FAILED: ./scripts/deps.sh $DEPS_ARGS; last lines of $OUT/deps.log:"
 	tail -20 "$OUT/deps.log" | sed 's/^/  | /'
@@ -256,6 +267,37 @@ for t in tests/interop/*.sh tests/interop/*.py; do
 	n=$(grep -c '^SKIP .*pending: ' "$res")
 	[ "$n" -gt 0 ] && echo "  ($n skips of work pending on another branch, listed in the test)"
 done
+
+# Set-up tier: the README's two commands in a minimal Debian root (tests/fresh.sh) and the
+# Debian package built, checked, installed and purged (tests/package.sh). They use port 3260 on
+# 127.0.0.1 and test what is committed (HEAD), so uncommitted changes are not in them.
+if [ "$SETUP" = 1 ]; then
+	for t in tests/fresh.sh tests/package.sh; do
+		[ -f "$t" ] || continue
+		name=$(basename "$t" .sh)
+		if [ -n "$FILTER" ] && [[ $name != *$FILTER* ]]; then
+			continue
+		fi
+		res="$OUT/setup-$name.results"
+		log="$OUT/setup-$name.log"
+		: >"$res"
+		start=$SECONDS
+		if [ "$(id -u)" != 0 ]; then
+			echo "SKIP $name needs root (chroot, mounts, package installs)" >"$res"
+			rc=0
+		elif ! git rev-parse --verify -q HEAD >/dev/null 2>&1; then
+			echo "SKIP $name needs a git checkout (it tests git archive HEAD)" >"$res"
+			rc=0
+		else
+			IX_RESULTS=$res timeout -k 10 1500 bash "$t" >"$log" 2>&1
+			rc=$?
+		fi
+		tally "$name" "$res" "$log" $rc
+		report "setup $name" "setup-$name" "$res" "$log" $rc $start ""
+	done
+else
+	echo "setup: not run ($SETUP_WHY)"
+fi
 
 # RDMA tier: one guest boot for every test of tests/rdma/tests/ (matching --filter), against
 # the same ix build as the interop tests.

@@ -4,7 +4,7 @@
  *            [--qd N] [--sessions N] [--threads N] [--time DUR] [--size SIZE] [--offset SIZE]
  *            [--range SIZE] [--verify] [--seed N] [--json] [--progress] [--quiet]
  *            [--chap-user U --chap-secret S [--mutual-user U --mutual-secret S]]
- *            [--digests] [--replacement-timeout MS] [--login-timeout MS] [-v]
+ *            [--digests] [--replacement-timeout MS] [--login-timeout MS] [--poll-us US] [-v]
  *
  * Exit status: 0 the run completed without errors or miscompares, 1 a command failed, data
  * did not verify or a second interrupt cancelled the run, 2 bad usage or the run could not
@@ -61,6 +61,8 @@ static const char usage_text[] =
 	"      --digests             require CRC32C header and data digests\n"
 	"      --replacement-timeout MS   wait for a lost connection (default 15000)\n"
 	"      --login-timeout MS    per login attempt (default 5000)\n"
+	"      --poll-us US          poll without sleeping for up to US microseconds after\n"
+	"                            traffic (the library's default: 50; 0 = off)\n"
 	"  -v                        library messages: warnings, then info, then debug\n"
 	"Sizes take k, m, g, t suffixes (powers of 1024). Exit: 0 ok, 1 errors or\n"
 	"miscompares (or cancelled), 2 usage or set-up failure.\n";
@@ -138,7 +140,7 @@ enum {
 	OPT_RW = 256, OPT_MIX, OPT_BS, OPT_SESSIONS, OPT_THREADS, OPT_OFFSET, OPT_RANGE,
 	OPT_VERIFY, OPT_SEED, OPT_JSON, OPT_PROGRESS, OPT_QUIET, OPT_CHAP_USER, OPT_CHAP_SECRET,
 	OPT_MUTUAL_USER, OPT_MUTUAL_SECRET, OPT_DIGESTS, OPT_REPLACEMENT, OPT_LOGIN_TIMEOUT,
-	OPT_TRANSPORT,
+	OPT_TRANSPORT, OPT_POLL_US,
 };
 
 static const struct option long_opts[] = {
@@ -169,6 +171,7 @@ static const struct option long_opts[] = {
 	{"digests", no_argument, NULL, OPT_DIGESTS},
 	{"replacement-timeout", required_argument, NULL, OPT_REPLACEMENT},
 	{"login-timeout", required_argument, NULL, OPT_LOGIN_TIMEOUT},
+	{"poll-us", required_argument, NULL, OPT_POLL_US},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -237,6 +240,13 @@ static int parse_one(int o, const char *v, struct ixb_cfg *c, bool *seed_given)
 	case OPT_LOGIN_TIMEOUT:
 		return parse_u32(v, 1, 600000, &c->login_timeout_ms) ? bad("--login-timeout", v)
 								     : 0;
+	case OPT_POLL_US: {
+		uint32_t us;
+		if (parse_u32(v, 0, 10000, &us))
+			return bad("--poll-us", v);
+		c->poll_us = (int)us;
+		return 0;
+	}
 	case 'v': c->log_level++; return 0;
 	case 'h': usage(stdout); return 1;
 	default: usage(stderr); return -EINVAL;
@@ -258,6 +268,7 @@ static int parse_args(int argc, char **argv, struct ixb_cfg *c)
 		.sessions = 1,
 		.replacement_timeout_ms = 15000,
 		.log_level = 0, /* ix-bench reports the library's events itself */
+		.poll_us = -1,
 	};
 	while ((o = getopt_long(argc, argv, "p:T:I:l:q:t:s:vh", long_opts, NULL)) != -1) {
 		r = parse_one(o, optarg, c, &seed_given);

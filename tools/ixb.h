@@ -35,6 +35,7 @@ struct ixb_cfg {
 	const char *chap_user, *chap_secret, *mutual_user, *mutual_secret;
 	uint32_t replacement_timeout_ms, login_timeout_ms;
 	int log_level;
+	int poll_us;             /* the library's adaptive poll window; -1 = its default */
 };
 
 static inline bool ixb_rw_random(enum ixb_rw rw)

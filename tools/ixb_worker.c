@@ -594,6 +594,8 @@ static int setup(struct wctx *wc)
 	wc->sess = calloc(wc->nsess, sizeof(*wc->sess));
 	if (!wc->ctx || !wc->sess)
 		return setup_fail(wc, -ENOMEM, "out of memory");
+	if (cfg->poll_us >= 0)
+		ix_ctx_set_poll_us(wc->ctx, (unsigned)cfg->poll_us);
 	for (uint32_t i = 0; i < wc->nsess; i++) {
 		wc->sess[i].wc = wc;
 		wc->sess[i].idx = (int)(wc->w->first_session + i);

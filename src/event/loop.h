@@ -38,6 +38,17 @@ void ev_loop_free(struct ev_loop *loop);
 
 /* Run until ev_loop_stop(). Returns 0 or -errno. */
 int ev_loop_run(struct ev_loop *loop);
+/* Adaptive polling: after an iteration that handled events, keep asking epoll without
+ * sleeping for up to poll_us microseconds before the next wait sleeps (0 = off, the default).
+ * Costs CPU only while there is traffic; an idle loop sleeps as before. */
+void ev_loop_set_poll_us(struct ev_loop *loop, unsigned poll_us);
+/* How the loop waited: waits that went to sleep in epoll_wait (timeout not 0), and waits that
+ * the poll window answered without sleeping. Loop thread only. */
+struct ev_loop_stats {
+	uint64_t sleeps;
+	uint64_t poll_hits;
+};
+void ev_loop_get_stats(const struct ev_loop *loop, struct ev_loop_stats *st);
 /* One iteration: wait at most timeout_ms (-1 forever) and dispatch. Returns events handled. */
 int ev_loop_run_once(struct ev_loop *loop, int timeout_ms);
 /* Thread-safe. The request ends the current (or next) ev_loop_run() and is then consumed. */

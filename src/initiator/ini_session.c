@@ -27,6 +27,7 @@ struct ix_ctx *ix_ctx_new(void)
 		free(ctx);
 		return NULL;
 	}
+	ev_loop_set_poll_us(ctx->loop, IX_CTX_POLL_US_DEFAULT);
 	list_init(&ctx->sessions);
 	return ctx;
 }
@@ -46,6 +47,11 @@ void ix_ctx_free(struct ix_ctx *ctx)
 int ix_ctx_fd(const struct ix_ctx *ctx)
 {
 	return ev_loop_fd(ctx->loop);
+}
+
+void ix_ctx_set_poll_us(struct ix_ctx *ctx, unsigned poll_us)
+{
+	ev_loop_set_poll_us(ctx->loop, poll_us);
 }
 
 int ix_ctx_timeout_ms(struct ix_ctx *ctx)

@@ -214,11 +214,6 @@ struct scsi_cmd {
 	uint64_t internal[20];
 };
 
-/* Bytes of data-out the CDB implies (for WRITE-class commands, block count * block size;
- * parameter list length for others), or 0. Lets the transport check the EDTL before it
- * fetches data. lu may be NULL (absent LUN): returns 0. */
-uint32_t scsi_cdb_data_out_len(const struct scsi_lu *lu, const uint8_t *cdb, uint16_t cdb_len);
-
 /* True for READ (6), (10), (12), (16): commands that only move data from the medium. Anything
  * else may change the medium, so a transport holding data-in that points into LU memory
  * (data_in_map_ok) must copy it out before executing such a command. */

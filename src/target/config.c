@@ -639,6 +639,7 @@ out:
 static void global_defaults(struct cfg_global *g)
 {
 	g->threads = 0;
+	g->poll_us = 50;
 	g->log_level = LOG_INFO;
 	g->login_timeout_ms = 15000;
 	g->nop_interval_ms = 15000;
@@ -716,6 +717,7 @@ static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 					   "discovery",
 					   "mgmt_socket",
 					   "state_dir",
+					   "poll_us",
 					   NULL};
 	json_t *v = member(root, "global");
 	uint32_t threads = 0;
@@ -727,6 +729,7 @@ static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 		return rc;
 	push_key(c, "global");
 	if ((rc = check_keys(c, v, keys)) || (rc = get_u32(c, v, "threads", 0, 256, &threads)) ||
+	    (rc = get_u32(c, v, "poll_us", 0, 10000, &g->poll_us)) ||
 	    (rc = parse_log_level(c, v, &g->log_level)) ||
 	    (rc = get_u32(c, v, "login_timeout_ms", 1, MAX_TIMEOUT_MS, &g->login_timeout_ms)) ||
 	    (rc = get_u32(c, v, "nop_interval_ms", 0, MAX_TIMEOUT_MS, &g->nop_interval_ms)) ||

@@ -65,6 +65,7 @@ struct cfg_target {
 
 struct cfg_global {
 	int threads;                  /* worker event loops; 0 = one per CPU */
+	uint32_t poll_us;             /* workers' adaptive poll window (ev_loop_set_poll_us) */
 	int log_level;                /* enum log_level, default LOG_INFO */
 	uint32_t login_timeout_ms;    /* default 15000 */
 	uint32_t nop_interval_ms;     /* target NOP-In ping interval, 0 = off; default 15000 */

@@ -547,6 +547,7 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 			r = -ENOMEM;
 			goto fail;
 		}
+		ev_loop_set_poll_us(w->loop, cfg->global.poll_us);
 		w->sthread = scsi_thread_new(w->loop);
 		if (!w->sthread) {
 			snprintf(err, errlen,

@@ -114,7 +114,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint32_t edtl = (uint32_t)data[off + 2] << 8 | data[off + 3];
 		struct fcmd f;
 		uint8_t *cdb, *buf = NULL;
-		struct scsi_lu *lu;
 
 		off += 4;
 		if (cdb_len > MAX_CDB)
@@ -140,8 +139,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			memcpy(buf, data + off, have);
 			off += have;
 		}
-		lu = scsi_lun_map_get(map, luns[flags & 3]);
-		(void)scsi_cdb_data_out_len(lu, cdb, cdb_len);
 
 		memset(&f, 0, sizeof(f));
 		f.c.thread = NULL;

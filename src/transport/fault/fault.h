@@ -1,8 +1,8 @@
 /* Fault injection for tests: a datamover (struct dm_ops) that wraps a real transport and
  * mistreats the PDUs this side sends: drops, delays, duplicates, corrupts or truncates them, and
  * resets the connection after a number of bytes. It sits at the datamover interface, so it
- * works the same for TCP today and for iSER once that transport exists (truncation and resets
- * need the inner transport's tx_abort_at op).
+ * could wrap any transport; today ix-target wraps TCP with it (truncation and resets need the
+ * inner transport's tx_abort_at op, which the iSER transport does not have yet).
  *
  * Faults hit the PDUs of the side that uses the wrapper: in a target, what initiators receive;
  * in an initiator, what targets receive. Each connection draws from its own pseudo-random

@@ -578,18 +578,6 @@ static void test_dout_len(struct env *e)
 	const struct scsi_lu *lu = scsi_lun_map_get(e->map, L_RAM);
 	const struct scsi_lu *lu4k = scsi_lun_map_get(e->map, L_4K);
 
-	CHECK_EQ(scsi_cdb_data_out_len(lu, B(0x2a, 0, 0, 0, 0, 0, 0, 0, 3, 0), 10), 1536);
-	CHECK_EQ(scsi_cdb_data_out_len(lu4k, B(0x2a, 0, 0, 0, 0, 0, 0, 0, 3, 0), 10), 12288);
-	CHECK_EQ(scsi_cdb_data_out_len(lu, B(0x0a, 0, 0, 0, 0, 0), 6), 131072);
-	CHECK_EQ(
-	    scsi_cdb_data_out_len(lu, B(0x89, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0), 16),
-	    2048);
-	CHECK_EQ(
-	    scsi_cdb_data_out_len(lu, B(0x93, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0), 16),
-	    0);
-	CHECK_EQ(scsi_cdb_data_out_len(lu, B(0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0), 10), 24);
-	CHECK_EQ(scsi_cdb_data_out_len(lu, B(0x28, 0, 0, 0, 0, 0, 0, 0, 3, 0), 10), 0);
-	CHECK_EQ(scsi_cdb_data_out_len(NULL, B(0x2a, 0, 0, 0, 0, 0, 0, 0, 3, 0), 10), 0);
 	CHECK_EQ(scsi_lu_num_blocks(lu), 2048);
 	CHECK_EQ(scsi_lu_block_size(lu4k), 4096);
 }

@@ -1,0 +1,175 @@
+/* The event loop's adaptive poll window (ev_loop_set_poll_us): an event that arrives within the
+ * window after activity is taken without sleeping; an idle loop, a loop with the window off and
+ * a loop whose window has passed sleep; the window never delays a due timer and never spins
+ * through a wait's whole timeout. Checks use the loop's own counters and thread CPU time, not
+ * wall-clock speed, so a loaded machine does not make them flaky. */
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "event/loop.h"
+#include "tap.h"
+
+struct fdev {
+	struct ev_io io;
+	int hits;
+};
+
+static void fd_cb(struct ev_io *w, uint32_t revents)
+{
+	struct fdev *f = w->arg;
+	uint64_t v;
+
+	(void)revents;
+	if (read(w->fd, &v, sizeof(v)) == sizeof(v))
+		f->hits++;
+}
+
+static void timer_cb(struct ev_timer *t)
+{
+	(*(int *)t->arg)++;
+}
+
+struct delayed_write {
+	int fd;
+	unsigned delay_us;
+};
+
+static void *writer(void *arg)
+{
+	struct delayed_write *d = arg;
+	uint64_t one = 1;
+
+	usleep(d->delay_us);
+	if (write(d->fd, &one, sizeof(one)) != sizeof(one))
+		return NULL;
+	return NULL;
+}
+
+static uint64_t thread_cpu_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void poke(int fd)
+{
+	uint64_t one = 1;
+
+	if (write(fd, &one, sizeof(one)) != sizeof(one))
+		return;
+}
+
+/* One event now (opens the window), then an event from another thread after delay_us, taken by
+ * one ev_loop_run_once(timeout_ms). Returns the stats delta of that second wait. */
+static struct ev_loop_stats second_event(struct ev_loop *loop, struct fdev *f, unsigned delay_us,
+					 int timeout_ms)
+{
+	struct ev_loop_stats a, b, d;
+	struct delayed_write dw = {f->io.fd, delay_us};
+	pthread_t th;
+
+	poke(f->io.fd);
+	ev_loop_run_once(loop, 1000);
+	ev_loop_get_stats(loop, &a);
+	pthread_create(&th, NULL, writer, &dw);
+	ev_loop_run_once(loop, timeout_ms);
+	pthread_join(th, NULL);
+	ev_loop_get_stats(loop, &b);
+	d.sleeps = b.sleeps - a.sleeps;
+	d.poll_hits = b.poll_hits - a.poll_hits;
+	return d;
+}
+
+int main(void)
+{
+	struct ev_loop *loop = ev_loop_new();
+	struct fdev f = {0};
+	struct ev_loop_stats st, d;
+	struct ev_timer t;
+	uint64_t cpu, wall;
+	int fired = 0, hits;
+
+	CHECK(loop != NULL);
+	ev_io_init(&f.io, eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), fd_cb, &f);
+	CHECK_EQ(ev_io_start(loop, &f.io, EPOLLIN), 0);
+
+	/* off (the default): the second event is waited for asleep */
+	d = second_event(loop, &f, 2000, 5000);
+	CHECK_EQ(d.poll_hits, 0);
+	CHECK_EQ(d.sleeps, 1);
+	CHECK_EQ(f.hits, 2);
+
+	/* a 200 ms window: an event 2 ms after the last one is taken by the poll, no sleep */
+	ev_loop_set_poll_us(loop, 200000);
+	d = second_event(loop, &f, 2000, 5000);
+	CHECK_EQ(d.poll_hits, 1);
+	CHECK_EQ(d.sleeps, 0);
+	CHECK_EQ(f.hits, 4);
+
+	/* a zero timeout never polls: the caller asked not to wait */
+	hits = f.hits;
+	poke(f.io.fd);
+	ev_loop_run_once(loop, 0);
+	ev_loop_get_stats(loop, &st);
+	CHECK_EQ(ev_loop_run_once(loop, 0), 0);
+	ev_loop_get_stats(loop, &d);
+	CHECK_EQ(d.poll_hits, st.poll_hits);
+	CHECK_EQ(d.sleeps, st.sleeps);
+	CHECK_EQ(f.hits, hits + 1);
+
+	/* the window is bounded: with nothing arriving, a 1 s wait after activity polls for at
+	   most the 2 ms window, then sleeps; CPU time stays far below the wait (a spin through the
+	   whole wait would use 250 ms or more even with four threads per core) */
+	ev_loop_set_poll_us(loop, 2000);
+	poke(f.io.fd);
+	ev_loop_run_once(loop, 1000);
+	ev_loop_get_stats(loop, &st);
+	cpu = thread_cpu_us();
+	ev_loop_run_once(loop, 1000);
+	cpu = thread_cpu_us() - cpu;
+	ev_loop_get_stats(loop, &d);
+	CHECK_EQ(d.sleeps - st.sleeps, 1);
+	CHECK(cpu < 50000);
+
+	/* an idle loop (no activity since the window closed) sleeps at once, spending no CPU */
+	ev_loop_set_poll_us(loop, 10000);
+	ev_loop_get_stats(loop, &st);
+	cpu = thread_cpu_us();
+	ev_loop_run_once(loop, 200);
+	cpu = thread_cpu_us() - cpu;
+	ev_loop_get_stats(loop, &d);
+	CHECK_EQ(d.sleeps - st.sleeps, 1);
+	CHECK_EQ(d.poll_hits, st.poll_hits);
+	CHECK(cpu < 20000);
+
+	/* a timer due inside a 2 s window fires on time: the poll ends at the wait's timeout */
+	ev_loop_set_poll_us(loop, 2000000);
+	poke(f.io.fd);
+	ev_loop_run_once(loop, 1000);
+	ev_timer_init(&t, timer_cb, &fired);
+	ev_timer_start(loop, &t, 3);
+	wall = mono_us();
+	while (!fired && mono_us() - wall < 2000000)
+		ev_loop_run_once(loop, -1);
+	wall = mono_us() - wall;
+	CHECK_EQ(fired, 1);
+	CHECK(wall < 1000000);
+
+	ev_io_stop(loop, &f.io);
+	close(f.io.fd);
+	ev_loop_free(loop);
+	return tap_done();
+}
