@@ -2,7 +2,8 @@
 # Install every Debian package the ix build and tests need, if missing. Idempotent: runs
 # `apt-get update` only when something has to be installed. Needs root (or sudo) to install.
 # With --rdma, also the packages of the RDMA tier (tests/rdma/), which tests/run.sh asks for
-# when it runs that tier; with --fresh, those of the clean-room check (tests/fresh.sh).
+# when it runs that tier; with --fresh, those of the clean-room check (tests/fresh.sh); with
+# --package, those of the Debian package check (tests/package.sh).
 set -euo pipefail
 
 PKGS=(
@@ -21,13 +22,19 @@ PKGS=(
 )
 for arg in "$@"; do
 	case $arg in
-	--rdma | --fresh) ;;
-	*) echo "deps: unknown option $arg (known: --rdma, --fresh)" >&2; exit 2 ;;
+	--rdma | --fresh | --package) ;;
+	*) echo "deps: unknown option $arg (known: --rdma, --fresh, --package)" >&2; exit 2 ;;
 	esac
 done
 if [[ " $* " == *" --fresh "* ]]; then
 	# tests/fresh.sh, the clean-room check: builds a minimal Debian root and copies HEAD in
 	PKGS+=(mmdebstrap git tar)
+fi
+if [[ " $* " == *" --package "* ]]; then
+	# tests/package.sh: build the Debian package (debian/control's Build-Depends are the build
+	# packages above plus scdoc), lintian, a clean root to install it in, man -l, and
+	# systemd-analyze verify
+	PKGS+=(debhelper dpkg-dev fakeroot scdoc lintian mmdebstrap git tar man-db systemd util-linux)
 fi
 if [[ " $* " == *" --rdma "* ]]; then
 	PKGS+=(

@@ -3,15 +3,19 @@
  *   ix-target [-c CONFIG.json] [-l LEVEL] [--check] [--testing]
  *
  * Without -c it serves the built-in default (a 1 GiB RAM LUN on 127.0.0.1:3260). Runs in the
- * foreground and logs to stderr; prints "ix-target: ready" once every portal listens. SIGTERM
- * and SIGINT stop it; SIGHUP re-reads the configuration. */
+ * foreground and logs to stderr; prints "ix-target: ready" once every portal listens and every
+ * LUN is open, and at that point tells systemd READY=1 when started with Type=notify (see
+ * notify() below). SIGTERM and SIGINT stop it; SIGHUP re-reads the configuration. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "event/loop.h"
@@ -25,6 +29,36 @@ struct sigctx {
 	bool testing;
 	struct ev_io io;
 };
+
+/* The systemd readiness protocol (sd_notify(3)), done here rather than by linking libsystemd:
+ * one datagram of "KEY=VALUE" lines to the AF_UNIX socket named by $NOTIFY_SOCKET (a path, or
+ * an abstract name written with a leading '@'). Without $NOTIFY_SOCKET (not started by systemd
+ * with Type=notify) it does nothing. A failure is logged and otherwise ignored: the daemon works
+ * the same, systemd would then report the start as timed out. */
+static void notify(const char *msg)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	size_t len;
+	int fd;
+
+	if (!path || !path[0])
+		return;
+	len = strlen(path);
+	if ((path[0] != '/' && path[0] != '@') || len >= sizeof(sa.sun_path)) {
+		log_warn("main", "NOTIFY_SOCKET=%s: not an absolute path or @abstract name", path);
+		return;
+	}
+	memcpy(sa.sun_path, path, len);
+	if (path[0] == '@')
+		sa.sun_path[0] = '\0';
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sa,
+			     (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) < 0)
+		log_warn("main", "cannot notify systemd through %s: %s", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
 
 static void usage(FILE *f)
 {
@@ -50,6 +84,28 @@ static int check_testing(const struct ix_config *cfg, const char *path, bool tes
 	return -EPERM;
 }
 
+/* SIGHUP: read the file again and apply it; a file with an error changes nothing. Either way
+ * the old or the new configuration is being served afterwards: READY=1 again. */
+static void reload(struct sigctx *sc)
+{
+	struct ix_config *cfg;
+	char err[1024];
+
+	notify("RELOADING=1\nSTATUS=reloading the configuration");
+	if (cfg_load_file(sc->config_path, &cfg, err, sizeof(err)) < 0) {
+		log_err("main", "reload refused, configuration unchanged: %s", err);
+	} else if (check_testing(cfg, sc->config_path, sc->testing, err, sizeof(err)) < 0) {
+		log_err("main", "reload refused, configuration unchanged: %s", err);
+		cfg_free(cfg);
+	} else if (ix_target_reload(sc->tgt, cfg, err, sizeof(err)) < 0) {
+		log_err("main", "reload failed: %s", err);
+		cfg_free(cfg);
+	} else {
+		log_info("main", "configuration reloaded from %s", sc->config_path);
+	}
+	notify("READY=1\nSTATUS=serving");
+}
+
 static void on_signal(struct ev_io *w, uint32_t revents)
 {
 	struct sigctx *sc = w->arg;
@@ -58,29 +114,14 @@ static void on_signal(struct ev_io *w, uint32_t revents)
 	(void)revents;
 	while (read(w->fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
-			struct ix_config *cfg;
-			char err[1024];
 			if (!sc->config_path) {
 				log_warn("main", "SIGHUP: no configuration file to reload");
 				continue;
 			}
-			if (cfg_load_file(sc->config_path, &cfg, err, sizeof(err)) < 0) {
-				log_err("main", "reload refused, configuration unchanged: %s", err);
-				continue;
-			}
-			if (check_testing(cfg, sc->config_path, sc->testing, err, sizeof(err)) < 0) {
-				log_err("main", "reload refused, configuration unchanged: %s", err);
-				cfg_free(cfg);
-				continue;
-			}
-			if (ix_target_reload(sc->tgt, cfg, err, sizeof(err)) < 0) {
-				log_err("main", "reload failed: %s", err);
-				cfg_free(cfg);
-				continue;
-			}
-			log_info("main", "configuration reloaded from %s", sc->config_path);
+			reload(sc);
 		} else {
 			log_info("main", "signal %u: shutting down", si.ssi_signo);
+			notify("STOPPING=1\nSTATUS=shutting down");
 			ix_target_stop(sc->tgt);
 		}
 	}
@@ -174,7 +215,9 @@ int main(int argc, char **argv)
 	sc.config_path = config;
 	ev_io_init(&sc.io, sfd, on_signal, &sc);
 	ev_io_start(ix_target_main_loop(tgt), &sc.io, EPOLLIN);
+	/* ix_target_new() has opened every LUN and bound every portal: ready. */
 	fprintf(stderr, "ix-target: ready\n");
+	notify("READY=1\nSTATUS=serving");
 	r = ix_target_run(tgt);
 	ev_io_stop(ix_target_main_loop(tgt), &sc.io);
 	close(sfd);
