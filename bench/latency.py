@@ -460,8 +460,12 @@ def main():
                     help='seconds of each idle CPU sample (default 10; 0 skips them)')
     ap.add_argument('--rt', action='store_true',
                     help='run targets and clients under chrt -f 10 (SCHED_FIFO)')
-    ap.add_argument('--client-poll-us', type=int,
-                    help='pass --poll-us N to ix-bench (default: its own default)')
+    ap.add_argument('--poll-us', type=int, default=50,
+                    help='global.poll_us of the "new" target (default 50; the daemon\'s own '
+                    'default is 0, off)')
+    ap.add_argument('--client-poll-us', type=int, default=50,
+                    help='pass --poll-us N to ix-bench (default 50; the library\'s own default '
+                    'is 0, off)')
     ap.add_argument('--ix-bench', help='client binary (default: BUILD/tools/ix-bench, the new '
                     'build\'s, for every target)')
     ap.add_argument('--quick', action='store_true', help='1 repetition of 2 s, idle 2 s')
@@ -516,8 +520,10 @@ def main():
     targets = {}
     what = {}
     if 'new' in names:
-        targets['new'] = bench.IxTarget(opts.build, work, name='new', wrapper=opts.rt_prefix)
-        what['new'] = 'ix-target %s (RAM LUN)' % os.path.join(opts.build, 'tools/ix-target')
+        targets['new'] = bench.IxTarget(opts.build, work, name='new', wrapper=opts.rt_prefix,
+                                        extra_global={'poll_us': opts.poll_us})
+        what['new'] = 'ix-target %s with global.poll_us %d (RAM LUN)' % (
+            os.path.join(opts.build, 'tools/ix-target'), opts.poll_us)
     if 'old' in names:
         targets['old'] = bench.IxTarget(os.path.abspath(opts.old_build), work, name='old',
                                         wrapper=opts.rt_prefix)

@@ -7,8 +7,8 @@
 # iser|default -p 10.99.0.1:3260 -l`, a 64 MiB sequential prefill, then five fio jobs of
 # $IX_BENCH_TIME seconds each (default 8; direct, libaio): 4 KiB random read QD16, 512 KiB
 # sequential read QD8, 4 KiB random write QD16, 4 KiB random read and write at QD1; logout,
-# target down. ix runs twice per transport: with its default adaptive poll window
-# (global.poll_us 50) and with it off ("ix-nopoll", the wait of the builds before it), so the
+# target down. ix runs twice per transport: with its adaptive poll window (global.poll_us 50)
+# and with it off ("ix-nopoll", the default, and the wait of the builds before it), so the
 # latency rows compare the two in one boot. Each figure becomes a check line (PASS: measured;
 # FAIL: fio failed) and a row of $IXR_OUT/bench.table.
 # TCG figures only compare implementations side by side in one boot; never read them as a

@@ -40,13 +40,19 @@ void ev_loop_free(struct ev_loop *loop);
 int ev_loop_run(struct ev_loop *loop);
 /* Adaptive polling: after an iteration that handled events, keep asking epoll without
  * sleeping for up to poll_us microseconds before the next wait sleeps (0 = off, the default).
- * Costs CPU only while there is traffic; an idle loop sleeps as before. */
+ * Costs CPU only while there is traffic; an idle loop sleeps as before. A thread that was
+ * preempted (other threads want its CPU) stops polling for a back-off period. Call it on the
+ * loop's own thread (the preemption count is the calling thread's). */
 void ev_loop_set_poll_us(struct ev_loop *loop, unsigned poll_us);
+/* Keep polling even when the CPU is contended (no back-off). For tests that must see the
+ * window work on a loaded machine; never in production. */
+void ev_loop_set_poll_greedy(struct ev_loop *loop, bool greedy);
 /* How the loop waited: waits that went to sleep in epoll_wait (timeout not 0), and waits that
  * the poll window answered without sleeping. Loop thread only. */
 struct ev_loop_stats {
 	uint64_t sleeps;
 	uint64_t poll_hits;
+	uint64_t backoffs; /* poll windows shut because the thread had been preempted */
 };
 void ev_loop_get_stats(const struct ev_loop *loop, struct ev_loop_stats *st);
 /* One iteration: wait at most timeout_ms (-1 forever) and dispatch. Returns events handled. */

@@ -639,7 +639,7 @@ out:
 static void global_defaults(struct cfg_global *g)
 {
 	g->threads = 0;
-	g->poll_us = 50;
+	g->poll_us = 0; /* off: polling pays only on uncontended CPUs (docs/perf.md) */
 	g->log_level = LOG_INFO;
 	g->login_timeout_ms = 15000;
 	g->nop_interval_ms = 15000;

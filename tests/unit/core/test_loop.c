@@ -1,9 +1,12 @@
 /* The event loop's adaptive poll window (ev_loop_set_poll_us): an event that arrives within the
  * window after activity is taken without sleeping; an idle loop, a loop with the window off and
  * a loop whose window has passed sleep; the window never delays a due timer and never spins
- * through a wait's whole timeout. Checks use the loop's own counters and thread CPU time, not
- * wall-clock speed, so a loaded machine does not make them flaky. */
+ * through a wait's whole timeout; a thread whose CPU another thread wants stops polling. Checks
+ * use the loop's own counters and thread CPU time, not wall-clock speed; the window checks run
+ * "greedy" (no contention back-off) so that a loaded machine does not make them flaky. */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -93,6 +96,57 @@ static struct ev_loop_stats second_event(struct ev_loop *loop, struct fdev *f, u
 	return d;
 }
 
+static atomic_bool spin_stop;
+
+static void *spinner(void *arg)
+{
+	cpu_set_t *cpu = arg;
+
+	pthread_setaffinity_np(pthread_self(), sizeof(*cpu), cpu);
+	while (!atomic_load(&spin_stop)) {
+	}
+	return NULL;
+}
+
+/* Another thread busy on this thread's only CPU: the first poll window after activity sees the
+ * CPU wanted (its yield lets the spinner run) and shuts; the next waits sleep at once, however
+ * soon they come, until the back-off ends. */
+static void test_contention(struct ev_loop *loop, struct fdev *f)
+{
+	struct ev_loop_stats a, b;
+	cpu_set_t cpu, old;
+	pthread_t th;
+
+	if (pthread_getaffinity_np(pthread_self(), sizeof(old), &old) != 0) {
+		tap_skip("pthread_getaffinity_np failed");
+		return;
+	}
+	CPU_ZERO(&cpu);
+	CPU_SET(sched_getcpu() >= 0 ? sched_getcpu() : 0, &cpu);
+	if (pthread_setaffinity_np(pthread_self(), sizeof(cpu), &cpu) != 0) {
+		tap_skip("cannot pin this thread to one CPU");
+		return;
+	}
+	ev_loop_set_poll_us(loop, 5000);
+	ev_loop_set_poll_greedy(loop, false);
+	atomic_store(&spin_stop, false);
+	pthread_create(&th, NULL, spinner, &cpu);
+	usleep(20000); /* the spinner is running */
+	ev_loop_get_stats(loop, &a);
+	for (int i = 0; i < 20; i++) {
+		poke(f->io.fd);
+		ev_loop_run_once(loop, 1000); /* takes the event, opens the window */
+		ev_loop_run_once(loop, 20);   /* nothing comes: polls, or sleeps if shut */
+	}
+	ev_loop_get_stats(loop, &b);
+	atomic_store(&spin_stop, true);
+	pthread_join(th, NULL);
+	pthread_setaffinity_np(pthread_self(), sizeof(old), &old);
+	/* without the contention check (or greedy) no window is ever shut: 0 back-offs */
+	CHECK(b.backoffs - a.backoffs >= 1);
+	CHECK(b.backoffs - a.backoffs <= 20);
+}
+
 int main(void)
 {
 	struct ev_loop *loop = ev_loop_new();
@@ -114,6 +168,7 @@ int main(void)
 
 	/* a 200 ms window: an event 2 ms after the last one is taken by the poll, no sleep */
 	ev_loop_set_poll_us(loop, 200000);
+	ev_loop_set_poll_greedy(loop, true);
 	d = second_event(loop, &f, 2000, 5000);
 	CHECK_EQ(d.poll_hits, 1);
 	CHECK_EQ(d.sleeps, 0);
@@ -168,6 +223,7 @@ int main(void)
 	CHECK_EQ(fired, 1);
 	CHECK(wall < 1000000);
 
+	test_contention(loop, &f);
 	ev_io_stop(loop, &f.io);
 	close(f.io.fd);
 	ev_loop_free(loop);
