@@ -52,6 +52,8 @@ struct bs_io {
 	uint8_t flags; /* BS_IO_* */
 	int fd;	       /* backend-private */
 	int result;    /* out: 0 or -errno */
+	void *bpriv;	     /* backend-private (rbd: the submitting thread's queue) */
+	struct bs_io *bnext; /* backend-private (rbd: its completed list) */
 	bs_io_cb cb;
 };
 
@@ -63,6 +65,7 @@ struct bs_io {
 
 struct bs_open_cfg {
 	const char *path;
+	const struct scsi_rbd_cfg *rbd; /* rbd backend: pool, image, cluster (copied at open) */
 	uint64_t size_bytes;
 	uint32_t block_size;
 	bool readonly;
@@ -105,6 +108,8 @@ struct bs_dev {
 				     block_size; the backend's open may set it, else block_size */
 	unsigned caps;
 	bool readonly;
+	uint32_t unmap_granularity; /* bytes a deallocation frees whole (Block Limits OPTIMAL
+				       UNMAP GRANULARITY); 0 = phys_block_size */
 	uint8_t *zero_block; /* block_size zeros, aligned for O_DIRECT */
 	void *priv;	     /* ops->priv_size bytes, allocated with the dev */
 };
@@ -131,6 +136,16 @@ unsigned bs_thread_busy(const struct bs_thread *t);
 /* The loop the thread's completions run on (for backends that complete later by timer). */
 struct ev_loop *bs_thread_loop(const struct bs_thread *t);
 
+/* A backend's own per-thread state (the rbd backend's completion queue), hung on a bs_thread
+ * the first time the backend sees that thread: bs_thread_free() calls free (which must wait
+ * for the backend's I/O of that thread and complete it), bs_thread_busy() adds busy. */
+struct bs_thread_ext {
+	void (*free)(struct bs_thread_ext *ext);
+	unsigned (*busy)(const struct bs_thread_ext *ext);
+};
+/* The slot for the rbd backend's extension (NULL until it sets it). */
+struct bs_thread_ext **bs_thread_rbd_ext(struct bs_thread *t);
+
 /* For backends: queue io on t's ring against io->fd (t != NULL). */
 void bs_uring_queue(struct bs_thread *t, struct bs_io *io);
 /* For backends: run io synchronously against io->fd with pread/pwrite/fallocate/fdatasync and
@@ -145,5 +160,8 @@ extern const struct bs_ops bs_ram_ops;
 extern const struct bs_ops bs_file_ops;
 extern const struct bs_ops bs_block_ops;
 extern const struct bs_ops bs_error_ops;
+#ifdef IX_HAVE_RBD
+extern const struct bs_ops bs_rbd_ops;
+#endif
 
 #endif
