@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/bs.h"
@@ -183,6 +184,8 @@ static void cluster_put(struct rbd_cluster *cl)
 
 /* ---- per-thread completion queue ---- */
 
+static void log_io_error(struct bs_io *io);
+
 struct rbd_thread {
 	struct bs_thread_ext ext;
 	struct ev_loop *loop;
@@ -210,6 +213,8 @@ static void rt_complete(struct rbd_thread *rt)
 		fifo = io->bnext;
 		io->bnext = NULL;
 		rt->inflight--;
+		if (io->result < 0)
+			log_io_error(io);
 		io->cb(io);
 	}
 }
@@ -288,8 +293,36 @@ struct rbd_priv {
 	rados_ioctx_t ioctx;
 	rbd_image_t image;
 	uint64_t obj_size;
-	char name[160]; /* pool/[ns/]image, for messages */
+	_Atomic uint64_t last_err_s; /* when the last I/O error was logged (monotonic seconds) */
+	atomic_uint quiet_errs;	     /* errors not logged since */
+	char name[160];		     /* pool/[ns/]image, for messages */
 };
+
+static const char *const op_names[] = {"read", "write", "write same", "write zeroes", "discard",
+				       "flush"};
+
+/* One line per second at most per image: a cluster that stops answering fails every request,
+ * and each would otherwise log. */
+static void log_io_error(struct bs_io *io)
+{
+	struct rbd_priv *p = io->dev->priv;
+	struct timespec ts;
+	uint64_t now, last;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec;
+	last = atomic_load_explicit(&p->last_err_s, memory_order_relaxed);
+	if (last == now || !atomic_compare_exchange_strong(&p->last_err_s, &last, now)) {
+		atomic_fetch_add_explicit(&p->quiet_errs, 1, memory_order_relaxed);
+		return;
+	}
+	log_warn("rbd", "%s: %s of %llu bytes at %llu failed: %s%s (%u more errors not logged)",
+		 p->name, io->op < 6 ? op_names[io->op] : "?", (unsigned long long)io->len,
+		 (unsigned long long)io->offset, strerror(-io->result),
+		 io->result == -ETIMEDOUT ? " (no answer from the cluster within osd_op_timeout_s)"
+					  : "",
+		 atomic_exchange_explicit(&p->quiet_errs, 0, memory_order_relaxed));
+}
 
 static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char *err,
 			size_t errlen)
@@ -460,6 +493,8 @@ static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 	rc = (int)rbd_aio_get_return_value(c);
 	rbd_aio_release(c);
 	io->result = rc < 0 ? rc : 0;
+	if (io->result < 0)
+		log_io_error(io);
 	io->cb(io);
 }
 

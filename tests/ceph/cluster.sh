@@ -116,7 +116,6 @@ auth service required = cephx
 auth client required = cephx
 keyring = $DIR/keyring
 run dir = $DIR/run
-admin socket = $DIR/run/\$name.asok
 pid file = $DIR/run/\$name.pid
 log file = $DIR/log/\$name.log
 log to stderr = false
@@ -129,9 +128,17 @@ mon allow pool size one = true
 mon allow pool delete = true
 mon warn on pool no redundancy = false
 osd crush chooseleaf type = 0
+[client]
+# clients (ix-target, rbd, tgtd) share the name client.admin: one socket and log per process,
+# nothing on the client's stderr
+admin socket = $DIR/run/\$name.\$pid.asok
+log file = $DIR/log/\$name.\$pid.log
+err to stderr = false
 [mon]
+admin socket = $DIR/run/\$name.asok
 mon data = $DIR/\$name
 [osd]
+admin socket = $DIR/run/\$name.asok
 osd data = $DIR/\$name
 keyring = $DIR/\$name/keyring
 osd objectstore = $STORE
