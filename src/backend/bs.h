@@ -35,6 +35,9 @@ enum bs_op {
 	BS_OP_WRITE_ZEROES = 3, /* zeros over the range (allocating) */
 	BS_OP_DISCARD = 4,	/* deallocate; reads return zeros iff dev->discard_zeroes */
 	BS_OP_FLUSH = 5,	/* make all completed writes durable (fdatasync) */
+	BS_OP_COMPARE_WRITE = 6, /* only with BS_CAP_COMPARE_WRITE: if the range holds buf[0, len)
+				    write buf[len, 2 len) over it, atomically in the backend;
+				    else fail with -EILSEQ and set mismatch */
 };
 
 #define BS_IO_FUA 0x01 /* the write is durable when it completes */
@@ -52,6 +55,8 @@ struct bs_io {
 	uint8_t flags; /* BS_IO_* */
 	int fd;	       /* backend-private */
 	int result;    /* out: 0 or -errno */
+	uint64_t mismatch;   /* out: COMPARE_WRITE's -EILSEQ: offset of the first byte that
+				differs */
 	void *bpriv;	     /* backend-private (rbd: the submitting thread's queue) */
 	struct bs_io *bnext; /* backend-private (rbd: its completed list) */
 	bs_io_cb cb;
@@ -62,6 +67,7 @@ struct bs_io {
 #define BS_CAP_DISCARD_ZEROES 0x02 /* deallocated blocks read back as zeros (LBPRZ) */
 #define BS_CAP_ASYNC	      0x04 /* completes through a bs_thread's ring when given one */
 #define BS_CAP_LBA_STATUS     0x08 /* lba_status reports real mapping */
+#define BS_CAP_COMPARE_WRITE  0x10 /* BS_OP_COMPARE_WRITE, within compare_write_ok() ranges */
 
 struct bs_open_cfg {
 	const char *path;
@@ -97,6 +103,9 @@ struct bs_ops {
 	/* Synchronous: is the byte range starting at offset mapped? Sets *run to the length of
 	 * the run with the same state (> 0). NULL = everything mapped. */
 	int (*lba_status)(struct bs_dev *dev, uint64_t offset, uint64_t *run, bool *mapped);
+	/* With BS_CAP_COMPARE_WRITE: can the backend compare and write [offset, offset+len) as
+	 * one operation? (RBD: not across an object boundary.) */
+	bool (*compare_write_ok)(struct bs_dev *dev, uint64_t offset, uint64_t len);
 };
 
 struct bs_dev {

@@ -11,9 +11,11 @@ stopped here; bluestore on a sparse file, so the OSD can be restarted with its d
      `rbd export` must be equal;
   4. the same verified run while the OSD is stopped and started again (well within the LU's
      30 s OSD timeout): 0 errors, 0 miscompares;
-  5. durability: WRITE(16) with FUA and plain writes followed by SYNCHRONIZE CACHE, each
+  5. COMPARE AND WRITE of one block runs as librbd's compare-and-write (counted by librbd's
+     perf counters through ix-target's admin socket), a miscompare names the byte;
+  6. durability: WRITE(16) with FUA and plain writes followed by SYNCHRONIZE CACHE, each
      acknowledged, then kill -9 of ix-target; `rbd export` must hold every acknowledged block;
-  6. the OSD kept down, on a daemon whose RBD LU has osd_op_timeout_s 6: a WRITE fails with
+  7. the OSD kept down, on a daemon whose RBD LU has osd_op_timeout_s 6: a WRITE fails with
      HARDWARE ERROR / LOGICAL UNIT COMMUNICATION TIME-OUT (08/01) within the timeout (+ margin),
      the log names the image and the timeout, a RAM LU of the same daemon serves meanwhile,
      the daemon stays up, and the RBD LU works again once the OSD is back.
@@ -268,6 +270,46 @@ def step_durability(cl, daemon, port, tmp):
                len(bad), len(acked), bad[0]))
 
 
+def librbd_counter(cl, pid, name):
+    """A librbd perf counter of the ix-target process, through its admin socket."""
+    sock = os.path.join(cl.path, 'run', 'client.admin.%d.asok' % pid)
+    r = run(['ceph', '--admin-daemon', sock, 'perf', 'dump'], 30, env=cl.env)
+    if r.returncode != 0:
+        return None
+    d = json.loads(r.stdout)
+    return sum(v.get(name, 0) for k, v in d.items() if k.startswith('librbd'))
+
+
+def step_caw(cl, daemon, port, tmp):
+    """A one-block COMPARE AND WRITE goes to librbd's compare-and-write (the OSD compares:
+    atomic for every client of the image); a miscompare reports the offset of the first
+    differing byte."""
+    s = session(port)
+    s.lun = 0
+    lba = 4242
+    old, new = os.urandom(BS), os.urandom(BS)
+    scsi_ok(s, 0, 'WRITE(16)', cdb_write16(lba, 1, False), write_data=old)
+    before = librbd_counter(cl, daemon.p.pid, 'cmp')
+    cdb = bytes([0x89, 0]) + struct.pack('>Q', lba) + bytes([0, 0, 0, 1, 0, 0])
+    st1, _, sense1, _ = s.scsi_retry_ua(cdb, write_data=old + new)
+    wrong = bytearray(old)
+    wrong[100] ^= 0xff
+    st2, _, sense2, _ = s.scsi_retry_ua(cdb, write_data=bytes(wrong) + old)
+    after = librbd_counter(cl, daemon.p.pid, 'cmp')
+    s.close()
+    info = struct.unpack('>I', sense2[3:7])[0] if len(sense2) >= 7 and sense2[0] & 0x7f == 0x70 \
+        else None
+    img = open(cl.export('main', os.path.join(tmp, 'export.raw')), 'rb').read()
+    ok = (st1 == 0 and st2 == 2 and X.sense_key(sense2) == 0x0e and info == 100 and
+          img[lba * BS:(lba + 1) * BS] == new and before is not None and after - before == 2)
+    report('PASS' if ok else 'FAIL', 'caw-native',
+           'one-block COMPARE AND WRITE: status 0x%02x; miscompare: status 0x%02x key %s '
+           'INFORMATION %s; librbd compare-and-write requests %s; rbd export %s' % (
+               st1, st2, X.sense_key(sense2), info,
+               None if before is None else after - before,
+               'has the new block' if img[lba * BS:(lba + 1) * BS] == new else 'lacks it'))
+
+
 # ---- 6. the OSD kept down ---------------------------------------------------------------
 
 def step_osd_down(cl, tmp):
@@ -384,6 +426,7 @@ def main():
         step_qemu(cl, port, tmp)
         step_verify(cl, port, tmp)
         step_osd_restart(cl, port, tmp)
+        step_caw(cl, daemon, port, tmp)
         step_durability(cl, daemon, port, tmp)
         ixtest_check_log(daemon, 'main')
         daemon = None
