@@ -16,7 +16,9 @@ data).
      perf counters through ix-target's admin socket), a miscompare names the byte;
   6. durability: WRITE(16) with FUA and plain writes followed by SYNCHRONIZE CACHE, each
      acknowledged, then kill -9 of ix-target; `rbd export` must hold every acknowledged block;
-  7. the OSD kept down, on a daemon whose RBD LU has osd_op_timeout_s 6: a WRITE fails with
+  7. start errors: a missing image, a cluster nobody answers for (connect_timeout_s 3): ix-target
+     exits at start with a message naming it, in time;
+  8. the OSD kept down, on a daemon whose RBD LU has osd_op_timeout_s 6: a WRITE fails with
      HARDWARE ERROR / LOGICAL UNIT COMMUNICATION TIME-OUT (08/01) within the timeout (+ margin),
      the log names the image and the timeout, a RAM LU of the same daemon serves meanwhile,
      the daemon stays up, and the RBD LU works again once the OSD is back.
@@ -311,6 +313,42 @@ def step_caw(cl, daemon, port, tmp):
                'has the new block' if img[lba * BS:(lba + 1) * BS] == new else 'lacks it'))
 
 
+def step_start_errors(cl, tmp):
+    """A missing image and an unreachable cluster stop ix-target at start with a message that
+    names them, within connect_timeout_s (never a hang)."""
+    # a ceph.conf whose monitor address has nobody listening
+    dead = os.path.join(tmp, 'dead.conf')
+    with open(cl.conf) as f, open(dead, 'w') as g:
+        port = ixtest.free_port()
+        for line in f:
+            if line.startswith('mon host'):
+                line = 'mon host = [v2:127.0.0.1:%d,v1:127.0.0.1:%d]\n' % (port, port)
+            g.write(line)
+    cases = [('start-missing-image', lun_rbd(0, 'no-such-image', cl.conf),
+              'rbd/no-such-image: cannot open the image: No such file or directory', 30),
+             ('start-cluster-down', lun_rbd(0, 'main', dead, connect_timeout_s=3),
+              'cannot connect to the Ceph cluster of %s as client.admin within 3 s' % dead, 20)]
+    for name, lun, want, limit in cases:
+        cfg = os.path.join(tmp, name + '.json')
+        write_config(cfg, ixtest.free_port(), [lun])
+        t0 = time.monotonic()
+        try:
+            d = ixtest.Daemon(cfg, 'rbd.ix-target-%s.log' % name, BUILD, OUT)
+            d.stop()
+            report('FAIL', name, 'ix-target started')
+            continue
+        except ixtest.DaemonExited as e:
+            out, status = e.output, e.status
+        except RuntimeError as e:
+            report('FAIL', name, str(e))
+            continue
+        took = time.monotonic() - t0
+        ok = want in out and status != 0 and took <= limit
+        line = [ln for ln in out.splitlines() if 'rbd' in ln or 'Ceph' in ln]
+        report('PASS' if ok else 'FAIL', name, 'exit %d after %.1f s: %s' % (
+            status, took, (line[-1] if line else out.strip()[-200:])[:200]))
+
+
 # ---- 6. the OSD kept down ---------------------------------------------------------------
 
 def step_osd_down(cl, tmp):
@@ -438,6 +476,7 @@ def main():
         step_durability(cl, daemon, port, tmp)
         ixtest_check_log(daemon, 'main')
         daemon = None
+        step_start_errors(cl, tmp)
         step_osd_down(cl, tmp)
     finally:
         if daemon:
