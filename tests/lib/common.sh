@@ -69,6 +69,9 @@ ixt_need() { # CMD...: skip when a required tool is missing
 }
 
 ixt_on_exit() { IXT_CLEANUPS+=("$*"); }
+# The same, run after the peer has stopped (what the running target still holds: RBD images).
+IXT_LATE_CLEANUPS=()
+ixt_on_exit_late() { IXT_LATE_CLEANUPS+=("$*"); }
 
 ixt_cleanup() {
 	local rc=$1 i
@@ -79,6 +82,9 @@ ixt_cleanup() {
 	if [ -n "$PEER_PID" ]; then
 		peer_stop || rc=1
 	fi
+	for ((i = ${#IXT_LATE_CLEANUPS[@]} - 1; i >= 0; i--)); do
+		eval "${IXT_LATE_CLEANUPS[$i]}" || true
+	done
 	if [ -n "$IXT_TMP" ] && [ -d "$IXT_TMP" ]; then
 		rm -rf "$IXT_TMP"
 	fi
@@ -257,7 +263,7 @@ peer_rbd_images() {
 		done
 		ixt_run 60 rbd create --size "${size}M" "$PEER_RBD_POOL/$PEER_RBD_PREFIX-$role" ||
 			ixt_die "rbd create $PEER_RBD_POOL/$PEER_RBD_PREFIX-$role failed"
-		ixt_on_exit "timeout 60 rbd rm --no-progress '$PEER_RBD_POOL/$PEER_RBD_PREFIX-$role' >/dev/null 2>&1"
+		ixt_on_exit_late "timeout 60 rbd rm --no-progress '$PEER_RBD_POOL/$PEER_RBD_PREFIX-$role' >/dev/null 2>&1"
 	done
 }
 
