@@ -193,6 +193,8 @@ struct rbd_thread {
 	int efd;
 	unsigned inflight; /* submitted on this thread, not yet completed (loop thread only) */
 	_Atomic(struct bs_io *) done; /* completed by librbd, not yet handed back (LIFO) */
+	atomic_uint in_cb;	      /* librbd threads inside rbd_done() for this thread: rt must
+					 outlive them, not only the I/O they hand back */
 };
 
 static void rt_complete(struct rbd_thread *rt)
@@ -244,7 +246,7 @@ static void rt_free(struct bs_thread_ext *ext)
 	struct rbd_thread *rt = (struct rbd_thread *)ext;
 
 	ev_io_stop(rt->loop, &rt->watch);
-	while (rt->inflight > 0) {
+	while (rt->inflight > 0 || atomic_load_explicit(&rt->in_cb, memory_order_acquire)) {
 		uint64_t v;
 
 		if (!atomic_load_explicit(&rt->done, memory_order_acquire))
@@ -276,6 +278,7 @@ static struct rbd_thread *rt_of(struct bs_thread *t)
 	rt->ext.free = rt_free;
 	rt->ext.busy = rt_busy;
 	atomic_init(&rt->done, NULL);
+	atomic_init(&rt->in_cb, 0);
 	ev_io_init(&rt->watch, rt->efd, rt_efd_cb, rt);
 	if (ev_io_start(rt->loop, &rt->watch, EPOLLIN) < 0) {
 		close(rt->efd);
@@ -405,6 +408,9 @@ static void rbd_done(rbd_completion_t c, void *arg)
 	ssize_t r = rbd_aio_get_return_value(c);
 	struct bs_io *head;
 
+	/* Counted before the push: once the I/O is on the list its thread may complete it and,
+	 * at shutdown, free rt (rt_free waits for in_cb to drop as well). */
+	atomic_fetch_add_explicit(&rt->in_cb, 1, memory_order_relaxed);
 	rbd_aio_release(c);
 	io->result = r < 0 ? (int)r : 0;
 	head = atomic_load_explicit(&rt->done, memory_order_relaxed);
@@ -418,6 +424,7 @@ static void rbd_done(rbd_completion_t c, void *arg)
 		if (write(rt->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 			log_warn("rbd", "eventfd write: %s", strerror(errno));
 	}
+	atomic_fetch_sub_explicit(&rt->in_cb, 1, memory_order_release);
 }
 
 static int rbd_start(struct rbd_priv *p, struct bs_io *io, rbd_completion_t c)
