@@ -55,6 +55,7 @@ struct rbd_cluster {
 	char *key; /* conf \n client \n keyring \n timeouts */
 	rados_t rados;
 	unsigned refs;
+	bool abandoned; /* an image of it did not close: never rados_shutdown (it could hang) */
 };
 
 static pthread_mutex_t clusters_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -177,6 +178,11 @@ static void cluster_put(struct rbd_cluster *cl)
 	}
 	list_del(&cl->link);
 	pthread_mutex_unlock(&clusters_lock);
+	if (cl->abandoned) { /* librbd still holds requests on it: leave it to the exit */
+		free(cl->key);
+		free(cl);
+		return;
+	}
 	rados_shutdown(cl->rados);
 	free(cl->key);
 	free(cl);
@@ -296,6 +302,7 @@ struct rbd_priv {
 	rados_ioctx_t ioctx;
 	rbd_image_t image;
 	uint64_t obj_size;
+	unsigned close_ms; /* how long closing may take: the OSD timeout and some */
 	_Atomic uint64_t last_err_s; /* when the last I/O error was logged (monotonic seconds) */
 	atomic_uint quiet_errs;	     /* errors not logged since */
 	char name[160];		     /* pool/[ns/]image, for messages */
@@ -376,6 +383,8 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 	}
 	dev->size = info.size;
 	p->obj_size = info.obj_size;
+	p->close_ms = ((c->osd_op_timeout_s ? c->osd_op_timeout_s : RBD_DEFAULT_OSD_TIMEOUT_S) + 5) *
+		      1000u;
 	dev->unmap_granularity = info.obj_size <= UINT32_MAX ? (uint32_t)info.obj_size : 0;
 	log_info("rbd", "%s: %llu bytes, %llu-byte objects", p->name,
 		 (unsigned long long)info.size, (unsigned long long)info.obj_size);
@@ -389,11 +398,38 @@ fail_cluster:
 	return rc;
 }
 
+/* Closing releases the image's exclusive lock and its watch: requests to the cluster, and a
+ * watch has no OSD timeout. A cluster that does not answer must not hang ix-target's exit or
+ * a reload, so the close is asynchronous and waited for at most close_ms; after that the image
+ * and its cluster connection are abandoned (left to the process's exit) with a warning. */
 static void rbd_dev_close(struct bs_dev *dev)
 {
 	struct rbd_priv *p = dev->priv;
-	int rc = rbd_close(p->image);
+	rbd_completion_t c;
+	unsigned waited = 0;
+	int rc;
 
+	if (rbd_aio_create_completion(NULL, NULL, &c) < 0) {
+		rc = rbd_close(p->image);
+	} else if ((rc = rbd_aio_close(p->image, c)) < 0) {
+		rbd_aio_release(c);
+	} else {
+		while (!rbd_aio_is_complete(c) && waited < p->close_ms) {
+			usleep(10000);
+			waited += 10;
+		}
+		if (!rbd_aio_is_complete(c)) {
+			log_warn("rbd", "%s: the image did not close within %u s (the cluster does not "
+				 "answer): its connection is abandoned", p->name, p->close_ms / 1000);
+			pthread_mutex_lock(&clusters_lock);
+			p->cl->abandoned = true;
+			pthread_mutex_unlock(&clusters_lock);
+			cluster_put(p->cl);
+			return;
+		}
+		rc = (int)rbd_aio_get_return_value(c);
+		rbd_aio_release(c);
+	}
 	if (rc < 0)
 		log_warn("rbd", "%s: rbd_close: %s", p->name, strerror(-rc));
 	rados_ioctx_destroy(p->ioctx);

@@ -18,6 +18,7 @@ data).
      acknowledged, then kill -9 of ix-target; `rbd export` must hold every acknowledged block;
   7. start errors: a missing image, a cluster nobody answers for (connect_timeout_s 3): ix-target
      exits at start with a message naming it, in time;
+  9. (last) the whole cluster stopped under a running ix-target: SIGTERM still ends it in time;
   8. the OSD kept down, on a daemon whose RBD LU has osd_op_timeout_s 6: a WRITE fails with
      HARDWARE ERROR / LOGICAL UNIT COMMUNICATION TIME-OUT (08/01) within the timeout (+ margin),
      the log names the image and the timeout, a RAM LU of the same daemon serves meanwhile,
@@ -423,6 +424,38 @@ def step_osd_down(cl, tmp):
         ixtest_check_log(daemon, 'down')
 
 
+def step_cluster_gone(cl, tmp):
+    """The whole cluster stops (monitor and OSD) under a running ix-target: SIGTERM still ends
+    it, the RBD image's close bounded by osd_op_timeout_s + 5 s, with a warning. Last step: the
+    cluster stays down. The image's connection is deliberately left to the exit, so leak
+    detection is off for this one daemon (its other sanitizer checks stay on)."""
+    cfg = os.path.join(tmp, 'gone.json')
+    port = write_config(cfg, ixtest.free_port(), [lun_rbd(0, 'down', cl.conf, osd_op_timeout_s=3)])
+    saved = os.environ.get('ASAN_OPTIONS')
+    os.environ['ASAN_OPTIONS'] = (saved + ':' if saved else '') + 'detect_leaks=0'
+    try:
+        daemon = ixtest.Daemon(cfg, 'rbd.ix-target-gone.log', BUILD, OUT)
+    finally:
+        if saved is None:
+            del os.environ['ASAN_OPTIONS']
+        else:
+            os.environ['ASAN_OPTIONS'] = saved
+    s = session(port, timeout=60)
+    scsi_ok(s, 0, 'WRITE(16)', cdb_write16(0, 8, True), write_data=os.urandom(4096))
+    s.close()
+    cl.cmd('stop')
+    t0 = time.monotonic()
+    st = daemon.stop()
+    took = time.monotonic() - t0
+    out = daemon.output()
+    warned = 'did not close within 8 s' in out
+    ok = st == 0 and took <= 3 + 5 + 10 and warned
+    report('PASS' if ok else 'FAIL', 'cluster-gone-shutdown',
+           'cluster stopped, then SIGTERM: exit %s after %.1f s%s' % (
+               st, took, ', "did not close within 8 s" logged' if warned else ', no warning'))
+    ixtest_check_log(daemon, 'gone')
+
+
 def ixtest_check_log(daemon, what):
     text = daemon.output()
     if 'ERROR: AddressSanitizer' in text or 'runtime error:' in text or \
@@ -478,6 +511,7 @@ def main():
         daemon = None
         step_start_errors(cl, tmp)
         step_osd_down(cl, tmp)
+        step_cluster_gone(cl, tmp)
     finally:
         if daemon:
             daemon.stop()
