@@ -463,6 +463,17 @@ def ixtest_check_log(daemon, what):
         report('FAIL', 'sanitizer-' + what, 'sanitizer report in ' + daemon.log_path)
 
 
+def step(name, fn, *args):
+    """Run one step; an exception is that step's FAIL (traceback on stderr), and the test goes
+    on with the next step."""
+    try:
+        fn(*args)
+    except Exception as e:  # noqa: BLE001
+        import traceback
+        traceback.print_exc()
+        report('FAIL', name, '%s: %s' % (type(e).__name__, str(e)[:300]))
+
+
 def main():
     missing = [c for c in ('ceph-mon', 'ceph-osd', 'rbd', 'ceph-authtool', 'monmaptool')
                if not shutil.which(c)]
@@ -502,16 +513,18 @@ def main():
         port = write_config(cfg, ixtest.free_port(), [
             lun_rbd(0, 'main', cl.conf), {'lun': 1, 'backend': 'ram', 'size': '16M'}])
         daemon = ixtest.Daemon(cfg, 'rbd.ix-target.log', BUILD, OUT)
-        step_qemu(cl, port, tmp)
-        step_verify(cl, port, tmp)
-        step_osd_restart(cl, port, tmp)
-        step_caw(cl, daemon, port, tmp)
-        step_durability(cl, daemon, port, tmp)
+        step('qemu', step_qemu, cl, port, tmp)
+        step('ix-bench', step_verify, cl, port, tmp)
+        step('osd-restart', step_osd_restart, cl, port, tmp)
+        step('caw', step_caw, cl, daemon, port, tmp)
+        step('durability', step_durability, cl, daemon, port, tmp)
+        if daemon.p.poll() is None:
+            daemon.stop()
         ixtest_check_log(daemon, 'main')
         daemon = None
-        step_start_errors(cl, tmp)
-        step_osd_down(cl, tmp)
-        step_cluster_gone(cl, tmp)
+        step('start-errors', step_start_errors, cl, tmp)
+        step('osd-down', step_osd_down, cl, tmp)
+        step('cluster-gone', step_cluster_gone, cl, tmp)
     finally:
         if daemon:
             daemon.stop()
