@@ -97,6 +97,7 @@ class IxTarget(Target):
         self.ready_timeout = ready_timeout
         self.extra_global = dict(extra_global or {})   # more "global" keys (bench/latency.py)
         self.luns = {'ram': 0, 'file': 1}
+        self.rbd = None                 # (ceph.conf, image): LUN 2 is that RBD image
 
     def start(self):
         if not os.access(self.bin, os.X_OK):
@@ -119,6 +120,11 @@ class IxTarget(Target):
                      'write_cache': True},
                 ]}],
             }
+            if self.rbd:
+                self.luns['rbd'] = 2
+                cfg['targets'][0]['luns'].append(
+                    {'lun': 2, 'backend': 'rbd', 'thin': True,
+                     'rbd': {'pool': 'rbd', 'image': self.rbd[1], 'conf': self.rbd[0]}})
             path = os.path.join(self.work, self.name + '.json')
             with open(path, 'w') as f:
                 json.dump(cfg, f, indent=2)
@@ -165,6 +171,7 @@ class TgtTarget(Target):
     def __init__(self, work):
         self.work = work
         self.luns = {'ram': 1, 'file': 2}   # tgt keeps LUN 0 for its controller
+        self.rbd = None                     # (ceph.conf, image): LUN 3 through bs_rbd
 
     def adm(self, *args):
         subprocess.run(['tgtadm', '-C', str(self.ctl), '--lld', 'iscsi'] + list(args),
@@ -199,6 +206,11 @@ class TgtTarget(Target):
         for lun, img in zip((1, 2), imgs):
             self.adm('--op', 'new', '--mode', 'logicalunit', '--tid', '1', '--lun', str(lun),
                      '-b', img)
+        if self.rbd:  # Debian package tgt-rbd
+            self.luns['rbd'] = 3
+            self.adm('--op', 'new', '--mode', 'logicalunit', '--tid', '1', '--lun', '3',
+                     '--bstype', 'rbd', '-b', 'rbd/' + self.rbd[1],
+                     '--bsopts', 'conf=' + self.rbd[0])
         self.adm('--op', 'bind', '--mode', 'target', '--tid', '1', '-I', 'ALL')
         self.adm('--op', 'update', '--mode', 'target', '--tid', '1', '-n', 'HeaderDigest',
                  '-v', 'None,CRC32C')
@@ -465,6 +477,45 @@ def iperf3(secs):
         srv.wait()
 
 
+class Ceph:
+    """A single-node cluster for the rbd rows (tests/ceph/cluster.sh): bluestore on a sparse
+    file in /dev/shm (on this machine's disk every 4 KiB write waits ~100 ms for bluestore's
+    sync, which would hide the targets behind the disk), two images of LUN_SIZE (~2.5 GiB of
+    memory once prefilled)."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix='ix-bench-ceph.', dir='/dev/shm')
+        self.conf = os.path.join(self.dir, 'ceph.conf')
+        self.sh = os.path.join(ROOT, 'tests', 'ceph', 'cluster.sh')
+
+    def start(self):
+        r = subprocess.run([self.sh, 'start', self.dir, '--store', 'bluestore'],
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise SystemExit('Ceph cluster did not start (scripts/deps.sh --ceph installs it):\n'
+                             + r.stderr[-2000:])
+        env = dict(os.environ, CEPH_CONF=self.conf)
+        for img in ('bench-ix', 'bench-tgt'):
+            subprocess.run(['rbd', 'create', '--size', '%dM' % (LUN_SIZE // MiB), 'rbd/' + img],
+                           check=True, timeout=60, env=env)
+        log('ceph: single-node cluster in %s, images bench-ix and bench-tgt of %d MiB' % (
+            self.dir, LUN_SIZE // MiB))
+
+    def stop(self):
+        subprocess.run([self.sh, 'stop', self.dir], capture_output=True, timeout=120)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def start_ceph():
+    c = Ceph()
+    try:
+        c.start()
+    except BaseException:
+        c.stop()
+        raise
+    return c
+
+
 def prefill(target, lun, opts):
     """Write the whole LUN once (512 KiB sequential) so later reads hit allocated pages."""
     wl = {'name': 'prefill', 'client': 'qemu-img', 'rw': 'write', 'pattern': 'seq',
@@ -550,7 +601,10 @@ def main():
     ap.add_argument('--build', default='build-release', help='ix build directory')
     ap.add_argument('--reps', type=int, default=5, help='repetitions (default 5)')
     ap.add_argument('--time', type=int, default=5, help='seconds per run (default 5)')
-    ap.add_argument('--luns', default='ram,file', help='ram,file (default both)')
+    ap.add_argument('--luns', default='ram,file',
+                    help='ram,file,rbd (default ram,file); rbd starts a single-node Ceph cluster '
+                    '(tests/ceph/cluster.sh, bluestore, in /dev/shm) with one 1 GiB image for '
+                    'ix and one for tgt (bs_rbd, Debian package tgt-rbd)')
     ap.add_argument('--workloads', default='all',
                     help='comma list of workload names or "all"; "none" skips them')
     ap.add_argument('--no-digests', action='store_true',
@@ -573,7 +627,7 @@ def main():
         ap.error('--ixb-sessions must be at least 1')
     luns = [x for x in opts.luns.split(',') if x]
     for x in luns:
-        if x not in ('ram', 'file'):
+        if x not in ('ram', 'file', 'rbd'):
             ap.error('unknown LUN kind %r' % x)
     by_name = {w['name']: w for w in WORKLOADS}
     if opts.workloads == 'all':
@@ -599,7 +653,12 @@ def main():
     targets = [ix, tgt]
     started = time.strftime('%Y-%m-%d %H:%M:%S %z')
     load_seen = [os.getloadavg()[0]]
+    ceph = None
     try:
+        if 'rbd' in luns:
+            ceph = start_ceph()
+            ix.rbd = (ceph.conf, 'bench-ix')
+            tgt.rbd = (ceph.conf, 'bench-tgt')
         for t in targets:
             t.start()
         for t in targets:
@@ -651,6 +710,8 @@ def main():
     finally:
         for t in targets:
             t.stop()
+        if ceph:
+            ceph.stop()
         if not opts.workdir:
             shutil.rmtree(work, ignore_errors=True)
 

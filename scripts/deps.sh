@@ -3,13 +3,16 @@
 # `apt-get update` only when something has to be installed. Needs root (or sudo) to install.
 # With --rdma, also the packages of the RDMA tier (tests/rdma/), which tests/run.sh asks for
 # when it runs that tier; with --fresh, those of the clean-room check (tests/fresh.sh); with
-# --package, those of the Debian package check (tests/package.sh).
+# --package, those of the Debian package check (tests/package.sh); with --ceph, the
+# single-node Ceph cluster of the RBD tests and benchmarks (tests/ceph/cluster.sh) and tgt's
+# RBD backing store (bench/). Options combine.
 set -euo pipefail
 
 PKGS=(
 	# build
 	meson ninja-build pkg-config gcc clang libclang-rt-14-dev
 	libisal-dev libssl-dev liburing-dev libjansson-dev libfuse3-dev libibverbs-dev librdmacm-dev
+	librbd-dev librados-dev # the rbd backend (src/backend/bs_rbd.c)
 	# tests: libiscsi tools + iscsi-test-cu, QEMU iscsi:// block driver, tgt as reference peer
 	libiscsi-bin qemu-utils qemu-block-extra tgt python3
 	# ixadm attach (FUSE) and its loop/mkfs/mount acceptance test
@@ -20,30 +23,39 @@ PKGS=(
 	# bench/latency.py: istgt as a second peer
 	iperf3 valgrind istgt
 )
-for arg in "$@"; do
-	case $arg in
-	--rdma | --fresh | --package) ;;
-	*) echo "deps: unknown option $arg (known: --rdma, --fresh, --package)" >&2; exit 2 ;;
+for opt in "$@"; do
+	case $opt in
+	--fresh)
+		# tests/fresh.sh, the clean-room check: builds a minimal Debian root, copies HEAD in
+		PKGS+=(mmdebstrap git tar)
+		;;
+	--package)
+		# tests/package.sh: build the Debian package (debian/control's Build-Depends are the
+		# build packages above plus scdoc), lintian, a clean root to install it in, man -l,
+		# and systemd-analyze verify
+		PKGS+=(debhelper dpkg-dev fakeroot scdoc lintian mmdebstrap git tar man-db systemd
+			util-linux)
+		;;
+	--rdma)
+		PKGS+=(
+			# the RDMA tier: QEMU boots the guest; tests/rdma/build-image.sh copies these
+			# programs into its image
+			qemu-system-x86 busybox-static kmod cpio file util-linux rdma-core
+			ibverbs-providers ibverbs-utils rdmacm-utils open-iscsi fio e2fsprogs
+		)
+		;;
+	--ceph)
+		PKGS+=(
+			# tests/ceph/cluster.sh: monitor, OSD, ceph/rbd CLI; tgt's bs_rbd for bench/
+			ceph-mon ceph-osd ceph-common tgt-rbd
+		)
+		;;
+	*)
+		echo "deps: unknown option $opt (known: --rdma, --fresh, --package, --ceph)" >&2
+		exit 2
+		;;
 	esac
 done
-if [[ " $* " == *" --fresh "* ]]; then
-	# tests/fresh.sh, the clean-room check: builds a minimal Debian root and copies HEAD in
-	PKGS+=(mmdebstrap git tar)
-fi
-if [[ " $* " == *" --package "* ]]; then
-	# tests/package.sh: build the Debian package (debian/control's Build-Depends are the build
-	# packages above plus scdoc), lintian, a clean root to install it in, man -l, and
-	# systemd-analyze verify
-	PKGS+=(debhelper dpkg-dev fakeroot scdoc lintian mmdebstrap git tar man-db systemd util-linux)
-fi
-if [[ " $* " == *" --rdma "* ]]; then
-	PKGS+=(
-		# the RDMA tier: QEMU boots the guest; tests/rdma/build-image.sh copies these programs
-		# into its image
-		qemu-system-x86 busybox-static kmod cpio file util-linux rdma-core ibverbs-providers
-		ibverbs-utils rdmacm-utils open-iscsi fio e2fsprogs
-	)
-fi
 
 missing=()
 for p in "${PKGS[@]}"; do

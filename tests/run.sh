@@ -66,7 +66,7 @@ SETUP_WHY=
 [ "$SETUP" = 0 ] && [ -z "$SETUP_WHY" ] && SETUP_WHY="--no-setup"
 [ "$PEER" = ix ] || SETUP=0 SETUP_WHY="--peer $PEER"
 
-DEPS_ARGS="$([ "$RDMA" = 1 ] && echo --rdma) $([ "$SETUP" = 1 ] && echo --fresh --package)"
+DEPS_ARGS="--ceph $([ "$RDMA" = 1 ] && echo --rdma) $([ "$SETUP" = 1 ] && echo --fresh --package)"
 if ! ./scripts/deps.sh $DEPS_ARGS >"$OUT/deps.log" 2>&1; then
 	echo "run.sh: FAILED: ./scripts/deps.sh $DEPS_ARGS; last lines of $OUT/deps.log:"
 	tail -20 "$OUT/deps.log" | sed 's/^/  | /'

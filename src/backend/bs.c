@@ -14,6 +14,9 @@ static const struct bs_ops *const bs_registry[] = {
     &bs_file_ops,
     &bs_block_ops,
     &bs_error_ops,
+#ifdef IX_HAVE_RBD
+    &bs_rbd_ops,
+#endif
 };
 
 const struct bs_ops *bs_ops_by_type(enum scsi_backend_type type)

@@ -35,6 +35,9 @@ enum bs_op {
 	BS_OP_WRITE_ZEROES = 3, /* zeros over the range (allocating) */
 	BS_OP_DISCARD = 4,	/* deallocate; reads return zeros iff dev->discard_zeroes */
 	BS_OP_FLUSH = 5,	/* make all completed writes durable (fdatasync) */
+	BS_OP_COMPARE_WRITE = 6, /* only with BS_CAP_COMPARE_WRITE: if the range holds buf[0, len)
+				    write buf[len, 2 len) over it, atomically in the backend;
+				    else fail with -EILSEQ and set mismatch */
 };
 
 #define BS_IO_FUA 0x01 /* the write is durable when it completes */
@@ -52,6 +55,10 @@ struct bs_io {
 	uint8_t flags; /* BS_IO_* */
 	int fd;	       /* backend-private */
 	int result;    /* out: 0 or -errno */
+	uint64_t mismatch;   /* out: COMPARE_WRITE's -EILSEQ: offset of the first byte that
+				differs */
+	void *bpriv;	     /* backend-private (rbd: the submitting thread's queue) */
+	struct bs_io *bnext; /* backend-private (rbd: its completed list) */
 	bs_io_cb cb;
 };
 
@@ -60,9 +67,11 @@ struct bs_io {
 #define BS_CAP_DISCARD_ZEROES 0x02 /* deallocated blocks read back as zeros (LBPRZ) */
 #define BS_CAP_ASYNC	      0x04 /* completes through a bs_thread's ring when given one */
 #define BS_CAP_LBA_STATUS     0x08 /* lba_status reports real mapping */
+#define BS_CAP_COMPARE_WRITE  0x10 /* BS_OP_COMPARE_WRITE, within compare_write_ok() ranges */
 
 struct bs_open_cfg {
 	const char *path;
+	const struct scsi_rbd_cfg *rbd; /* rbd backend: pool, image, cluster (copied at open) */
 	uint64_t size_bytes;
 	uint32_t block_size;
 	bool readonly;
@@ -94,6 +103,9 @@ struct bs_ops {
 	/* Synchronous: is the byte range starting at offset mapped? Sets *run to the length of
 	 * the run with the same state (> 0). NULL = everything mapped. */
 	int (*lba_status)(struct bs_dev *dev, uint64_t offset, uint64_t *run, bool *mapped);
+	/* With BS_CAP_COMPARE_WRITE: can the backend compare and write [offset, offset+len) as
+	 * one operation? (RBD: not across an object boundary.) */
+	bool (*compare_write_ok)(struct bs_dev *dev, uint64_t offset, uint64_t len);
 };
 
 struct bs_dev {
@@ -105,6 +117,8 @@ struct bs_dev {
 				     block_size; the backend's open may set it, else block_size */
 	unsigned caps;
 	bool readonly;
+	uint32_t unmap_granularity; /* bytes a deallocation frees whole (Block Limits OPTIMAL
+				       UNMAP GRANULARITY); 0 = phys_block_size */
 	uint8_t *zero_block; /* block_size zeros, aligned for O_DIRECT */
 	void *priv;	     /* ops->priv_size bytes, allocated with the dev */
 };
@@ -131,6 +145,16 @@ unsigned bs_thread_busy(const struct bs_thread *t);
 /* The loop the thread's completions run on (for backends that complete later by timer). */
 struct ev_loop *bs_thread_loop(const struct bs_thread *t);
 
+/* A backend's own per-thread state (the rbd backend's completion queue), hung on a bs_thread
+ * the first time the backend sees that thread: bs_thread_free() calls free (which must wait
+ * for the backend's I/O of that thread and complete it), bs_thread_busy() adds busy. */
+struct bs_thread_ext {
+	void (*free)(struct bs_thread_ext *ext);
+	unsigned (*busy)(const struct bs_thread_ext *ext);
+};
+/* The slot for the rbd backend's extension (NULL until it sets it). */
+struct bs_thread_ext **bs_thread_rbd_ext(struct bs_thread *t);
+
 /* For backends: queue io on t's ring against io->fd (t != NULL). */
 void bs_uring_queue(struct bs_thread *t, struct bs_io *io);
 /* For backends: run io synchronously against io->fd with pread/pwrite/fallocate/fdatasync and
@@ -145,5 +169,8 @@ extern const struct bs_ops bs_ram_ops;
 extern const struct bs_ops bs_file_ops;
 extern const struct bs_ops bs_block_ops;
 extern const struct bs_ops bs_error_ops;
+#ifdef IX_HAVE_RBD
+extern const struct bs_ops bs_rbd_ops;
+#endif
 
 #endif

@@ -44,6 +44,7 @@ struct bs_thread {
 	struct bs_req *reqs;
 	struct list_head free;
 	struct list_head pending;
+	struct bs_thread_ext *rbd;
 };
 
 static void uring_reap(struct bs_thread *t);
@@ -123,7 +124,12 @@ fail:
 
 unsigned bs_thread_busy(const struct bs_thread *t)
 {
-	return t->inflight + t->queued;
+	return t->inflight + t->queued + (t->rbd ? t->rbd->busy(t->rbd) : 0);
+}
+
+struct bs_thread_ext **bs_thread_rbd_ext(struct bs_thread *t)
+{
+	return &t->rbd;
 }
 
 struct ev_loop *bs_thread_loop(const struct bs_thread *t)
@@ -304,6 +310,8 @@ void bs_thread_free(struct bs_thread *t)
 {
 	if (!t)
 		return;
+	if (t->rbd)
+		t->rbd->free(t->rbd);
 	ev_io_stop(t->loop, &t->watch);
 	while (t->inflight > 0 || t->queued > 0) {
 		struct io_uring_cqe *cqe;

@@ -95,6 +95,7 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 		goto fail;
 	if (!cfg->no_medium) {
 		struct bs_open_cfg oc = {.path = cfg->path,
+					 .rbd = &cfg->rbd,
 					 .size_bytes = cfg->size_bytes,
 					 .block_size = bs,
 					 .readonly = cfg->readonly,
@@ -109,6 +110,11 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 						     : lu->dev->phys_block_size) / bs;
 		if (lu->pblocks == 0 || (lu->pblocks & (lu->pblocks - 1)))
 			lu->pblocks = 1;
+		/* what a deallocation frees whole: the backend's unit (an RBD object) when it
+		 * is a multiple of the physical block, else the physical block */
+		lu->ugran = lu->dev->unmap_granularity / bs;
+		if (lu->ugran < lu->pblocks || lu->ugran % lu->pblocks)
+			lu->ugran = lu->pblocks;
 		lu->lbpme = cfg->thin && (lu->dev->caps & BS_CAP_DISCARD);
 		lu->lbprz = lu->lbpme && (lu->dev->caps & BS_CAP_DISCARD_ZEROES);
 	}

@@ -100,10 +100,30 @@ static void caw_read_done(struct bs_io *io)
 		       write_flags(cmd, p->lu), excl_write_done);
 }
 
+/* The backend compared and wrote in one operation (RBD: on the OSD, atomic against every
+ * client of the image, not only this target's). */
+static void caw_backend_done(struct bs_io *io)
+{
+	struct scsi_cmd *cmd = scsi_io_cmd(io);
+
+	if (io->result == -EILSEQ)
+		scsi_fail_info(cmd, SCSI_SENSE_MISCOMPARE, 0x1d, 0x00, (uint32_t)io->mismatch);
+	else if (io->result < 0)
+		scsi_fail_errno(cmd, io->result, true);
+	excl_finish(cmd);
+}
+
 static void caw_read(struct scsi_cmd *cmd)
 {
 	struct scsi_priv *p = scsi_priv(cmd);
+	struct bs_dev *dev = p->lu->dev;
+	uint64_t off = p->lba * p->lu->block_size, half = (uint64_t)p->nblocks * p->lu->block_size;
 
+	if ((dev->caps & BS_CAP_COMPARE_WRITE) && dev->ops->compare_write_ok(dev, off, half)) {
+		scsi_submit_io(cmd, BS_OP_COMPARE_WRITE, off, half, cmd->buf,
+			       write_flags(cmd, p->lu), caw_backend_done);
+		return;
+	}
 	scsi_submit_io(cmd, BS_OP_READ, p->lba * p->lu->block_size,
 		       (uint64_t)p->nblocks * p->lu->block_size, p->slow->bounce, 0, caw_read_done);
 }

@@ -63,6 +63,21 @@ enum scsi_backend_type {
 	SCSI_BACKEND_FILE = 1,
 	SCSI_BACKEND_BLOCK = 2,
 	SCSI_BACKEND_ERROR = 3, /* test only: RAM whose I/O fails or is slowed by rules */
+	SCSI_BACKEND_RBD = 4,   /* a Ceph RBD image through librbd (backend/bs_rbd.c) */
+};
+
+/* Where an RBD LU's image lives and how to reach its cluster (SCSI_BACKEND_RBD). */
+struct scsi_rbd_cfg {
+	const char *pool;      /* required */
+	const char *image;     /* required */
+	const char *ns;        /* RADOS namespace; NULL = the default one */
+	const char *conf;      /* ceph.conf; NULL = librados' default search ($CEPH_CONF,
+				  /etc/ceph/ceph.conf, ...) */
+	const char *client;    /* cephx user without "client."; NULL = "admin" */
+	const char *keyring;   /* NULL = what ceph.conf says */
+	uint32_t osd_op_timeout_s; /* an OSD or monitor request fails (-ETIMEDOUT) after this
+				      long; 0 = the default (30) */
+	uint32_t connect_timeout_s; /* the connection at start; 0 = the default (10) */
 };
 
 /* Error injection rules of the test backend (SCSI_BACKEND_ERROR, backend/bs_error.c). The
@@ -82,6 +97,7 @@ struct scsi_err_rule {
 struct scsi_lu_cfg {
 	enum scsi_backend_type backend;
 	const char *path;        /* file or block device; NULL for RAM */
+	struct scsi_rbd_cfg rbd; /* SCSI_BACKEND_RBD only */
 	uint64_t size_bytes;     /* RAM: required; file: created/extended to this size if
 				    nonzero and the file is smaller; block: 0 = device size */
 	uint32_t block_size;     /* 512 or 4096; default 512 */

@@ -88,6 +88,7 @@ struct scsi_lu {
 	bool lbpme; /* thin and the backend can deallocate */
 	bool lbprz;
 	uint32_t pblocks; /* logical blocks per physical block (a power of two) */
+	uint32_t ugran;	  /* OPTIMAL UNMAP GRANULARITY in logical blocks (>= pblocks) */
 	struct scsi_guard *guard;     /* ranges of atomic commands, see guard.h */
 	struct scsi_lu_index *index;  /* the LUs of the process, for EXTENDED COPY; may be NULL */
 	struct list_head index_link;  /* on index->lus, under its lock */

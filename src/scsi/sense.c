@@ -114,6 +114,19 @@ void scsi_fail_errno(struct scsi_cmd *cmd, int err, bool write)
 		scsi_fail(cmd, SCSI_SENSE_DATA_PROTECT, 0x27, 0x07);
 	else if (err == -ENOMEM)
 		scsi_fail(cmd, SCSI_SENSE_HARDWARE_ERROR, 0x44, 0x00);
+	else if (err == -ETIMEDOUT)
+		/* a networked backend (RBD) did not answer within its timeout: LOGICAL UNIT
+		 * COMMUNICATION TIME-OUT */
+		scsi_fail(cmd, SCSI_SENSE_HARDWARE_ERROR, 0x08, 0x01);
+	else if (err == -ENOTCONN || err == -ECONNREFUSED || err == -ECONNRESET ||
+		 err == -ESHUTDOWN || err == -EHOSTUNREACH)
+		/* the backend's cluster refused us or fenced us (RBD: blocklisted, -ESHUTDOWN):
+		 * LOGICAL UNIT COMMUNICATION FAILURE */
+		scsi_fail(cmd, SCSI_SENSE_HARDWARE_ERROR, 0x08, 0x00);
+	else if (err == -EROFS)
+		/* the backend refuses writes (RBD: another client holds the image's exclusive
+		 * lock): WRITE PROTECTED */
+		scsi_fail(cmd, SCSI_SENSE_DATA_PROTECT, 0x27, 0x00);
 	else if (write)
 		scsi_fail(cmd, SCSI_SENSE_MEDIUM_ERROR, 0x0c, 0x00); /* WRITE ERROR */
 	else

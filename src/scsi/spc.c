@@ -107,7 +107,7 @@ static uint32_t vpd_block_limits(const struct scsi_lu *lu, uint8_t *d)
 	if (lu->lbpme) {
 		put_be32(d + 20, SCSI_MAX_UNMAP_BLOCKS);
 		put_be32(d + 24, SCSI_MAX_UNMAP_DESC);
-		put_be32(d + 28, gran);
+		put_be32(d + 28, lu->ugran ? lu->ugran : gran);
 		put_be32(d + 32, 0x80000000u); /* UGAVALID, alignment 0 */
 	}
 	put_be64(d + 36, SCSI_MAX_WS_BLOCKS);

@@ -928,7 +928,70 @@ static int parse_portals(struct ctx *c, json_t *root, struct ix_config *cfg)
 
 /* ---- LUNs ------------------------------------------------------------------------------ */
 
-static const char *const backend_names[] = {"ram", "file", "block", "error", NULL};
+static const char *const backend_names[] = {"ram", "file", "block", "error", "rbd", NULL};
+
+/* "rbd": {"pool", "image", "namespace", "conf", "client", "keyring", "osd_op_timeout_s",
+ * "connect_timeout_s"} of a LUN with backend "rbd". */
+static int parse_rbd(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
+{
+	static const char *const keys[] = {"pool",    "image",		  "namespace",
+					   "conf",    "client",		  "keyring",
+					   "osd_op_timeout_s", "connect_timeout_s", NULL};
+	struct scsi_rbd_cfg *r = &lu->rbd;
+	json_t *o = member(v, "rbd");
+	int rc;
+
+	if (!o) {
+		if (lu->backend == SCSI_BACKEND_RBD)
+			return fail(c, "rbd", false,
+				    "required for an rbd LUN: {\"pool\": ..., \"image\": ...}");
+		return 0;
+	}
+	if (lu->backend != SCSI_BACKEND_RBD)
+		return fail(c, "rbd", true, "only for backend \"rbd\"");
+	if ((rc = want_object(c, "rbd", o)))
+		return rc;
+	push_key(c, "rbd");
+	if ((rc = check_keys(c, o, keys)))
+		goto out;
+	if (!member(o, "pool")) {
+		rc = missing(c, "pool");
+		goto out;
+	}
+	if (!member(o, "image")) {
+		rc = missing(c, "image");
+		goto out;
+	}
+	/* RADOS pool and namespace names, RBD image names: printable, no '/' or '@' */
+	if ((rc = get_strdup(c, o, "pool", 255, STR_PRINTABLE, (char **)&r->pool)) ||
+	    (rc = get_strdup(c, o, "image", 255, STR_PRINTABLE, (char **)&r->image)) ||
+	    (rc = get_strdup(c, o, "namespace", 255, STR_PRINTABLE, (char **)&r->ns)) ||
+	    (rc = get_strdup(c, o, "conf", 4095, STR_PRINTABLE, (char **)&r->conf)) ||
+	    (rc = get_strdup(c, o, "client", 255, STR_PRINTABLE, (char **)&r->client)) ||
+	    (rc = get_strdup(c, o, "keyring", 4095, STR_PRINTABLE, (char **)&r->keyring)) ||
+	    (rc = get_u32(c, o, "osd_op_timeout_s", 1, 3600, &r->osd_op_timeout_s)) ||
+	    (rc = get_u32(c, o, "connect_timeout_s", 1, 3600, &r->connect_timeout_s)))
+		goto out;
+	{
+		const char *names[] = {r->pool, r->image, r->ns};
+		const char *keys3[] = {"pool", "image", "namespace"};
+
+		for (int i = 0; i < 3; i++)
+			if (names[i] && (!names[i][0] || strpbrk(names[i], "/@"))) {
+				rc = fail(c, keys3[i], false, "must be non-empty, without '/' or '@'");
+				goto out;
+			}
+	}
+	if (r->conf && r->conf[0] != '/')
+		rc = fail(c, "conf", false, "must be an absolute path");
+	else if (r->keyring && r->keyring[0] != '/')
+		rc = fail(c, "keyring", false, "must be an absolute path");
+	else if (r->client && strncmp(r->client, "client.", 7) == 0)
+		rc = fail(c, "client", false, "the id without \"client.\" (e.g. \"admin\")");
+out:
+	pop(c);
+	return rc;
+}
 
 static int parse_naa_id(struct ctx *c, json_t *v, uint64_t *out)
 {
@@ -958,6 +1021,11 @@ static int parse_naa_id(struct ctx *c, json_t *v, uint64_t *out)
 	return 0;
 }
 
+static bool str_eq0(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
 /* Conflicts with LUNs parsed before this one, anywhere in the file. */
 static int check_lun_conflicts(struct ctx *c, const struct ix_config *cfg, size_t ti,
 			       const struct cfg_target *t, size_t li)
@@ -978,6 +1046,15 @@ static int check_lun_conflicts(struct ctx *c, const struct ix_config *cfg, size_
 					    "\"%s\" is also used by targets[%zu].luns[%zu]; "
 					    "sharing a backing store needs readonly on both",
 					    l->lu.path, a, b);
+			if (l->lu.backend == SCSI_BACKEND_RBD && x->backend == SCSI_BACKEND_RBD &&
+			    strcmp(l->lu.rbd.pool, x->rbd.pool) == 0 &&
+			    strcmp(l->lu.rbd.image, x->rbd.image) == 0 &&
+			    str_eq0(l->lu.rbd.ns, x->rbd.ns) && str_eq0(l->lu.rbd.conf, x->rbd.conf) &&
+			    !(l->lu.readonly && x->readonly))
+				return fail(c, "rbd", false,
+					    "image %s/%s is also used by targets[%zu].luns[%zu]; "
+					    "sharing an image needs readonly on both",
+					    l->lu.rbd.pool, l->lu.rbd.image, a, b);
 			if (l->lu.naa_id && x->naa_id == l->lu.naa_id)
 				return fail(c, "naa_id", false,
 					    "is also used by targets[%zu].luns[%zu]", a, b);
@@ -998,7 +1075,17 @@ static int parse_lun_backend(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 			    lu->block_size);
 	if (member(v, "errors") && lu->backend != SCSI_BACKEND_ERROR)
 		return fail(c, "errors", true, "only for backend \"error\"");
-	if (lu->backend == SCSI_BACKEND_RAM || lu->backend == SCSI_BACKEND_ERROR) {
+	if ((rc = parse_rbd(c, v, lu)))
+		return rc;
+	if (lu->backend == SCSI_BACKEND_RBD) {
+#ifndef IX_HAVE_RBD
+		return fail(c, "backend", false, "this ix-target was built without the rbd backend "
+						"(meson -Drbd=disabled)");
+#endif
+		if (path)
+			return fail(c, "path", false, "an rbd LUN has no path (see \"rbd\")");
+		/* size: taken from the image; when given, it must match */
+	} else if (lu->backend == SCSI_BACKEND_RAM || lu->backend == SCSI_BACKEND_ERROR) {
 		if (path)
 			return fail(c, "path", false, "a RAM LUN has no path");
 		if (!member(v, "size"))
@@ -1187,7 +1274,7 @@ static int parse_lun(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti,
 	static const char *const keys[] = {
 	    "lun",	   "backend",	"path",	  "size",    "block_size", "readonly", "thin",
 	    "write_cache", "no_medium", "vendor", "product", "serial",	   "naa_id",   "removable",
-	    "state_dir",   "sanitize_rate", "physical_block_size", "errors", NULL};
+	    "state_dir",   "sanitize_rate", "physical_block_size", "errors", "rbd", NULL};
 	struct cfg_target *t = &cfg->targets[ti];
 	struct cfg_lun *l = &t->luns[li];
 	struct scsi_lu_cfg *lu = &l->lu;

@@ -16,6 +16,8 @@
 #     FAMILY...       only these families or tests (e.g. CompareAndWrite, iSCSITMF,
 #                     WriteSame10.Unmap); default: all
 #   IX_CU_TIMEOUT     seconds per iscsi-test-cu invocation (default 300)
+#   IX_CU_TAG         name of the ix run in results and logs (default ix; tests/interop/rbd.sh
+#                     runs the suite with PEER_BACKEND=rbd as "rbd")
 #
 # One target serves every LUN the families need (see LUN_FOR); families run one iscsi-test-cu
 # process each (per-test processes would spend most of the time logging in), each test is
@@ -40,6 +42,7 @@ while [ $# -gt 0 ]; do
 done
 case $PEER_MODE in ix | tgt | both) ;; *) ixt_die "--peer ix, tgt or both" ;; esac
 CU_TIMEOUT=${IX_CU_TIMEOUT:-300}
+TAG=${IX_CU_TAG:-ix}
 INIT1=iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-test
 INIT2=iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-test-2
 ALLOWED_FILE=$(dirname "$0")/cu-allowed-skips.txt
@@ -281,9 +284,9 @@ if [ "$PEER_MODE" = both ] || [ "$PEER_MODE" = ix ]; then
 		hd_job=$!
 		ixt_on_exit "kill \$(cat '$IXT_TMP/pid.ix-hd' 2>/dev/null) 2>/dev/null"
 	fi
-	run_suite ix ix
-	runs+=(ix)
-	judge ix 1
+	run_suite ix "$TAG"
+	runs+=("$TAG")
+	judge "$TAG" 1
 	if [ $DIGEST_RUN = 1 ]; then
 		wait "$hd_job"
 		runs+=(ix-hd)
@@ -298,7 +301,7 @@ if [ "$PEER_MODE" = both ] || [ "$PEER_MODE" = ix ]; then
 			ixt_result FAIL cu.ix-hd.digests "${n_crc:-0} of ${n_all:-0} sessions used CRC32C header digests"
 		fi
 		# The same verdict for every test with and without digests.
-		join <(sort "$IXT_TMP/results.ix" | awk '{print $1, $2}') \
+		join <(sort "$IXT_TMP/results.$TAG" | awk '{print $1, $2}') \
 			<(sort "$IXT_TMP/results.ix-hd" | awk '{print $1, $2}') |
 			awk '$2 != $3 { print $1 " " $2 " without digests, " $3 " with" }' >"$IXT_TMP/diff"
 		if [ -s "$IXT_TMP/diff" ]; then

@@ -69,6 +69,9 @@ ixt_need() { # CMD...: skip when a required tool is missing
 }
 
 ixt_on_exit() { IXT_CLEANUPS+=("$*"); }
+# The same, run after the peer has stopped (what the running target still holds: RBD images).
+IXT_LATE_CLEANUPS=()
+ixt_on_exit_late() { IXT_LATE_CLEANUPS+=("$*"); }
 
 ixt_cleanup() {
 	local rc=$1 i
@@ -79,6 +82,9 @@ ixt_cleanup() {
 	if [ -n "$PEER_PID" ]; then
 		peer_stop || rc=1
 	fi
+	for ((i = ${#IXT_LATE_CLEANUPS[@]} - 1; i >= 0; i--)); do
+		eval "${IXT_LATE_CLEANUPS[$i]}" || true
+	done
 	if [ -n "$IXT_TMP" ] && [ -d "$IXT_TMP" ]; then
 		rm -rf "$IXT_TMP"
 	fi
@@ -165,10 +171,14 @@ ixt_wait_port() { # PORT SECONDS
 #   PEER_ACL            space separated initiator names allowed (empty = everyone)
 #   PEER_DIGESTS        1 = let the target accept CRC32C header/data digests
 #   PEER_THIN           1 = the LUN advertises thin provisioning (UNMAP, LBPME)
-#   PEER_BACKEND        ram | file | block: what stores the LUN (default ram). file: a sparse
-#                       file in the test's temp dir; block: a loop device over such a file
-#                       (the test SKIPs, with the reason, where no loop device can be made).
-#                       tgt gets the same file or device as its backing store.
+#   PEER_BACKEND        ram | file | block | rbd: what stores the LUN (default ram). file: a
+#                       sparse file in the test's temp dir; block: a loop device over such a
+#                       file (the test SKIPs, with the reason, where no loop device can be
+#                       made); rbd: one new RBD image per LUN (PEER_SIZE MiB or the role's
+#                       size=) in pool PEER_RBD_POOL (default rbd) of the cluster $CEPH_CONF
+#                       names (the caller starts it: tests/ceph/cluster.sh), removed at exit.
+#                       tgt gets the same file, device or images (bs_rbd) as its backing store.
+#   PEER_RBD_TIMEOUT    ix, rbd: rbd.osd_op_timeout_s of the LUNs (default: ix's, 30 s)
 #   PEER_LUNS           several LUNs instead of one: "ROLE:ATTR,ATTR ROLE:..." with ATTRs
 #                       thin, readonly, removable, nomedium, phys=BYTES (the physical block;
 #                       each LUN PEER_SIZE MiB of 512-byte blocks); peer_url
@@ -215,6 +225,8 @@ peer_lun_roles() { # FIRST
 
 PEER_BACKEND=${PEER_BACKEND:-ram}
 PEER_BACKING=""
+PEER_RBD_POOL=${PEER_RBD_POOL:-rbd}
+PEER_RBD_PREFIX=""
 
 # The LUN's backing store for PEER_BACKEND file/block: sets PEER_BACKING (file or device).
 peer_backing() {
@@ -222,7 +234,8 @@ peer_backing() {
 	case "$PEER_BACKEND" in
 	ram) return 0 ;;
 	file | block) ;;
-	*) ixt_die "unknown PEER_BACKEND '$PEER_BACKEND' (ram, file or block)" ;;
+	rbd) peer_rbd_images; return 0 ;;
+	*) ixt_die "unknown PEER_BACKEND '$PEER_BACKEND' (ram, file, block or rbd)" ;;
 	esac
 	truncate -s "${PEER_SIZE}M" "$img" || ixt_die "cannot create $img"
 	PEER_BACKING=$img
@@ -235,6 +248,23 @@ peer_backing() {
 	PEER_BACKING=$out
 	ixt_on_exit "losetup -d '$out'"
 	ixt_log "block LUN on $out (loop device over $img)"
+}
+
+# PEER_BACKEND=rbd: an image PREFIX-ROLE per LUN role (one role "data" without PEER_LUNS).
+peer_rbd_images() {
+	local spec role size attr
+	[ -n "${CEPH_CONF:-}" ] || ixt_die "PEER_BACKEND=rbd needs CEPH_CONF (start a cluster with tests/ceph/cluster.sh)"
+	PEER_RBD_PREFIX="ixt-$IXT_NAME-$$-$RANDOM"
+	for spec in ${PEER_LUNS:-data:}; do
+		role=${spec%%:*}
+		size=$PEER_SIZE
+		for attr in $(tr , ' ' <<<"${spec#*:}"); do
+			case $attr in size=*) size=${attr#size=} ;; esac
+		done
+		ixt_run 60 rbd create --size "${size}M" "$PEER_RBD_POOL/$PEER_RBD_PREFIX-$role" ||
+			ixt_die "rbd create $PEER_RBD_POOL/$PEER_RBD_PREFIX-$role failed"
+		ixt_on_exit_late "timeout 60 rbd rm --no-progress '$PEER_RBD_POOL/$PEER_RBD_PREFIX-$role' >/dev/null 2>&1"
+	done
 }
 
 peer_start() {
@@ -311,6 +341,8 @@ ix_start() {
 		$(for a in $PEER_ACL; do printf -- '--acl %s ' "$a"; done) \
 		$([ "$PEER_THIN" = 1 ] && echo --thin) \
 		--backend "$PEER_BACKEND" ${PEER_BACKING:+--path "$PEER_BACKING"} \
+		${PEER_RBD_PREFIX:+--rbd "$PEER_RBD_POOL" "$PEER_RBD_PREFIX" "$CEPH_CONF"} \
+		${PEER_RBD_TIMEOUT:+--rbd-timeout "$PEER_RBD_TIMEOUT"} \
 		>"$cfg" || ixt_die "cannot write ix config"
 	PEER_LOG="$IX_OUT/$IXT_NAME.ix-target.log"
 	: >"$PEER_LOG"
@@ -433,14 +465,22 @@ tgt_start() {
 	# image in /dev/shm each; their attributes become tgt's --params.
 	local specs=${PEER_LUNS:-data:$([ "$PEER_THIN" = 1 ] && echo thin)} spec n=1 img attr params
 	for spec in $specs; do
-		if [ -z "$PEER_LUNS" ] && [ -n "$PEER_BACKING" ]; then
+		if [ -n "$PEER_RBD_PREFIX" ]; then
+			img=
+		elif [ -z "$PEER_LUNS" ] && [ -n "$PEER_BACKING" ]; then
 			img=$PEER_BACKING
 		else
 			img="/dev/shm/ixtest-$IXT_NAME-$$-$n.img"
 			truncate -s "${PEER_SIZE}M" "$img" || ixt_die "cannot create $img"
 			ixt_on_exit "rm -f '$img'"
 		fi
-		tgtadm_ --op new --mode logicalunit --tid 1 --lun $n -b "$img" || ixt_die "tgtadm new lun"
+		if [ -n "$PEER_RBD_PREFIX" ]; then # tgt's bs_rbd (Debian package tgt-rbd)
+			tgtadm_ --op new --mode logicalunit --tid 1 --lun $n --bstype rbd \
+				-b "$PEER_RBD_POOL/$PEER_RBD_PREFIX-${spec%%:*}" --bsopts "conf=$CEPH_CONF" ||
+				ixt_die "tgtadm new rbd lun (is tgt-rbd installed?)"
+		else
+			tgtadm_ --op new --mode logicalunit --tid 1 --lun $n -b "$img" || ixt_die "tgtadm new lun"
+		fi
 		params=
 		for attr in $(tr , ' ' <<<"${spec#*:}"); do
 			case $attr in

@@ -164,6 +164,30 @@ LUN_ATTRS = {'thin': ('thin', True), 'readonly': ('readonly', True),
 
 def lun_entries(a):
     """The LUNs of --lun specs, numbered from 0 in order; one RAM LUN by default."""
+    if a.rbd:  # one RBD image per LUN role: PREFIX-ROLE
+        pool, prefix, conf = a.rbd
+        specs = a.lun or ['data:' + ('thin' if a.thin else '')]
+        luns = []
+        for n, spec in enumerate(specs):
+            role, _, attrs = spec.partition(':')
+            lun = {'lun': n, 'backend': 'rbd',
+                   'rbd': {'pool': pool, 'image': '%s-%s' % (prefix, role), 'conf': conf}}
+            if a.rbd_timeout:
+                lun['rbd']['osd_op_timeout_s'] = a.rbd_timeout
+            for attr in filter(None, attrs.split(',')):
+                if attr.startswith('size='):
+                    pass  # the image's size (the caller created it so)
+                elif attr.startswith('phys='):
+                    lun['physical_block_size'] = int(attr[5:])
+                elif attr.startswith('sanitize_rate='):
+                    lun['sanitize_rate'] = attr[len('sanitize_rate='):]
+                elif attr in LUN_ATTRS:
+                    key, val = LUN_ATTRS[attr]
+                    lun[key] = val
+                else:
+                    raise SystemExit('unknown LUN attribute %r in %r' % (attr, spec))
+            luns.append(lun)
+        return luns
     if not a.lun:  # one LUN: RAM, or a file or block device at --path
         lun = {'lun': 0, 'backend': a.backend}
         if a.backend == 'ram':
@@ -304,7 +328,10 @@ def main():
     c.add_argument('--mutual', nargs=2, metavar=('USER', 'SECRET'))
     c.add_argument('--acl', action='append', default=[])
     c.add_argument('--thin', action='store_true', help='advertise thin provisioning')
-    c.add_argument('--backend', choices=('ram', 'file', 'block'), default='ram')
+    c.add_argument('--backend', choices=('ram', 'file', 'block', 'rbd'), default='ram')
+    c.add_argument('--rbd', nargs=3, metavar=('POOL', 'PREFIX', 'CEPH_CONF'),
+                   help='RBD LUNs: image PREFIX-ROLE for each --lun (PREFIX-data without)')
+    c.add_argument('--rbd-timeout', type=int, help='rbd.osd_op_timeout_s of every RBD LUN')
     c.add_argument('--path', help='file or block device of a file/block LUN')
     c.add_argument('--lun', action='append', default=[], metavar='ROLE:ATTRS',
                    help='RAM LUNs instead, one per option, numbered from 0; ATTRS: thin, '

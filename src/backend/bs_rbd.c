@@ -1,0 +1,626 @@
+/* RBD backend: a Ceph RBD image through librbd's asynchronous API.
+ *
+ * Cluster handles: one rados_t per distinct (ceph.conf, client, keyring, timeouts) in the
+ * process, shared by every LU that names the same cluster the same way, reference-counted
+ * under a mutex (taken at open and close only). Each LU opens its image once; librbd's image
+ * handle is thread-safe, so every worker submits on it directly.
+ *
+ * I/O: rbd_aio_read/write/writesame/write_zeroes/discard/flush with a completion whose
+ * callback runs on one of librbd's threads. The callback stores the result in the bs_io and
+ * pushes it on a lock-free list of the thread that submitted it (each worker's bs_thread
+ * carries one, created the first time this backend sees the thread); a push onto an empty list
+ * writes that thread's eventfd, which its event loop watches, and the loop completes the I/O
+ * there. No blocking call on a worker on this path, no thread of our own, no lock. Without a
+ * bs_thread (synchronous callers) the submitter waits for the completion itself.
+ *
+ * Durability: librbd's cache is turned off for our handles (rbd_cache = false), so librbd
+ * completes a write only once the OSDs have committed it; FUA needs nothing more, and
+ * SYNCHRONIZE CACHE is an rbd_aio_flush (cheap without a cache, kept for its ordering).
+ *
+ * Thin provisioning: RBD images are sparse (an object exists once written). A discard frees
+ * whole objects and zeroes partial ones (rbd_skip_partial_discard = false), so deallocated
+ * blocks always read back as zeros (LBPRZ); the object size is the optimal unmap granularity.
+ * GET LBA STATUS asks rbd_diff_iterate2 which extents exist (synchronous: the call is rare and
+ * bounded to RBD_LBAS_SPAN bytes per probe and by the OSD timeout).
+ *
+ * Timeouts: rados_osd_op_timeout and rados_mon_op_timeout (osd_op_timeout_s) make a cluster
+ * that stops answering fail each request with -ETIMEDOUT instead of holding it forever;
+ * client_mount_timeout (connect_timeout_s) bounds the connection at open, so a cluster that is
+ * down is an error at start, never a hang. */
+#include <errno.h>
+#include <pthread.h>
+#include <rados/librados.h>
+#include <rbd/librbd.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/bs.h"
+#include "event/loop.h"
+#include "util/list.h"
+#include "util/log.h"
+
+#define RBD_DEFAULT_OSD_TIMEOUT_S 30
+#define RBD_DEFAULT_CONNECT_S	  10
+#define RBD_LBAS_SPAN		  (256ull << 20) /* bytes one lba_status probe looks at */
+
+/* ---- cluster handles, shared per process ---- */
+
+struct rbd_cluster {
+	struct list_head link;
+	char *key; /* conf \n client \n keyring \n timeouts */
+	rados_t rados;
+	unsigned refs;
+	bool abandoned; /* an image of it did not close: never rados_shutdown (it could hang) */
+};
+
+static pthread_mutex_t clusters_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct list_head clusters = LIST_HEAD_INIT(clusters);
+
+static int conf_set(rados_t r, const char *opt, const char *val, char *err, size_t errlen)
+{
+	int rc = rados_conf_set(r, opt, val);
+
+	if (rc < 0)
+		snprintf(err, errlen, "rados_conf_set %s=%s: %s", opt, val, strerror(-rc));
+	return rc;
+}
+
+static int cluster_connect(const struct scsi_rbd_cfg *c, rados_t *out, char *err, size_t errlen)
+{
+	const char *client = c->client ? c->client : "admin";
+	unsigned osd_to = c->osd_op_timeout_s ? c->osd_op_timeout_s : RBD_DEFAULT_OSD_TIMEOUT_S;
+	unsigned conn_to = c->connect_timeout_s ? c->connect_timeout_s : RBD_DEFAULT_CONNECT_S;
+	char v[32];
+	rados_t r;
+	int rc;
+
+	rc = rados_create(&r, client);
+	if (rc < 0) {
+		snprintf(err, errlen, "rados_create(client.%s): %s", client, strerror(-rc));
+		return rc;
+	}
+	rc = rados_conf_read_file(r, c->conf);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot read ceph configuration %s: %s",
+			 c->conf ? c->conf : "(default search path)", strerror(-rc));
+		goto fail;
+	}
+	if (c->keyring && (rc = conf_set(r, "keyring", c->keyring, err, errlen)) < 0)
+		goto fail;
+	snprintf(v, sizeof(v), "%u", osd_to);
+	if ((rc = conf_set(r, "rados_osd_op_timeout", v, err, errlen)) < 0 ||
+	    (rc = conf_set(r, "rados_mon_op_timeout", v, err, errlen)) < 0)
+		goto fail;
+	snprintf(v, sizeof(v), "%u", conn_to);
+	if ((rc = conf_set(r, "client_mount_timeout", v, err, errlen)) < 0 ||
+	    (rc = conf_set(r, "rbd_cache", "false", err, errlen)) < 0 ||
+	    (rc = conf_set(r, "rbd_skip_partial_discard", "false", err, errlen)) < 0)
+		goto fail;
+	/* Partial discards are zeroed whole (no rounding to 64 KiB): LBPRZ stays true. The
+	 * option is newer than some librbd builds; without it the default already zeroes. */
+	(void)rados_conf_set(r, "rbd_discard_granularity_bytes", "0");
+	rc = rados_connect(r);
+	if (rc < 0) {
+		snprintf(err, errlen,
+			 "cannot connect to the Ceph cluster of %s as client.%s within %u s: %s",
+			 c->conf ? c->conf : "the default ceph.conf", client, conn_to,
+			 strerror(-rc));
+		goto fail;
+	}
+	*out = r;
+	return 0;
+fail:
+	rados_shutdown(r);
+	return rc;
+}
+
+static struct rbd_cluster *cluster_get(const struct scsi_rbd_cfg *c, char *err, size_t errlen,
+				       int *rcp)
+{
+	struct rbd_cluster *cl;
+	struct list_head *pos;
+	char *key;
+	int n;
+
+	n = asprintf(&key, "%s\n%s\n%s\n%u\n%u", c->conf ? c->conf : "", c->client ? c->client : "",
+		     c->keyring ? c->keyring : "", c->osd_op_timeout_s, c->connect_timeout_s);
+	if (n < 0) {
+		snprintf(err, errlen, "out of memory");
+		*rcp = -ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_lock(&clusters_lock);
+	list_for_each(pos, &clusters)
+	{
+		cl = list_entry(pos, struct rbd_cluster, link);
+		if (strcmp(cl->key, key) == 0) {
+			cl->refs++;
+			pthread_mutex_unlock(&clusters_lock);
+			free(key);
+			return cl;
+		}
+	}
+	cl = calloc(1, sizeof(*cl));
+	if (!cl) {
+		pthread_mutex_unlock(&clusters_lock);
+		free(key);
+		snprintf(err, errlen, "out of memory");
+		*rcp = -ENOMEM;
+		return NULL;
+	}
+	/* Connecting under the lock: opens happen at start and reload, one at a time anyway,
+	 * and two LUs of one cluster must not make two handles. */
+	*rcp = cluster_connect(c, &cl->rados, err, errlen);
+	if (*rcp < 0) {
+		pthread_mutex_unlock(&clusters_lock);
+		free(key);
+		free(cl);
+		return NULL;
+	}
+	cl->key = key;
+	cl->refs = 1;
+	list_add_tail(&cl->link, &clusters);
+	pthread_mutex_unlock(&clusters_lock);
+	return cl;
+}
+
+static void cluster_put(struct rbd_cluster *cl)
+{
+	pthread_mutex_lock(&clusters_lock);
+	if (--cl->refs > 0) {
+		pthread_mutex_unlock(&clusters_lock);
+		return;
+	}
+	list_del(&cl->link);
+	pthread_mutex_unlock(&clusters_lock);
+	if (cl->abandoned) { /* librbd still holds requests on it: leave it to the exit */
+		free(cl->key);
+		free(cl);
+		return;
+	}
+	rados_shutdown(cl->rados);
+	free(cl->key);
+	free(cl);
+}
+
+/* ---- per-thread completion queue ---- */
+
+static void log_io_error(struct bs_io *io);
+
+struct rbd_thread {
+	struct bs_thread_ext ext;
+	struct ev_loop *loop;
+	struct ev_io watch;
+	int efd;
+	unsigned inflight; /* submitted on this thread, not yet completed (loop thread only) */
+	_Atomic(struct bs_io *) done; /* completed by librbd, not yet handed back (LIFO) */
+	atomic_uint in_cb;	      /* librbd threads inside rbd_done() for this thread: rt must
+					 outlive them, not only the I/O they hand back */
+};
+
+static void rt_complete(struct rbd_thread *rt)
+{
+	struct bs_io *list = atomic_exchange_explicit(&rt->done, NULL, memory_order_acquire);
+	struct bs_io *fifo = NULL;
+
+	while (list) { /* reverse: complete in the order librbd finished them */
+		struct bs_io *next = list->bnext;
+
+		list->bnext = fifo;
+		fifo = list;
+		list = next;
+	}
+	while (fifo) {
+		struct bs_io *io = fifo;
+
+		fifo = io->bnext;
+		io->bnext = NULL;
+		rt->inflight--;
+		if (io->result < 0 && io->result != -EILSEQ)
+			log_io_error(io); /* a miscompare is the command's answer, not an error */
+		io->cb(io);
+	}
+}
+
+static void rt_efd_cb(struct ev_io *w, uint32_t revents)
+{
+	struct rbd_thread *rt = w->arg;
+	uint64_t v;
+
+	(void)revents;
+	if (read(rt->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_warn("rbd", "eventfd read: %s", strerror(errno));
+	rt_complete(rt);
+}
+
+static unsigned rt_busy(const struct bs_thread_ext *ext)
+{
+	const struct rbd_thread *rt = (const struct rbd_thread *)ext;
+
+	return rt->inflight;
+}
+
+/* On the owning thread, at its end: wait for this thread's I/O (librbd completes every
+ * request, with -ETIMEDOUT at worst) and complete it, then go. */
+static void rt_free(struct bs_thread_ext *ext)
+{
+	struct rbd_thread *rt = (struct rbd_thread *)ext;
+
+	ev_io_stop(rt->loop, &rt->watch);
+	while (rt->inflight > 0 || atomic_load_explicit(&rt->in_cb, memory_order_acquire)) {
+		uint64_t v;
+
+		if (!atomic_load_explicit(&rt->done, memory_order_acquire))
+			usleep(1000);
+		if (read(rt->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			break;
+		rt_complete(rt);
+	}
+	close(rt->efd);
+	free(rt);
+}
+
+static struct rbd_thread *rt_of(struct bs_thread *t)
+{
+	struct bs_thread_ext **slot = bs_thread_rbd_ext(t);
+	struct rbd_thread *rt;
+
+	if (*slot)
+		return (struct rbd_thread *)*slot;
+	rt = calloc(1, sizeof(*rt));
+	if (!rt)
+		return NULL;
+	rt->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (rt->efd < 0) {
+		free(rt);
+		return NULL;
+	}
+	rt->loop = bs_thread_loop(t);
+	rt->ext.free = rt_free;
+	rt->ext.busy = rt_busy;
+	atomic_init(&rt->done, NULL);
+	atomic_init(&rt->in_cb, 0);
+	ev_io_init(&rt->watch, rt->efd, rt_efd_cb, rt);
+	if (ev_io_start(rt->loop, &rt->watch, EPOLLIN) < 0) {
+		close(rt->efd);
+		free(rt);
+		return NULL;
+	}
+	*slot = &rt->ext;
+	return rt;
+}
+
+/* ---- the device ---- */
+
+struct rbd_priv {
+	struct rbd_cluster *cl;
+	rados_ioctx_t ioctx;
+	rbd_image_t image;
+	uint64_t obj_size;
+	unsigned close_ms; /* how long closing may take: the OSD timeout and some */
+	_Atomic uint64_t last_err_s; /* when the last I/O error was logged (monotonic seconds) */
+	atomic_uint quiet_errs;	     /* errors not logged since */
+	char name[160];		     /* pool/[ns/]image, for messages */
+};
+
+static const char *const op_names[] = {"read",	  "write", "write same",      "write zeroes",
+				       "discard", "flush", "compare and write"};
+
+/* One line per second at most per image: a cluster that stops answering fails every request,
+ * and each would otherwise log. */
+static void log_io_error(struct bs_io *io)
+{
+	struct rbd_priv *p = io->dev->priv;
+	struct timespec ts;
+	uint64_t now, last;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec;
+	last = atomic_load_explicit(&p->last_err_s, memory_order_relaxed);
+	if (last == now || !atomic_compare_exchange_strong(&p->last_err_s, &last, now)) {
+		atomic_fetch_add_explicit(&p->quiet_errs, 1, memory_order_relaxed);
+		return;
+	}
+	log_warn("rbd", "%s: %s of %llu bytes at %llu failed: %s%s (%u more errors not logged)",
+		 p->name, io->op < 7 ? op_names[io->op] : "?", (unsigned long long)io->len,
+		 (unsigned long long)io->offset, strerror(-io->result),
+		 io->result == -ETIMEDOUT ? " (no answer from the cluster within osd_op_timeout_s)"
+					  : "",
+		 atomic_exchange_explicit(&p->quiet_errs, 0, memory_order_relaxed));
+}
+
+static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char *err,
+			size_t errlen)
+{
+	struct rbd_priv *p = dev->priv;
+	const struct scsi_rbd_cfg *c = cfg->rbd;
+	rbd_image_info_t info;
+	int rc;
+
+	if (!c || !c->pool || !c->image) {
+		snprintf(err, errlen, "rbd backend needs a pool and an image");
+		return -EINVAL;
+	}
+	snprintf(p->name, sizeof(p->name), "%s/%s%s%s", c->pool, c->ns ? c->ns : "",
+		 c->ns ? "/" : "", c->image);
+	p->cl = cluster_get(c, err, errlen, &rc);
+	if (!p->cl)
+		return rc;
+	rc = rados_ioctx_create(p->cl->rados, c->pool, &p->ioctx);
+	if (rc < 0) {
+		snprintf(err, errlen, "rbd %s: pool %s: %s", p->name, c->pool, strerror(-rc));
+		goto fail_cluster;
+	}
+	if (c->ns)
+		rados_ioctx_set_namespace(p->ioctx, c->ns);
+	rc = cfg->readonly ? rbd_open_read_only(p->ioctx, c->image, &p->image, NULL)
+			   : rbd_open(p->ioctx, c->image, &p->image, NULL);
+	if (rc < 0) {
+		snprintf(err, errlen, "rbd %s: cannot open the image: %s", p->name, strerror(-rc));
+		goto fail_ioctx;
+	}
+	rc = rbd_stat(p->image, &info, sizeof(info));
+	if (rc < 0) {
+		snprintf(err, errlen, "rbd %s: rbd_stat: %s", p->name, strerror(-rc));
+		goto fail_image;
+	}
+	if (cfg->size_bytes && cfg->size_bytes != info.size) {
+		snprintf(err, errlen, "rbd %s: the image has %llu bytes, the configuration says %llu",
+			 p->name, (unsigned long long)info.size,
+			 (unsigned long long)cfg->size_bytes);
+		rc = -EINVAL;
+		goto fail_image;
+	}
+	if (info.size < cfg->block_size) {
+		snprintf(err, errlen, "rbd %s: the image is smaller than one block", p->name);
+		rc = -EINVAL;
+		goto fail_image;
+	}
+	dev->size = info.size;
+	p->obj_size = info.obj_size;
+	p->close_ms = ((c->osd_op_timeout_s ? c->osd_op_timeout_s : RBD_DEFAULT_OSD_TIMEOUT_S) + 5) *
+		      1000u;
+	dev->unmap_granularity = info.obj_size <= UINT32_MAX ? (uint32_t)info.obj_size : 0;
+	log_info("rbd", "%s: %llu bytes, %llu-byte objects", p->name,
+		 (unsigned long long)info.size, (unsigned long long)info.obj_size);
+	return 0;
+fail_image:
+	rbd_close(p->image);
+fail_ioctx:
+	rados_ioctx_destroy(p->ioctx);
+fail_cluster:
+	cluster_put(p->cl);
+	return rc;
+}
+
+/* Closing releases the image's exclusive lock and its watch: requests to the cluster, and a
+ * watch has no OSD timeout. A cluster that does not answer must not hang ix-target's exit or
+ * a reload, so the close is asynchronous and waited for at most close_ms; after that the image
+ * and its cluster connection are abandoned (left to the process's exit) with a warning. */
+static void rbd_dev_close(struct bs_dev *dev)
+{
+	struct rbd_priv *p = dev->priv;
+	rbd_completion_t c;
+	unsigned waited = 0;
+	int rc;
+
+	if (rbd_aio_create_completion(NULL, NULL, &c) < 0) {
+		rc = rbd_close(p->image);
+	} else if ((rc = rbd_aio_close(p->image, c)) < 0) {
+		rbd_aio_release(c);
+	} else {
+		while (!rbd_aio_is_complete(c) && waited < p->close_ms) {
+			usleep(10000);
+			waited += 10;
+		}
+		if (!rbd_aio_is_complete(c)) {
+			log_warn("rbd", "%s: the image did not close within %u s (the cluster does not "
+				 "answer): its connection is abandoned", p->name, p->close_ms / 1000);
+			pthread_mutex_lock(&clusters_lock);
+			p->cl->abandoned = true;
+			pthread_mutex_unlock(&clusters_lock);
+			cluster_put(p->cl);
+			return;
+		}
+		rc = (int)rbd_aio_get_return_value(c);
+		rbd_aio_release(c);
+	}
+	if (rc < 0)
+		log_warn("rbd", "%s: rbd_close: %s", p->name, strerror(-rc));
+	rados_ioctx_destroy(p->ioctx);
+	cluster_put(p->cl);
+}
+
+/* librbd's thread: hand the I/O to its submitter's loop. */
+static void rbd_done(rbd_completion_t c, void *arg)
+{
+	struct bs_io *io = arg;
+	struct rbd_thread *rt = io->bpriv;
+	ssize_t r = rbd_aio_get_return_value(c);
+	struct bs_io *head;
+
+	/* Counted before the push: once the I/O is on the list its thread may complete it and,
+	 * at shutdown, free rt (rt_free waits for in_cb to drop as well). */
+	atomic_fetch_add_explicit(&rt->in_cb, 1, memory_order_relaxed);
+	rbd_aio_release(c);
+	io->result = r < 0 ? (int)r : 0;
+	head = atomic_load_explicit(&rt->done, memory_order_relaxed);
+	do
+		io->bnext = head;
+	while (!atomic_compare_exchange_weak_explicit(&rt->done, &head, io, memory_order_release,
+						      memory_order_relaxed));
+	if (!head) {
+		uint64_t one = 1;
+
+		if (write(rt->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			log_warn("rbd", "eventfd write: %s", strerror(errno));
+	}
+	atomic_fetch_sub_explicit(&rt->in_cb, 1, memory_order_release);
+}
+
+static int rbd_start(struct rbd_priv *p, struct bs_io *io, rbd_completion_t c)
+{
+	switch (io->op) {
+	case BS_OP_READ:
+		return rbd_aio_read(p->image, io->offset, (size_t)io->len, (char *)io->buf, c);
+	case BS_OP_WRITE:
+		return rbd_aio_write(p->image, io->offset, (size_t)io->len, (const char *)io->buf,
+				     c);
+	case BS_OP_WRITE_SAME:
+		if (io->pattern_len == 0 || io->len % io->pattern_len)
+			return -EINVAL;
+		return rbd_aio_writesame(p->image, io->offset, (size_t)io->len,
+					 (const char *)io->buf, io->pattern_len, c, 0);
+	case BS_OP_WRITE_ZEROES:
+		/* allocating zeros (a fully provisioned LU's WRITE SAME of zeros) */
+		return rbd_aio_write_zeroes(p->image, io->offset, (size_t)io->len, c,
+					    RBD_WRITE_ZEROES_FLAG_THICK_PROVISION, 0);
+	case BS_OP_DISCARD:
+		return rbd_aio_discard(p->image, io->offset, io->len, c);
+	case BS_OP_FLUSH:
+		return rbd_aio_flush(p->image, c);
+	case BS_OP_COMPARE_WRITE: {
+		/* librbd compares and writes on the OSD in one object operation (cmpext +
+		 * write); a mismatch completes with -EILSEQ and the offset in io->mismatch */
+		ssize_t r = rbd_aio_compare_and_write(p->image, io->offset, (size_t)io->len,
+						      (const char *)io->buf,
+						      (const char *)io->buf + io->len, c,
+						      &io->mismatch, 0);
+		return r < 0 ? (int)r : 0;
+	}
+	}
+	return -EINVAL;
+}
+
+static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io)
+{
+	struct rbd_priv *p = dev->priv;
+	struct rbd_thread *rt = NULL;
+	rbd_completion_t c;
+	int rc;
+
+	if (io->op != BS_OP_FLUSH &&
+	    (io->offset > dev->size || io->len > dev->size - io->offset)) {
+		io->result = -EINVAL;
+		io->cb(io);
+		return;
+	}
+	if (io->op != BS_OP_FLUSH && io->len == 0) {
+		io->result = 0;
+		io->cb(io);
+		return;
+	}
+	if (t)
+		rt = rt_of(t); /* NULL only without memory: then wait here */
+	if (rt) {
+		io->bpriv = rt;
+		rc = rbd_aio_create_completion(io, rbd_done, &c);
+	} else {
+		rc = rbd_aio_create_completion(NULL, NULL, &c);
+	}
+	if (rc < 0) {
+		io->result = rc;
+		io->cb(io);
+		return;
+	}
+	if (rt)
+		rt->inflight++;
+	rc = rbd_start(p, io, c);
+	if (rc < 0) { /* not started: no callback will come */
+		rbd_aio_release(c);
+		if (rt)
+			rt->inflight--;
+		io->result = rc;
+		io->cb(io);
+		return;
+	}
+	if (rt)
+		return;
+	rbd_aio_wait_for_complete(c);
+	rc = (int)rbd_aio_get_return_value(c);
+	rbd_aio_release(c);
+	io->result = rc < 0 ? rc : 0;
+	if (io->result < 0 && io->result != -EILSEQ)
+		log_io_error(io);
+	io->cb(io);
+}
+
+struct lbas_walk {
+	uint64_t start, end; /* the window asked about */
+	uint64_t first_at;   /* the first allocated extent at or after start, or end */
+	uint64_t first_end;  /* where the allocated run from start ends (when first_at == start) */
+};
+
+static int lbas_cb(uint64_t off, size_t len, int exists, void *arg)
+{
+	struct lbas_walk *w = arg;
+	uint64_t e = off + len;
+
+	if (!exists || e <= w->start)
+		return 0;
+	if (off < w->start)
+		off = w->start;
+	if (w->first_at == w->end) {
+		w->first_at = off;
+		w->first_end = e;
+	} else if (off <= w->first_end && e > w->first_end) {
+		w->first_end = e; /* contiguous with the run so far */
+	} else if (off > w->first_end) {
+		return -ECANCELED; /* the first run is complete: enough */
+	}
+	return 0;
+}
+
+static int rbd_lba_status(struct bs_dev *dev, uint64_t offset, uint64_t *run, bool *mapped)
+{
+	struct rbd_priv *p = dev->priv;
+	struct lbas_walk w;
+	uint64_t len = dev->size - offset;
+	int rc;
+
+	if (len > RBD_LBAS_SPAN)
+		len = RBD_LBAS_SPAN;
+	w.start = offset;
+	w.end = offset + len;
+	w.first_at = w.end;
+	w.first_end = w.end;
+	rc = rbd_diff_iterate2(p->image, NULL, offset, len, 1, 0, lbas_cb, &w);
+	if (rc < 0 && rc != -ECANCELED)
+		return rc;
+	if (w.first_at > offset) {
+		*mapped = false;
+		*run = w.first_at - offset;
+	} else {
+		*mapped = true;
+		*run = (w.first_end > w.end ? w.end : w.first_end) - offset;
+	}
+	return 0;
+}
+
+/* librbd 16 compares and writes one 512-byte sector at most (ImageCompareAndWriteRequest
+ * refuses anything crossing a sector, an object or a stripe unit with -EINVAL): a one-block
+ * COMPARE AND WRITE on a 512-byte LU, which is what VMware's ATS sends. Larger ones are read,
+ * compared and written under the target's range guard instead. */
+static bool rbd_compare_write_ok(struct bs_dev *dev, uint64_t offset, uint64_t len)
+{
+	(void)dev;
+	return len > 0 && offset % 512 + len <= 512;
+}
+
+const struct bs_ops bs_rbd_ops = {
+    .name = "rbd",
+    .type = SCSI_BACKEND_RBD,
+    .priv_size = sizeof(struct rbd_priv),
+    .caps = BS_CAP_DISCARD | BS_CAP_DISCARD_ZEROES | BS_CAP_ASYNC | BS_CAP_LBA_STATUS |
+	    BS_CAP_COMPARE_WRITE,
+    .open = rbd_dev_open,
+    .close = rbd_dev_close,
+    .submit = rbd_submit,
+    .lba_status = rbd_lba_status,
+    .compare_write_ok = rbd_compare_write_ok,
+};
