@@ -715,6 +715,7 @@ static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 					   "negotiation",
 					   "discovery",
 					   "mgmt_socket",
+					   "mgmt_group",
 					   "state_dir",
 					   NULL};
 	json_t *v = member(root, "global");
@@ -747,6 +748,7 @@ static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 	    (rc = parse_negotiation(c, v, &g->neg)) || (rc = parse_discovery(c, v, g)) ||
 	    (rc = get_strdup(c, v, "mgmt_socket", sizeof(((struct sockaddr_un *)0)->sun_path) - 1,
 			     STR_PRINTABLE, &g->mgmt_socket)) ||
+	    (rc = get_strdup(c, v, "mgmt_group", 32, STR_PRINTABLE, &g->mgmt_group)) ||
 	    (rc = get_state_dir(c, v, &g->state_dir)))
 		goto out;
 	g->threads = (int)threads;

@@ -241,11 +241,8 @@ struct ix_target {
 	struct tgt_worker *workers;
 	int nworkers;
 	int next_worker;
-	struct tcp_listener **listeners;
-	size_t nlisteners;
-	struct iser_listener **iser_listeners;
-	size_t niser_listeners;
-	struct listener_ctx *lctx;
+	struct listener_ctx **lctx;     /* one per portal being served (main thread) */
+	size_t nlctx;
 	/* earlier configuration generations: connections and sessions may still point into them,
 	   so they live until the target is freed */
 	struct tgt_cfg_gen **old_gens;
@@ -291,6 +288,14 @@ int tgt_lu_new(struct ix_target *t, struct cfg_target *ct, struct cfg_lun *cl,
  * message about s may arrive after it ended), else NULL. s is compared, not dereferenced. */
 struct tgt_session *tgt_worker_session(struct tgt_worker *w, const struct tgt_session *s,
 				       uint16_t tsih);
+
+/* A portal's listeners (TCP and/or iSER, as it says), on the main loop. -errno with a message
+ * in err. Connections already accepted through a closed portal go on. */
+int tgt_portal_listen(struct ix_target *t, const struct cfg_portal *p, struct listener_ctx **out,
+		      char *err, size_t errlen);
+void tgt_portal_close(struct listener_ctx *lc);
+const struct cfg_portal *tgt_portal_cfg(const struct listener_ctx *lc);
+void tgt_portal_set_cfg(struct listener_ctx *lc, const struct cfg_portal *p);
 
 /* tgt_reload.c (ix_target_reload is in target.h) */
 struct tgt_lu_retire;

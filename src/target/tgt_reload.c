@@ -12,7 +12,13 @@
  *   LOGICAL UNIT NOT SUPPORTED; commands already running finish), a newly listed one joins it,
  *   and every I_T nexus that used the target's LUs gets REPORTED LUNS DATA HAS CHANGED. A LUN
  *   listed in both files with other settings keeps running as it was (a restart applies them).
- * - Portal and global changes need a restart, except logout_timeout_ms, read at each reload.
+ * - Portals are matched by name. A new one listens before anything is applied (a portal that
+ *   cannot listen fails the reload); a removed one stops listening (connections accepted
+ *   through it go on); one whose address, port or transports changed is both (the new
+ *   listener first, so moving a portal to an address in use fails cleanly); a tpgt change
+ *   applies to connections accepted from then on.
+ * - Global changes need a restart, except logout_timeout_ms, read at each reload, and the
+ *   limits read at each accept or login.
  *
  * Everything that can fail (new LUs, memory) is done before anything is applied, so a failed
  * reload changes nothing. Runs on the main thread, the only one that changes the node table and
@@ -45,6 +51,8 @@ struct lun_change {
 
 struct plan {
 	struct ix_config *cfg;
+	struct listener_ctx **lctx; /* for cfg->portals, in order: kept or new */
+	bool *lctx_new;
 	struct tgt_node **nodes; /* for cfg->targets, in order */
 	size_t nnodes;
 	struct lun_change *chg;
@@ -171,8 +179,81 @@ static int plan_luns(struct ix_target *t, struct plan *p, struct tgt_node *node,
 	return 0;
 }
 
+static bool portal_same_listen(const struct cfg_portal *a, const struct cfg_portal *b)
+{
+	return strcmp(a->address, b->address) == 0 && a->port == b->port && a->tcp == b->tcp &&
+	       a->iser == b->iser;
+}
+
+static struct listener_ctx *running_portal(struct ix_target *t, const char *name)
+{
+	for (size_t j = 0; j < t->nlctx; j++)
+		if (strcmp(tgt_portal_cfg(t->lctx[j])->name, name) == 0)
+			return t->lctx[j];
+	return NULL;
+}
+
+static int plan_portals(struct ix_target *t, struct plan *p, char *err, size_t errlen)
+{
+	struct ix_config *cfg = p->cfg;
+	size_t n = cfg->nportals ? cfg->nportals : 1;
+
+	p->lctx = calloc(n, sizeof(*p->lctx));
+	p->lctx_new = calloc(n, sizeof(*p->lctx_new));
+	if (!p->lctx || !p->lctx_new)
+		return -ENOMEM;
+	for (size_t i = 0; i < cfg->nportals; i++) {
+		const struct cfg_portal *np = &cfg->portals[i];
+		struct listener_ctx *old = running_portal(t, np->name);
+		int r;
+
+		if (old && portal_same_listen(tgt_portal_cfg(old), np)) {
+			p->lctx[i] = old;
+			continue;
+		}
+		r = tgt_portal_listen(t, np, &p->lctx[i], err, errlen);
+		if (r < 0)
+			return r;
+		p->lctx_new[i] = true;
+	}
+	return 0;
+}
+
+static bool portal_kept(const struct plan *p, const struct listener_ctx *lc)
+{
+	for (size_t i = 0; i < p->cfg->nportals; i++)
+		if (p->lctx[i] == lc)
+			return true;
+	return false;
+}
+
+/* The new portal list takes over; listeners no longer named stop. */
+static void apply_portals(struct ix_target *t, struct plan *p)
+{
+	for (size_t j = 0; j < t->nlctx; j++) {
+		if (portal_kept(p, t->lctx[j]))
+			continue;
+		log_info("target", "reload: portal %s no longer listens",
+			 tgt_portal_cfg(t->lctx[j])->name);
+		tgt_portal_close(t->lctx[j]);
+	}
+	for (size_t i = 0; i < p->cfg->nportals; i++)
+		tgt_portal_set_cfg(p->lctx[i], &p->cfg->portals[i]);
+	free(t->lctx);
+	t->lctx = p->lctx;
+	t->nlctx = p->cfg->nportals;
+	p->lctx = NULL;
+	free(p->lctx_new);
+	p->lctx_new = NULL;
+}
+
 static void plan_undo(struct ix_target *t, struct plan *p)
 {
+	for (size_t i = 0; p->lctx && p->lctx_new && i < p->cfg->nportals; i++)
+		if (p->lctx_new[i])
+			tgt_portal_close(p->lctx[i]);
+	free(p->lctx);
+	free(p->lctx_new);
 	for (size_t i = 0; i < p->nchg; i++) {
 		scsi_lu_put(p->chg[i].add);
 		free(p->chg[i].retire);
@@ -195,6 +276,7 @@ static int plan_make(struct ix_target *t, struct plan *p, char *err, size_t errl
 	p->nodes = calloc(cfg->ntargets ? cfg->ntargets : 1, sizeof(*p->nodes));
 	if (!p->nodes)
 		return -ENOMEM;
+	r = plan_portals(t, p, err, errlen);
 	for (size_t i = 0; i < cfg->ntargets && r == 0; i++) {
 		struct cfg_target *ct = &cfg->targets[i];
 		struct tgt_node *old = running_node(t, ct->name);
@@ -313,6 +395,7 @@ int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size
 	t->nnodes = p.nnodes;
 	pthread_mutex_unlock(&t->lock);
 	apply_lun_changes(t, &p);
+	apply_portals(t, &p);
 	free(p.chg);
 	for (size_t j = 0; j < ngone; j++)
 		tgt_node_put(gone[j]); /* the configuration's reference */

@@ -1,0 +1,569 @@
+/* The management socket and the JSON-RPC framing (rpc.h). */
+#include "mgmt/rpc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "util/list.h"
+#include "util/log.h"
+
+/* ---- framing ------------------------------------------------------------------------------ */
+
+/* Requests are found by a scanner that follows strings and brackets, so that a value is handed
+ * to the JSON parser only when it is complete (jansson would call a truncated token a syntax
+ * error), in time linear in the input. */
+struct rpc_stream {
+	struct ix_mgmt *m;
+	struct ix_mgmt_caller who;
+	rpc_emit_fn emit;
+	void *arg;
+	char *buf;
+	size_t len, cap;
+	size_t scan;   /* bytes of buf scanned */
+	int depth;
+	bool in_str, esc;
+};
+
+struct rpc_stream *rpc_stream_new(struct ix_mgmt *m, const struct ix_mgmt_caller *who,
+				  rpc_emit_fn emit, void *arg)
+{
+	struct rpc_stream *st = calloc(1, sizeof(*st));
+
+	if (!st)
+		return NULL;
+	st->m = m;
+	st->who = *who;
+	st->emit = emit;
+	st->arg = arg;
+	return st;
+}
+
+void rpc_stream_free(struct rpc_stream *st)
+{
+	if (!st)
+		return;
+	free(st->buf);
+	free(st);
+}
+
+size_t rpc_stream_pending(const struct rpc_stream *st)
+{
+	return st->len;
+}
+
+static void emit_json(rpc_emit_fn emit, void *arg, json_t *v)
+{
+	char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+
+	if (!s) {
+		static const char oom[] = "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,"
+					  "\"message\":\"out of memory\"}}\n";
+		emit(arg, oom, sizeof(oom) - 1);
+		return;
+	}
+	size_t n = strlen(s);
+	char *line = realloc(s, n + 2);
+	if (line) {
+		line[n] = '\n';
+		line[n + 1] = '\0';
+		emit(arg, line, n + 1);
+		free(line);
+	} else {
+		emit(arg, s, n);
+		emit(arg, "\n", 1);
+		free(s);
+	}
+}
+
+void rpc_emit_error(rpc_emit_fn emit, void *arg, int code, const char *msg)
+{
+	json_t *r = json_pack("{s:s, s:n, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", "error", "code",
+			      code, "message", msg);
+
+	emit_json(emit, arg, r);
+	json_decref(r);
+}
+
+/* One complete value in buf[0..n). */
+static int handle(struct rpc_stream *st, const char *p, size_t n)
+{
+	json_error_t je;
+	json_t *req = json_loadb(p, n, JSON_REJECT_DUPLICATES, &je), *resp;
+	char msg[256];
+
+	if (!req) {
+		snprintf(msg, sizeof(msg), "parse error: %s (byte %d)", je.text, je.position);
+		rpc_emit_error(st->emit, st->arg, -32700, msg);
+		return -EPROTO;
+	}
+	resp = ix_mgmt_call(st->m, req, &st->who);
+	json_decref(req);
+	if (resp) {
+		emit_json(st->emit, st->arg, resp);
+		json_decref(resp);
+	}
+	return 0;
+}
+
+static bool is_space(char ch)
+{
+	return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
+}
+
+int rpc_stream_feed(struct rpc_stream *st, const char *data, size_t len)
+{
+	size_t start = 0;
+
+	if (len > MGMT_MAX_REQUEST - st->len) {
+		rpc_emit_error(st->emit, st->arg, MGMT_ERR_LIMIT,
+			       "request too large (at most 1048576 bytes)");
+		return -EMSGSIZE;
+	}
+	if (st->len + len > st->cap) {
+		size_t cap = st->cap ? st->cap : 4096;
+		char *b;
+		while (cap < st->len + len)
+			cap *= 2;
+		b = realloc(st->buf, cap);
+		if (!b) {
+			rpc_emit_error(st->emit, st->arg, -32603, "out of memory");
+			return -ENOMEM;
+		}
+		st->buf = b;
+		st->cap = cap;
+	}
+	memcpy(st->buf + st->len, data, len);
+	st->len += len;
+	for (size_t i = st->scan; i < st->len; i++) {
+		char ch = st->buf[i];
+
+		if (st->in_str) {
+			if (st->esc)
+				st->esc = false;
+			else if (ch == '\\')
+				st->esc = true;
+			else if (ch == '"')
+				st->in_str = false;
+			continue;
+		}
+		if (st->depth == 0) {
+			if (is_space(ch)) {
+				start = i + 1;
+				continue;
+			}
+			if (ch != '{' && ch != '[') {
+				rpc_emit_error(st->emit, st->arg, -32700,
+					       "parse error: a request is a JSON object or array");
+				return -EPROTO;
+			}
+		}
+		if (ch == '"') {
+			st->in_str = true;
+		} else if (ch == '{' || ch == '[') {
+			if (++st->depth > MGMT_MAX_DEPTH) {
+				rpc_emit_error(st->emit, st->arg, MGMT_ERR_LIMIT,
+					       "request nested too deeply");
+				return -EMSGSIZE;
+			}
+		} else if (ch == '}' || ch == ']') {
+			if (--st->depth == 0) {
+				int r = handle(st, st->buf + start, i + 1 - start);
+				if (r < 0)
+					return r;
+				start = i + 1;
+			}
+		}
+	}
+	/* keep the unfinished request */
+	memmove(st->buf, st->buf + start, st->len - start);
+	st->len -= start;
+	st->scan = st->len;
+	return 0;
+}
+
+/* ---- the socket --------------------------------------------------------------------------- */
+
+struct rpc_client {
+	struct rpc_server *srv;
+	struct list_head link;
+	struct ev_io io;
+	struct ev_timer timer;    /* request completion, or idle */
+	struct ev_defer free_d;
+	struct rpc_stream *st;
+	char *out;
+	size_t olen, ocap, ooff;
+	bool overflow;
+	bool closing;             /* close once the output is written */
+	bool dead;
+	struct ix_mgmt_caller who;
+};
+
+struct rpc_server {
+	struct ix_mgmt *m;
+	struct ev_loop *loop;
+	struct ev_io io;
+	int fd;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	gid_t group;
+	struct list_head clients;
+	int nclients;
+	uint64_t denied, refused;
+};
+
+static void client_free_deferred(void *arg)
+{
+	struct rpc_client *c = arg;
+
+	rpc_stream_free(c->st);
+	free(c->out);
+	free(c);
+}
+
+static void client_teardown(struct rpc_client *c)
+{
+	c->dead = true;
+	ev_io_stop(c->srv->loop, &c->io);
+	ev_timer_stop(c->srv->loop, &c->timer);
+	close(c->io.fd);
+	list_del(&c->link);
+	c->srv->nclients--;
+}
+
+/* From a callback: the client may still be named in the loop's current batch. */
+static void client_close(struct rpc_client *c)
+{
+	if (c->dead)
+		return;
+	client_teardown(c);
+	ev_defer(c->srv->loop, &c->free_d, client_free_deferred, c);
+}
+
+static void emit_out(void *arg, const char *p, size_t n)
+{
+	struct rpc_client *c = arg;
+
+	if (c->overflow)
+		return;
+	if (c->olen - c->ooff + n > RPC_MAX_OUTPUT) {
+		c->overflow = true;
+		return;
+	}
+	if (c->ooff && c->ooff == c->olen)
+		c->ooff = c->olen = 0;
+	if (c->olen + n > c->ocap) {
+		size_t cap = c->ocap ? c->ocap : 4096;
+		char *b;
+		if (c->ooff) {
+			memmove(c->out, c->out + c->ooff, c->olen - c->ooff);
+			c->olen -= c->ooff;
+			c->ooff = 0;
+		}
+		while (cap < c->olen + n)
+			cap *= 2;
+		b = cap > c->ocap ? realloc(c->out, cap) : c->out;
+		if (!b) {
+			c->overflow = true;
+			return;
+		}
+		c->out = b;
+		c->ocap = cap > c->ocap ? cap : c->ocap;
+	}
+	memcpy(c->out + c->olen, p, n);
+	c->olen += n;
+}
+
+/* Write what the socket takes; arm EPOLLOUT for the rest. */
+static void client_flush(struct rpc_client *c)
+{
+	while (c->ooff < c->olen) {
+		ssize_t w = send(c->io.fd, c->out + c->ooff, c->olen - c->ooff, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (w <= 0) {
+			client_close(c);
+			return;
+		}
+		c->ooff += (size_t)w;
+	}
+	if (c->ooff == c->olen && c->closing) {
+		client_close(c);
+		return;
+	}
+	ev_io_modify(c->srv->loop, &c->io,
+		     (c->closing ? 0 : EPOLLIN) | (c->ooff < c->olen ? EPOLLOUT : 0));
+}
+
+static void client_end(struct rpc_client *c)
+{
+	c->closing = true;
+	ev_timer_start(c->srv->loop, &c->timer, 1000); /* a client that does not read */
+	client_flush(c);
+}
+
+static void client_arm_timer(struct rpc_client *c)
+{
+	ev_timer_start(c->srv->loop, &c->timer,
+		       rpc_stream_pending(c->st) ? RPC_REQUEST_TIMEOUT_MS : RPC_IDLE_TIMEOUT_MS);
+}
+
+static void on_client_timer(struct ev_timer *t)
+{
+	struct rpc_client *c = t->arg;
+
+	if (c->closing) {
+		client_close(c);
+		return;
+	}
+	if (rpc_stream_pending(c->st)) {
+		log_info("mgmt", "rpc client pid %d: request incomplete after %u ms: closing",
+			 (int)c->who.pid, RPC_REQUEST_TIMEOUT_MS);
+		rpc_emit_error(emit_out, c, MGMT_ERR_LIMIT,
+			       "request incomplete after 5000 ms: closing the connection");
+	}
+	client_end(c);
+}
+
+static void on_client(struct ev_io *w, uint32_t revents)
+{
+	struct rpc_client *c = w->arg;
+	char buf[16384];
+
+	if (revents & EPOLLOUT) {
+		client_flush(c);
+		if (c->dead)
+			return;
+	}
+	if (!(revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) || c->closing)
+		return;
+	/* one read per wakeup: other clients and the listeners get their turn */
+	ssize_t n = recv(w->fd, buf, sizeof(buf), 0);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n < 0) {
+		client_close(c);
+		return;
+	}
+	if (n == 0) { /* the client is done sending: answer what it sent, then close */
+		client_end(c);
+		return;
+	}
+	if (rpc_stream_feed(c->st, buf, (size_t)n) < 0 || c->overflow) {
+		if (c->overflow)
+			log_warn("mgmt", "rpc client pid %d does not read its responses: closing",
+				 (int)c->who.pid);
+		client_end(c);
+		return;
+	}
+	client_arm_timer(c);
+	client_flush(c);
+}
+
+static bool peer_allowed(struct rpc_server *s, int fd, struct ucred *uc)
+{
+	socklen_t len = sizeof(*uc);
+	gid_t groups[256];
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, uc, &len) < 0)
+		return false;
+	if (uc->uid == 0 || uc->uid == geteuid())
+		return true;
+	if (s->group == (gid_t)-1)
+		return false;
+	if (uc->gid == s->group)
+		return true;
+	len = sizeof(groups);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+		return false;
+	for (size_t i = 0; i < len / sizeof(gid_t); i++)
+		if (groups[i] == s->group)
+			return true;
+	return false;
+}
+
+/* A refusal is answered (best effort, the socket is new and empty) and closed. */
+static void refuse(int fd, int code, const char *msg)
+{
+	char line[256];
+	int n = snprintf(line, sizeof(line),
+			 "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":\"%s\"}}\n",
+			 code, msg);
+
+	(void)!send(fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	close(fd);
+}
+
+static void on_accept(struct ev_io *w, uint32_t revents)
+{
+	struct rpc_server *s = w->arg;
+
+	(void)revents;
+	for (int k = 0; k < 64; k++) {
+		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct rpc_client *c;
+		struct ucred uc = {0};
+
+		if (fd < 0)
+			return;
+		if (!peer_allowed(s, fd, &uc)) {
+			if (s->denied++ % 1000 == 0)
+				log_warn("mgmt",
+					 "rpc: refused a caller (uid %u gid %u pid %d): not root, "
+					 "the daemon's user or global.mgmt_group (%llu so far)",
+					 (unsigned)uc.uid, (unsigned)uc.gid, (int)uc.pid,
+					 (unsigned long long)s->denied);
+			refuse(fd, MGMT_ERR_DENIED, "permission denied");
+			continue;
+		}
+		if (s->nclients >= RPC_MAX_CLIENTS) {
+			if (s->refused++ % 1000 == 0)
+				log_warn("mgmt", "rpc: %d connections open: refusing more (%llu so far)",
+					 s->nclients, (unsigned long long)s->refused);
+			refuse(fd, MGMT_ERR_LIMIT, "too many management connections");
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (c) {
+			c->srv = s;
+			c->who = (struct ix_mgmt_caller){.pid = uc.pid, .uid = uc.uid};
+			c->st = rpc_stream_new(s->m, &c->who, emit_out, c);
+		}
+		if (!c || !c->st) {
+			if (c)
+				free(c);
+			refuse(fd, -32603, "out of memory");
+			continue;
+		}
+		ev_io_init(&c->io, fd, on_client, c);
+		ev_timer_init(&c->timer, on_client_timer, c);
+		if (ev_io_start(s->loop, &c->io, EPOLLIN) < 0) {
+			rpc_stream_free(c->st);
+			free(c);
+			close(fd);
+			continue;
+		}
+		list_add_tail(&c->link, &s->clients);
+		s->nclients++;
+		client_arm_timer(c);
+	}
+}
+
+/* A socket file at path: replace it when nobody listens on it. */
+static int clear_stale(const char *path, const struct sockaddr_un *sa)
+{
+	struct stat st;
+	int fd, r;
+
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode))
+		return -EEXIST;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
+	close(fd);
+	if (r == 0)
+		return -EADDRINUSE;
+	return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+}
+
+int rpc_server_new(struct ix_mgmt *m, struct ev_loop *loop, const char *path, gid_t group,
+		   struct rpc_server **out, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct rpc_server *s;
+	char dir[sizeof(sa.sun_path)], *slash;
+	mode_t old;
+	int r;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "%s: path too long for a Unix socket", path);
+		return -ENAMETOOLONG;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+			r = -errno;
+			snprintf(err, errlen, "%s: %s", dir, strerror(-r));
+			return r;
+		}
+	}
+	r = clear_stale(path, &sa);
+	if (r < 0) {
+		snprintf(err, errlen, "%s: %s", path,
+			 r == -EADDRINUSE ? "another daemon serves this management socket"
+			 : r == -EEXIST	  ? "exists and is not a socket"
+					  : strerror(-r));
+		return r;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->m = m;
+	s->loop = loop;
+	s->group = group;
+	list_init(&s->clients);
+	snprintf(s->path, sizeof(s->path), "%s", path);
+	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s->fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	old = umask(0177); /* the socket file is created 0600 */
+	r = bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
+	umask(old);
+	if (r < 0)
+		goto fail;
+	if (group != (gid_t)-1 && (chown(path, (uid_t)-1, group) < 0 || chmod(path, 0660) < 0)) {
+		r = -errno;
+		unlink(path);
+		goto fail;
+	}
+	if (listen(s->fd, 64) < 0) {
+		r = -errno;
+		unlink(path);
+		goto fail;
+	}
+	ev_io_init(&s->io, s->fd, on_accept, s);
+	r = ev_io_start(loop, &s->io, EPOLLIN);
+	if (r < 0) {
+		unlink(path);
+		goto fail;
+	}
+	log_info("mgmt", "JSON-RPC on %s", path);
+	*out = s;
+	return 0;
+fail:
+	snprintf(err, errlen, "%s: %s", path, strerror(-r));
+	if (s->fd >= 0)
+		close(s->fd);
+	free(s);
+	return r;
+}
+
+void rpc_server_free(struct rpc_server *s)
+{
+	if (!s)
+		return;
+	/* outside any callback of the loop: the clients go at once */
+	while (!list_empty(&s->clients)) {
+		struct rpc_client *c = list_first_entry(&s->clients, struct rpc_client, link);
+		client_teardown(c);
+		client_free_deferred(c);
+	}
+	ev_io_stop(s->loop, &s->io);
+	close(s->fd);
+	unlink(s->path);
+	free(s);
+}
