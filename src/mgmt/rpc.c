@@ -200,6 +200,9 @@ struct rpc_client {
 	size_t olen, ocap, ooff;
 	bool overflow;
 	bool closing;             /* close once the output is written */
+	bool lingering;           /* output written and shut down: reading until the peer closes
+				     (closing with unread input would reset the connection, and the
+				     peer might lose the answer) */
 	bool dead;
 	struct ix_mgmt_caller who;
 };
@@ -294,7 +297,11 @@ static void client_flush(struct rpc_client *c)
 		c->ooff += (size_t)w;
 	}
 	if (c->ooff == c->olen && c->closing) {
-		client_close(c);
+		if (!c->lingering) {
+			c->lingering = true;
+			shutdown(c->io.fd, SHUT_WR);
+		}
+		ev_io_modify(c->srv->loop, &c->io, EPOLLIN);
 		return;
 	}
 	ev_io_modify(c->srv->loop, &c->io,
@@ -341,10 +348,15 @@ static void on_client(struct ev_io *w, uint32_t revents)
 		if (c->dead)
 			return;
 	}
-	if (!(revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) || c->closing)
+	if (!(revents & (EPOLLIN | EPOLLHUP | EPOLLERR)))
 		return;
 	/* one read per wakeup: other clients and the listeners get their turn */
 	ssize_t n = recv(w->fd, buf, sizeof(buf), 0);
+	if (c->closing) { /* input is discarded now; the peer's close ends it */
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			client_close(c);
+		return;
+	}
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n < 0) {
@@ -364,6 +376,17 @@ static void on_client(struct ev_io *w, uint32_t revents)
 	}
 	client_arm_timer(c);
 	client_flush(c);
+}
+
+/* Clients being served (not those closing). */
+static int nserved(const struct rpc_server *s)
+{
+	const struct list_head *pos;
+	int n = 0;
+
+	list_for_each(pos, &s->clients)
+		n += !list_entry(pos, struct rpc_client, link)->closing;
+	return n;
 }
 
 static bool peer_allowed(struct rpc_server *s, int fd, struct ucred *uc)
@@ -388,16 +411,45 @@ static bool peer_allowed(struct rpc_server *s, int fd, struct ucred *uc)
 	return false;
 }
 
-/* A refusal is answered (best effort, the socket is new and empty) and closed. */
-static void refuse(int fd, int code, const char *msg)
+static struct rpc_client *client_new(struct rpc_server *s, int fd, const struct ucred *uc,
+				     bool serve)
 {
-	char line[256];
-	int n = snprintf(line, sizeof(line),
-			 "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":\"%s\"}}\n",
-			 code, msg);
+	struct rpc_client *c = calloc(1, sizeof(*c));
 
-	(void)!send(fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-	close(fd);
+	if (!c)
+		return NULL;
+	c->srv = s;
+	c->who = (struct ix_mgmt_caller){.pid = uc->pid, .uid = uc->uid};
+	if (serve && !(c->st = rpc_stream_new(s->m, &c->who, emit_out, c))) {
+		free(c);
+		return NULL;
+	}
+	ev_io_init(&c->io, fd, on_client, c);
+	ev_timer_init(&c->timer, on_client_timer, c);
+	if (ev_io_start(s->loop, &c->io, EPOLLIN) < 0) {
+		rpc_stream_free(c->st);
+		free(c);
+		return NULL;
+	}
+	list_add_tail(&c->link, &s->clients);
+	s->nclients++;
+	return c;
+}
+
+/* A refusal is answered, then the connection lingers until the peer closes it (at most 1 s),
+ * so that the answer is not lost to a reset; past RPC_MAX_CLIENTS more it is just closed. */
+static void refuse(struct rpc_server *s, int fd, const struct ucred *uc, int code,
+		   const char *msg)
+{
+	struct rpc_client *c = s->nclients < 2 * RPC_MAX_CLIENTS ? client_new(s, fd, uc, false)
+								 : NULL;
+
+	if (!c) {
+		close(fd);
+		return;
+	}
+	rpc_emit_error(emit_out, c, code, msg);
+	client_end(c);
 }
 
 static void on_accept(struct ev_io *w, uint32_t revents)
@@ -419,38 +471,21 @@ static void on_accept(struct ev_io *w, uint32_t revents)
 					 "the daemon's user or global.mgmt_group (%llu so far)",
 					 (unsigned)uc.uid, (unsigned)uc.gid, (int)uc.pid,
 					 (unsigned long long)s->denied);
-			refuse(fd, MGMT_ERR_DENIED, "permission denied");
+			refuse(s, fd, &uc, MGMT_ERR_DENIED, "permission denied");
 			continue;
 		}
-		if (s->nclients >= RPC_MAX_CLIENTS) {
+		if (nserved(s) >= RPC_MAX_CLIENTS) {
 			if (s->refused++ % 1000 == 0)
 				log_warn("mgmt", "rpc: %d connections open: refusing more (%llu so far)",
 					 s->nclients, (unsigned long long)s->refused);
-			refuse(fd, MGMT_ERR_LIMIT, "too many management connections");
+			refuse(s, fd, &uc, MGMT_ERR_LIMIT, "too many management connections");
 			continue;
 		}
-		c = calloc(1, sizeof(*c));
-		if (c) {
-			c->srv = s;
-			c->who = (struct ix_mgmt_caller){.pid = uc.pid, .uid = uc.uid};
-			c->st = rpc_stream_new(s->m, &c->who, emit_out, c);
-		}
-		if (!c || !c->st) {
-			if (c)
-				free(c);
-			refuse(fd, -32603, "out of memory");
-			continue;
-		}
-		ev_io_init(&c->io, fd, on_client, c);
-		ev_timer_init(&c->timer, on_client_timer, c);
-		if (ev_io_start(s->loop, &c->io, EPOLLIN) < 0) {
-			rpc_stream_free(c->st);
-			free(c);
+		c = client_new(s, fd, &uc, true);
+		if (!c) {
 			close(fd);
 			continue;
 		}
-		list_add_tail(&c->link, &s->clients);
-		s->nclients++;
 		client_arm_timer(c);
 	}
 }
