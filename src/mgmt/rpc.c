@@ -120,6 +120,8 @@ int rpc_stream_feed(struct rpc_stream *st, const char *data, size_t len)
 {
 	size_t start = 0;
 
+	if (len == 0)
+		return 0;
 	if (len > MGMT_MAX_REQUEST - st->len) {
 		rpc_emit_error(st->emit, st->arg, MGMT_ERR_LIMIT,
 			       "request too large (at most 1048576 bytes)");
