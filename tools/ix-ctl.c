@@ -44,6 +44,11 @@ static void usage(FILE *f)
 		"  lun delete TARGET LUN\n"
 		"  acl create TARGET INITIATOR [--chap-user USER --chap-secret SECRET]\n"
 		"  acl delete TARGET INITIATOR\n"
+		"  sessions [-v] [--target NAME]        logged-in sessions (-v: every negotiated "
+		"key)\n"
+		"  session logout TSIH [--drop] [--timeout MS]\n"
+		"                                       ask a session to log out (Async Message),\n"
+		"                                       or with --drop close it at once\n"
 		"options:\n"
 		"  -s, --socket PATH   the daemon's socket (default $IX_CTL_SOCKET or %s)\n"
 		"  --json              print the JSON result (or error) instead of text\n"
@@ -526,6 +531,97 @@ static int cmd_acl(int argc, char **argv)
 	return die_usage("acl create|delete TARGET INITIATOR ...%s", "");
 }
 
+static int cmd_sessions(int argc, char **argv)
+{
+	json_t *params = json_object(), *result, *error, *sess;
+	bool verbose = false;
+	size_t i;
+	int r;
+
+	for (int k = 0; k < argc; k++) {
+		if (strcmp(argv[k], "-v") == 0)
+			verbose = true;
+		else if (strcmp(argv[k], "--target") == 0 && k + 1 < argc)
+			json_object_set_new(params, "target", json_string(argv[++k]));
+		else
+			return json_decref(params), die_usage("sessions: unexpected '%s'", argv[k]);
+	}
+	r = call("iscsi_get_sessions", params, &result, &error);
+	json_decref(params);
+	if (r)
+		return r;
+	if (error) {
+		r = refused(error);
+		json_decref(error);
+		return r;
+	}
+	if (opt_json) {
+		print_json(result);
+		json_decref(result);
+		return 0;
+	}
+	if (json_array_size(result) == 0)
+		printf("no sessions\n");
+	json_array_foreach(result, i, sess)
+	{
+		json_t *keys = json_object_get(sess, "keys"), *cmdsn = json_object_get(sess, "cmdsn");
+		const char *key;
+		json_t *v;
+
+		printf("tsih %lld isid %s %s -> %s\n",
+		       (long long)json_integer_value(json_object_get(sess, "tsih")),
+		       jstr(sess, "isid", "?"), jstr(sess, "initiator", "?"),
+		       strcmp(jstr(sess, "type", ""), "discovery") == 0 ? "(discovery)"
+								 : jstr(sess, "target", "?"));
+		printf("  portal %s tpgt %lld, %s from %s, %s, digests %s/%s, CmdSN %lld..%lld, "
+		       "%lld in flight%s\n",
+		       jstr(sess, "portal", "?"),
+		       (long long)json_integer_value(json_object_get(sess, "tpgt")),
+		       jstr(sess, "local", "?"), jstr(sess, "peer", "?"), jstr(sess, "transport", "?"),
+		       jstr(keys, "HeaderDigest", "?"), jstr(keys, "DataDigest", "?"),
+		       (long long)json_integer_value(json_object_get(cmdsn, "exp_cmdsn")),
+		       (long long)json_integer_value(json_object_get(cmdsn, "max_cmdsn")),
+		       (long long)json_integer_value(json_object_get(sess, "commands_in_flight")),
+		       json_is_true(json_object_get(sess, "logout_requested")) ? ", logout requested"
+									       : "");
+		if (!verbose)
+			continue;
+		json_object_foreach(keys, key, v)
+		{
+			printf("    %s=", key);
+			print_value(v);
+			printf("\n");
+		}
+	}
+	json_decref(result);
+	return 0;
+}
+
+static int cmd_session(int argc, char **argv)
+{
+	json_t *params;
+	long long tsih, ms;
+
+	if (argc < 2 || strcmp(argv[0], "logout") != 0)
+		return die_usage("session logout TSIH [--drop] [--timeout MS]%s", "");
+	if (parse_int(argv[1], 1, 65535, &tsih) < 0)
+		return die_usage("bad TSIH '%s'", argv[1]);
+	params = json_pack("{s:I}", "tsih", (json_int_t)tsih);
+	for (int k = 2; k < argc; k++) {
+		if (strcmp(argv[k], "--drop") == 0) {
+			json_object_set_new(params, "drop", json_true());
+		} else if (strcmp(argv[k], "--timeout") == 0 && k + 1 < argc &&
+			   parse_int(argv[k + 1], 1000, 3600000, &ms) == 0) {
+			json_object_set_new(params, "timeout_ms", json_integer(ms));
+			k++;
+		} else {
+			json_decref(params);
+			return die_usage("session logout: unexpected '%s'", argv[k]);
+		}
+	}
+	return run("iscsi_logout_session", params, NULL);
+}
+
 static int cmd_save(int argc, char **argv)
 {
 	json_t *params = json_object();
@@ -624,6 +720,10 @@ int main(int argc, char **argv)
 		r = cmd_lun(n - 1, args + 1);
 	else if (strcmp(args[0], "acl") == 0)
 		r = cmd_acl(n - 1, args + 1);
+	else if (strcmp(args[0], "sessions") == 0)
+		r = cmd_sessions(n - 1, args + 1);
+	else if (strcmp(args[0], "session") == 0)
+		r = cmd_session(n - 1, args + 1);
 	else
 		r = die_usage("unknown command '%s'", args[0]);
 	free(args);

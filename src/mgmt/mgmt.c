@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -475,7 +476,26 @@ struct call {
 	json_t *params; /* an object (empty when absent) */
 	json_t *result;
 	struct merr *e;
+	/* asynchronous answers (NULL done: not possible here) */
+	ix_mgmt_done_fn done;
+	void *done_arg;
+	json_t *id;               /* NULL: a notification */
+	struct ix_mgmt_op *op;    /* set by a method that answers later */
 };
+
+struct ix_mgmt_op {
+	ix_mgmt_done_fn done;
+	void *arg;
+	json_t *id;               /* NULL: a notification */
+	json_t *params;
+	bool cancelled;
+};
+
+void ix_mgmt_op_cancel(struct ix_mgmt_op *op)
+{
+	if (op)
+		op->cancelled = true;
+}
 
 /* Parameter access: a missing required parameter or a wrong type is -32602. */
 static int p_str(struct call *c, const char *key, bool required, const char **out)
@@ -934,6 +954,164 @@ static int m_save_config(struct call *c)
 	return 0;
 }
 
+static const char *yes_no(bool b)
+{
+	return b ? "Yes" : "No";
+}
+
+static json_t *session_json(const struct ix_session_info *i)
+{
+	char isid[13];
+	json_t *keys, *o;
+
+	snprintf(isid, sizeof(isid), "%02x%02x%02x%02x%02x%02x", i->isid[0], i->isid[1],
+		 i->isid[2], i->isid[3], i->isid[4], i->isid[5]);
+	keys = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s, "
+			 "s:I}",
+			 "HeaderDigest", i->conn.header_digest ? "CRC32C" : "None", "DataDigest",
+			 i->conn.data_digest ? "CRC32C" : "None", "MaxRecvDataSegmentLength",
+			 (json_int_t)i->conn.max_recv_dsl, "MaxXmitDataSegmentLength",
+			 (json_int_t)i->conn.max_xmit_dsl, "MaxBurstLength",
+			 (json_int_t)i->sess.max_burst_length, "FirstBurstLength",
+			 (json_int_t)i->sess.first_burst_length, "InitialR2T",
+			 yes_no(i->sess.initial_r2t), "ImmediateData", yes_no(i->sess.immediate_data),
+			 "MaxOutstandingR2T", (json_int_t)i->sess.max_outstanding_r2t,
+			 "MaxConnections", (json_int_t)i->sess.max_connections, "DefaultTime2Wait",
+			 (json_int_t)i->sess.default_time2wait, "DefaultTime2Retain",
+			 (json_int_t)i->sess.default_time2retain, "DataPDUInOrder",
+			 yes_no(i->sess.data_pdu_in_order), "DataSequenceInOrder",
+			 yes_no(i->sess.data_sequence_in_order), "ErrorRecoveryLevel",
+			 (json_int_t)i->sess.error_recovery_level);
+	if (keys && i->conn.rdma) {
+		json_object_set_new(keys, "RDMAExtensions", json_string("Yes"));
+		json_object_set_new(keys, "TargetRecvDataSegmentLength",
+				    json_integer(i->conn.target_rdsl));
+		json_object_set_new(keys, "InitiatorRecvDataSegmentLength",
+				    json_integer(i->conn.initiator_rdsl));
+	}
+	o = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:i, s:o, "
+		      "s:{s:I, s:I, s:I}, s:I, s:I, s:b}",
+		      "tsih", i->tsih, "isid", isid, "initiator", i->initiator, "target",
+		      i->target, "type", i->discovery ? "discovery" : "normal", "portal", i->portal,
+		      "tpgt", i->tpgt, "cid", i->cid, "peer", i->peer, "local", i->local,
+		      "transport", i->transport, "worker", i->worker, "keys", keys ? keys : json_null(),
+		      "cmdsn", "exp_cmdsn", (json_int_t)i->exp_cmdsn, "max_cmdsn",
+		      (json_int_t)i->max_cmdsn, "window", (json_int_t)i->cmdsn_window,
+		      "commands_in_flight", (json_int_t)i->tasks_active, "commands_queued",
+		      (json_int_t)i->commands_pending, "logout_requested", i->logout_requested);
+	return o;
+}
+
+/* The answer of iscsi_get_sessions, filtered by params.target / params.initiator. */
+static json_t *sessions_result(json_t *params, const struct ix_session_info *list, size_t n)
+{
+	const char *target = json_string_value(json_object_get(params, "target"));
+	const char *ini = json_string_value(json_object_get(params, "initiator"));
+	json_t *a = json_array();
+
+	for (size_t k = 0; a && k < n; k++) {
+		if ((target && strcmp(target, list[k].target) != 0) ||
+		    (ini && strcasecmp(ini, list[k].initiator) != 0))
+			continue;
+		json_array_append_new(a, session_json(&list[k]));
+	}
+	return a;
+}
+
+static json_t *result_response(json_t *id, json_t *result);
+static json_t *error_response(json_t *id, int code, const char *msg, json_t *data);
+
+static void sessions_done(void *arg, const struct ix_session_info *list, size_t n)
+{
+	struct ix_mgmt_op *op = arg;
+	json_t *res, *resp = NULL;
+
+	if (!op->cancelled) {
+		res = sessions_result(op->params, list, n);
+		if (op->id)
+			resp = res ? result_response(op->id, res)
+				   : error_response(op->id, -32603, "out of memory", NULL);
+		else
+			json_decref(res);
+		op->done(op->arg, resp);
+		json_decref(resp);
+	}
+	json_decref(op->id);
+	json_decref(op->params);
+	free(op);
+}
+
+static int m_get_sessions(struct call *c)
+{
+	static const char *const keys[] = {"target", "initiator", NULL};
+	const char *target, *ini;
+	struct ix_mgmt_op *op;
+	int r;
+
+	if (p_keys(c, keys) < 0 || p_str(c, "target", false, &target) < 0 ||
+	    p_str(c, "initiator", false, &ini) < 0)
+		return -1;
+	if (!c->m->tgt) {
+		c->result = json_array();
+		return 0;
+	}
+	if (!c->done)
+		return merr_set(c->e, -32600,
+				"iscsi_get_sessions cannot be part of a batch (send it alone)");
+	op = calloc(1, sizeof(*op));
+	if (!op)
+		return merr_set(c->e, -32603, "out of memory");
+	op->done = c->done;
+	op->arg = c->done_arg;
+	op->id = c->id ? json_incref(c->id) : NULL;
+	op->params = json_incref(c->params);
+	r = ix_target_sessions(c->m->tgt, sessions_done, op);
+	if (r < 0) {
+		json_decref(op->id);
+		json_decref(op->params);
+		free(op);
+		return merr_set(c->e, -32603, "out of memory");
+	}
+	c->op = op;
+	return 0;
+}
+
+static int m_logout_session(struct call *c)
+{
+	static const char *const keys[] = {"tsih", "drop", "timeout_ms", NULL};
+	json_t *tsih = json_object_get(c->params, "tsih");
+	json_t *tmo = json_object_get(c->params, "timeout_ms");
+	json_t *g = json_object_get(json_object_get(c->m->doc, "global"), "logout_timeout_ms");
+	json_int_t ms = json_is_integer(g) ? json_integer_value(g) : 5000;
+	bool drop;
+	int r;
+
+	if (p_keys(c, keys) < 0 || p_bool(c, "drop", &drop) < 0)
+		return -1;
+	if (!json_is_integer(tsih) || json_integer_value(tsih) < 1 ||
+	    json_integer_value(tsih) > 65535)
+		return merr_set(c->e, -32602, "params.tsih: required (an integer 1-65535)");
+	if (tmo && !json_is_null(tmo)) {
+		if (!json_is_integer(tmo) || json_integer_value(tmo) < 1000 ||
+		    json_integer_value(tmo) > 3600000)
+			return merr_set(c->e, -32602,
+					"params.timeout_ms: an integer from 1000 to 3600000");
+		ms = json_integer_value(tmo);
+	}
+	if (!c->m->tgt)
+		return merr_set(c->e, MGMT_ERR_NOT_FOUND, "no session with tsih %lld",
+				(long long)json_integer_value(tsih));
+	r = ix_target_session_end(c->m->tgt, (uint16_t)json_integer_value(tsih), drop,
+				  (uint32_t)ms);
+	if (r == -ENOENT)
+		return merr_set(c->e, MGMT_ERR_NOT_FOUND, "no session with tsih %lld",
+				(long long)json_integer_value(tsih));
+	if (r < 0)
+		return merr_set(c->e, -32603, "%s", strerror(-r));
+	c->result = json_pack("{s:s}", "requested", drop ? "drop" : "logout");
+	return 0;
+}
+
 static int m_get_methods(struct call *c);
 
 static const struct method {
@@ -960,6 +1138,8 @@ static const struct method {
     {"iscsi_get_discovery_auth", m_get_discovery_auth, false},
     {"iscsi_set_discovery_auth", m_set_discovery_auth, true},
     {"save_config", m_save_config, true},
+    {"iscsi_get_sessions", m_get_sessions, false},
+    {"iscsi_logout_session", m_logout_session, true},
 };
 
 static int m_get_methods(struct call *c)
@@ -988,7 +1168,13 @@ static json_t *error_response(json_t *id, int code, const char *msg, json_t *dat
 			 err);
 }
 
-static json_t *call_one(struct ix_mgmt *m, json_t *req, const struct ix_mgmt_caller *who)
+static json_t *result_response(json_t *id, json_t *result)
+{
+	return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result);
+}
+
+static json_t *call_one(struct ix_mgmt *m, json_t *req, const struct ix_mgmt_caller *who,
+			ix_mgmt_done_fn done, void *done_arg, struct ix_mgmt_op **op)
 {
 	static const char *const keys[] = {"jsonrpc", "method", "params", "id", NULL};
 	json_t *id = json_object_get(req, "id"), *params, *resp;
@@ -1038,8 +1224,15 @@ static json_t *call_one(struct ix_mgmt *m, json_t *req, const struct ix_mgmt_cal
 	c.params = json_is_object(params) ? json_incref(params) : json_object();
 	if (!c.params)
 		return error_response(id, -32603, "out of memory", NULL);
+	c.done = done;
+	c.done_arg = done_arg;
+	c.id = id;
 	r = mt->fn(&c);
 	json_decref(c.params);
+	if (r == 0 && c.op) {
+		*op = c.op;
+		return NULL;
+	}
 	if (mt->changes) {
 		if (r < 0)
 			log_info("mgmt", "rpc %s (uid %u pid %d): refused: %s", mt->name,
@@ -1061,17 +1254,25 @@ static json_t *call_one(struct ix_mgmt *m, json_t *req, const struct ix_mgmt_cal
 		json_decref(c.result);
 		return NULL;
 	}
-	resp = json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", c.result);
+	resp = result_response(id, c.result);
 	return resp ? resp : error_response(id, -32603, "out of memory", NULL);
 }
 
 json_t *ix_mgmt_call(struct ix_mgmt *m, json_t *req, const struct ix_mgmt_caller *who)
 {
+	return ix_mgmt_call_async(m, req, who, NULL, NULL, NULL);
+}
+
+json_t *ix_mgmt_call_async(struct ix_mgmt *m, json_t *req, const struct ix_mgmt_caller *who,
+			   ix_mgmt_done_fn done, void *arg, struct ix_mgmt_op **op)
+{
 	json_t *out, *e;
 	size_t i;
 
+	if (op)
+		*op = NULL;
 	if (!json_is_array(req))
-		return call_one(m, req, who);
+		return call_one(m, req, who, op ? done : NULL, arg, op);
 	if (json_array_size(req) == 0)
 		return error_response(NULL, -32600, "invalid request: empty batch", NULL);
 	if (json_array_size(req) > MGMT_MAX_BATCH)
@@ -1082,7 +1283,7 @@ json_t *ix_mgmt_call(struct ix_mgmt *m, json_t *req, const struct ix_mgmt_caller
 		return error_response(NULL, -32603, "out of memory", NULL);
 	json_array_foreach(req, i, e)
 	{
-		json_t *r = call_one(m, e, who);
+		json_t *r = call_one(m, e, who, NULL, NULL, NULL);
 		if (r)
 			json_array_append_new(out, r);
 	}

@@ -52,8 +52,19 @@ struct ix_mgmt_caller {
 };
 
 /* One JSON-RPC 2.0 request or batch (already parsed): the response to send, or NULL when there
- * is nothing to answer (notifications). */
+ * is nothing to answer (notifications). Methods that must ask the worker threads
+ * (iscsi_get_sessions) are refused here: they need ix_mgmt_call_async. */
 json_t *ix_mgmt_call(struct ix_mgmt *m, json_t *req, const struct ix_mgmt_caller *c);
+
+/* The same, for a caller that can wait: a method that asks the workers returns NULL with *op
+ * set, and done(arg, response or NULL) runs later on the main loop, unless the operation is
+ * cancelled first. Inside a batch such methods are refused. */
+struct ix_mgmt_op;
+typedef void (*ix_mgmt_done_fn)(void *arg, json_t *resp);
+json_t *ix_mgmt_call_async(struct ix_mgmt *m, json_t *req, const struct ix_mgmt_caller *c,
+			   ix_mgmt_done_fn done, void *arg, struct ix_mgmt_op **op);
+/* done will not be called (the caller went away). */
+void ix_mgmt_op_cancel(struct ix_mgmt_op *op);
 
 /* JSON-RPC error codes beyond the standard ones (-32700 .. -32603). */
 enum {

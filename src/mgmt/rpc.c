@@ -28,6 +28,9 @@ struct rpc_stream {
 	size_t scan;   /* bytes of buf scanned */
 	int depth;
 	bool in_str, esc;
+	struct ix_mgmt_op *op;    /* a request whose answer comes later: the rest waits */
+	bool failed;              /* a request after a late answer was not JSON (answered) */
+	void (*resumed)(void *arg); /* after a late answer was emitted */
 };
 
 struct rpc_stream *rpc_stream_new(struct ix_mgmt *m, const struct ix_mgmt_caller *who,
@@ -44,17 +47,33 @@ struct rpc_stream *rpc_stream_new(struct ix_mgmt *m, const struct ix_mgmt_caller
 	return st;
 }
 
+void rpc_stream_set_resumed(struct rpc_stream *st, void (*fn)(void *arg))
+{
+	st->resumed = fn;
+}
+
 void rpc_stream_free(struct rpc_stream *st)
 {
 	if (!st)
 		return;
+	ix_mgmt_op_cancel(st->op);
 	free(st->buf);
 	free(st);
 }
 
 size_t rpc_stream_pending(const struct rpc_stream *st)
 {
-	return st->len;
+	return st->op ? 0 : st->len;
+}
+
+bool rpc_stream_failed(const struct rpc_stream *st)
+{
+	return st->failed;
+}
+
+bool rpc_stream_waiting(const struct rpc_stream *st)
+{
+	return st->op != NULL;
 }
 
 static void emit_json(rpc_emit_fn emit, void *arg, json_t *v)
@@ -90,7 +109,23 @@ void rpc_emit_error(rpc_emit_fn emit, void *arg, int code, const char *msg)
 	json_decref(r);
 }
 
-/* One complete value in buf[0..n). */
+static int process(struct rpc_stream *st);
+
+/* The late answer of the request the stream waits for; then the requests behind it. */
+static void late_answer(void *arg, json_t *resp)
+{
+	struct rpc_stream *st = arg;
+
+	st->op = NULL;
+	if (resp)
+		emit_json(st->emit, st->arg, resp);
+	if (process(st) < 0)
+		st->failed = true;
+	if (st->resumed)
+		st->resumed(st->arg);
+}
+
+/* One complete value in buf[0..n): 0, 1 (its answer comes later) or -EPROTO. */
 static int handle(struct rpc_stream *st, const char *p, size_t n)
 {
 	json_error_t je;
@@ -102,13 +137,13 @@ static int handle(struct rpc_stream *st, const char *p, size_t n)
 		rpc_emit_error(st->emit, st->arg, -32700, msg);
 		return -EPROTO;
 	}
-	resp = ix_mgmt_call(st->m, req, &st->who);
+	resp = ix_mgmt_call_async(st->m, req, &st->who, late_answer, st, &st->op);
 	json_decref(req);
 	if (resp) {
 		emit_json(st->emit, st->arg, resp);
 		json_decref(resp);
 	}
-	return 0;
+	return st->op ? 1 : 0;
 }
 
 static bool is_space(char ch)
@@ -118,8 +153,8 @@ static bool is_space(char ch)
 
 int rpc_stream_feed(struct rpc_stream *st, const char *data, size_t len)
 {
-	size_t start = 0;
-
+	if (st->failed)
+		return -EPROTO;
 	if (len == 0)
 		return 0;
 	if (len > MGMT_MAX_REQUEST - st->len) {
@@ -142,7 +177,17 @@ int rpc_stream_feed(struct rpc_stream *st, const char *data, size_t len)
 	}
 	memcpy(st->buf + st->len, data, len);
 	st->len += len;
-	for (size_t i = st->scan; i < st->len; i++) {
+	return process(st);
+}
+
+/* Answer the complete requests in the buffer, up to one whose answer comes later. */
+static int process(struct rpc_stream *st)
+{
+	size_t start = 0, i;
+
+	if (st->op)
+		return 0;
+	for (i = st->scan; i < st->len; i++) {
 		char ch = st->buf[i];
 
 		if (st->in_str) {
@@ -179,13 +224,17 @@ int rpc_stream_feed(struct rpc_stream *st, const char *data, size_t len)
 				if (r < 0)
 					return r;
 				start = i + 1;
+				if (r > 0) { /* wait: the rest is scanned again later */
+					i++;
+					break;
+				}
 			}
 		}
 	}
-	/* keep the unfinished request */
+	/* keep what follows (unscanned when waiting, an unfinished request otherwise) */
 	memmove(st->buf, st->buf + start, st->len - start);
 	st->len -= start;
-	st->scan = st->len;
+	st->scan = i - start;
 	return 0;
 }
 
@@ -206,6 +255,7 @@ struct rpc_client {
 				     (closing with unread input would reset the connection, and the
 				     peer might lose the answer) */
 	bool dead;
+	bool eof;                 /* the client shut down its side; answers still to come */
 	struct ix_mgmt_caller who;
 };
 
@@ -340,6 +390,25 @@ static void on_client_timer(struct ev_timer *t)
 	client_end(c);
 }
 
+/* A late answer was emitted (and maybe more behind it). */
+static void client_resumed(void *arg)
+{
+	struct rpc_client *c = arg;
+
+	if (c->dead)
+		return;
+	if (rpc_stream_failed(c->st) || c->overflow) {
+		client_end(c);
+		return;
+	}
+	if (c->eof && !rpc_stream_waiting(c->st)) {
+		client_end(c);
+		return;
+	}
+	client_arm_timer(c);
+	client_flush(c);
+}
+
 static void on_client(struct ev_io *w, uint32_t revents)
 {
 	struct rpc_client *c = w->arg;
@@ -366,6 +435,11 @@ static void on_client(struct ev_io *w, uint32_t revents)
 		return;
 	}
 	if (n == 0) { /* the client is done sending: answer what it sent, then close */
+		if (rpc_stream_waiting(c->st)) {
+			c->eof = true; /* after the late answers */
+			ev_io_modify(c->srv->loop, &c->io, c->ooff < c->olen ? EPOLLOUT : 0);
+			return;
+		}
 		client_end(c);
 		return;
 	}
@@ -426,6 +500,8 @@ static struct rpc_client *client_new(struct rpc_server *s, int fd, const struct 
 		free(c);
 		return NULL;
 	}
+	if (c->st)
+		rpc_stream_set_resumed(c->st, client_resumed);
 	ev_io_init(&c->io, fd, on_client, c);
 	ev_timer_init(&c->timer, on_client_timer, c);
 	if (ev_io_start(s->loop, &c->io, EPOLLIN) < 0) {
@@ -526,7 +602,7 @@ int rpc_server_new(struct ix_mgmt *m, struct ev_loop *loop, const char *path, gi
 		return -ENAMETOOLONG;
 	}
 	memcpy(sa.sun_path, path, strlen(path) + 1);
-	snprintf(dir, sizeof(dir), "%s", path);
+	memcpy(dir, path, strlen(path) + 1);
 	slash = strrchr(dir, '/');
 	if (slash && slash != dir) {
 		*slash = '\0';
@@ -551,7 +627,7 @@ int rpc_server_new(struct ix_mgmt *m, struct ev_loop *loop, const char *path, gi
 	s->loop = loop;
 	s->group = group;
 	list_init(&s->clients);
-	snprintf(s->path, sizeof(s->path), "%s", path);
+	memcpy(s->path, path, strlen(path) + 1);
 	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (s->fd < 0) {
 		r = -errno;

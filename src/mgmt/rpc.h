@@ -47,8 +47,14 @@ void rpc_stream_free(struct rpc_stream *st);
 /* Feed bytes: every complete request is answered. 0: go on; -EPROTO (not JSON),
  * -EMSGSIZE (too large or too deep): an error was emitted, close the stream. */
 int rpc_stream_feed(struct rpc_stream *st, const char *data, size_t len);
-/* Bytes of a request begun and not yet complete. */
+/* Bytes of a request begun and not yet complete (0 while waiting for a late answer). */
 size_t rpc_stream_pending(const struct rpc_stream *st);
+/* A request's answer comes later (iscsi_get_sessions asks the workers): the requests behind it
+ * wait in the buffer; once it is emitted they are answered and resumed(arg) runs. */
+bool rpc_stream_waiting(const struct rpc_stream *st);
+void rpc_stream_set_resumed(struct rpc_stream *st, void (*fn)(void *arg));
+/* A request answered after a late answer was not JSON: close the stream. */
+bool rpc_stream_failed(const struct rpc_stream *st);
 /* Emit an error response with id null (limits, access). */
 void rpc_emit_error(rpc_emit_fn emit, void *arg, int code, const char *msg);
 

@@ -210,6 +210,7 @@ struct tgt_conn {
 	/* a reload removed the target: Async logout request sent, then the drop */
 	struct ev_timer logout_timer;
 	bool logout_dropping; /* the initiator did not log out in time: closing */
+	bool logout_admin;    /* the logout was requested through the management API */
 	/* keepalive */
 	struct ev_timer login_timer;
 	struct ev_timer nop_timer;
@@ -320,7 +321,7 @@ void tgt_send_reject(struct tgt_conn *tc, uint8_t reason, const uint8_t *bhs);
 void tgt_session_update_window(struct tgt_session *s);
 /* The session's target was removed: ask the initiator to log out within timeout_ms (Async
  * Message, RFC 7143 11.9.1), drop the connection if it does not. */
-void tgt_conn_request_logout(struct tgt_conn *tc, uint32_t timeout_ms);
+void tgt_conn_request_logout(struct tgt_conn *tc, uint32_t timeout_ms, bool admin);
 
 /* tgt_scsi.c */
 int tgt_scsi_cmd_header(struct tgt_conn *tc, const struct iscsi_hdr *h, const uint8_t *ahs,

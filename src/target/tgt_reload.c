@@ -80,7 +80,7 @@ static void logout_request_msg(void *arg)
 	struct tgt_session *s = tgt_worker_session(m->w, m->s, m->tsih);
 
 	if (s)
-		tgt_conn_request_logout(s->conn, m->timeout_ms);
+		tgt_conn_request_logout(s->conn, m->timeout_ms, false);
 	free(m);
 }
 

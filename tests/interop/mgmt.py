@@ -17,8 +17,12 @@ The daemon starts from a configuration with one portal, no targets, and a manage
      daemon keeps serving: malformed JSON, an unknown method, wrong types, an oversized request,
      a caller that is not allowed (SO_PEERCRED: a process running as nobody), a half-written
      request that stalls (closed after 5 s, while another client is served meanwhile), 1000
-     pipelined requests in a burst (1000 answers, in order), 64 connections at once;
+     pipelined requests in a burst, every tenth a session listing answered by the workers
+     (1000 answers, in order), 64 connections at once, 16 held open (the 17th is refused);
   5. ix-ctl save, restart from the saved file: ix-ctl ls --json is identical before and after.
+Also, beside the busy bench: ix-ctl sessions shows a raw session (portal, peer, transport,
+negotiated keys, CmdSN window); ix-ctl session logout sends it the Async Message (AsyncEvent 1)
+and it logs out; --drop closes another at once; an unknown TSIH is refused.
 ix only (it is the daemon's own API); the daemon is the test's own.
 """
 
@@ -51,6 +55,7 @@ BENCH = os.path.join(BUILD, 'tools', 'ix-bench')
 T1 = 'iqn.2026-11.io.ix.test:mgmt-one'
 T2 = 'iqn.2026-11.io.ix.test:mgmt-two'
 INI = 'iqn.2026-11.io.ix.test:mgmt-client'
+RAW = 'iqn.2026-11.io.ix.test:mgmt-raw'  # the raw sessions of step 3 (the bench is INI)
 CHAP_USER, CHAP_SECRET = 'mgmt-user', 'mgmt-secret-0123'
 PY = shutil.which('python3', path='/usr/bin:/bin') or sys.executable  # runnable as nobody
 R = ixtest.Reporter('mgmt')
@@ -279,6 +284,65 @@ def sendtargets(port):
     return [v for k, v in X.decode_keys(data) if k == 'TargetName']
 
 
+def find_session(target, initiator=INI):
+    for x in ctl_json('sessions'):
+        if x['target'] == target and x['initiator'] == initiator:
+            return x
+    return None
+
+
+def step_sessions():
+    """Inspection and session control, on a raw session to the busy second target."""
+    s = X.Session(HOST, E.port, initiator=RAW, target=T2, timeout=10)
+    s.login()
+    s.read_capacity10()
+    x = find_session(T2, RAW)
+    keys = (x or {}).get('keys', {})
+    check('sessions-inspect', x is not None and x['portal'] == 'base' and
+          x['transport'] == 'tcp' and x['type'] == 'normal' and
+          x['peer'].startswith('127.0.0.1:') and keys.get('HeaderDigest') == 'None' and
+          'MaxBurstLength' in keys and x['cmdsn']['window'] >= 1 and
+          x['local'] == '%s:%d' % (HOST, E.port),
+          'ix-ctl --json sessions: %s' % json.dumps(x)[:400])
+    rc, out, err = ctl('sessions', '-v')
+    check('sessions-text', rc == 0 and T2 in out and 'MaxBurstLength=' in out,
+          'ix-ctl sessions -v: exit %d, %d lines' % (rc, len(out.splitlines())))
+    if x is None:
+        s.close()
+        return
+    rc, out, err = ctl('session', 'logout', str(x['tsih']))
+    pdu = wait_async(s, 10)
+    if isinstance(pdu, str):
+        check('session-logout-request', False, 'exit %d; %s' % (rc, pdu))
+    else:
+        ev = pdu.u8(36)
+        try:
+            s.logout()
+            why = 'logged out'
+        except Exception as e:  # noqa: BLE001
+            ev, why = -1, '%s: %s' % (type(e).__name__, e)
+        check('session-logout-request', rc == 0 and ev == 1,
+              'ix-ctl session logout: exit %d; AsyncEvent %d; %s' % (rc, ev, why))
+    s.close()
+    s = X.Session(HOST, E.port, initiator=RAW, target=T2, timeout=10)
+    s.login()
+    x = find_session(T2, RAW)
+    rc, out, err = ctl('session', 'logout', str(x['tsih']) if x else '1', '--drop')
+    try:
+        s.recv(10)
+        closed = False
+    except X.Closed:
+        closed = True
+    except Exception:  # noqa: BLE001
+        closed = False
+    s.close()
+    check('session-drop', rc == 0 and closed, 'ix-ctl session logout --drop: exit %d, '
+          'connection %s' % (rc, 'closed' if closed else 'still open'))
+    rc, out, err = ctl('session', 'logout', '65000')
+    check('session-logout-missing', rc == 1 and 'no session' in err,
+          'unknown TSIH: exit %d %s' % (rc, err.strip()))
+
+
 def step_delete_live():
     s = X.Session(HOST, E.port2, initiator=INI, target=T1, timeout=10)
     s.login(chap=(CHAP_USER, CHAP_SECRET))
@@ -406,7 +470,10 @@ def step_bad_input():
           (served, buf.decode(errors='replace').strip()[:120], waited))
 
     # 1000 requests in a burst on one connection
-    burst = b''.join(req('iscsi_get_targets', {'name': T2}, rid=i) for i in range(1000))
+    # (every tenth asks the workers, whose answer comes later: the ones behind it wait)
+    burst = b''.join(req('iscsi_get_sessions' if i % 10 == 0 else 'iscsi_get_targets',
+                         {'target': T2} if i % 10 == 0 else {'name': T2}, rid=i)
+                     for i in range(1000))
     a, closed = raw(burst, timeout=60)
     ids = [x.get('id') for x in a]
     check('burst-1000', ids == list(range(1000)) and all('result' in x for x in a),
@@ -493,7 +560,8 @@ def main():
     try:
         step_create()
         step_initiators()
-        busy = bench(T2, 0, 25, E.port)
+        busy = bench(T2, 0, 30, E.port)
+        step_sessions()
         step_delete_live()
         step_bad_input()
         ok, why = bench_result(busy)
