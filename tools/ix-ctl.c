@@ -42,6 +42,7 @@ static void usage(FILE *f)
 		"  lun create TARGET LUN (--ram SIZE | --file PATH [--size SIZE] | --block PATH)\n"
 		"             [--block-size 512|4096] [--readonly] [--thin] [--write-cache]\n"
 		"  lun delete TARGET LUN\n"
+		"  lun resize TARGET LUN SIZE           grow a file or block LUN online\n"
 		"  acl create TARGET INITIATOR [--chap-user USER --chap-secret SECRET]\n"
 		"  acl delete TARGET INITIATOR\n"
 		"  sessions [-v] [--target NAME]        logged-in sessions (-v: every negotiated "
@@ -487,6 +488,14 @@ static int cmd_lun(int argc, char **argv)
 		return run("iscsi_create_lun", json_pack("{s:s, s:o}", "target", argv[1], "lun", l),
 			   "LUN created");
 	}
+	if (argc == 4 && strcmp(argv[0], "resize") == 0) {
+		if (parse_int(argv[2], 0, 255, &n) < 0)
+			return die_usage("bad LUN number '%s' (0-255)", argv[2]);
+		return run("iscsi_resize_lun",
+			   json_pack("{s:s, s:I, s:o}", "target", argv[1], "lun", (json_int_t)n,
+				     "size", size_value(argv[3])),
+			   "LUN resized");
+	}
 	if (argc == 3 && strcmp(argv[0], "delete") == 0) {
 		if (parse_int(argv[2], 0, 255, &n) < 0)
 			return die_usage("bad LUN number '%s' (0-255)", argv[2]);
@@ -494,7 +503,7 @@ static int cmd_lun(int argc, char **argv)
 			   json_pack("{s:s, s:I}", "target", argv[1], "lun", (json_int_t)n),
 			   "LUN deleted");
 	}
-	return die_usage("lun create|delete TARGET LUN ...%s", "");
+	return die_usage("lun create|delete|resize TARGET LUN ...%s", "");
 }
 
 static int cmd_acl(int argc, char **argv)

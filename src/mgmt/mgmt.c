@@ -1112,6 +1112,101 @@ static int m_logout_session(struct call *c)
 	return 0;
 }
 
+/* A size value as the configuration writes it (bytes, or digits and K/M/G/T/P[iB]); false
+ * when it is not one (the loader then says why). */
+static bool parse_size(json_t *v, uint64_t *out)
+{
+	const char *s = json_string_value(v), *p;
+	uint64_t n = 0;
+	int shift = 0;
+
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		*out = (uint64_t)json_integer_value(v);
+		return true;
+	}
+	if (!s || !*s)
+		return false;
+	for (p = s; *p >= '0' && *p <= '9'; p++) {
+		if (n > (UINT64_MAX - 9) / 10)
+			return false;
+		n = n * 10 + (uint64_t)(*p - '0');
+	}
+	if (p == s)
+		return false;
+	switch (*p | 0x20) {
+	case 'k': shift = 10; break;
+	case 'm': shift = 20; break;
+	case 'g': shift = 30; break;
+	case 't': shift = 40; break;
+	case 'p': shift = 50; break;
+	default:
+		if (*p)
+			return false;
+	}
+	if (shift && n > (UINT64_MAX >> shift))
+		return false;
+	*out = n << shift;
+	return true;
+}
+
+static int m_resize_lun(struct call *c)
+{
+	static const char *const keys[] = {"target", "lun", "size", "dry_run", NULL};
+	json_t *lunv = json_object_get(c->params, "lun"), *size = json_object_get(c->params, "size");
+	json_t *newdoc, *t, *l, *luns, *num;
+	const char *target, *backend;
+	uint64_t want, have;
+	long i;
+
+	if (p_keys(c, keys) < 0 || p_str(c, "target", true, &target) < 0)
+		return -1;
+	if (!json_is_integer(lunv))
+		return merr_set(c->e, -32602, "params.lun: required (an integer)");
+	if (!json_is_integer(size) && !json_is_string(size))
+		return merr_set(c->e, -32602, "params.size: required (bytes, or a string like \"20G\")");
+	if (!(newdoc = json_deep_copy(c->m->doc)))
+		return merr_set(c->e, -32603, "out of memory");
+	if (!(t = find_target(newdoc, target))) {
+		json_decref(newdoc);
+		return merr_set(c->e, MGMT_ERR_NOT_FOUND, "no target named \"%s\"", target);
+	}
+	luns = json_object_get(t, "luns");
+	num = json_integer(json_integer_value(lunv));
+	i = find_by(luns, "lun", num);
+	json_decref(num);
+	if (i < 0) {
+		json_decref(newdoc);
+		return merr_set(c->e, MGMT_ERR_NOT_FOUND, "no LUN %lld in target %s",
+				(long long)json_integer_value(lunv), target);
+	}
+	l = json_array_get(luns, (size_t)i);
+	backend = json_string_value(json_object_get(l, "backend"));
+	if (!backend || (strcmp(backend, "file") && strcmp(backend, "block"))) {
+		merr_set(c->e, MGMT_ERR_INVALID_CONFIG,
+			 "LUN %lld of %s: only file and block LUNs grow online (this one is %s)",
+			 (long long)json_integer_value(lunv), target, backend ? backend : "?");
+		json_decref(newdoc); /* backend pointed into it */
+		return -1;
+	}
+	if (json_is_true(json_object_get(l, "readonly"))) {
+		json_decref(newdoc);
+		return merr_set(c->e, MGMT_ERR_INVALID_CONFIG, "LUN %lld of %s is read-only",
+				(long long)json_integer_value(lunv), target);
+	}
+	if (c->m->tgt && parse_size(size, &want) &&
+	    ix_target_lun_bytes(c->m->tgt, target, (uint32_t)json_integer_value(lunv), &have) ==
+		0 &&
+	    want < have) {
+		json_decref(newdoc);
+		return merr_set(c->e, MGMT_ERR_INVALID_CONFIG,
+				"LUN %lld of %s: %llu bytes is smaller than its %llu: LUNs only grow "
+				"online", (long long)json_integer_value(lunv), target,
+				(unsigned long long)want, (unsigned long long)have);
+	}
+	json_object_set(l, "size", size);
+	return commit(c, newdoc);
+}
+
 static int m_get_methods(struct call *c);
 
 static const struct method {
@@ -1131,6 +1226,7 @@ static const struct method {
     {"iscsi_get_luns", m_get_luns, false},
     {"iscsi_create_lun", m_create_lun, true},
     {"iscsi_delete_lun", m_delete_lun, true},
+    {"iscsi_resize_lun", m_resize_lun, true},
     {"iscsi_get_acls", m_get_acls, false},
     {"iscsi_create_acl", m_create_acl, true},
     {"iscsi_delete_acl", m_delete_acl, true},
@@ -1159,6 +1255,10 @@ static int m_get_methods(struct call *c)
 static json_t *error_response(json_t *id, int code, const char *msg, json_t *data)
 {
 	json_t *err = json_pack("{s:i, s:s}", "code", code, "message", msg);
+
+	if (!err) /* a message that is not UTF-8 (cut in a sequence): still an answer */
+		err = json_pack("{s:i, s:s}", "code", code, "message",
+				"(the error message could not be encoded)");
 
 	if (err && data)
 		json_object_set_new(err, "data", data);

@@ -138,11 +138,14 @@ static int handle(struct rpc_stream *st, const char *p, size_t n)
 		return -EPROTO;
 	}
 	resp = ix_mgmt_call_async(st->m, req, &st->who, late_answer, st, &st->op);
-	json_decref(req);
 	if (resp) {
 		emit_json(st->emit, st->arg, resp);
 		json_decref(resp);
+	} else if (!st->op && json_is_object(req) && json_object_get(req, "id")) {
+		/* a request (not a notification) must be answered, whatever failed */
+		rpc_emit_error(st->emit, st->arg, -32603, "internal error: no answer could be built");
 	}
+	json_decref(req);
 	return st->op ? 1 : 0;
 }
 

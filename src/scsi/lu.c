@@ -155,6 +155,23 @@ uint64_t scsi_lu_num_blocks(const struct scsi_lu *lu)
 	return lu->nblocks;
 }
 
+int scsi_lu_grow(struct scsi_lu *lu, uint64_t bytes, char *err, size_t errlen)
+{
+	int r;
+
+	if (!lu->dev) {
+		snprintf(err, errlen, "the LUN has no medium");
+		return -ENOMEDIUM;
+	}
+	r = bs_dev_grow(lu->dev, bytes, err, errlen);
+	if (r < 0)
+		return r;
+	/* the backend takes I/O up to the new end before the first command may ask for it */
+	lu->nblocks = bytes / lu->block_size;
+	scsi_ua_post_others(lu, NULL, 0x2a, 0x09); /* CAPACITY DATA HAS CHANGED */
+	return 0;
+}
+
 uint32_t scsi_lu_block_size(const struct scsi_lu *lu)
 {
 	return lu->block_size;

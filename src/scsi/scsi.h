@@ -253,6 +253,10 @@ void scsi_cmd_set_sense(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t 
 
 /* LU facts the transport and tools need. */
 uint64_t scsi_lu_num_blocks(const struct scsi_lu *lu);
+/* Grow the LU to bytes (a multiple of its block size, more than now) while it serves: the
+ * backend first (bs_dev_grow), then the capacity, then the unit attention CAPACITY DATA HAS
+ * CHANGED (6/2A/09) for every I_T nexus that has used it. Main thread. -errno + message. */
+int scsi_lu_grow(struct scsi_lu *lu, uint64_t bytes, char *err, size_t errlen);
 uint32_t scsi_lu_block_size(const struct scsi_lu *lu);
 
 #endif

@@ -78,7 +78,7 @@ struct scsi_lun_map {
 struct scsi_lu {
 	atomic_int refs;
 	struct bs_dev *dev; /* NULL without medium */
-	uint64_t nblocks;
+	_Atomic uint64_t nblocks; /* grows online (scsi_lu_grow); reads are plain loads */
 	uint32_t block_size;
 	uint32_t lun;
 	bool readonly;

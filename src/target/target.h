@@ -63,6 +63,10 @@ int ix_target_sessions(struct ix_target *t, ix_sessions_cb cb, void *arg);
  * -ENOENT when no such session is registered. */
 int ix_target_session_end(struct ix_target *t, uint16_t tsih, bool drop, uint32_t timeout_ms);
 
+/* The capacity in bytes of a running LUN; -ENOENT when the target or LUN is not served, or it
+ * has no medium. */
+int ix_target_lun_bytes(struct ix_target *t, const char *target, uint32_t lun, uint64_t *bytes);
+
 /* The main loop (for tools that add their own watches, e.g. signalfd). */
 struct ev_loop *ix_target_main_loop(struct ix_target *t);
 

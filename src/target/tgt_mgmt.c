@@ -171,3 +171,17 @@ int ix_target_session_end(struct ix_target *t, uint16_t tsih, bool drop, uint32_
 		free(m);
 	return r;
 }
+
+int ix_target_lun_bytes(struct ix_target *t, const char *target, uint32_t lun, uint64_t *bytes)
+{
+	struct tgt_node *n = tgt_node_get(t, target);
+	struct scsi_lu *lu;
+
+	if (!n)
+		return -ENOENT;
+	/* main thread: the only one that takes LUs out of maps */
+	lu = lun < SCSI_MAX_LUNS ? scsi_lun_map_get(n->map, lun) : NULL;
+	*bytes = lu ? scsi_lu_num_blocks(lu) * scsi_lu_block_size(lu) : 0;
+	tgt_node_put(n);
+	return lu && *bytes ? 0 : -ENOENT;
+}

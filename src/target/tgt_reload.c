@@ -10,8 +10,10 @@
  * - A kept target reads its ACLs and CHAP settings from the new file (new logins), and its LUN
  *   changes apply at once: a LUN no longer listed leaves the LUN map (later commands to it get
  *   LOGICAL UNIT NOT SUPPORTED; commands already running finish), a newly listed one joins it,
- *   and every I_T nexus that used the target's LUs gets REPORTED LUNS DATA HAS CHANGED. A LUN
- *   listed in both files with other settings keeps running as it was (a restart applies them).
+ *   and every I_T nexus that used the target's LUs gets REPORTED LUNS DATA HAS CHANGED. A file
+ *   or block LUN whose size alone grew is grown in place (its nexuses get CAPACITY DATA HAS
+ *   CHANGED); a LUN listed in both files with other settings keeps running as it was (a
+ *   restart applies them).
  * - Portals are matched by name. A new one listens before anything is applied (a portal that
  *   cannot listen fails the reload); a removed one stops listening (connections accepted
  *   through it go on); one whose address, port or transports changed is both (the new
@@ -25,6 +27,7 @@
  * the LUN maps.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,8 +52,18 @@ struct lun_change {
 	struct tgt_lu_retire *retire; /* for a removal */
 };
 
+/* A running LU that the new configuration makes larger (file and block LUNs). */
+struct lun_grow {
+	struct scsi_lu *lu;
+	uint64_t bytes;
+	const char *target;
+	uint32_t lun;
+};
+
 struct plan {
 	struct ix_config *cfg;
+	struct lun_grow *grow;
+	size_t ngrow;
 	struct listener_ctx **lctx; /* for cfg->portals, in order: kept or new */
 	bool *lctx_new;
 	struct tgt_node **nodes; /* for cfg->targets, in order */
@@ -143,6 +156,52 @@ static int add_change(struct plan *p, struct tgt_node *node, uint32_t lun, struc
 	return 0;
 }
 
+/* A LUN in both configurations whose size alone changed: 1 when it is to grow in place (or
+ * already has that size), 0 when it is some other change, -ENOMEM. */
+static int plan_grow(struct plan *p, const struct cfg_target *ct, const struct cfg_lun *cl,
+		     const struct cfg_lun *old, struct scsi_lu *lu)
+{
+	struct scsi_lu_cfg same_size = cl->lu;
+	uint64_t have = scsi_lu_num_blocks(lu) * scsi_lu_block_size(lu);
+	struct lun_grow *g;
+
+	same_size.size_bytes = old->lu.size_bytes;
+	if (!lu_cfg_same(&old->lu, &same_size) || cl->lu.size_bytes == 0 ||
+	    (cl->lu.backend != SCSI_BACKEND_FILE && cl->lu.backend != SCSI_BACKEND_BLOCK) ||
+	    cl->lu.size_bytes < have)
+		return 0;
+	if (cl->lu.size_bytes == have)
+		return 1;
+	g = realloc(p->grow, (p->ngrow + 1) * sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	p->grow = g;
+	p->grow[p->ngrow++] = (struct lun_grow){
+	    .lu = lu, .bytes = cl->lu.size_bytes, .target = ct->name, .lun = cl->lun};
+	return 1;
+}
+
+/* Last step of the plan, when nothing else can fail: grow the LUs (a grow cannot be undone,
+ * and a failed one refuses the reload). */
+static int plan_do_grows(struct plan *p, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < p->ngrow; i++) {
+		struct lun_grow *g = &p->grow[i];
+		char e[512];
+		uint64_t was = scsi_lu_num_blocks(g->lu) * scsi_lu_block_size(g->lu);
+		int r = scsi_lu_grow(g->lu, g->bytes, e, sizeof(e));
+
+		if (r < 0) {
+			snprintf(err, errlen, "target %s LUN %u: cannot grow to %llu bytes: %s",
+				 g->target, g->lun, (unsigned long long)g->bytes, e);
+			return r;
+		}
+		log_info("target", "target %s LUN %u: grown from %llu to %llu bytes", g->target,
+			 g->lun, (unsigned long long)was, (unsigned long long)g->bytes);
+	}
+	return 0;
+}
+
 /* The LUN changes of a kept target: what the running map has against what ct lists. */
 static int plan_luns(struct ix_target *t, struct plan *p, struct tgt_node *node,
 		     struct cfg_target *ct, char *err, size_t errlen)
@@ -154,7 +213,13 @@ static int plan_luns(struct ix_target *t, struct plan *p, struct tgt_node *node,
 		const struct cfg_lun *old = cfg_lun_find(node->cfg, cl->lun);
 		struct scsi_lu *lu;
 
-		if (scsi_lun_map_get(node->map, cl->lun)) {
+		if ((lu = scsi_lun_map_get(node->map, cl->lun))) {
+			if (old && !lu_cfg_same(&old->lu, &cl->lu) &&
+			    (r = plan_grow(p, ct, cl, old, lu)) != 0) {
+				if (r < 0)
+					return r;
+				continue;
+			}
 			if (old && !lu_cfg_same(&old->lu, &cl->lu))
 				log_warn(
 				    "target",
@@ -254,6 +319,7 @@ static void plan_undo(struct ix_target *t, struct plan *p)
 			tgt_portal_close(p->lctx[i]);
 	free(p->lctx);
 	free(p->lctx_new);
+	free(p->grow);
 	for (size_t i = 0; i < p->nchg; i++) {
 		scsi_lu_put(p->chg[i].add);
 		free(p->chg[i].retire);
@@ -298,7 +364,9 @@ static int plan_make(struct ix_target *t, struct plan *p, char *err, size_t errl
 	lr = realloc(t->lu_retires, (t->nlu_retires + nremove + 1) * sizeof(*lr));
 	if (lr)
 		t->lu_retires = lr;
-	return og && lr ? 0 : -ENOMEM;
+	if (!og || !lr)
+		return -ENOMEM;
+	return plan_do_grows(p, err, errlen);
 }
 
 /* Under t->lock: ask every registered session of a removed node to log out. */
@@ -397,6 +465,7 @@ int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size
 	apply_lun_changes(t, &p);
 	apply_portals(t, &p);
 	free(p.chg);
+	free(p.grow);
 	for (size_t j = 0; j < ngone; j++)
 		tgt_node_put(gone[j]); /* the configuration's reference */
 	free(gone);

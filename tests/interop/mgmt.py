@@ -20,6 +20,9 @@ The daemon starts from a configuration with one portal, no targets, and a manage
      pipelined requests in a burst, every tenth a session listing answered by the workers
      (1000 answers, in order), 64 connections at once, 16 held open (the 17th is refused);
   5. ix-ctl save, restart from the saved file: ix-ctl ls --json is identical before and after.
+  6. a file LUN grows (ix-ctl lun resize) while ix-bench --verify runs on it: a session gets
+     CAPACITY DATA HAS CHANGED (6/2A/09) and READ CAPACITY(16) the new size, the file is
+     extended, the bench sees no error; shrinking and RAM LUNs are refused.
 Also, beside the busy bench: ix-ctl sessions shows a raw session (portal, peer, transport,
 negotiated keys, CmdSN window); ix-ctl session logout sends it the Async Message (AsyncEvent 1)
 and it logs out; --drop closes another at once; an unknown TSIH is refused.
@@ -54,6 +57,7 @@ CTL = os.path.join(BUILD, 'tools', 'ix-ctl')
 BENCH = os.path.join(BUILD, 'tools', 'ix-bench')
 T1 = 'iqn.2026-11.io.ix.test:mgmt-one'
 T2 = 'iqn.2026-11.io.ix.test:mgmt-two'
+T3 = 'iqn.2026-11.io.ix.test:mgmt-grow'
 INI = 'iqn.2026-11.io.ix.test:mgmt-client'
 RAW = 'iqn.2026-11.io.ix.test:mgmt-raw'  # the raw sessions of step 3 (the bench is INI)
 CHAP_USER, CHAP_SECRET = 'mgmt-user', 'mgmt-secret-0123'
@@ -379,6 +383,65 @@ def step_delete_live():
         rc, E.port2, 'refuses connections' if gone else 'still accepts'))
 
 
+# ---- resize under load -----------------------------------------------------------------------
+
+def sense_of(sense):
+    """(key, asc, ascq) of fixed or descriptor sense data."""
+    if len(sense) >= 4 and sense[0] & 0x7f in (0x72, 0x73):
+        return sense[1] & 0x0f, sense[2], sense[3]
+    if len(sense) >= 14:
+        return sense[2] & 0x0f, sense[12], sense[13]
+    return None, None, None
+
+
+def capacity16(s):
+    cdb = bytes([0x9e, 0x10]) + bytes(8) + (32).to_bytes(4, 'big') + bytes(2)
+    st, data, sense, _ = s.scsi(cdb, read_len=32)
+    if st != 0:
+        return None, sense_of(sense)
+    return (int.from_bytes(data[0:8], 'big') + 1) * int.from_bytes(data[8:12], 'big'), None
+
+
+def step_resize():
+    """A file LUN grows while ix-bench --verify runs on it: the initiators get CAPACITY DATA
+    HAS CHANGED (6/2A/09) and READ CAPACITY reports the new size; the bench sees no error."""
+    path = os.path.join(E.dir, 'grow.img')
+    rc1 = ctl('target', 'create', T3)[0]
+    rc2 = ctl('lun', 'create', T3, '0', '--file', path, '--size', '64M')[0]
+    s = X.Session(HOST, E.port, initiator=RAW, target=T3, timeout=10)
+    s.login()
+    s.scsi_retry_ua(bytes(6))  # the power-on unit attention, once
+    before, _ = capacity16(s)
+    busy = bench(T3, 0, 8, E.port, extra=('--range', '64M'))
+    time.sleep(2)
+    rc, out, err = ctl('lun', 'resize', T3, '0', '128M')
+    check('resize', rc1 == 0 and rc2 == 0 and rc == 0,
+          'ix-ctl lun resize to 128M: exit %d %s' % (rc, (out + err).strip()))
+    st, _, sense, _ = s.scsi(bytes(6))
+    ua = sense_of(sense) if st == 2 else None
+    after, why = capacity16(s)
+    s.close()
+    check('resize-unit-attention', ua == (6, 0x2a, 0x09),
+          'TEST UNIT READY after the resize: status 0x%02x sense %s (want 6/2A/09)' % (
+              st, ua))
+    check('resize-capacity', before == 64 << 20 and after == 128 << 20,
+          'READ CAPACITY(16): %s bytes before, %s after%s' % (before, after,
+                                                            ' (%s)' % (why,) if why else ''))
+    check('resize-file', os.path.getsize(path) == 128 << 20,
+          'backing file is %d bytes' % os.path.getsize(path))
+    ok, why = bench_result(busy)
+    check('resize-under-bench', ok, 'ix-bench --verify on the LUN throughout: ' + why)
+    rc, out, err = ctl('lun', 'resize', T3, '0', '32M')
+    check('resize-shrink-refused', rc == 1 and 'only grow' in err,
+          'shrink to 32M: exit %d %s' % (rc, err.strip()))
+    rc, out, err = ctl('lun', 'resize', T2, '0', '256M')
+    check('resize-ram-refused', rc == 1 and 'file and block' in err,
+          'a RAM LUN: exit %d %s' % (rc, err.strip()))
+    luns = ctl_json('rpc', 'iscsi_get_luns', json.dumps({'target': T3}))
+    check('resize-in-config', luns and luns[0].get('size') == '128M',
+          'iscsi_get_luns: %s' % luns)
+
+
 # ---- 4. bad input ----------------------------------------------------------------------------
 
 def as_nobody():
@@ -567,6 +630,7 @@ def main():
         ok, why = bench_result(busy)
         check('other-target-undisturbed', ok, 'ix-bench --verify on %s throughout: %s' % (
             T2, why))
+        step_resize()
         step_save_restart()
     finally:
         E.d.stop()
