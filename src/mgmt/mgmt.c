@@ -28,7 +28,7 @@ struct ix_mgmt {
  * portal change all see the portal that is actually served. */
 static int normalize(json_t *doc)
 {
-	json_t *p;
+	json_t *p = NULL;
 
 	if (json_object_get(doc, "portals") && !json_is_null(json_object_get(doc, "portals")))
 		return 0;
@@ -707,7 +707,7 @@ static int m_get_targets(struct call *c)
 static int m_create_portal(struct call *c)
 {
 	static const char *const keys[] = {"portal", "dry_run", NULL};
-	json_t *p;
+	json_t *p = NULL;
 
 	if (p_keys(c, keys) < 0 || p_obj(c, "portal", &p) < 0)
 		return -1;
@@ -729,7 +729,7 @@ static int m_delete_portal(struct call *c)
 static int m_create_target(struct call *c)
 {
 	static const char *const keys[] = {"target", "dry_run", NULL};
-	json_t *t;
+	json_t *t = NULL;
 
 	if (p_keys(c, keys) < 0 || p_obj(c, "target", &t) < 0)
 		return -1;
@@ -778,7 +778,7 @@ static int m_create_lun(struct call *c)
 {
 	static const char *const keys[] = {"target", "lun", "dry_run", NULL};
 	const char *target;
-	json_t *l;
+	json_t *l = NULL;
 
 	if (p_keys(c, keys) < 0 || p_str(c, "target", true, &target) < 0 ||
 	    p_obj(c, "lun", &l) < 0)
@@ -805,7 +805,7 @@ static int m_create_acl(struct call *c)
 {
 	static const char *const keys[] = {"target", "acl", "dry_run", NULL};
 	const char *target;
-	json_t *a;
+	json_t *a = NULL;
 
 	if (p_keys(c, keys) < 0 || p_str(c, "target", true, &target) < 0 ||
 	    p_obj(c, "acl", &a) < 0)
@@ -917,7 +917,7 @@ static int m_get_discovery_auth(struct call *c)
 static int m_apply_config(struct call *c)
 {
 	static const char *const keys[] = {"config", "dry_run", NULL};
-	json_t *cfg, *newdoc;
+	json_t *cfg = NULL, *newdoc;
 
 	if (p_keys(c, keys) < 0 || p_obj(c, "config", &cfg) < 0)
 		return -1;
