@@ -47,6 +47,8 @@ static void usage(FILE *f)
 		"  acl delete TARGET INITIATOR\n"
 		"  sessions [-v] [--target NAME]        logged-in sessions (-v: every negotiated "
 		"key)\n"
+		"  stats                                login outcomes by reason, sessions by "
+		"transport\n"
 		"  session logout TSIH [--drop] [--timeout MS]\n"
 		"                                       ask a session to log out (Async Message),\n"
 		"                                       or with --drop close it at once\n"
@@ -606,6 +608,58 @@ static int cmd_sessions(int argc, char **argv)
 	return 0;
 }
 
+static long long jint(json_t *o, const char *path1, const char *path2)
+{
+	json_t *v = json_object_get(o, path1);
+
+	if (path2)
+		v = json_object_get(v, path2);
+	return (long long)json_integer_value(v);
+}
+
+static int cmd_stats(int argc, char **argv)
+{
+	json_t *result, *error, *logins, *refs, *v;
+	const char *key;
+	int r, shown = 0;
+
+	(void)argv;
+	if (argc != 0)
+		return die_usage("stats takes no arguments%s", "");
+	r = call("iscsi_get_stats", NULL, &result, &error);
+	if (r)
+		return r;
+	if (error) {
+		r = refused(error);
+		json_decref(error);
+		return r;
+	}
+	if (opt_json) {
+		print_json(result);
+		json_decref(result);
+		return 0;
+	}
+	logins = json_object_get(result, "logins");
+	refs = json_object_get(logins, "refused");
+	printf("logins accepted: %lld normal, %lld discovery; not completed in time: %lld\n",
+	       jint(logins, "accepted", "normal"), jint(logins, "accepted", "discovery"),
+	       jint(logins, "timeouts", NULL));
+	printf("logins refused:");
+	json_object_foreach(refs, key, v)
+	{
+		if (json_integer_value(v)) {
+			printf("%s %s %lld", shown++ ? "," : "", key, (long long)json_integer_value(v));
+		}
+	}
+	printf("%s\n", shown ? "" : " none");
+	printf("sessions: %lld tcp, %lld iser, %lld discovery\n",
+	       jint(json_object_get(result, "sessions"), "normal", "tcp"),
+	       jint(json_object_get(result, "sessions"), "normal", "iser"),
+	       jint(json_object_get(result, "sessions"), "discovery", NULL));
+	json_decref(result);
+	return 0;
+}
+
 static int cmd_session(int argc, char **argv)
 {
 	json_t *params;
@@ -733,6 +787,8 @@ int main(int argc, char **argv)
 		r = cmd_sessions(n - 1, args + 1);
 	else if (strcmp(args[0], "session") == 0)
 		r = cmd_session(n - 1, args + 1);
+	else if (strcmp(args[0], "stats") == 0)
+		r = cmd_stats(n - 1, args + 1);
 	else
 		r = die_usage("unknown command '%s'", args[0]);
 	free(args);

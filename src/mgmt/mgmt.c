@@ -489,6 +489,7 @@ struct ix_mgmt_op {
 	json_t *id;               /* NULL: a notification */
 	json_t *params;
 	bool cancelled;
+	bool stats;               /* iscsi_get_stats rather than iscsi_get_sessions */
 };
 
 void ix_mgmt_op_cancel(struct ix_mgmt_op *op)
@@ -1021,13 +1022,41 @@ static json_t *sessions_result(json_t *params, const struct ix_session_info *lis
 static json_t *result_response(json_t *id, json_t *result);
 static json_t *error_response(json_t *id, int code, const char *msg, json_t *data);
 
-static void sessions_done(void *arg, const struct ix_session_info *list, size_t n)
+/* The answer of iscsi_get_stats: login outcomes and sessions by kind. */
+static json_t *stats_result(const struct ix_session_info *list, size_t n,
+			    const struct ix_login_stats *l)
+{
+	json_t *refused = json_object(), *o;
+	json_int_t tcp = 0, iser = 0, disc = 0;
+
+	for (int i = 0; refused && i < IX_LOGIN_REASONS; i++)
+		json_object_set_new(refused, ix_login_reason_name(i),
+				    json_integer((json_int_t)l->refused[i]));
+	for (size_t k = 0; k < n; k++) {
+		if (list[k].discovery)
+			disc++;
+		else if (strcmp(list[k].transport, "iser") == 0)
+			iser++;
+		else
+			tcp++;
+	}
+	o = json_pack("{s:{s:{s:I, s:I}, s:o, s:I}, s:{s:{s:I, s:I}, s:I}}", "logins", "accepted",
+		      "normal", (json_int_t)l->accepted_normal, "discovery",
+		      (json_int_t)l->accepted_discovery, "refused",
+		      refused ? refused : json_object(), "timeouts", (json_int_t)l->timeouts,
+		      "sessions", "normal", "tcp", tcp, "iser", iser, "discovery", disc);
+	return o;
+}
+
+static void sessions_done(void *arg, const struct ix_session_info *list, size_t n,
+			  const struct ix_login_stats *logins)
 {
 	struct ix_mgmt_op *op = arg;
 	json_t *res, *resp = NULL;
 
 	if (!op->cancelled) {
-		res = sessions_result(op->params, list, n);
+		res = op->stats ? stats_result(list, n, logins)
+				: sessions_result(op->params, list, n);
 		if (op->id)
 			resp = res ? result_response(op->id, res)
 				   : error_response(op->id, -32603, "out of memory", NULL);
@@ -1041,23 +1070,20 @@ static void sessions_done(void *arg, const struct ix_session_info *list, size_t 
 	free(op);
 }
 
-static int m_get_sessions(struct call *c)
+/* iscsi_get_sessions and iscsi_get_stats: ask the workers. */
+static int ask_workers(struct call *c, bool stats)
 {
-	static const char *const keys[] = {"target", "initiator", NULL};
-	const char *target, *ini;
 	struct ix_mgmt_op *op;
 	int r;
 
-	if (p_keys(c, keys) < 0 || p_str(c, "target", false, &target) < 0 ||
-	    p_str(c, "initiator", false, &ini) < 0)
-		return -1;
 	if (!c->m->tgt) {
-		c->result = json_array();
+		static const struct ix_login_stats none;
+		c->result = stats ? stats_result(NULL, 0, &none) : json_array();
 		return 0;
 	}
 	if (!c->done)
-		return merr_set(c->e, -32600,
-				"iscsi_get_sessions cannot be part of a batch (send it alone)");
+		return merr_set(c->e, -32600, "%s cannot be part of a batch (send it alone)",
+				stats ? "iscsi_get_stats" : "iscsi_get_sessions");
 	op = calloc(1, sizeof(*op));
 	if (!op)
 		return merr_set(c->e, -32603, "out of memory");
@@ -1065,6 +1091,7 @@ static int m_get_sessions(struct call *c)
 	op->arg = c->done_arg;
 	op->id = c->id ? json_incref(c->id) : NULL;
 	op->params = json_incref(c->params);
+	op->stats = stats;
 	r = ix_target_sessions(c->m->tgt, sessions_done, op);
 	if (r < 0) {
 		json_decref(op->id);
@@ -1074,6 +1101,26 @@ static int m_get_sessions(struct call *c)
 	}
 	c->op = op;
 	return 0;
+}
+
+static int m_get_sessions(struct call *c)
+{
+	static const char *const keys[] = {"target", "initiator", NULL};
+	const char *target, *ini;
+
+	if (p_keys(c, keys) < 0 || p_str(c, "target", false, &target) < 0 ||
+	    p_str(c, "initiator", false, &ini) < 0)
+		return -1;
+	return ask_workers(c, false);
+}
+
+static int m_get_stats(struct call *c)
+{
+	static const char *const keys[] = {NULL};
+
+	if (p_keys(c, keys) < 0)
+		return -1;
+	return ask_workers(c, true);
 }
 
 static int m_logout_session(struct call *c)
@@ -1235,6 +1282,7 @@ static const struct method {
     {"iscsi_set_discovery_auth", m_set_discovery_auth, true},
     {"save_config", m_save_config, true},
     {"iscsi_get_sessions", m_get_sessions, false},
+    {"iscsi_get_stats", m_get_stats, false},
     {"iscsi_logout_session", m_logout_session, true},
 };
 

@@ -53,9 +53,24 @@ struct ix_session_info {
 	bool logout_requested;       /* an Async logout request is outstanding */
 };
 
-/* Collect every logged-in session: each worker describes its own sessions on its thread; cb
- * runs on the main loop once all have answered (list freed after cb returns). 0 or -ENOMEM. */
-typedef void (*ix_sessions_cb)(void *arg, const struct ix_session_info *list, size_t n);
+/* Login outcomes since start, counted by each worker on its own thread and summed when read.
+ * refused[] is indexed by ix_login_reason_index(status). */
+#define IX_LOGIN_REASONS 16
+struct ix_login_stats {
+	uint64_t accepted_normal, accepted_discovery;
+	uint64_t refused[IX_LOGIN_REASONS];
+	uint64_t timeouts; /* connections closed because the login did not complete in time */
+};
+/* 0x0200..0x020b -> 0..11, 0x0300..0x0302 -> 12..14, anything else -> 15. */
+int ix_login_reason_index(uint16_t status);
+/* "authentication_failed", ... for an index (RFC 7143 11.13.5 names, snake case). */
+const char *ix_login_reason_name(int idx);
+
+/* Collect every logged-in session and the login counters: each worker describes its own
+ * sessions on its thread; cb runs on the main loop once all have answered (list freed after cb
+ * returns). 0 or -ENOMEM. */
+typedef void (*ix_sessions_cb)(void *arg, const struct ix_session_info *list, size_t n,
+			       const struct ix_login_stats *logins);
 int ix_target_sessions(struct ix_target *t, ix_sessions_cb cb, void *arg);
 
 /* Ask the session with this TSIH to log out (Async Message "target requests Logout", then

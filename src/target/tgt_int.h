@@ -45,6 +45,7 @@ struct tgt_worker {
 	uint32_t npending;
 	struct tgt_ratelimit evict_rl;
 	uint64_t next_hold_id;          /* tags logins held for an old session (tgt_conn.held) */
+	struct ix_login_stats logins;   /* owned by this worker's thread */
 };
 
 /* One configured target as served: its settings and LUN map. Counted: one reference while the

@@ -17,7 +17,32 @@ struct snap_part {
 	struct tgt_worker *w;
 	struct ix_session_info *v;
 	size_t n;
+	struct ix_login_stats logins;
 };
+
+int ix_login_reason_index(uint16_t status)
+{
+	if (status >= 0x0200 && status <= 0x020b)
+		return status - 0x0200;
+	if (status >= 0x0300 && status <= 0x0302)
+		return 12 + (status - 0x0300);
+	return 15;
+}
+
+const char *ix_login_reason_name(int idx)
+{
+	static const char *const names[IX_LOGIN_REASONS] = {
+	    "initiator_error",	       "authentication_failed",
+	    "authorization_failed",     "not_found",
+	    "target_removed",	       "unsupported_version",
+	    "too_many_connections",     "missing_parameter",
+	    "cant_include_in_session",  "session_type_not_supported",
+	    "session_does_not_exist",   "invalid_during_login",
+	    "target_error",	       "service_unavailable",
+	    "out_of_resources",	       "other",
+	};
+	return idx >= 0 && idx < IX_LOGIN_REASONS ? names[idx] : "other";
+}
 
 struct snap {
 	struct ix_target *t;
@@ -32,16 +57,24 @@ static void snap_done(void *arg)
 {
 	struct snap *sn = arg;
 	struct ix_session_info *all;
+	struct ix_login_stats sum = {0};
 	size_t n = 0, k = 0;
 
-	for (int i = 0; i < sn->nparts; i++)
+	for (int i = 0; i < sn->nparts; i++) {
+		const struct ix_login_stats *l = &sn->parts[i].logins;
 		n += sn->parts[i].n;
+		sum.accepted_normal += l->accepted_normal;
+		sum.accepted_discovery += l->accepted_discovery;
+		sum.timeouts += l->timeouts;
+		for (int j = 0; j < IX_LOGIN_REASONS; j++)
+			sum.refused[j] += l->refused[j];
+	}
 	all = calloc(n ? n : 1, sizeof(*all));
 	for (int i = 0; all && i < sn->nparts; i++) {
 		memcpy(all + k, sn->parts[i].v, sn->parts[i].n * sizeof(*all));
 		k += sn->parts[i].n;
 	}
-	sn->cb(sn->arg, all, all ? n : 0);
+	sn->cb(sn->arg, all, all ? n : 0, &sum);
 	for (int i = 0; i < sn->nparts; i++)
 		free(sn->parts[i].v);
 	free(all);
@@ -92,6 +125,7 @@ static void snap_worker(void *arg)
 	struct list_head *pos;
 	size_t n = 0;
 
+	p->logins = p->w->logins;
 	list_for_each(pos, &p->w->sessions)
 		n++;
 	p->v = calloc(n ? n : 1, sizeof(*p->v));

@@ -8,7 +8,8 @@ The daemon starts from a configuration with one portal, no targets, and a manage
      JSON path, --dry-run changes nothing;
   2. initiators use them: iscsi-ls (libiscsi) lists the target's two LUNs through the new
      portal with the ACL's CHAP; QEMU (qemu-io, libiscsi) writes and reads the file LUN;
-     ix-bench --verify runs on both LUNs;
+     ix-bench --verify runs on both LUNs; ix-ctl stats counts one good login, one with a
+     wrong CHAP secret and one to a missing target exactly (by reason);
   3. while ix-bench --verify runs on the second target, the first target is deleted with a raw
      session logged in to it: the session gets the Async Message "target requests Logout"
      (AsyncEvent 1), logs out, and the target leaves SendTargets; the portal is deleted and
@@ -252,6 +253,45 @@ def step_initiators():
     for lun in (0, 1):
         ok, why = bench_result(bench(T1, lun, 3, E.port2, chap=True))
         check('ix-bench-lun%d' % lun, ok, why)
+
+
+def step_stats():
+    """Login outcomes by reason: one good login, one with a wrong CHAP secret, one to a target
+    that does not exist, counted exactly."""
+    before = ctl_json('stats')
+    good = X.Session(HOST, E.port2, initiator=INI, target=T1, timeout=10)
+    good.login(chap=(CHAP_USER, CHAP_SECRET))
+    during = ctl_json('stats')
+    outcomes = []
+    for target, chap in ((T1, (CHAP_USER, 'wrong-secret-000')),
+                         ('iqn.2026-11.io.ix.test:nonesuch', None)):
+        s = X.Session(HOST, E.port2, initiator=INI, target=target, timeout=10)
+        try:
+            s.login(chap=chap) if chap else s.login()
+            outcomes.append('logged in')
+        except Exception as e:  # noqa: BLE001
+            outcomes.append(type(e).__name__)
+        s.close()
+    good.logout()
+    good.close()
+    after = ctl_json('stats')
+
+    def d(key, *path):
+        a, b = before, after
+        for k in path:
+            a, b = a[k], b[k]
+        return b - a
+    acc = d('x', 'logins', 'accepted', 'normal')
+    auth = d('x', 'logins', 'refused', 'authentication_failed')
+    nf = d('x', 'logins', 'refused', 'not_found')
+    live = during['sessions']['normal']['tcp']
+    check('stats-logins', acc == 1 and auth == 1 and nf == 1 and live >= 1 and
+          'logged in' not in outcomes,
+          'deltas: accepted %d, authentication_failed %d, not_found %d; tcp sessions while '
+          'one was open: %d; bad logins: %s' % (acc, auth, nf, live, outcomes))
+    rc, out, err = ctl('stats')
+    check('stats-text', rc == 0 and 'authentication_failed' in out,
+          'ix-ctl stats: exit %d: %s' % (rc, out.strip()))
 
 
 # ---- 3. delete a target with a live session, another target busy ------------------------------
@@ -623,6 +663,7 @@ def main():
     try:
         step_create()
         step_initiators()
+        step_stats()
         busy = bench(T2, 0, 30, E.port)
         step_sessions()
         step_delete_live()
