@@ -16,6 +16,7 @@
 #ifndef IX_BACKEND_BS_H
 #define IX_BACKEND_BS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -222,8 +222,9 @@ static int block_ioctl(struct file_priv *p, struct bs_io *io)
 static void file_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io)
 {
 	struct file_priv *p = dev->priv;
+	uint64_t size = atomic_load_explicit(&dev->size, memory_order_relaxed);
 
-	if (io->offset > dev->size || io->len > dev->size - io->offset) {
+	if (io->offset > size || io->len > size - io->offset) {
 		io->result = -EINVAL;
 		io->cb(io);
 		return;
