@@ -43,6 +43,7 @@ static void usage(FILE *f)
 		"             [--block-size 512|4096] [--readonly] [--thin] [--write-cache]\n"
 		"  lun delete TARGET LUN\n"
 		"  lun resize TARGET LUN SIZE           grow a file or block LUN online\n"
+		"  lun offline|online TARGET LUN        take a LUN offline (NOT READY) or back\n"
 		"  acl create TARGET INITIATOR [--chap-user USER --chap-secret SECRET]\n"
 		"  acl delete TARGET INITIATOR\n"
 		"  sessions [-v] [--target NAME]        logged-in sessions (-v: every negotiated "
@@ -498,6 +499,15 @@ static int cmd_lun(int argc, char **argv)
 				     "size", size_value(argv[3])),
 			   "LUN resized");
 	}
+	if (argc == 3 && (strcmp(argv[0], "offline") == 0 || strcmp(argv[0], "online") == 0)) {
+		bool off = strcmp(argv[0], "offline") == 0;
+		if (parse_int(argv[2], 0, 255, &n) < 0)
+			return die_usage("bad LUN number '%s' (0-255)", argv[2]);
+		return run("iscsi_set_lun_offline",
+			   json_pack("{s:s, s:I, s:b}", "target", argv[1], "lun", (json_int_t)n,
+				     "offline", off),
+			   off ? "LUN offline" : "LUN online");
+	}
 	if (argc == 3 && strcmp(argv[0], "delete") == 0) {
 		if (parse_int(argv[2], 0, 255, &n) < 0)
 			return die_usage("bad LUN number '%s' (0-255)", argv[2]);
@@ -505,7 +515,7 @@ static int cmd_lun(int argc, char **argv)
 			   json_pack("{s:s, s:I}", "target", argv[1], "lun", (json_int_t)n),
 			   "LUN deleted");
 	}
-	return die_usage("lun create|delete|resize TARGET LUN ...%s", "");
+	return die_usage("lun create|delete|resize|offline|online TARGET LUN ...%s", "");
 }
 
 static int cmd_acl(int argc, char **argv)

@@ -1254,6 +1254,44 @@ static int m_resize_lun(struct call *c)
 	return commit(c, newdoc);
 }
 
+static int m_set_lun_offline(struct call *c)
+{
+	static const char *const keys[] = {"target", "lun", "offline", "dry_run", NULL};
+	json_t *lunv = json_object_get(c->params, "lun"), *newdoc, *t, *num;
+	const char *target;
+	bool offline;
+	long i;
+
+	if (p_keys(c, keys) < 0 || p_str(c, "target", true, &target) < 0)
+		return -1;
+	if (!json_is_integer(lunv))
+		return merr_set(c->e, -32602, "params.lun: required (an integer)");
+	if (!json_is_boolean(json_object_get(c->params, "offline")))
+		return merr_set(c->e, -32602, "params.offline: required (true or false)");
+	if (p_bool(c, "offline", &offline) < 0)
+		return -1;
+	if (!(newdoc = json_deep_copy(c->m->doc)))
+		return merr_set(c->e, -32603, "out of memory");
+	if (!(t = find_target(newdoc, target))) {
+		json_decref(newdoc);
+		return merr_set(c->e, MGMT_ERR_NOT_FOUND, "no target named \"%s\"", target);
+	}
+	num = json_integer(json_integer_value(lunv));
+	i = find_by(json_object_get(t, "luns"), "lun", num);
+	json_decref(num);
+	if (i < 0) {
+		json_decref(newdoc);
+		return merr_set(c->e, MGMT_ERR_NOT_FOUND, "no LUN %lld in target %s",
+				(long long)json_integer_value(lunv), target);
+	}
+	if (offline)
+		json_object_set_new(json_array_get(json_object_get(t, "luns"), (size_t)i), "offline",
+				    json_true());
+	else /* online is the default: the key goes */
+		json_object_del(json_array_get(json_object_get(t, "luns"), (size_t)i), "offline");
+	return commit(c, newdoc);
+}
+
 static int m_get_methods(struct call *c);
 
 static const struct method {
@@ -1274,6 +1312,7 @@ static const struct method {
     {"iscsi_create_lun", m_create_lun, true},
     {"iscsi_delete_lun", m_delete_lun, true},
     {"iscsi_resize_lun", m_resize_lun, true},
+    {"iscsi_set_lun_offline", m_set_lun_offline, true},
     {"iscsi_get_acls", m_get_acls, false},
     {"iscsi_create_acl", m_create_acl, true},
     {"iscsi_delete_acl", m_delete_acl, true},

@@ -52,10 +52,12 @@ struct lun_change {
 	struct tgt_lu_retire *retire; /* for a removal */
 };
 
-/* A running LU that the new configuration makes larger (file and block LUNs). */
+/* A running LU that the new configuration changes in place: larger (file and block LUNs),
+ * offline or online. */
 struct lun_grow {
 	struct scsi_lu *lu;
-	uint64_t bytes;
+	uint64_t bytes;  /* 0: the size stays */
+	int offline;     /* -1: stays, else the new state */
 	const char *target;
 	uint32_t lun;
 };
@@ -135,6 +137,7 @@ static bool lu_cfg_same(const struct scsi_lu_cfg *a, const struct scsi_lu_cfg *b
 	       str_same(a->vendor, b->vendor) && str_same(a->product, b->product) &&
 	       str_same(a->serial, b->serial) && a->naa_id == b->naa_id &&
 	       a->removable == b->removable && a->sanitize_rate == b->sanitize_rate &&
+	       a->offline == b->offline &&
 	       str_same(a->state_dir, b->state_dir);
 }
 
@@ -165,19 +168,31 @@ static int plan_grow(struct plan *p, const struct cfg_target *ct, const struct c
 	uint64_t have = scsi_lu_num_blocks(lu) * scsi_lu_block_size(lu);
 	struct lun_grow *g;
 
+	uint64_t bytes = 0;
+
 	same_size.size_bytes = old->lu.size_bytes;
-	if (!lu_cfg_same(&old->lu, &same_size) || cl->lu.size_bytes == 0 ||
-	    (cl->lu.backend != SCSI_BACKEND_FILE && cl->lu.backend != SCSI_BACKEND_BLOCK) ||
-	    cl->lu.size_bytes < have)
+	same_size.offline = old->lu.offline;
+	if (!lu_cfg_same(&old->lu, &same_size))
 		return 0;
-	if (cl->lu.size_bytes == have)
+	if (cl->lu.size_bytes != old->lu.size_bytes && cl->lu.size_bytes != 0 &&
+	    cl->lu.size_bytes != have) {
+		if ((cl->lu.backend != SCSI_BACKEND_FILE && cl->lu.backend != SCSI_BACKEND_BLOCK) ||
+		    cl->lu.size_bytes < have)
+			return 0;
+		bytes = cl->lu.size_bytes;
+	}
+	if (!bytes && cl->lu.offline == scsi_lu_offline(lu))
 		return 1;
 	g = realloc(p->grow, (p->ngrow + 1) * sizeof(*g));
 	if (!g)
 		return -ENOMEM;
 	p->grow = g;
 	p->grow[p->ngrow++] = (struct lun_grow){
-	    .lu = lu, .bytes = cl->lu.size_bytes, .target = ct->name, .lun = cl->lun};
+	    .lu = lu,
+	    .bytes = bytes,
+	    .offline = cl->lu.offline == scsi_lu_offline(lu) ? -1 : cl->lu.offline,
+	    .target = ct->name,
+	    .lun = cl->lun};
 	return 1;
 }
 
@@ -189,8 +204,15 @@ static int plan_do_grows(struct plan *p, char *err, size_t errlen)
 		struct lun_grow *g = &p->grow[i];
 		char e[512];
 		uint64_t was = scsi_lu_num_blocks(g->lu) * scsi_lu_block_size(g->lu);
-		int r = scsi_lu_grow(g->lu, g->bytes, e, sizeof(e));
+		int r = g->bytes ? scsi_lu_grow(g->lu, g->bytes, e, sizeof(e)) : 0;
 
+		if (r == 0 && g->offline >= 0) {
+			scsi_lu_set_offline(g->lu, g->offline);
+			log_info("target", "target %s LUN %u: %s", g->target, g->lun,
+				 g->offline ? "taken offline" : "back online");
+		}
+		if (!g->bytes)
+			continue;
 		if (r < 0) {
 			snprintf(err, errlen, "target %s LUN %u: cannot grow to %llu bytes: %s",
 				 g->target, g->lun, (unsigned long long)g->bytes, e);

@@ -481,6 +481,30 @@ def step_resize():
     check('resize-in-config', luns and luns[0].get('size') == '128M',
           'iscsi_get_luns: %s' % luns)
 
+    # offline and back: NOT READY, OFFLINE (04/12) for medium commands, INQUIRY still answers;
+    # back online: NOT READY TO READY CHANGE (6/28/00), then good
+    s = X.Session(HOST, E.port, initiator=RAW, target=T3, timeout=10)
+    s.login()
+    s.scsi_retry_ua(bytes(6))
+    rc1 = ctl('lun', 'offline', T3, '0')[0]
+    off_cfg = ctl_json('rpc', 'iscsi_get_luns', json.dumps({'target': T3}))[0].get('offline')
+    st1, _, sense1, _ = s.scsi(bytes(6))
+    inq = bytes([0x12, 0, 0, 0, 96, 0])
+    st2, data, _, _ = s.scsi(inq, read_len=96)
+    read10 = bytes([0x28, 0, 0, 0, 0, 0, 0, 0, 8, 0])
+    st3, _, sense3, _ = s.scsi(read10, read_len=4096)
+    rc2 = ctl('lun', 'online', T3, '0')[0]
+    st4, _, sense4, _ = s.scsi(bytes(6))
+    st5, _, _, _ = s.scsi(bytes(6))
+    s.close()
+    got = (st1, sense_of(sense1) if st1 == 2 else None, st2,
+           st3, sense_of(sense3) if st3 == 2 else None,
+           st4, sense_of(sense4) if st4 == 2 else None, st5)
+    want = (2, (2, 0x04, 0x12), 0, 2, (2, 0x04, 0x12), 2, (6, 0x28, 0x00), 0)
+    check('lun-offline-online', rc1 == 0 and rc2 == 0 and off_cfg is True and got == want,
+          'ix-ctl lun offline/online: exit %d/%d, config offline=%s; TUR, INQUIRY, READ '
+          'offline, TUR, TUR online: %s (want %s)' % (rc1, rc2, off_cfg, got, want))
+
 
 # ---- 4. bad input ----------------------------------------------------------------------------
 
