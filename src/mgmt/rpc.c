@@ -30,6 +30,7 @@ struct rpc_stream {
 	bool in_str, esc;
 	struct ix_mgmt_op *op;    /* a request whose answer comes later: the rest waits */
 	bool failed;              /* a request after a late answer was not JSON (answered) */
+	uint64_t completed;       /* requests taken from the buffer so far */
 	void (*resumed)(void *arg); /* after a late answer was emitted */
 };
 
@@ -74,6 +75,11 @@ bool rpc_stream_failed(const struct rpc_stream *st)
 bool rpc_stream_waiting(const struct rpc_stream *st)
 {
 	return st->op != NULL;
+}
+
+uint64_t rpc_stream_completed(const struct rpc_stream *st)
+{
+	return st->completed;
 }
 
 static void emit_json(rpc_emit_fn emit, void *arg, json_t *v)
@@ -128,6 +134,7 @@ static void late_answer(void *arg, json_t *resp)
 /* One complete value in buf[0..n): 0, 1 (its answer comes later) or -EPROTO. */
 static int handle(struct rpc_stream *st, const char *p, size_t n)
 {
+	st->completed++;
 	json_error_t je;
 	json_t *req = json_loadb(p, n, JSON_REJECT_DUPLICATES, &je), *resp;
 	char msg[256];
@@ -259,6 +266,8 @@ struct rpc_client {
 				     peer might lose the answer) */
 	bool dead;
 	bool eof;                 /* the client shut down its side; answers still to come */
+	bool timing_request;      /* the timer bounds the request being received */
+	uint64_t seen_completed;  /* rpc_stream_completed() when the timer was armed */
 	struct ix_mgmt_caller who;
 };
 
@@ -370,10 +379,19 @@ static void client_end(struct rpc_client *c)
 	client_flush(c);
 }
 
+/* A request that has begun must be complete within RPC_REQUEST_TIMEOUT_MS of its first byte,
+ * however slowly it trickles in; otherwise the connection may stay idle that long. */
 static void client_arm_timer(struct rpc_client *c)
 {
+	bool partial = rpc_stream_pending(c->st) > 0;
+	uint64_t done = rpc_stream_completed(c->st);
+
+	if (partial && c->timing_request && done == c->seen_completed)
+		return; /* the same request is still arriving: its deadline stands */
+	c->timing_request = partial;
+	c->seen_completed = done;
 	ev_timer_start(c->srv->loop, &c->timer,
-		       rpc_stream_pending(c->st) ? RPC_REQUEST_TIMEOUT_MS : RPC_IDLE_TIMEOUT_MS);
+		       partial ? RPC_REQUEST_TIMEOUT_MS : RPC_IDLE_TIMEOUT_MS);
 }
 
 static void on_client_timer(struct ev_timer *t)

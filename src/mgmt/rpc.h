@@ -53,6 +53,8 @@ size_t rpc_stream_pending(const struct rpc_stream *st);
  * wait in the buffer; once it is emitted they are answered and resumed(arg) runs. */
 bool rpc_stream_waiting(const struct rpc_stream *st);
 void rpc_stream_set_resumed(struct rpc_stream *st, void (*fn)(void *arg));
+/* Requests taken from the stream so far. */
+uint64_t rpc_stream_completed(const struct rpc_stream *st);
 /* A request answered after a late answer was not JSON: close the stream. */
 bool rpc_stream_failed(const struct rpc_stream *st);
 /* Emit an error response with id null (limits, access). */

@@ -596,6 +596,37 @@ def step_bad_input():
           'other client served meanwhile: %s; stalled one got %s and was closed after %.1f s' %
           (served, buf.decode(errors='replace').strip()[:120], waited))
 
+    # the same, one byte a second: the 5 s count from the first byte, not the last
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(E.sock)
+    s.settimeout(0.2)
+    t0 = time.monotonic()
+    buf, closed_at = b'', None
+    for ch in b'{"jsonrpc": "2.0", "id": 1, "method": "rpc_get_methods"':
+        try:
+            s.sendall(bytes([ch]))
+        except OSError:
+            closed_at = time.monotonic() - t0
+            break
+        end = time.monotonic() + 1
+        while time.monotonic() < end:
+            try:
+                d = s.recv(4096)
+            except socket.timeout:
+                continue
+            except OSError:
+                d = b''
+            if not d:
+                closed_at = time.monotonic() - t0
+                break
+            buf += d
+        if closed_at is not None or time.monotonic() - t0 > 12:
+            break
+    s.close()
+    check('trickled-request', closed_at is not None and 4 <= closed_at <= 8 and b'-32006' in buf,
+          'one byte a second: %s after %s s' % (buf.decode(errors='replace').strip()[:100],
+                                                '%.1f' % closed_at if closed_at else 'never'))
+
     # 1000 requests in a burst on one connection
     # (every tenth asks the workers, whose answer comes later: the ones behind it wait)
     burst = b''.join(req('iscsi_get_sessions' if i % 10 == 0 else 'iscsi_get_targets',
