@@ -1,30 +1,36 @@
 /* ix-target: the iSCSI target daemon.
  *
- *   ix-target [-c CONFIG.json] [-l LEVEL] [--check] [--testing]
+ *   ix-target [-c CONFIG.json] [-l LEVEL] [-s SOCKET] [--check] [--testing]
  *
  * Without -c it serves the built-in default (a 1 GiB RAM LUN on 127.0.0.1:3260). Runs in the
  * foreground and logs to stderr; prints "ix-target: ready" once every portal listens and every
  * LUN is open, and at that point tells systemd READY=1 when started with Type=notify (see
- * notify() below). SIGTERM and SIGINT stop it; SIGHUP re-reads the configuration. */
+ * notify() below). SIGTERM and SIGINT stop it; SIGHUP re-reads the configuration. With a
+ * management socket (global.mgmt_socket or -s) it serves the JSON-RPC API that ix-ctl uses
+ * (docs/management.md). */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stddef.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "event/loop.h"
+#include "mgmt/mgmt.h"
+#include "mgmt/rpc.h"
 #include "target/config.h"
 #include "target/target.h"
 #include "util/log.h"
 
 struct sigctx {
 	struct ix_target *tgt;
+	struct ix_mgmt *mgmt;
 	const char *config_path;
 	bool testing;
 	struct ev_io io;
@@ -62,10 +68,13 @@ static void notify(const char *msg)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: ix-target [-c CONFIG.json] [-l error|warn|info|debug] [--check]\n"
+	fprintf(f, "usage: ix-target [-c CONFIG.json] [-l error|warn|info|debug] [-s SOCKET] "
+		   "[--check]\n"
 		   "  -c, --config FILE   configuration (default: built-in, RAM LUN on "
 		   "127.0.0.1:3260)\n"
 		   "  -l, --log-level L   log level (overrides the configuration)\n"
+		   "  -s, --rpc-socket P  JSON-RPC management socket (overrides "
+		   "global.mgmt_socket)\n"
 		   "      --check         validate the configuration and exit\n"
 		   "      --testing       allow test-only features (fault injection, the error\n"
 		   "                      backend); never use this in production\n");
@@ -84,28 +93,6 @@ static int check_testing(const struct ix_config *cfg, const char *path, bool tes
 	return -EPERM;
 }
 
-/* SIGHUP: read the file again and apply it; a file with an error changes nothing. Either way
- * the old or the new configuration is being served afterwards: READY=1 again. */
-static void reload(struct sigctx *sc)
-{
-	struct ix_config *cfg;
-	char err[1024];
-
-	notify("RELOADING=1\nSTATUS=reloading the configuration");
-	if (cfg_load_file(sc->config_path, &cfg, err, sizeof(err)) < 0) {
-		log_err("main", "reload refused, configuration unchanged: %s", err);
-	} else if (check_testing(cfg, sc->config_path, sc->testing, err, sizeof(err)) < 0) {
-		log_err("main", "reload refused, configuration unchanged: %s", err);
-		cfg_free(cfg);
-	} else if (ix_target_reload(sc->tgt, cfg, err, sizeof(err)) < 0) {
-		log_err("main", "reload failed: %s", err);
-		cfg_free(cfg);
-	} else {
-		log_info("main", "configuration reloaded from %s", sc->config_path);
-	}
-	notify("READY=1\nSTATUS=serving");
-}
-
 static void on_signal(struct ev_io *w, uint32_t revents)
 {
 	struct sigctx *sc = w->arg;
@@ -114,11 +101,19 @@ static void on_signal(struct ev_io *w, uint32_t revents)
 	(void)revents;
 	while (read(w->fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
+			char err[1024];
 			if (!sc->config_path) {
 				log_warn("main", "SIGHUP: no configuration file to reload");
 				continue;
 			}
-			reload(sc);
+			/* a file with an error changes nothing; either way the old or the new
+			   configuration is served afterwards: READY=1 again */
+			notify("RELOADING=1\nSTATUS=reloading the configuration");
+			if (ix_mgmt_reload_file(sc->mgmt, err, sizeof(err)) < 0)
+				log_err("main", "reload refused, configuration unchanged: %s", err);
+			else
+				log_info("main", "configuration reloaded from %s", sc->config_path);
+			notify("READY=1\nSTATUS=serving");
 		} else {
 			log_info("main", "signal %u: shutting down", si.ssi_signo);
 			notify("STOPPING=1\nSTATUS=shutting down");
@@ -134,10 +129,14 @@ int main(int argc, char **argv)
 		{"log-level", required_argument, NULL, 'l'},
 		{"check", no_argument, NULL, 'C'},
 		{"testing", no_argument, NULL, 'T'},
+		{"rpc-socket", required_argument, NULL, 's'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *config = NULL;
+	const char *config = NULL, *rpc_path = NULL;
+	struct rpc_server *rpc = NULL;
+	gid_t rpc_group = (gid_t)-1;
+	json_t *doc;
 	int level = -1, check = 0, c, r, sfd;
 	struct ix_config *cfg;
 	struct ix_target *tgt;
@@ -145,7 +144,7 @@ int main(int argc, char **argv)
 	char err[1024];
 	sigset_t mask;
 
-	while ((c = getopt_long(argc, argv, "c:l:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:l:s:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			config = optarg;
@@ -163,6 +162,9 @@ int main(int argc, char **argv)
 		case 'T':
 			sc.testing = true;
 			break;
+		case 's':
+			rpc_path = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -175,20 +177,35 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	r = config ? cfg_load_file(config, &cfg, err, sizeof(err)) : cfg_default(&cfg, 0);
+	r = ix_mgmt_load(config, &cfg, &doc, err, sizeof(err));
 	if (r < 0) {
-		fprintf(stderr, "ix-target: %s\n", config ? err : "cannot build the default configuration");
+		fprintf(stderr, "ix-target: %s\n", err);
 		return 1;
 	}
 	if (check_testing(cfg, config, sc.testing, err, sizeof(err)) < 0) {
 		fprintf(stderr, "ix-target: %s\n", err);
 		cfg_free(cfg);
+		json_decref(doc);
 		return 1;
 	}
 	if (check) {
 		printf("ix-target: %s: configuration is valid\n", config ? config : "(built-in)");
 		cfg_free(cfg);
+		json_decref(doc);
 		return 0;
+	}
+	if (!rpc_path)
+		rpc_path = cfg->global.mgmt_socket;
+	if (rpc_path && cfg->global.mgmt_group) {
+		struct group *gr = getgrnam(cfg->global.mgmt_group);
+		if (!gr) {
+			fprintf(stderr, "ix-target: global.mgmt_group: no group named \"%s\"\n",
+				cfg->global.mgmt_group);
+			cfg_free(cfg);
+			json_decref(doc);
+			return 1;
+		}
+		rpc_group = gr->gr_gid;
 	}
 	ix_log_set_level(level >= 0 ? level : cfg->global.log_level);
 
@@ -200,14 +217,39 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* cfg belongs to the target from here: the socket path is copied first */
+	if (rpc_path && !(rpc_path = strdup(rpc_path))) {
+		fprintf(stderr, "ix-target: out of memory\n");
+		return 1;
+	}
 	r = ix_target_new(cfg, &tgt, err, sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "ix-target: %s\n", err[0] ? err : strerror(-r));
+		json_decref(doc);
+		return 1;
+	}
+	{
+		struct ix_mgmt_opts mo = {.config_path = config, .testing = sc.testing};
+		r = ix_mgmt_new(tgt, doc, &mo, &sc.mgmt);
+	}
+	if (r == 0 && rpc_path)
+		r = rpc_server_new(sc.mgmt, ix_target_main_loop(tgt), rpc_path, rpc_group, &rpc,
+				   err, sizeof(err));
+	else if (r < 0)
+		snprintf(err, sizeof(err), "%s", strerror(-r));
+	if (r < 0) {
+		fprintf(stderr, "ix-target: management socket: %s\n", err);
+		ix_mgmt_free(sc.mgmt);
+		ix_target_free(tgt);
+		free((char *)rpc_path);
 		return 1;
 	}
 	sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (sfd < 0) {
 		fprintf(stderr, "ix-target: signalfd: %s\n", strerror(errno));
+		rpc_server_free(rpc);
+		free((char *)rpc_path);
+		ix_mgmt_free(sc.mgmt);
 		ix_target_free(tgt);
 		return 1;
 	}
@@ -215,12 +257,16 @@ int main(int argc, char **argv)
 	sc.config_path = config;
 	ev_io_init(&sc.io, sfd, on_signal, &sc);
 	ev_io_start(ix_target_main_loop(tgt), &sc.io, EPOLLIN);
-	/* ix_target_new() has opened every LUN and bound every portal: ready. */
+	/* ix_target_new() has opened every LUN and bound every portal, the management socket
+	   listens: ready. */
 	fprintf(stderr, "ix-target: ready\n");
 	notify("READY=1\nSTATUS=serving");
 	r = ix_target_run(tgt);
 	ev_io_stop(ix_target_main_loop(tgt), &sc.io);
 	close(sfd);
+	rpc_server_free(rpc);
+	free((char *)rpc_path);
 	ix_target_free(tgt);
+	ix_mgmt_free(sc.mgmt);
 	return r < 0 ? 1 : 0;
 }

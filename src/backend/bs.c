@@ -71,7 +71,7 @@ int bs_dev_open(const struct bs_ops *ops, const struct bs_open_cfg *cfg, struct 
 		free(dev);
 		return rc;
 	}
-	dev->size -= dev->size % dev->block_size;
+	dev->size = dev->size - dev->size % dev->block_size;
 	/* A physical block is a power-of-two number of logical blocks, at most 2^15 (the 4-bit
 	 * exponent of READ CAPACITY(16)); anything else the backend found is ignored. */
 	if (dev->phys_block_size < dev->block_size || dev->phys_block_size % dev->block_size ||
@@ -169,4 +169,27 @@ int bs_sync_fd_io(struct bs_io *io)
 		return fdatasync(io->fd) < 0 ? -errno : 0;
 	}
 	return -EINVAL;
+}
+
+int bs_dev_grow(struct bs_dev *dev, uint64_t size, char *err, size_t errlen)
+{
+	int r;
+
+	if (!dev->ops->grow) {
+		snprintf(err, errlen, "a %s backend cannot grow online", dev->ops->name);
+		return -EOPNOTSUPP;
+	}
+	if (dev->readonly) {
+		snprintf(err, errlen, "the LUN is read-only");
+		return -EROFS;
+	}
+	if (size % dev->block_size || size <= dev->size) {
+		snprintf(err, errlen, "%llu bytes: not a larger multiple of the block size",
+			 (unsigned long long)size);
+		return -EINVAL;
+	}
+	r = dev->ops->grow(dev, size, err, errlen);
+	if (r == 0)
+		dev->size = size;
+	return r;
 }

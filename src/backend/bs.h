@@ -16,6 +16,7 @@
 #ifndef IX_BACKEND_BS_H
 #define IX_BACKEND_BS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -106,11 +107,15 @@ struct bs_ops {
 	/* With BS_CAP_COMPARE_WRITE: can the backend compare and write [offset, offset+len) as
 	 * one operation? (RBD: not across an object boundary.) */
 	bool (*compare_write_ok)(struct bs_dev *dev, uint64_t offset, uint64_t len);
+	/* Make the backing store hold at least size bytes (a regular file is extended, a block
+	 * device must already be that large). Main thread, while I/O goes on. NULL: the
+	 * backend cannot grow (RAM). -errno + message. */
+	int (*grow)(struct bs_dev *dev, uint64_t size, char *err, size_t errlen);
 };
 
 struct bs_dev {
 	const struct bs_ops *ops;
-	uint64_t size;
+	_Atomic uint64_t size; /* grows online (bs_dev_grow); every read is one plain load */
 	uint32_t block_size;
 	uint32_t phys_block_size; /* the unit the medium writes in (READ CAPACITY(16) LBPPBE,
 				     Block Limits granularities): a power-of-two multiple of
@@ -130,6 +135,9 @@ const struct bs_ops *bs_ops_by_name(const char *name);
 int bs_dev_open(const struct bs_ops *ops, const struct bs_open_cfg *cfg, struct bs_dev **out,
 		char *err, size_t errlen);
 void bs_dev_close(struct bs_dev *dev);
+/* Grow the device to size bytes (a multiple of the block size, larger than now): the backing
+ * store first, then dev->size. -EOPNOTSUPP when the backend cannot. */
+int bs_dev_grow(struct bs_dev *dev, uint64_t size, char *err, size_t errlen);
 
 static inline void bs_submit(struct bs_thread *t, struct bs_io *io)
 {

@@ -222,8 +222,9 @@ static int block_ioctl(struct file_priv *p, struct bs_io *io)
 static void file_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io)
 {
 	struct file_priv *p = dev->priv;
+	uint64_t size = atomic_load_explicit(&dev->size, memory_order_relaxed);
 
-	if (io->offset > dev->size || io->len > dev->size - io->offset) {
+	if (io->offset > size || io->len > size - io->offset) {
 		io->result = -EINVAL;
 		io->cb(io);
 		return;
@@ -282,6 +283,37 @@ int bs_file_debug_set_fd(struct bs_dev *dev, int newfd)
 	return 0;
 }
 
+static int file_grow(struct bs_dev *dev, uint64_t size, char *err, size_t errlen)
+{
+	struct file_priv *p = dev->priv;
+	struct stat st;
+	uint64_t have;
+
+	if (p->block) {
+		if (ioctl(p->fd, BLKGETSIZE64, &have) < 0) {
+			snprintf(err, errlen, "BLKGETSIZE64: %s", strerror(errno));
+			return -errno;
+		}
+		if (have < size) {
+			snprintf(err, errlen, "the device holds only %llu bytes",
+				 (unsigned long long)have);
+			return -ENOSPC;
+		}
+		return 0;
+	}
+	if (fstat(p->fd, &st) < 0) {
+		snprintf(err, errlen, "fstat: %s", strerror(errno));
+		return -errno;
+	}
+	if ((uint64_t)st.st_size < size && ftruncate(p->fd, (off_t)size) < 0) {
+		int e = errno;
+		snprintf(err, errlen, "extending the file to %llu bytes: %s",
+			 (unsigned long long)size, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
 const struct bs_ops bs_file_ops = {
     .name = "file",
     .type = SCSI_BACKEND_FILE,
@@ -291,6 +323,7 @@ const struct bs_ops bs_file_ops = {
     .close = file_close,
     .submit = file_submit,
     .lba_status = file_lba_status,
+    .grow = file_grow,
 };
 
 const struct bs_ops bs_block_ops = {
@@ -301,4 +334,5 @@ const struct bs_ops bs_block_ops = {
     .open = block_open,
     .close = file_close,
     .submit = file_submit,
+    .grow = file_grow,
 };

@@ -155,8 +155,9 @@ static int ram_do(struct bs_dev *dev, struct bs_io *io)
 {
 	struct ram_priv *p = dev->priv;
 	uint8_t *at = p->mem + io->offset;
+	uint64_t size = atomic_load_explicit(&dev->size, memory_order_relaxed);
 
-	if (io->offset > dev->size || io->len > dev->size - io->offset)
+	if (io->offset > size || io->len > size - io->offset)
 		return -EINVAL;
 	switch (io->op) {
 	case BS_OP_READ:

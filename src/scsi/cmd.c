@@ -325,6 +325,10 @@ static bool medium_ok(struct scsi_cmd *cmd, const struct scsi_op *op, uint8_t ms
 {
 	if (!(op->flags & SCSI_F_MEDIUM))
 		return true;
+	if (ms & SCSI_MS_OFFLINE) {
+		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x12); /* LOGICAL UNIT NOT READY, OFFLINE */
+		return false;
+	}
 	if (!(ms & SCSI_MS_LOADED)) {
 		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x3a, 0x00); /* MEDIUM NOT PRESENT */
 		return false;

@@ -70,7 +70,8 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 	lu->no_medium = cfg->no_medium;
 	lu->removable = cfg->removable || cfg->no_medium;
 	lu->sanitize_rate = cfg->sanitize_rate;
-	atomic_init(&lu->mstate, cfg->no_medium ? 0 : SCSI_MS_LOADED);
+	atomic_init(&lu->mstate, (cfg->no_medium ? 0 : SCSI_MS_LOADED) |
+				     (cfg->offline ? SCSI_MS_OFFLINE : 0));
 	atomic_init(&lu->swp, false);
 	atomic_init(&lu->wce, cfg->write_cache);
 	lu->wce_default = cfg->write_cache;
@@ -159,6 +160,43 @@ void scsi_lu_put(struct scsi_lu *lu)
 uint64_t scsi_lu_num_blocks(const struct scsi_lu *lu)
 {
 	return lu->nblocks;
+}
+
+void scsi_lu_set_offline(struct scsi_lu *lu, bool offline)
+{
+	uint8_t was;
+
+	pthread_mutex_lock(&lu->lock);
+	if (offline)
+		was = atomic_fetch_or_explicit(&lu->mstate, SCSI_MS_OFFLINE, memory_order_acq_rel);
+	else
+		was = atomic_fetch_and_explicit(&lu->mstate, (uint8_t)~SCSI_MS_OFFLINE,
+						memory_order_acq_rel);
+	pthread_mutex_unlock(&lu->lock);
+	if (!offline && (was & SCSI_MS_OFFLINE))
+		scsi_ua_post_others(lu, NULL, 0x28, 0x00); /* NOT READY TO READY CHANGE */
+}
+
+bool scsi_lu_offline(const struct scsi_lu *lu)
+{
+	return atomic_load_explicit(&lu->mstate, memory_order_acquire) & SCSI_MS_OFFLINE;
+}
+
+int scsi_lu_grow(struct scsi_lu *lu, uint64_t bytes, char *err, size_t errlen)
+{
+	int r;
+
+	if (!lu->dev) {
+		snprintf(err, errlen, "the LUN has no medium");
+		return -ENOMEDIUM;
+	}
+	r = bs_dev_grow(lu->dev, bytes, err, errlen);
+	if (r < 0)
+		return r;
+	/* the backend takes I/O up to the new end before the first command may ask for it */
+	lu->nblocks = bytes / lu->block_size;
+	scsi_ua_post_others(lu, NULL, 0x2a, 0x09); /* CAPACITY DATA HAS CHANGED */
+	return 0;
 }
 
 uint32_t scsi_lu_block_size(const struct scsi_lu *lu)

@@ -11,7 +11,10 @@
 
 bool scsi_lba_ok(struct scsi_cmd *cmd, struct scsi_lu *lu, uint64_t lba, uint64_t nblocks)
 {
-	if (lba > lu->nblocks || nblocks > lu->nblocks - lba) {
+	/* acquire: a grow publishes the backend's size before the capacity (scsi_lu_grow) */
+	uint64_t cap = atomic_load_explicit(&lu->nblocks, memory_order_acquire);
+
+	if (lba > cap || nblocks > cap - lba) {
 		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x21, 0x00); /* LBA OUT OF RANGE */
 		return false;
 	}

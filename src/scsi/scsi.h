@@ -111,6 +111,8 @@ struct scsi_lu_cfg {
 				    flushes, FUA always makes the write durable */
 	bool no_medium;          /* LU present, medium absent (NOT READY 0x3A); implies removable */
 	bool removable;          /* RMB: START STOP UNIT with LOEJ ejects and loads the medium */
+	bool offline;            /* taken offline by the administrator: medium commands get NOT
+				    READY, LOGICAL UNIT NOT READY, OFFLINE (04/12) */
 	uint64_t sanitize_rate;  /* bytes per second a SANITIZE OVERWRITE may write; 0 = as
 				    fast as the backend goes */
 	const char *vendor;      /* INQUIRY T10 vendor, default "IX" */
@@ -264,6 +266,15 @@ void scsi_cmd_set_sense(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t 
 
 /* LU facts the transport and tools need. */
 uint64_t scsi_lu_num_blocks(const struct scsi_lu *lu);
+/* Grow the LU to bytes (a multiple of its block size, more than now) while it serves: the
+ * backend first (bs_dev_grow), then the capacity, then the unit attention CAPACITY DATA HAS
+ * CHANGED (6/2A/09) for every I_T nexus that has used it. Main thread. -errno + message. */
+int scsi_lu_grow(struct scsi_lu *lu, uint64_t bytes, char *err, size_t errlen);
+/* Take the LU offline (medium commands get NOT READY, OFFLINE 04/12; INQUIRY, REPORT LUNS and
+ * the like still answer) or back online (every nexus that used it gets NOT READY TO READY
+ * CHANGE, 6/28/00). Any thread. */
+void scsi_lu_set_offline(struct scsi_lu *lu, bool offline);
+bool scsi_lu_offline(const struct scsi_lu *lu);
 uint32_t scsi_lu_block_size(const struct scsi_lu *lu);
 
 #endif

@@ -78,7 +78,7 @@ struct scsi_lun_map {
 struct scsi_lu {
 	atomic_int refs;
 	struct bs_dev *dev; /* NULL without medium */
-	uint64_t nblocks;
+	_Atomic uint64_t nblocks; /* grows online (scsi_lu_grow); reads are plain loads */
 	uint32_t block_size;
 	uint32_t lun;
 	bool readonly;
@@ -186,6 +186,7 @@ typedef int (*scsi_exec_fn)(struct scsi_cmd *cmd, struct scsi_lu *lu);
 #define SCSI_MS_LOADED	 0x01 /* the medium is present (not ejected, configured) */
 #define SCSI_MS_SANITIZE 0x02 /* a sanitize operation is in progress */
 #define SCSI_MS_SAN_FAIL 0x04 /* the last sanitize failed: medium access refused */
+#define SCSI_MS_OFFLINE	 0x08 /* taken offline by the administrator */
 
 /* Flags of a dispatch entry. */
 #define SCSI_F_ABSENT_OK   0x01 /* runs on an absent LUN (lu == NULL) */

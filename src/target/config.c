@@ -716,6 +716,7 @@ static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 					   "negotiation",
 					   "discovery",
 					   "mgmt_socket",
+					   "mgmt_group",
 					   "state_dir",
 					   "poll_us",
 					   NULL};
@@ -750,6 +751,7 @@ static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 	    (rc = parse_negotiation(c, v, &g->neg)) || (rc = parse_discovery(c, v, g)) ||
 	    (rc = get_strdup(c, v, "mgmt_socket", sizeof(((struct sockaddr_un *)0)->sun_path) - 1,
 			     STR_PRINTABLE, &g->mgmt_socket)) ||
+	    (rc = get_strdup(c, v, "mgmt_group", 32, STR_PRINTABLE, &g->mgmt_group)) ||
 	    (rc = get_state_dir(c, v, &g->state_dir)))
 		goto out;
 	g->threads = (int)threads;
@@ -1273,7 +1275,7 @@ static int parse_lun(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti,
 {
 	static const char *const keys[] = {
 	    "lun",	   "backend",	"path",	  "size",    "block_size", "readonly", "thin",
-	    "write_cache", "no_medium", "vendor", "product", "serial",	   "naa_id",   "removable",
+	    "write_cache", "no_medium", "vendor", "product", "serial",	   "naa_id",   "removable", "offline",
 	    "state_dir",   "sanitize_rate", "physical_block_size", "errors", "rbd", NULL};
 	struct cfg_target *t = &cfg->targets[ti];
 	struct cfg_lun *l = &t->luns[li];
@@ -1302,6 +1304,7 @@ static int parse_lun(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti,
 	    (rc = get_bool(c, v, "write_cache", &lu->write_cache)) ||
 	    (rc = get_bool(c, v, "no_medium", &lu->no_medium)) ||
 	    (rc = get_bool(c, v, "removable", &lu->removable)) ||
+	    (rc = get_bool(c, v, "offline", &lu->offline)) ||
 	    (rc = get_size(c, v, "sanitize_rate", &lu->sanitize_rate)) ||
 	    (rc = get_state_dir(c, v, (char **)&lu->state_dir)) ||
 	    (!lu->state_dir && (rc = dup_str(c, cfg->global.state_dir, (char **)&lu->state_dir))) ||

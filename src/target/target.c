@@ -15,10 +15,13 @@
 #include "transport/tcp/tcp.h"
 #include "util/log.h"
 
+/* One portal's listeners. portal points into the newest configuration that names it (changed
+ * only on the main thread, which also runs the accept callbacks). */
 struct listener_ctx {
 	struct ix_target *tgt;
 	const struct cfg_portal *portal;
 	struct tcp_listener *listener;
+	struct iser_listener *iser;
 };
 
 /* Accepted connections handed to workers that have not picked them up yet. Past this many the
@@ -394,6 +397,74 @@ static void on_accept(int fd, void *arg)
 	}
 }
 
+static void log_portal(const struct cfg_portal *p, const char *what, const char *transport)
+{
+	bool v6 = strchr(p->address, ':') != NULL;
+
+	log_info("target", "%s %s%s%s:%u (%s, tpgt %u, portal %s)", what, v6 ? "[" : "",
+		 p->address, v6 ? "]" : "", p->port, transport, p->tpgt, p->name);
+}
+
+int tgt_portal_listen(struct ix_target *t, const struct cfg_portal *p, struct listener_ctx **out,
+		      char *err, size_t errlen)
+{
+	struct listener_ctx *lc = calloc(1, sizeof(*lc));
+	int r;
+
+	if (!lc)
+		return -ENOMEM;
+	lc->tgt = t;
+	lc->portal = p;
+	if (p->iser) {
+		r = iser_listen(t->main_loop, p->address, p->port, on_accept_iser, lc, &lc->iser);
+		if (r < 0) {
+			snprintf(err, errlen, "portal %s (%s port %u, iser): %s%s", p->name,
+				 p->address, p->port, strerror(-r),
+				 r == -ENODEV || r == -EADDRNOTAVAIL || r == -ENOENT
+					 ? " (no RDMA device serves this address)"
+					 : "");
+			free(lc);
+			return r;
+		}
+		log_portal(p, "listening on", "iser");
+	}
+	if (p->tcp) {
+		r = tcp_listen(t->main_loop, p->address, p->port, on_accept, lc, &lc->listener);
+		if (r < 0) {
+			snprintf(err, errlen, "portal %s (%s port %u): %s", p->name, p->address,
+				 p->port, strerror(-r));
+			if (lc->iser)
+				iser_listener_free(lc->iser);
+			free(lc);
+			return r;
+		}
+		log_portal(p, "listening on", "tcp");
+	}
+	*out = lc;
+	return 0;
+}
+
+void tgt_portal_close(struct listener_ctx *lc)
+{
+	if (!lc)
+		return;
+	if (lc->listener)
+		tcp_listener_free(lc->listener);
+	if (lc->iser)
+		iser_listener_free(lc->iser);
+	free(lc);
+}
+
+const struct cfg_portal *tgt_portal_cfg(const struct listener_ctx *lc)
+{
+	return lc->portal;
+}
+
+void tgt_portal_set_cfg(struct listener_ctx *lc, const struct cfg_portal *p)
+{
+	lc->portal = p;
+}
+
 int tgt_lu_new(struct ix_target *t, struct cfg_target *ct, struct cfg_lun *cl,
 	       struct scsi_lu **out, char *err, size_t errlen)
 {
@@ -557,47 +628,16 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 		}
 	}
 
-	t->listeners = calloc(cfg->nportals ? cfg->nportals : 1, sizeof(*t->listeners));
-	t->iser_listeners = calloc(cfg->nportals ? cfg->nportals : 1, sizeof(*t->iser_listeners));
 	t->lctx = calloc(cfg->nportals ? cfg->nportals : 1, sizeof(*t->lctx));
-	if (!t->listeners || !t->lctx || !t->iser_listeners) {
+	if (!t->lctx) {
 		r = -ENOMEM;
 		goto fail;
 	}
 	for (size_t i = 0; i < cfg->nportals; i++) {
-		const struct cfg_portal *p = &cfg->portals[i];
-		t->lctx[i].tgt = t;
-		t->lctx[i].portal = p;
-		if (p->iser) {
-			r = iser_listen(t->main_loop, p->address, p->port, on_accept_iser,
-					&t->lctx[i], &t->iser_listeners[t->niser_listeners]);
-			if (r < 0) {
-				snprintf(err, errlen, "portal %s (%s port %u, iser): %s%s", p->name,
-					 p->address, p->port, strerror(-r),
-					 r == -ENODEV || r == -EADDRNOTAVAIL || r == -ENOENT
-						 ? " (no RDMA device serves this address)"
-						 : "");
-				goto fail;
-			}
-			t->niser_listeners++;
-			log_info("target", "listening on %s%s%s:%u (iser, tpgt %u)",
-				 strchr(p->address, ':') ? "[" : "", p->address,
-				 strchr(p->address, ':') ? "]" : "", p->port, p->tpgt);
-		}
-		if (!p->tcp)
-			continue;
-		r = tcp_listen(t->main_loop, p->address, p->port, on_accept, &t->lctx[i],
-			       &t->listeners[t->nlisteners]);
-		if (r < 0) {
-			snprintf(err, errlen, "portal %s (%s port %u): %s", p->name, p->address,
-				 p->port, strerror(-r));
+		r = tgt_portal_listen(t, &cfg->portals[i], &t->lctx[t->nlctx], err, errlen);
+		if (r < 0)
 			goto fail;
-		}
-		t->lctx[i].listener = t->listeners[t->nlisteners];
-		t->nlisteners++;
-		log_info("target", "listening on %s%s%s:%u (tcp, tpgt %u)",
-			 strchr(p->address, ':') ? "[" : "", p->address,
-			 strchr(p->address, ':') ? "]" : "", p->port, p->tpgt);
+		t->nlctx++;
 	}
 	*out = t;
 	return 0;
@@ -687,12 +727,8 @@ void ix_target_free(struct ix_target *t)
 {
 	if (!t)
 		return;
-	for (size_t i = 0; i < t->nlisteners; i++)
-		tcp_listener_free(t->listeners[i]);
-	for (size_t i = 0; i < t->niser_listeners; i++)
-		iser_listener_free(t->iser_listeners[i]);
-	free(t->iser_listeners);
-	free(t->listeners);
+	for (size_t i = 0; i < t->nlctx; i++)
+		tgt_portal_close(t->lctx[i]);
 	free(t->lctx);
 	/* the worker threads have stopped: close the connections still open (sessions logged in
 	   at shutdown), wait (bounded) for their tasks still in the backend, so that the

@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "session/keys.h"
 #include "target/config.h"
 
 struct ix_target;
@@ -29,6 +30,57 @@ void ix_target_stop(struct ix_target *t);
  * Details in tgt_reload.c. Call on the thread that runs ix_target_run(). */
 int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size_t errlen);
 void ix_target_free(struct ix_target *t);
+
+/* ---- inspection and session control (the management API; main thread) ---- */
+
+/* One session as its worker saw it. */
+struct ix_session_info {
+	char initiator[224];
+	char target[224];            /* "" for discovery sessions */
+	bool discovery;
+	uint8_t isid[6];
+	uint16_t tsih, tpgt, cid;
+	int worker;
+	char portal[65];             /* the portal's name */
+	char peer[72], local[72];    /* "addr:port" */
+	char transport[16];          /* the datamover: "tcp", "iser" */
+	struct iscsi_sess_params sess;  /* negotiated session keys */
+	struct iscsi_conn_params conn;  /* negotiated connection keys (digests, segment lengths) */
+	uint32_t exp_cmdsn, max_cmdsn;
+	uint32_t cmdsn_window;       /* MaxCmdSN - ExpCmdSN + 1 */
+	uint32_t tasks_active;       /* commands with an ITT in use */
+	uint32_t commands_pending;   /* non-immediate commands past ExpCmdSN not yet answered */
+	bool logout_requested;       /* an Async logout request is outstanding */
+};
+
+/* Login outcomes since start, counted by each worker on its own thread and summed when read.
+ * refused[] is indexed by ix_login_reason_index(status). */
+#define IX_LOGIN_REASONS 16
+struct ix_login_stats {
+	uint64_t accepted_normal, accepted_discovery;
+	uint64_t refused[IX_LOGIN_REASONS];
+	uint64_t timeouts; /* connections closed because the login did not complete in time */
+};
+/* 0x0200..0x020b -> 0..11, 0x0300..0x0302 -> 12..14, anything else -> 15. */
+int ix_login_reason_index(uint16_t status);
+/* "authentication_failed", ... for an index (RFC 7143 11.13.5 names, snake case). */
+const char *ix_login_reason_name(int idx);
+
+/* Collect every logged-in session and the login counters: each worker describes its own
+ * sessions on its thread; cb runs on the main loop once all have answered (list freed after cb
+ * returns). 0 or -ENOMEM. */
+typedef void (*ix_sessions_cb)(void *arg, const struct ix_session_info *list, size_t n,
+			       const struct ix_login_stats *logins);
+int ix_target_sessions(struct ix_target *t, ix_sessions_cb cb, void *arg);
+
+/* Ask the session with this TSIH to log out (Async Message "target requests Logout", then
+ * dropped after timeout_ms if it has not), or with drop close its connection at once.
+ * -ENOENT when no such session is registered. */
+int ix_target_session_end(struct ix_target *t, uint16_t tsih, bool drop, uint32_t timeout_ms);
+
+/* The capacity in bytes of a running LUN; -ENOENT when the target or LUN is not served, or it
+ * has no medium. */
+int ix_target_lun_bytes(struct ix_target *t, const char *target, uint32_t lun, uint64_t *bytes);
 
 /* The main loop (for tools that add their own watches, e.g. signalfd). */
 struct ev_loop *ix_target_main_loop(struct ix_target *t);

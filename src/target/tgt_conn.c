@@ -272,6 +272,7 @@ static void login_timeout(struct ev_timer *t)
 	}
 	snprintf(why, sizeof(why), "login not completed within %u ms (global.login_timeout_ms)",
 		 tc->gen->cfg->global.login_timeout_ms);
+	tc->worker->logins.timeouts++;
 	iscsi_conn_close(tc->conn, why);
 }
 
@@ -519,6 +520,7 @@ static void login_fail(struct tgt_conn *tc, struct iscsi_hdr *r, uint16_t status
 	r->login_rsp.status = status;
 	r->login_rsp.transit = false;
 	r->login_rsp.csg = r->login_rsp.nsg = 0;
+	tc->worker->logins.refused[ix_login_reason_index(status)]++;
 	log_info("target", "%s: login from %s failed (status 0x%04x): %s", tc->conn->peer,
 		 log_escape(la->info.initiator_name, sizeof(la->info.initiator_name), esc,
 			    sizeof(esc)),
@@ -549,6 +551,10 @@ static void login_complete(struct tgt_conn *tc, struct iscsi_hdr *r, const char 
 	tc->conn->state = ISCSI_CONN_LOGGED_IN;
 	ev_timer_stop(tc->conn->loop, &tc->login_timer);
 	pending_del(tc);
+	if (s->type == ISCSI_SESSION_DISCOVERY)
+		tc->worker->logins.accepted_discovery++;
+	else
+		tc->worker->logins.accepted_normal++;
 	if (s->type == ISCSI_SESSION_DISCOVERY &&
 	    tc->gen->cfg->global.discovery_idle_timeout_ms)
 		ev_timer_start(tc->conn->loop, &tc->idle_timer,
@@ -764,11 +770,19 @@ static void handle_logout(struct tgt_conn *tc, const struct iscsi_hdr *h)
 	if (r.logout_rsp.response == ISCSI_LOGOUT_RSP_OK) {
 		if (ev_timer_active(&tc->logout_timer) && !tc->logout_dropping) {
 			char esc[ISCSI_NAME_MAX * 4];
-			log_info("target", "%s: %s logged out as asked (target %s removed)",
-				 tc->conn->peer,
-				 log_escape(tc->sess->initiator, sizeof(tc->sess->initiator), esc,
-					    sizeof(esc)),
-				 tc->sess->target);
+			if (tc->logout_admin)
+				log_info("target",
+					 "%s: %s logged out as asked (requested through the "
+					 "management API)",
+					 tc->conn->peer,
+					 log_escape(tc->sess->initiator, sizeof(tc->sess->initiator),
+						    esc, sizeof(esc)));
+			else
+				log_info("target", "%s: %s logged out as asked (target %s removed)",
+					 tc->conn->peer,
+					 log_escape(tc->sess->initiator, sizeof(tc->sess->initiator),
+						    esc, sizeof(esc)),
+					 tc->sess->target);
 		}
 		ev_timer_stop(tc->conn->loop, &tc->logout_timer);
 		tc->logged_out = true;
@@ -793,8 +807,8 @@ static void logout_timer_cb(struct ev_timer *t)
 		iscsi_conn_close(tc->conn, "the drop announcement could not be sent");
 		return;
 	}
-	log_info("target", "%s: no Logout after the target was removed: dropping the session",
-		 tc->conn->peer);
+	log_info("target", "%s: no Logout after %s: dropping the session", tc->conn->peer,
+		 tc->logout_admin ? "it was requested" : "the target was removed");
 	h.async.event = ISCSI_ASYNC_DROP_ALL_CONNECTIONS;
 	h.async.param2 = tc->sess->params.default_time2wait;
 	h.async.param3 = 0;
@@ -805,7 +819,7 @@ static void logout_timer_cb(struct ev_timer *t)
 	ev_timer_start(tc->conn->loop, &tc->logout_timer, 1000);
 }
 
-void tgt_conn_request_logout(struct tgt_conn *tc, uint32_t timeout_ms)
+void tgt_conn_request_logout(struct tgt_conn *tc, uint32_t timeout_ms, bool admin)
 {
 	struct iscsi_hdr h = {.opcode = ISCSI_OP_ASYNC_MSG, .final = true, .itt = ISCSI_RSVD_TAG};
 	uint32_t secs = (timeout_ms + 999) / 1000;
@@ -815,8 +829,13 @@ void tgt_conn_request_logout(struct tgt_conn *tc, uint32_t timeout_ms)
 	h.async.event = ISCSI_ASYNC_LOGOUT_REQUEST;
 	h.async.param3 = (uint16_t)(secs > 0xffff ? 0xffff : secs);
 	tgt_stamp(tc, &h, true);
-	log_info("target", "%s: target %s removed: asking tsih %u to log out within %u s",
-		 tc->conn->peer, tc->sess->target, tc->sess->tsih, secs);
+	tc->logout_admin = admin;
+	if (admin)
+		log_info("target", "%s: asking tsih %u to log out within %u s (management API)",
+			 tc->conn->peer, tc->sess->tsih, secs);
+	else
+		log_info("target", "%s: target %s removed: asking tsih %u to log out within %u s",
+			 tc->conn->peer, tc->sess->target, tc->sess->tsih, secs);
 	if (tgt_send(tc, &h, NULL, 0) < 0) {
 		iscsi_conn_close(tc->conn, "out of memory for an Async Message");
 		return;

@@ -45,6 +45,7 @@ struct tgt_worker {
 	uint32_t npending;
 	struct tgt_ratelimit evict_rl;
 	uint64_t next_hold_id;          /* tags logins held for an old session (tgt_conn.held) */
+	struct ix_login_stats logins;   /* owned by this worker's thread */
 };
 
 /* One configured target as served: its settings and LUN map. Counted: one reference while the
@@ -210,6 +211,7 @@ struct tgt_conn {
 	/* a reload removed the target: Async logout request sent, then the drop */
 	struct ev_timer logout_timer;
 	bool logout_dropping; /* the initiator did not log out in time: closing */
+	bool logout_admin;    /* the logout was requested through the management API */
 	/* keepalive */
 	struct ev_timer login_timer;
 	struct ev_timer nop_timer;
@@ -241,11 +243,8 @@ struct ix_target {
 	struct tgt_worker *workers;
 	int nworkers;
 	int next_worker;
-	struct tcp_listener **listeners;
-	size_t nlisteners;
-	struct iser_listener **iser_listeners;
-	size_t niser_listeners;
-	struct listener_ctx *lctx;
+	struct listener_ctx **lctx;     /* one per portal being served (main thread) */
+	size_t nlctx;
 	/* earlier configuration generations: connections and sessions may still point into them,
 	   so they live until the target is freed */
 	struct tgt_cfg_gen **old_gens;
@@ -292,6 +291,14 @@ int tgt_lu_new(struct ix_target *t, struct cfg_target *ct, struct cfg_lun *cl,
 struct tgt_session *tgt_worker_session(struct tgt_worker *w, const struct tgt_session *s,
 				       uint16_t tsih);
 
+/* A portal's listeners (TCP and/or iSER, as it says), on the main loop. -errno with a message
+ * in err. Connections already accepted through a closed portal go on. */
+int tgt_portal_listen(struct ix_target *t, const struct cfg_portal *p, struct listener_ctx **out,
+		      char *err, size_t errlen);
+void tgt_portal_close(struct listener_ctx *lc);
+const struct cfg_portal *tgt_portal_cfg(const struct listener_ctx *lc);
+void tgt_portal_set_cfg(struct listener_ctx *lc, const struct cfg_portal *p);
+
 /* tgt_reload.c (ix_target_reload is in target.h) */
 struct tgt_lu_retire;
 /* Release what reloads kept for later (workers stopped). */
@@ -315,7 +322,7 @@ void tgt_send_reject(struct tgt_conn *tc, uint8_t reason, const uint8_t *bhs);
 void tgt_session_update_window(struct tgt_session *s);
 /* The session's target was removed: ask the initiator to log out within timeout_ms (Async
  * Message, RFC 7143 11.9.1), drop the connection if it does not. */
-void tgt_conn_request_logout(struct tgt_conn *tc, uint32_t timeout_ms);
+void tgt_conn_request_logout(struct tgt_conn *tc, uint32_t timeout_ms, bool admin);
 
 /* tgt_scsi.c */
 int tgt_scsi_cmd_header(struct tgt_conn *tc, const struct iscsi_hdr *h, const uint8_t *ahs,

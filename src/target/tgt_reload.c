@@ -10,15 +10,24 @@
  * - A kept target reads its ACLs and CHAP settings from the new file (new logins), and its LUN
  *   changes apply at once: a LUN no longer listed leaves the LUN map (later commands to it get
  *   LOGICAL UNIT NOT SUPPORTED; commands already running finish), a newly listed one joins it,
- *   and every I_T nexus that used the target's LUs gets REPORTED LUNS DATA HAS CHANGED. A LUN
- *   listed in both files with other settings keeps running as it was (a restart applies them).
- * - Portal and global changes need a restart, except logout_timeout_ms, read at each reload.
+ *   and every I_T nexus that used the target's LUs gets REPORTED LUNS DATA HAS CHANGED. A file
+ *   or block LUN whose size alone grew is grown in place (its nexuses get CAPACITY DATA HAS
+ *   CHANGED); a LUN listed in both files with other settings keeps running as it was (a
+ *   restart applies them).
+ * - Portals are matched by name. A new one listens before anything is applied (a portal that
+ *   cannot listen fails the reload); a removed one stops listening (connections accepted
+ *   through it go on); one whose address, port or transports changed is both (the new
+ *   listener first, so moving a portal to an address in use fails cleanly); a tpgt change
+ *   applies to connections accepted from then on.
+ * - Global changes need a restart, except logout_timeout_ms, read at each reload, and the
+ *   limits read at each accept or login.
  *
  * Everything that can fail (new LUs, memory) is done before anything is applied, so a failed
  * reload changes nothing. Runs on the main thread, the only one that changes the node table and
  * the LUN maps.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,8 +52,22 @@ struct lun_change {
 	struct tgt_lu_retire *retire; /* for a removal */
 };
 
+/* A running LU that the new configuration changes in place: larger (file and block LUNs),
+ * offline or online. */
+struct lun_grow {
+	struct scsi_lu *lu;
+	uint64_t bytes;  /* 0: the size stays */
+	int offline;     /* -1: stays, else the new state */
+	const char *target;
+	uint32_t lun;
+};
+
 struct plan {
 	struct ix_config *cfg;
+	struct lun_grow *grow;
+	size_t ngrow;
+	struct listener_ctx **lctx; /* for cfg->portals, in order: kept or new */
+	bool *lctx_new;
 	struct tgt_node **nodes; /* for cfg->targets, in order */
 	size_t nnodes;
 	struct lun_change *chg;
@@ -72,7 +95,7 @@ static void logout_request_msg(void *arg)
 	struct tgt_session *s = tgt_worker_session(m->w, m->s, m->tsih);
 
 	if (s)
-		tgt_conn_request_logout(s->conn, m->timeout_ms);
+		tgt_conn_request_logout(s->conn, m->timeout_ms, false);
 	free(m);
 }
 
@@ -114,7 +137,8 @@ static bool lu_cfg_same(const struct scsi_lu_cfg *a, const struct scsi_lu_cfg *b
 	       str_same(a->vendor, b->vendor) && str_same(a->product, b->product) &&
 	       str_same(a->serial, b->serial) && a->naa_id == b->naa_id &&
 	       a->removable == b->removable && a->sanitize_rate == b->sanitize_rate &&
-	       str_same(a->state_dir, b->state_dir) && str_same(a->rbd.pool, b->rbd.pool) &&
+	       a->offline == b->offline && str_same(a->state_dir, b->state_dir) &&
+	       str_same(a->rbd.pool, b->rbd.pool) &&
 	       str_same(a->rbd.image, b->rbd.image) && str_same(a->rbd.ns, b->rbd.ns) &&
 	       str_same(a->rbd.conf, b->rbd.conf) && str_same(a->rbd.client, b->rbd.client) &&
 	       str_same(a->rbd.keyring, b->rbd.keyring) &&
@@ -140,6 +164,71 @@ static int add_change(struct plan *p, struct tgt_node *node, uint32_t lun, struc
 	return 0;
 }
 
+/* A LUN in both configurations whose size alone changed: 1 when it is to grow in place (or
+ * already has that size), 0 when it is some other change, -ENOMEM. */
+static int plan_grow(struct plan *p, const struct cfg_target *ct, const struct cfg_lun *cl,
+		     const struct cfg_lun *old, struct scsi_lu *lu)
+{
+	struct scsi_lu_cfg same_size = cl->lu;
+	uint64_t have = scsi_lu_num_blocks(lu) * scsi_lu_block_size(lu);
+	struct lun_grow *g;
+
+	uint64_t bytes = 0;
+
+	same_size.size_bytes = old->lu.size_bytes;
+	same_size.offline = old->lu.offline;
+	if (!lu_cfg_same(&old->lu, &same_size))
+		return 0;
+	if (cl->lu.size_bytes != old->lu.size_bytes && cl->lu.size_bytes != 0 &&
+	    cl->lu.size_bytes != have) {
+		if ((cl->lu.backend != SCSI_BACKEND_FILE && cl->lu.backend != SCSI_BACKEND_BLOCK) ||
+		    cl->lu.size_bytes < have)
+			return 0;
+		bytes = cl->lu.size_bytes;
+	}
+	if (!bytes && cl->lu.offline == scsi_lu_offline(lu))
+		return 1;
+	g = realloc(p->grow, (p->ngrow + 1) * sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	p->grow = g;
+	p->grow[p->ngrow++] = (struct lun_grow){
+	    .lu = lu,
+	    .bytes = bytes,
+	    .offline = cl->lu.offline == scsi_lu_offline(lu) ? -1 : cl->lu.offline,
+	    .target = ct->name,
+	    .lun = cl->lun};
+	return 1;
+}
+
+/* Last step of the plan, when nothing else can fail: grow the LUs (a grow cannot be undone,
+ * and a failed one refuses the reload). */
+static int plan_do_grows(struct plan *p, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < p->ngrow; i++) {
+		struct lun_grow *g = &p->grow[i];
+		char e[512];
+		uint64_t was = scsi_lu_num_blocks(g->lu) * scsi_lu_block_size(g->lu);
+		int r = g->bytes ? scsi_lu_grow(g->lu, g->bytes, e, sizeof(e)) : 0;
+
+		if (r == 0 && g->offline >= 0) {
+			scsi_lu_set_offline(g->lu, g->offline);
+			log_info("target", "target %s LUN %u: %s", g->target, g->lun,
+				 g->offline ? "taken offline" : "back online");
+		}
+		if (!g->bytes)
+			continue;
+		if (r < 0) {
+			snprintf(err, errlen, "target %s LUN %u: cannot grow to %llu bytes: %s",
+				 g->target, g->lun, (unsigned long long)g->bytes, e);
+			return r;
+		}
+		log_info("target", "target %s LUN %u: grown from %llu to %llu bytes", g->target,
+			 g->lun, (unsigned long long)was, (unsigned long long)g->bytes);
+	}
+	return 0;
+}
+
 /* The LUN changes of a kept target: what the running map has against what ct lists. */
 static int plan_luns(struct ix_target *t, struct plan *p, struct tgt_node *node,
 		     struct cfg_target *ct, char *err, size_t errlen)
@@ -151,7 +240,13 @@ static int plan_luns(struct ix_target *t, struct plan *p, struct tgt_node *node,
 		const struct cfg_lun *old = cfg_lun_find(node->cfg, cl->lun);
 		struct scsi_lu *lu;
 
-		if (scsi_lun_map_get(node->map, cl->lun)) {
+		if ((lu = scsi_lun_map_get(node->map, cl->lun))) {
+			if (old && !lu_cfg_same(&old->lu, &cl->lu) &&
+			    (r = plan_grow(p, ct, cl, old, lu)) != 0) {
+				if (r < 0)
+					return r;
+				continue;
+			}
 			if (old && !lu_cfg_same(&old->lu, &cl->lu))
 				log_warn(
 				    "target",
@@ -176,8 +271,82 @@ static int plan_luns(struct ix_target *t, struct plan *p, struct tgt_node *node,
 	return 0;
 }
 
+static bool portal_same_listen(const struct cfg_portal *a, const struct cfg_portal *b)
+{
+	return strcmp(a->address, b->address) == 0 && a->port == b->port && a->tcp == b->tcp &&
+	       a->iser == b->iser;
+}
+
+static struct listener_ctx *running_portal(struct ix_target *t, const char *name)
+{
+	for (size_t j = 0; j < t->nlctx; j++)
+		if (strcmp(tgt_portal_cfg(t->lctx[j])->name, name) == 0)
+			return t->lctx[j];
+	return NULL;
+}
+
+static int plan_portals(struct ix_target *t, struct plan *p, char *err, size_t errlen)
+{
+	struct ix_config *cfg = p->cfg;
+	size_t n = cfg->nportals ? cfg->nportals : 1;
+
+	p->lctx = calloc(n, sizeof(*p->lctx));
+	p->lctx_new = calloc(n, sizeof(*p->lctx_new));
+	if (!p->lctx || !p->lctx_new)
+		return -ENOMEM;
+	for (size_t i = 0; i < cfg->nportals; i++) {
+		const struct cfg_portal *np = &cfg->portals[i];
+		struct listener_ctx *old = running_portal(t, np->name);
+		int r;
+
+		if (old && portal_same_listen(tgt_portal_cfg(old), np)) {
+			p->lctx[i] = old;
+			continue;
+		}
+		r = tgt_portal_listen(t, np, &p->lctx[i], err, errlen);
+		if (r < 0)
+			return r;
+		p->lctx_new[i] = true;
+	}
+	return 0;
+}
+
+static bool portal_kept(const struct plan *p, const struct listener_ctx *lc)
+{
+	for (size_t i = 0; i < p->cfg->nportals; i++)
+		if (p->lctx[i] == lc)
+			return true;
+	return false;
+}
+
+/* The new portal list takes over; listeners no longer named stop. */
+static void apply_portals(struct ix_target *t, struct plan *p)
+{
+	for (size_t j = 0; j < t->nlctx; j++) {
+		if (portal_kept(p, t->lctx[j]))
+			continue;
+		log_info("target", "reload: portal %s no longer listens",
+			 tgt_portal_cfg(t->lctx[j])->name);
+		tgt_portal_close(t->lctx[j]);
+	}
+	for (size_t i = 0; i < p->cfg->nportals; i++)
+		tgt_portal_set_cfg(p->lctx[i], &p->cfg->portals[i]);
+	free(t->lctx);
+	t->lctx = p->lctx;
+	t->nlctx = p->cfg->nportals;
+	p->lctx = NULL;
+	free(p->lctx_new);
+	p->lctx_new = NULL;
+}
+
 static void plan_undo(struct ix_target *t, struct plan *p)
 {
+	for (size_t i = 0; p->lctx && p->lctx_new && i < p->cfg->nportals; i++)
+		if (p->lctx_new[i])
+			tgt_portal_close(p->lctx[i]);
+	free(p->lctx);
+	free(p->lctx_new);
+	free(p->grow);
 	for (size_t i = 0; i < p->nchg; i++) {
 		scsi_lu_put(p->chg[i].add);
 		free(p->chg[i].retire);
@@ -200,6 +369,7 @@ static int plan_make(struct ix_target *t, struct plan *p, char *err, size_t errl
 	p->nodes = calloc(cfg->ntargets ? cfg->ntargets : 1, sizeof(*p->nodes));
 	if (!p->nodes)
 		return -ENOMEM;
+	r = plan_portals(t, p, err, errlen);
 	for (size_t i = 0; i < cfg->ntargets && r == 0; i++) {
 		struct cfg_target *ct = &cfg->targets[i];
 		struct tgt_node *old = running_node(t, ct->name);
@@ -221,7 +391,9 @@ static int plan_make(struct ix_target *t, struct plan *p, char *err, size_t errl
 	lr = realloc(t->lu_retires, (t->nlu_retires + nremove + 1) * sizeof(*lr));
 	if (lr)
 		t->lu_retires = lr;
-	return og && lr ? 0 : -ENOMEM;
+	if (!og || !lr)
+		return -ENOMEM;
+	return plan_do_grows(p, err, errlen);
 }
 
 /* Under t->lock: ask every registered session of a removed node to log out. */
@@ -318,7 +490,9 @@ int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size
 	t->nnodes = p.nnodes;
 	pthread_mutex_unlock(&t->lock);
 	apply_lun_changes(t, &p);
+	apply_portals(t, &p);
 	free(p.chg);
+	free(p.grow);
 	for (size_t j = 0; j < ngone; j++)
 		tgt_node_put(gone[j]); /* the configuration's reference */
 	free(gone);

@@ -1,0 +1,806 @@
+/* ix-ctl: the administration CLI of ix-target, a client of its JSON-RPC socket
+ * (docs/management.md).
+ *
+ *   ix-ctl [-s SOCKET] [--json] [--dry-run] COMMAND ...
+ *
+ * Exit status: 0 done; 1 the daemon refused the request (its message on stderr; with --json the
+ * JSON-RPC error object on stdout); 2 usage error; 3 the daemon could not be reached or its
+ * answer was not understood.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_SOCKET "/run/ix/ix-target.sock"
+#define TIMEOUT_MS     30000
+
+enum { EXIT_REFUSED = 1, EXIT_USAGE = 2, EXIT_UNREACHABLE = 3 };
+
+static const char *sock_path;
+static bool opt_json, opt_dry_run;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ix-ctl [-s SOCKET] [--json] [--dry-run] COMMAND ...\n"
+		"  ls                                   portals, targets, LUNs and ACLs as a tree\n"
+		"  save [FILE]                          write the running configuration (default:\n"
+		"                                       the daemon's configuration file)\n"
+		"  rpc METHOD [PARAMS]                  raw JSON-RPC call; PARAMS is a JSON object\n"
+		"  portal create NAME ADDRESS [PORT] [--tpgt N] [--iser] [--no-tcp]\n"
+		"  portal delete NAME\n"
+		"  target create NAME [--alias TEXT] [--portal NAME]...\n"
+		"  target delete NAME\n"
+		"  lun create TARGET LUN (--ram SIZE | --file PATH [--size SIZE] | --block PATH)\n"
+		"             [--block-size 512|4096] [--readonly] [--thin] [--write-cache]\n"
+		"  lun delete TARGET LUN\n"
+		"  lun resize TARGET LUN SIZE           grow a file or block LUN online\n"
+		"  lun offline|online TARGET LUN        take a LUN offline (NOT READY) or back\n"
+		"  acl create TARGET INITIATOR [--chap-user USER --chap-secret SECRET]\n"
+		"  acl delete TARGET INITIATOR\n"
+		"  sessions [-v] [--target NAME]        logged-in sessions (-v: every negotiated "
+		"key)\n"
+		"  stats                                login outcomes by reason, sessions by "
+		"transport\n"
+		"  session logout TSIH [--drop] [--timeout MS]\n"
+		"                                       ask a session to log out (Async Message),\n"
+		"                                       or with --drop close it at once\n"
+		"options:\n"
+		"  -s, --socket PATH   the daemon's socket (default $IX_CTL_SOCKET or %s)\n"
+		"  --json              print the JSON result (or error) instead of text\n"
+		"  --dry-run           validate and show what would change, change nothing\n"
+		"exit status: 0 done, 1 refused by the daemon, 2 usage, 3 daemon unreachable\n",
+		DEFAULT_SOCKET);
+}
+
+static int die_usage(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "ix-ctl: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n(ix-ctl --help for usage)\n");
+	return EXIT_USAGE;
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One call: *result or *error (both owned by the caller). Returns 0, or EXIT_UNREACHABLE with a
+ * message printed. */
+static int call(const char *method, json_t *params, json_t **result, json_t **error)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	json_t *req, *resp;
+	char *text, *buf = NULL;
+	size_t len = 0, cap = 0;
+	long long end = now_ms() + TIMEOUT_MS;
+	json_error_t je;
+	int fd;
+
+	*result = *error = NULL;
+	if (strlen(sock_path) >= sizeof(sa.sun_path)) {
+		fprintf(stderr, "ix-ctl: %s: path too long\n", sock_path);
+		return EXIT_UNREACHABLE;
+	}
+	strcpy(sa.sun_path, sock_path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		fprintf(stderr, "ix-ctl: cannot reach ix-target at %s: %s\n", sock_path,
+			strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return EXIT_UNREACHABLE;
+	}
+	req = json_pack("{s:s, s:i, s:s}", "jsonrpc", "2.0", "id", 1, "method", method);
+	if (params)
+		json_object_set(req, "params", params);
+	text = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	for (size_t off = 0, n = text ? strlen(text) : 0; off < n;) {
+		ssize_t w = send(fd, text + off, n - off, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			fprintf(stderr, "ix-ctl: %s: %s\n", sock_path, strerror(errno));
+			free(text);
+			close(fd);
+			return EXIT_UNREACHABLE;
+		}
+		off += (size_t)w;
+	}
+	free(text);
+	for (;;) { /* the answer is one line */
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		long long left = end - now_ms();
+		ssize_t n;
+
+		if (len && buf[len - 1] == '\n')
+			break;
+		if (left <= 0 || poll(&pfd, 1, (int)left) == 0) {
+			fprintf(stderr, "ix-ctl: %s: no answer within %d s\n", sock_path,
+				TIMEOUT_MS / 1000);
+			free(buf);
+			close(fd);
+			return EXIT_UNREACHABLE;
+		}
+		if (cap - len < 65536) {
+			char *b = realloc(buf, cap + 65536);
+			if (!b) {
+				fprintf(stderr, "ix-ctl: out of memory\n");
+				free(buf);
+				close(fd);
+				return EXIT_UNREACHABLE;
+			}
+			buf = b;
+			cap += 65536;
+		}
+		n = recv(fd, buf + len, cap - len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	resp = len ? json_loadb(buf, len, 0, &je) : NULL;
+	free(buf);
+	if (!json_is_object(resp)) {
+		fprintf(stderr, "ix-ctl: %s: %s\n", sock_path,
+			len ? "the answer is not a JSON-RPC response" : "connection closed without an answer");
+		json_decref(resp);
+		return EXIT_UNREACHABLE;
+	}
+	*result = json_incref(json_object_get(resp, "result"));
+	*error = json_incref(json_object_get(resp, "error"));
+	json_decref(resp);
+	if (!*result && !json_is_object(*error)) {
+		fprintf(stderr, "ix-ctl: %s: the answer is not a JSON-RPC response\n", sock_path);
+		json_decref(*error);
+		*error = NULL;
+		return EXIT_UNREACHABLE;
+	}
+	return 0;
+}
+
+static void print_json(json_t *v)
+{
+	char *s = json_dumps(v, JSON_INDENT(2) | JSON_ENCODE_ANY);
+
+	if (s) {
+		printf("%s\n", s);
+		free(s);
+	}
+}
+
+/* Report an error (stderr, and stdout with --json): EXIT_REFUSED. */
+static int refused(json_t *error)
+{
+	const char *msg = json_string_value(json_object_get(error, "message"));
+
+	fprintf(stderr, "ix-ctl: %s\n", msg ? msg : "error");
+	if (opt_json)
+		print_json(error);
+	return EXIT_REFUSED;
+}
+
+/* A call whose result is printed (JSON) or summed up (text). Takes params. */
+static int run(const char *method, json_t *params, const char *done_text)
+{
+	json_t *result, *error;
+	int r;
+
+	if (opt_dry_run && params)
+		json_object_set_new(params, "dry_run", json_true());
+	r = call(method, params, &result, &error);
+	json_decref(params);
+	if (r)
+		return r;
+	if (error) {
+		r = refused(error);
+		json_decref(error);
+		return r;
+	}
+	if (opt_json) {
+		print_json(result);
+	} else if (done_text) {
+		json_t *changes = json_object_get(result, "changes");
+		size_t i;
+		json_t *c;
+
+		if (json_is_array(changes) && json_array_size(changes) == 0)
+			printf("%s: nothing to change\n", done_text);
+		else
+			printf("%s%s\n", done_text, opt_dry_run ? " (dry run: nothing changed)" : "");
+		json_array_foreach(changes, i, c)
+		{
+			char *name = json_dumps(json_object_get(c, "name"), JSON_ENCODE_ANY);
+			const char *t = json_string_value(json_object_get(c, "target"));
+			printf("  %s %s %s%s%s\n", json_string_value(json_object_get(c, "action")),
+			       json_string_value(json_object_get(c, "type")), name ? name : "",
+			       t ? " of " : "", t ? t : "");
+			free(name);
+		}
+	} else {
+		print_json(result);
+	}
+	json_decref(result);
+	return 0;
+}
+
+/* ---- ls ---------------------------------------------------------------------------------- */
+
+static const char *jstr(json_t *o, const char *k, const char *def)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+	return s ? s : def;
+}
+
+static void print_value(json_t *v)
+{
+	if (json_is_string(v))
+		printf("%s", json_string_value(v));
+	else if (json_is_integer(v))
+		printf("%lld", (long long)json_integer_value(v));
+}
+
+static void ls_text(json_t *cfg)
+{
+	json_t *portals = json_object_get(cfg, "portals"), *targets = json_object_get(cfg, "targets");
+	size_t i, j;
+	json_t *p, *t, *l, *a;
+
+	printf("o- /\n");
+	printf("  o- portals [%zu]\n", json_array_size(portals));
+	json_array_foreach(portals, i, p)
+	{
+		json_t *tr = json_object_get(p, "transports");
+		json_t *port = json_object_get(p, "port"), *tpgt = json_object_get(p, "tpgt");
+		printf("  %c o- %s %s:%lld tpgt %lld", targets ? '|' : ' ', jstr(p, "name", "default"),
+		       jstr(p, "address", "?"), port ? (long long)json_integer_value(port) : 3260,
+		       tpgt ? (long long)json_integer_value(tpgt) : 1);
+		if (json_is_array(tr)) {
+			json_t *x;
+			size_t k;
+			printf(" [");
+			json_array_foreach(tr, k, x) printf("%s%s", k ? "," : "", json_string_value(x));
+			printf("]");
+		} else {
+			printf(" [tcp]");
+		}
+		printf("\n");
+	}
+	printf("  o- targets [%zu]\n", json_array_size(targets));
+	json_array_foreach(targets, i, t)
+	{
+		json_t *luns = json_object_get(t, "luns"), *acls = json_object_get(t, "acls");
+		bool last = i + 1 == json_array_size(targets);
+		const char *bar = last ? " " : "|";
+
+		printf("    o- %s", jstr(t, "name", "?"));
+		if (json_object_get(t, "alias"))
+			printf(" (%s)", jstr(t, "alias", ""));
+		if (json_object_get(t, "chap"))
+			printf(" [chap]");
+		printf("\n");
+		printf("    %s o- luns [%zu]\n", bar, json_array_size(luns));
+		json_array_foreach(luns, j, l)
+		{
+			printf("    %s | o- lun%lld %s", bar,
+			       (long long)json_integer_value(json_object_get(l, "lun")),
+			       jstr(l, "backend", "?"));
+			if (json_object_get(l, "path"))
+				printf(" %s", jstr(l, "path", ""));
+			if (json_object_get(l, "size")) {
+				printf(" ");
+				print_value(json_object_get(l, "size"));
+			}
+			if (json_is_true(json_object_get(l, "readonly")))
+				printf(" ro");
+			printf("\n");
+		}
+		printf("    %s o- acls [%zu]%s\n", bar, json_array_size(acls),
+		       json_array_size(acls) ? "" : " (any initiator)");
+		json_array_foreach(acls, j, a)
+		{
+			printf("    %s   o- %s%s%s%s\n", bar, jstr(a, "initiator", "?"),
+			       json_object_get(a, "chap") ? " [chap " : "",
+			       json_object_get(a, "chap") ? jstr(json_object_get(a, "chap"), "user", "")
+							  : "",
+			       json_object_get(a, "chap") ? "]" : "");
+		}
+	}
+}
+
+static int cmd_ls(int argc, char **argv)
+{
+	json_t *result, *error;
+	int r;
+
+	(void)argv;
+	if (argc != 0)
+		return die_usage("ls takes no arguments%s", "");
+	r = call("iscsi_get_config", NULL, &result, &error);
+	if (r)
+		return r;
+	if (error) {
+		r = refused(error);
+		json_decref(error);
+		return r;
+	}
+	if (opt_json)
+		print_json(result);
+	else
+		ls_text(result);
+	json_decref(result);
+	return 0;
+}
+
+/* ---- object commands ---------------------------------------------------------------------- */
+
+static int parse_int(const char *s, long long min, long long max, long long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoll(s, &end, 10);
+	return errno || end == s || *end || *out < min || *out > max ? -1 : 0;
+}
+
+/* A size: an integer, or the configuration's string form ("64M"), passed as given. */
+static json_t *size_value(const char *s)
+{
+	long long v;
+
+	return parse_int(s, 0, (long long)1 << 62, &v) == 0 ? json_integer(v) : json_string(s);
+}
+
+static int cmd_portal(int argc, char **argv)
+{
+	if (argc >= 1 && strcmp(argv[0], "create") == 0) {
+		json_t *p;
+		long long v;
+		bool tcp = true, iser = false;
+		int pos = 0;
+
+		if (argc < 3)
+			return die_usage("portal create NAME ADDRESS [PORT] [--tpgt N] [--iser] "
+					 "[--no-tcp]%s", "");
+		p = json_pack("{s:s, s:s}", "name", argv[1], "address", argv[2]);
+		for (int i = 3; i < argc; i++) {
+			if (strcmp(argv[i], "--tpgt") == 0 && i + 1 < argc) {
+				if (parse_int(argv[++i], 0, 65535, &v) < 0)
+					return json_decref(p), die_usage("bad tpgt '%s'", argv[i]);
+				json_object_set_new(p, "tpgt", json_integer(v));
+			} else if (strcmp(argv[i], "--iser") == 0) {
+				iser = true;
+			} else if (strcmp(argv[i], "--no-tcp") == 0) {
+				tcp = false;
+			} else if (argv[i][0] != '-' && pos++ == 0) {
+				if (parse_int(argv[i], 1, 65535, &v) < 0)
+					return json_decref(p), die_usage("bad port '%s'", argv[i]);
+				json_object_set_new(p, "port", json_integer(v));
+			} else {
+				json_decref(p);
+				return die_usage("portal create: unexpected '%s'", argv[i]);
+			}
+		}
+		if (iser || !tcp) {
+			json_t *tr = json_array();
+			if (tcp)
+				json_array_append_new(tr, json_string("tcp"));
+			if (iser)
+				json_array_append_new(tr, json_string("iser"));
+			json_object_set_new(p, "transports", tr);
+		}
+		return run("iscsi_create_portal", json_pack("{s:o}", "portal", p), "portal created");
+	}
+	if (argc == 2 && strcmp(argv[0], "delete") == 0)
+		return run("iscsi_delete_portal", json_pack("{s:s}", "name", argv[1]),
+			   "portal deleted");
+	return die_usage("portal create|delete ...%s", "");
+}
+
+static int cmd_target(int argc, char **argv)
+{
+	if (argc >= 2 && strcmp(argv[0], "create") == 0) {
+		json_t *t = json_pack("{s:s}", "name", argv[1]), *portals = NULL;
+
+		for (int i = 2; i < argc; i++) {
+			if (strcmp(argv[i], "--alias") == 0 && i + 1 < argc) {
+				json_object_set_new(t, "alias", json_string(argv[++i]));
+			} else if (strcmp(argv[i], "--portal") == 0 && i + 1 < argc) {
+				if (!portals) {
+					portals = json_array();
+					json_object_set_new(t, "portals", portals);
+				}
+				json_array_append_new(portals, json_string(argv[++i]));
+			} else {
+				json_decref(t);
+				return die_usage("target create: unexpected '%s'", argv[i]);
+			}
+		}
+		return run("iscsi_create_target", json_pack("{s:o}", "target", t), "target created");
+	}
+	if (argc == 2 && strcmp(argv[0], "delete") == 0)
+		return run("iscsi_delete_target", json_pack("{s:s}", "name", argv[1]),
+			   "target deleted");
+	return die_usage("target create|delete NAME ...%s", "");
+}
+
+static int cmd_lun(int argc, char **argv)
+{
+	long long n, v;
+
+	if (argc >= 3 && strcmp(argv[0], "create") == 0) {
+		json_t *l;
+		const char *backend = NULL;
+
+		if (parse_int(argv[2], 0, 255, &n) < 0)
+			return die_usage("bad LUN number '%s' (0-255)", argv[2]);
+		l = json_pack("{s:I}", "lun", (json_int_t)n);
+		for (int i = 3; i < argc; i++) {
+			const char *o = argv[i];
+			bool has = i + 1 < argc;
+
+			if (strcmp(o, "--ram") == 0 && has) {
+				backend = "ram";
+				json_object_set_new(l, "size", size_value(argv[++i]));
+			} else if ((strcmp(o, "--file") == 0 || strcmp(o, "--block") == 0) && has) {
+				backend = o + 2;
+				json_object_set_new(l, "path", json_string(argv[++i]));
+			} else if (strcmp(o, "--size") == 0 && has) {
+				json_object_set_new(l, "size", size_value(argv[++i]));
+			} else if (strcmp(o, "--block-size") == 0 && has) {
+				if (parse_int(argv[++i], 1, 1 << 20, &v) < 0)
+					return json_decref(l), die_usage("bad block size '%s'", argv[i]);
+				json_object_set_new(l, "block_size", json_integer(v));
+			} else if (strcmp(o, "--readonly") == 0) {
+				json_object_set_new(l, "readonly", json_true());
+			} else if (strcmp(o, "--thin") == 0) {
+				json_object_set_new(l, "thin", json_true());
+			} else if (strcmp(o, "--write-cache") == 0) {
+				json_object_set_new(l, "write_cache", json_true());
+			} else {
+				json_decref(l);
+				return die_usage("lun create: unexpected '%s'", o);
+			}
+		}
+		if (!backend) {
+			json_decref(l);
+			return die_usage("lun create: one of --ram SIZE, --file PATH, --block PATH%s",
+					 "");
+		}
+		{ /* the order a person would write: lun, backend, then the rest */
+			json_t *o = json_pack("{s:I, s:s}", "lun", (json_int_t)n, "backend", backend);
+			json_object_update_missing(o, l);
+			json_decref(l);
+			l = o;
+		}
+		return run("iscsi_create_lun", json_pack("{s:s, s:o}", "target", argv[1], "lun", l),
+			   "LUN created");
+	}
+	if (argc == 4 && strcmp(argv[0], "resize") == 0) {
+		if (parse_int(argv[2], 0, 255, &n) < 0)
+			return die_usage("bad LUN number '%s' (0-255)", argv[2]);
+		return run("iscsi_resize_lun",
+			   json_pack("{s:s, s:I, s:o}", "target", argv[1], "lun", (json_int_t)n,
+				     "size", size_value(argv[3])),
+			   "LUN resized");
+	}
+	if (argc == 3 && (strcmp(argv[0], "offline") == 0 || strcmp(argv[0], "online") == 0)) {
+		bool off = strcmp(argv[0], "offline") == 0;
+		if (parse_int(argv[2], 0, 255, &n) < 0)
+			return die_usage("bad LUN number '%s' (0-255)", argv[2]);
+		return run("iscsi_set_lun_offline",
+			   json_pack("{s:s, s:I, s:b}", "target", argv[1], "lun", (json_int_t)n,
+				     "offline", off),
+			   off ? "LUN offline" : "LUN online");
+	}
+	if (argc == 3 && strcmp(argv[0], "delete") == 0) {
+		if (parse_int(argv[2], 0, 255, &n) < 0)
+			return die_usage("bad LUN number '%s' (0-255)", argv[2]);
+		return run("iscsi_delete_lun",
+			   json_pack("{s:s, s:I}", "target", argv[1], "lun", (json_int_t)n),
+			   "LUN deleted");
+	}
+	return die_usage("lun create|delete|resize|offline|online TARGET LUN ...%s", "");
+}
+
+static int cmd_acl(int argc, char **argv)
+{
+	if (argc >= 3 && strcmp(argv[0], "create") == 0) {
+		json_t *a = json_pack("{s:s}", "initiator", argv[2]);
+		const char *user = NULL, *secret = NULL;
+
+		for (int i = 3; i < argc; i++) {
+			if (strcmp(argv[i], "--chap-user") == 0 && i + 1 < argc)
+				user = argv[++i];
+			else if (strcmp(argv[i], "--chap-secret") == 0 && i + 1 < argc)
+				secret = argv[++i];
+			else {
+				json_decref(a);
+				return die_usage("acl create: unexpected '%s'", argv[i]);
+			}
+		}
+		if (!user != !secret) {
+			json_decref(a);
+			return die_usage("acl create: --chap-user and --chap-secret go together%s",
+					 "");
+		}
+		if (user)
+			json_object_set_new(a, "chap",
+					    json_pack("{s:s, s:s}", "user", user, "secret", secret));
+		return run("iscsi_create_acl", json_pack("{s:s, s:o}", "target", argv[1], "acl", a),
+			   "ACL created");
+	}
+	if (argc == 3 && strcmp(argv[0], "delete") == 0)
+		return run("iscsi_delete_acl",
+			   json_pack("{s:s, s:s}", "target", argv[1], "initiator", argv[2]),
+			   "ACL deleted");
+	return die_usage("acl create|delete TARGET INITIATOR ...%s", "");
+}
+
+static int cmd_sessions(int argc, char **argv)
+{
+	json_t *params = json_object(), *result, *error, *sess;
+	bool verbose = false;
+	size_t i;
+	int r;
+
+	for (int k = 0; k < argc; k++) {
+		if (strcmp(argv[k], "-v") == 0)
+			verbose = true;
+		else if (strcmp(argv[k], "--target") == 0 && k + 1 < argc)
+			json_object_set_new(params, "target", json_string(argv[++k]));
+		else
+			return json_decref(params), die_usage("sessions: unexpected '%s'", argv[k]);
+	}
+	r = call("iscsi_get_sessions", params, &result, &error);
+	json_decref(params);
+	if (r)
+		return r;
+	if (error) {
+		r = refused(error);
+		json_decref(error);
+		return r;
+	}
+	if (opt_json) {
+		print_json(result);
+		json_decref(result);
+		return 0;
+	}
+	if (json_array_size(result) == 0)
+		printf("no sessions\n");
+	json_array_foreach(result, i, sess)
+	{
+		json_t *keys = json_object_get(sess, "keys"), *cmdsn = json_object_get(sess, "cmdsn");
+		const char *key;
+		json_t *v;
+
+		printf("tsih %lld isid %s %s -> %s\n",
+		       (long long)json_integer_value(json_object_get(sess, "tsih")),
+		       jstr(sess, "isid", "?"), jstr(sess, "initiator", "?"),
+		       strcmp(jstr(sess, "type", ""), "discovery") == 0 ? "(discovery)"
+								 : jstr(sess, "target", "?"));
+		printf("  portal %s tpgt %lld, %s from %s, %s, digests %s/%s, CmdSN %lld..%lld, "
+		       "%lld in flight%s\n",
+		       jstr(sess, "portal", "?"),
+		       (long long)json_integer_value(json_object_get(sess, "tpgt")),
+		       jstr(sess, "local", "?"), jstr(sess, "peer", "?"), jstr(sess, "transport", "?"),
+		       jstr(keys, "HeaderDigest", "?"), jstr(keys, "DataDigest", "?"),
+		       (long long)json_integer_value(json_object_get(cmdsn, "exp_cmdsn")),
+		       (long long)json_integer_value(json_object_get(cmdsn, "max_cmdsn")),
+		       (long long)json_integer_value(json_object_get(sess, "commands_in_flight")),
+		       json_is_true(json_object_get(sess, "logout_requested")) ? ", logout requested"
+									       : "");
+		if (!verbose)
+			continue;
+		json_object_foreach(keys, key, v)
+		{
+			printf("    %s=", key);
+			print_value(v);
+			printf("\n");
+		}
+	}
+	json_decref(result);
+	return 0;
+}
+
+static long long jint(json_t *o, const char *path1, const char *path2)
+{
+	json_t *v = json_object_get(o, path1);
+
+	if (path2)
+		v = json_object_get(v, path2);
+	return (long long)json_integer_value(v);
+}
+
+static int cmd_stats(int argc, char **argv)
+{
+	json_t *result, *error, *logins, *refs, *v;
+	const char *key;
+	int r, shown = 0;
+
+	(void)argv;
+	if (argc != 0)
+		return die_usage("stats takes no arguments%s", "");
+	r = call("iscsi_get_stats", NULL, &result, &error);
+	if (r)
+		return r;
+	if (error) {
+		r = refused(error);
+		json_decref(error);
+		return r;
+	}
+	if (opt_json) {
+		print_json(result);
+		json_decref(result);
+		return 0;
+	}
+	logins = json_object_get(result, "logins");
+	refs = json_object_get(logins, "refused");
+	printf("logins accepted: %lld normal, %lld discovery; not completed in time: %lld\n",
+	       jint(logins, "accepted", "normal"), jint(logins, "accepted", "discovery"),
+	       jint(logins, "timeouts", NULL));
+	printf("logins refused:");
+	json_object_foreach(refs, key, v)
+	{
+		if (json_integer_value(v)) {
+			printf("%s %s %lld", shown++ ? "," : "", key, (long long)json_integer_value(v));
+		}
+	}
+	printf("%s\n", shown ? "" : " none");
+	printf("sessions: %lld tcp, %lld iser, %lld discovery\n",
+	       jint(json_object_get(result, "sessions"), "normal", "tcp"),
+	       jint(json_object_get(result, "sessions"), "normal", "iser"),
+	       jint(json_object_get(result, "sessions"), "discovery", NULL));
+	json_decref(result);
+	return 0;
+}
+
+static int cmd_session(int argc, char **argv)
+{
+	json_t *params;
+	long long tsih, ms;
+
+	if (argc < 2 || strcmp(argv[0], "logout") != 0)
+		return die_usage("session logout TSIH [--drop] [--timeout MS]%s", "");
+	if (parse_int(argv[1], 1, 65535, &tsih) < 0)
+		return die_usage("bad TSIH '%s'", argv[1]);
+	params = json_pack("{s:I}", "tsih", (json_int_t)tsih);
+	for (int k = 2; k < argc; k++) {
+		if (strcmp(argv[k], "--drop") == 0) {
+			json_object_set_new(params, "drop", json_true());
+		} else if (strcmp(argv[k], "--timeout") == 0 && k + 1 < argc &&
+			   parse_int(argv[k + 1], 1000, 3600000, &ms) == 0) {
+			json_object_set_new(params, "timeout_ms", json_integer(ms));
+			k++;
+		} else {
+			json_decref(params);
+			return die_usage("session logout: unexpected '%s'", argv[k]);
+		}
+	}
+	return run("iscsi_logout_session", params, NULL);
+}
+
+static int cmd_save(int argc, char **argv)
+{
+	json_t *params = json_object();
+	char abs[4096];
+
+	if (argc > 1)
+		return json_decref(params), die_usage("save [FILE]%s", "");
+	if (argc == 1) {
+		/* the daemon resolves nothing relative to its own directory */
+		if (argv[0][0] != '/') {
+			if (!getcwd(abs, sizeof(abs) - 1 - strlen(argv[0]) - 1))
+				return json_decref(params), die_usage("%s: path too long", argv[0]);
+			strcat(abs, "/");
+			strcat(abs, argv[0]);
+		} else {
+			snprintf(abs, sizeof(abs), "%s", argv[0]);
+		}
+		json_object_set_new(params, "path", json_string(abs));
+	}
+	return run("save_config", params, NULL);
+}
+
+static int cmd_rpc(int argc, char **argv)
+{
+	json_t *params = NULL, *result, *error;
+	json_error_t je;
+	int r;
+
+	if (argc < 1 || argc > 2)
+		return die_usage("rpc METHOD [PARAMS-JSON]%s", "");
+	if (argc == 2) {
+		params = json_loads(argv[1], JSON_REJECT_DUPLICATES, &je);
+		if (!params) {
+			fprintf(stderr, "ix-ctl: PARAMS: %s (column %d)\n", je.text, je.column);
+			return EXIT_USAGE;
+		}
+	}
+	r = call(argv[0], params, &result, &error);
+	json_decref(params);
+	if (r)
+		return r;
+	if (error) {
+		r = refused(error);
+		json_decref(error);
+		return r;
+	}
+	print_json(result);
+	json_decref(result);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	char **args = calloc((size_t)argc + 1, sizeof(*args));
+	int n = 0, r;
+
+	sock_path = getenv("IX_CTL_SOCKET") ? getenv("IX_CTL_SOCKET") : DEFAULT_SOCKET;
+	if (!args)
+		return EXIT_UNREACHABLE;
+	/* global options anywhere on the line */
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0) {
+			opt_json = true;
+		} else if (strcmp(argv[i], "--dry-run") == 0) {
+			opt_dry_run = true;
+		} else if (strcmp(argv[i], "-s") == 0 || strcmp(argv[i], "--socket") == 0) {
+			if (i + 1 >= argc) {
+				free(args);
+				return die_usage("%s needs a path", argv[i]);
+			}
+			sock_path = argv[++i];
+		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			usage(stdout);
+			free(args);
+			return 0;
+		} else {
+			args[n++] = argv[i];
+		}
+	}
+	if (n == 0) {
+		usage(stderr);
+		free(args);
+		return EXIT_USAGE;
+	}
+	if (strcmp(args[0], "ls") == 0)
+		r = cmd_ls(n - 1, args + 1);
+	else if (strcmp(args[0], "save") == 0)
+		r = cmd_save(n - 1, args + 1);
+	else if (strcmp(args[0], "rpc") == 0)
+		r = cmd_rpc(n - 1, args + 1);
+	else if (strcmp(args[0], "portal") == 0)
+		r = cmd_portal(n - 1, args + 1);
+	else if (strcmp(args[0], "target") == 0)
+		r = cmd_target(n - 1, args + 1);
+	else if (strcmp(args[0], "lun") == 0)
+		r = cmd_lun(n - 1, args + 1);
+	else if (strcmp(args[0], "acl") == 0)
+		r = cmd_acl(n - 1, args + 1);
+	else if (strcmp(args[0], "sessions") == 0)
+		r = cmd_sessions(n - 1, args + 1);
+	else if (strcmp(args[0], "session") == 0)
+		r = cmd_session(n - 1, args + 1);
+	else if (strcmp(args[0], "stats") == 0)
+		r = cmd_stats(n - 1, args + 1);
+	else
+		r = die_usage("unknown command '%s'", args[0]);
+	free(args);
+	return r;
+}
