@@ -292,6 +292,14 @@ if [ $rc = 0 ] && grep -q "^127.0.0.1:$port,[0-9]* $iqn\$" "$OUT/ixadm.log"; the
 else
 	result FAIL ixadm "ixadm -m discovery exit $rc: $(head -c 300 "$OUT/ixadm.log")"
 fi
+# The packaged ix-ctl over the packaged configuration's management socket (/run/ix)
+inroot ix-ctl --json ls >"$OUT/ix-ctl.log" 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q "$iqn" "$OUT/ix-ctl.log"; then
+	result PASS ix-ctl "the packaged ix-ctl lists $iqn through /run/ix/ix-target.sock"
+else
+	result FAIL ix-ctl "ix-ctl --json ls exit $rc: $(head -c 300 "$OUT/ix-ctl.log")"
+fi
 inroot ix-bench -p "127.0.0.1:$port" -T "$iqn" --rw randrw --verify --time 1s --qd 8 --quiet \
 	--json >"$OUT/ix-bench.json" 2>"$OUT/ix-bench.log"
 rc=$?
