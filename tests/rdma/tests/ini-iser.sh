@@ -1,5 +1,5 @@
 #!/bin/sh
-# timeout: 480
+# timeout: 600
 # ix's own initiator library over iSER (tests/integration/ini_accept -I iser, from the host's
 # build over 9p) against three iSER targets in one boot: the ix target, tgt and LIO with isert.
 # Against each: SendTargets discovery over iSER, login (RDMAExtensions=Yes), 64 MiB of random
