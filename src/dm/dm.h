@@ -93,6 +93,12 @@ struct dm_rx_place {
 #define DM_CAP_DIGESTS 0x1               /* header/data digests supported (TCP) */
 #define DM_CAP_DIRECT_PLACEMENT 0x2      /* Put_Data/Get_Data move data without PDUs (iSER) */
 #define DM_CAP_TX_GUARD 0x4              /* honours dm_txpdu.guard (TCP) */
+/* Closing discards what the peer has not consumed yet: no half-close (iSER: an RDMA disconnect
+   can be seen by the peer before the receive completion of our last Send). A role that closes
+   after a final PDU (Logout Response, failed Login Response) lets the peer close first, for a
+   bounded time, and marks the connection peer_close_expected (RFC 7145 5.2: the initiator
+   terminates the connection after the Logout Response). */
+#define DM_CAP_PEER_CLOSES 0x8
 
 struct dm_ops {
 	const char *name;

@@ -207,6 +207,10 @@ void dm_conn_failed(struct iscsi_conn *c, int err)
 {
 	char why[64];
 
+	if (c->peer_close_expected && err == -ECONNRESET) {
+		iscsi_conn_close(c, NULL); /* the close the role waited for */
+		return;
+	}
 	snprintf(why, sizeof(why), "transport: %s", strerror(-err));
 	iscsi_conn_close(c, err == -ECONNRESET || err == 0 ? "peer closed the connection" : why);
 }

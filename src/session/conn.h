@@ -54,6 +54,9 @@ struct iscsi_conn {
 	struct ev_loop *loop;
 	int refcnt;
 	bool terminated;
+	/* the role sent its last PDU and waits for the peer to close (DM_CAP_PEER_CLOSES): the
+	   peer's close is the normal end, reported without a warning */
+	bool peer_close_expected;
 	char peer[72];                  /* "[addr]:port" for logs */
 	char local[72];
 	struct iscsi_conn_params params;

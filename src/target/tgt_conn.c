@@ -123,13 +123,41 @@ static void sent_free_copy(struct dm_txpdu *p, int err)
 	copy_done(p);
 }
 
+/* How long the target waits, after its final response (Logout Response, failed Login
+ * Response) went out on a transport without half-close, for the initiator to close. RFC 7143
+ * (TCP) has the target half-close after the Logout Response and the initiator close fully once
+ * it has read it; RDMA has no half-close, and a disconnect can reach the initiator before the
+ * receive completion of the response that the Send's completion here vouches for. RFC 7145 5.2
+ * makes the initiator's Connection_Terminate the normal end. So the initiator closes first; a
+ * peer that does not is closed after this long. */
+#define TGT_PEER_CLOSE_MS 5000
+
+static void close_timer_cb(struct ev_timer *t)
+{
+	struct tgt_conn *tc = t->arg;
+
+	log_info("target", "%s: the initiator did not close the connection within %u ms of the "
+		 "final response: closing it", tc->conn->peer, TGT_PEER_CLOSE_MS);
+	iscsi_conn_close(tc->conn, NULL);
+}
+
 static void sent_then_close(struct dm_txpdu *p, int err)
 {
 	struct iscsi_conn *c = p->arg;
+	struct tgt_conn *tc = c->role_priv;
 
 	copy_done(p);
-	if (!err)
-		iscsi_conn_close(c, NULL);
+	if (err || c->terminated)
+		return;
+	if ((c->dm->caps & DM_CAP_PEER_CLOSES) && !tc->logout_dropping) {
+		/* the response is in the initiator's receive queue: its turn to close */
+		c->peer_close_expected = true;
+		ev_timer_stop(c->loop, &tc->nop_timer);
+		ev_timer_stop(c->loop, &tc->idle_timer);
+		ev_timer_start(c->loop, &tc->close_timer, TGT_PEER_CLOSE_MS);
+		return;
+	}
+	iscsi_conn_close(c, NULL);
 }
 
 static int send_copy(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data, uint32_t len,
@@ -987,6 +1015,7 @@ static void conn_closed(struct iscsi_conn *c)
 	ev_timer_stop(c->loop, &tc->nop_timer);
 	ev_timer_stop(c->loop, &tc->logout_timer);
 	ev_timer_stop(c->loop, &tc->idle_timer);
+	ev_timer_stop(c->loop, &tc->close_timer);
 	pending_del(tc);
 	if (tc->held)
 		tgt_session_unhold(tc->tgt, tc->held); /* freed with the connection */
@@ -1083,6 +1112,7 @@ static void tc_started(struct tgt_conn *tc, struct iscsi_conn *c)
 	ev_timer_init(&tc->nop_timer, nop_timer_cb, tc);
 	ev_timer_init(&tc->logout_timer, logout_timer_cb, tc);
 	ev_timer_init(&tc->idle_timer, idle_timeout, tc);
+	ev_timer_init(&tc->close_timer, close_timer_cb, tc);
 	ev_timer_start(w->loop, &tc->login_timer,
 		       tc->gen->cfg->global.login_timeout_ms ? tc->gen->cfg->global.login_timeout_ms
 							      : 15000);

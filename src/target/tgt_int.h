@@ -180,6 +180,9 @@ struct tgt_conn {
 	struct neg_prefs prefs;         /* the config's, in target (declare-only) style */
 	uint32_t statsn;
 	bool logged_out;                /* close after the logout response is sent */
+	/* DM_CAP_PEER_CLOSES: the final response went out, the initiator is to close; closed by
+	   the target itself after TGT_PEER_CLOSE_MS */
+	struct ev_timer close_timer;
 	/* tasks */
 	struct tgt_task *tasks;
 	uint32_t ntasks;

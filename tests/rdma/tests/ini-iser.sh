@@ -1,11 +1,17 @@
 #!/bin/sh
-# timeout: 480
+# timeout: 600
 # ix's own initiator library over iSER (tests/integration/ini_accept -I iser, from the host's
 # build over 9p) against three iSER targets in one boot: the ix target, tgt and LIO with isert.
 # Against each: SendTargets discovery over iSER, login (RDMAExtensions=Yes), 64 MiB of random
 # data written at QD32 and read back equal (reads placed by the target's RDMA Writes, writes
 # fetched by its RDMA Reads), ABORT TASK and LUN RESET under load (ix only), logout; rxe0's
 # packet counters must rise. Then -I auto against a TCP-only ix portal falls back to TCP.
+# logout-race (ix and LIO): the login check again with the initiator's CQ left unpolled for 2 s
+# after its Logout Request (IX_ISER_TEST_LOGOUT_HOLD_MS), the race issue 14 met by chance made
+# certain: LIO disconnects once its Logout Response's Send has completed, so the initiator reads
+# RDMA_CM_EVENT_DISCONNECTED with the response still in its CQ and must handle the response
+# first (the logout succeeds, and the initiator logs that it did so); ix's target waits for the
+# initiator to close (RFC 7145 5.2), so no disconnect is read during the hold.
 . /mnt/ix/tests/rdma/guest/lib.sh
 ACCEPT=/mnt/build/tests/integration/ini_accept
 [ -x "$ACCEPT" ] || ixr_skip_all "ini_accept not built in the shared build dir ($ACCEPT)"
@@ -27,6 +33,29 @@ run() {
 		esac
 	done </run/accept.out
 	[ $seen = 1 ] || ixr_fail "$label.run" "ini_accept exited $rc without results: $(tail -3 /run/accept.err | tr '\n' ' ')"
+}
+
+# logout_race LABEL race|no-race ARGS...: see the header. "race": the target must have
+# disconnected during the hold (else the check proved nothing); "no-race": it must not have.
+logout_race() {
+	label=$1 expect=$2
+	shift 2
+	ixr_log "+ IX_ISER_TEST_LOGOUT_HOLD_MS=2000 ini_accept $* login"
+	IX_ISER_TEST_LOGOUT_HOLD_MS=2000 timeout 120 "$ACCEPT" "$@" login >/run/race.out 2>/run/race.err
+	rc=$?
+	cat /run/race.out /run/race.err >&2
+	if ! grep -q '^PASS login' /run/race.out; then
+		ixr_fail "$label.logout-race" "login/logout with the CQ held after the Logout: $(grep -m1 '^FAIL' /run/race.out || echo "exit $rc, no result")"
+		return
+	fi
+	seen=no
+	grep -q 'RDMA_CM_EVENT_DISCONNECTED read with [0-9]* completion' /run/race.err && seen=yes
+	case $expect:$seen in
+	race:yes) ixr_pass "$label.logout-race" "the target's disconnect was read with the Logout Response still in the CQ; the response was handled first and the logout succeeded" ;;
+	race:no) ixr_fail "$label.logout-race" "race not provoked: the target did not disconnect during the 2 s hold (nothing checked)" ;;
+	no-race:no) ixr_pass "$label.logout-race" "no disconnect during the 2 s hold: the target waited for the initiator to close; logout succeeded" ;;
+	no-race:yes) ixr_fail "$label.logout-race" "the target disconnected before the initiator had read its Logout Response: $(grep -m1 'RDMA_CM_EVENT_DISCONNECTED read' /run/race.err)" ;;
+	esac
 }
 
 # 0. tgt over iSER (LUN 1; tgt needs the initiator-name ACL with iSER)
@@ -57,6 +86,7 @@ ixr_ix_config "$IQN" 128M '"tcp", "iser"'
 if ixr_ix_start; then
 	p0=$(ixr_rxe_pkts)
 	run ix -I iser -p "$RDMA_IP:3260" -T "$IQN" -l 0 discover login io tmf
+	logout_race ix no-race -I iser -p "$RDMA_IP:3260" -T "$IQN" -l 0
 	p1=$(ixr_rxe_pkts)
 	if [ $((p1 - p0)) -ge 32768 ]; then
 		ixr_pass ix.rxe-counters "rxe0 packets $p0 -> $p1"
@@ -79,6 +109,7 @@ fi
 LIQN=iqn.2026-11.io.ix.rdma:lio
 if ixr_lio_start "$LIQN" 128 1; then
 	run lio -I iser -p "$RDMA_IP:3260" -T "$LIQN" -l 0 discover login io
+	logout_race lio race -I iser -p "$RDMA_IP:3260" -T "$LIQN" -l 0
 	ixr_lio_stop
 else
 	ixr_fail lio.target "LIO with isert could not be set up"
