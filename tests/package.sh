@@ -371,7 +371,7 @@ LPID=""
 rm -f "$R/run/ixpkg-notify.sock"
 
 # ---------------------------------------------------------------- 5. man pages
-for page in man8/ix-target.8 man5/ix-target.json.5 man8/ixadm.8 man1/ix-bench.1; do
+for page in man8/ix-target.8 man5/ix-target.json.5 man8/ixadm.8 man1/ix-bench.1 man8/ix-ctl.8; do
 	f=$R/usr/share/man/$page.gz
 	name=${page#*/}
 	name=${name%.*}
