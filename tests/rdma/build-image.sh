@@ -49,7 +49,7 @@ PROVIDER=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 # build's binaries and names any missing one.
 IX_LIBS=(libisal.so.2 libcrypto.so.3 liburing.so.2 libjansson.so.4
 	libasan.so.8 libubsan.so.1 libm.so.6 libgcc_s.so.1 libstdc++.so.6 libibverbs.so.1 librdmacm.so.1
-	libfuse3.so.3)
+	libfuse3.so.3 librbd.so.1 librados.so.2)
 
 for p in "${PROGRAMS[@]}" "$PROVIDER" /usr/bin/busybox; do
 	[ -e "$p" ] || die "$p is missing: run scripts/deps.sh --rdma"
@@ -221,7 +221,9 @@ cp "$WORK/boot/vmlinuz-$KVER" "$NEW/vmlinuz"
 	echo "initramfs $(stat -c %s "$NEW/initramfs.cpio") bytes"
 	echo "built $(date -u +%FT%TZ) in $((SECONDS - T0)) s"
 } >"$NEW/manifest.txt"
-(cd "$R/usr/lib/x86_64-linux-gnu" && ls) >"$NEW/libs.txt"
+# every library file name, also those in subdirectories (libceph-common.so.2 lives in ceph/)
+(cd "$R/usr/lib/x86_64-linux-gnu" && find . \( -type f -o -type l \) -printf '%f\n' | LC_ALL=C sort -u) \
+	>"$NEW/libs.txt"
 touch "$NEW/ok"
 rm -rf "$IMG"
 mv "$NEW" "$IMG"
