@@ -15,20 +15,16 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+. tests/lib/common.sh
 . tests/lib/cleanroot.sh
 OUT=$ROOT/tests/out/fresh
 KEEP=0
 [ "${1:-}" = --keep ] && KEEP=1
 R=$OUT/root
-FAILED=0
 START=$SECONDS
 
-result() { # STATUS NAME DETAIL
-	local line="$1 fresh.$2 $3"
-	echo "$line"
-	[ -n "${IX_RESULTS:-}" ] && echo "$line" >>"$IX_RESULTS"
-	[ "$1" = FAIL ] && FAILED=$((FAILED + 1))
-	return 0
+result() { # STATUS NAME DETAIL: one check line (tests/lib/common.sh's ixt_result)
+	ixt_result "$1" "fresh.$2" "$3"
 }
 
 finish() {
@@ -38,7 +34,7 @@ finish() {
 		echo "fresh: root kept in $R (cleanroot_free it when done: . tests/lib/cleanroot.sh)"
 	fi
 	echo "fresh: $((SECONDS - START)) s"
-	[ $FAILED = 0 ]
+	[ $IXT_FAILED = 0 ]
 	exit $?
 }
 

@@ -31,24 +31,20 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SRC=$PWD
+. tests/lib/common.sh
 . tests/lib/cleanroot.sh
 OUT=$SRC/tests/out/package
 R=$OUT/root
 B=$OUT/build
 KEEP=0
 [ "${1:-}" = --keep ] && KEEP=1
-FAILED=0
 START=$SECONDS
 DPID=""
 LPID=""
 DEBS=(ix-target ix-initiator libix0 libix-dev)
 
-result() { # STATUS NAME DETAIL
-	local line="$1 package.$2 $3"
-	echo "$line"
-	[ -n "${IX_RESULTS:-}" ] && echo "$line" >>"$IX_RESULTS"
-	[ "$1" = FAIL ] && FAILED=$((FAILED + 1))
-	return 0
+result() { # STATUS NAME DETAIL: one check line (tests/lib/common.sh's ixt_result)
+	ixt_result "$1" "package.$2" "$3"
 }
 
 cleanup() {
@@ -66,7 +62,7 @@ cleanup() {
 finish() {
 	cleanup
 	echo "package: $((SECONDS - START)) s"
-	[ $FAILED = 0 ]
+	[ $IXT_FAILED = 0 ]
 	exit $?
 }
 trap 'cleanup; exit 1' INT TERM

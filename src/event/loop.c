@@ -47,20 +47,17 @@ struct ev_loop {
 	struct ev_defer *defer_head;
 };
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static uint64_t mono_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t mono_ms(void)
+{
+	return mono_ns() / 1000000u;
 }
 
 static void run_posted(struct ev_loop *loop)
@@ -398,6 +395,7 @@ void ev_loop_get_stats(const struct ev_loop *loop, struct ev_loop_stats *st)
 int ev_loop_run_once(struct ev_loop *loop, int timeout_ms)
 {
 	struct epoll_event evs[EV_MAX_EVENTS];
+	uint64_t now_ns;
 	int n;
 
 	loop->now_ms = mono_ms();
@@ -424,9 +422,10 @@ int ev_loop_run_once(struct ev_loop *loop, int timeout_ms)
 			return 0;
 		return -errno;
 	}
-	loop->now_ms = mono_ms();
+	now_ns = mono_ns();
+	loop->now_ms = now_ns / 1000000u;
 	if (n > 0 && loop->poll_ns)
-		loop->poll_until_ns = mono_ns() + loop->poll_ns;
+		loop->poll_until_ns = now_ns + loop->poll_ns;
 	for (int i = 0; i < n; i++) {
 		struct ev_io *w = evs[i].data.ptr;
 		/* A callback earlier in this batch may have stopped a watch; owners free
