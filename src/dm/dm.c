@@ -1,5 +1,6 @@
 #include "dm/dm.h"
 
+#include <errno.h>
 #include <string.h>
 
 extern const struct dm_ops tcp_dm_ops;
@@ -17,4 +18,52 @@ const struct dm_ops *dm_find(const char *name)
 		if (strcmp(transports[i]->name, name) == 0)
 			return transports[i];
 	return NULL;
+}
+
+const struct dm_ops *dm_transport(size_t i)
+{
+	_Static_assert(sizeof(transports) / sizeof(transports[0]) <= DM_MAX_TRANSPORTS,
+		       "DM_MAX_TRANSPORTS");
+	return i < sizeof(transports) / sizeof(transports[0]) ? transports[i] : NULL;
+}
+
+int dm_listen(const struct dm_ops *dm, struct ev_loop *loop, const char *addr, uint16_t port,
+	      dm_incoming_cb cb, void *arg, struct dm_listener **out)
+{
+	if (!dm->listen)
+		return -EOPNOTSUPP;
+	return dm->listen(loop, addr, port, cb, arg, out);
+}
+
+void dm_listener_pause(struct dm_listener *l, unsigned ms)
+{
+	if (l->dm->listener_pause)
+		l->dm->listener_pause(l, ms);
+}
+
+void dm_listener_free(struct dm_listener *l)
+{
+	if (l)
+		l->dm->listener_free(l);
+}
+
+struct iscsi_conn *dm_accept(struct dm_incoming *in, const struct dm_conn_setup *cs)
+{
+	return in->dm->accept(in, cs);
+}
+
+void dm_reject(struct dm_incoming *in)
+{
+	if (in)
+		in->dm->reject(in);
+}
+
+struct iscsi_conn *dm_connect(const struct dm_ops *dm, const char *host, uint16_t port,
+			      const struct dm_conn_setup *cs, int *err)
+{
+	if (!dm->connect) {
+		*err = -EOPNOTSUPP;
+		return NULL;
+	}
+	return dm->connect(host, port, cs, err);
 }

@@ -23,7 +23,9 @@
 
 struct iscsi_conn;
 struct iscsi_conn_params;
+struct iscsi_role_ops;
 struct ev_loop;
+struct dm_ops;
 
 #define DM_TX_MAX_DATA_IOV 4
 
@@ -100,6 +102,46 @@ struct dm_rx_place {
    terminates the connection after the Logout Response). */
 #define DM_CAP_PEER_CLOSES 0x8
 
+/* ---- Connection establishment (RFC 5047 leaves it to the transport; IDM's it_tgt_svc_* and
+ * it_ini_conn_*). The same three steps for every transport:
+ *
+ *   listen   (main loop)  a listener calls back with one dm_incoming per connection request;
+ *   accept   (any loop)   the holder of a dm_incoming hands it to the thread that will own the
+ *                         connection, which turns it into an iscsi_conn (or reject()s it);
+ *   connect  (any loop)   an initiator gets its iscsi_conn at once, and up() later.
+ *
+ * The generic parts below are the first members of each transport's own structures. */
+
+/* A transport's listening endpoint on one address and port. Owned by whoever called listen();
+ * freed with dm_listener_free() on the loop it listens on. */
+struct dm_listener {
+	const struct dm_ops *dm;
+};
+
+/* One connection request taken from a listener and not yet a connection (TCP: an accepted
+ * socket; iSER: an RDMA CM connect request). It belongs to its holder, who passes it on by
+ * pointer (to another thread too) and ends it with exactly one dm_accept() or dm_reject(). */
+struct dm_incoming {
+	const struct dm_ops *dm;
+	char peer[72]; /* "addr:port" for logs and the login limit; "" if unknown */
+};
+
+typedef void (*dm_incoming_cb)(struct dm_incoming *in, void *arg);
+
+/* What a new connection is for. */
+struct dm_conn_setup {
+	struct ev_loop *loop;               /* the connection's thread */
+	enum iscsi_role role;
+	const struct iscsi_role_ops *ops;
+	void *role_priv;
+	/* The ops the connection runs with: NULL for the transport's own, or a wrapper around
+	   them whose private area starts with the transport's (transport/fault). */
+	const struct dm_ops *as;
+	/* connect only: the transport is up (err 0) or could not come up (-errno; the role then
+	   closes the connection). Runs once, on the loop, never inside connect(). */
+	void (*up)(struct iscsi_conn *c, int err);
+};
+
 struct dm_ops {
 	const char *name;
 	uint32_t caps;
@@ -148,9 +190,42 @@ struct dm_ops {
 	   connection since it began, abort it (TCP: with a reset) instead of sending byte total+1.
 	   0 disarms. NULL when the transport cannot. */
 	void (*tx_abort_at)(struct iscsi_conn *c, uint64_t total);
+
+	/* Connection establishment (see above); called through the dm_* functions below. */
+	int (*listen)(struct ev_loop *loop, const char *addr, uint16_t port, dm_incoming_cb cb,
+		      void *arg, struct dm_listener **out);
+	/* Optional: stop taking requests for ms (the caller is overloaded); they wait in the
+	   transport's backlog. */
+	void (*listener_pause)(struct dm_listener *l, unsigned ms);
+	void (*listener_free)(struct dm_listener *l);
+	struct iscsi_conn *(*accept)(struct dm_incoming *in, const struct dm_conn_setup *cs);
+	void (*reject)(struct dm_incoming *in);
+	struct iscsi_conn *(*connect)(const char *host, uint16_t port,
+				      const struct dm_conn_setup *cs, int *err);
 };
 
+/* The transport called name ("tcp", "iser"), or NULL. */
 const struct dm_ops *dm_find(const char *name);
+/* The i-th transport of the table (0, 1, ...), NULL past the last; at most DM_MAX_TRANSPORTS. */
+const struct dm_ops *dm_transport(size_t i);
+#define DM_MAX_TRANSPORTS 4
+
+/* Listen on addr (numeric) and port. 0 or -errno (-ENODEV: no device of this transport serves
+ * the address). */
+int dm_listen(const struct dm_ops *dm, struct ev_loop *loop, const char *addr, uint16_t port,
+	      dm_incoming_cb cb, void *arg, struct dm_listener **out);
+void dm_listener_pause(struct dm_listener *l, unsigned ms);
+void dm_listener_free(struct dm_listener *l); /* NULL is fine */
+/* Make in a connection on cs->loop (the calling thread). in is consumed either way; NULL when
+ * the connection could not be set up (the request was refused; logged). The role starts it
+ * (it is up, in state ISCSI_CONN_XPT_UP, and receives once the role returns to the loop). */
+struct iscsi_conn *dm_accept(struct dm_incoming *in, const struct dm_conn_setup *cs);
+void dm_reject(struct dm_incoming *in); /* NULL is fine */
+/* Start a connection to host:port (a name or an address). The connection is returned at once
+ * (with the transport's reference, as after accept) and cs->up reports the outcome; NULL with
+ * *err = -errno when it cannot even start. */
+struct iscsi_conn *dm_connect(const struct dm_ops *dm, const char *host, uint16_t port,
+			      const struct dm_conn_setup *cs, int *err);
 
 /* Upcalls from the transport (implemented in session/conn.c). Control_Notify, split in two:
  * first the header (BHS, AHS; digest already checked), then, once the payload has been placed

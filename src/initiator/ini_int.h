@@ -26,7 +26,6 @@
 #include "session/conn.h"
 #include "session/keys.h"
 #include "session/login_init.h"
-#include "transport/tcp/tcp.h"
 #include "util/addr.h"
 #include "util/list.h"
 
@@ -34,8 +33,6 @@ struct ix_ctx {
 	struct ev_loop *loop;
 	struct list_head sessions;
 };
-
-enum ini_xport { INI_XPORT_TCP = 0, INI_XPORT_ISER, INI_XPORT_AUTO };
 
 enum ini_state {
 	INI_IDLE = 0,
@@ -97,14 +94,15 @@ struct ix_session {
 	struct auth_creds creds;
 
 	enum ini_state state;
-	enum ini_xport xport;
+	/* the transports an attempt tries, in order ("auto": iSER, then TCP) */
+	const struct dm_ops *xports[DM_MAX_TRANSPORTS];
+	size_t nxports, xport_next;
 	bool recovering;
 	bool ever_logged_in;
 	bool freeing;
 	int hold;                       /* entry points in progress: memory freed at 0 */
 	bool logout_sent;
 	struct iscsi_conn *conn;        /* we hold a reference while set */
-	struct tcp_connector connector;
 	struct login_initiator *login;
 	uint32_t login_itt;
 	char host[ADDR_HOST_MAX];       /* where the next attempt goes (redirects change it) */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "initiator/ini_int.h"
+#include "session/keepalive.h"
 #include "util/bytes.h"
 #include "util/log.h"
 
@@ -336,61 +337,40 @@ void ini_fail_all(struct ix_session *s, int err)
 
 /* ---------------------------------------------------------------- sequence numbers */
 
-static void update_sn(struct ix_session *s, const struct iscsi_hdr *h)
+/* Does the StatSN of h stand for a status (RFC 7143 4.2.2.2)? */
+static bool carries_status(const struct iscsi_hdr *h)
 {
-	uint32_t exp, max, statsn = 0;
-	bool has_cmdsn = true, has_statsn = false;
-
 	switch (h->opcode) {
 	case ISCSI_OP_NOP_IN:
-		exp = h->nop_in.expcmdsn, max = h->nop_in.maxcmdsn;
-		statsn = h->nop_in.statsn, has_statsn = h->itt != ISCSI_RSVD_TAG;
-		break;
-	case ISCSI_OP_SCSI_RSP:
-		exp = h->rsp.expcmdsn, max = h->rsp.maxcmdsn;
-		statsn = h->rsp.statsn, has_statsn = true;
-		break;
-	case ISCSI_OP_TMF_RSP:
-		exp = h->tmf_rsp.expcmdsn, max = h->tmf_rsp.maxcmdsn;
-		statsn = h->tmf_rsp.statsn, has_statsn = true;
-		break;
-	case ISCSI_OP_TEXT_RSP:
-		exp = h->text_rsp.expcmdsn, max = h->text_rsp.maxcmdsn;
-		statsn = h->text_rsp.statsn, has_statsn = true;
-		break;
+		return h->itt != ISCSI_RSVD_TAG;
 	case ISCSI_OP_DATA_IN:
-		exp = h->data_in.expcmdsn, max = h->data_in.maxcmdsn;
-		statsn = h->data_in.statsn, has_statsn = h->data_in.status_present;
-		break;
-	case ISCSI_OP_LOGOUT_RSP:
-		exp = h->logout_rsp.expcmdsn, max = h->logout_rsp.maxcmdsn;
-		statsn = h->logout_rsp.statsn, has_statsn = true;
-		break;
+		return h->data_in.status_present;
 	case ISCSI_OP_R2T:
-		exp = h->r2t.expcmdsn, max = h->r2t.maxcmdsn;
-		break;
-	case ISCSI_OP_ASYNC_MSG:
-		exp = h->async.expcmdsn, max = h->async.maxcmdsn;
-		statsn = h->async.statsn, has_statsn = true;
-		break;
-	case ISCSI_OP_REJECT:
-		exp = h->reject.expcmdsn, max = h->reject.maxcmdsn;
-		statsn = h->reject.statsn, has_statsn = true;
-		break;
+		return false;
 	default:
-		has_cmdsn = false;
-		exp = max = 0;
-		break;
+		return true;
 	}
+}
+
+static void update_sn(struct ix_session *s, const struct iscsi_hdr *h)
+{
+	struct iscsi_sn_fields f;
+	uint32_t exp, max;
+
+	/* (read only: the fields are not written through f) */
+	if (iscsi_hdr_sn_fields((struct iscsi_hdr *)h, &f) < 0)
+		return;
+	exp = *f.expcmdsn;
+	max = *f.maxcmdsn;
 	/* RFC 7143 4.2.2.1: MaxCmdSN - ExpCmdSN < -1 (serial) means "ignore both" */
-	if (has_cmdsn && (int32_t)(max - exp) >= -1) {
+	if ((int32_t)(max - exp) >= -1) {
 		if (sn_lt(s->max_cmdsn, max))
 			s->max_cmdsn = max;
 		if (sn_lt(s->exp_cmdsn, exp))
 			s->exp_cmdsn = exp;
 	}
-	if (has_statsn && sn_le(s->exp_statsn, statsn))
-		s->exp_statsn = statsn + 1;
+	if (carries_status(h) && sn_le(s->exp_statsn, *f.statsn))
+		s->exp_statsn = *f.statsn + 1;
 }
 
 /* ---------------------------------------------------------------- receive: header phase */
@@ -866,29 +846,28 @@ void ini_ffp_started(struct ix_session *s)
 void ini_nop_timer_cb(struct ev_timer *t)
 {
 	struct ix_session *s = t->arg;
-	uint64_t now, idle;
+	char why[96];
+	uint32_t next;
 
 	if (s->state != INI_FFP)
 		return;
 	ini_hold(s);
-	now = ev_now_ms(s->ctx->loop);
-	if (s->nop_itt) {
-		char why[96];
-
+	switch (keepalive_due(s->nop_itt != 0, s->last_rx_ms, ev_now_ms(s->ctx->loop),
+			      s->opts.noop_interval_ms, s->opts.noop_timeout_ms, &next)) {
+	case KEEPALIVE_DEAD:
 		snprintf(why, sizeof(why), "no answer to NOP-Out within %u ms",
 			 s->opts.noop_timeout_ms);
 		ini_conn_lost(s, -ETIMEDOUT, why);
-		goto out;
-	}
-	idle = now - s->last_rx_ms;
-	if (idle >= s->opts.noop_interval_ms) {
+		break;
+	case KEEPALIVE_WAIT:
+		ev_timer_start(s->ctx->loop, &s->nop_timer, next);
+		break;
+	case KEEPALIVE_PING:
 		send_ping(s, ISCSI_RSVD_TAG, 0);
 		if (s->state == INI_FFP)
-			ev_timer_start(s->ctx->loop, &s->nop_timer, s->opts.noop_timeout_ms);
-	} else {
-		ev_timer_start(s->ctx->loop, &s->nop_timer, s->opts.noop_interval_ms - idle);
+			ev_timer_start(s->ctx->loop, &s->nop_timer, next);
+		break;
 	}
-out:
 	ini_release(s);
 }
 

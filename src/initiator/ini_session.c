@@ -9,7 +9,6 @@
 #include <sys/random.h>
 
 #include "initiator/ini_int.h"
-#include "transport/iser/iser.h"
 #include "util/log.h"
 
 #define DEF_PORT 3260
@@ -197,13 +196,14 @@ static int setup_opts(struct ix_session *s, const struct ix_session_opts *in)
 	}
 	if (!o->transport || strcmp(o->transport, "tcp") == 0) {
 		o->transport = "tcp";
-		s->xport = INI_XPORT_TCP;
+		s->xports[s->nxports++] = dm_find("tcp");
 	} else if (strcmp(o->transport, "iser") == 0) {
 		o->transport = "iser";
-		s->xport = INI_XPORT_ISER;
+		s->xports[s->nxports++] = dm_find("iser");
 	} else if (strcmp(o->transport, "auto") == 0) {
 		o->transport = "auto";
-		s->xport = INI_XPORT_AUTO;
+		s->xports[s->nxports++] = dm_find("iser");
+		s->xports[s->nxports++] = dm_find("tcp");
 	} else {
 		ini_set_error(s, "unknown transport \"%s\" (tcp, iser or auto)", o->transport);
 		return -EPROTONOSUPPORT;
@@ -301,7 +301,6 @@ static void drop_conn(struct ix_session *s)
 {
 	struct iscsi_conn *c = s->conn;
 
-	tcp_connect_cancel(&s->connector);
 	if (!c)
 		return;
 	s->conn = NULL;
@@ -480,7 +479,7 @@ static void begin_login(struct ix_session *s)
 	s->prefs.rdma = s->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT;
 	if (s->prefs.rdma) {
 		s->prefs.target_rdsl = 8192;
-		s->prefs.initiator_rdsl = ISER_RECV_DATA;
+		s->prefs.initiator_rdsl = s->conn->dm->max_recv_data;
 		s->prefs.header_digest = NEG_DIGEST_NONE_ONLY;
 		s->prefs.data_digest = NEG_DIGEST_NONE_ONLY;
 	} else {
@@ -511,38 +510,24 @@ static void begin_login(struct ix_session *s)
 	send_login_req(s);
 }
 
-static void start_tcp(struct ix_session *s);
+static void try_transport(struct ix_session *s);
 
-static void connected(struct tcp_connector *tc, int fd, int err)
+/* The transport tried last could not connect: the next one, or the attempt failed. */
+static void transport_failed(struct ix_session *s, int err)
 {
-	struct ix_session *s = tc->arg;
-	int r;
+	const struct dm_ops *dm = s->xports[s->xport_next - 1];
 
-	hold(s);
-	if (err < 0) {
-		ini_set_error(s, "connect to %s:%u: %s", s->host, s->port, strerror(-err));
-		attempt_failed(s, err);
-		goto out;
+	if (s->xport_next < s->nxports) {
+		log_info("initiator", "%s:%u: %s not available (%s): trying %s", s->host, s->port,
+			 dm->name, strerror(-err), s->xports[s->xport_next]->name);
+		try_transport(s);
+		return;
 	}
-	s->conn = tcp_conn_new(fd, s->ctx->loop, ISCSI_ROLE_INITIATOR, &ini_role_ops, s);
-	if (!s->conn) {
-		ini_set_error(s, "out of memory");
-		attempt_failed(s, -ENOMEM);
-		goto out;
-	}
-	iscsi_conn_get(s->conn); /* ours, dropped in drop_conn() */
-	r = tcp_conn_start(s->conn);
-	if (r < 0) {
-		ini_set_error(s, "cannot start the connection: %s", strerror(-r));
-		attempt_failed(s, r);
-		goto out;
-	}
-	begin_login(s);
-out:
-	release(s);
+	ini_set_error(s, "%s connect to %s:%u: %s", dm->name, s->host, s->port, strerror(-err));
+	attempt_failed(s, err);
 }
 
-static void iser_up(struct iscsi_conn *c, int err)
+static void transport_up(struct iscsi_conn *c, int err)
 {
 	struct ix_session *s = c->role_priv;
 
@@ -551,56 +536,39 @@ static void iser_up(struct iscsi_conn *c, int err)
 	hold(s);
 	if (err < 0) {
 		drop_conn(s);
-		if (s->xport == INI_XPORT_AUTO) {
-			log_info("initiator", "%s:%u: iSER not available (%s): trying TCP", s->host,
-				 s->port, strerror(-err));
-			start_tcp(s);
-		} else {
-			ini_set_error(s, "iSER connect to %s:%u: %s", s->host, s->port,
-				      strerror(-err));
-			attempt_failed(s, err);
-		}
-		goto out;
+		transport_failed(s, err);
+	} else {
+		begin_login(s);
 	}
-	begin_login(s);
-out:
 	release(s);
 }
 
-static void start_tcp(struct ix_session *s)
+static void try_transport(struct ix_session *s)
 {
-	int r = tcp_connect_start(&s->connector, s->ctx->loop, s->host, s->port, connected, s);
+	const struct dm_ops *dm = s->xports[s->xport_next++];
+	struct dm_conn_setup cs = {
+		.loop = s->ctx->loop,
+		.role = ISCSI_ROLE_INITIATOR,
+		.ops = &ini_role_ops,
+		.role_priv = s,
+		.up = transport_up,
+	};
+	int err;
 
-	if (r < 0) {
-		ini_set_error(s, "connect to %s:%u: %s", s->host, s->port, strerror(-r));
-		attempt_failed(s, r);
+	s->conn = dm_connect(dm, s->host, s->port, &cs, &err);
+	if (s->conn) {
+		iscsi_conn_get(s->conn); /* ours, dropped in drop_conn() */
+		return;
 	}
+	transport_failed(s, err);
 }
 
 static void start_attempt(struct ix_session *s)
 {
-	int err;
-
 	s->state = INI_CONNECTING;
 	ev_timer_start(s->ctx->loop, &s->login_timer, s->opts.login_timeout_ms);
-	if (s->xport == INI_XPORT_TCP) {
-		start_tcp(s);
-		return;
-	}
-	s->conn = iser_conn_connect(s->ctx->loop, s->host, s->port, ISCSI_ROLE_INITIATOR,
-				    &ini_role_ops, s, iser_up, &err);
-	if (s->conn) {
-		iscsi_conn_get(s->conn);
-		return;
-	}
-	if (s->xport == INI_XPORT_AUTO) {
-		log_info("initiator", "%s:%u: iSER not available (%s): trying TCP", s->host, s->port,
-			 strerror(-err));
-		start_tcp(s);
-		return;
-	}
-	ini_set_error(s, "iSER connect to %s:%u: %s", s->host, s->port, strerror(-err));
-	attempt_failed(s, err);
+	s->xport_next = 0;
+	try_transport(s);
 }
 
 static void retry_cb(struct ev_timer *t)
@@ -803,7 +771,6 @@ struct ix_session *ini_session_new(struct ix_ctx *ctx, const struct ix_session_o
 	}
 	s->ctx = ctx;
 	s->type = type;
-	s->connector.fd = -1;
 	list_init(&s->link);
 	list_init(&s->free_tasks);
 	list_init(&s->active);

@@ -739,3 +739,24 @@ int iscsi_ahs_build_bidi_read_len(uint32_t len, uint8_t *out, size_t cap)
 	put_be32(out + 4, len);
 	return 8;
 }
+
+#define SN_FIELDS(f, m) ((f)->statsn = &(m).statsn, (f)->expcmdsn = &(m).expcmdsn, \
+			 (f)->maxcmdsn = &(m).maxcmdsn)
+
+int iscsi_hdr_sn_fields(struct iscsi_hdr *h, struct iscsi_sn_fields *f)
+{
+	switch (h->opcode) {
+	case ISCSI_OP_NOP_IN: SN_FIELDS(f, h->nop_in); return 0;
+	case ISCSI_OP_SCSI_RSP: SN_FIELDS(f, h->rsp); return 0;
+	case ISCSI_OP_TMF_RSP: SN_FIELDS(f, h->tmf_rsp); return 0;
+	case ISCSI_OP_TEXT_RSP: SN_FIELDS(f, h->text_rsp); return 0;
+	case ISCSI_OP_DATA_IN: SN_FIELDS(f, h->data_in); return 0;
+	case ISCSI_OP_LOGOUT_RSP: SN_FIELDS(f, h->logout_rsp); return 0;
+	case ISCSI_OP_R2T: SN_FIELDS(f, h->r2t); return 0;
+	case ISCSI_OP_ASYNC_MSG: SN_FIELDS(f, h->async); return 0;
+	case ISCSI_OP_REJECT: SN_FIELDS(f, h->reject); return 0;
+	default:
+		f->statsn = f->expcmdsn = f->maxcmdsn = NULL;
+		return -ENOENT;
+	}
+}

@@ -14,6 +14,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Which end of a connection this is. */
+enum iscsi_role {
+	ISCSI_ROLE_INITIATOR = 0,
+	ISCSI_ROLE_TARGET = 1,
+};
+
 #define ISCSI_BHS_LEN 48
 #define ISCSI_DIGEST_LEN 4
 #define ISCSI_RSVD_TAG 0xffffffffu
@@ -314,6 +320,16 @@ int iscsi_hdr_unpack(const uint8_t bhs[ISCSI_BHS_LEN], struct iscsi_hdr *h);
  * > 127, SNACK type > 15, CSG/NSG > 3, response/Data-In flags outside O/U(/o/u)); on error
  * bhs is all zero. */
 int iscsi_hdr_pack(const struct iscsi_hdr *h, uint8_t bhs[ISCSI_BHS_LEN]);
+
+/* The sequence numbers a target's PDU carries in bytes 24-35 (RFC 7143 4.2.2): where they are
+ * in h, for every target opcode of the full feature phase (Login Response excepted). Whether
+ * StatSN stands for a status (R2T's and a reserved-tag NOP-In's do not) is the reader's
+ * business. Returns 0, or -ENOENT for other opcodes (f is then all NULL). Written once for
+ * both roles: the target stamps through it, the initiator reads through it. */
+struct iscsi_sn_fields {
+	uint32_t *statsn, *expcmdsn, *maxcmdsn;
+};
+int iscsi_hdr_sn_fields(struct iscsi_hdr *h, struct iscsi_sn_fields *f);
 
 /* True if the opcode is sent by an initiator (0x00-0x1f). */
 static inline bool iscsi_opcode_is_initiator(uint8_t op)

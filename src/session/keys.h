@@ -14,12 +14,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "proto/pdu.h"
 #include "proto/text.h"
-
-enum iscsi_role {
-	ISCSI_ROLE_INITIATOR = 0,
-	ISCSI_ROLE_TARGET = 1,
-};
 
 enum iscsi_session_type {
 	ISCSI_SESSION_NORMAL = 0,

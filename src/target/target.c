@@ -11,8 +11,6 @@
 
 #include "target/tgt_int.h"
 #include "transport/fault/fault.h"
-#include "transport/iser/iser.h"
-#include "transport/tcp/tcp.h"
 #include "util/log.h"
 
 /* One portal's listeners. portal points into the newest configuration that names it (changed
@@ -20,8 +18,8 @@
 struct listener_ctx {
 	struct ix_target *tgt;
 	const struct cfg_portal *portal;
-	struct tcp_listener *listener;
-	struct iser_listener *iser;
+	struct dm_listener *l[DM_MAX_TRANSPORTS]; /* one per transport the portal serves */
+	size_t nl;
 };
 
 /* Accepted connections handed to workers that have not picked them up yet. Past this many the
@@ -32,10 +30,48 @@ struct listener_ctx {
 
 struct accept_msg {
 	struct tgt_worker *w;
-	int fd;
-	struct iser_request *req; /* iSER: the connection request instead of a socket */
+	struct dm_incoming *in;
 	const struct cfg_portal *portal;
 };
+
+/* ---- fault injection (test configurations): one wrapper per transport ---- */
+
+static int faults_new(struct ix_target *t, const struct fault_cfg *f)
+{
+	const struct dm_ops *dm;
+
+	for (size_t i = 0; (dm = dm_transport(i)) != NULL; i++)
+		if (!(t->fault[i] = fault_dm_new(dm, f)))
+			return -ENOMEM;
+	return 0;
+}
+
+/* Frees the wrappers; st gets the sum of their statistics. */
+static void faults_free(struct ix_target *t, struct fault_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	for (size_t i = 0; i < DM_MAX_TRANSPORTS && t->fault[i]; i++) {
+		struct fault_stats one;
+
+		fault_dm_stats(t->fault[i], &one);
+		st->pdus += one.pdus;
+		st->dropped += one.dropped;
+		st->delayed += one.delayed;
+		st->duplicated += one.duplicated;
+		st->corrupted += one.corrupted;
+		st->truncated += one.truncated;
+		fault_dm_free(t->fault[i]);
+		t->fault[i] = NULL;
+	}
+}
+
+const struct dm_ops *tgt_conn_ops(const struct ix_target *t, const struct dm_ops *dm)
+{
+	for (size_t i = 0; i < DM_MAX_TRANSPORTS && t->fault[i]; i++)
+		if (dm_transport(i) == dm)
+			return fault_dm_ops(t->fault[i]);
+	return NULL;
+}
 
 uint32_t tgt_cfg_depth(const struct ix_config *cfg)
 {
@@ -303,10 +339,7 @@ static void accept_on_worker(void *arg)
 	struct accept_msg *m = arg;
 
 	atomic_fetch_sub(&m->w->tgt->accept_in_transit, 1);
-	if (m->req)
-		tgt_conn_accept_iser(m->w, m->req, m->portal);
-	else
-		tgt_conn_accept(m->w, m->fd, m->portal);
+	tgt_conn_accept(m->w, m->in, m->portal);
 	free(m);
 }
 
@@ -354,44 +387,30 @@ static void accept_undo(struct ix_target *t)
 	atomic_fetch_sub(&t->accept_in_transit, 1);
 }
 
-static void on_accept_iser(struct iser_request *req, void *arg)
+static void listeners_pause(struct listener_ctx *lc, unsigned ms)
 {
-	struct listener_ctx *lc = arg;
-	struct ix_target *t = lc->tgt;
-	struct accept_msg *m = calloc(1, sizeof(*m));
-
-	if (!m || !(m->w = accept_admit(t))) {
-		iser_request_reject(req);
-		free(m);
-		return;
-	}
-	m->fd = -1;
-	m->req = req;
-	m->portal = lc->portal;
-	if (ev_loop_post(m->w->loop, accept_on_worker, m) < 0) {
-		iser_request_reject(req);
-		free(m);
-		accept_undo(t);
-	}
+	for (size_t i = 0; i < lc->nl; i++)
+		dm_listener_pause(lc->l[i], ms);
 }
 
-static void on_accept(int fd, void *arg)
+/* A connection request on one of a portal's listeners (main thread). */
+static void on_incoming(struct dm_incoming *in, void *arg)
 {
 	struct listener_ctx *lc = arg;
 	struct ix_target *t = lc->tgt;
 	struct accept_msg *m = calloc(1, sizeof(*m));
 
 	if (!m || !(m->w = accept_admit(t))) {
-		close(fd);
+		dm_reject(in);
 		free(m);
 		return;
 	}
 	if (atomic_load(&t->accept_in_transit) >= TGT_ACCEPT_IN_TRANSIT * (unsigned)t->nworkers)
-		tcp_listener_pause(lc->listener, TGT_ACCEPT_PAUSE_MS);
-	m->fd = fd;
+		listeners_pause(lc, TGT_ACCEPT_PAUSE_MS);
+	m->in = in;
 	m->portal = lc->portal;
 	if (ev_loop_post(m->w->loop, accept_on_worker, m) < 0) {
-		close(fd);
+		dm_reject(in);
 		free(m);
 		accept_undo(t);
 	}
@@ -405,40 +424,45 @@ static void log_portal(const struct cfg_portal *p, const char *what, const char 
 		 p->address, v6 ? "]" : "", p->port, transport, p->tpgt, p->name);
 }
 
+/* The transports a portal serves, in the order they are set up. */
+static size_t portal_transports(const struct cfg_portal *p, const struct dm_ops **out)
+{
+	size_t n = 0;
+
+	if (p->iser)
+		out[n++] = dm_find("iser");
+	if (p->tcp)
+		out[n++] = dm_find("tcp");
+	return n;
+}
+
 int tgt_portal_listen(struct ix_target *t, const struct cfg_portal *p, struct listener_ctx **out,
 		      char *err, size_t errlen)
 {
 	struct listener_ctx *lc = calloc(1, sizeof(*lc));
+	const struct dm_ops *dms[DM_MAX_TRANSPORTS];
+	size_t n = portal_transports(p, dms);
 	int r;
 
 	if (!lc)
 		return -ENOMEM;
 	lc->tgt = t;
 	lc->portal = p;
-	if (p->iser) {
-		r = iser_listen(t->main_loop, p->address, p->port, on_accept_iser, lc, &lc->iser);
+	for (size_t i = 0; i < n; i++) {
+		r = dm_listen(dms[i], t->main_loop, p->address, p->port, on_incoming, lc,
+			      &lc->l[lc->nl]);
 		if (r < 0) {
-			snprintf(err, errlen, "portal %s (%s port %u, iser): %s%s", p->name,
-				 p->address, p->port, strerror(-r),
-				 r == -ENODEV || r == -EADDRNOTAVAIL || r == -ENOENT
+			snprintf(err, errlen, "portal %s (%s port %u, %s): %s%s", p->name,
+				 p->address, p->port, dms[i]->name, strerror(-r),
+				 dms[i]->caps & DM_CAP_DIRECT_PLACEMENT &&
+						 (r == -ENODEV || r == -EADDRNOTAVAIL || r == -ENOENT)
 					 ? " (no RDMA device serves this address)"
 					 : "");
-			free(lc);
+			tgt_portal_close(lc);
 			return r;
 		}
-		log_portal(p, "listening on", "iser");
-	}
-	if (p->tcp) {
-		r = tcp_listen(t->main_loop, p->address, p->port, on_accept, lc, &lc->listener);
-		if (r < 0) {
-			snprintf(err, errlen, "portal %s (%s port %u): %s", p->name, p->address,
-				 p->port, strerror(-r));
-			if (lc->iser)
-				iser_listener_free(lc->iser);
-			free(lc);
-			return r;
-		}
-		log_portal(p, "listening on", "tcp");
+		lc->nl++;
+		log_portal(p, "listening on", dms[i]->name);
 	}
 	*out = lc;
 	return 0;
@@ -448,10 +472,8 @@ void tgt_portal_close(struct listener_ctx *lc)
 {
 	if (!lc)
 		return;
-	if (lc->listener)
-		tcp_listener_free(lc->listener);
-	if (lc->iser)
-		iser_listener_free(lc->iser);
+	for (size_t i = 0; i < lc->nl; i++)
+		dm_listener_free(lc->l[i]);
 	free(lc);
 }
 
@@ -583,11 +605,9 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 	if (cfg->testing.transport_faults) {
 		const struct fault_cfg *f = &cfg->testing.faults;
 
-		t->fault = fault_dm_new(&tcp_dm_ops, f);
-		if (!t->fault) {
-			r = -ENOMEM;
+		r = faults_new(t, f);
+		if (r < 0)
 			goto fail;
-		}
 		log_warn("target",
 			 "TESTING: transport fault injection on every connection (seed %llu; ppm: drop "
 			 "%u delay %u (%u ms) duplicate %u corrupt %u truncate %u; reset after %llu "
@@ -756,17 +776,16 @@ void ix_target_free(struct ix_target *t)
 		free(t->old_gens[i]);
 	}
 	free(t->old_gens);
-	if (t->fault) {
+	if (t->fault[0]) {
 		struct fault_stats st;
 
-		fault_dm_stats(t->fault, &st);
+		faults_free(t, &st);
 		log_info("target",
 			 "fault injection: %llu PDUs eligible, %llu dropped, %llu delayed, %llu "
 			 "duplicated, %llu corrupted, %llu truncated",
 			 (unsigned long long)st.pdus, (unsigned long long)st.dropped,
 			 (unsigned long long)st.delayed, (unsigned long long)st.duplicated,
 			 (unsigned long long)st.corrupted, (unsigned long long)st.truncated);
-		fault_dm_free(t->fault);
 	}
 	if (t->gen) {
 		cfg_free(t->gen->cfg);

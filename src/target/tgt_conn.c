@@ -8,10 +8,8 @@
 #include <unistd.h>
 
 #include "proto/crc32c.h"
+#include "session/keepalive.h"
 #include "target/tgt_int.h"
-#include "transport/fault/fault.h"
-#include "transport/iser/iser.h"
-#include "transport/tcp/tcp.h"
 #include "util/bytes.h"
 #include "util/log.h"
 
@@ -58,45 +56,18 @@ void tgt_stamp(struct tgt_conn *tc, struct iscsi_hdr *h, bool advance_statsn)
 {
 	uint32_t statsn = advance_statsn ? tc->statsn++ : tc->statsn;
 	uint32_t exp = 0, max = 0;
+	struct iscsi_sn_fields f;
 
 	if (tc->sess) {
 		tgt_session_update_window(tc->sess);
 		exp = tc->sess->exp_cmdsn;
 		max = tc->sess->max_cmdsn;
 	}
-	switch (h->opcode) {
-	case ISCSI_OP_NOP_IN:
-		h->nop_in.statsn = statsn, h->nop_in.expcmdsn = exp, h->nop_in.maxcmdsn = max;
-		break;
-	case ISCSI_OP_SCSI_RSP:
-		h->rsp.statsn = statsn, h->rsp.expcmdsn = exp, h->rsp.maxcmdsn = max;
-		break;
-	case ISCSI_OP_TMF_RSP:
-		h->tmf_rsp.statsn = statsn, h->tmf_rsp.expcmdsn = exp, h->tmf_rsp.maxcmdsn = max;
-		break;
-	case ISCSI_OP_TEXT_RSP:
-		h->text_rsp.statsn = statsn, h->text_rsp.expcmdsn = exp;
-		h->text_rsp.maxcmdsn = max;
-		break;
-	case ISCSI_OP_DATA_IN:
-		h->data_in.statsn = statsn, h->data_in.expcmdsn = exp, h->data_in.maxcmdsn = max;
-		break;
-	case ISCSI_OP_LOGOUT_RSP:
-		h->logout_rsp.statsn = statsn, h->logout_rsp.expcmdsn = exp;
-		h->logout_rsp.maxcmdsn = max;
-		break;
-	case ISCSI_OP_R2T:
-		h->r2t.statsn = statsn, h->r2t.expcmdsn = exp, h->r2t.maxcmdsn = max;
-		break;
-	case ISCSI_OP_ASYNC_MSG:
-		h->async.statsn = statsn, h->async.expcmdsn = exp, h->async.maxcmdsn = max;
-		break;
-	case ISCSI_OP_REJECT:
-		h->reject.statsn = statsn, h->reject.expcmdsn = exp, h->reject.maxcmdsn = max;
-		break;
-	default:
-		break;
-	}
+	if (iscsi_hdr_sn_fields(h, &f) < 0)
+		return;
+	*f.statsn = statsn;
+	*f.expcmdsn = exp;
+	*f.maxcmdsn = max;
 }
 
 /* Control responses (NOP-In echoes, Text, Reject, ...) queued for a peer that does not read
@@ -737,23 +708,26 @@ static void nop_timer_cb(struct ev_timer *t)
 {
 	struct tgt_conn *tc = t->arg;
 	const struct cfg_global *g = &tc->gen->cfg->global;
-	uint64_t now = ev_now_ms(tc->conn->loop);
+	struct iscsi_hdr h = {.opcode = ISCSI_OP_NOP_IN, .final = true, .itt = ISCSI_RSVD_TAG};
+	uint32_t next;
 
-	if (tc->nop_outstanding) {
+	switch (keepalive_due(tc->nop_outstanding, tc->last_rx_ms, ev_now_ms(tc->conn->loop),
+			      g->nop_interval_ms, g->nop_timeout_ms ? g->nop_timeout_ms : 30000,
+			      &next)) {
+	case KEEPALIVE_DEAD:
 		iscsi_conn_close(tc->conn, "no NOP-Out answer to our NOP-In ping");
 		return;
-	}
-	if (now - tc->last_rx_ms < g->nop_interval_ms) {
-		ev_timer_start(tc->conn->loop, &tc->nop_timer,
-			       g->nop_interval_ms - (now - tc->last_rx_ms));
+	case KEEPALIVE_WAIT:
+		ev_timer_start(tc->conn->loop, &tc->nop_timer, next);
 		return;
+	case KEEPALIVE_PING:
+		break;
 	}
-	struct iscsi_hdr h = {.opcode = ISCSI_OP_NOP_IN, .final = true, .itt = ISCSI_RSVD_TAG};
 	h.nop_in.ttt = ++tc->nop_ttt == ISCSI_RSVD_TAG ? ++tc->nop_ttt : tc->nop_ttt;
 	tgt_stamp(tc, &h, false);
 	tc->nop_outstanding = true;
 	tgt_send(tc, &h, NULL, 0);
-	ev_timer_start(tc->conn->loop, &tc->nop_timer, g->nop_timeout_ms ? g->nop_timeout_ms : 30000);
+	ev_timer_start(tc->conn->loop, &tc->nop_timer, next);
 }
 
 static void handle_nop_out(struct tgt_conn *tc, const struct iscsi_hdr *h, uint8_t *data,
@@ -1119,18 +1093,24 @@ static void tc_started(struct tgt_conn *tc, struct iscsi_conn *c)
 	log_dbg("target", "%s: connected to %s", c->peer, c->local);
 }
 
-void tgt_conn_accept_iser(struct tgt_worker *w, struct iser_request *req,
-			  const struct cfg_portal *portal)
+void tgt_conn_accept(struct tgt_worker *w, struct dm_incoming *in, const struct cfg_portal *portal)
 {
-	struct tgt_conn *tc = tc_new(w, portal, "");
+	struct tgt_conn *tc = tc_new(w, portal, in->peer);
+	struct dm_conn_setup cs = {
+		.loop = w->loop,
+		.role = ISCSI_ROLE_TARGET,
+		.ops = &tgt_role_ops,
+		.role_priv = tc,
+		.as = tgt_conn_ops(w->tgt, in->dm),
+	};
 	struct iscsi_conn *c;
 
 	if (!tc) {
-		iser_request_reject(req);
+		dm_reject(in);
 		tgt_conn_gone(w->tgt);
 		return;
 	}
-	c = iser_conn_accept(req, w->loop, ISCSI_ROLE_TARGET, &tgt_role_ops, tc);
+	c = dm_accept(in, &cs);
 	if (!c) {
 		free(tc->login);
 		free(tc);
@@ -1138,34 +1118,4 @@ void tgt_conn_accept_iser(struct tgt_worker *w, struct iser_request *req,
 		return;
 	}
 	tc_started(tc, c);
-}
-
-void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *portal)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	char peer[72] = "";
-	struct tgt_conn *tc;
-	struct iscsi_conn *c;
-
-	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
-		tcp_format_sockaddr(&ss, peer, sizeof(peer));
-	tc = tc_new(w, portal, peer);
-	if (!tc) {
-		close(fd);
-		tgt_conn_gone(w->tgt);
-		return;
-	}
-	c = w->tgt->fault ? tcp_conn_new_dm(fd, w->loop, fault_dm_ops(w->tgt->fault),
-					    ISCSI_ROLE_TARGET, &tgt_role_ops, tc)
-			  : tcp_conn_new(fd, w->loop, ISCSI_ROLE_TARGET, &tgt_role_ops, tc);
-	if (!c) {
-		free(tc->login);
-		free(tc);
-		tgt_conn_gone(w->tgt);
-		return;
-	}
-	tc_started(tc, c);
-	if (tcp_conn_start(c) < 0)
-		iscsi_conn_close(c, "cannot watch the socket");
 }

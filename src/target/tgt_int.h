@@ -230,7 +230,8 @@ struct tgt_conn {
 struct fault_dm;
 
 struct ix_target {
-	struct fault_dm *fault;         /* test configurations only: wraps every connection */
+	/* test configurations only: wraps every connection, one per transport (dm_transport(i)) */
+	struct fault_dm *fault[DM_MAX_TRANSPORTS];
 	atomic_uint nconns_open;        /* accepted and not yet released (max_connections) */
 	atomic_uint accept_in_transit;  /* posted to a worker, not yet picked up */
 	struct tgt_ratelimit accept_rl; /* main thread's */
@@ -301,6 +302,9 @@ int tgt_portal_listen(struct ix_target *t, const struct cfg_portal *p, struct li
 void tgt_portal_close(struct listener_ctx *lc);
 const struct cfg_portal *tgt_portal_cfg(const struct listener_ctx *lc);
 void tgt_portal_set_cfg(struct listener_ctx *lc, const struct cfg_portal *p);
+/* The ops a new connection of transport dm runs with (dm_conn_setup.as): the fault wrapper in
+ * test configurations, else NULL. */
+const struct dm_ops *tgt_conn_ops(const struct ix_target *t, const struct dm_ops *dm);
 
 /* tgt_reload.c (ix_target_reload is in target.h) */
 struct tgt_lu_retire;
@@ -308,13 +312,11 @@ struct tgt_lu_retire;
 void tgt_reload_free(struct ix_target *t);
 
 /* tgt_conn.c */
-void tgt_conn_accept(struct tgt_worker *w, int fd, const struct cfg_portal *portal);
+/* On w's thread: make the connection request in (consumed) a connection of portal. */
+void tgt_conn_accept(struct tgt_worker *w, struct dm_incoming *in, const struct cfg_portal *portal);
 /* On w's thread: the old session that login s waits for has been released (a message may
  * arrive after the held connection went away: s and hold_id are checked, not trusted). */
 void tgt_conn_login_resume(struct tgt_worker *w, struct tgt_session *s, uint64_t hold_id);
-struct iser_request;
-void tgt_conn_accept_iser(struct tgt_worker *w, struct iser_request *req,
-			  const struct cfg_portal *portal);
 /* A connection counted in nconns_open is gone (or never came to be). */
 void tgt_conn_gone(struct ix_target *t);
 int tgt_send(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data, uint32_t len);

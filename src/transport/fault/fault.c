@@ -260,6 +260,14 @@ struct fault_dm *fault_dm_new(const struct dm_ops *inner, const struct fault_cfg
 	f->ops.release = fault_release;
 	f->ops.tx_busy = fault_tx_busy;
 	f->ops.tx_abort_at = inner->tx_abort_at ? fault_tx_abort_at : NULL;
+	/* not a transport of its own: connections are set up through the inner one, with these
+	   ops as dm_conn_setup.as */
+	f->ops.listen = NULL;
+	f->ops.listener_pause = NULL;
+	f->ops.listener_free = NULL;
+	f->ops.accept = NULL;
+	f->ops.reject = NULL;
+	f->ops.connect = NULL;
 	return f;
 }
 

@@ -1,8 +1,9 @@
 /* Fault injection for tests: a datamover (struct dm_ops) that wraps a real transport and
  * mistreats the PDUs this side sends: drops, delays, duplicates, corrupts or truncates them, and
- * resets the connection after a number of bytes. It sits at the datamover interface, so it
- * could wrap any transport; today ix-target wraps TCP with it (truncation and resets need the
- * inner transport's tx_abort_at op, which the iSER transport does not have yet).
+ * resets the connection after a number of bytes. It sits at the datamover interface and wraps
+ * any transport: ix-target wraps each of its transports with one (truncation and resets need the
+ * inner transport's tx_abort_at op, which the iSER transport does not have: over iSER a fault
+ * configuration drops, delays, duplicates and corrupts only).
  *
  * Faults hit the PDUs of the side that uses the wrapper: in a target, what initiators receive;
  * in an initiator, what targets receive. Each connection draws from its own pseudo-random
@@ -52,7 +53,8 @@ struct fault_dm;
 struct fault_dm *fault_dm_new(const struct dm_ops *inner, const struct fault_cfg *cfg);
 /* Connections using the wrapper must be gone first. */
 void fault_dm_free(struct fault_dm *f);
-/* The ops to create connections with (TCP: tcp_conn_new_dm()). */
+/* The ops to create connections with: dm_conn_setup.as for dm_accept() or dm_connect() of the
+ * inner transport. They cannot listen, accept or connect themselves. */
 const struct dm_ops *fault_dm_ops(const struct fault_dm *f);
 void fault_dm_stats(const struct fault_dm *f, struct fault_stats *out);
 

@@ -82,7 +82,9 @@ struct tx_slot {
 	int next_free;
 };
 
+/* A connection request, moved from the listener to a worker. */
 struct iser_request {
+	struct dm_incoming base;
 	struct rdma_cm_id *id;
 	struct rdma_event_channel *ch;
 	uint8_t peer_flags;     /* the initiator's iser_cm_hdr byte 0 */
@@ -136,11 +138,12 @@ struct iser_conn {
 };
 
 struct iser_listener {
+	struct dm_listener base;
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
 	struct ev_io io;
 	struct ev_loop *loop;
-	iser_accept_cb cb;
+	dm_incoming_cb cb;
 	void *arg;
 };
 
@@ -1125,31 +1128,15 @@ static bool iser_tx_busy(struct iscsi_conn *c)
 	       !list_empty(&ic->rd_backlog);
 }
 
-const struct dm_ops iser_dm_ops = {
-	.name = "iser",
-	.caps = DM_CAP_DIRECT_PLACEMENT | DM_CAP_PEER_CLOSES,
-	.conn_priv_size = sizeof(struct iser_conn),
-	.max_recv_data = ISER_RECV_DATA,
-	.recv_credits = NRX,
-	.send_control = iser_queue,
-	.put_data = iser_queue,
-	.get_data = iser_queue,
-	.enable = iser_enable,
-	.terminate = iser_terminate,
-	.release = iser_release,
-	.tx_busy = iser_tx_busy,
-	.buf_free = iser_buf_free,
-	.mem_register = iser_mem_register,
-};
 
 /* ---------------------------------------------------------------- accept */
 
 static const struct iscsi_role_ops no_role;
 
-void iser_request_reject(struct iser_request *req)
+static void iser_reject(struct dm_incoming *in)
 {
-	if (!req)
-		return;
+	struct iser_request *req = (struct iser_request *)in;
+
 	rdma_reject(req->id, NULL, 0);
 	rdma_destroy_id(req->id);
 	rdma_destroy_event_channel(req->ch);
@@ -1223,18 +1210,19 @@ static int setup(struct iser_conn *ic, struct rdma_cm_id *id, uint32_t rd_depth)
 	return 0;
 }
 
-struct iscsi_conn *iser_conn_accept(struct iser_request *req, struct ev_loop *loop,
-				    enum iscsi_role role, const struct iscsi_role_ops *ops,
-				    void *role_priv)
+static struct iscsi_conn *iser_accept(struct dm_incoming *in, const struct dm_conn_setup *cs)
 {
-	struct iscsi_conn *c = iscsi_conn_new(&iser_dm_ops, loop, role, ops, role_priv);
+	struct iser_request *req = (struct iser_request *)in;
+	struct ev_loop *loop = cs->loop;
+	struct iscsi_conn *c = iscsi_conn_new(cs->as ? cs->as : &iser_dm_ops, loop, cs->role,
+					      cs->ops, cs->role_priv);
 	struct rdma_conn_param cp = {0};
 	uint8_t pd[4] = {ISER_CM_ZBVA_NOT_USED | ISER_CM_SEND_W_INV_NOT_USED, 0, 0, 0};
 	struct iser_conn *ic;
 	int r;
 
 	if (!c) {
-		iser_request_reject(req);
+		iser_reject(&req->base);
 		return NULL;
 	}
 	ic = iser_of(c);
@@ -1244,17 +1232,7 @@ struct iscsi_conn *iser_conn_accept(struct iser_request *req, struct ev_loop *lo
 	list_init(&ic->backlog);
 	ev_timer_init(&ic->cq_more, cq_more_cb, c);
 	list_init(&ic->rd_backlog);
-	{
-		struct sockaddr *sa = rdma_get_peer_addr(req->id);
-		char host[64] = "?", serv[16] = "?";
-
-		getnameinfo(sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-							  : sizeof(struct sockaddr_in),
-			    host, sizeof(host), serv, sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV);
-		snprintf(c->peer, sizeof(c->peer), "%s%s%s:%s/iser",
-			 sa->sa_family == AF_INET6 ? "[" : "", host,
-			 sa->sa_family == AF_INET6 ? "]" : "", serv);
-	}
+	snprintf(c->peer, sizeof(c->peer), "%s", req->base.peer);
 	r = setup(ic, req->id, req->responder_resources);
 	if (r < 0) {
 		log_warn("iser", "%s: cannot set up the connection: %s", c->peer, strerror(-r));
@@ -1289,6 +1267,19 @@ bad:
 
 /* ---------------------------------------------------------------- listener */
 
+/* "addr:port/iser" of the peer of id. */
+static void format_peer(struct rdma_cm_id *id, char *out, size_t cap)
+{
+	struct sockaddr *sa = rdma_get_peer_addr(id);
+	char host[64] = "?", serv[16] = "?";
+
+	getnameinfo(sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						  : sizeof(struct sockaddr_in),
+		    host, sizeof(host), serv, sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV);
+	snprintf(out, cap, "%s%s%s:%s/iser", sa->sa_family == AF_INET6 ? "[" : "", host,
+		 sa->sa_family == AF_INET6 ? "]" : "", serv);
+}
+
 static void listen_cb(struct ev_io *w, uint32_t revents)
 {
 	struct iser_listener *l = w->arg;
@@ -1306,6 +1297,8 @@ static void listen_cb(struct ev_io *w, uint32_t revents)
 		req = calloc(1, sizeof(*req));
 		if (req) {
 			const uint8_t *p = ev->param.conn.private_data;
+			req->base.dm = &iser_dm_ops;
+			format_peer(id, req->base.peer, sizeof(req->base.peer));
 			req->id = id;
 			req->peer_flags = ev->param.conn.private_data_len >= 1 && p ? p[0] : 0;
 			req->responder_resources = ev->param.conn.responder_resources;
@@ -1331,12 +1324,12 @@ static void listen_cb(struct ev_io *w, uint32_t revents)
 			int fl = fcntl(req->ch->fd, F_GETFL);
 			fcntl(req->ch->fd, F_SETFL, fl | O_NONBLOCK);
 		}
-		l->cb(req, l->arg);
+		l->cb(&req->base, l->arg);
 	}
 }
 
-int iser_listen(struct ev_loop *loop, const char *addr, uint16_t port, iser_accept_cb cb,
-		void *arg, struct iser_listener **out)
+static int iser_listen(struct ev_loop *loop, const char *addr, uint16_t port, dm_incoming_cb cb,
+		       void *arg, struct dm_listener **out)
 {
 	struct iser_listener *l = calloc(1, sizeof(*l));
 	struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_PASSIVE}, *ai = NULL;
@@ -1345,6 +1338,7 @@ int iser_listen(struct ev_loop *loop, const char *addr, uint16_t port, iser_acce
 
 	if (!l)
 		return -ENOMEM;
+	l->base.dm = &iser_dm_ops;
 	l->loop = loop;
 	l->cb = cb;
 	l->arg = arg;
@@ -1377,7 +1371,7 @@ int iser_listen(struct ev_loop *loop, const char *addr, uint16_t port, iser_acce
 	if (r < 0)
 		goto fail;
 	freeaddrinfo(ai);
-	*out = l;
+	*out = &l->base;
 	return 0;
 fail:
 	freeaddrinfo(ai);
@@ -1389,10 +1383,10 @@ fail:
 	return r ? r : -EIO;
 }
 
-void iser_listener_free(struct iser_listener *l)
+static void iser_listener_free(struct dm_listener *dl)
 {
-	if (!l)
-		return;
+	struct iser_listener *l = (struct iser_listener *)dl;
+
 	ev_io_stop(l->loop, &l->io);
 	rdma_destroy_id(l->id);
 	rdma_destroy_event_channel(l->ch);
@@ -1479,11 +1473,10 @@ static void active_event(struct iscsi_conn *c, enum rdma_cm_event_type type)
 	}
 }
 
-struct iscsi_conn *iser_conn_connect(struct ev_loop *loop, const char *host, uint16_t port,
-				     enum iscsi_role role, const struct iscsi_role_ops *ops,
-				     void *role_priv, void (*on_up)(struct iscsi_conn *c, int err),
-				     int *err)
+static struct iscsi_conn *iser_connect(const char *host, uint16_t port,
+				       const struct dm_conn_setup *cs, int *err)
 {
+	struct ev_loop *loop = cs->loop;
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
 	struct iscsi_conn *c;
 	struct iser_conn *ic;
@@ -1495,7 +1488,7 @@ struct iscsi_conn *iser_conn_connect(struct ev_loop *loop, const char *host, uin
 		*err = -EHOSTUNREACH;
 		return NULL;
 	}
-	c = iscsi_conn_new(&iser_dm_ops, loop, role, ops, role_priv);
+	c = iscsi_conn_new(cs->as ? cs->as : &iser_dm_ops, loop, cs->role, cs->ops, cs->role_priv);
 	if (!c) {
 		freeaddrinfo(ai);
 		*err = -ENOMEM;
@@ -1504,7 +1497,7 @@ struct iscsi_conn *iser_conn_connect(struct ev_loop *loop, const char *host, uin
 	ic = iser_of(c);
 	ic->c = c;
 	ic->connecting = true;
-	ic->on_up = on_up;
+	ic->on_up = cs->up;
 	list_init(&ic->backlog);
 	ev_timer_init(&ic->cq_more, cq_more_cb, c);
 	list_init(&ic->rd_backlog);
@@ -1541,3 +1534,25 @@ fail:
 	*err = r;
 	return NULL;
 }
+
+const struct dm_ops iser_dm_ops = {
+	.name = "iser",
+	.caps = DM_CAP_DIRECT_PLACEMENT | DM_CAP_PEER_CLOSES,
+	.conn_priv_size = sizeof(struct iser_conn),
+	.max_recv_data = ISER_RECV_DATA,
+	.recv_credits = NRX,
+	.send_control = iser_queue,
+	.put_data = iser_queue,
+	.get_data = iser_queue,
+	.enable = iser_enable,
+	.terminate = iser_terminate,
+	.release = iser_release,
+	.tx_busy = iser_tx_busy,
+	.buf_free = iser_buf_free,
+	.mem_register = iser_mem_register,
+	.listen = iser_listen,
+	.listener_free = iser_listener_free,
+	.accept = iser_accept,
+	.reject = iser_reject,
+	.connect = iser_connect,
+};

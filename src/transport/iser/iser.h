@@ -27,32 +27,7 @@ extern const struct dm_ops iser_dm_ops;
 #define ISER_HDR_LEN 28
 #define ISER_RECV_DATA 8192 /* TargetRecvDataSegmentLength we offer */
 
-struct iser_listener;
-struct iser_request; /* a connection request, moved from the listener to a worker */
-
-typedef void (*iser_accept_cb)(struct iser_request *req, void *arg);
-
-/* Listen for RDMA CM connection requests on addr:port (an address of an RDMA-capable
- * netdev). 0 or -errno (-ENODEV / -EADDRNOTAVAIL when no RDMA device serves the address). */
-int iser_listen(struct ev_loop *loop, const char *addr, uint16_t port, iser_accept_cb cb,
-		void *arg, struct iser_listener **out);
-void iser_listener_free(struct iser_listener *l);
-
-/* On the worker's loop: build the connection (QP, buffers) and accept. NULL on failure (the
- * request is rejected and freed). Call tcp-like: then iser_conn_start(). */
-struct iscsi_conn *iser_conn_accept(struct iser_request *req, struct ev_loop *loop,
-				    enum iscsi_role role, const struct iscsi_role_ops *ops,
-				    void *role_priv);
-/* Active open: resolve host:port through RDMA CM and connect. Returns the connection at once
- * (no PDU may be sent before on_up(c, 0)); on_up runs once on the loop: 0 when established,
- * or -errno (the caller then closes and drops the connection). NULL and *err when nothing could
- * be started (-ENODEV: no RDMA device; -EHOSTUNREACH). */
-struct iscsi_conn *iser_conn_connect(struct ev_loop *loop, const char *host, uint16_t port,
-				     enum iscsi_role role, const struct iscsi_role_ops *ops,
-				     void *role_priv, void (*on_up)(struct iscsi_conn *c, int err),
-				     int *err);
-
-/* Reject and free a request that will not be accepted. */
-void iser_request_reject(struct iser_request *req);
+/* Listening (listen, with -ENODEV / -EADDRNOTAVAIL when no RDMA device serves the address),
+ * accepting and connecting are iser_dm_ops's connection set-up (dm/dm.h). */
 
 #endif

@@ -1,4 +1,5 @@
 #include "transport/tcp/tcp.h"
+#include "transport/tcp/tcp_int.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -57,6 +58,11 @@ struct tcp_conn {
 	bool want_out;
 	struct ev_defer flush_defer;
 	bool flush_pending;
+
+	/* active open (connect): until the socket is connected, fd is -1 */
+	bool connecting;
+	struct tcp_connector cn;
+	void (*up)(struct iscsi_conn *c, int err);
 
 	uint8_t stage[TCP_STAGE_SIZE];  /* receive staging, in the connection's one allocation */
 };
@@ -514,6 +520,12 @@ static void tcp_terminate(struct iscsi_conn *c)
 {
 	struct tcp_conn *t = tcp_of(c);
 
+	if (t->connecting) {
+		t->connecting = false;
+		tcp_connect_cancel(&t->cn);
+		iscsi_conn_put(c); /* the transport's own reference */
+		return;
+	}
 	if (t->fd < 0)
 		return;
 	ev_io_stop(c->loop, &t->io);
@@ -546,19 +558,9 @@ static void tcp_tx_abort_at(struct iscsi_conn *c, uint64_t total)
 	tcp_of(c)->tx_abort_at = total;
 }
 
-const struct dm_ops tcp_dm_ops = {
-	.name = "tcp",
-	.caps = DM_CAP_DIGESTS | DM_CAP_TX_GUARD,
-	.conn_priv_size = sizeof(struct tcp_conn),
-	.send_control = tcp_send_control,
-	.put_data = tcp_send_control,
-	.get_data = tcp_send_control,
-	.enable = tcp_enable,
-	.terminate = tcp_terminate,
-	.tx_busy = tcp_tx_busy,
-	.rx_poll = tcp_rx_poll,
-	.tx_abort_at = tcp_tx_abort_at,
-};
+/* ---------------------------------------------------------------- set-up */
+
+static const struct iscsi_role_ops no_role;
 
 void tcp_format_sockaddr(const void *sa_, char *out, size_t cap)
 {
@@ -576,30 +578,39 @@ void tcp_format_sockaddr(const void *sa_, char *out, size_t cap)
 	}
 }
 
-struct iscsi_conn *tcp_conn_new(int fd, struct ev_loop *loop, enum iscsi_role role,
-				const struct iscsi_role_ops *ops, void *role_priv)
+/* A connection without a socket yet (fd -1). */
+static struct iscsi_conn *conn_alloc(const struct dm_conn_setup *cs)
 {
-	return tcp_conn_new_dm(fd, loop, &tcp_dm_ops, role, ops, role_priv);
-}
-
-struct iscsi_conn *tcp_conn_new_dm(int fd, struct ev_loop *loop, const struct dm_ops *dm,
-				   enum iscsi_role role, const struct iscsi_role_ops *ops,
-				   void *role_priv)
-{
-	struct iscsi_conn *c = iscsi_conn_new(dm, loop, role, ops, role_priv);
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
+	struct iscsi_conn *c = iscsi_conn_new(cs->as ? cs->as : &tcp_dm_ops, cs->loop, cs->role,
+					      cs->ops, cs->role_priv);
 	struct tcp_conn *t;
-	int one = 1;
 
-	if (!c) {
-		close(fd);
+	if (!c)
 		return NULL;
-	}
 	t = tcp_of(c);
-	t->fd = fd;
+	t->fd = -1;
 	list_init(&t->txq);
 	rx_reset(t);
+	return c;
+}
+
+/* Free a connection the role never saw (its callbacks must not run). */
+static void conn_discard(struct iscsi_conn *c)
+{
+	c->role_ops = &no_role;
+	c->terminated = true;
+	iscsi_conn_put(c);
+}
+
+/* Give c its connected socket and start receiving. 0 or -errno (fd is c's either way). */
+static int conn_attach(struct iscsi_conn *c, int fd)
+{
+	struct tcp_conn *t = tcp_of(c);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int one = 1;
+
+	t->fd = fd;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
@@ -608,24 +619,95 @@ struct iscsi_conn *tcp_conn_new_dm(int fd, struct ev_loop *loop, const struct dm
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
 		tcp_format_sockaddr(&ss, c->local, sizeof(c->local));
 	ev_io_init(&t->io, fd, tcp_io_cb, c);
+	return ev_io_start(c->loop, &t->io, EPOLLIN);
+}
+
+/* An accepted socket, on its way from the listener to the connection's thread. */
+struct tcp_incoming {
+	struct dm_incoming base;
+	int fd;
+};
+
+static struct iscsi_conn *tcp_accept(struct dm_incoming *in, const struct dm_conn_setup *cs)
+{
+	struct tcp_incoming *ti = (struct tcp_incoming *)in;
+	int fd = ti->fd;
+	struct iscsi_conn *c;
+
+	free(ti);
+	c = conn_alloc(cs);
+	if (!c) {
+		close(fd);
+		return NULL;
+	}
+	if (conn_attach(c, fd) < 0) {
+		log_warn("tcp", "%s: cannot watch the socket", c->peer);
+		close(fd);
+		conn_discard(c);
+		return NULL;
+	}
 	return c;
 }
 
-int tcp_conn_start(struct iscsi_conn *c)
+static void tcp_reject(struct dm_incoming *in)
 {
+	struct tcp_incoming *ti = (struct tcp_incoming *)in;
+
+	close(ti->fd);
+	free(ti);
+}
+
+static void connected(struct tcp_connector *cn, int fd, int err)
+{
+	struct iscsi_conn *c = cn->arg;
 	struct tcp_conn *t = tcp_of(c);
 
-	return ev_io_start(c->loop, &t->io, EPOLLIN);
+	t->connecting = false;
+	iscsi_conn_get(c);
+	if (err == 0 && (err = conn_attach(c, fd)) < 0) {
+		close(fd);
+		t->fd = -1;
+	}
+	if (err < 0)
+		iscsi_conn_put(c); /* the transport's reference: there is no transport */
+	t->up(c, err);
+	iscsi_conn_put(c);
+}
+
+static struct iscsi_conn *tcp_connect(const char *host, uint16_t port,
+				      const struct dm_conn_setup *cs, int *err)
+{
+	struct iscsi_conn *c = conn_alloc(cs);
+	struct tcp_conn *t;
+	int r;
+
+	if (!c) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	t = tcp_of(c);
+	t->up = cs->up;
+	snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);
+	r = tcp_connect_start(&t->cn, c->loop, host, port, connected, c);
+	if (r < 0) {
+		conn_discard(c);
+		*err = r;
+		return NULL;
+	}
+	t->connecting = true;
+	*err = 0;
+	return c;
 }
 
 /* ---------------------------------------------------------------- listener */
 
 struct tcp_listener {
+	struct dm_listener base;
 	int fd;
 	struct ev_loop *loop;
 	struct ev_io io;
 	struct ev_timer pause;      /* out of file descriptors: listen again later */
-	tcp_accept_cb cb;
+	dm_incoming_cb cb;
 	void *arg;
 };
 
@@ -638,42 +720,58 @@ static void accept_resume(struct ev_timer *t)
 	ev_io_start(l->loop, &l->io, EPOLLIN);
 }
 
+static void tcp_listener_pause(struct dm_listener *dl, unsigned ms)
+{
+	struct tcp_listener *l = (struct tcp_listener *)dl;
+
+	ev_io_stop(l->loop, &l->io);
+	ev_timer_start(l->loop, &l->pause, ms);
+}
+
+/* One accepted socket: 0, or -errno when the listener should stop for now. */
+static int accept_one(struct tcp_listener *l)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct tcp_incoming *ti;
+	int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	if (fd < 0) {
+		if (errno == EMFILE || errno == ENFILE) {
+			/* the pending connection stays in the backlog, so the socket stays readable:
+			   stop watching it for a while instead of spinning */
+			log_warn("tcp", "accept: %s: not accepting for %d ms", strerror(errno),
+				 TCP_ACCEPT_PAUSE_MS);
+			tcp_listener_pause(&l->base, TCP_ACCEPT_PAUSE_MS);
+		}
+		return -EAGAIN;
+	}
+	ti = calloc(1, sizeof(*ti));
+	if (!ti) {
+		close(fd);
+		return -ENOMEM;
+	}
+	ti->base.dm = &tcp_dm_ops;
+	ti->fd = fd;
+	tcp_format_sockaddr(&ss, ti->base.peer, sizeof(ti->base.peer));
+	l->cb(&ti->base, l->arg);
+	return 0;
+}
+
 static void accept_cb(struct ev_io *w, uint32_t revents)
 {
 	struct tcp_listener *l = w->arg;
 
 	(void)revents;
-	for (int i = 0; i < 64; i++) {
-		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE) {
-				/* the pending connection stays in the backlog, so the socket stays
-				   readable: stop watching it for a while instead of spinning */
-				log_warn("tcp", "accept: %s: not accepting for %d ms", strerror(errno),
-					 TCP_ACCEPT_PAUSE_MS);
-				ev_io_stop(l->loop, &l->io);
-				ev_timer_start(l->loop, &l->pause, TCP_ACCEPT_PAUSE_MS);
-			}
-			return;
-		}
-		l->cb(fd, l->arg);
-		if (!l->io.active)
-			return; /* the callback paused the listener */
-	}
+	for (int i = 0; i < 64; i++)
+		if (accept_one(l) < 0 || !l->io.active)
+			return; /* nothing more, or the callback paused the listener */
 }
 
-void tcp_listener_pause(struct tcp_listener *l, unsigned ms)
-{
-	ev_io_stop(l->loop, &l->io);
-	ev_timer_start(l->loop, &l->pause, ms);
-}
-
-int tcp_listen(struct ev_loop *loop, const char *addr, uint16_t port, tcp_accept_cb cb, void *arg,
-	       struct tcp_listener **out)
+static int listen_socket(const char *addr, uint16_t port)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl;
-	struct tcp_listener *l;
 	int fd, one = 1, r;
 
 	memset(&ss, 0, sizeof(ss));
@@ -699,11 +797,23 @@ int tcp_listen(struct ev_loop *loop, const char *addr, uint16_t port, tcp_accept
 		close(fd);
 		return r;
 	}
+	return fd;
+}
+
+static int tcp_listen(struct ev_loop *loop, const char *addr, uint16_t port, dm_incoming_cb cb,
+		      void *arg, struct dm_listener **out)
+{
+	struct tcp_listener *l;
+	int fd = listen_socket(addr, port), r;
+
+	if (fd < 0)
+		return fd;
 	l = calloc(1, sizeof(*l));
 	if (!l) {
 		close(fd);
 		return -ENOMEM;
 	}
+	l->base.dm = &tcp_dm_ops;
 	l->fd = fd;
 	l->loop = loop;
 	l->cb = cb;
@@ -716,16 +826,36 @@ int tcp_listen(struct ev_loop *loop, const char *addr, uint16_t port, tcp_accept
 		free(l);
 		return r;
 	}
-	*out = l;
+	*out = &l->base;
 	return 0;
 }
 
-void tcp_listener_free(struct tcp_listener *l)
+static void tcp_listener_free(struct dm_listener *dl)
 {
-	if (!l)
-		return;
+	struct tcp_listener *l = (struct tcp_listener *)dl;
+
 	ev_io_stop(l->loop, &l->io);
 	ev_timer_stop(l->loop, &l->pause);
 	close(l->fd);
 	free(l);
 }
+
+const struct dm_ops tcp_dm_ops = {
+	.name = "tcp",
+	.caps = DM_CAP_DIGESTS | DM_CAP_TX_GUARD,
+	.conn_priv_size = sizeof(struct tcp_conn),
+	.send_control = tcp_send_control,
+	.put_data = tcp_send_control,
+	.get_data = tcp_send_control,
+	.enable = tcp_enable,
+	.terminate = tcp_terminate,
+	.tx_busy = tcp_tx_busy,
+	.rx_poll = tcp_rx_poll,
+	.tx_abort_at = tcp_tx_abort_at,
+	.listen = tcp_listen,
+	.listener_pause = tcp_listener_pause,
+	.listener_free = tcp_listener_free,
+	.accept = tcp_accept,
+	.reject = tcp_reject,
+	.connect = tcp_connect,
+};

@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "transport/tcp/tcp.h"
+#include "transport/tcp/tcp_int.h"
 
 static void try_next(struct tcp_connector *tc);
 
