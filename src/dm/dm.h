@@ -22,10 +22,20 @@
 #include "util/list.h"
 
 struct iscsi_conn;
-struct iscsi_conn_params;
 struct iscsi_role_ops;
 struct ev_loop;
 struct dm_ops;
+
+/* A connection's negotiated parameters the datamover needs (the login's result; keys.h). */
+struct iscsi_conn_params {
+	bool header_digest;             /* CRC32C negotiated */
+	bool data_digest;
+	uint32_t max_recv_dsl;          /* our declared MaxRecvDataSegmentLength: most we accept */
+	uint32_t max_xmit_dsl;          /* the peer's declared value: most we may send (8192 until
+					   the peer declares) */
+	bool rdma;                      /* RDMAExtensions=Yes negotiated */
+	uint32_t target_rdsl, initiator_rdsl; /* iSER results (8192 defaults) */
+};
 
 #define DM_TX_MAX_DATA_IOV 4
 
@@ -46,7 +56,15 @@ struct dm_tx_guard {
 };
 
 /* An outgoing PDU: header bytes plus up to DM_TX_MAX_DATA_IOV data pieces. The transport adds
- * padding and digests. */
+ * padding and digests.
+ *
+ * Three parts, and one reset rule: everything before `link` is the caller's description of
+ * the PDU and is zeroed by iscsi_txpdu_get() on every reuse (so a recycled descriptor never
+ * names the buffer of its previous use); `link`, `owner_link` and `pooled` belong to whoever
+ * queues or pools it and survive reuse; `xport` is the transport's scratch while it holds the
+ * PDU (from send_control/put_data/get_data until sent()), which the transport initialises
+ * itself when it takes the PDU (it may hold the values of an earlier use). */
+#define DM_TXPDU_XPORT_SIZE 32
 struct dm_txpdu {
 	uint8_t bhs[ISCSI_BHS_LEN];
 	uint8_t *ahs;                   /* NULL or ahs_len bytes (multiple of 4) */
@@ -57,17 +75,6 @@ struct dm_txpdu {
 	void (*sent)(struct dm_txpdu *p, int err);
 	void *arg;
 	const struct dm_tx_guard *guard; /* NULL: data[] stays as it is until sent */
-	struct list_head link;          /* transport's queue */
-	struct list_head owner_link;    /* the owner's (e.g. the task's PDUs); never the
-					   transport's. Self-linked from iscsi_txpdu_get(). */
-	/* transport scratch: digests, padding, progress */
-	uint8_t hdigest[ISCSI_DIGEST_LEN];
-	uint8_t ddigest[ISCSI_DIGEST_LEN];
-	uint32_t tx_off;
-	bool hd, dd;                    /* digests on the wire for this PDU (fixed when queued) */
-	bool dd_ready;                  /* ddigest computed over data[] */
-	bool pinned;                    /* guard->pin held (inside one flush only) */
-	bool pooled;                    /* owned by a connection pool */
 	/* Direct placement (DM_CAP_DIRECT_PLACEMENT transports only; TCP ignores these):
 	   Put_Data writes data[] straight to the initiator's buffer; Get_Data reads the R2T's
 	   DesiredDataTransferLength into `dest`. buf_base/buf_size name the whole allocation
@@ -76,10 +83,19 @@ struct dm_txpdu {
 	struct iovec dest;
 	void *buf_base;
 	size_t buf_size;
-	void *xport;                    /* transport scratch while posted */
-	uint32_t xport_pending;         /* transport scratch: work requests still in flight */
-	bool xport_failed;              /* transport scratch: one of them failed */
+
+	struct list_head link;          /* transport's queue */
+	struct list_head owner_link;    /* the owner's (e.g. the task's PDUs); never the
+					   transport's. Self-linked from iscsi_txpdu_get(). */
+	bool pooled;                    /* owned by a connection pool */
+
+	/* the transport's scratch (digests, progress, posted work): see DM_TXPDU_XPORT() */
+	_Alignas(8) unsigned char xport[DM_TXPDU_XPORT_SIZE];
 };
+
+/* A transport's view of p->xport as its own struct type (which must fit: check it with
+ * _Static_assert(sizeof(type) <= DM_TXPDU_XPORT_SIZE)). */
+#define DM_TXPDU_XPORT(type, p) ((type *)(void *)(p)->xport)
 
 /* Where the payload of a received PDU goes, decided by the iSCSI layer in the header phase. */
 struct dm_rx_place {
@@ -227,7 +243,7 @@ void dm_reject(struct dm_incoming *in); /* NULL is fine */
 struct iscsi_conn *dm_connect(const struct dm_ops *dm, const char *host, uint16_t port,
 			      const struct dm_conn_setup *cs, int *err);
 
-/* Upcalls from the transport (implemented in session/conn.c). Control_Notify, split in two:
+/* Upcalls from the transport (implemented in dm/conn.c). Control_Notify, split in two:
  * first the header (BHS, AHS; digest already checked), then, once the payload has been placed
  * where the header phase said, the PDU.
  * dm_rx_header returns 0, or -errno to fail the connection; it fills place. */

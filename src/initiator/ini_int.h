@@ -23,7 +23,7 @@
 #include "event/loop.h"
 #include "ix/initiator.h"
 #include "session/auth.h"
-#include "session/conn.h"
+#include "dm/conn.h"
 #include "session/keys.h"
 #include "session/login_init.h"
 #include "util/addr.h"

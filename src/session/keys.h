@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dm/dm.h"
 #include "proto/pdu.h"
 #include "proto/text.h"
 
@@ -38,16 +39,7 @@ struct iscsi_sess_params {
 	uint8_t protocol_level;         /* iSCSIProtocolLevel, 1 */
 };
 
-/* Connection-wide parameters. */
-struct iscsi_conn_params {
-	bool header_digest;             /* CRC32C negotiated */
-	bool data_digest;
-	uint32_t max_recv_dsl;          /* our declared MaxRecvDataSegmentLength: most we accept */
-	uint32_t max_xmit_dsl;          /* the peer's declared value: most we may send (8192 until
-					   the peer declares) */
-	bool rdma;                      /* RDMAExtensions=Yes negotiated */
-	uint32_t target_rdsl, initiator_rdsl; /* iSER results (8192 defaults) */
-};
+/* Connection-wide parameters: struct iscsi_conn_params (dm/dm.h). */
 
 enum neg_digest_pref {
 	NEG_DIGEST_NONE_ONLY = 0,       /* offer/accept None only */

@@ -9,7 +9,7 @@
 
 #include "event/loop.h"
 #include "scsi/scsi.h"
-#include "session/conn.h"
+#include "dm/conn.h"
 #include "session/login.h"
 #include "target/config.h"
 #include "target/target.h"

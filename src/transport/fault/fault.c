@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "event/loop.h"
-#include "session/conn.h"
+#include "dm/conn.h"
 #include "util/bytes.h"
 #include "util/log.h"
 

@@ -147,6 +147,16 @@ struct iser_listener {
 	void *arg;
 };
 
+/* A PDU's scratch (dm_txpdu.xport) while the transport holds it, set in iser_queue. */
+struct iser_tx {
+	struct mr_ent *mr;              /* the registration its RDMA operations use */
+	uint32_t off;                   /* Get_Data: bytes of the R2T already asked for */
+	uint32_t pending;               /* RDMA work requests still in flight */
+	bool failed;                    /* one of them failed */
+};
+_Static_assert(sizeof(struct iser_tx) <= DM_TXPDU_XPORT_SIZE, "iser_tx");
+#define TX(p) DM_TXPDU_XPORT(struct iser_tx, p)
+
 static inline struct iser_conn *iser_of(struct iscsi_conn *c)
 {
 	return iscsi_conn_priv(c);
@@ -595,14 +605,14 @@ static int post_write(struct iscsi_conn *c, struct dm_txpdu *p)
 	if (ibv_post_send(ic->qp, &wr, &bad))
 		return -EIO;
 	m->refs++;
-	p->xport = m;
+	TX(p)->mr = m;
 	ic->rdma_out++;
 	return 1;
 }
 
 /* Get_Data: fetch the R2T's whole DesiredDataTransferLength into p->dest with RDMA Reads,
  * split only where the port's message size ends, at most the accepted ORD in flight. 1 all
- * posted, 0 out of credits (the caller backlogs p; a later call goes on from p->tx_off),
+ * posted, 0 out of credits (the caller backlogs p; a later call goes on from TX(p)->off),
  * -errno broken. Completion: read_piece_done(). */
 static int post_read(struct iscsi_conn *c, struct dm_txpdu *p)
 {
@@ -628,11 +638,11 @@ static int post_read(struct iscsi_conn *c, struct dm_txpdu *p)
 	m = mr_get(ic, p->buf_base, p->buf_size);
 	if (!m)
 		return -ENOMEM;
-	if (p->xport_pending && p->xport != m)
+	if (TX(p)->pending && TX(p)->mr != m)
 		return -EIO; /* cannot happen: an entry with work in flight is never evicted */
-	p->xport = m;
-	while (p->tx_off < ddtl) {
-		uint32_t n = ddtl - p->tx_off;
+	TX(p)->mr = m;
+	while (TX(p)->off < ddtl) {
+		uint32_t n = ddtl - TX(p)->off;
 		struct ibv_send_wr wr = {0}, *bad;
 		struct ibv_sge sge;
 
@@ -640,7 +650,7 @@ static int post_read(struct iscsi_conn *c, struct dm_txpdu *p)
 			return 0;
 		if (n > ic->max_msg)
 			n = ic->max_msg;
-		sge.addr = (uintptr_t)p->dest.iov_base + p->tx_off;
+		sge.addr = (uintptr_t)p->dest.iov_base + TX(p)->off;
 		sge.length = n;
 		sge.lkey = m->mr->lkey;
 		wr.wr_id = wr_id(WR_READ, (uintptr_t)p);
@@ -648,13 +658,13 @@ static int post_read(struct iscsi_conn *c, struct dm_txpdu *p)
 		wr.num_sge = 1;
 		wr.opcode = IBV_WR_RDMA_READ;
 		wr.send_flags = IBV_SEND_SIGNALED;
-		wr.wr.rdma.remote_addr = e->wva + (off - e->wsol) + p->tx_off;
+		wr.wr.rdma.remote_addr = e->wva + (off - e->wsol) + TX(p)->off;
 		wr.wr.rdma.rkey = e->wstag;
 		if (ibv_post_send(ic->qp, &wr, &bad))
 			return -EIO;
 		m->refs++;
-		p->xport_pending++;
-		p->tx_off += n;
+		TX(p)->pending++;
+		TX(p)->off += n;
 		ic->rdma_out++;
 		ic->reads_out++;
 	}
@@ -720,10 +730,10 @@ static int iser_queue(struct iscsi_conn *c, struct dm_txpdu *p)
 		return -ECONNABORTED;
 	}
 	/* the transport's scratch (a pooled txpdu keeps the last use's values) */
-	p->tx_off = 0;
-	p->xport = NULL;
-	p->xport_pending = 0;
-	p->xport_failed = false;
+	TX(p)->off = 0;
+	TX(p)->mr = NULL;
+	TX(p)->pending = 0;
+	TX(p)->failed = false;
 	if (!list_empty(backlog_of(ic, p))) {
 		list_add_tail(&p->link, backlog_of(ic, p));
 		return 0;
@@ -796,19 +806,19 @@ static void read_done(struct iscsi_conn *c, struct dm_txpdu *p)
 static void read_piece_done(struct iscsi_conn *c, struct dm_txpdu *p, bool ok)
 {
 	struct iser_conn *ic = iser_of(c);
-	struct mr_ent *m = p->xport;
+	struct mr_ent *m = TX(p)->mr;
 
 	if (m && m->refs)
 		m->refs--;
 	ic->rdma_out--;
 	ic->reads_out--;
-	p->xport_pending--;
+	TX(p)->pending--;
 	if (!ok)
-		p->xport_failed = true;
-	if (p->xport_pending || p->tx_off < get_be32(p->bhs + 44))
+		TX(p)->failed = true;
+	if (TX(p)->pending || TX(p)->off < get_be32(p->bhs + 44))
 		return;
-	if (p->xport_failed || c->terminated || ic->terminated)
-		p->sent(p, p->xport_failed ? -EIO : -ECONNABORTED);
+	if (TX(p)->failed || c->terminated || ic->terminated)
+		p->sent(p, TX(p)->failed ? -EIO : -ECONNABORTED);
 	else
 		read_done(c, p);
 }
@@ -849,7 +859,7 @@ static void handle_wc(struct iscsi_conn *c, struct ibv_wc *wc)
 		break;
 	case WR_WRITE: {
 		struct dm_txpdu *p = (struct dm_txpdu *)v;
-		struct mr_ent *m = p->xport;
+		struct mr_ent *m = TX(p)->mr;
 		if (m && m->refs)
 			m->refs--;
 		ic->rdma_out--;

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "dm/dm.h"
-#include "session/conn.h"
+#include "dm/conn.h"
 
 extern const struct dm_ops iser_dm_ops;
 

@@ -67,6 +67,18 @@ struct tcp_conn {
 	uint8_t stage[TCP_STAGE_SIZE];  /* receive staging, in the connection's one allocation */
 };
 
+/* A queued PDU's scratch (dm_txpdu.xport), set when tcp_queue takes it. */
+struct tcp_tx {
+	uint8_t hdigest[ISCSI_DIGEST_LEN];
+	uint8_t ddigest[ISCSI_DIGEST_LEN];
+	uint32_t tx_off;                /* bytes of the PDU already written */
+	bool hd, dd;                    /* digests on the wire for this PDU (fixed when queued) */
+	bool dd_ready;                  /* ddigest computed over data[] */
+	bool pinned;                    /* guard->pin held (inside one flush only) */
+};
+_Static_assert(sizeof(struct tcp_tx) <= DM_TXPDU_XPORT_SIZE, "tcp_tx");
+#define TX(p) DM_TXPDU_XPORT(struct tcp_tx, p)
+
 static inline struct tcp_conn *tcp_of(struct iscsi_conn *c)
 {
 	return iscsi_conn_priv(c);
@@ -92,15 +104,15 @@ static void flush_deferred(void *arg)
 /* The header digest when the PDU is queued; the data digest in tcp_flush (data_digest). */
 static void prepare_digests(struct tcp_conn *t, struct dm_txpdu *p)
 {
-	p->hd = t->hdigest;
-	p->dd = t->ddigest && p->data_len;
-	p->dd_ready = false;
-	p->pinned = false;
+	TX(p)->hd = t->hdigest;
+	TX(p)->dd = t->ddigest && p->data_len;
+	TX(p)->dd_ready = false;
+	TX(p)->pinned = false;
 	if (t->hdigest) {
 		uint32_t s = crc32c_update(CRC32C_INIT, p->bhs, ISCSI_BHS_LEN);
 		if (p->ahs_len)
 			s = crc32c_update(s, p->ahs, p->ahs_len);
-		crc32c_put_wire(p->hdigest, crc32c_final(s));
+		crc32c_put_wire(TX(p)->hdigest, crc32c_final(s));
 	}
 }
 
@@ -111,8 +123,8 @@ static void data_digest(struct dm_txpdu *p)
 	for (int i = 0; i < p->data_cnt; i++)
 		s = crc32c_update(s, p->data[i].iov_base, p->data[i].iov_len);
 	s = crc32c_update(s, zero_pad, iscsi_pad4(p->data_len) - p->data_len);
-	crc32c_put_wire(p->ddigest, crc32c_final(s));
-	p->dd_ready = true;
+	crc32c_put_wire(TX(p)->ddigest, crc32c_final(s));
+	TX(p)->dd_ready = true;
 }
 
 static int tcp_queue(struct iscsi_conn *c, struct dm_txpdu *p)
@@ -126,7 +138,7 @@ static int tcp_queue(struct iscsi_conn *c, struct dm_txpdu *p)
 	put_be24(p->bhs + 5, p->data_len);
 	p->bhs[4] = (uint8_t)(p->ahs_len / 4);
 	prepare_digests(t, p);
-	p->tx_off = 0;
+	TX(p)->tx_off = 0;
 	list_add_tail(&p->link, &t->txq);
 	if (!t->flush_pending && !t->want_out) {
 		t->flush_pending = true;
@@ -141,20 +153,20 @@ static int pdu_iov(const struct tcp_conn *t, const struct dm_txpdu *p, struct io
 {
 	struct iovec parts[4 + DM_TX_MAX_DATA_IOV];
 	int np = 0, n = 0;
-	uint32_t skip = p->tx_off;
+	uint32_t skip = TX(p)->tx_off;
 
 	parts[np++] = (struct iovec){(void *)p->bhs, ISCSI_BHS_LEN};
 	if (p->ahs_len)
 		parts[np++] = (struct iovec){p->ahs, p->ahs_len};
-	if (p->hd)
-		parts[np++] = (struct iovec){(void *)p->hdigest, ISCSI_DIGEST_LEN};
+	if (TX(p)->hd)
+		parts[np++] = (struct iovec){(void *)TX(p)->hdigest, ISCSI_DIGEST_LEN};
 	for (int i = 0; i < p->data_cnt; i++)
 		if (p->data[i].iov_len)
 			parts[np++] = p->data[i];
 	if (p->data_len & 3)
 		parts[np++] = (struct iovec){(void *)zero_pad, iscsi_pad4(p->data_len) - p->data_len};
-	if (p->dd)
-		parts[np++] = (struct iovec){(void *)p->ddigest, ISCSI_DIGEST_LEN};
+	if (TX(p)->dd)
+		parts[np++] = (struct iovec){(void *)TX(p)->ddigest, ISCSI_DIGEST_LEN};
 	for (int i = 0; i < np && n < max; i++) {
 		if (skip >= parts[i].iov_len) {
 			skip -= (uint32_t)parts[i].iov_len;
@@ -173,9 +185,9 @@ static uint32_t pdu_wire_len(const struct tcp_conn *t, const struct dm_txpdu *p)
 	uint32_t len = ISCSI_BHS_LEN + p->ahs_len + iscsi_pad4(p->data_len);
 
 	(void)t;
-	if (p->hd)
+	if (TX(p)->hd)
 		len += ISCSI_DIGEST_LEN;
-	if (p->dd)
+	if (TX(p)->dd)
 		len += ISCSI_DIGEST_LEN;
 	return len;
 }
@@ -220,19 +232,19 @@ static void release_pins(const struct tcp_conn *t, size_t w, int npinned)
 
 	for (pos = t->txq.next; npinned && pos != &t->txq; pos = pos->next) {
 		struct dm_txpdu *p = list_entry(pos, struct dm_txpdu, link);
-		size_t left = pdu_wire_len(t, p) - p->tx_off;
+		size_t left = pdu_wire_len(t, p) - TX(p)->tx_off;
 		size_t took = w < left ? w : left;
 
 		w -= took;
-		if (!p->pinned)
+		if (!TX(p)->pinned)
 			continue;
 		npinned--;
-		p->pinned = false;
+		TX(p)->pinned = false;
 		if (took == left) {
 			p->guard->unpin(p);
 		} else if (took == 0) {
 			p->guard->unpin(p);
-			p->dd_ready = false;
+			TX(p)->dd_ready = false;
 		} else {
 			p->guard->detach(p, true);
 		}
@@ -253,13 +265,13 @@ static void tcp_flush(struct iscsi_conn *c)
 		for (pos = t->txq.next; pos != &t->txq && n < TCP_IOV_MAX - 8; pos = pos->next) {
 			struct dm_txpdu *p = list_entry(pos, struct dm_txpdu, link);
 
-			if (p->dd && !p->dd_ready) {
+			if (TX(p)->dd && !TX(p)->dd_ready) {
 				if (n && (summed >= TCP_DIGEST_BATCH ||
 					  (p->guard && pinned >= TCP_PIN_BATCH)))
 					break;
 				if (p->guard) {
 					if (p->guard->pin(p) == 0) {
-						p->pinned = true;
+						TX(p)->pinned = true;
 						pinned += p->data_len;
 						npinned++;
 					} else {
@@ -296,9 +308,9 @@ static void tcp_flush(struct iscsi_conn *c)
 		t->tx_total += (uint64_t)w;
 		while (w > 0 && !list_empty(&t->txq)) {
 			struct dm_txpdu *p = list_first_entry(&t->txq, struct dm_txpdu, link);
-			uint32_t left = pdu_wire_len(t, p) - p->tx_off;
+			uint32_t left = pdu_wire_len(t, p) - TX(p)->tx_off;
 			if ((size_t)w < left) {
-				p->tx_off += (uint32_t)w;
+				TX(p)->tx_off += (uint32_t)w;
 				break;
 			}
 			w -= left;

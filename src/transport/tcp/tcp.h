@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "dm/dm.h"
-#include "session/conn.h"
+#include "dm/conn.h"
 
 extern const struct dm_ops tcp_dm_ops;
 

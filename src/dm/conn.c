@@ -1,4 +1,4 @@
-#include "session/conn.h"
+#include "dm/conn.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -113,12 +113,6 @@ struct dm_txpdu *iscsi_txpdu_get(struct iscsi_conn *c)
 		list_init(&p->link);
 	}
 	list_init(&p->owner_link);
-	/* the direct-placement fields sit behind link: a recycled PDU must not name the buffer
-	   of its previous use */
-	p->dest.iov_base = NULL;
-	p->dest.iov_len = 0;
-	p->buf_base = NULL;
-	p->buf_size = 0;
 	p->sent = iscsi_txpdu_sent_default;
 	p->arg = c;
 	c->tx_outstanding++;

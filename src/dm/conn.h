@@ -6,8 +6,8 @@
  * connection holds another (iscsi_conn_get/put) so the object outlives the handler. The memory
  * is released through ev_defer() after the last put, never inside a callback.
  */
-#ifndef IX_SESSION_CONN_H
-#define IX_SESSION_CONN_H
+#ifndef IX_DM_CONN_H
+#define IX_DM_CONN_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -15,7 +15,6 @@
 #include "dm/dm.h"
 #include "event/loop.h"
 #include "proto/pdu.h"
-#include "session/keys.h"
 
 enum iscsi_conn_state {
 	ISCSI_CONN_XPT_UP = 0,   /* S3: transport up, no login yet */
