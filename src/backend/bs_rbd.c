@@ -20,8 +20,16 @@
  * Thin provisioning: RBD images are sparse (an object exists once written). A discard frees
  * whole objects and zeroes partial ones (rbd_skip_partial_discard = false), so deallocated
  * blocks always read back as zeros (LBPRZ); the object size is the optimal unmap granularity.
- * GET LBA STATUS asks rbd_diff_iterate2 which extents exist (synchronous: the call is rare and
- * bounded to RBD_LBAS_SPAN bytes per probe and by the OSD timeout).
+ * GET LBA STATUS (BS_OP_LBA_STATUS) asks rbd_diff_iterate2 which extents exist over
+ * RBD_LBAS_SPAN bytes; librbd has no asynchronous form of it, so it runs on the helper thread
+ * (below) and the answer comes back through the worker's eventfd like any completion.
+ *
+ * Fencing (rbd.exclusive_lock): librbd's managed exclusive lock is taken at open on the helper
+ * thread and never handed over on request (unlike the default cooperative lock, which moves to
+ * whichever client writes). A write refused because another client owns the lock (EROFS) or
+ * because this client was blocklisted (ESHUTDOWN) becomes BS_ERR_NOT_OWNER and moves the
+ * state to standby or fenced; fenced fails every I/O at once. bs_rbd_break_lock() breaks the
+ * holder's lock (librbd blocklists it) and takes it: the failover primitive.
  *
  * Timeouts: rados_osd_op_timeout and rados_mon_op_timeout (osd_op_timeout_s) make a cluster
  * that stops answering fail each request with -ETIMEDOUT instead of holding it forever;
