@@ -16,6 +16,7 @@
 #ifndef IX_BACKEND_BS_H
 #define IX_BACKEND_BS_H
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -39,7 +40,22 @@ enum bs_op {
 	BS_OP_COMPARE_WRITE = 6, /* only with BS_CAP_COMPARE_WRITE: if the range holds buf[0, len)
 				    write buf[len, 2 len) over it, atomically in the backend;
 				    else fail with -EILSEQ and set mismatch */
+	BS_OP_LBA_STATUS = 7,	 /* only with BS_CAP_LBA_ASYNC: the mapping from offset on, as
+				    consecutive struct bs_extent in buf (len bytes of room); the
+				    list ends at an extent of length 0 or at the end of buf */
 };
+
+/* One run of BS_OP_LBA_STATUS's answer: len bytes, all mapped or all deallocated. */
+struct bs_extent {
+	uint64_t len;
+	uint64_t mapped; /* 1 mapped, 0 deallocated */
+};
+
+/* A backend that is not the owner of its device (RBD with the managed exclusive lock:
+ * another gateway holds it, or this one was fenced) fails I/O with this; the SCSI layer
+ * answers NOT READY, LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT IN STANDBY STATE (04/0B) so a
+ * multipath initiator takes another path. */
+#define BS_ERR_NOT_OWNER (-ENOLCK)
 
 #define BS_IO_FUA 0x01 /* the write is durable when it completes */
 
@@ -69,6 +85,7 @@ struct bs_io {
 #define BS_CAP_ASYNC	      0x04 /* completes through a bs_thread's ring when given one */
 #define BS_CAP_LBA_STATUS     0x08 /* lba_status reports real mapping */
 #define BS_CAP_COMPARE_WRITE  0x10 /* BS_OP_COMPARE_WRITE, within compare_write_ok() ranges */
+#define BS_CAP_LBA_ASYNC      0x20 /* BS_OP_LBA_STATUS (instead of the synchronous lba_status) */
 
 struct bs_open_cfg {
 	const char *path;
@@ -179,6 +196,15 @@ extern const struct bs_ops bs_block_ops;
 extern const struct bs_ops bs_error_ops;
 #ifdef IX_HAVE_RBD
 extern const struct bs_ops bs_rbd_ops;
+/* Managed exclusive lock (rbd.exclusive_lock), for failover between gateways: break the lock
+ * of whoever holds the image's lock (librbd blocklists that client, so it can never write
+ * again) and take it. Synchronous, bounded by the cluster's timeouts: the main thread only.
+ * 0 with the former owners in msg ("" if none), or -errno with the reason in msg. */
+int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen);
+/* The ownership state (an index for bs_rbd_state_name) and its reason; -EINVAL for another
+ * backend. */
+int bs_rbd_state(struct bs_dev *dev, char *reason, size_t len);
+const char *bs_rbd_state_name(int state);
 #endif
 
 #endif

@@ -20,8 +20,16 @@
  * Thin provisioning: RBD images are sparse (an object exists once written). A discard frees
  * whole objects and zeroes partial ones (rbd_skip_partial_discard = false), so deallocated
  * blocks always read back as zeros (LBPRZ); the object size is the optimal unmap granularity.
- * GET LBA STATUS asks rbd_diff_iterate2 which extents exist (synchronous: the call is rare and
- * bounded to RBD_LBAS_SPAN bytes per probe and by the OSD timeout).
+ * GET LBA STATUS (BS_OP_LBA_STATUS) asks rbd_diff_iterate2 which extents exist over
+ * RBD_LBAS_SPAN bytes; librbd has no asynchronous form of it, so it runs on the helper thread
+ * (below) and the answer comes back through the worker's eventfd like any completion.
+ *
+ * Fencing (rbd.exclusive_lock): librbd's managed exclusive lock is taken at open on the helper
+ * thread and never handed over on request (unlike the default cooperative lock, which moves to
+ * whichever client writes). A write refused because another client owns the lock (EROFS) or
+ * because this client was blocklisted (ESHUTDOWN) becomes BS_ERR_NOT_OWNER and moves the
+ * state to standby or fenced; fenced fails every I/O at once. bs_rbd_break_lock() breaks the
+ * holder's lock (librbd blocklists it) and takes it: the failover primitive.
  *
  * Timeouts: rados_osd_op_timeout and rados_mon_op_timeout (osd_op_timeout_s) make a cluster
  * that stops answering fail each request with -ETIMEDOUT instead of holding it forever;
@@ -29,6 +37,8 @@
  * down is an error at start, never a hang. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <rados/librados.h>
 #include <rbd/librbd.h>
 #include <stdatomic.h>
@@ -221,8 +231,9 @@ static void rt_complete(struct rbd_thread *rt)
 		fifo = io->bnext;
 		io->bnext = NULL;
 		rt->inflight--;
-		if (io->result < 0 && io->result != -EILSEQ)
-			log_io_error(io); /* a miscompare is the command's answer, not an error */
+		if (io->result < 0 && io->result != -EILSEQ && io->result != BS_ERR_NOT_OWNER)
+			log_io_error(io); /* a miscompare is the command's answer, not an error;
+					     a lost lock is logged once, when it is lost */
 		io->cb(io);
 	}
 }
@@ -297,19 +308,50 @@ static struct rbd_thread *rt_of(struct bs_thread *t)
 
 /* ---- the device ---- */
 
+/* Ownership of an image opened with the managed exclusive lock (rbd.exclusive_lock). */
+enum rbd_own {
+	RBD_OWN_NONE = 0,  /* no managed lock: librbd's cooperative lock, every client writes */
+	RBD_OWN_ACQUIRING, /* rbd_lock_acquire queued or running on the helper thread */
+	RBD_OWN_OWNER,	   /* this gateway holds the lock */
+	RBD_OWN_STANDBY,   /* another client holds it: writes fail with BS_ERR_NOT_OWNER */
+	RBD_OWN_FENCED,	   /* this client was blocklisted: every I/O fails, until a restart */
+};
+
+/* The ownership state, apart from the device: a lock job still on the helper thread when the
+ * device closes (a cluster that does not answer) keeps it, and the last of the two frees it. */
+struct rbd_owner {
+	atomic_int refs;
+	rbd_image_t image;
+	atomic_int own;	      /* enum rbd_own */
+	atomic_bool lock_job; /* a lock job on the helper thread: close waits for it */
+	pthread_mutex_t why_lock;
+	char why[192];	/* why the state is what it is (for the management API), under why_lock */
+	char name[160]; /* pool/[ns/]image, for messages */
+};
+
+static void owner_put(struct rbd_owner *o)
+{
+	if (!o || atomic_fetch_sub(&o->refs, 1) != 1)
+		return;
+	pthread_mutex_destroy(&o->why_lock);
+	free(o);
+}
+
 struct rbd_priv {
 	struct rbd_cluster *cl;
 	rados_ioctx_t ioctx;
 	rbd_image_t image;
 	uint64_t obj_size;
+	bool exclusive;	      /* rbd.exclusive_lock */
+	struct rbd_owner *o;  /* with exclusive */
 	unsigned close_ms; /* how long closing may take: the OSD timeout and some */
 	_Atomic uint64_t last_err_s; /* when the last I/O error was logged (monotonic seconds) */
 	atomic_uint quiet_errs;	     /* errors not logged since */
 	char name[160];		     /* pool/[ns/]image, for messages */
 };
 
-static const char *const op_names[] = {"read",	  "write", "write same",      "write zeroes",
-				       "discard", "flush", "compare and write"};
+static const char *const op_names[] = {"read",    "write", "write same",	   "write zeroes",
+				       "discard", "flush", "compare and write", "lba status"};
 
 /* One line per second at most per image: a cluster that stops answering fails every request,
  * and each would otherwise log. */
@@ -327,11 +369,259 @@ static void log_io_error(struct bs_io *io)
 		return;
 	}
 	log_warn("rbd", "%s: %s of %llu bytes at %llu failed: %s%s (%u more errors not logged)",
-		 p->name, io->op < 7 ? op_names[io->op] : "?", (unsigned long long)io->len,
+		 p->name, io->op < 8 ? op_names[io->op] : "?", (unsigned long long)io->len,
 		 (unsigned long long)io->offset, strerror(-io->result),
 		 io->result == -ETIMEDOUT ? " (no answer from the cluster within osd_op_timeout_s)"
 					  : "",
 		 atomic_exchange_explicit(&p->quiet_errs, 0, memory_order_relaxed));
+}
+
+/* ---- the helper thread: librbd calls without an asynchronous form ---- */
+
+/* rbd_diff_iterate2 (GET LBA STATUS), rbd_lock_acquire have no asynchronous form: they run on
+ * one helper thread per process, started the first time it is needed, from a bounded queue
+ * (a full queue fails the request with -EBUSY rather than waiting). Each is bounded by the
+ * OSD/monitor timeouts of its cluster. A job that answers an I/O hands it back to the
+ * submitting worker's loop through the worker's eventfd like librbd's completions. */
+#define RBD_HELPER_QUEUE 64
+
+struct rbd_job {
+	void (*fn)(void *arg);
+	void *arg;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool started;
+	unsigned head, n;
+	struct rbd_job q[RBD_HELPER_QUEUE];
+} helper = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+static void *helper_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&helper.lock);
+	for (;;) {
+		struct rbd_job j;
+
+		while (helper.n == 0)
+			pthread_cond_wait(&helper.cond, &helper.lock);
+		j = helper.q[helper.head];
+		helper.head = (helper.head + 1) % RBD_HELPER_QUEUE;
+		helper.n--;
+		pthread_mutex_unlock(&helper.lock);
+		j.fn(j.arg);
+		pthread_mutex_lock(&helper.lock);
+	}
+	return NULL;
+}
+
+/* Under helper.lock. Detached, every signal blocked (the daemon's loops take them). */
+static int helper_start(void)
+{
+	sigset_t all, old;
+	pthread_attr_t a;
+	pthread_t th;
+	int rc;
+
+	if (helper.started)
+		return 0;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&th, &a, helper_main, NULL);
+	pthread_attr_destroy(&a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		return -rc;
+	pthread_setname_np(th, "ix-rbd-helper");
+	helper.started = true;
+	return 0;
+}
+
+static int helper_post(void (*fn)(void *arg), void *arg)
+{
+	int rc;
+
+	pthread_mutex_lock(&helper.lock);
+	rc = helper_start();
+	if (rc == 0 && helper.n == RBD_HELPER_QUEUE)
+		rc = -EBUSY;
+	if (rc == 0) {
+		helper.q[(helper.head + helper.n) % RBD_HELPER_QUEUE] = (struct rbd_job){fn, arg};
+		helper.n++;
+		pthread_cond_signal(&helper.cond);
+	}
+	pthread_mutex_unlock(&helper.lock);
+	return rc;
+}
+
+/* ---- ownership: the managed exclusive lock ---- */
+
+static const char *const own_names[] = {"open", "acquiring", "owner", "standby", "fenced"};
+
+static void own_set(struct rbd_owner *p, int own, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* A new state and its reason; the change is logged once. */
+static void own_set(struct rbd_owner *p, int own, const char *fmt, ...)
+{
+	va_list ap;
+	int was;
+
+	pthread_mutex_lock(&p->why_lock);
+	va_start(ap, fmt);
+	vsnprintf(p->why, sizeof(p->why), fmt, ap);
+	va_end(ap);
+	was = atomic_exchange(&p->own, own);
+	if (was != own)
+		log_warn("rbd", "%s: %s: %s", p->name, own_names[own], p->why);
+	pthread_mutex_unlock(&p->why_lock);
+}
+
+/* Any thread, on an I/O result: with the managed lock, a refusal because another client owns
+ * the image (EROFS) or because this client was fenced (ESHUTDOWN, librados' EBLOCKLISTED)
+ * moves the state and becomes BS_ERR_NOT_OWNER. */
+static int owner_check(struct rbd_priv *rp, int r)
+{
+	struct rbd_owner *p = rp->o;
+
+	if (!rp->exclusive || (r != -EROFS && r != -ESHUTDOWN))
+		return r;
+	if (r == -ESHUTDOWN && atomic_load(&p->own) != RBD_OWN_FENCED)
+		own_set(p, RBD_OWN_FENCED, "this gateway's Ceph client was blocklisted (another "
+			"gateway broke the image's lock): I/O refused until ix-target restarts");
+	else if (r == -EROFS && atomic_load(&p->own) == RBD_OWN_OWNER)
+		own_set(p, RBD_OWN_STANDBY, "another client holds the image's exclusive lock");
+	return BS_ERR_NOT_OWNER;
+}
+
+/* The owners of the image's lock, comma-separated, into buf ("" when none). */
+static int lock_owners(struct rbd_owner *p, char *buf, size_t len, char **owners, size_t *n)
+{
+	rbd_lock_mode_t mode;
+	size_t max = *n, at = 0;
+	int rc = rbd_lock_get_owners(p->image, &mode, owners, n);
+
+	buf[0] = 0;
+	if (rc == -ENOENT) { /* nobody holds it */
+		*n = 0;
+		return 0;
+	}
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < *n && i < max; i++)
+		at += (size_t)snprintf(buf + at, at < len ? len - at : 0, "%s%s", i ? ", " : "",
+				       owners[i]);
+	return 0;
+}
+
+static void acquire_job(void *arg)
+{
+	struct rbd_owner *p = arg;
+	char who[128];
+	char *owners[4];
+	size_t n = 4;
+	int rc = rbd_lock_acquire(p->image, RBD_LOCK_MODE_EXCLUSIVE);
+
+	if (rc == 0) {
+		own_set(p, RBD_OWN_OWNER, "holds the image's exclusive lock");
+	} else if (lock_owners(p, who, sizeof(who), owners, &n) == 0 && n > 0) {
+		own_set(p, RBD_OWN_STANDBY, "the image's exclusive lock is held by %s (%s)", who,
+			strerror(-rc));
+		rbd_lock_get_owners_cleanup(owners, n);
+	} else {
+		own_set(p, RBD_OWN_STANDBY, "cannot take the image's exclusive lock: %s",
+			strerror(-rc));
+	}
+	atomic_store(&p->lock_job, false);
+	owner_put(p);
+}
+
+/* Take the lock on the helper thread; the LU serves meanwhile (writes wait in librbd). */
+static int acquire_start(struct rbd_priv *rp)
+{
+	struct rbd_owner *p = calloc(1, sizeof(*p));
+	int rc;
+
+	if (!p)
+		return -ENOMEM;
+	atomic_init(&p->refs, 2); /* the device's and the job's */
+	p->image = rp->image;
+	atomic_init(&p->own, RBD_OWN_ACQUIRING);
+	atomic_init(&p->lock_job, true);
+	pthread_mutex_init(&p->why_lock, NULL);
+	snprintf(p->why, sizeof(p->why), "taking the image's exclusive lock");
+	snprintf(p->name, sizeof(p->name), "%s", rp->name);
+	rp->o = p;
+	rc = helper_post(acquire_job, p);
+	if (rc < 0) {
+		rp->o = NULL;
+		pthread_mutex_destroy(&p->why_lock);
+		free(p);
+	}
+	return rc;
+}
+
+int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
+{
+	struct rbd_priv *rp = dev->ops == &bs_rbd_ops ? dev->priv : NULL;
+	struct rbd_owner *p = rp ? rp->o : NULL;
+	char who[128];
+	char *owners[4];
+	size_t n = 4;
+	int rc;
+
+	if (!p) {
+		snprintf(msg, msglen, "not an rbd LUN with exclusive_lock");
+		return -EINVAL;
+	}
+	if (atomic_load(&p->lock_job) || atomic_load(&p->own) == RBD_OWN_FENCED) {
+		snprintf(msg, msglen, "%s: %s", p->name,
+			 atomic_load(&p->lock_job) ? "the lock is being acquired" : p->why);
+		return -EBUSY;
+	}
+	rc = lock_owners(p, who, sizeof(who), owners, &n);
+	if (rc == 0 && n > 0) {
+		for (size_t i = 0; rc == 0 && i < n; i++)
+			rc = rbd_lock_break(p->image, RBD_LOCK_MODE_EXCLUSIVE, owners[i]);
+		rbd_lock_get_owners_cleanup(owners, n);
+	}
+	if (rc == 0)
+		rc = rbd_lock_acquire(p->image, RBD_LOCK_MODE_EXCLUSIVE);
+	if (rc < 0) {
+		snprintf(msg, msglen, "%s: breaking the lock of %s: %s", p->name, who[0] ? who : "-",
+			 strerror(-rc));
+		return rc;
+	}
+	own_set(p, RBD_OWN_OWNER, "holds the image's exclusive lock (broke %s's)",
+		who[0] ? who : "nobody");
+	snprintf(msg, msglen, "%s", who);
+	return 0;
+}
+
+int bs_rbd_state(struct bs_dev *dev, char *reason, size_t len)
+{
+	struct rbd_priv *rp = dev->ops == &bs_rbd_ops ? dev->priv : NULL;
+	struct rbd_owner *p = rp ? rp->o : NULL;
+
+	if (!rp)
+		return -EINVAL;
+	if (!p) {
+		snprintf(reason, len, "no managed exclusive lock");
+		return RBD_OWN_NONE;
+	}
+	pthread_mutex_lock(&p->why_lock);
+	snprintf(reason, len, "%s", p->why);
+	pthread_mutex_unlock(&p->why_lock);
+	return atomic_load(&p->own);
+}
+
+const char *bs_rbd_state_name(int state)
+{
+	return state >= 0 && state <= RBD_OWN_FENCED ? own_names[state] : "?";
 }
 
 static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char *err,
@@ -386,8 +676,15 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 	p->close_ms = ((c->osd_op_timeout_s ? c->osd_op_timeout_s : RBD_DEFAULT_OSD_TIMEOUT_S) + 5) *
 		      1000u;
 	dev->unmap_granularity = info.obj_size <= UINT32_MAX ? (uint32_t)info.obj_size : 0;
-	log_info("rbd", "%s: %llu bytes, %llu-byte objects", p->name,
-		 (unsigned long long)info.size, (unsigned long long)info.obj_size);
+	log_info("rbd", "%s: %llu bytes, %llu-byte objects%s", p->name,
+		 (unsigned long long)info.size, (unsigned long long)info.obj_size,
+		 c->exclusive_lock ? ", managed exclusive lock" : "");
+	p->exclusive = c->exclusive_lock && !cfg->readonly;
+	if (p->exclusive && (rc = acquire_start(p)) < 0) {
+		snprintf(err, errlen, "rbd %s: cannot start the lock helper: %s", p->name,
+			 strerror(-rc));
+		goto fail_image;
+	}
 	return 0;
 fail_image:
 	rbd_close(p->image);
@@ -409,6 +706,21 @@ static void rbd_dev_close(struct bs_dev *dev)
 	unsigned waited = 0;
 	int rc;
 
+	while (p->o && atomic_load(&p->o->lock_job) && waited < p->close_ms) {
+		usleep(10000); /* rbd_lock_acquire: bounded by the cluster's timeouts */
+		waited += 10;
+	}
+	if (p->o && atomic_load(&p->o->lock_job)) {
+		log_warn("rbd", "%s: taking the lock did not end within %u s: the image is "
+			 "abandoned", p->name, p->close_ms / 1000);
+		pthread_mutex_lock(&clusters_lock);
+		p->cl->abandoned = true;
+		pthread_mutex_unlock(&clusters_lock);
+		cluster_put(p->cl);
+		owner_put(p->o);
+		return;
+	}
+	waited = 0;
 	if (rbd_aio_create_completion(NULL, NULL, &c) < 0) {
 		rc = rbd_close(p->image);
 	} else if ((rc = rbd_aio_close(p->image, c)) < 0) {
@@ -425,6 +737,7 @@ static void rbd_dev_close(struct bs_dev *dev)
 			p->cl->abandoned = true;
 			pthread_mutex_unlock(&clusters_lock);
 			cluster_put(p->cl);
+			owner_put(p->o);
 			return;
 		}
 		rc = (int)rbd_aio_get_return_value(c);
@@ -434,21 +747,17 @@ static void rbd_dev_close(struct bs_dev *dev)
 		log_warn("rbd", "%s: rbd_close: %s", p->name, strerror(-rc));
 	rados_ioctx_destroy(p->ioctx);
 	cluster_put(p->cl);
+	owner_put(p->o);
 }
 
-/* librbd's thread: hand the I/O to its submitter's loop. */
-static void rbd_done(rbd_completion_t c, void *arg)
+/* Any thread: hand a finished I/O to its submitter's loop. */
+static void rt_push(struct rbd_thread *rt, struct bs_io *io)
 {
-	struct bs_io *io = arg;
-	struct rbd_thread *rt = io->bpriv;
-	ssize_t r = rbd_aio_get_return_value(c);
 	struct bs_io *head;
 
 	/* Counted before the push: once the I/O is on the list its thread may complete it and,
 	 * at shutdown, free rt (rt_free waits for in_cb to drop as well). */
 	atomic_fetch_add_explicit(&rt->in_cb, 1, memory_order_relaxed);
-	rbd_aio_release(c);
-	io->result = r < 0 ? (int)r : 0;
 	head = atomic_load_explicit(&rt->done, memory_order_relaxed);
 	do
 		io->bnext = head;
@@ -461,6 +770,103 @@ static void rbd_done(rbd_completion_t c, void *arg)
 			log_warn("rbd", "eventfd write: %s", strerror(errno));
 	}
 	atomic_fetch_sub_explicit(&rt->in_cb, 1, memory_order_release);
+}
+
+/* librbd's thread: the request's result, then back to its submitter's loop. */
+static void rbd_done(rbd_completion_t c, void *arg)
+{
+	struct bs_io *io = arg;
+	ssize_t r = rbd_aio_get_return_value(c);
+
+	rbd_aio_release(c);
+	io->result = owner_check(io->dev->priv, r < 0 ? (int)r : 0);
+	rt_push(io->bpriv, io);
+}
+
+/* BS_OP_LBA_STATUS: rbd_diff_iterate2 (whole objects) over RBD_LBAS_SPAN bytes from
+ * io->offset; the extents it reports as existing are mapped, the gaps deallocated. */
+struct lbas_walk {
+	struct bs_extent *e;
+	size_t n, max;
+	uint64_t at, end; /* where the list has reached; the window's end */
+};
+
+static bool lbas_add(struct lbas_walk *w, uint64_t len, bool mapped)
+{
+	if (w->n > 0 && !w->e[w->n - 1].mapped == !mapped) {
+		w->e[w->n - 1].len += len;
+	} else if (w->n < w->max) {
+		w->e[w->n].len = len;
+		w->e[w->n++].mapped = mapped;
+	} else {
+		return false;
+	}
+	w->at += len;
+	return true;
+}
+
+static int lbas_cb(uint64_t off, size_t len, int exists, void *arg)
+{
+	struct lbas_walk *w = arg;
+	uint64_t e = off + len > w->end ? w->end : off + len;
+
+	if (!exists || e <= w->at)
+		return 0;
+	if (off < w->at)
+		off = w->at;
+	if (off > w->at && !lbas_add(w, off - w->at, false))
+		return -ECANCELED;
+	return lbas_add(w, e - off, true) ? 0 : -ECANCELED;
+}
+
+static int lbas_run(struct bs_io *io)
+{
+	struct rbd_priv *p = io->dev->priv;
+	uint64_t size = io->dev->size, len;
+	struct lbas_walk w = {.e = (struct bs_extent *)(void *)io->buf,
+			      .max = io->len / sizeof(struct bs_extent),
+			      .at = io->offset};
+	int rc;
+
+	if (io->offset >= size || w.max == 0)
+		return -EINVAL;
+	len = size - io->offset > RBD_LBAS_SPAN ? RBD_LBAS_SPAN : size - io->offset;
+	w.end = io->offset + len;
+	memset(io->buf, 0, w.max * sizeof(struct bs_extent));
+	rc = rbd_diff_iterate2(p->image, NULL, io->offset, len, 1, 1, lbas_cb, &w);
+	if (rc < 0 && rc != -ECANCELED)
+		return rc;
+	if (w.at < w.end)
+		lbas_add(&w, w.end - w.at, false);
+	return 0;
+}
+
+/* The helper thread: the query, then the I/O back to its worker (or, without one, done). */
+static void lbas_job(void *arg)
+{
+	struct bs_io *io = arg;
+
+	io->result = owner_check(io->dev->priv, lbas_run(io));
+	rt_push(io->bpriv, io);
+}
+
+static void lbas_submit(struct bs_io *io, struct rbd_thread *rt)
+{
+	int rc;
+
+	if (!rt) { /* a synchronous caller: it waits anyway */
+		io->result = lbas_run(io);
+		io->cb(io);
+		return;
+	}
+	io->bpriv = rt;
+	rt->inflight++;
+	rc = helper_post(lbas_job, io);
+	if (rc < 0) {
+		rt->inflight--;
+		io->result = rc;
+		io->cb(io);
+	}
 }
 
 static int rbd_start(struct rbd_priv *p, struct bs_io *io, rbd_completion_t c)
@@ -504,6 +910,15 @@ static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 	rbd_completion_t c;
 	int rc;
 
+	if (p->o && atomic_load_explicit(&p->o->own, memory_order_relaxed) == RBD_OWN_FENCED) {
+		io->result = BS_ERR_NOT_OWNER; /* blocklisted: librbd would refuse it anyway */
+		io->cb(io);
+		return;
+	}
+	if (io->op == BS_OP_LBA_STATUS) {
+		lbas_submit(io, t ? rt_of(t) : NULL);
+		return;
+	}
 	if (io->op != BS_OP_FLUSH &&
 	    (io->offset > dev->size || io->len > dev->size - io->offset)) {
 		io->result = -EINVAL;
@@ -544,62 +959,10 @@ static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 	rbd_aio_wait_for_complete(c);
 	rc = (int)rbd_aio_get_return_value(c);
 	rbd_aio_release(c);
-	io->result = rc < 0 ? rc : 0;
-	if (io->result < 0 && io->result != -EILSEQ)
+	io->result = owner_check(p, rc < 0 ? rc : 0);
+	if (io->result < 0 && io->result != -EILSEQ && io->result != BS_ERR_NOT_OWNER)
 		log_io_error(io);
 	io->cb(io);
-}
-
-struct lbas_walk {
-	uint64_t start, end; /* the window asked about */
-	uint64_t first_at;   /* the first allocated extent at or after start, or end */
-	uint64_t first_end;  /* where the allocated run from start ends (when first_at == start) */
-};
-
-static int lbas_cb(uint64_t off, size_t len, int exists, void *arg)
-{
-	struct lbas_walk *w = arg;
-	uint64_t e = off + len;
-
-	if (!exists || e <= w->start)
-		return 0;
-	if (off < w->start)
-		off = w->start;
-	if (w->first_at == w->end) {
-		w->first_at = off;
-		w->first_end = e;
-	} else if (off <= w->first_end && e > w->first_end) {
-		w->first_end = e; /* contiguous with the run so far */
-	} else if (off > w->first_end) {
-		return -ECANCELED; /* the first run is complete: enough */
-	}
-	return 0;
-}
-
-static int rbd_lba_status(struct bs_dev *dev, uint64_t offset, uint64_t *run, bool *mapped)
-{
-	struct rbd_priv *p = dev->priv;
-	struct lbas_walk w;
-	uint64_t len = dev->size - offset;
-	int rc;
-
-	if (len > RBD_LBAS_SPAN)
-		len = RBD_LBAS_SPAN;
-	w.start = offset;
-	w.end = offset + len;
-	w.first_at = w.end;
-	w.first_end = w.end;
-	rc = rbd_diff_iterate2(p->image, NULL, offset, len, 1, 0, lbas_cb, &w);
-	if (rc < 0 && rc != -ECANCELED)
-		return rc;
-	if (w.first_at > offset) {
-		*mapped = false;
-		*run = w.first_at - offset;
-	} else {
-		*mapped = true;
-		*run = (w.first_end > w.end ? w.end : w.first_end) - offset;
-	}
-	return 0;
 }
 
 /* librbd 16 compares and writes one 512-byte sector at most (ImageCompareAndWriteRequest
@@ -617,10 +980,9 @@ const struct bs_ops bs_rbd_ops = {
     .type = SCSI_BACKEND_RBD,
     .priv_size = sizeof(struct rbd_priv),
     .caps = BS_CAP_DISCARD | BS_CAP_DISCARD_ZEROES | BS_CAP_ASYNC | BS_CAP_LBA_STATUS |
-	    BS_CAP_COMPARE_WRITE,
+	    BS_CAP_LBA_ASYNC | BS_CAP_COMPARE_WRITE,
     .open = rbd_dev_open,
     .close = rbd_dev_close,
     .submit = rbd_submit,
-    .lba_status = rbd_lba_status,
     .compare_write_ok = rbd_compare_write_ok,
 };

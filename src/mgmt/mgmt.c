@@ -1292,6 +1292,38 @@ static int m_set_lun_offline(struct call *c)
 	return commit(c, newdoc);
 }
 
+/* The managed exclusive lock of an RBD LUN (rbd.exclusive_lock): break it and take it, for a
+ * failover; dry_run only reports who holds it and this gateway's state. */
+static int m_break_rbd_lock(struct call *c)
+{
+	static const char *const keys[] = {"target", "lun", "dry_run", NULL};
+	json_t *lunv = json_object_get(c->params, "lun");
+	char state[32] = "", reason[256];
+	const char *target;
+	bool dry;
+	int rc;
+
+	if (p_keys(c, keys) < 0 || p_str(c, "target", true, &target) < 0 ||
+	    p_bool(c, "dry_run", &dry) < 0)
+		return -1;
+	if (!json_is_integer(lunv) || json_integer_value(lunv) < 0)
+		return merr_set(c->e, -32602, "params.lun: required (an integer)");
+	if (!c->m->tgt)
+		return merr_set(c->e, MGMT_ERR_APPLY, "no running target");
+	rc = ix_target_lun_rbd_lock(c->m->tgt, target, (uint32_t)json_integer_value(lunv), !dry,
+				    state, sizeof(state), reason, sizeof(reason));
+	if (rc == -ENOENT)
+		return merr_set(c->e, MGMT_ERR_NOT_FOUND, "%s LUN %lld: %s", target,
+				(long long)json_integer_value(lunv), reason);
+	if (rc < 0)
+		return merr_set(c->e, rc == -EINVAL || rc == -EOPNOTSUPP ? MGMT_ERR_INVALID_CONFIG
+									 : MGMT_ERR_APPLY,
+				"%s LUN %lld: %s", target, (long long)json_integer_value(lunv),
+				reason);
+	c->result = json_pack("{s:s, s:s, s:b}", "state", state, "reason", reason, "dry_run", dry);
+	return c->result ? 0 : merr_set(c->e, -32603, "out of memory");
+}
+
 static int m_get_methods(struct call *c);
 
 static const struct method {
@@ -1313,6 +1345,7 @@ static const struct method {
     {"iscsi_delete_lun", m_delete_lun, true},
     {"iscsi_resize_lun", m_resize_lun, true},
     {"iscsi_set_lun_offline", m_set_lun_offline, true},
+    {"iscsi_break_rbd_lock", m_break_rbd_lock, true},
     {"iscsi_get_acls", m_get_acls, false},
     {"iscsi_create_acl", m_create_acl, true},
     {"iscsi_delete_acl", m_delete_acl, true},

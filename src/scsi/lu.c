@@ -199,6 +199,11 @@ int scsi_lu_grow(struct scsi_lu *lu, uint64_t bytes, char *err, size_t errlen)
 	return 0;
 }
 
+struct bs_dev *scsi_lu_dev(struct scsi_lu *lu)
+{
+	return lu->dev;
+}
+
 uint32_t scsi_lu_block_size(const struct scsi_lu *lu)
 {
 	return lu->block_size;

@@ -314,35 +314,66 @@ int scsi_sbc_write(struct scsi_cmd *cmd, struct scsi_lu *lu)
 /* ---- VERIFY ---- */
 
 /* Compare the medium with data (BYTCHK 1: data covers the range; BYTCHK 3: one block compared
- * with every block). Synchronous, on the LU scratch buffer. */
-static void verify_compare(struct scsi_cmd *cmd, struct scsi_lu *lu, const struct rw_args *a,
-			   bool one_block)
+ * with every block): the range is read in chunks of SCSI_BOUNCE_BYTES into the command's bounce
+ * buffer through the thread's I/O ring, each chunk compared when it arrives. p->stage holds
+ * BYTCHK, p->pos the blocks compared so far. */
+static void verify_step(struct scsi_cmd *cmd);
+
+static void verify_read_done(struct bs_io *io)
 {
-	uint32_t bs = lu->block_size, chunk = SCSI_SCRATCH_BYTES / bs;
-	uint64_t total = a->n, pos = 0;
+	struct scsi_cmd *cmd = scsi_io_cmd(io);
+	struct scsi_priv *p = scsi_priv(cmd);
+	uint32_t bs = p->lu->block_size;
+	const uint8_t *medium = p->slow->bounce;
+	bool one_block = p->stage == 3;
 
-	pthread_mutex_lock(&lu->slow_lock);
-	while (pos < total) {
-		uint64_t nb = total - pos < chunk ? total - pos : chunk;
-		int rc = scsi_sync_io(lu, BS_OP_READ, (a->lba + pos) * bs, nb * bs, lu->scratch, 0);
-
-		if (rc < 0) {
-			scsi_fail_errno(cmd, rc, false);
-			break;
-		}
-		for (uint64_t i = 0; i < nb * bs; i++) {
-			uint64_t doff = one_block ? i % bs : pos * bs + i;
-
-			if (lu->scratch[i] != cmd->buf[doff]) {
-				scsi_fail_info(cmd, SCSI_SENSE_MISCOMPARE, 0x1d, 0x00,
-					       one_block ? pos * bs + i : doff);
-				pthread_mutex_unlock(&lu->slow_lock);
-				return;
-			}
-		}
-		pos += nb;
+	if (io->result < 0) {
+		scsi_fail_errno(cmd, io->result, false);
+		scsi_cmd_finish(cmd);
+		return;
 	}
-	pthread_mutex_unlock(&lu->slow_lock);
+	for (uint64_t i = 0; i < io->len; i++) {
+		uint64_t at = (uint64_t)p->pos * bs + i, doff = one_block ? i % bs : at;
+
+		if (medium[i] != cmd->buf[doff]) {
+			scsi_fail_info(cmd, SCSI_SENSE_MISCOMPARE, 0x1d, 0x00, at);
+			scsi_cmd_finish(cmd);
+			return;
+		}
+	}
+	p->pos += (uint32_t)(io->len / bs);
+	verify_step(cmd);
+}
+
+static void verify_step(struct scsi_cmd *cmd)
+{
+	struct scsi_priv *p = scsi_priv(cmd);
+	uint32_t bs = p->lu->block_size, left = p->nblocks - p->pos;
+
+	if (left == 0) {
+		scsi_cmd_finish(cmd);
+		return;
+	}
+	if (left > SCSI_BOUNCE_BYTES / bs)
+		left = SCSI_BOUNCE_BYTES / bs;
+	scsi_submit_io(cmd, BS_OP_READ, (p->lba + p->pos) * bs, (uint64_t)left * bs,
+		       p->slow->bounce, 0, verify_read_done);
+}
+
+static int verify_start(struct scsi_cmd *cmd, const struct rw_args *a, unsigned bytchk)
+{
+	struct scsi_priv *p = scsi_priv(cmd);
+
+	if (!scsi_slow_get(cmd) || !scsi_slow_bounce(cmd)) {
+		scsi_fail_errno(cmd, -ENOMEM, false);
+		return SCSI_DONE;
+	}
+	p->lba = a->lba;
+	p->nblocks = a->n;
+	p->pos = 0;
+	p->stage = (uint8_t)bytchk;
+	verify_step(cmd);
+	return SCSI_ASYNC;
 }
 
 int scsi_sbc_verify(struct scsi_cmd *cmd, struct scsi_lu *lu)
@@ -365,8 +396,7 @@ int scsi_sbc_verify(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		scsi_fail_cdb(cmd, a.len_off, -1);
 		return SCSI_DONE;
 	}
-	verify_compare(cmd, lu, &a, bytchk == 3);
-	return SCSI_DONE;
+	return verify_start(cmd, &a, bytchk);
 }
 
 /* ---- SYNCHRONIZE CACHE, PRE-FETCH ---- */
@@ -451,6 +481,94 @@ static int lbas_extent(struct lbas_walk *w, uint64_t *len, bool *mapped)
 	return 0;
 }
 
+static uint32_t lbas_max_desc(uint32_t alloc)
+{
+	uint32_t max = alloc < 24 ? 1 : (alloc - 8) / 16;
+
+	return max > LBAS_MAX_DESC ? LBAS_MAX_DESC : max;
+}
+
+/* Would a run of len blocks fit: merged into the last descriptor, or as a new one? */
+static bool lbas_fits(const uint8_t *d, uint32_t n, uint32_t max, uint64_t len, bool mapped)
+{
+	if (n > 8 && !d[n - 4] == mapped && get_be32(d + n - 8) + len <= 0xffffffffULL)
+		return true;
+	return n < 8 + 16 * max;
+}
+
+/* Append one descriptor, or extend the last one when it has the same state and room. */
+static void lbas_put(uint8_t *d, uint32_t *n, uint64_t start, uint64_t len, bool mapped)
+{
+	uint8_t *last = *n > 8 ? d + *n - 16 : NULL;
+
+	if (last && !last[12] == mapped && get_be32(last + 8) + len <= 0xffffffffULL) {
+		put_be32(last + 8, get_be32(last + 8) + (uint32_t)len);
+		return;
+	}
+	put_be64(d + *n, start);
+	put_be32(d + *n + 8, (uint32_t)len);
+	d[*n + 12] = mapped ? 0x00 : 0x01; /* mapped / deallocated */
+	*n += 16;
+}
+
+/* The backend's extents (BS_OP_LBA_STATUS, in the bounce buffer) become the reply. */
+static void lbas_async_done(struct bs_io *io)
+{
+	struct scsi_cmd *cmd = scsi_io_cmd(io);
+	struct scsi_lu *lu = scsi_priv(cmd)->lu;
+	const struct bs_extent *e = (const struct bs_extent *)(const void *)io->buf;
+	uint32_t alloc = get_be32(cmd->cdb + 10), max = lbas_max_desc(alloc), n = 8;
+	uint64_t pos = get_be64(cmd->cdb + 2), nb = lu->nblocks;
+	uint8_t d[8 + 16 * LBAS_MAX_DESC] = {0};
+
+	if (io->result < 0) {
+		scsi_fail_errno(cmd, io->result, false);
+		scsi_cmd_finish(cmd);
+		return;
+	}
+	for (size_t i = 0; i < io->len / sizeof(*e) && e[i].len && pos < nb; i++) {
+		uint64_t run = e[i].len / lu->block_size ? e[i].len / lu->block_size : 1;
+
+		if (run > nb - pos)
+			run = nb - pos;
+		while (run > 0) {
+			uint64_t part = run > 0xffffffffULL ? 0xffffffffULL : run;
+
+			if (!lbas_fits(d, n, max, part, e[i].mapped))
+				break;
+			lbas_put(d, &n, pos, part, e[i].mapped);
+			pos += part;
+			run -= part;
+		}
+		if (run > 0)
+			break;
+	}
+	put_be32(d, n - 4); /* PARAMETER DATA LENGTH */
+	scsi_put_data(cmd, d, n, alloc);
+	scsi_cmd_finish(cmd);
+}
+
+/* A backend whose mapping query waits on the network (RBD) answers through the I/O ring. */
+static int lbas_async(struct scsi_cmd *cmd, struct scsi_lu *lu, uint64_t lba)
+{
+	struct bs_io *io = &scsi_priv(cmd)->io;
+
+	if (!scsi_slow_get(cmd) || !scsi_slow_bounce(cmd)) {
+		scsi_fail_errno(cmd, -ENOMEM, false);
+		return SCSI_DONE;
+	}
+	memset(io, 0, sizeof(*io));
+	io->dev = lu->dev;
+	io->op = BS_OP_LBA_STATUS;
+	io->offset = lba * lu->block_size;
+	io->buf = scsi_priv(cmd)->slow->bounce;
+	io->len = 2 * LBAS_MAX_DESC * sizeof(struct bs_extent);
+	memset(io->buf, 0, io->len);
+	io->cb = lbas_async_done;
+	bs_submit(cmd->thread ? cmd->thread->bs : NULL, io);
+	return SCSI_ASYNC;
+}
+
 /* SBC-3 5.7: as many LBA status descriptors, from the starting LBA on, as the allocation
  * length takes (at most LBAS_MAX_DESC, and as far as LBAS_MAX_PROBE backend probes reach). */
 int scsi_sbc_get_lba_status(struct scsi_cmd *cmd, struct scsi_lu *lu)
@@ -464,9 +582,9 @@ int scsi_sbc_get_lba_status(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x21, 0x00);
 		return SCSI_DONE;
 	}
-	max = alloc < 24 ? 1 : (alloc - 8) / 16;
-	if (max > LBAS_MAX_DESC)
-		max = LBAS_MAX_DESC;
+	if (lu->dev->caps & BS_CAP_LBA_ASYNC)
+		return lbas_async(cmd, lu, lba);
+	max = lbas_max_desc(alloc);
 	while (n < 8 + 16 * max && w.pos < lu->nblocks) {
 		uint64_t start = w.pos, len;
 		bool mapped;

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct bs_dev;
 struct ev_loop;
 struct scsi_lu;
 struct scsi_lu_index;
@@ -78,6 +79,8 @@ struct scsi_rbd_cfg {
 	uint32_t osd_op_timeout_s; /* an OSD or monitor request fails (-ETIMEDOUT) after this
 				      long; 0 = the default (30) */
 	uint32_t connect_timeout_s; /* the connection at start; 0 = the default (10) */
+	bool exclusive_lock;        /* take librbd's managed exclusive lock at open and never
+				       hand it over (fencing for several gateways) */
 };
 
 /* Error injection rules of the test backend (SCSI_BACKEND_ERROR, backend/bs_error.c). The
@@ -276,5 +279,7 @@ int scsi_lu_grow(struct scsi_lu *lu, uint64_t bytes, char *err, size_t errlen);
 void scsi_lu_set_offline(struct scsi_lu *lu, bool offline);
 bool scsi_lu_offline(const struct scsi_lu *lu);
 uint32_t scsi_lu_block_size(const struct scsi_lu *lu);
+/* The LU's backend device (NULL without medium). */
+struct bs_dev *scsi_lu_dev(struct scsi_lu *lu);
 
 #endif

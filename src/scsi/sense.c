@@ -114,6 +114,10 @@ void scsi_fail_errno(struct scsi_cmd *cmd, int err, bool write)
 		scsi_fail(cmd, SCSI_SENSE_DATA_PROTECT, 0x27, 0x07);
 	else if (err == -ENOMEM)
 		scsi_fail(cmd, SCSI_SENSE_HARDWARE_ERROR, 0x44, 0x00);
+	else if (err == BS_ERR_NOT_OWNER)
+		/* another gateway owns the device, or this one was fenced: LOGICAL UNIT NOT
+		 * ACCESSIBLE, TARGET PORT IN STANDBY STATE (a multipath initiator fails over) */
+		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x0b);
 	else if (err == -ETIMEDOUT)
 		/* a networked backend (RBD) did not answer within its timeout: LOGICAL UNIT
 		 * COMMUNICATION TIME-OUT */

@@ -938,7 +938,8 @@ static int parse_rbd(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 {
 	static const char *const keys[] = {"pool",    "image",		  "namespace",
 					   "conf",    "client",		  "keyring",
-					   "osd_op_timeout_s", "connect_timeout_s", NULL};
+					   "osd_op_timeout_s", "connect_timeout_s",
+					   "exclusive_lock", NULL};
 	struct scsi_rbd_cfg *r = &lu->rbd;
 	json_t *o = member(v, "rbd");
 	int rc;
@@ -972,7 +973,8 @@ static int parse_rbd(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	    (rc = get_strdup(c, o, "client", 255, STR_PRINTABLE, (char **)&r->client)) ||
 	    (rc = get_strdup(c, o, "keyring", 4095, STR_PRINTABLE, (char **)&r->keyring)) ||
 	    (rc = get_u32(c, o, "osd_op_timeout_s", 1, 3600, &r->osd_op_timeout_s)) ||
-	    (rc = get_u32(c, o, "connect_timeout_s", 1, 3600, &r->connect_timeout_s)))
+	    (rc = get_u32(c, o, "connect_timeout_s", 1, 3600, &r->connect_timeout_s)) ||
+	    (rc = get_bool(c, o, "exclusive_lock", &r->exclusive_lock)))
 		goto out;
 	{
 		const char *names[] = {r->pool, r->image, r->ns};

@@ -82,6 +82,14 @@ int ix_target_session_end(struct ix_target *t, uint16_t tsih, bool drop, uint32_
  * has no medium. */
 int ix_target_lun_bytes(struct ix_target *t, const char *target, uint32_t lun, uint64_t *bytes);
 
+/* A running RBD LUN's managed exclusive lock (rbd.exclusive_lock): its state ("owner",
+ * "standby", "fenced", ...) and reason into state/reason; with brk, first break the lock of
+ * whoever holds it (librbd blocklists that client) and take it (bs_rbd_break_lock: main thread,
+ * bounded by the cluster's timeouts). -ENOENT: no such LUN; -EINVAL: not an RBD LUN with
+ * exclusive_lock, -EOPNOTSUPP: built without RBD; else -errno with the reason in reason. */
+int ix_target_lun_rbd_lock(struct ix_target *t, const char *target, uint32_t lun, bool brk,
+			   char *state, size_t slen, char *reason, size_t rlen);
+
 /* The main loop (for tools that add their own watches, e.g. signalfd). */
 struct ev_loop *ix_target_main_loop(struct ix_target *t);
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/bs.h"
 #include "target/target.h"
 #include "target/tgt_int.h"
 #include "util/log.h"
@@ -204,6 +205,33 @@ int ix_target_session_end(struct ix_target *t, uint16_t tsih, bool drop, uint32_
 	if (r < 0)
 		free(m);
 	return r;
+}
+
+int ix_target_lun_rbd_lock(struct ix_target *t, const char *target, uint32_t lun, bool brk,
+			   char *state, size_t slen, char *reason, size_t rlen)
+{
+	struct tgt_node *n = tgt_node_get(t, target);
+	struct scsi_lu *lu = n && lun < SCSI_MAX_LUNS ? scsi_lun_map_get(n->map, lun) : NULL;
+	struct bs_dev *dev = lu ? scsi_lu_dev(lu) : NULL;
+	int rc = dev ? 0 : -ENOENT;
+
+	snprintf(reason, rlen, "%s", dev ? "" : "no such LUN, or it has no medium");
+#ifdef IX_HAVE_RBD
+	if (dev && (rc = bs_rbd_state(dev, reason, rlen)) < 0)
+		snprintf(reason, rlen, "not an rbd LUN");
+	if (rc >= 0 && dev && brk)
+		rc = bs_rbd_break_lock(dev, reason, rlen);
+	if (rc >= 0 && dev)
+		snprintf(state, slen, "%s", bs_rbd_state_name(bs_rbd_state(dev, reason, rlen)));
+#else
+	if (dev) {
+		snprintf(reason, rlen, "built without RBD");
+		rc = -EOPNOTSUPP;
+	}
+#endif
+	if (n)
+		tgt_node_put(n);
+	return rc < 0 ? rc : 0;
 }
 
 int ix_target_lun_bytes(struct ix_target *t, const char *target, uint32_t lun, uint64_t *bytes)
