@@ -203,7 +203,8 @@ struct dm_ops {
 	   waiting from a half-open one). Upcalls may close the connection. NULL = nothing. */
 	void (*rx_poll)(struct iscsi_conn *c);
 	/* Test hook for fault injection (transport/fault/fault.h): once `total` bytes have been sent on the
-	   connection since it began, abort it (TCP: with a reset) instead of sending byte total+1.
+	   connection since it began, abort it (TCP: with a reset) instead of sending byte total+1
+	   (iSER: before the message that would carry it).
 	   0 disarms. NULL when the transport cannot. */
 	void (*tx_abort_at)(struct iscsi_conn *c, uint64_t total);
 

@@ -1,9 +1,9 @@
 /* Fault injection for tests: a datamover (struct dm_ops) that wraps a real transport and
  * mistreats the PDUs this side sends: drops, delays, duplicates, corrupts or truncates them, and
  * resets the connection after a number of bytes. It sits at the datamover interface and wraps
- * any transport: ix-target wraps each of its transports with one (truncation and resets need the
- * inner transport's tx_abort_at op, which the iSER transport does not have: over iSER a fault
- * configuration drops, delays, duplicates and corrupts only).
+ * any transport: ix-target wraps each of its transports with one (truncation and resets use the
+ * inner transport's tx_abort_at op: TCP resets part-way through a PDU; iSER, whose messages
+ * are atomic, aborts the connection before the PDU that would cross the point).
  *
  * Faults hit the PDUs of the side that uses the wrapper: in a target, what initiators receive;
  * in an initiator, what targets receive. Each connection draws from its own pseudo-random
