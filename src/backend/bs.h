@@ -179,6 +179,10 @@ extern const struct bs_ops bs_block_ops;
 extern const struct bs_ops bs_error_ops;
 #ifdef IX_HAVE_RBD
 extern const struct bs_ops bs_rbd_ops;
+/* The librados cluster handle (rados_t) an RBD device's image was opened through, for state
+ * kept next to the image (persistent reservations, scsi/pr_rados.c); NULL for other backends.
+ * Valid while the device is open. */
+void *bs_rbd_rados(const struct bs_dev *dev);
 #endif
 
 #endif

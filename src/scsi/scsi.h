@@ -66,6 +66,12 @@ enum scsi_backend_type {
 	SCSI_BACKEND_RBD = 4,   /* a Ceph RBD image through librbd (backend/bs_rbd.c) */
 };
 
+/* Where a LU keeps its persistent reservations (scsi_lu_cfg.pr_store). */
+enum scsi_pr_store {
+	SCSI_PR_STORE_FILE = 0,	 /* this process's memory; APTPL state in state_dir */
+	SCSI_PR_STORE_RADOS = 1, /* a RADOS object shared by every gateway of the image */
+};
+
 /* Where an RBD LU's image lives and how to reach its cluster (SCSI_BACKEND_RBD). */
 struct scsi_rbd_cfg {
 	const char *pool;      /* required */
@@ -129,6 +135,10 @@ struct scsi_lu_cfg {
 	const char *state_dir;   /* where APTPL persistent reservations are kept, as
 				    "<state_dir>/<target_name>.lun<lun>.pr"; NULL = APTPL not
 				    supported (PTPL_C = 0) */
+	enum scsi_pr_store pr_store; /* where persistent reservations live: SCSI_PR_STORE_FILE
+					(in memory, APTPL state in state_dir) or, for an RBD LU
+					exported by several gateways, SCSI_PR_STORE_RADOS (one
+					object next to the image, scsi/pr_rados.c) */
 	struct scsi_lu_index *index; /* where EXTENDED COPY finds this LU by its NAA designator;
 				        NULL = only copies within this LU */
 };

@@ -1,0 +1,611 @@
+/* Persistent reservations shared by every gateway of an RBD image: the RADOS store.
+ *
+ * The state of the LU lives in one object next to the image (same pool and namespace, named
+ * "ix.pr.<image>", format in pr_obj.c). Each gateway keeps a copy in lu->pr, which the data
+ * path checks as for a single gateway (no RADOS round trip per command), and watches the
+ * object.
+ *
+ * PERSISTENT RESERVE OUT is slow path and runs on one helper thread per LU (librados' calls
+ * are blocking; a worker never waits on the cluster): the worker queues the request and returns
+ * SCSI_ASYNC; the helper reads the object with its version, applies the service action to the
+ * decoded state (pr_out_apply, the same state machine as a single gateway), writes it back
+ * with assert_version (or exclusive create) + write_full, and on a conflict (ERANGE, EOVERFLOW,
+ * ECANCELED, EEXIST: another gateway wrote first) reads again, at most PR_RADOS_RETRIES times.
+ * Once written, it adopts the state locally with its unit attentions, then notifies the
+ * watchers with the object plus the unit attentions; every gateway's watch callback decodes
+ * the payload, adopts the state if its sequence number is newer, queues the unit attentions
+ * of its own nexuses, and acknowledges. A watcher that does not acknowledge within
+ * PR_RADOS_NOTIFY_MS is blocklisted (its address from the object's watcher list), so a gateway
+ * that might still hold the old state can no longer reach the cluster, before the command
+ * completes. The result goes back to the command's worker loop as an allocation-free post.
+ *
+ * The cluster connection is the RBD device's own (bs_rbd_rados()): blocklisting a gateway's
+ * watch fences its image I/O as well. A watch error (a lost connection, an OSD change) makes
+ * the helper re-watch and re-read the object. An object that cannot be read or decoded is an
+ * error (HARDWARE ERROR, INTERNAL TARGET FAILURE, and a log line naming the object and the
+ * problem), never an empty state; at start it stops the LU, as a damaged APTPL file does. */
+#include <errno.h>
+#include <pthread.h>
+#include <rados/librados.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/bs.h"
+#include "scsi/scsi_int.h"
+#include "util/list.h"
+#include "util/log.h"
+
+#define PR_RADOS_RETRIES     16	  /* versioned writes lost to other gateways before giving up */
+#define PR_RADOS_NOTIFY_MS   5000 /* a watcher that has not acknowledged by then is fenced */
+#define PR_RADOS_BLOCKLIST_S 3600 /* how long a fenced gateway stays blocklisted */
+#define PR_RADOS_UA_RING     16	  /* sequence numbers whose unit attentions were queued here */
+
+struct pr_job {
+	struct list_head link;
+	struct scsi_cmd *cmd; /* NULL: re-watch and reload */
+	struct scsi_lu *lu;
+	struct pr_out req;
+	char iport[PR_MAX_PORT_LEN], tport[PR_MAX_PORT_LEN], move[PR_MAX_PORT_LEN];
+	enum pr_result res;
+	struct ev_post post;
+};
+
+struct pr_rados {
+	struct scsi_lu *lu;
+	rados_t cluster; /* the RBD device's */
+	rados_ioctx_t io;
+	uint64_t watch;
+	bool watching;
+	char oid[300];
+	char gwoid[304]; /* "<oid>.gw": the gateways' client addresses */
+	char name[400];	 /* pool/[ns/]oid, for messages */
+	pthread_t thread;
+	pthread_mutex_t mu; /* jobs, stop, reload_queued */
+	pthread_cond_t cv;
+	struct list_head jobs;
+	bool stop, reload_queued;
+	/* under lu->lock */
+	uint64_t ua_seen[PR_RADOS_UA_RING];
+	unsigned ua_next;
+};
+
+/* ---- the object ---- */
+
+/* Read and decode the object: 0 (st, seq, *ver set; an absent object is the empty state with
+ * version 0), -EINVAL (damaged: err says how) or -errno. */
+static int obj_read(struct pr_rados *r, struct pr_state *st, uint64_t *seq, uint64_t *ver,
+		    char *err, size_t errlen)
+{
+	char *buf = malloc(PR_OBJ_MAX + 1);
+	int n, rc;
+
+	if (!buf)
+		return -ENOMEM;
+	n = rados_read(r->io, r->oid, buf, PR_OBJ_MAX + 1, 0);
+	if (n == -ENOENT) {
+		free(buf);
+		pr_state_clear(st);
+		*seq = 0;
+		*ver = 0;
+		return 0;
+	}
+	if (n < 0) {
+		snprintf(err, errlen, "%s: read: %s", r->name, strerror(-n));
+		free(buf);
+		return n;
+	}
+	*ver = rados_get_last_version(r->io);
+	rc = pr_obj_decode(buf, (size_t)n, st, seq, NULL, err, errlen);
+	free(buf);
+	if (rc == -EINVAL) {
+		char what[400];
+
+		snprintf(what, sizeof(what), "%s", err);
+		snprintf(err, errlen, "%s: %s (remove it with `rados rm` to drop every "
+			 "reservation of the LU)", r->name, what);
+	}
+	return rc;
+}
+
+/* Versioned write: 0, -EAGAIN (another gateway wrote since ver: read again) or -errno. */
+static int obj_write(struct pr_rados *r, const struct pr_state *st, uint64_t seq, uint64_t ver)
+{
+	rados_write_op_t op = rados_create_write_op();
+	char *buf;
+	size_t len;
+	int rc;
+
+	if (!op)
+		return -ENOMEM;
+	rc = pr_obj_encode(st, seq, NULL, &buf, &len);
+	if (rc) {
+		rados_release_write_op(op);
+		return rc;
+	}
+	if (ver)
+		rados_write_op_assert_version(op, ver);
+	else
+		rados_write_op_create(op, LIBRADOS_CREATE_EXCLUSIVE, NULL);
+	rados_write_op_write_full(op, buf, len);
+	rc = rados_write_op_operate(op, r->io, r->oid, NULL, 0);
+	rados_release_write_op(op);
+	free(buf);
+	if (rc == -ERANGE || rc == -EOVERFLOW || rc == -ECANCELED || rc == -EEXIST)
+		return -EAGAIN;
+	return rc;
+}
+
+/* ---- adopting a state ---- */
+
+static bool ua_seen_locked(struct pr_rados *r, uint64_t seq)
+{
+	for (unsigned i = 0; i < PR_RADOS_UA_RING; i++)
+		if (r->ua_seen[i] == seq)
+			return true;
+	r->ua_seen[r->ua_next++ % PR_RADOS_UA_RING] = seq;
+	return false;
+}
+
+/* Take st (sequence seq) as the LU's state if it is newer, and queue the unit attentions of fx
+ * unless this sequence number's were queued already. */
+static void adopt(struct pr_rados *r, struct pr_state *st, uint64_t seq,
+		  const struct pr_effects *fx)
+{
+	struct scsi_lu *lu = r->lu;
+	struct pr_effects none = {0};
+	bool newer, uas;
+
+	pthread_mutex_lock(&lu->lock);
+	newer = seq > lu->pr_seq || (seq == 0 && lu->pr_seq != 0);
+	uas = fx && fx->nua && seq && !ua_seen_locked(r, seq);
+	if (newer || uas) {
+		if (newer) {
+			scsi_pr_adopt_locked(lu, st, uas ? fx : &none);
+			lu->pr_seq = seq;
+		} else {
+			struct pr_state same;
+
+			/* UAs only: publish with the state we have (a copy to swap with). */
+			pr_state_init(&same);
+			if (pr_state_copy(&same, &lu->pr) == 0)
+				scsi_pr_adopt_locked(lu, &same, fx);
+			pr_state_clear(&same);
+		}
+	}
+	pthread_mutex_unlock(&lu->lock);
+}
+
+/* ---- watch and notify ---- */
+
+static void queue_reload(struct pr_rados *r);
+
+/* librados' thread: a gateway (maybe this one) changed the state. */
+static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t notifier_id,
+		     void *data, size_t len)
+{
+	struct pr_rados *r = arg;
+	struct pr_state st;
+	struct pr_effects fx;
+	uint64_t seq;
+	char err[256];
+	int rc;
+
+	(void)notifier_id;
+	pr_state_init(&st);
+	rc = pr_obj_decode(data, len, &st, &seq, &fx, err, sizeof(err));
+	if (rc == 0) {
+		adopt(r, &st, seq, &fx);
+		pr_effects_clear(&fx);
+	} else {
+		log_err("pr", "%s: unreadable notify payload (%s): reading the object", r->name,
+			err);
+		queue_reload(r);
+	}
+	pr_state_clear(&st);
+	rc = rados_notify_ack(r->io, r->oid, notify_id, handle, NULL, 0);
+	if (rc < 0)
+		log_warn("pr", "%s: notify ack: %s", r->name, strerror(-rc));
+}
+
+static void watch_err_cb(void *arg, uint64_t cookie, int err)
+{
+	struct pr_rados *r = arg;
+
+	(void)cookie;
+	log_warn("pr", "%s: watch lost (%s)%s: watching and reading it again", r->name,
+		 strerror(-err),
+		 err == -ESHUTDOWN ? ": this gateway was blocklisted by another one" : "");
+	queue_reload(r);
+}
+
+static int watch_start(struct pr_rados *r, char *err, size_t errlen)
+{
+	int rc;
+
+	if (r->watching) {
+		rados_unwatch2(r->io, r->watch);
+		r->watching = false;
+	}
+	rc = rados_watch2(r->io, r->oid, &r->watch, watch_cb, watch_err_cb, r);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: watch: %s", r->name, strerror(-rc));
+		return rc;
+	}
+	r->watching = true;
+	return 0;
+}
+
+/* Every gateway records its client address under its client id as an xattr of "<oid>.gw"
+ * (librados has no C call that lists an object's watchers with their addresses), so that a
+ * gateway whose watch stays silent can be fenced by the others. */
+static int advertise(struct pr_rados *r, char *err, size_t errlen)
+{
+	char key[32], *addrs = NULL, addr[256];
+	int rc = rados_getaddrs(r->cluster, &addrs);
+
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: rados_getaddrs: %s", r->name, strerror(-rc));
+		return rc;
+	}
+	rc = pr_rados_client_addr(addrs, addr, sizeof(addr));
+	if (rc < 0)
+		snprintf(err, errlen, "%s: cannot parse this client's address \"%.200s\"", r->name,
+			 addrs);
+	free(addrs);
+	if (rc < 0)
+		return rc;
+	snprintf(key, sizeof(key), "gw.%llu", (unsigned long long)rados_get_instance_id(r->cluster));
+	rc = rados_setxattr(r->io, r->gwoid, key, addr, strlen(addr));
+	if (rc < 0)
+		snprintf(err, errlen, "%s: setxattr %s on %s: %s", r->name, key, r->gwoid,
+			 strerror(-rc));
+	return rc;
+}
+
+/* Blocklist the watcher gid that did not acknowledge: 0 or -errno. */
+static int fence(struct pr_rados *r, uint64_t gid)
+{
+	char key[32], addr[256];
+	int n, rc;
+
+	snprintf(key, sizeof(key), "gw.%llu", (unsigned long long)gid);
+	n = rados_getxattr(r->io, r->gwoid, key, addr, sizeof(addr) - 1);
+	if (n < 0) {
+		log_err("pr", "%s: client.%llu did not acknowledge a reservation change and its "
+			"address is unknown (%s): it cannot be fenced", r->name,
+			(unsigned long long)gid, strerror(-n));
+		return n;
+	}
+	addr[n] = 0;
+	rc = rados_blocklist_add(r->cluster, addr, PR_RADOS_BLOCKLIST_S);
+	if (rc == 0)
+		log_warn("pr", "%s: gateway client.%llu at %s did not acknowledge a reservation "
+			 "change within %u ms: blocklisted for %u s", r->name,
+			 (unsigned long long)gid, addr, PR_RADOS_NOTIFY_MS, PR_RADOS_BLOCKLIST_S);
+	else
+		log_err("pr", "%s: blocklisting client.%llu at %s: %s", r->name,
+			(unsigned long long)gid, addr, strerror(-rc));
+	return rc;
+}
+
+/* Tell every gateway; fence those that stay silent. 0 or -errno (someone not fenced). */
+static int notify(struct pr_rados *r, const struct pr_state *st, uint64_t seq,
+		  const struct pr_effects *fx)
+{
+	struct notify_ack_t *acks = NULL;
+	struct notify_timeout_t *tos = NULL;
+	size_t nacks = 0, ntos = 0, rlen = 0, plen;
+	char *reply = NULL, *payload;
+	int rc, nrc;
+
+	rc = pr_obj_encode(st, seq, fx, &payload, &plen);
+	if (rc)
+		return rc;
+	nrc = rados_notify2(r->io, r->oid, payload, (int)plen, PR_RADOS_NOTIFY_MS, &reply, &rlen);
+	free(payload);
+	if (nrc < 0 && nrc != -ETIMEDOUT) {
+		if (reply)
+			rados_buffer_free(reply);
+		return nrc;
+	}
+	rc = reply ? rados_decode_notify_response(reply, rlen, &acks, &nacks, &tos, &ntos) : 0;
+	for (size_t i = 0; rc == 0 && i < ntos; i++)
+		rc = fence(r, tos[i].notifier_id);
+	if (reply) {
+		rados_free_notify_response(acks, nacks, tos);
+		rados_buffer_free(reply);
+	}
+	if (rc == 0 && nrc == -ETIMEDOUT && ntos == 0)
+		rc = -ETIMEDOUT; /* timed out, yet nobody to fence named */
+	return rc;
+}
+
+/* ---- the helper thread ---- */
+
+static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
+{
+	struct pr_nexus_id who = {j->iport, j->tport};
+	struct pr_state st;
+	struct pr_effects fx = {0};
+	enum pr_result res = PR_NOMEM;
+	uint64_t seq, ver;
+	char err[1024] = "";
+	int rc = -EAGAIN;
+
+	pr_state_init(&st);
+	for (int i = 0; i < PR_RADOS_RETRIES && rc == -EAGAIN; i++) {
+		pr_effects_clear(&fx);
+		rc = obj_read(r, &st, &seq, &ver, err, sizeof(err));
+		if (rc < 0)
+			break;
+		res = pr_out_apply(&st, &who, &j->req, &fx);
+		if (res != PR_OK || !fx.changed)
+			break;
+		rc = obj_write(r, &st, seq + 1, ver);
+	}
+	if (rc == 0 && res == PR_OK && fx.changed) {
+		struct pr_state mine;
+
+		pr_state_init(&mine);
+		if (pr_state_copy(&mine, &st) == 0)
+			adopt(r, &mine, seq + 1, &fx);
+		pr_state_clear(&mine);
+		rc = notify(r, &st, seq + 1, &fx);
+		if (rc < 0)
+			snprintf(err, sizeof(err), "%s: the change is stored, but a gateway that "
+				 "did not acknowledge it could not be fenced: %s", r->name,
+				 strerror(-rc));
+	} else if (rc < 0 && !err[0]) {
+		snprintf(err, sizeof(err), "%s: write: %s%s", r->name, strerror(-rc),
+			 rc == -EAGAIN ? " (other gateways kept writing first)" : "");
+	}
+	if (rc < 0) {
+		log_err("pr", "LUN %u: persistent reservation change failed: %s", r->lu->lun, err);
+		res = PR_NOMEM;
+	}
+	pr_state_clear(&st);
+	pr_effects_clear(&fx);
+	return res;
+}
+
+static void run_reload(struct pr_rados *r)
+{
+	struct pr_state st;
+	uint64_t seq, ver;
+	char err[1024];
+	int rc;
+
+	pthread_mutex_lock(&r->mu);
+	r->reload_queued = false;
+	pthread_mutex_unlock(&r->mu);
+	pr_state_init(&st);
+	rc = watch_start(r, err, sizeof(err));
+	if (rc == 0)
+		rc = obj_read(r, &st, &seq, &ver, err, sizeof(err));
+	if (rc == 0) {
+		adopt(r, &st, seq, NULL);
+		log_info("pr", "%s: watching again, state at sequence %llu", r->name,
+			 (unsigned long long)seq);
+	} else {
+		log_err("pr", "LUN %u: %s (the last known state stays in force)", r->lu->lun, err);
+	}
+	pr_state_clear(&st);
+}
+
+/* On the command's worker loop. */
+static void job_done(void *arg)
+{
+	struct pr_job *j = arg;
+	struct scsi_cmd *cmd = j->cmd;
+
+	scsi_pr_set_result(cmd, j->res);
+	free(j);
+	scsi_cmd_finish(cmd);
+}
+
+static void *helper(void *arg)
+{
+	struct pr_rados *r = arg;
+
+	pthread_mutex_lock(&r->mu);
+	for (;;) {
+		struct pr_job *j;
+
+		while (!r->stop && list_empty(&r->jobs))
+			pthread_cond_wait(&r->cv, &r->mu);
+		if (list_empty(&r->jobs))
+			break; /* stop, and nothing left */
+		j = list_entry(r->jobs.next, struct pr_job, link);
+		list_del(&j->link);
+		pthread_mutex_unlock(&r->mu);
+		if (!j->cmd) {
+			free(j);
+			if (!r->stop)
+				run_reload(r);
+		} else {
+			j->res = run_out(r, j);
+			ev_loop_post_node(j->cmd->thread->loop, &j->post, job_done, j);
+		}
+		pthread_mutex_lock(&r->mu);
+	}
+	pthread_mutex_unlock(&r->mu);
+	return NULL;
+}
+
+static void queue_job(struct pr_rados *r, struct pr_job *j)
+{
+	pthread_mutex_lock(&r->mu);
+	list_add_tail(&j->link, &r->jobs);
+	pthread_cond_signal(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void queue_reload(struct pr_rados *r)
+{
+	struct pr_job *j;
+
+	pthread_mutex_lock(&r->mu);
+	if (r->reload_queued || r->stop) {
+		pthread_mutex_unlock(&r->mu);
+		return;
+	}
+	r->reload_queued = true;
+	pthread_mutex_unlock(&r->mu);
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		log_err("pr", "%s: out of memory: cannot re-read the object", r->name);
+		return;
+	}
+	queue_job(r, j);
+}
+
+/* ---- the store ---- */
+
+static void copy_port(char *dst, const char *src)
+{
+	snprintf(dst, PR_MAX_PORT_LEN, "%s", src ? src : "");
+}
+
+static int rados_out(struct scsi_lu *lu, struct scsi_cmd *cmd, const struct pr_out *req)
+{
+	struct pr_rados *r = lu->pr_store;
+	struct pr_job *j;
+
+	if (!cmd->thread) { /* no loop to come back to (never from the target) */
+		scsi_pr_set_result(cmd, PR_NOMEM);
+		return SCSI_DONE;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		scsi_pr_set_result(cmd, PR_NOMEM);
+		return SCSI_DONE;
+	}
+	j->cmd = cmd;
+	j->lu = lu;
+	j->req = *req;
+	copy_port(j->iport, cmd->nexus->initiator_port);
+	copy_port(j->tport, cmd->nexus->target_port);
+	if (req->move.iport) {
+		copy_port(j->move, req->move.iport);
+		j->req.move.iport = j->move;
+		j->req.move.tport = j->tport;
+	}
+	queue_job(r, j);
+	return SCSI_ASYNC;
+}
+
+static void rados_free(struct scsi_lu *lu)
+{
+	struct pr_rados *r = lu->pr_store;
+
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->mu);
+	r->stop = true;
+	pthread_cond_signal(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+	pthread_join(r->thread, NULL);
+	if (r->watching)
+		rados_unwatch2(r->io, r->watch);
+	rados_watch_flush(r->cluster); /* no callback of ours runs after this */
+	rados_ioctx_destroy(r->io);
+	pthread_cond_destroy(&r->cv);
+	pthread_mutex_destroy(&r->mu);
+	free(r);
+	lu->pr_store = NULL;
+}
+
+static const struct scsi_pr_store_ops rados_ops = {
+    .name = "rados",
+    .out = rados_out,
+    .free = rados_free,
+};
+
+static int open_io(struct pr_rados *r, const struct scsi_rbd_cfg *c, char *err, size_t errlen)
+{
+	int rc = rados_ioctx_create(r->cluster, c->pool, &r->io);
+
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: pool %s: %s", r->name, c->pool, strerror(-rc));
+		return rc;
+	}
+	if (c->ns)
+		rados_ioctx_set_namespace(r->io, c->ns);
+	return 0;
+}
+
+/* Load, watch, start the helper; on failure everything is undone. */
+static int start(struct pr_rados *r, char *err, size_t errlen)
+{
+	struct pr_state st;
+	uint64_t seq, ver;
+	int rc;
+
+	pr_state_init(&st);
+	rc = advertise(r, err, errlen);
+	if (rc == 0)
+		rc = watch_start(r, err, errlen);
+	if (rc == 0)
+		rc = obj_read(r, &st, &seq, &ver, err, errlen);
+	if (rc == 0) {
+		adopt(r, &st, seq, NULL);
+		rc = -pthread_create(&r->thread, NULL, helper, r);
+		if (rc)
+			snprintf(err, errlen, "%s: helper thread: %s", r->name, strerror(-rc));
+	}
+	pr_state_clear(&st);
+	if (rc && r->watching) {
+		rados_unwatch2(r->io, r->watch);
+		rados_watch_flush(r->cluster);
+	}
+	return rc;
+}
+
+int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err,
+		       size_t errlen)
+{
+	const struct scsi_rbd_cfg *c = &cfg->rbd;
+	struct pr_rados *r = calloc(1, sizeof(*r));
+	int rc;
+
+	if (!r) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	r->lu = lu;
+	r->cluster = bs_rbd_rados(lu->dev);
+	snprintf(r->oid, sizeof(r->oid), "ix.pr.%s", c->image);
+	snprintf(r->gwoid, sizeof(r->gwoid), "%s.gw", r->oid);
+	snprintf(r->name, sizeof(r->name), "persistent reservation object %s/%s%s%s", c->pool,
+		 c->ns ? c->ns : "", c->ns ? "/" : "", r->oid);
+	list_init(&r->jobs);
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->cv, NULL);
+	rc = r->cluster ? open_io(r, c, err, errlen) : -EINVAL;
+	if (!r->cluster)
+		snprintf(err, errlen, "pr_store \"rados\" needs an RBD device");
+	if (rc == 0) {
+		rc = start(r, err, errlen);
+		if (rc)
+			rados_ioctx_destroy(r->io);
+	}
+	if (rc) {
+		while (!list_empty(&r->jobs)) { /* a reload a watch error queued meanwhile */
+			struct pr_job *j = list_entry(r->jobs.next, struct pr_job, link);
+
+			list_del(&j->link);
+			free(j);
+		}
+		pthread_cond_destroy(&r->cv);
+		pthread_mutex_destroy(&r->mu);
+		free(r);
+		return rc;
+	}
+	lu->pr_store = r;
+	lu->pr_ops = &rados_ops;
+	lu->pr_persistent = true;
+	log_info("pr", "LUN %u: %s, %zu registration(s), sequence %llu", lu->lun, r->name,
+		 lu->pr.nregs, (unsigned long long)lu->pr_seq);
+	return 0;
+}
