@@ -219,10 +219,27 @@ static void watch_err_cb(void *arg, uint64_t cookie, int err)
 	queue_reload(r);
 }
 
-static int watch_start(struct pr_rados *r, char *err, size_t errlen)
+/* A watch needs the object: create it holding the empty state unless it exists. */
+static int ensure_obj(struct pr_rados *r, char *err, size_t errlen)
 {
+	struct pr_state empty;
 	int rc;
 
+	pr_state_init(&empty);
+	rc = obj_write(r, &empty, 0, 0);
+	if (rc == -EAGAIN)
+		return 0; /* there already */
+	if (rc < 0)
+		snprintf(err, errlen, "%s: create: %s", r->name, strerror(-rc));
+	return rc;
+}
+
+static int watch_start(struct pr_rados *r, char *err, size_t errlen)
+{
+	int rc = ensure_obj(r, err, errlen);
+
+	if (rc < 0)
+		return rc;
 	if (r->watching) {
 		rados_unwatch2(r->io, r->watch);
 		r->watching = false;
