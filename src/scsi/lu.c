@@ -453,6 +453,8 @@ int scsi_lu_reset(struct scsi_lu *lu, struct scsi_nexus *from)
 	 * initiator with several paths sees the reset on each; libiscsi MultipathIO.Reset). */
 	(void)from;
 	scsi_ua_post_others(lu, NULL, 0x29, 0x03); /* LOGICAL UNIT RESET OCCURRED */
+	if (lu->pr_ops && lu->pr_ops->reset)
+		lu->pr_ops->reset(lu); /* the same LU on other gateways (pr_rados.c) */
 	return 0;
 }
 

@@ -30,8 +30,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "backend/bs.h"
+#include "util/bytes.h"
 #include "scsi/scsi_int.h"
 #include "util/list.h"
 #include "util/log.h"
@@ -40,10 +43,17 @@
 #define PR_RADOS_NOTIFY_MS   5000 /* a watcher that has not acknowledged by then is fenced */
 #define PR_RADOS_BLOCKLIST_S 3600 /* how long a fenced gateway stays blocklisted */
 #define PR_RADOS_UA_RING     16	  /* sequence numbers whose unit attentions were queued here */
+#define PR_RADOS_RESET_WAIT_MS 2000 /* how long a LUN RESET waits for the other gateways */
+#define RESET_MAGIC	       "ix-lu-reset 1 "
+
+enum pr_job_kind { JOB_OUT, JOB_RELOAD, JOB_RESET };
 
 struct pr_job {
 	struct list_head link;
-	struct scsi_cmd *cmd; /* NULL: re-watch and reload */
+	enum pr_job_kind kind;
+	int refs;      /* JOB_RESET: the waiter's and the helper's (under r->mu) */
+	bool finished; /* JOB_RESET, under r->mu */
+	struct scsi_cmd *cmd; /* JOB_OUT: the command, answered on its loop */
 	struct scsi_lu *lu;
 	struct pr_out req;
 	char iport[PR_MAX_PORT_LEN], tport[PR_MAX_PORT_LEN], move[PR_MAX_PORT_LEN];
@@ -63,7 +73,9 @@ struct pr_rados {
 	pthread_t thread;
 	pthread_mutex_t mu; /* jobs, stop, reload_queued */
 	pthread_cond_t cv;
+	pthread_cond_t done_cv; /* a JOB_RESET finished */
 	struct list_head jobs;
+	uint64_t origin; /* names this store in reset notifies */
 	bool stop, reload_queued;
 	/* under lu->lock */
 	uint64_t ua_seen[PR_RADOS_UA_RING];
@@ -193,8 +205,20 @@ static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t no
 
 	(void)notifier_id;
 	pr_state_init(&st);
-	rc = pr_obj_decode(data, len, &st, &seq, &fx, err, sizeof(err));
-	if (rc == 0) {
+	if (len > strlen(RESET_MAGIC) && memcmp(data, RESET_MAGIC, strlen(RESET_MAGIC)) == 0) {
+		char origin[24];
+
+		snprintf(origin, sizeof(origin), "%016llx", (unsigned long long)r->origin);
+		if (len != strlen(RESET_MAGIC) + 16 ||
+		    memcmp((char *)data + strlen(RESET_MAGIC), origin, 16) != 0)
+			scsi_ua_post_others(r->lu, NULL, 0x29, 0x03); /* another gateway's */
+		rc = 1;
+	} else {
+		rc = pr_obj_decode(data, len, &st, &seq, &fx, err, sizeof(err));
+	}
+	if (rc == 1) {
+		/* done */
+	} else if (rc == 0) {
 		adopt(r, &st, seq, &fx);
 		pr_effects_clear(&fx);
 	} else {
@@ -410,6 +434,22 @@ static void run_reload(struct pr_rados *r)
 	pr_state_clear(&st);
 }
 
+static void run_reset(struct pr_rados *r)
+{
+	char payload[64], *reply = NULL;
+	size_t rlen = 0;
+	int rc;
+
+	snprintf(payload, sizeof(payload), RESET_MAGIC "%016llx", (unsigned long long)r->origin);
+	rc = rados_notify2(r->io, r->oid, payload, (int)strlen(payload), PR_RADOS_RESET_WAIT_MS,
+			   &reply, &rlen);
+	if (reply)
+		rados_buffer_free(reply);
+	if (rc < 0)
+		log_warn("pr", "%s: telling the other gateways of a LUN RESET: %s", r->name,
+			 strerror(-rc));
+}
+
 /* On the command's worker loop. */
 static void job_done(void *arg)
 {
@@ -436,10 +476,18 @@ static void *helper(void *arg)
 		j = list_entry(r->jobs.next, struct pr_job, link);
 		list_del(&j->link);
 		pthread_mutex_unlock(&r->mu);
-		if (!j->cmd) {
+		if (j->kind == JOB_RELOAD) {
 			free(j);
 			if (!r->stop)
 				run_reload(r);
+		} else if (j->kind == JOB_RESET) {
+			run_reset(r);
+			pthread_mutex_lock(&r->mu);
+			j->finished = true;
+			pthread_cond_broadcast(&r->done_cv);
+			if (--j->refs == 0)
+				free(j);
+			pthread_mutex_unlock(&r->mu);
 		} else {
 			j->res = run_out(r, j);
 			ev_loop_post_node(j->cmd->thread->loop, &j->post, job_done, j);
@@ -469,7 +517,7 @@ static void queue_reload(struct pr_rados *r)
 	}
 	r->reload_queued = true;
 	pthread_mutex_unlock(&r->mu);
-	j = calloc(1, sizeof(*j));
+	j = calloc(1, sizeof(*j)); /* JOB_RELOAD */
 	if (!j) {
 		log_err("pr", "%s: out of memory: cannot re-read the object", r->name);
 		return;
@@ -498,6 +546,7 @@ static int rados_out(struct scsi_lu *lu, struct scsi_cmd *cmd, const struct pr_o
 		scsi_pr_set_result(cmd, PR_NOMEM);
 		return SCSI_DONE;
 	}
+	j->kind = JOB_OUT;
 	j->cmd = cmd;
 	j->lu = lu;
 	j->req = *req;
@@ -510,6 +559,31 @@ static int rados_out(struct scsi_lu *lu, struct scsi_cmd *cmd, const struct pr_o
 	}
 	queue_job(r, j);
 	return SCSI_ASYNC;
+}
+
+/* The one wait on a worker: a LUN RESET answers only once the other gateways have queued
+ * their unit attentions (an initiator checks its other paths right after the response), at
+ * most PR_RADOS_RESET_WAIT_MS (notify round trip: ~2 ms). TMFs are rare, never data path. */
+static void rados_reset(struct scsi_lu *lu)
+{
+	struct pr_rados *r = lu->pr_store;
+	struct pr_job *j = calloc(1, sizeof(*j));
+	struct timespec until;
+
+	if (!j)
+		return;
+	j->kind = JOB_RESET;
+	j->refs = 2;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += PR_RADOS_RESET_WAIT_MS / 1000 + 1;
+	queue_job(r, j);
+	pthread_mutex_lock(&r->mu);
+	while (!j->finished &&
+	       pthread_cond_timedwait(&r->done_cv, &r->mu, &until) != ETIMEDOUT)
+		;
+	if (--j->refs == 0)
+		free(j);
+	pthread_mutex_unlock(&r->mu);
 }
 
 static void rados_free(struct scsi_lu *lu)
@@ -528,6 +602,7 @@ static void rados_free(struct scsi_lu *lu)
 	rados_watch_flush(r->cluster); /* no callback of ours runs after this */
 	rados_ioctx_destroy(r->io);
 	pthread_cond_destroy(&r->cv);
+	pthread_cond_destroy(&r->done_cv);
 	pthread_mutex_destroy(&r->mu);
 	free(r);
 	lu->pr_store = NULL;
@@ -536,6 +611,7 @@ static void rados_free(struct scsi_lu *lu)
 static const struct scsi_pr_store_ops rados_ops = {
     .name = "rados",
     .out = rados_out,
+    .reset = rados_reset,
     .free = rados_free,
 };
 
@@ -594,11 +670,14 @@ int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *
 	r->cluster = bs_rbd_rados(lu->dev);
 	snprintf(r->oid, sizeof(r->oid), "ix.pr.%s", c->image);
 	snprintf(r->gwoid, sizeof(r->gwoid), "%s.gw", r->oid);
+	r->origin = fnv1a64(FNV1A64_INIT, &r, sizeof(r)) ^ (uint64_t)time(NULL) ^
+		    ((uint64_t)getpid() << 32);
 	snprintf(r->name, sizeof(r->name), "persistent reservation object %s/%s%s%s", c->pool,
 		 c->ns ? c->ns : "", c->ns ? "/" : "", r->oid);
 	list_init(&r->jobs);
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_cond_init(&r->cv, NULL);
+	pthread_cond_init(&r->done_cv, NULL);
 	rc = r->cluster ? open_io(r, c, err, errlen) : -EINVAL;
 	if (!r->cluster)
 		snprintf(err, errlen, "pr_store \"rados\" needs an RBD device");
@@ -615,6 +694,7 @@ int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *
 			free(j);
 		}
 		pthread_cond_destroy(&r->cv);
+		pthread_cond_destroy(&r->done_cv);
 		pthread_mutex_destroy(&r->mu);
 		free(r);
 		return rc;

@@ -278,6 +278,8 @@ struct scsi_pr_store_ops {
 	/* PERSISTENT RESERVE OUT of a checked request from cmd->nexus: SCSI_DONE with the status
 	 * set, or SCSI_ASYNC (then scsi_cmd_finish() later, on the command's thread). */
 	int (*out)(struct scsi_lu *lu, struct scsi_cmd *cmd, const struct pr_out *req);
+	/* A LOGICAL UNIT RESET here: tell the other gateways (their nexuses get 29/03 too). */
+	void (*reset)(struct scsi_lu *lu);
 	void (*free)(struct scsi_lu *lu);
 };
 
