@@ -46,7 +46,7 @@
 #define PR_RADOS_RESET_WAIT_MS 2000 /* how long a LUN RESET waits for the other gateways */
 #define RESET_MAGIC	       "ix-lu-reset 1 "
 
-enum pr_job_kind { JOB_OUT, JOB_RELOAD, JOB_RESET };
+enum pr_job_kind { JOB_OUT = 1, JOB_RELOAD, JOB_RESET };
 
 struct pr_job {
 	struct list_head link;
@@ -517,11 +517,12 @@ static void queue_reload(struct pr_rados *r)
 	}
 	r->reload_queued = true;
 	pthread_mutex_unlock(&r->mu);
-	j = calloc(1, sizeof(*j)); /* JOB_RELOAD */
+	j = calloc(1, sizeof(*j));
 	if (!j) {
 		log_err("pr", "%s: out of memory: cannot re-read the object", r->name);
 		return;
 	}
+	j->kind = JOB_RELOAD;
 	queue_job(r, j);
 }
 
