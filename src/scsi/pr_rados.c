@@ -304,6 +304,15 @@ static int advertise(struct pr_rados *r, char *err, size_t errlen)
 	return rc;
 }
 
+/* At a clean stop: this client's address entry goes (a failure only leaves a stale entry). */
+static void forget_address(struct pr_rados *r)
+{
+	char key[32];
+
+	snprintf(key, sizeof(key), "gw.%llu", (unsigned long long)rados_get_instance_id(r->cluster));
+	(void)rados_rmxattr(r->io, r->gwoid, key);
+}
+
 /* Blocklist the watcher gid that did not acknowledge: 0 or -errno. */
 static int fence(struct pr_rados *r, uint64_t gid)
 {
@@ -601,6 +610,7 @@ static void rados_free(struct scsi_lu *lu)
 	if (r->watching)
 		rados_unwatch2(r->io, r->watch);
 	rados_watch_flush(r->cluster); /* no callback of ours runs after this */
+	forget_address(r);
 	rados_ioctx_destroy(r->io);
 	pthread_cond_destroy(&r->cv);
 	pthread_cond_destroy(&r->done_cv);
