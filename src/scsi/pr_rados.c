@@ -159,17 +159,18 @@ static bool ua_seen_locked(struct pr_rados *r, uint64_t seq)
 	return false;
 }
 
-/* Take st (sequence seq) as the LU's state if it is newer, and queue the unit attentions of fx
- * unless this sequence number's were queued already. */
+/* Take st (sequence seq) as the LU's state if it is newer (or always: force, for what was just
+ * read from the object, which may have been removed and started again from 0), and queue the
+ * unit attentions of fx unless this sequence number's were queued already. */
 static void adopt(struct pr_rados *r, struct pr_state *st, uint64_t seq,
-		  const struct pr_effects *fx)
+		  const struct pr_effects *fx, bool force)
 {
 	struct scsi_lu *lu = r->lu;
 	struct pr_effects none = {0};
 	bool newer, uas;
 
 	pthread_mutex_lock(&lu->lock);
-	newer = seq > lu->pr_seq || (seq == 0 && lu->pr_seq != 0);
+	newer = force || seq > lu->pr_seq;
 	uas = fx && fx->nua && seq && !ua_seen_locked(r, seq);
 	if (newer || uas) {
 		if (newer) {
@@ -219,7 +220,7 @@ static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t no
 	if (rc == 1) {
 		/* done */
 	} else if (rc == 0) {
-		adopt(r, &st, seq, &fx);
+		adopt(r, &st, seq, &fx, false);
 		pr_effects_clear(&fx);
 	} else {
 		log_err("pr", "%s: unreadable notify payload (%s): reading the object", r->name,
@@ -399,7 +400,7 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 
 		pr_state_init(&mine);
 		if (pr_state_copy(&mine, &st) == 0)
-			adopt(r, &mine, seq + 1, &fx);
+			adopt(r, &mine, seq + 1, &fx, false);
 		pr_state_clear(&mine);
 		rc = notify(r, &st, seq + 1, &fx);
 		if (rc < 0)
@@ -434,7 +435,7 @@ static void run_reload(struct pr_rados *r)
 	if (rc == 0)
 		rc = obj_read(r, &st, &seq, &ver, err, sizeof(err));
 	if (rc == 0) {
-		adopt(r, &st, seq, NULL);
+		adopt(r, &st, seq, NULL, true);
 		log_info("pr", "%s: watching again, state at sequence %llu", r->name,
 			 (unsigned long long)seq);
 	} else {
@@ -653,7 +654,7 @@ static int start(struct pr_rados *r, char *err, size_t errlen)
 	if (rc == 0)
 		rc = obj_read(r, &st, &seq, &ver, err, errlen);
 	if (rc == 0) {
-		adopt(r, &st, seq, NULL);
+		adopt(r, &st, seq, NULL, true);
 		rc = -pthread_create(&r->thread, NULL, helper, r);
 		if (rc)
 			snprintf(err, errlen, "%s: helper thread: %s", r->name, strerror(-rc));
