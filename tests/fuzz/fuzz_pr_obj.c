@@ -2,13 +2,17 @@
  * bytes a RADOS object or a notify payload holds, the decoder returns 0 or -EINVAL without
  * crashing or leaking; on -EINVAL the state and unit attentions are empty and the message is
  * set; a state it accepts encodes again to bytes that decode to the same state (a fixed point
- * after one round). Run both ways: as a stored object (no "ua" lines) and as a payload. */
+ * after one round). Run both ways: as a stored object (no "ua" lines) and as a payload, and
+ * once more with a correct checksum line put in place of the last line, so that the fuzzer
+ * reaches the line parser without having to forge FNV-1a sums. */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "scsi/pr.h"
+#include "util/bytes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -63,9 +67,34 @@ static void one(const uint8_t *data, size_t size, bool payload)
 	pr_state_clear(&again);
 }
 
+/* data without its last line, plus "sum <the right value>\n". */
+static void resummed(const uint8_t *data, size_t size)
+{
+	size_t body = size;
+	char *buf;
+
+	while (body > 0 && data[body - 1] != '\n')
+		body--;
+	if (size > 0 && data[size - 1] == '\n' && body == size) { /* drop the last whole line */
+		body--;
+		while (body > 0 && data[body - 1] != '\n')
+			body--;
+	}
+	buf = malloc(body + 32);
+	if (!buf)
+		return;
+	memcpy(buf, data, body);
+	snprintf(buf + body, 32, "sum %016llx\n",
+		 (unsigned long long)fnv1a64(FNV1A64_INIT, buf, body));
+	one((const uint8_t *)buf, strlen(buf + body) + body, false);
+	one((const uint8_t *)buf, strlen(buf + body) + body, true);
+	free(buf);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	one(data, size, false);
 	one(data, size, true);
+	resummed(data, size);
 	return 0;
 }
