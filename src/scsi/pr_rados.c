@@ -193,7 +193,22 @@ static void adopt(struct pr_rados *r, struct pr_state *st, uint64_t seq,
 
 static void queue_reload(struct pr_rados *r);
 
-/* librados' thread: a gateway (maybe this one) changed the state. */
+/* A LOGICAL UNIT RESET notify ("ix-lu-reset 1 <origin>")? Queues 29/03 here unless it came
+ * from this store. */
+static bool reset_payload(struct pr_rados *r, const void *data, size_t len)
+{
+	size_t m = strlen(RESET_MAGIC);
+	char origin[24];
+
+	if (len <= m || memcmp(data, RESET_MAGIC, m) != 0)
+		return false;
+	snprintf(origin, sizeof(origin), "%016llx", (unsigned long long)r->origin);
+	if (len != m + 16 || memcmp((const char *)data + m, origin, 16) != 0)
+		scsi_ua_post_others(r->lu, NULL, 0x29, 0x03); /* another gateway's reset */
+	return true;
+}
+
+/* librados' thread: a gateway (maybe this one) changed the state, or reset the LU. */
 static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t notifier_id,
 		     void *data, size_t len)
 {
@@ -201,31 +216,21 @@ static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t no
 	struct pr_state st;
 	struct pr_effects fx;
 	uint64_t seq;
-	char err[256];
+	char err[256] = "out of memory";
 	int rc;
 
 	(void)notifier_id;
 	pr_state_init(&st);
-	if (len > strlen(RESET_MAGIC) && memcmp(data, RESET_MAGIC, strlen(RESET_MAGIC)) == 0) {
-		char origin[24];
-
-		snprintf(origin, sizeof(origin), "%016llx", (unsigned long long)r->origin);
-		if (len != strlen(RESET_MAGIC) + 16 ||
-		    memcmp((char *)data + strlen(RESET_MAGIC), origin, 16) != 0)
-			scsi_ua_post_others(r->lu, NULL, 0x29, 0x03); /* another gateway's */
-		rc = 1;
-	} else {
+	if (!reset_payload(r, data, len)) {
 		rc = pr_obj_decode(data, len, &st, &seq, &fx, err, sizeof(err));
-	}
-	if (rc == 1) {
-		/* done */
-	} else if (rc == 0) {
-		adopt(r, &st, seq, &fx, false);
-		pr_effects_clear(&fx);
-	} else {
-		log_err("pr", "%s: unreadable notify payload (%s): reading the object", r->name,
-			err);
-		queue_reload(r);
+		if (rc == 0) {
+			adopt(r, &st, seq, &fx, false);
+			pr_effects_clear(&fx);
+		} else {
+			log_err("pr", "%s: unreadable notify payload (%s): reading the object",
+				r->name, err);
+			queue_reload(r);
+		}
 	}
 	pr_state_clear(&st);
 	rc = rados_notify_ack(r->io, r->oid, notify_id, handle, NULL, 0);
