@@ -391,6 +391,9 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 
 	pr_state_init(&st);
 	for (int i = 0; i < PR_RADOS_RETRIES && rc == -EAGAIN; i++) {
+		if (i)
+			log_info("pr", "%s: another gateway wrote first: reading again (%d)", r->name,
+				 i);
 		pr_effects_clear(&fx);
 		rc = obj_read(r, &st, &seq, &ver, err, sizeof(err));
 		if (rc < 0)

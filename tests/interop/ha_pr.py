@@ -14,6 +14,10 @@ naa_id and serial) on two ports with TPGT 1 and 2, so their target ports differ.
      RESERVATION through B names 1's key, A's WRITE works;
   3. preempt: 2 preempts 1's key through B; 1's next command through A gets the unit attention
      REGISTRATIONS PREEMPTED (2A/05), B's WRITE now works, A's gets RESERVATION CONFLICT;
+  3b. concurrent changes: one initiator through each gateway, each 25 REGISTER AND IGNORE
+     EXISTING KEY at once (every one bumps PRgeneration); afterwards READ KEYS through either
+     gateway shows PRgeneration up by exactly 50 and both last keys (a lost update in the
+     versioned read-modify-write would show fewer);
   4. damaged object (`rados put` of garbage): PERSISTENT RESERVE OUT through A gets HARDWARE
      ERROR / INTERNAL TARGET FAILURE and A's log names the object; the gateways keep serving
      the last known state; a third gateway started on it refuses to start, naming the object;
@@ -216,6 +220,52 @@ def step_preempt(pa, pb):
         s2.close()
 
 
+def read_keys(s):
+    st, d, sense, _ = s.scsi(bytes([0x5e, 0, 0, 0, 0, 0, 0, 4, 0, 0]), read_len=1024)
+    if st != 0:
+        raise X.ProtocolError('READ KEYS status 0x%02x' % st)
+    gen, n = struct.unpack('>II', d[:8])
+    return gen, sorted(struct.unpack('>%dQ' % (n // 8), d[8:8 + n]))
+
+
+def step_race(pa, pb, da, db):
+    import threading
+    n = 25
+    s1 = session(pa, INI1, ISID1)
+    s2 = session(pb, INI2, ISID2)
+    errs = []
+    try:
+        gen0, _ = read_keys(s1)
+
+        def worker(s, base):
+            for i in range(1, n + 1):
+                st, sense = prout(s, 6, 0, 0, base + i)  # REGISTER AND IGNORE EXISTING KEY
+                if st != 0:
+                    errs.append('0x%02x %s' % (st, sense.hex()))
+        t0 = time.monotonic()
+        ts = [threading.Thread(target=worker, args=(s, b)) for s, b in ((s1, KEY1), (s2, KEY2))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120)
+        dt = time.monotonic() - t0
+        retries = sum(d.output().count('another gateway wrote first') for d in (da, db))
+        ga, ka = read_keys(s1)
+        gb, kb = read_keys(s2)
+        check('race', not errs and ga == gb == gen0 + 2 * n and ka == kb ==
+              sorted([KEY1 + n, KEY2 + n]),
+              '%d REGISTER AND IGNORE through each gateway at once in %.1f s (%d versioned '
+              'writes lost and retried): %d errors%s; '
+              'PRgeneration %d -> A %d, B %d (want +%d); keys A %s B %s' % (
+                  n, dt, retries, len(errs), (' (%s)' % errs[0]) if errs else '', gen0, ga, gb, 2 * n,
+                  [hex(k) for k in ka], [hex(k) for k in kb]))
+        prout(s1, 0, 0, KEY1 + n, 0)
+        prout(s2, 0, 0, KEY2 + n, 0)
+    finally:
+        s1.close()
+        s2.close()
+
+
 def step_damaged(cl, da, pa, pb, tmp):
     cl.tool('rados', '-p', 'rbd', 'put', OBJ, '-', data=b'this is not a reservation\n')
     s1 = session(pa, INI1, ISID1)
@@ -335,6 +385,7 @@ def main():
         step('cu', step_cu, (pa, pb), tmp)
         step('conflict', step_conflict, pa, pb)
         step('preempt', step_preempt, pa, pb)
+        step('race', step_race, pa, pb, da, db)
         step('damaged', step_damaged, cl, da, pa, pb, tmp)
         step('fence', step_fence, cl, da, db, pa, pb)
         for d, n in ((da, 'a'), (db, 'b')):
