@@ -73,8 +73,7 @@ int scsi_pr_lu_init(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err
 }
 
 /* ENOENT above is no file yet: APTPL still works. */
-int scsi_pr_lu_attach(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err,
-		      size_t errlen)
+int scsi_pr_lu_attach(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err, size_t errlen)
 {
 	if (cfg->pr_store == SCSI_PR_STORE_FILE) {
 		lu->pr_persistent = lu->pr_path != NULL;

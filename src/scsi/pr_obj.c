@@ -2,7 +2,8 @@
  * object's format, pure (no librados here, so unit tests and the fuzz harness use it as is).
  *
  *   ix-pr-rados 1
- *   seq <decimal u64>            bumped by every write: orders notifies, never reused
+ *   epoch <16 hex>               random, set when the object is created
+ *   seq <decimal u64>            bumped by every write in the epoch: orders notifies
  *   generation <decimal u32>     PRGENERATION
  *   aptpl <0|1>                  the last APTPL bit received (the object is always persistent)
  *   type <0|1|3|5|6|7|8>
@@ -66,19 +67,21 @@ static void ob_printf(struct obuf *b, const char *fmt, ...)
 	}
 }
 
-int pr_obj_encode(const struct pr_state *st, uint64_t seq, const struct pr_effects *fx,
-		  char **out, size_t *len)
+int pr_obj_encode(const struct pr_state *st, const struct pr_obj_ver *v,
+		  const struct pr_effects *fx, char **out, size_t *len)
 {
 	struct obuf b = {0};
 
-	ob_printf(&b, "%s\nseq %" PRIu64 "\ngeneration %" PRIu32 "\naptpl %d\ntype %u\n", OBJ_MAGIC,
-		  seq, st->generation, st->aptpl ? 1 : 0, st->type);
+	ob_printf(&b,
+		  "%s\nepoch %016" PRIx64 "\nseq %" PRIu64 "\ngeneration %" PRIu32
+		  "\naptpl %d\ntype %u\n",
+		  OBJ_MAGIC, v->epoch, v->seq, st->generation, st->aptpl ? 1 : 0, st->type);
 	for (size_t i = 0; i < st->nregs; i++)
 		ob_printf(&b, "reg %016" PRIx64 " %d %s %s\n", st->regs[i].key,
 			  st->regs[i].holder ? 1 : 0, st->regs[i].iport, st->regs[i].tport);
 	for (size_t i = 0; fx && i < fx->nua; i++)
-		ob_printf(&b, "ua %02x %02x %s %s\n", fx->ua[i].asc, fx->ua[i].ascq, fx->ua[i].iport,
-			  fx->ua[i].tport);
+		ob_printf(&b, "ua %02x %02x %s %s\n", fx->ua[i].asc, fx->ua[i].ascq,
+			  fx->ua[i].iport, fx->ua[i].tport);
 	if (!b.oom)
 		ob_printf(&b, "sum %016" PRIx64 "\n", fnv1a64(FNV1A64_INIT, b.p, b.n));
 	if (b.oom) {
@@ -122,14 +125,17 @@ static int parse_num(const char *s, int base, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-/* "word <number>" into *out. */
-static int field(struct dctx *c, const char *line, const char *word, uint64_t max, uint64_t *out)
+/* "word <number>" (base 10, or 16 with exactly 16 digits) into *out. */
+static int field(struct dctx *c, const char *line, const char *word, int base, uint64_t max,
+		 uint64_t *out)
 {
 	size_t n = strlen(word);
 	char msg[64];
 
-	if (strncmp(line, word, n) != 0 || line[n] != ' ' || parse_num(line + n + 1, 10, max, out)) {
-		snprintf(msg, sizeof(msg), "expected \"%s <number>\"", word);
+	if (strncmp(line, word, n) != 0 || line[n] != ' ' ||
+	    (base == 16 && strlen(line + n + 1) != 16) || parse_num(line + n + 1, base, max, out)) {
+		snprintf(msg, sizeof(msg), "expected \"%s <%s>\"", word,
+			 base == 16 ? "16 hex digits" : "number");
 		return bad(c, msg);
 	}
 	return 0;
@@ -195,7 +201,8 @@ static int parse_ua(struct dctx *c, char *line, struct pr_effects *fx)
 	if (!fx)
 		return bad(c, "a unit attention line in the stored object");
 	if (!split(line, f, 5) || strcmp(f[0], "ua") != 0 || strlen(f[1]) != 2 ||
-	    strlen(f[2]) != 2 || parse_num(f[1], 16, 0xff, &asc) || parse_num(f[2], 16, 0xff, &ascq))
+	    strlen(f[2]) != 2 || parse_num(f[1], 16, 0xff, &asc) ||
+	    parse_num(f[2], 16, 0xff, &ascq))
 		return bad(c, "expected \"ua <asc> <ascq> <initiator port> <target port>\"");
 	if ((rc = ports(c, f[3], f[4])))
 		return rc;
@@ -224,27 +231,29 @@ static int parse_ua(struct dctx *c, char *line, struct pr_effects *fx)
 	return 0;
 }
 
-/* The four header lines after the magic: seq, generation, aptpl, type. */
-static int parse_head(struct dctx *c, const char *line, struct pr_state *st, uint64_t *seq)
+/* The header lines after the magic: epoch, seq, generation, aptpl, type. */
+static int parse_head(struct dctx *c, const char *line, struct pr_state *st, struct pr_obj_ver *ver)
 {
 	uint64_t v;
 	int rc;
 
 	switch (c->line) {
 	case 2:
-		return field(c, line, "seq", UINT64_MAX, seq);
+		return field(c, line, "epoch", 16, UINT64_MAX, &ver->epoch);
 	case 3:
-		if ((rc = field(c, line, "generation", UINT32_MAX, &v)))
+		return field(c, line, "seq", 10, UINT64_MAX, &ver->seq);
+	case 4:
+		if ((rc = field(c, line, "generation", 10, UINT32_MAX, &v)))
 			return rc;
 		st->generation = (uint32_t)v;
 		return 0;
-	case 4:
-		if ((rc = field(c, line, "aptpl", 1, &v)))
+	case 5:
+		if ((rc = field(c, line, "aptpl", 10, 1, &v)))
 			return rc;
 		st->aptpl = v;
 		return 0;
 	default:
-		if ((rc = field(c, line, "type", 15, &v)))
+		if ((rc = field(c, line, "type", 10, 15, &v)))
 			return rc;
 		if (v != PR_TYPE_NONE && !pr_type_valid((unsigned)v))
 			return bad(c, "unknown reservation type");
@@ -253,7 +262,7 @@ static int parse_head(struct dctx *c, const char *line, struct pr_state *st, uin
 	}
 }
 
-static int parse_lines(struct dctx *c, char *text, struct pr_state *st, uint64_t *seq,
+static int parse_lines(struct dctx *c, char *text, struct pr_state *st, struct pr_obj_ver *v,
 		       struct pr_effects *fx)
 {
 	char *save = NULL, *line;
@@ -267,8 +276,8 @@ static int parse_lines(struct dctx *c, char *text, struct pr_state *st, uint64_t
 			if (strcmp(line, OBJ_MAGIC) != 0)
 				return bad(c, "not an ix persistent reservation object (or an "
 					      "unknown version)");
-		} else if (c->line <= 5) {
-			if ((rc = parse_head(c, line, st, seq)))
+		} else if (c->line <= 6) {
+			if ((rc = parse_head(c, line, st, v)))
 				return rc;
 		} else if (strncmp(line, "ua ", 3) == 0) {
 			uas = true;
@@ -280,13 +289,13 @@ static int parse_lines(struct dctx *c, char *text, struct pr_state *st, uint64_t
 			return rc;
 		}
 	}
-	if (c->line < 5)
+	if (c->line < 6)
 		return bad(c, "truncated before the reservation type");
 	why = pr_state_inconsistent(st);
 	return why ? bad(c, why) : 0;
 }
 
-int pr_obj_decode(const void *buf, size_t len, struct pr_state *st, uint64_t *seq,
+int pr_obj_decode(const void *buf, size_t len, struct pr_state *st, struct pr_obj_ver *v,
 		  struct pr_effects *fx, char *err, size_t errlen)
 {
 	struct dctx c = {.err = err, .errlen = errlen};
@@ -297,7 +306,7 @@ int pr_obj_decode(const void *buf, size_t len, struct pr_state *st, uint64_t *se
 	pr_state_clear(st);
 	if (fx)
 		memset(fx, 0, sizeof(*fx));
-	*seq = 0;
+	*v = (struct pr_obj_ver){0, 0};
 	if (len == 0 || len > PR_OBJ_MAX)
 		return bad(&c, len ? "larger than 256 KiB" : "empty");
 	if (memchr(buf, 0, len) || ((const char *)buf)[len - 1] != '\n')
@@ -316,14 +325,14 @@ int pr_obj_decode(const void *buf, size_t len, struct pr_state *st, uint64_t *se
 		rc = bad(&c, "checksum mismatch: the object was changed or damaged");
 	} else {
 		*sum = 0;
-		rc = parse_lines(&c, text, st, seq, fx);
+		rc = parse_lines(&c, text, st, v, fx);
 	}
 	free(text);
 	if (rc) {
 		pr_state_clear(st);
 		if (fx)
 			pr_effects_clear(fx);
-		*seq = 0;
+		*v = (struct pr_obj_ver){0, 0};
 	}
 	return rc;
 }
@@ -341,8 +350,8 @@ int pr_rados_client_addr(const char *addrs, char *out, size_t outlen)
 	end = s + strcspn(s, ",]");
 	colon = memchr(s, ':', (size_t)(end - s));
 	/* a type prefix is letters and digits before the first colon: "v2", "v1", "any" */
-	if (colon && colon - s <= 3 && (strncmp(s, "v1:", 3) == 0 || strncmp(s, "v2:", 3) == 0 ||
-					strncmp(s, "any:", 4) == 0))
+	if (colon && colon - s <= 3 &&
+	    (strncmp(s, "v1:", 3) == 0 || strncmp(s, "v2:", 3) == 0 || strncmp(s, "any:", 4) == 0))
 		s = colon + 1;
 	n = (size_t)(end - s);
 	if (n == 0 || n >= outlen || !memchr(s, '/', n) || !memchr(s, ':', n))

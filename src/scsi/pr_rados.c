@@ -13,8 +13,8 @@
  * ECANCELED, EEXIST: another gateway wrote first) reads again, at most PR_RADOS_RETRIES times.
  * Once written, it adopts the state locally with its unit attentions, then notifies the
  * watchers with the object plus the unit attentions; every gateway's watch callback decodes
- * the payload, adopts the state if its sequence number is newer, queues the unit attentions
- * of its own nexuses, and acknowledges. A watcher that does not acknowledge within
+ * the payload, adopts the state if its version (epoch, sequence) is newer, queues the unit
+ * attentions of its own nexuses, and acknowledges. A watcher that does not acknowledge within
  * PR_RADOS_NOTIFY_MS is blocklisted (its address from the object's watcher list), so a gateway
  * that might still hold the old state can no longer reach the cluster, before the command
  * completes. The result goes back to the command's worker loop as an allocation-free post.
@@ -30,19 +30,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "backend/bs.h"
-#include "util/bytes.h"
 #include "scsi/scsi_int.h"
+#include "util/bytes.h"
 #include "util/list.h"
 #include "util/log.h"
 
-#define PR_RADOS_RETRIES     16	  /* versioned writes lost to other gateways before giving up */
-#define PR_RADOS_NOTIFY_MS   5000 /* a watcher that has not acknowledged by then is fenced */
-#define PR_RADOS_BLOCKLIST_S 3600 /* how long a fenced gateway stays blocklisted */
-#define PR_RADOS_UA_RING     16	  /* sequence numbers whose unit attentions were queued here */
+#define PR_RADOS_RETRIES       16   /* versioned writes lost to other gateways before giving up */
+#define PR_RADOS_NOTIFY_MS     5000 /* a watcher that has not acknowledged by then is fenced */
+#define PR_RADOS_BLOCKLIST_S   3600 /* how long a fenced gateway stays blocklisted */
+#define PR_RADOS_UA_RING       16   /* sequence numbers whose unit attentions were queued here */
 #define PR_RADOS_RESET_WAIT_MS 2000 /* how long a LUN RESET waits for the other gateways */
 #define RESET_MAGIC	       "ix-lu-reset 1 "
 
@@ -51,8 +52,8 @@ enum pr_job_kind { JOB_OUT = 1, JOB_RELOAD, JOB_RESET };
 struct pr_job {
 	struct list_head link;
 	enum pr_job_kind kind;
-	int refs;      /* JOB_RESET: the waiter's and the helper's (under r->mu) */
-	bool finished; /* JOB_RESET, under r->mu */
+	int refs;	      /* JOB_RESET: the waiter's and the helper's (under r->mu) */
+	bool finished;	      /* JOB_RESET, under r->mu */
 	struct scsi_cmd *cmd; /* JOB_OUT: the command, answered on its loop */
 	struct scsi_lu *lu;
 	struct pr_out req;
@@ -78,15 +79,27 @@ struct pr_rados {
 	uint64_t origin; /* names this store in reset notifies */
 	bool stop, reload_queued;
 	/* under lu->lock */
+	uint64_t epoch; /* of the object lu->pr came from (lu->pr_seq: its sequence) */
 	uint64_t ua_seen[PR_RADOS_UA_RING];
 	unsigned ua_next;
 };
 
 /* ---- the object ---- */
 
-/* Read and decode the object: 0 (st, seq, *ver set; an absent object is the empty state with
+/* A new object's epoch: random, never 0 (0 stands for "no object"). */
+static uint64_t new_epoch(void)
+{
+	uint64_t e = 0;
+
+	while (e == 0)
+		if (getrandom(&e, sizeof(e), 0) != (ssize_t)sizeof(e))
+			e = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)clock();
+	return e;
+}
+
+/* Read and decode the object: 0 (st, v, *ver set; an absent object is the empty state with
  * version 0), -EINVAL (damaged: err says how) or -errno. */
-static int obj_read(struct pr_rados *r, struct pr_state *st, uint64_t *seq, uint64_t *ver,
+static int obj_read(struct pr_rados *r, struct pr_state *st, struct pr_obj_ver *v, uint64_t *ver,
 		    char *err, size_t errlen)
 {
 	char *buf = malloc(PR_OBJ_MAX + 1);
@@ -98,7 +111,7 @@ static int obj_read(struct pr_rados *r, struct pr_state *st, uint64_t *seq, uint
 	if (n == -ENOENT) {
 		free(buf);
 		pr_state_clear(st);
-		*seq = 0;
+		*v = (struct pr_obj_ver){0, 0}; /* epoch 0: no object */
 		*ver = 0;
 		return 0;
 	}
@@ -108,20 +121,23 @@ static int obj_read(struct pr_rados *r, struct pr_state *st, uint64_t *seq, uint
 		return n;
 	}
 	*ver = rados_get_last_version(r->io);
-	rc = pr_obj_decode(buf, (size_t)n, st, seq, NULL, err, errlen);
+	rc = pr_obj_decode(buf, (size_t)n, st, v, NULL, err, errlen);
 	free(buf);
 	if (rc == -EINVAL) {
 		char what[400];
 
 		snprintf(what, sizeof(what), "%s", err);
-		snprintf(err, errlen, "%s: %s (remove it with `rados rm` to drop every "
-			 "reservation of the LU)", r->name, what);
+		snprintf(err, errlen,
+			 "%s: %s (remove it with `rados rm` to drop every "
+			 "reservation of the LU)",
+			 r->name, what);
 	}
 	return rc;
 }
 
 /* Versioned write: 0, -EAGAIN (another gateway wrote since ver: read again) or -errno. */
-static int obj_write(struct pr_rados *r, const struct pr_state *st, uint64_t seq, uint64_t ver)
+static int obj_write(struct pr_rados *r, const struct pr_state *st, const struct pr_obj_ver *v,
+		     uint64_t ver)
 {
 	rados_write_op_t op = rados_create_write_op();
 	char *buf;
@@ -130,7 +146,7 @@ static int obj_write(struct pr_rados *r, const struct pr_state *st, uint64_t seq
 
 	if (!op)
 		return -ENOMEM;
-	rc = pr_obj_encode(st, seq, NULL, &buf, &len);
+	rc = pr_obj_encode(st, v, NULL, &buf, &len);
 	if (rc) {
 		rados_release_write_op(op);
 		return rc;
@@ -150,8 +166,10 @@ static int obj_write(struct pr_rados *r, const struct pr_state *st, uint64_t seq
 
 /* ---- adopting a state ---- */
 
-static bool ua_seen_locked(struct pr_rados *r, uint64_t seq)
+static bool ua_seen_locked(struct pr_rados *r, const struct pr_obj_ver *v)
 {
+	uint64_t seq = v->epoch ^ (v->seq * 0x9e3779b97f4a7c15ull);
+
 	for (unsigned i = 0; i < PR_RADOS_UA_RING; i++)
 		if (r->ua_seen[i] == seq)
 			return true;
@@ -159,23 +177,24 @@ static bool ua_seen_locked(struct pr_rados *r, uint64_t seq)
 	return false;
 }
 
-/* Take st (sequence seq) as the LU's state if it is newer (or always: force, for what was just
- * read from the object, which may have been removed and started again from 0), and queue the
- * unit attentions of fx unless this sequence number's were queued already. */
-static void adopt(struct pr_rados *r, struct pr_state *st, uint64_t seq,
-		  const struct pr_effects *fx, bool force)
+/* Take st (version v) as the LU's state if it is newer (a later write, or another epoch: the
+ * object was removed and created again), and queue the unit attentions of fx unless this
+ * version's were queued already. */
+static void adopt(struct pr_rados *r, struct pr_state *st, const struct pr_obj_ver *v,
+		  const struct pr_effects *fx)
 {
 	struct scsi_lu *lu = r->lu;
 	struct pr_effects none = {0};
 	bool newer, uas;
 
 	pthread_mutex_lock(&lu->lock);
-	newer = force || seq > lu->pr_seq;
-	uas = fx && fx->nua && seq && !ua_seen_locked(r, seq);
+	newer = v->epoch != r->epoch || v->seq > lu->pr_seq;
+	uas = fx && fx->nua && !ua_seen_locked(r, v);
 	if (newer || uas) {
 		if (newer) {
 			scsi_pr_adopt_locked(lu, st, uas ? fx : &none);
-			lu->pr_seq = seq;
+			lu->pr_seq = v->seq;
+			r->epoch = v->epoch;
 		} else {
 			struct pr_state same;
 
@@ -215,16 +234,16 @@ static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t no
 	struct pr_rados *r = arg;
 	struct pr_state st;
 	struct pr_effects fx;
-	uint64_t seq;
+	struct pr_obj_ver v;
 	char err[256] = "out of memory";
 	int rc;
 
 	(void)notifier_id;
 	pr_state_init(&st);
 	if (!reset_payload(r, data, len)) {
-		rc = pr_obj_decode(data, len, &st, &seq, &fx, err, sizeof(err));
+		rc = pr_obj_decode(data, len, &st, &v, &fx, err, sizeof(err));
 		if (rc == 0) {
-			adopt(r, &st, seq, &fx, false);
+			adopt(r, &st, &v, &fx);
 			pr_effects_clear(&fx);
 		} else {
 			log_err("pr", "%s: unreadable notify payload (%s): reading the object",
@@ -253,10 +272,11 @@ static void watch_err_cb(void *arg, uint64_t cookie, int err)
 static int ensure_obj(struct pr_rados *r, char *err, size_t errlen)
 {
 	struct pr_state empty;
+	struct pr_obj_ver v = {new_epoch(), 0};
 	int rc;
 
 	pr_state_init(&empty);
-	rc = obj_write(r, &empty, 0, 0);
+	rc = obj_write(r, &empty, &v, 0);
 	if (rc == -EAGAIN)
 		return 0; /* there already */
 	if (rc < 0)
@@ -302,7 +322,8 @@ static int advertise(struct pr_rados *r, char *err, size_t errlen)
 	free(addrs);
 	if (rc < 0)
 		return rc;
-	snprintf(key, sizeof(key), "gw.%llu", (unsigned long long)rados_get_instance_id(r->cluster));
+	snprintf(key, sizeof(key), "gw.%llu",
+		 (unsigned long long)rados_get_instance_id(r->cluster));
 	rc = rados_setxattr(r->io, r->gwoid, key, addr, strlen(addr));
 	if (rc < 0)
 		snprintf(err, errlen, "%s: setxattr %s on %s: %s", r->name, key, r->gwoid,
@@ -315,7 +336,8 @@ static void forget_address(struct pr_rados *r)
 {
 	char key[32];
 
-	snprintf(key, sizeof(key), "gw.%llu", (unsigned long long)rados_get_instance_id(r->cluster));
+	snprintf(key, sizeof(key), "gw.%llu",
+		 (unsigned long long)rados_get_instance_id(r->cluster));
 	(void)rados_rmxattr(r->io, r->gwoid, key);
 }
 
@@ -328,17 +350,20 @@ static int fence(struct pr_rados *r, uint64_t gid)
 	snprintf(key, sizeof(key), "gw.%llu", (unsigned long long)gid);
 	n = rados_getxattr(r->io, r->gwoid, key, addr, sizeof(addr) - 1);
 	if (n < 0) {
-		log_err("pr", "%s: client.%llu did not acknowledge a reservation change and its "
-			"address is unknown (%s): it cannot be fenced", r->name,
-			(unsigned long long)gid, strerror(-n));
+		log_err("pr",
+			"%s: client.%llu did not acknowledge a reservation change and its "
+			"address is unknown (%s): it cannot be fenced",
+			r->name, (unsigned long long)gid, strerror(-n));
 		return n;
 	}
 	addr[n] = 0;
 	rc = rados_blocklist_add(r->cluster, addr, PR_RADOS_BLOCKLIST_S);
 	if (rc == 0)
-		log_warn("pr", "%s: gateway client.%llu at %s did not acknowledge a reservation "
-			 "change within %u ms: blocklisted for %u s", r->name,
-			 (unsigned long long)gid, addr, PR_RADOS_NOTIFY_MS, PR_RADOS_BLOCKLIST_S);
+		log_warn("pr",
+			 "%s: gateway client.%llu at %s did not acknowledge a reservation "
+			 "change within %u ms: blocklisted for %u s",
+			 r->name, (unsigned long long)gid, addr, PR_RADOS_NOTIFY_MS,
+			 PR_RADOS_BLOCKLIST_S);
 	else
 		log_err("pr", "%s: blocklisting client.%llu at %s: %s", r->name,
 			(unsigned long long)gid, addr, strerror(-rc));
@@ -346,7 +371,7 @@ static int fence(struct pr_rados *r, uint64_t gid)
 }
 
 /* Tell every gateway; fence those that stay silent. 0 or -errno (someone not fenced). */
-static int notify(struct pr_rados *r, const struct pr_state *st, uint64_t seq,
+static int notify(struct pr_rados *r, const struct pr_state *st, const struct pr_obj_ver *v,
 		  const struct pr_effects *fx)
 {
 	struct notify_ack_t *acks = NULL;
@@ -355,7 +380,7 @@ static int notify(struct pr_rados *r, const struct pr_state *st, uint64_t seq,
 	char *reply = NULL, *payload;
 	int rc, nrc;
 
-	rc = pr_obj_encode(st, seq, fx, &payload, &plen);
+	rc = pr_obj_encode(st, v, fx, &payload, &plen);
 	if (rc)
 		return rc;
 	nrc = rados_notify2(r->io, r->oid, payload, (int)plen, PR_RADOS_NOTIFY_MS, &reply, &rlen);
@@ -385,36 +410,39 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 	struct pr_state st;
 	struct pr_effects fx = {0};
 	enum pr_result res = PR_NOMEM;
-	uint64_t seq, ver;
+	struct pr_obj_ver v, next = {0, 0};
+	uint64_t ver;
 	char err[1024] = "";
 	int rc = -EAGAIN;
 
 	pr_state_init(&st);
 	for (int i = 0; i < PR_RADOS_RETRIES && rc == -EAGAIN; i++) {
 		if (i)
-			log_info("pr", "%s: another gateway wrote first: reading again (%d)", r->name,
-				 i);
+			log_info("pr", "%s: another gateway wrote first: reading again (%d)",
+				 r->name, i);
 		pr_effects_clear(&fx);
-		rc = obj_read(r, &st, &seq, &ver, err, sizeof(err));
+		rc = obj_read(r, &st, &v, &ver, err, sizeof(err));
 		if (rc < 0)
 			break;
 		res = pr_out_apply(&st, &who, &j->req, &fx);
 		if (res != PR_OK || !fx.changed)
 			break;
-		rc = obj_write(r, &st, seq + 1, ver);
+		next = (struct pr_obj_ver){v.epoch ? v.epoch : new_epoch(), v.seq + 1};
+		rc = obj_write(r, &st, &next, ver);
 	}
 	if (rc == 0 && res == PR_OK && fx.changed) {
 		struct pr_state mine;
 
 		pr_state_init(&mine);
 		if (pr_state_copy(&mine, &st) == 0)
-			adopt(r, &mine, seq + 1, &fx, false);
+			adopt(r, &mine, &next, &fx);
 		pr_state_clear(&mine);
-		rc = notify(r, &st, seq + 1, &fx);
+		rc = notify(r, &st, &next, &fx);
 		if (rc < 0)
-			snprintf(err, sizeof(err), "%s: the change is stored, but a gateway that "
-				 "did not acknowledge it could not be fenced: %s", r->name,
-				 strerror(-rc));
+			snprintf(err, sizeof(err),
+				 "%s: the change is stored, but a gateway that "
+				 "did not acknowledge it could not be fenced: %s",
+				 r->name, strerror(-rc));
 	} else if (rc < 0 && !err[0]) {
 		snprintf(err, sizeof(err), "%s: write: %s%s", r->name, strerror(-rc),
 			 rc == -EAGAIN ? " (other gateways kept writing first)" : "");
@@ -431,7 +459,8 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 static void run_reload(struct pr_rados *r)
 {
 	struct pr_state st;
-	uint64_t seq, ver;
+	struct pr_obj_ver v;
+	uint64_t ver;
 	char err[1024];
 	int rc;
 
@@ -441,11 +470,11 @@ static void run_reload(struct pr_rados *r)
 	pr_state_init(&st);
 	rc = watch_start(r, err, sizeof(err));
 	if (rc == 0)
-		rc = obj_read(r, &st, &seq, &ver, err, sizeof(err));
+		rc = obj_read(r, &st, &v, &ver, err, sizeof(err));
 	if (rc == 0) {
-		adopt(r, &st, seq, NULL, true);
-		log_info("pr", "%s: watching again, state at sequence %llu", r->name,
-			 (unsigned long long)seq);
+		adopt(r, &st, &v, NULL);
+		log_info("pr", "%s: watching again, object at epoch %016llx sequence %llu", r->name,
+			 (unsigned long long)v.epoch, (unsigned long long)v.seq);
 	} else {
 		log_err("pr", "LUN %u: %s (the last known state stays in force)", r->lu->lun, err);
 	}
@@ -597,8 +626,7 @@ static void rados_reset(struct scsi_lu *lu)
 	until.tv_sec += PR_RADOS_RESET_WAIT_MS / 1000 + 1;
 	queue_job(r, j);
 	pthread_mutex_lock(&r->mu);
-	while (!j->finished &&
-	       pthread_cond_timedwait(&r->done_cv, &r->mu, &until) != ETIMEDOUT)
+	while (!j->finished && pthread_cond_timedwait(&r->done_cv, &r->mu, &until) != ETIMEDOUT)
 		;
 	if (--j->refs == 0)
 		free(j);
@@ -652,7 +680,8 @@ static int open_io(struct pr_rados *r, const struct scsi_rbd_cfg *c, char *err, 
 static int start(struct pr_rados *r, char *err, size_t errlen)
 {
 	struct pr_state st;
-	uint64_t seq, ver;
+	struct pr_obj_ver v;
+	uint64_t ver;
 	int rc;
 
 	pr_state_init(&st);
@@ -660,9 +689,9 @@ static int start(struct pr_rados *r, char *err, size_t errlen)
 	if (rc == 0)
 		rc = watch_start(r, err, errlen);
 	if (rc == 0)
-		rc = obj_read(r, &st, &seq, &ver, err, errlen);
+		rc = obj_read(r, &st, &v, &ver, err, errlen);
 	if (rc == 0) {
-		adopt(r, &st, seq, NULL, true);
+		adopt(r, &st, &v, NULL);
 		rc = -pthread_create(&r->thread, NULL, helper, r);
 		if (rc)
 			snprintf(err, errlen, "%s: helper thread: %s", r->name, strerror(-rc));
@@ -675,8 +704,7 @@ static int start(struct pr_rados *r, char *err, size_t errlen)
 	return rc;
 }
 
-int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err,
-		       size_t errlen)
+int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err, size_t errlen)
 {
 	const struct scsi_rbd_cfg *c = &cfg->rbd;
 	struct pr_rados *r = calloc(1, sizeof(*r));
@@ -722,7 +750,8 @@ int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *
 	lu->pr_store = r;
 	lu->pr_ops = &rados_ops;
 	lu->pr_persistent = true;
-	log_info("pr", "LUN %u: %s, %zu registration(s), sequence %llu", lu->lun, r->name,
-		 lu->pr.nregs, (unsigned long long)lu->pr_seq);
+	log_info("pr", "LUN %u: %s, %zu registration(s), epoch %016llx sequence %llu", lu->lun,
+		 r->name, lu->pr.nregs, (unsigned long long)r->epoch,
+		 (unsigned long long)lu->pr_seq);
 	return 0;
 }

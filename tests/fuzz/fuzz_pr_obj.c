@@ -32,7 +32,7 @@ static void one(const uint8_t *data, size_t size, bool payload)
 {
 	struct pr_state st, again;
 	struct pr_effects fx, fx2;
-	uint64_t seq, seq2;
+	struct pr_obj_ver seq, seq2;
 	char err[256] = "", *buf;
 	size_t len;
 	int rc;
@@ -47,10 +47,10 @@ static void one(const uint8_t *data, size_t size, bool payload)
 			abort();
 		return;
 	}
-	if (pr_obj_encode(&st, seq, payload ? &fx : NULL, &buf, &len) == 0) {
-		rc = pr_obj_decode(buf, len, &again, &seq2, payload ? &fx2 : NULL, err,
-				   sizeof(err));
-		if (rc == -EINVAL || (rc == 0 && seq2 != seq))
+	if (pr_obj_encode(&st, &seq, payload ? &fx : NULL, &buf, &len) == 0) {
+		rc =
+		    pr_obj_decode(buf, len, &again, &seq2, payload ? &fx2 : NULL, err, sizeof(err));
+		if (rc == -EINVAL || (rc == 0 && (seq2.seq != seq.seq || seq2.epoch != seq.epoch)))
 			abort();
 		if (rc == 0) {
 			same_state(&st, &again);

@@ -37,13 +37,16 @@ static void test_round_trip(void)
 	struct pr_ua ua = {(char *)IA, (char *)TA, 0x2a, 0x05};
 	char *buf, err[256];
 	size_t len;
-	uint64_t seq;
+	struct pr_obj_ver seq;
 
 	build(&st);
 	pr_state_init(&back);
-	CHECK_EQ(pr_obj_encode(&st, 42, NULL, &buf, &len), 0);
+	CHECK_EQ(
+	    pr_obj_encode(&st, &(struct pr_obj_ver){0xe1e1e1e1e1e1e1e1ULL, 42}, NULL, &buf, &len),
+	    0);
 	CHECK_EQ(pr_obj_decode(buf, len, &back, &seq, NULL, err, sizeof(err)), 0);
-	CHECK_EQ(seq, 42);
+	CHECK_EQ(seq.seq, 42);
+	CHECK_EQ(seq.epoch, 0xe1e1e1e1e1e1e1e1ULL);
 	CHECK_EQ(back.generation, 7);
 	CHECK(back.aptpl);
 	CHECK_EQ(back.type, PR_WE);
@@ -58,9 +61,10 @@ static void test_round_trip(void)
 	/* a notify payload: the same plus the unit attentions */
 	fx.ua = &ua;
 	fx.nua = 1;
-	CHECK_EQ(pr_obj_encode(&st, 43, &fx, &buf, &len), 0);
+	CHECK_EQ(pr_obj_encode(&st, &(struct pr_obj_ver){1, 43}, &fx, &buf, &len), 0);
 	CHECK_EQ(pr_obj_decode(buf, len, &back, &seq, &fback, err, sizeof(err)), 0);
-	CHECK_EQ(seq, 43);
+	CHECK_EQ(seq.seq, 43);
+	CHECK_EQ(seq.epoch, 1);
 	CHECK_EQ(fback.nua, 1);
 	CHECK_STR(fback.ua[0].iport, IA);
 	CHECK_STR(fback.ua[0].tport, TA);
@@ -81,17 +85,19 @@ static void test_hand_written(void)
 {
 	char text[1024], err[256];
 	struct pr_state st;
-	uint64_t seq;
+	struct pr_obj_ver seq;
 	int n;
 
 	n = snprintf(text, sizeof(text),
-		     "ix-pr-rados 1\nseq 5\ngeneration 3\naptpl 0\ntype 7\n"
+		     "ix-pr-rados 1\nepoch 00000000000000ab\nseq 5\ngeneration 3\naptpl 0\n"
+		     "type 7\n"
 		     "reg 00000000000000aa 0 " IA " " TA "\n");
 	snprintf(text + n, sizeof(text) - (size_t)n, "sum %016" PRIx64 "\n",
 		 fnv1a64(FNV1A64_INIT, text, (size_t)n));
 	pr_state_init(&st);
 	CHECK_EQ(pr_obj_decode(text, strlen(text), &st, &seq, NULL, err, sizeof(err)), 0);
-	CHECK_EQ(seq, 5);
+	CHECK_EQ(seq.seq, 5);
+	CHECK_EQ(seq.epoch, 0xab);
 	CHECK_EQ(st.generation, 3);
 	CHECK_EQ(st.type, PR_WE_AR);
 	CHECK_EQ(st.nregs, 1);
@@ -104,7 +110,7 @@ static int decode_resummed(const char *body, char *err, size_t errlen)
 {
 	char text[2048];
 	struct pr_state st;
-	uint64_t seq;
+	struct pr_obj_ver seq;
 	int n = snprintf(text, sizeof(text), "%s", body), rc;
 
 	snprintf(text + n, sizeof(text) - (size_t)n, "sum %016" PRIx64 "\n",
@@ -112,7 +118,8 @@ static int decode_resummed(const char *body, char *err, size_t errlen)
 	pr_state_init(&st);
 	rc = pr_obj_decode(text, strlen(text), &st, &seq, NULL, err, errlen);
 	CHECK_EQ(st.nregs, 0); /* never a partial state */
-	CHECK_EQ(seq, rc ? 0 : seq);
+	if (rc)
+		CHECK(seq.seq == 0 && seq.epoch == 0);
 	pr_state_clear(&st);
 	return rc;
 }
@@ -122,24 +129,30 @@ static void test_damaged(void)
 	static const struct {
 		const char *body, *why;
 	} cases[] = {
-	    {"ix-pr-rados 2\nseq 1\ngeneration 0\naptpl 0\ntype 0\n", "unknown version"},
-	    {"ix-pr-rados 1\nseq x\ngeneration 0\naptpl 0\ntype 0\n", "seq"},
-	    {"ix-pr-rados 1\nseq 1\ngeneration 0\naptpl 2\ntype 0\n", "aptpl"},
-	    {"ix-pr-rados 1\nseq 1\ngeneration 0\naptpl 0\ntype 2\n", "unknown reservation type"},
-	    {"ix-pr-rados 1\nseq 1\ngeneration 0\n", "truncated"},
-	    {"ix-pr-rados 1\nseq 1\ngeneration 0\naptpl 0\ntype 1\n"
+	    {"ix-pr-rados 2\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n",
+	     "unknown version"},
+	    {"ix-pr-rados 1\nepoch 1\nseq 1\ngeneration 0\naptpl 0\ntype 0\n", "epoch"},
+	    {"ix-pr-rados 1\nseq 1\ngeneration 0\naptpl 0\ntype 0\n", "epoch"},
+	    {"ix-pr-rados 1\nepoch 0000000000000001\nseq x\ngeneration 0\naptpl 0\ntype 0\n",
+	     "seq"},
+	    {"ix-pr-rados 1\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 2\ntype 0\n",
+	     "aptpl"},
+	    {"ix-pr-rados 1\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 2\n",
+	     "unknown reservation type"},
+	    {"ix-pr-rados 1\nepoch 0000000000000001\nseq 1\ngeneration 0\n", "truncated"},
+	    {"ix-pr-rados 1\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 1\n"
 	     "reg 00000000000000aa 0 " IA " " TA "\n",
 	     "exactly one holder"},
-	    {"ix-pr-rados 1\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
+	    {"ix-pr-rados 1\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
 	     "reg 0000000000000000 0 " IA " " TA "\n",
 	     "not zero"},
-	    {"ix-pr-rados 1\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
+	    {"ix-pr-rados 1\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
 	     "reg 00000000000000aa 0 " IA " " TA "\nreg 00000000000000bb 0 " IA " " TA "\n",
 	     "twice"},
-	    {"ix-pr-rados 1\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
+	    {"ix-pr-rados 1\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
 	     "reg 00000000000000aa 0 iqn.x,t,0x1 " TA "\n",
 	     "initiator port"},
-	    {"ix-pr-rados 1\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
+	    {"ix-pr-rados 1\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
 	     "reg 00000000000000aa 0 " IA "\n",
 	     "expected \"reg"},
 	};
@@ -159,10 +172,10 @@ static void test_bytes(void)
 	struct pr_state st;
 	char *buf, err[256];
 	size_t len;
-	uint64_t seq;
+	struct pr_obj_ver seq;
 
 	build(&st);
-	CHECK_EQ(pr_obj_encode(&st, 1, NULL, &buf, &len), 0);
+	CHECK_EQ(pr_obj_encode(&st, &(struct pr_obj_ver){2, 1}, NULL, &buf, &len), 0);
 	pr_state_clear(&st);
 	buf[len / 2] ^= 0x01; /* one bit anywhere */
 	CHECK_EQ(pr_obj_decode(buf, len, &st, &seq, NULL, err, sizeof(err)), -EINVAL);
