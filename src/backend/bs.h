@@ -205,6 +205,10 @@ int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen);
  * backend. */
 int bs_rbd_state(struct bs_dev *dev, char *reason, size_t len);
 const char *bs_rbd_state_name(int state);
+/* The librados cluster handle (rados_t) an RBD device's image was opened through, for state
+ * kept next to the image (persistent reservations, scsi/pr_rados.c); NULL for other backends.
+ * Valid while the device is open. */
+void *bs_rbd_rados(const struct bs_dev *dev);
 #endif
 
 #endif

@@ -975,6 +975,13 @@ static bool rbd_compare_write_ok(struct bs_dev *dev, uint64_t offset, uint64_t l
 	return len > 0 && offset % 512 + len <= 512;
 }
 
+void *bs_rbd_rados(const struct bs_dev *dev)
+{
+	const struct rbd_priv *p = dev->priv;
+
+	return dev->ops == &bs_rbd_ops ? p->cl->rados : NULL;
+}
+
 const struct bs_ops bs_rbd_ops = {
     .name = "rbd",
     .type = SCSI_BACKEND_RBD,

@@ -119,6 +119,12 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 		lu->lbpme = cfg->thin && (lu->dev->caps & BS_CAP_DISCARD);
 		lu->lbprz = lu->lbpme && (lu->dev->caps & BS_CAP_DISCARD_ZEROES);
 	}
+	rc = scsi_pr_lu_attach(lu, cfg, err, errlen);
+	if (rc < 0) {
+		scsi_pr_lu_free(lu);
+		bs_dev_close(lu->dev);
+		goto fail;
+	}
 	if (cfg->index) {
 		lu->index = cfg->index;
 		scsi_lu_index_add(lu->index, lu);
@@ -148,8 +154,8 @@ void scsi_lu_put(struct scsi_lu *lu)
 	if (lu->index)
 		scsi_lu_index_del(lu->index, lu);
 	scsi_guard_free(lu->guard);
+	scsi_pr_lu_free(lu); /* first: a shared store uses the device's cluster connection */
 	bs_dev_close(lu->dev);
-	scsi_pr_lu_free(lu);
 	pthread_mutex_destroy(&lu->lock);
 	pthread_mutex_destroy(&lu->slow_lock);
 	free(lu->scratch);
@@ -452,6 +458,8 @@ int scsi_lu_reset(struct scsi_lu *lu, struct scsi_nexus *from)
 	 * initiator with several paths sees the reset on each; libiscsi MultipathIO.Reset). */
 	(void)from;
 	scsi_ua_post_others(lu, NULL, 0x29, 0x03); /* LOGICAL UNIT RESET OCCURRED */
+	if (lu->pr_ops && lu->pr_ops->reset)
+		lu->pr_ops->reset(lu); /* the same LU on other gateways (pr_rados.c) */
 	return 0;
 }
 

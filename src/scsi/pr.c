@@ -193,6 +193,34 @@ static enum pr_result add_reg(struct pr_state *st, uint64_t key, const struct pr
 	return PR_OK;
 }
 
+int pr_state_add_reg(struct pr_state *st, uint64_t key, const struct pr_nexus_id *who)
+{
+	switch (add_reg(st, key, who)) {
+	case PR_OK:
+		return 0;
+	case PR_NO_RESOURCES:
+		return -ENOSPC;
+	default:
+		return -ENOMEM;
+	}
+}
+
+const char *pr_state_inconsistent(const struct pr_state *st)
+{
+	size_t holders = 0;
+
+	for (size_t i = 0; i < st->nregs; i++)
+		holders += st->regs[i].holder;
+	if (st->type == PR_TYPE_NONE || pr_type_all_registrants(st->type)) {
+		if (holders)
+			return "a holder is marked but the reservation type has none";
+		if (st->type != PR_TYPE_NONE && st->nregs == 0)
+			return "an all-registrants reservation without registrants";
+		return NULL;
+	}
+	return holders == 1 ? NULL : "the reservation needs exactly one holder";
+}
+
 static void remove_reg(struct pr_state *st, size_t i)
 {
 	free(st->regs[i].iport);

@@ -155,4 +155,31 @@ int pr_state_load(struct pr_state *st, const char *path, char *err, size_t errle
 /* Remove the file (APTPL turned off); a missing file is fine. */
 int pr_state_remove(const char *path, char *err, size_t errlen);
 
+/* Checks shared by the decoders of saved state. A port name field: printable, no blanks,
+ * "<name>,i,0x<hex>" (initiator) or "<name>,t,0x<hex>" (target). */
+bool pr_port_name_ok(const char *s, bool initiator);
+/* NULL if the holders fit the reservation type, else what is wrong. */
+const char *pr_state_inconsistent(const struct pr_state *st);
+/* Append a registration (not a holder): 0, -ENOSPC (PR_MAX_REGS) or -ENOMEM. */
+int pr_state_add_reg(struct pr_state *st, uint64_t key, const struct pr_nexus_id *who);
+
+/* pr_obj.c: the state as one RADOS object shared by gateways (format at the top of pr_obj.c).
+ * encode: the state, its epoch and write sequence number and, for a notify payload, the unit
+ * attentions (fx NULL or empty for the object itself) into a malloc'ed buffer; 0 or -ENOMEM.
+ * decode: 0 with st, v (and fx when not NULL: "ua" lines are then accepted) filled, or -EINVAL with
+ * what is wrong in err (st, fx empty), or -ENOMEM. */
+#define PR_OBJ_MAX (256u << 10)
+/* Which state of the object: epoch is random, chosen when the object is created (a removed
+ * and recreated object starts a new one), seq counts the writes within the epoch. */
+struct pr_obj_ver {
+	uint64_t epoch, seq;
+};
+int pr_obj_encode(const struct pr_state *st, const struct pr_obj_ver *v,
+		  const struct pr_effects *fx, char **out, size_t *len);
+int pr_obj_decode(const void *buf, size_t len, struct pr_state *st, struct pr_obj_ver *v,
+		  struct pr_effects *fx, char *err, size_t errlen);
+/* The first address of a rados_getaddrs() string as rados_blocklist_add() takes it
+ * ("IP:PORT/NONCE"): 0, or -EINVAL if there is none. */
+int pr_rados_client_addr(const char *addrs, char *out, size_t outlen);
+
 #endif

@@ -23,8 +23,8 @@ int scsi_pr_lu_init(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err
 
 	pr_state_init(&lu->pr);
 	atomic_init(&lu->pr_type, PR_TYPE_NONE);
-	if (!cfg->state_dir)
-		return 0;
+	if (!cfg->state_dir || cfg->pr_store != SCSI_PR_STORE_FILE)
+		return 0; /* a shared store loads its state once the device is open */
 	if (stat(cfg->state_dir, &sb) < 0 || !S_ISDIR(sb.st_mode)) {
 		rc = stat(cfg->state_dir, &sb) < 0 ? -errno : -ENOTDIR;
 		snprintf(err, errlen, "state_dir %s: %s", cfg->state_dir, strerror(-rc));
@@ -64,6 +64,7 @@ int scsi_pr_lu_init(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err
 		return -EINVAL;
 	}
 	atomic_store(&lu->pr_type, lu->pr.type);
+	lu->pr_persistent = true;
 	log_info("scsi",
 		 "LU %s LUN %u: restored %zu persistent reservation registration(s) "
 		 "from %s",
@@ -71,8 +72,32 @@ int scsi_pr_lu_init(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err
 	return 0;
 }
 
+/* ENOENT above is no file yet: APTPL still works. */
+int scsi_pr_lu_attach(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err, size_t errlen)
+{
+	if (cfg->pr_store == SCSI_PR_STORE_FILE) {
+		lu->pr_persistent = lu->pr_path != NULL;
+		return 0;
+	}
+#ifdef IX_HAVE_RBD
+	if (cfg->backend == SCSI_BACKEND_RBD && lu->dev)
+		return scsi_pr_rados_open(lu, cfg, err, errlen);
+#endif
+	snprintf(err, errlen, "pr_store \"rados\" needs an RBD LU with its medium%s",
+#ifdef IX_HAVE_RBD
+		 ""
+#else
+		 " (this build has no librados)"
+#endif
+	);
+	return -EINVAL;
+}
+
 void scsi_pr_lu_free(struct scsi_lu *lu)
 {
+	if (lu->pr_ops)
+		lu->pr_ops->free(lu);
+	lu->pr_ops = NULL;
 	pr_state_clear(&lu->pr);
 	free(lu->pr_path);
 	lu->pr_path = NULL;
@@ -108,6 +133,15 @@ static void publish_locked(struct scsi_lu *lu, const struct pr_effects *fx)
 				scsi_ua_add_locked(itl, fx->ua[i].asc, fx->ua[i].ascq);
 	}
 	atomic_store_explicit(&lu->pr_type, lu->pr.type, memory_order_release);
+}
+
+void scsi_pr_adopt_locked(struct scsi_lu *lu, struct pr_state *next, const struct pr_effects *fx)
+{
+	struct pr_state tmp = lu->pr;
+
+	lu->pr = *next;
+	*next = tmp;
+	publish_locked(lu, fx);
 }
 
 bool scsi_pr_conflict(struct scsi_cmd *cmd, struct scsi_lu *lu, bool read_class)
@@ -160,7 +194,7 @@ int scsi_spc_pr_in(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		n = pr_in_read_reservation(&lu->pr, cmd->buf, cap);
 		break;
 	case PR_IN_REPORT_CAPABILITIES:
-		n = pr_in_report_caps(&lu->pr, lu->pr_path != NULL, cmd->buf, cap);
+		n = pr_in_report_caps(&lu->pr, lu->pr_persistent, cmd->buf, cap);
 		break;
 	case PR_IN_READ_FULL_STATUS:
 		n = pr_in_read_full_status(&lu->pr, cmd->buf, cap);
@@ -212,7 +246,7 @@ static bool parse_params(struct scsi_cmd *cmd, struct scsi_lu *lu, uint32_t len,
 		req->move.iport = move_port;
 		req->move.tport = cmd->nexus->target_port;
 	}
-	if (req->aptpl && register_family(req->sa) && !lu->pr_path) { /* PTPL_C = 0 */
+	if (req->aptpl && register_family(req->sa) && !lu->pr_persistent) { /* PTPL_C = 0 */
 		scsi_fail_param(cmd, req->sa == PR_OUT_REGISTER_MOVE ? 17 : 20, 0);
 		return false;
 	}
@@ -224,7 +258,7 @@ static enum pr_result apply(struct scsi_lu *lu, const struct scsi_nexus *nx,
 			    const struct pr_out *req)
 {
 	struct pr_nexus_id who = nexus_id(nx);
-	struct pr_state next, tmp;
+	struct pr_state next;
 	struct pr_effects fx;
 	enum pr_result rc;
 
@@ -246,16 +280,37 @@ static enum pr_result apply(struct scsi_lu *lu, const struct scsi_nexus *nx,
 			rc = PR_NOMEM;
 		}
 	}
-	if (rc == PR_OK && fx.changed) {
-		tmp = lu->pr;
-		lu->pr = next;
-		next = tmp;
-		publish_locked(lu, &fx);
-	}
+	if (rc == PR_OK && fx.changed)
+		scsi_pr_adopt_locked(lu, &next, &fx);
 	pthread_mutex_unlock(&lu->lock);
 	pr_state_clear(&next);
 	pr_effects_clear(&fx);
 	return rc;
+}
+
+void scsi_pr_set_result(struct scsi_cmd *cmd, enum pr_result rc)
+{
+	switch (rc) {
+	case PR_OK:
+		break;
+	case PR_CONFLICT:
+		cmd->status = SCSI_STATUS_RESERVATION_CONFLICT;
+		break;
+	case PR_BAD_PARAM:
+		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x26, 0x00);
+		break;
+	case PR_BAD_RELEASE:
+		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x26, 0x04);
+		break;
+	case PR_NO_RESOURCES:
+		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x55, 0x04);
+		break;
+	case PR_NOMEM:
+		/* INTERNAL TARGET FAILURE: nothing changed (out of memory, or the state could not
+		 * be saved or shared). */
+		scsi_fail(cmd, SCSI_SENSE_HARDWARE_ERROR, 0x44, 0x00);
+		break;
+	}
 }
 
 int scsi_spc_pr_out(struct scsi_cmd *cmd, struct scsi_lu *lu)
@@ -291,26 +346,8 @@ int scsi_spc_pr_out(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	}
 	if (!parse_params(cmd, lu, len, &req, move_port))
 		return SCSI_DONE;
-	switch (apply(lu, cmd->nexus, &req)) {
-	case PR_OK:
-		break;
-	case PR_CONFLICT:
-		cmd->status = SCSI_STATUS_RESERVATION_CONFLICT;
-		break;
-	case PR_BAD_PARAM:
-		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x26, 0x00);
-		break;
-	case PR_BAD_RELEASE:
-		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x26, 0x04);
-		break;
-	case PR_NO_RESOURCES:
-		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x55, 0x04);
-		break;
-	case PR_NOMEM:
-		/* INTERNAL TARGET FAILURE: nothing changed (out of memory, or the APTPL state
-		 * could not be saved). */
-		scsi_fail(cmd, SCSI_SENSE_HARDWARE_ERROR, 0x44, 0x00);
-		break;
-	}
+	if (lu->pr_ops)
+		return lu->pr_ops->out(lu, cmd, &req);
+	scsi_pr_set_result(cmd, apply(lu, cmd->nexus, &req));
 	return SCSI_DONE;
 }

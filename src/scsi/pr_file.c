@@ -199,9 +199,9 @@ static int bad(struct lctx *c, const char *what)
 	return -EINVAL;
 }
 
-/* A port name field: printable, no blanks, of the form "<name><sep>0x<hex>". */
-static bool port_ok(const char *s, const char *sep)
+bool pr_port_name_ok(const char *s, bool initiator)
 {
+	const char *sep = initiator ? ",i,0x" : ",t,0x";
 	size_t n = strlen(s);
 	const char *at;
 
@@ -211,9 +211,9 @@ static bool port_ok(const char *s, const char *sep)
 		if (!isgraph((unsigned char)s[i]))
 			return false;
 	at = strstr(s, sep);
-	if (!at || at == s || !at[strlen(sep)])
+	if (!at || at == s || !at[5])
 		return false;
-	for (const char *h = at + strlen(sep); *h; h++)
+	for (const char *h = at + 5; *h; h++)
 		if (!isxdigit((unsigned char)*h))
 			return false;
 	return true;
@@ -270,9 +270,9 @@ static int parse_reg(struct lctx *c, char *line, struct pr_state *st)
 		return bad(c, "reservation key must be 16 hex digits, not zero");
 	if (parse_u64(f[2], 10, 1, &holder) < 0)
 		return bad(c, "holder must be 0 or 1");
-	if (!port_ok(f[3], ",i,0x"))
+	if (!pr_port_name_ok(f[3], true))
 		return bad(c, "malformed initiator port (want <name>,i,0x<isid>)");
-	if (!port_ok(f[4], ",t,0x"))
+	if (!pr_port_name_ok(f[4], false))
 		return bad(c, "malformed target port (want <name>,t,0x<tpgt>)");
 	id.iport = f[3];
 	id.tport = f[4];
@@ -306,20 +306,9 @@ static int parse_reg(struct lctx *c, char *line, struct pr_state *st)
 /* Holders must match the reservation type. */
 static int check_consistent(struct lctx *c, const struct pr_state *st)
 {
-	size_t holders = 0;
+	const char *why = pr_state_inconsistent(st);
 
-	for (size_t i = 0; i < st->nregs; i++)
-		holders += st->regs[i].holder;
-	if (st->type == PR_TYPE_NONE || pr_type_all_registrants(st->type)) {
-		if (holders)
-			return bad(c, "a holder is marked but the reservation type has none");
-		if (st->type != PR_TYPE_NONE && st->nregs == 0)
-			return bad(c, "an all-registrants reservation without registrants");
-		return 0;
-	}
-	if (holders != 1)
-		return bad(c, "the reservation needs exactly one holder");
-	return 0;
+	return why ? bad(c, why) : 0;
 }
 
 static int parse_text(struct lctx *c, char *text, struct pr_state *st)

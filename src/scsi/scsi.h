@@ -61,6 +61,12 @@ enum scsi_sense_key {
 #define SCSI_SENSE_MAX 96
 
 /* Configuration of one LU (filled by the target from its config file). */
+/* Where a LU keeps its persistent reservations (scsi_lu_cfg.pr_store). */
+enum scsi_pr_store {
+	SCSI_PR_STORE_FILE = 0,	 /* this process's memory; APTPL state in state_dir */
+	SCSI_PR_STORE_RADOS = 1, /* a RADOS object shared by every gateway of the image */
+};
+
 struct scsi_lu_cfg {
 	enum scsi_backend_type backend;
 	const char *path;        /* file or block device; NULL for RAM */
@@ -96,6 +102,10 @@ struct scsi_lu_cfg {
 	const char *state_dir;   /* where APTPL persistent reservations are kept, as
 				    "<state_dir>/<target_name>.lun<lun>.pr"; NULL = APTPL not
 				    supported (PTPL_C = 0) */
+	enum scsi_pr_store pr_store; /* where persistent reservations live: SCSI_PR_STORE_FILE
+					(in memory, APTPL state in state_dir) or, for an RBD LU
+					exported by several gateways, SCSI_PR_STORE_RADOS (one
+					object next to the image, scsi/pr_rados.c) */
 	struct scsi_lu_index *index; /* where EXTENDED COPY finds this LU by its NAA designator;
 				        NULL = only copies within this LU */
 };

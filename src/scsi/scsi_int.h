@@ -117,6 +117,11 @@ struct scsi_lu {
 	struct pr_state pr;			  /* persistent reservations */
 	atomic_uchar pr_type;			  /* pr.type, for commands without a nexus */
 	char *pr_path;				  /* APTPL state file, NULL = no APTPL */
+	const struct scsi_pr_store_ops *pr_ops;	  /* NULL = the file store (pr_cmd.c) */
+	void *pr_store;				  /* the store's own state */
+	bool pr_persistent;			  /* PTPL_C: the store keeps state across
+						     restarts (APTPL accepted) */
+	uint64_t pr_seq; /* the shared store's write sequence of lu->pr (under lock) */
 	struct scsi_sanitize *san;		  /* the sanitize operation in progress */
 	bool san_fail_ause;			  /* the failed sanitize allowed EXIT FAILURE MODE */
 
@@ -267,7 +272,31 @@ int scsi_spc_release(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_report_opcodes(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_report_tmf(struct scsi_cmd *cmd, struct scsi_lu *lu);
 
+/* A persistent reservation store other than the file store (pr_rados.c). */
+struct scsi_pr_store_ops {
+	const char *name;
+	/* PERSISTENT RESERVE OUT of a checked request from cmd->nexus: SCSI_DONE with the status
+	 * set, or SCSI_ASYNC (then scsi_cmd_finish() later, on the command's thread). */
+	int (*out)(struct scsi_lu *lu, struct scsi_cmd *cmd, const struct pr_out *req);
+	/* A LOGICAL UNIT RESET here: tell the other gateways (their nexuses get 29/03 too). */
+	void (*reset)(struct scsi_lu *lu);
+	void (*free)(struct scsi_lu *lu);
+};
+
 /* pr_cmd.c: PERSISTENT RESERVE IN/OUT and what the rest of the core asks of them. */
+/* After the LU's device is open: connect the configured store (cfg->pr_store). */
+int scsi_pr_lu_attach(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err,
+		      size_t errlen);
+/* Make next the LU's state (next gets the old one), refresh every nexus's view and queue the
+ * unit attentions of fx for the nexuses of this LU they name; lu->lock held. */
+void scsi_pr_adopt_locked(struct scsi_lu *lu, struct pr_state *next, const struct pr_effects *fx);
+/* Status and sense of a PERSISTENT RESERVE OUT result. */
+void scsi_pr_set_result(struct scsi_cmd *cmd, enum pr_result rc);
+#ifdef IX_HAVE_RBD
+/* pr_rados.c */
+int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err,
+		       size_t errlen);
+#endif
 int scsi_spc_pr_in(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_pr_out(struct scsi_cmd *cmd, struct scsi_lu *lu);
 /* LU life: restore APTPL state (-errno and a message when the file is unusable); free. */

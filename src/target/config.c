@@ -1273,12 +1273,28 @@ out:
 	return rc;
 }
 
+/* "pr_store": "file" (default) or "rados" (an RBD LUN exported by several gateways). */
+static int parse_pr_store(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
+{
+	static const char *const names[] = {"file", "rados", NULL};
+	int store = SCSI_PR_STORE_FILE, rc;
+
+	if (member(v, "pr_store") && (rc = get_enum(c, v, "pr_store", names, "pr_store", &store)))
+		return rc;
+	lu->pr_store = (enum scsi_pr_store)store;
+	if (lu->pr_store == SCSI_PR_STORE_RADOS && lu->backend != SCSI_BACKEND_RBD)
+		return fail(c, "pr_store", false, "\"rados\" is for LUNs with backend \"rbd\"");
+	if (lu->pr_store == SCSI_PR_STORE_RADOS && lu->no_medium)
+		return fail(c, "pr_store", false, "\"rados\" needs the image: not with no_medium");
+	return 0;
+}
+
 static int parse_lun(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti, size_t li)
 {
 	static const char *const keys[] = {
 	    "lun",	   "backend",	"path",	  "size",    "block_size", "readonly", "thin",
 	    "write_cache", "no_medium", "vendor", "product", "serial",	   "naa_id",   "removable", "offline",
-	    "state_dir",   "sanitize_rate", "physical_block_size", "errors", "rbd", NULL};
+	    "state_dir",   "sanitize_rate", "physical_block_size", "errors", "rbd", "pr_store", NULL};
 	struct cfg_target *t = &cfg->targets[ti];
 	struct cfg_lun *l = &t->luns[li];
 	struct scsi_lu_cfg *lu = &l->lu;
@@ -1313,7 +1329,8 @@ static int parse_lun(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti,
 	    (rc = get_strdup(c, v, "vendor", 8, STR_ASCII, (char **)&lu->vendor)) ||
 	    (rc = get_strdup(c, v, "product", 16, STR_ASCII, (char **)&lu->product)) ||
 	    (rc = get_strdup(c, v, "serial", 64, STR_ASCII, (char **)&lu->serial)) ||
-	    (rc = parse_naa_id(c, v, &lu->naa_id)) || (rc = parse_err_rules(c, v, lu)))
+	    (rc = parse_naa_id(c, v, &lu->naa_id)) || (rc = parse_err_rules(c, v, lu)) ||
+	    (rc = parse_pr_store(c, v, lu)))
 		return rc;
 	if (lu->backend == SCSI_BACKEND_ERROR)
 		cfg->test_features = true;

@@ -144,7 +144,7 @@ static bool lu_cfg_same(const struct scsi_lu_cfg *a, const struct scsi_lu_cfg *b
 	       str_same(a->rbd.keyring, b->rbd.keyring) &&
 	       a->rbd.osd_op_timeout_s == b->rbd.osd_op_timeout_s &&
 	       a->rbd.connect_timeout_s == b->rbd.connect_timeout_s &&
-	       a->rbd.exclusive_lock == b->rbd.exclusive_lock;
+	       a->rbd.exclusive_lock == b->rbd.exclusive_lock && a->pr_store == b->pr_store;
 }
 
 static int add_change(struct plan *p, struct tgt_node *node, uint32_t lun, struct scsi_lu *add)

@@ -145,6 +145,14 @@ static const struct tcase cases[] = {
      "targets[0].luns[0].rbd.size: unknown key \"size\""},
     {LUNS("{'lun':0,'backend':'rbd','path':'/x','rbd':{'pool':'p','image':'i'}}"),
      "targets[0].luns[0].path: an rbd LUN has no path"},
+    /* the shared persistent reservation store */
+    {LUNS("{'lun':0,'backend':'ram','size':4096,'pr_store':'rados'}"),
+     "targets[0].luns[0].pr_store: \"rados\" is for LUNs with backend \"rbd\""},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'etcd','rbd':{'pool':'p','image':'i'}}"),
+     "targets[0].luns[0].pr_store: unknown pr_store \"etcd\" (use file or rados)"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','no_medium':true,"
+	  "'rbd':{'pool':'p','image':'i'}}"),
+     "targets[0].luns[0].pr_store: \"rados\" needs the image: not with no_medium"},
     {LUNS("{'lun':0,'backend':'rbd','rbd':{'pool':'p','image':'i'}},"
 	  "{'lun':1,'backend':'rbd','rbd':{'pool':'p','image':'i'}}"),
      "targets[0].luns[1].rbd: image p/i is also used by targets[0].luns[0]"},

@@ -1,0 +1,757 @@
+/* Persistent reservations shared by every gateway of an RBD image: the RADOS store.
+ *
+ * The state of the LU lives in one object next to the image (same pool and namespace, named
+ * "ix.pr.<image>", format in pr_obj.c). Each gateway keeps a copy in lu->pr, which the data
+ * path checks as for a single gateway (no RADOS round trip per command), and watches the
+ * object.
+ *
+ * PERSISTENT RESERVE OUT is slow path and runs on one helper thread per LU (librados' calls
+ * are blocking; a worker never waits on the cluster): the worker queues the request and returns
+ * SCSI_ASYNC; the helper reads the object with its version, applies the service action to the
+ * decoded state (pr_out_apply, the same state machine as a single gateway), writes it back
+ * with assert_version (or exclusive create) + write_full, and on a conflict (ERANGE, EOVERFLOW,
+ * ECANCELED, EEXIST: another gateway wrote first) reads again, at most PR_RADOS_RETRIES times.
+ * Once written, it adopts the state locally with its unit attentions, then notifies the
+ * watchers with the object plus the unit attentions; every gateway's watch callback decodes
+ * the payload, adopts the state if its version (epoch, sequence) is newer, queues the unit
+ * attentions of its own nexuses, and acknowledges. A watcher that does not acknowledge within
+ * PR_RADOS_NOTIFY_MS is blocklisted (its address from the object's watcher list), so a gateway
+ * that might still hold the old state can no longer reach the cluster, before the command
+ * completes. The result goes back to the command's worker loop as an allocation-free post.
+ *
+ * The cluster connection is the RBD device's own (bs_rbd_rados()): blocklisting a gateway's
+ * watch fences its image I/O as well. A watch error (a lost connection, an OSD change) makes
+ * the helper re-watch and re-read the object. An object that cannot be read or decoded is an
+ * error (HARDWARE ERROR, INTERNAL TARGET FAILURE, and a log line naming the object and the
+ * problem), never an empty state; at start it stops the LU, as a damaged APTPL file does. */
+#include <errno.h>
+#include <pthread.h>
+#include <rados/librados.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/bs.h"
+#include "scsi/scsi_int.h"
+#include "util/bytes.h"
+#include "util/list.h"
+#include "util/log.h"
+
+#define PR_RADOS_RETRIES       16   /* versioned writes lost to other gateways before giving up */
+#define PR_RADOS_NOTIFY_MS     5000 /* a watcher that has not acknowledged by then is fenced */
+#define PR_RADOS_BLOCKLIST_S   3600 /* how long a fenced gateway stays blocklisted */
+#define PR_RADOS_UA_RING       16   /* sequence numbers whose unit attentions were queued here */
+#define PR_RADOS_RESET_WAIT_MS 2000 /* how long a LUN RESET waits for the other gateways */
+#define RESET_MAGIC	       "ix-lu-reset 1 "
+
+enum pr_job_kind { JOB_OUT = 1, JOB_RELOAD, JOB_RESET };
+
+struct pr_job {
+	struct list_head link;
+	enum pr_job_kind kind;
+	int refs;	      /* JOB_RESET: the waiter's and the helper's (under r->mu) */
+	bool finished;	      /* JOB_RESET, under r->mu */
+	struct scsi_cmd *cmd; /* JOB_OUT: the command, answered on its loop */
+	struct scsi_lu *lu;
+	struct pr_out req;
+	char iport[PR_MAX_PORT_LEN], tport[PR_MAX_PORT_LEN], move[PR_MAX_PORT_LEN];
+	enum pr_result res;
+	struct ev_post post;
+};
+
+struct pr_rados {
+	struct scsi_lu *lu;
+	rados_t cluster; /* the RBD device's */
+	rados_ioctx_t io;
+	uint64_t watch;
+	bool watching;
+	char oid[300];
+	char gwoid[304]; /* "<oid>.gw": the gateways' client addresses */
+	char name[400];	 /* pool/[ns/]oid, for messages */
+	pthread_t thread;
+	pthread_mutex_t mu; /* jobs, stop, reload_queued */
+	pthread_cond_t cv;
+	pthread_cond_t done_cv; /* a JOB_RESET finished */
+	struct list_head jobs;
+	uint64_t origin; /* names this store in reset notifies */
+	bool stop, reload_queued;
+	/* under lu->lock */
+	uint64_t epoch; /* of the object lu->pr came from (lu->pr_seq: its sequence) */
+	uint64_t ua_seen[PR_RADOS_UA_RING];
+	unsigned ua_next;
+};
+
+/* ---- the object ---- */
+
+/* A new object's epoch: random, never 0 (0 stands for "no object"). */
+static uint64_t new_epoch(void)
+{
+	uint64_t e = 0;
+
+	while (e == 0)
+		if (getrandom(&e, sizeof(e), 0) != (ssize_t)sizeof(e))
+			e = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)clock();
+	return e;
+}
+
+/* Read and decode the object: 0 (st, v, *ver set; an absent object is the empty state with
+ * version 0), -EINVAL (damaged: err says how) or -errno. */
+static int obj_read(struct pr_rados *r, struct pr_state *st, struct pr_obj_ver *v, uint64_t *ver,
+		    char *err, size_t errlen)
+{
+	char *buf = malloc(PR_OBJ_MAX + 1);
+	int n, rc;
+
+	if (!buf)
+		return -ENOMEM;
+	n = rados_read(r->io, r->oid, buf, PR_OBJ_MAX + 1, 0);
+	if (n == -ENOENT) {
+		free(buf);
+		pr_state_clear(st);
+		*v = (struct pr_obj_ver){0, 0}; /* epoch 0: no object */
+		*ver = 0;
+		return 0;
+	}
+	if (n < 0) {
+		snprintf(err, errlen, "%s: read: %s", r->name, strerror(-n));
+		free(buf);
+		return n;
+	}
+	*ver = rados_get_last_version(r->io);
+	rc = pr_obj_decode(buf, (size_t)n, st, v, NULL, err, errlen);
+	free(buf);
+	if (rc == -EINVAL) {
+		char what[400];
+
+		snprintf(what, sizeof(what), "%s", err);
+		snprintf(err, errlen,
+			 "%s: %s (remove it with `rados rm` to drop every "
+			 "reservation of the LU)",
+			 r->name, what);
+	}
+	return rc;
+}
+
+/* Versioned write: 0, -EAGAIN (another gateway wrote since ver: read again) or -errno. */
+static int obj_write(struct pr_rados *r, const struct pr_state *st, const struct pr_obj_ver *v,
+		     uint64_t ver)
+{
+	rados_write_op_t op = rados_create_write_op();
+	char *buf;
+	size_t len;
+	int rc;
+
+	if (!op)
+		return -ENOMEM;
+	rc = pr_obj_encode(st, v, NULL, &buf, &len);
+	if (rc) {
+		rados_release_write_op(op);
+		return rc;
+	}
+	if (ver)
+		rados_write_op_assert_version(op, ver);
+	else
+		rados_write_op_create(op, LIBRADOS_CREATE_EXCLUSIVE, NULL);
+	rados_write_op_write_full(op, buf, len);
+	rc = rados_write_op_operate(op, r->io, r->oid, NULL, 0);
+	rados_release_write_op(op);
+	free(buf);
+	if (rc == -ERANGE || rc == -EOVERFLOW || rc == -ECANCELED || rc == -EEXIST)
+		return -EAGAIN;
+	return rc;
+}
+
+/* ---- adopting a state ---- */
+
+static bool ua_seen_locked(struct pr_rados *r, const struct pr_obj_ver *v)
+{
+	uint64_t seq = v->epoch ^ (v->seq * 0x9e3779b97f4a7c15ull);
+
+	for (unsigned i = 0; i < PR_RADOS_UA_RING; i++)
+		if (r->ua_seen[i] == seq)
+			return true;
+	r->ua_seen[r->ua_next++ % PR_RADOS_UA_RING] = seq;
+	return false;
+}
+
+/* Take st (version v) as the LU's state if it is newer (a later write, or another epoch: the
+ * object was removed and created again), and queue the unit attentions of fx unless this
+ * version's were queued already. */
+static void adopt(struct pr_rados *r, struct pr_state *st, const struct pr_obj_ver *v,
+		  const struct pr_effects *fx)
+{
+	struct scsi_lu *lu = r->lu;
+	struct pr_effects none = {0};
+	bool newer, uas;
+
+	pthread_mutex_lock(&lu->lock);
+	newer = v->epoch != r->epoch || v->seq > lu->pr_seq;
+	uas = fx && fx->nua && !ua_seen_locked(r, v);
+	if (newer || uas) {
+		if (newer) {
+			scsi_pr_adopt_locked(lu, st, uas ? fx : &none);
+			lu->pr_seq = v->seq;
+			r->epoch = v->epoch;
+		} else {
+			struct pr_state same;
+
+			/* UAs only: publish with the state we have (a copy to swap with). */
+			pr_state_init(&same);
+			if (pr_state_copy(&same, &lu->pr) == 0)
+				scsi_pr_adopt_locked(lu, &same, fx);
+			pr_state_clear(&same);
+		}
+	}
+	pthread_mutex_unlock(&lu->lock);
+}
+
+/* ---- watch and notify ---- */
+
+static void queue_reload(struct pr_rados *r);
+
+/* A LOGICAL UNIT RESET notify ("ix-lu-reset 1 <origin>")? Queues 29/03 here unless it came
+ * from this store. */
+static bool reset_payload(struct pr_rados *r, const void *data, size_t len)
+{
+	size_t m = strlen(RESET_MAGIC);
+	char origin[24];
+
+	if (len <= m || memcmp(data, RESET_MAGIC, m) != 0)
+		return false;
+	snprintf(origin, sizeof(origin), "%016llx", (unsigned long long)r->origin);
+	if (len != m + 16 || memcmp((const char *)data + m, origin, 16) != 0)
+		scsi_ua_post_others(r->lu, NULL, 0x29, 0x03); /* another gateway's reset */
+	return true;
+}
+
+/* librados' thread: a gateway (maybe this one) changed the state, or reset the LU. */
+static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t notifier_id,
+		     void *data, size_t len)
+{
+	struct pr_rados *r = arg;
+	struct pr_state st;
+	struct pr_effects fx;
+	struct pr_obj_ver v;
+	char err[256] = "out of memory";
+	int rc;
+
+	(void)notifier_id;
+	pr_state_init(&st);
+	if (!reset_payload(r, data, len)) {
+		rc = pr_obj_decode(data, len, &st, &v, &fx, err, sizeof(err));
+		if (rc == 0) {
+			adopt(r, &st, &v, &fx);
+			pr_effects_clear(&fx);
+		} else {
+			log_err("pr", "%s: unreadable notify payload (%s): reading the object",
+				r->name, err);
+			queue_reload(r);
+		}
+	}
+	pr_state_clear(&st);
+	rc = rados_notify_ack(r->io, r->oid, notify_id, handle, NULL, 0);
+	if (rc < 0)
+		log_warn("pr", "%s: notify ack: %s", r->name, strerror(-rc));
+}
+
+static void watch_err_cb(void *arg, uint64_t cookie, int err)
+{
+	struct pr_rados *r = arg;
+
+	(void)cookie;
+	log_warn("pr", "%s: watch lost (%s)%s: watching and reading it again", r->name,
+		 strerror(-err),
+		 err == -ESHUTDOWN ? ": this gateway was blocklisted by another one" : "");
+	queue_reload(r);
+}
+
+/* A watch needs the object: create it holding the empty state unless it exists. */
+static int ensure_obj(struct pr_rados *r, char *err, size_t errlen)
+{
+	struct pr_state empty;
+	struct pr_obj_ver v = {new_epoch(), 0};
+	int rc;
+
+	pr_state_init(&empty);
+	rc = obj_write(r, &empty, &v, 0);
+	if (rc == -EAGAIN)
+		return 0; /* there already */
+	if (rc < 0)
+		snprintf(err, errlen, "%s: create: %s", r->name, strerror(-rc));
+	return rc;
+}
+
+static int watch_start(struct pr_rados *r, char *err, size_t errlen)
+{
+	int rc = ensure_obj(r, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	if (r->watching) {
+		rados_unwatch2(r->io, r->watch);
+		r->watching = false;
+	}
+	rc = rados_watch2(r->io, r->oid, &r->watch, watch_cb, watch_err_cb, r);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: watch: %s", r->name, strerror(-rc));
+		return rc;
+	}
+	r->watching = true;
+	return 0;
+}
+
+/* Every gateway records its client address under its client id as an xattr of "<oid>.gw"
+ * (librados has no C call that lists an object's watchers with their addresses), so that a
+ * gateway whose watch stays silent can be fenced by the others. */
+static int advertise(struct pr_rados *r, char *err, size_t errlen)
+{
+	char key[32], *addrs = NULL, addr[256];
+	int rc = rados_getaddrs(r->cluster, &addrs);
+
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: rados_getaddrs: %s", r->name, strerror(-rc));
+		return rc;
+	}
+	rc = pr_rados_client_addr(addrs, addr, sizeof(addr));
+	if (rc < 0)
+		snprintf(err, errlen, "%s: cannot parse this client's address \"%.200s\"", r->name,
+			 addrs);
+	free(addrs);
+	if (rc < 0)
+		return rc;
+	snprintf(key, sizeof(key), "gw.%llu",
+		 (unsigned long long)rados_get_instance_id(r->cluster));
+	rc = rados_setxattr(r->io, r->gwoid, key, addr, strlen(addr));
+	if (rc < 0)
+		snprintf(err, errlen, "%s: setxattr %s on %s: %s", r->name, key, r->gwoid,
+			 strerror(-rc));
+	return rc;
+}
+
+/* At a clean stop: this client's address entry goes (a failure only leaves a stale entry). */
+static void forget_address(struct pr_rados *r)
+{
+	char key[32];
+
+	snprintf(key, sizeof(key), "gw.%llu",
+		 (unsigned long long)rados_get_instance_id(r->cluster));
+	(void)rados_rmxattr(r->io, r->gwoid, key);
+}
+
+/* Blocklist the watcher gid that did not acknowledge: 0 or -errno. */
+static int fence(struct pr_rados *r, uint64_t gid)
+{
+	char key[32], addr[256];
+	int n, rc;
+
+	snprintf(key, sizeof(key), "gw.%llu", (unsigned long long)gid);
+	n = rados_getxattr(r->io, r->gwoid, key, addr, sizeof(addr) - 1);
+	if (n < 0) {
+		log_err("pr",
+			"%s: client.%llu did not acknowledge a reservation change and its "
+			"address is unknown (%s): it cannot be fenced",
+			r->name, (unsigned long long)gid, strerror(-n));
+		return n;
+	}
+	addr[n] = 0;
+	rc = rados_blocklist_add(r->cluster, addr, PR_RADOS_BLOCKLIST_S);
+	if (rc == 0)
+		log_warn("pr",
+			 "%s: gateway client.%llu at %s did not acknowledge a reservation "
+			 "change within %u ms: blocklisted for %u s",
+			 r->name, (unsigned long long)gid, addr, PR_RADOS_NOTIFY_MS,
+			 PR_RADOS_BLOCKLIST_S);
+	else
+		log_err("pr", "%s: blocklisting client.%llu at %s: %s", r->name,
+			(unsigned long long)gid, addr, strerror(-rc));
+	return rc;
+}
+
+/* Tell every gateway; fence those that stay silent. 0 or -errno (someone not fenced). */
+static int notify(struct pr_rados *r, const struct pr_state *st, const struct pr_obj_ver *v,
+		  const struct pr_effects *fx)
+{
+	struct notify_ack_t *acks = NULL;
+	struct notify_timeout_t *tos = NULL;
+	size_t nacks = 0, ntos = 0, rlen = 0, plen;
+	char *reply = NULL, *payload;
+	int rc, nrc;
+
+	rc = pr_obj_encode(st, v, fx, &payload, &plen);
+	if (rc)
+		return rc;
+	nrc = rados_notify2(r->io, r->oid, payload, (int)plen, PR_RADOS_NOTIFY_MS, &reply, &rlen);
+	free(payload);
+	if (nrc < 0 && nrc != -ETIMEDOUT) {
+		if (reply)
+			rados_buffer_free(reply);
+		return nrc;
+	}
+	rc = reply ? rados_decode_notify_response(reply, rlen, &acks, &nacks, &tos, &ntos) : 0;
+	for (size_t i = 0; rc == 0 && i < ntos; i++)
+		rc = fence(r, tos[i].notifier_id);
+	if (reply) {
+		rados_free_notify_response(acks, nacks, tos);
+		rados_buffer_free(reply);
+	}
+	if (rc == 0 && nrc == -ETIMEDOUT && ntos == 0)
+		rc = -ETIMEDOUT; /* timed out, yet nobody to fence named */
+	return rc;
+}
+
+/* ---- the helper thread ---- */
+
+static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
+{
+	struct pr_nexus_id who = {j->iport, j->tport};
+	struct pr_state st;
+	struct pr_effects fx = {0};
+	enum pr_result res = PR_NOMEM;
+	struct pr_obj_ver v, next = {0, 0};
+	uint64_t ver;
+	char err[1024] = "";
+	int rc = -EAGAIN;
+
+	pr_state_init(&st);
+	for (int i = 0; i < PR_RADOS_RETRIES && rc == -EAGAIN; i++) {
+		if (i)
+			log_info("pr", "%s: another gateway wrote first: reading again (%d)",
+				 r->name, i);
+		pr_effects_clear(&fx);
+		rc = obj_read(r, &st, &v, &ver, err, sizeof(err));
+		if (rc < 0)
+			break;
+		res = pr_out_apply(&st, &who, &j->req, &fx);
+		if (res != PR_OK || !fx.changed)
+			break;
+		next = (struct pr_obj_ver){v.epoch ? v.epoch : new_epoch(), v.seq + 1};
+		rc = obj_write(r, &st, &next, ver);
+	}
+	if (rc == 0 && res == PR_OK && fx.changed) {
+		struct pr_state mine;
+
+		pr_state_init(&mine);
+		if (pr_state_copy(&mine, &st) == 0)
+			adopt(r, &mine, &next, &fx);
+		pr_state_clear(&mine);
+		rc = notify(r, &st, &next, &fx);
+		if (rc < 0)
+			snprintf(err, sizeof(err),
+				 "%s: the change is stored, but a gateway that "
+				 "did not acknowledge it could not be fenced: %s",
+				 r->name, strerror(-rc));
+	} else if (rc < 0 && !err[0]) {
+		snprintf(err, sizeof(err), "%s: write: %s%s", r->name, strerror(-rc),
+			 rc == -EAGAIN ? " (other gateways kept writing first)" : "");
+	}
+	if (rc < 0) {
+		log_err("pr", "LUN %u: persistent reservation change failed: %s", r->lu->lun, err);
+		res = PR_NOMEM;
+	}
+	pr_state_clear(&st);
+	pr_effects_clear(&fx);
+	return res;
+}
+
+static void run_reload(struct pr_rados *r)
+{
+	struct pr_state st;
+	struct pr_obj_ver v;
+	uint64_t ver;
+	char err[1024];
+	int rc;
+
+	pthread_mutex_lock(&r->mu);
+	r->reload_queued = false;
+	pthread_mutex_unlock(&r->mu);
+	pr_state_init(&st);
+	rc = watch_start(r, err, sizeof(err));
+	if (rc == 0)
+		rc = obj_read(r, &st, &v, &ver, err, sizeof(err));
+	if (rc == 0) {
+		adopt(r, &st, &v, NULL);
+		log_info("pr", "%s: watching again, object at epoch %016llx sequence %llu", r->name,
+			 (unsigned long long)v.epoch, (unsigned long long)v.seq);
+	} else {
+		log_err("pr", "LUN %u: %s (the last known state stays in force)", r->lu->lun, err);
+	}
+	pr_state_clear(&st);
+}
+
+static void run_reset(struct pr_rados *r)
+{
+	char payload[64], *reply = NULL;
+	size_t rlen = 0;
+	int rc;
+
+	snprintf(payload, sizeof(payload), RESET_MAGIC "%016llx", (unsigned long long)r->origin);
+	rc = rados_notify2(r->io, r->oid, payload, (int)strlen(payload), PR_RADOS_RESET_WAIT_MS,
+			   &reply, &rlen);
+	if (reply)
+		rados_buffer_free(reply);
+	if (rc < 0)
+		log_warn("pr", "%s: telling the other gateways of a LUN RESET: %s", r->name,
+			 strerror(-rc));
+}
+
+/* On the command's worker loop. */
+static void job_done(void *arg)
+{
+	struct pr_job *j = arg;
+	struct scsi_cmd *cmd = j->cmd;
+
+	scsi_pr_set_result(cmd, j->res);
+	free(j);
+	scsi_cmd_finish(cmd);
+}
+
+static void *helper(void *arg)
+{
+	struct pr_rados *r = arg;
+
+	pthread_mutex_lock(&r->mu);
+	for (;;) {
+		struct pr_job *j;
+
+		while (!r->stop && list_empty(&r->jobs))
+			pthread_cond_wait(&r->cv, &r->mu);
+		if (list_empty(&r->jobs))
+			break; /* stop, and nothing left */
+		j = list_entry(r->jobs.next, struct pr_job, link);
+		list_del(&j->link);
+		pthread_mutex_unlock(&r->mu);
+		if (j->kind == JOB_RELOAD) {
+			free(j);
+			if (!r->stop)
+				run_reload(r);
+		} else if (j->kind == JOB_RESET) {
+			run_reset(r);
+			pthread_mutex_lock(&r->mu);
+			j->finished = true;
+			pthread_cond_broadcast(&r->done_cv);
+			if (--j->refs == 0)
+				free(j);
+			pthread_mutex_unlock(&r->mu);
+		} else {
+			j->res = run_out(r, j);
+			ev_loop_post_node(j->cmd->thread->loop, &j->post, job_done, j);
+		}
+		pthread_mutex_lock(&r->mu);
+	}
+	pthread_mutex_unlock(&r->mu);
+	return NULL;
+}
+
+static void queue_job(struct pr_rados *r, struct pr_job *j)
+{
+	pthread_mutex_lock(&r->mu);
+	list_add_tail(&j->link, &r->jobs);
+	pthread_cond_signal(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void queue_reload(struct pr_rados *r)
+{
+	struct pr_job *j;
+
+	pthread_mutex_lock(&r->mu);
+	if (r->reload_queued || r->stop) {
+		pthread_mutex_unlock(&r->mu);
+		return;
+	}
+	r->reload_queued = true;
+	pthread_mutex_unlock(&r->mu);
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		log_err("pr", "%s: out of memory: cannot re-read the object", r->name);
+		return;
+	}
+	j->kind = JOB_RELOAD;
+	queue_job(r, j);
+}
+
+/* ---- the store ---- */
+
+static void copy_port(char *dst, const char *src)
+{
+	snprintf(dst, PR_MAX_PORT_LEN, "%s", src ? src : "");
+}
+
+static int rados_out(struct scsi_lu *lu, struct scsi_cmd *cmd, const struct pr_out *req)
+{
+	struct pr_rados *r = lu->pr_store;
+	struct pr_job *j;
+
+	if (!cmd->thread) { /* no loop to come back to (never from the target) */
+		scsi_pr_set_result(cmd, PR_NOMEM);
+		return SCSI_DONE;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		scsi_pr_set_result(cmd, PR_NOMEM);
+		return SCSI_DONE;
+	}
+	j->kind = JOB_OUT;
+	j->cmd = cmd;
+	j->lu = lu;
+	j->req = *req;
+	copy_port(j->iport, cmd->nexus->initiator_port);
+	copy_port(j->tport, cmd->nexus->target_port);
+	if (req->move.iport) {
+		copy_port(j->move, req->move.iport);
+		j->req.move.iport = j->move;
+		j->req.move.tport = j->tport;
+	}
+	queue_job(r, j);
+	return SCSI_ASYNC;
+}
+
+/* The one wait on a worker: a LUN RESET answers only once the other gateways have queued
+ * their unit attentions (an initiator checks its other paths right after the response), at
+ * most PR_RADOS_RESET_WAIT_MS (notify round trip: ~2 ms). TMFs are rare, never data path. */
+static void rados_reset(struct scsi_lu *lu)
+{
+	struct pr_rados *r = lu->pr_store;
+	struct pr_job *j = calloc(1, sizeof(*j));
+	struct timespec until;
+
+	if (!j)
+		return;
+	j->kind = JOB_RESET;
+	j->refs = 2;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += PR_RADOS_RESET_WAIT_MS / 1000 + 1;
+	queue_job(r, j);
+	pthread_mutex_lock(&r->mu);
+	while (!j->finished && pthread_cond_timedwait(&r->done_cv, &r->mu, &until) != ETIMEDOUT)
+		;
+	if (--j->refs == 0)
+		free(j);
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void rados_free(struct scsi_lu *lu)
+{
+	struct pr_rados *r = lu->pr_store;
+
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->mu);
+	r->stop = true;
+	pthread_cond_signal(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+	pthread_join(r->thread, NULL);
+	if (r->watching)
+		rados_unwatch2(r->io, r->watch);
+	rados_watch_flush(r->cluster); /* no callback of ours runs after this */
+	forget_address(r);
+	rados_ioctx_destroy(r->io);
+	pthread_cond_destroy(&r->cv);
+	pthread_cond_destroy(&r->done_cv);
+	pthread_mutex_destroy(&r->mu);
+	free(r);
+	lu->pr_store = NULL;
+}
+
+static const struct scsi_pr_store_ops rados_ops = {
+    .name = "rados",
+    .out = rados_out,
+    .reset = rados_reset,
+    .free = rados_free,
+};
+
+static int open_io(struct pr_rados *r, const struct scsi_rbd_cfg *c, char *err, size_t errlen)
+{
+	int rc = rados_ioctx_create(r->cluster, c->pool, &r->io);
+
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: pool %s: %s", r->name, c->pool, strerror(-rc));
+		return rc;
+	}
+	if (c->ns)
+		rados_ioctx_set_namespace(r->io, c->ns);
+	return 0;
+}
+
+/* Load, watch, start the helper; on failure everything is undone. */
+static int start(struct pr_rados *r, char *err, size_t errlen)
+{
+	struct pr_state st;
+	struct pr_obj_ver v;
+	uint64_t ver;
+	int rc;
+
+	pr_state_init(&st);
+	rc = advertise(r, err, errlen);
+	if (rc == 0)
+		rc = watch_start(r, err, errlen);
+	if (rc == 0)
+		rc = obj_read(r, &st, &v, &ver, err, errlen);
+	if (rc == 0) {
+		adopt(r, &st, &v, NULL);
+		rc = -pthread_create(&r->thread, NULL, helper, r);
+		if (rc)
+			snprintf(err, errlen, "%s: helper thread: %s", r->name, strerror(-rc));
+	}
+	pr_state_clear(&st);
+	if (rc && r->watching) {
+		rados_unwatch2(r->io, r->watch);
+		rados_watch_flush(r->cluster);
+	}
+	return rc;
+}
+
+int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err, size_t errlen)
+{
+	const struct scsi_rbd_cfg *c = &cfg->rbd;
+	struct pr_rados *r = calloc(1, sizeof(*r));
+	int rc;
+
+	if (!r) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	r->lu = lu;
+	r->cluster = bs_rbd_rados(lu->dev);
+	snprintf(r->oid, sizeof(r->oid), "ix.pr.%s", c->image);
+	snprintf(r->gwoid, sizeof(r->gwoid), "%s.gw", r->oid);
+	r->origin = fnv1a64(FNV1A64_INIT, &r, sizeof(r)) ^ (uint64_t)time(NULL) ^
+		    ((uint64_t)getpid() << 32);
+	snprintf(r->name, sizeof(r->name), "persistent reservation object %s/%s%s%s", c->pool,
+		 c->ns ? c->ns : "", c->ns ? "/" : "", r->oid);
+	list_init(&r->jobs);
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->cv, NULL);
+	pthread_cond_init(&r->done_cv, NULL);
+	rc = r->cluster ? open_io(r, c, err, errlen) : -EINVAL;
+	if (!r->cluster)
+		snprintf(err, errlen, "pr_store \"rados\" needs an RBD device");
+	if (rc == 0) {
+		rc = start(r, err, errlen);
+		if (rc)
+			rados_ioctx_destroy(r->io);
+	}
+	if (rc) {
+		while (!list_empty(&r->jobs)) { /* a reload a watch error queued meanwhile */
+			struct pr_job *j = list_entry(r->jobs.next, struct pr_job, link);
+
+			list_del(&j->link);
+			free(j);
+		}
+		pthread_cond_destroy(&r->cv);
+		pthread_cond_destroy(&r->done_cv);
+		pthread_mutex_destroy(&r->mu);
+		free(r);
+		return rc;
+	}
+	lu->pr_store = r;
+	lu->pr_ops = &rados_ops;
+	lu->pr_persistent = true;
+	log_info("pr", "LUN %u: %s, %zu registration(s), epoch %016llx sequence %llu", lu->lun,
+		 r->name, lu->pr.nregs, (unsigned long long)r->epoch,
+		 (unsigned long long)lu->pr_seq);
+	return 0;
+}

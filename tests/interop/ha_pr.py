@@ -1,0 +1,413 @@
+#!/usr/bin/env python3
+"""Persistent reservations shared by two gateways through RADOS ("pr_store": "rados"), on a
+real single-node Ceph cluster (tests/ceph/cluster.sh, memstore, in /dev/shm; one cluster for
+every step).
+
+Two ix-target daemons, A and B, export the same RBD image as the same LU (same target name,
+naa_id and serial) on two ports with TPGT 1 and 2, so their target ports differ.
+  1. iscsi-test-cu given one URL per gateway: MultipathIO (on the fresh image: its
+     CompareAndWrite test needs LBA 256 still zero) and the persistent reservation families
+     (PrinReadKeys, PrinServiceactionRange, PrinReportCapabilities, ProutRegister,
+     ProutReserve, ProutClear, ProutPreempt), each test one result line; 0 failures;
+  2. conflict: initiator 1 registers and reserves Write Exclusive through A, initiator 2
+     registers through B; B's WRITE gets RESERVATION CONFLICT, its READ works, READ
+     RESERVATION through B names 1's key, A's WRITE works;
+  3. preempt: 2 preempts 1's key through B; 1's next command through A gets the unit attention
+     REGISTRATIONS PREEMPTED (2A/05), B's WRITE now works, A's gets RESERVATION CONFLICT;
+  3b. concurrent changes: one initiator through each gateway, each 25 REGISTER AND IGNORE
+     EXISTING KEY at once (every one bumps PRgeneration); afterwards READ KEYS through either
+     gateway shows PRgeneration up by exactly 50 and both last keys (a lost update in the
+     versioned read-modify-write would show fewer);
+  4. damaged object (`rados put` of garbage): PERSISTENT RESERVE OUT through A gets HARDWARE
+     ERROR / INTERNAL TARGET FAILURE and A's log names the object; the gateways keep serving
+     the last known state; a third gateway started on it refuses to start, naming the object;
+     after `rados rm` a REGISTER works again (empty state);
+  5. fencing: B stopped (SIGSTOP); a REGISTER through A completes only after the notify timeout
+     (5 s) with B blocklisted (`ceph osd blocklist ls` has B's address); B continued (SIGCONT):
+     its WRITE fails (sense key HARDWARE ERROR) and its log says it was blocklisted.
+
+Skips (77) when the Ceph packages, iscsi-test-cu or the build are missing.
+Environment: IX_BUILD, IX_OUT, IX_RESULTS as for every test.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+import ixiscsi as X  # noqa: E402
+import ixtest  # noqa: E402
+
+HOST = os.environ.get('IX_HOST', '127.0.0.1')
+BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
+OUT = os.environ.get('IX_OUT', os.path.join(ROOT, 'tests', 'out'))
+CLUSTER_SH = os.path.join(ROOT, 'tests', 'ceph', 'cluster.sh')
+IQN = 'iqn.2024-01.org.ix.test:ha-pr'
+INI1 = 'iqn.2024-01.org.ix.test:ha-pr-1'
+INI2 = 'iqn.2024-01.org.ix.test:ha-pr-2'
+ISID1 = bytes.fromhex('80000000c001')
+ISID2 = bytes.fromhex('80000000c002')
+KEY1 = 0x1111000011110000
+KEY2 = 0x2222000022220000
+IMAGE = 'hapr'
+OBJ = 'ix.pr.' + IMAGE
+CU_FAMILIES = ['MultipathIO', 'PrinReadKeys', 'PrinServiceactionRange',
+               'PrinReportCapabilities', 'ProutRegister', 'ProutReserve', 'ProutClear',
+               'ProutPreempt']
+NOTIFY_S = 5.0  # PR_RADOS_NOTIFY_MS in src/scsi/pr_rados.c
+
+report = ixtest.Reporter('ha_pr')
+
+
+def log(msg):
+    print('[ha_pr %s] %s' % (time.strftime('%H:%M:%S'), msg), file=sys.stderr, flush=True)
+
+
+def run(cmd, timeout, **kw):
+    return subprocess.run(cmd, timeout=timeout, capture_output=True, text=True, **kw)
+
+
+class Cluster:
+    def __init__(self, path):
+        self.path = path
+        self.conf = os.path.join(path, 'ceph.conf')
+        self.env = dict(os.environ, CEPH_CONF=self.conf)
+
+    def sh(self, *args, timeout=300):
+        r = run([CLUSTER_SH, args[0], self.path] + list(args[1:]), timeout)
+        if r.returncode != 0:
+            raise RuntimeError('cluster.sh %s: %s' % (args[0], r.stderr.strip()[-400:]))
+
+    def tool(self, *args, timeout=60, data=None):
+        r = subprocess.run(list(args), timeout=timeout, capture_output=True, env=self.env,
+                           input=data)
+        if r.returncode != 0:
+            raise RuntimeError('%s: %s' % (' '.join(args), r.stderr.decode(errors='replace')
+                                           .strip()[-400:]))
+        return r.stdout.decode(errors='replace')
+
+
+def write_config(path, port, tpgt, conf):
+    lun = {'lun': 0, 'backend': 'rbd', 'pr_store': 'rados', 'thin': True,
+           'naa_id': '0x6001405a0b1c2d3e', 'serial': 'ixhapr0',
+           'rbd': {'pool': 'rbd', 'image': IMAGE, 'conf': conf}}
+    cfg = {'portals': [{'name': 'default', 'address': HOST, 'port': port, 'tpgt': tpgt}],
+           'targets': [{'name': IQN, 'luns': [lun]}]}
+    with open(path, 'w') as f:
+        json.dump(cfg, f, indent=1)
+
+
+def session(port, ini, isid):
+    s = X.Session(HOST, port, initiator=ini, target=IQN, lun=0, timeout=20, isid=isid)
+    s.login()
+    s.scsi_retry_ua(bytes(6))
+    return s
+
+
+def prout(s, sa, rtype, key, sakey):
+    params = struct.pack('>QQ4xB3x', key, sakey, 0)
+    st, _, sense, _ = s.scsi(bytes([0x5f, sa, rtype, 0, 0, 0, 0, 0, len(params), 0]),
+                             write_data=params)
+    return st, sense or b''
+
+
+def read_reservation(s):
+    st, d, sense, _ = s.scsi(bytes([0x5e, 1, 0, 0, 0, 0, 0, 0, 64, 0]), read_len=64)
+    if st != 0:
+        raise X.ProtocolError('READ RESERVATION status 0x%02x' % st)
+    return struct.unpack('>II', d[:8]) + ((struct.unpack('>Q', d[8:16])[0], d[21] & 0xf)
+                                          if len(d) >= 24 else (0, 0))
+
+
+def write1(s):
+    st, _, sense, _ = s.scsi(bytes([0x2a, 0, 0, 0, 0, 8, 0, 0, 1, 0]), write_data=b'\x5a' * 512)
+    return st, sense or b''
+
+
+def read1(s):
+    st, _, sense, _ = s.scsi(bytes([0x28, 0, 0, 0, 0, 8, 0, 0, 1, 0]), read_len=512)
+    return st, sense or b''
+
+
+def key_asc(sense):
+    """(sense key, asc, ascq) of fixed or descriptor sense data."""
+    if len(sense) < 4:
+        return None
+    if sense[0] & 0x7f in (0x72, 0x73):
+        return sense[1] & 0xf, sense[2], sense[3]
+    if len(sense) < 14:
+        return None
+    return sense[2] & 0xf, sense[12], sense[13]
+
+
+def check(name, ok, detail):
+    report('PASS' if ok else 'FAIL', name, detail)
+    return ok
+
+
+# ---- steps -------------------------------------------------------------------------------
+
+def step_cu(ports, tmp):
+    urls = ['iscsi://%s:%d/%s/0' % (HOST, p, IQN) for p in ports]
+    for fam in CU_FAMILIES:
+        logf = os.path.join(OUT, 'ha_pr.cu.%s.log' % fam)
+        lst = run(['iscsi-test-cu', '-l'], 30).stdout
+        tests = [ln.strip().split('.')[-1] for ln in lst.splitlines()
+                 if re.match(r'^\s*ALL\.%s\.\S+$' % fam, ln.strip())]
+        with open(logf, 'w') as f:
+            try:
+                rc = subprocess.run(['iscsi-test-cu', '-d', '-t', 'ALL.' + fam] + urls,
+                                    stdout=f, stderr=subprocess.STDOUT, timeout=300).returncode
+            except subprocess.TimeoutExpired:
+                rc = 124
+        for t, st, why in ixtest.cunit_run(logf, rc, tests):
+            report(st, 'cu.%s.%s' % (fam, t), why or 'two gateways')
+
+
+def step_conflict(pa, pb):
+    s1 = session(pa, INI1, ISID1)
+    s2 = session(pb, INI2, ISID2)
+    try:
+        r = [prout(s1, 0, 0, 0, KEY1)[0], prout(s2, 0, 0, 0, KEY2)[0],
+             prout(s1, 1, 1, KEY1, 0)[0]]
+        if not check('conflict-setup', r == [0, 0, 0], 'REGISTER A, REGISTER B, RESERVE WE A: '
+                     'statuses %s' % r):
+            return
+        gen, alen, key, rtype = read_reservation(s2)
+        check('conflict-read-reservation-b', key == KEY1 and rtype == 1,
+              'through B: key 0x%x type %d (want 0x%x, 1)' % (key, rtype, KEY1))
+        st, _ = write1(s2)
+        check('conflict-write-b', st == 0x18, 'WRITE from initiator 2 through B: status 0x%02x '
+              '(want 0x18 RESERVATION CONFLICT)' % st)
+        st, _ = read1(s2)
+        check('conflict-read-b', st == 0, 'READ from initiator 2 through B: status 0x%02x' % st)
+        st, _ = write1(s1)
+        check('conflict-write-a', st == 0, 'WRITE from the holder through A: status 0x%02x' % st)
+    finally:
+        s1.close()
+        s2.close()
+
+
+def step_preempt(pa, pb):
+    s1 = session(pa, INI1, ISID1)
+    s2 = session(pb, INI2, ISID2)
+    try:
+        st, sense = prout(s2, 4, 1, KEY2, KEY1)  # PREEMPT, Write Exclusive, 1's key
+        if not check('preempt', st == 0, 'PREEMPT through B: status 0x%02x %s' % (st, sense.hex())):
+            return
+        st, _, sense, _ = s1.scsi(bytes(6))
+        ka = key_asc(sense or b'')
+        check('preempt-ua-a', st == 2 and ka == (6, 0x2a, 0x05),
+              'TEST UNIT READY of the preempted nexus through A: status 0x%02x sense %s '
+              '(want UNIT ATTENTION 2A/05)' % (st, ka))
+        st, _ = write1(s2)
+        check('preempt-write-b', st == 0, 'WRITE of the new holder through B: 0x%02x' % st)
+        st, _ = write1(s1)
+        check('preempt-write-a', st == 0x18, 'WRITE of the preempted initiator through A: '
+              '0x%02x (want 0x18)' % st)
+        prout(s2, 3, 0, KEY2, 0)  # CLEAR: a clean slate for what follows
+    finally:
+        s1.close()
+        s2.close()
+
+
+def read_keys(s):
+    st, d, sense, _ = s.scsi(bytes([0x5e, 0, 0, 0, 0, 0, 0, 4, 0, 0]), read_len=1024)
+    if st != 0:
+        raise X.ProtocolError('READ KEYS status 0x%02x' % st)
+    gen, n = struct.unpack('>II', d[:8])
+    return gen, sorted(struct.unpack('>%dQ' % (n // 8), d[8:8 + n]))
+
+
+def step_race(pa, pb, da, db):
+    import threading
+    n = 25
+    s1 = session(pa, INI1, ISID1)
+    s2 = session(pb, INI2, ISID2)
+    errs = []
+    try:
+        gen0, _ = read_keys(s1)
+
+        def worker(s, base):
+            for i in range(1, n + 1):
+                st, sense = prout(s, 6, 0, 0, base + i)  # REGISTER AND IGNORE EXISTING KEY
+                if st != 0:
+                    errs.append('0x%02x %s' % (st, sense.hex()))
+        t0 = time.monotonic()
+        ts = [threading.Thread(target=worker, args=(s, b)) for s, b in ((s1, KEY1), (s2, KEY2))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120)
+        dt = time.monotonic() - t0
+        retries = sum(d.output().count('another gateway wrote first') for d in (da, db))
+        ga, ka = read_keys(s1)
+        gb, kb = read_keys(s2)
+        check('race', not errs and ga == gb == gen0 + 2 * n and ka == kb ==
+              sorted([KEY1 + n, KEY2 + n]),
+              '%d REGISTER AND IGNORE through each gateway at once in %.1f s (%d versioned '
+              'writes lost and retried): %d errors%s; '
+              'PRgeneration %d -> A %d, B %d (want +%d); keys A %s B %s' % (
+                  n, dt, retries, len(errs), (' (%s)' % errs[0]) if errs else '', gen0, ga, gb, 2 * n,
+                  [hex(k) for k in ka], [hex(k) for k in kb]))
+        prout(s1, 0, 0, KEY1 + n, 0)
+        prout(s2, 0, 0, KEY2 + n, 0)
+    finally:
+        s1.close()
+        s2.close()
+
+
+def step_damaged(cl, da, pa, pb, tmp):
+    cl.tool('rados', '-p', 'rbd', 'put', OBJ, '-', data=b'this is not a reservation\n')
+    s1 = session(pa, INI1, ISID1)
+    s2 = session(pb, INI2, ISID2)
+    try:
+        st, sense = prout(s1, 0, 0, 0, KEY1)
+        ka = key_asc(sense)
+        check('damaged-out', st == 2 and ka == (4, 0x44, 0),
+              'REGISTER through A on a garbage object: status 0x%02x sense %s (want HARDWARE '
+              'ERROR 44/00)' % (st, ka))
+        time.sleep(0.2)
+        text = da.output()
+        line = [ln for ln in text.splitlines() if OBJ in ln and 'rados rm' in ln]
+        check('damaged-log', bool(line), 'A\'s log names the object and what to do: %s'
+              % (line[-1][-160:] if line else 'no such line'))
+        st, _ = write1(s2)
+        check('damaged-serves', st == 0, 'WRITE through B meanwhile: 0x%02x' % st)
+        cfg = os.path.join(tmp, 'c.json')
+        write_config(cfg, ixtest.free_port(), 3, cl.conf)
+        try:
+            dc = ixtest.Daemon(cfg, 'ha_pr.ix-target-c.log', BUILD, OUT)
+            dc.stop()
+            check('damaged-start', False, 'a third gateway started on the damaged object')
+        except ixtest.DaemonExited as e:
+            check('damaged-start', OBJ in e.output and 'rados rm' in e.output,
+                  'a third gateway refuses to start: %s' % (
+                      [ln for ln in e.output.splitlines() if OBJ in ln][:1] or e.output[-200:]))
+        cl.tool('rados', '-p', 'rbd', 'rm', OBJ)
+        st, sense = prout(s1, 0, 0, 0, KEY1)
+        check('damaged-repaired', st == 0, 'REGISTER after `rados rm`: status 0x%02x' % st)
+        prout(s1, 0, 0, KEY1, 0)
+    finally:
+        s1.close()
+        s2.close()
+
+
+def step_fence(cl, da, db, pa, pb):
+    s1 = session(pa, INI1, ISID1)
+    s2 = session(pb, INI2, ISID2)
+    addr = None
+    try:
+        os.kill(db.p.pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        try:
+            st, sense = prout(s1, 0, 0, 0, KEY1)
+        finally:
+            dt = time.monotonic() - t0
+            bl = cl.tool('ceph', 'osd', 'blocklist', 'ls')
+            os.kill(db.p.pid, signal.SIGCONT)
+        m = re.search(r'client\.\d+ at (\S+) did not acknowledge', da.output())
+        addr = m.group(1) if m else None
+        check('fence-register', st == 0 and NOTIFY_S - 0.5 <= dt < NOTIFY_S + 10,
+              'REGISTER through A while B is stopped: status 0x%02x in %.1f s' % (st, dt))
+        check('fence-blocklisted', addr is not None and addr in bl,
+              'B\'s address %s in `ceph osd blocklist ls`' % addr)
+        st, sense = write1(s2)
+        ka = key_asc(sense)
+        check('fence-b-write', st == 2 and ka is not None and ka[0] == 4,
+              'WRITE through B once it runs again: status 0x%02x sense %s (want HARDWARE ERROR)'
+              % (st, ka))
+        time.sleep(0.5)
+        check('fence-b-log', 'blocklisted' in db.output() or
+              'transport endpoint shutdown' in db.output(),
+              'B\'s log says it was fenced')
+    finally:
+        s1.close()
+        try:
+            s2.close()
+        except Exception:  # noqa: BLE001
+            pass
+        if addr:
+            run(['ceph', 'osd', 'blocklist', 'rm', addr], 30, env=cl.env)
+
+
+def step(name, fn, *args):
+    try:
+        fn(*args)
+    except Exception as e:  # noqa: BLE001
+        import traceback
+        traceback.print_exc()
+        report('FAIL', name, '%s: %s' % (type(e).__name__, str(e)[:300]))
+
+
+def sanitizer_check(d, what):
+    text = d.output()
+    if 'ERROR: AddressSanitizer' in text or 'runtime error:' in text or \
+            'ERROR: LeakSanitizer' in text:
+        report('FAIL', 'sanitizer-' + what, 'sanitizer report in ' + d.log_path)
+
+
+def main():
+    missing = [c for c in ('ceph-mon', 'ceph-osd', 'rbd', 'rados', 'ceph-authtool',
+                           'monmaptool', 'iscsi-test-cu') if not shutil.which(c)]
+    if missing:
+        print('SKIP: %s missing: scripts/deps.sh --ceph installs Ceph' % ', '.join(missing),
+              file=sys.stderr)
+        return 77
+    if not os.access(os.path.join(BUILD, 'tools', 'ix-target'), os.X_OK):
+        print('SKIP: ix-target not built in %s' % BUILD, file=sys.stderr)
+        return 77
+    os.makedirs(OUT, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix='ixtest.ha_pr.', dir='/tmp')
+    shm = '/dev/shm' if os.path.isdir('/dev/shm') else tmp
+    cl = Cluster(tempfile.mkdtemp(prefix='ixtest.ha_pr-ceph.', dir=shm))
+    da = db = None
+    try:
+        t0 = time.monotonic()
+        cl.sh('start', '--store', 'memstore')
+        report('PASS', 'cluster', 'single-node cluster (memstore) up in %.0f s'
+               % (time.monotonic() - t0))
+        cl.tool('rbd', 'create', '--size', '64M', 'rbd/' + IMAGE)
+        pa, pb = ixtest.free_port(), ixtest.free_port()
+        write_config(os.path.join(tmp, 'a.json'), pa, 1, cl.conf)
+        write_config(os.path.join(tmp, 'b.json'), pb, 2, cl.conf)
+        da = ixtest.Daemon(os.path.join(tmp, 'a.json'), 'ha_pr.ix-target-a.log', BUILD, OUT)
+        db = ixtest.Daemon(os.path.join(tmp, 'b.json'), 'ha_pr.ix-target-b.log', BUILD, OUT)
+        step('cu', step_cu, (pa, pb), tmp)
+        step('conflict', step_conflict, pa, pb)
+        step('preempt', step_preempt, pa, pb)
+        step('race', step_race, pa, pb, da, db)
+        step('damaged', step_damaged, cl, da, pa, pb, tmp)
+        step('fence', step_fence, cl, da, db, pa, pb)
+        for d, n in ((da, 'a'), (db, 'b')):
+            if d.p.poll() is None:
+                d.stop()
+            sanitizer_check(d, n)
+        da = db = None
+    finally:
+        for d in (da, db):
+            if d:
+                try:
+                    os.kill(d.p.pid, signal.SIGCONT)
+                except OSError:
+                    pass
+                d.stop()
+        try:
+            cl.sh('stop', timeout=60)
+        finally:
+            shutil.rmtree(cl.path, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if report.failed else 0
+
+
+if __name__ == '__main__':
+    report.main(main)
