@@ -511,6 +511,12 @@ int tgt_node_new(struct ix_target *t, struct cfg_target *ct, struct tgt_node **o
 			return r;
 		}
 	}
+	if (scsi_alua_configure(n->map, &ct->alua) < 0) {
+		snprintf(err, errlen, "target %s: out of memory for ALUA groups", ct->name);
+		scsi_lun_map_free(n->map);
+		free(n);
+		return -ENOMEM;
+	}
 	*out = n;
 	return 0;
 }
