@@ -28,7 +28,13 @@ static void make_ids(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg)
 	uint64_t hi, lo;
 
 	h = fnv1a64(h, &cfg->lun, sizeof(cfg->lun));
-	lo = fnv1a64(h, "ix-naa-ext", 10);
+	/* A configured naa_id alone decides the whole designator (and the default serial), so the
+	 * gateways that export one image under any target name or LUN present one LU. */
+	if (cfg->naa_id)
+		lo = fnv1a64(fnv1a64(FNV1A64_INIT, &cfg->naa_id, sizeof(cfg->naa_id)), "ix-naa-ext",
+			     10);
+	else
+		lo = fnv1a64(h, "ix-naa-ext", 10);
 	/* NAA 6 (IEEE Registered Extended): 4-bit NAA, then 60 bits (company id + vendor
 	 * specific), then a 64-bit extension. */
 	hi = cfg->naa_id ? cfg->naa_id : h;

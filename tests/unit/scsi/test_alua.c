@@ -485,6 +485,57 @@ static void test_rsoc(struct aenv *x)
 	CHECK(rtpg && stpg);
 }
 
+/* Two gateways that export one image: the same naa_id under other target names and LUNs gives
+ * the same VPD 0x83 NAA designator and the same VPD 0x80 serial; without it they differ. */
+static void vpd_ids(const char *tn, uint32_t lun, uint64_t naa_id, uint8_t *naa, char *serial)
+{
+	struct scsi_lu_cfg cfg = {.backend = SCSI_BACKEND_RAM,
+				  .size_bytes = 64 << 10,
+				  .target_name = tn,
+				  .lun = lun,
+				  .naa_id = naa_id};
+	static const uint8_t vpd83[16] = {0x12, 1, 0x83, 0x01, 0, 0};
+	static const uint8_t vpd80[16] = {0x12, 1, 0x80, 0x01, 0, 0};
+	struct aenv x;
+	struct scsi_lu *lu;
+	char err[128];
+	struct tcmd t;
+
+	memset(&x, 0, sizeof(x));
+	x.e.loop = ev_loop_new();
+	x.e.thr = scsi_thread_new(x.e.loop);
+	x.e.map = scsi_lun_map_new();
+	x.e.buf = aligned_alloc(4096, TBUF);
+	CHECK_EQ(scsi_lu_new(&cfg, &lu, err, sizeof(err)), 0);
+	CHECK_EQ(scsi_lun_map_add(x.e.map, lun, lu), 0);
+	scsi_lu_put(lu);
+	x.a = scsi_nexus_new(x.e.map, "iqn.i1,i,0x1", "t,t,0x1");
+	x.b = scsi_nexus_new(x.e.map, "iqn.i1,i,0x2", "t,t,0x2");
+	t_run(&x.e, x.a, lun, vpd83, 256, NULL, 0, &t);
+	CHECK_EQ(t.c.buf[5], 0x03); /* the NAA designator first */
+	memcpy(naa, t.c.buf + 8, 16);
+	t_run(&x.e, x.a, lun, vpd80, 256, NULL, 0, &t);
+	memcpy(serial, t.c.buf + 4, t.c.buf[3]);
+	serial[t.c.buf[3]] = 0;
+	teardown(&x);
+}
+
+static void test_lu_identity(void)
+{
+	uint8_t n1[16], n2[16], n3[16];
+	char s1[40], s2[40], s3[40];
+
+	printf("# one LU identity on two gateways\n");
+	vpd_ids("iqn.2024-01.org.example:gw1", 0, 0x6001405abcdef012ULL, n1, s1);
+	vpd_ids("iqn.2024-01.org.example:gw2", 3, 0x6001405abcdef012ULL, n2, s2);
+	vpd_ids("iqn.2024-01.org.example:gw2", 3, 0, n3, s3);
+	CHECK_MEM(n1, n2, 16);
+	CHECK_STR(s1, s2);
+	CHECK(memcmp(n1, n3, 16) != 0);
+	CHECK(strcmp(s1, s3) != 0);
+	CHECK_EQ(n1[0] >> 4, 6); /* NAA 6 */
+}
+
 int main(void)
 {
 	struct aenv x;
@@ -493,6 +544,7 @@ int main(void)
 	test_table();
 	test_names();
 	test_cfg_errors();
+	test_lu_identity();
 	setup(&x);
 	test_off(&x);
 	CHECK_EQ(scsi_alua_configure(x.e.map, &c), 0);
