@@ -797,7 +797,8 @@ static void test_etc(void)
 }
 
 /* Every ```json block of docs/configuration.md must load. */
-static void test_docs(void)
+/* Every json block of a page in docs/ loads; returns how many there were. */
+static int load_doc_blocks(const char *page)
 {
 	char path[1024], *text, *p;
 	struct ix_config *cfg;
@@ -805,11 +806,11 @@ static void test_docs(void)
 	long len;
 	int n = 0;
 
-	snprintf(path, sizeof(path), "%s/docs/configuration.md", IX_SOURCE_DIR);
+	snprintf(path, sizeof(path), "%s/docs/%s", IX_SOURCE_DIR, page);
 	f = fopen(path, "rb");
 	CHECK(f != NULL);
 	if (!f)
-		return;
+		return 0;
 	fseek(f, 0, SEEK_END);
 	len = ftell(f);
 	rewind(f);
@@ -822,16 +823,23 @@ static void test_docs(void)
 			break;
 		*end = '\0';
 		cfg = NULL;
-		CHECK_EQ(cfg_load_string(start, "docs/configuration.md", &cfg, err, sizeof(err)),
-			 0);
+		CHECK_EQ(cfg_load_string(start, page, &cfg, err, sizeof(err)), 0);
 		if (!cfg)
-			printf("# block %d: %s\n", n, err);
+			printf("# %s block %d: %s\n", page, n, err);
 		cfg_free(cfg);
 		n++;
 		p = end + 3;
 	}
-	CHECK(n >= 2);
 	free(text);
+	return n;
+}
+
+static void test_docs(void)
+{
+	int n = load_doc_blocks("configuration.md"), m = load_doc_blocks("ha.md");
+
+	CHECK(n >= 2);
+	CHECK(m >= 1);
 }
 
 static void test_files(void)
