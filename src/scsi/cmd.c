@@ -89,7 +89,7 @@ static const struct scsi_op maint_out_ops[] = {
     {.fn = scsi_spc_set_tpgs,
      .name = "SET TARGET PORT GROUPS",
      .cdb_len = 12,
-     .flags = F_PR | SCSI_F_ALUA_UNAV | SCSI_F_ALUA_ONLY,
+     .flags = F_PR | SCSI_F_ALUA_UNAV | SCSI_F_ALUA_EXPL,
      .sa = 0x0a,
      .usage = {0xa4, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
 };
@@ -279,6 +279,8 @@ bool scsi_op_on_lu(const struct scsi_op *op, const struct scsi_lu *lu,
 		   const struct scsi_lun_map *map)
 {
 	if ((op->flags & SCSI_F_ALUA_ONLY) && !scsi_alua_tpgs(map))
+		return false;
+	if ((op->flags & SCSI_F_ALUA_EXPL) && scsi_alua_tpgs(map) != 0x3)
 		return false;
 	return !(op->flags & SCSI_F_THIN) || (lu && lu->lbpme);
 }

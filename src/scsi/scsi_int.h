@@ -215,6 +215,7 @@ typedef int (*scsi_exec_fn)(struct scsi_cmd *cmd, struct scsi_lu *lu);
 #define SCSI_F_ALUA_STBY   0x800 /* standby (MODE SENSE/SELECT, PERSISTENT RESERVE IN/OUT,
 				    READ CAPACITY) */
 #define SCSI_F_ALUA_ONLY   0x1000 /* exists only on maps with ALUA */
+#define SCSI_F_ALUA_EXPL   0x2000 /* exists only on maps with explicit ALUA */
 
 struct scsi_op {
 	scsi_exec_fn fn;

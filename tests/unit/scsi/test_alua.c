@@ -398,6 +398,7 @@ static void test_implicit_only(struct aenv *x)
 	struct scsi_alua_cfg c = two_groups(0, 2);
 	static const uint8_t inq[16] = {0x12, 0, 0, 0, 96, 0};
 	static const uint8_t stpg[16] = {0xa4, 0x0a, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0};
+	static const uint8_t rsoc_stpg[16] = {0xa3, 0x0c, 0x02, 0xa4, 0, 0x0a, 0, 0, 1, 0, 0, 0};
 	static const uint8_t tur[16] = {0};
 	struct tcmd t;
 
@@ -409,7 +410,12 @@ static void test_implicit_only(struct aenv *x)
 	t_run(&x->e, x->a, 0, inq, 96, NULL, 0, &t);
 	CHECK_EQ(t.c.buf[5] & 0x30, 0x10);
 	t_run(&x->e, x->a, 0, stpg, 0, B(0, 0, 0, 0, 0, 0, 0, 20), 8, &t);
-	t_check_sense(&t, 0x5, 0x24, 0x00);
+	t_check_sense(&t, 0x5, 0x20, 0x00); /* no SET TARGET PORT GROUPS: an unknown opcode */
+	t_run(&x->e, x->b, 0, tur, 0, NULL, 0, &t); /* b's 2A/06 */
+	t_check_sense(&t, 0x6, 0x2a, 0x06);
+	t_run(&x->e, x->b, 0, rsoc_stpg, 256, NULL, 0, &t); /* b is active/non-optimized */
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(t.c.buf[1] & 0x07, 0x01); /* not supported */
 }
 
 /* A reload with the same configuration keeps states changed at run time; a changed one
