@@ -11,8 +11,9 @@ Portal A (TPGT 1) is group 1, active/optimized; portal B (TPGT 2) is group 2, st
   - SET TARGET PORT GROUPS through B (group 2 active/optimized, group 1 standby): B reads at
     once with no unit attention, A gets 2A/06 and then 04/0B; RTPG shows status "explicit";
   - a bad SET TARGET PORT GROUPS (transitioning asked for) gets 05/26/00 and changes nothing;
-  - the management API: iscsi_get_alua shows the running states, iscsi_set_alua_state moves
-    group 1 back to active/optimized (both paths get 2A/06) and group 2 to unavailable (04/0C);
+  - the management API: iscsi_get_alua (and ix-ctl alua) show the running states,
+    iscsi_set_alua_state moves group 1 back to active/optimized (both paths get 2A/06) and
+    group 2 to unavailable (04/0C);
   - SIGHUP with the same file keeps the running states; with group 2's state changed in the
     file it applies (2A/06, then the new state);
 then, with group 2 active/non-optimized, libiscsi's iscsi-inq decodes VPD 0x83 on each path,
@@ -207,6 +208,14 @@ def steps_paths(pa, pb, sock, cfg_path, d):
               for x in got.get('result', {}).get('groups', [])}
     check('mgmt-get', states == {1: ('standby', 'explicit'), 2: ('active/optimized', 'explicit'),
                                  3: ('standby', 'none')}, json.dumps(got)[:300])
+    ctl = os.path.join(os.environ.get('IX_BUILD', os.path.join(HERE, '..', '..', 'build')),
+                       'tools', 'ix-ctl')
+    p = subprocess.run([ctl, '-s', sock, 'alua', IQN], capture_output=True, text=True,
+                       timeout=30)
+    check('ix-ctl-alua', p.returncode == 0 and
+          'group 2 active/optimized (last change: explicit), relative ports 2' in p.stdout and
+          'group 3 standby (last change: none), relative ports 3' in p.stdout,
+          'exit %d: %s' % (p.returncode, ' | '.join(p.stdout.strip().splitlines())))
     got = rpc(sock, 'iscsi_set_alua_state', {'target': IQN, 'group': 1,
                                              'state': 'active/optimized'})
     ra, rb = a.read(), b.read()
