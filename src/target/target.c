@@ -485,6 +485,7 @@ int tgt_node_new(struct ix_target *t, struct cfg_target *ct, struct tgt_node **o
 		 size_t errlen)
 {
 	struct tgt_node *n = calloc(1, sizeof(*n));
+	int r;
 
 	if (!n)
 		return -ENOMEM;
@@ -497,7 +498,8 @@ int tgt_node_new(struct ix_target *t, struct cfg_target *ct, struct tgt_node **o
 	}
 	for (size_t j = 0; j < ct->nluns; j++) {
 		struct scsi_lu *lu;
-		int r = tgt_lu_new(t, ct, &ct->luns[j], &lu, err, errlen);
+
+		r = tgt_lu_new(t, ct, &ct->luns[j], &lu, err, errlen);
 		if (r == 0) {
 			r = scsi_lun_map_add(n->map, ct->luns[j].lun, lu);
 			scsi_lu_put(lu);
@@ -511,11 +513,12 @@ int tgt_node_new(struct ix_target *t, struct cfg_target *ct, struct tgt_node **o
 			return r;
 		}
 	}
-	if (scsi_alua_configure(n->map, &ct->alua) < 0) {
-		snprintf(err, errlen, "target %s: out of memory for ALUA groups", ct->name);
+	r = scsi_alua_configure(n->map, &ct->alua);
+	if (r < 0) {
+		snprintf(err, errlen, "target %s: ALUA groups: %s", ct->name, strerror(-r));
 		scsi_lun_map_free(n->map);
 		free(n);
-		return -ENOMEM;
+		return r;
 	}
 	*out = n;
 	return 0;
