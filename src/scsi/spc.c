@@ -35,8 +35,8 @@ static uint32_t inquiry_std(const struct scsi_lu *lu, const struct scsi_lun_map 
 	d[2] = 0x06;	    /* SPC-4 */
 	d[3] = 0x10 | 0x02; /* HISUP, RESPONSE DATA FORMAT 2 */
 	d[4] = 96 - 5;
-	/* 3PC: EXTENDED COPY; TPGS: ALUA */
-	d[5] = (uint8_t)(0x08 | scsi_alua_tpgs(map) << 4);
+	/* 3PC: EXTENDED COPY; TPGS: ALUA (an absent LU has none) */
+	d[5] = (uint8_t)(0x08 | scsi_alua_tpgs(lu ? map : NULL) << 4);
 	d[7] = 0x02; /* CMDQUE */
 	put_ascii(d + 8, 8, lu ? lu->vendor : "IX");
 	put_ascii(d + 16, 16, lu ? lu->product : "ix-disk");

@@ -224,6 +224,10 @@ static void test_inquiry(struct aenv *x)
 	t_run(&x->e, x->a, 0, inq, 96, NULL, 0, &t);
 	CHECK_EQ(t.c.buf[5] & 0x30, 0x30); /* TPGS 11b: implicit and explicit */
 	CHECK_EQ(t.c.buf[5] & 0x08, 0x08); /* 3PC kept */
+	t_run(&x->e, x->a, 5, inq, 96, NULL, 0, &t); /* no LU at LUN 5 */
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(t.c.buf[0], 0x7f);
+	CHECK_EQ(t.c.buf[5] & 0x30, 0);
 	t_run(&x->e, x->b, 0, vpd83, 256, NULL, 0, &t);
 	CHECK_EQ(t.c.status, 0);
 	/* the LU designators are still there: NAA first */
