@@ -83,13 +83,13 @@ static const struct scsi_op maint_in_ops[] = {
      .usage = {0xa3, 0x3f, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
 };
 
-/* SET TARGET PORT GROUPS changes no data and goes through reservations (SPC-4 5.12.3 lists
- * it as allowed), but not through another nexus's RESERVE(6). */
+/* SET TARGET PORT GROUPS changes the device's configuration: in the persistent reservation
+ * conflict table it is in the write class, as MODE SELECT is. */
 static const struct scsi_op maint_out_ops[] = {
     {.fn = scsi_spc_set_tpgs,
      .name = "SET TARGET PORT GROUPS",
      .cdb_len = 12,
-     .flags = F_PR | SCSI_F_ALUA_UNAV | SCSI_F_ALUA_EXPL,
+     .flags = SCSI_F_ALUA_UNAV | SCSI_F_ALUA_EXPL,
      .sa = 0x0a,
      .usage = {0xa4, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
 };

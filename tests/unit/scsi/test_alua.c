@@ -222,8 +222,8 @@ static void test_inquiry(struct aenv *x)
 
 	printf("# INQUIRY with ALUA\n");
 	t_run(&x->e, x->a, 0, inq, 96, NULL, 0, &t);
-	CHECK_EQ(t.c.buf[5] & 0x30, 0x30); /* TPGS 11b: implicit and explicit */
-	CHECK_EQ(t.c.buf[5] & 0x08, 0x08); /* 3PC kept */
+	CHECK_EQ(t.c.buf[5] & 0x30, 0x30);	     /* TPGS 11b: implicit and explicit */
+	CHECK_EQ(t.c.buf[5] & 0x08, 0x08);	     /* 3PC kept */
 	t_run(&x->e, x->a, 5, inq, 96, NULL, 0, &t); /* no LU at LUN 5 */
 	CHECK_EQ(t.c.status, 0);
 	CHECK_EQ(t.c.buf[0], 0x7f);
@@ -546,6 +546,36 @@ static void test_lu_identity(void)
 	CHECK_EQ(n1[0] >> 4, 6); /* NAA 6 */
 }
 
+/* SET TARGET PORT GROUPS is in the write class of the persistent reservation conflict table
+ * (as MODE SELECT is): another nexus's Write Exclusive reservation refuses it. */
+static void prout(struct aenv *x, struct scsi_nexus *nx, uint8_t sa, uint8_t type, uint64_t key,
+		  uint64_t sakey)
+{
+	uint8_t cdb[16] = {0x5f, sa, type, 0, 0, 0, 0, 0, 24, 0}, p[24] = {0};
+	struct tcmd t;
+
+	put_be64(p, key);
+	put_be64(p + 8, sakey);
+	t_run(&x->e, nx, 0, cdb, 0, p, 24, &t);
+	CHECK_EQ(t.c.status, 0);
+}
+
+static void test_stpg_reservation(struct aenv *x)
+{
+	static const uint8_t stpg[16] = {0xa4, 0x0a, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0};
+	struct tcmd t;
+
+	printf("# SET TARGET PORT GROUPS under a persistent reservation\n");
+	prout(x, x->a, 0x00, 0, 0, 0x1234); /* REGISTER */
+	prout(x, x->a, 0x01, 1, 0x1234, 0); /* RESERVE, Write Exclusive */
+	t_run(&x->e, x->b, 0, stpg, 0, B(0, 0, 0, 0, 0x02, 0, 0, 20), 8, &t);
+	CHECK_EQ(t.c.status, 0x18); /* RESERVATION CONFLICT */
+	t_run(&x->e, x->a, 0, stpg, 0, B(0, 0, 0, 0, 0x02, 0, 0, 20), 8, &t);
+	CHECK_EQ(t.c.status, 0);	    /* the holder may (group 20 was standby: no change) */
+	prout(x, x->a, 0x02, 1, 0x1234, 0); /* RELEASE */
+	prout(x, x->a, 0x00, 0, 0x1234, 0); /* unregister */
+}
+
 int main(void)
 {
 	struct aenv x;
@@ -570,6 +600,7 @@ int main(void)
 	test_rtpg(&x);
 	test_rsoc(&x);
 	test_stpg_params(&x);
+	test_stpg_reservation(&x);
 	test_states(&x);
 	test_implicit_only(&x);
 	test_reload(&x);
