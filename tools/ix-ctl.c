@@ -53,6 +53,10 @@ static void usage(FILE *f)
 		"  session logout TSIH [--drop] [--timeout MS]\n"
 		"                                       ask a session to log out (Async Message),\n"
 		"                                       or with --drop close it at once\n"
+		"  alua TARGET                          ALUA target port groups and their states\n"
+		"  alua set TARGET GROUP STATE          change a group's state (active/optimized,\n"
+		"                                       active/non-optimized, standby, unavailable,\n"
+		"                                       offline, transitioning)\n"
 		"options:\n"
 		"  -s, --socket PATH   the daemon's socket (default $IX_CTL_SOCKET or %s)\n"
 		"  --json              print the JSON result (or error) instead of text\n"
@@ -695,6 +699,62 @@ static int cmd_session(int argc, char **argv)
 	return run("iscsi_logout_session", params, NULL);
 }
 
+static void print_alua(json_t *result)
+{
+	size_t i, j;
+	json_t *g, *p;
+
+	printf("ALUA %s, implicit transition time %lld s\n",
+	       json_is_true(json_object_get(result, "explicit")) ? "explicit and implicit"
+								: "implicit only",
+	       (long long)json_integer_value(json_object_get(result, "transition_time")));
+	json_array_foreach(json_object_get(result, "groups"), i, g)
+	{
+		printf("  group %lld %s%s (last change: %s), relative ports",
+		       (long long)json_integer_value(json_object_get(g, "id")),
+		       json_string_value(json_object_get(g, "state")),
+		       json_is_true(json_object_get(g, "preferred")) ? ", preferred" : "",
+		       json_string_value(json_object_get(g, "status")));
+		json_array_foreach(json_object_get(g, "relative_ports"), j, p)
+			printf(" %lld", (long long)json_integer_value(p));
+		printf("\n");
+	}
+}
+
+static int cmd_alua(int argc, char **argv)
+{
+	json_t *result, *error, *params;
+	long long group;
+	int r;
+
+	if (argc == 4 && strcmp(argv[0], "set") == 0) {
+		if (parse_int(argv[2], 1, 65535, &group) < 0)
+			return die_usage("bad target port group '%s' (1-65535)", argv[2]);
+		return run("iscsi_set_alua_state",
+			   json_pack("{s:s, s:I, s:s}", "target", argv[1], "group",
+				     (json_int_t)group, "state", argv[3]),
+			   "state changed");
+	}
+	if (argc != 1)
+		return die_usage("alua TARGET | alua set TARGET GROUP STATE%s", "");
+	params = json_pack("{s:s}", "target", argv[0]);
+	r = call("iscsi_get_alua", params, &result, &error);
+	json_decref(params);
+	if (r)
+		return r;
+	if (error) {
+		r = refused(error);
+		json_decref(error);
+		return r;
+	}
+	if (opt_json)
+		print_json(result);
+	else
+		print_alua(result);
+	json_decref(result);
+	return 0;
+}
+
 static int cmd_save(int argc, char **argv)
 {
 	json_t *params = json_object();
@@ -799,6 +859,8 @@ int main(int argc, char **argv)
 		r = cmd_session(n - 1, args + 1);
 	else if (strcmp(args[0], "stats") == 0)
 		r = cmd_stats(n - 1, args + 1);
+	else if (strcmp(args[0], "alua") == 0)
+		r = cmd_alua(n - 1, args + 1);
 	else
 		r = die_usage("unknown command '%s'", args[0]);
 	free(args);

@@ -1324,6 +1324,75 @@ static int m_break_rbd_lock(struct call *c)
 	return c->result ? 0 : merr_set(c->e, -32603, "out of memory");
 }
 
+/* ---- ALUA: the running states (not the document: SET TARGET PORT GROUPS and failover change
+ * them; the document holds the states a group starts in) ---- */
+
+static json_t *alua_json(const struct scsi_alua_cfg *a)
+{
+	static const char *const status[] = {"none", "explicit", "implicit"};
+	json_t *groups = json_array();
+
+	for (unsigned i = 0; groups && i < a->ngroups; i++) {
+		const struct scsi_alua_group_cfg *g = &a->groups[i];
+		json_t *ports = json_array();
+
+		for (unsigned j = 0; ports && j < g->nports; j++)
+			json_array_append_new(ports, json_integer(g->ports[j]));
+		json_array_append_new(
+		    groups, json_pack("{s:i, s:s, s:s, s:b, s:o*}", "id", g->id, "state",
+				      scsi_alua_state_name(g->state), "status",
+				      g->status < 3 ? status[g->status] : "?", "preferred",
+				      g->preferred, "relative_ports", ports));
+	}
+	return json_pack("{s:b, s:i, s:o*}", "explicit", a->explicit_ok, "transition_time",
+			 a->transition_s, "groups", groups);
+}
+
+static int m_get_alua(struct call *c)
+{
+	static const char *const keys[] = {"target", NULL};
+	struct scsi_alua_cfg a;
+	const char *target;
+	int r;
+
+	if (p_keys(c, keys) < 0 || p_str(c, "target", true, &target) < 0)
+		return -1;
+	r = c->m->tgt ? ix_target_alua_get(c->m->tgt, target, &a) : -ENOENT;
+	if (r < 0)
+		return merr_set(c->e, MGMT_ERR_NOT_FOUND, "target \"%s\" is not served with ALUA",
+				target);
+	c->result = alua_json(&a);
+	return c->result ? 0 : merr_set(c->e, -32603, "out of memory");
+}
+
+static int m_set_alua_state(struct call *c)
+{
+	static const char *const keys[] = {"target", "group", "state", NULL};
+	json_t *g = json_object_get(c->params, "group");
+	const char *target, *name;
+	uint8_t state;
+	int r;
+
+	if (p_keys(c, keys) < 0 || p_str(c, "target", true, &target) < 0 ||
+	    p_str(c, "state", true, &name) < 0)
+		return -1;
+	if (!json_is_integer(g) || json_integer_value(g) < 1 || json_integer_value(g) > 65535)
+		return merr_set(c->e, -32602, "params.group: required (an integer 1-65535)");
+	if (scsi_alua_state_parse(name, &state) < 0)
+		return merr_set(c->e, -32602,
+				"params.state: active/optimized, active/non-optimized, standby, "
+				"unavailable, offline or transitioning");
+	r = c->m->tgt ? ix_target_alua_set(c->m->tgt, target, (uint16_t)json_integer_value(g),
+					   state)
+		      : -ENOENT;
+	if (r < 0)
+		return merr_set(c->e, MGMT_ERR_NOT_FOUND,
+				"target \"%s\" has no ALUA group %lld", target,
+				(long long)json_integer_value(g));
+	c->result = json_true();
+	return 0;
+}
+
 static int m_get_methods(struct call *c);
 
 static const struct method {
@@ -1346,6 +1415,8 @@ static const struct method {
     {"iscsi_resize_lun", m_resize_lun, true},
     {"iscsi_set_lun_offline", m_set_lun_offline, true},
     {"iscsi_break_rbd_lock", m_break_rbd_lock, true},
+    {"iscsi_get_alua", m_get_alua, false},
+    {"iscsi_set_alua_state", m_set_alua_state, true},
     {"iscsi_get_acls", m_get_acls, false},
     {"iscsi_create_acl", m_create_acl, true},
     {"iscsi_delete_acl", m_delete_acl, true},

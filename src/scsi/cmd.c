@@ -38,14 +38,19 @@
 #define F_RD (SCSI_F_MEDIUM | SCSI_F_PR_READ)
 #define F_WR (SCSI_F_MEDIUM | SCSI_F_WRITE)
 #define F_INFO                                                                                     \
-	(SCSI_F_NO_UA | SCSI_F_RESV_OK | SCSI_F_ABSENT_OK | SCSI_F_PR_ALLOW | SCSI_F_SANITIZE_OK)
+	(SCSI_F_NO_UA | SCSI_F_RESV_OK | SCSI_F_ABSENT_OK | SCSI_F_PR_ALLOW | SCSI_F_SANITIZE_OK |  \
+	 SCSI_F_ALUA_ANY)
 #define F_PR (SCSI_F_PR_ALLOW)
+/* ALUA classes (SPC-4 5.15.2.4): what runs in every state, and what standby allows too. */
+#define F_AANY (SCSI_F_ALUA_ANY)
+#define F_ASTB (SCSI_F_ALUA_STBY)
+#define F_PRA  (F_PR | F_ASTB) /* PERSISTENT RESERVE IN/OUT */
 
 static const struct scsi_op sai16_ops[] = {
     {.fn = scsi_sbc_read_capacity16,
      .name = "READ CAPACITY(16)",
      .cdb_len = 16,
-     .flags = F_IO | SCSI_F_PR_ALLOW,
+     .flags = F_IO | SCSI_F_PR_ALLOW | F_ASTB,
      .sa = 0x10,
      .usage = {0x9e, 0x1f, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
     {.fn = scsi_sbc_get_lba_status,
@@ -70,6 +75,23 @@ static const struct scsi_op maint_in_ops[] = {
      .flags = SCSI_F_RESV_OK | F_PR,
      .sa = 0x0d,
      .usage = {0xa3, 0x1f, 0x80, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
+    {.fn = scsi_spc_report_tpgs,
+     .name = "REPORT TARGET PORT GROUPS",
+     .cdb_len = 12,
+     .flags = SCSI_F_RESV_OK | F_PR | F_AANY | SCSI_F_ALUA_ONLY,
+     .sa = 0x0a,
+     .usage = {0xa3, 0x3f, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
+};
+
+/* SET TARGET PORT GROUPS changes the device's configuration: in the persistent reservation
+ * conflict table it is in the write class, as MODE SELECT is. */
+static const struct scsi_op maint_out_ops[] = {
+    {.fn = scsi_spc_set_tpgs,
+     .name = "SET TARGET PORT GROUPS",
+     .cdb_len = 12,
+     .flags = SCSI_F_ALUA_UNAV | SCSI_F_ALUA_EXPL,
+     .sa = 0x0a,
+     .usage = {0xa4, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
 };
 
 /* SANITIZE (SBC-4 5.30): byte 1 is IMMED, AUSE and the service action. */
@@ -100,21 +122,21 @@ static const struct scsi_op sanitize_ops[] = {
 		0xff, 0x1f, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, 0                                  \
 	}
 static const struct scsi_op pr_in_ops[] = {
-    SA10(scsi_spc_pr_in, "PERSISTENT RESERVE IN READ KEYS", F_PR, 0x00, U_PRIN),
-    SA10(scsi_spc_pr_in, "PERSISTENT RESERVE IN READ RESERVATION", F_PR, 0x01, U_PRIN),
-    SA10(scsi_spc_pr_in, "PERSISTENT RESERVE IN REPORT CAPABILITIES", F_PR, 0x02, U_PRIN),
-    SA10(scsi_spc_pr_in, "PERSISTENT RESERVE IN READ FULL STATUS", F_PR, 0x03, U_PRIN),
+    SA10(scsi_spc_pr_in, "PERSISTENT RESERVE IN READ KEYS", F_PRA, 0x00, U_PRIN),
+    SA10(scsi_spc_pr_in, "PERSISTENT RESERVE IN READ RESERVATION", F_PRA, 0x01, U_PRIN),
+    SA10(scsi_spc_pr_in, "PERSISTENT RESERVE IN REPORT CAPABILITIES", F_PRA, 0x02, U_PRIN),
+    SA10(scsi_spc_pr_in, "PERSISTENT RESERVE IN READ FULL STATUS", F_PRA, 0x03, U_PRIN),
 };
 static const struct scsi_op pr_out_ops[] = {
-    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT REGISTER", F_PR, 0x00, U_PROUT),
-    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT RESERVE", F_PR, 0x01, U_PROUT),
-    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT RELEASE", F_PR, 0x02, U_PROUT),
-    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT CLEAR", F_PR, 0x03, U_PROUT),
-    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT PREEMPT", F_PR, 0x04, U_PROUT),
-    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT PREEMPT AND ABORT", F_PR, 0x05, U_PROUT),
-    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT REGISTER AND IGNORE EXISTING KEY", F_PR, 0x06,
+    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT REGISTER", F_PRA, 0x00, U_PROUT),
+    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT RESERVE", F_PRA, 0x01, U_PROUT),
+    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT RELEASE", F_PRA, 0x02, U_PROUT),
+    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT CLEAR", F_PRA, 0x03, U_PROUT),
+    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT PREEMPT", F_PRA, 0x04, U_PROUT),
+    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT PREEMPT AND ABORT", F_PRA, 0x05, U_PROUT),
+    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT REGISTER AND IGNORE EXISTING KEY", F_PRA, 0x06,
 	 U_PROUT),
-    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT REGISTER AND MOVE", F_PR, 0x07, U_PROUT),
+    SA10(scsi_spc_pr_out, "PERSISTENT RESERVE OUT REGISTER AND MOVE", F_PRA, 0x07, U_PROUT),
 };
 
 #define N_OPS(a) (uint8_t)(sizeof(a) / sizeof((a)[0]))
@@ -153,13 +175,14 @@ static const struct scsi_op op_table[256] = {
     [0x08] = OP(scsi_sbc_read, "READ(6)", 6, F_RD, U6(0x1f, 0xff, 0xff, 0xff)),
     [0x0a] = OP(scsi_sbc_write, "WRITE(6)", 6, F_WR, U6(0x1f, 0xff, 0xff, 0xff)),
     [0x12] = OP(scsi_spc_inquiry, "INQUIRY", 6, F_INFO, U6(0x01, 0xff, 0xff, 0xff)),
-    [0x15] = OP(scsi_spc_mode_select, "MODE SELECT(6)", 6, 0, U6(0x11, 0, 0, 0xff)),
+    [0x15] = OP(scsi_spc_mode_select, "MODE SELECT(6)", 6, F_ASTB, U6(0x11, 0, 0, 0xff)),
     [0x16] = OP(scsi_spc_reserve, "RESERVE(6)", 6, F_PR, U6(0, 0, 0, 0)),
     [0x17] = OP(scsi_spc_release, "RELEASE(6)", 6, SCSI_F_RESV_OK | F_PR, U6(0, 0, 0, 0)),
-    [0x1a] = OP(scsi_spc_mode_sense, "MODE SENSE(6)", 6, SCSI_F_PR_READ, U6(0x08, 0xff, 0xff, 0xff)),
+    [0x1a] = OP(scsi_spc_mode_sense, "MODE SENSE(6)", 6, SCSI_F_PR_READ | F_ASTB,
+		U6(0x08, 0xff, 0xff, 0xff)),
     [0x1b] = OP(scsi_spc_start_stop, "START STOP UNIT", 6, 0, U6(0x01, 0, 0x0f, 0xf7)),
     [0x1e] = OP(scsi_spc_prevent_allow, "PREVENT ALLOW MEDIUM REMOVAL", 6, F_PR, U6(0, 0, 0, 0x03)),
-    [0x25] = OP(scsi_sbc_read_capacity10, "READ CAPACITY(10)", 10, F_IO | F_PR,
+    [0x25] = OP(scsi_sbc_read_capacity10, "READ CAPACITY(10)", 10, F_IO | F_PR | F_ASTB,
 		{0xff, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0x01, 0}),
     [0x28] = OP(scsi_sbc_read, "READ(10)", 10, F_RD, U_LBA10(0x18)),
     [0x2a] = OP(scsi_sbc_write, "WRITE(10)", 10, F_WR, U_LBA10(0x18)),
@@ -176,12 +199,12 @@ static const struct scsi_op op_table[256] = {
 	      .cdb_len = 10,
 	      .sa_ops = sanitize_ops,
 	      .n_sa = N_OPS(sanitize_ops)},
-    [0x55] = OP(scsi_spc_mode_select, "MODE SELECT(10)", 10, 0,
+    [0x55] = OP(scsi_spc_mode_select, "MODE SELECT(10)", 10, F_ASTB,
 		{0xff, 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, 0}),
     [0x56] = OP(scsi_spc_reserve, "RESERVE(10)", 10, F_PR, {0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0}),
     [0x57] = OP(scsi_spc_release, "RELEASE(10)", 10, SCSI_F_RESV_OK | F_PR,
 		{0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0}),
-    [0x5a] = OP(scsi_spc_mode_sense, "MODE SENSE(10)", 10, SCSI_F_PR_READ,
+    [0x5a] = OP(scsi_spc_mode_sense, "MODE SENSE(10)", 10, SCSI_F_PR_READ | F_ASTB,
 		{0xff, 0x18, 0xff, 0xff, 0, 0, 0, 0xff, 0xff, 0}),
     [0x5e] = {.name = "PERSISTENT RESERVE IN",
 	      .cdb_len = 10,
@@ -222,6 +245,10 @@ static const struct scsi_op op_table[256] = {
 	      .cdb_len = 12,
 	      .sa_ops = maint_in_ops,
 	      .n_sa = N_OPS(maint_in_ops)},
+    [0xa4] = {.name = "MAINTENANCE OUT",
+	      .cdb_len = 12,
+	      .sa_ops = maint_out_ops,
+	      .n_sa = N_OPS(maint_out_ops)},
     [0xa8] = OP(scsi_sbc_read, "READ(12)", 12, F_RD, U_LBA12(0x18)),
     [0xaa] = OP(scsi_sbc_write, "WRITE(12)", 12, F_WR, U_LBA12(0x18)),
     [0xae] = OP(scsi_sbc_write, "WRITE AND VERIFY(12)", 12, F_WR, U_LBA12(0x16)),
@@ -248,9 +275,26 @@ const struct scsi_op *scsi_op_lookup(uint8_t opcode, uint16_t sa, bool *sa_valid
 	return NULL;
 }
 
-bool scsi_op_on_lu(const struct scsi_op *op, const struct scsi_lu *lu)
+bool scsi_op_on_lu(const struct scsi_op *op, const struct scsi_lu *lu,
+		   const struct scsi_lun_map *map)
 {
+	if ((op->flags & SCSI_F_ALUA_ONLY) && !scsi_alua_tpgs(map))
+		return false;
+	if ((op->flags & SCSI_F_ALUA_EXPL) && scsi_alua_tpgs(map) != 0x3)
+		return false;
 	return !(op->flags & SCSI_F_THIN) || (lu && lu->lbpme);
+}
+
+/* Has the opcode any service action on this LU (an opcode whose actions are all absent is an
+ * unknown opcode, not an unknown service action)? */
+static bool opcode_on_lu(uint8_t opcode, const struct scsi_lu *lu, const struct scsi_lun_map *map)
+{
+	const struct scsi_op *op = &op_table[opcode];
+
+	for (unsigned i = 0; i < op->n_sa; i++)
+		if (scsi_op_on_lu(&op->sa_ops[i], lu, map))
+			return true;
+	return false;
 }
 
 uint64_t scsi_alloc_len(const uint8_t *cdb, unsigned off, unsigned width)
@@ -361,6 +405,8 @@ static bool precheck(struct scsi_cmd *cmd, const struct scsi_op *op, struct scsi
 	}
 	if (!cdb_fields_ok(cmd, op))
 		return false;
+	if (!scsi_alua_check(cmd, op->flags))
+		return false;
 	holder = atomic_load_explicit(&lu->resv_holder, memory_order_acquire);
 	if (holder && holder != cmd->nexus && !(op->flags & SCSI_F_RESV_OK)) {
 		cmd->status = SCSI_STATUS_RESERVATION_CONFLICT;
@@ -416,8 +462,10 @@ void scsi_cmd_exec(struct scsi_cmd *cmd)
 	if (cmd->cdb_len >= 2)
 		sa = cmd->cdb[1] & 0x1f;
 	op = scsi_op_lookup(cmd->cdb[0], sa, &has_sa);
-	if (op && !scsi_op_on_lu(op, lu))
+	if (op && !scsi_op_on_lu(op, lu, cmd->map)) {
 		op = NULL;
+		has_sa = has_sa && opcode_on_lu(cmd->cdb[0], lu, cmd->map);
+	}
 	if (!lu && !(op && (op->flags & SCSI_F_ABSENT_OK))) {
 		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x25, 0x00); /* LU NOT SUPPORTED */
 		goto out;

@@ -28,7 +28,13 @@ static void make_ids(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg)
 	uint64_t hi, lo;
 
 	h = fnv1a64(h, &cfg->lun, sizeof(cfg->lun));
-	lo = fnv1a64(h, "ix-naa-ext", 10);
+	/* A configured naa_id alone decides the whole designator (and the default serial), so the
+	 * gateways that export one image under any target name or LUN present one LU. */
+	if (cfg->naa_id)
+		lo = fnv1a64(fnv1a64(FNV1A64_INIT, &cfg->naa_id, sizeof(cfg->naa_id)), "ix-naa-ext",
+			     10);
+	else
+		lo = fnv1a64(h, "ix-naa-ext", 10);
 	/* NAA 6 (IEEE Registered Extended): 4-bit NAA, then 60 bits (company id + vendor
 	 * specific), then a 64-bit extension. */
 	hi = cfg->naa_id ? cfg->naa_id : h;
@@ -226,9 +232,12 @@ struct scsi_lun_map *scsi_lun_map_new(void)
 {
 	struct scsi_lun_map *map = calloc(1, sizeof(*map));
 
-	if (map)
-		for (unsigned i = 0; i < SCSI_MAX_LUNS; i++)
-			atomic_init(&map->lus[i], NULL);
+	if (!map)
+		return NULL;
+	for (unsigned i = 0; i < SCSI_MAX_LUNS; i++)
+		atomic_init(&map->lus[i], NULL);
+	atomic_init(&map->alua, NULL);
+	pthread_mutex_init(&map->alua_lock, NULL);
 	return map;
 }
 
@@ -238,6 +247,8 @@ void scsi_lun_map_free(struct scsi_lun_map *map)
 		return;
 	for (unsigned i = 0; i < SCSI_MAX_LUNS; i++)
 		scsi_lu_put(atomic_load(&map->lus[i]));
+	scsi_alua_map_free(map);
+	pthread_mutex_destroy(&map->alua_lock);
 	free(map);
 }
 
@@ -305,6 +316,19 @@ uint64_t scsi_lun_encode(uint32_t lun)
 
 /* ---- nexus and unit attentions ---- */
 
+/* The TPGT of "<TargetName>,t,0x<hex>", or 1 (RTPI 0 is reserved). */
+static uint16_t target_port_rtpi(const char *tport)
+{
+	const char *t = tport ? strstr(tport, ",t,0x") : NULL;
+	char *end;
+	unsigned long v;
+
+	if (!t)
+		return 1;
+	v = strtoul(t + 5, &end, 16);
+	return (*end || end == t + 5 || v == 0 || v > 0xffff) ? 1 : (uint16_t)v;
+}
+
 struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *initiator_port,
 				  const char *target_port)
 {
@@ -315,6 +339,7 @@ struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *in
 	nx->map = map;
 	nx->initiator_port = strdup(initiator_port ? initiator_port : "");
 	nx->target_port = strdup(target_port ? target_port : "");
+	nx->rtpi = target_port_rtpi(target_port);
 	if (!nx->initiator_port || !nx->target_port) {
 		free(nx->initiator_port);
 		free(nx->target_port);

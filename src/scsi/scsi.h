@@ -149,6 +149,57 @@ void scsi_lun_map_changed(const struct scsi_lun_map *map);
  * is >= 2^48). No reference is taken; NULL if absent. */
 struct scsi_lu *scsi_lun_map_get(const struct scsi_lun_map *map, uint64_t lun);
 
+/* ALUA (SPC-4 5.15): the target port groups of one LUN map (one target), shared by all its LUs.
+ * A target port is named by its RELATIVE TARGET PORT IDENTIFIER, which the nexus takes from the
+ * TPGT in its target_port string (scsi_nexus_new). Without a configuration (the default) the
+ * map has no ALUA: INQUIRY TPGS is 0 and REPORT/SET TARGET PORT GROUPS are not there. */
+enum scsi_alua_state {
+	SCSI_ALUA_ACTIVE_OPTIMIZED = 0x0,
+	SCSI_ALUA_ACTIVE_NON_OPTIMIZED = 0x1,
+	SCSI_ALUA_STANDBY = 0x2,
+	SCSI_ALUA_UNAVAILABLE = 0x3,
+	SCSI_ALUA_OFFLINE = 0xe,
+	SCSI_ALUA_TRANSITIONING = 0xf,
+};
+#define SCSI_ALUA_MAX_GROUPS 16
+#define SCSI_ALUA_MAX_PORTS  16 /* per group */
+
+struct scsi_alua_group_cfg {
+	uint16_t id;      /* TARGET PORT GROUP, 1..65535, unique in the map */
+	uint8_t state;    /* enum scsi_alua_state */
+	uint8_t status;   /* out of scsi_alua_get(): RTPG STATUS CODE (0 none, 1 explicit, 2
+			     implicit); ignored by scsi_alua_configure() */
+	bool preferred;   /* PREF bit */
+	uint8_t nports;
+	uint16_t ports[SCSI_ALUA_MAX_PORTS]; /* relative target port ids (1..65535), each in
+						one group only; ports on other gateways too */
+};
+
+struct scsi_alua_cfg {
+	uint8_t ngroups;  /* 0: no ALUA */
+	bool explicit_ok; /* SET TARGET PORT GROUPS accepted (INQUIRY TPGS 11b, else 01b) */
+	uint8_t transition_s; /* IMPLICIT TRANSITION TIME reported by REPORT TARGET PORT GROUPS */
+	struct scsi_alua_group_cfg groups[SCSI_ALUA_MAX_GROUPS];
+};
+
+/* Check a configuration: NULL if usable, else what is wrong (a static string). */
+const char *scsi_alua_cfg_error(const struct scsi_alua_cfg *cfg);
+/* Install (or replace, on a reload) the port groups of a map; cfg NULL or ngroups 0 turns ALUA
+ * off. A group whose id and configured state are those of the running layout keeps its current
+ * state (set by SET TARGET PORT GROUPS or scsi_alua_set_state); when any port's state or
+ * group changes, every I_T nexus that used an LU of the map gets ASYMMETRIC ACCESS STATE
+ * CHANGED (2A/06). -EINVAL (scsi_alua_cfg_error), -ENOMEM. Control path, any thread. */
+int scsi_alua_configure(struct scsi_lun_map *map, const struct scsi_alua_cfg *cfg);
+/* An implicit state change of one group (the administrator, a failover): every I_T nexus gets
+ * 2A/06. -ENOENT (no ALUA or no such group), -EINVAL (not a state). */
+int scsi_alua_set_state(struct scsi_lun_map *map, uint16_t group, uint8_t state);
+/* The running layout and states; -ENOENT without ALUA. */
+int scsi_alua_get(const struct scsi_lun_map *map, struct scsi_alua_cfg *out);
+/* "active/optimized", "active/non-optimized", "standby", "unavailable", "offline",
+ * "transitioning"; NULL for anything else. And back: -EINVAL for an unknown name. */
+const char *scsi_alua_state_name(uint8_t state);
+int scsi_alua_state_parse(const char *name, uint8_t *state);
+
 /* Decode an 8-byte SAM LUN field (peripheral / flat addressing) to a LUN number; returns
  * UINT32_MAX for a format this target does not address. And the reverse. */
 uint32_t scsi_lun_decode(uint64_t lun_field);
@@ -156,7 +207,8 @@ uint64_t scsi_lun_encode(uint32_t lun);
 
 /* I_T nexus. initiator_port is "<InitiatorName>,i,0x<ISID hex>", target_port
  * "<TargetName>,t,0x<TPGT hex>" (SPC-4 iSCSI TransportID forms). Gets a power-on unit attention
- * on each LU at first access. */
+ * on each LU at first access. Its RELATIVE TARGET PORT IDENTIFIER (VPD 0x83, ALUA) is the
+ * TPGT, or 1 when the TPGT is 0 or target_port has another form. */
 struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *initiator_port,
 				  const char *target_port);
 /* I_T nexus loss: releases RESERVE(6) reservations and PREVENT MEDIUM REMOVAL held through

@@ -68,11 +68,18 @@ struct scsi_nexus {
 	const struct scsi_lun_map *map;
 	char *initiator_port;
 	char *target_port;
+	uint16_t rtpi; /* RELATIVE TARGET PORT IDENTIFIER (the TPGT; 1 if that is 0) */
 	struct scsi_itl itl[SCSI_MAX_LUNS];
 };
 
+struct scsi_alua;
+
 struct scsi_lun_map {
 	_Atomic(struct scsi_lu *) lus[SCSI_MAX_LUNS];
+	_Atomic(struct scsi_alua *) alua; /* NULL: no ALUA; layouts are immutable but for
+					     their atomic states (alua.c) */
+	pthread_mutex_t alua_lock;	  /* serialises ALUA changes (never on the data path) */
+	struct scsi_alua *alua_retired;	  /* replaced layouts, freed with the map */
 };
 
 struct scsi_lu {
@@ -204,6 +211,16 @@ typedef int (*scsi_exec_fn)(struct scsi_cmd *cmd, struct scsi_lu *lu);
 #define SCSI_F_PR_READ	   0x40 /* conflicts only with exclusive-access reservations */
 #define SCSI_F_SANITIZE_OK 0x80 /* runs while a sanitize is in progress */
 #define SCSI_F_THIN	   0x100 /* exists only on LUs with LBPME (thin provisioning) */
+/* ALUA (SPC-4 5.15.2.4): the target port asymmetric access states a command runs in besides
+ * the active ones. Without any of these it gets NOT READY in standby, unavailable, offline
+ * and transitioning. */
+#define SCSI_F_ALUA_ANY	   0x200 /* every state (INQUIRY, REPORT LUNS, REPORT TARGET PORT
+				    GROUPS, REQUEST SENSE) */
+#define SCSI_F_ALUA_UNAV   0x400 /* unavailable and standby (SET TARGET PORT GROUPS) */
+#define SCSI_F_ALUA_STBY   0x800 /* standby (MODE SENSE/SELECT, PERSISTENT RESERVE IN/OUT,
+				    READ CAPACITY) */
+#define SCSI_F_ALUA_ONLY   0x1000 /* exists only on maps with ALUA */
+#define SCSI_F_ALUA_EXPL   0x2000 /* exists only on maps with explicit ALUA */
 
 struct scsi_op {
 	scsi_exec_fn fn;
@@ -219,8 +236,10 @@ struct scsi_op {
 /* cmd.c */
 const struct scsi_op *scsi_op_table(void); /* 256 entries indexed by opcode */
 const struct scsi_op *scsi_op_lookup(uint8_t opcode, uint16_t sa, bool *sa_valid);
-/* Is the op there on this LU (SCSI_F_THIN)? lu may be NULL. */
-bool scsi_op_on_lu(const struct scsi_op *op, const struct scsi_lu *lu);
+/* Is the op there on this LU (SCSI_F_THIN) of this map (SCSI_F_ALUA_ONLY)? lu and map may be
+ * NULL. */
+bool scsi_op_on_lu(const struct scsi_op *op, const struct scsi_lu *lu,
+		   const struct scsi_lun_map *map);
 void scsi_cmd_finish(struct scsi_cmd *cmd);
 uint64_t scsi_alloc_len(const uint8_t *cdb, unsigned off, unsigned width);
 /* Copy len bytes of reply data, honouring the allocation length and data_in_max. */
@@ -349,6 +368,22 @@ uint32_t scsi_atomic_max_blocks(const struct scsi_lu *lu);
 int scsi_spc_extended_copy(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_copy_status(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_copy_op_params(struct scsi_cmd *cmd, struct scsi_lu *lu);
+
+/* alua.c */
+/* Does a command with these op flags run in this asymmetric access state? If not, *ascq is the
+ * ASCQ of the NOT READY 04/xx it gets (0x0a transitioning, 0x0b standby, 0x0c unavailable,
+ * 0x12 offline). */
+bool scsi_alua_allows(uint8_t state, uint16_t op_flags, uint8_t *ascq);
+/* The precheck step: false with NOT READY set when the nexus's target port is in a state that
+ * refuses the command. Lock-free: one atomic load without ALUA. */
+bool scsi_alua_check(struct scsi_cmd *cmd, uint16_t op_flags);
+/* INQUIRY TPGS field (byte 5 bits 5:4): 0, 01b implicit, 11b implicit and explicit. */
+uint8_t scsi_alua_tpgs(const struct scsi_lun_map *map);
+/* The nexus's TARGET PORT GROUP for VPD 0x83; false if none. */
+bool scsi_alua_port_group(const struct scsi_lun_map *map, uint16_t rtpi, uint16_t *group);
+int scsi_spc_report_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_spc_set_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu);
+void scsi_alua_map_free(struct scsi_lun_map *map);
 
 /* lu_index.c */
 void scsi_lu_index_add(struct scsi_lu_index *ix, struct scsi_lu *lu);

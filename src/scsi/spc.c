@@ -16,7 +16,7 @@ static void put_ascii(uint8_t *dst, size_t width, const char *s)
 
 /* ---- INQUIRY ---- */
 
-static uint32_t inquiry_std(const struct scsi_lu *lu, uint8_t *d)
+static uint32_t inquiry_std(const struct scsi_lu *lu, const struct scsi_lun_map *map, uint8_t *d)
 {
 	static const uint16_t versions[] = {
 	    0x00a0, /* SAM-5 */
@@ -35,7 +35,8 @@ static uint32_t inquiry_std(const struct scsi_lu *lu, uint8_t *d)
 	d[2] = 0x06;	    /* SPC-4 */
 	d[3] = 0x10 | 0x02; /* HISUP, RESPONSE DATA FORMAT 2 */
 	d[4] = 96 - 5;
-	d[5] = 0x08; /* 3PC: EXTENDED COPY */
+	/* 3PC: EXTENDED COPY; TPGS: ALUA (an absent LU has none) */
+	d[5] = (uint8_t)(0x08 | scsi_alua_tpgs(lu ? map : NULL) << 4);
 	d[7] = 0x02; /* CMDQUE */
 	put_ascii(d + 8, 8, lu ? lu->vendor : "IX");
 	put_ascii(d + 16, 16, lu ? lu->product : "ix-disk");
@@ -64,6 +65,7 @@ static uint32_t add_name_desc(uint8_t *d, uint8_t assoc_type, const char *name)
 static uint32_t vpd_device_id(struct scsi_cmd *cmd, const struct scsi_lu *lu, uint8_t *d)
 {
 	uint32_t n = 4, l;
+	uint16_t tpg;
 
 	/* NAA IEEE Registered Extended, LU association. */
 	d[n] = 0x01;
@@ -80,12 +82,20 @@ static uint32_t vpd_device_id(struct scsi_cmd *cmd, const struct scsi_lu *lu, ui
 	memcpy(d + n + 12, lu->serial, strlen(lu->serial));
 	n += 4 + l;
 	if (cmd->nexus && cmd->nexus->target_port[0]) {
-		/* Relative target port 1, target port association. */
+		/* Relative target port (the TPGT), target port association. */
 		d[n] = 0x51;
 		d[n + 1] = 0x80 | 0x10 | 0x04;
 		d[n + 3] = 4;
-		put_be32(d + n + 4, 1);
+		put_be32(d + n + 4, cmd->nexus->rtpi);
 		n += 8;
+		if (scsi_alua_port_group(cmd->map, cmd->nexus->rtpi, &tpg)) {
+			/* Target port group, target port association. */
+			d[n] = 0x51;
+			d[n + 1] = 0x80 | 0x10 | 0x05;
+			d[n + 3] = 4;
+			put_be32(d + n + 4, tpg);
+			n += 8;
+		}
 		n += add_name_desc(d + n, 0x80 | 0x10 | 0x08, cmd->nexus->target_port);
 	}
 	if (lu->target_name[0])
@@ -169,7 +179,7 @@ int scsi_spc_inquiry(struct scsi_cmd *cmd, struct scsi_lu *lu)
 			scsi_fail_cdb(cmd, 2, 7);
 			return SCSI_DONE;
 		}
-		n = inquiry_std(lu, d);
+		n = inquiry_std(lu, cmd->map, d);
 	} else if (!lu) {
 		d[0] = 0x7f;
 		d[1] = cmd->cdb[2];
@@ -362,7 +372,8 @@ static uint32_t rsoc_desc(uint8_t *d, uint8_t opcode, const struct scsi_op *op, 
 	return rctd ? 8 + put_timeouts(d + 8) : 8;
 }
 
-static uint32_t rsoc_all(const struct scsi_lu *lu, uint8_t *d, bool rctd)
+static uint32_t rsoc_all(const struct scsi_lu *lu, const struct scsi_lun_map *map, uint8_t *d,
+			 bool rctd)
 {
 	const struct scsi_op *tab = scsi_op_table();
 	uint32_t n = 4;
@@ -372,10 +383,10 @@ static uint32_t rsoc_all(const struct scsi_lu *lu, uint8_t *d, bool rctd)
 
 		if (op->sa_ops) {
 			for (unsigned i = 0; i < op->n_sa; i++)
-				if (scsi_op_on_lu(&op->sa_ops[i], lu))
+				if (scsi_op_on_lu(&op->sa_ops[i], lu, map))
 					n += rsoc_desc(d + n, (uint8_t)opc, &op->sa_ops[i], true,
 						       rctd);
-		} else if (op->fn && scsi_op_on_lu(op, lu))
+		} else if (op->fn && scsi_op_on_lu(op, lu, map))
 			n += rsoc_desc(d + n, (uint8_t)opc, op, false, rctd);
 	}
 	put_be32(d, n - 4);
@@ -393,7 +404,7 @@ int scsi_spc_report_opcodes(struct scsi_cmd *cmd, struct scsi_lu *lu)
 
 	memset(d, 0, sizeof(d));
 	if (opt == 0) {
-		scsi_put_data(cmd, d, rsoc_all(lu, d, rctd), alloc);
+		scsi_put_data(cmd, d, rsoc_all(lu, cmd->map, d, rctd), alloc);
 		return SCSI_DONE;
 	}
 	if (opt > 3) {
@@ -405,7 +416,7 @@ int scsi_spc_report_opcodes(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		scsi_fail_cdb(cmd, 2, 2);
 		return SCSI_DONE;
 	}
-	if (!op || !scsi_op_on_lu(op, lu)) {
+	if (!op || !scsi_op_on_lu(op, lu, cmd->map)) {
 		d[1] = 0x01; /* SUPPORT: not supported */
 		n = 4;
 	} else {

@@ -1448,11 +1448,204 @@ static int check_target_chap(struct ctx *c, json_t *tv, struct cfg_target *t)
 	return 0;
 }
 
+/* ---- ALUA target port groups (docs/configuration.md, "alua") ---------------------------- */
+
+static int alua_add_port(struct ctx *c, struct scsi_alua_cfg *a, struct scsi_alua_group_cfg *g,
+			 uint16_t rtpi)
+{
+	for (unsigned i = 0; i < a->ngroups; i++)
+		for (unsigned j = 0; j < a->groups[i].nports; j++)
+			if (a->groups[i].ports[j] == rtpi && &a->groups[i] != g)
+				return fail(c, NULL, false,
+					    "relative target port %u is already in group %u", rtpi,
+					    a->groups[i].id);
+			else if (a->groups[i].ports[j] == rtpi)
+				return 0; /* two portals of one TPGT: one target port */
+	if (g->nports >= SCSI_ALUA_MAX_PORTS)
+		return fail(c, NULL, false, "more than %d target ports in one group",
+			    SCSI_ALUA_MAX_PORTS);
+	g->ports[g->nports++] = rtpi;
+	return 0;
+}
+
+/* A group's local portals: the target port of each is its TPGT. */
+static int alua_portals(struct ctx *c, json_t *gv, const struct ix_config *cfg,
+			const struct cfg_target *t, struct scsi_alua_cfg *a,
+			struct scsi_alua_group_cfg *g)
+{
+	json_t *v = member(gv, "portals"), *e;
+	size_t i;
+	int rc = 0;
+
+	if (!v)
+		return 0;
+	if ((rc = want_array(c, "portals", v)))
+		return rc;
+	push_key(c, "portals");
+	json_array_foreach(v, i, e)
+	{
+		const char *s = json_string_value(e);
+		const struct cfg_portal *p = s ? cfg_find_portal(cfg, s) : NULL;
+		char buf[128];
+
+		push_idx(c, i);
+		if (!s)
+			rc = fail(c, NULL, false, "must be a portal name, not %s", type_name(e));
+		else if (!p || !cfg_target_on_portal(t, p))
+			rc = fail(c, NULL, false, "the target has no portal named \"%s\"",
+				  esc(s, buf, sizeof(buf)));
+		else if (p->tpgt == 0)
+			rc = fail(c, NULL, false,
+				  "portal \"%s\" has tpgt 0, which cannot be a relative target "
+				  "port: give it a tpgt of 1 or more",
+				  esc(s, buf, sizeof(buf)));
+		else
+			rc = alua_add_port(c, a, g, p->tpgt);
+		pop(c);
+		if (rc)
+			break;
+	}
+	pop(c);
+	return rc;
+}
+
+/* Target ports of other gateways that export the same LUs, by relative target port id. */
+static int alua_remote_ports(struct ctx *c, json_t *gv, struct scsi_alua_cfg *a,
+			     struct scsi_alua_group_cfg *g)
+{
+	json_t *v = member(gv, "relative_ports"), *e;
+	size_t i;
+	int rc = 0;
+
+	if (!v)
+		return 0;
+	if ((rc = want_array(c, "relative_ports", v)))
+		return rc;
+	push_key(c, "relative_ports");
+	json_array_foreach(v, i, e)
+	{
+		json_int_t n = json_is_integer(e) ? json_integer_value(e) : -1;
+
+		push_idx(c, i);
+		if (n < 1 || n > 65535)
+			rc = fail(c, NULL, false, "must be a relative target port id (1 to 65535)");
+		else
+			rc = alua_add_port(c, a, g, (uint16_t)n);
+		pop(c);
+		if (rc)
+			break;
+	}
+	pop(c);
+	return rc;
+}
+
+static int alua_group(struct ctx *c, json_t *gv, const struct ix_config *cfg,
+		      const struct cfg_target *t, struct scsi_alua_cfg *a)
+{
+	static const char *const keys[] = {"id",	"state", "preferred", "portals",
+					   "relative_ports", NULL};
+	struct scsi_alua_group_cfg *g = &a->groups[a->ngroups++];
+	const char *st;
+	int rc;
+
+	if ((rc = want_object(c, NULL, gv)) || (rc = check_keys(c, gv, keys)))
+		return rc;
+	if (!member(gv, "id"))
+		return missing(c, "id");
+	if ((rc = get_u16(c, gv, "id", 1, 65535, &g->id)) ||
+	    (rc = get_str(c, gv, "state", 32, STR_REQUIRED | STR_PRINTABLE, &st)) ||
+	    (rc = get_bool(c, gv, "preferred", &g->preferred)))
+		return rc;
+	for (unsigned i = 0; i + 1 < a->ngroups; i++)
+		if (a->groups[i].id == g->id)
+			return fail(c, "id", false, "group %u is already defined by groups[%u]",
+				    g->id, i);
+	if (scsi_alua_state_parse(st, &g->state) < 0)
+		return fail(c, "state", false,
+			    "unknown state (use active/optimized, active/non-optimized, standby, "
+			    "unavailable, offline or transitioning)");
+	if ((rc = alua_portals(c, gv, cfg, t, a, g)) || (rc = alua_remote_ports(c, gv, a, g)))
+		return rc;
+	if (g->nports == 0)
+		return fail(c, NULL, false, "has no target port (\"portals\" or "
+					    "\"relative_ports\")");
+	return 0;
+}
+
+/* Every portal the target is on must be a port of some group. */
+static int alua_coverage(struct ctx *c, const struct ix_config *cfg, const struct cfg_target *t)
+{
+	const struct scsi_alua_cfg *a = &t->alua;
+
+	for (size_t i = 0; i < cfg->nportals; i++) {
+		const struct cfg_portal *p = &cfg->portals[i];
+		bool found = false;
+
+		if (!cfg_target_on_portal(t, p))
+			continue;
+		for (unsigned k = 0; k < a->ngroups && !found; k++)
+			for (unsigned j = 0; j < a->groups[k].nports; j++)
+				found = found || a->groups[k].ports[j] == p->tpgt;
+		if (!found)
+			return fail(c, "groups", false,
+				    "portal \"%s\" (tpgt %u) is in no group", p->name, p->tpgt);
+	}
+	return 0;
+}
+
+static int parse_alua(struct ctx *c, json_t *tv, const struct ix_config *cfg,
+		      struct cfg_target *t)
+{
+	static const char *const keys[] = {"groups", "explicit", "transition_time", NULL};
+	json_t *v = member(tv, "alua"), *groups, *e;
+	struct scsi_alua_cfg *a = &t->alua;
+	uint16_t trans = 0;
+	size_t i;
+	int rc = 0;
+
+	if (!v)
+		return 0;
+	a->explicit_ok = true;
+	push_key(c, "alua");
+	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)) ||
+	    (rc = get_bool(c, v, "explicit", &a->explicit_ok)) ||
+	    (rc = get_u16(c, v, "transition_time", 0, 255, &trans)))
+		goto out;
+	a->transition_s = (uint8_t)trans;
+	groups = member(v, "groups");
+	if (!groups) {
+		rc = missing(c, "groups");
+		goto out;
+	}
+	if ((rc = want_array(c, "groups", groups)))
+		goto out;
+	if (json_array_size(groups) == 0 || json_array_size(groups) > SCSI_ALUA_MAX_GROUPS) {
+		rc = fail(c, "groups", false, "must list 1 to %d target port groups",
+			  SCSI_ALUA_MAX_GROUPS);
+		goto out;
+	}
+	push_key(c, "groups");
+	json_array_foreach(groups, i, e)
+	{
+		push_idx(c, i);
+		rc = alua_group(c, e, cfg, t, a);
+		pop(c);
+		if (rc)
+			break;
+	}
+	pop(c);
+	if (!rc)
+		rc = alua_coverage(c, cfg, t);
+out:
+	pop(c);
+	return rc;
+}
+
 static int parse_target(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti)
 {
 	static const char *const keys[] = {
 	    "name",	   "alias",	    "portals",	       "luns",	       "acls", "chap",
-	    "mutual_chap", "chap_required", "chap_algorithms", "max_sessions", NULL};
+	    "mutual_chap", "chap_required", "chap_algorithms", "max_sessions", "alua", NULL};
 	struct cfg_target *t = &cfg->targets[ti];
 	struct lun_arg la = {cfg, ti};
 	char buf[300];
@@ -1477,7 +1670,8 @@ static int parse_target(struct ctx *c, json_t *v, struct ix_config *cfg, size_t 
 	    (rc = parse_chap(c, v, "chap", false, &t->chap)) ||
 	    (rc = parse_chap(c, v, "mutual_chap", true, &t->mutual_chap)) ||
 	    (rc = parse_chap_algs(c, v, "chap_algorithms", t->chap_algs, &t->nchap_algs)) ||
-	    (rc = get_u32(c, v, "max_sessions", 0, 65535, &t->max_sessions)))
+	    (rc = get_u32(c, v, "max_sessions", 0, 65535, &t->max_sessions)) ||
+	    (rc = parse_alua(c, v, cfg, t)))
 		return rc;
 	return check_target_chap(c, v, t);
 }

@@ -61,6 +61,9 @@ struct cfg_target {
 	int nchap_algs;
 	uint32_t max_sessions;        /* sessions with this target at once, 0 = only the global
 					 limits; default 0 */
+	struct scsi_alua_cfg alua;    /* ALUA target port groups ("alua"); ngroups 0 = none.
+					 Local portals are resolved to their TPGTs (the relative
+					 target port ids) */
 };
 
 struct cfg_global {

@@ -507,6 +507,7 @@ int tgt_node_new(struct ix_target *t, struct cfg_target *ct, struct tgt_node **o
 		 size_t errlen)
 {
 	struct tgt_node *n = calloc(1, sizeof(*n));
+	int r;
 
 	if (!n)
 		return -ENOMEM;
@@ -519,7 +520,8 @@ int tgt_node_new(struct ix_target *t, struct cfg_target *ct, struct tgt_node **o
 	}
 	for (size_t j = 0; j < ct->nluns; j++) {
 		struct scsi_lu *lu;
-		int r = tgt_lu_new(t, ct, &ct->luns[j], &lu, err, errlen);
+
+		r = tgt_lu_new(t, ct, &ct->luns[j], &lu, err, errlen);
 		if (r == 0) {
 			r = scsi_lun_map_add(n->map, ct->luns[j].lun, lu);
 			scsi_lu_put(lu);
@@ -532,6 +534,13 @@ int tgt_node_new(struct ix_target *t, struct cfg_target *ct, struct tgt_node **o
 			free(n);
 			return r;
 		}
+	}
+	r = scsi_alua_configure(n->map, &ct->alua);
+	if (r < 0) {
+		snprintf(err, errlen, "target %s: ALUA groups: %s", ct->name, strerror(-r));
+		scsi_lun_map_free(n->map);
+		free(n);
+		return r;
 	}
 	*out = n;
 	return 0;

@@ -89,6 +89,11 @@ int ix_target_lun_bytes(struct ix_target *t, const char *target, uint32_t lun, u
  * exclusive_lock, -EOPNOTSUPP: built without RBD; else -errno with the reason in reason. */
 int ix_target_lun_rbd_lock(struct ix_target *t, const char *target, uint32_t lun, bool brk,
 			   char *state, size_t slen, char *reason, size_t rlen);
+/* ALUA of a served target (the running states, which SET TARGET PORT GROUPS changes too), and
+ * an implicit state change of one of its groups (every I_T nexus gets 2A/06). -ENOENT: no such
+ * target, or it has no ALUA, or (set) no such group; -EINVAL: not a state. Main thread. */
+int ix_target_alua_get(struct ix_target *t, const char *target, struct scsi_alua_cfg *out);
+int ix_target_alua_set(struct ix_target *t, const char *target, uint16_t group, uint8_t state);
 
 /* The main loop (for tools that add their own watches, e.g. signalfd). */
 struct ev_loop *ix_target_main_loop(struct ix_target *t);

@@ -247,3 +247,30 @@ int ix_target_lun_bytes(struct ix_target *t, const char *target, uint32_t lun, u
 	tgt_node_put(n);
 	return lu && *bytes ? 0 : -ENOENT;
 }
+
+int ix_target_alua_get(struct ix_target *t, const char *target, struct scsi_alua_cfg *out)
+{
+	struct tgt_node *n = tgt_node_get(t, target);
+	int r;
+
+	if (!n)
+		return -ENOENT;
+	r = scsi_alua_get(n->map, out);
+	tgt_node_put(n);
+	return r;
+}
+
+int ix_target_alua_set(struct ix_target *t, const char *target, uint16_t group, uint8_t state)
+{
+	struct tgt_node *n = tgt_node_get(t, target);
+	int r;
+
+	if (!n)
+		return -ENOENT;
+	r = scsi_alua_set_state(n->map, group, state);
+	tgt_node_put(n);
+	if (r == 0)
+		log_info("target", "target %s: ALUA group %u set to %s", target, group,
+			 scsi_alua_state_name(state));
+	return r;
+}

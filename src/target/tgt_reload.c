@@ -14,6 +14,9 @@
  *   or block LUN whose size alone grew is grown in place (its nexuses get CAPACITY DATA HAS
  *   CHANGED); a LUN listed in both files with other settings keeps running as it was (a
  *   restart applies them).
+ * - A kept target's ALUA target port groups ("alua") are replaced by the new file's; a group
+ *   whose id and configured state are unchanged keeps the state it has now (SET TARGET PORT
+ *   GROUPS, iscsi_set_alua_state), and any visible change gives every I_T nexus 2A/06.
  * - Portals are matched by name. A new one listens before anything is applied (a portal that
  *   cannot listen fails the reload); a removed one stops listening (connections accepted
  *   through it go on); one whose address, port or transports changed is both (the new
@@ -450,6 +453,18 @@ static void apply_lun_changes(struct ix_target *t, struct plan *p)
 	}
 }
 
+/* The ALUA groups of every target in the new file (a new target has them already: no change).
+ * Groups keep the states changed at run time unless the file changes their configured state. */
+static void apply_alua(struct plan *p)
+{
+	for (size_t i = 0; i < p->nnodes; i++) {
+		int r = scsi_alua_configure(p->nodes[i]->map, &p->cfg->targets[i].alua);
+		if (r < 0)
+			log_warn("target", "reload: target %s: ALUA groups not applied: %s",
+				 p->cfg->targets[i].name, strerror(-r));
+	}
+}
+
 int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size_t errlen)
 {
 	struct plan p = {.cfg = cfg};
@@ -491,6 +506,7 @@ int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size
 	t->nnodes = p.nnodes;
 	pthread_mutex_unlock(&t->lock);
 	apply_lun_changes(t, &p);
+	apply_alua(&p);
 	apply_portals(t, &p);
 	free(p.chg);
 	free(p.grow);

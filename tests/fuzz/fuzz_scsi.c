@@ -17,6 +17,10 @@
  * scsi_cmd_exec returns when no thread is given); data-in stays within data_in_max and the
  * buffer; CHECK CONDITION carries fixed or descriptor sense of a sane length, other statuses
  * none; scsi_cdb_data_out_len() is callable on any CDB.
+ *
+ * The map has ALUA (explicit): the first nexus is on target port 1 (group 1, active/optimized),
+ * the second on port 2 (group 2, active/non-optimized, so every command still runs through it
+ * until a SET TARGET PORT GROUPS from the input moves a group to standby or unavailable).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -61,6 +65,12 @@ static struct scsi_lun_map *map_new(void)
 	     .readonly = true},
 	    {.backend = SCSI_BACKEND_RAM, .no_medium = true},
 	};
+	static const struct scsi_alua_cfg alua = {
+	    .ngroups = 3,
+	    .explicit_ok = true,
+	    .groups = {{.id = 1, .state = SCSI_ALUA_ACTIVE_OPTIMIZED, .nports = 1, .ports = {1}},
+		       {.id = 2, .state = SCSI_ALUA_ACTIVE_NON_OPTIMIZED, .nports = 1, .ports = {2}},
+		       {.id = 3, .state = SCSI_ALUA_STANDBY, .nports = 2, .ports = {3, 4}}}};
 	struct scsi_lun_map *map = scsi_lun_map_new();
 
 	if (!map)
@@ -72,6 +82,8 @@ static struct scsi_lun_map *map_new(void)
 			abort();
 		scsi_lu_put(lu);
 	}
+	if (scsi_alua_configure(map, &alua) != 0)
+		abort();
 	return map;
 }
 
@@ -105,7 +117,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	nx[0] = scsi_nexus_new(map, "iqn.2026-11.io.ix:i0,i,0x000000000001",
 			       "iqn.2026-11.io.ix:fuzz,t,0x0001");
 	nx[1] = scsi_nexus_new(map, "iqn.2026-11.io.ix:i1,i,0x000000000002",
-			       "iqn.2026-11.io.ix:fuzz,t,0x0001");
+			       "iqn.2026-11.io.ix:fuzz,t,0x0002");
 	if (!nx[0] || !nx[1])
 		abort();
 

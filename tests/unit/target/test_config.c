@@ -805,7 +805,8 @@ static void test_etc(void)
 }
 
 /* Every ```json block of docs/configuration.md must load. */
-static void test_docs(void)
+/* Every json block of a page in docs/ loads; returns how many there were. */
+static int load_doc_blocks(const char *page)
 {
 	char path[1024], *text, *p;
 	struct ix_config *cfg;
@@ -813,11 +814,11 @@ static void test_docs(void)
 	long len;
 	int n = 0;
 
-	snprintf(path, sizeof(path), "%s/docs/configuration.md", IX_SOURCE_DIR);
+	snprintf(path, sizeof(path), "%s/docs/%s", IX_SOURCE_DIR, page);
 	f = fopen(path, "rb");
 	CHECK(f != NULL);
 	if (!f)
-		return;
+		return 0;
 	fseek(f, 0, SEEK_END);
 	len = ftell(f);
 	rewind(f);
@@ -830,16 +831,23 @@ static void test_docs(void)
 			break;
 		*end = '\0';
 		cfg = NULL;
-		CHECK_EQ(cfg_load_string(start, "docs/configuration.md", &cfg, err, sizeof(err)),
-			 0);
+		CHECK_EQ(cfg_load_string(start, page, &cfg, err, sizeof(err)), 0);
 		if (!cfg)
-			printf("# block %d: %s\n", n, err);
+			printf("# %s block %d: %s\n", page, n, err);
 		cfg_free(cfg);
 		n++;
 		p = end + 3;
 	}
-	CHECK(n >= 2);
 	free(text);
+	return n;
+}
+
+static void test_docs(void)
+{
+	int n = load_doc_blocks("configuration.md"), m = load_doc_blocks("ha.md");
+
+	CHECK(n >= 2);
+	CHECK(m >= 1);
 }
 
 static void test_files(void)
@@ -914,6 +922,100 @@ static void test_testing(void)
 	cfg_free(cfg);
 }
 
+
+/* ALUA target port groups: portals resolve to their TPGTs, remote ports by id, and every
+ * mistake names its JSON path. */
+#define ALUA_PORTALS                                                                               \
+	"{'portals': [{'name': 'a', 'address': '127.0.0.1', 'port': 3261, 'tpgt': 1},"            \
+	"{'name': 'b', 'address': '127.0.0.1', 'port': 3262, 'tpgt': 2},"                         \
+	"{'name': 'z', 'address': '127.0.0.1', 'port': 3263, 'tpgt': 0}],"
+#define ALUA_T(alua)                                                                               \
+	ALUA_PORTALS "'targets': [{'name': 'iqn.2024-01.org.ix:t', 'portals': ['a', 'b'],"        \
+		     "'luns': [{'lun': 0, 'backend': 'ram', 'size': '1M'}], 'alua': " alua "}]}"
+
+static void test_alua(void)
+{
+	static const struct tcase bad[] = {
+	    {ALUA_T("{}"), "targets[0].alua.groups: required but missing"},
+	    {ALUA_T("{'groups': []}"), "targets[0].alua.groups: must list 1 to 16"},
+	    {ALUA_T("{'groups': [{'id': 1, 'state': 'active/optimized', 'portals': ['a', 'b']}], "
+		    "'explicit': 1}"),
+	     "targets[0].alua.explicit: must be true or false"},
+	    {ALUA_T("{'groups': [{'id': 1, 'state': 'active', 'portals': ['a', 'b']}]}"),
+	     "targets[0].alua.groups[0].state: unknown state"},
+	    {ALUA_T("{'groups': [{'id': 0, 'state': 'standby', 'portals': ['a', 'b']}]}"),
+	     "targets[0].alua.groups[0].id: 0 is out of range"},
+	    {ALUA_T("{'groups': [{'state': 'standby', 'portals': ['a', 'b']}]}"),
+	     "targets[0].alua.groups[0].id: required but missing"},
+	    {ALUA_T("{'groups': [{'id': 1, 'state': 'standby', 'portals': ['a']}]}"),
+	     "targets[0].alua.groups: portal \"b\" (tpgt 2) is in no group"},
+	    {ALUA_T("{'groups': [{'id': 1, 'state': 'standby', 'portals': ['a', 'z']}]}"),
+	     "targets[0].alua.groups[0].portals[1]: the target has no portal named \"z\""},
+	    {ALUA_T("{'groups': [{'id': 1, 'state': 'standby', 'portals': ['a', 'q']}]}"),
+	     "targets[0].alua.groups[0].portals[1]: the target has no portal named \"q\""},
+	    {ALUA_T("{'groups': [{'id': 1, 'state': 'standby', 'portals': ['a']},"
+		    "{'id': 1, 'state': 'standby', 'portals': ['b']}]}"),
+	     "targets[0].alua.groups[1].id: group 1 is already defined by groups[0]"},
+	    {ALUA_T("{'groups': [{'id': 1, 'state': 'standby', 'portals': ['a', 'b']},"
+		    "{'id': 2, 'state': 'standby', 'relative_ports': [2]}]}"),
+	     "targets[0].alua.groups[1].relative_ports[0]: relative target port 2 is already in "
+	     "group 1"},
+	    {ALUA_T("{'groups': [{'id': 1, 'state': 'standby', 'portals': ['a', 'b']},"
+		    "{'id': 2, 'state': 'standby', 'relative_ports': [70000]}]}"),
+	     "targets[0].alua.groups[1].relative_ports[0]: must be a relative target port id"},
+	    {ALUA_T("{'groups': [{'id': 1, 'state': 'standby', 'portals': ['a', 'b']},"
+		    "{'id': 2, 'state': 'standby'}]}"),
+	     "targets[0].alua.groups[1]: has no target port"},
+	    {ALUA_T("{'groups': [{'id': 1, 'state': 'standby', 'portals': ['a', 'b'], 'port': 1}]}"),
+	     "targets[0].alua.groups[0].port: unknown key"},
+	    {ALUA_T("{'groups': [{'id': 1, 'state': 'standby', 'portals': ['a', 'b']}], "
+		    "'transition_time': 256}"),
+	     "targets[0].alua.transition_time: 256 is out of range"},
+	    /* a target on every portal includes z, whose tpgt 0 cannot be a target port */
+	    {ALUA_PORTALS "'targets': [{'name': 'iqn.2024-01.org.ix:t', 'alua': {'groups': "
+			  "[{'id': 1, 'state': 'standby', 'portals': ['a', 'b', 'z']}]}}]}",
+	     "targets[0].alua.groups[0].portals[2]: portal \"z\" has tpgt 0"},
+	};
+	const char *good = ALUA_T(
+	    "{'transition_time': 9, 'explicit': false, 'groups': ["
+	    "{'id': 7, 'state': 'active/optimized', 'preferred': true, 'portals': ['a']},"
+	    "{'id': 8, 'state': 'Standby', 'portals': ['b'], 'relative_ports': [5, 6]}]}");
+	struct ix_config *cfg = NULL;
+	const struct scsi_alua_cfg *a;
+	char err[512] = "";
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		check_case(&bad[i]);
+	CHECK_EQ(load(good, &cfg, err, sizeof(err)), 0);
+	if (!cfg) {
+		printf("# %s\n", err);
+		return;
+	}
+	a = &cfg->targets[0].alua;
+	CHECK_EQ(a->ngroups, 2);
+	CHECK(!a->explicit_ok);
+	CHECK_EQ(a->transition_s, 9);
+	CHECK_EQ(a->groups[0].id, 7);
+	CHECK_EQ(a->groups[0].state, SCSI_ALUA_ACTIVE_OPTIMIZED);
+	CHECK(a->groups[0].preferred);
+	CHECK_EQ(a->groups[0].nports, 1);
+	CHECK_EQ(a->groups[0].ports[0], 1);
+	CHECK_EQ(a->groups[1].state, SCSI_ALUA_STANDBY);
+	CHECK_EQ(a->groups[1].nports, 3);
+	CHECK_EQ(a->groups[1].ports[0], 2);
+	CHECK_EQ(a->groups[1].ports[2], 6);
+	CHECK(scsi_alua_cfg_error(a) == NULL);
+	cfg_free(cfg);
+	cfg = NULL;
+	CHECK_EQ(load(ALUA_PORTALS "'targets': [{'name': 'iqn.2024-01.org.ix:t'}]}", &cfg, err,
+		      sizeof(err)),
+		 0);
+	if (cfg) {
+		CHECK_EQ(cfg->targets[0].alua.ngroups, 0);
+		cfg_free(cfg);
+	}
+}
+
 int main(void)
 {
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -928,5 +1030,6 @@ int main(void)
 	test_etc();
 	test_docs();
 	test_files();
+	test_alua();
 	return tap_done();
 }
