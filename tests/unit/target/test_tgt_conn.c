@@ -10,6 +10,24 @@
 #include "tgt_harness.h"
 #include "util/log.h"
 
+static bool has_tmf_rsp(struct harness *h)
+{
+	return h_find(h, ISCSI_OP_TMF_RSP, 0) != NULL;
+}
+
+static bool has_ping(struct harness *h)
+{
+	for (int k = 0; k < h->nrec; k++)
+		if (h->rec[k].h.opcode == ISCSI_OP_NOP_IN && h->rec[k].h.itt == ISCSI_RSVD_TAG)
+			return true;
+	return false;
+}
+
+static bool is_closed(struct harness *h)
+{
+	return h->terminated > 0;
+}
+
 static void fill(uint8_t *b, uint32_t len, uint8_t seed)
 {
 	for (uint32_t i = 0; i < len; i++)
@@ -310,7 +328,7 @@ static void test_tmf_abort_task(void)
 	tmf.tmf_req.refcmdsn = rd.cmd.cmdsn;
 	h_rx(&h, &tmf, NULL, 0);
 	CHECK_EQ(h_count(&h, ISCSI_OP_TMF_RSP), 0); /* the READ is still in the backend */
-	h_run_ms(&h, 150);
+	CHECK(h_run_until(&h, has_tmf_rsp, 5000));
 	struct h_rec *r = h_find(&h, ISCSI_OP_TMF_RSP, 0);
 	CHECK(r && r->h.itt == tmf.itt && r->h.tmf_rsp.response == ISCSI_TMF_RSP_COMPLETE);
 	CHECK(h_status_of(&h, rd.itt) == NULL);
@@ -351,7 +369,7 @@ static void test_tmf_lun_reset(void)
 	struct iscsi_hdr c = h_cmd(&h, 0, false, 0, 1, 512, h.cmdsn++);
 	h_rx(&h, &c, NULL, 0);
 	CHECK(h_status_of(&h, c.itt) != NULL);
-	h_run_ms(&h, 150);
+	CHECK(h_run_until(&h, has_tmf_rsp, 5000));
 	struct h_rec *r = h_find(&h, ISCSI_OP_TMF_RSP, 0);
 	CHECK(r && r->h.tmf_rsp.response == ISCSI_TMF_RSP_COMPLETE);
 	CHECK(h_status_of(&h, a.itt) == NULL && h_status_of(&h, b.itt) == NULL);
@@ -464,21 +482,27 @@ static void test_nop(void)
 	      memcmp(r->data, "hello", 5) == 0);
 	h_clear(&h);
 	/* idle: the target pings */
-	h_run_ms(&h, 50);
+	CHECK(h_run_until(&h, has_ping, 5000));
 	r = h_find(&h, ISCSI_OP_NOP_IN, 0);
 	CHECK(r && r->h.itt == ISCSI_RSVD_TAG && r->h.nop_in.ttt != ISCSI_RSVD_TAG);
+	CHECK_EQ(h.terminated, 0);
 	if (r) {
 		struct iscsi_hdr ans = {.opcode = ISCSI_OP_NOP_OUT, .final = true,
 					.immediate = true, .itt = ISCSI_RSVD_TAG};
-		ans.nop_out.ttt = r->h.nop_in.ttt;
+		uint32_t ttt = r->h.nop_in.ttt;
+
+		ans.nop_out.ttt = ttt;
 		ans.nop_out.cmdsn = h.cmdsn;
+		h_clear(&h);
 		h_rx(&h, &ans, NULL, 0);
+		/* answered: the next thing is another ping after an idle interval, not a close */
+		CHECK(h_run_until(&h, has_ping, 5000));
+		CHECK_EQ(h.terminated, 0);
+		r = h_find(&h, ISCSI_OP_NOP_IN, 0);
+		CHECK(r && r->h.nop_in.ttt != ttt);
 	}
-	h_run_ms(&h, 25);
-	CHECK_EQ(h.terminated, 0); /* answered: still up */
-	/* no more answers: ping, then closed after nop_timeout_ms */
-	h_run_ms(&h, 200);
-	CHECK(h_count(&h, ISCSI_OP_NOP_IN) >= 2);
+	/* not answered: closed after nop_timeout_ms */
+	CHECK(h_run_until(&h, is_closed, 5000));
 	CHECK_EQ(h.terminated, 1);
 	h_teardown(&h);
 }

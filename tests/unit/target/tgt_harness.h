@@ -191,14 +191,16 @@ static uint64_t h_mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Turn the loop for ms milliseconds of real time (timers: NOP, delayed backend I/O). */
-static void h_run_ms(struct harness *h, unsigned ms)
+/* Turn the loop (real time: timers, delayed backend I/O) until done(h) holds, at most max_ms.
+ * True if it came to hold. */
+static bool h_run_until(struct harness *h, bool (*done)(struct harness *h), unsigned max_ms)
 {
-	uint64_t end = h_mono_ms() + ms;
+	uint64_t end = h_mono_ms() + max_ms;
 
-	while (h_mono_ms() < end)
+	while (!done(h) && h_mono_ms() < end)
 		ev_loop_run_once(h->w->loop, 2);
 	h_idle(h);
+	return done(h);
 }
 
 /* Feed one PDU from the initiator, as a transport does. Returns dm_rx_header's result (the
