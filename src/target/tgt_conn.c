@@ -348,20 +348,58 @@ void tgt_conn_request_logout(struct tgt_conn *tc, uint32_t timeout_ms, bool admi
 
 /* ---------------------------------------------------------------- dispatch */
 
-/* CmdSN rules for non-SCSI requests (RFC 7143 4.2.2.1). Returns false to drop silently. */
-static bool cmdsn_accept(struct tgt_conn *tc, bool immediate, uint32_t cmdsn)
+/* The CmdSN a request carries (bytes 24-27 of the initiator opcodes that have one). */
+static bool pdu_cmdsn(const struct iscsi_hdr *h, uint32_t *cmdsn)
 {
-	struct tgt_session *s = tc->sess;
-
-	if (immediate)
+	switch (h->opcode) {
+	case ISCSI_OP_SCSI_CMD:
+		*cmdsn = h->cmd.cmdsn;
 		return true;
-	if (sn_lt(cmdsn, s->exp_cmdsn) || sn_lt(s->max_cmdsn, cmdsn)) {
-		log_dbg("target", "%s: CmdSN %u outside [%u, %u]: dropped", tc->conn->peer, cmdsn,
-			s->exp_cmdsn, s->max_cmdsn);
+	case ISCSI_OP_NOP_OUT:
+		*cmdsn = h->nop_out.cmdsn;
+		return true;
+	case ISCSI_OP_TMF_REQ:
+		*cmdsn = h->tmf_req.cmdsn;
+		return true;
+	case ISCSI_OP_TEXT_REQ:
+		*cmdsn = h->text_req.cmdsn;
+		return true;
+	case ISCSI_OP_LOGOUT_REQ:
+		*cmdsn = h->logout_req.cmdsn;
+		return true;
+	default:
 		return false;
 	}
-	if (cmdsn == s->exp_cmdsn) {
-		s->exp_cmdsn++;
+}
+
+/* The one CmdSN check (RFC 7143 4.2.2.1), in the header phase of every initiator PDU: an
+ * immediate request is delivered at once; a non-immediate one outside [ExpCmdSN, MaxCmdSN]
+ * is dropped silently. */
+static enum tgt_cmdsn cmdsn_check(const struct tgt_conn *tc, const struct iscsi_hdr *h)
+{
+	const struct tgt_session *s = tc->sess;
+	uint32_t cmdsn;
+
+	if (!pdu_cmdsn(h, &cmdsn))
+		return TGT_CMDSN_NONE;
+	if (h->immediate)
+		return TGT_CMDSN_IMMEDIATE;
+	if (sn_lt(cmdsn, s->exp_cmdsn) || sn_lt(s->max_cmdsn, cmdsn)) {
+		log_dbg("target", "%s: %s CmdSN %u outside [%u, %u]: dropped", tc->conn->peer,
+			iscsi_opcode_name(h->opcode), cmdsn, s->exp_cmdsn, s->max_cmdsn);
+		return TGT_CMDSN_DROP;
+	}
+	return cmdsn == s->exp_cmdsn ? TGT_CMDSN_IN_ORDER : TGT_CMDSN_AHEAD;
+}
+
+/* A non-SCSI request whose header passed cmdsn_check(): false to drop it silently; the
+ * expected one advances ExpCmdSN (and may release SCSI commands queued behind it). */
+static bool cmdsn_deliver(struct tgt_conn *tc)
+{
+	if (tc->rx_cmdsn == TGT_CMDSN_DROP)
+		return false;
+	if (tc->rx_cmdsn == TGT_CMDSN_IN_ORDER) {
+		tc->sess->exp_cmdsn++;
 		tgt_order_release(tc);
 	}
 	return true;
@@ -397,6 +435,7 @@ static int rx_header(struct iscsi_conn *c, const struct iscsi_hdr *h, const uint
 			 c->peer, h->dlength, c->params.max_recv_dsl);
 		return -EMSGSIZE;
 	}
+	tc->rx_cmdsn = cmdsn_check(tc, h);
 	if (h->opcode == ISCSI_OP_SCSI_CMD)
 		return tgt_scsi_cmd_header(tc, h, ahs, ahs_len, place);
 	if (h->opcode == ISCSI_OP_DATA_OUT)
@@ -446,17 +485,17 @@ static void rx_pdu(struct iscsi_conn *c, const struct iscsi_hdr *h, uint8_t *dat
 			tgt_send_reject(tc, ISCSI_REJECT_PROTOCOL_ERROR, c->rx_bhs);
 			return;
 		}
-		if (!cmdsn_accept(tc, h->immediate, h->nop_out.cmdsn))
+		if (!cmdsn_deliver(tc))
 			return;
 		handle_nop_out(tc, h, data, dlen);
 		break;
 	case ISCSI_OP_TEXT_REQ:
-		if (!cmdsn_accept(tc, h->immediate, h->text_req.cmdsn))
+		if (!cmdsn_deliver(tc))
 			return;
 		tgt_text(tc, h, data, dlen);
 		break;
 	case ISCSI_OP_LOGOUT_REQ:
-		if (!cmdsn_accept(tc, h->immediate, h->logout_req.cmdsn))
+		if (!cmdsn_deliver(tc))
 			return;
 		handle_logout(tc, h);
 		break;
@@ -465,7 +504,7 @@ static void rx_pdu(struct iscsi_conn *c, const struct iscsi_hdr *h, uint8_t *dat
 			tgt_send_reject(tc, ISCSI_REJECT_PROTOCOL_ERROR, c->rx_bhs);
 			return;
 		}
-		if (!cmdsn_accept(tc, h->immediate, h->tmf_req.cmdsn))
+		if (!cmdsn_deliver(tc))
 			return;
 		tgt_tmf(tc, h);
 		break;

@@ -68,6 +68,19 @@ struct tgt_cfg_gen {
 
 struct tgt_task;
 
+/* Where a received PDU stands in CmdSN order (RFC 7143 3.2.2.1, 4.2.2.1), judged once in the
+ * header phase for every initiator PDU that carries a CmdSN (cmdsn_check in tgt_conn.c). What follows
+ * is the requester's: a SCSI command ahead of a hole waits in tgt_conn.order_q until the hole
+ * is filled (tgt_scsi.c), a non-SCSI request is handled at once and advances ExpCmdSN when
+ * it is the one expected (tgt_conn.c). */
+enum tgt_cmdsn {
+	TGT_CMDSN_NONE = 0,     /* the PDU carries no CmdSN (Data-Out, SNACK, ...) */
+	TGT_CMDSN_IMMEDIATE,    /* I=1: delivered at once, ExpCmdSN unchanged */
+	TGT_CMDSN_IN_ORDER,     /* CmdSN == ExpCmdSN */
+	TGT_CMDSN_AHEAD,        /* in (ExpCmdSN, MaxCmdSN]: behind a hole */
+	TGT_CMDSN_DROP,         /* outside [ExpCmdSN, MaxCmdSN]: dropped silently */
+};
+
 struct tgt_session {
 	struct ix_target *tgt;
 	struct tgt_node *node;          /* NULL for discovery */
@@ -195,6 +208,7 @@ struct tgt_conn {
 	uint32_t next_ttt;
 	uint16_t cid;
 	/* header-phase verdict for the PDU being received */
+	enum tgt_cmdsn rx_cmdsn;        /* its CmdSN, as judged in rx_header */
 	int rx_verdict;
 	uint8_t rx_reject_reason;
 	struct tgt_task *rx_task;

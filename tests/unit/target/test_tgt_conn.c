@@ -266,7 +266,22 @@ static void test_cmdsn_window(void)
 	nop.nop_out.ttt = ISCSI_RSVD_TAG;
 	nop.nop_out.cmdsn = max + 1;
 	h_rx(&h, &nop, NULL, 0);
+	/* TMF, Text and Logout: the same one check */
+	struct iscsi_hdr tmf = {.opcode = ISCSI_OP_TMF_REQ, .final = true, .itt = h.itt++};
+	tmf.tmf_req.function = ISCSI_TMF_LUN_RESET;
+	tmf.tmf_req.rtt = ISCSI_RSVD_TAG;
+	tmf.tmf_req.cmdsn = n - 1;
+	h_rx(&h, &tmf, NULL, 0);
+	struct iscsi_hdr txt = {.opcode = ISCSI_OP_TEXT_REQ, .final = true, .itt = h.itt++};
+	txt.text_req.ttt = ISCSI_RSVD_TAG;
+	txt.text_req.cmdsn = max + 1;
+	h_rx(&h, &txt, "SendTargets=All", 16);
+	struct iscsi_hdr lo = {.opcode = ISCSI_OP_LOGOUT_REQ, .final = true, .itt = h.itt++};
+	lo.logout_req.reason = ISCSI_LOGOUT_CLOSE_SESSION;
+	lo.logout_req.cmdsn = max + 2;
+	h_rx(&h, &lo, NULL, 0);
 	CHECK_EQ(h.nrec, 0);
+	CHECK_EQ(h.terminated, 0);
 	CHECK_EQ(h.tc->sess->exp_cmdsn, n);
 	CHECK_EQ(h.tc->order_q.next == &h.tc->order_q, 1);
 	/* the dropped ones left no trace: CmdSN n runs at once */
