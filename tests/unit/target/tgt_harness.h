@@ -11,9 +11,13 @@
 #ifndef IX_TESTS_TGT_HARNESS_H
 #define IX_TESTS_TGT_HARNESS_H
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "session/login_init.h"
