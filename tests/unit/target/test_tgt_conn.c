@@ -10,6 +10,17 @@
 #include "tgt_harness.h"
 #include "util/log.h"
 
+/* Set up or end the case (a failed set-up is one failed check, the rest is not run). */
+#define H_SETUP(h, extra, prefs)                                                                   \
+	do {                                                                                       \
+		int _r = h_setup((h), (extra), (prefs));                                           \
+		CHECK_EQ(_r, 0);                                                                   \
+		if (_r) {                                                                          \
+			h_teardown(h);                                                             \
+			return;                                                                    \
+		}                                                                                  \
+	} while (0)
+
 static bool has_tmf_rsp(struct harness *h)
 {
 	return h_find(h, ISCSI_OP_TMF_RSP, 0) != NULL;
@@ -61,7 +72,7 @@ static void test_login(void)
 	struct harness h;
 
 	printf("# login\n");
-	CHECK_EQ(h_setup(&h, "", NULL), 0);
+	H_SETUP(&h, "", NULL);
 	CHECK_EQ(h.enabled, 1);
 	CHECK_EQ(h.c->state, ISCSI_CONN_LOGGED_IN);
 	CHECK(h.tc->sess != NULL);
@@ -81,12 +92,13 @@ static void test_write_unsolicited_r2t(void)
 {
 	struct harness h;
 	uint32_t len = 40960; /* 8192 unsolicited + 2 R2Ts of 16384 */
-	uint8_t *data = malloc(len);
+	uint8_t *data;
 	struct h_rec *r2t;
 
 	printf("# write: immediate + unsolicited + R2T\n");
+	H_SETUP(&h, "", NULL);
+	data = malloc(len);
 	fill(data, len, 3);
-	CHECK_EQ(h_setup(&h, "", NULL), 0);
 	struct iscsi_hdr c = h_cmd(&h, 0, true, 10, (uint16_t)(len / 512), len, h.cmdsn++);
 	c.final = false; /* unsolicited Data-Out follows */
 	h_rx(&h, &c, data, 4096);
@@ -139,7 +151,7 @@ static void test_write_initial_r2t(void)
 	h_prefs_default(&p);
 	p.sess.initial_r2t = true;
 	p.sess.immediate_data = false;
-	CHECK_EQ(h_setup(&h, "", &p), 0);
+	H_SETUP(&h, "", &p);
 	struct iscsi_hdr c = h_cmd(&h, 0, true, 200, 16, sizeof(data), h.cmdsn++);
 	h_rx(&h, &c, NULL, 0);
 	r2t = h_find(&h, ISCSI_OP_R2T, 0);
@@ -171,7 +183,7 @@ static void test_write_bad_data_out(void)
 
 	printf("# write: Data-Out with a wrong offset / DataSN\n");
 	fill(data, sizeof(data), 1);
-	CHECK_EQ(h_setup(&h, "", NULL), 0);
+	H_SETUP(&h, "", NULL);
 	/* wrong offset in the R2T's sequence */
 	struct iscsi_hdr c = h_cmd(&h, 0, true, 300, 32, sizeof(data), h.cmdsn++);
 	c.final = true; /* no unsolicited data: R2T for everything */
@@ -231,7 +243,7 @@ static void test_cmdsn_hole(void)
 	struct h_rec *a, *b;
 
 	printf("# CmdSN hole\n");
-	CHECK_EQ(h_setup(&h, "", NULL), 0);
+	H_SETUP(&h, "", NULL);
 	uint32_t n = h.cmdsn;
 	struct iscsi_hdr second = h_cmd(&h, 0, false, 0, 1, 512, n + 1);
 	struct iscsi_hdr first = h_cmd(&h, 0, false, 1, 1, 512, n);
@@ -255,7 +267,7 @@ static void test_cmdsn_window(void)
 	struct harness h;
 
 	printf("# CmdSN window\n");
-	CHECK_EQ(h_setup(&h, "", NULL), 0);
+	H_SETUP(&h, "", NULL);
 	uint32_t n = h.cmdsn, max = h.tc->sess->max_cmdsn;
 	CHECK_EQ(max, n + 7); /* cmdsn_depth 8 */
 	struct iscsi_hdr beyond = h_cmd(&h, 0, false, 0, 1, 512, max + 1);
@@ -300,7 +312,7 @@ static void test_cmdsn_immediate(void)
 	struct harness h;
 
 	printf("# immediate commands and non-SCSI requests in CmdSN order\n");
-	CHECK_EQ(h_setup(&h, "", NULL), 0);
+	H_SETUP(&h, "", NULL);
 	uint32_t n = h.cmdsn;
 	struct iscsi_hdr queued = h_cmd(&h, 0, false, 0, 1, 512, n + 1);
 	h_rx(&h, &queued, NULL, 0);
@@ -330,7 +342,7 @@ static void test_tmf_abort_task(void)
 	struct harness h;
 
 	printf("# ABORT TASK waits for the backend\n");
-	CHECK_EQ(h_setup(&h, "", NULL), 0);
+	H_SETUP(&h, "", NULL);
 	struct iscsi_hdr rd = h_cmd(&h, 1, false, 100, 8, 4096, h.cmdsn++); /* delayed 60 ms */
 	h_rx(&h, &rd, NULL, 0);
 	CHECK_EQ(h.nrec, 0);
@@ -366,7 +378,7 @@ static void test_tmf_lun_reset(void)
 	struct harness h;
 
 	printf("# LUN RESET waits for the backend\n");
-	CHECK_EQ(h_setup(&h, "", NULL), 0);
+	H_SETUP(&h, "", NULL);
 	struct iscsi_hdr a = h_cmd(&h, 1, false, 100, 1, 512, h.cmdsn++);
 	struct iscsi_hdr b = h_cmd(&h, 1, false, 104, 1, 512, h.cmdsn++);
 	h_rx(&h, &a, NULL, 0);
@@ -401,7 +413,7 @@ static void test_data_in_collapse(void)
 
 	printf("# Data-In: bursts and status collapse\n");
 	fill(data, sizeof(data), 5);
-	CHECK_EQ(h_setup(&h, "", NULL), 0);
+	H_SETUP(&h, "", NULL);
 	struct iscsi_hdr w = h_cmd(&h, 0, true, 400, 64, sizeof(data), h.cmdsn++);
 	/* immediate 4096 + unsolicited 4096 + one R2T of 16384 + another R2T of 8192 */
 	w.final = false;
@@ -451,7 +463,7 @@ static void test_residuals(void)
 	struct harness h;
 
 	printf("# residual over/underflow\n");
-	CHECK_EQ(h_setup(&h, "", NULL), 0);
+	H_SETUP(&h, "", NULL);
 	struct iscsi_hdr under = h_cmd(&h, 0, false, 0, 1, 2048, h.cmdsn++);
 	h_rx(&h, &under, NULL, 0);
 	struct h_rec *s = h_status_of(&h, under.itt);
@@ -486,7 +498,7 @@ static void test_nop(void)
 	struct harness h;
 
 	printf("# NOP-In / NOP-Out and the keepalive\n");
-	CHECK_EQ(h_setup(&h, "\"nop_interval_ms\": 30, \"nop_timeout_ms\": 40", NULL), 0);
+	H_SETUP(&h, "\"nop_interval_ms\": 30, \"nop_timeout_ms\": 40", NULL);
 	struct iscsi_hdr ping = {.opcode = ISCSI_OP_NOP_OUT, .final = true, .immediate = true,
 				 .itt = h.itt++};
 	ping.nop_out.ttt = ISCSI_RSVD_TAG;
@@ -530,7 +542,7 @@ static void test_logout(void)
 	struct harness h;
 
 	printf("# Logout\n");
-	CHECK_EQ(h_setup(&h, "", NULL), 0);
+	H_SETUP(&h, "", NULL);
 	struct iscsi_hdr lo = {.opcode = ISCSI_OP_LOGOUT_REQ, .final = true, .itt = h.itt++};
 	lo.logout_req.reason = ISCSI_LOGOUT_CLOSE_CONNECTION;
 	lo.logout_req.cid = 7; /* ours is 0 */

@@ -380,6 +380,8 @@ static int h_login(struct harness *h)
 	return r < 0 ? r : -EPROTO;
 }
 
+static struct h_rec *h_status_of(struct harness *h, uint32_t itt);
+
 /* Target, connection and login with the given initiator keys (NULL: h_prefs_default). */
 static int h_setup(struct harness *h, const char *global_extra, const struct neg_prefs *p)
 {
@@ -401,6 +403,11 @@ static int h_setup(struct harness *h, const char *global_extra, const struct neg
 			t.cmd.lun = scsi_lun_encode(lun);
 			t.cmd.cmdsn = h->cmdsn++;
 			h_rx(h, &t, NULL, 0);
+			if (!h_status_of(h, t.itt)) {
+				printf("# TEST UNIT READY CmdSN %u after login not answered\n",
+				       t.cmd.cmdsn);
+				return -1;
+			}
 		}
 	h_clear(h);
 	return 0;
