@@ -68,6 +68,19 @@ struct tgt_cfg_gen {
 
 struct tgt_task;
 
+/* Where a received PDU stands in CmdSN order (RFC 7143 3.2.2.1, 4.2.2.1), judged once in the
+ * header phase for every initiator PDU that carries a CmdSN (cmdsn_check in tgt_conn.c). What follows
+ * is the requester's: a SCSI command ahead of a hole waits in tgt_conn.order_q until the hole
+ * is filled (tgt_scsi.c), a non-SCSI request is handled at once and advances ExpCmdSN when
+ * it is the one expected (tgt_conn.c). */
+enum tgt_cmdsn {
+	TGT_CMDSN_NONE = 0,     /* the PDU carries no CmdSN (Data-Out, SNACK, ...) */
+	TGT_CMDSN_IMMEDIATE,    /* I=1: delivered at once, ExpCmdSN unchanged */
+	TGT_CMDSN_IN_ORDER,     /* CmdSN == ExpCmdSN */
+	TGT_CMDSN_AHEAD,        /* in (ExpCmdSN, MaxCmdSN]: behind a hole */
+	TGT_CMDSN_DROP,         /* outside [ExpCmdSN, MaxCmdSN]: dropped silently */
+};
+
 struct tgt_session {
 	struct ix_target *tgt;
 	struct tgt_node *node;          /* NULL for discovery */
@@ -195,6 +208,7 @@ struct tgt_conn {
 	uint32_t next_ttt;
 	uint16_t cid;
 	/* header-phase verdict for the PDU being received */
+	enum tgt_cmdsn rx_cmdsn;        /* its CmdSN, as judged in rx_header */
 	int rx_verdict;
 	uint8_t rx_reject_reason;
 	struct tgt_task *rx_task;
@@ -314,9 +328,6 @@ void tgt_reload_free(struct ix_target *t);
 /* tgt_conn.c */
 /* On w's thread: make the connection request in (consumed) a connection of portal. */
 void tgt_conn_accept(struct tgt_worker *w, struct dm_incoming *in, const struct cfg_portal *portal);
-/* On w's thread: the old session that login s waits for has been released (a message may
- * arrive after the held connection went away: s and hold_id are checked, not trusted). */
-void tgt_conn_login_resume(struct tgt_worker *w, struct tgt_session *s, uint64_t hold_id);
 /* A connection counted in nconns_open is gone (or never came to be). */
 void tgt_conn_gone(struct ix_target *t);
 int tgt_send(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data, uint32_t len);
@@ -328,6 +339,23 @@ void tgt_session_update_window(struct tgt_session *s);
 /* The session's target was removed: ask the initiator to log out within timeout_ms (Async
  * Message, RFC 7143 11.9.1), drop the connection if it does not. */
 void tgt_conn_request_logout(struct tgt_conn *tc, uint32_t timeout_ms, bool admin);
+
+/* tgt_login.c: before full feature phase */
+/* The login policy's admission callback (ctx: the tgt_conn): target, ACL, credentials. */
+int tgt_login_admit(void *ctx, const struct login_info *li, struct login_grant *g);
+/* One Login Request PDU (the connection is not in full feature phase yet). */
+void tgt_login_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, uint8_t *data, uint32_t dlen);
+/* tgt_conn.login_timer: the login (or the hold of its final response) took too long. */
+void tgt_login_timeout(struct ev_timer *t);
+/* Before accepting a connection on w: evict a login if w's share of
+ * global.max_pending_logins is used up (peer: "addr:port" of the newcomer). */
+void tgt_login_make_room(struct tgt_worker *w, const struct ix_config *cfg, const char *peer);
+/* tc no longer counts as a pending login. */
+void tgt_login_pending_del(struct tgt_conn *tc);
+void tgt_session_free(struct tgt_session *s);
+/* On w's thread: the old session that login s waits for has been released (a message may
+ * arrive after the held connection went away: s and hold_id are checked, not trusted). */
+void tgt_conn_login_resume(struct tgt_worker *w, struct tgt_session *s, uint64_t hold_id);
 
 /* tgt_scsi.c */
 int tgt_scsi_cmd_header(struct tgt_conn *tc, const struct iscsi_hdr *h, const uint8_t *ahs,

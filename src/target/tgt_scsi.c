@@ -638,9 +638,7 @@ int tgt_scsi_cmd_header(struct tgt_conn *tc, const struct iscsi_hdr *h, const ui
 		tc->rx_reject_reason = ISCSI_REJECT_PROTOCOL_ERROR;
 		return 0;
 	}
-	if (!h->immediate && (sn_lt(cmd->cmdsn, s->exp_cmdsn) || sn_lt(s->max_cmdsn, cmd->cmdsn))) {
-		log_dbg("target", "%s: SCSI Command CmdSN %u outside [%u, %u]: dropped",
-			tc->conn->peer, cmd->cmdsn, s->exp_cmdsn, s->max_cmdsn);
+	if (tc->rx_cmdsn == TGT_CMDSN_DROP) { /* judged in rx_header (tgt_conn.c) */
 		tc->rx_verdict = RX_DROP;
 		return 0;
 	}
@@ -747,11 +745,11 @@ void tgt_scsi_cmd_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddige
 		iscsi_conn_close(tc->conn, "data digest error on a SCSI Command (ERL 0)");
 		return;
 	}
-	if (h->immediate) {
+	if (tc->rx_cmdsn == TGT_CMDSN_IMMEDIATE) {
 		task_start(t);
 		return;
 	}
-	if (t->cmdsn != s->exp_cmdsn) {
+	if (tc->rx_cmdsn == TGT_CMDSN_AHEAD) {
 		/* ahead of a CmdSN hole: wait for order */
 		list_del(&t->link);
 		list_add_tail(&t->link, &tc->order_q);

@@ -1,0 +1,511 @@
+/* Target side of a connection before full feature phase: admission (the configuration's
+ * targets, ACLs and credentials), the login limits (global.max_pending_logins), the Login
+ * PDU exchange, the session's creation and the hold of a login that reinstates a session
+ * still draining (RFC 7143 6.3.5). The connection itself is in tgt_conn.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "target/tgt_int.h"
+#include "util/log.h"
+
+/* ---------------------------------------------------------------- login */
+
+static void set_creds(struct auth_creds *cr, bool required, const struct cfg_chap *chap,
+		      const struct cfg_chap *mutual, const uint8_t *algs, int nalgs)
+{
+	cr->required = required;
+	if (chap->secret) {
+		cr->user = chap->user;
+		cr->secret = (const uint8_t *)chap->secret;
+		cr->secret_len = strlen(chap->secret);
+	}
+	if (mutual->secret) {
+		cr->mutual_user = mutual->user;
+		cr->mutual_secret = (const uint8_t *)mutual->secret;
+		cr->mutual_secret_len = strlen(mutual->secret);
+	}
+	for (int i = 0; i < nalgs && i < 4; i++)
+		cr->algs[i] = algs[i];
+	cr->nalgs = nalgs < 4 ? nalgs : 4;
+}
+
+int tgt_login_admit(void *ctx, const struct login_info *li, struct login_grant *g)
+{
+	struct tgt_conn *tc = ctx;
+	const struct ix_config *cfg = tc->gen->cfg;
+	char esc[ISCSI_NAME_MAX * 4];
+
+	memset(g, 0, sizeof(*g));
+	g->tpgt = tc->portal->tpgt;
+	tc->prefs = cfg->global.neg;
+	tc->prefs.declare_only = true;
+	tc->prefs.offer_all = false;
+	if (tc->conn->dm->caps & DM_CAP_DIRECT_PLACEMENT) {
+		/* iSER: RDMAExtensions=Yes; control PDUs land in our receive buffers */
+		tc->prefs.rdma = true;
+		tc->prefs.target_rdsl = tc->conn->dm->max_recv_data;
+		tc->prefs.initiator_rdsl = 262144;
+		tc->prefs.header_digest = NEG_DIGEST_NONE_ONLY;
+		tc->prefs.data_digest = NEG_DIGEST_NONE_ONLY;
+		tgt_recv_budget(tc->conn->dm, tgt_cfg_depth(cfg), &tc->prefs.sess.first_burst_length);
+	}
+	g->prefs = &tc->prefs;
+	if (li->type == ISCSI_SESSION_DISCOVERY) {
+		const struct cfg_global *gl = &cfg->global;
+		set_creds(&g->creds, gl->discovery_chap_required, &gl->discovery_chap,
+			  &gl->discovery_mutual_chap, gl->discovery_chap_algs,
+			  gl->ndiscovery_chap_algs);
+		return 0;
+	}
+	const struct cfg_target *ct = cfg_find_target(cfg, li->target_name);
+	if (!ct || !cfg_target_on_portal(ct, tc->portal)) {
+		log_info("target", "%s: login to unknown target %s", tc->conn->peer,
+			 log_escape(li->target_name, sizeof(li->target_name), esc, sizeof(esc)));
+		return ISCSI_LOGIN_NOT_FOUND;
+	}
+	const struct cfg_acl *acl = cfg_find_acl(ct, li->initiator_name);
+	if (!acl) {
+		log_info("target", "%s: initiator %s is not in the ACL of %s", tc->conn->peer,
+			 log_escape(li->initiator_name, sizeof(li->initiator_name), esc, sizeof(esc)),
+			 ct->name);
+		return ISCSI_LOGIN_AUTHORIZATION_FAILED;
+	}
+	g->target_alias = ct->alias;
+	/* an ACL entry's own credential overrides the target's */
+	set_creds(&g->creds, ct->chap_required, acl->chap.secret ? &acl->chap : &ct->chap,
+		  &ct->mutual_chap, ct->chap_algs, ct->nchap_algs);
+	return 0;
+}
+
+static void login_hold_expired(struct tgt_conn *tc);
+
+void tgt_login_timeout(struct ev_timer *t)
+{
+	struct tgt_conn *tc = t->arg;
+	char why[96];
+
+	if (tc->held) {
+		login_hold_expired(tc);
+		return;
+	}
+	snprintf(why, sizeof(why), "login not completed within %u ms (global.login_timeout_ms)",
+		 tc->gen->cfg->global.login_timeout_ms);
+	tc->worker->logins.timeouts++;
+	iscsi_conn_close(tc->conn, why);
+}
+
+/* ---------------------------------------------------------------- login limits */
+
+/* This worker's share of global.max_pending_logins (connections are spread round-robin). */
+static uint32_t pending_share(const struct tgt_worker *w, const struct ix_config *cfg)
+{
+	uint32_t n = cfg->global.max_pending_logins, k = (uint32_t)w->tgt->nworkers;
+
+	return n ? (n + k - 1) / k : 0;
+}
+
+void tgt_login_pending_del(struct tgt_conn *tc)
+{
+	if (!tc->pending)
+		return;
+	list_del(&tc->plink);
+	tc->pending = false;
+	tc->worker->npending--;
+}
+
+/* A whole Login PDU arrived: the connection becomes the most recently active one. */
+static void pending_touch(struct tgt_conn *tc)
+{
+	if (!tc->pending)
+		return;
+	list_del(&tc->plink);
+	list_add_tail(&tc->plink, &tc->worker->login_active);
+	tc->login_pdu_seen = true;
+}
+
+/* Before accepting another connection: if the worker's share of connections that have not
+ * logged in is used up, drop the least active one, preferring those that have not sent a
+ * whole Login PDU yet (half-open logins), so that a flood cannot lock out initiators that
+ * are actually logging in. */
+/* Same peer address ("a.b.c.d:port" / "[v6]:port", port ignored)? */
+static bool same_source(const struct iscsi_conn *a, const char *peer)
+{
+	const char *ca = strrchr(a->peer, ':'), *cb = strrchr(peer, ':');
+	size_t la = ca ? (size_t)(ca - a->peer) : strlen(a->peer);
+	size_t lb = cb ? (size_t)(cb - peer) : strlen(peer);
+
+	return la == lb && memcmp(a->peer, peer, la) == 0;
+}
+
+/* When one address already holds half of the worker's login slots, its own least active
+ * connection makes room for its next one: a single flooding host cannot push out the logins
+ * of others. (Only for shares up to 1024, which keeps the scan cheap.) */
+static struct tgt_conn *source_victim(struct tgt_worker *w, uint32_t share, const char *peer)
+{
+	struct list_head *lists[2] = {&w->login_fresh, &w->login_active}, *pos;
+	struct tgt_conn *first = NULL;
+	uint32_t n = 0;
+
+	if (share > 1024 || share < 2)
+		return NULL;
+	for (int i = 0; i < 2; i++)
+		for (pos = lists[i]->next; pos != lists[i]; pos = pos->next) {
+			struct tgt_conn *tc = list_entry(pos, struct tgt_conn, plink);
+
+			if (same_source(tc->conn, peer)) {
+				n++;
+				if (!first)
+					first = tc;
+			}
+		}
+	return n >= share / 2 ? first : NULL;
+}
+
+static struct tgt_conn *pending_victim(struct tgt_worker *w)
+{
+	/* A "fresh" connection may only look idle because this worker has not read its socket
+	   yet (it was busy accepting): read it first; one that turns out to have sent a whole
+	   Login PDU moves to the active list and is spared. Bounded, so a flood costs little. */
+	for (int probes = 0; probes < 8 && !list_empty(&w->login_fresh); probes++) {
+		struct tgt_conn *tc = list_first_entry(&w->login_fresh, struct tgt_conn, plink);
+		struct iscsi_conn *c = tc->conn;
+
+		if (!c->dm->rx_poll)
+			return tc;
+		iscsi_conn_get(c);
+		c->dm->rx_poll(c);
+		if (tc->pending && !tc->login_pdu_seen) {
+			iscsi_conn_put(c);
+			return tc;
+		}
+		iscsi_conn_put(c);
+	}
+	if (!list_empty(&w->login_fresh))
+		return list_first_entry(&w->login_fresh, struct tgt_conn, plink);
+	if (!list_empty(&w->login_active))
+		return list_first_entry(&w->login_active, struct tgt_conn, plink);
+	return NULL;
+}
+
+void tgt_login_make_room(struct tgt_worker *w, const struct ix_config *cfg, const char *peer)
+{
+	uint32_t share = pending_share(w, cfg);
+
+	while (share && w->npending >= share) {
+		struct tgt_conn *old = source_victim(w, share, peer);
+		uint64_t quiet;
+
+		if (!old)
+			old = pending_victim(w);
+		if (!old)
+			break;
+
+		tgt_login_pending_del(old);
+		if (tgt_ratelimit_ok(&w->evict_rl, ev_now_ms(w->loop), &quiet))
+			log_warn("target",
+				 "%s: login limit: %u connections logging in on this worker "
+				 "(global.max_pending_logins %u): dropping the least active one%s "
+				 "(%llu more dropped in the last second)",
+				 old->conn->peer, share, cfg->global.max_pending_logins,
+				 old->login_pdu_seen ? "" : ", which never sent a whole Login PDU",
+				 (unsigned long long)quiet);
+		iscsi_conn_close(old->conn, NULL);
+	}
+}
+
+void tgt_session_free(struct tgt_session *s)
+{
+	scsi_nexus_free(s->nexus);
+	tgt_node_put(s->node); /* after the nexus: it holds LUs of the node's map */
+	free(s);
+}
+
+/* The login status for a tgt_session_register() failure. */
+static uint16_t register_status(struct tgt_conn *tc, int r)
+{
+	if (r == -ENOENT)
+		return ISCSI_LOGIN_TARGET_REMOVED;
+	log_warn("target", "%s: login refused by a session limit", tc->conn->peer);
+	return ISCSI_LOGIN_OUT_OF_RESOURCES;
+}
+
+/* Register s for tc. 0 (tc->sess set), -EINPROGRESS (held: tc->held set) or a login status
+ * (s freed). */
+static int session_start(struct tgt_conn *tc, struct tgt_session *s)
+{
+	int r;
+
+	s->hold_id = ++tc->worker->next_hold_id;
+	r = tgt_session_register(tc->tgt, s);
+	if (r == -EINPROGRESS) {
+		tc->held = s;
+		return r;
+	}
+	if (r < 0) {
+		tgt_session_free(s);
+		return register_status(tc, r);
+	}
+	list_add_tail(&s->wlink, &tc->worker->sessions);
+	tc->sess = s;
+	return 0;
+}
+
+/* 0, -EINPROGRESS (the login waits for an old session with its ISID to drain) or a login
+ * failure status. */
+static int enter_ffp(struct tgt_conn *tc)
+{
+	struct login_acceptor *la = tc->login;
+	struct tgt_session *s = calloc(1, sizeof(*s));
+	const struct ix_config *cfg = tc->gen->cfg;
+	char iport[ISCSI_NAME_MAX + 32], tport[ISCSI_NAME_MAX + 32];
+
+	if (la->info.tsih != 0) {
+		/* adding a connection to an existing session: MaxConnections is 1 here */
+		free(s);
+		return ISCSI_LOGIN_SESSION_DOES_NOT_EXIST;
+	}
+	if (!s)
+		return ISCSI_LOGIN_OUT_OF_RESOURCES;
+	s->tgt = tc->tgt;
+	s->worker = tc->worker;
+	s->type = la->info.type;
+	memcpy(s->isid, la->info.isid, 6);
+	snprintf(s->initiator, sizeof(s->initiator), "%s", la->info.initiator_name);
+	snprintf(s->target, sizeof(s->target), "%s", la->info.target_name);
+	s->tpgt = la->grant.tpgt;
+	s->params = la->neg.sess;
+	s->exp_cmdsn = la->info.cmdsn;
+	s->depth = tgt_cfg_depth(cfg);
+	if (tc->conn->dm->recv_credits)
+		s->depth = tgt_recv_budget(tc->conn->dm, s->depth, NULL);
+	s->max_cmdsn = s->exp_cmdsn - 1;
+	tgt_session_update_window(s);
+	s->conn = tc;
+	list_init(&s->reg_link);
+	list_init(&s->wlink);
+	list_init(&s->wait_link);
+	if (s->type == ISCSI_SESSION_NORMAL) {
+		s->node = tgt_node_get(tc->tgt, s->target);
+		if (!s->node) {
+			free(s);
+			return ISCSI_LOGIN_TARGET_REMOVED;
+		}
+		snprintf(iport, sizeof(iport), "%s,i,0x%02x%02x%02x%02x%02x%02x", s->initiator,
+			 s->isid[0], s->isid[1], s->isid[2], s->isid[3], s->isid[4], s->isid[5]);
+		snprintf(tport, sizeof(tport), "%s,t,0x%04x", s->target, s->tpgt);
+		s->nexus = scsi_nexus_new(s->node->map, iport, tport);
+		if (!s->nexus) {
+			tgt_node_put(s->node);
+			free(s);
+			return ISCSI_LOGIN_OUT_OF_RESOURCES;
+		}
+	}
+	return session_start(tc, s);
+}
+
+static int alloc_tasks(struct tgt_conn *tc)
+{
+	tc->ntasks = tc->sess->depth + TGT_IMMEDIATE_EXTRA;
+	tc->tasks = calloc(tc->ntasks, sizeof(*tc->tasks));
+	if (!tc->tasks)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < tc->ntasks; i++) {
+		tc->tasks[i].tc = tc;
+		list_add_tail(&tc->tasks[i].link, &tc->free_tasks);
+	}
+	return 0;
+}
+
+/* Answer the login with a failure status (la->error says why) and close once it is out. */
+static void login_fail(struct tgt_conn *tc, struct iscsi_hdr *r, uint16_t status)
+{
+	struct login_acceptor *la = tc->login;
+	char esc[sizeof(la->info.initiator_name) * 4];
+
+	r->login_rsp.status = status;
+	r->login_rsp.transit = false;
+	r->login_rsp.csg = r->login_rsp.nsg = 0;
+	tc->worker->logins.refused[ix_login_reason_index(status)]++;
+	log_info("target", "%s: login from %s failed (status 0x%04x): %s", tc->conn->peer,
+		 log_escape(la->info.initiator_name, sizeof(la->info.initiator_name), esc,
+			    sizeof(esc)),
+		 status, la->error);
+	ev_timer_stop(tc->conn->loop, &tc->login_timer);
+	tgt_send_then_close(tc, r);
+	/* no more input: the connection closes once the response is out */
+	tc->logged_out = true;
+}
+
+/* The final Login Response: the session enters full feature phase. */
+static void login_complete(struct tgt_conn *tc, struct iscsi_hdr *r, const char *text,
+			   uint32_t text_len)
+{
+	struct tgt_session *s = tc->sess;
+	struct login_acceptor *la = tc->login;
+
+	r->login_rsp.tsih = s->tsih;
+	r->login_rsp.maxcmdsn = s->max_cmdsn;
+	tc->conn->params = la->neg.conn;
+	if (tgt_send(tc, r, text, text_len) < 0 || alloc_tasks(tc) < 0 ||
+	    iscsi_conn_set_ctrl_cap(tc->conn, tc->conn->params.max_recv_dsl) < 0) {
+		iscsi_conn_close(tc->conn, "out of memory entering full feature phase");
+		return;
+	}
+	/* digests apply from the next PDU in each direction */
+	tc->conn->dm->enable(tc->conn, &tc->conn->params);
+	tc->conn->state = ISCSI_CONN_LOGGED_IN;
+	ev_timer_stop(tc->conn->loop, &tc->login_timer);
+	tgt_login_pending_del(tc);
+	if (s->type == ISCSI_SESSION_DISCOVERY)
+		tc->worker->logins.accepted_discovery++;
+	else
+		tc->worker->logins.accepted_normal++;
+	if (s->type == ISCSI_SESSION_DISCOVERY &&
+	    tc->gen->cfg->global.discovery_idle_timeout_ms)
+		ev_timer_start(tc->conn->loop, &tc->idle_timer,
+			       tc->gen->cfg->global.discovery_idle_timeout_ms);
+	{
+		char esc[ISCSI_NAME_MAX * 4];
+		log_info("target",
+			 "%s: %s session tsih %u: %s -> %s (MaxRecvDSL %u/%u, digests %s/%s, "
+			 "ImmediateData %s, InitialR2T %s, FirstBurst %u, MaxBurst %u)",
+			 tc->conn->peer, s->type == ISCSI_SESSION_DISCOVERY ? "discovery" : "normal",
+			 s->tsih, log_escape(s->initiator, sizeof(s->initiator), esc, sizeof(esc)),
+			 s->type == ISCSI_SESSION_DISCOVERY ? "-" : s->target,
+			 tc->conn->params.max_recv_dsl, tc->conn->params.max_xmit_dsl,
+			 tc->conn->params.header_digest ? "CRC32C" : "None",
+			 tc->conn->params.data_digest ? "CRC32C" : "None",
+			 s->params.immediate_data ? "Yes" : "No",
+			 s->params.initial_r2t ? "Yes" : "No", s->params.first_burst_length,
+			 s->params.max_burst_length);
+	}
+	login_acceptor_clear(la);
+	free(la);
+	tc->login = NULL;
+	if (tc->gen->cfg->global.nop_interval_ms)
+		ev_timer_start(tc->conn->loop, &tc->nop_timer,
+			       tc->gen->cfg->global.nop_interval_ms);
+}
+
+/* The login reinstates (or repeats the ISID of) a session whose tasks may still be in the
+ * backend: its final response waits until that session has been released, bounded by a new
+ * global.login_timeout_ms (then 0x0301, login_hold_expired()). */
+static void login_hold(struct tgt_conn *tc, const struct iscsi_hdr *r, const struct login_step *st)
+{
+	const struct tgt_session *s = tc->held;
+	uint32_t ms = tc->gen->cfg->global.login_timeout_ms;
+	char esc[ISCSI_NAME_MAX * 4];
+
+	tc->held_rsp = *r;
+	tc->held_text = st->text;
+	tc->held_text_len = st->text_len;
+	tc->held_since_ms = ev_now_ms(tc->conn->loop);
+	log_info("target",
+		 "%s: login of %s ISID 0x%02x%02x%02x%02x%02x%02x held until session tsih %u with "
+		 "that ISID has finished its tasks (session reinstatement)",
+		 tc->conn->peer, log_escape(s->initiator, sizeof(s->initiator), esc, sizeof(esc)),
+		 s->isid[0], s->isid[1], s->isid[2], s->isid[3], s->isid[4], s->isid[5],
+		 s->wait_tsih);
+	ev_timer_start(tc->conn->loop, &tc->login_timer, ms ? ms : 15000);
+}
+
+static void login_hold_expired(struct tgt_conn *tc)
+{
+	struct tgt_session *s = tc->held;
+	uint64_t waited = ev_now_ms(tc->conn->loop) - tc->held_since_ms;
+
+	tgt_session_unhold(tc->tgt, s);
+	log_warn("target",
+		 "%s: session tsih %u still has tasks in the backend after %llu ms: refusing the "
+		 "login that reinstates it (0x0301 service unavailable; the initiator may retry)",
+		 tc->conn->peer, s->wait_tsih, (unsigned long long)waited);
+	snprintf(tc->login->error, sizeof(tc->login->error),
+		 "the session it reinstates (tsih %u) did not finish its tasks in time",
+		 s->wait_tsih);
+	tc->held = NULL;
+	tgt_session_free(s);
+	login_fail(tc, &tc->held_rsp, ISCSI_LOGIN_SERVICE_UNAVAILABLE);
+}
+
+void tgt_conn_login_resume(struct tgt_worker *w, struct tgt_session *s, uint64_t hold_id)
+{
+	struct tgt_conn *tc = NULL;
+	struct list_head *pos;
+	int r;
+
+	list_for_each(pos, &w->conns)
+	{
+		struct tgt_conn *c = list_entry(pos, struct tgt_conn, wlink);
+
+		/* s is dereferenced only once a live connection is known to hold it */
+		if (c->held == s && s->hold_id == hold_id) {
+			tc = c;
+			break;
+		}
+	}
+	if (!tc || tc->conn->terminated)
+		return;
+	tc->held = NULL;
+	log_info("target", "%s: session tsih %u released after %llu ms: resuming the login",
+		 tc->conn->peer, s->wait_tsih,
+		 (unsigned long long)(ev_now_ms(w->loop) - tc->held_since_ms));
+	r = session_start(tc, s);
+	if (r == -EINPROGRESS)
+		return; /* yet another session with this ISID: wait on (same deadline) */
+	if (r != 0) {
+		snprintf(tc->login->error, sizeof(tc->login->error), "cannot create the session");
+		login_fail(tc, &tc->held_rsp, (uint16_t)r);
+		return;
+	}
+	login_complete(tc, &tc->held_rsp, tc->held_text, tc->held_text_len);
+}
+
+void tgt_login_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, uint8_t *data,
+			 uint32_t dlen)
+{
+	struct login_acceptor *la = tc->login;
+	struct login_step st;
+	struct iscsi_hdr r = {.opcode = ISCSI_OP_LOGIN_RSP, .itt = h->itt};
+	bool first = !la->first_seen && la->accum.len == 0;
+
+	pending_touch(tc);
+	if (first) {
+		tc->statsn = h->login_req.expstatsn;
+		tc->cid = h->login_req.cid;
+		tc->conn->state = ISCSI_CONN_IN_LOGIN;
+	}
+	login_acceptor_step(la, h, data, dlen, &st);
+	r.login_rsp.isid[0] = 0;
+	memcpy(r.login_rsp.isid, h->login_req.isid, 6);
+	r.login_rsp.version_max = 0;
+	r.login_rsp.version_active = 0;
+	r.login_rsp.statsn = tc->statsn++;
+	r.login_rsp.expcmdsn = h->login_req.cmdsn;
+	r.login_rsp.maxcmdsn = h->login_req.cmdsn;
+	r.login_rsp.csg = st.csg;
+	r.login_rsp.nsg = st.nsg;
+	r.login_rsp.transit = st.transit;
+	r.login_rsp.cont = st.cont;
+	if (st.status == 0 && st.final) {
+		int s = enter_ffp(tc);
+		if (s == -EINPROGRESS) {
+			login_hold(tc, &r, &st);
+			return;
+		}
+		if (s != 0) {
+			st.status = (uint16_t)s;
+			snprintf(la->error, sizeof(la->error), "cannot create the session");
+		}
+	}
+	if (st.status != 0) {
+		login_fail(tc, &r, st.status);
+		return;
+	}
+	if (st.final) {
+		login_complete(tc, &r, st.text, st.text_len);
+		return;
+	}
+	tgt_send(tc, &r, st.text, st.text_len);
+}

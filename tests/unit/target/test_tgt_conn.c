@@ -1,0 +1,584 @@
+/* Target-role unit tests: one tgt_conn driven through a recording fake datamover (see
+ * tgt_harness.h), deterministic and single-threaded. Each case names the rule it checks
+ * (RFC 7143 sections); docs/testing.md lists them. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tap.h"
+#include "tgt_harness.h"
+#include "util/log.h"
+
+/* Set up or end the case (a failed set-up is one failed check, the rest is not run). */
+#define H_SETUP(h, extra, prefs)                                                                   \
+	do {                                                                                       \
+		int _r = h_setup((h), (extra), (prefs));                                           \
+		CHECK_EQ(_r, 0);                                                                   \
+		if (_r) {                                                                          \
+			h_teardown(h);                                                             \
+			return;                                                                    \
+		}                                                                                  \
+	} while (0)
+
+static bool has_tmf_rsp(struct harness *h)
+{
+	return h_find(h, ISCSI_OP_TMF_RSP, 0) != NULL;
+}
+
+static bool has_ping(struct harness *h)
+{
+	for (int k = 0; k < h->nrec; k++)
+		if (h->rec[k].h.opcode == ISCSI_OP_NOP_IN && h->rec[k].h.itt == ISCSI_RSVD_TAG)
+			return true;
+	return false;
+}
+
+static bool is_closed(struct harness *h)
+{
+	return h->terminated > 0;
+}
+
+static void fill(uint8_t *b, uint32_t len, uint8_t seed)
+{
+	for (uint32_t i = 0; i < len; i++)
+		b[i] = (uint8_t)(seed + i * 7 + (i >> 9));
+}
+
+/* READ back len bytes at lba of LUN 0 with a fresh command and compare them to want. */
+static bool read_back(struct harness *h, uint32_t lba, const uint8_t *want, uint32_t len)
+{
+	struct iscsi_hdr c = h_cmd(h, 0, false, lba, (uint16_t)(len / 512), len, h->cmdsn++);
+	uint8_t *got = calloc(1, len);
+	bool ok = true;
+	int before = h->nrec;
+
+	h_rx(h, &c, NULL, 0);
+	for (int k = before; k < h->nrec; k++) {
+		struct h_rec *r = &h->rec[k];
+
+		if (r->h.opcode == ISCSI_OP_DATA_IN && r->h.itt == c.itt &&
+		    r->h.data_in.offset + r->len <= len)
+			memcpy(got + r->h.data_in.offset, r->data, r->len);
+	}
+	ok = memcmp(got, want, len) == 0;
+	free(got);
+	return ok;
+}
+
+/* Login through session/login_init.c: full feature phase, datamover enabled, keys in effect. */
+static void test_login(void)
+{
+	struct harness h;
+
+	printf("# login\n");
+	H_SETUP(&h, "", NULL);
+	CHECK_EQ(h.enabled, 1);
+	CHECK_EQ(h.c->state, ISCSI_CONN_LOGGED_IN);
+	CHECK(h.tc->sess != NULL);
+	CHECK_EQ(h.tc->sess->params.initial_r2t, 0);
+	CHECK_EQ(h.tc->sess->params.first_burst_length, 8192);
+	CHECK_EQ(h.tc->sess->params.max_burst_length, 16384);
+	CHECK_EQ(h.c->params.max_xmit_dsl, 4096);
+	CHECK_EQ(h.tc->sess->exp_cmdsn, h.cmdsn);
+	h_teardown(&h);
+}
+
+/* RFC 7143 4.2.2.2 / 13.11 / 13.13 / 13.14: InitialR2T=No with ImmediateData: the initiator
+ * sends immediate data and unsolicited Data-Out up to FirstBurstLength, the target solicits
+ * the rest with R2Ts of at most MaxBurstLength (one at a time: MaxOutstandingR2T=1), R2TSN
+ * counting from 0, offsets contiguous after the unsolicited part. */
+static void test_write_unsolicited_r2t(void)
+{
+	struct harness h;
+	uint32_t len = 40960; /* 8192 unsolicited + 2 R2Ts of 16384 */
+	uint8_t *data;
+	struct h_rec *r2t;
+
+	printf("# write: immediate + unsolicited + R2T\n");
+	H_SETUP(&h, "", NULL);
+	data = malloc(len);
+	fill(data, len, 3);
+	struct iscsi_hdr c = h_cmd(&h, 0, true, 10, (uint16_t)(len / 512), len, h.cmdsn++);
+	c.final = false; /* unsolicited Data-Out follows */
+	h_rx(&h, &c, data, 4096);
+	CHECK_EQ(h.nrec, 0); /* the unsolicited burst is not over: no R2T yet */
+	h_data_out(&h, c.itt, ISCSI_RSVD_TAG, 0, 4096, data + 4096, 4096, true);
+	CHECK_EQ(h_count(&h, ISCSI_OP_R2T), 1);
+	r2t = h_find(&h, ISCSI_OP_R2T, 0);
+	CHECK(r2t && r2t->kind == H_GET_DATA);
+	CHECK(r2t && r2t->h.r2t.r2tsn == 0);
+	CHECK(r2t && r2t->h.r2t.offset == 8192);
+	CHECK(r2t && r2t->h.r2t.ddtl == 16384);
+	CHECK(r2t && r2t->h.itt == c.itt && r2t->h.r2t.ttt != ISCSI_RSVD_TAG);
+	if (!r2t)
+		goto out;
+	uint32_t ttt = r2t->h.r2t.ttt;
+	/* the burst in two PDUs of 8192 (the target's MaxRecvDataSegmentLength) */
+	h_data_out(&h, c.itt, ttt, 0, 8192, data + 8192, 8192, false);
+	CHECK_EQ(h_count(&h, ISCSI_OP_R2T), 1);
+	h_data_out(&h, c.itt, ttt, 1, 16384, data + 16384, 8192, true);
+	CHECK_EQ(h_count(&h, ISCSI_OP_R2T), 2);
+	r2t = h_find(&h, ISCSI_OP_R2T, 1);
+	CHECK(r2t && r2t->h.r2t.r2tsn == 1);
+	CHECK(r2t && r2t->h.r2t.offset == 24576);
+	CHECK(r2t && r2t->h.r2t.ddtl == 16384);
+	if (!r2t)
+		goto out;
+	ttt = r2t->h.r2t.ttt;
+	h_data_out(&h, c.itt, ttt, 0, 24576, data + 24576, 8192, false);
+	CHECK(h_status_of(&h, c.itt) == NULL);
+	h_data_out(&h, c.itt, ttt, 1, 32768, data + 32768, 8192, true);
+	struct h_rec *st = h_status_of(&h, c.itt);
+	CHECK(st && h_status(st) == SCSI_STATUS_GOOD);
+	CHECK(st && st->h.rsp.flags == 0 && st->h.rsp.residual == 0);
+	CHECK(read_back(&h, 10, data, len));
+out:
+	h_teardown(&h);
+	free(data);
+}
+
+/* InitialR2T=Yes, ImmediateData=No: nothing unsolicited; the first R2T asks for offset 0. */
+static void test_write_initial_r2t(void)
+{
+	struct harness h;
+	struct neg_prefs p;
+	uint8_t data[8192];
+	struct h_rec *r2t;
+
+	printf("# write: InitialR2T=Yes\n");
+	fill(data, sizeof(data), 9);
+	h_prefs_default(&p);
+	p.sess.initial_r2t = true;
+	p.sess.immediate_data = false;
+	H_SETUP(&h, "", &p);
+	struct iscsi_hdr c = h_cmd(&h, 0, true, 200, 16, sizeof(data), h.cmdsn++);
+	h_rx(&h, &c, NULL, 0);
+	r2t = h_find(&h, ISCSI_OP_R2T, 0);
+	CHECK(r2t && r2t->h.r2t.offset == 0 && r2t->h.r2t.ddtl == 8192 && r2t->h.r2t.r2tsn == 0);
+	if (r2t) {
+		h_data_out(&h, c.itt, r2t->h.r2t.ttt, 0, 0, data, 8192, true);
+		struct h_rec *st = h_status_of(&h, c.itt);
+		CHECK(st && h_status(st) == SCSI_STATUS_GOOD);
+	}
+	/* immediate data is refused when ImmediateData=No: Reject, task not started */
+	h_clear(&h);
+	c = h_cmd(&h, 0, true, 200, 16, sizeof(data), h.cmdsn);
+	h_rx(&h, &c, data, 512);
+	CHECK_EQ(h_count(&h, ISCSI_OP_REJECT), 1);
+	CHECK(h_find(&h, ISCSI_OP_REJECT, 0) &&
+	      h_find(&h, ISCSI_OP_REJECT, 0)->h.reject.reason == ISCSI_REJECT_PROTOCOL_ERROR);
+	CHECK_EQ(h_count(&h, ISCSI_OP_R2T), 0);
+	h_teardown(&h);
+}
+
+/* RFC 7143 11.7.4/11.7.5: solicited Data-Out at the wrong offset, or with the wrong DataSN,
+ * fails the command (CHECK CONDITION, ABORTED COMMAND / DATA PHASE ERROR 4Bh) once the
+ * initiator ends the sequence; the session lives on. Same for unsolicited data. */
+static void test_write_bad_data_out(void)
+{
+	struct harness h;
+	uint8_t data[16384];
+	struct h_rec *r2t, *st;
+
+	printf("# write: Data-Out with a wrong offset / DataSN\n");
+	fill(data, sizeof(data), 1);
+	H_SETUP(&h, "", NULL);
+	/* wrong offset in the R2T's sequence */
+	struct iscsi_hdr c = h_cmd(&h, 0, true, 300, 32, sizeof(data), h.cmdsn++);
+	c.final = true; /* no unsolicited data: R2T for everything */
+	h_rx(&h, &c, NULL, 0);
+	r2t = h_find(&h, ISCSI_OP_R2T, 0);
+	CHECK(r2t && r2t->h.r2t.offset == 0 && r2t->h.r2t.ddtl == 16384);
+	if (!r2t)
+		goto out;
+	h_data_out(&h, c.itt, r2t->h.r2t.ttt, 0, 512 /* not 0 */, data, 8192, false);
+	CHECK(h_status_of(&h, c.itt) == NULL); /* waits for the end of the sequence */
+	h_data_out(&h, c.itt, r2t->h.r2t.ttt, 1, 8192, data + 8192, 8192, true);
+	st = h_status_of(&h, c.itt);
+	CHECK(st && h_status(st) == SCSI_STATUS_CHECK_CONDITION);
+	CHECK_EQ(h_sense_key(st), SCSI_SENSE_ABORTED_COMMAND);
+	CHECK_EQ(h_sense_asc(st), 0x4b);
+
+	/* wrong DataSN */
+	h_clear(&h);
+	c = h_cmd(&h, 0, true, 300, 32, sizeof(data), h.cmdsn++);
+	h_rx(&h, &c, NULL, 0);
+	r2t = h_find(&h, ISCSI_OP_R2T, 0);
+	if (!r2t)
+		goto out;
+	h_data_out(&h, c.itt, r2t->h.r2t.ttt, 0, 0, data, 8192, false);
+	h_data_out(&h, c.itt, r2t->h.r2t.ttt, 5 /* not 1 */, 8192, data + 8192, 8192, true);
+	st = h_status_of(&h, c.itt);
+	CHECK(st && h_status(st) == SCSI_STATUS_CHECK_CONDITION);
+	CHECK_EQ(h_sense_asc(st), 0x4b);
+
+	/* unsolicited Data-Out at the wrong offset (immediate data covered 0..4095) */
+	h_clear(&h);
+	c = h_cmd(&h, 0, true, 300, 32, sizeof(data), h.cmdsn++);
+	c.final = false;
+	h_rx(&h, &c, data, 4096);
+	h_data_out(&h, c.itt, ISCSI_RSVD_TAG, 0, 0 /* not 4096 */, data, 4096, true);
+	st = h_status_of(&h, c.itt);
+	CHECK(st && h_status(st) == SCSI_STATUS_CHECK_CONDITION);
+	CHECK_EQ(h_sense_asc(st), 0x4b);
+	CHECK_EQ(h_count(&h, ISCSI_OP_R2T), 0);
+
+	/* the session still works */
+	h_clear(&h);
+	struct iscsi_hdr rd = h_cmd(&h, 0, false, 0, 1, 512, h.cmdsn++);
+	h_rx(&h, &rd, NULL, 0);
+	st = h_status_of(&h, rd.itt);
+	CHECK(st && h_status(st) == SCSI_STATUS_GOOD);
+	CHECK_EQ(h.terminated, 0);
+out:
+	h_teardown(&h);
+}
+
+/* RFC 7143 3.2.2.1 / 4.2.2.1: a command beyond ExpCmdSN waits until the hole is filled, then
+ * both run in CmdSN order; ExpCmdSN advances past both. */
+static void test_cmdsn_hole(void)
+{
+	struct harness h;
+	struct h_rec *a, *b;
+
+	printf("# CmdSN hole\n");
+	H_SETUP(&h, "", NULL);
+	uint32_t n = h.cmdsn;
+	struct iscsi_hdr second = h_cmd(&h, 0, false, 0, 1, 512, n + 1);
+	struct iscsi_hdr first = h_cmd(&h, 0, false, 1, 1, 512, n);
+	h_rx(&h, &second, NULL, 0);
+	CHECK_EQ(h.nrec, 0); /* waits for CmdSN n */
+	CHECK_EQ(h.tc->sess->exp_cmdsn, n);
+	h_rx(&h, &first, NULL, 0);
+	a = h_status_of(&h, first.itt);
+	b = h_status_of(&h, second.itt);
+	CHECK(a && b && a < b); /* recorded in CmdSN order */
+	CHECK(a && b && a->h.data_in.statsn + 1 == b->h.data_in.statsn);
+	CHECK(b && b->h.data_in.expcmdsn == n + 2);
+	CHECK_EQ(h.tc->sess->exp_cmdsn, n + 2);
+	h_teardown(&h);
+}
+
+/* RFC 7143 4.2.2.1: a non-immediate command outside [ExpCmdSN, MaxCmdSN] is dropped silently
+ * (no response, no Reject, ExpCmdSN unchanged); so is a non-SCSI request. */
+static void test_cmdsn_window(void)
+{
+	struct harness h;
+
+	printf("# CmdSN window\n");
+	H_SETUP(&h, "", NULL);
+	uint32_t n = h.cmdsn, max = h.tc->sess->max_cmdsn;
+	CHECK_EQ(max, n + 7); /* cmdsn_depth 8 */
+	struct iscsi_hdr beyond = h_cmd(&h, 0, false, 0, 1, 512, max + 1);
+	h_rx(&h, &beyond, NULL, 0);
+	struct iscsi_hdr old = h_cmd(&h, 0, false, 0, 1, 512, n - 1);
+	h_rx(&h, &old, NULL, 0);
+	struct iscsi_hdr nop = {.opcode = ISCSI_OP_NOP_OUT, .final = true, .itt = h.itt++};
+	nop.nop_out.ttt = ISCSI_RSVD_TAG;
+	nop.nop_out.cmdsn = max + 1;
+	h_rx(&h, &nop, NULL, 0);
+	/* TMF, Text and Logout: the same one check */
+	struct iscsi_hdr tmf = {.opcode = ISCSI_OP_TMF_REQ, .final = true, .itt = h.itt++};
+	tmf.tmf_req.function = ISCSI_TMF_LUN_RESET;
+	tmf.tmf_req.rtt = ISCSI_RSVD_TAG;
+	tmf.tmf_req.cmdsn = n - 1;
+	h_rx(&h, &tmf, NULL, 0);
+	struct iscsi_hdr txt = {.opcode = ISCSI_OP_TEXT_REQ, .final = true, .itt = h.itt++};
+	txt.text_req.ttt = ISCSI_RSVD_TAG;
+	txt.text_req.cmdsn = max + 1;
+	h_rx(&h, &txt, "SendTargets=All", 16);
+	struct iscsi_hdr lo = {.opcode = ISCSI_OP_LOGOUT_REQ, .final = true, .itt = h.itt++};
+	lo.logout_req.reason = ISCSI_LOGOUT_CLOSE_SESSION;
+	lo.logout_req.cmdsn = max + 2;
+	h_rx(&h, &lo, NULL, 0);
+	CHECK_EQ(h.nrec, 0);
+	CHECK_EQ(h.terminated, 0);
+	CHECK_EQ(h.tc->sess->exp_cmdsn, n);
+	CHECK_EQ(h.tc->order_q.next == &h.tc->order_q, 1);
+	/* the dropped ones left no trace: CmdSN n runs at once */
+	struct iscsi_hdr ok = h_cmd(&h, 0, false, 0, 1, 512, n);
+	h_rx(&h, &ok, NULL, 0);
+	CHECK(h_status_of(&h, ok.itt) != NULL);
+	CHECK_EQ(h.nrec, 1); /* its Data-In (status collapsed), nothing for the dropped ones */
+	h_teardown(&h);
+}
+
+/* RFC 7143 3.2.2.1: an immediate command is delivered at once, even behind a CmdSN hole, and
+ * does not advance ExpCmdSN; a non-immediate NOP-Out at ExpCmdSN advances it and releases the
+ * SCSI command queued behind it. */
+static void test_cmdsn_immediate(void)
+{
+	struct harness h;
+
+	printf("# immediate commands and non-SCSI requests in CmdSN order\n");
+	H_SETUP(&h, "", NULL);
+	uint32_t n = h.cmdsn;
+	struct iscsi_hdr queued = h_cmd(&h, 0, false, 0, 1, 512, n + 1);
+	h_rx(&h, &queued, NULL, 0);
+	CHECK_EQ(h.nrec, 0);
+	struct iscsi_hdr imm = h_cmd(&h, 0, false, 0, 1, 512, n);
+	imm.immediate = true;
+	h_rx(&h, &imm, NULL, 0);
+	CHECK(h_status_of(&h, imm.itt) != NULL);
+	CHECK(h_status_of(&h, queued.itt) == NULL);
+	CHECK_EQ(h.tc->sess->exp_cmdsn, n);
+	/* a non-immediate NOP-Out (ping, ITT set) with CmdSN n fills the hole */
+	struct iscsi_hdr nop = {.opcode = ISCSI_OP_NOP_OUT, .final = true, .itt = h.itt++};
+	nop.nop_out.ttt = ISCSI_RSVD_TAG;
+	nop.nop_out.cmdsn = n;
+	h_rx(&h, &nop, "ping", 4);
+	struct h_rec *in = h_find(&h, ISCSI_OP_NOP_IN, 0);
+	CHECK(in && in->h.itt == nop.itt && in->len == 4 && memcmp(in->data, "ping", 4) == 0);
+	CHECK(h_status_of(&h, queued.itt) != NULL);
+	CHECK_EQ(h.tc->sess->exp_cmdsn, n + 2);
+	h_teardown(&h);
+}
+
+/* RFC 7143 4.2.3.3 / 11.5.1: ABORT TASK of a task inside the backend is answered only after
+ * the backend has finished it; the aborted task gets no SCSI Response. */
+static void test_tmf_abort_task(void)
+{
+	struct harness h;
+
+	printf("# ABORT TASK waits for the backend\n");
+	H_SETUP(&h, "", NULL);
+	struct iscsi_hdr rd = h_cmd(&h, 1, false, 100, 8, 4096, h.cmdsn++); /* delayed 60 ms */
+	h_rx(&h, &rd, NULL, 0);
+	CHECK_EQ(h.nrec, 0);
+	struct iscsi_hdr tmf = {.opcode = ISCSI_OP_TMF_REQ, .final = true, .immediate = true,
+				.itt = h.itt++};
+	tmf.tmf_req.function = ISCSI_TMF_ABORT_TASK;
+	tmf.tmf_req.lun = scsi_lun_encode(1);
+	tmf.tmf_req.rtt = rd.itt;
+	tmf.tmf_req.cmdsn = h.cmdsn;
+	tmf.tmf_req.refcmdsn = rd.cmd.cmdsn;
+	h_rx(&h, &tmf, NULL, 0);
+	CHECK_EQ(h_count(&h, ISCSI_OP_TMF_RSP), 0); /* the READ is still in the backend */
+	CHECK(h_run_until(&h, has_tmf_rsp, 5000));
+	struct h_rec *r = h_find(&h, ISCSI_OP_TMF_RSP, 0);
+	CHECK(r && r->h.itt == tmf.itt && r->h.tmf_rsp.response == ISCSI_TMF_RSP_COMPLETE);
+	CHECK(h_status_of(&h, rd.itt) == NULL);
+	CHECK_EQ(h_count(&h, ISCSI_OP_DATA_IN), 0);
+	/* a task that is not there */
+	h_clear(&h);
+	tmf.itt = h.itt++;
+	tmf.tmf_req.rtt = 0x7777;
+	tmf.tmf_req.refcmdsn = 0;
+	h_rx(&h, &tmf, NULL, 0);
+	r = h_find(&h, ISCSI_OP_TMF_RSP, 0);
+	CHECK(r && r->h.tmf_rsp.response == ISCSI_TMF_RSP_NO_TASK);
+	h_teardown(&h);
+}
+
+/* RFC 7143 11.5.1: LUN RESET aborts every task of the LUN and is answered after the last one
+ * has left the backend; other LUNs are untouched. */
+static void test_tmf_lun_reset(void)
+{
+	struct harness h;
+
+	printf("# LUN RESET waits for the backend\n");
+	H_SETUP(&h, "", NULL);
+	struct iscsi_hdr a = h_cmd(&h, 1, false, 100, 1, 512, h.cmdsn++);
+	struct iscsi_hdr b = h_cmd(&h, 1, false, 104, 1, 512, h.cmdsn++);
+	h_rx(&h, &a, NULL, 0);
+	h_rx(&h, &b, NULL, 0);
+	CHECK_EQ(h.nrec, 0);
+	struct iscsi_hdr tmf = {.opcode = ISCSI_OP_TMF_REQ, .final = true, .immediate = true,
+				.itt = h.itt++};
+	tmf.tmf_req.function = ISCSI_TMF_LUN_RESET;
+	tmf.tmf_req.lun = scsi_lun_encode(1);
+	tmf.tmf_req.rtt = ISCSI_RSVD_TAG;
+	tmf.tmf_req.cmdsn = h.cmdsn;
+	h_rx(&h, &tmf, NULL, 0);
+	CHECK_EQ(h_count(&h, ISCSI_OP_TMF_RSP), 0);
+	/* LUN 0 keeps working meanwhile */
+	struct iscsi_hdr c = h_cmd(&h, 0, false, 0, 1, 512, h.cmdsn++);
+	h_rx(&h, &c, NULL, 0);
+	CHECK(h_status_of(&h, c.itt) != NULL);
+	CHECK(h_run_until(&h, has_tmf_rsp, 5000));
+	struct h_rec *r = h_find(&h, ISCSI_OP_TMF_RSP, 0);
+	CHECK(r && r->h.tmf_rsp.response == ISCSI_TMF_RSP_COMPLETE);
+	CHECK(h_status_of(&h, a.itt) == NULL && h_status_of(&h, b.itt) == NULL);
+	h_teardown(&h);
+}
+
+/* RFC 7143 11.7.2 / 11.7.4: Data-In of at most the initiator's MaxRecvDataSegmentLength, F at
+ * each MaxBurstLength boundary, DataSN and offsets in order, the status in the last Data-In
+ * (phase collapse) with no separate SCSI Response; StatSN advances once. */
+static void test_data_in_collapse(void)
+{
+	struct harness h;
+	uint8_t data[32768];
+
+	printf("# Data-In: bursts and status collapse\n");
+	fill(data, sizeof(data), 5);
+	H_SETUP(&h, "", NULL);
+	struct iscsi_hdr w = h_cmd(&h, 0, true, 400, 64, sizeof(data), h.cmdsn++);
+	/* immediate 4096 + unsolicited 4096 + one R2T of 16384 + another R2T of 8192 */
+	w.final = false;
+	h_rx(&h, &w, data, 4096);
+	h_data_out(&h, w.itt, ISCSI_RSVD_TAG, 0, 4096, data + 4096, 4096, true);
+	for (int i = 0; i < 2; i++) {
+		struct h_rec *r2t = h_find(&h, ISCSI_OP_R2T, i);
+		if (!r2t)
+			break;
+		uint32_t off = r2t->h.r2t.offset, n = r2t->h.r2t.ddtl, ttt = r2t->h.r2t.ttt;
+		for (uint32_t o = 0, sn = 0; o < n; o += 8192, sn++)
+			h_data_out(&h, w.itt, ttt, sn, off + o, data + off + o, 8192, o + 8192 >= n);
+	}
+	CHECK(h_status_of(&h, w.itt) && h_status(h_status_of(&h, w.itt)) == SCSI_STATUS_GOOD);
+	h_clear(&h);
+	uint32_t statsn0 = h.tc->statsn;
+	struct iscsi_hdr rd = h_cmd(&h, 0, false, 400, 64, sizeof(data), h.cmdsn++);
+	h_rx(&h, &rd, NULL, 0);
+	CHECK_EQ(h_count(&h, ISCSI_OP_DATA_IN), 8); /* 32768 / 4096 */
+	CHECK_EQ(h_count(&h, ISCSI_OP_SCSI_RSP), 0);
+	bool order = true, flags = true;
+	for (int i = 0; i < 8; i++) {
+		struct h_rec *d = h_find(&h, ISCSI_OP_DATA_IN, i);
+		if (!d)
+			break;
+		order &= d->kind == H_PUT_DATA && d->h.data_in.datasn == (uint32_t)i &&
+			 d->h.data_in.offset == (uint32_t)i * 4096 && d->len == 4096 &&
+			 memcmp(d->data, data + i * 4096, 4096) == 0;
+		/* MaxBurstLength 16384: F on the 4th and the 8th */
+		flags &= d->h.final == (i == 3 || i == 7);
+		flags &= d->h.data_in.status_present == (i == 7);
+	}
+	CHECK(order);
+	CHECK(flags);
+	struct h_rec *last = h_find(&h, ISCSI_OP_DATA_IN, 7);
+	CHECK(last && last->h.data_in.status == SCSI_STATUS_GOOD && last->h.data_in.flags == 0);
+	CHECK(last && last->h.data_in.statsn == statsn0);
+	CHECK_EQ(h.tc->statsn, statsn0 + 1);
+	h_teardown(&h);
+}
+
+/* RFC 7143 11.4.5.1: residual counts. EDTL above the transfer: U with the difference
+ * (status collapsed); EDTL below: O with the excess, data cut at EDTL. A write with no data
+ * transferred yet answered in a SCSI Response carries its own residual. */
+static void test_residuals(void)
+{
+	struct harness h;
+
+	printf("# residual over/underflow\n");
+	H_SETUP(&h, "", NULL);
+	struct iscsi_hdr under = h_cmd(&h, 0, false, 0, 1, 2048, h.cmdsn++);
+	h_rx(&h, &under, NULL, 0);
+	struct h_rec *s = h_status_of(&h, under.itt);
+	CHECK(s && s->h.opcode == ISCSI_OP_DATA_IN && s->len == 512);
+	CHECK(s && s->h.data_in.flags == ISCSI_FLAG_UNDERFLOW && s->h.data_in.residual == 1536);
+
+	struct iscsi_hdr over = h_cmd(&h, 0, false, 0, 4, 1024, h.cmdsn++);
+	h_rx(&h, &over, NULL, 0);
+	s = h_status_of(&h, over.itt);
+	uint32_t got = 0;
+	for (int k = 0; k < h.nrec; k++)
+		if (h.rec[k].h.opcode == ISCSI_OP_DATA_IN && h.rec[k].h.itt == over.itt)
+			got += h.rec[k].len;
+	CHECK_EQ(got, 1024);
+	CHECK(s && s->h.data_in.flags == ISCSI_FLAG_OVERFLOW && s->h.data_in.residual == 1024);
+
+	/* a WRITE whose EDTL exceeds the CDB's transfer: underflow in the SCSI Response */
+	uint8_t data[1024] = {0};
+	struct iscsi_hdr w = h_cmd(&h, 0, true, 0, 1, 1024, h.cmdsn++);
+	h_rx(&h, &w, data, 1024);
+	s = h_status_of(&h, w.itt);
+	CHECK(s && s->h.opcode == ISCSI_OP_SCSI_RSP && s->h.rsp.flags == ISCSI_FLAG_UNDERFLOW &&
+	      s->h.rsp.residual == 512);
+	h_teardown(&h);
+}
+
+/* RFC 7143 11.18/11.19: a NOP-Out ping (ITT set) is echoed with its data in a NOP-In (TTT
+ * reserved); with global.nop_interval_ms the target pings an idle initiator (NOP-In with a TTT,
+ * ITT reserved), an answer keeps the connection, no answer within nop_timeout_ms ends it. */
+static void test_nop(void)
+{
+	struct harness h;
+
+	printf("# NOP-In / NOP-Out and the keepalive\n");
+	H_SETUP(&h, "\"nop_interval_ms\": 30, \"nop_timeout_ms\": 40", NULL);
+	struct iscsi_hdr ping = {.opcode = ISCSI_OP_NOP_OUT, .final = true, .immediate = true,
+				 .itt = h.itt++};
+	ping.nop_out.ttt = ISCSI_RSVD_TAG;
+	ping.nop_out.cmdsn = h.cmdsn;
+	h_rx(&h, &ping, "hello", 5);
+	struct h_rec *r = h_find(&h, ISCSI_OP_NOP_IN, 0);
+	CHECK(r && r->h.itt == ping.itt && r->h.nop_in.ttt == ISCSI_RSVD_TAG && r->len == 5 &&
+	      memcmp(r->data, "hello", 5) == 0);
+	h_clear(&h);
+	/* idle: the target pings */
+	CHECK(h_run_until(&h, has_ping, 5000));
+	r = h_find(&h, ISCSI_OP_NOP_IN, 0);
+	CHECK(r && r->h.itt == ISCSI_RSVD_TAG && r->h.nop_in.ttt != ISCSI_RSVD_TAG);
+	CHECK_EQ(h.terminated, 0);
+	if (r) {
+		struct iscsi_hdr ans = {.opcode = ISCSI_OP_NOP_OUT, .final = true,
+					.immediate = true, .itt = ISCSI_RSVD_TAG};
+		uint32_t ttt = r->h.nop_in.ttt;
+
+		ans.nop_out.ttt = ttt;
+		ans.nop_out.cmdsn = h.cmdsn;
+		h_clear(&h);
+		h_rx(&h, &ans, NULL, 0);
+		/* answered: the next thing is another ping after an idle interval, not a close */
+		CHECK(h_run_until(&h, has_ping, 5000));
+		CHECK_EQ(h.terminated, 0);
+		r = h_find(&h, ISCSI_OP_NOP_IN, 0);
+		CHECK(r && r->h.nop_in.ttt != ttt);
+	}
+	/* not answered: closed after nop_timeout_ms */
+	CHECK(h_run_until(&h, is_closed, 5000));
+	CHECK_EQ(h.terminated, 1);
+	h_teardown(&h);
+}
+
+/* RFC 7143 11.14/11.15: Logout (close the session) is answered OK, then the connection is
+ * closed once the response is out; PDUs after it are ignored. A logout for another CID is
+ * answered "CID not found". */
+static void test_logout(void)
+{
+	struct harness h;
+
+	printf("# Logout\n");
+	H_SETUP(&h, "", NULL);
+	struct iscsi_hdr lo = {.opcode = ISCSI_OP_LOGOUT_REQ, .final = true, .itt = h.itt++};
+	lo.logout_req.reason = ISCSI_LOGOUT_CLOSE_CONNECTION;
+	lo.logout_req.cid = 7; /* ours is 0 */
+	lo.logout_req.cmdsn = h.cmdsn++;
+	h_rx(&h, &lo, NULL, 0);
+	struct h_rec *r = h_find(&h, ISCSI_OP_LOGOUT_RSP, 0);
+	CHECK(r && r->h.logout_rsp.response == ISCSI_LOGOUT_RSP_CID_NOT_FOUND);
+	CHECK_EQ(h.terminated, 0);
+	CHECK_EQ(h.tc->sess->exp_cmdsn, h.cmdsn);
+	h_clear(&h);
+	lo.itt = h.itt++;
+	lo.logout_req.reason = ISCSI_LOGOUT_CLOSE_SESSION;
+	lo.logout_req.cmdsn = h.cmdsn++;
+	h_rx(&h, &lo, NULL, 0);
+	r = h_find(&h, ISCSI_OP_LOGOUT_RSP, 0);
+	CHECK(r && r->h.itt == lo.itt && r->h.logout_rsp.response == ISCSI_LOGOUT_RSP_OK);
+	CHECK(r && r->h.logout_rsp.statsn + 1 == h.tc->statsn);
+	CHECK_EQ(h.terminated, 1);
+	h_teardown(&h);
+}
+
+int main(void)
+{
+	ix_log_set_level(getenv("IX_TEST_VERBOSE") ? 4 : 0);
+	test_login();
+	test_write_unsolicited_r2t();
+	test_write_initial_r2t();
+	test_write_bad_data_out();
+	test_cmdsn_hole();
+	test_cmdsn_window();
+	test_cmdsn_immediate();
+	test_tmf_abort_task();
+	test_tmf_lun_reset();
+	test_data_in_collapse();
+	test_residuals();
+	test_nop();
+	test_logout();
+	return tap_done();
+}
