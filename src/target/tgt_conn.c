@@ -394,14 +394,17 @@ static enum tgt_cmdsn cmdsn_check(const struct tgt_conn *tc, const struct iscsi_
 
 /* A non-SCSI request whose header passed cmdsn_check(): false to drop it silently; the
  * expected one advances ExpCmdSN (and may release SCSI commands queued behind it). */
-static bool cmdsn_deliver(struct tgt_conn *tc)
+static bool cmdsn_deliver(struct tgt_conn *tc, const struct iscsi_hdr *h)
 {
+	uint32_t sn;
+
 	if (tc->rx_cmdsn == TGT_CMDSN_DROP)
 		return false;
-	if (tc->rx_cmdsn == TGT_CMDSN_IN_ORDER) {
-		tc->sess->exp_cmdsn++;
-		tgt_order_release(tc);
-	}
+	/* in order: ExpCmdSN advances; ahead of a hole: handled now (only SCSI commands wait
+	   for order here), and its CmdSN is used up when ExpCmdSN gets there */
+	if ((tc->rx_cmdsn == TGT_CMDSN_IN_ORDER || tc->rx_cmdsn == TGT_CMDSN_AHEAD) &&
+	    pdu_cmdsn(h, &sn))
+		tgt_cmdsn_consume(tc, sn);
 	return true;
 }
 
@@ -485,17 +488,17 @@ static void rx_pdu(struct iscsi_conn *c, const struct iscsi_hdr *h, uint8_t *dat
 			tgt_send_reject(tc, ISCSI_REJECT_PROTOCOL_ERROR, c->rx_bhs);
 			return;
 		}
-		if (!cmdsn_deliver(tc))
+		if (!cmdsn_deliver(tc, h))
 			return;
 		handle_nop_out(tc, h, data, dlen);
 		break;
 	case ISCSI_OP_TEXT_REQ:
-		if (!cmdsn_deliver(tc))
+		if (!cmdsn_deliver(tc, h))
 			return;
 		tgt_text(tc, h, data, dlen);
 		break;
 	case ISCSI_OP_LOGOUT_REQ:
-		if (!cmdsn_deliver(tc))
+		if (!cmdsn_deliver(tc, h))
 			return;
 		handle_logout(tc, h);
 		break;
@@ -504,7 +507,7 @@ static void rx_pdu(struct iscsi_conn *c, const struct iscsi_hdr *h, uint8_t *dat
 			tgt_send_reject(tc, ISCSI_REJECT_PROTOCOL_ERROR, c->rx_bhs);
 			return;
 		}
-		if (!cmdsn_deliver(tc))
+		if (!cmdsn_deliver(tc, h))
 			return;
 		tgt_tmf(tc, h);
 		break;

@@ -73,6 +73,8 @@ struct tgt_task;
  * is the requester's: a SCSI command ahead of a hole waits in tgt_conn.order_q until the hole
  * is filled (tgt_scsi.c), a non-SCSI request is handled at once and advances ExpCmdSN when
  * it is the one expected (tgt_conn.c). */
+#define TGT_USED_AHEAD_MAX 32
+
 enum tgt_cmdsn {
 	TGT_CMDSN_NONE = 0,     /* the PDU carries no CmdSN (Data-Out, SNACK, ...) */
 	TGT_CMDSN_IMMEDIATE,    /* I=1: delivered at once, ExpCmdSN unchanged */
@@ -93,6 +95,11 @@ struct tgt_session {
 	struct iscsi_sess_params params;
 	uint32_t exp_cmdsn;
 	uint32_t max_cmdsn;
+	/* CmdSNs past ExpCmdSN already used up by requests that did not wait in the order queue
+	   (a non-SCSI request behind a hole, a rejected SCSI command): ExpCmdSN steps over them
+	   when it gets there (tgt_order_release) */
+	uint32_t used_ahead[TGT_USED_AHEAD_MAX];
+	uint32_t nused_ahead;
 	uint32_t depth;
 	uint32_t outstanding;           /* non-immediate tasks past ExpCmdSN, not yet answered */
 	struct scsi_nexus *nexus;
@@ -368,6 +375,10 @@ void tgt_task_abort(struct tgt_task *task);
 struct tgt_task *tgt_task_alloc(struct tgt_conn *tc, bool immediate);
 struct tgt_task *tgt_task_find(struct tgt_conn *tc, uint32_t itt);
 void tgt_order_release(struct tgt_conn *tc);
+/* The request with CmdSN sn (checked in the window, not immediate) is done with without going
+ * through the order queue: ExpCmdSN moves past it now or when it gets there, so the commands
+ * behind it do not wait for a CmdSN that never comes again. */
+void tgt_cmdsn_consume(struct tgt_conn *tc, uint32_t sn);
 void tgt_tmf(struct tgt_conn *tc, const struct iscsi_hdr *h);
 void tgt_task_finished(struct tgt_task *task);
 

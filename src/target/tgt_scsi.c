@@ -595,6 +595,39 @@ static void task_start(struct tgt_task *t)
 	write_progress(t);
 }
 
+/* ExpCmdSN reached a CmdSN already used up (tgt_cmdsn_consume): step over it. */
+static bool skip_used(struct tgt_session *s)
+{
+	for (uint32_t i = 0; i < s->nused_ahead; i++) {
+		if (s->used_ahead[i] != s->exp_cmdsn)
+			continue;
+		s->used_ahead[i] = s->used_ahead[--s->nused_ahead];
+		s->exp_cmdsn++;
+		return true;
+	}
+	return false;
+}
+
+void tgt_cmdsn_consume(struct tgt_conn *tc, uint32_t sn)
+{
+	struct tgt_session *s = tc->sess;
+
+	if (sn == s->exp_cmdsn) {
+		s->exp_cmdsn++;
+		tgt_order_release(tc);
+		return;
+	}
+	if (s->nused_ahead == TGT_USED_AHEAD_MAX) {
+		/* (more than this many out-of-order requests behind one hole: the initiator is
+		   not waiting for the hole; it is filled by what it sends next or the session
+		   stalls, as it would have) */
+		log_warn("target", "%s: CmdSN %u used up ahead of ExpCmdSN %u: too many to track",
+			 tc->conn->peer, sn, s->exp_cmdsn);
+		return;
+	}
+	s->used_ahead[s->nused_ahead++] = sn;
+}
+
 void tgt_order_release(struct tgt_conn *tc)
 {
 	struct tgt_session *s = tc->sess;
@@ -602,7 +635,7 @@ void tgt_order_release(struct tgt_conn *tc)
 
 	while (again) {
 		struct list_head *pos, *n;
-		again = false;
+		again = skip_used(s);
 		list_for_each_safe(pos, n, &tc->order_q)
 		{
 			struct tgt_task *t = list_entry(pos, struct tgt_task, link);
@@ -736,6 +769,10 @@ void tgt_scsi_cmd_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddige
 		return;
 	if (tc->rx_verdict == RX_REJECT) {
 		tgt_send_reject(tc, tc->rx_reject_reason, tc->conn->rx_bhs);
+		/* the rejected command used its CmdSN up (as SPDK counts it in the header phase):
+		   the initiator does not send it again with the same CmdSN */
+		if (tc->rx_cmdsn == TGT_CMDSN_IN_ORDER || tc->rx_cmdsn == TGT_CMDSN_AHEAD)
+			tgt_cmdsn_consume(tc, h->cmd.cmdsn);
 		return;
 	}
 	tc->rx_task = NULL;

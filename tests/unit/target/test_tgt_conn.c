@@ -335,6 +335,54 @@ static void test_cmdsn_immediate(void)
 	h_teardown(&h);
 }
 
+/* A request that does not wait in the order queue still uses its CmdSN up: a non-immediate
+ * NOP-Out behind a hole is answered at once and ExpCmdSN steps over it when the hole is
+ * filled; a rejected SCSI command (here: data with a READ) uses its CmdSN too. Either way the
+ * commands behind them run and the session does not stall. */
+static void test_cmdsn_used_ahead(void)
+{
+	struct harness h;
+
+	printf("# CmdSNs used up ahead of ExpCmdSN\n");
+	H_SETUP(&h, "", NULL);
+	uint32_t n = h.cmdsn;
+	struct iscsi_hdr last = h_cmd(&h, 0, false, 0, 1, 512, n + 2);
+	h_rx(&h, &last, NULL, 0);
+	struct iscsi_hdr nop = {.opcode = ISCSI_OP_NOP_OUT, .final = true, .itt = h.itt++};
+	nop.nop_out.ttt = ISCSI_RSVD_TAG;
+	nop.nop_out.cmdsn = n + 1;
+	h_rx(&h, &nop, "ping", 4);
+	CHECK(h_find(&h, ISCSI_OP_NOP_IN, 0) != NULL); /* answered at once */
+	CHECK_EQ(h.tc->sess->exp_cmdsn, n);
+	struct iscsi_hdr first = h_cmd(&h, 0, false, 0, 1, 512, n);
+	h_rx(&h, &first, NULL, 0);
+	CHECK(h_status_of(&h, first.itt) != NULL);
+	CHECK(h_status_of(&h, last.itt) != NULL); /* n, then n + 1 stepped over, then n + 2 */
+	CHECK_EQ(h.tc->sess->exp_cmdsn, n + 3);
+	/* a rejected command: a READ carrying data */
+	h_clear(&h);
+	struct iscsi_hdr bad = h_cmd(&h, 0, false, 0, 1, 512, n + 3);
+	h_rx(&h, &bad, "data", 4);
+	CHECK_EQ(h_count(&h, ISCSI_OP_REJECT), 1);
+	struct iscsi_hdr next = h_cmd(&h, 0, false, 0, 1, 512, n + 4);
+	h_rx(&h, &next, NULL, 0);
+	CHECK(h_status_of(&h, next.itt) != NULL);
+	CHECK_EQ(h.tc->sess->exp_cmdsn, n + 5);
+	/* rejected behind a hole: used up when ExpCmdSN gets there */
+	h_clear(&h);
+	struct iscsi_hdr bad2 = h_cmd(&h, 0, false, 0, 1, 512, n + 6);
+	h_rx(&h, &bad2, "data", 4);
+	struct iscsi_hdr after = h_cmd(&h, 0, false, 0, 1, 512, n + 7);
+	h_rx(&h, &after, NULL, 0);
+	CHECK(h_status_of(&h, after.itt) == NULL); /* waits for n + 5 */
+	struct iscsi_hdr fill = h_cmd(&h, 0, false, 0, 1, 512, n + 5);
+	h_rx(&h, &fill, NULL, 0);
+	CHECK(h_status_of(&h, fill.itt) != NULL);
+	CHECK(h_status_of(&h, after.itt) != NULL);
+	CHECK_EQ(h.tc->sess->exp_cmdsn, n + 8);
+	h_teardown(&h);
+}
+
 /* RFC 7143 4.2.3.3 / 11.5.1: ABORT TASK of a task inside the backend is answered only after
  * the backend has finished it; the aborted task gets no SCSI Response. */
 static void test_tmf_abort_task(void)
@@ -574,6 +622,7 @@ int main(void)
 	test_cmdsn_hole();
 	test_cmdsn_window();
 	test_cmdsn_immediate();
+	test_cmdsn_used_ahead();
 	test_tmf_abort_task();
 	test_tmf_lun_reset();
 	test_data_in_collapse();
