@@ -159,7 +159,8 @@ static enum neg_digest_pref digest_pref(enum ix_digest d)
 	}
 }
 
-static int setup_opts(struct ix_session *s, const struct ix_session_opts *in)
+/* Copy the caller's strings into the session and check the names and the portal. */
+static int setup_names(struct ix_session *s, const struct ix_session_opts *in)
 {
 	struct ix_session_opts *o = &s->opts;
 	struct ini_names *n = &s->names;
@@ -194,20 +195,41 @@ static int setup_opts(struct ix_session *s, const struct ix_session_opts *in)
 			      o->portal ? o->portal : "");
 		return -EINVAL;
 	}
-	if (!o->transport || strcmp(o->transport, "tcp") == 0) {
+	return 0;
+}
+
+/* The transports an attempt tries, in order, from opts.transport. */
+static int setup_transports(struct ix_session *s)
+{
+	static const struct {
+		const char *name;
+		const char *xports[2];
+	} choices[] = {
+		{"tcp", {"tcp", NULL}},
+		{"iser", {"iser", NULL}},
+		{"auto", {"iser", "tcp"}},
+	};
+	struct ix_session_opts *o = &s->opts;
+
+	if (!o->transport)
 		o->transport = "tcp";
-		s->xports[s->nxports++] = dm_find("tcp");
-	} else if (strcmp(o->transport, "iser") == 0) {
-		o->transport = "iser";
-		s->xports[s->nxports++] = dm_find("iser");
-	} else if (strcmp(o->transport, "auto") == 0) {
-		o->transport = "auto";
-		s->xports[s->nxports++] = dm_find("iser");
-		s->xports[s->nxports++] = dm_find("tcp");
-	} else {
-		ini_set_error(s, "unknown transport \"%s\" (tcp, iser or auto)", o->transport);
-		return -EPROTONOSUPPORT;
+	for (size_t i = 0; i < sizeof(choices) / sizeof(choices[0]); i++) {
+		if (strcmp(o->transport, choices[i].name) != 0)
+			continue;
+		o->transport = choices[i].name; /* the caller's string need not outlive us */
+		for (size_t k = 0; k < 2 && choices[i].xports[k]; k++)
+			s->xports[s->nxports++] = dm_find(choices[i].xports[k]);
+		return 0;
 	}
+	ini_set_error(s, "unknown transport \"%s\" (tcp, iser or auto)", o->transport);
+	return -EPROTONOSUPPORT;
+}
+
+/* Queue depth, lengths and timers: checked, defaults filled in, and the login's preferences. */
+static int setup_limits(struct ix_session *s)
+{
+	struct ix_session_opts *o = &s->opts;
+
 	if (o->queue_depth == 0 || o->queue_depth > INI_MAX_QUEUE_DEPTH) {
 		ini_set_error(s, "queue_depth must be 1..%u", INI_MAX_QUEUE_DEPTH);
 		return -EINVAL;
@@ -238,6 +260,13 @@ static int setup_opts(struct ix_session *s, const struct ix_session_opts *in)
 	s->prefs.sess.initial_r2t = o->initial_r2t;
 	s->prefs.header_digest = digest_pref(o->header_digest);
 	s->prefs.data_digest = digest_pref(o->data_digest);
+	return 0;
+}
+
+/* CHAP credentials and the ISID (random when the caller gives none). */
+static int setup_identity(struct ix_session *s)
+{
+	struct ix_session_opts *o = &s->opts;
 
 	memset(&s->creds, 0, sizeof(s->creds));
 	if (o->chap.user && o->chap.secret) {
@@ -270,6 +299,16 @@ static int setup_opts(struct ix_session *s, const struct ix_session_opts *in)
 		s->isid[0] = 0x80;
 		s->isid[1] &= 0x3f;
 	}
+	return 0;
+}
+
+static int setup_opts(struct ix_session *s, const struct ix_session_opts *in)
+{
+	int r;
+
+	if ((r = setup_names(s, in)) < 0 || (r = setup_transports(s)) < 0 ||
+	    (r = setup_limits(s)) < 0 || (r = setup_identity(s)) < 0)
+		return r;
 	return 0;
 }
 
