@@ -212,6 +212,7 @@ void tgt_send_reject(struct tgt_conn *tc, uint8_t reason, const uint8_t *bhs)
 	struct iscsi_hdr h = {.opcode = ISCSI_OP_REJECT, .final = true, .itt = ISCSI_RSVD_TAG};
 
 	h.reject.reason = reason;
+	tgt_stat_count(tc, TGT_ST_PDU_REJECTED, 1);
 	tgt_stamp(tc, &h, true);
 	log_info("target", "%s: Reject reason 0x%02x for opcode 0x%02x", tc->conn->peer, reason,
 		 bhs[0] & 0x3f);
@@ -301,6 +302,7 @@ static void login_timeout(struct ev_timer *t)
 	snprintf(why, sizeof(why), "login not completed within %u ms (global.login_timeout_ms)",
 		 tc->gen->cfg->global.login_timeout_ms);
 	tc->worker->logins.timeouts++;
+	tgt_stat_count(tc, TGT_ST_LOGIN_TIMEOUT, 1);
 	iscsi_conn_close(tc->conn, why);
 }
 
@@ -549,6 +551,7 @@ static void login_fail(struct tgt_conn *tc, struct iscsi_hdr *r, uint16_t status
 	r->login_rsp.transit = false;
 	r->login_rsp.csg = r->login_rsp.nsg = 0;
 	tc->worker->logins.refused[ix_login_reason_index(status)]++;
+	tgt_stat_login_refused(tc, ix_login_reason_index(status));
 	log_info("target", "%s: login from %s failed (status 0x%04x): %s", tc->conn->peer,
 		 log_escape(la->info.initiator_name, sizeof(la->info.initiator_name), esc,
 			    sizeof(esc)),
@@ -579,6 +582,7 @@ static void login_complete(struct tgt_conn *tc, struct iscsi_hdr *r, const char 
 	tc->conn->state = ISCSI_CONN_LOGGED_IN;
 	ev_timer_stop(tc->conn->loop, &tc->login_timer);
 	pending_del(tc);
+	tgt_stat_count(tc, TGT_ST_LOGIN_ACCEPTED, 1);
 	if (s->type == ISCSI_SESSION_DISCOVERY)
 		tc->worker->logins.accepted_discovery++;
 	else
@@ -740,6 +744,7 @@ static void nop_timer_cb(struct ev_timer *t)
 	uint64_t now = ev_now_ms(tc->conn->loop);
 
 	if (tc->nop_outstanding) {
+		tgt_stat_count(tc, TGT_ST_CONN_TIMEOUT, 1);
 		iscsi_conn_close(tc->conn, "no NOP-Out answer to our NOP-In ping");
 		return;
 	}
@@ -835,6 +840,7 @@ static void logout_timer_cb(struct ev_timer *t)
 		iscsi_conn_close(tc->conn, "the drop announcement could not be sent");
 		return;
 	}
+	tgt_stat_count(tc, TGT_ST_CONN_TIMEOUT, 1);
 	log_info("target", "%s: no Logout after %s: dropping the session", tc->conn->peer,
 		 tc->logout_admin ? "it was requested" : "the target was removed");
 	h.async.event = ISCSI_ASYNC_DROP_ALL_CONNECTIONS;
@@ -962,6 +968,7 @@ static void rx_pdu(struct iscsi_conn *c, const struct iscsi_hdr *h, uint8_t *dat
 	}
 	if (!ddigest_ok) {
 		/* RFC 7143 7.8: discard and Reject; the initiator may retry */
+		tgt_stat_count(tc, TGT_ST_DIGEST_ERROR, 1);
 		tgt_send_reject(tc, ISCSI_REJECT_DATA_DIGEST, c->rx_bhs);
 		return;
 	}
@@ -1017,6 +1024,8 @@ static void conn_closed(struct iscsi_conn *c)
 	ev_timer_stop(c->loop, &tc->idle_timer);
 	ev_timer_stop(c->loop, &tc->close_timer);
 	pending_del(tc);
+	if (c->digest_errors)
+		tgt_stat_count(tc, TGT_ST_DIGEST_ERROR, c->digest_errors);
 	if (tc->held)
 		tgt_session_unhold(tc->tgt, tc->held); /* freed with the connection */
 	/* the session stays registered (draining) until the tasks still in the backend have
