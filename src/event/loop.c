@@ -145,11 +145,6 @@ uint64_t ev_now_ns(const struct ev_loop *loop)
 	return loop->now_ns;
 }
 
-uint64_t ev_clock_ns(void)
-{
-	return mono_ns();
-}
-
 /* ---- timers: min-heap on when_ms ---- */
 
 static void heap_swap(struct ev_loop *loop, int a, int b)

@@ -69,8 +69,6 @@ int ev_loop_next_timeout_ms(struct ev_loop *loop);
 uint64_t ev_now_ms(struct ev_loop *loop);
 /* The same instant in nanoseconds (the clock read after the last wait: no clock read here). */
 uint64_t ev_now_ns(const struct ev_loop *loop);
-/* A fresh CLOCK_MONOTONIC read in nanoseconds (one vDSO call). */
-uint64_t ev_clock_ns(void);
 
 void ev_io_init(struct ev_io *w, int fd, ev_io_cb cb, void *arg);
 int ev_io_start(struct ev_loop *loop, struct ev_io *w, uint32_t events);

@@ -17,13 +17,15 @@
  * are not counted (a warning is logged once).
  *
  * Per command: the arrival time is the worker loop's cached clock (no clock read); completion
- * reads the clock once.
+ * reads the clock once (CLOCK_MONOTONIC, the same clock as the loop's). About 100 instructions
+ * per command in all (callgrind, docs/perf.md).
  */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "target/tgt_int.h"
 #include "util/log.h"
@@ -179,22 +181,39 @@ void tgt_stat_login_refused(struct tgt_conn *tc, int reason_idx)
 		ts->v.logins_refused[reason_idx]++;
 }
 
-int ix_lat_bucket(uint64_t ns)
+static inline int lat_bucket(uint64_t ns)
 {
 	uint64_t us = ns / 1000;
-	int b = 0;
+	int b = us ? 64 - __builtin_clzll(us) : 0; /* bucket b holds us < 2^b: bit length */
 
-	/* bucket b holds us < 2^b: b = bit length of us */
-	while (us && b < IX_LAT_BUCKETS - 1) {
-		us >>= 1;
-		b++;
-	}
-	return us ? IX_LAT_BUCKETS - 1 : b;
+	return b < IX_LAT_BUCKETS - 1 ? b : IX_LAT_BUCKETS - 1;
 }
 
-static bool cdb_is_write(const uint8_t *cdb)
+int ix_lat_bucket(uint64_t ns)
 {
-	return cdb[0] == 0x0a || cdb[0] == 0x2a || cdb[0] == 0xaa || cdb[0] == 0x8a;
+	return lat_bucket(ns);
+}
+
+static inline uint64_t clock_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+enum { OP_READ, OP_WRITE, OP_OTHER };
+
+static int cdb_kind(uint8_t opcode)
+{
+	switch (opcode) {
+	case 0x08: case 0x28: case 0xa8: case 0x88: /* READ (6, 10, 12, 16) */
+		return OP_READ;
+	case 0x0a: case 0x2a: case 0xaa: case 0x8a: /* WRITE (6, 10, 12, 16) */
+		return OP_WRITE;
+	default:
+		return OP_OTHER;
+	}
 }
 
 /* CHECK CONDITION's sense key (fixed or descriptor format), else IX_ERR_OTHER_STATUS. */
@@ -228,20 +247,24 @@ void tgt_stats_cmd_done(struct tgt_task *t)
 	if (!ls)
 		return;
 	v = &ls->v;
-	ns = ev_clock_ns() - t->start_ns;
-	if (scsi_cdb_is_read(t->cdb, t->cdb_len)) {
+	ns = clock_ns() - t->start_ns;
+	switch (cdb_kind(t->cdb[0])) {
+	case OP_READ:
 		v->cmds_read++;
 		v->bytes_read += t->sc.data_in_len;
-	} else if (cdb_is_write(t->cdb)) {
+		break;
+	case OP_WRITE:
 		v->cmds_write++;
 		if (t->sc.status == SCSI_STATUS_GOOD)
 			v->bytes_written += t->edtl;
-	} else {
+		break;
+	default:
 		v->cmds_other++;
+		break;
 	}
-	if (t->sc.status != SCSI_STATUS_GOOD)
+	if (__builtin_expect(t->sc.status != SCSI_STATUS_GOOD, 0))
 		v->errors[err_kind(&t->sc)]++;
-	v->lat[ix_lat_bucket(ns)]++;
+	v->lat[lat_bucket(ns)]++;
 	v->lat_sum_ns += ns;
 }
 
