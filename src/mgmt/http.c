@@ -79,6 +79,9 @@ int http_parse_request(const char *buf, size_t len, struct http_req *out)
 	memset(out, 0, sizeof(*out));
 	if (len > HTTP_MAX_REQUEST)
 		len = HTTP_MAX_REQUEST;
+	/* only the head is looked at: bytes after it never change the answer */
+	if (find_head_end(buf, len, &end))
+		len = end;
 	if (memchr(buf, 0, len))
 		return -EBADMSG;
 	nl = memchr(buf, '\n', len);
@@ -90,7 +93,7 @@ int http_parse_request(const char *buf, size_t len, struct http_req *out)
 	r = parse_request_line(buf, n, out);
 	if (r < 0)
 		return r;
-	if (!find_head_end(buf, len, &end))
+	if (!end)
 		return len >= HTTP_MAX_REQUEST ? -EMSGSIZE : 0;
 	return (int)end;
 }
