@@ -9,7 +9,8 @@ a real Prometheus server (docs/management.md, "Metrics").
      temporary configuration and storage directory and a 1 s scrape interval, scrapes the
      endpoint; queries through its HTTP API (/api/v1/query) show read and written bytes within
      1 % of what ix-bench moved, and the latency histogram's count equals the command count;
-  3. promtool check metrics finds no problem in a scrape;
+  3. promtool check metrics finds no problem in a scrape; a login to a missing target is counted
+     as refused (not_found) under target ""; a running session shows in ix_target_sessions;
   4. bad HTTP input while a verified ix-bench runs on the target: garbage (400), a wrong method
      (405), a wrong path (404), an oversized head (431), a client that stalls (closed within
      the 5 s bound while another scrape is answered meanwhile), 40 connections at once; the
@@ -240,6 +241,29 @@ def bad_http(mport):
           '%d connections opened and dropped, then HTTP %d' % (len(many), status))
 
 
+def series(body, name, **labels):
+    """The value of the series name{labels...} in an exposition, None if absent."""
+    want = ['%s="%s"' % kv for kv in labels.items()]
+    for line in body.splitlines():
+        if line.startswith(name + '{') and all(w in line for w in want):
+            return float(line.rsplit(' ', 1)[1])
+    return None
+
+
+def step_refused(sock, port, mport):
+    p = subprocess.run([BENCH, '-p', '%s:%d' % (HOST, port), '-T', TGT + '-missing', '--time',
+                        '1s', '--quiet', '--login-timeout', '3000'],
+                       capture_output=True, text=True, timeout=60)
+    res, _ = lun_stats(sock)
+    none = [t for t in res.get('targets', []) if t['target'] == '']
+    got = none[0]['logins_refused'].get('not_found') if none else None
+    _, _, body = scrape(mport)
+    v = series(body, 'ix_target_logins_refused_total', target='', reason='not_found')
+    check('refused-not-found', p.returncode != 0 and got == 1 and v == 1,
+          'ix-bench to a missing target: exit %d; iscsi_get_stats targets[""].logins_refused'
+          '.not_found %s, metric %s' % (p.returncode, got, v))
+
+
 def step_bad_input(port, mport):
     bg = subprocess.Popen([BENCH, '-p', '%s:%d' % (HOST, port), '-T', TGT, '-I', INI + '-bg',
                            '--rw', 'randrw', '--bs', '4k', '-q', '8', '--time', '12s',
@@ -247,6 +271,10 @@ def step_bad_input(port, mport):
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(1)
+        _, _, body = scrape(mport)
+        v = series(body, 'ix_target_sessions', target=TGT, transport='tcp')
+        check('sessions-gauge', v == 1, 'ix_target_sessions{transport="tcp"} during a bench: %s'
+              % v)
         bad_http(mport)
     finally:
         out, err = bg.communicate(timeout=90)
@@ -277,6 +305,7 @@ def run():
         step_promtool(mport)
         if lu:
             step_prometheus(tmp, mport, wb, rb, lu)
+        step_refused(sock, port, mport)
         step_bad_input(port, mport)
         status, _, _ = scrape(mport)
         check('daemon-alive', d.p.poll() is None and status == 200, 'still serving')
