@@ -242,12 +242,14 @@ int main(int argc, char **argv)
 				   err, sizeof(err));
 	else if (r < 0)
 		snprintf(err, sizeof(err), "%s", strerror(-r));
-	if (r == 0 && metrics_listen)
-		r = metrics_server_new(tgt, ix_target_main_loop(tgt), metrics_listen, &metrics,
-				       err, sizeof(err));
+	if (r < 0)
+		fprintf(stderr, "ix-target: management socket: %s\n", err);
+	if (r == 0 && metrics_listen &&
+	    (r = metrics_server_new(tgt, ix_target_main_loop(tgt), metrics_listen, &metrics, err,
+				    sizeof(err))) < 0)
+		fprintf(stderr, "ix-target: global.%s\n", err);
 	free(metrics_listen);
 	if (r < 0) {
-		fprintf(stderr, "ix-target: management socket: %s\n", err);
 		rpc_server_free(rpc);
 		ix_mgmt_free(sc.mgmt);
 		ix_target_free(tgt);
