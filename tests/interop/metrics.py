@@ -11,6 +11,8 @@ a real Prometheus server (docs/management.md, "Metrics").
      1 % of what ix-bench moved, and the latency histogram's count equals the command count;
   3. promtool check metrics finds no problem in a scrape; a login to a missing target is counted
      as refused (not_found) under target ""; a running session shows in ix_target_sessions;
+     a raw session's wrong header digest and wrong data digest count as two digest errors and
+     one rejected PDU (the header case closes the connection);
   4. bad HTTP input while a verified ix-bench runs on the target: garbage (400), a wrong method
      (405), a wrong path (404), an oversized head (431), a client that stalls (closed within
      the 5 s bound while another scrape is answered meanwhile), 40 connections at once; the
@@ -32,6 +34,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
 
 if os.environ.get('IX_PEER', 'ix') != 'ix':
@@ -264,6 +267,41 @@ def step_refused(sock, port, mport):
           '.not_found %s, metric %s' % (p.returncode, got, v))
 
 
+def tgt_stats(sock):
+    res, _ = lun_stats(sock)
+    return next((t for t in res.get('targets', []) if t['target'] == TGT), {})
+
+
+def digest_pdu(port, **bad):
+    """A session with CRC32C digests sends one NOP-Out with a wrong digest; the answer."""
+    s = X.Session(HOST, port, initiator=INI + '-raw', target=TGT, timeout=10)
+    try:
+        s.login(digests=('CRC32C', 'CRC32C'))
+        s.conn.send_pdu(s.nop_bhs(), b'payload', **bad)
+        try:
+            return s.conn.recv_pdu(timeout=5).opcode
+        except Exception as e:  # noqa: BLE001  (closed: the header digest case)
+            return type(e).__name__
+    finally:
+        s.close()
+
+
+def step_digests(sock, port, mport):
+    before = tgt_stats(sock)
+    a = digest_pdu(port, bad_hdig=True)
+    b = digest_pdu(port, bad_ddig=True)
+    time.sleep(0.5)
+    after = tgt_stats(sock)
+    dd = after.get('digest_errors', 0) - before.get('digest_errors', 0)
+    dr = after.get('pdus_rejected', 0) - before.get('pdus_rejected', 0)
+    _, _, body = scrape(mport)
+    v = series(body, 'ix_target_digest_errors_total', target=TGT)
+    check('digest-errors', dd == 2 and dr == 1 and v == after.get('digest_errors'),
+          'a bad header digest (answer %s) and a bad data digest (answer 0x%s): digest_errors '
+          '+%d, pdus_rejected +%d, metric %s' % (a, b if isinstance(b, str) else '%02x' % b,
+                                                 dd, dr, v))
+
+
 def step_bad_input(port, mport):
     bg = subprocess.Popen([BENCH, '-p', '%s:%d' % (HOST, port), '-T', TGT, '-I', INI + '-bg',
                            '--rw', 'randrw', '--bs', '4k', '-q', '8', '--time', '12s',
@@ -306,6 +344,7 @@ def run():
         if lu:
             step_prometheus(tmp, mport, wb, rb, lu)
         step_refused(sock, port, mport)
+        step_digests(sock, port, mport)
         step_bad_input(port, mport)
         status, _, _ = scrape(mport)
         check('daemon-alive', d.p.poll() is None and status == 200, 'still serving')
