@@ -12,7 +12,9 @@ a real Prometheus server (docs/management.md, "Metrics").
   3. promtool check metrics finds no problem in a scrape; a login to a missing target is counted
      as refused (not_found) under target ""; a running session shows in ix_target_sessions;
      a raw session's wrong header digest and wrong data digest count as two digest errors and
-     one rejected PDU (the header case closes the connection);
+     one rejected PDU (the header case closes the connection); a session that ignores the
+     target's NOP-In pings is dropped and counted as a connection timeout; a WRITE waiting for
+     its data and aborted by ABORT TASK counts as an aborted task;
   4. bad HTTP input while a verified ix-bench runs on the target: garbage (400), a wrong method
      (405), a wrong path (404), an oversized head (431), a client that stalls (closed within
      the 5 s bound while another scrape is answered meanwhile), 40 connections at once; the
@@ -21,6 +23,7 @@ ix only (the endpoint is ix-target's own); the daemon and Prometheus are the tes
 """
 
 import json
+import struct
 import os
 import shutil
 import socket
@@ -302,6 +305,56 @@ def step_digests(sock, port, mport):
                                                  dd, dr, v))
 
 
+def step_nop_timeout(sock, port):
+    before = tgt_stats(sock).get('connection_timeouts', 0)
+    s = X.Session(HOST, port, initiator=INI + '-silent', target=TGT, timeout=10)
+    t0 = time.monotonic()
+    try:
+        s.login()
+        try:  # never answer the target's NOP-In pings: dropped after interval + timeout
+            while time.monotonic() - t0 < 10:
+                s.conn.recv_pdu(timeout=10)
+            closed = False
+        except Exception:  # noqa: BLE001
+            closed = True
+    finally:
+        s.close()
+    took = time.monotonic() - t0
+    time.sleep(0.3)
+    n = tgt_stats(sock).get('connection_timeouts', 0) - before
+    check('connection-timeouts', closed and n == 1,
+          'a session that ignores NOP-In (interval 1 s, timeout 1 s): closed %s after %.1f s, '
+          'connection_timeouts +%d' % (closed, took, n))
+
+
+def step_abort(sock, port):
+    """A WRITE waiting for its data (R2T sent) is aborted with ABORT TASK."""
+    before = tgt_stats(sock).get('tasks_aborted', 0)
+    s = X.Session(HOST, port, initiator=INI + '-abort', target=TGT, timeout=10)
+    try:
+        s.login()
+        wcmdsn = s.cmdsn
+        b = s.scsi_bhs(X.write10(0, 16), 8192, write=True)
+        witt = struct.unpack_from('>I', b.b, 16)[0]
+        s.cmdsn = (s.cmdsn + 1) & 0xffffffff
+        s.conn.send_pdu(b)
+        r2t = s.recv(5)
+        t = X.Bhs(X.OP_TMF_REQ, immediate=True, flags=0x80 | 1)  # ABORT TASK
+        t.lun(s.lun).itt(s.next_itt()).u32(20, witt).u32(24, s.cmdsn).u32(28, s.expstatsn)
+        t.u32(32, wcmdsn)
+        s.conn.send_pdu(t)
+        rsp = s.recv(5)
+        while rsp.opcode != X.OP_TMF_RSP:
+            rsp = s.recv(5)
+        resp = rsp.u8(2)
+    finally:
+        s.close()
+    time.sleep(0.3)
+    n = tgt_stats(sock).get('tasks_aborted', 0) - before
+    check('tasks-aborted', r2t.opcode == X.OP_R2T and resp == 0 and n == 1,
+          'WRITE got %s, ABORT TASK answered %d, tasks_aborted +%d' % (r2t.describe(), resp, n))
+
+
 def step_bad_input(port, mport):
     bg = subprocess.Popen([BENCH, '-p', '%s:%d' % (HOST, port), '-T', TGT, '-I', INI + '-bg',
                            '--rw', 'randrw', '--bs', '4k', '-q', '8', '--time', '12s',
@@ -332,7 +385,8 @@ def run():
     while mport == port:
         mport = ixtest.free_port()
     sock = os.path.join(tmp, 'ix.sock')
-    cfg = {'global': {'metrics_listen': '%s:%d' % (HOST, mport), 'mgmt_socket': sock},
+    cfg = {'global': {'metrics_listen': '%s:%d' % (HOST, mport), 'mgmt_socket': sock,
+                      'nop_interval_ms': 1000, 'nop_timeout_ms': 1000},
            'portals': [{'name': 'p', 'address': HOST, 'port': port}],
            'targets': [{'name': TGT, 'luns': [{'lun': 0, 'backend': 'ram', 'size': '64M'}]}]}
     with open(os.path.join(tmp, 'ix.json'), 'w') as f:
@@ -345,6 +399,8 @@ def run():
             step_prometheus(tmp, mport, wb, rb, lu)
         step_refused(sock, port, mport)
         step_digests(sock, port, mport)
+        step_nop_timeout(sock, port)
+        step_abort(sock, port)
         step_bad_input(port, mport)
         status, _, _ = scrape(mport)
         check('daemon-alive', d.p.poll() is None and status == 200, 'still serving')
