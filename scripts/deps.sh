@@ -15,6 +15,8 @@ PKGS=(
 	librbd-dev librados-dev # the rbd backend (src/backend/bs_rbd.c)
 	# tests: libiscsi tools + iscsi-test-cu, QEMU iscsi:// block driver, tgt as reference peer
 	libiscsi-bin qemu-utils qemu-block-extra tgt python3
+	# tests/interop/metrics.py: a real Prometheus server scrapes the metrics endpoint; promtool
+	prometheus
 	# ixadm attach (FUSE) and its loop/mkfs/mount acceptance test
 	fuse3 e2fsprogs
 	# tests/run.sh and the interop scripts use these

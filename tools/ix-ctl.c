@@ -48,8 +48,8 @@ static void usage(FILE *f)
 		"  acl delete TARGET INITIATOR\n"
 		"  sessions [-v] [--target NAME]        logged-in sessions (-v: every negotiated "
 		"key)\n"
-		"  stats                                login outcomes by reason, sessions by "
-		"transport\n"
+		"  stats                                login outcomes, sessions, per-target and "
+		"per-LUN counters\n"
 		"  session logout TSIH [--drop] [--timeout MS]\n"
 		"                                       ask a session to log out (Async Message),\n"
 		"                                       or with --drop close it at once\n"
@@ -631,6 +631,91 @@ static long long jint(json_t *o, const char *path1, const char *path2)
 	return (long long)json_integer_value(v);
 }
 
+/* Latency percentile (upper bucket bound, microseconds) from "below_us" buckets. */
+static long long lat_pct(json_t *lat, double pct)
+{
+	json_t *b = json_object_get(lat, "below_us");
+	long long count = jint(lat, "count", NULL), seen = 0, best = -1;
+
+	if (count <= 0)
+		return -1;
+	for (long long bound = 1; bound <= (1ll << 22); bound *= 2) {
+		char k[24];
+		snprintf(k, sizeof(k), "%lld", bound);
+		seen += (long long)json_integer_value(json_object_get(b, k));
+		if (seen >= count * pct) {
+			best = bound;
+			break;
+		}
+	}
+	return best;
+}
+
+static void print_lat(json_t *lat, double pct)
+{
+	long long v = lat_pct(lat, pct);
+
+	if (v < 0)
+		printf(" %9s", "-");
+	else
+		printf(" %7lldus", v);
+}
+
+static void print_targets(json_t *targets)
+{
+	size_t i;
+	json_t *t;
+
+	printf("\n%-40s %6s %7s %5s %6s %6s %7s %7s\n", "TARGET", "LOGINS", "REFUSED", "SESS",
+	       "DIGEST", "TMOUT", "ABORTED", "REJECTS");
+	json_array_foreach(targets, i, t)
+	{
+		json_t *rf = json_object_get(t, "logins_refused"), *v;
+		const char *key, *name = json_string_value(json_object_get(t, "target"));
+		long long refused = 0;
+
+		json_object_foreach(rf, key, v)
+			refused += (long long)json_integer_value(v);
+		printf("%-40s %6lld %7lld %5lld %6lld %6lld %7lld %7lld\n",
+		       name && *name ? name : "(none)", jint(t, "logins_accepted", NULL), refused,
+		       jint(json_object_get(t, "sessions"), "tcp", NULL) +
+			   jint(json_object_get(t, "sessions"), "iser", NULL),
+		       jint(t, "digest_errors", NULL), jint(t, "connection_timeouts", NULL),
+		       jint(t, "tasks_aborted", NULL), jint(t, "pdus_rejected", NULL));
+	}
+}
+
+static void print_luns(json_t *luns)
+{
+	size_t i;
+	json_t *l;
+
+	printf("\n%-32s %3s %-28s %9s %9s %9s %10s %10s %6s %9s %9s\n", "TARGET", "LUN",
+	       "INITIATOR", "READS", "WRITES", "OTHER", "READ-MIB", "WRITE-MIB", "ERRORS",
+	       "LAT-P50", "LAT-P99");
+	json_array_foreach(luns, i, l)
+	{
+		json_t *errs = json_object_get(l, "errors"), *v;
+		const char *key;
+		long long nerr = 0;
+
+		json_object_foreach(errs, key, v)
+			nerr += (long long)json_integer_value(v);
+		printf("%-32s %3lld %-28s %9lld %9lld %9lld %10.1f %10.1f %6lld",
+		       json_string_value(json_object_get(l, "target")), jint(l, "lun", NULL),
+		       json_string_value(json_object_get(l, "initiator")),
+		       jint(json_object_get(l, "commands"), "read", NULL),
+		       jint(json_object_get(l, "commands"), "write", NULL),
+		       jint(json_object_get(l, "commands"), "other", NULL),
+		       (double)jint(json_object_get(l, "bytes"), "read", NULL) / 1048576.0,
+		       (double)jint(json_object_get(l, "bytes"), "written", NULL) / 1048576.0,
+		       nerr);
+		print_lat(json_object_get(l, "latency"), 0.5);
+		print_lat(json_object_get(l, "latency"), 0.99);
+		printf("\n");
+	}
+}
+
 static int cmd_stats(int argc, char **argv)
 {
 	json_t *result, *error, *logins, *refs, *v;
@@ -670,6 +755,8 @@ static int cmd_stats(int argc, char **argv)
 	       jint(json_object_get(result, "sessions"), "normal", "tcp"),
 	       jint(json_object_get(result, "sessions"), "normal", "iser"),
 	       jint(json_object_get(result, "sessions"), "discovery", NULL));
+	print_targets(json_object_get(result, "targets"));
+	print_luns(json_object_get(result, "luns"));
 	json_decref(result);
 	return 0;
 }

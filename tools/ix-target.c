@@ -23,6 +23,7 @@
 
 #include "event/loop.h"
 #include "mgmt/mgmt.h"
+#include "mgmt/http.h"
 #include "mgmt/rpc.h"
 #include "target/config.h"
 #include "target/target.h"
@@ -135,6 +136,8 @@ int main(int argc, char **argv)
 	};
 	const char *config = NULL, *rpc_path = NULL;
 	struct rpc_server *rpc = NULL;
+	struct metrics_server *metrics = NULL;
+	char *metrics_listen = NULL;
 	gid_t rpc_group = (gid_t)-1;
 	json_t *doc;
 	int level = -1, check = 0, c, r, sfd;
@@ -218,7 +221,9 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	/* cfg belongs to the target from here: the socket path is copied first */
-	if (rpc_path && !(rpc_path = strdup(rpc_path))) {
+	if ((rpc_path && !(rpc_path = strdup(rpc_path))) ||
+	    (cfg->global.metrics_listen &&
+	     !(metrics_listen = strdup(cfg->global.metrics_listen)))) {
 		fprintf(stderr, "ix-target: out of memory\n");
 		return 1;
 	}
@@ -237,8 +242,15 @@ int main(int argc, char **argv)
 				   err, sizeof(err));
 	else if (r < 0)
 		snprintf(err, sizeof(err), "%s", strerror(-r));
-	if (r < 0) {
+	if (r < 0)
 		fprintf(stderr, "ix-target: management socket: %s\n", err);
+	if (r == 0 && metrics_listen &&
+	    (r = metrics_server_new(tgt, ix_target_main_loop(tgt), metrics_listen, &metrics, err,
+				    sizeof(err))) < 0)
+		fprintf(stderr, "ix-target: global.%s\n", err);
+	free(metrics_listen);
+	if (r < 0) {
+		rpc_server_free(rpc);
 		ix_mgmt_free(sc.mgmt);
 		ix_target_free(tgt);
 		free((char *)rpc_path);
@@ -247,6 +259,7 @@ int main(int argc, char **argv)
 	sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (sfd < 0) {
 		fprintf(stderr, "ix-target: signalfd: %s\n", strerror(errno));
+		metrics_server_free(metrics);
 		rpc_server_free(rpc);
 		free((char *)rpc_path);
 		ix_mgmt_free(sc.mgmt);
@@ -264,6 +277,7 @@ int main(int argc, char **argv)
 	r = ix_target_run(tgt);
 	ev_io_stop(ix_target_main_loop(tgt), &sc.io);
 	close(sfd);
+	metrics_server_free(metrics);
 	rpc_server_free(rpc);
 	free((char *)rpc_path);
 	ix_target_free(tgt);

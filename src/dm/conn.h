@@ -56,6 +56,7 @@ struct iscsi_conn {
 	/* the role sent its last PDU and waits for the peer to close (DM_CAP_PEER_CLOSES): the
 	   peer's close is the normal end, reported without a warning */
 	bool peer_close_expected;
+	uint32_t digest_errors;         /* header digest errors the datamover saw (it closes) */
 	char peer[72];                  /* "[addr]:port" for logs */
 	char local[72];
 	struct iscsi_conn_params params;

@@ -33,6 +33,7 @@ struct ev_loop {
 	struct ev_io wake_io;
 	bool stop;
 	uint64_t now_ms;
+	uint64_t now_ns;         /* the same instant in nanoseconds */
 	uint64_t poll_ns;       /* adaptive poll window, 0 = off */
 	uint64_t poll_until_ns; /* end of the current window (monotonic ns) */
 	uint64_t backoff_ns;    /* current contention back-off (0 = none running) */
@@ -101,7 +102,8 @@ struct ev_loop *ev_loop_new(void)
 	if (loop->epfd < 0 || loop->wakefd < 0)
 		goto fail;
 	pthread_mutex_init(&loop->post_lock, NULL);
-	loop->now_ms = mono_ms();
+	loop->now_ns = mono_ns();
+	loop->now_ms = loop->now_ns / 1000000u;
 	ev_io_init(&loop->wake_io, loop->wakefd, wake_cb, loop);
 	if (ev_io_start(loop, &loop->wake_io, EPOLLIN) < 0)
 		goto fail;
@@ -136,6 +138,11 @@ void ev_loop_free(struct ev_loop *loop)
 uint64_t ev_now_ms(struct ev_loop *loop)
 {
 	return loop->now_ms;
+}
+
+uint64_t ev_now_ns(const struct ev_loop *loop)
+{
+	return loop->now_ns;
 }
 
 /* ---- timers: min-heap on when_ms ---- */
@@ -398,7 +405,8 @@ int ev_loop_run_once(struct ev_loop *loop, int timeout_ms)
 	uint64_t now_ns;
 	int n;
 
-	loop->now_ms = mono_ms();
+	loop->now_ns = mono_ns();
+	loop->now_ms = loop->now_ns / 1000000u;
 	/* work deferred from outside the loop (e.g. a flush queued by an API call) must not
 	   wait for the next event */
 	if (loop->defer_head)
@@ -423,6 +431,7 @@ int ev_loop_run_once(struct ev_loop *loop, int timeout_ms)
 		return -errno;
 	}
 	now_ns = mono_ns();
+	loop->now_ns = now_ns;
 	loop->now_ms = now_ns / 1000000u;
 	if (n > 0 && loop->poll_ns)
 		loop->poll_until_ns = now_ns + loop->poll_ns;

@@ -67,6 +67,8 @@ int ev_loop_next_timeout_ms(struct ev_loop *loop);
 
 /* Monotonic milliseconds, cached per loop iteration. */
 uint64_t ev_now_ms(struct ev_loop *loop);
+/* The same instant in nanoseconds (the clock read after the last wait: no clock read here). */
+uint64_t ev_now_ns(const struct ev_loop *loop);
 
 void ev_io_init(struct ev_io *w, int fd, ev_io_cb cb, void *arg);
 int ev_io_start(struct ev_loop *loop, struct ev_io *w, uint32_t events);

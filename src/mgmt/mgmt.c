@@ -1,5 +1,6 @@
 /* Runtime management: the configuration document and the JSON-RPC methods on it (mgmt.h). */
 #include "mgmt/mgmt.h"
+#include "mgmt/metrics.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1022,32 +1023,6 @@ static json_t *sessions_result(json_t *params, const struct ix_session_info *lis
 static json_t *result_response(json_t *id, json_t *result);
 static json_t *error_response(json_t *id, int code, const char *msg, json_t *data);
 
-/* The answer of iscsi_get_stats: login outcomes and sessions by kind. */
-static json_t *stats_result(const struct ix_session_info *list, size_t n,
-			    const struct ix_login_stats *l)
-{
-	json_t *refused = json_object(), *o;
-	json_int_t tcp = 0, iser = 0, disc = 0;
-
-	for (int i = 0; refused && i < IX_LOGIN_REASONS; i++)
-		json_object_set_new(refused, ix_login_reason_name(i),
-				    json_integer((json_int_t)l->refused[i]));
-	for (size_t k = 0; k < n; k++) {
-		if (list[k].discovery)
-			disc++;
-		else if (strcmp(list[k].transport, "iser") == 0)
-			iser++;
-		else
-			tcp++;
-	}
-	o = json_pack("{s:{s:{s:I, s:I}, s:o, s:I}, s:{s:{s:I, s:I}, s:I}}", "logins", "accepted",
-		      "normal", (json_int_t)l->accepted_normal, "discovery",
-		      (json_int_t)l->accepted_discovery, "refused",
-		      refused ? refused : json_object(), "timeouts", (json_int_t)l->timeouts,
-		      "sessions", "normal", "tcp", tcp, "iser", iser, "discovery", disc);
-	return o;
-}
-
 static void sessions_done(void *arg, const struct ix_session_info *list, size_t n,
 			  const struct ix_login_stats *logins)
 {
@@ -1055,8 +1030,28 @@ static void sessions_done(void *arg, const struct ix_session_info *list, size_t 
 	json_t *res, *resp = NULL;
 
 	if (!op->cancelled) {
-		res = op->stats ? stats_result(list, n, logins)
-				: sessions_result(op->params, list, n);
+		(void)logins;
+		res = sessions_result(op->params, list, n);
+		if (op->id)
+			resp = res ? result_response(op->id, res)
+				   : error_response(op->id, -32603, "out of memory", NULL);
+		else
+			json_decref(res);
+		op->done(op->arg, resp);
+		json_decref(resp);
+	}
+	json_decref(op->id);
+	json_decref(op->params);
+	free(op);
+}
+
+static void stats_done(void *arg, const struct ix_stats *st)
+{
+	struct ix_mgmt_op *op = arg;
+	json_t *res, *resp = NULL;
+
+	if (!op->cancelled) {
+		res = metrics_json(st);
 		if (op->id)
 			resp = res ? result_response(op->id, res)
 				   : error_response(op->id, -32603, "out of memory", NULL);
@@ -1077,8 +1072,8 @@ static int ask_workers(struct call *c, bool stats)
 	int r;
 
 	if (!c->m->tgt) {
-		static const struct ix_login_stats none;
-		c->result = stats ? stats_result(NULL, 0, &none) : json_array();
+		static const struct ix_stats none;
+		c->result = stats ? metrics_json(&none) : json_array();
 		return 0;
 	}
 	if (!c->done)
@@ -1092,7 +1087,8 @@ static int ask_workers(struct call *c, bool stats)
 	op->id = c->id ? json_incref(c->id) : NULL;
 	op->params = json_incref(c->params);
 	op->stats = stats;
-	r = ix_target_sessions(c->m->tgt, sessions_done, op);
+	r = stats ? ix_target_stats(c->m->tgt, stats_done, op)
+		  : ix_target_sessions(c->m->tgt, sessions_done, op);
 	if (r < 0) {
 		json_decref(op->id);
 		json_decref(op->params);

@@ -25,6 +25,7 @@
 
 #include "proto/chap.h"
 #include "target/config_json.h"
+#include "util/addr.h"
 #include "util/log.h"
 
 #define MAX_DEPTH	 CFG_JSON_MAX_DEPTH
@@ -698,6 +699,25 @@ static int get_state_dir(struct ctx *c, json_t *obj, char **out)
 	return dup_str(c, s, out);
 }
 
+/* "ADDR:PORT" or "[V6ADDR]:PORT" with a numeric address (the metrics endpoint). */
+static int get_metrics_listen(struct ctx *c, json_t *obj, char **out)
+{
+	char host[ADDR_HOST_MAX];
+	unsigned char bin[16];
+	uint16_t port = 0;
+	const char *s;
+	int rc = get_str(c, obj, "metrics_listen", 80, STR_PRINTABLE, &s);
+
+	if (rc || !s)
+		return rc;
+	if (addr_parse_portal(s, 0, host, sizeof(host), &port, NULL) < 0 || port == 0 ||
+	    (inet_pton(AF_INET, host, bin) != 1 && inet_pton(AF_INET6, host, bin) != 1))
+		return fail(c, "metrics_listen", false,
+			    "\"%s\" is not ADDRESS:PORT with a numeric address (\"[::1]:9117\")",
+			    s);
+	return dup_str(c, s, out);
+}
+
 static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 {
 	static const char *const keys[] = {"threads",
@@ -717,6 +737,7 @@ static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 					   "discovery",
 					   "mgmt_socket",
 					   "mgmt_group",
+					   "metrics_listen",
 					   "state_dir",
 					   "poll_us",
 					   NULL};
@@ -752,6 +773,7 @@ static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 	    (rc = get_strdup(c, v, "mgmt_socket", sizeof(((struct sockaddr_un *)0)->sun_path) - 1,
 			     STR_PRINTABLE, &g->mgmt_socket)) ||
 	    (rc = get_strdup(c, v, "mgmt_group", 32, STR_PRINTABLE, &g->mgmt_group)) ||
+	    (rc = get_metrics_listen(c, v, &g->metrics_listen)) ||
 	    (rc = get_state_dir(c, v, &g->state_dir)))
 		goto out;
 	g->threads = (int)threads;

@@ -92,6 +92,7 @@ struct cfg_global {
 	uint8_t discovery_chap_algs[4]; /* accepted CHAP_A for discovery, as chap_algs */
 	int ndiscovery_chap_algs;
 	char *mgmt_socket;            /* JSON-RPC Unix socket path, NULL = none */
+	char *metrics_listen;         /* Prometheus endpoint "ADDR:PORT", NULL = none */
 	char *mgmt_group;             /* group (name) whose members may use it besides root */
 	char *state_dir;              /* default luns[].state_dir (APTPL reservations), NULL = none */
 };

@@ -127,6 +127,7 @@ void cfg_free(struct ix_config *cfg)
 	free_chap(&cfg->global.discovery_chap);
 	free_chap(&cfg->global.discovery_mutual_chap);
 	free(cfg->global.mgmt_socket);
+	free(cfg->global.metrics_listen);
 	free(cfg->global.mgmt_group);
 	free(cfg->global.state_dir);
 	for (size_t i = 0; cfg->portals && i < cfg->nportals; i++) {

@@ -642,6 +642,7 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 		list_init(&w->conns);
 		list_init(&w->login_fresh);
 		list_init(&w->login_active);
+		tgt_stats_worker_init(w);
 		w->loop = ev_loop_new();
 		if (!w->loop) {
 			r = -ENOMEM;
@@ -772,6 +773,7 @@ void ix_target_free(struct ix_target *t)
 			idle = ev_loop_run_once(w->loop, 5) == 0 ? idle + 1 : 0;
 		scsi_thread_free(t->workers[i].sthread);
 		ev_loop_free(t->workers[i].loop);
+		tgt_stats_worker_free(w);
 	}
 	free(t->workers);
 	/* sessions are gone (their connections were released above): these are the last

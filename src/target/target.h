@@ -94,6 +94,60 @@ int ix_target_lun_rbd_lock(struct ix_target *t, const char *target, uint32_t lun
  * target, or it has no ALUA, or (set) no such group; -EINVAL: not a state. Main thread. */
 int ix_target_alua_get(struct ix_target *t, const char *target, struct scsi_alua_cfg *out);
 int ix_target_alua_set(struct ix_target *t, const char *target, uint16_t group, uint8_t state);
+/* ---- statistics (iscsi_get_stats, the Prometheus endpoint) ---- */
+
+/* Command latency, from the arrival of the SCSI Command PDU (the worker loop's clock after
+ * its wait) to the command's completion: bucket i counts latencies below 2^i microseconds
+ * (and at least 2^(i-1) for i > 0); the last bucket everything longer. Not cumulative. */
+#define IX_LAT_BUCKETS 24 /* 1 us .. 2^22 us (4.2 s), then the rest */
+/* Errors: CHECK CONDITION by sense key (0..15), then any other status that is not GOOD
+ * (BUSY, TASK SET FULL, RESERVATION CONFLICT, TASK ABORTED). */
+#define IX_ERR_KINDS 17
+#define IX_ERR_OTHER_STATUS 16
+
+/* One LUN of one target as used by one initiator, since the daemon started (a session that
+ * ends leaves its counts). Reads and writes are READ/WRITE (6/10/12/16) commands; everything
+ * else is "other"; bytes are the data those reads and writes moved. */
+struct ix_lun_stats {
+	char target[224];
+	char initiator[224];
+	uint32_t lun;
+	uint64_t cmds_read, cmds_write, cmds_other;
+	uint64_t bytes_read, bytes_written;
+	uint64_t errors[IX_ERR_KINDS];
+	uint64_t lat[IX_LAT_BUCKETS];
+	uint64_t lat_sum_ns;
+};
+
+/* One target ("" for what belongs to none: discovery sessions, logins to unknown names). */
+struct ix_tgt_stats {
+	char target[224];
+	uint64_t logins_accepted;
+	uint64_t logins_refused[IX_LOGIN_REASONS];
+	uint64_t login_timeouts;     /* logins not completed within global.login_timeout_ms */
+	uint64_t sessions_tcp, sessions_iser; /* open now */
+	uint64_t digest_errors;      /* header and data digest mismatches */
+	uint64_t conn_timeouts;      /* NOP-Out not answered, logout not done in time */
+	uint64_t tasks_aborted;      /* commands ended by a TMF or a closed connection */
+	uint64_t pdus_rejected;      /* Reject PDUs sent */
+};
+
+struct ix_stats {
+	struct ix_login_stats logins; /* over all targets */
+	struct ix_tgt_stats *tgts;
+	size_t ntgts;
+	struct ix_lun_stats *luns;
+	size_t nluns;
+};
+void ix_stats_free(struct ix_stats *st);
+
+/* Collect the statistics: each worker copies its own counters on its thread, the copies are
+ * summed on the main loop, then cb runs there (st is freed after it returns). 0 or -ENOMEM. */
+typedef void (*ix_stats_cb)(void *arg, const struct ix_stats *st);
+int ix_target_stats(struct ix_target *t, ix_stats_cb cb, void *arg);
+
+/* Histogram bucket of a latency (pure). */
+int ix_lat_bucket(uint64_t ns);
 
 /* The main loop (for tools that add their own watches, e.g. signalfd). */
 struct ev_loop *ix_target_main_loop(struct ix_target *t);

@@ -184,6 +184,7 @@ void tgt_send_reject(struct tgt_conn *tc, uint8_t reason, const uint8_t *bhs)
 	struct iscsi_hdr h = {.opcode = ISCSI_OP_REJECT, .final = true, .itt = ISCSI_RSVD_TAG};
 
 	h.reject.reason = reason;
+	tgt_stat_count(tc, TGT_ST_PDU_REJECTED, 1);
 	tgt_stamp(tc, &h, true);
 	log_info("target", "%s: Reject reason 0x%02x for opcode 0x%02x", tc->conn->peer, reason,
 		 bhs[0] & 0x3f);
@@ -216,6 +217,7 @@ static void nop_timer_cb(struct ev_timer *t)
 			      g->nop_interval_ms, g->nop_timeout_ms ? g->nop_timeout_ms : 30000,
 			      &next)) {
 	case KEEPALIVE_DEAD:
+		tgt_stat_count(tc, TGT_ST_CONN_TIMEOUT, 1);
 		iscsi_conn_close(tc->conn, "no NOP-Out answer to our NOP-In ping");
 		return;
 	case KEEPALIVE_WAIT:
@@ -310,6 +312,7 @@ static void logout_timer_cb(struct ev_timer *t)
 		iscsi_conn_close(tc->conn, "the drop announcement could not be sent");
 		return;
 	}
+	tgt_stat_count(tc, TGT_ST_CONN_TIMEOUT, 1);
 	log_info("target", "%s: no Logout after %s: dropping the session", tc->conn->peer,
 		 tc->logout_admin ? "it was requested" : "the target was removed");
 	h.async.event = ISCSI_ASYNC_DROP_ALL_CONNECTIONS;
@@ -479,6 +482,7 @@ static void rx_pdu(struct iscsi_conn *c, const struct iscsi_hdr *h, uint8_t *dat
 	}
 	if (!ddigest_ok) {
 		/* RFC 7143 7.8: discard and Reject; the initiator may retry */
+		tgt_stat_count(tc, TGT_ST_DIGEST_ERROR, 1);
 		tgt_send_reject(tc, ISCSI_REJECT_DATA_DIGEST, c->rx_bhs);
 		return;
 	}
@@ -534,6 +538,8 @@ static void conn_closed(struct iscsi_conn *c)
 	ev_timer_stop(c->loop, &tc->idle_timer);
 	ev_timer_stop(c->loop, &tc->close_timer);
 	tgt_login_pending_del(tc);
+	if (c->digest_errors)
+		tgt_stat_count(tc, TGT_ST_DIGEST_ERROR, c->digest_errors);
 	if (tc->held)
 		tgt_session_unhold(tc->tgt, tc->held); /* freed with the connection */
 	/* the session stays registered (draining) until the tasks still in the backend have

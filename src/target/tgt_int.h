@@ -46,6 +46,10 @@ struct tgt_worker {
 	struct tgt_ratelimit evict_rl;
 	uint64_t next_hold_id;          /* tags logins held for an old session (tgt_conn.held) */
 	struct ix_login_stats logins;   /* owned by this worker's thread */
+	/* statistics (tgt_stats.c): plain counters written by this worker's thread only */
+	struct list_head lstats;        /* struct tgt_lstat, one per (target, LUN, initiator) */
+	struct list_head tstats;        /* struct tgt_tstat, one per target name ("" = none) */
+	uint32_t nlstats, ntstats;
 };
 
 /* One configured target as served: its settings and LUN map. Counted: one reference while the
@@ -119,6 +123,9 @@ struct tgt_session {
 	const struct tgt_session *wait_for;
 	uint16_t wait_tsih;             /* wait_for's TSIH (for the log) */
 	uint64_t hold_id;               /* tgt_worker.next_hold_id when held (owner thread) */
+	/* statistics slots in worker's tables, found at the first use (tgt_stats.c) */
+	struct tgt_tstat *tstat;
+	struct tgt_lstat *lstat[SCSI_MAX_LUNS];
 };
 
 enum tgt_task_state {
@@ -144,6 +151,7 @@ struct tgt_task {
 	bool aborted;
 	bool discard;                   /* failed before execution: swallow remaining data */
 	uint8_t fail_key, fail_asc, fail_ascq; /* the sense it is answered with */
+	uint64_t start_ns;              /* the worker loop's clock when the command arrived */
 	uint8_t cdb[ISCSI_MAX_CDB_LEN];
 	uint16_t cdb_len;
 	uint8_t *buf;
@@ -381,6 +389,30 @@ void tgt_order_release(struct tgt_conn *tc);
 void tgt_cmdsn_consume(struct tgt_conn *tc, uint32_t sn);
 void tgt_tmf(struct tgt_conn *tc, const struct iscsi_hdr *h);
 void tgt_task_finished(struct tgt_task *task);
+
+/* tgt_stats.c: counting on the worker's thread (see the comment there) */
+struct tgt_tstat;
+struct tgt_lstat;
+/* The worker's slot for a target name ("" or NULL: none); NULL when out of memory or past the
+ * slot limit (then nothing is counted). */
+struct tgt_tstat *tgt_tstat_get(struct tgt_worker *w, const char *target);
+/* The slot a connection's events count against: its session's target, else the configured
+ * target its login names, else "". */
+struct tgt_tstat *tgt_conn_tstat(struct tgt_conn *tc);
+enum tgt_stat_event {
+	TGT_ST_LOGIN_ACCEPTED,
+	TGT_ST_LOGIN_TIMEOUT,
+	TGT_ST_DIGEST_ERROR,
+	TGT_ST_CONN_TIMEOUT,
+	TGT_ST_TASK_ABORTED,
+	TGT_ST_PDU_REJECTED,
+};
+void tgt_stat_count(struct tgt_conn *tc, enum tgt_stat_event ev, uint64_t n);
+void tgt_stat_login_refused(struct tgt_conn *tc, int reason_idx);
+/* A command is answered (status set in t->sc): its counts and latency. */
+void tgt_stats_cmd_done(struct tgt_task *t);
+void tgt_stats_worker_init(struct tgt_worker *w);
+void tgt_stats_worker_free(struct tgt_worker *w);
 
 /* tgt_text.c */
 void tgt_text(struct tgt_conn *tc, const struct iscsi_hdr *h, uint8_t *data, uint32_t dlen);

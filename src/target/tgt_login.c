@@ -93,6 +93,7 @@ void tgt_login_timeout(struct ev_timer *t)
 	snprintf(why, sizeof(why), "login not completed within %u ms (global.login_timeout_ms)",
 		 tc->gen->cfg->global.login_timeout_ms);
 	tc->worker->logins.timeouts++;
+	tgt_stat_count(tc, TGT_ST_LOGIN_TIMEOUT, 1);
 	iscsi_conn_close(tc->conn, why);
 }
 
@@ -328,6 +329,7 @@ static void login_fail(struct tgt_conn *tc, struct iscsi_hdr *r, uint16_t status
 	r->login_rsp.transit = false;
 	r->login_rsp.csg = r->login_rsp.nsg = 0;
 	tc->worker->logins.refused[ix_login_reason_index(status)]++;
+	tgt_stat_login_refused(tc, ix_login_reason_index(status));
 	log_info("target", "%s: login from %s failed (status 0x%04x): %s", tc->conn->peer,
 		 log_escape(la->info.initiator_name, sizeof(la->info.initiator_name), esc,
 			    sizeof(esc)),
@@ -358,6 +360,7 @@ static void login_complete(struct tgt_conn *tc, struct iscsi_hdr *r, const char 
 	tc->conn->state = ISCSI_CONN_LOGGED_IN;
 	ev_timer_stop(tc->conn->loop, &tc->login_timer);
 	tgt_login_pending_del(tc);
+	tgt_stat_count(tc, TGT_ST_LOGIN_ACCEPTED, 1);
 	if (s->type == ISCSI_SESSION_DISCOVERY)
 		tc->worker->logins.accepted_discovery++;
 	else

@@ -213,6 +213,7 @@ void tgt_task_abort(struct tgt_task *t)
 		scsi_cmd_abort(&t->sc); /* ... which may be now */
 		return;
 	}
+	tgt_stat_count(t->tc, TGT_ST_TASK_ABORTED, 1);
 	tgt_task_finished(t);
 	tgt_task_free(t);
 }
@@ -440,12 +441,14 @@ static void scsi_done(struct scsi_cmd *sc)
 	struct iscsi_conn *c = tc->conn;
 
 	if (t->aborted || c->terminated) {
+		tgt_stat_count(tc, TGT_ST_TASK_ABORTED, 1);
 		tgt_task_finished(t);
 		tgt_task_free(t);
 		iscsi_conn_put(c);
 		return;
 	}
 	t->state = TASK_DONE;
+	tgt_stats_cmd_done(t);
 	if (t->read && sc->data_in_len)
 		send_data_in(t);
 	else
@@ -497,6 +500,7 @@ static void task_fail(struct tgt_task *t, uint8_t key, uint8_t asc, uint8_t ascq
 	else
 		t->sc.status = SCSI_STATUS_TASK_SET_FULL;
 	t->state = TASK_DONE;
+	tgt_stats_cmd_done(t);
 	send_scsi_response(t);
 	tgt_task_finished(t);
 	tgt_task_free(t);
@@ -702,6 +706,7 @@ int tgt_scsi_cmd_header(struct tgt_conn *tc, const struct iscsi_hdr *h, const ui
 			 tc->conn->peer);
 		return 0;
 	}
+	t->start_ns = ev_now_ns(tc->conn->loop);
 	t->itt = h->itt;
 	t->cmdsn = cmd->cmdsn;
 	t->edtl = cmd->edtl;
@@ -777,6 +782,7 @@ void tgt_scsi_cmd_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddige
 	}
 	tc->rx_task = NULL;
 	if (!ddigest_ok) {
+		tgt_stat_count(tc, TGT_ST_DIGEST_ERROR, 1);
 		tgt_task_free(t);
 		tgt_send_reject(tc, ISCSI_REJECT_DATA_DIGEST, tc->conn->rx_bhs);
 		iscsi_conn_close(tc->conn, "data digest error on a SCSI Command (ERL 0)");
@@ -877,6 +883,7 @@ void tgt_data_out_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddige
 	if (!t || tc->rx_verdict == RX_DROP)
 		return;
 	if (!ddigest_ok) {
+		tgt_stat_count(tc, TGT_ST_DIGEST_ERROR, 1);
 		tgt_send_reject(tc, ISCSI_REJECT_DATA_DIGEST, tc->conn->rx_bhs);
 		iscsi_conn_close(tc->conn, "data digest error on Data-Out (ERL 0)");
 		return;

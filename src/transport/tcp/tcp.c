@@ -344,6 +344,7 @@ static int rx_header_done(struct iscsi_conn *c, struct tcp_conn *t)
 		uint32_t got = crc32c_get_wire(t->hdr + ISCSI_BHS_LEN + ahs_len);
 		if (got != crc32c(t->hdr, ISCSI_BHS_LEN + ahs_len)) {
 			log_warn("tcp", "%s: header digest error", c->peer);
+			c->digest_errors++;
 			return -EBADMSG; /* the stream can no longer be trusted */
 		}
 	}

@@ -1,0 +1,104 @@
+/* Latency buckets, label escaping, the Prometheus text and the HTTP request parser. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mgmt/http.h"
+#include "mgmt/metrics.h"
+#include "tap.h"
+
+static void test_buckets(void)
+{
+	char le[32];
+
+	CHECK_EQ(ix_lat_bucket(0), 0);          /* < 1 us */
+	CHECK_EQ(ix_lat_bucket(999), 0);
+	CHECK_EQ(ix_lat_bucket(1000), 1);       /* 1 us: < 2 us */
+	CHECK_EQ(ix_lat_bucket(1999), 1);
+	CHECK_EQ(ix_lat_bucket(2000), 2);
+	CHECK_EQ(ix_lat_bucket(100000), 7);     /* 100 us: 2^6 <= .. < 2^7 */
+	CHECK_EQ(ix_lat_bucket(100000000), 17); /* 100 ms: 2^16 us <= .. < 2^17 us */
+	CHECK_EQ(ix_lat_bucket(4194303999ull), 22);
+	CHECK_EQ(ix_lat_bucket(4194304000ull), IX_LAT_BUCKETS - 1);
+	CHECK_EQ(ix_lat_bucket(UINT64_MAX), IX_LAT_BUCKETS - 1);
+	metrics_bucket_le(0, le, sizeof(le));
+	CHECK_STR(le, "1e-06");
+	metrics_bucket_le(10, le, sizeof(le));
+	CHECK_STR(le, "0.001024");
+	metrics_bucket_le(22, le, sizeof(le));
+	CHECK_STR(le, "4.194304");
+	metrics_bucket_le(IX_LAT_BUCKETS - 1, le, sizeof(le));
+	CHECK_STR(le, "+Inf");
+}
+
+static void test_escape(void)
+{
+	struct mbuf b = {0};
+
+	metrics_escape_label(&b, "a\\b\"c\nd:e");
+	CHECK(b.p != NULL);
+	CHECK_STR(b.p, "a\\\\b\\\"c\\nd:e");
+	mbuf_free(&b);
+}
+
+static void test_format(void)
+{
+	struct ix_lun_stats l = {.lun = 3, .cmds_read = 2, .bytes_read = 8192, .lat_sum_ns = 1500};
+	struct ix_tgt_stats t = {.logins_accepted = 1, .sessions_tcp = 1};
+	struct ix_stats st = {.tgts = &t, .ntgts = 1, .luns = &l, .nluns = 1};
+	struct mbuf b = {0};
+
+	strcpy(l.target, "iqn.x:t");
+	strcpy(l.initiator, "iqn.\"i\"");
+	strcpy(t.target, "iqn.x:t");
+	l.lat[0] = 1;
+	l.lat[1] = 1;
+	t.logins_refused[2] = 4;
+	CHECK_EQ(metrics_format(&st, &b), 0);
+	CHECK(strstr(b.p, "# TYPE ix_lun_read_bytes_total counter\n") != NULL);
+	CHECK(strstr(b.p, "ix_lun_read_bytes_total{target=\"iqn.x:t\",lun=\"3\","
+			  "initiator=\"iqn.\\\"i\\\"\"} 8192\n") != NULL);
+	CHECK(strstr(b.p, ",le=\"1e-06\"} 1\n") != NULL);
+	CHECK(strstr(b.p, ",le=\"2e-06\"} 2\n") != NULL); /* cumulative */
+	CHECK(strstr(b.p, ",le=\"+Inf\"} 2\n") != NULL);
+	CHECK(strstr(b.p, "_count{target=\"iqn.x:t\",lun=\"3\",initiator=\"iqn.\\\"i\\\"\"} 2\n"));
+	CHECK(strstr(b.p, "_sum{target=\"iqn.x:t\",lun=\"3\",initiator=\"iqn.\\\"i\\\"\"} "
+			  "0.000001500\n"));
+	CHECK(strstr(b.p, "ix_target_logins_refused_total{target=\"iqn.x:t\","
+			  "reason=\"authorization_failed\"} 4\n") != NULL);
+	CHECK(strstr(b.p, "reason=\"not_found\"") == NULL); /* zero: omitted */
+	CHECK(strstr(b.p, "ix_target_sessions{target=\"iqn.x:t\",transport=\"tcp\"} 1\n"));
+	mbuf_free(&b);
+}
+
+static void test_parse(void)
+{
+	struct http_req rq;
+	const char *ok = "GET /metrics?a=b HTTP/1.1\r\nHost: x\r\n\r\n";
+	char big[HTTP_MAX_REQUEST + 10];
+
+	CHECK_EQ(http_parse_request(ok, strlen(ok), &rq), (int)strlen(ok));
+	CHECK_STR(rq.method, "GET");
+	CHECK_STR(rq.path, "/metrics");
+	CHECK_EQ(http_parse_request(ok, 10, &rq), 0);
+	CHECK_EQ(http_parse_request("GET /m HTTP/1.0\n\n", 17, &rq), 17);
+	CHECK_EQ(http_parse_request("garbage\r\n\r\n", 11, &rq), -EBADMSG);
+	CHECK_EQ(http_parse_request("GET metrics HTTP/1.1\r\n\r\n", 24, &rq), -EBADMSG);
+	CHECK_EQ(http_parse_request("GET /m HTTP/2.0\r\n\r\n", 19, &rq), -EBADMSG);
+	CHECK_EQ(http_parse_request("GET /m\0 HTTP/1.1\r\n\r\n", 20, &rq), -EBADMSG);
+	memset(big, 'a', sizeof(big));
+	memcpy(big, "GET / HTTP/1.1\r\n", 16);
+	CHECK_EQ(http_parse_request(big, sizeof(big), &rq), -EMSGSIZE);
+	CHECK_EQ(http_parse_request(big + 16, sizeof(big) - 16, &rq), 0); /* no line end yet */
+	memset(big, 'a', sizeof(big));
+	CHECK_EQ(http_parse_request(big, sizeof(big), &rq), -EMSGSIZE);
+}
+
+int main(void)
+{
+	test_buckets();
+	test_escape();
+	test_format();
+	test_parse();
+	return tap_done();
+}
