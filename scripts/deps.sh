@@ -99,12 +99,14 @@ $SUDO apt-get update -q || fail "apt-get update"
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" ||
 	fail "apt-get install -y --no-install-recommends ${missing[*]}"
 # A service installed just now and enabled by its package would start at the next boot and
-# hold the port ix uses: disable the ones this script brought in (systemd machines only).
+# hold a port (tgt and istgt: 3260; prometheus: 9090, a test starts its own): disable the ones
+# this script brought in (systemd machines only).
 if [ -d /run/systemd/system ]; then
 	for p in "${missing[@]}"; do
 		case $p in
 		tgt) $SUDO systemctl disable --now tgt.service >/dev/null 2>&1 || true ;;
 		istgt) $SUDO systemctl disable --now istgt.service >/dev/null 2>&1 || true ;;
+		prometheus) $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true ;;
 		esac
 	done
 fi
