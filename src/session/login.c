@@ -174,51 +174,86 @@ static uint16_t handle_keys(struct login_acceptor *la, uint8_t csg, struct text_
 	return 0;
 }
 
-void login_acceptor_step(struct login_acceptor *la, const struct iscsi_hdr *h, uint8_t *data,
-			 uint32_t dlen, struct login_step *step)
+/* The request's version, stage fields and, after the first PDU, the fields that must not
+ * change during a login. 0, or a login status (la->error says why). */
+static uint16_t step_check(struct login_acceptor *la, const struct iscsi_login_req *rq)
 {
-	const struct iscsi_login_req *rq = &h->login_req;
-	struct text_out out;
-	bool auth_done = false;
-	uint16_t st;
-
-	memset(step, 0, sizeof(*step));
-	step->csg = rq->csg;
-	step->nsg = rq->nsg;
-	if (la->complete) {
-		step->status = fail(la, ISCSI_LOGIN_INVALID_REQUEST_DURING_LOGIN,
-				     "login request after login completed");
-		return;
-	}
-	if (rq->version_min > 0 || rq->version_max < rq->version_min) {
-		step->status = fail(la, ISCSI_LOGIN_UNSUPPORTED_VERSION,
-				    "unsupported version range");
-		return;
-	}
+	if (la->complete)
+		return fail(la, ISCSI_LOGIN_INVALID_REQUEST_DURING_LOGIN,
+			    "login request after login completed");
+	if (rq->version_min > 0 || rq->version_max < rq->version_min)
+		return fail(la, ISCSI_LOGIN_UNSUPPORTED_VERSION, "unsupported version range");
 	if (rq->csg == 2 || rq->csg == 3 || (rq->transit && (rq->nsg == 2 || rq->nsg <= rq->csg)) ||
-	    (rq->transit && rq->cont)) {
-		step->status = fail(la, ISCSI_LOGIN_INIT_ERR, "invalid stage transition");
-		return;
-	}
+	    (rq->transit && rq->cont))
+		return fail(la, ISCSI_LOGIN_INIT_ERR, "invalid stage transition");
 	if (!la->first_seen && la->accum.len == 0) {
 		memcpy(la->info.isid, rq->isid, 6);
 		la->info.tsih = rq->tsih;
 		la->info.cid = rq->cid;
 		la->info.cmdsn = rq->cmdsn;
 		la->stage = rq->csg;
-	} else {
-		if (memcmp(la->info.isid, rq->isid, 6) != 0 || la->info.tsih != rq->tsih ||
-		    la->info.cid != rq->cid || la->info.cmdsn != rq->cmdsn) {
-			step->status = fail(la, ISCSI_LOGIN_INIT_ERR,
-					    "ISID/TSIH/CID/CmdSN changed during login");
-			return;
-		}
-		if (rq->csg != la->stage) {
-			step->status = fail(la, ISCSI_LOGIN_INIT_ERR,
-					    "CSG does not match the current stage");
-			return;
-		}
+		return 0;
 	}
+	if (memcmp(la->info.isid, rq->isid, 6) != 0 || la->info.tsih != rq->tsih ||
+	    la->info.cid != rq->cid || la->info.cmdsn != rq->cmdsn)
+		return fail(la, ISCSI_LOGIN_INIT_ERR, "ISID/TSIH/CID/CmdSN changed during login");
+	if (rq->csg != la->stage)
+		return fail(la, ISCSI_LOGIN_INIT_ERR, "CSG does not match the current stage");
+	return 0;
+}
+
+/* T=1 asked: may the login move to rq->nsg now? Sets *ok; 0 or a login status. */
+static uint16_t step_transit(struct login_acceptor *la, const struct iscsi_login_req *rq,
+			     bool auth_done, struct text_out *out, bool *ok)
+{
+	*ok = true;
+	if (rq->csg == ISCSI_STAGE_SECURITY && !auth_done) {
+		if (!la->auth.method_chap)
+			return fail(la, ISCSI_LOGIN_AUTH_FAILED, "authentication required");
+		*ok = false; /* initiator wants to leave mid-exchange: hold it in stage 0 */
+	}
+	if (*ok && rq->nsg == ISCSI_STAGE_FULL_FEATURE && la->proposed && !neg_settled(&la->neg))
+		*ok = false; /* our proposals need answers first */
+	if (*ok && rq->nsg == ISCSI_STAGE_FULL_FEATURE && !la->proposed) {
+		/* jumping straight to FFP: declare our keys now; the initiator needs no answer for
+		   declarations, but our other proposals would need one */
+		if (neg_propose(&la->neg, out) < 0)
+			return fail(la, ISCSI_LOGIN_TARGET_ERROR, "response too long");
+		la->proposed = true;
+		if (!neg_settled(&la->neg))
+			*ok = false;
+	}
+	return 0;
+}
+
+/* Move to the next stage (T=1 granted); entering full feature phase ends the login. */
+static uint16_t step_advance(struct login_acceptor *la, const struct iscsi_login_req *rq,
+			     struct login_step *step)
+{
+	step->transit = true;
+	step->nsg = rq->nsg;
+	la->stage = rq->nsg;
+	if (rq->nsg != ISCSI_STAGE_FULL_FEATURE)
+		return 0;
+	if (neg_finish(&la->neg) < 0)
+		return fail(la, ISCSI_LOGIN_INIT_ERR, "negotiation: %s", la->neg.error);
+	step->final = true;
+	la->complete = true;
+	return 0;
+}
+
+void login_acceptor_step(struct login_acceptor *la, const struct iscsi_hdr *h, uint8_t *data,
+			 uint32_t dlen, struct login_step *step)
+{
+	const struct iscsi_login_req *rq = &h->login_req;
+	struct text_out out;
+	bool auth_done = false, ok;
+
+	memset(step, 0, sizeof(*step));
+	step->csg = rq->csg;
+	step->nsg = rq->nsg;
+	if ((step->status = step_check(la, rq)) != 0)
+		return;
 	if (text_accum_append(&la->accum, data, dlen) < 0) {
 		step->status = fail(la, ISCSI_LOGIN_OUT_OF_RESOURCES, "login text too long");
 		return;
@@ -230,67 +265,27 @@ void login_acceptor_step(struct login_acceptor *la, const struct iscsi_hdr *h, u
 		return;
 	}
 	text_out_init(&out, la->out_buf, sizeof(la->out_buf));
-	st = handle_keys(la, rq->csg, &out, &auth_done);
+	step->status = handle_keys(la, rq->csg, &out, &auth_done);
 	text_accum_reset(&la->accum);
-	if (st) {
-		step->status = st;
+	if (step->status)
 		return;
-	}
 	step->csg = rq->csg;
-	if (rq->csg == ISCSI_STAGE_OPERATIONAL || (rq->transit && rq->nsg == ISCSI_STAGE_OPERATIONAL)) {
-		/* The target declares/proposes its operational keys once, in the first response
-		   that belongs to (or leads into) the operational stage. */
-		if (!la->proposed && rq->csg == ISCSI_STAGE_OPERATIONAL) {
-			if (neg_propose(&la->neg, &out) < 0) {
-				step->status = fail(la, ISCSI_LOGIN_TARGET_ERROR,
-						    "response too long");
-				return;
-			}
-			la->proposed = true;
+	/* The target declares/proposes its operational keys once, in the first response that
+	   belongs to the operational stage. */
+	if (rq->csg == ISCSI_STAGE_OPERATIONAL && !la->proposed) {
+		if (neg_propose(&la->neg, &out) < 0) {
+			step->status = fail(la, ISCSI_LOGIN_TARGET_ERROR, "response too long");
+			return;
 		}
+		la->proposed = true;
 	}
 	if (rq->transit) {
-		bool ok = true;
-		if (rq->csg == ISCSI_STAGE_SECURITY && !auth_done) {
-			if (la->auth.method_chap) {
-				/* initiator wants to leave mid-exchange: hold it in stage 0 */
-				ok = false;
-			} else {
-				step->status = fail(la, ISCSI_LOGIN_AUTH_FAILED,
-						    "authentication required");
-				return;
-			}
-		}
-		if (ok && rq->nsg == ISCSI_STAGE_FULL_FEATURE && la->proposed && !neg_settled(&la->neg))
-			ok = false; /* our proposals need answers first */
-		if (ok && rq->nsg == ISCSI_STAGE_FULL_FEATURE && !la->proposed) {
-			/* jumping straight to FFP: declare our keys now; the initiator needs no
-			   answer for declarations, but our other proposals would need one */
-			if (neg_propose(&la->neg, &out) < 0) {
-				step->status = fail(la, ISCSI_LOGIN_TARGET_ERROR,
-						    "response too long");
-				return;
-			}
-			la->proposed = true;
-			if (!neg_settled(&la->neg))
-				ok = false;
-		}
-		if (ok) {
-			step->transit = true;
-			step->nsg = rq->nsg;
-			la->stage = rq->nsg;
-			if (rq->nsg == ISCSI_STAGE_FULL_FEATURE) {
-				if (neg_finish(&la->neg) < 0) {
-					step->status = fail(la, ISCSI_LOGIN_INIT_ERR,
-							    "negotiation: %s", la->neg.error);
-					return;
-				}
-				step->final = true;
-				la->complete = true;
-			}
-		} else {
+		if ((step->status = step_transit(la, rq, auth_done, &out, &ok)) != 0)
+			return;
+		if (!ok)
 			step->nsg = 0;
-		}
+		else if ((step->status = step_advance(la, rq, step)) != 0)
+			return;
 	}
 	step->text = la->out_buf;
 	step->text_len = (uint32_t)out.len;

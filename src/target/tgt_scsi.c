@@ -659,53 +659,41 @@ void tgt_order_release(struct tgt_conn *tc)
 
 /* ---------------------------------------------------------------- SCSI Command */
 
-int tgt_scsi_cmd_header(struct tgt_conn *tc, const struct iscsi_hdr *h, const uint8_t *ahs,
-			uint32_t ahs_len, struct dm_rx_place *place)
+/* The header-phase checks of a SCSI Command before a task exists: 0 to go on, or the verdict
+ * (RX_DROP, RX_REJECT with tc->rx_reject_reason) is set. */
+static int cmd_header_check(struct tgt_conn *tc, const struct iscsi_hdr *h,
+			    const struct iscsi_ahs_info *ai, int ahs_rc)
 {
 	const struct iscsi_scsi_cmd *cmd = &h->cmd;
-	struct tgt_session *s = tc->sess;
-	const struct iscsi_sess_params *sp = &s->params;
-	struct iscsi_ahs_info ai;
-	struct tgt_task *t;
+	const struct iscsi_sess_params *sp = &tc->sess->params;
+	uint8_t reason;
 
-	tc->rx_verdict = RX_OK;
-	tc->rx_task = NULL;
-	if (s->type == ISCSI_SESSION_DISCOVERY) {
-		tc->rx_verdict = RX_REJECT;
-		tc->rx_reject_reason = ISCSI_REJECT_PROTOCOL_ERROR;
-		return 0;
-	}
-	if (tc->rx_cmdsn == TGT_CMDSN_DROP) { /* judged in rx_header (tgt_conn.c) */
+	if (tc->sess->type == ISCSI_SESSION_DISCOVERY)
+		reason = ISCSI_REJECT_PROTOCOL_ERROR;
+	else if (tc->rx_cmdsn == TGT_CMDSN_DROP) { /* judged in rx_header (tgt_conn.c) */
 		tc->rx_verdict = RX_DROP;
-		return 0;
-	}
-	if (iscsi_ahs_parse(ahs, ahs_len, &ai) < 0 ||
-	    (ai.ext_cdb && 16u + ai.ext_cdb_len > ISCSI_MAX_CDB_LEN)) {
-		tc->rx_verdict = RX_REJECT;
-		tc->rx_reject_reason = ISCSI_REJECT_PROTOCOL_ERROR;
-		return 0;
-	}
-	if (tgt_task_find(tc, h->itt) || h->itt == ISCSI_RSVD_TAG) {
-		tc->rx_verdict = RX_REJECT;
-		tc->rx_reject_reason = ISCSI_REJECT_TASK_IN_PROGRESS;
-		return 0;
-	}
-	if (h->dlength && (!cmd->write || !sp->immediate_data || h->dlength > cmd->edtl ||
-			   h->dlength > sp->first_burst_length)) {
+		return -1;
+	} else if (ahs_rc < 0 || (ai->ext_cdb && 16u + ai->ext_cdb_len > ISCSI_MAX_CDB_LEN))
+		reason = ISCSI_REJECT_PROTOCOL_ERROR;
+	else if (tgt_task_find(tc, h->itt) || h->itt == ISCSI_RSVD_TAG)
+		reason = ISCSI_REJECT_TASK_IN_PROGRESS;
+	else if (h->dlength && (!cmd->write || !sp->immediate_data || h->dlength > cmd->edtl ||
+				h->dlength > sp->first_burst_length))
 		/* immediate data the negotiation does not allow (RFC 7143 13.11, 13.14) */
-		tc->rx_verdict = RX_REJECT;
-		tc->rx_reject_reason = ISCSI_REJECT_PROTOCOL_ERROR;
+		reason = ISCSI_REJECT_PROTOCOL_ERROR;
+	else
 		return 0;
-	}
-	t = tgt_task_alloc(tc, h->immediate);
-	if (!t) {
-		tc->rx_verdict = RX_REJECT;
-		tc->rx_reject_reason = h->immediate ? ISCSI_REJECT_IMM_CMD
-						    : ISCSI_REJECT_PROTOCOL_ERROR;
-		log_warn("target", "%s: no free task slot (CmdSN window not honoured?)",
-			 tc->conn->peer);
-		return 0;
-	}
+	tc->rx_verdict = RX_REJECT;
+	tc->rx_reject_reason = reason;
+	return -1;
+}
+
+/* A new task from the command: its fields, the ITT hash, the active list. */
+static void cmd_task_init(struct tgt_conn *tc, struct tgt_task *t, const struct iscsi_hdr *h,
+			  const struct iscsi_ahs_info *ai)
+{
+	const struct iscsi_scsi_cmd *cmd = &h->cmd;
+
 	t->start_ns = ev_now_ns(tc->conn->loop);
 	t->itt = h->itt;
 	t->cmdsn = cmd->cmdsn;
@@ -715,48 +703,83 @@ int tgt_scsi_cmd_header(struct tgt_conn *tc, const struct iscsi_hdr *h, const ui
 	t->write = cmd->write;
 	memcpy(t->cdb, cmd->cdb, 16);
 	t->cdb_len = 16;
-	if (ai.ext_cdb) {
-		memcpy(t->cdb + 16, ai.ext_cdb, ai.ext_cdb_len);
-		t->cdb_len = (uint16_t)(16 + ai.ext_cdb_len);
+	if (ai->ext_cdb) {
+		memcpy(t->cdb + 16, ai->ext_cdb, ai->ext_cdb_len);
+		t->cdb_len = (uint16_t)(16 + ai->ext_cdb_len);
 	}
 	t->hnext = tc->itt_hash[itt_slot(t->itt)];
 	tc->itt_hash[itt_slot(t->itt)] = t;
 	list_add_tail(&t->link, &tc->active);
 	t->state = TASK_DATA_OUT;
+}
+
+/* How much unsolicited data (immediate and Data-Out before any R2T) the write brings. */
+static void cmd_unsolicited(struct tgt_task *t, const struct iscsi_hdr *h,
+			    const struct iscsi_sess_params *sp)
+{
+	if (!h->final)
+		t->unsol_total = sp->initial_r2t ? h->dlength
+						 : (sp->first_burst_length < t->edtl
+							    ? sp->first_burst_length
+							    : t->edtl);
+	else
+		t->unsol_total = h->dlength;
+	if (t->unsol_total < h->dlength)
+		t->unsol_total = h->dlength;
+	t->unsol_got = h->dlength;
+	t->data_got = h->dlength;
+}
+
+/* The task's data buffer (kept from its last use when large enough). */
+static void cmd_buffer(struct tgt_conn *tc, struct tgt_task *t)
+{
+	bool over;
+
+	if (t->buf && t->buf_cap >= t->edtl)
+		return;
+	buf_put(tc, t->buf, t->buf_cap);
+	t->buf = buf_get(tc, t->edtl, &t->buf_cap, &over);
+	if (t->buf)
+		return;
+	t->buf_cap = 0;
+	if (over)
+		write_fail(t, 0, 0, 0); /* the connection's memory budget: TASK SET FULL, retry later */
+	else
+		write_fail(t, SCSI_SENSE_HARDWARE_ERROR, 0x55, 0x03); /* no memory */
+}
+
+int tgt_scsi_cmd_header(struct tgt_conn *tc, const struct iscsi_hdr *h, const uint8_t *ahs,
+			uint32_t ahs_len, struct dm_rx_place *place)
+{
+	const struct iscsi_scsi_cmd *cmd = &h->cmd;
+	struct iscsi_ahs_info ai;
+	struct tgt_task *t;
+	int ahs_rc;
+
+	tc->rx_verdict = RX_OK;
+	tc->rx_task = NULL;
+	ahs_rc = tc->sess->type == ISCSI_SESSION_DISCOVERY ? 0 : iscsi_ahs_parse(ahs, ahs_len, &ai);
+	if (cmd_header_check(tc, h, &ai, ahs_rc) < 0)
+		return 0;
+	t = tgt_task_alloc(tc, h->immediate);
+	if (!t) {
+		tc->rx_verdict = RX_REJECT;
+		tc->rx_reject_reason = h->immediate ? ISCSI_REJECT_IMM_CMD
+						    : ISCSI_REJECT_PROTOCOL_ERROR;
+		log_warn("target", "%s: no free task slot (CmdSN window not honoured?)",
+			 tc->conn->peer);
+		return 0;
+	}
+	cmd_task_init(tc, t, h, &ai);
 	if ((cmd->read && cmd->write) || ai.has_bidi_read_len || t->edtl > TGT_MAX_IO) {
 		/* bidirectional commands and oversized transfers are refused after the
 		   unsolicited data has been swallowed */
 		write_fail(t, SCSI_SENSE_ILLEGAL_REQUEST, 0x24, 0x00);
 	}
-	if (t->write) {
-		if (!h->final)
-			t->unsol_total = sp->initial_r2t ? h->dlength
-							 : (sp->first_burst_length < t->edtl
-								    ? sp->first_burst_length
-								    : t->edtl);
-		else
-			t->unsol_total = h->dlength;
-		if (t->unsol_total < h->dlength)
-			t->unsol_total = h->dlength;
-		t->unsol_got = h->dlength;
-		t->data_got = h->dlength;
-	}
-	if (!t->discard && (t->write || t->read) && t->edtl) {
-		if (!t->buf || t->buf_cap < t->edtl) {
-			bool over;
-
-			buf_put(tc, t->buf, t->buf_cap);
-			t->buf = buf_get(tc, t->edtl, &t->buf_cap, &over);
-			if (!t->buf) {
-				t->buf_cap = 0;
-				if (over)
-					/* the connection's memory budget: TASK SET FULL, retry later */
-					write_fail(t, 0, 0, 0);
-				else
-					write_fail(t, SCSI_SENSE_HARDWARE_ERROR, 0x55, 0x03); /* no memory */
-			}
-		}
-	}
+	if (t->write)
+		cmd_unsolicited(t, h, &tc->sess->params);
+	if (!t->discard && (t->write || t->read) && t->edtl)
+		cmd_buffer(tc, t);
 	if (h->dlength && !t->discard) {
 		place->buf = t->buf;
 		place->len = h->dlength;
