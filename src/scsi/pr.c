@@ -127,7 +127,8 @@ bool pr_conflict(uint8_t f, bool read_class)
 
 /* ---- building blocks of the service actions ---- */
 
-static int ua_add(struct pr_effects *fx, const struct pr_reg *r, uint8_t asc, uint8_t ascq)
+int pr_effects_add_ua(struct pr_effects *fx, const char *iport, const char *tport, uint8_t asc,
+		      uint8_t ascq)
 {
 	struct pr_ua *u;
 
@@ -141,8 +142,8 @@ static int ua_add(struct pr_effects *fx, const struct pr_reg *r, uint8_t asc, ui
 		fx->cap = cap;
 	}
 	u = &fx->ua[fx->nua];
-	u->iport = strdup(r->iport);
-	u->tport = strdup(r->tport);
+	u->iport = strdup(iport);
+	u->tport = strdup(tport);
 	u->asc = asc;
 	u->ascq = ascq;
 	if (!u->iport || !u->tport) {
@@ -152,6 +153,11 @@ static int ua_add(struct pr_effects *fx, const struct pr_reg *r, uint8_t asc, ui
 	}
 	fx->nua++;
 	return 0;
+}
+
+static int ua_add(struct pr_effects *fx, const struct pr_reg *r, uint8_t asc, uint8_t ascq)
+{
+	return pr_effects_add_ua(fx, r->iport, r->tport, asc, ascq);
 }
 
 /* UA to every registrant except `except` (an index, or -1). */

@@ -115,6 +115,20 @@ void pr_state_clear(struct pr_state *st); /* frees everything; back to the init 
 /* Deep copy into dst (initialised or cleared). 0 or -ENOMEM (dst then cleared). */
 int pr_state_copy(struct pr_state *dst, const struct pr_state *src);
 void pr_effects_clear(struct pr_effects *fx);
+/* Append a unit attention for the nexus (iport, tport) (copied). 0 or -ENOMEM. */
+int pr_effects_add_ua(struct pr_effects *fx, const char *iport, const char *tport, uint8_t asc,
+		      uint8_t ascq);
+
+/* Text helpers of the two stored forms (pr_file.c's state file, pr_obj.c's RADOS object). */
+struct pr_text {
+	char *p; /* NULL to start; the caller frees it */
+	size_t n, cap;
+	bool oom; /* an allocation failed: the text is incomplete */
+};
+void pr_text_printf(struct pr_text *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A whole string as a number of the base (10 or 16; it must start with a digit of it), at
+ * most max. 0 or -1. */
+int pr_parse_u64(const char *s, int base, uint64_t max, uint64_t *out);
 
 bool pr_type_valid(unsigned type);
 bool pr_type_all_registrants(unsigned type);

@@ -31,34 +31,24 @@
 
 /* ---- save ---- */
 
-struct sbuf {
-	char *p;
-	size_t n, cap;
-	bool oom;
-};
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...)
+void pr_text_printf(struct pr_text *b, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
 
-	if (b->oom)
-		return;
-	for (;;) {
+	while (!b->oom) {
 		va_start(ap, fmt);
-		n = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+		n = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
 		va_end(ap);
 		if (n < 0) {
 			b->oom = true;
 			return;
 		}
-		if ((size_t)n < b->cap - b->n) {
+		if (b->p && (size_t)n < b->cap - b->n) {
 			b->n += (size_t)n;
 			return;
 		}
-		size_t cap = 2 * b->cap + (size_t)n;
+		size_t cap = 2 * b->cap + (size_t)n + 256;
 		char *q = realloc(b->p, cap);
 
 		if (!q) {
@@ -115,7 +105,7 @@ static int sync_dir(const char *path)
 
 int pr_state_save(const struct pr_state *st, const char *path, char *err, size_t errlen)
 {
-	struct sbuf b = {.cap = 512};
+	struct pr_text b = {0};
 	char tmp[4096];
 	int fd, rc;
 
@@ -123,16 +113,13 @@ int pr_state_save(const struct pr_state *st, const char *path, char *err, size_t
 		snprintf(err, errlen, "%s: path too long", path);
 		return -ENAMETOOLONG;
 	}
-	b.p = malloc(b.cap);
-	if (!b.p)
-		b.oom = true;
-	sb_printf(&b, "%s\ngeneration %" PRIu32 "\naptpl %d\ntype %u\n", PR_FILE_MAGIC,
+	pr_text_printf(&b, "%s\ngeneration %" PRIu32 "\naptpl %d\ntype %u\n", PR_FILE_MAGIC,
 		  st->generation, st->aptpl ? 1 : 0, st->type);
 	for (size_t i = 0; i < st->nregs; i++)
-		sb_printf(&b, "reg %016" PRIx64 " %d %s %s\n", st->regs[i].key,
+		pr_text_printf(&b, "reg %016" PRIx64 " %d %s %s\n", st->regs[i].key,
 			  st->regs[i].holder ? 1 : 0, st->regs[i].iport, st->regs[i].tport);
 	if (!b.oom)
-		sb_printf(&b, "sum %016" PRIx64 "\n", fnv1a64(FNV1A64_INIT, b.p, b.n));
+		pr_text_printf(&b, "sum %016" PRIx64 "\n", fnv1a64(FNV1A64_INIT, b.p, b.n));
 	if (b.oom) {
 		free(b.p);
 		snprintf(err, errlen, "%s: out of memory", path);
@@ -219,7 +206,7 @@ bool pr_port_name_ok(const char *s, bool initiator)
 	return true;
 }
 
-static int parse_u64(const char *s, int base, uint64_t max, uint64_t *out)
+int pr_parse_u64(const char *s, int base, uint64_t max, uint64_t *out)
 {
 	char *end;
 	unsigned long long v;
@@ -243,7 +230,7 @@ static int field(struct lctx *c, char *line, const char *word, int base, uint64_
 	char msg[96];
 
 	if (strncmp(line, word, n) != 0 || line[n] != ' ' ||
-	    parse_u64(line + n + 1, base, max, out) < 0) {
+	    pr_parse_u64(line + n + 1, base, max, out) < 0) {
 		snprintf(msg, sizeof(msg), "expected \"%s <%s>\"", word,
 			 base == 16 ? "hex" : "number");
 		return bad(c, msg);
@@ -266,9 +253,9 @@ static int parse_reg(struct lctx *c, char *line, struct pr_state *st)
 	}
 	if (nf != 5 || strcmp(f[0], "reg") != 0)
 		return bad(c, "expected \"reg <key> <holder> <initiator port> <target port>\"");
-	if (strlen(f[1]) != 16 || parse_u64(f[1], 16, UINT64_MAX, &key) < 0 || key == 0)
+	if (strlen(f[1]) != 16 || pr_parse_u64(f[1], 16, UINT64_MAX, &key) < 0 || key == 0)
 		return bad(c, "reservation key must be 16 hex digits, not zero");
-	if (parse_u64(f[2], 10, 1, &holder) < 0)
+	if (pr_parse_u64(f[2], 10, 1, &holder) < 0)
 		return bad(c, "holder must be 0 or 1");
 	if (!pr_port_name_ok(f[3], true))
 		return bad(c, "malformed initiator port (want <name>,i,0x<isid>)");
@@ -425,7 +412,7 @@ int pr_state_load(struct pr_state *st, const char *path, char *err, size_t errle
 	sum = strrchr(text, '\n');
 	sum = sum ? sum + 1 : text;
 	if (strncmp(sum, "sum ", 4) != 0 || strlen(sum + 4) != 16 ||
-	    parse_u64(sum + 4, 16, UINT64_MAX, &want) < 0) {
+	    pr_parse_u64(sum + 4, 16, UINT64_MAX, &want) < 0) {
 		rc = bad(&c, "the last line is not \"sum <16 hex digits>\" (truncated file?)");
 		goto out;
 	}

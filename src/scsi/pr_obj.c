@@ -30,60 +30,23 @@
 
 /* ---- encode ---- */
 
-struct obuf {
-	char *p;
-	size_t n, cap;
-	bool oom;
-};
-
-static void ob_printf(struct obuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void ob_printf(struct obuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	while (!b->oom) {
-		va_start(ap, fmt);
-		n = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->oom = true;
-			return;
-		}
-		if (b->p && (size_t)n < b->cap - b->n) {
-			b->n += (size_t)n;
-			return;
-		}
-		size_t cap = 2 * b->cap + (size_t)n + 256;
-		char *q = realloc(b->p, cap);
-
-		if (!q) {
-			b->oom = true;
-			return;
-		}
-		b->p = q;
-		b->cap = cap;
-	}
-}
-
 int pr_obj_encode(const struct pr_state *st, const struct pr_obj_ver *v,
 		  const struct pr_effects *fx, char **out, size_t *len)
 {
-	struct obuf b = {0};
+	struct pr_text b = {0};
 
-	ob_printf(&b,
+	pr_text_printf(&b,
 		  "%s\nepoch %016" PRIx64 "\nseq %" PRIu64 "\ngeneration %" PRIu32
 		  "\naptpl %d\ntype %u\n",
 		  OBJ_MAGIC, v->epoch, v->seq, st->generation, st->aptpl ? 1 : 0, st->type);
 	for (size_t i = 0; i < st->nregs; i++)
-		ob_printf(&b, "reg %016" PRIx64 " %d %s %s\n", st->regs[i].key,
+		pr_text_printf(&b, "reg %016" PRIx64 " %d %s %s\n", st->regs[i].key,
 			  st->regs[i].holder ? 1 : 0, st->regs[i].iport, st->regs[i].tport);
 	for (size_t i = 0; fx && i < fx->nua; i++)
-		ob_printf(&b, "ua %02x %02x %s %s\n", fx->ua[i].asc, fx->ua[i].ascq,
+		pr_text_printf(&b, "ua %02x %02x %s %s\n", fx->ua[i].asc, fx->ua[i].ascq,
 			  fx->ua[i].iport, fx->ua[i].tport);
 	if (!b.oom)
-		ob_printf(&b, "sum %016" PRIx64 "\n", fnv1a64(FNV1A64_INIT, b.p, b.n));
+		pr_text_printf(&b, "sum %016" PRIx64 "\n", fnv1a64(FNV1A64_INIT, b.p, b.n));
 	if (b.oom) {
 		free(b.p);
 		return -ENOMEM;
@@ -110,21 +73,6 @@ static int bad(struct dctx *c, const char *what)
 	return -EINVAL;
 }
 
-static int parse_num(const char *s, int base, uint64_t max, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!*s || !(base == 10 ? isdigit((unsigned char)*s) : isxdigit((unsigned char)*s)))
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, base);
-	if (errno || *end || v > max)
-		return -1;
-	*out = v;
-	return 0;
-}
-
 /* "word <number>" (base 10, or 16 with exactly 16 digits) into *out. */
 static int field(struct dctx *c, const char *line, const char *word, int base, uint64_t max,
 		 uint64_t *out)
@@ -133,7 +81,7 @@ static int field(struct dctx *c, const char *line, const char *word, int base, u
 	char msg[64];
 
 	if (strncmp(line, word, n) != 0 || line[n] != ' ' ||
-	    (base == 16 && strlen(line + n + 1) != 16) || parse_num(line + n + 1, base, max, out)) {
+	    (base == 16 && strlen(line + n + 1) != 16) || pr_parse_u64(line + n + 1, base, max, out)) {
 		snprintf(msg, sizeof(msg), "expected \"%s <%s>\"", word,
 			 base == 16 ? "16 hex digits" : "number");
 		return bad(c, msg);
@@ -173,9 +121,9 @@ static int parse_reg(struct dctx *c, char *line, struct pr_state *st)
 
 	if (!split(line, f, 5) || strcmp(f[0], "reg") != 0)
 		return bad(c, "expected \"reg <key> <holder> <initiator port> <target port>\"");
-	if (strlen(f[1]) != 16 || parse_num(f[1], 16, UINT64_MAX, &key) || key == 0)
+	if (strlen(f[1]) != 16 || pr_parse_u64(f[1], 16, UINT64_MAX, &key) || key == 0)
 		return bad(c, "reservation key must be 16 hex digits, not zero");
-	if (parse_num(f[2], 10, 1, &holder))
+	if (pr_parse_u64(f[2], 10, 1, &holder))
 		return bad(c, "holder must be 0 or 1");
 	if ((rc = ports(c, f[3], f[4])))
 		return rc;
@@ -195,40 +143,19 @@ static int parse_ua(struct dctx *c, char *line, struct pr_effects *fx)
 {
 	char *f[5];
 	uint64_t asc, ascq;
-	struct pr_ua *u;
 	int rc;
 
 	if (!fx)
 		return bad(c, "a unit attention line in the stored object");
 	if (!split(line, f, 5) || strcmp(f[0], "ua") != 0 || strlen(f[1]) != 2 ||
-	    strlen(f[2]) != 2 || parse_num(f[1], 16, 0xff, &asc) ||
-	    parse_num(f[2], 16, 0xff, &ascq))
+	    strlen(f[2]) != 2 || pr_parse_u64(f[1], 16, 0xff, &asc) ||
+	    pr_parse_u64(f[2], 16, 0xff, &ascq))
 		return bad(c, "expected \"ua <asc> <ascq> <initiator port> <target port>\"");
 	if ((rc = ports(c, f[3], f[4])))
 		return rc;
 	if (fx->nua >= 4 * PR_MAX_REGS)
 		return bad(c, "too many unit attentions");
-	if (fx->nua == fx->cap) {
-		size_t cap = fx->cap ? 2 * fx->cap : 8;
-		struct pr_ua *n = realloc(fx->ua, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		fx->ua = n;
-		fx->cap = cap;
-	}
-	u = &fx->ua[fx->nua];
-	u->asc = (uint8_t)asc;
-	u->ascq = (uint8_t)ascq;
-	u->iport = strdup(f[3]);
-	u->tport = strdup(f[4]);
-	if (!u->iport || !u->tport) {
-		free(u->iport);
-		free(u->tport);
-		return -ENOMEM;
-	}
-	fx->nua++;
-	return 0;
+	return pr_effects_add_ua(fx, f[3], f[4], (uint8_t)asc, (uint8_t)ascq);
 }
 
 /* The header lines after the magic: epoch, seq, generation, aptpl, type. */
@@ -319,7 +246,7 @@ int pr_obj_decode(const void *buf, size_t len, struct pr_state *st, struct pr_ob
 	sum = strrchr(text, '\n');
 	sum = sum ? sum + 1 : text;
 	if (strncmp(sum, "sum ", 4) != 0 || strlen(sum + 4) != 16 ||
-	    parse_num(sum + 4, 16, UINT64_MAX, &want)) {
+	    pr_parse_u64(sum + 4, 16, UINT64_MAX, &want)) {
 		rc = bad(&c, "the last line is not \"sum <16 hex digits>\" (truncated?)");
 	} else if (fnv1a64(FNV1A64_INIT, text, (size_t)(sum - text)) != want) {
 		rc = bad(&c, "checksum mismatch: the object was changed or damaged");
