@@ -699,6 +699,17 @@ fail_cluster:
  * watch has no OSD timeout. A cluster that does not answer must not hang ix-target's exit or
  * a reload, so the close is asynchronous and waited for at most close_ms; after that the image
  * and its cluster connection are abandoned (left to the process's exit) with a warning. */
+/* The cluster does not answer while closing: leave its connection (and the image) to
+ * librados, which may still call into it, rather than wait for ever. */
+static void abandon(struct rbd_priv *p)
+{
+	pthread_mutex_lock(&clusters_lock);
+	p->cl->abandoned = true;
+	pthread_mutex_unlock(&clusters_lock);
+	cluster_put(p->cl);
+	owner_put(p->o);
+}
+
 static void rbd_dev_close(struct bs_dev *dev)
 {
 	struct rbd_priv *p = dev->priv;
@@ -713,11 +724,7 @@ static void rbd_dev_close(struct bs_dev *dev)
 	if (p->o && atomic_load(&p->o->lock_job)) {
 		log_warn("rbd", "%s: taking the lock did not end within %u s: the image is "
 			 "abandoned", p->name, p->close_ms / 1000);
-		pthread_mutex_lock(&clusters_lock);
-		p->cl->abandoned = true;
-		pthread_mutex_unlock(&clusters_lock);
-		cluster_put(p->cl);
-		owner_put(p->o);
+		abandon(p);
 		return;
 	}
 	waited = 0;
@@ -733,11 +740,7 @@ static void rbd_dev_close(struct bs_dev *dev)
 		if (!rbd_aio_is_complete(c)) {
 			log_warn("rbd", "%s: the image did not close within %u s (the cluster does not "
 				 "answer): its connection is abandoned", p->name, p->close_ms / 1000);
-			pthread_mutex_lock(&clusters_lock);
-			p->cl->abandoned = true;
-			pthread_mutex_unlock(&clusters_lock);
-			cluster_put(p->cl);
-			owner_put(p->o);
+			abandon(p);
 			return;
 		}
 		rc = (int)rbd_aio_get_return_value(c);

@@ -1023,46 +1023,39 @@ static json_t *sessions_result(json_t *params, const struct ix_session_info *lis
 static json_t *result_response(json_t *id, json_t *result);
 static json_t *error_response(json_t *id, int code, const char *msg, json_t *data);
 
-static void sessions_done(void *arg, const struct ix_session_info *list, size_t n,
-			  const struct ix_login_stats *logins)
+/* An asynchronous method's result res (NULL: out of memory) is ready: answer unless the
+ * caller went away, and end the operation. */
+static void op_finish(struct ix_mgmt_op *op, json_t *res)
 {
-	struct ix_mgmt_op *op = arg;
-	json_t *res, *resp = NULL;
+	json_t *resp = NULL;
 
-	if (!op->cancelled) {
-		(void)logins;
-		res = sessions_result(op->params, list, n);
-		if (op->id)
-			resp = res ? result_response(op->id, res)
-				   : error_response(op->id, -32603, "out of memory", NULL);
-		else
-			json_decref(res);
+	if (!op->cancelled && op->id)
+		resp = res ? result_response(op->id, res)
+			   : error_response(op->id, -32603, "out of memory", NULL);
+	else
+		json_decref(res);
+	if (!op->cancelled)
 		op->done(op->arg, resp);
-		json_decref(resp);
-	}
+	json_decref(resp);
 	json_decref(op->id);
 	json_decref(op->params);
 	free(op);
 }
 
+static void sessions_done(void *arg, const struct ix_session_info *list, size_t n,
+			  const struct ix_login_stats *logins)
+{
+	struct ix_mgmt_op *op = arg;
+
+	(void)logins;
+	op_finish(op, op->cancelled ? NULL : sessions_result(op->params, list, n));
+}
+
 static void stats_done(void *arg, const struct ix_stats *st)
 {
 	struct ix_mgmt_op *op = arg;
-	json_t *res, *resp = NULL;
 
-	if (!op->cancelled) {
-		res = metrics_json(st);
-		if (op->id)
-			resp = res ? result_response(op->id, res)
-				   : error_response(op->id, -32603, "out of memory", NULL);
-		else
-			json_decref(res);
-		op->done(op->arg, resp);
-		json_decref(resp);
-	}
-	json_decref(op->id);
-	json_decref(op->params);
-	free(op);
+	op_finish(op, op->cancelled ? NULL : metrics_json(st));
 }
 
 /* iscsi_get_sessions and iscsi_get_stats: ask the workers. */

@@ -340,6 +340,15 @@ struct tgt_lu_retire;
 /* Release what reloads kept for later (workers stopped). */
 void tgt_reload_free(struct ix_target *t);
 
+/* tgt_mgmt.c: ask every worker (management reads, never the data path). on_worker(w, part)
+ * runs on each worker's thread with its own zeroed part of part_size bytes; then, on the main
+ * loop, done(arg, parts, n) with the n parts one after the other (a worker that could not be
+ * asked leaves its part zeroed); the parts are freed after done returns. 0 or -ENOMEM. */
+int tgt_gather(struct ix_target *t, size_t part_size,
+	       void (*on_worker)(struct tgt_worker *w, void *part),
+	       void (*done)(void *arg, void *parts, int n), void *arg);
+void tgt_login_stats_add(struct ix_login_stats *a, const struct ix_login_stats *b);
+
 /* tgt_conn.c */
 /* On w's thread: make the connection request in (consumed) a connection of portal. */
 void tgt_conn_accept(struct tgt_worker *w, struct dm_incoming *in, const struct cfg_portal *portal);

@@ -11,14 +11,88 @@
 #include "target/tgt_int.h"
 #include "util/log.h"
 
-struct snap;
+/* ---- asking every worker ---- */
+
+struct gather;
+
+struct gather_msg {
+	struct gather *g;
+	struct tgt_worker *w;
+	void *part;
+};
+
+struct gather {
+	struct ix_target *t;
+	void (*on_worker)(struct tgt_worker *w, void *part);
+	void (*done)(void *arg, void *parts, int n);
+	void *arg;
+	atomic_int left;
+	int n;
+	unsigned char *parts;
+	struct gather_msg msgs[];
+};
+
+static void gather_done(void *arg)
+{
+	struct gather *g = arg;
+
+	g->done(g->arg, g->parts, g->n);
+	free(g->parts);
+	free(g);
+}
+
+static void gather_turn(struct gather *g)
+{
+	if (atomic_fetch_sub(&g->left, 1) != 1)
+		return;
+	if (ev_loop_post(g->t->main_loop, gather_done, g) < 0)
+		log_warn("mgmt", "an answer gathered from the workers was lost (out of memory)");
+}
+
+static void gather_worker(void *arg)
+{
+	struct gather_msg *m = arg;
+
+	m->g->on_worker(m->w, m->part);
+	gather_turn(m->g);
+}
+
+int tgt_gather(struct ix_target *t, size_t part_size,
+	       void (*on_worker)(struct tgt_worker *w, void *part),
+	       void (*done)(void *arg, void *parts, int n), void *arg)
+{
+	struct gather *g = calloc(1, sizeof(*g) + (size_t)t->nworkers * sizeof(g->msgs[0]));
+
+	if (!g || !(g->parts = calloc(t->nworkers ? (size_t)t->nworkers : 1, part_size))) {
+		free(g);
+		return -ENOMEM;
+	}
+	g->t = t;
+	g->on_worker = on_worker;
+	g->done = done;
+	g->arg = arg;
+	g->n = t->nworkers;
+	atomic_init(&g->left, t->nworkers + 1); /* + 1: this function's own turn */
+	for (int i = 0; i < t->nworkers; i++) {
+		g->msgs[i] = (struct gather_msg){g, &t->workers[i], g->parts + (size_t)i * part_size};
+		if (ev_loop_post(t->workers[i].loop, gather_worker, &g->msgs[i]) < 0)
+			gather_turn(g); /* its part stays empty */
+	}
+	gather_turn(g);
+	return 0;
+}
+
+/* ---- sessions ---- */
 
 struct snap_part {
-	struct snap *snap;
-	struct tgt_worker *w;
 	struct ix_session_info *v;
 	size_t n;
 	struct ix_login_stats logins;
+};
+
+struct snap {
+	ix_sessions_cb cb;
+	void *arg;
 };
 
 int ix_login_reason_index(uint16_t status)
@@ -45,49 +119,37 @@ const char *ix_login_reason_name(int idx)
 	return idx >= 0 && idx < IX_LOGIN_REASONS ? names[idx] : "other";
 }
 
-struct snap {
-	struct ix_target *t;
-	ix_sessions_cb cb;
-	void *arg;
-	atomic_int left;
-	int nparts;
-	struct snap_part parts[];
-};
+void tgt_login_stats_add(struct ix_login_stats *a, const struct ix_login_stats *b)
+{
+	a->accepted_normal += b->accepted_normal;
+	a->accepted_discovery += b->accepted_discovery;
+	a->timeouts += b->timeouts;
+	for (int j = 0; j < IX_LOGIN_REASONS; j++)
+		a->refused[j] += b->refused[j];
+}
 
-static void snap_done(void *arg)
+static void snap_done(void *arg, void *parts_, int nparts)
 {
 	struct snap *sn = arg;
+	struct snap_part *parts = parts_;
 	struct ix_session_info *all;
 	struct ix_login_stats sum = {0};
 	size_t n = 0, k = 0;
 
-	for (int i = 0; i < sn->nparts; i++) {
-		const struct ix_login_stats *l = &sn->parts[i].logins;
-		n += sn->parts[i].n;
-		sum.accepted_normal += l->accepted_normal;
-		sum.accepted_discovery += l->accepted_discovery;
-		sum.timeouts += l->timeouts;
-		for (int j = 0; j < IX_LOGIN_REASONS; j++)
-			sum.refused[j] += l->refused[j];
+	for (int i = 0; i < nparts; i++) {
+		n += parts[i].n;
+		tgt_login_stats_add(&sum, &parts[i].logins);
 	}
 	all = calloc(n ? n : 1, sizeof(*all));
-	for (int i = 0; all && i < sn->nparts; i++) {
-		memcpy(all + k, sn->parts[i].v, sn->parts[i].n * sizeof(*all));
-		k += sn->parts[i].n;
+	for (int i = 0; all && i < nparts; i++) {
+		memcpy(all + k, parts[i].v, parts[i].n * sizeof(*all));
+		k += parts[i].n;
 	}
 	sn->cb(sn->arg, all, all ? n : 0, &sum);
-	for (int i = 0; i < sn->nparts; i++)
-		free(sn->parts[i].v);
+	for (int i = 0; i < nparts; i++)
+		free(parts[i].v);
 	free(all);
 	free(sn);
-}
-
-static void part_finished(struct snap *sn)
-{
-	if (atomic_fetch_sub(&sn->left, 1) != 1)
-		return;
-	if (ev_loop_post(sn->t->main_loop, snap_done, sn) < 0)
-		log_warn("mgmt", "session listing lost (out of memory)");
 }
 
 static void describe(const struct tgt_session *s, struct ix_session_info *o)
@@ -120,45 +182,39 @@ static void describe(const struct tgt_session *s, struct ix_session_info *o)
 }
 
 /* On the worker's thread. */
-static void snap_worker(void *arg)
+static void snap_worker(struct tgt_worker *w, void *part)
 {
-	struct snap_part *p = arg;
+	struct snap_part *p = part;
 	struct list_head *pos;
 	size_t n = 0;
 
-	p->logins = p->w->logins;
-	list_for_each(pos, &p->w->sessions)
+	p->logins = w->logins;
+	list_for_each(pos, &w->sessions)
 		n++;
 	p->v = calloc(n ? n : 1, sizeof(*p->v));
-	if (p->v) {
-		list_for_each(pos, &p->w->sessions)
-		{
-			struct tgt_session *s = list_entry(pos, struct tgt_session, wlink);
-			if (s->conn && s->conn->conn && !s->conn->conn->terminated)
-				describe(s, &p->v[p->n++]);
-		}
+	if (!p->v)
+		return;
+	list_for_each(pos, &w->sessions)
+	{
+		struct tgt_session *s = list_entry(pos, struct tgt_session, wlink);
+		if (s->conn && s->conn->conn && !s->conn->conn->terminated)
+			describe(s, &p->v[p->n++]);
 	}
-	part_finished(p->snap);
 }
 
 int ix_target_sessions(struct ix_target *t, ix_sessions_cb cb, void *arg)
 {
-	struct snap *sn = calloc(1, sizeof(*sn) + (size_t)t->nworkers * sizeof(sn->parts[0]));
+	struct snap *sn = calloc(1, sizeof(*sn));
+	int r;
 
 	if (!sn)
 		return -ENOMEM;
-	sn->t = t;
 	sn->cb = cb;
 	sn->arg = arg;
-	sn->nparts = t->nworkers;
-	atomic_init(&sn->left, t->nworkers + 1); /* + 1: this function's own turn */
-	for (int i = 0; i < t->nworkers; i++) {
-		sn->parts[i] = (struct snap_part){.snap = sn, .w = &t->workers[i]};
-		if (ev_loop_post(t->workers[i].loop, snap_worker, &sn->parts[i]) < 0)
-			part_finished(sn); /* counted as empty */
-	}
-	part_finished(sn);
-	return 0;
+	r = tgt_gather(t, sizeof(struct snap_part), snap_worker, snap_done, sn);
+	if (r < 0)
+		free(sn);
+	return r;
 }
 
 struct end_msg {

@@ -270,21 +270,13 @@ void tgt_stats_cmd_done(struct tgt_task *t)
 
 /* ---------------------------------------------------------------- reading */
 
-struct stats_snap;
-
 struct stats_part {
-	struct stats_snap *snap;
-	struct tgt_worker *w;
 	struct ix_stats st; /* this worker's copy */
 };
 
 struct stats_snap {
-	struct ix_target *t;
 	ix_stats_cb cb;
 	void *arg;
-	atomic_int left;
-	int nparts;
-	struct stats_part parts[];
 };
 
 void ix_stats_free(struct ix_stats *st)
@@ -420,24 +412,15 @@ static size_t fold_luns(struct ix_lun_stats *v, size_t n)
 	return k;
 }
 
-static void add_logins(struct ix_login_stats *a, const struct ix_login_stats *b)
-{
-	a->accepted_normal += b->accepted_normal;
-	a->accepted_discovery += b->accepted_discovery;
-	a->timeouts += b->timeouts;
-	for (int j = 0; j < IX_LOGIN_REASONS; j++)
-		a->refused[j] += b->refused[j];
-}
-
 /* Every worker's copy in one, summed by key. */
-static int merge_parts(struct stats_snap *sn, struct ix_stats *out)
+static int merge_parts(const struct stats_part *parts, int nparts, struct ix_stats *out)
 {
 	size_t nt = 0, nl = 0;
 
 	memset(out, 0, sizeof(*out));
-	for (int i = 0; i < sn->nparts; i++) {
-		nt += sn->parts[i].st.ntgts;
-		nl += sn->parts[i].st.nluns;
+	for (int i = 0; i < nparts; i++) {
+		nt += parts[i].st.ntgts;
+		nl += parts[i].st.nluns;
 	}
 	out->tgts = calloc(nt ? nt : 1, sizeof(*out->tgts));
 	out->luns = calloc(nl ? nl : 1, sizeof(*out->luns));
@@ -445,9 +428,9 @@ static int merge_parts(struct stats_snap *sn, struct ix_stats *out)
 		ix_stats_free(out);
 		return -ENOMEM;
 	}
-	for (int i = 0; i < sn->nparts; i++) {
-		const struct ix_stats *p = &sn->parts[i].st;
-		add_logins(&out->logins, &p->logins);
+	for (int i = 0; i < nparts; i++) {
+		const struct ix_stats *p = &parts[i].st;
+		tgt_login_stats_add(&out->logins, &p->logins);
 		memcpy(out->tgts + out->ntgts, p->tgts, p->ntgts * sizeof(*p->tgts));
 		out->ntgts += p->ntgts;
 		memcpy(out->luns + out->nluns, p->luns, p->nluns * sizeof(*p->luns));
@@ -458,56 +441,43 @@ static int merge_parts(struct stats_snap *sn, struct ix_stats *out)
 	return 0;
 }
 
-static void snap_done(void *arg)
+static void snap_done(void *arg, void *parts_, int nparts)
 {
 	struct stats_snap *sn = arg;
+	struct stats_part *parts = parts_;
 	struct ix_stats st;
 
-	if (merge_parts(sn, &st) < 0) {
+	if (merge_parts(parts, nparts, &st) < 0) {
 		log_warn("stats", "statistics lost (out of memory)");
 		memset(&st, 0, sizeof(st));
 	}
 	sn->cb(sn->arg, &st);
 	ix_stats_free(&st);
-	for (int i = 0; i < sn->nparts; i++)
-		ix_stats_free(&sn->parts[i].st);
+	for (int i = 0; i < nparts; i++)
+		ix_stats_free(&parts[i].st);
 	free(sn);
 }
 
-static void part_finished(struct stats_snap *sn)
-{
-	if (atomic_fetch_sub(&sn->left, 1) != 1)
-		return;
-	if (ev_loop_post(sn->t->main_loop, snap_done, sn) < 0)
-		log_warn("stats", "statistics lost (out of memory)");
-}
-
 /* On the worker's thread. */
-static void snap_worker(void *arg)
+static void snap_worker(struct tgt_worker *w, void *part)
 {
-	struct stats_part *p = arg;
+	struct stats_part *p = part;
 
-	if (copy_worker(p->w, &p->st) < 0)
-		log_warn("stats", "worker %d: statistics not copied (out of memory)", p->w->id);
-	part_finished(p->snap);
+	if (copy_worker(w, &p->st) < 0)
+		log_warn("stats", "worker %d: statistics not copied (out of memory)", w->id);
 }
 
 int ix_target_stats(struct ix_target *t, ix_stats_cb cb, void *arg)
 {
-	struct stats_snap *sn = calloc(1, sizeof(*sn) + (size_t)t->nworkers * sizeof(sn->parts[0]));
+	struct stats_snap *sn = calloc(1, sizeof(*sn));
+	int r;
 
 	if (!sn)
 		return -ENOMEM;
-	sn->t = t;
 	sn->cb = cb;
 	sn->arg = arg;
-	sn->nparts = t->nworkers;
-	atomic_init(&sn->left, t->nworkers + 1); /* + 1: this function's own turn */
-	for (int i = 0; i < t->nworkers; i++) {
-		sn->parts[i] = (struct stats_part){.snap = sn, .w = &t->workers[i]};
-		if (ev_loop_post(t->workers[i].loop, snap_worker, &sn->parts[i]) < 0)
-			part_finished(sn); /* counted as empty */
-	}
-	part_finished(sn);
-	return 0;
+	r = tgt_gather(t, sizeof(struct stats_part), snap_worker, snap_done, sn);
+	if (r < 0)
+		free(sn);
+	return r;
 }
