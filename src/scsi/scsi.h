@@ -81,6 +81,9 @@ struct scsi_rbd_cfg {
 	uint32_t connect_timeout_s; /* the connection at start; 0 = the default (10) */
 	bool exclusive_lock;        /* take librbd's managed exclusive lock at open and never
 				       hand it over (fencing for several gateways) */
+	bool start_offline;         /* an image that cannot be opened at start leaves the LU
+				       offline (NOT READY 04/03) and is retried in the
+				       background; false: the start fails (config default true) */
 };
 
 /* Error injection rules of the test backend (SCSI_BACKEND_ERROR, backend/bs_error.c). The
@@ -278,6 +281,8 @@ int scsi_lu_grow(struct scsi_lu *lu, uint64_t bytes, char *err, size_t errlen);
  * CHANGE, 6/28/00). Any thread. */
 void scsi_lu_set_offline(struct scsi_lu *lu, bool offline);
 bool scsi_lu_offline(const struct scsi_lu *lu);
+/* The backend is not open yet (RBD started offline): medium commands get NOT READY, 04/03. */
+bool scsi_lu_not_ready(const struct scsi_lu *lu);
 uint32_t scsi_lu_block_size(const struct scsi_lu *lu);
 /* The LU's backend device (NULL without medium). */
 struct bs_dev *scsi_lu_dev(struct scsi_lu *lu);
