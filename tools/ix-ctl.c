@@ -255,6 +255,36 @@ static void print_value(json_t *v)
 		printf("%lld", (long long)json_integer_value(v));
 }
 
+/* The running state of a target's LUNs (iscsi_get_luns), NULL when it cannot be had. */
+static json_t *lun_states(const char *target)
+{
+	json_t *params = json_pack("{s:s}", "target", target), *result = NULL, *error = NULL;
+	int r = params ? call("iscsi_get_luns", params, &result, &error) : -1;
+
+	json_decref(params);
+	if (r != 0)
+		return NULL;
+	json_decref(error);
+	return result;
+}
+
+/* " [offline: reason]" and the RBD lock state of LUN lun, from lun_states(). */
+static void print_lun_state(json_t *states, json_t *lun)
+{
+	json_t *l, *st, *lock;
+	size_t i;
+
+	json_array_foreach(states, i, l)
+	{
+		if (!json_equal(json_object_get(l, "lun"), lun) || !(st = json_object_get(l, "status")))
+			continue;
+		if (strcmp(jstr(st, "state", ""), "online") != 0)
+			printf(" [%s: %s]", jstr(st, "state", "?"), jstr(st, "reason", ""));
+		if ((lock = json_object_get(st, "lock")) && strcmp(jstr(lock, "state", ""), "open"))
+			printf(" [lock %s]", jstr(lock, "state", "?"));
+	}
+}
+
 static void ls_text(json_t *cfg)
 {
 	json_t *portals = json_object_get(cfg, "portals"), *targets = json_object_get(cfg, "targets");
@@ -285,6 +315,7 @@ static void ls_text(json_t *cfg)
 	json_array_foreach(targets, i, t)
 	{
 		json_t *luns = json_object_get(t, "luns"), *acls = json_object_get(t, "acls");
+		json_t *states = lun_states(jstr(t, "name", ""));
 		bool last = i + 1 == json_array_size(targets);
 		const char *bar = last ? " " : "|";
 
@@ -308,8 +339,10 @@ static void ls_text(json_t *cfg)
 			}
 			if (json_is_true(json_object_get(l, "readonly")))
 				printf(" ro");
+			print_lun_state(states, json_object_get(l, "lun"));
 			printf("\n");
 		}
+		json_decref(states);
 		printf("    %s o- acls [%zu]%s\n", bar, json_array_size(acls),
 		       json_array_size(acls) ? "" : " (any initiator)");
 		json_array_foreach(acls, j, a)
