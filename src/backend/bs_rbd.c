@@ -33,8 +33,15 @@
  *
  * Timeouts: rados_osd_op_timeout and rados_mon_op_timeout (osd_op_timeout_s) make a cluster
  * that stops answering fail each request with -ETIMEDOUT instead of holding it forever;
- * client_mount_timeout (connect_timeout_s) bounds the connection at open, so a cluster that is
- * down is an error at start, never a hang. */
+ * client_mount_timeout (connect_timeout_s) bounds each connection attempt.
+ *
+ * Starting offline (rbd.start_offline, the default): the open runs on the opener thread
+ * (below); the start waits for it at most RBD_START_WAIT_MS. An image that cannot be opened
+ * (the cluster does not answer, the pool or the image does not exist) leaves its LU serving
+ * NOT READY, MANUAL INTERVENTION REQUIRED (04/03) with the reason in the management API, and
+ * is tried again with back-off; once open, the LU learns its size (bs_ops.on_ready) and posts
+ * its unit attentions. With start_offline false the open runs on the caller and a failure
+ * fails the start, within connect_timeout_s. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
