@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "scsi/scsi.h"
+#include "backend/bs_cfg.h"
 #include "util/list.h"
 
 struct ev_loop;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "event/loop.h"
-#include "session/conn.h"
+#include "dm/conn.h"
 #include "transport/fault/fault.h"
 #include "util/bytes.h"
 #include "tap.h"
