@@ -222,7 +222,9 @@ def step_image_created(d, sock, port, s, env):
 
 
 def step_kick(sock, conf, dead):
-    st = wait_status(sock, 2, lambda x: x.get('next_attempt_s', 0) >= 4, 40)
+    # wait until the back-off has grown (8 s: attempts of 3 s each, 1 + 2 + 4 s between), so
+    # an attempt at once is told apart from the next planned one
+    st = wait_status(sock, 2, lambda x: x.get('next_attempt_s', 0) >= 7, 60)
     before = st.get('next_attempt_s')
     shutil.copyfile(conf, dead)  # the cluster "appears" at the configured address
     t0 = time.monotonic()
@@ -230,7 +232,7 @@ def step_kick(sock, conf, dead):
     st = wait_status(sock, 2, lambda x: x.get('state') == 'online', 30)
     took = time.monotonic() - t0
     check('ix-ctl-online-retries', rc == 0 and st.get('state') == 'online' and
-          before is not None and took < before + 3.5,
+          before is not None and before >= 7 and took < min(3.5, before - 2),
           'next attempt was due in %s s; ix-ctl lun online (exit %d %s): online after %.1f s, '
           '%s attempts' % (before, rc, err.strip(), took, st.get('attempts')))
 
