@@ -44,6 +44,7 @@ static void usage(FILE *f)
 		"  lun delete TARGET LUN\n"
 		"  lun resize TARGET LUN SIZE           grow a file or block LUN online\n"
 		"  lun offline|online TARGET LUN        take a LUN offline (NOT READY) or back\n"
+		"  lun status TARGET                    each LUN's state: online/offline and why, RBD lock\n"
 		"  acl create TARGET INITIATOR [--chap-user USER --chap-secret SECRET]\n"
 		"  acl delete TARGET INITIATOR\n"
 		"  sessions [-v] [--target NAME]        logged-in sessions (-v: every negotiated "
@@ -472,9 +473,51 @@ static int cmd_target(int argc, char **argv)
 	return die_usage("target create|delete NAME ...%s", "");
 }
 
+/* One line per LUN of target: its state, why, the RBD open attempts and lock. */
+static int cmd_lun_status(const char *target)
+{
+	json_t *params = json_pack("{s:s}", "target", target), *luns = NULL, *error = NULL;
+	json_t *l, *st, *lock;
+	size_t i;
+	int r = call("iscsi_get_luns", params, &luns, &error);
+
+	json_decref(params);
+	if (r)
+		return r;
+	if (error) {
+		r = refused(error);
+		json_decref(error);
+		return r;
+	}
+	if (opt_json)
+		print_json(luns);
+	json_array_foreach(luns, i, l)
+	{
+		if (opt_json)
+			break;
+		st = json_object_get(l, "status");
+		printf("lun%lld %s %s", (long long)json_integer_value(json_object_get(l, "lun")),
+		       jstr(l, "backend", "?"), jstr(st, "state", "(not running)"));
+		if (*jstr(st, "reason", ""))
+			printf(": %s", jstr(st, "reason", ""));
+		if (json_object_get(st, "next_attempt_s"))
+			printf(" (%lld attempts, next in %lld s)",
+			       (long long)json_integer_value(json_object_get(st, "attempts")),
+			       (long long)json_integer_value(json_object_get(st, "next_attempt_s")));
+		if ((lock = json_object_get(st, "lock")))
+			printf(", lock %s: %s", jstr(lock, "state", "?"), jstr(lock, "reason", ""));
+		printf("\n");
+	}
+	json_decref(luns);
+	return 0;
+}
+
 static int cmd_lun(int argc, char **argv)
 {
 	long long n, v;
+
+	if (argc == 2 && strcmp(argv[0], "status") == 0)
+		return cmd_lun_status(argv[1]);
 
 	if (argc >= 3 && strcmp(argv[0], "create") == 0) {
 		json_t *l;
@@ -548,7 +591,7 @@ static int cmd_lun(int argc, char **argv)
 			   json_pack("{s:s, s:I}", "target", argv[1], "lun", (json_int_t)n),
 			   "LUN deleted");
 	}
-	return die_usage("lun create|delete|resize|offline|online TARGET LUN ...%s", "");
+	return die_usage("lun create|delete|resize|offline|online|status TARGET LUN ...%s", "");
 }
 
 static int cmd_acl(int argc, char **argv)

@@ -8,7 +8,7 @@ itself (tests/ceph/cluster.sh, ~10 s).
      (connect_timeout_s 3): it is ready within seconds (no wait for the dead cluster);
   2. the management API (iscsi_get_luns "status") says LUN 0 "offline" with "image rbd/late
      not found", LUN 2 "offline" with "cluster unreachable: ...", LUN 1 "online"; ix-ctl ls
-     shows the reasons;
+     and ix-ctl lun status show the reasons;
   3. TEST UNIT READY and READ CAPACITY on LUN 0 get NOT READY, MANUAL INTERVENTION REQUIRED
      (02/04/03); INQUIRY and REPORT LUNS still answer; the RAM LUN reads back what it wrote;
   4. `rbd create` of the image: LUN 0 comes online by itself within the back-off (1 s doubling
@@ -158,6 +158,11 @@ def step_offline_start(d, sock, port, conf, env):
     check('ix-ctl-ls', rc == 0 and '[offline: image rbd/late not found' in out and
           '[offline: cluster unreachable' in out,
           'exit %d: %s' % (rc, ' | '.join(ln.strip() for ln in out.splitlines() if 'lun' in ln)))
+
+    rc, out, err = ctl(sock, 'lun', 'status', IQN)
+    check('ix-ctl-lun-status', rc == 0 and 'lun0 rbd offline: image rbd/late not found' in out
+          and 'lun1 ram online' in out and 'lun2 rbd offline: cluster unreachable' in out,
+          'exit %d: %s' % (rc, out.strip().replace('\n', ' | ')))
 
     s = X.Session(HOST, port, initiator=INITIATOR, target=IQN, timeout=30)
     s.login()
