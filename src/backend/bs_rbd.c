@@ -968,9 +968,12 @@ static int open_background(struct bs_dev *dev, char *err, size_t errlen)
 	pthread_cond_signal(&opener.work);
 	start_wait(r);
 	online = atomic_load_explicit(&p->online, memory_order_acquire);
+	if (!online && !r->attempts)
+		snprintf(r->why, sizeof(r->why), "%s",
+			 r->running ? "opening: no answer yet from the cluster"
+				    : "opening: waiting for another image's attempt");
 	if (!online)
-		log_warn("rbd", "%s: starts offline: %s", p->name,
-			 r->attempts ? r->why : "no answer yet from the cluster");
+		log_warn("rbd", "%s: starts offline: %s", p->name, r->why);
 	pthread_mutex_unlock(&opener.lock);
 	/* the LU reads it once, at its creation: the real object size, else RBD's default */
 	dev->unmap_granularity = online && p->obj_size <= UINT32_MAX ? (uint32_t)p->obj_size
