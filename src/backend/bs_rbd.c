@@ -1097,14 +1097,13 @@ static void background_stop(struct rbd_priv *p)
  * and its cluster connection are abandoned (left to the process's exit) with a warning. */
 static void image_close(struct rbd_priv *p)
 {
+	uint64_t end = now_ms() + p->close_ms; /* the clock, not a count of sleeps: a loaded
+						  machine oversleeps */
 	rbd_completion_t c;
-	unsigned waited = 0;
 	int rc;
 
-	while (p->o && atomic_load(&p->o->lock_job) && waited < p->close_ms) {
+	while (p->o && atomic_load(&p->o->lock_job) && now_ms() < end)
 		usleep(10000); /* rbd_lock_acquire: bounded by the cluster's timeouts */
-		waited += 10;
-	}
 	if (p->o && atomic_load(&p->o->lock_job)) {
 		log_warn("rbd", "%s: taking the lock did not end within %u s: the image is "
 			 "abandoned", p->name, p->close_ms / 1000);
@@ -1115,16 +1114,14 @@ static void image_close(struct rbd_priv *p)
 		owner_put(p->o);
 		return;
 	}
-	waited = 0;
+	end = now_ms() + p->close_ms;
 	if (rbd_aio_create_completion(NULL, NULL, &c) < 0) {
 		rc = rbd_close(p->image);
 	} else if ((rc = rbd_aio_close(p->image, c)) < 0) {
 		rbd_aio_release(c);
 	} else {
-		while (!rbd_aio_is_complete(c) && waited < p->close_ms) {
+		while (!rbd_aio_is_complete(c) && now_ms() < end)
 			usleep(10000);
-			waited += 10;
-		}
 		if (!rbd_aio_is_complete(c)) {
 			log_warn("rbd", "%s: the image did not close within %u s (the cluster does not "
 				 "answer): its connection is abandoned", p->name, p->close_ms / 1000);
