@@ -788,19 +788,15 @@ static json_t *lun_status(struct ix_target *tgt, const char *target, json_t *lun
 /* The configured LUNs, each with its "status" when the target runs. */
 static int m_get_luns(struct call *c)
 {
-	json_t *l;
+	const char *target = json_string_value(json_object_get(c->params, "target"));
+	json_t *l, *st;
 	size_t i;
 
 	if (get_of_target(c, "luns") < 0)
 		return -1;
 	json_array_foreach(c->result, i, l)
 	{
-		json_t *st = c->m->tgt ? lun_status(c->m->tgt, json_string_value(json_object_get(
-									c->params, "target")),
-						    json_object_get(l, "lun"))
-				       : NULL;
-
-		if (st)
+		if (c->m->tgt && (st = lun_status(c->m->tgt, target, json_object_get(l, "lun"))))
 			json_object_set_new(l, "status", st);
 	}
 	return 0;

@@ -201,7 +201,6 @@ bool scsi_lu_offline(const struct scsi_lu *lu)
 	return atomic_load_explicit(&lu->mstate, memory_order_acquire) & SCSI_MS_OFFLINE;
 }
 
-
 int scsi_lu_grow(struct scsi_lu *lu, uint64_t bytes, char *err, size_t errlen)
 {
 	int r;
