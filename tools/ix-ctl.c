@@ -44,6 +44,7 @@ static void usage(FILE *f)
 		"  lun delete TARGET LUN\n"
 		"  lun resize TARGET LUN SIZE           grow a file or block LUN online\n"
 		"  lun offline|online TARGET LUN        take a LUN offline (NOT READY) or back\n"
+		"  lun status TARGET                    each LUN's state: online/offline and why, RBD lock\n"
 		"  acl create TARGET INITIATOR [--chap-user USER --chap-secret SECRET]\n"
 		"  acl delete TARGET INITIATOR\n"
 		"  sessions [-v] [--target NAME]        logged-in sessions (-v: every negotiated "
@@ -259,6 +260,36 @@ static void print_value(json_t *v)
 		printf("%lld", (long long)json_integer_value(v));
 }
 
+/* The running state of a target's LUNs (iscsi_get_luns), NULL when it cannot be had. */
+static json_t *lun_states(const char *target)
+{
+	json_t *params = json_pack("{s:s}", "target", target), *result = NULL, *error = NULL;
+	int r = params ? call("iscsi_get_luns", params, &result, &error) : -1;
+
+	json_decref(params);
+	if (r != 0)
+		return NULL;
+	json_decref(error);
+	return result;
+}
+
+/* " [offline: reason]" and the RBD lock state of LUN lun, from lun_states(). */
+static void print_lun_state(json_t *states, json_t *lun)
+{
+	json_t *l, *st, *lock;
+	size_t i;
+
+	json_array_foreach(states, i, l)
+	{
+		if (!json_equal(json_object_get(l, "lun"), lun) || !(st = json_object_get(l, "status")))
+			continue;
+		if (strcmp(jstr(st, "state", ""), "online") != 0)
+			printf(" [%s: %s]", jstr(st, "state", "?"), jstr(st, "reason", ""));
+		if ((lock = json_object_get(st, "lock")) && strcmp(jstr(lock, "state", ""), "open"))
+			printf(" [lock %s]", jstr(lock, "state", "?"));
+	}
+}
+
 static void ls_text(json_t *cfg)
 {
 	json_t *portals = json_object_get(cfg, "portals"), *targets = json_object_get(cfg, "targets");
@@ -289,6 +320,7 @@ static void ls_text(json_t *cfg)
 	json_array_foreach(targets, i, t)
 	{
 		json_t *luns = json_object_get(t, "luns"), *acls = json_object_get(t, "acls");
+		json_t *states = lun_states(jstr(t, "name", ""));
 		bool last = i + 1 == json_array_size(targets);
 		const char *bar = last ? " " : "|";
 
@@ -312,8 +344,10 @@ static void ls_text(json_t *cfg)
 			}
 			if (json_is_true(json_object_get(l, "readonly")))
 				printf(" ro");
+			print_lun_state(states, json_object_get(l, "lun"));
 			printf("\n");
 		}
+		json_decref(states);
 		printf("    %s o- acls [%zu]%s\n", bar, json_array_size(acls),
 		       json_array_size(acls) ? "" : " (any initiator)");
 		json_array_foreach(acls, j, a)
@@ -443,9 +477,51 @@ static int cmd_target(int argc, char **argv)
 	return die_usage("target create|delete NAME ...%s", "");
 }
 
+/* One line per LUN of target: its state, why, the RBD open attempts and lock. */
+static int cmd_lun_status(const char *target)
+{
+	json_t *params = json_pack("{s:s}", "target", target), *luns = NULL, *error = NULL;
+	json_t *l, *st, *lock;
+	size_t i;
+	int r = call("iscsi_get_luns", params, &luns, &error);
+
+	json_decref(params);
+	if (r)
+		return r;
+	if (error) {
+		r = refused(error);
+		json_decref(error);
+		return r;
+	}
+	if (opt_json)
+		print_json(luns);
+	json_array_foreach(luns, i, l)
+	{
+		if (opt_json)
+			break;
+		st = json_object_get(l, "status");
+		printf("lun%lld %s %s", (long long)json_integer_value(json_object_get(l, "lun")),
+		       jstr(l, "backend", "?"), jstr(st, "state", "(not running)"));
+		if (*jstr(st, "reason", ""))
+			printf(": %s", jstr(st, "reason", ""));
+		if (json_object_get(st, "next_attempt_s"))
+			printf(" (%lld attempts, next in %lld s)",
+			       (long long)json_integer_value(json_object_get(st, "attempts")),
+			       (long long)json_integer_value(json_object_get(st, "next_attempt_s")));
+		if ((lock = json_object_get(st, "lock")))
+			printf(", lock %s: %s", jstr(lock, "state", "?"), jstr(lock, "reason", ""));
+		printf("\n");
+	}
+	json_decref(luns);
+	return 0;
+}
+
 static int cmd_lun(int argc, char **argv)
 {
 	long long n, v;
+
+	if (argc == 2 && strcmp(argv[0], "status") == 0)
+		return cmd_lun_status(argv[1]);
 
 	if (argc >= 3 && strcmp(argv[0], "create") == 0) {
 		json_t *l;
@@ -519,7 +595,7 @@ static int cmd_lun(int argc, char **argv)
 			   json_pack("{s:s, s:I}", "target", argv[1], "lun", (json_int_t)n),
 			   "LUN deleted");
 	}
-	return die_usage("lun create|delete|resize|offline|online TARGET LUN ...%s", "");
+	return die_usage("lun create|delete|resize|offline|online|status TARGET LUN ...%s", "");
 }
 
 static int cmd_acl(int argc, char **argv)

@@ -82,6 +82,11 @@ int bs_dev_open(const struct bs_ops *ops, const struct bs_open_cfg *cfg, struct 
 	return 0;
 }
 
+int bs_dev_on_ready(struct bs_dev *dev, bs_ready_cb cb, void *arg)
+{
+	return dev->ops->on_ready ? dev->ops->on_ready(dev, cb, arg) : 0;
+}
+
 void bs_dev_close(struct bs_dev *dev)
 {
 	if (!dev)

@@ -57,9 +57,15 @@ struct bs_extent {
  * multipath initiator takes another path. */
 #define BS_ERR_NOT_OWNER (-ENOLCK)
 
+/* A backend whose device is not open yet (RBD started offline: the cluster is unreachable or
+ * the image missing, retried in the background) fails I/O with this; the SCSI layer answers
+ * NOT READY, LOGICAL UNIT NOT READY, MANUAL INTERVENTION REQUIRED (04/03). */
+#define BS_ERR_NOT_READY (-EUNATCH)
+
 #define BS_IO_FUA 0x01 /* the write is durable when it completes */
 
 typedef void (*bs_io_cb)(struct bs_io *io);
+typedef void (*bs_ready_cb)(struct bs_dev *dev, void *arg);
 
 struct bs_io {
 	struct list_head link; /* backend-private: the thread's pending list */
@@ -128,6 +134,10 @@ struct bs_ops {
 	 * device must already be that large). Main thread, while I/O goes on. NULL: the
 	 * backend cannot grow (RAM). -errno + message. */
 	int (*grow)(struct bs_dev *dev, uint64_t size, char *err, size_t errlen);
+	/* Optional, for a backend whose open may finish later (RBD started offline): 0 when the
+	 * device serves now (cb is never called); 1 when it does not yet: cb(dev, arg) runs once,
+	 * on a backend thread, when it does (dev->size is then final), and never after close. */
+	int (*on_ready)(struct bs_dev *dev, bs_ready_cb cb, void *arg);
 };
 
 struct bs_dev {
@@ -155,6 +165,8 @@ void bs_dev_close(struct bs_dev *dev);
 /* Grow the device to size bytes (a multiple of the block size, larger than now): the backing
  * store first, then dev->size. -EOPNOTSUPP when the backend cannot. */
 int bs_dev_grow(struct bs_dev *dev, uint64_t size, char *err, size_t errlen);
+/* See bs_ops.on_ready: 0 = serves now, 1 = cb comes once it does. */
+int bs_dev_on_ready(struct bs_dev *dev, bs_ready_cb cb, void *arg);
 
 static inline void bs_submit(struct bs_thread *t, struct bs_io *io)
 {
@@ -209,6 +221,19 @@ const char *bs_rbd_state_name(int state);
  * kept next to the image (persistent reservations, scsi/pr_rados.c); NULL for other backends.
  * Valid while the device is open. */
 void *bs_rbd_rados(const struct bs_dev *dev);
+/* Whether the image is open ("online"), or not yet ("offline": started offline, opened again
+ * in the background with back-off) with the reason and the attempt count; -EINVAL for another
+ * backend. Any thread. */
+struct bs_rbd_status {
+	bool online;
+	unsigned attempts;     /* opens tried so far */
+	unsigned next_s;       /* offline: seconds to the next attempt (0: now or running) */
+	char reason[256];      /* offline: why ("image rbd/foo not found", ...) */
+};
+int bs_rbd_status(struct bs_dev *dev, struct bs_rbd_status *st);
+/* Offline: try to open now (ix-ctl lun online), and restart the back-off; 0 (also when
+ * online), -EINVAL for another backend. */
+int bs_rbd_retry(struct bs_dev *dev);
 #endif
 
 #endif

@@ -31,6 +31,9 @@ struct scsi_rbd_cfg {
 	uint32_t connect_timeout_s; /* the connection at start; 0 = the default (10) */
 	bool exclusive_lock;        /* take librbd's managed exclusive lock at open and never
 				       hand it over (fencing for several gateways) */
+	bool start_offline;         /* an image that cannot be opened at start leaves the LU
+				       offline (NOT READY 04/03) and is retried in the
+				       background; false: the start fails (config default true) */
 };
 
 /* Error injection rules of the test backend (SCSI_BACKEND_ERROR, backend/bs_error.c). The

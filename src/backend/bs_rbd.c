@@ -33,8 +33,15 @@
  *
  * Timeouts: rados_osd_op_timeout and rados_mon_op_timeout (osd_op_timeout_s) make a cluster
  * that stops answering fail each request with -ETIMEDOUT instead of holding it forever;
- * client_mount_timeout (connect_timeout_s) bounds the connection at open, so a cluster that is
- * down is an error at start, never a hang. */
+ * client_mount_timeout (connect_timeout_s) bounds each connection attempt.
+ *
+ * Starting offline (rbd.start_offline, the default): the open runs on the opener thread
+ * (below); the start waits for it at most RBD_START_WAIT_MS. An image that cannot be opened
+ * (the cluster does not answer, the pool or the image does not exist) leaves its LU serving
+ * NOT READY, MANUAL INTERVENTION REQUIRED (04/03) with the reason in the management API, and
+ * is tried again with back-off; once open, the LU learns its size (bs_ops.on_ready) and posts
+ * its unit attentions. With start_offline false the open runs on the caller and a failure
+ * fails the start, within connect_timeout_s. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -117,7 +124,8 @@ static int cluster_connect(const struct scsi_rbd_cfg *c, rados_t *out, char *err
 	rc = rados_connect(r);
 	if (rc < 0) {
 		snprintf(err, errlen,
-			 "cannot connect to the Ceph cluster of %s as client.%s within %u s: %s",
+			 "cluster unreachable: cannot connect to the Ceph cluster of %s as "
+			 "client.%s within %u s: %s",
 			 c->conf ? c->conf : "the default ceph.conf", client, conn_to,
 			 strerror(-rc));
 		goto fail;
@@ -337,6 +345,22 @@ static void owner_put(struct rbd_owner *o)
 	free(o);
 }
 
+/* An image not open yet (rbd.start_offline): its place on the opener thread's list. Every
+ * field under opener.lock. */
+struct rbd_retry {
+	struct list_head link; /* on opener.list while queued */
+	struct bs_dev *dev;
+	uint64_t next_ms; /* monotonic: the next attempt */
+	unsigned backoff_ms;
+	unsigned attempts;
+	bool queued;  /* on the list */
+	bool running; /* an attempt is running: close waits for it */
+	bool kick;    /* a retry was asked for while one ran: go again at once if it fails */
+	bs_ready_cb cb;
+	void *cb_arg;
+	char why[256]; /* why it is not open */
+};
+
 struct rbd_priv {
 	struct rbd_cluster *cl;
 	rados_ioctx_t ioctx;
@@ -348,6 +372,14 @@ struct rbd_priv {
 	_Atomic uint64_t last_err_s; /* when the last I/O error was logged (monotonic seconds) */
 	atomic_uint quiet_errs;	     /* errors not logged since */
 	char name[160];		     /* pool/[ns/]image, for messages */
+	/* the open (rbd_attach), and with rbd.start_offline its retries in the background */
+	struct scsi_rbd_cfg c;	     /* copied at open (strings owned) */
+	uint64_t cfg_size;	     /* the configured size, 0 = the image's */
+	uint32_t cfg_block;
+	bool readonly;
+	bool background;	     /* started with start_offline: r is on the opener */
+	atomic_bool online;	     /* the image is open: image, ioctx, cl, o are set */
+	struct rbd_retry r;
 };
 
 static const char *const op_names[] = {"read",    "write", "write same",	   "write zeroes",
@@ -565,17 +597,26 @@ static int acquire_start(struct rbd_priv *rp)
 	return rc;
 }
 
+/* The ownership state once the image is open (the opener thread sets o before online). */
+static struct rbd_owner *owner_of(struct rbd_priv *rp)
+{
+	return rp && atomic_load_explicit(&rp->online, memory_order_acquire) ? rp->o : NULL;
+}
+
 int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
 {
 	struct rbd_priv *rp = dev->ops == &bs_rbd_ops ? dev->priv : NULL;
-	struct rbd_owner *p = rp ? rp->o : NULL;
+	struct rbd_owner *p = owner_of(rp);
 	char who[128];
 	char *owners[4];
 	size_t n = 4;
 	int rc;
 
 	if (!p) {
-		snprintf(msg, msglen, "not an rbd LUN with exclusive_lock");
+		snprintf(msg, msglen, rp && !atomic_load(&rp->online)
+					      ? "%s: the image is not open (the LUN is offline)"
+					      : "not an rbd LUN with exclusive_lock",
+			 rp ? rp->name : "");
 		return -EINVAL;
 	}
 	if (atomic_load(&p->lock_job) || atomic_load(&p->own) == RBD_OWN_FENCED) {
@@ -605,12 +646,14 @@ int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
 int bs_rbd_state(struct bs_dev *dev, char *reason, size_t len)
 {
 	struct rbd_priv *rp = dev->ops == &bs_rbd_ops ? dev->priv : NULL;
-	struct rbd_owner *p = rp ? rp->o : NULL;
+	struct rbd_owner *p = owner_of(rp);
 
 	if (!rp)
 		return -EINVAL;
 	if (!p) {
-		snprintf(reason, len, "no managed exclusive lock");
+		snprintf(reason, len, "%s", atomic_load(&rp->online) || !rp->c.exclusive_lock
+						? "no managed exclusive lock"
+						: "the image is not open (the LUN is offline)");
 		return RBD_OWN_NONE;
 	}
 	pthread_mutex_lock(&p->why_lock);
@@ -624,12 +667,325 @@ const char *bs_rbd_state_name(int state)
 	return state >= 0 && state <= RBD_OWN_FENCED ? own_names[state] : "?";
 }
 
+/* ---- opening the image ---- */
+
+static void cfg_free(struct scsi_rbd_cfg *c)
+{
+	free((char *)c->pool);
+	free((char *)c->image);
+	free((char *)c->ns);
+	free((char *)c->conf);
+	free((char *)c->client);
+	free((char *)c->keyring);
+}
+
+static int cfg_dup(struct scsi_rbd_cfg *d, const struct scsi_rbd_cfg *s)
+{
+	const char *const src[] = {s->pool, s->image, s->ns, s->conf, s->client, s->keyring};
+	const char **dst[] = {&d->pool, &d->image, &d->ns, &d->conf, &d->client, &d->keyring};
+
+	*d = *s;
+	for (size_t i = 0; i < 6; i++)
+		*dst[i] = NULL;
+	for (size_t i = 0; i < 6; i++)
+		if (src[i] && !(*dst[i] = strdup(src[i]))) {
+			cfg_free(d);
+			return -ENOMEM;
+		}
+	return 0;
+}
+
+/* The image, its size and its lock: p->cl, ioctx, image, obj_size, o and dev->size. Blocking
+ * (bounded by connect_timeout_s and the OSD timeout): at start with start_offline false, else
+ * on the opener thread. -errno + message. */
+static int rbd_attach(struct bs_dev *dev, char *err, size_t errlen)
+{
+	struct rbd_priv *p = dev->priv;
+	const struct scsi_rbd_cfg *c = &p->c;
+	rbd_image_info_t info;
+	int rc;
+
+	p->cl = cluster_get(c, err, errlen, &rc);
+	if (!p->cl)
+		return rc;
+	rc = rados_ioctx_create(p->cl->rados, c->pool, &p->ioctx);
+	if (rc < 0) {
+		snprintf(err, errlen, rc == -ENOENT ? "pool %s not found (%s)" : "rbd pool %s: %s",
+			 c->pool, strerror(-rc));
+		goto fail_cluster;
+	}
+	if (c->ns)
+		rados_ioctx_set_namespace(p->ioctx, c->ns);
+	rc = p->readonly ? rbd_open_read_only(p->ioctx, c->image, &p->image, NULL)
+			 : rbd_open(p->ioctx, c->image, &p->image, NULL);
+	if (rc < 0) {
+		snprintf(err, errlen, rc == -ENOENT ? "image %s not found (%s)"
+						    : "rbd %s: cannot open the image: %s",
+			 p->name, strerror(-rc));
+		goto fail_ioctx;
+	}
+	rc = rbd_stat(p->image, &info, sizeof(info));
+	if (rc < 0) {
+		snprintf(err, errlen, "rbd %s: rbd_stat: %s", p->name, strerror(-rc));
+		goto fail_image;
+	}
+	if (p->cfg_size && p->cfg_size != info.size) {
+		snprintf(err, errlen, "rbd %s: the image has %llu bytes, the configuration says %llu",
+			 p->name, (unsigned long long)info.size, (unsigned long long)p->cfg_size);
+		rc = -EINVAL;
+		goto fail_image;
+	}
+	if (info.size < p->cfg_block) {
+		snprintf(err, errlen, "rbd %s: the image is smaller than one block", p->name);
+		rc = -EINVAL;
+		goto fail_image;
+	}
+	p->obj_size = info.obj_size;
+	p->exclusive = c->exclusive_lock && !p->readonly;
+	if (p->exclusive && (rc = acquire_start(p)) < 0) {
+		snprintf(err, errlen, "rbd %s: cannot start the lock helper: %s", p->name,
+			 strerror(-rc));
+		goto fail_image;
+	}
+	dev->size = info.size - info.size % p->cfg_block;
+	log_info("rbd", "%s: %llu bytes, %llu-byte objects%s", p->name,
+		 (unsigned long long)info.size, (unsigned long long)info.obj_size,
+		 p->exclusive ? ", managed exclusive lock" : "");
+	return 0;
+fail_image:
+	rbd_close(p->image);
+fail_ioctx:
+	rados_ioctx_destroy(p->ioctx);
+fail_cluster:
+	cluster_put(p->cl);
+	p->cl = NULL;
+	return rc;
+}
+
+/* ---- the opener thread: images that start offline, opened again with back-off ---- */
+
+/* rbd.start_offline: an image that cannot be opened at start (the cluster does not answer,
+ * the pool or image does not exist) leaves its LU offline (NOT READY 04/03) and is tried
+ * again on this thread, RBD_RETRY_MIN_MS after the first failure, doubling to
+ * RBD_RETRY_MAX_MS; bs_rbd_retry() (ix-ctl lun online) tries at once. A thread apart from the
+ * helper: a connection attempt blocks for connect_timeout_s, and GET LBA STATUS or a lock
+ * must not wait behind it. */
+#define RBD_RETRY_MIN_MS  1000u
+#define RBD_RETRY_MAX_MS  60000u
+#define RBD_START_WAIT_MS 2000u /* how long the open at start waits for the first attempt */
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t work; /* the thread: something queued or due */
+	pthread_cond_t done; /* an attempt ended */
+	bool started;
+	uint64_t busy_since; /* when the running attempt began; 0 = none */
+	struct list_head list;
+} opener = {.lock = PTHREAD_MUTEX_INITIALIZER, .list = LIST_HEAD_INIT(opener.list)};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void timedwait_ms(pthread_cond_t *cv, uint64_t until)
+{
+	struct timespec ts = {.tv_sec = (time_t)(until / 1000u),
+			      .tv_nsec = (long)(until % 1000u) * 1000000L};
+
+	pthread_cond_timedwait(cv, &opener.lock, &ts);
+}
+
+/* Under opener.lock: the queued entry due first. */
+static struct rbd_retry *opener_first(void)
+{
+	struct rbd_retry *best = NULL;
+	struct list_head *pos;
+
+	list_for_each(pos, &opener.list)
+	{
+		struct rbd_retry *r = list_entry(pos, struct rbd_retry, link);
+
+		if (!best || r->next_ms < best->next_ms)
+			best = r;
+	}
+	return best;
+}
+
+/* Under opener.lock: an attempt failed with err; queue the next one. */
+static void retry_failed(struct rbd_retry *r, const char *err)
+{
+	struct rbd_priv *p = r->dev->priv;
+
+	if (strcmp(r->why, err) != 0)
+		log_warn("rbd", "%s: offline: %s (tried %u times, retrying in the background)",
+			 p->name, err, r->attempts);
+	snprintf(r->why, sizeof(r->why), "%s", err);
+	if (r->kick) {
+		r->backoff_ms = RBD_RETRY_MIN_MS;
+		r->next_ms = now_ms();
+	} else {
+		r->next_ms = now_ms() + r->backoff_ms;
+		r->backoff_ms = r->backoff_ms * 2 > RBD_RETRY_MAX_MS ? RBD_RETRY_MAX_MS
+								     : r->backoff_ms * 2;
+	}
+	r->kick = false;
+	list_add_tail(&r->link, &opener.list);
+	r->queued = true;
+}
+
+/* Under opener.lock, which it drops around the attempt and the ready callback. */
+static void opener_run(struct rbd_retry *r)
+{
+	struct rbd_priv *p = r->dev->priv;
+	char err[256];
+	bs_ready_cb cb;
+	int rc;
+
+	list_del(&r->link);
+	r->queued = false;
+	r->running = true;
+	opener.busy_since = now_ms();
+	pthread_mutex_unlock(&opener.lock);
+	rc = rbd_attach(r->dev, err, sizeof(err));
+	pthread_mutex_lock(&opener.lock);
+	r->attempts++;
+	if (rc < 0) {
+		retry_failed(r, err);
+	} else {
+		atomic_store_explicit(&p->online, true, memory_order_release);
+		r->why[0] = 0;
+		cb = r->cb;
+		pthread_mutex_unlock(&opener.lock);
+		log_info("rbd", "%s: online after %u attempts", p->name, r->attempts);
+		if (cb) /* still running: the device cannot close under it */
+			cb(r->dev, r->cb_arg);
+		pthread_mutex_lock(&opener.lock);
+	}
+	r->running = false;
+	opener.busy_since = 0;
+	pthread_cond_broadcast(&opener.done);
+}
+
+static void *opener_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&opener.lock);
+	for (;;) {
+		struct rbd_retry *r = opener_first();
+
+		if (!r)
+			pthread_cond_wait(&opener.work, &opener.lock);
+		else if (r->next_ms > now_ms())
+			timedwait_ms(&opener.work, r->next_ms);
+		else
+			opener_run(r);
+	}
+	return NULL;
+}
+
+/* Under opener.lock. Detached, every signal blocked; its conditions on the monotonic clock. */
+static int opener_start(void)
+{
+	pthread_condattr_t ca;
+	sigset_t all, old;
+	pthread_attr_t a;
+	pthread_t th;
+	int rc;
+
+	if (opener.started)
+		return 0;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&opener.work, &ca);
+	pthread_cond_init(&opener.done, &ca);
+	pthread_condattr_destroy(&ca);
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&th, &a, opener_main, NULL);
+	pthread_attr_destroy(&a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		pthread_cond_destroy(&opener.work);
+		pthread_cond_destroy(&opener.done);
+		return -rc;
+	}
+	pthread_setname_np(th, "ix-rbd-opener");
+	opener.started = true;
+	return 0;
+}
+
+/* Under opener.lock: wait for the first attempt, at most RBD_START_WAIT_MS, and not at all
+ * while another image's attempt has been stuck that long (a cluster that does not answer must
+ * not add connect_timeout_s per LU to the start). */
+static void start_wait(struct rbd_retry *r)
+{
+	uint64_t deadline = now_ms() + RBD_START_WAIT_MS;
+
+	while (r->attempts == 0 || r->running) {
+		uint64_t now = now_ms(), until = deadline;
+
+		if (now >= deadline)
+			return;
+		if (!r->running && opener.busy_since) {
+			if (now - opener.busy_since >= RBD_START_WAIT_MS)
+				return;
+			if (opener.busy_since + RBD_START_WAIT_MS < until)
+				until = opener.busy_since + RBD_START_WAIT_MS;
+		}
+		timedwait_ms(&opener.done, until);
+	}
+}
+
+/* rbd.start_offline: the first attempt on the opener thread; the LU serves from the start
+ * (offline until the image opens). */
+static int open_background(struct bs_dev *dev, char *err, size_t errlen)
+{
+	struct rbd_priv *p = dev->priv;
+	struct rbd_retry *r = &p->r;
+	bool online;
+	int rc;
+
+	r->dev = dev;
+	r->backoff_ms = RBD_RETRY_MIN_MS;
+	snprintf(r->why, sizeof(r->why), "opening");
+	pthread_mutex_lock(&opener.lock);
+	rc = opener_start();
+	if (rc < 0) {
+		pthread_mutex_unlock(&opener.lock);
+		snprintf(err, errlen, "rbd %s: cannot start the opener thread: %s", p->name,
+			 strerror(-rc));
+		return rc;
+	}
+	p->background = true;
+	list_add_tail(&r->link, &opener.list);
+	r->queued = true;
+	pthread_cond_signal(&opener.work);
+	start_wait(r);
+	online = atomic_load_explicit(&p->online, memory_order_acquire);
+	if (!online && !r->attempts)
+		snprintf(r->why, sizeof(r->why), "%s",
+			 r->running ? "opening: no answer yet from the cluster"
+				    : "opening: waiting for another image's attempt");
+	if (!online)
+		log_warn("rbd", "%s: starts offline: %s", p->name, r->why);
+	pthread_mutex_unlock(&opener.lock);
+	/* the LU reads it once, at its creation: the real object size, else RBD's default */
+	dev->unmap_granularity = online && p->obj_size <= UINT32_MAX ? (uint32_t)p->obj_size
+								    : 4u << 20;
+	return 0;
+}
+
 static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char *err,
 			size_t errlen)
 {
 	struct rbd_priv *p = dev->priv;
 	const struct scsi_rbd_cfg *c = cfg->rbd;
-	rbd_image_info_t info;
 	int rc;
 
 	if (!c || !c->pool || !c->image) {
@@ -638,61 +994,101 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 	}
 	snprintf(p->name, sizeof(p->name), "%s/%s%s%s", c->pool, c->ns ? c->ns : "",
 		 c->ns ? "/" : "", c->image);
-	p->cl = cluster_get(c, err, errlen, &rc);
-	if (!p->cl)
-		return rc;
-	rc = rados_ioctx_create(p->cl->rados, c->pool, &p->ioctx);
-	if (rc < 0) {
-		snprintf(err, errlen, "rbd %s: pool %s: %s", p->name, c->pool, strerror(-rc));
-		goto fail_cluster;
+	if (cfg_dup(&p->c, c) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
 	}
-	if (c->ns)
-		rados_ioctx_set_namespace(p->ioctx, c->ns);
-	rc = cfg->readonly ? rbd_open_read_only(p->ioctx, c->image, &p->image, NULL)
-			   : rbd_open(p->ioctx, c->image, &p->image, NULL);
-	if (rc < 0) {
-		snprintf(err, errlen, "rbd %s: cannot open the image: %s", p->name, strerror(-rc));
-		goto fail_ioctx;
-	}
-	rc = rbd_stat(p->image, &info, sizeof(info));
-	if (rc < 0) {
-		snprintf(err, errlen, "rbd %s: rbd_stat: %s", p->name, strerror(-rc));
-		goto fail_image;
-	}
-	if (cfg->size_bytes && cfg->size_bytes != info.size) {
-		snprintf(err, errlen, "rbd %s: the image has %llu bytes, the configuration says %llu",
-			 p->name, (unsigned long long)info.size,
-			 (unsigned long long)cfg->size_bytes);
-		rc = -EINVAL;
-		goto fail_image;
-	}
-	if (info.size < cfg->block_size) {
-		snprintf(err, errlen, "rbd %s: the image is smaller than one block", p->name);
-		rc = -EINVAL;
-		goto fail_image;
-	}
-	dev->size = info.size;
-	p->obj_size = info.obj_size;
+	p->cfg_size = cfg->size_bytes;
+	p->cfg_block = cfg->block_size;
+	p->readonly = cfg->readonly;
 	p->close_ms = ((c->osd_op_timeout_s ? c->osd_op_timeout_s : RBD_DEFAULT_OSD_TIMEOUT_S) + 5) *
 		      1000u;
-	dev->unmap_granularity = info.obj_size <= UINT32_MAX ? (uint32_t)info.obj_size : 0;
-	log_info("rbd", "%s: %llu bytes, %llu-byte objects%s", p->name,
-		 (unsigned long long)info.size, (unsigned long long)info.obj_size,
-		 c->exclusive_lock ? ", managed exclusive lock" : "");
-	p->exclusive = c->exclusive_lock && !cfg->readonly;
-	if (p->exclusive && (rc = acquire_start(p)) < 0) {
-		snprintf(err, errlen, "rbd %s: cannot start the lock helper: %s", p->name,
-			 strerror(-rc));
-		goto fail_image;
+	atomic_init(&p->online, false);
+	rc = c->start_offline ? open_background(dev, err, errlen) : rbd_attach(dev, err, errlen);
+	if (rc < 0) {
+		cfg_free(&p->c);
+		return rc;
+	}
+	if (!c->start_offline) {
+		atomic_store(&p->online, true);
+		dev->unmap_granularity = p->obj_size <= UINT32_MAX ? (uint32_t)p->obj_size : 0;
 	}
 	return 0;
-fail_image:
-	rbd_close(p->image);
-fail_ioctx:
-	rados_ioctx_destroy(p->ioctx);
-fail_cluster:
-	cluster_put(p->cl);
+}
+
+static int rbd_on_ready(struct bs_dev *dev, bs_ready_cb cb, void *arg)
+{
+	struct rbd_priv *p = dev->priv;
+	int rc = 0;
+
+	if (!p->background)
+		return 0;
+	pthread_mutex_lock(&opener.lock);
+	if (!atomic_load(&p->online)) {
+		p->r.cb = cb;
+		p->r.cb_arg = arg;
+		rc = 1;
+	}
+	pthread_mutex_unlock(&opener.lock);
 	return rc;
+}
+
+int bs_rbd_status(struct bs_dev *dev, struct bs_rbd_status *st)
+{
+	struct rbd_priv *p = dev->ops == &bs_rbd_ops ? dev->priv : NULL;
+	uint64_t now = now_ms();
+
+	if (!p)
+		return -EINVAL;
+	memset(st, 0, sizeof(*st));
+	st->online = atomic_load(&p->online);
+	if (!p->background) {
+		st->attempts = 1;
+		return 0;
+	}
+	pthread_mutex_lock(&opener.lock);
+	st->online = atomic_load(&p->online);
+	st->attempts = p->r.attempts;
+	if (!st->online && p->r.queued && p->r.next_ms > now)
+		st->next_s = (unsigned)((p->r.next_ms - now + 999) / 1000);
+	if (!st->online)
+		snprintf(st->reason, sizeof(st->reason), "%s", p->r.why);
+	pthread_mutex_unlock(&opener.lock);
+	return 0;
+}
+
+int bs_rbd_retry(struct bs_dev *dev)
+{
+	struct rbd_priv *p = dev->ops == &bs_rbd_ops ? dev->priv : NULL;
+
+	if (!p)
+		return -EINVAL;
+	if (!p->background)
+		return 0;
+	pthread_mutex_lock(&opener.lock);
+	if (p->r.running) {
+		p->r.kick = true;
+	} else if (p->r.queued) {
+		p->r.next_ms = 0;
+		p->r.backoff_ms = RBD_RETRY_MIN_MS;
+		pthread_cond_signal(&opener.work);
+	}
+	pthread_mutex_unlock(&opener.lock);
+	return 0;
+}
+
+/* Off the opener's list, and out of a running attempt (bounded by connect_timeout_s). */
+static void background_stop(struct rbd_priv *p)
+{
+	if (!p->background)
+		return;
+	pthread_mutex_lock(&opener.lock);
+	if (p->r.queued)
+		list_del(&p->r.link);
+	p->r.queued = false;
+	while (p->r.running)
+		pthread_cond_wait(&opener.done, &opener.lock);
+	pthread_mutex_unlock(&opener.lock);
 }
 
 /* Closing releases the image's exclusive lock and its watch: requests to the cluster, and a
@@ -710,33 +1106,29 @@ static void abandon(struct rbd_priv *p)
 	owner_put(p->o);
 }
 
-static void rbd_dev_close(struct bs_dev *dev)
+static void image_close(struct rbd_priv *p)
 {
-	struct rbd_priv *p = dev->priv;
+	uint64_t end = now_ms() + p->close_ms; /* the clock, not a count of sleeps: a loaded
+						  machine oversleeps */
 	rbd_completion_t c;
-	unsigned waited = 0;
 	int rc;
 
-	while (p->o && atomic_load(&p->o->lock_job) && waited < p->close_ms) {
+	while (p->o && atomic_load(&p->o->lock_job) && now_ms() < end)
 		usleep(10000); /* rbd_lock_acquire: bounded by the cluster's timeouts */
-		waited += 10;
-	}
 	if (p->o && atomic_load(&p->o->lock_job)) {
 		log_warn("rbd", "%s: taking the lock did not end within %u s: the image is "
 			 "abandoned", p->name, p->close_ms / 1000);
 		abandon(p);
 		return;
 	}
-	waited = 0;
+	end = now_ms() + p->close_ms;
 	if (rbd_aio_create_completion(NULL, NULL, &c) < 0) {
 		rc = rbd_close(p->image);
 	} else if ((rc = rbd_aio_close(p->image, c)) < 0) {
 		rbd_aio_release(c);
 	} else {
-		while (!rbd_aio_is_complete(c) && waited < p->close_ms) {
+		while (!rbd_aio_is_complete(c) && now_ms() < end)
 			usleep(10000);
-			waited += 10;
-		}
 		if (!rbd_aio_is_complete(c)) {
 			log_warn("rbd", "%s: the image did not close within %u s (the cluster does not "
 				 "answer): its connection is abandoned", p->name, p->close_ms / 1000);
@@ -751,6 +1143,16 @@ static void rbd_dev_close(struct bs_dev *dev)
 	rados_ioctx_destroy(p->ioctx);
 	cluster_put(p->cl);
 	owner_put(p->o);
+}
+
+static void rbd_dev_close(struct bs_dev *dev)
+{
+	struct rbd_priv *p = dev->priv;
+
+	background_stop(p);
+	if (atomic_load_explicit(&p->online, memory_order_acquire))
+		image_close(p);
+	cfg_free(&p->c);
 }
 
 /* Any thread: hand a finished I/O to its submitter's loop. */
@@ -913,6 +1315,11 @@ static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 	rbd_completion_t c;
 	int rc;
 
+	if (!atomic_load_explicit(&p->online, memory_order_acquire)) {
+		io->result = BS_ERR_NOT_READY; /* started offline, not open yet */
+		io->cb(io);
+		return;
+	}
 	if (p->o && atomic_load_explicit(&p->o->own, memory_order_relaxed) == RBD_OWN_FENCED) {
 		io->result = BS_ERR_NOT_OWNER; /* blocklisted: librbd would refuse it anyway */
 		io->cb(io);
@@ -995,4 +1402,5 @@ const struct bs_ops bs_rbd_ops = {
     .close = rbd_dev_close,
     .submit = rbd_submit,
     .compare_write_ok = rbd_compare_write_ok,
+    .on_ready = rbd_on_ready,
 };

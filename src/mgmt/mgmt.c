@@ -766,9 +766,41 @@ static int get_of_target(struct call *c, const char *akey)
 	return 0;
 }
 
+/* A running LUN's state (ix_target_lun_status) as its "status" object. */
+static json_t *lun_status(struct ix_target *tgt, const char *target, json_t *lun)
+{
+	struct ix_lun_status st;
+	json_t *o;
+
+	if (!json_is_integer(lun) || json_integer_value(lun) < 0 ||
+	    ix_target_lun_status(tgt, target, (uint32_t)json_integer_value(lun), &st) < 0)
+		return NULL;
+	o = json_pack("{s:s, s:s}", "state", st.state, "reason", st.reason);
+	if (o && st.attempts)
+		json_object_set_new(o, "attempts", json_integer(st.attempts));
+	if (o && st.next_s)
+		json_object_set_new(o, "next_attempt_s", json_integer(st.next_s));
+	if (o && st.lock[0])
+		json_object_set_new(o, "lock", json_pack("{s:s, s:s}", "state", st.lock, "reason",
+							 st.lock_reason));
+	return o;
+}
+
+/* The configured LUNs, each with its "status" when the target runs. */
 static int m_get_luns(struct call *c)
 {
-	return get_of_target(c, "luns");
+	const char *target = json_string_value(json_object_get(c->params, "target"));
+	json_t *l, *st;
+	size_t i;
+
+	if (get_of_target(c, "luns") < 0)
+		return -1;
+	json_array_foreach(c->result, i, l)
+	{
+		if (c->m->tgt && (st = lun_status(c->m->tgt, target, json_object_get(l, "lun"))))
+			json_object_set_new(l, "status", st);
+	}
+	return 0;
 }
 
 static int m_get_acls(struct call *c)
@@ -1278,7 +1310,12 @@ static int m_set_lun_offline(struct call *c)
 				    json_true());
 	else /* online is the default: the key goes */
 		json_object_del(json_array_get(json_object_get(t, "luns"), (size_t)i), "offline");
-	return commit(c, newdoc);
+	if (commit(c, newdoc) < 0)
+		return -1;
+	/* online: a backend that is not open yet (RBD started offline) tries again now */
+	if (!offline && c->m->tgt && !json_is_true(json_object_get(c->params, "dry_run")))
+		ix_target_lun_retry(c->m->tgt, target, (uint32_t)json_integer_value(lunv));
+	return 0;
 }
 
 /* The managed exclusive lock of an RBD LUN (rbd.exclusive_lock): break it and take it, for a

@@ -373,6 +373,10 @@ static bool medium_ok(struct scsi_cmd *cmd, const struct scsi_op *op, uint8_t ms
 		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x12); /* LOGICAL UNIT NOT READY, OFFLINE */
 		return false;
 	}
+	if (ms & SCSI_MS_NOT_READY) { /* the backend is not open yet: see docs/configuration.md */
+		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x03); /* MANUAL INTERVENTION REQUIRED */
+		return false;
+	}
 	if (!(ms & SCSI_MS_LOADED)) {
 		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x3a, 0x00); /* MEDIUM NOT PRESENT */
 		return false;

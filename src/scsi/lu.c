@@ -54,6 +54,21 @@ static void make_ids(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg)
 
 /* ---- LU ---- */
 
+/* A backend thread: the backend opened late (RBD started offline). The capacity first, then
+ * the medium serves; every nexus gets NOT READY TO READY CHANGE and CAPACITY DATA HAS CHANGED
+ * (the capacity was unknown until now). */
+static void lu_backend_ready(struct bs_dev *dev, void *arg)
+{
+	struct scsi_lu *lu = arg;
+
+	lu->nblocks = dev->size / lu->block_size;
+	pthread_mutex_lock(&lu->lock);
+	atomic_fetch_and_explicit(&lu->mstate, (uint8_t)~SCSI_MS_NOT_READY, memory_order_acq_rel);
+	pthread_mutex_unlock(&lu->lock);
+	scsi_ua_post_others(lu, NULL, 0x28, 0x00);
+	scsi_ua_post_others(lu, NULL, 0x2a, 0x09);
+}
+
 int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, size_t errlen)
 {
 	struct scsi_lu *lu;
@@ -124,6 +139,10 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 			lu->ugran = lu->pblocks;
 		lu->lbpme = cfg->thin && (lu->dev->caps & BS_CAP_DISCARD);
 		lu->lbprz = lu->lbpme && (lu->dev->caps & BS_CAP_DISCARD_ZEROES);
+		/* not ready until the backend says so (set first: its callback clears it) */
+		atomic_fetch_or(&lu->mstate, SCSI_MS_NOT_READY);
+		if (bs_dev_on_ready(lu->dev, lu_backend_ready, lu) == 0)
+			atomic_fetch_and(&lu->mstate, (uint8_t)~SCSI_MS_NOT_READY);
 	}
 	rc = scsi_pr_lu_attach(lu, cfg, err, errlen);
 	if (rc < 0) {

@@ -199,6 +199,7 @@ typedef int (*scsi_exec_fn)(struct scsi_cmd *cmd, struct scsi_lu *lu);
 #define SCSI_MS_SANITIZE 0x02 /* a sanitize operation is in progress */
 #define SCSI_MS_SAN_FAIL 0x04 /* the last sanitize failed: medium access refused */
 #define SCSI_MS_OFFLINE	 0x08 /* taken offline by the administrator */
+#define SCSI_MS_NOT_READY 0x10 /* the backend is not open yet (RBD started offline) */
 
 /* Flags of a dispatch entry. */
 #define SCSI_F_ABSENT_OK   0x01 /* runs on an absent LUN (lu == NULL) */

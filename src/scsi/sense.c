@@ -118,6 +118,10 @@ void scsi_fail_errno(struct scsi_cmd *cmd, int err, bool write)
 		/* another gateway owns the device, or this one was fenced: LOGICAL UNIT NOT
 		 * ACCESSIBLE, TARGET PORT IN STANDBY STATE (a multipath initiator fails over) */
 		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x0b);
+	else if (err == BS_ERR_NOT_READY)
+		/* the backend is not open yet (RBD started offline): LOGICAL UNIT NOT READY,
+		 * MANUAL INTERVENTION REQUIRED, as for the LU's own commands */
+		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x03);
 	else if (err == -ETIMEDOUT)
 		/* a networked backend (RBD) did not answer within its timeout: LOGICAL UNIT
 		 * COMMUNICATION TIME-OUT */

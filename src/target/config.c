@@ -955,13 +955,13 @@ static int parse_portals(struct ctx *c, json_t *root, struct ix_config *cfg)
 static const char *const backend_names[] = {"ram", "file", "block", "error", "rbd", NULL};
 
 /* "rbd": {"pool", "image", "namespace", "conf", "client", "keyring", "osd_op_timeout_s",
- * "connect_timeout_s"} of a LUN with backend "rbd". */
+ * "connect_timeout_s", "exclusive_lock", "start_offline"} of a LUN with backend "rbd". */
 static int parse_rbd(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 {
 	static const char *const keys[] = {"pool",    "image",		  "namespace",
 					   "conf",    "client",		  "keyring",
 					   "osd_op_timeout_s", "connect_timeout_s",
-					   "exclusive_lock", NULL};
+					   "exclusive_lock", "start_offline", NULL};
 	struct scsi_rbd_cfg *r = &lu->rbd;
 	json_t *o = member(v, "rbd");
 	int rc;
@@ -974,6 +974,7 @@ static int parse_rbd(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	}
 	if (lu->backend != SCSI_BACKEND_RBD)
 		return fail(c, "rbd", true, "only for backend \"rbd\"");
+	r->start_offline = true; /* the default: see docs/configuration.md */
 	if ((rc = want_object(c, "rbd", o)))
 		return rc;
 	push_key(c, "rbd");
@@ -996,7 +997,8 @@ static int parse_rbd(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	    (rc = get_strdup(c, o, "keyring", 4095, STR_PRINTABLE, (char **)&r->keyring)) ||
 	    (rc = get_u32(c, o, "osd_op_timeout_s", 1, 3600, &r->osd_op_timeout_s)) ||
 	    (rc = get_u32(c, o, "connect_timeout_s", 1, 3600, &r->connect_timeout_s)) ||
-	    (rc = get_bool(c, o, "exclusive_lock", &r->exclusive_lock)))
+	    (rc = get_bool(c, o, "exclusive_lock", &r->exclusive_lock)) ||
+	    (rc = get_bool(c, o, "start_offline", &r->start_offline)))
 		goto out;
 	{
 		const char *names[] = {r->pool, r->image, r->ns};

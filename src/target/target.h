@@ -149,6 +149,24 @@ int ix_target_stats(struct ix_target *t, ix_stats_cb cb, void *arg);
 /* Histogram bucket of a latency (pure). */
 int ix_lat_bucket(uint64_t ns);
 
+/* A running LUN's state for the management API: "online" or "offline" with the reason
+ * (taken offline by the administrator; an RBD image not open yet, retried in the background:
+ * "image rbd/foo not found (...)", "cluster unreachable: ..."), the open attempts so far and
+ * the seconds to the next one; for an RBD LUN the lock state and its reason (lock "" if none).
+ * -ENOENT: no such LUN or no medium. Main thread. */
+struct ix_lun_status {
+	char state[16];
+	char reason[320];
+	unsigned attempts, next_s;
+	char lock[16];
+	char lock_reason[256];
+};
+int ix_target_lun_status(struct ix_target *t, const char *target, uint32_t lun,
+			 struct ix_lun_status *st);
+/* Try to open a LUN's backend now if it is not open (RBD started offline; ix-ctl lun online):
+ * 0, also when nothing is to be done; -ENOENT: no such LUN. Main thread. */
+int ix_target_lun_retry(struct ix_target *t, const char *target, uint32_t lun);
+
 /* The main loop (for tools that add their own watches, e.g. signalfd). */
 struct ev_loop *ix_target_main_loop(struct ix_target *t);
 

@@ -290,6 +290,71 @@ int ix_target_lun_rbd_lock(struct ix_target *t, const char *target, uint32_t lun
 	return rc < 0 ? rc : 0;
 }
 
+static struct scsi_lu *lu_of(struct ix_target *t, const char *target, uint32_t lun,
+			     struct tgt_node **np)
+{
+	*np = tgt_node_get(t, target);
+	return *np && lun < SCSI_MAX_LUNS ? scsi_lun_map_get((*np)->map, lun) : NULL;
+}
+
+static void rbd_status(struct bs_dev *dev, struct ix_lun_status *st)
+{
+#ifdef IX_HAVE_RBD
+	struct bs_rbd_status rs;
+	int own;
+
+	if (bs_rbd_status(dev, &rs) < 0)
+		return;
+	st->attempts = rs.attempts;
+	st->next_s = rs.next_s;
+	if (!rs.online) {
+		snprintf(st->state, sizeof(st->state), "offline");
+		snprintf(st->reason, sizeof(st->reason), "%s", rs.reason);
+	}
+	own = bs_rbd_state(dev, st->lock_reason, sizeof(st->lock_reason));
+	snprintf(st->lock, sizeof(st->lock), "%s", rs.online ? bs_rbd_state_name(own) : "");
+#else
+	(void)dev;
+	(void)st;
+#endif
+}
+
+int ix_target_lun_status(struct ix_target *t, const char *target, uint32_t lun,
+			 struct ix_lun_status *st)
+{
+	struct tgt_node *n;
+	struct scsi_lu *lu = lu_of(t, target, lun, &n);
+	struct bs_dev *dev = lu ? scsi_lu_dev(lu) : NULL;
+
+	memset(st, 0, sizeof(*st));
+	snprintf(st->state, sizeof(st->state), "%s",
+		 lu && scsi_lu_offline(lu) ? "offline" : "online");
+	if (lu && scsi_lu_offline(lu))
+		snprintf(st->reason, sizeof(st->reason), "taken offline by the administrator");
+	else if (dev)
+		rbd_status(dev, st);
+	if (n)
+		tgt_node_put(n);
+	return lu ? 0 : -ENOENT;
+}
+
+int ix_target_lun_retry(struct ix_target *t, const char *target, uint32_t lun)
+{
+	struct tgt_node *n;
+	struct scsi_lu *lu = lu_of(t, target, lun, &n);
+	struct bs_dev *dev = lu ? scsi_lu_dev(lu) : NULL;
+
+#ifdef IX_HAVE_RBD
+	if (dev && dev->ops == &bs_rbd_ops)
+		bs_rbd_retry(dev);
+#else
+	(void)dev;
+#endif
+	if (n)
+		tgt_node_put(n);
+	return lu ? 0 : -ENOENT;
+}
+
 int ix_target_lun_bytes(struct ix_target *t, const char *target, uint32_t lun, uint64_t *bytes)
 {
 	struct tgt_node *n = tgt_node_get(t, target);

@@ -146,6 +146,7 @@ static bool lu_cfg_same(const struct scsi_lu_cfg *a, const struct scsi_lu_cfg *b
 	       str_same(a->rbd.conf, b->rbd.conf) && str_same(a->rbd.client, b->rbd.client) &&
 	       str_same(a->rbd.keyring, b->rbd.keyring) &&
 	       a->rbd.osd_op_timeout_s == b->rbd.osd_op_timeout_s &&
+	       a->rbd.start_offline == b->rbd.start_offline &&
 	       a->rbd.connect_timeout_s == b->rbd.connect_timeout_s &&
 	       a->rbd.exclusive_lock == b->rbd.exclusive_lock && a->pr_store == b->pr_store;
 }

@@ -16,8 +16,9 @@ data).
      perf counters through ix-target's admin socket), a miscompare names the byte;
   6. durability: WRITE(16) with FUA and plain writes followed by SYNCHRONIZE CACHE, each
      acknowledged, then kill -9 of ix-target; `rbd export` must hold every acknowledged block;
-  7. start errors: a missing image, a cluster nobody answers for (connect_timeout_s 3): ix-target
-     exits at start with a message naming it, in time;
+  7. start errors with rbd.start_offline false: a missing image, a cluster nobody answers for
+     (connect_timeout_s 3): ix-target exits at start with a message naming it, in time (the
+     default, start_offline true, starts such LUs offline: tests/interop/rbd_offline.py);
   9. (last) the whole cluster stopped under a running ix-target: SIGTERM still ends it in time;
   8. the OSD kept down, on a daemon whose RBD LU has osd_op_timeout_s 6: a WRITE fails with
      HARDWARE ERROR / LOGICAL UNIT COMMUNICATION TIME-OUT (08/01) within the timeout (+ margin),
@@ -315,8 +316,8 @@ def step_caw(cl, daemon, port, tmp):
 
 
 def step_start_errors(cl, tmp):
-    """A missing image and an unreachable cluster stop ix-target at start with a message that
-    names them, within connect_timeout_s (never a hang)."""
+    """With rbd.start_offline false, a missing image and an unreachable cluster stop ix-target
+    at start with a message that names them, within connect_timeout_s (never a hang)."""
     # a ceph.conf whose monitor address has nobody listening
     dead = os.path.join(tmp, 'dead.conf')
     with open(cl.conf) as f, open(dead, 'w') as g:
@@ -325,10 +326,12 @@ def step_start_errors(cl, tmp):
             if line.startswith('mon host'):
                 line = 'mon host = [v2:127.0.0.1:%d,v1:127.0.0.1:%d]\n' % (port, port)
             g.write(line)
-    cases = [('start-missing-image', lun_rbd(0, 'no-such-image', cl.conf),
-              'rbd/no-such-image: cannot open the image: No such file or directory', 30),
-             ('start-cluster-down', lun_rbd(0, 'main', dead, connect_timeout_s=3),
-              'cannot connect to the Ceph cluster of %s as client.admin within 3 s' % dead, 20)]
+    cases = [('start-missing-image', lun_rbd(0, 'no-such-image', cl.conf, start_offline=False),
+              'image rbd/no-such-image not found (No such file or directory)', 30),
+             ('start-cluster-down', lun_rbd(0, 'main', dead, connect_timeout_s=3,
+                                            start_offline=False),
+              'cluster unreachable: cannot connect to the Ceph cluster of %s as client.admin '
+              'within 3 s' % dead, 20)]
     for name, lun, want, limit in cases:
         cfg = os.path.join(tmp, name + '.json')
         write_config(cfg, ixtest.free_port(), [lun])

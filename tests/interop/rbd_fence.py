@@ -72,7 +72,9 @@ def lock_state(sock, want=None, secs=30):
         r = rpc(sock, 'iscsi_break_rbd_lock', {'target': IQN, 'lun': 0, 'dry_run': True})
         res = r.get('result', {})
         st = res.get('state')
-        if (st == want if want else st not in (None, 'acquiring')) or time.monotonic() > end:
+        # "open" (no managed lock) only while the image is not open yet (start_offline)
+        if (st == want if want else st not in (None, 'acquiring', 'open')) or \
+                time.monotonic() > end:
             return st, res.get('reason', r.get('error'))
         time.sleep(0.2)
 
