@@ -26,6 +26,7 @@
 #include "proto/chap.h"
 #include "target/config_json.h"
 #include "util/addr.h"
+#include "util/hex.h"
 #include "util/log.h"
 
 #define MAX_DEPTH	 CFG_JSON_MAX_DEPTH
@@ -54,17 +55,6 @@ struct ctx {
 	struct secret_ref *secrets;
 	size_t nsecrets, secrets_cap;
 };
-
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /* ---- error reporting ------------------------------------------------------------------- */
 
