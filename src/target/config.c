@@ -297,6 +297,63 @@ static void *alloc_array(struct ctx *c, size_t n, size_t size)
 	return p;
 }
 
+/* ---- lists ----------------------------------------------------------------------------- */
+
+typedef int (*elem_fn)(struct ctx *c, json_t *e, size_t i, void *arg);
+
+/* An array member of an object: its key, what to say when it is empty but must not be (NULL:
+ * [] is fine), the size of the element its parser fills in (0: the parser stores it itself)
+ * and that parser. */
+struct list_spec {
+	const char *key;
+	const char *empty;
+	size_t elem_size;
+	elem_fn one;
+};
+
+/* Each element of array v (member `key` of the current value), path "key[i]" while parsed. */
+static int each_elem(struct ctx *c, const char *key, json_t *v, elem_fn one, void *arg)
+{
+	json_t *e;
+	size_t i;
+	int rc = 0;
+
+	push_key(c, key);
+	json_array_foreach(v, i, e)
+	{
+		push_idx(c, i);
+		rc = one(c, e, i, arg);
+		pop(c);
+		if (rc)
+			break;
+	}
+	pop(c);
+	return rc;
+}
+
+/* The list l of obj (absent: nothing happens). With l->elem_size, *arr gets a zeroed array of
+ * one element per entry and *n its length before the elements are parsed. */
+static int parse_list(struct ctx *c, json_t *obj, const struct list_spec *l, void **arr, size_t *n,
+		      void *arg)
+{
+	json_t *v = member(obj, l->key);
+	int rc;
+
+	if (!v)
+		return 0;
+	if ((rc = want_array(c, l->key, v)))
+		return rc;
+	if (l->empty && json_array_size(v) == 0)
+		return fail(c, l->key, false, "%s", l->empty);
+	if (l->elem_size) {
+		*arr = alloc_array(c, json_array_size(v), l->elem_size);
+		if (!*arr)
+			return -ENOMEM;
+		*n = json_array_size(v);
+	}
+	return each_elem(c, l->key, v, l->one, arg);
+}
+
 /* ---- value syntax ---------------------------------------------------------------------- */
 
 static int get_iscsi_name(struct ctx *c, json_t *obj, const char *key, char **out)
@@ -466,44 +523,41 @@ static void chap_algs_default(uint8_t *algs, int *n)
 	*n = 4;
 }
 
+struct algs_arg {
+	uint8_t *algs;
+	int *n;
+};
+
+static int one_chap_alg(struct ctx *c, json_t *e, size_t i, void *arg)
+{
+	struct algs_arg *aa = arg;
+	const char *s = json_string_value(e);
+	char buf[64];
+	/* names only: chap_alg_parse() also takes the decimal CHAP_A codes, which the file
+	   format does not */
+	int a = s && !isdigit((unsigned char)s[0]) ? chap_alg_parse(s) : -EINVAL;
+
+	if (i == 0)
+		*aa->n = 0;
+	if (!s)
+		return fail(c, NULL, false, "must be a string, not %s", type_name(e));
+	if (a < 0)
+		return fail(c, NULL, false,
+			    "unknown CHAP algorithm \"%s\" (md5, sha1, sha256, sha3-256)",
+			    esc(s, buf, sizeof(buf)));
+	if (memchr(aa->algs, a, (size_t)*aa->n))
+		return fail(c, NULL, false, "\"%s\" is listed twice", s);
+	aa->algs[(*aa->n)++] = (uint8_t)a;
+	return 0;
+}
+
 static int parse_chap_algs(struct ctx *c, json_t *parent, const char *key, uint8_t *algs, int *n)
 {
-	json_t *v = member(parent, key), *e;
-	size_t i;
-	int rc = 0;
+	const struct list_spec l = {key, "must not be empty (omit it for the default)", 0,
+				    one_chap_alg};
+	struct algs_arg aa = {algs, n};
 
-	if (!v)
-		return 0;
-	if ((rc = want_array(c, key, v)))
-		return rc;
-	if (json_array_size(v) == 0)
-		return fail(c, key, false, "must not be empty (omit it for the default)");
-	push_key(c, key);
-	*n = 0;
-	json_array_foreach(v, i, e)
-	{
-		const char *s = json_string_value(e);
-		char buf[64];
-		/* names only: chap_alg_parse() also takes the decimal CHAP_A codes, which the
-		   file format does not */
-		int a = s && !isdigit((unsigned char)s[0]) ? chap_alg_parse(s) : -EINVAL;
-		push_idx(c, i);
-		if (!s)
-			rc = fail(c, NULL, false, "must be a string, not %s", type_name(e));
-		else if (a < 0)
-			rc = fail(c, NULL, false,
-				  "unknown CHAP algorithm \"%s\" (md5, sha1, sha256, sha3-256)",
-				  esc(s, buf, sizeof(buf)));
-		else if (memchr(algs, a, (size_t)*n))
-			rc = fail(c, NULL, false, "\"%s\" is listed twice", s);
-		else
-			algs[(*n)++] = (uint8_t)a;
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
-	return rc;
+	return parse_list(c, parent, &l, NULL, NULL, &aa);
 }
 
 /* RFC 7143 (12.1.3): a secret used to authenticate initiators must not also be used to
@@ -804,47 +858,43 @@ static bool addr_is_any(const struct addr *a)
 	return memcmp(a->bytes, zero, a->family == AF_INET ? 4 : 16) == 0;
 }
 
+static int one_transport(struct ctx *c, json_t *e, size_t i, void *arg)
+{
+	struct cfg_portal *seen = arg;
+	const char *s = json_string_value(e);
+	bool *flag = NULL;
+	char buf[64];
+
+	(void)i;
+	if (s && strcmp(s, "tcp") == 0)
+		flag = &seen->tcp;
+	else if (s && strcmp(s, "iser") == 0)
+		flag = &seen->iser;
+	if (!s)
+		return fail(c, NULL, false, "must be a string, not %s", type_name(e));
+	if (!flag)
+		return fail(c, NULL, false, "unknown transport \"%s\" (tcp or iser)",
+			    esc(s, buf, sizeof(buf)));
+	if (*flag)
+		return fail(c, NULL, false, "\"%s\" is listed twice", s);
+	*flag = true;
+	return 0;
+}
+
 static int parse_transports(struct ctx *c, json_t *obj, struct cfg_portal *p)
 {
-	json_t *v = member(obj, "transports"), *e;
-	size_t i;
-	int rc = 0;
+	static const struct list_spec transports = {
+	    "transports", "must list \"tcp\", \"iser\" or both", 0, one_transport};
+	struct cfg_portal seen = {.tcp = false};
+	int rc;
 
 	p->tcp = true;
 	p->iser = false;
-	if (!v)
-		return 0;
-	if ((rc = want_array(c, "transports", v)))
+	if ((rc = parse_list(c, obj, &transports, NULL, NULL, &seen)) || !member(obj, "transports"))
 		return rc;
-	if (json_array_size(v) == 0)
-		return fail(c, "transports", false, "must list \"tcp\", \"iser\" or both");
-	p->tcp = false;
-	push_key(c, "transports");
-	json_array_foreach(v, i, e)
-	{
-		const char *s = json_string_value(e);
-		bool *flag = NULL;
-		char buf[64];
-		push_idx(c, i);
-		if (s && strcmp(s, "tcp") == 0)
-			flag = &p->tcp;
-		else if (s && strcmp(s, "iser") == 0)
-			flag = &p->iser;
-		if (!s)
-			rc = fail(c, NULL, false, "must be a string, not %s", type_name(e));
-		else if (!flag)
-			rc = fail(c, NULL, false, "unknown transport \"%s\" (tcp or iser)",
-				  esc(s, buf, sizeof(buf)));
-		else if (*flag)
-			rc = fail(c, NULL, false, "\"%s\" is listed twice", s);
-		else
-			*flag = true;
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
-	return rc;
+	p->tcp = seen.tcp;
+	p->iser = seen.iser;
+	return 0;
 }
 
 /* Two listeners that cannot both bind: same port, same family, and the same address or one
@@ -902,42 +952,34 @@ static int parse_portal(struct ctx *c, json_t *v, struct ix_config *cfg, size_t 
 	return 0;
 }
 
-static int parse_portals(struct ctx *c, json_t *root, struct ix_config *cfg)
+static int one_portal(struct ctx *c, json_t *v, size_t i, void *cfg)
 {
-	json_t *v = member(root, "portals"), *e;
-	size_t i;
-	int rc = 0;
+	return parse_portal(c, v, cfg, i);
+}
 
-	if (!v) {
-		cfg->portals = alloc_array(c, 1, sizeof(*cfg->portals));
-		if (!cfg->portals)
-			return -ENOMEM;
-		cfg->nportals = 1;
-		cfg->portals[0] = (struct cfg_portal){.port = 3260, .tpgt = 1, .tcp = true};
-		if ((rc = dup_str(c, "default", &cfg->portals[0].name)))
-			return rc;
-		return dup_str(c, "127.0.0.1", &cfg->portals[0].address);
-	}
-	if ((rc = want_array(c, "portals", v)))
-		return rc;
-	if (json_array_size(v) == 0)
-		return fail(c, "portals", false,
-			    "must list at least one portal (omit it for 127.0.0.1:3260)");
-	cfg->portals = alloc_array(c, json_array_size(v), sizeof(*cfg->portals));
+static int default_portal(struct ctx *c, struct ix_config *cfg)
+{
+	int rc;
+
+	cfg->portals = alloc_array(c, 1, sizeof(*cfg->portals));
 	if (!cfg->portals)
 		return -ENOMEM;
-	cfg->nportals = json_array_size(v);
-	push_key(c, "portals");
-	json_array_foreach(v, i, e)
-	{
-		push_idx(c, i);
-		rc = parse_portal(c, e, cfg, i);
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
-	return rc;
+	cfg->nportals = 1;
+	cfg->portals[0] = (struct cfg_portal){.port = 3260, .tpgt = 1, .tcp = true};
+	if ((rc = dup_str(c, "default", &cfg->portals[0].name)))
+		return rc;
+	return dup_str(c, "127.0.0.1", &cfg->portals[0].address);
+}
+
+static int parse_portals(struct ctx *c, json_t *root, struct ix_config *cfg)
+{
+	static const struct list_spec portals = {
+	    "portals", "must list at least one portal (omit it for 127.0.0.1:3260)",
+	    sizeof(struct cfg_portal), one_portal};
+
+	if (!member(root, "portals"))
+		return default_portal(c, cfg);
+	return parse_list(c, root, &portals, (void **)&cfg->portals, &cfg->nportals, cfg);
 }
 
 /* ---- LUNs ------------------------------------------------------------------------------ */
@@ -1140,35 +1182,6 @@ static int parse_phys_block(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	return 0;
 }
 
-/* Parse the array `key` of an object, one element at a time. */
-static int parse_list(struct ctx *c, json_t *tv, const char *key, void **arr, size_t elem_size,
-		      size_t *n, int (*one)(struct ctx *, json_t *, size_t, void *), void *arg)
-{
-	json_t *v = member(tv, key), *e;
-	size_t i;
-	int rc = 0;
-
-	if (!v)
-		return 0;
-	if ((rc = want_array(c, key, v)))
-		return rc;
-	*arr = alloc_array(c, json_array_size(v), elem_size);
-	if (!*arr)
-		return -ENOMEM;
-	*n = json_array_size(v);
-	push_key(c, key);
-	json_array_foreach(v, i, e)
-	{
-		push_idx(c, i);
-		rc = one(c, e, i, arg);
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
-	return rc;
-}
-
 /* ---- test-only features (docs/configuration.md, "testing") ---------------------------- */
 
 #define MAX_ERR_RULES 16
@@ -1208,11 +1221,23 @@ static int parse_err_rules(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 
 	if (a && json_is_array(a) && json_array_size(a) > MAX_ERR_RULES)
 		return fail(c, "errors", false, "at most %d rules", MAX_ERR_RULES);
-	rc = parse_list(c, v, "errors", &rules, sizeof(struct scsi_err_rule), &n, parse_err_rule,
-			&rules);
+	static const struct list_spec errors = {"errors", NULL, sizeof(struct scsi_err_rule),
+						parse_err_rule};
+
+	rc = parse_list(c, v, &errors, &rules, &n, &rules);
 	lu->err_rules = rules; /* also on failure: cfg_free() frees it */
 	lu->n_err_rules = (uint32_t)n;
 	return rc;
+}
+
+/* transport_faults.opcodes: a bit per opcode in *(uint64_t *)arg */
+static int one_opcode(struct ctx *c, json_t *o, size_t i, void *arg)
+{
+	(void)i;
+	if (!json_is_integer(o) || json_integer_value(o) < 0 || json_integer_value(o) > 63)
+		return fail(c, NULL, false, "must be an opcode number from 0 to 63");
+	*(uint64_t *)arg |= 1ull << json_integer_value(o);
+	return 0;
 }
 
 static int parse_testing(struct ctx *c, json_t *root, struct ix_config *cfg)
@@ -1222,9 +1247,9 @@ static int parse_testing(struct ctx *c, json_t *root, struct ix_config *cfg)
 					    "delay_ms",	     "duplicate_ppm", "corrupt_ppm",
 					    "truncate_ppm", "reset_after_bytes", "opcodes",
 					    "during_login", NULL};
-	json_t *v = member(root, "testing"), *f, *e;
+	static const struct list_spec opcodes = {"opcodes", NULL, 0, one_opcode};
+	json_t *v = member(root, "testing"), *f;
 	struct fault_cfg *fc = &cfg->testing.faults;
-	size_t i;
 	int rc;
 
 	if (!v)
@@ -1255,29 +1280,7 @@ static int parse_testing(struct ctx *c, json_t *root, struct ix_config *cfg)
 			   &fc->reset_after_bytes)) ||
 	    (rc = get_bool(c, f, "during_login", &fc->during_login)))
 		goto out_f;
-	if ((e = member(f, "opcodes"))) {
-		json_t *o;
-
-		if ((rc = want_array(c, "opcodes", e)))
-			goto out_f;
-		push_key(c, "opcodes");
-		json_array_foreach(e, i, o)
-		{
-			uint64_t op = 0;
-
-			push_idx(c, i);
-			if (!json_is_integer(o) || json_integer_value(o) < 0 ||
-			    json_integer_value(o) > 63)
-				rc = fail(c, NULL, false, "must be an opcode number from 0 to 63");
-			else
-				op = (uint64_t)json_integer_value(o);
-			pop(c);
-			if (rc)
-				break;
-			fc->opcodes |= 1ull << op;
-		}
-		pop(c);
-	}
+	rc = parse_list(c, f, &opcodes, NULL, NULL, &fc->opcodes);
 out_f:
 	pop(c);
 out:
@@ -1351,44 +1354,37 @@ static int parse_lun(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti,
 
 /* ---- targets --------------------------------------------------------------------------- */
 
-static int parse_target_portals(struct ctx *c, json_t *tv, const struct ix_config *cfg,
-				struct cfg_target *t)
-{
-	json_t *v = member(tv, "portals"), *e;
-	size_t i;
-	int rc = 0;
+/* What the parsers of a target's members need: the target is cfg->targets[ti]. */
+struct tgt_arg {
+	struct ix_config *cfg;
+	size_t ti;
+};
 
-	if (!v)
-		return 0;
-	if ((rc = want_array(c, "portals", v)))
-		return rc;
-	if (json_array_size(v) == 0)
-		return fail(c, "portals", false, "must not be empty (omit it to use every portal)");
-	t->portals = alloc_array(c, json_array_size(v), sizeof(*t->portals));
-	if (!t->portals)
-		return -ENOMEM;
-	push_key(c, "portals");
-	json_array_foreach(v, i, e)
-	{
-		const char *s = json_string_value(e);
-		char buf[128];
-		push_idx(c, i);
-		if (!s)
-			rc = fail(c, NULL, false, "must be a portal name, not %s", type_name(e));
-		else if (!cfg_find_portal(cfg, s))
-			rc = fail(c, NULL, false, "no portal is named \"%s\"",
-				  esc(s, buf, sizeof(buf)));
-		for (size_t j = 0; !rc && j < i; j++)
-			if (strcmp(t->portals[j], s) == 0)
-				rc = fail(c, NULL, false, "\"%s\" is listed twice", s);
-		if (!rc && !(rc = dup_str(c, s, &t->portals[i])))
-			t->nportals = i + 1;
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
-	return rc;
+static int one_target_portal(struct ctx *c, json_t *e, size_t i, void *arg)
+{
+	struct tgt_arg *ta = arg;
+	struct cfg_target *t = &ta->cfg->targets[ta->ti];
+	const char *s = json_string_value(e);
+	char buf[128];
+
+	if (!s)
+		return fail(c, NULL, false, "must be a portal name, not %s", type_name(e));
+	if (!cfg_find_portal(ta->cfg, s))
+		return fail(c, NULL, false, "no portal is named \"%s\"", esc(s, buf, sizeof(buf)));
+	for (size_t j = 0; j < i; j++)
+		if (strcmp(t->portals[j], s) == 0)
+			return fail(c, NULL, false, "\"%s\" is listed twice", s);
+	return dup_str(c, s, &t->portals[i]);
+}
+
+static int parse_target_portals(struct ctx *c, json_t *tv, struct tgt_arg *ta)
+{
+	static const struct list_spec portals = {"portals",
+						 "must not be empty (omit it to use every portal)",
+						 sizeof(char *), one_target_portal};
+	struct cfg_target *t = &ta->cfg->targets[ta->ti];
+
+	return parse_list(c, tv, &portals, (void **)&t->portals, &t->nportals, ta);
 }
 
 static int parse_acl(struct ctx *c, json_t *v, struct cfg_target *t, size_t idx)
@@ -1407,14 +1403,9 @@ static int parse_acl(struct ctx *c, json_t *v, struct cfg_target *t, size_t idx)
 	return 0;
 }
 
-struct lun_arg {
-	struct ix_config *cfg;
-	size_t ti;
-};
-
 static int one_lun(struct ctx *c, json_t *v, size_t i, void *arg)
 {
-	struct lun_arg *la = arg;
+	struct tgt_arg *la = arg;
 	return parse_lun(c, v, la->cfg, la->ti, i);
 }
 
@@ -1480,86 +1471,61 @@ static int alua_add_port(struct ctx *c, struct scsi_alua_cfg *a, struct scsi_alu
 	return 0;
 }
 
+struct group_arg {
+	const struct ix_config *cfg;
+	const struct cfg_target *t;
+	struct scsi_alua_cfg *a;
+	struct scsi_alua_group_cfg *g;
+};
+
 /* A group's local portals: the target port of each is its TPGT. */
-static int alua_portals(struct ctx *c, json_t *gv, const struct ix_config *cfg,
-			const struct cfg_target *t, struct scsi_alua_cfg *a,
-			struct scsi_alua_group_cfg *g)
+static int one_alua_portal(struct ctx *c, json_t *e, size_t i, void *arg)
 {
-	json_t *v = member(gv, "portals"), *e;
-	size_t i;
-	int rc = 0;
+	struct group_arg *ga = arg;
+	const char *s = json_string_value(e);
+	const struct cfg_portal *p = s ? cfg_find_portal(ga->cfg, s) : NULL;
+	char buf[128];
 
-	if (!v)
-		return 0;
-	if ((rc = want_array(c, "portals", v)))
-		return rc;
-	push_key(c, "portals");
-	json_array_foreach(v, i, e)
-	{
-		const char *s = json_string_value(e);
-		const struct cfg_portal *p = s ? cfg_find_portal(cfg, s) : NULL;
-		char buf[128];
-
-		push_idx(c, i);
-		if (!s)
-			rc = fail(c, NULL, false, "must be a portal name, not %s", type_name(e));
-		else if (!p || !cfg_target_on_portal(t, p))
-			rc = fail(c, NULL, false, "the target has no portal named \"%s\"",
-				  esc(s, buf, sizeof(buf)));
-		else if (p->tpgt == 0)
-			rc = fail(c, NULL, false,
-				  "portal \"%s\" has tpgt 0, which cannot be a relative target "
-				  "port: give it a tpgt of 1 or more",
-				  esc(s, buf, sizeof(buf)));
-		else
-			rc = alua_add_port(c, a, g, p->tpgt);
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
-	return rc;
+	(void)i;
+	if (!s)
+		return fail(c, NULL, false, "must be a portal name, not %s", type_name(e));
+	if (!p || !cfg_target_on_portal(ga->t, p))
+		return fail(c, NULL, false, "the target has no portal named \"%s\"",
+			    esc(s, buf, sizeof(buf)));
+	if (p->tpgt == 0)
+		return fail(c, NULL, false,
+			    "portal \"%s\" has tpgt 0, which cannot be a relative target "
+			    "port: give it a tpgt of 1 or more",
+			    esc(s, buf, sizeof(buf)));
+	return alua_add_port(c, ga->a, ga->g, p->tpgt);
 }
 
 /* Target ports of other gateways that export the same LUs, by relative target port id. */
-static int alua_remote_ports(struct ctx *c, json_t *gv, struct scsi_alua_cfg *a,
-			     struct scsi_alua_group_cfg *g)
+static int one_remote_port(struct ctx *c, json_t *e, size_t i, void *arg)
 {
-	json_t *v = member(gv, "relative_ports"), *e;
-	size_t i;
-	int rc = 0;
+	struct group_arg *ga = arg;
+	json_int_t n = json_is_integer(e) ? json_integer_value(e) : -1;
 
-	if (!v)
-		return 0;
-	if ((rc = want_array(c, "relative_ports", v)))
-		return rc;
-	push_key(c, "relative_ports");
-	json_array_foreach(v, i, e)
-	{
-		json_int_t n = json_is_integer(e) ? json_integer_value(e) : -1;
-
-		push_idx(c, i);
-		if (n < 1 || n > 65535)
-			rc = fail(c, NULL, false, "must be a relative target port id (1 to 65535)");
-		else
-			rc = alua_add_port(c, a, g, (uint16_t)n);
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
-	return rc;
+	(void)i;
+	if (n < 1 || n > 65535)
+		return fail(c, NULL, false, "must be a relative target port id (1 to 65535)");
+	return alua_add_port(c, ga->a, ga->g, (uint16_t)n);
 }
 
-static int alua_group(struct ctx *c, json_t *gv, const struct ix_config *cfg,
-		      const struct cfg_target *t, struct scsi_alua_cfg *a)
+static int alua_group(struct ctx *c, json_t *gv, size_t gi, void *arg)
 {
 	static const char *const keys[] = {"id",	"state", "preferred", "portals",
 					   "relative_ports", NULL};
+	static const struct list_spec portals = {"portals", NULL, 0, one_alua_portal};
+	static const struct list_spec remote = {"relative_ports", NULL, 0, one_remote_port};
+	struct group_arg ga = *(struct group_arg *)arg;
+	struct scsi_alua_cfg *a = ga.a;
 	struct scsi_alua_group_cfg *g = &a->groups[a->ngroups++];
 	const char *st;
 	int rc;
 
+	(void)gi;
+	ga.g = g;
 	if ((rc = want_object(c, NULL, gv)) || (rc = check_keys(c, gv, keys)))
 		return rc;
 	if (!member(gv, "id"))
@@ -1576,7 +1542,8 @@ static int alua_group(struct ctx *c, json_t *gv, const struct ix_config *cfg,
 		return fail(c, "state", false,
 			    "unknown state (use active/optimized, active/non-optimized, standby, "
 			    "unavailable, offline or transitioning)");
-	if ((rc = alua_portals(c, gv, cfg, t, a, g)) || (rc = alua_remote_ports(c, gv, a, g)))
+	if ((rc = parse_list(c, gv, &portals, NULL, NULL, &ga)) ||
+	    (rc = parse_list(c, gv, &remote, NULL, NULL, &ga)))
 		return rc;
 	if (g->nports == 0)
 		return fail(c, NULL, false, "has no target port (\"portals\" or "
@@ -1609,10 +1576,10 @@ static int parse_alua(struct ctx *c, json_t *tv, const struct ix_config *cfg,
 		      struct cfg_target *t)
 {
 	static const char *const keys[] = {"groups", "explicit", "transition_time", NULL};
-	json_t *v = member(tv, "alua"), *groups, *e;
+	json_t *v = member(tv, "alua"), *groups;
 	struct scsi_alua_cfg *a = &t->alua;
+	struct group_arg ga = {cfg, t, a, NULL};
 	uint16_t trans = 0;
-	size_t i;
 	int rc = 0;
 
 	if (!v)
@@ -1636,16 +1603,7 @@ static int parse_alua(struct ctx *c, json_t *tv, const struct ix_config *cfg,
 			  SCSI_ALUA_MAX_GROUPS);
 		goto out;
 	}
-	push_key(c, "groups");
-	json_array_foreach(groups, i, e)
-	{
-		push_idx(c, i);
-		rc = alua_group(c, e, cfg, t, a);
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
+	rc = each_elem(c, "groups", groups, alua_group, &ga);
 	if (!rc)
 		rc = alua_coverage(c, cfg, t);
 out:
@@ -1658,8 +1616,10 @@ static int parse_target(struct ctx *c, json_t *v, struct ix_config *cfg, size_t 
 	static const char *const keys[] = {
 	    "name",	   "alias",	    "portals",	       "luns",	       "acls", "chap",
 	    "mutual_chap", "chap_required", "chap_algorithms", "max_sessions", "alua", NULL};
+	static const struct list_spec luns = {"luns", NULL, sizeof(struct cfg_lun), one_lun};
+	static const struct list_spec acls = {"acls", NULL, sizeof(struct cfg_acl), one_acl};
 	struct cfg_target *t = &cfg->targets[ti];
-	struct lun_arg la = {cfg, ti};
+	struct tgt_arg la = {cfg, ti};
 	char buf[300];
 	int rc;
 
@@ -1674,11 +1634,9 @@ static int parse_target(struct ctx *c, json_t *v, struct ix_config *cfg, size_t 
 				    "targets[%zu]",
 				    esc(t->name, buf, sizeof(buf)), i);
 	if ((rc = get_strdup(c, v, "alias", 255, STR_PRINTABLE, &t->alias)) ||
-	    (rc = parse_target_portals(c, v, cfg, t)) ||
-	    (rc = parse_list(c, v, "luns", (void **)&t->luns, sizeof(*t->luns), &t->nluns, one_lun,
-			     &la)) ||
-	    (rc = parse_list(c, v, "acls", (void **)&t->acls, sizeof(*t->acls), &t->nacls, one_acl,
-			     t)) ||
+	    (rc = parse_target_portals(c, v, &la)) ||
+	    (rc = parse_list(c, v, &luns, (void **)&t->luns, &t->nluns, &la)) ||
+	    (rc = parse_list(c, v, &acls, (void **)&t->acls, &t->nacls, t)) ||
 	    (rc = parse_chap(c, v, "chap", false, &t->chap)) ||
 	    (rc = parse_chap(c, v, "mutual_chap", true, &t->mutual_chap)) ||
 	    (rc = parse_chap_algs(c, v, "chap_algorithms", t->chap_algs, &t->nchap_algs)) ||
@@ -1688,31 +1646,17 @@ static int parse_target(struct ctx *c, json_t *v, struct ix_config *cfg, size_t 
 	return check_target_chap(c, v, t);
 }
 
+static int one_target(struct ctx *c, json_t *v, size_t i, void *cfg)
+{
+	return parse_target(c, v, cfg, i);
+}
+
 static int parse_targets(struct ctx *c, json_t *root, struct ix_config *cfg)
 {
-	json_t *v = member(root, "targets"), *e;
-	size_t i;
-	int rc = 0;
+	static const struct list_spec targets = {"targets", NULL, sizeof(struct cfg_target),
+						 one_target};
 
-	if (!v)
-		return 0;
-	if ((rc = want_array(c, "targets", v)))
-		return rc;
-	cfg->targets = alloc_array(c, json_array_size(v), sizeof(*cfg->targets));
-	if (!cfg->targets)
-		return -ENOMEM;
-	cfg->ntargets = json_array_size(v);
-	push_key(c, "targets");
-	json_array_foreach(v, i, e)
-	{
-		push_idx(c, i);
-		rc = parse_target(c, e, cfg, i);
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
-	return rc;
+	return parse_list(c, root, &targets, (void **)&cfg->targets, &cfg->ntargets, cfg);
 }
 
 /* ---- entry points ---------------------------------------------------------------------- */
