@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,8 +127,15 @@ static int missing(struct ctx *c, const char *key)
 	return fail(c, key, false, "required but missing");
 }
 
-/* Reject members not in `allowed` (NULL-terminated), so a typo cannot pass silently. */
-static int check_keys(struct ctx *c, json_t *obj, const char *const *allowed)
+/* The name at index i of an array of names, or of structs whose member at names is one. */
+static const char *name_at(const char *const *names, size_t stride, size_t i)
+{
+	return *(const char *const *)((const char *)names + i * stride);
+}
+
+/* Reject members not among the names (the first NULL ends them), so a typo cannot pass
+ * silently. */
+static int check_names(struct ctx *c, json_t *obj, const char *const *names, size_t stride)
 {
 	const char *key;
 	json_t *v;
@@ -140,13 +148,14 @@ static int check_keys(struct ctx *c, json_t *obj, const char *const *allowed)
 		size_t o = 0;
 		bool ok = false;
 
-		for (const char *const *a = allowed; *a; a++) {
-			size_t d = cfg_json_key_distance(key, *a);
-			if (strcmp(key, *a) == 0)
+		for (size_t i = 0; name_at(names, stride, i); i++) {
+			const char *a = name_at(names, stride, i);
+			size_t d = cfg_json_key_distance(key, a);
+			if (strcmp(key, a) == 0)
 				ok = true;
 			if (d < best_d) {
 				best_d = d;
-				best = *a;
+				best = a;
 			}
 		}
 		if (ok)
@@ -154,14 +163,20 @@ static int check_keys(struct ctx *c, json_t *obj, const char *const *allowed)
 		if (best)
 			return fail(c, key, true, "unknown key \"%s\" (did you mean \"%s\"?)",
 				    esc(key, k, sizeof(k)), best);
-		for (const char *const *a = allowed; *a && o < sizeof(list); a++) {
-			int w = snprintf(list + o, sizeof(list) - o, "%s%s", o ? ", " : "", *a);
+		for (size_t i = 0; name_at(names, stride, i) && o < sizeof(list); i++) {
+			int w = snprintf(list + o, sizeof(list) - o, "%s%s", o ? ", " : "",
+					 name_at(names, stride, i));
 			o += w > 0 ? (size_t)w : 0;
 		}
 		return fail(c, key, true, "unknown key \"%s\" (allowed here: %s)",
 			    esc(key, k, sizeof(k)), list);
 	}
 	return 0;
+}
+
+static int check_keys(struct ctx *c, json_t *obj, const char *const *allowed)
+{
+	return check_names(c, obj, allowed, sizeof(*allowed));
 }
 
 static int want_object(struct ctx *c, const char *key, json_t *v)
@@ -459,6 +474,142 @@ static int get_enum(struct ctx *c, json_t *obj, const char *key, const char *con
 		    list);
 }
 
+/* ---- key tables ------------------------------------------------------------------------ */
+
+/* Each key of a section is named once, in a table: its JSON name, its type, where its value
+ * goes (an offset into the section's struct), its bounds and its default. check_keys() takes
+ * the allowed names from the table (in its order: "allowed here" lists them so) and
+ * parse_keys() reads the members in the same order. A key with rules of its own (a syntax,
+ * an enum, a list, a sub-object) is K_FN: its parser gets the object and the section's base. */
+enum key_type { K_BOOL, K_INT, K_U16, K_U32, K_U64, K_SIZE, K_STR, K_FN };
+
+struct key {
+	const char *name;
+	enum key_type type;
+	size_t off;	   /* of the value in the section's struct */
+	uint64_t min, max; /* integers: the range; K_STR: max is the length limit */
+	int flags;	   /* K_STR: enum str_flags */
+	uint64_t def;	   /* integers and booleans: the default (key_defaults) */
+	int (*parse)(struct ctx *c, json_t *obj, const struct key *k, void *base); /* K_FN */
+};
+
+/* at: (struct type, member) */
+#define K_OF(st, f) offsetof(st, f)
+#define KEY_BOOL(n, at, d)                                                                         \
+	{                                                                                          \
+		.name = n, .type = K_BOOL, .off = K_OF at, .def = d                                \
+	}
+#define KEY_NUM(n, t, at, lo, hi, d)                                                               \
+	{                                                                                          \
+		.name = n, .type = t, .off = K_OF at, .min = lo, .max = hi, .def = d               \
+	}
+#define KEY_SIZE(n, at, d)                                                                         \
+	{                                                                                          \
+		.name = n, .type = K_SIZE, .off = K_OF at, .def = d                                \
+	}
+#define KEY_STR(n, at, len, fl)                                                                    \
+	{                                                                                          \
+		.name = n, .type = K_STR, .off = K_OF at, .max = len, .flags = fl                  \
+	}
+#define KEY_FN(n, at, fn)                                                                          \
+	{                                                                                          \
+		.name = n, .type = K_FN, .off = K_OF at, .parse = fn                               \
+	}
+#define KEY_END                                                                                    \
+	{                                                                                          \
+		.name = NULL                                                                       \
+	}
+
+/* Reject members the table does not name. */
+static int check_table(struct ctx *c, json_t *obj, const struct key *keys)
+{
+	return check_names(c, obj, &keys->name, sizeof(*keys));
+}
+
+/* Where key k's value is in the section's struct at base. */
+static void *key_at(const struct key *k, void *base)
+{
+	return (char *)base + k->off;
+}
+
+/* Every integer and boolean key of the table at its default. */
+static void key_defaults(const struct key *keys, void *base)
+{
+	for (const struct key *k = keys; k->name; k++) {
+		void *p = (char *)base + k->off;
+
+		switch (k->type) {
+		case K_BOOL:
+			*(bool *)p = k->def != 0;
+			break;
+		case K_INT:
+			*(int *)p = (int)k->def;
+			break;
+		case K_U16:
+			*(uint16_t *)p = (uint16_t)k->def;
+			break;
+		case K_U32:
+			*(uint32_t *)p = (uint32_t)k->def;
+			break;
+		case K_U64:
+		case K_SIZE:
+			*(uint64_t *)p = k->def;
+			break;
+		case K_STR:
+		case K_FN:
+			break;
+		}
+	}
+}
+
+static int parse_key(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	void *p = (char *)base + k->off;
+	uint32_t i;
+	int rc;
+
+	switch (k->type) {
+	case K_BOOL:
+		return get_bool(c, obj, k->name, p);
+	case K_INT:
+		i = (uint32_t) * (int *)p;
+		rc = get_u32(c, obj, k->name, (uint32_t)k->min, (uint32_t)k->max, &i);
+		*(int *)p = (int)i;
+		return rc;
+	case K_U16:
+		return get_u16(c, obj, k->name, (uint16_t)k->min, (uint16_t)k->max, p);
+	case K_U32:
+		return get_u32(c, obj, k->name, (uint32_t)k->min, (uint32_t)k->max, p);
+	case K_U64:
+		return get_uint(c, obj, k->name, k->min, k->max, p);
+	case K_SIZE:
+		return get_size(c, obj, k->name, p);
+	case K_STR:
+		return get_strdup(c, obj, k->name, k->max, k->flags, p);
+	case K_FN:
+		return k->parse(c, obj, k, base);
+	}
+	return -EINVAL;
+}
+
+/* The members of obj the table names, in its order (absent ones keep their value). */
+static int parse_keys(struct ctx *c, json_t *obj, const struct key *keys, void *base)
+{
+	int rc = 0;
+
+	for (const struct key *k = keys; !rc && k->name; k++)
+		rc = parse_key(c, obj, k, base);
+	return rc;
+}
+
+/* An object: no keys but the table's, then the table's members. */
+static int parse_table(struct ctx *c, json_t *obj, const struct key *keys, void *base)
+{
+	int rc = check_table(c, obj, keys);
+
+	return rc ? rc : parse_keys(c, obj, keys, base);
+}
+
 /* ---- CHAP ------------------------------------------------------------------------------ */
 
 static int remember_secret(struct ctx *c, const char *secret, bool mutual)
@@ -589,56 +740,52 @@ static int check_secret_directions(struct ctx *c)
 
 static const char *const digest_names[] = {"none", "prefer-none", "prefer-crc32c", "crc32c", NULL};
 
-static int parse_digest(struct ctx *c, json_t *obj, const char *key, enum neg_digest_pref *out)
+static int parse_digest(struct ctx *c, json_t *obj, const struct key *k, void *base)
 {
 	static const enum neg_digest_pref map[] = {NEG_DIGEST_NONE_ONLY, NEG_DIGEST_PREFER_NONE,
 						   NEG_DIGEST_PREFER_CRC, NEG_DIGEST_CRC_ONLY};
 	int i = -1;
-	int rc = get_enum(c, obj, key, digest_names, "digest setting", &i);
+	int rc = get_enum(c, obj, k->name, digest_names, "digest setting", &i);
 
 	if (!rc && i >= 0)
-		*out = map[i];
+		*(enum neg_digest_pref *)key_at(k, base) = map[i];
 	return rc;
 }
 
-static int parse_negotiation(struct ctx *c, json_t *g, struct neg_prefs *p)
+#define NEG(f) (struct neg_prefs, f)
+static const struct key negotiation_keys[] = {
+    KEY_NUM("max_recv_data_segment_length", K_U32, NEG(max_recv_dsl), NEG_LEN_MIN, NEG_LEN_MAX,
+	    262144),
+    KEY_NUM("max_burst_length", K_U32, NEG(sess.max_burst_length), NEG_LEN_MIN, NEG_LEN_MAX,
+	    1048576),
+    KEY_NUM("first_burst_length", K_U32, NEG(sess.first_burst_length), NEG_LEN_MIN, NEG_LEN_MAX,
+	    262144),
+    KEY_BOOL("immediate_data", NEG(sess.immediate_data), true),
+    KEY_BOOL("initial_r2t", NEG(sess.initial_r2t), false),
+    KEY_NUM("max_outstanding_r2t", K_U16, NEG(sess.max_outstanding_r2t), 1, 65535, 8),
+    KEY_FN("header_digest", NEG(header_digest), parse_digest),
+    KEY_FN("data_digest", NEG(data_digest), parse_digest),
+    KEY_NUM("max_connections", K_U16, NEG(sess.max_connections), 1, 65535, 1),
+    KEY_NUM("default_time2wait", K_U16, NEG(sess.default_time2wait), 0, 3600, 2),
+    KEY_NUM("default_time2retain", K_U16, NEG(sess.default_time2retain), 0, 3600, 20),
+    KEY_END};
+#undef NEG
+
+#define GLOBAL(f) (struct cfg_global, f)
+
+static int parse_negotiation(struct ctx *c, json_t *g, const struct key *k, void *base)
 {
-	static const char *const keys[] = {"max_recv_data_segment_length",
-					   "max_burst_length",
-					   "first_burst_length",
-					   "immediate_data",
-					   "initial_r2t",
-					   "max_outstanding_r2t",
-					   "header_digest",
-					   "data_digest",
-					   "max_connections",
-					   "default_time2wait",
-					   "default_time2retain",
-					   NULL};
+	struct neg_prefs *p = key_at(k, base);
 	struct iscsi_sess_params *s = &p->sess;
-	json_t *v = member(g, "negotiation");
+	json_t *v = member(g, k->name);
 	int rc;
 
 	if (!v)
 		return 0;
-	if ((rc = want_object(c, "negotiation", v)))
+	if ((rc = want_object(c, k->name, v)))
 		return rc;
-	push_key(c, "negotiation");
-	if ((rc = check_keys(c, v, keys)) ||
-	    (rc = get_u32(c, v, "max_recv_data_segment_length", NEG_LEN_MIN, NEG_LEN_MAX,
-			  &p->max_recv_dsl)) ||
-	    (rc = get_u32(c, v, "max_burst_length", NEG_LEN_MIN, NEG_LEN_MAX,
-			  &s->max_burst_length)) ||
-	    (rc = get_u32(c, v, "first_burst_length", NEG_LEN_MIN, NEG_LEN_MAX,
-			  &s->first_burst_length)) ||
-	    (rc = get_bool(c, v, "immediate_data", &s->immediate_data)) ||
-	    (rc = get_bool(c, v, "initial_r2t", &s->initial_r2t)) ||
-	    (rc = get_u16(c, v, "max_outstanding_r2t", 1, 65535, &s->max_outstanding_r2t)) ||
-	    (rc = parse_digest(c, v, "header_digest", &p->header_digest)) ||
-	    (rc = parse_digest(c, v, "data_digest", &p->data_digest)) ||
-	    (rc = get_u16(c, v, "max_connections", 1, 65535, &s->max_connections)) ||
-	    (rc = get_u16(c, v, "default_time2wait", 0, 3600, &s->default_time2wait)) ||
-	    (rc = get_u16(c, v, "default_time2retain", 0, 3600, &s->default_time2retain)))
+	push_key(c, k->name);
+	if ((rc = parse_table(c, v, negotiation_keys, p)))
 		goto out;
 	if (s->first_burst_length > s->max_burst_length)
 		rc =
@@ -649,25 +796,43 @@ out:
 	return rc;
 }
 
-static int parse_discovery(struct ctx *c, json_t *g, struct cfg_global *out)
+static int chap_key(struct ctx *c, json_t *obj, const struct key *k, void *base)
 {
-	static const char *const keys[] = {"chap", "mutual_chap", "chap_required",
-					   "chap_algorithms", NULL};
-	json_t *v = member(g, "discovery");
+	return parse_chap(c, obj, k->name, false, key_at(k, base));
+}
+
+static int mutual_chap_key(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	return parse_chap(c, obj, k->name, true, key_at(k, base));
+}
+
+static int discovery_algs_key(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct cfg_global *g = base;
+
+	return parse_chap_algs(c, obj, k->name, g->discovery_chap_algs, &g->ndiscovery_chap_algs);
+}
+
+static const struct key discovery_keys[] = {
+    KEY_FN("chap", GLOBAL(discovery_chap), chap_key),
+    KEY_FN("mutual_chap", GLOBAL(discovery_mutual_chap), mutual_chap_key),
+    /* default: true when "chap" is set */
+    KEY_BOOL("chap_required", GLOBAL(discovery_chap_required), false),
+    KEY_FN("chap_algorithms", GLOBAL(discovery_chap_algs), discovery_algs_key), KEY_END};
+
+static int parse_discovery(struct ctx *c, json_t *g, const struct key *k, void *base)
+{
+	struct cfg_global *out = base;
+	json_t *v = member(g, k->name);
 	int rc;
 
 	if (!v)
 		return 0;
-	if ((rc = want_object(c, "discovery", v)))
+	if ((rc = want_object(c, k->name, v)))
 		return rc;
-	push_key(c, "discovery");
+	push_key(c, k->name);
 	out->discovery_chap_required = member(v, "chap") != NULL;
-	if ((rc = check_keys(c, v, keys)) ||
-	    (rc = parse_chap(c, v, "chap", false, &out->discovery_chap)) ||
-	    (rc = parse_chap(c, v, "mutual_chap", true, &out->discovery_mutual_chap)) ||
-	    (rc = get_bool(c, v, "chap_required", &out->discovery_chap_required)) ||
-	    (rc = parse_chap_algs(c, v, "chap_algorithms", out->discovery_chap_algs,
-				  &out->ndiscovery_chap_algs)))
+	if ((rc = parse_table(c, v, discovery_keys, out)))
 		goto out;
 	if (out->discovery_mutual_chap.secret && !out->discovery_chap.secret)
 		rc = fail(c, "mutual_chap", false,
@@ -681,49 +846,18 @@ out:
 	return rc;
 }
 
-static void global_defaults(struct cfg_global *g)
+static int parse_log_level(struct ctx *c, json_t *g, const struct key *k, void *base)
 {
-	g->threads = 0;
-	g->poll_us = 0; /* off: polling pays only on uncontended CPUs (docs/perf.md) */
-	g->log_level = LOG_INFO;
-	g->login_timeout_ms = 15000;
-	g->nop_interval_ms = 15000;
-	g->nop_timeout_ms = 30000;
-	g->logout_timeout_ms = 5000;
-	g->cmdsn_depth = 128;
-	g->max_sessions = 1024;
-	g->max_sessions_per_initiator = 64;
-	g->max_connections = 2048;
-	g->max_pending_logins = 128;
-	g->discovery_idle_timeout_ms = 30000;
-	g->max_connection_memory = 128ull << 20;
-	neg_prefs_default(&g->neg);
-	g->neg.max_recv_dsl = 262144;
-	g->neg.sess.max_burst_length = 1048576;
-	g->neg.sess.first_burst_length = 262144;
-	g->neg.sess.immediate_data = true;
-	g->neg.sess.initial_r2t = false;
-	g->neg.sess.max_outstanding_r2t = 8;
-	g->neg.sess.max_connections = 1;
-	g->neg.sess.default_time2wait = 2;
-	g->neg.sess.default_time2retain = 20;
-	g->neg.header_digest = NEG_DIGEST_PREFER_NONE;
-	g->neg.data_digest = NEG_DIGEST_PREFER_NONE;
-	g->neg.offer_all = false;
-	chap_algs_default(g->discovery_chap_algs, &g->ndiscovery_chap_algs);
-}
-
-static int parse_log_level(struct ctx *c, json_t *g, int *out)
-{
+	int *out = key_at(k, base);
 	const char *s;
 	char buf[64];
-	int rc = get_str(c, g, "log_level", 64, STR_PRINTABLE, &s);
+	int rc = get_str(c, g, k->name, 64, STR_PRINTABLE, &s);
 
 	if (rc || !s)
 		return rc;
 	*out = ix_log_level_parse(s);
 	if (*out < 0)
-		return fail(c, "log_level", false,
+		return fail(c, k->name, false,
 			    "unknown log level \"%s\" (use error, warn, info or debug)",
 			    esc(s, buf, sizeof(buf)));
 	return 0;
@@ -743,50 +877,74 @@ static int get_state_dir(struct ctx *c, json_t *obj, char **out)
 	return dup_str(c, s, out);
 }
 
+static int state_dir_key(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	return get_state_dir(c, obj, key_at(k, base));
+}
+
 /* "ADDR:PORT" or "[V6ADDR]:PORT" with a numeric address (the metrics endpoint). */
-static int get_metrics_listen(struct ctx *c, json_t *obj, char **out)
+static int get_metrics_listen(struct ctx *c, json_t *obj, const struct key *k, void *base)
 {
 	char host[ADDR_HOST_MAX];
 	unsigned char bin[16];
 	uint16_t port = 0;
 	const char *s;
-	int rc = get_str(c, obj, "metrics_listen", 80, STR_PRINTABLE, &s);
+	int rc = get_str(c, obj, k->name, 80, STR_PRINTABLE, &s);
 
 	if (rc || !s)
 		return rc;
 	if (addr_parse_portal(s, 0, host, sizeof(host), &port, NULL) < 0 || port == 0 ||
 	    (inet_pton(AF_INET, host, bin) != 1 && inet_pton(AF_INET6, host, bin) != 1))
-		return fail(c, "metrics_listen", false,
+		return fail(c, k->name, false,
 			    "\"%s\" is not ADDRESS:PORT with a numeric address (\"[::1]:9117\")",
 			    s);
-	return dup_str(c, s, out);
+	return dup_str(c, s, key_at(k, base));
+}
+
+static const struct key global_keys[] = {
+    KEY_NUM("threads", K_INT, GLOBAL(threads), 0, 256, 0),
+    KEY_FN("log_level", GLOBAL(log_level), parse_log_level),
+    KEY_NUM("login_timeout_ms", K_U32, GLOBAL(login_timeout_ms), 1, MAX_TIMEOUT_MS, 15000),
+    KEY_NUM("nop_interval_ms", K_U32, GLOBAL(nop_interval_ms), 0, MAX_TIMEOUT_MS, 15000),
+    KEY_NUM("nop_timeout_ms", K_U32, GLOBAL(nop_timeout_ms), 1, MAX_TIMEOUT_MS, 30000),
+    /* sent as Parameter3 of an Async Message, in whole seconds */
+    KEY_NUM("logout_timeout_ms", K_U32, GLOBAL(logout_timeout_ms), 1000, MAX_TIMEOUT_MS, 5000),
+    KEY_NUM("cmdsn_depth", K_U32, GLOBAL(cmdsn_depth), 1, 65536, 128),
+    /* a session needs a TSIH, a non-zero 16-bit number */
+    KEY_NUM("max_sessions", K_U32, GLOBAL(max_sessions), 0, 65535, 1024),
+    KEY_NUM("max_sessions_per_initiator", K_U32, GLOBAL(max_sessions_per_initiator), 0, 65535, 64),
+    KEY_NUM("max_connections", K_U32, GLOBAL(max_connections), 1, 1u << 20, 2048),
+    KEY_NUM("max_pending_logins", K_U32, GLOBAL(max_pending_logins), 1, 65535, 128),
+    KEY_NUM("discovery_idle_timeout_ms", K_U32, GLOBAL(discovery_idle_timeout_ms), 0,
+	    MAX_TIMEOUT_MS, 30000),
+    /* range checked after the section: 64M to 1T */
+    KEY_SIZE("max_connection_memory", GLOBAL(max_connection_memory), 128ull << 20),
+    KEY_FN("negotiation", GLOBAL(neg), parse_negotiation),
+    KEY_FN("discovery", GLOBAL(discovery_chap), parse_discovery),
+    KEY_STR("mgmt_socket", GLOBAL(mgmt_socket), sizeof(((struct sockaddr_un *)0)->sun_path) - 1,
+	    STR_PRINTABLE),
+    KEY_STR("mgmt_group", GLOBAL(mgmt_group), 32, STR_PRINTABLE),
+    KEY_FN("metrics_listen", GLOBAL(metrics_listen), get_metrics_listen),
+    KEY_FN("state_dir", GLOBAL(state_dir), state_dir_key),
+    /* off: polling pays only on uncontended CPUs (docs/perf.md) */
+    KEY_NUM("poll_us", K_U32, GLOBAL(poll_us), 0, 10000, 0), KEY_END};
+#undef GLOBAL
+
+static void global_defaults(struct cfg_global *g)
+{
+	g->log_level = LOG_INFO;
+	key_defaults(global_keys, g);
+	neg_prefs_default(&g->neg);
+	key_defaults(negotiation_keys, &g->neg);
+	g->neg.header_digest = NEG_DIGEST_PREFER_NONE;
+	g->neg.data_digest = NEG_DIGEST_PREFER_NONE;
+	g->neg.offer_all = false;
+	chap_algs_default(g->discovery_chap_algs, &g->ndiscovery_chap_algs);
 }
 
 static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 {
-	static const char *const keys[] = {"threads",
-					   "log_level",
-					   "login_timeout_ms",
-					   "nop_interval_ms",
-					   "nop_timeout_ms",
-					   "logout_timeout_ms",
-					   "cmdsn_depth",
-					   "max_sessions",
-					   "max_sessions_per_initiator",
-					   "max_connections",
-					   "max_pending_logins",
-					   "discovery_idle_timeout_ms",
-					   "max_connection_memory",
-					   "negotiation",
-					   "discovery",
-					   "mgmt_socket",
-					   "mgmt_group",
-					   "metrics_listen",
-					   "state_dir",
-					   "poll_us",
-					   NULL};
 	json_t *v = member(root, "global");
-	uint32_t threads = 0;
 	int rc;
 
 	if (!v)
@@ -794,33 +952,8 @@ static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
 	if ((rc = want_object(c, "global", v)))
 		return rc;
 	push_key(c, "global");
-	if ((rc = check_keys(c, v, keys)) || (rc = get_u32(c, v, "threads", 0, 256, &threads)) ||
-	    (rc = get_u32(c, v, "poll_us", 0, 10000, &g->poll_us)) ||
-	    (rc = parse_log_level(c, v, &g->log_level)) ||
-	    (rc = get_u32(c, v, "login_timeout_ms", 1, MAX_TIMEOUT_MS, &g->login_timeout_ms)) ||
-	    (rc = get_u32(c, v, "nop_interval_ms", 0, MAX_TIMEOUT_MS, &g->nop_interval_ms)) ||
-	    (rc = get_u32(c, v, "nop_timeout_ms", 1, MAX_TIMEOUT_MS, &g->nop_timeout_ms)) ||
-	    /* sent as Parameter3 of an Async Message, in whole seconds */
-	    (rc =
-		 get_u32(c, v, "logout_timeout_ms", 1000, MAX_TIMEOUT_MS, &g->logout_timeout_ms)) ||
-	    (rc = get_u32(c, v, "cmdsn_depth", 1, 65536, &g->cmdsn_depth)) ||
-	    /* a session needs a TSIH, a non-zero 16-bit number */
-	    (rc = get_u32(c, v, "max_sessions", 0, 65535, &g->max_sessions)) ||
-	    (rc = get_u32(c, v, "max_sessions_per_initiator", 0, 65535,
-			  &g->max_sessions_per_initiator)) ||
-	    (rc = get_u32(c, v, "max_connections", 1, 1u << 20, &g->max_connections)) ||
-	    (rc = get_u32(c, v, "max_pending_logins", 1, 65535, &g->max_pending_logins)) ||
-	    (rc = get_u32(c, v, "discovery_idle_timeout_ms", 0, MAX_TIMEOUT_MS,
-			  &g->discovery_idle_timeout_ms)) ||
-	    (rc = get_size(c, v, "max_connection_memory", &g->max_connection_memory)) ||
-	    (rc = parse_negotiation(c, v, &g->neg)) || (rc = parse_discovery(c, v, g)) ||
-	    (rc = get_strdup(c, v, "mgmt_socket", sizeof(((struct sockaddr_un *)0)->sun_path) - 1,
-			     STR_PRINTABLE, &g->mgmt_socket)) ||
-	    (rc = get_strdup(c, v, "mgmt_group", 32, STR_PRINTABLE, &g->mgmt_group)) ||
-	    (rc = get_metrics_listen(c, v, &g->metrics_listen)) ||
-	    (rc = get_state_dir(c, v, &g->state_dir)))
+	if ((rc = parse_table(c, v, global_keys, g)))
 		goto out;
-	g->threads = (int)threads;
 	/* one command of the largest size the target serves must fit */
 	if (g->max_connection_memory < (64ull << 20) || g->max_connection_memory > (1ull << 40))
 		rc = fail(c, "max_connection_memory", false,
