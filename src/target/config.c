@@ -248,6 +248,7 @@ enum str_flags {
 	STR_REQUIRED = 1,
 	STR_PRINTABLE = 2, /* no control characters */
 	STR_ASCII = 4,	   /* printable ASCII only (SCSI INQUIRY fields) */
+	KEY_PRESENT = 8,   /* in a key table: missing before any member is read */
 };
 
 /* String of 1..maxlen bytes. Returns the json_t's own string in *out (not a copy). */
@@ -602,11 +603,14 @@ static int parse_keys(struct ctx *c, json_t *obj, const struct key *keys, void *
 	return rc;
 }
 
-/* An object: no keys but the table's, then the table's members. */
+/* An object: no keys but the table's, every KEY_PRESENT one there, then the members. */
 static int parse_table(struct ctx *c, json_t *obj, const struct key *keys, void *base)
 {
 	int rc = check_table(c, obj, keys);
 
+	for (const struct key *k = keys; !rc && k->name; k++)
+		if ((k->flags & KEY_PRESENT) && !member(obj, k->name))
+			rc = missing(c, k->name);
 	return rc ? rc : parse_keys(c, obj, keys, base);
 }
 
@@ -1014,21 +1018,51 @@ static int one_transport(struct ctx *c, json_t *e, size_t i, void *arg)
 	return 0;
 }
 
-static int parse_transports(struct ctx *c, json_t *obj, struct cfg_portal *p)
+static int parse_transports(struct ctx *c, json_t *obj, const struct key *k, void *base)
 {
-	static const struct list_spec transports = {
-	    "transports", "must list \"tcp\", \"iser\" or both", 0, one_transport};
-	struct cfg_portal seen = {.tcp = false};
+	const struct list_spec transports = {k->name, "must list \"tcp\", \"iser\" or both", 0,
+					     one_transport};
+	struct cfg_portal *p = base, seen = {.tcp = false};
 	int rc;
 
 	p->tcp = true;
 	p->iser = false;
-	if ((rc = parse_list(c, obj, &transports, NULL, NULL, &seen)) || !member(obj, "transports"))
+	if ((rc = parse_list(c, obj, &transports, NULL, NULL, &seen)) || !member(obj, k->name))
 		return rc;
 	p->tcp = seen.tcp;
 	p->iser = seen.iser;
 	return 0;
 }
+
+static int portal_address(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct cfg_portal *p = base;
+	const char *addr;
+	struct addr a;
+	char buf[128];
+	int rc;
+
+	if ((rc = get_str(c, obj, k->name, 64, STR_REQUIRED | STR_PRINTABLE, &addr)))
+		return rc;
+	if (!p->name && (rc = dup_str(c, "default", &p->name)))
+		return rc;
+	if (!parse_addr(addr, &a))
+		return fail(c, k->name, false,
+			    "\"%s\" is not an IPv4 or IPv6 address (no brackets or host names; "
+			    "\"0.0.0.0\" or \"::\" listen on every address)",
+			    esc(addr, buf, sizeof(buf)));
+	return dup_str(c, addr, &p->address);
+}
+
+#define PORTAL(f) (struct cfg_portal, f)
+static const struct key portal_keys[] = {
+    KEY_STR("name", PORTAL(name), 64, STR_PRINTABLE), /* default "default" */
+    KEY_FN("address", PORTAL(address), portal_address),
+    KEY_NUM("port", K_U16, PORTAL(port), 1, 65535, 3260),
+    KEY_NUM("tpgt", K_U16, PORTAL(tpgt), 0, 65535, 1),
+    KEY_FN("transports", PORTAL(tcp), parse_transports), /* default ["tcp"] */
+    KEY_END};
+#undef PORTAL
 
 /* Two listeners that cannot both bind: same port, same family, and the same address or one
  * of them the wildcard. */
@@ -1044,30 +1078,12 @@ static bool portals_clash(const struct cfg_portal *a, const struct cfg_portal *b
 
 static int parse_portal(struct ctx *c, json_t *v, struct ix_config *cfg, size_t idx)
 {
-	static const char *const keys[] = {"name", "address", "port", "tpgt", "transports", NULL};
 	struct cfg_portal *p = &cfg->portals[idx];
-	const char *addr;
-	struct addr a;
 	char buf[128];
 	int rc;
 
-	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)) ||
-	    (rc = get_strdup(c, v, "name", 64, STR_PRINTABLE, &p->name)) ||
-	    (rc = get_str(c, v, "address", 64, STR_REQUIRED | STR_PRINTABLE, &addr)))
-		return rc;
-	if (!p->name && (rc = dup_str(c, "default", &p->name)))
-		return rc;
-	if (!parse_addr(addr, &a))
-		return fail(c, "address", false,
-			    "\"%s\" is not an IPv4 or IPv6 address (no brackets or host names; "
-			    "\"0.0.0.0\" or \"::\" listen on every address)",
-			    esc(addr, buf, sizeof(buf)));
-	if ((rc = dup_str(c, addr, &p->address)))
-		return rc;
-	p->port = 3260;
-	p->tpgt = 1;
-	if ((rc = get_u16(c, v, "port", 1, 65535, &p->port)) ||
-	    (rc = get_u16(c, v, "tpgt", 0, 65535, &p->tpgt)) || (rc = parse_transports(c, v, p)))
+	key_defaults(portal_keys, p);
+	if ((rc = want_object(c, NULL, v)) || (rc = parse_table(c, v, portal_keys, p)))
 		return rc;
 	for (size_t i = 0; i < idx; i++) {
 		const struct cfg_portal *q = &cfg->portals[i];
@@ -1119,14 +1135,24 @@ static int parse_portals(struct ctx *c, json_t *root, struct ix_config *cfg)
 
 static const char *const backend_names[] = {"ram", "file", "block", "error", "rbd", NULL};
 
-/* "rbd": {"pool", "image", "namespace", "conf", "client", "keyring", "osd_op_timeout_s",
- * "connect_timeout_s"} of a LUN with backend "rbd". */
+/* "rbd" of a LUN with backend "rbd". RADOS pool and namespace names, RBD image names:
+ * printable, no '/' or '@' (checked after the table). */
+#define RBD(f) (struct scsi_rbd_cfg, f)
+static const struct key rbd_keys[] = {
+    KEY_STR("pool", RBD(pool), 255, STR_PRINTABLE | KEY_PRESENT),
+    KEY_STR("image", RBD(image), 255, STR_PRINTABLE | KEY_PRESENT),
+    KEY_STR("namespace", RBD(ns), 255, STR_PRINTABLE),
+    KEY_STR("conf", RBD(conf), 4095, STR_PRINTABLE),
+    KEY_STR("client", RBD(client), 255, STR_PRINTABLE),
+    KEY_STR("keyring", RBD(keyring), 4095, STR_PRINTABLE),
+    KEY_NUM("osd_op_timeout_s", K_U32, RBD(osd_op_timeout_s), 1, 3600, 0),
+    KEY_NUM("connect_timeout_s", K_U32, RBD(connect_timeout_s), 1, 3600, 0),
+    KEY_BOOL("exclusive_lock", RBD(exclusive_lock), false),
+    KEY_END};
+#undef RBD
+
 static int parse_rbd(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 {
-	static const char *const keys[] = {"pool",    "image",		  "namespace",
-					   "conf",    "client",		  "keyring",
-					   "osd_op_timeout_s", "connect_timeout_s",
-					   "exclusive_lock", NULL};
 	struct scsi_rbd_cfg *r = &lu->rbd;
 	json_t *o = member(v, "rbd");
 	int rc;
@@ -1142,26 +1168,7 @@ static int parse_rbd(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	if ((rc = want_object(c, "rbd", o)))
 		return rc;
 	push_key(c, "rbd");
-	if ((rc = check_keys(c, o, keys)))
-		goto out;
-	if (!member(o, "pool")) {
-		rc = missing(c, "pool");
-		goto out;
-	}
-	if (!member(o, "image")) {
-		rc = missing(c, "image");
-		goto out;
-	}
-	/* RADOS pool and namespace names, RBD image names: printable, no '/' or '@' */
-	if ((rc = get_strdup(c, o, "pool", 255, STR_PRINTABLE, (char **)&r->pool)) ||
-	    (rc = get_strdup(c, o, "image", 255, STR_PRINTABLE, (char **)&r->image)) ||
-	    (rc = get_strdup(c, o, "namespace", 255, STR_PRINTABLE, (char **)&r->ns)) ||
-	    (rc = get_strdup(c, o, "conf", 4095, STR_PRINTABLE, (char **)&r->conf)) ||
-	    (rc = get_strdup(c, o, "client", 255, STR_PRINTABLE, (char **)&r->client)) ||
-	    (rc = get_strdup(c, o, "keyring", 4095, STR_PRINTABLE, (char **)&r->keyring)) ||
-	    (rc = get_u32(c, o, "osd_op_timeout_s", 1, 3600, &r->osd_op_timeout_s)) ||
-	    (rc = get_u32(c, o, "connect_timeout_s", 1, 3600, &r->connect_timeout_s)) ||
-	    (rc = get_bool(c, o, "exclusive_lock", &r->exclusive_lock)))
+	if ((rc = parse_table(c, o, rbd_keys, r)))
 		goto out;
 	{
 		const char *names[] = {r->pool, r->image, r->ns};
@@ -1319,27 +1326,53 @@ static int parse_phys_block(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 
 #define MAX_ERR_RULES 16
 
-static int parse_err_rule(struct ctx *c, json_t *v, size_t i, void *arg)
+#define ERR_OP_ANY (SCSI_ERR_OP_READ | SCSI_ERR_OP_WRITE | SCSI_ERR_OP_FLUSH)
+
+/* "op": read, write, flush or any (the default) */
+static int err_rule_op(struct ctx *c, json_t *obj, const struct key *k, void *base)
 {
-	static const char *const keys[] = {"op",    "error",    "lba", "blocks",
-					   "every", "delay_ms", NULL};
 	static const char *const ops[] = {"read", "write", "flush", "any", NULL};
+	int op = -1;
+	int rc = get_enum(c, obj, k->name, ops, "operation", &op);
+
+	if (!rc && op >= 0)
+		*(uint8_t *)key_at(k, base) = op == 3 ? ERR_OP_ANY : (uint8_t)(1u << op);
+	return rc;
+}
+
+/* "error": none, eio (the default) or enospc */
+static int err_rule_error(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
 	static const char *const errs[] = {"none", "eio", "enospc", NULL};
 	static const int err_values[] = {0, -EIO, -ENOSPC};
-	struct scsi_err_rule *r = *(struct scsi_err_rule **)arg + i;
-	int op = 3, e = 1, rc;
+	int e = -1;
+	int rc = get_enum(c, obj, k->name, errs, "error", &e);
 
-	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)) ||
-	    (rc = get_enum(c, v, "op", ops, "operation", &op)) ||
-	    (rc = get_enum(c, v, "error", errs, "error", &e)) ||
-	    (rc = get_uint(c, v, "lba", 0, UINT64_MAX >> 16, &r->lba)) ||
-	    (rc = get_uint(c, v, "blocks", 0, UINT64_MAX >> 16, &r->blocks)) ||
-	    (rc = get_u32(c, v, "every", 0, UINT32_MAX, &r->every)) ||
-	    (rc = get_u32(c, v, "delay_ms", 0, MAX_TIMEOUT_MS, &r->delay_ms)))
+	if (!rc && e >= 0)
+		*(int *)key_at(k, base) = err_values[e];
+	return rc;
+}
+
+#define RULE(f) (struct scsi_err_rule, f)
+static const struct key err_rule_keys[] = {
+    KEY_FN("op", RULE(ops), err_rule_op),
+    KEY_FN("error", RULE(error), err_rule_error),
+    KEY_NUM("lba", K_U64, RULE(lba), 0, UINT64_MAX >> 16, 0),
+    KEY_NUM("blocks", K_U64, RULE(blocks), 0, UINT64_MAX >> 16, 0),
+    KEY_NUM("every", K_U32, RULE(every), 0, UINT32_MAX, 0),
+    KEY_NUM("delay_ms", K_U32, RULE(delay_ms), 0, MAX_TIMEOUT_MS, 0),
+    KEY_END};
+#undef RULE
+
+static int parse_err_rule(struct ctx *c, json_t *v, size_t i, void *arg)
+{
+	struct scsi_err_rule *r = *(struct scsi_err_rule **)arg + i;
+	int rc;
+
+	r->ops = ERR_OP_ANY;
+	r->error = -EIO;
+	if ((rc = want_object(c, NULL, v)) || (rc = parse_table(c, v, err_rule_keys, r)))
 		return rc;
-	r->ops = op == 3 ? SCSI_ERR_OP_READ | SCSI_ERR_OP_WRITE | SCSI_ERR_OP_FLUSH
-			 : (uint8_t)(1u << op);
-	r->error = err_values[e];
 	if (!r->error && !r->delay_ms)
 		return fail(c, "error", false, "\"none\" without delay_ms does nothing");
 	return 0;
@@ -1373,14 +1406,31 @@ static int one_opcode(struct ctx *c, json_t *o, size_t i, void *arg)
 	return 0;
 }
 
+static int fault_opcodes(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	const struct list_spec opcodes = {k->name, NULL, 0, one_opcode};
+
+	return parse_list(c, obj, &opcodes, NULL, NULL, key_at(k, base));
+}
+
+#define FAULT(f) (struct fault_cfg, f)
+static const struct key fault_keys[] = {
+    KEY_NUM("seed", K_U64, FAULT(seed), 0, UINT64_MAX >> 1, 0),
+    KEY_NUM("drop_ppm", K_U32, FAULT(drop_ppm), 0, FAULT_PPM, 0),
+    KEY_NUM("delay_ppm", K_U32, FAULT(delay_ppm), 0, FAULT_PPM, 0),
+    KEY_NUM("delay_ms", K_U32, FAULT(delay_ms), 1, MAX_TIMEOUT_MS, 100),
+    KEY_NUM("duplicate_ppm", K_U32, FAULT(duplicate_ppm), 0, FAULT_PPM, 0),
+    KEY_NUM("corrupt_ppm", K_U32, FAULT(corrupt_ppm), 0, FAULT_PPM, 0),
+    KEY_NUM("truncate_ppm", K_U32, FAULT(truncate_ppm), 0, FAULT_PPM, 0),
+    KEY_NUM("reset_after_bytes", K_U64, FAULT(reset_after_bytes), 0, UINT64_MAX >> 1, 0),
+    KEY_FN("opcodes", FAULT(opcodes), fault_opcodes), /* default: all */
+    KEY_BOOL("during_login", FAULT(during_login), false),
+    KEY_END};
+#undef FAULT
+
 static int parse_testing(struct ctx *c, json_t *root, struct ix_config *cfg)
 {
 	static const char *const keys[] = {"transport_faults", NULL};
-	static const char *const fkeys[] = {"seed",	     "drop_ppm",    "delay_ppm",
-					    "delay_ms",	     "duplicate_ppm", "corrupt_ppm",
-					    "truncate_ppm", "reset_after_bytes", "opcodes",
-					    "during_login", NULL};
-	static const struct list_spec opcodes = {"opcodes", NULL, 0, one_opcode};
 	json_t *v = member(root, "testing"), *f;
 	struct fault_cfg *fc = &cfg->testing.faults;
 	int rc;
@@ -1397,24 +1447,11 @@ static int parse_testing(struct ctx *c, json_t *root, struct ix_config *cfg)
 	if (!f)
 		goto out;
 	cfg->testing.transport_faults = true;
-	fc->delay_ms = 100;
+	key_defaults(fault_keys, fc);
 	if ((rc = want_object(c, "transport_faults", f)))
 		goto out;
 	push_key(c, "transport_faults");
-	if ((rc = check_keys(c, f, fkeys)) || (rc = get_uint(c, f, "seed", 0, UINT64_MAX >> 1,
-							      &fc->seed)) ||
-	    (rc = get_u32(c, f, "drop_ppm", 0, FAULT_PPM, &fc->drop_ppm)) ||
-	    (rc = get_u32(c, f, "delay_ppm", 0, FAULT_PPM, &fc->delay_ppm)) ||
-	    (rc = get_u32(c, f, "delay_ms", 1, MAX_TIMEOUT_MS, &fc->delay_ms)) ||
-	    (rc = get_u32(c, f, "duplicate_ppm", 0, FAULT_PPM, &fc->duplicate_ppm)) ||
-	    (rc = get_u32(c, f, "corrupt_ppm", 0, FAULT_PPM, &fc->corrupt_ppm)) ||
-	    (rc = get_u32(c, f, "truncate_ppm", 0, FAULT_PPM, &fc->truncate_ppm)) ||
-	    (rc = get_uint(c, f, "reset_after_bytes", 0, UINT64_MAX >> 1,
-			   &fc->reset_after_bytes)) ||
-	    (rc = get_bool(c, f, "during_login", &fc->during_login)))
-		goto out_f;
-	rc = parse_list(c, f, &opcodes, NULL, NULL, &fc->opcodes);
-out_f:
+	rc = parse_table(c, f, fault_keys, fc);
 	pop(c);
 out:
 	pop(c);
