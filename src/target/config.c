@@ -55,6 +55,7 @@ struct ctx {
 	int depth;
 	struct secret_ref *secrets;
 	size_t nsecrets, secrets_cap;
+	struct ix_config *cfg; /* being filled in */
 };
 
 /* ---- error reporting ------------------------------------------------------------------- */
@@ -1547,25 +1548,21 @@ static int one_target_portal(struct ctx *c, json_t *e, size_t i, void *arg)
 	return dup_str(c, s, &t->portals[i]);
 }
 
-static int parse_target_portals(struct ctx *c, json_t *tv, struct tgt_arg *ta)
+static int iscsi_name_key(struct ctx *c, json_t *obj, const struct key *k, void *base)
 {
-	static const struct list_spec portals = {"portals",
-						 "must not be empty (omit it to use every portal)",
-						 sizeof(char *), one_target_portal};
-	struct cfg_target *t = &ta->cfg->targets[ta->ti];
-
-	return parse_list(c, tv, &portals, (void **)&t->portals, &t->nportals, ta);
+	return get_iscsi_name(c, obj, k->name, key_at(k, base));
 }
+
+static const struct key acl_keys[] = {
+    KEY_FN("initiator", (struct cfg_acl, initiator), iscsi_name_key),
+    KEY_FN("chap", (struct cfg_acl, chap), chap_key), KEY_END};
 
 static int parse_acl(struct ctx *c, json_t *v, struct cfg_target *t, size_t idx)
 {
-	static const char *const keys[] = {"initiator", "chap", NULL};
 	struct cfg_acl *a = &t->acls[idx];
 	int rc;
 
-	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)) ||
-	    (rc = get_iscsi_name(c, v, "initiator", &a->initiator)) ||
-	    (rc = parse_chap(c, v, "chap", false, &a->chap)))
+	if ((rc = want_object(c, NULL, v)) || (rc = parse_table(c, v, acl_keys, a)))
 		return rc;
 	for (size_t i = 0; i < idx; i++)
 		if (strcmp(t->acls[i].initiator, a->initiator) == 0)
@@ -1584,18 +1581,30 @@ static int one_acl(struct ctx *c, json_t *v, size_t i, void *arg)
 	return parse_acl(c, v, arg, i);
 }
 
-/* Cross-field CHAP rules of one target. */
-static int check_target_chap(struct ctx *c, json_t *tv, struct cfg_target *t)
+static bool target_has_chap(const struct cfg_target *t)
 {
 	bool any = t->chap.secret != NULL;
-	char buf[300];
 
 	for (size_t i = 0; i < t->nacls; i++)
 		any = any || t->acls[i].chap.secret;
-	t->chap_required = any;
-	if (get_bool(c, tv, "chap_required", &t->chap_required))
-		return -EINVAL;
-	if (t->mutual_chap.secret && !any)
+	return any;
+}
+
+/* default: true when the target or any ACL has a CHAP secret (parsed before it) */
+static int target_chap_required(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct cfg_target *t = base;
+
+	t->chap_required = target_has_chap(t);
+	return get_bool(c, obj, k->name, &t->chap_required);
+}
+
+/* Cross-field CHAP rules of one target. */
+static int check_target_chap(struct ctx *c, struct cfg_target *t)
+{
+	char buf[300];
+
+	if (t->mutual_chap.secret && !target_has_chap(t))
 		return fail(c, "mutual_chap", false,
 			    "mutual CHAP needs one-way CHAP as well (\"chap\" or an ACL's "
 			    "\"chap\"): the initiator authenticates first");
@@ -1682,40 +1691,74 @@ static int one_remote_port(struct ctx *c, json_t *e, size_t i, void *arg)
 	return alua_add_port(c, ga->a, ga->g, (uint16_t)n);
 }
 
+/* The keys of one group; base is its struct group_arg. */
+static int alua_group_id(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct group_arg *ga = base;
+	int rc = get_u16(c, obj, k->name, 1, 65535, &ga->g->id);
+
+	for (unsigned i = 0; !rc && i + 1 < ga->a->ngroups; i++)
+		if (ga->a->groups[i].id == ga->g->id)
+			return fail(c, k->name, false, "group %u is already defined by groups[%u]",
+				    ga->g->id, i);
+	return rc;
+}
+
+static int alua_group_state(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct group_arg *ga = base;
+	const char *st;
+	int rc = get_str(c, obj, k->name, 32, STR_REQUIRED | STR_PRINTABLE, &st);
+
+	if (rc)
+		return rc;
+	if (scsi_alua_state_parse(st, &ga->g->state) < 0)
+		return fail(c, k->name, false,
+			    "unknown state (use active/optimized, active/non-optimized, standby, "
+			    "unavailable, offline or transitioning)");
+	return 0;
+}
+
+static int alua_group_preferred(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct group_arg *ga = base;
+
+	return get_bool(c, obj, k->name, &ga->g->preferred);
+}
+
+static int alua_local_ports(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	const struct list_spec ports = {k->name, NULL, 0, one_alua_portal};
+
+	return parse_list(c, obj, &ports, NULL, NULL, base);
+}
+
+static int alua_remote_ports(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	const struct list_spec ports = {k->name, NULL, 0, one_remote_port};
+
+	return parse_list(c, obj, &ports, NULL, NULL, base);
+}
+
+static const struct key alua_group_keys[] = {
+    {.name = "id", .type = K_FN, .flags = KEY_PRESENT, .parse = alua_group_id},
+    {.name = "state", .type = K_FN, .parse = alua_group_state},
+    {.name = "preferred", .type = K_FN, .parse = alua_group_preferred},
+    {.name = "portals", .type = K_FN, .parse = alua_local_ports},
+    {.name = "relative_ports", .type = K_FN, .parse = alua_remote_ports},
+    KEY_END};
+
 static int alua_group(struct ctx *c, json_t *gv, size_t gi, void *arg)
 {
-	static const char *const keys[] = {"id",	"state", "preferred", "portals",
-					   "relative_ports", NULL};
-	static const struct list_spec portals = {"portals", NULL, 0, one_alua_portal};
-	static const struct list_spec remote = {"relative_ports", NULL, 0, one_remote_port};
 	struct group_arg ga = *(struct group_arg *)arg;
 	struct scsi_alua_cfg *a = ga.a;
-	struct scsi_alua_group_cfg *g = &a->groups[a->ngroups++];
-	const char *st;
 	int rc;
 
 	(void)gi;
-	ga.g = g;
-	if ((rc = want_object(c, NULL, gv)) || (rc = check_keys(c, gv, keys)))
+	ga.g = &a->groups[a->ngroups++];
+	if ((rc = want_object(c, NULL, gv)) || (rc = parse_table(c, gv, alua_group_keys, &ga)))
 		return rc;
-	if (!member(gv, "id"))
-		return missing(c, "id");
-	if ((rc = get_u16(c, gv, "id", 1, 65535, &g->id)) ||
-	    (rc = get_str(c, gv, "state", 32, STR_REQUIRED | STR_PRINTABLE, &st)) ||
-	    (rc = get_bool(c, gv, "preferred", &g->preferred)))
-		return rc;
-	for (unsigned i = 0; i + 1 < a->ngroups; i++)
-		if (a->groups[i].id == g->id)
-			return fail(c, "id", false, "group %u is already defined by groups[%u]",
-				    g->id, i);
-	if (scsi_alua_state_parse(st, &g->state) < 0)
-		return fail(c, "state", false,
-			    "unknown state (use active/optimized, active/non-optimized, standby, "
-			    "unavailable, offline or transitioning)");
-	if ((rc = parse_list(c, gv, &portals, NULL, NULL, &ga)) ||
-	    (rc = parse_list(c, gv, &remote, NULL, NULL, &ga)))
-		return rc;
-	if (g->nports == 0)
+	if (ga.g->nports == 0)
 		return fail(c, NULL, false, "has no target port (\"portals\" or "
 					    "\"relative_ports\")");
 	return 0;
@@ -1781,39 +1824,90 @@ out:
 	return rc;
 }
 
-static int parse_target(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti)
+static int target_name(struct ctx *c, json_t *obj, const struct key *k, void *base)
 {
-	static const char *const keys[] = {
-	    "name",	   "alias",	    "portals",	       "luns",	       "acls", "chap",
-	    "mutual_chap", "chap_required", "chap_algorithms", "max_sessions", "alua", NULL};
-	static const struct list_spec luns = {"luns", NULL, sizeof(struct cfg_lun), one_lun};
-	static const struct list_spec acls = {"acls", NULL, sizeof(struct cfg_acl), one_acl};
-	struct cfg_target *t = &cfg->targets[ti];
-	struct tgt_arg la = {cfg, ti};
+	struct cfg_target *t = base;
+	size_t ti = (size_t)(t - c->cfg->targets);
 	char buf[300];
 	int rc;
 
-	chap_algs_default(t->chap_algs, &t->nchap_algs);
-	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)) ||
-	    (rc = get_iscsi_name(c, v, "name", &t->name)))
+	if ((rc = get_iscsi_name(c, obj, k->name, &t->name)))
 		return rc;
 	for (size_t i = 0; i < ti; i++)
-		if (strcmp(cfg->targets[i].name, t->name) == 0)
-			return fail(c, "name", false,
+		if (strcmp(c->cfg->targets[i].name, t->name) == 0)
+			return fail(c, k->name, false,
 				    "target \"%s\" is already defined by "
 				    "targets[%zu]",
 				    esc(t->name, buf, sizeof(buf)), i);
-	if ((rc = get_strdup(c, v, "alias", 255, STR_PRINTABLE, &t->alias)) ||
-	    (rc = parse_target_portals(c, v, &la)) ||
-	    (rc = parse_list(c, v, &luns, (void **)&t->luns, &t->nluns, &la)) ||
-	    (rc = parse_list(c, v, &acls, (void **)&t->acls, &t->nacls, t)) ||
-	    (rc = parse_chap(c, v, "chap", false, &t->chap)) ||
-	    (rc = parse_chap(c, v, "mutual_chap", true, &t->mutual_chap)) ||
-	    (rc = parse_chap_algs(c, v, "chap_algorithms", t->chap_algs, &t->nchap_algs)) ||
-	    (rc = get_u32(c, v, "max_sessions", 0, 65535, &t->max_sessions)) ||
-	    (rc = parse_alua(c, v, cfg, t)))
+	return 0;
+}
+
+static int target_portals(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	const struct list_spec portals = {k->name,
+					  "must not be empty (omit it to use every portal)",
+					  sizeof(char *), one_target_portal};
+	struct cfg_target *t = base;
+	struct tgt_arg ta = {c->cfg, (size_t)(t - c->cfg->targets)};
+
+	return parse_list(c, obj, &portals, (void **)&t->portals, &t->nportals, &ta);
+}
+
+static int target_luns(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	const struct list_spec luns = {k->name, NULL, sizeof(struct cfg_lun), one_lun};
+	struct cfg_target *t = base;
+	struct tgt_arg ta = {c->cfg, (size_t)(t - c->cfg->targets)};
+
+	return parse_list(c, obj, &luns, (void **)&t->luns, &t->nluns, &ta);
+}
+
+static int target_acls(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	const struct list_spec acls = {k->name, NULL, sizeof(struct cfg_acl), one_acl};
+	struct cfg_target *t = base;
+
+	return parse_list(c, obj, &acls, (void **)&t->acls, &t->nacls, t);
+}
+
+static int target_algs(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct cfg_target *t = base;
+
+	return parse_chap_algs(c, obj, k->name, t->chap_algs, &t->nchap_algs);
+}
+
+static int target_alua(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	(void)k;
+	return parse_alua(c, obj, c->cfg, base);
+}
+
+#define TARGET(f) (struct cfg_target, f)
+static const struct key target_keys[] = {
+    KEY_FN("name", TARGET(name), target_name),
+    KEY_STR("alias", TARGET(alias), 255, STR_PRINTABLE),
+    KEY_FN("portals", TARGET(portals), target_portals),
+    KEY_FN("luns", TARGET(luns), target_luns),
+    KEY_FN("acls", TARGET(acls), target_acls),
+    KEY_FN("chap", TARGET(chap), chap_key),
+    KEY_FN("mutual_chap", TARGET(mutual_chap), mutual_chap_key),
+    KEY_FN("chap_required", TARGET(chap_required), target_chap_required),
+    KEY_FN("chap_algorithms", TARGET(chap_algs), target_algs),
+    KEY_NUM("max_sessions", K_U32, TARGET(max_sessions), 0, 65535, 0),
+    KEY_FN("alua", TARGET(alua), target_alua),
+    KEY_END};
+#undef TARGET
+
+static int parse_target(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti)
+{
+	struct cfg_target *t = &cfg->targets[ti];
+	int rc;
+
+	chap_algs_default(t->chap_algs, &t->nchap_algs);
+	if ((rc = want_object(c, NULL, v)) || (rc = parse_table(c, v, target_keys, t)))
 		return rc;
-	return check_target_chap(c, v, t);
+	return check_target_chap(c, t);
 }
 
 static int one_target(struct ctx *c, json_t *v, size_t i, void *cfg)
@@ -1878,6 +1972,7 @@ static int load(const char *text, size_t len, const char *name, struct ix_config
 		json_decref(root);
 		return -ENOMEM;
 	}
+	c.cfg = cfg;
 	rc = parse_root(&c, root, cfg);
 	json_decref(root);
 	free(c.secrets);
