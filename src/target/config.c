@@ -638,10 +638,39 @@ static int remember_secret(struct ctx *c, const char *secret, bool mutual)
 }
 
 /* {"user": "...", "secret": "..."}: both required. */
+struct chap_arg {
+	struct cfg_chap *out;
+	bool mutual; /* the target's own credential */
+};
+
+static int chap_user(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct chap_arg *ca = base;
+
+	return get_strdup(c, obj, k->name, 255, STR_REQUIRED | STR_PRINTABLE, &ca->out->user);
+}
+
+static int chap_secret(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct chap_arg *ca = base;
+	int rc = get_strdup(c, obj, k->name, CHAP_MAX_SECRET_LEN, STR_REQUIRED, &ca->out->secret);
+
+	if (rc)
+		return rc;
+	push_key(c, k->name);
+	rc = remember_secret(c, ca->out->secret, ca->mutual);
+	pop(c);
+	return rc;
+}
+
+static const struct key chap_keys[] = {{.name = "user", .type = K_FN, .parse = chap_user},
+				       {.name = "secret", .type = K_FN, .parse = chap_secret},
+				       KEY_END};
+
 static int parse_chap(struct ctx *c, json_t *parent, const char *key, bool mutual,
 		      struct cfg_chap *out)
 {
-	static const char *const keys[] = {"user", "secret", NULL};
+	struct chap_arg ca = {out, mutual};
 	json_t *v = member(parent, key);
 	int rc;
 
@@ -650,7 +679,7 @@ static int parse_chap(struct ctx *c, json_t *parent, const char *key, bool mutua
 	if ((rc = want_object(c, key, v)))
 		return rc;
 	push_key(c, key);
-	rc = check_keys(c, v, keys);
+	rc = check_table(c, v, chap_keys);
 	if (!rc && !member(v, "user") && !member(v, "secret"))
 		rc = fail(c, NULL, false, "a CHAP credential needs \"user\" and \"secret\"");
 	if (!rc && member(v, "user") && !member(v, "secret"))
@@ -658,14 +687,7 @@ static int parse_chap(struct ctx *c, json_t *parent, const char *key, bool mutua
 			  "required when \"user\" is set (CHAP user without "
 			  "secret)");
 	if (!rc)
-		rc = get_strdup(c, v, "user", 255, STR_REQUIRED | STR_PRINTABLE, &out->user);
-	if (!rc)
-		rc = get_strdup(c, v, "secret", CHAP_MAX_SECRET_LEN, STR_REQUIRED, &out->secret);
-	if (!rc) {
-		push_key(c, "secret");
-		rc = remember_secret(c, out->secret, mutual);
-		pop(c);
-	}
+		rc = parse_keys(c, v, chap_keys, &ca);
 	pop(c);
 	return rc;
 }
@@ -947,16 +969,17 @@ static void global_defaults(struct cfg_global *g)
 	chap_algs_default(g->discovery_chap_algs, &g->ndiscovery_chap_algs);
 }
 
-static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
+static int parse_global(struct ctx *c, json_t *root, const struct key *k, void *base)
 {
-	json_t *v = member(root, "global");
+	struct cfg_global *g = key_at(k, base);
+	json_t *v = member(root, k->name);
 	int rc;
 
 	if (!v)
 		return 0;
-	if ((rc = want_object(c, "global", v)))
+	if ((rc = want_object(c, k->name, v)))
 		return rc;
-	push_key(c, "global");
+	push_key(c, k->name);
 	if ((rc = parse_table(c, v, global_keys, g)))
 		goto out;
 	/* one command of the largest size the target serves must fit */
@@ -1121,13 +1144,14 @@ static int default_portal(struct ctx *c, struct ix_config *cfg)
 	return dup_str(c, "127.0.0.1", &cfg->portals[0].address);
 }
 
-static int parse_portals(struct ctx *c, json_t *root, struct ix_config *cfg)
+static int parse_portals(struct ctx *c, json_t *root, const struct key *k, void *base)
 {
-	static const struct list_spec portals = {
-	    "portals", "must list at least one portal (omit it for 127.0.0.1:3260)",
+	const struct list_spec portals = {
+	    k->name, "must list at least one portal (omit it for 127.0.0.1:3260)",
 	    sizeof(struct cfg_portal), one_portal};
+	struct ix_config *cfg = base;
 
-	if (!member(root, "portals"))
+	if (!member(root, k->name))
 		return default_portal(c, cfg);
 	return parse_list(c, root, &portals, (void **)&cfg->portals, &cfg->nportals, cfg);
 }
@@ -1429,32 +1453,40 @@ static const struct key fault_keys[] = {
     KEY_END};
 #undef FAULT
 
-static int parse_testing(struct ctx *c, json_t *root, struct ix_config *cfg)
+static int transport_faults(struct ctx *c, json_t *obj, const struct key *k, void *base)
 {
-	static const char *const keys[] = {"transport_faults", NULL};
-	json_t *v = member(root, "testing"), *f;
-	struct fault_cfg *fc = &cfg->testing.faults;
+	struct cfg_testing *t = base;
+	json_t *f = member(obj, k->name);
+	int rc;
+
+	if (!f)
+		return 0;
+	t->transport_faults = true;
+	key_defaults(fault_keys, &t->faults);
+	if ((rc = want_object(c, k->name, f)))
+		return rc;
+	push_key(c, k->name);
+	rc = parse_table(c, f, fault_keys, &t->faults);
+	pop(c);
+	return rc;
+}
+
+static const struct key testing_keys[] = {
+    KEY_FN("transport_faults", (struct cfg_testing, faults), transport_faults), KEY_END};
+
+static int parse_testing(struct ctx *c, json_t *root, const struct key *k, void *base)
+{
+	struct ix_config *cfg = base;
+	json_t *v = member(root, k->name);
 	int rc;
 
 	if (!v)
 		return 0;
 	cfg->test_features = true;
-	if ((rc = want_object(c, "testing", v)))
+	if ((rc = want_object(c, k->name, v)))
 		return rc;
-	push_key(c, "testing");
-	if ((rc = check_keys(c, v, keys)))
-		goto out;
-	f = member(v, "transport_faults");
-	if (!f)
-		goto out;
-	cfg->testing.transport_faults = true;
-	key_defaults(fault_keys, fc);
-	if ((rc = want_object(c, "transport_faults", f)))
-		goto out;
-	push_key(c, "transport_faults");
-	rc = parse_table(c, f, fault_keys, fc);
-	pop(c);
-out:
+	push_key(c, k->name);
+	rc = parse_table(c, v, testing_keys, &cfg->testing);
 	pop(c);
 	return rc;
 }
@@ -1915,31 +1947,43 @@ static int one_target(struct ctx *c, json_t *v, size_t i, void *cfg)
 	return parse_target(c, v, cfg, i);
 }
 
-static int parse_targets(struct ctx *c, json_t *root, struct ix_config *cfg)
+static int parse_targets(struct ctx *c, json_t *root, const struct key *k, void *base)
 {
-	static const struct list_spec targets = {"targets", NULL, sizeof(struct cfg_target),
-						 one_target};
+	const struct list_spec targets = {k->name, NULL, sizeof(struct cfg_target), one_target};
+	struct ix_config *cfg = base;
 
 	return parse_list(c, root, &targets, (void **)&cfg->targets, &cfg->ntargets, cfg);
 }
 
 /* ---- entry points ---------------------------------------------------------------------- */
 
+static int version_key(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	uint64_t version = 1;
+
+	(void)base;
+	return get_uint(c, obj, k->name, 1, 1, &version);
+}
+
+#define ROOT(f) (struct ix_config, f)
+static const struct key root_keys[] = {
+    KEY_FN("version", ROOT(priv), version_key), /* 1, the only one so far */
+    KEY_FN("global", ROOT(global), parse_global),
+    KEY_FN("portals", ROOT(portals), parse_portals), /* default: "default" on 127.0.0.1 */
+    KEY_FN("targets", ROOT(targets), parse_targets),
+    KEY_FN("testing", ROOT(testing), parse_testing),
+    KEY_END};
+#undef ROOT
+
 static int parse_root(struct ctx *c, json_t *root, struct ix_config *cfg)
 {
-	static const char *const keys[] = {"version", "global", "portals", "targets", "testing",
-					   NULL};
-	uint64_t version = 1;
 	int rc;
 
 	global_defaults(&cfg->global);
 	if (!json_is_object(root))
 		return fail(c, NULL, false, "the configuration must be a JSON object, not %s",
 			    type_name(root));
-	if ((rc = check_keys(c, root, keys)) ||
-	    (rc = get_uint(c, root, "version", 1, 1, &version)) ||
-	    (rc = parse_global(c, root, &cfg->global)) || (rc = parse_portals(c, root, cfg)) ||
-	    (rc = parse_targets(c, root, cfg)) || (rc = parse_testing(c, root, cfg)))
+	if ((rc = parse_table(c, root, root_keys, cfg)))
 		return rc;
 	return check_secret_directions(c);
 }
