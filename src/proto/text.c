@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "proto/text.h"
+#include "util/hex.h"
 
 /* --- accumulation across PDUs --- */
 
@@ -157,17 +158,6 @@ int text_out_addf(struct text_out *o, const char *key, const char *fmt, ...)
 
 /* --- values --- */
 
-static int hex_val(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static int b64_val(char c)
 {
 	if (c >= 'A' && c <= 'Z')
@@ -199,7 +189,7 @@ int text_parse_u64(const char *v, uint64_t *out)
 		if (!v[2])
 			return -EINVAL;
 		for (p = v + 2; *p; p++) {
-			int d = hex_val(*p);
+			int d = hex_digit(*p);
 
 			if (d < 0 || val > (UINT64_MAX >> 4))
 				return -EINVAL;
@@ -252,15 +242,15 @@ static int decode_hex(const char *p, uint8_t *out, size_t cap, size_t *len)
 	if (n == 0)
 		return -EINVAL;
 	for (size_t k = 0; k < n; k++) {
-		if (hex_val(p[k]) < 0)
+		if (hex_digit(p[k]) < 0)
 			return -EINVAL;
 	}
 	if (olen > cap)
 		return -ENOSPC;
 	if (n % 2)
-		out[o++] = (uint8_t)hex_val(p[i++]);
+		out[o++] = (uint8_t)hex_digit(p[i++]);
 	for (; i < n; i += 2)
-		out[o++] = (uint8_t)(hex_val(p[i]) << 4 | hex_val(p[i + 1]));
+		out[o++] = (uint8_t)(hex_digit(p[i]) << 4 | hex_digit(p[i + 1]));
 	*len = olen;
 	return 0;
 }

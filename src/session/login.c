@@ -19,19 +19,6 @@ void login_acceptor_clear(struct login_acceptor *la)
 	auth_clear(&la->auth);
 }
 
-static uint16_t fail(struct login_acceptor *la, uint16_t status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static uint16_t fail(struct login_acceptor *la, uint16_t status, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(la->error, sizeof(la->error), fmt, ap);
-	va_end(ap);
-	return status;
-}
-
 static bool is_declarative_login_key(const char *k)
 {
 	static const char *const keys[] = {"InitiatorName", "InitiatorAlias", "TargetName",
@@ -61,9 +48,9 @@ static uint16_t first_request(struct login_acceptor *la, const struct text_kv *k
 	int r;
 
 	if (!in || !*in)
-		return fail(la, ISCSI_LOGIN_MISSING_PARAMETER, "no InitiatorName");
+		return ix_fail(la, ISCSI_LOGIN_MISSING_PARAMETER, "no InitiatorName");
 	if (strlen(in) >= ISCSI_NAME_MAX)
-		return fail(la, ISCSI_LOGIN_INIT_ERR, "InitiatorName too long");
+		return ix_fail(la, ISCSI_LOGIN_INIT_ERR, "InitiatorName too long");
 	snprintf(la->info.initiator_name, sizeof(la->info.initiator_name), "%s", in);
 	if (ia)
 		snprintf(la->info.initiator_alias, sizeof(la->info.initiator_alias), "%s", ia);
@@ -72,20 +59,20 @@ static uint16_t first_request(struct login_acceptor *la, const struct text_kv *k
 		if (strcmp(st, "Discovery") == 0)
 			la->info.type = ISCSI_SESSION_DISCOVERY;
 		else if (strcmp(st, "Normal") != 0)
-			return fail(la, ISCSI_LOGIN_UNSUPPORTED_SESSION_TYPE,
-				    "unsupported SessionType");
+			return ix_fail(la, ISCSI_LOGIN_UNSUPPORTED_SESSION_TYPE,
+				       "unsupported SessionType");
 	}
 	if (la->info.type == ISCSI_SESSION_NORMAL) {
 		if (!tn || !*tn)
-			return fail(la, ISCSI_LOGIN_MISSING_PARAMETER,
-				    "normal session without TargetName");
+			return ix_fail(la, ISCSI_LOGIN_MISSING_PARAMETER,
+				       "normal session without TargetName");
 		if (strlen(tn) >= ISCSI_NAME_MAX)
-			return fail(la, ISCSI_LOGIN_NOT_FOUND, "TargetName too long");
+			return ix_fail(la, ISCSI_LOGIN_NOT_FOUND, "TargetName too long");
 		snprintf(la->info.target_name, sizeof(la->info.target_name), "%s", tn);
 	}
 	r = la->policy.admit(la->policy.ctx, &la->info, &la->grant);
 	if (r != 0)
-		return fail(la, (uint16_t)r, "not admitted");
+		return ix_fail(la, (uint16_t)r, "not admitted");
 	la->admitted = true;
 	auth_init(&la->auth, ISCSI_ROLE_TARGET, &la->grant.creds);
 	neg_init(&la->neg, ISCSI_ROLE_TARGET, la->grant.prefs, la->info.tsih == 0);
@@ -103,12 +90,12 @@ static uint16_t handle_keys(struct login_acceptor *la, uint8_t csg, struct text_
 
 	r = text_parse(la->accum.buf, la->accum.len, kv, LOGIN_MAX_KEYS, &n);
 	if (r < 0)
-		return fail(la, ISCSI_LOGIN_INIT_ERR, "malformed login text");
+		return ix_fail(la, ISCSI_LOGIN_INIT_ERR, "malformed login text");
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(kv[i].key, kv[j].key) == 0)
-				return fail(la, ISCSI_LOGIN_INIT_ERR, "key %s sent twice",
-					    kv[i].key);
+				return ix_fail(la, ISCSI_LOGIN_INIT_ERR, "key %s sent twice",
+					       kv[i].key);
 	if (!la->first_seen) {
 		uint16_t st = first_request(la, kv, n);
 		la->first_seen = true;
@@ -130,34 +117,35 @@ static uint16_t handle_keys(struct login_acceptor *la, uint8_t csg, struct text_
 							     ? "Discovery"
 							     : "Normal");
 				if (strcmp(cur, kv[i].value) != 0)
-					return fail(la, ISCSI_LOGIN_INIT_ERR,
-						    "%s changed during login", kv[i].key);
+					return ix_fail(la, ISCSI_LOGIN_INIT_ERR,
+						       "%s changed during login", kv[i].key);
 			}
 	}
 	/* RFC 7143 6.3: with authentication required, the operational stage may only be reached
 	   through the security stage. */
 	if (csg != ISCSI_STAGE_SECURITY && !auth_may_transit(&la->auth))
-		return fail(la, ISCSI_LOGIN_AUTH_FAILED,
-			    "authentication required but the initiator skipped the security stage");
+		return ix_fail(
+		    la, ISCSI_LOGIN_AUTH_FAILED,
+		    "authentication required but the initiator skipped the security stage");
 	for (size_t i = 0; i < n; i++) {
 		const char *k = kv[i].key;
 		if (auth_is_security_key(k)) {
 			if (csg != ISCSI_STAGE_SECURITY)
-				return fail(la, ISCSI_LOGIN_INIT_ERR,
-					    "security key %s outside the security stage", k);
+				return ix_fail(la, ISCSI_LOGIN_INIT_ERR,
+					       "security key %s outside the security stage", k);
 			sec[nsec++] = kv[i];
 		} else if (is_declarative_login_key(k)) {
 			if (strcmp(k, "TargetPortalGroupTag") == 0 ||
 			    strcmp(k, "TargetAddress") == 0 || strcmp(k, "TargetAlias") == 0)
-				return fail(la, ISCSI_LOGIN_INIT_ERR,
-					    "initiator sent target-only key %s", k);
+				return ix_fail(la, ISCSI_LOGIN_INIT_ERR,
+					       "initiator sent target-only key %s", k);
 		} else {
 			r = neg_recv(&la->neg, csg, k, kv[i].value, out);
 			if (r == -ENOSPC)
-				return fail(la, ISCSI_LOGIN_TARGET_ERROR, "response too long");
+				return ix_fail(la, ISCSI_LOGIN_TARGET_ERROR, "response too long");
 			if (r < 0)
-				return fail(la, ISCSI_LOGIN_INIT_ERR, "negotiation: %s",
-					    la->neg.error);
+				return ix_fail(la, ISCSI_LOGIN_INIT_ERR, "negotiation: %s",
+					       la->neg.error);
 		}
 	}
 	*auth_done = auth_may_transit(&la->auth);
@@ -179,13 +167,13 @@ static uint16_t handle_keys(struct login_acceptor *la, uint8_t csg, struct text_
 static uint16_t step_check(struct login_acceptor *la, const struct iscsi_login_req *rq)
 {
 	if (la->complete)
-		return fail(la, ISCSI_LOGIN_INVALID_REQUEST_DURING_LOGIN,
+		return ix_fail(la, ISCSI_LOGIN_INVALID_REQUEST_DURING_LOGIN,
 			    "login request after login completed");
 	if (rq->version_min > 0 || rq->version_max < rq->version_min)
-		return fail(la, ISCSI_LOGIN_UNSUPPORTED_VERSION, "unsupported version range");
+		return ix_fail(la, ISCSI_LOGIN_UNSUPPORTED_VERSION, "unsupported version range");
 	if (rq->csg == 2 || rq->csg == 3 || (rq->transit && (rq->nsg == 2 || rq->nsg <= rq->csg)) ||
 	    (rq->transit && rq->cont))
-		return fail(la, ISCSI_LOGIN_INIT_ERR, "invalid stage transition");
+		return ix_fail(la, ISCSI_LOGIN_INIT_ERR, "invalid stage transition");
 	if (!la->first_seen && la->accum.len == 0) {
 		memcpy(la->info.isid, rq->isid, 6);
 		la->info.tsih = rq->tsih;
@@ -196,9 +184,9 @@ static uint16_t step_check(struct login_acceptor *la, const struct iscsi_login_r
 	}
 	if (memcmp(la->info.isid, rq->isid, 6) != 0 || la->info.tsih != rq->tsih ||
 	    la->info.cid != rq->cid || la->info.cmdsn != rq->cmdsn)
-		return fail(la, ISCSI_LOGIN_INIT_ERR, "ISID/TSIH/CID/CmdSN changed during login");
+		return ix_fail(la, ISCSI_LOGIN_INIT_ERR, "ISID/TSIH/CID/CmdSN changed during login");
 	if (rq->csg != la->stage)
-		return fail(la, ISCSI_LOGIN_INIT_ERR, "CSG does not match the current stage");
+		return ix_fail(la, ISCSI_LOGIN_INIT_ERR, "CSG does not match the current stage");
 	return 0;
 }
 
@@ -209,7 +197,7 @@ static uint16_t step_transit(struct login_acceptor *la, const struct iscsi_login
 	*ok = true;
 	if (rq->csg == ISCSI_STAGE_SECURITY && !auth_done) {
 		if (!la->auth.method_chap)
-			return fail(la, ISCSI_LOGIN_AUTH_FAILED, "authentication required");
+			return ix_fail(la, ISCSI_LOGIN_AUTH_FAILED, "authentication required");
 		*ok = false; /* initiator wants to leave mid-exchange: hold it in stage 0 */
 	}
 	if (*ok && rq->nsg == ISCSI_STAGE_FULL_FEATURE && la->proposed && !neg_settled(&la->neg))
@@ -218,7 +206,7 @@ static uint16_t step_transit(struct login_acceptor *la, const struct iscsi_login
 		/* jumping straight to FFP: declare our keys now; the initiator needs no answer for
 		   declarations, but our other proposals would need one */
 		if (neg_propose(&la->neg, out) < 0)
-			return fail(la, ISCSI_LOGIN_TARGET_ERROR, "response too long");
+			return ix_fail(la, ISCSI_LOGIN_TARGET_ERROR, "response too long");
 		la->proposed = true;
 		if (!neg_settled(&la->neg))
 			*ok = false;
@@ -236,7 +224,7 @@ static uint16_t step_advance(struct login_acceptor *la, const struct iscsi_login
 	if (rq->nsg != ISCSI_STAGE_FULL_FEATURE)
 		return 0;
 	if (neg_finish(&la->neg) < 0)
-		return fail(la, ISCSI_LOGIN_INIT_ERR, "negotiation: %s", la->neg.error);
+		return ix_fail(la, ISCSI_LOGIN_INIT_ERR, "negotiation: %s", la->neg.error);
 	step->final = true;
 	la->complete = true;
 	return 0;
@@ -255,7 +243,7 @@ void login_acceptor_step(struct login_acceptor *la, const struct iscsi_hdr *h, u
 	if ((step->status = step_check(la, rq)) != 0)
 		return;
 	if (text_accum_append(&la->accum, data, dlen) < 0) {
-		step->status = fail(la, ISCSI_LOGIN_OUT_OF_RESOURCES, "login text too long");
+		step->status = ix_fail(la, ISCSI_LOGIN_OUT_OF_RESOURCES, "login text too long");
 		return;
 	}
 	if (rq->cont) {
@@ -274,7 +262,7 @@ void login_acceptor_step(struct login_acceptor *la, const struct iscsi_hdr *h, u
 	   belongs to the operational stage. */
 	if (rq->csg == ISCSI_STAGE_OPERATIONAL && !la->proposed) {
 		if (neg_propose(&la->neg, &out) < 0) {
-			step->status = fail(la, ISCSI_LOGIN_TARGET_ERROR, "response too long");
+			step->status = ix_fail(la, ISCSI_LOGIN_TARGET_ERROR, "response too long");
 			return;
 		}
 		la->proposed = true;

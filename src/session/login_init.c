@@ -5,18 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int fail(struct login_initiator *li, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(struct login_initiator *li, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(li->error, sizeof(li->error), fmt, ap);
-	va_end(ap);
-	return err;
-}
+#include "util/log.h"
 
 const char *login_status_str(uint16_t status)
 {
@@ -48,12 +37,12 @@ int login_initiator_init(struct login_initiator *li, const struct login_init_cfg
 	memset(li, 0, sizeof(*li));
 	if (!cfg->initiator_name || !*cfg->initiator_name ||
 	    strlen(cfg->initiator_name) >= ISCSI_NAME_MAX)
-		return fail(li, -EINVAL, "no usable InitiatorName");
+		return ix_fail(li, -EINVAL, "no usable InitiatorName");
 	if (cfg->type == ISCSI_SESSION_NORMAL &&
 	    (!cfg->target_name || !*cfg->target_name || strlen(cfg->target_name) >= ISCSI_NAME_MAX))
-		return fail(li, -EINVAL, "a normal session needs a TargetName");
+		return ix_fail(li, -EINVAL, "a normal session needs a TargetName");
 	if (!cfg->prefs)
-		return fail(li, -EINVAL, "no negotiation preferences");
+		return ix_fail(li, -EINVAL, "no negotiation preferences");
 	li->cfg = *cfg;
 	li->expstatsn = cfg->expstatsn;
 	li->stage = ISCSI_STAGE_SECURITY;
@@ -100,10 +89,10 @@ static int first_text(struct login_initiator *li, struct text_out *out)
 		r |= text_out_add(out, "TargetName", c->target_name);
 	}
 	if (r)
-		return fail(li, -ENOSPC, "login names do not fit");
+		return ix_fail(li, -ENOSPC, "login names do not fit");
 	r = auth_start(&li->auth, out);
 	if (r)
-		return fail(li, r, "authentication: %s", li->auth.error);
+		return ix_fail(li, r, "authentication: %s", li->auth.error);
 	li->auth_started = true;
 	return 0;
 }
@@ -115,7 +104,7 @@ int login_initiator_next(struct login_initiator *li, struct login_init_req *req)
 	bool more;
 
 	if (li->done)
-		return fail(li, -EINVAL, "login already complete");
+		return ix_fail(li, -EINVAL, "login already complete");
 	if (!li->started) {
 		struct text_out out;
 		int r;
@@ -186,22 +175,23 @@ static int map_status(struct login_initiator *li, uint16_t st, char *data, uint3
 					snprintf(li->redirect, sizeof(li->redirect), "%s",
 						 kv[i].value);
 		if (!li->redirect[0])
-			return fail(li, -EPROTO, "redirection (0x%04x) without TargetAddress", st);
-		return fail(li, -EXDEV, "%s to %s", login_status_str(st), li->redirect);
+			return ix_fail(li, -EPROTO, "redirection (0x%04x) without TargetAddress",
+				       st);
+		return ix_fail(li, -EXDEV, "%s to %s", login_status_str(st), li->redirect);
 	}
 	switch (st) {
 	case ISCSI_LOGIN_AUTH_FAILED:
 	case ISCSI_LOGIN_AUTHORIZATION_FAILED:
-		return fail(li, -EACCES, "login refused: %s (0x%04x)", login_status_str(st), st);
+		return ix_fail(li, -EACCES, "login refused: %s (0x%04x)", login_status_str(st), st);
 	case ISCSI_LOGIN_NOT_FOUND:
 	case ISCSI_LOGIN_TARGET_REMOVED:
-		return fail(li, -ENOENT, "login refused: %s (0x%04x)", login_status_str(st), st);
+		return ix_fail(li, -ENOENT, "login refused: %s (0x%04x)", login_status_str(st), st);
 	default:
 		break;
 	}
 	if ((st >> 8) == 3)
-		return fail(li, -EAGAIN, "login refused: %s (0x%04x)", login_status_str(st), st);
-	return fail(li, -EPROTO, "login refused: %s (0x%04x)", login_status_str(st), st);
+		return ix_fail(li, -EAGAIN, "login refused: %s (0x%04x)", login_status_str(st), st);
+	return ix_fail(li, -EPROTO, "login refused: %s (0x%04x)", login_status_str(st), st);
 }
 
 /* The keys of one complete response. Replies go into out. */
@@ -212,18 +202,18 @@ static int handle_keys(struct login_initiator *li, struct text_out *out)
 	int r;
 
 	if (text_parse(li->accum.buf, li->accum.len, kv, LOGIN_MAX_KEYS, &n) < 0)
-		return fail(li, -EPROTO, "malformed login response text");
+		return ix_fail(li, -EPROTO, "malformed login response text");
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(kv[i].key, kv[j].key) == 0)
-				return fail(li, -EPROTO, "target sent key %s twice", kv[i].key);
+				return ix_fail(li, -EPROTO, "target sent key %s twice", kv[i].key);
 	for (size_t i = 0; i < n; i++) {
 		const char *k = kv[i].key, *v = kv[i].value;
 
 		if (auth_is_security_key(k)) {
 			if (li->stage != ISCSI_STAGE_SECURITY)
-				return fail(li, -EPROTO, "security key %s outside the security stage",
-					    k);
+				return ix_fail(li, -EPROTO,
+					       "security key %s outside the security stage", k);
 			sec[nsec++] = kv[i];
 		} else if (strcmp(k, "TargetAlias") == 0) {
 			snprintf(li->target_alias, sizeof(li->target_alias), "%s", v);
@@ -231,27 +221,27 @@ static int handle_keys(struct login_initiator *li, struct text_out *out)
 			uint64_t t;
 
 			if (text_parse_num(v, 0, 65535, &t) < 0)
-				return fail(li, -EPROTO, "bad TargetPortalGroupTag");
+				return ix_fail(li, -EPROTO, "bad TargetPortalGroupTag");
 			li->tpgt = (uint16_t)t;
 		} else if (strcmp(k, "TargetAddress") == 0) {
 			/* only meaningful with a redirection status */
 		} else if (strcmp(k, "InitiatorName") == 0 || strcmp(k, "InitiatorAlias") == 0 ||
 			   strcmp(k, "TargetName") == 0 || strcmp(k, "SessionType") == 0) {
-			return fail(li, -EPROTO, "target sent initiator key %s", k);
+			return ix_fail(li, -EPROTO, "target sent initiator key %s", k);
 		} else {
 			r = neg_recv(&li->neg, li->stage, k, v, out);
 			if (r == -ENOSPC)
-				return fail(li, -ENOSPC, "our answers do not fit");
+				return ix_fail(li, -ENOSPC, "our answers do not fit");
 			if (r < 0)
-				return fail(li, -EPROTO, "negotiation: %s", li->neg.error);
+				return ix_fail(li, -EPROTO, "negotiation: %s", li->neg.error);
 		}
 	}
 	if (li->stage == ISCSI_STAGE_SECURITY && !li->auth.done) {
 		r = auth_recv(&li->auth, sec, nsec, out);
 		if (r < 0) {
 			li->status = li->auth.fail_status;
-			return fail(li, r == -EACCES ? -EACCES : -EPROTO, "authentication: %s",
-				    li->auth.error);
+			return ix_fail(li, r == -EACCES ? -EACCES : -EPROTO, "authentication: %s",
+				       li->auth.error);
 		}
 	}
 	return 0;
@@ -265,26 +255,26 @@ int login_initiator_recv(struct login_initiator *li, const struct iscsi_hdr *h, 
 	int r;
 
 	if (li->done)
-		return fail(li, -EPROTO, "login response after login completed");
+		return ix_fail(li, -EPROTO, "login response after login completed");
 	if (!li->started)
-		return fail(li, -EPROTO, "login response before any request");
+		return ix_fail(li, -EPROTO, "login response before any request");
 	if (h->opcode != ISCSI_OP_LOGIN_RSP)
-		return fail(li, -EPROTO, "opcode 0x%02x during login", h->opcode);
+		return ix_fail(li, -EPROTO, "opcode 0x%02x during login", h->opcode);
 	/* a failure status is believed whatever the ISID says: some targets (tgt) zero the
 	   header of a failed login response */
 	if (rs->status != ISCSI_LOGIN_OK)
 		return map_status(li, rs->status, (char *)data, dlen);
 	if (memcmp(rs->isid, li->cfg.isid, 6) != 0)
-		return fail(li, -EPROTO, "login response for another ISID");
+		return ix_fail(li, -EPROTO, "login response for another ISID");
 	if (rs->version_active != 0)
-		return fail(li, -EPROTO, "unsupported active version %u", rs->version_active);
+		return ix_fail(li, -EPROTO, "unsupported active version %u", rs->version_active);
 	li->expstatsn = rs->statsn + 1;
 	if (rs->csg != li->stage)
-		return fail(li, -EPROTO, "response CSG %u in stage %u", rs->csg, li->stage);
+		return ix_fail(li, -EPROTO, "response CSG %u in stage %u", rs->csg, li->stage);
 	if (rs->cont && rs->transit)
-		return fail(li, -EPROTO, "login response with both C and T set");
+		return ix_fail(li, -EPROTO, "login response with both C and T set");
 	if (text_accum_append(&li->accum, data, dlen) < 0)
-		return fail(li, -EPROTO, "login response text too long");
+		return ix_fail(li, -EPROTO, "login response text too long");
 	if (rs->cont) {
 		li->await_rest = true;
 		return LOGIN_INIT_CONTINUE;
@@ -293,14 +283,15 @@ int login_initiator_recv(struct login_initiator *li, const struct iscsi_hdr *h, 
 	if (li->out_off < li->out_len) {
 		/* the target acknowledged one piece of our C=1 text */
 		if (li->accum.len || rs->transit)
-			return fail(li, -EPROTO, "target answered before our text was complete");
+			return ix_fail(li, -EPROTO, "target answered before our text was complete");
 		return LOGIN_INIT_CONTINUE;
 	}
 	if (rs->transit) {
 		if (!li->transit_asked)
-			return fail(li, -EPROTO, "target transited without our T bit");
+			return ix_fail(li, -EPROTO, "target transited without our T bit");
 		if (rs->nsg <= li->stage || rs->nsg == 2 || rs->nsg > li->asked_nsg)
-			return fail(li, -EPROTO, "invalid NSG %u from stage %u", rs->nsg, li->stage);
+			return ix_fail(li, -EPROTO, "invalid NSG %u from stage %u", rs->nsg,
+				       li->stage);
 	}
 
 	text_out_init(&out, li->out_buf, sizeof(li->out_buf));
@@ -313,19 +304,20 @@ int login_initiator_recv(struct login_initiator *li, const struct iscsi_hdr *h, 
 
 	if (rs->transit) {
 		if (li->stage == ISCSI_STAGE_SECURITY && !may_leave_security(li))
-			return fail(li, -EACCES,
-				    "target left the security stage before authentication finished");
+			return ix_fail(
+			    li, -EACCES,
+			    "target left the security stage before authentication finished");
 		li->stage = rs->nsg;
 		if (li->stage == ISCSI_STAGE_FULL_FEATURE) {
 			if (neg_finish(&li->neg) < 0)
-				return fail(li, -EPROTO, "negotiation: %s", li->neg.error);
+				return ix_fail(li, -EPROTO, "negotiation: %s", li->neg.error);
 			if (out.len)
-				return fail(li, -EPROTO,
-					    "target proposed keys in its final login response");
+				return ix_fail(li, -EPROTO,
+					       "target proposed keys in its final login response");
 			if (rs->tsih == 0)
-				return fail(li, -EPROTO, "final login response without a TSIH");
+				return ix_fail(li, -EPROTO, "final login response without a TSIH");
 			if (li->cfg.tsih && rs->tsih != li->cfg.tsih)
-				return fail(li, -EPROTO, "TSIH changed during login");
+				return ix_fail(li, -EPROTO, "TSIH changed during login");
 			li->tsih = rs->tsih;
 			li->done = true;
 			return LOGIN_INIT_DONE;
@@ -336,7 +328,7 @@ int login_initiator_recv(struct login_initiator *li, const struct iscsi_hdr *h, 
 
 		text_out_init(&more, li->out_buf + li->out_len, sizeof(li->out_buf) - li->out_len);
 		if (neg_propose(&li->neg, &more) < 0)
-			return fail(li, -ENOSPC, "our proposals do not fit");
+			return ix_fail(li, -ENOSPC, "our proposals do not fit");
 		li->out_len += (uint32_t)more.len;
 		li->proposed = true;
 	}

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include "proto/chap.h"
 #include "target/config_json.h"
 #include "util/addr.h"
+#include "util/hex.h"
 #include "util/log.h"
 
 #define MAX_DEPTH	 CFG_JSON_MAX_DEPTH
@@ -53,18 +55,8 @@ struct ctx {
 	int depth;
 	struct secret_ref *secrets;
 	size_t nsecrets, secrets_cap;
+	struct ix_config *cfg; /* being filled in */
 };
-
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /* ---- error reporting ------------------------------------------------------------------- */
 
@@ -136,8 +128,15 @@ static int missing(struct ctx *c, const char *key)
 	return fail(c, key, false, "required but missing");
 }
 
-/* Reject members not in `allowed` (NULL-terminated), so a typo cannot pass silently. */
-static int check_keys(struct ctx *c, json_t *obj, const char *const *allowed)
+/* The name at index i of an array of names, or of structs whose member at names is one. */
+static const char *name_at(const char *const *names, size_t stride, size_t i)
+{
+	return *(const char *const *)((const char *)names + i * stride);
+}
+
+/* Reject members not among the names (the first NULL ends them), so a typo cannot pass
+ * silently. */
+static int check_names(struct ctx *c, json_t *obj, const char *const *names, size_t stride)
 {
 	const char *key;
 	json_t *v;
@@ -150,13 +149,14 @@ static int check_keys(struct ctx *c, json_t *obj, const char *const *allowed)
 		size_t o = 0;
 		bool ok = false;
 
-		for (const char *const *a = allowed; *a; a++) {
-			size_t d = cfg_json_key_distance(key, *a);
-			if (strcmp(key, *a) == 0)
+		for (size_t i = 0; name_at(names, stride, i); i++) {
+			const char *a = name_at(names, stride, i);
+			size_t d = cfg_json_key_distance(key, a);
+			if (strcmp(key, a) == 0)
 				ok = true;
 			if (d < best_d) {
 				best_d = d;
-				best = *a;
+				best = a;
 			}
 		}
 		if (ok)
@@ -164,14 +164,20 @@ static int check_keys(struct ctx *c, json_t *obj, const char *const *allowed)
 		if (best)
 			return fail(c, key, true, "unknown key \"%s\" (did you mean \"%s\"?)",
 				    esc(key, k, sizeof(k)), best);
-		for (const char *const *a = allowed; *a && o < sizeof(list); a++) {
-			int w = snprintf(list + o, sizeof(list) - o, "%s%s", o ? ", " : "", *a);
+		for (size_t i = 0; name_at(names, stride, i) && o < sizeof(list); i++) {
+			int w = snprintf(list + o, sizeof(list) - o, "%s%s", o ? ", " : "",
+					 name_at(names, stride, i));
 			o += w > 0 ? (size_t)w : 0;
 		}
 		return fail(c, key, true, "unknown key \"%s\" (allowed here: %s)",
 			    esc(key, k, sizeof(k)), list);
 	}
 	return 0;
+}
+
+static int check_keys(struct ctx *c, json_t *obj, const char *const *allowed)
+{
+	return check_names(c, obj, allowed, sizeof(*allowed));
 }
 
 static int want_object(struct ctx *c, const char *key, json_t *v)
@@ -243,6 +249,7 @@ enum str_flags {
 	STR_REQUIRED = 1,
 	STR_PRINTABLE = 2, /* no control characters */
 	STR_ASCII = 4,	   /* printable ASCII only (SCSI INQUIRY fields) */
+	KEY_PRESENT = 8,   /* in a key table: missing before any member is read */
 };
 
 /* String of 1..maxlen bytes. Returns the json_t's own string in *out (not a copy). */
@@ -305,6 +312,63 @@ static void *alloc_array(struct ctx *c, size_t n, size_t size)
 	if (!p && c->err && c->errlen)
 		snprintf(c->err, c->errlen, "%s: out of memory", c->name);
 	return p;
+}
+
+/* ---- lists ----------------------------------------------------------------------------- */
+
+typedef int (*elem_fn)(struct ctx *c, json_t *e, size_t i, void *arg);
+
+/* An array member of an object: its key, what to say when it is empty but must not be (NULL:
+ * [] is fine), the size of the element its parser fills in (0: the parser stores it itself)
+ * and that parser. */
+struct list_spec {
+	const char *key;
+	const char *empty;
+	size_t elem_size;
+	elem_fn one;
+};
+
+/* Each element of array v (member `key` of the current value), path "key[i]" while parsed. */
+static int each_elem(struct ctx *c, const char *key, json_t *v, elem_fn one, void *arg)
+{
+	json_t *e;
+	size_t i;
+	int rc = 0;
+
+	push_key(c, key);
+	json_array_foreach(v, i, e)
+	{
+		push_idx(c, i);
+		rc = one(c, e, i, arg);
+		pop(c);
+		if (rc)
+			break;
+	}
+	pop(c);
+	return rc;
+}
+
+/* The list l of obj (absent: nothing happens). With l->elem_size, *arr gets a zeroed array of
+ * one element per entry and *n its length before the elements are parsed. */
+static int parse_list(struct ctx *c, json_t *obj, const struct list_spec *l, void **arr, size_t *n,
+		      void *arg)
+{
+	json_t *v = member(obj, l->key);
+	int rc;
+
+	if (!v)
+		return 0;
+	if ((rc = want_array(c, l->key, v)))
+		return rc;
+	if (l->empty && json_array_size(v) == 0)
+		return fail(c, l->key, false, "%s", l->empty);
+	if (l->elem_size) {
+		*arr = alloc_array(c, json_array_size(v), l->elem_size);
+		if (!*arr)
+			return -ENOMEM;
+		*n = json_array_size(v);
+	}
+	return each_elem(c, l->key, v, l->one, arg);
 }
 
 /* ---- value syntax ---------------------------------------------------------------------- */
@@ -412,6 +476,145 @@ static int get_enum(struct ctx *c, json_t *obj, const char *key, const char *con
 		    list);
 }
 
+/* ---- key tables ------------------------------------------------------------------------ */
+
+/* Each key of a section is named once, in a table: its JSON name, its type, where its value
+ * goes (an offset into the section's struct), its bounds and its default. check_keys() takes
+ * the allowed names from the table (in its order: "allowed here" lists them so) and
+ * parse_keys() reads the members in the same order. A key with rules of its own (a syntax,
+ * an enum, a list, a sub-object) is K_FN: its parser gets the object and the section's base. */
+enum key_type { K_BOOL, K_INT, K_U16, K_U32, K_U64, K_SIZE, K_STR, K_FN };
+
+struct key {
+	const char *name;
+	enum key_type type;
+	size_t off;	   /* of the value in the section's struct */
+	uint64_t min, max; /* integers: the range; K_STR: max is the length limit */
+	int flags;	   /* K_STR: enum str_flags */
+	uint64_t def;	   /* integers and booleans: the default (key_defaults) */
+	int (*parse)(struct ctx *c, json_t *obj, const struct key *k, void *base); /* K_FN */
+};
+
+/* at: (struct type, member) */
+#define K_OF(st, f) offsetof(st, f)
+#define KEY_BOOL(n, at, d)                                                                         \
+	{                                                                                          \
+		.name = n, .type = K_BOOL, .off = K_OF at, .def = d                                \
+	}
+#define KEY_NUM(n, t, at, lo, hi, d)                                                               \
+	{                                                                                          \
+		.name = n, .type = t, .off = K_OF at, .min = lo, .max = hi, .def = d               \
+	}
+#define KEY_SIZE(n, at, d)                                                                         \
+	{                                                                                          \
+		.name = n, .type = K_SIZE, .off = K_OF at, .def = d                                \
+	}
+#define KEY_STR(n, at, len, fl)                                                                    \
+	{                                                                                          \
+		.name = n, .type = K_STR, .off = K_OF at, .max = len, .flags = fl                  \
+	}
+#define KEY_FN(n, at, fn)                                                                          \
+	{                                                                                          \
+		.name = n, .type = K_FN, .off = K_OF at, .parse = fn                               \
+	}
+#define KEY_END                                                                                    \
+	{                                                                                          \
+		.name = NULL                                                                       \
+	}
+
+/* Reject members the table does not name. */
+static int check_table(struct ctx *c, json_t *obj, const struct key *keys)
+{
+	return check_names(c, obj, &keys->name, sizeof(*keys));
+}
+
+/* Where key k's value is in the section's struct at base. */
+static void *key_at(const struct key *k, void *base)
+{
+	return (char *)base + k->off;
+}
+
+/* Every integer and boolean key of the table at its default. */
+static void key_defaults(const struct key *keys, void *base)
+{
+	for (const struct key *k = keys; k->name; k++) {
+		void *p = (char *)base + k->off;
+
+		switch (k->type) {
+		case K_BOOL:
+			*(bool *)p = k->def != 0;
+			break;
+		case K_INT:
+			*(int *)p = (int)k->def;
+			break;
+		case K_U16:
+			*(uint16_t *)p = (uint16_t)k->def;
+			break;
+		case K_U32:
+			*(uint32_t *)p = (uint32_t)k->def;
+			break;
+		case K_U64:
+		case K_SIZE:
+			*(uint64_t *)p = k->def;
+			break;
+		case K_STR:
+		case K_FN:
+			break;
+		}
+	}
+}
+
+static int parse_key(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	void *p = (char *)base + k->off;
+	uint32_t i;
+	int rc;
+
+	switch (k->type) {
+	case K_BOOL:
+		return get_bool(c, obj, k->name, p);
+	case K_INT:
+		i = (uint32_t) * (int *)p;
+		rc = get_u32(c, obj, k->name, (uint32_t)k->min, (uint32_t)k->max, &i);
+		*(int *)p = (int)i;
+		return rc;
+	case K_U16:
+		return get_u16(c, obj, k->name, (uint16_t)k->min, (uint16_t)k->max, p);
+	case K_U32:
+		return get_u32(c, obj, k->name, (uint32_t)k->min, (uint32_t)k->max, p);
+	case K_U64:
+		return get_uint(c, obj, k->name, k->min, k->max, p);
+	case K_SIZE:
+		return get_size(c, obj, k->name, p);
+	case K_STR:
+		return get_strdup(c, obj, k->name, k->max, k->flags, p);
+	case K_FN:
+		return k->parse(c, obj, k, base);
+	}
+	return -EINVAL;
+}
+
+/* The members of obj the table names, in its order (absent ones keep their value). */
+static int parse_keys(struct ctx *c, json_t *obj, const struct key *keys, void *base)
+{
+	int rc = 0;
+
+	for (const struct key *k = keys; !rc && k->name; k++)
+		rc = parse_key(c, obj, k, base);
+	return rc;
+}
+
+/* An object: no keys but the table's, every KEY_PRESENT one there, then the members. */
+static int parse_table(struct ctx *c, json_t *obj, const struct key *keys, void *base)
+{
+	int rc = check_table(c, obj, keys);
+
+	for (const struct key *k = keys; !rc && k->name; k++)
+		if ((k->flags & KEY_PRESENT) && !member(obj, k->name))
+			rc = missing(c, k->name);
+	return rc ? rc : parse_keys(c, obj, keys, base);
+}
+
 /* ---- CHAP ------------------------------------------------------------------------------ */
 
 static int remember_secret(struct ctx *c, const char *secret, bool mutual)
@@ -435,10 +638,39 @@ static int remember_secret(struct ctx *c, const char *secret, bool mutual)
 }
 
 /* {"user": "...", "secret": "..."}: both required. */
+struct chap_arg {
+	struct cfg_chap *out;
+	bool mutual; /* the target's own credential */
+};
+
+static int chap_user(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct chap_arg *ca = base;
+
+	return get_strdup(c, obj, k->name, 255, STR_REQUIRED | STR_PRINTABLE, &ca->out->user);
+}
+
+static int chap_secret(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct chap_arg *ca = base;
+	int rc = get_strdup(c, obj, k->name, CHAP_MAX_SECRET_LEN, STR_REQUIRED, &ca->out->secret);
+
+	if (rc)
+		return rc;
+	push_key(c, k->name);
+	rc = remember_secret(c, ca->out->secret, ca->mutual);
+	pop(c);
+	return rc;
+}
+
+static const struct key chap_keys[] = {{.name = "user", .type = K_FN, .parse = chap_user},
+				       {.name = "secret", .type = K_FN, .parse = chap_secret},
+				       KEY_END};
+
 static int parse_chap(struct ctx *c, json_t *parent, const char *key, bool mutual,
 		      struct cfg_chap *out)
 {
-	static const char *const keys[] = {"user", "secret", NULL};
+	struct chap_arg ca = {out, mutual};
 	json_t *v = member(parent, key);
 	int rc;
 
@@ -447,7 +679,7 @@ static int parse_chap(struct ctx *c, json_t *parent, const char *key, bool mutua
 	if ((rc = want_object(c, key, v)))
 		return rc;
 	push_key(c, key);
-	rc = check_keys(c, v, keys);
+	rc = check_table(c, v, chap_keys);
 	if (!rc && !member(v, "user") && !member(v, "secret"))
 		rc = fail(c, NULL, false, "a CHAP credential needs \"user\" and \"secret\"");
 	if (!rc && member(v, "user") && !member(v, "secret"))
@@ -455,14 +687,7 @@ static int parse_chap(struct ctx *c, json_t *parent, const char *key, bool mutua
 			  "required when \"user\" is set (CHAP user without "
 			  "secret)");
 	if (!rc)
-		rc = get_strdup(c, v, "user", 255, STR_REQUIRED | STR_PRINTABLE, &out->user);
-	if (!rc)
-		rc = get_strdup(c, v, "secret", CHAP_MAX_SECRET_LEN, STR_REQUIRED, &out->secret);
-	if (!rc) {
-		push_key(c, "secret");
-		rc = remember_secret(c, out->secret, mutual);
-		pop(c);
-	}
+		rc = parse_keys(c, v, chap_keys, &ca);
 	pop(c);
 	return rc;
 }
@@ -476,44 +701,41 @@ static void chap_algs_default(uint8_t *algs, int *n)
 	*n = 4;
 }
 
+struct algs_arg {
+	uint8_t *algs;
+	int *n;
+};
+
+static int one_chap_alg(struct ctx *c, json_t *e, size_t i, void *arg)
+{
+	struct algs_arg *aa = arg;
+	const char *s = json_string_value(e);
+	char buf[64];
+	/* names only: chap_alg_parse() also takes the decimal CHAP_A codes, which the file
+	   format does not */
+	int a = s && !isdigit((unsigned char)s[0]) ? chap_alg_parse(s) : -EINVAL;
+
+	if (i == 0)
+		*aa->n = 0;
+	if (!s)
+		return fail(c, NULL, false, "must be a string, not %s", type_name(e));
+	if (a < 0)
+		return fail(c, NULL, false,
+			    "unknown CHAP algorithm \"%s\" (md5, sha1, sha256, sha3-256)",
+			    esc(s, buf, sizeof(buf)));
+	if (memchr(aa->algs, a, (size_t)*aa->n))
+		return fail(c, NULL, false, "\"%s\" is listed twice", s);
+	aa->algs[(*aa->n)++] = (uint8_t)a;
+	return 0;
+}
+
 static int parse_chap_algs(struct ctx *c, json_t *parent, const char *key, uint8_t *algs, int *n)
 {
-	json_t *v = member(parent, key), *e;
-	size_t i;
-	int rc = 0;
+	const struct list_spec l = {key, "must not be empty (omit it for the default)", 0,
+				    one_chap_alg};
+	struct algs_arg aa = {algs, n};
 
-	if (!v)
-		return 0;
-	if ((rc = want_array(c, key, v)))
-		return rc;
-	if (json_array_size(v) == 0)
-		return fail(c, key, false, "must not be empty (omit it for the default)");
-	push_key(c, key);
-	*n = 0;
-	json_array_foreach(v, i, e)
-	{
-		const char *s = json_string_value(e);
-		char buf[64];
-		/* names only: chap_alg_parse() also takes the decimal CHAP_A codes, which the
-		   file format does not */
-		int a = s && !isdigit((unsigned char)s[0]) ? chap_alg_parse(s) : -EINVAL;
-		push_idx(c, i);
-		if (!s)
-			rc = fail(c, NULL, false, "must be a string, not %s", type_name(e));
-		else if (a < 0)
-			rc = fail(c, NULL, false,
-				  "unknown CHAP algorithm \"%s\" (md5, sha1, sha256, sha3-256)",
-				  esc(s, buf, sizeof(buf)));
-		else if (memchr(algs, a, (size_t)*n))
-			rc = fail(c, NULL, false, "\"%s\" is listed twice", s);
-		else
-			algs[(*n)++] = (uint8_t)a;
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
-	return rc;
+	return parse_list(c, parent, &l, NULL, NULL, &aa);
 }
 
 /* RFC 7143 (12.1.3): a secret used to authenticate initiators must not also be used to
@@ -545,56 +767,52 @@ static int check_secret_directions(struct ctx *c)
 
 static const char *const digest_names[] = {"none", "prefer-none", "prefer-crc32c", "crc32c", NULL};
 
-static int parse_digest(struct ctx *c, json_t *obj, const char *key, enum neg_digest_pref *out)
+static int parse_digest(struct ctx *c, json_t *obj, const struct key *k, void *base)
 {
 	static const enum neg_digest_pref map[] = {NEG_DIGEST_NONE_ONLY, NEG_DIGEST_PREFER_NONE,
 						   NEG_DIGEST_PREFER_CRC, NEG_DIGEST_CRC_ONLY};
 	int i = -1;
-	int rc = get_enum(c, obj, key, digest_names, "digest setting", &i);
+	int rc = get_enum(c, obj, k->name, digest_names, "digest setting", &i);
 
 	if (!rc && i >= 0)
-		*out = map[i];
+		*(enum neg_digest_pref *)key_at(k, base) = map[i];
 	return rc;
 }
 
-static int parse_negotiation(struct ctx *c, json_t *g, struct neg_prefs *p)
+#define NEG(f) (struct neg_prefs, f)
+static const struct key negotiation_keys[] = {
+    KEY_NUM("max_recv_data_segment_length", K_U32, NEG(max_recv_dsl), NEG_LEN_MIN, NEG_LEN_MAX,
+	    262144),
+    KEY_NUM("max_burst_length", K_U32, NEG(sess.max_burst_length), NEG_LEN_MIN, NEG_LEN_MAX,
+	    1048576),
+    KEY_NUM("first_burst_length", K_U32, NEG(sess.first_burst_length), NEG_LEN_MIN, NEG_LEN_MAX,
+	    262144),
+    KEY_BOOL("immediate_data", NEG(sess.immediate_data), true),
+    KEY_BOOL("initial_r2t", NEG(sess.initial_r2t), false),
+    KEY_NUM("max_outstanding_r2t", K_U16, NEG(sess.max_outstanding_r2t), 1, 65535, 8),
+    KEY_FN("header_digest", NEG(header_digest), parse_digest),
+    KEY_FN("data_digest", NEG(data_digest), parse_digest),
+    KEY_NUM("max_connections", K_U16, NEG(sess.max_connections), 1, 65535, 1),
+    KEY_NUM("default_time2wait", K_U16, NEG(sess.default_time2wait), 0, 3600, 2),
+    KEY_NUM("default_time2retain", K_U16, NEG(sess.default_time2retain), 0, 3600, 20),
+    KEY_END};
+#undef NEG
+
+#define GLOBAL(f) (struct cfg_global, f)
+
+static int parse_negotiation(struct ctx *c, json_t *g, const struct key *k, void *base)
 {
-	static const char *const keys[] = {"max_recv_data_segment_length",
-					   "max_burst_length",
-					   "first_burst_length",
-					   "immediate_data",
-					   "initial_r2t",
-					   "max_outstanding_r2t",
-					   "header_digest",
-					   "data_digest",
-					   "max_connections",
-					   "default_time2wait",
-					   "default_time2retain",
-					   NULL};
+	struct neg_prefs *p = key_at(k, base);
 	struct iscsi_sess_params *s = &p->sess;
-	json_t *v = member(g, "negotiation");
+	json_t *v = member(g, k->name);
 	int rc;
 
 	if (!v)
 		return 0;
-	if ((rc = want_object(c, "negotiation", v)))
+	if ((rc = want_object(c, k->name, v)))
 		return rc;
-	push_key(c, "negotiation");
-	if ((rc = check_keys(c, v, keys)) ||
-	    (rc = get_u32(c, v, "max_recv_data_segment_length", NEG_LEN_MIN, NEG_LEN_MAX,
-			  &p->max_recv_dsl)) ||
-	    (rc = get_u32(c, v, "max_burst_length", NEG_LEN_MIN, NEG_LEN_MAX,
-			  &s->max_burst_length)) ||
-	    (rc = get_u32(c, v, "first_burst_length", NEG_LEN_MIN, NEG_LEN_MAX,
-			  &s->first_burst_length)) ||
-	    (rc = get_bool(c, v, "immediate_data", &s->immediate_data)) ||
-	    (rc = get_bool(c, v, "initial_r2t", &s->initial_r2t)) ||
-	    (rc = get_u16(c, v, "max_outstanding_r2t", 1, 65535, &s->max_outstanding_r2t)) ||
-	    (rc = parse_digest(c, v, "header_digest", &p->header_digest)) ||
-	    (rc = parse_digest(c, v, "data_digest", &p->data_digest)) ||
-	    (rc = get_u16(c, v, "max_connections", 1, 65535, &s->max_connections)) ||
-	    (rc = get_u16(c, v, "default_time2wait", 0, 3600, &s->default_time2wait)) ||
-	    (rc = get_u16(c, v, "default_time2retain", 0, 3600, &s->default_time2retain)))
+	push_key(c, k->name);
+	if ((rc = parse_table(c, v, negotiation_keys, p)))
 		goto out;
 	if (s->first_burst_length > s->max_burst_length)
 		rc =
@@ -605,25 +823,43 @@ out:
 	return rc;
 }
 
-static int parse_discovery(struct ctx *c, json_t *g, struct cfg_global *out)
+static int chap_key(struct ctx *c, json_t *obj, const struct key *k, void *base)
 {
-	static const char *const keys[] = {"chap", "mutual_chap", "chap_required",
-					   "chap_algorithms", NULL};
-	json_t *v = member(g, "discovery");
+	return parse_chap(c, obj, k->name, false, key_at(k, base));
+}
+
+static int mutual_chap_key(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	return parse_chap(c, obj, k->name, true, key_at(k, base));
+}
+
+static int discovery_algs_key(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct cfg_global *g = base;
+
+	return parse_chap_algs(c, obj, k->name, g->discovery_chap_algs, &g->ndiscovery_chap_algs);
+}
+
+static const struct key discovery_keys[] = {
+    KEY_FN("chap", GLOBAL(discovery_chap), chap_key),
+    KEY_FN("mutual_chap", GLOBAL(discovery_mutual_chap), mutual_chap_key),
+    /* default: true when "chap" is set */
+    KEY_BOOL("chap_required", GLOBAL(discovery_chap_required), false),
+    KEY_FN("chap_algorithms", GLOBAL(discovery_chap_algs), discovery_algs_key), KEY_END};
+
+static int parse_discovery(struct ctx *c, json_t *g, const struct key *k, void *base)
+{
+	struct cfg_global *out = base;
+	json_t *v = member(g, k->name);
 	int rc;
 
 	if (!v)
 		return 0;
-	if ((rc = want_object(c, "discovery", v)))
+	if ((rc = want_object(c, k->name, v)))
 		return rc;
-	push_key(c, "discovery");
+	push_key(c, k->name);
 	out->discovery_chap_required = member(v, "chap") != NULL;
-	if ((rc = check_keys(c, v, keys)) ||
-	    (rc = parse_chap(c, v, "chap", false, &out->discovery_chap)) ||
-	    (rc = parse_chap(c, v, "mutual_chap", true, &out->discovery_mutual_chap)) ||
-	    (rc = get_bool(c, v, "chap_required", &out->discovery_chap_required)) ||
-	    (rc = parse_chap_algs(c, v, "chap_algorithms", out->discovery_chap_algs,
-				  &out->ndiscovery_chap_algs)))
+	if ((rc = parse_table(c, v, discovery_keys, out)))
 		goto out;
 	if (out->discovery_mutual_chap.secret && !out->discovery_chap.secret)
 		rc = fail(c, "mutual_chap", false,
@@ -637,49 +873,18 @@ out:
 	return rc;
 }
 
-static void global_defaults(struct cfg_global *g)
+static int parse_log_level(struct ctx *c, json_t *g, const struct key *k, void *base)
 {
-	g->threads = 0;
-	g->poll_us = 0; /* off: polling pays only on uncontended CPUs (docs/perf.md) */
-	g->log_level = LOG_INFO;
-	g->login_timeout_ms = 15000;
-	g->nop_interval_ms = 15000;
-	g->nop_timeout_ms = 30000;
-	g->logout_timeout_ms = 5000;
-	g->cmdsn_depth = 128;
-	g->max_sessions = 1024;
-	g->max_sessions_per_initiator = 64;
-	g->max_connections = 2048;
-	g->max_pending_logins = 128;
-	g->discovery_idle_timeout_ms = 30000;
-	g->max_connection_memory = 128ull << 20;
-	neg_prefs_default(&g->neg);
-	g->neg.max_recv_dsl = 262144;
-	g->neg.sess.max_burst_length = 1048576;
-	g->neg.sess.first_burst_length = 262144;
-	g->neg.sess.immediate_data = true;
-	g->neg.sess.initial_r2t = false;
-	g->neg.sess.max_outstanding_r2t = 8;
-	g->neg.sess.max_connections = 1;
-	g->neg.sess.default_time2wait = 2;
-	g->neg.sess.default_time2retain = 20;
-	g->neg.header_digest = NEG_DIGEST_PREFER_NONE;
-	g->neg.data_digest = NEG_DIGEST_PREFER_NONE;
-	g->neg.offer_all = false;
-	chap_algs_default(g->discovery_chap_algs, &g->ndiscovery_chap_algs);
-}
-
-static int parse_log_level(struct ctx *c, json_t *g, int *out)
-{
+	int *out = key_at(k, base);
 	const char *s;
 	char buf[64];
-	int rc = get_str(c, g, "log_level", 64, STR_PRINTABLE, &s);
+	int rc = get_str(c, g, k->name, 64, STR_PRINTABLE, &s);
 
 	if (rc || !s)
 		return rc;
 	*out = ix_log_level_parse(s);
 	if (*out < 0)
-		return fail(c, "log_level", false,
+		return fail(c, k->name, false,
 			    "unknown log level \"%s\" (use error, warn, info or debug)",
 			    esc(s, buf, sizeof(buf)));
 	return 0;
@@ -699,84 +904,84 @@ static int get_state_dir(struct ctx *c, json_t *obj, char **out)
 	return dup_str(c, s, out);
 }
 
+static int state_dir_key(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	return get_state_dir(c, obj, key_at(k, base));
+}
+
 /* "ADDR:PORT" or "[V6ADDR]:PORT" with a numeric address (the metrics endpoint). */
-static int get_metrics_listen(struct ctx *c, json_t *obj, char **out)
+static int get_metrics_listen(struct ctx *c, json_t *obj, const struct key *k, void *base)
 {
 	char host[ADDR_HOST_MAX];
 	unsigned char bin[16];
 	uint16_t port = 0;
 	const char *s;
-	int rc = get_str(c, obj, "metrics_listen", 80, STR_PRINTABLE, &s);
+	int rc = get_str(c, obj, k->name, 80, STR_PRINTABLE, &s);
 
 	if (rc || !s)
 		return rc;
 	if (addr_parse_portal(s, 0, host, sizeof(host), &port, NULL) < 0 || port == 0 ||
 	    (inet_pton(AF_INET, host, bin) != 1 && inet_pton(AF_INET6, host, bin) != 1))
-		return fail(c, "metrics_listen", false,
+		return fail(c, k->name, false,
 			    "\"%s\" is not ADDRESS:PORT with a numeric address (\"[::1]:9117\")",
 			    s);
-	return dup_str(c, s, out);
+	return dup_str(c, s, key_at(k, base));
 }
 
-static int parse_global(struct ctx *c, json_t *root, struct cfg_global *g)
+static const struct key global_keys[] = {
+    KEY_NUM("threads", K_INT, GLOBAL(threads), 0, 256, 0),
+    KEY_FN("log_level", GLOBAL(log_level), parse_log_level),
+    KEY_NUM("login_timeout_ms", K_U32, GLOBAL(login_timeout_ms), 1, MAX_TIMEOUT_MS, 15000),
+    KEY_NUM("nop_interval_ms", K_U32, GLOBAL(nop_interval_ms), 0, MAX_TIMEOUT_MS, 15000),
+    KEY_NUM("nop_timeout_ms", K_U32, GLOBAL(nop_timeout_ms), 1, MAX_TIMEOUT_MS, 30000),
+    /* sent as Parameter3 of an Async Message, in whole seconds */
+    KEY_NUM("logout_timeout_ms", K_U32, GLOBAL(logout_timeout_ms), 1000, MAX_TIMEOUT_MS, 5000),
+    KEY_NUM("cmdsn_depth", K_U32, GLOBAL(cmdsn_depth), 1, 65536, 128),
+    /* a session needs a TSIH, a non-zero 16-bit number */
+    KEY_NUM("max_sessions", K_U32, GLOBAL(max_sessions), 0, 65535, 1024),
+    KEY_NUM("max_sessions_per_initiator", K_U32, GLOBAL(max_sessions_per_initiator), 0, 65535, 64),
+    KEY_NUM("max_connections", K_U32, GLOBAL(max_connections), 1, 1u << 20, 2048),
+    KEY_NUM("max_pending_logins", K_U32, GLOBAL(max_pending_logins), 1, 65535, 128),
+    KEY_NUM("discovery_idle_timeout_ms", K_U32, GLOBAL(discovery_idle_timeout_ms), 0,
+	    MAX_TIMEOUT_MS, 30000),
+    /* range checked after the section: 64M to 1T */
+    KEY_SIZE("max_connection_memory", GLOBAL(max_connection_memory), 128ull << 20),
+    KEY_FN("negotiation", GLOBAL(neg), parse_negotiation),
+    KEY_FN("discovery", GLOBAL(discovery_chap), parse_discovery),
+    KEY_STR("mgmt_socket", GLOBAL(mgmt_socket), sizeof(((struct sockaddr_un *)0)->sun_path) - 1,
+	    STR_PRINTABLE),
+    KEY_STR("mgmt_group", GLOBAL(mgmt_group), 32, STR_PRINTABLE),
+    KEY_FN("metrics_listen", GLOBAL(metrics_listen), get_metrics_listen),
+    KEY_FN("state_dir", GLOBAL(state_dir), state_dir_key),
+    /* off: polling pays only on uncontended CPUs (docs/perf.md) */
+    KEY_NUM("poll_us", K_U32, GLOBAL(poll_us), 0, 10000, 0), KEY_END};
+#undef GLOBAL
+
+static void global_defaults(struct cfg_global *g)
 {
-	static const char *const keys[] = {"threads",
-					   "log_level",
-					   "login_timeout_ms",
-					   "nop_interval_ms",
-					   "nop_timeout_ms",
-					   "logout_timeout_ms",
-					   "cmdsn_depth",
-					   "max_sessions",
-					   "max_sessions_per_initiator",
-					   "max_connections",
-					   "max_pending_logins",
-					   "discovery_idle_timeout_ms",
-					   "max_connection_memory",
-					   "negotiation",
-					   "discovery",
-					   "mgmt_socket",
-					   "mgmt_group",
-					   "metrics_listen",
-					   "state_dir",
-					   "poll_us",
-					   NULL};
-	json_t *v = member(root, "global");
-	uint32_t threads = 0;
+	g->log_level = LOG_INFO;
+	key_defaults(global_keys, g);
+	neg_prefs_default(&g->neg);
+	key_defaults(negotiation_keys, &g->neg);
+	g->neg.header_digest = NEG_DIGEST_PREFER_NONE;
+	g->neg.data_digest = NEG_DIGEST_PREFER_NONE;
+	g->neg.offer_all = false;
+	chap_algs_default(g->discovery_chap_algs, &g->ndiscovery_chap_algs);
+}
+
+static int parse_global(struct ctx *c, json_t *root, const struct key *k, void *base)
+{
+	struct cfg_global *g = key_at(k, base);
+	json_t *v = member(root, k->name);
 	int rc;
 
 	if (!v)
 		return 0;
-	if ((rc = want_object(c, "global", v)))
+	if ((rc = want_object(c, k->name, v)))
 		return rc;
-	push_key(c, "global");
-	if ((rc = check_keys(c, v, keys)) || (rc = get_u32(c, v, "threads", 0, 256, &threads)) ||
-	    (rc = get_u32(c, v, "poll_us", 0, 10000, &g->poll_us)) ||
-	    (rc = parse_log_level(c, v, &g->log_level)) ||
-	    (rc = get_u32(c, v, "login_timeout_ms", 1, MAX_TIMEOUT_MS, &g->login_timeout_ms)) ||
-	    (rc = get_u32(c, v, "nop_interval_ms", 0, MAX_TIMEOUT_MS, &g->nop_interval_ms)) ||
-	    (rc = get_u32(c, v, "nop_timeout_ms", 1, MAX_TIMEOUT_MS, &g->nop_timeout_ms)) ||
-	    /* sent as Parameter3 of an Async Message, in whole seconds */
-	    (rc =
-		 get_u32(c, v, "logout_timeout_ms", 1000, MAX_TIMEOUT_MS, &g->logout_timeout_ms)) ||
-	    (rc = get_u32(c, v, "cmdsn_depth", 1, 65536, &g->cmdsn_depth)) ||
-	    /* a session needs a TSIH, a non-zero 16-bit number */
-	    (rc = get_u32(c, v, "max_sessions", 0, 65535, &g->max_sessions)) ||
-	    (rc = get_u32(c, v, "max_sessions_per_initiator", 0, 65535,
-			  &g->max_sessions_per_initiator)) ||
-	    (rc = get_u32(c, v, "max_connections", 1, 1u << 20, &g->max_connections)) ||
-	    (rc = get_u32(c, v, "max_pending_logins", 1, 65535, &g->max_pending_logins)) ||
-	    (rc = get_u32(c, v, "discovery_idle_timeout_ms", 0, MAX_TIMEOUT_MS,
-			  &g->discovery_idle_timeout_ms)) ||
-	    (rc = get_size(c, v, "max_connection_memory", &g->max_connection_memory)) ||
-	    (rc = parse_negotiation(c, v, &g->neg)) || (rc = parse_discovery(c, v, g)) ||
-	    (rc = get_strdup(c, v, "mgmt_socket", sizeof(((struct sockaddr_un *)0)->sun_path) - 1,
-			     STR_PRINTABLE, &g->mgmt_socket)) ||
-	    (rc = get_strdup(c, v, "mgmt_group", 32, STR_PRINTABLE, &g->mgmt_group)) ||
-	    (rc = get_metrics_listen(c, v, &g->metrics_listen)) ||
-	    (rc = get_state_dir(c, v, &g->state_dir)))
+	push_key(c, k->name);
+	if ((rc = parse_table(c, v, global_keys, g)))
 		goto out;
-	g->threads = (int)threads;
 	/* one command of the largest size the target serves must fit */
 	if (g->max_connection_memory < (64ull << 20) || g->max_connection_memory > (1ull << 40))
 		rc = fail(c, "max_connection_memory", false,
@@ -814,48 +1019,74 @@ static bool addr_is_any(const struct addr *a)
 	return memcmp(a->bytes, zero, a->family == AF_INET ? 4 : 16) == 0;
 }
 
-static int parse_transports(struct ctx *c, json_t *obj, struct cfg_portal *p)
+static int one_transport(struct ctx *c, json_t *e, size_t i, void *arg)
 {
-	json_t *v = member(obj, "transports"), *e;
-	size_t i;
-	int rc = 0;
+	struct cfg_portal *seen = arg;
+	const char *s = json_string_value(e);
+	bool *flag = NULL;
+	char buf[64];
+
+	(void)i;
+	if (s && strcmp(s, "tcp") == 0)
+		flag = &seen->tcp;
+	else if (s && strcmp(s, "iser") == 0)
+		flag = &seen->iser;
+	if (!s)
+		return fail(c, NULL, false, "must be a string, not %s", type_name(e));
+	if (!flag)
+		return fail(c, NULL, false, "unknown transport \"%s\" (tcp or iser)",
+			    esc(s, buf, sizeof(buf)));
+	if (*flag)
+		return fail(c, NULL, false, "\"%s\" is listed twice", s);
+	*flag = true;
+	return 0;
+}
+
+static int parse_transports(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	const struct list_spec transports = {k->name, "must list \"tcp\", \"iser\" or both", 0,
+					     one_transport};
+	struct cfg_portal *p = base, seen = {.tcp = false};
+	int rc;
 
 	p->tcp = true;
 	p->iser = false;
-	if (!v)
-		return 0;
-	if ((rc = want_array(c, "transports", v)))
+	if ((rc = parse_list(c, obj, &transports, NULL, NULL, &seen)) || !member(obj, k->name))
 		return rc;
-	if (json_array_size(v) == 0)
-		return fail(c, "transports", false, "must list \"tcp\", \"iser\" or both");
-	p->tcp = false;
-	push_key(c, "transports");
-	json_array_foreach(v, i, e)
-	{
-		const char *s = json_string_value(e);
-		bool *flag = NULL;
-		char buf[64];
-		push_idx(c, i);
-		if (s && strcmp(s, "tcp") == 0)
-			flag = &p->tcp;
-		else if (s && strcmp(s, "iser") == 0)
-			flag = &p->iser;
-		if (!s)
-			rc = fail(c, NULL, false, "must be a string, not %s", type_name(e));
-		else if (!flag)
-			rc = fail(c, NULL, false, "unknown transport \"%s\" (tcp or iser)",
-				  esc(s, buf, sizeof(buf)));
-		else if (*flag)
-			rc = fail(c, NULL, false, "\"%s\" is listed twice", s);
-		else
-			*flag = true;
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
-	return rc;
+	p->tcp = seen.tcp;
+	p->iser = seen.iser;
+	return 0;
 }
+
+static int portal_address(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct cfg_portal *p = base;
+	const char *addr;
+	struct addr a;
+	char buf[128];
+	int rc;
+
+	if ((rc = get_str(c, obj, k->name, 64, STR_REQUIRED | STR_PRINTABLE, &addr)))
+		return rc;
+	if (!p->name && (rc = dup_str(c, "default", &p->name)))
+		return rc;
+	if (!parse_addr(addr, &a))
+		return fail(c, k->name, false,
+			    "\"%s\" is not an IPv4 or IPv6 address (no brackets or host names; "
+			    "\"0.0.0.0\" or \"::\" listen on every address)",
+			    esc(addr, buf, sizeof(buf)));
+	return dup_str(c, addr, &p->address);
+}
+
+#define PORTAL(f) (struct cfg_portal, f)
+static const struct key portal_keys[] = {
+    KEY_STR("name", PORTAL(name), 64, STR_PRINTABLE), /* default "default" */
+    KEY_FN("address", PORTAL(address), portal_address),
+    KEY_NUM("port", K_U16, PORTAL(port), 1, 65535, 3260),
+    KEY_NUM("tpgt", K_U16, PORTAL(tpgt), 0, 65535, 1),
+    KEY_FN("transports", PORTAL(tcp), parse_transports), /* default ["tcp"] */
+    KEY_END};
+#undef PORTAL
 
 /* Two listeners that cannot both bind: same port, same family, and the same address or one
  * of them the wildcard. */
@@ -871,30 +1102,12 @@ static bool portals_clash(const struct cfg_portal *a, const struct cfg_portal *b
 
 static int parse_portal(struct ctx *c, json_t *v, struct ix_config *cfg, size_t idx)
 {
-	static const char *const keys[] = {"name", "address", "port", "tpgt", "transports", NULL};
 	struct cfg_portal *p = &cfg->portals[idx];
-	const char *addr;
-	struct addr a;
 	char buf[128];
 	int rc;
 
-	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)) ||
-	    (rc = get_strdup(c, v, "name", 64, STR_PRINTABLE, &p->name)) ||
-	    (rc = get_str(c, v, "address", 64, STR_REQUIRED | STR_PRINTABLE, &addr)))
-		return rc;
-	if (!p->name && (rc = dup_str(c, "default", &p->name)))
-		return rc;
-	if (!parse_addr(addr, &a))
-		return fail(c, "address", false,
-			    "\"%s\" is not an IPv4 or IPv6 address (no brackets or host names; "
-			    "\"0.0.0.0\" or \"::\" listen on every address)",
-			    esc(addr, buf, sizeof(buf)));
-	if ((rc = dup_str(c, addr, &p->address)))
-		return rc;
-	p->port = 3260;
-	p->tpgt = 1;
-	if ((rc = get_u16(c, v, "port", 1, 65535, &p->port)) ||
-	    (rc = get_u16(c, v, "tpgt", 0, 65535, &p->tpgt)) || (rc = parse_transports(c, v, p)))
+	key_defaults(portal_keys, p);
+	if ((rc = want_object(c, NULL, v)) || (rc = parse_table(c, v, portal_keys, p)))
 		return rc;
 	for (size_t i = 0; i < idx; i++) {
 		const struct cfg_portal *q = &cfg->portals[i];
@@ -912,56 +1125,60 @@ static int parse_portal(struct ctx *c, json_t *v, struct ix_config *cfg, size_t 
 	return 0;
 }
 
-static int parse_portals(struct ctx *c, json_t *root, struct ix_config *cfg)
+static int one_portal(struct ctx *c, json_t *v, size_t i, void *cfg)
 {
-	json_t *v = member(root, "portals"), *e;
-	size_t i;
-	int rc = 0;
+	return parse_portal(c, v, cfg, i);
+}
 
-	if (!v) {
-		cfg->portals = alloc_array(c, 1, sizeof(*cfg->portals));
-		if (!cfg->portals)
-			return -ENOMEM;
-		cfg->nportals = 1;
-		cfg->portals[0] = (struct cfg_portal){.port = 3260, .tpgt = 1, .tcp = true};
-		if ((rc = dup_str(c, "default", &cfg->portals[0].name)))
-			return rc;
-		return dup_str(c, "127.0.0.1", &cfg->portals[0].address);
-	}
-	if ((rc = want_array(c, "portals", v)))
-		return rc;
-	if (json_array_size(v) == 0)
-		return fail(c, "portals", false,
-			    "must list at least one portal (omit it for 127.0.0.1:3260)");
-	cfg->portals = alloc_array(c, json_array_size(v), sizeof(*cfg->portals));
+static int default_portal(struct ctx *c, struct ix_config *cfg)
+{
+	int rc;
+
+	cfg->portals = alloc_array(c, 1, sizeof(*cfg->portals));
 	if (!cfg->portals)
 		return -ENOMEM;
-	cfg->nportals = json_array_size(v);
-	push_key(c, "portals");
-	json_array_foreach(v, i, e)
-	{
-		push_idx(c, i);
-		rc = parse_portal(c, e, cfg, i);
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
-	return rc;
+	cfg->nportals = 1;
+	cfg->portals[0] = (struct cfg_portal){.port = 3260, .tpgt = 1, .tcp = true};
+	if ((rc = dup_str(c, "default", &cfg->portals[0].name)))
+		return rc;
+	return dup_str(c, "127.0.0.1", &cfg->portals[0].address);
+}
+
+static int parse_portals(struct ctx *c, json_t *root, const struct key *k, void *base)
+{
+	const struct list_spec portals = {
+	    k->name, "must list at least one portal (omit it for 127.0.0.1:3260)",
+	    sizeof(struct cfg_portal), one_portal};
+	struct ix_config *cfg = base;
+
+	if (!member(root, k->name))
+		return default_portal(c, cfg);
+	return parse_list(c, root, &portals, (void **)&cfg->portals, &cfg->nportals, cfg);
 }
 
 /* ---- LUNs ------------------------------------------------------------------------------ */
 
 static const char *const backend_names[] = {"ram", "file", "block", "error", "rbd", NULL};
 
-/* "rbd": {"pool", "image", "namespace", "conf", "client", "keyring", "osd_op_timeout_s",
- * "connect_timeout_s", "exclusive_lock", "start_offline"} of a LUN with backend "rbd". */
+/* "rbd" of a LUN with backend "rbd". RADOS pool and namespace names, RBD image names:
+ * printable, no '/' or '@' (checked after the table). */
+#define RBD(f) (struct scsi_rbd_cfg, f)
+static const struct key rbd_keys[] = {
+    KEY_STR("pool", RBD(pool), 255, STR_PRINTABLE | KEY_PRESENT),
+    KEY_STR("image", RBD(image), 255, STR_PRINTABLE | KEY_PRESENT),
+    KEY_STR("namespace", RBD(ns), 255, STR_PRINTABLE),
+    KEY_STR("conf", RBD(conf), 4095, STR_PRINTABLE),
+    KEY_STR("client", RBD(client), 255, STR_PRINTABLE),
+    KEY_STR("keyring", RBD(keyring), 4095, STR_PRINTABLE),
+    KEY_NUM("osd_op_timeout_s", K_U32, RBD(osd_op_timeout_s), 1, 3600, 0),
+    KEY_NUM("connect_timeout_s", K_U32, RBD(connect_timeout_s), 1, 3600, 0),
+    KEY_BOOL("exclusive_lock", RBD(exclusive_lock), false),
+    KEY_BOOL("start_offline", RBD(start_offline), true),
+    KEY_END};
+#undef RBD
+
 static int parse_rbd(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 {
-	static const char *const keys[] = {"pool",    "image",		  "namespace",
-					   "conf",    "client",		  "keyring",
-					   "osd_op_timeout_s", "connect_timeout_s",
-					   "exclusive_lock", "start_offline", NULL};
 	struct scsi_rbd_cfg *r = &lu->rbd;
 	json_t *o = member(v, "rbd");
 	int rc;
@@ -978,27 +1195,7 @@ static int parse_rbd(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	if ((rc = want_object(c, "rbd", o)))
 		return rc;
 	push_key(c, "rbd");
-	if ((rc = check_keys(c, o, keys)))
-		goto out;
-	if (!member(o, "pool")) {
-		rc = missing(c, "pool");
-		goto out;
-	}
-	if (!member(o, "image")) {
-		rc = missing(c, "image");
-		goto out;
-	}
-	/* RADOS pool and namespace names, RBD image names: printable, no '/' or '@' */
-	if ((rc = get_strdup(c, o, "pool", 255, STR_PRINTABLE, (char **)&r->pool)) ||
-	    (rc = get_strdup(c, o, "image", 255, STR_PRINTABLE, (char **)&r->image)) ||
-	    (rc = get_strdup(c, o, "namespace", 255, STR_PRINTABLE, (char **)&r->ns)) ||
-	    (rc = get_strdup(c, o, "conf", 4095, STR_PRINTABLE, (char **)&r->conf)) ||
-	    (rc = get_strdup(c, o, "client", 255, STR_PRINTABLE, (char **)&r->client)) ||
-	    (rc = get_strdup(c, o, "keyring", 4095, STR_PRINTABLE, (char **)&r->keyring)) ||
-	    (rc = get_u32(c, o, "osd_op_timeout_s", 1, 3600, &r->osd_op_timeout_s)) ||
-	    (rc = get_u32(c, o, "connect_timeout_s", 1, 3600, &r->connect_timeout_s)) ||
-	    (rc = get_bool(c, o, "exclusive_lock", &r->exclusive_lock)) ||
-	    (rc = get_bool(c, o, "start_offline", &r->start_offline)))
+	if ((rc = parse_table(c, o, rbd_keys, r)))
 		goto out;
 	{
 		const char *names[] = {r->pool, r->image, r->ns};
@@ -1152,60 +1349,57 @@ static int parse_phys_block(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	return 0;
 }
 
-/* Parse the array `key` of an object, one element at a time. */
-static int parse_list(struct ctx *c, json_t *tv, const char *key, void **arr, size_t elem_size,
-		      size_t *n, int (*one)(struct ctx *, json_t *, size_t, void *), void *arg)
-{
-	json_t *v = member(tv, key), *e;
-	size_t i;
-	int rc = 0;
-
-	if (!v)
-		return 0;
-	if ((rc = want_array(c, key, v)))
-		return rc;
-	*arr = alloc_array(c, json_array_size(v), elem_size);
-	if (!*arr)
-		return -ENOMEM;
-	*n = json_array_size(v);
-	push_key(c, key);
-	json_array_foreach(v, i, e)
-	{
-		push_idx(c, i);
-		rc = one(c, e, i, arg);
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
-	return rc;
-}
-
 /* ---- test-only features (docs/configuration.md, "testing") ---------------------------- */
 
 #define MAX_ERR_RULES 16
 
-static int parse_err_rule(struct ctx *c, json_t *v, size_t i, void *arg)
+#define ERR_OP_ANY (SCSI_ERR_OP_READ | SCSI_ERR_OP_WRITE | SCSI_ERR_OP_FLUSH)
+
+/* "op": read, write, flush or any (the default) */
+static int err_rule_op(struct ctx *c, json_t *obj, const struct key *k, void *base)
 {
-	static const char *const keys[] = {"op",    "error",    "lba", "blocks",
-					   "every", "delay_ms", NULL};
 	static const char *const ops[] = {"read", "write", "flush", "any", NULL};
+	int op = -1;
+	int rc = get_enum(c, obj, k->name, ops, "operation", &op);
+
+	if (!rc && op >= 0)
+		*(uint8_t *)key_at(k, base) = op == 3 ? ERR_OP_ANY : (uint8_t)(1u << op);
+	return rc;
+}
+
+/* "error": none, eio (the default) or enospc */
+static int err_rule_error(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
 	static const char *const errs[] = {"none", "eio", "enospc", NULL};
 	static const int err_values[] = {0, -EIO, -ENOSPC};
-	struct scsi_err_rule *r = *(struct scsi_err_rule **)arg + i;
-	int op = 3, e = 1, rc;
+	int e = -1;
+	int rc = get_enum(c, obj, k->name, errs, "error", &e);
 
-	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)) ||
-	    (rc = get_enum(c, v, "op", ops, "operation", &op)) ||
-	    (rc = get_enum(c, v, "error", errs, "error", &e)) ||
-	    (rc = get_uint(c, v, "lba", 0, UINT64_MAX >> 16, &r->lba)) ||
-	    (rc = get_uint(c, v, "blocks", 0, UINT64_MAX >> 16, &r->blocks)) ||
-	    (rc = get_u32(c, v, "every", 0, UINT32_MAX, &r->every)) ||
-	    (rc = get_u32(c, v, "delay_ms", 0, MAX_TIMEOUT_MS, &r->delay_ms)))
+	if (!rc && e >= 0)
+		*(int *)key_at(k, base) = err_values[e];
+	return rc;
+}
+
+#define RULE(f) (struct scsi_err_rule, f)
+static const struct key err_rule_keys[] = {
+    KEY_FN("op", RULE(ops), err_rule_op),
+    KEY_FN("error", RULE(error), err_rule_error),
+    KEY_NUM("lba", K_U64, RULE(lba), 0, UINT64_MAX >> 16, 0),
+    KEY_NUM("blocks", K_U64, RULE(blocks), 0, UINT64_MAX >> 16, 0),
+    KEY_NUM("every", K_U32, RULE(every), 0, UINT32_MAX, 0),
+    KEY_NUM("delay_ms", K_U32, RULE(delay_ms), 0, MAX_TIMEOUT_MS, 0),
+    KEY_END};
+#undef RULE
+
+static int parse_err_rule(struct ctx *c, json_t *v, size_t i, void *arg)
+{
+	struct scsi_err_rule *r = *(struct scsi_err_rule **)arg + i;
+	int rc;
+
+	r->ops = ERR_OP_ANY;
+	r->error = -EIO;
+	if ((rc = want_object(c, NULL, v)) || (rc = parse_table(c, v, err_rule_keys, r)))
 		return rc;
-	r->ops = op == 3 ? SCSI_ERR_OP_READ | SCSI_ERR_OP_WRITE | SCSI_ERR_OP_FLUSH
-			 : (uint8_t)(1u << op);
-	r->error = err_values[e];
 	if (!r->error && !r->delay_ms)
 		return fail(c, "error", false, "\"none\" without delay_ms does nothing");
 	return 0;
@@ -1220,79 +1414,81 @@ static int parse_err_rules(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 
 	if (a && json_is_array(a) && json_array_size(a) > MAX_ERR_RULES)
 		return fail(c, "errors", false, "at most %d rules", MAX_ERR_RULES);
-	rc = parse_list(c, v, "errors", &rules, sizeof(struct scsi_err_rule), &n, parse_err_rule,
-			&rules);
+	static const struct list_spec errors = {"errors", NULL, sizeof(struct scsi_err_rule),
+						parse_err_rule};
+
+	rc = parse_list(c, v, &errors, &rules, &n, &rules);
 	lu->err_rules = rules; /* also on failure: cfg_free() frees it */
 	lu->n_err_rules = (uint32_t)n;
 	return rc;
 }
 
-static int parse_testing(struct ctx *c, json_t *root, struct ix_config *cfg)
+/* transport_faults.opcodes: a bit per opcode in *(uint64_t *)arg */
+static int one_opcode(struct ctx *c, json_t *o, size_t i, void *arg)
 {
-	static const char *const keys[] = {"transport_faults", NULL};
-	static const char *const fkeys[] = {"seed",	     "drop_ppm",    "delay_ppm",
-					    "delay_ms",	     "duplicate_ppm", "corrupt_ppm",
-					    "truncate_ppm", "reset_after_bytes", "opcodes",
-					    "during_login", NULL};
-	json_t *v = member(root, "testing"), *f, *e;
-	struct fault_cfg *fc = &cfg->testing.faults;
-	size_t i;
+	(void)i;
+	if (!json_is_integer(o) || json_integer_value(o) < 0 || json_integer_value(o) > 63)
+		return fail(c, NULL, false, "must be an opcode number from 0 to 63");
+	*(uint64_t *)arg |= 1ull << json_integer_value(o);
+	return 0;
+}
+
+static int fault_opcodes(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	const struct list_spec opcodes = {k->name, NULL, 0, one_opcode};
+
+	return parse_list(c, obj, &opcodes, NULL, NULL, key_at(k, base));
+}
+
+#define FAULT(f) (struct fault_cfg, f)
+static const struct key fault_keys[] = {
+    KEY_NUM("seed", K_U64, FAULT(seed), 0, UINT64_MAX >> 1, 0),
+    KEY_NUM("drop_ppm", K_U32, FAULT(drop_ppm), 0, FAULT_PPM, 0),
+    KEY_NUM("delay_ppm", K_U32, FAULT(delay_ppm), 0, FAULT_PPM, 0),
+    KEY_NUM("delay_ms", K_U32, FAULT(delay_ms), 1, MAX_TIMEOUT_MS, 100),
+    KEY_NUM("duplicate_ppm", K_U32, FAULT(duplicate_ppm), 0, FAULT_PPM, 0),
+    KEY_NUM("corrupt_ppm", K_U32, FAULT(corrupt_ppm), 0, FAULT_PPM, 0),
+    KEY_NUM("truncate_ppm", K_U32, FAULT(truncate_ppm), 0, FAULT_PPM, 0),
+    KEY_NUM("reset_after_bytes", K_U64, FAULT(reset_after_bytes), 0, UINT64_MAX >> 1, 0),
+    KEY_FN("opcodes", FAULT(opcodes), fault_opcodes), /* default: all */
+    KEY_BOOL("during_login", FAULT(during_login), false),
+    KEY_END};
+#undef FAULT
+
+static int transport_faults(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct cfg_testing *t = base;
+	json_t *f = member(obj, k->name);
+	int rc;
+
+	if (!f)
+		return 0;
+	t->transport_faults = true;
+	key_defaults(fault_keys, &t->faults);
+	if ((rc = want_object(c, k->name, f)))
+		return rc;
+	push_key(c, k->name);
+	rc = parse_table(c, f, fault_keys, &t->faults);
+	pop(c);
+	return rc;
+}
+
+static const struct key testing_keys[] = {
+    KEY_FN("transport_faults", (struct cfg_testing, faults), transport_faults), KEY_END};
+
+static int parse_testing(struct ctx *c, json_t *root, const struct key *k, void *base)
+{
+	struct ix_config *cfg = base;
+	json_t *v = member(root, k->name);
 	int rc;
 
 	if (!v)
 		return 0;
 	cfg->test_features = true;
-	if ((rc = want_object(c, "testing", v)))
+	if ((rc = want_object(c, k->name, v)))
 		return rc;
-	push_key(c, "testing");
-	if ((rc = check_keys(c, v, keys)))
-		goto out;
-	f = member(v, "transport_faults");
-	if (!f)
-		goto out;
-	cfg->testing.transport_faults = true;
-	fc->delay_ms = 100;
-	if ((rc = want_object(c, "transport_faults", f)))
-		goto out;
-	push_key(c, "transport_faults");
-	if ((rc = check_keys(c, f, fkeys)) || (rc = get_uint(c, f, "seed", 0, UINT64_MAX >> 1,
-							      &fc->seed)) ||
-	    (rc = get_u32(c, f, "drop_ppm", 0, FAULT_PPM, &fc->drop_ppm)) ||
-	    (rc = get_u32(c, f, "delay_ppm", 0, FAULT_PPM, &fc->delay_ppm)) ||
-	    (rc = get_u32(c, f, "delay_ms", 1, MAX_TIMEOUT_MS, &fc->delay_ms)) ||
-	    (rc = get_u32(c, f, "duplicate_ppm", 0, FAULT_PPM, &fc->duplicate_ppm)) ||
-	    (rc = get_u32(c, f, "corrupt_ppm", 0, FAULT_PPM, &fc->corrupt_ppm)) ||
-	    (rc = get_u32(c, f, "truncate_ppm", 0, FAULT_PPM, &fc->truncate_ppm)) ||
-	    (rc = get_uint(c, f, "reset_after_bytes", 0, UINT64_MAX >> 1,
-			   &fc->reset_after_bytes)) ||
-	    (rc = get_bool(c, f, "during_login", &fc->during_login)))
-		goto out_f;
-	if ((e = member(f, "opcodes"))) {
-		json_t *o;
-
-		if ((rc = want_array(c, "opcodes", e)))
-			goto out_f;
-		push_key(c, "opcodes");
-		json_array_foreach(e, i, o)
-		{
-			uint64_t op = 0;
-
-			push_idx(c, i);
-			if (!json_is_integer(o) || json_integer_value(o) < 0 ||
-			    json_integer_value(o) > 63)
-				rc = fail(c, NULL, false, "must be an opcode number from 0 to 63");
-			else
-				op = (uint64_t)json_integer_value(o);
-			pop(c);
-			if (rc)
-				break;
-			fc->opcodes |= 1ull << op;
-		}
-		pop(c);
-	}
-out_f:
-	pop(c);
-out:
+	push_key(c, k->name);
+	rc = parse_table(c, v, testing_keys, &cfg->testing);
 	pop(c);
 	return rc;
 }
@@ -1363,55 +1559,44 @@ static int parse_lun(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti,
 
 /* ---- targets --------------------------------------------------------------------------- */
 
-static int parse_target_portals(struct ctx *c, json_t *tv, const struct ix_config *cfg,
-				struct cfg_target *t)
-{
-	json_t *v = member(tv, "portals"), *e;
-	size_t i;
-	int rc = 0;
+/* What the parsers of a target's members need: the target is cfg->targets[ti]. */
+struct tgt_arg {
+	struct ix_config *cfg;
+	size_t ti;
+};
 
-	if (!v)
-		return 0;
-	if ((rc = want_array(c, "portals", v)))
-		return rc;
-	if (json_array_size(v) == 0)
-		return fail(c, "portals", false, "must not be empty (omit it to use every portal)");
-	t->portals = alloc_array(c, json_array_size(v), sizeof(*t->portals));
-	if (!t->portals)
-		return -ENOMEM;
-	push_key(c, "portals");
-	json_array_foreach(v, i, e)
-	{
-		const char *s = json_string_value(e);
-		char buf[128];
-		push_idx(c, i);
-		if (!s)
-			rc = fail(c, NULL, false, "must be a portal name, not %s", type_name(e));
-		else if (!cfg_find_portal(cfg, s))
-			rc = fail(c, NULL, false, "no portal is named \"%s\"",
-				  esc(s, buf, sizeof(buf)));
-		for (size_t j = 0; !rc && j < i; j++)
-			if (strcmp(t->portals[j], s) == 0)
-				rc = fail(c, NULL, false, "\"%s\" is listed twice", s);
-		if (!rc && !(rc = dup_str(c, s, &t->portals[i])))
-			t->nportals = i + 1;
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
-	return rc;
+static int one_target_portal(struct ctx *c, json_t *e, size_t i, void *arg)
+{
+	struct tgt_arg *ta = arg;
+	struct cfg_target *t = &ta->cfg->targets[ta->ti];
+	const char *s = json_string_value(e);
+	char buf[128];
+
+	if (!s)
+		return fail(c, NULL, false, "must be a portal name, not %s", type_name(e));
+	if (!cfg_find_portal(ta->cfg, s))
+		return fail(c, NULL, false, "no portal is named \"%s\"", esc(s, buf, sizeof(buf)));
+	for (size_t j = 0; j < i; j++)
+		if (strcmp(t->portals[j], s) == 0)
+			return fail(c, NULL, false, "\"%s\" is listed twice", s);
+	return dup_str(c, s, &t->portals[i]);
 }
+
+static int iscsi_name_key(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	return get_iscsi_name(c, obj, k->name, key_at(k, base));
+}
+
+static const struct key acl_keys[] = {
+    KEY_FN("initiator", (struct cfg_acl, initiator), iscsi_name_key),
+    KEY_FN("chap", (struct cfg_acl, chap), chap_key), KEY_END};
 
 static int parse_acl(struct ctx *c, json_t *v, struct cfg_target *t, size_t idx)
 {
-	static const char *const keys[] = {"initiator", "chap", NULL};
 	struct cfg_acl *a = &t->acls[idx];
 	int rc;
 
-	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)) ||
-	    (rc = get_iscsi_name(c, v, "initiator", &a->initiator)) ||
-	    (rc = parse_chap(c, v, "chap", false, &a->chap)))
+	if ((rc = want_object(c, NULL, v)) || (rc = parse_table(c, v, acl_keys, a)))
 		return rc;
 	for (size_t i = 0; i < idx; i++)
 		if (strcmp(t->acls[i].initiator, a->initiator) == 0)
@@ -1419,14 +1604,9 @@ static int parse_acl(struct ctx *c, json_t *v, struct cfg_target *t, size_t idx)
 	return 0;
 }
 
-struct lun_arg {
-	struct ix_config *cfg;
-	size_t ti;
-};
-
 static int one_lun(struct ctx *c, json_t *v, size_t i, void *arg)
 {
-	struct lun_arg *la = arg;
+	struct tgt_arg *la = arg;
 	return parse_lun(c, v, la->cfg, la->ti, i);
 }
 
@@ -1435,18 +1615,30 @@ static int one_acl(struct ctx *c, json_t *v, size_t i, void *arg)
 	return parse_acl(c, v, arg, i);
 }
 
-/* Cross-field CHAP rules of one target. */
-static int check_target_chap(struct ctx *c, json_t *tv, struct cfg_target *t)
+static bool target_has_chap(const struct cfg_target *t)
 {
 	bool any = t->chap.secret != NULL;
-	char buf[300];
 
 	for (size_t i = 0; i < t->nacls; i++)
 		any = any || t->acls[i].chap.secret;
-	t->chap_required = any;
-	if (get_bool(c, tv, "chap_required", &t->chap_required))
-		return -EINVAL;
-	if (t->mutual_chap.secret && !any)
+	return any;
+}
+
+/* default: true when the target or any ACL has a CHAP secret (parsed before it) */
+static int target_chap_required(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct cfg_target *t = base;
+
+	t->chap_required = target_has_chap(t);
+	return get_bool(c, obj, k->name, &t->chap_required);
+}
+
+/* Cross-field CHAP rules of one target. */
+static int check_target_chap(struct ctx *c, struct cfg_target *t)
+{
+	char buf[300];
+
+	if (t->mutual_chap.secret && !target_has_chap(t))
 		return fail(c, "mutual_chap", false,
 			    "mutual CHAP needs one-way CHAP as well (\"chap\" or an ACL's "
 			    "\"chap\"): the initiator authenticates first");
@@ -1492,105 +1684,115 @@ static int alua_add_port(struct ctx *c, struct scsi_alua_cfg *a, struct scsi_alu
 	return 0;
 }
 
+struct group_arg {
+	const struct ix_config *cfg;
+	const struct cfg_target *t;
+	struct scsi_alua_cfg *a;
+	struct scsi_alua_group_cfg *g;
+};
+
 /* A group's local portals: the target port of each is its TPGT. */
-static int alua_portals(struct ctx *c, json_t *gv, const struct ix_config *cfg,
-			const struct cfg_target *t, struct scsi_alua_cfg *a,
-			struct scsi_alua_group_cfg *g)
+static int one_alua_portal(struct ctx *c, json_t *e, size_t i, void *arg)
 {
-	json_t *v = member(gv, "portals"), *e;
-	size_t i;
-	int rc = 0;
+	struct group_arg *ga = arg;
+	const char *s = json_string_value(e);
+	const struct cfg_portal *p = s ? cfg_find_portal(ga->cfg, s) : NULL;
+	char buf[128];
 
-	if (!v)
-		return 0;
-	if ((rc = want_array(c, "portals", v)))
-		return rc;
-	push_key(c, "portals");
-	json_array_foreach(v, i, e)
-	{
-		const char *s = json_string_value(e);
-		const struct cfg_portal *p = s ? cfg_find_portal(cfg, s) : NULL;
-		char buf[128];
-
-		push_idx(c, i);
-		if (!s)
-			rc = fail(c, NULL, false, "must be a portal name, not %s", type_name(e));
-		else if (!p || !cfg_target_on_portal(t, p))
-			rc = fail(c, NULL, false, "the target has no portal named \"%s\"",
-				  esc(s, buf, sizeof(buf)));
-		else if (p->tpgt == 0)
-			rc = fail(c, NULL, false,
-				  "portal \"%s\" has tpgt 0, which cannot be a relative target "
-				  "port: give it a tpgt of 1 or more",
-				  esc(s, buf, sizeof(buf)));
-		else
-			rc = alua_add_port(c, a, g, p->tpgt);
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
-	return rc;
+	(void)i;
+	if (!s)
+		return fail(c, NULL, false, "must be a portal name, not %s", type_name(e));
+	if (!p || !cfg_target_on_portal(ga->t, p))
+		return fail(c, NULL, false, "the target has no portal named \"%s\"",
+			    esc(s, buf, sizeof(buf)));
+	if (p->tpgt == 0)
+		return fail(c, NULL, false,
+			    "portal \"%s\" has tpgt 0, which cannot be a relative target "
+			    "port: give it a tpgt of 1 or more",
+			    esc(s, buf, sizeof(buf)));
+	return alua_add_port(c, ga->a, ga->g, p->tpgt);
 }
 
 /* Target ports of other gateways that export the same LUs, by relative target port id. */
-static int alua_remote_ports(struct ctx *c, json_t *gv, struct scsi_alua_cfg *a,
-			     struct scsi_alua_group_cfg *g)
+static int one_remote_port(struct ctx *c, json_t *e, size_t i, void *arg)
 {
-	json_t *v = member(gv, "relative_ports"), *e;
-	size_t i;
-	int rc = 0;
+	struct group_arg *ga = arg;
+	json_int_t n = json_is_integer(e) ? json_integer_value(e) : -1;
 
-	if (!v)
-		return 0;
-	if ((rc = want_array(c, "relative_ports", v)))
-		return rc;
-	push_key(c, "relative_ports");
-	json_array_foreach(v, i, e)
-	{
-		json_int_t n = json_is_integer(e) ? json_integer_value(e) : -1;
+	(void)i;
+	if (n < 1 || n > 65535)
+		return fail(c, NULL, false, "must be a relative target port id (1 to 65535)");
+	return alua_add_port(c, ga->a, ga->g, (uint16_t)n);
+}
 
-		push_idx(c, i);
-		if (n < 1 || n > 65535)
-			rc = fail(c, NULL, false, "must be a relative target port id (1 to 65535)");
-		else
-			rc = alua_add_port(c, a, g, (uint16_t)n);
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
+/* The keys of one group; base is its struct group_arg. */
+static int alua_group_id(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct group_arg *ga = base;
+	int rc = get_u16(c, obj, k->name, 1, 65535, &ga->g->id);
+
+	for (unsigned i = 0; !rc && i + 1 < ga->a->ngroups; i++)
+		if (ga->a->groups[i].id == ga->g->id)
+			return fail(c, k->name, false, "group %u is already defined by groups[%u]",
+				    ga->g->id, i);
 	return rc;
 }
 
-static int alua_group(struct ctx *c, json_t *gv, const struct ix_config *cfg,
-		      const struct cfg_target *t, struct scsi_alua_cfg *a)
+static int alua_group_state(struct ctx *c, json_t *obj, const struct key *k, void *base)
 {
-	static const char *const keys[] = {"id",	"state", "preferred", "portals",
-					   "relative_ports", NULL};
-	struct scsi_alua_group_cfg *g = &a->groups[a->ngroups++];
+	struct group_arg *ga = base;
 	const char *st;
-	int rc;
+	int rc = get_str(c, obj, k->name, 32, STR_REQUIRED | STR_PRINTABLE, &st);
 
-	if ((rc = want_object(c, NULL, gv)) || (rc = check_keys(c, gv, keys)))
+	if (rc)
 		return rc;
-	if (!member(gv, "id"))
-		return missing(c, "id");
-	if ((rc = get_u16(c, gv, "id", 1, 65535, &g->id)) ||
-	    (rc = get_str(c, gv, "state", 32, STR_REQUIRED | STR_PRINTABLE, &st)) ||
-	    (rc = get_bool(c, gv, "preferred", &g->preferred)))
-		return rc;
-	for (unsigned i = 0; i + 1 < a->ngroups; i++)
-		if (a->groups[i].id == g->id)
-			return fail(c, "id", false, "group %u is already defined by groups[%u]",
-				    g->id, i);
-	if (scsi_alua_state_parse(st, &g->state) < 0)
-		return fail(c, "state", false,
+	if (scsi_alua_state_parse(st, &ga->g->state) < 0)
+		return fail(c, k->name, false,
 			    "unknown state (use active/optimized, active/non-optimized, standby, "
 			    "unavailable, offline or transitioning)");
-	if ((rc = alua_portals(c, gv, cfg, t, a, g)) || (rc = alua_remote_ports(c, gv, a, g)))
+	return 0;
+}
+
+static int alua_group_preferred(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct group_arg *ga = base;
+
+	return get_bool(c, obj, k->name, &ga->g->preferred);
+}
+
+static int alua_local_ports(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	const struct list_spec ports = {k->name, NULL, 0, one_alua_portal};
+
+	return parse_list(c, obj, &ports, NULL, NULL, base);
+}
+
+static int alua_remote_ports(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	const struct list_spec ports = {k->name, NULL, 0, one_remote_port};
+
+	return parse_list(c, obj, &ports, NULL, NULL, base);
+}
+
+static const struct key alua_group_keys[] = {
+    {.name = "id", .type = K_FN, .flags = KEY_PRESENT, .parse = alua_group_id},
+    {.name = "state", .type = K_FN, .parse = alua_group_state},
+    {.name = "preferred", .type = K_FN, .parse = alua_group_preferred},
+    {.name = "portals", .type = K_FN, .parse = alua_local_ports},
+    {.name = "relative_ports", .type = K_FN, .parse = alua_remote_ports},
+    KEY_END};
+
+static int alua_group(struct ctx *c, json_t *gv, size_t gi, void *arg)
+{
+	struct group_arg ga = *(struct group_arg *)arg;
+	struct scsi_alua_cfg *a = ga.a;
+	int rc;
+
+	(void)gi;
+	ga.g = &a->groups[a->ngroups++];
+	if ((rc = want_object(c, NULL, gv)) || (rc = parse_table(c, gv, alua_group_keys, &ga)))
 		return rc;
-	if (g->nports == 0)
+	if (ga.g->nports == 0)
 		return fail(c, NULL, false, "has no target port (\"portals\" or "
 					    "\"relative_ports\")");
 	return 0;
@@ -1621,10 +1823,10 @@ static int parse_alua(struct ctx *c, json_t *tv, const struct ix_config *cfg,
 		      struct cfg_target *t)
 {
 	static const char *const keys[] = {"groups", "explicit", "transition_time", NULL};
-	json_t *v = member(tv, "alua"), *groups, *e;
+	json_t *v = member(tv, "alua"), *groups;
 	struct scsi_alua_cfg *a = &t->alua;
+	struct group_arg ga = {cfg, t, a, NULL};
 	uint16_t trans = 0;
-	size_t i;
 	int rc = 0;
 
 	if (!v)
@@ -1648,16 +1850,7 @@ static int parse_alua(struct ctx *c, json_t *tv, const struct ix_config *cfg,
 			  SCSI_ALUA_MAX_GROUPS);
 		goto out;
 	}
-	push_key(c, "groups");
-	json_array_foreach(groups, i, e)
-	{
-		push_idx(c, i);
-		rc = alua_group(c, e, cfg, t, a);
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
+	rc = each_elem(c, "groups", groups, alua_group, &ga);
 	if (!rc)
 		rc = alua_coverage(c, cfg, t);
 out:
@@ -1665,85 +1858,134 @@ out:
 	return rc;
 }
 
-static int parse_target(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti)
+static int target_name(struct ctx *c, json_t *obj, const struct key *k, void *base)
 {
-	static const char *const keys[] = {
-	    "name",	   "alias",	    "portals",	       "luns",	       "acls", "chap",
-	    "mutual_chap", "chap_required", "chap_algorithms", "max_sessions", "alua", NULL};
-	struct cfg_target *t = &cfg->targets[ti];
-	struct lun_arg la = {cfg, ti};
+	struct cfg_target *t = base;
+	size_t ti = (size_t)(t - c->cfg->targets);
 	char buf[300];
 	int rc;
 
-	chap_algs_default(t->chap_algs, &t->nchap_algs);
-	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)) ||
-	    (rc = get_iscsi_name(c, v, "name", &t->name)))
+	if ((rc = get_iscsi_name(c, obj, k->name, &t->name)))
 		return rc;
 	for (size_t i = 0; i < ti; i++)
-		if (strcmp(cfg->targets[i].name, t->name) == 0)
-			return fail(c, "name", false,
+		if (strcmp(c->cfg->targets[i].name, t->name) == 0)
+			return fail(c, k->name, false,
 				    "target \"%s\" is already defined by "
 				    "targets[%zu]",
 				    esc(t->name, buf, sizeof(buf)), i);
-	if ((rc = get_strdup(c, v, "alias", 255, STR_PRINTABLE, &t->alias)) ||
-	    (rc = parse_target_portals(c, v, cfg, t)) ||
-	    (rc = parse_list(c, v, "luns", (void **)&t->luns, sizeof(*t->luns), &t->nluns, one_lun,
-			     &la)) ||
-	    (rc = parse_list(c, v, "acls", (void **)&t->acls, sizeof(*t->acls), &t->nacls, one_acl,
-			     t)) ||
-	    (rc = parse_chap(c, v, "chap", false, &t->chap)) ||
-	    (rc = parse_chap(c, v, "mutual_chap", true, &t->mutual_chap)) ||
-	    (rc = parse_chap_algs(c, v, "chap_algorithms", t->chap_algs, &t->nchap_algs)) ||
-	    (rc = get_u32(c, v, "max_sessions", 0, 65535, &t->max_sessions)) ||
-	    (rc = parse_alua(c, v, cfg, t)))
-		return rc;
-	return check_target_chap(c, v, t);
+	return 0;
 }
 
-static int parse_targets(struct ctx *c, json_t *root, struct ix_config *cfg)
+static int target_portals(struct ctx *c, json_t *obj, const struct key *k, void *base)
 {
-	json_t *v = member(root, "targets"), *e;
-	size_t i;
-	int rc = 0;
+	const struct list_spec portals = {k->name,
+					  "must not be empty (omit it to use every portal)",
+					  sizeof(char *), one_target_portal};
+	struct cfg_target *t = base;
+	struct tgt_arg ta = {c->cfg, (size_t)(t - c->cfg->targets)};
 
-	if (!v)
-		return 0;
-	if ((rc = want_array(c, "targets", v)))
+	return parse_list(c, obj, &portals, (void **)&t->portals, &t->nportals, &ta);
+}
+
+static int target_luns(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	const struct list_spec luns = {k->name, NULL, sizeof(struct cfg_lun), one_lun};
+	struct cfg_target *t = base;
+	struct tgt_arg ta = {c->cfg, (size_t)(t - c->cfg->targets)};
+
+	return parse_list(c, obj, &luns, (void **)&t->luns, &t->nluns, &ta);
+}
+
+static int target_acls(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	const struct list_spec acls = {k->name, NULL, sizeof(struct cfg_acl), one_acl};
+	struct cfg_target *t = base;
+
+	return parse_list(c, obj, &acls, (void **)&t->acls, &t->nacls, t);
+}
+
+static int target_algs(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct cfg_target *t = base;
+
+	return parse_chap_algs(c, obj, k->name, t->chap_algs, &t->nchap_algs);
+}
+
+static int target_alua(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	(void)k;
+	return parse_alua(c, obj, c->cfg, base);
+}
+
+#define TARGET(f) (struct cfg_target, f)
+static const struct key target_keys[] = {
+    KEY_FN("name", TARGET(name), target_name),
+    KEY_STR("alias", TARGET(alias), 255, STR_PRINTABLE),
+    KEY_FN("portals", TARGET(portals), target_portals),
+    KEY_FN("luns", TARGET(luns), target_luns),
+    KEY_FN("acls", TARGET(acls), target_acls),
+    KEY_FN("chap", TARGET(chap), chap_key),
+    KEY_FN("mutual_chap", TARGET(mutual_chap), mutual_chap_key),
+    KEY_FN("chap_required", TARGET(chap_required), target_chap_required),
+    KEY_FN("chap_algorithms", TARGET(chap_algs), target_algs),
+    KEY_NUM("max_sessions", K_U32, TARGET(max_sessions), 0, 65535, 0),
+    KEY_FN("alua", TARGET(alua), target_alua),
+    KEY_END};
+#undef TARGET
+
+static int parse_target(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti)
+{
+	struct cfg_target *t = &cfg->targets[ti];
+	int rc;
+
+	chap_algs_default(t->chap_algs, &t->nchap_algs);
+	if ((rc = want_object(c, NULL, v)) || (rc = parse_table(c, v, target_keys, t)))
 		return rc;
-	cfg->targets = alloc_array(c, json_array_size(v), sizeof(*cfg->targets));
-	if (!cfg->targets)
-		return -ENOMEM;
-	cfg->ntargets = json_array_size(v);
-	push_key(c, "targets");
-	json_array_foreach(v, i, e)
-	{
-		push_idx(c, i);
-		rc = parse_target(c, e, cfg, i);
-		pop(c);
-		if (rc)
-			break;
-	}
-	pop(c);
-	return rc;
+	return check_target_chap(c, t);
+}
+
+static int one_target(struct ctx *c, json_t *v, size_t i, void *cfg)
+{
+	return parse_target(c, v, cfg, i);
+}
+
+static int parse_targets(struct ctx *c, json_t *root, const struct key *k, void *base)
+{
+	const struct list_spec targets = {k->name, NULL, sizeof(struct cfg_target), one_target};
+	struct ix_config *cfg = base;
+
+	return parse_list(c, root, &targets, (void **)&cfg->targets, &cfg->ntargets, cfg);
 }
 
 /* ---- entry points ---------------------------------------------------------------------- */
 
+static int version_key(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	uint64_t version = 1;
+
+	(void)base;
+	return get_uint(c, obj, k->name, 1, 1, &version);
+}
+
+#define ROOT(f) (struct ix_config, f)
+static const struct key root_keys[] = {
+    KEY_FN("version", ROOT(priv), version_key), /* 1, the only one so far */
+    KEY_FN("global", ROOT(global), parse_global),
+    KEY_FN("portals", ROOT(portals), parse_portals), /* default: "default" on 127.0.0.1 */
+    KEY_FN("targets", ROOT(targets), parse_targets),
+    KEY_FN("testing", ROOT(testing), parse_testing),
+    KEY_END};
+#undef ROOT
+
 static int parse_root(struct ctx *c, json_t *root, struct ix_config *cfg)
 {
-	static const char *const keys[] = {"version", "global", "portals", "targets", "testing",
-					   NULL};
-	uint64_t version = 1;
 	int rc;
 
 	global_defaults(&cfg->global);
 	if (!json_is_object(root))
 		return fail(c, NULL, false, "the configuration must be a JSON object, not %s",
 			    type_name(root));
-	if ((rc = check_keys(c, root, keys)) ||
-	    (rc = get_uint(c, root, "version", 1, 1, &version)) ||
-	    (rc = parse_global(c, root, &cfg->global)) || (rc = parse_portals(c, root, cfg)) ||
-	    (rc = parse_targets(c, root, cfg)) || (rc = parse_testing(c, root, cfg)))
+	if ((rc = parse_table(c, root, root_keys, cfg)))
 		return rc;
 	return check_secret_directions(c);
 }
@@ -1776,6 +2018,7 @@ static int load(const char *text, size_t len, const char *name, struct ix_config
 		json_decref(root);
 		return -ENOMEM;
 	}
+	c.cfg = cfg;
 	rc = parse_root(&c, root, cfg);
 	json_decref(root);
 	free(c.secrets);

@@ -68,3 +68,13 @@ char *log_escape(const char *s, size_t len, char *out, size_t cap)
 	out[o] = '\0';
 	return out;
 }
+
+int ix_failf(char *buf, size_t cap, int ret, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, cap, fmt, ap);
+	va_end(ap);
+	return ret;
+}

@@ -30,4 +30,11 @@ void ix_log_write(int level, const char *comp, const char *fmt, ...)
  * non-printable bytes with \xNN. Returns out. */
 char *log_escape(const char *s, size_t len, char *out, size_t cap);
 
+/* Format a message into buf (capacity cap, always terminated) and return ret: how a parser
+ * that keeps its last error in a char array fails. ix_fail(obj, ret, fmt, ...) writes
+ * obj->error. */
+int ix_failf(char *buf, size_t cap, int ret, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define ix_fail(obj, ret, ...) ix_failf((obj)->error, sizeof((obj)->error), (ret), __VA_ARGS__)
+
 #endif
