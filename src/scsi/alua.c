@@ -383,17 +383,21 @@ static bool group_set(struct alua_group *g, uint8_t state, uint8_t status)
 	return true;
 }
 
-/* Set the states from lock state own (once per change); 2A/06 to every nexus but except. */
-static void own_sync(struct scsi_lun_map *map, int own, uint8_t status,
+/* Set the states from the LU's lock state (once per change); 2A/06 to every nexus but except.
+ * The state is read under the lock, so two threads that saw different ones end with the
+ * latest. */
+static void own_sync(struct scsi_lun_map *map, const struct scsi_lu *lu, uint8_t status,
 		     const struct scsi_nexus *except)
 {
 	struct scsi_alua *a;
 	bool changed = false;
 	uint8_t mine, others;
+	int own;
 
 	pthread_mutex_lock(&map->alua_lock);
 	a = map_alua(map);
-	if (a && atomic_exchange(&a->own_seen, own) != own) {
+	own = lu_own(lu);
+	if (a && own >= 0 && atomic_exchange(&a->own_seen, own) != own) {
 		own_states(a, own, &mine, &others);
 		for (unsigned i = 0; i < a->ngroups; i++)
 			changed |= group_set(&a->g[i], a->g[i].local ? mine : others, status);
@@ -411,7 +415,7 @@ static void own_follow(struct scsi_lun_map *map, struct scsi_lu *lu)
 	int own = lu_own(lu);
 
 	if (a && own >= 0 && own != atomic_load_explicit(&a->own_seen, memory_order_relaxed))
-		own_sync(map, own, ALUA_STATUS_IMPLICIT, NULL);
+		own_sync(map, lu, ALUA_STATUS_IMPLICIT, NULL);
 }
 
 static uint64_t now_ms(void)
@@ -458,16 +462,16 @@ static bool implicit_failover(struct scsi_alua *a, struct scsi_lu *lu)
 struct stpg_job {
 	struct ev_post post;
 	struct scsi_cmd *cmd;
+	struct scsi_lu *lu; /* the command's: it outlives the command */
 	int rc;
 };
 
-static void stpg_result(struct scsi_cmd *cmd, int rc)
+static void stpg_result(struct scsi_cmd *cmd, const struct scsi_lu *lu, int rc)
 {
 	if (rc < 0 && rc != -EALREADY) /* SET TARGET PORT GROUPS COMMAND FAILED */
 		scsi_fail(cmd, SCSI_SENSE_HARDWARE_ERROR, 0x67, 0x0a);
-	else
-		own_sync((struct scsi_lun_map *)cmd->map, BS_RBD_OWN_OWNER, ALUA_STATUS_EXPLICIT,
-			 cmd->nexus);
+	else /* the owner now */
+		own_sync((struct scsi_lun_map *)cmd->map, lu, ALUA_STATUS_EXPLICIT, cmd->nexus);
 }
 
 /* The command's worker, after the take-over. */
@@ -476,7 +480,7 @@ static void stpg_finish(void *arg)
 	struct stpg_job *j = arg;
 	struct scsi_cmd *cmd = j->cmd;
 
-	stpg_result(cmd, j->rc);
+	stpg_result(cmd, j->lu, j->rc);
 	free(j);
 	scsi_cmd_finish(cmd);
 }
@@ -520,6 +524,7 @@ static int stpg_own(struct scsi_cmd *cmd, struct scsi_lu *lu, const struct scsi_
 		return SCSI_DONE;
 	}
 	j->cmd = cmd;
+	j->lu = lu;
 #ifdef IX_HAVE_RBD
 	rc = bs_rbd_take_over_async(lu->dev, stpg_taken, j);
 #endif
@@ -529,7 +534,7 @@ static int stpg_own(struct scsi_cmd *cmd, struct scsi_lu *lu, const struct scsi_
 		log_warn("alua", "LUN %u: SET TARGET PORT GROUPS cannot take the lock: %s", lu->lun,
 			 strerror(-rc));
 	free(j);
-	stpg_result(cmd, rc);
+	stpg_result(cmd, lu, rc);
 	return SCSI_DONE;
 }
 
