@@ -18,8 +18,9 @@ ix-bench --verify run with the same seed checks it through B.
      through A; kill -9 A; writes through B get NOT READY (04/0A transitioning or 04/0B) and
      then GOOD within IMPLICIT_MS plus slack; B verifies the ledger;
   c. SIGSTOP: the same with A stopped instead of killed; after SIGCONT A's first write fails
-     (02/04/0B, fenced), A reports group 1 unavailable and group 2 active/optimized, and the
-     image keeps B's data.
+     (02/04/0B, fenced), A reports group 1 unavailable and group 2 active/optimized, the image
+     keeps the acknowledged data, and SET TARGET PORT GROUPS through fenced A fails with
+     4/67/0A (it cannot take the lock back).
 
 Skips (77) only when Ceph or ix-target is missing. Environment: IX_BUILD, IX_OUT, IX_RESULTS.
 """
@@ -366,6 +367,11 @@ def phase_stop(tmp, conf, ledger, gws):
           % (fmt(*wa), show(ra), 'the acknowledged data' if st == 0 and
              bytes(got) == ledger.blocks[lba] else "A's late write" if bytes(got) == late
              else 'something else (%s)' % fmt(st, b'')))
+    st = a.stpg(AO, 1)
+    check('fenced-stpg-refused', st[0] == 2 and sense3(st[1]) == (4, 0x67, 0x0a) and
+          b.rtpg() == {1: STANDBY, 2: AO},
+          'SET TARGET PORT GROUPS g1=AO through fenced A: %s (want 4/67/0a); B still reports '
+          'g2=AO' % fmt(*st))
     verify_ledger('final-verify', ledger, b)
 
 
