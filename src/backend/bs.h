@@ -217,6 +217,23 @@ int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen);
  * backend. */
 int bs_rbd_state(struct bs_dev *dev, char *reason, size_t len);
 const char *bs_rbd_state_name(int state);
+/* The same states as numbers, for code that follows them (scsi/alua.c): one atomic load. */
+enum bs_rbd_own {
+	BS_RBD_OWN_NONE = 0, /* no managed lock */
+	BS_RBD_OWN_ACQUIRING,
+	BS_RBD_OWN_OWNER,
+	BS_RBD_OWN_STANDBY,
+	BS_RBD_OWN_FENCED,
+};
+/* The state of a device with the managed lock; -EINVAL for any other device. Any thread. */
+int bs_rbd_own(const struct bs_dev *dev);
+/* Failover: break the current owner's lock (librbd blocklists it) and take it, on the backend's
+ * helper thread; the state is ACQUIRING meanwhile, then OWNER (or STANDBY / FENCED on failure).
+ * done(arg, 0 or -errno) runs on the helper thread when it is over (done may be NULL).
+ * 0 when started; -EALREADY (already the owner), -EBUSY (a lock job is running), -ESHUTDOWN
+ * (fenced), -EINVAL (no managed lock), -ENOMEM. Never blocks. */
+typedef void (*bs_rbd_take_cb)(void *arg, int rc);
+int bs_rbd_take_over_async(struct bs_dev *dev, bs_rbd_take_cb done, void *arg);
 /* The librados cluster handle (rados_t) an RBD device's image was opened through, for state
  * kept next to the image (persistent reservations, scsi/pr_rados.c); NULL for other backends.
  * Valid while the device is open. */

@@ -317,8 +317,8 @@ static struct rbd_thread *rt_of(struct bs_thread *t)
 /* ---- the device ---- */
 
 /* Ownership of an image opened with the managed exclusive lock (rbd.exclusive_lock). */
-enum rbd_own {
-	RBD_OWN_NONE = 0,  /* no managed lock: librbd's cooperative lock, every client writes */
+enum rbd_own { /* the same values as bs.h's enum bs_rbd_own */
+	RBD_OWN_NONE = BS_RBD_OWN_NONE,  /* no managed lock: librbd's cooperative lock, every client writes */
 	RBD_OWN_ACQUIRING, /* rbd_lock_acquire queued or running on the helper thread */
 	RBD_OWN_OWNER,	   /* this gateway holds the lock */
 	RBD_OWN_STANDBY,   /* another client holds it: writes fail with BS_ERR_NOT_OWNER */
@@ -603,13 +603,38 @@ static struct rbd_owner *owner_of(struct rbd_priv *rp)
 	return rp && atomic_load_explicit(&rp->online, memory_order_acquire) ? rp->o : NULL;
 }
 
-int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
+/* Break the lock of whoever holds it (librbd blocklists that client) and take it. Blocking:
+ * the main thread (bs_rbd_break_lock) or the helper thread (take_over_job). who gets the
+ * former owners ("" if none). */
+static int break_and_take(struct rbd_owner *p, char *who, size_t wlen)
 {
-	struct rbd_priv *rp = dev->ops == &bs_rbd_ops ? dev->priv : NULL;
-	struct rbd_owner *p = owner_of(rp);
-	char who[128];
 	char *owners[4];
 	size_t n = 4;
+	int rc = lock_owners(p, who, wlen, owners, &n);
+
+	if (rc == 0 && n > 0) {
+		for (size_t i = 0; rc == 0 && i < n; i++)
+			rc = rbd_lock_break(p->image, RBD_LOCK_MODE_EXCLUSIVE, owners[i]);
+		rbd_lock_get_owners_cleanup(owners, n);
+	}
+	if (rc == 0)
+		rc = rbd_lock_acquire(p->image, RBD_LOCK_MODE_EXCLUSIVE);
+	if (rc == 0)
+		own_set(p, RBD_OWN_OWNER, "holds the image's exclusive lock (broke %s's)",
+			who[0] ? who : "nobody");
+	return rc;
+}
+
+static struct rbd_priv *rbd_of(const struct bs_dev *dev)
+{
+	return dev && dev->ops == &bs_rbd_ops ? dev->priv : NULL;
+}
+
+int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
+{
+	struct rbd_priv *rp = rbd_of(dev);
+	struct rbd_owner *p = owner_of(rp);
+	char who[128] = "";
 	int rc;
 
 	if (!p) {
@@ -624,23 +649,84 @@ int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
 			 atomic_load(&p->lock_job) ? "the lock is being acquired" : p->why);
 		return -EBUSY;
 	}
-	rc = lock_owners(p, who, sizeof(who), owners, &n);
-	if (rc == 0 && n > 0) {
-		for (size_t i = 0; rc == 0 && i < n; i++)
-			rc = rbd_lock_break(p->image, RBD_LOCK_MODE_EXCLUSIVE, owners[i]);
-		rbd_lock_get_owners_cleanup(owners, n);
-	}
-	if (rc == 0)
-		rc = rbd_lock_acquire(p->image, RBD_LOCK_MODE_EXCLUSIVE);
+	rc = break_and_take(p, who, sizeof(who));
 	if (rc < 0) {
 		snprintf(msg, msglen, "%s: breaking the lock of %s: %s", p->name, who[0] ? who : "-",
 			 strerror(-rc));
 		return rc;
 	}
-	own_set(p, RBD_OWN_OWNER, "holds the image's exclusive lock (broke %s's)",
-		who[0] ? who : "nobody");
 	snprintf(msg, msglen, "%s", who);
 	return 0;
+}
+
+int bs_rbd_own(const struct bs_dev *dev)
+{
+	struct rbd_owner *p = owner_of(rbd_of(dev));
+
+	return p ? atomic_load_explicit(&p->own, memory_order_acquire) : -EINVAL;
+}
+
+struct take_over {
+	struct rbd_owner *p;
+	bs_rbd_take_cb done;
+	void *arg;
+};
+
+/* The helper thread: break and take, then tell the caller (on this thread). */
+static void take_over_job(void *arg)
+{
+	struct take_over *t = arg;
+	struct rbd_owner *p = t->p;
+	char who[128] = "";
+	int rc = break_and_take(p, who, sizeof(who));
+
+	if (rc == -ESHUTDOWN /* librados' EBLOCKLISTED */)
+		own_set(p, RBD_OWN_FENCED, "this gateway's Ceph client was blocklisted: it cannot "
+			"take the lock until ix-target restarts");
+	else if (rc < 0)
+		own_set(p, RBD_OWN_STANDBY, "taking over the image's lock (held by %s) failed: %s",
+			who[0] ? who : "nobody", strerror(-rc));
+	else
+		log_warn("rbd", "%s: took over the image's exclusive lock from %s", p->name,
+			 who[0] ? who : "nobody");
+	atomic_store(&p->lock_job, false);
+	if (t->done)
+		t->done(t->arg, rc);
+	owner_put(p);
+	free(t);
+}
+
+int bs_rbd_take_over_async(struct bs_dev *dev, bs_rbd_take_cb done, void *arg)
+{
+	struct rbd_owner *p = owner_of(rbd_of(dev));
+	struct take_over *t;
+	bool idle = false;
+	int rc;
+
+	if (!p)
+		return -EINVAL;
+	if (atomic_load(&p->own) == RBD_OWN_FENCED)
+		return -ESHUTDOWN;
+	if (atomic_load(&p->own) == RBD_OWN_OWNER)
+		return -EALREADY;
+	if (!atomic_compare_exchange_strong(&p->lock_job, &idle, true))
+		return -EBUSY;
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		atomic_store(&p->lock_job, false);
+		return -ENOMEM;
+	}
+	*t = (struct take_over){p, done, arg};
+	atomic_fetch_add(&p->refs, 1);
+	own_set(p, RBD_OWN_ACQUIRING, "taking over the image's exclusive lock");
+	rc = helper_post(take_over_job, t);
+	if (rc < 0) {
+		own_set(p, RBD_OWN_STANDBY, "cannot take over the lock: %s", strerror(-rc));
+		atomic_store(&p->lock_job, false);
+		atomic_fetch_sub(&p->refs, 1);
+		free(t);
+	}
+	return rc;
 }
 
 int bs_rbd_state(struct bs_dev *dev, char *reason, size_t len)

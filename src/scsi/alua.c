@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "scsi/scsi_int.h"
+#include "util/log.h"
 
 /* RTPG STATUS CODE */
 #define ALUA_STATUS_NONE     0
@@ -26,6 +28,7 @@ struct alua_group {
 	uint8_t
 	    cfg_state; /* as configured: a reload keeps the running state if this is unchanged */
 	bool pref;
+	bool local; /* this gateway's: follows the RBD lock */
 	atomic_uchar state;
 	atomic_uchar status;
 	uint8_t nports;
@@ -37,6 +40,10 @@ struct scsi_alua {
 	uint8_t ngroups;
 	bool explicit_ok;
 	uint8_t transition_s;
+	uint32_t implicit_ms;	     /* implicit failover delay, 0: off */
+	atomic_int own_seen;	     /* the RBD lock state the states were set from, -1: none */
+	_Atomic uint64_t sb_first;   /* I/O refused in standby: first of the current run (ms) */
+	_Atomic uint64_t sb_last;    /* ... and the latest (0: no run) */
 	struct alua_group g[SCSI_ALUA_MAX_GROUPS];
 };
 
@@ -108,19 +115,28 @@ static struct scsi_alua *map_alua(const struct scsi_lun_map *map)
 		   : NULL;
 }
 
-bool scsi_alua_check(struct scsi_cmd *cmd, uint16_t op_flags)
+static void own_follow(struct scsi_lun_map *map, struct scsi_lu *lu);
+static int lu_own(const struct scsi_lu *lu);
+static int stpg_own(struct scsi_cmd *cmd, struct scsi_lu *lu, const struct scsi_alua *a,
+		    uint32_t len);
+static bool implicit_failover(struct scsi_alua *a, struct scsi_lu *lu);
+
+bool scsi_alua_check(struct scsi_cmd *cmd, struct scsi_lu *lu, uint16_t op_flags)
 {
-	const struct scsi_alua *a = map_alua(cmd->map);
+	struct scsi_alua *a = map_alua(cmd->map);
 	const struct alua_group *g;
 	uint8_t state, ascq = 0;
 
 	if (!a || !cmd->nexus)
 		return true;
+	own_follow((struct scsi_lun_map *)cmd->map, lu);
 	g = port_group(a, cmd->nexus->rtpi);
 	/* a port in no group (its portal left the groups in a reload) serves nothing */
 	state = g ? atomic_load_explicit(&g->state, memory_order_relaxed) : SCSI_ALUA_UNAVAILABLE;
 	if (scsi_alua_allows(state, op_flags, &ascq))
 		return true;
+	if (state == SCSI_ALUA_STANDBY && g && g->local && implicit_failover(a, lu))
+		ascq = 0x0a; /* ASYMMETRIC ACCESS STATE TRANSITION: retry, it is coming */
 	scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, ascq);
 	return false;
 }
@@ -177,11 +193,12 @@ static uint32_t rtpg_encode(const struct scsi_alua *a, bool ext, uint8_t *d)
 
 int scsi_spc_report_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu)
 {
-	const struct scsi_alua *a = map_alua(cmd->map);
+	const struct scsi_alua *a;
 	uint8_t d[RTPG_MAX];
 	uint8_t fmt = cmd->cdb[1] >> 5;
 
-	(void)lu;
+	own_follow((struct scsi_lun_map *)cmd->map, lu);
+	a = map_alua(cmd->map);
 	if (!a) { /* ALUA turned off by a reload after the lookup */
 		scsi_fail_cdb(cmd, 1, 4);
 		return SCSI_DONE;
@@ -251,7 +268,6 @@ int scsi_spc_set_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	struct scsi_alua *a;
 	bool changed = false;
 
-	(void)lu;
 	if (len == 0)
 		return SCSI_DONE;
 	if (len < 4 || len % 4) {
@@ -273,6 +289,10 @@ int scsi_spc_set_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		pthread_mutex_unlock(&map->alua_lock);
 		scsi_fail_param(cmd, bad, -1);
 		return SCSI_DONE;
+	}
+	if (lu_own(lu) >= 0) { /* the states follow the lock: only moving it means anything */
+		pthread_mutex_unlock(&map->alua_lock);
+		return stpg_own(cmd, lu, a, len);
 	}
 	for (uint32_t off = 4; off < len; off += 4) {
 		struct alua_group *g = find_group(a, get_be16(cmd->buf + off + 2));
@@ -307,6 +327,215 @@ int scsi_alua_set_state(struct scsi_lun_map *map, uint16_t group, uint8_t state)
 	if (changed)
 		post_changed(map, NULL);
 	return 0;
+}
+
+/* ---- ownership: an RBD LU's managed exclusive lock (docs/ha.md, "Ownership") ----
+ *
+ * With rbd.exclusive_lock the local groups (this gateway's ports) follow the lock: owner ->
+ * active/optimized and the other gateways' groups standby; standby or fenced -> standby or
+ * unavailable, and with one other group that one active/optimized (the owner is there). The
+ * states are brought in line lazily: every command and REPORT TARGET PORT GROUPS compare the
+ * lock state (one atomic load) with the one the states were last set from. */
+
+#ifdef IX_HAVE_RBD
+static int lu_own(const struct scsi_lu *lu)
+{
+	int own = lu && lu->dev ? bs_rbd_own(lu->dev) : -EINVAL;
+
+	return own == BS_RBD_OWN_NONE ? -EINVAL : own;
+}
+#else
+static int lu_own(const struct scsi_lu *lu)
+{
+	(void)lu;
+	return -EINVAL;
+}
+#endif
+
+/* The states a lock state gives the local groups and the others (0xff: leave them). */
+static void own_states(const struct scsi_alua *a, int own, uint8_t *mine, uint8_t *others)
+{
+	unsigned remote = 0;
+
+	for (unsigned i = 0; i < a->ngroups; i++)
+		remote += !a->g[i].local;
+	*others = 0xff;
+	switch (own) {
+	case BS_RBD_OWN_OWNER:
+		*mine = SCSI_ALUA_ACTIVE_OPTIMIZED;
+		*others = SCSI_ALUA_STANDBY;
+		break;
+	case BS_RBD_OWN_ACQUIRING:
+		*mine = SCSI_ALUA_TRANSITIONING;
+		break;
+	default: /* standby, fenced */
+		*mine = own == BS_RBD_OWN_FENCED ? SCSI_ALUA_UNAVAILABLE : SCSI_ALUA_STANDBY;
+		if (remote == 1)
+			*others = SCSI_ALUA_ACTIVE_OPTIMIZED;
+	}
+}
+
+static bool group_set(struct alua_group *g, uint8_t state, uint8_t status)
+{
+	if (state == 0xff || atomic_exchange(&g->state, state) == state)
+		return false;
+	atomic_store(&g->status, status);
+	return true;
+}
+
+/* Set the states from the LU's lock state (once per change); 2A/06 to every nexus but except.
+ * The state is read under the lock, so two threads that saw different ones end with the
+ * latest. */
+static void own_sync(struct scsi_lun_map *map, const struct scsi_lu *lu, uint8_t status,
+		     const struct scsi_nexus *except)
+{
+	struct scsi_alua *a;
+	bool changed = false;
+	uint8_t mine, others;
+	int own;
+
+	pthread_mutex_lock(&map->alua_lock);
+	a = map_alua(map);
+	own = lu_own(lu);
+	if (a && own >= 0 && atomic_exchange(&a->own_seen, own) != own) {
+		own_states(a, own, &mine, &others);
+		for (unsigned i = 0; i < a->ngroups; i++)
+			changed |= group_set(&a->g[i], a->g[i].local ? mine : others, status);
+		if (own != BS_RBD_OWN_STANDBY)
+			atomic_store(&a->sb_last, 0);
+	}
+	pthread_mutex_unlock(&map->alua_lock);
+	if (changed)
+		post_changed(map, except);
+}
+
+static void own_follow(struct scsi_lun_map *map, struct scsi_lu *lu)
+{
+	struct scsi_alua *a = map_alua(map);
+	int own = lu_own(lu);
+
+	if (a && own >= 0 && own != atomic_load_explicit(&a->own_seen, memory_order_relaxed))
+		own_sync(map, lu, ALUA_STATUS_IMPLICIT, NULL);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + 1;
+}
+
+/* A command refused on a standby local group of an LU with the lock: true while an implicit
+ * failover is pending (the command gets 04/0A, transitioning). Refused I/O arriving for
+ * implicit_ms, without a gap as long, breaks the owner's lock and takes it. */
+static bool implicit_failover(struct scsi_alua *a, struct scsi_lu *lu)
+{
+	uint64_t now, last;
+	int rc;
+
+	if (!a->implicit_ms || lu_own(lu) != BS_RBD_OWN_STANDBY)
+		return false;
+	now = now_ms();
+	last = atomic_exchange(&a->sb_last, now);
+	if (last == 0 || now - last > a->implicit_ms) {
+		atomic_store(&a->sb_first, now);
+		return true;
+	}
+	if (now - atomic_load(&a->sb_first) < a->implicit_ms)
+		return true;
+#ifdef IX_HAVE_RBD
+	rc = bs_rbd_take_over_async(lu->dev, NULL, NULL);
+#else
+	rc = -ENOTSUP;
+#endif
+	if (rc == 0)
+		log_warn("alua", "LUN %u: I/O on a standby path for %u ms: taking over the lock",
+			 lu->lun, a->implicit_ms);
+	else if (rc != -EBUSY)
+		log_warn("alua", "LUN %u: implicit failover: %s", lu->lun, strerror(-rc));
+	atomic_store(&a->sb_last, 0);
+	return true;
+}
+
+/* Explicit failover: SET TARGET PORT GROUPS asked for a local group to be active. */
+struct stpg_job {
+	struct ev_post post;
+	struct scsi_cmd *cmd;
+	struct scsi_lu *lu; /* the command's: it outlives the command */
+	int rc;
+};
+
+static void stpg_result(struct scsi_cmd *cmd, const struct scsi_lu *lu, int rc)
+{
+	if (rc < 0 && rc != -EALREADY) /* SET TARGET PORT GROUPS COMMAND FAILED */
+		scsi_fail(cmd, SCSI_SENSE_HARDWARE_ERROR, 0x67, 0x0a);
+	else /* the owner now */
+		own_sync((struct scsi_lun_map *)cmd->map, lu, ALUA_STATUS_EXPLICIT, cmd->nexus);
+}
+
+/* The command's worker, after the take-over. */
+static void stpg_finish(void *arg)
+{
+	struct stpg_job *j = arg;
+	struct scsi_cmd *cmd = j->cmd;
+
+	stpg_result(cmd, j->lu, j->rc);
+	free(j);
+	scsi_cmd_finish(cmd);
+}
+
+#ifdef IX_HAVE_RBD
+static void stpg_taken(void *arg, int rc)
+{
+	struct stpg_job *j = arg;
+
+	j->rc = rc;
+	ev_loop_post_node(j->cmd->thread->loop, &j->post, stpg_finish, j);
+}
+#endif
+
+static bool stpg_wants_local(const struct scsi_alua *a, const uint8_t *p, uint32_t len)
+{
+	for (uint32_t off = 4; off < len; off += 4) {
+		const struct alua_group *g = find_group((struct scsi_alua *)a, get_be16(p + off + 2));
+		uint8_t to = p[off] & 0x0f;
+
+		if (g && g->local &&
+		    (to == SCSI_ALUA_ACTIVE_OPTIMIZED || to == SCSI_ALUA_ACTIVE_NON_OPTIMIZED))
+			return true;
+	}
+	return false;
+}
+
+/* SET TARGET PORT GROUPS on an LU whose states follow its lock: only asking for a local group
+ * to be active means something (take the lock); the rest is accepted and the states keep
+ * following the lock. SCSI_DONE or SCSI_ASYNC. */
+static int stpg_own(struct scsi_cmd *cmd, struct scsi_lu *lu, const struct scsi_alua *a,
+		    uint32_t len)
+{
+	struct stpg_job *j;
+	int rc = -ENOTSUP;
+
+	if (!stpg_wants_local(a, cmd->buf, len))
+		return SCSI_DONE;
+	if (!cmd->thread || !(j = calloc(1, sizeof(*j)))) {
+		scsi_fail(cmd, SCSI_SENSE_HARDWARE_ERROR, 0x67, 0x0a);
+		return SCSI_DONE;
+	}
+	j->cmd = cmd;
+	j->lu = lu;
+#ifdef IX_HAVE_RBD
+	rc = bs_rbd_take_over_async(lu->dev, stpg_taken, j);
+#endif
+	if (rc == 0)
+		return SCSI_ASYNC;
+	if (rc != -EALREADY)
+		log_warn("alua", "LUN %u: SET TARGET PORT GROUPS cannot take the lock: %s", lu->lun,
+			 strerror(-rc));
+	free(j);
+	stpg_result(cmd, lu, rc);
+	return SCSI_DONE;
 }
 
 /* ---- configuration ---- */
@@ -344,6 +573,8 @@ static void build(struct scsi_alua *a, const struct scsi_alua_cfg *cfg, const st
 	a->ngroups = cfg->ngroups;
 	a->explicit_ok = cfg->explicit_ok;
 	a->transition_s = cfg->transition_s;
+	a->implicit_ms = cfg->implicit_failover_ms;
+	atomic_init(&a->own_seen, -1);
 	for (unsigned i = 0; i < cfg->ngroups; i++) {
 		const struct scsi_alua_group_cfg *c = &cfg->groups[i];
 		struct alua_group *g = &a->g[i];
@@ -353,6 +584,7 @@ static void build(struct scsi_alua *a, const struct scsi_alua_cfg *cfg, const st
 		g->id = c->id;
 		g->cfg_state = c->state;
 		g->pref = c->preferred;
+		g->local = c->local;
 		atomic_init(&g->state, keep ? atomic_load(&o->state) : c->state);
 		atomic_init(&g->status, keep ? atomic_load(&o->status) : ALUA_STATUS_NONE);
 		g->nports = c->nports;
@@ -413,6 +645,7 @@ int scsi_alua_get(const struct scsi_lun_map *map, struct scsi_alua_cfg *out)
 	out->ngroups = a->ngroups;
 	out->explicit_ok = a->explicit_ok;
 	out->transition_s = a->transition_s;
+	out->implicit_failover_ms = a->implicit_ms;
 	for (unsigned i = 0; i < a->ngroups; i++) {
 		struct scsi_alua_group_cfg *o = &out->groups[i];
 
@@ -420,6 +653,7 @@ int scsi_alua_get(const struct scsi_lun_map *map, struct scsi_alua_cfg *out)
 		o->state = atomic_load(&a->g[i].state);
 		o->status = atomic_load(&a->g[i].status);
 		o->preferred = a->g[i].pref;
+		o->local = a->g[i].local;
 		o->nports = a->g[i].nports;
 		memcpy(o->ports, a->g[i].ports, o->nports * sizeof(o->ports[0]));
 	}

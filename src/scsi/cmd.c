@@ -409,7 +409,7 @@ static bool precheck(struct scsi_cmd *cmd, const struct scsi_op *op, struct scsi
 	}
 	if (!cdb_fields_ok(cmd, op))
 		return false;
-	if (!scsi_alua_check(cmd, op->flags))
+	if (!scsi_alua_check(cmd, lu, op->flags))
 		return false;
 	holder = atomic_load_explicit(&lu->resv_holder, memory_order_acquire);
 	if (holder && holder != cmd->nexus && !(op->flags & SCSI_F_RESV_OK)) {

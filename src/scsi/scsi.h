@@ -170,6 +170,8 @@ struct scsi_alua_group_cfg {
 	uint8_t status;   /* out of scsi_alua_get(): RTPG STATUS CODE (0 none, 1 explicit, 2
 			     implicit); ignored by scsi_alua_configure() */
 	bool preferred;   /* PREF bit */
+	bool local;       /* this gateway's ports ("portals"), not another gateway's: with an RBD
+			     LU's managed exclusive lock its state follows the lock (alua.c) */
 	uint8_t nports;
 	uint16_t ports[SCSI_ALUA_MAX_PORTS]; /* relative target port ids (1..65535), each in
 						one group only; ports on other gateways too */
@@ -179,6 +181,8 @@ struct scsi_alua_cfg {
 	uint8_t ngroups;  /* 0: no ALUA */
 	bool explicit_ok; /* SET TARGET PORT GROUPS accepted (INQUIRY TPGS 11b, else 01b) */
 	uint8_t transition_s; /* IMPLICIT TRANSITION TIME reported by REPORT TARGET PORT GROUPS */
+	uint32_t implicit_failover_ms; /* I/O refused on a standby local group for this long
+					  takes over an RBD LU's lock; 0: never (docs/ha.md) */
 	struct scsi_alua_group_cfg groups[SCSI_ALUA_MAX_GROUPS];
 };
 

@@ -1710,6 +1710,7 @@ static int one_alua_portal(struct ctx *c, json_t *e, size_t i, void *arg)
 			    "portal \"%s\" has tpgt 0, which cannot be a relative target "
 			    "port: give it a tpgt of 1 or more",
 			    esc(s, buf, sizeof(buf)));
+	ga->g->local = true; /* this gateway's: follows an RBD lock (docs/ha.md) */
 	return alua_add_port(c, ga->a, ga->g, p->tpgt);
 }
 
@@ -1822,7 +1823,8 @@ static int alua_coverage(struct ctx *c, const struct ix_config *cfg, const struc
 static int parse_alua(struct ctx *c, json_t *tv, const struct ix_config *cfg,
 		      struct cfg_target *t)
 {
-	static const char *const keys[] = {"groups", "explicit", "transition_time", NULL};
+	static const char *const keys[] = {"groups", "explicit", "transition_time",
+					   "implicit_failover_ms", NULL};
 	json_t *v = member(tv, "alua"), *groups;
 	struct scsi_alua_cfg *a = &t->alua;
 	struct group_arg ga = {cfg, t, a, NULL};
@@ -1832,10 +1834,12 @@ static int parse_alua(struct ctx *c, json_t *tv, const struct ix_config *cfg,
 	if (!v)
 		return 0;
 	a->explicit_ok = true;
+	a->implicit_failover_ms = 5000;
 	push_key(c, "alua");
 	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)) ||
 	    (rc = get_bool(c, v, "explicit", &a->explicit_ok)) ||
-	    (rc = get_u16(c, v, "transition_time", 0, 255, &trans)))
+	    (rc = get_u16(c, v, "transition_time", 0, 255, &trans)) ||
+	    (rc = get_u32(c, v, "implicit_failover_ms", 0, 600000, &a->implicit_failover_ms)))
 		goto out;
 	a->transition_s = (uint8_t)trans;
 	groups = member(v, "groups");

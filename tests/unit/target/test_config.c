@@ -971,6 +971,9 @@ static void test_alua(void)
 	    {ALUA_T("{'groups': [{'id': 1, 'state': 'standby', 'portals': ['a', 'b']}], "
 		    "'transition_time': 256}"),
 	     "targets[0].alua.transition_time: 256 is out of range"},
+	    {ALUA_T("{'groups': [{'id': 1, 'state': 'standby', 'portals': ['a', 'b']}], "
+		    "'implicit_failover_ms': 600001}"),
+	     "targets[0].alua.implicit_failover_ms: 600001 is out of range"},
 	    /* a target on every portal includes z, whose tpgt 0 cannot be a target port */
 	    {ALUA_PORTALS "'targets': [{'name': 'iqn.2024-01.org.ix:t', 'alua': {'groups': "
 			  "[{'id': 1, 'state': 'standby', 'portals': ['a', 'b', 'z']}]}}]}",
@@ -1004,9 +1007,25 @@ static void test_alua(void)
 	CHECK_EQ(a->groups[1].nports, 3);
 	CHECK_EQ(a->groups[1].ports[0], 2);
 	CHECK_EQ(a->groups[1].ports[2], 6);
+	CHECK_EQ(a->implicit_failover_ms, 5000); /* the default */
+	CHECK(a->groups[0].local);
+	CHECK(a->groups[1].local); /* it has a portal of this gateway */
 	CHECK(scsi_alua_cfg_error(a) == NULL);
 	cfg_free(cfg);
 	cfg = NULL;
+	CHECK_EQ(load(ALUA_T("{'implicit_failover_ms': 0, 'groups': ["
+			     "{'id': 1, 'state': 'standby', 'portals': ['a', 'b']},"
+			     "{'id': 2, 'state': 'standby', 'relative_ports': [9]}]}"),
+		      &cfg, err, sizeof(err)),
+		 0);
+	if (cfg) {
+		a = &cfg->targets[0].alua;
+		CHECK_EQ(a->implicit_failover_ms, 0);
+		CHECK(a->groups[0].local);
+		CHECK(!a->groups[1].local); /* another gateway's */
+		cfg_free(cfg);
+		cfg = NULL;
+	}
 	CHECK_EQ(load(ALUA_PORTALS "'targets': [{'name': 'iqn.2024-01.org.ix:t'}]}", &cfg, err,
 		      sizeof(err)),
 		 0);

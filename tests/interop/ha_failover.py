@@ -1,0 +1,432 @@
+#!/usr/bin/env python3
+"""Failover between two gateways of one RBD image: ALUA states follow the managed exclusive lock
+(rbd.exclusive_lock), explicit failover on SET TARGET PORT GROUPS, implicit failover on I/O to a
+standby path, fencing of the old owner. Its own memstore single-node cluster
+(tests/ceph/cluster.sh). Gateway A: portal tpgt 1 in ALUA group 1; gateway B: tpgt 2 in group 2;
+each lists the other's group by relative port; alua.implicit_failover_ms = IMPLICIT_MS.
+
+Every write a gateway acknowledged (GOOD) goes into a ledger (LBA -> data); after each failover
+the new owner reads every ledger block back: 0 errors and 0 miscompares, counted in the details.
+ix-bench --verify writes a 2 MiB range through A, and after the explicit failover a read-only
+ix-bench --verify run with the same seed checks it through B.
+
+  a. explicit: A owns (REPORT TARGET PORT GROUPS through both: group 1 active/optimized, group 2
+     standby); SET TARGET PORT GROUPS (group 2 active/optimized) through B: GOOD, B reports
+     group 2 active/optimized and group 1 standby; A's next write fails 02/04/0B and A then
+     reports its group unavailable; B verifies the ledger and the ix-bench data;
+  b. kill -9: a restarted A takes the lock back explicitly, a restarted B is standby; writes
+     through A; kill -9 A; writes through B get NOT READY (04/0A transitioning or 04/0B) and
+     then GOOD within IMPLICIT_MS plus slack; B verifies the ledger;
+  c. SIGSTOP: the same with A stopped instead of killed; after SIGCONT A's first write fails
+     (02/04/0B, fenced), A reports group 1 unavailable and group 2 active/optimized, the image
+     keeps the acknowledged data, and SET TARGET PORT GROUPS through fenced A fails with
+     4/67/0A (it cannot take the lock back).
+
+Skips (77) only when Ceph or ix-target is missing. Environment: IX_BUILD, IX_OUT, IX_RESULTS.
+"""
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+import ixiscsi as X  # noqa: E402
+import ixtest  # noqa: E402
+
+HOST = '127.0.0.1'
+BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
+OUT = os.environ.get('IX_OUT', os.path.join(ROOT, 'tests', 'out'))
+CLUSTER_SH = os.path.join(ROOT, 'tests', 'ceph', 'cluster.sh')
+IQN = 'iqn.2024-01.org.ix.test:failover'
+INITIATOR = 'iqn.2024-01.org.ix.test:failover-client'
+BS = 512
+IMPLICIT_MS = 3000
+BENCH_RANGE = 2 << 20
+LEDGER_LBA = (4 << 20) // BS  # the ledger's writes start above ix-bench's range
+AO, ANO, STANDBY, UNAVAIL, TRANS = 0, 1, 2, 3, 0xf
+NAMES = {AO: 'AO', ANO: 'ANO', STANDBY: 'standby', UNAVAIL: 'unavailable', TRANS: 'trans'}
+report = ixtest.Reporter('ha_failover')
+
+
+def run(cmd, timeout, **kw):
+    return subprocess.run(cmd, timeout=timeout, capture_output=True, text=True, **kw)
+
+
+def rpc(sock, method, params):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(60)
+    s.connect(sock)
+    s.sendall(json.dumps({'jsonrpc': '2.0', 'id': 1, 'method': method,
+                          'params': params}).encode() + b'\n')
+    buf = b''
+    while not buf.endswith(b'\n'):
+        d = s.recv(65536)
+        if not d:
+            break
+        buf += d
+    s.close()
+    return json.loads(buf)
+
+
+def sense3(sense):
+    if len(sense) < 14:
+        return None
+    if sense[0] & 0x7f in (0x72, 0x73):
+        return sense[1] & 0xf, sense[2], sense[3]
+    return sense[2] & 0xf, sense[12], sense[13]
+
+
+def fmt(st, sense):
+    k = sense3(sense) if st == 2 else None
+    return 'status 0x%02x%s' % (st, ' sense %x/%02x/%02x' % k if k else '')
+
+
+def check(name, ok, detail):
+    report('PASS' if ok else 'FAIL', name, detail)
+    return ok
+
+
+class Gateway:
+    """One ix-target: its port, management socket, ALUA group (= tpgt) and one session."""
+
+    def __init__(self, tmp, conf, name, group, port=None):
+        self.name, self.group, self.tmp, self.conf = name, group, tmp, conf
+        self.port = port or ixtest.free_port()
+        self.sock = os.path.join(tmp, name + '.sock')
+        other = 3 - group
+        cfg = {'global': {'mgmt_socket': self.sock},
+               'portals': [{'name': 'p', 'address': HOST, 'port': self.port, 'tpgt': group}],
+               'targets': [{'name': IQN, 'luns': [
+                   {'lun': 0, 'backend': 'rbd', 'thin': True, 'naa_id': '0x6001405a0f0e0d0c',
+                    'serial': 'ixfailover',
+                    'rbd': {'pool': 'rbd', 'image': 'fo', 'conf': conf,
+                            'exclusive_lock': True, 'osd_op_timeout_s': 5}}],
+                   'alua': {'implicit_failover_ms': IMPLICIT_MS, 'groups': [
+                       {'id': group, 'state': 'standby', 'portals': ['p']},
+                       {'id': other, 'state': 'standby', 'relative_ports': [other]}]}}]}
+        path = os.path.join(tmp, name + '.json')
+        with open(path, 'w') as f:
+            json.dump(cfg, f)
+        self.d = ixtest.Daemon(path, 'ha_failover.ix-target-%s.log' % name, BUILD, OUT)
+        self.s = X.Session(HOST, self.port, initiator=INITIATOR, target=IQN, timeout=30)
+        self.s.login()
+        self.s.lun = 0
+
+    def lock_state(self, want=None, secs=30):
+        end = time.monotonic() + secs
+        while True:
+            r = rpc(self.sock, 'iscsi_break_rbd_lock', {'target': IQN, 'lun': 0,
+                                                        'dry_run': True})
+            st = r.get('result', {}).get('state')
+            if (st == want if want else st not in (None, 'acquiring')) or \
+                    time.monotonic() > end:
+                return st
+            time.sleep(0.2)
+
+    def cmd(self, cdb, **kw):
+        st, data, sense, _ = self.s.scsi_retry_ua(bytes(cdb), **kw)
+        return st, data, sense
+
+    def write(self, lba, data):
+        cdb = bytes([0x8a, 0x08]) + struct.pack('>QIBB', lba, len(data) // BS, 0, 0)
+        st, _, sense = self.cmd(cdb, write_data=data)
+        return st, sense
+
+    def read(self, lba, n):
+        cdb = bytes([0x88, 0]) + struct.pack('>QIBB', lba, n, 0, 0)
+        return self.cmd(cdb, read_len=n * BS)
+
+    def rtpg(self):
+        """{group: state} or the failure."""
+        st, d, sense = self.cmd([0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0], read_len=1024)
+        if st != 0:
+            return fmt(st, sense)
+        n, off, out = struct.unpack('>I', d[:4])[0] + 4, 4, {}
+        while off + 8 <= n:
+            out[struct.unpack('>H', d[off + 2:off + 4])[0]] = d[off] & 0x0f
+            off += 8 + 4 * d[off + 7]
+        return out
+
+    def stpg(self, state, group):
+        params = bytes(4) + struct.pack('>BBH', state, 0, group)
+        cdb = [0xa4, 0x0a, 0, 0, 0, 0] + list(struct.pack('>I', len(params))) + [0, 0]
+        st, _, sense = self.cmd(cdb, write_data=params)
+        return st, sense
+
+    def close(self):
+        try:
+            self.s.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def sanitizer_check(self):
+        text = self.d.output()
+        if 'ERROR: AddressSanitizer' in text or 'runtime error:' in text:
+            report('FAIL', 'sanitizer-' + self.name, 'sanitizer report in ' + self.d.log_path)
+
+
+def show(groups):
+    if not isinstance(groups, dict):
+        return str(groups)
+    return ' '.join('g%d=%s' % (g, NAMES.get(s, hex(s))) for g, s in sorted(groups.items()))
+
+
+class Ledger:
+    """What gateways acknowledged: LBA -> the 4 KiB last written there with GOOD."""
+
+    def __init__(self):
+        self.blocks, self.next, self.acked = {}, LEDGER_LBA, 0
+
+    def write_some(self, gw, n):
+        """n new 4 KiB writes (and a rewrite of an old one each time); stops at the first
+        refusal. Returns the number acknowledged and the failure, if any."""
+        for i in range(n):
+            lba = self.next if i % 2 == 0 or not self.blocks else \
+                random.choice(list(self.blocks))
+            if lba == self.next:
+                self.next += 8
+            data = os.urandom(4096)
+            st, sense = gw.write(lba, data)
+            if st != 0:
+                return i, fmt(st, sense)
+            self.blocks[lba] = data
+            self.acked += 1
+        return n, None
+
+    def verify(self, gw):
+        """Read every block back through gw: (blocks, errors, miscompares)."""
+        errors = miscompares = 0
+        for lba, data in sorted(self.blocks.items()):
+            st, got, _ = gw.read(lba, 8)
+            if st != 0:
+                errors += 1
+            elif bytes(got) != data:
+                miscompares += 1
+        return len(self.blocks), errors, miscompares
+
+
+def bench(gw, rw, seed):
+    cmd = [os.path.join(BUILD, 'tools', 'ix-bench'), '-p', '%s:%d' % (HOST, gw.port),
+           '-T', IQN, '--rw', rw, '--verify', '--seed', str(seed), '--bs', '64k', '--qd', '8',
+           '--range', str(BENCH_RANGE), '--size', str(BENCH_RANGE), '--json', '--quiet',
+           '--time', '30s']
+    r = run(cmd, 90)
+    try:
+        j = json.loads(r.stdout)
+    except ValueError:
+        j = {}
+    return r.returncode, j, r.stderr.strip()[-300:]
+
+
+def bench_summary(j):
+    if not j:
+        return 'no JSON'
+    return ('read %d bytes, wrote %d bytes, errors=%s miscompares=%s verified_blocks=%s '
+            '(every read is checked; verified_blocks counts the final re-read pass)'
+            % (j['read']['bytes'], j['write']['bytes'], j.get('errors'), j.get('miscompares'),
+               j.get('verified_blocks')))
+
+
+def verify_ledger(name, ledger, gw):
+    n, err, mis = ledger.verify(gw)
+    return check(name, n > 0 and err == 0 and mis == 0,
+                 '%d acknowledged blocks (of %d acknowledged writes) read through %s: '
+                 '%d errors, %d miscompares' % (n, ledger.acked, gw.name, err, mis))
+
+
+def wait_takeover(gw, ledger):
+    """Write through a standby gw until GOOD: (seconds, senses seen, final result)."""
+    t0, seen = time.monotonic(), {}
+    lba, data = ledger.next, os.urandom(4096)
+    ledger.next += 8
+    while time.monotonic() - t0 < IMPLICIT_MS / 1000 + 15:
+        st, sense = gw.write(lba, data)
+        if st == 0:
+            ledger.blocks[lba] = data
+            ledger.acked += 1
+            return time.monotonic() - t0, seen, 'GOOD'
+        k = fmt(st, sense)
+        seen[k] = seen.get(k, 0) + 1
+        time.sleep(0.25)
+    return time.monotonic() - t0, seen, 'no takeover'
+
+
+def phase_explicit(tmp, conf, ledger, gws):
+    a = gws['a'] = Gateway(tmp, conf, 'a', 1)
+    st_a = a.lock_state()
+    b = gws['b'] = Gateway(tmp, conf, 'b', 2)
+    st_b = b.lock_state()
+    ra, rb = a.rtpg(), b.rtpg()
+    check('ownership-follows-lock', st_a == 'owner' and st_b == 'standby' and
+          ra == {1: AO, 2: STANDBY} and rb == {1: AO, 2: STANDBY},
+          'A %s: %s; B %s: %s' % (st_a, show(ra), st_b, show(rb)))
+    rc, j, err = bench(a, 'write', 4242)
+    check('bench-write-a', rc == 0 and j.get('write', {}).get('bytes') == BENCH_RANGE,
+          'ix-bench --rw write --verify through A: exit %d %s %s'
+          % (rc, bench_summary(j), err if rc else ''))
+    n, why = ledger.write_some(a, 64)
+    check('writes-a', n == 64, '%d of 64 writes through A acknowledged %s' % (n, why or ''))
+    sb = b.write(LEDGER_LBA, bytes(4096))
+    check('standby-refuses', sb[0] == 2 and sense3(sb[1]) in ((2, 4, 0x0b), (2, 4, 0x0a)),
+          'a write through standby B before the failover: %s' % fmt(*sb))
+    t0 = time.monotonic()
+    st = b.stpg(AO, 2)
+    took = time.monotonic() - t0
+    rb = b.rtpg()
+    check('explicit-stpg', st[0] == 0 and rb == {1: STANDBY, 2: AO} and
+          b.lock_state() == 'owner',
+          'SET TARGET PORT GROUPS g2=AO through B: %s in %.2f s; B now reports %s'
+          % (fmt(*st), took, show(rb)))
+    late = os.urandom(4096)
+    lba = random.choice(list(ledger.blocks))
+    wa = a.write(lba, late)
+    ra = a.rtpg()
+    check('old-owner-fenced', wa[0] == 2 and sense3(wa[1]) == (2, 4, 0x0b) and
+          ra == {1: UNAVAIL, 2: AO} and a.lock_state('fenced', 5) == 'fenced',
+          "A's next write: %s; A then reports %s" % (fmt(*wa), show(ra)))
+    verify_ledger('explicit-verify', ledger, b)
+    rc, j, err = bench(b, 'read', 4242)
+    check('bench-verify-b', rc == 0 and j.get('read', {}).get('bytes') == BENCH_RANGE and
+          j.get('errors') == 0 and j.get('miscompares') == 0,
+          'ix-bench --rw read --verify (same seed) through B: exit %d %s %s'
+          % (rc, bench_summary(j), err if rc else ''))
+
+
+def restart(gws, tmp, conf, name):
+    old = gws[name]
+    old.close()
+    if old.d.p.poll() is None:
+        old.d.stop()
+    old.sanitizer_check()
+    gws[name] = Gateway(tmp, conf, name, old.group, old.port)
+    gws[name].lock_state()
+    return gws[name]
+
+
+def make_a_owner(tmp, conf, ledger, gws, tag):
+    """A restarted, takes the lock back with SET TARGET PORT GROUPS; B restarted (standby)."""
+    a = restart(gws, tmp, conf, 'a')
+    st = a.stpg(AO, 1)
+    b = restart(gws, tmp, conf, 'b')
+    ra, rb = a.rtpg(), b.rtpg()
+    n, why = ledger.write_some(a, 32)
+    return check(tag + '-setup', st[0] == 0 and ra == {1: AO, 2: STANDBY} and
+                 rb == {1: AO, 2: STANDBY} and n == 32,
+                 'restarted A took the lock back (%s), restarted B standby: A %s, B %s; %d of '
+                 '32 writes through A acknowledged %s' % (fmt(*st), show(ra), show(rb), n,
+                                                          why or ''))
+
+
+def phase_kill(tmp, conf, ledger, gws):
+    if not make_a_owner(tmp, conf, ledger, gws, 'kill9'):
+        return
+    a, b = gws['a'], gws['b']
+    a.close()
+    a.d.kill9()
+    took, seen, res = wait_takeover(b, ledger)
+    rb = b.rtpg()
+    check('kill9-implicit', res == 'GOOD' and rb == {1: STANDBY, 2: AO} and
+          took < IMPLICIT_MS / 1000 + 10 and seen,
+          'after kill -9 of A, writes through B: %s after %.1f s (implicit_failover_ms %d); '
+          'refused meanwhile: %s; B reports %s' % (res, took, IMPLICIT_MS, seen, show(rb)))
+    verify_ledger('kill9-verify', ledger, b)
+
+
+def phase_stop(tmp, conf, ledger, gws):
+    if not make_a_owner(tmp, conf, ledger, gws, 'sigstop'):
+        return
+    a, b = gws['a'], gws['b']
+    a.d.p.send_signal(signal.SIGSTOP)
+    try:
+        took, seen, res = wait_takeover(b, ledger)
+        rb = b.rtpg()
+        check('sigstop-implicit', res == 'GOOD' and rb == {1: STANDBY, 2: AO} and seen,
+              'A stopped, writes through B: %s after %.1f s; refused meanwhile: %s; B reports '
+              '%s' % (res, took, seen, show(rb)))
+        verify_ledger('sigstop-verify', ledger, b)
+    finally:
+        a.d.p.send_signal(signal.SIGCONT)
+    lba = random.choice(list(ledger.blocks))
+    late = os.urandom(4096)
+    wa = a.write(lba, late)
+    ra = a.rtpg()
+    st, got, _ = b.read(lba, 8)
+    check('sigcont-fenced', wa[0] == 2 and sense3(wa[1]) == (2, 4, 0x0b) and
+          ra == {1: UNAVAIL, 2: AO} and st == 0 and bytes(got) == ledger.blocks[lba],
+          "resumed A's first write: %s; A reports %s; the block holds %s"
+          % (fmt(*wa), show(ra), 'the acknowledged data' if st == 0 and
+             bytes(got) == ledger.blocks[lba] else "A's late write" if bytes(got) == late
+             else 'something else (%s)' % fmt(st, b'')))
+    st = a.stpg(AO, 1)
+    check('fenced-stpg-refused', st[0] == 2 and sense3(st[1]) == (4, 0x67, 0x0a) and
+          b.rtpg() == {1: STANDBY, 2: AO},
+          'SET TARGET PORT GROUPS g1=AO through fenced A: %s (want 4/67/0a); B still reports '
+          'g2=AO' % fmt(*st))
+    verify_ledger('final-verify', ledger, b)
+
+
+def main():
+    for c in ('ceph-mon', 'ceph-osd', 'rbd', 'ceph-authtool', 'monmaptool'):
+        if not shutil.which(c):
+            print('SKIP: Ceph not installed (%s missing): scripts/deps.sh --ceph' % c,
+                  file=sys.stderr)
+            return 77
+    for t in ('ix-target', 'ix-bench'):
+        if not os.access(os.path.join(BUILD, 'tools', t), os.X_OK):
+            print('SKIP: %s not built in %s' % (t, BUILD), file=sys.stderr)
+            return 77
+    os.makedirs(OUT, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix='ixtest.failover.', dir='/tmp')
+    shm = '/dev/shm' if os.path.isdir('/dev/shm') else tmp
+    ceph = tempfile.mkdtemp(prefix='ixtest.failover-ceph.', dir=shm)
+    conf = os.path.join(ceph, 'ceph.conf')
+    env = dict(os.environ, CEPH_CONF=conf)
+    gws, ledger = {}, Ledger()
+    try:
+        t0 = time.monotonic()
+        r = run([CLUSTER_SH, 'start', ceph, '--store', 'memstore'], 300)
+        if r.returncode != 0:
+            report('FAIL', 'cluster', r.stderr.strip()[-300:])
+            return 1
+        r = run(['rbd', 'create', '--size', '64M', 'rbd/fo'], 60, env=env)
+        if r.returncode != 0:
+            report('FAIL', 'cluster', 'rbd create: ' + r.stderr.strip()[-300:])
+            return 1
+        report('PASS', 'cluster', 'memstore cluster and image up in %.0f s'
+               % (time.monotonic() - t0))
+        for ph in (phase_explicit, phase_kill, phase_stop):
+            try:
+                ph(tmp, conf, ledger, gws)
+            except Exception as e:  # noqa: BLE001
+                import traceback
+                traceback.print_exc()
+                report('FAIL', ph.__name__, '%s: %s' % (type(e).__name__, str(e)[:300]))
+                break
+        report('PASS' if not report.failed else 'FAIL', 'summary',
+               '%d writes acknowledged, %d distinct blocks checked after every failover, '
+               'total %.0f s' % (ledger.acked, len(ledger.blocks), time.monotonic() - t0))
+    finally:
+        for g in gws.values():
+            g.close()
+            if g.d.p.poll() is None:
+                g.d.p.send_signal(signal.SIGCONT)
+                g.d.stop()
+            g.sanitizer_check()
+        run([CLUSTER_SH, 'stop', ceph], 120)
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(ceph, ignore_errors=True)
+    return 1 if report.failed else 0
+
+
+if __name__ == '__main__':
+    report.main(main)
