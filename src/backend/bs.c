@@ -19,7 +19,7 @@ static const struct bs_ops *const bs_registry[] = {
 #endif
 };
 
-const struct bs_ops *bs_ops_by_type(enum scsi_backend_type type)
+const struct bs_ops *bs_ops_by_type(enum bs_type type)
 {
 	for (size_t i = 0; i < sizeof(bs_registry) / sizeof(bs_registry[0]); i++)
 		if (bs_registry[i]->type == type)

@@ -95,17 +95,17 @@ struct bs_io {
 
 struct bs_open_cfg {
 	const char *path;
-	const struct scsi_rbd_cfg *rbd; /* rbd backend: pool, image, cluster (copied at open) */
+	const struct bs_rbd_cfg *rbd; /* rbd backend: pool, image, cluster (copied at open) */
 	uint64_t size_bytes;
 	uint32_t block_size;
 	bool readonly;
-	const struct scsi_err_rule *err_rules; /* error backend: copied at open */
+	const struct bs_err_rule *err_rules; /* error backend: copied at open */
 	uint32_t n_err_rules;
 };
 
 struct bs_ops {
 	const char *name;
-	enum scsi_backend_type type;
+	enum bs_type type;
 	size_t priv_size;
 	unsigned caps;
 	/* Fill dev->size (bytes, a multiple of block_size) and dev->caps. -errno + message. */
@@ -156,7 +156,7 @@ struct bs_dev {
 };
 
 /* The registry. */
-const struct bs_ops *bs_ops_by_type(enum scsi_backend_type type);
+const struct bs_ops *bs_ops_by_type(enum bs_type type);
 const struct bs_ops *bs_ops_by_name(const char *name);
 
 int bs_dev_open(const struct bs_ops *ops, const struct bs_open_cfg *cfg, struct bs_dev **out,

@@ -1,7 +1,7 @@
 /* What a backend is opened with, as the configuration names it: the backend type, an RBD
  * image's whereabouts, the test backend's error rules. The SCSI layer's LU configuration
  * (scsi/scsi.h) embeds these; the backend layer defines them, so its headers need nothing
- * from the layers above. (The scsi_ prefix of the names is historical.)
+ * from the layers above.
  */
 #ifndef IX_BACKEND_BS_CFG_H
 #define IX_BACKEND_BS_CFG_H
@@ -9,16 +9,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum scsi_backend_type {
-	SCSI_BACKEND_RAM = 0,
-	SCSI_BACKEND_FILE = 1,
-	SCSI_BACKEND_BLOCK = 2,
-	SCSI_BACKEND_ERROR = 3, /* test only: RAM whose I/O fails or is slowed by rules */
-	SCSI_BACKEND_RBD = 4,   /* a Ceph RBD image through librbd (backend/bs_rbd.c) */
+enum bs_type {
+	BS_TYPE_RAM = 0,
+	BS_TYPE_FILE = 1,
+	BS_TYPE_BLOCK = 2,
+	BS_TYPE_ERROR = 3, /* test only: RAM whose I/O fails or is slowed by rules */
+	BS_TYPE_RBD = 4,   /* a Ceph RBD image through librbd (backend/bs_rbd.c) */
 };
 
-/* Where an RBD LU's image lives and how to reach its cluster (SCSI_BACKEND_RBD). */
-struct scsi_rbd_cfg {
+/* Where an RBD LU's image lives and how to reach its cluster (BS_TYPE_RBD). */
+struct bs_rbd_cfg {
 	const char *pool;      /* required */
 	const char *image;     /* required */
 	const char *ns;        /* RADOS namespace; NULL = the default one */
@@ -36,13 +36,13 @@ struct scsi_rbd_cfg {
 				       background; false: the start fails (config default true) */
 };
 
-/* Error injection rules of the test backend (SCSI_BACKEND_ERROR, backend/bs_error.c). The
+/* Error injection rules of the test backend (BS_TYPE_ERROR, backend/bs_error.c). The
  * first rule that matches an I/O decides what happens to it. */
-#define SCSI_ERR_OP_READ  0x1 /* reads */
-#define SCSI_ERR_OP_WRITE 0x2 /* writes, WRITE SAME, zeroing, unmapping */
-#define SCSI_ERR_OP_FLUSH 0x4 /* SYNCHRONIZE CACHE and FUA flushes */
-struct scsi_err_rule {
-	uint8_t ops;             /* SCSI_ERR_OP_* this rule applies to */
+#define BS_ERR_OP_READ  0x1 /* reads */
+#define BS_ERR_OP_WRITE 0x2 /* writes, WRITE SAME, zeroing, unmapping */
+#define BS_ERR_OP_FLUSH 0x4 /* SYNCHRONIZE CACHE and FUA flushes */
+struct bs_err_rule {
+	uint8_t ops;             /* BS_ERR_OP_* this rule applies to */
 	int error;               /* the I/O fails with this -errno (-EIO, -ENOSPC, ...); 0 = it
 				    succeeds (delay only) */
 	uint64_t lba, blocks;    /* logical blocks the I/O must touch; blocks 0 = all from lba */

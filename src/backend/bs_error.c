@@ -1,5 +1,5 @@
 /* Error backend, for tests only: a RAM device whose I/O fails (EIO, ENOSPC, any -errno) or
- * completes late, selected by rules (struct scsi_err_rule): per operation class, per LBA range,
+ * completes late, selected by rules (struct bs_err_rule): per operation class, per LBA range,
  * every Nth matching I/O. The configuration loader accepts it only in a file that ix-target is
  * told to treat as a test configuration (docs/configuration.md, "testing").
  *
@@ -30,7 +30,7 @@ struct err_slot {
 
 struct err_priv {
 	struct bs_dev *ram;
-	struct scsi_err_rule rules[ERR_MAX_RULES];
+	struct bs_err_rule rules[ERR_MAX_RULES];
 	atomic_uint_fast64_t hits[ERR_MAX_RULES];
 	uint32_t nrules;
 	atomic_uint_fast64_t busy; /* bit per slot */
@@ -73,22 +73,22 @@ static uint8_t op_class(uint8_t op)
 {
 	switch (op) {
 	case BS_OP_READ:
-		return SCSI_ERR_OP_READ;
+		return BS_ERR_OP_READ;
 	case BS_OP_FLUSH:
-		return SCSI_ERR_OP_FLUSH;
+		return BS_ERR_OP_FLUSH;
 	default:
-		return SCSI_ERR_OP_WRITE;
+		return BS_ERR_OP_WRITE;
 	}
 }
 
 /* The rule deciding io's fate, or NULL. */
-static const struct scsi_err_rule *match(struct bs_dev *dev, struct err_priv *p,
+static const struct bs_err_rule *match(struct bs_dev *dev, struct err_priv *p,
 					 const struct bs_io *io)
 {
 	uint8_t cls = op_class(io->op);
 
 	for (uint32_t i = 0; i < p->nrules; i++) {
-		const struct scsi_err_rule *r = &p->rules[i];
+		const struct bs_err_rule *r = &p->rules[i];
 		uint64_t start = r->lba * dev->block_size;
 		uint64_t end = r->blocks ? start + r->blocks * dev->block_size : UINT64_MAX;
 		uint64_t n;
@@ -129,7 +129,7 @@ static void slot_fire(struct ev_timer *t)
 }
 
 static bool delay_async(struct bs_dev *dev, struct err_priv *p, struct bs_thread *t,
-			struct bs_io *io, const struct scsi_err_rule *r)
+			struct bs_io *io, const struct bs_err_rule *r)
 {
 	uint64_t busy = atomic_load(&p->busy);
 
@@ -157,7 +157,7 @@ static bool delay_async(struct bs_dev *dev, struct err_priv *p, struct bs_thread
 static void err_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io)
 {
 	struct err_priv *p = dev->priv;
-	const struct scsi_err_rule *r = match(dev, p, io);
+	const struct bs_err_rule *r = match(dev, p, io);
 
 	if (!r) {
 		finish(p, io, 0);
@@ -186,7 +186,7 @@ static int err_lba_status(struct bs_dev *dev, uint64_t offset, uint64_t *run, bo
 
 const struct bs_ops bs_error_ops = {
     .name = "error",
-    .type = SCSI_BACKEND_ERROR,
+    .type = BS_TYPE_ERROR,
     .priv_size = sizeof(struct err_priv),
     .caps = BS_CAP_DISCARD | BS_CAP_DISCARD_ZEROES | BS_CAP_LBA_STATUS,
     .open = err_open,

@@ -316,7 +316,7 @@ static int file_grow(struct bs_dev *dev, uint64_t size, char *err, size_t errlen
 
 const struct bs_ops bs_file_ops = {
     .name = "file",
-    .type = SCSI_BACKEND_FILE,
+    .type = BS_TYPE_FILE,
     .priv_size = sizeof(struct file_priv),
     .caps = BS_CAP_DISCARD | BS_CAP_DISCARD_ZEROES | BS_CAP_ASYNC | BS_CAP_LBA_STATUS,
     .open = file_open,
@@ -328,7 +328,7 @@ const struct bs_ops bs_file_ops = {
 
 const struct bs_ops bs_block_ops = {
     .name = "block",
-    .type = SCSI_BACKEND_BLOCK,
+    .type = BS_TYPE_BLOCK,
     .priv_size = sizeof(struct file_priv),
     .caps = BS_CAP_ASYNC,
     .open = block_open,

@@ -234,7 +234,7 @@ static int ram_lba_status(struct bs_dev *dev, uint64_t offset, uint64_t *run, bo
 
 const struct bs_ops bs_ram_ops = {
     .name = "ram",
-    .type = SCSI_BACKEND_RAM,
+    .type = BS_TYPE_RAM,
     .priv_size = sizeof(struct ram_priv),
     .caps = BS_CAP_DISCARD | BS_CAP_DISCARD_ZEROES | BS_CAP_LBA_STATUS,
     .open = ram_open,

@@ -87,7 +87,7 @@ static int conf_set(rados_t r, const char *opt, const char *val, char *err, size
 	return rc;
 }
 
-static int cluster_connect(const struct scsi_rbd_cfg *c, rados_t *out, char *err, size_t errlen)
+static int cluster_connect(const struct bs_rbd_cfg *c, rados_t *out, char *err, size_t errlen)
 {
 	const char *client = c->client ? c->client : "admin";
 	unsigned osd_to = c->osd_op_timeout_s ? c->osd_op_timeout_s : RBD_DEFAULT_OSD_TIMEOUT_S;
@@ -137,7 +137,7 @@ fail:
 	return rc;
 }
 
-static struct rbd_cluster *cluster_get(const struct scsi_rbd_cfg *c, char *err, size_t errlen,
+static struct rbd_cluster *cluster_get(const struct bs_rbd_cfg *c, char *err, size_t errlen,
 				       int *rcp)
 {
 	struct rbd_cluster *cl;
@@ -373,7 +373,7 @@ struct rbd_priv {
 	atomic_uint quiet_errs;	     /* errors not logged since */
 	char name[160];		     /* pool/[ns/]image, for messages */
 	/* the open (rbd_attach), and with rbd.start_offline its retries in the background */
-	struct scsi_rbd_cfg c;	     /* copied at open (strings owned) */
+	struct bs_rbd_cfg c;	     /* copied at open (strings owned) */
 	uint64_t cfg_size;	     /* the configured size, 0 = the image's */
 	uint32_t cfg_block;
 	bool readonly;
@@ -755,7 +755,7 @@ const char *bs_rbd_state_name(int state)
 
 /* ---- opening the image ---- */
 
-static void cfg_free(struct scsi_rbd_cfg *c)
+static void cfg_free(struct bs_rbd_cfg *c)
 {
 	free((char *)c->pool);
 	free((char *)c->image);
@@ -765,7 +765,7 @@ static void cfg_free(struct scsi_rbd_cfg *c)
 	free((char *)c->keyring);
 }
 
-static int cfg_dup(struct scsi_rbd_cfg *d, const struct scsi_rbd_cfg *s)
+static int cfg_dup(struct bs_rbd_cfg *d, const struct bs_rbd_cfg *s)
 {
 	const char *const src[] = {s->pool, s->image, s->ns, s->conf, s->client, s->keyring};
 	const char **dst[] = {&d->pool, &d->image, &d->ns, &d->conf, &d->client, &d->keyring};
@@ -787,7 +787,7 @@ static int cfg_dup(struct scsi_rbd_cfg *d, const struct scsi_rbd_cfg *s)
 static int rbd_attach(struct bs_dev *dev, char *err, size_t errlen)
 {
 	struct rbd_priv *p = dev->priv;
-	const struct scsi_rbd_cfg *c = &p->c;
+	const struct bs_rbd_cfg *c = &p->c;
 	rbd_image_info_t info;
 	int rc;
 
@@ -1071,7 +1071,7 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 			size_t errlen)
 {
 	struct rbd_priv *p = dev->priv;
-	const struct scsi_rbd_cfg *c = cfg->rbd;
+	const struct bs_rbd_cfg *c = cfg->rbd;
 	int rc;
 
 	if (!c || !c->pool || !c->image) {
@@ -1480,7 +1480,7 @@ void *bs_rbd_rados(const struct bs_dev *dev)
 
 const struct bs_ops bs_rbd_ops = {
     .name = "rbd",
-    .type = SCSI_BACKEND_RBD,
+    .type = BS_TYPE_RBD,
     .priv_size = sizeof(struct rbd_priv),
     .caps = BS_CAP_DISCARD | BS_CAP_DISCARD_ZEROES | BS_CAP_ASYNC | BS_CAP_LBA_STATUS |
 	    BS_CAP_LBA_ASYNC | BS_CAP_COMPARE_WRITE,

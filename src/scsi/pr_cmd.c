@@ -80,7 +80,7 @@ int scsi_pr_lu_attach(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *e
 		return 0;
 	}
 #ifdef IX_HAVE_RBD
-	if (cfg->backend == SCSI_BACKEND_RBD && lu->dev)
+	if (cfg->backend == BS_TYPE_RBD && lu->dev)
 		return scsi_pr_rados_open(lu, cfg, err, errlen);
 #endif
 	snprintf(err, errlen, "pr_store \"rados\" needs an RBD LU with its medium%s",

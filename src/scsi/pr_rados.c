@@ -663,7 +663,7 @@ static const struct scsi_pr_store_ops rados_ops = {
     .free = rados_free,
 };
 
-static int open_io(struct pr_rados *r, const struct scsi_rbd_cfg *c, char *err, size_t errlen)
+static int open_io(struct pr_rados *r, const struct bs_rbd_cfg *c, char *err, size_t errlen)
 {
 	int rc = rados_ioctx_create(r->cluster, c->pool, &r->io);
 
@@ -706,7 +706,7 @@ static int start(struct pr_rados *r, char *err, size_t errlen)
 
 int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err, size_t errlen)
 {
-	const struct scsi_rbd_cfg *c = &cfg->rbd;
+	const struct bs_rbd_cfg *c = &cfg->rbd;
 	struct pr_rados *r = calloc(1, sizeof(*r));
 	int rc;
 

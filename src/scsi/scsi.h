@@ -68,9 +68,9 @@ enum scsi_pr_store {
 };
 
 struct scsi_lu_cfg {
-	enum scsi_backend_type backend;
+	enum bs_type backend;
 	const char *path;        /* file or block device; NULL for RAM */
-	struct scsi_rbd_cfg rbd; /* SCSI_BACKEND_RBD only */
+	struct bs_rbd_cfg rbd; /* BS_TYPE_RBD only */
 	uint64_t size_bytes;     /* RAM: required; file: created/extended to this size if
 				    nonzero and the file is smaller; block: 0 = device size */
 	uint32_t block_size;     /* 512 or 4096; default 512 */
@@ -94,7 +94,7 @@ struct scsi_lu_cfg {
 	uint64_t naa_id;         /* VPD 0x83 NAA IEEE Registered (type 6 uses the low 60 bits
 				    plus a second 64-bit word); 0 = derived from a hash of
 				    target name and LUN */
-	const struct scsi_err_rule *err_rules; /* SCSI_BACKEND_ERROR only; borrowed until
+	const struct bs_err_rule *err_rules; /* BS_TYPE_ERROR only; borrowed until
 						  scsi_lu_new() returns */
 	uint32_t n_err_rules;
 	const char *target_name; /* for the derived identifiers */

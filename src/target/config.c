@@ -1162,7 +1162,7 @@ static const char *const backend_names[] = {"ram", "file", "block", "error", "rb
 
 /* "rbd" of a LUN with backend "rbd". RADOS pool and namespace names, RBD image names:
  * printable, no '/' or '@' (checked after the table). */
-#define RBD(f) (struct scsi_rbd_cfg, f)
+#define RBD(f) (struct bs_rbd_cfg, f)
 static const struct key rbd_keys[] = {
     KEY_STR("pool", RBD(pool), 255, STR_PRINTABLE | KEY_PRESENT),
     KEY_STR("image", RBD(image), 255, STR_PRINTABLE | KEY_PRESENT),
@@ -1179,17 +1179,17 @@ static const struct key rbd_keys[] = {
 
 static int parse_rbd(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 {
-	struct scsi_rbd_cfg *r = &lu->rbd;
+	struct bs_rbd_cfg *r = &lu->rbd;
 	json_t *o = member(v, "rbd");
 	int rc;
 
 	if (!o) {
-		if (lu->backend == SCSI_BACKEND_RBD)
+		if (lu->backend == BS_TYPE_RBD)
 			return fail(c, "rbd", false,
 				    "required for an rbd LUN: {\"pool\": ..., \"image\": ...}");
 		return 0;
 	}
-	if (lu->backend != SCSI_BACKEND_RBD)
+	if (lu->backend != BS_TYPE_RBD)
 		return fail(c, "rbd", true, "only for backend \"rbd\"");
 	r->start_offline = true; /* the default: see docs/configuration.md */
 	if ((rc = want_object(c, "rbd", o)))
@@ -1271,7 +1271,7 @@ static int check_lun_conflicts(struct ctx *c, const struct ix_config *cfg, size_
 					    "\"%s\" is also used by targets[%zu].luns[%zu]; "
 					    "sharing a backing store needs readonly on both",
 					    l->lu.path, a, b);
-			if (l->lu.backend == SCSI_BACKEND_RBD && x->backend == SCSI_BACKEND_RBD &&
+			if (l->lu.backend == BS_TYPE_RBD && x->backend == BS_TYPE_RBD &&
 			    strcmp(l->lu.rbd.pool, x->rbd.pool) == 0 &&
 			    strcmp(l->lu.rbd.image, x->rbd.image) == 0 &&
 			    str_eq0(l->lu.rbd.ns, x->rbd.ns) && str_eq0(l->lu.rbd.conf, x->rbd.conf) &&
@@ -1298,11 +1298,11 @@ static int parse_lun_backend(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	if (lu->block_size != 512 && lu->block_size != 4096)
 		return fail(c, "block_size", false, "%u is not supported: use 512 or 4096",
 			    lu->block_size);
-	if (member(v, "errors") && lu->backend != SCSI_BACKEND_ERROR)
+	if (member(v, "errors") && lu->backend != BS_TYPE_ERROR)
 		return fail(c, "errors", true, "only for backend \"error\"");
 	if ((rc = parse_rbd(c, v, lu)))
 		return rc;
-	if (lu->backend == SCSI_BACKEND_RBD) {
+	if (lu->backend == BS_TYPE_RBD) {
 #ifndef IX_HAVE_RBD
 		return fail(c, "backend", false, "this ix-target was built without the rbd backend "
 						"(meson -Drbd=disabled)");
@@ -1310,7 +1310,7 @@ static int parse_lun_backend(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 		if (path)
 			return fail(c, "path", false, "an rbd LUN has no path (see \"rbd\")");
 		/* size: taken from the image; when given, it must match */
-	} else if (lu->backend == SCSI_BACKEND_RAM || lu->backend == SCSI_BACKEND_ERROR) {
+	} else if (lu->backend == BS_TYPE_RAM || lu->backend == BS_TYPE_ERROR) {
 		if (path)
 			return fail(c, "path", false, "a RAM LUN has no path");
 		if (!member(v, "size"))
@@ -1353,7 +1353,7 @@ static int parse_phys_block(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 
 #define MAX_ERR_RULES 16
 
-#define ERR_OP_ANY (SCSI_ERR_OP_READ | SCSI_ERR_OP_WRITE | SCSI_ERR_OP_FLUSH)
+#define ERR_OP_ANY (BS_ERR_OP_READ | BS_ERR_OP_WRITE | BS_ERR_OP_FLUSH)
 
 /* "op": read, write, flush or any (the default) */
 static int err_rule_op(struct ctx *c, json_t *obj, const struct key *k, void *base)
@@ -1380,7 +1380,7 @@ static int err_rule_error(struct ctx *c, json_t *obj, const struct key *k, void 
 	return rc;
 }
 
-#define RULE(f) (struct scsi_err_rule, f)
+#define RULE(f) (struct bs_err_rule, f)
 static const struct key err_rule_keys[] = {
     KEY_FN("op", RULE(ops), err_rule_op),
     KEY_FN("error", RULE(error), err_rule_error),
@@ -1393,7 +1393,7 @@ static const struct key err_rule_keys[] = {
 
 static int parse_err_rule(struct ctx *c, json_t *v, size_t i, void *arg)
 {
-	struct scsi_err_rule *r = *(struct scsi_err_rule **)arg + i;
+	struct bs_err_rule *r = *(struct bs_err_rule **)arg + i;
 	int rc;
 
 	r->ops = ERR_OP_ANY;
@@ -1414,7 +1414,7 @@ static int parse_err_rules(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 
 	if (a && json_is_array(a) && json_array_size(a) > MAX_ERR_RULES)
 		return fail(c, "errors", false, "at most %d rules", MAX_ERR_RULES);
-	static const struct list_spec errors = {"errors", NULL, sizeof(struct scsi_err_rule),
+	static const struct list_spec errors = {"errors", NULL, sizeof(struct bs_err_rule),
 						parse_err_rule};
 
 	rc = parse_list(c, v, &errors, &rules, &n, &rules);
@@ -1502,7 +1502,7 @@ static int parse_pr_store(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	if (member(v, "pr_store") && (rc = get_enum(c, v, "pr_store", names, "pr_store", &store)))
 		return rc;
 	lu->pr_store = (enum scsi_pr_store)store;
-	if (lu->pr_store == SCSI_PR_STORE_RADOS && lu->backend != SCSI_BACKEND_RBD)
+	if (lu->pr_store == SCSI_PR_STORE_RADOS && lu->backend != BS_TYPE_RBD)
 		return fail(c, "pr_store", false, "\"rados\" is for LUNs with backend \"rbd\"");
 	if (lu->pr_store == SCSI_PR_STORE_RADOS && lu->no_medium)
 		return fail(c, "pr_store", false, "\"rados\" needs the image: not with no_medium");
@@ -1533,7 +1533,7 @@ static int parse_lun(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti,
 	    (rc = get_enum(c, v, "backend", backend_names, "backend", &backend)))
 		return rc;
 	lu->lun = l->lun;
-	lu->backend = (enum scsi_backend_type)backend;
+	lu->backend = (enum bs_type)backend;
 	if ((rc = get_size(c, v, "size", &lu->size_bytes)) ||
 	    (rc = get_u32(c, v, "block_size", 0, UINT32_MAX, &lu->block_size)) ||
 	    (rc = parse_lun_backend(c, v, lu)) || (rc = parse_phys_block(c, v, lu)) ||
@@ -1552,7 +1552,7 @@ static int parse_lun(struct ctx *c, json_t *v, struct ix_config *cfg, size_t ti,
 	    (rc = parse_naa_id(c, v, &lu->naa_id)) || (rc = parse_err_rules(c, v, lu)) ||
 	    (rc = parse_pr_store(c, v, lu)))
 		return rc;
-	if (lu->backend == SCSI_BACKEND_ERROR)
+	if (lu->backend == BS_TYPE_ERROR)
 		cfg->test_features = true;
 	return check_lun_conflicts(c, cfg, ti, t, li);
 }

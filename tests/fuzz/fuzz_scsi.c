@@ -59,11 +59,11 @@ static struct scsi_lu *lu_new(const struct scsi_lu_cfg *cfg_in, uint32_t lun)
 static struct scsi_lun_map *map_new(void)
 {
 	static const struct scsi_lu_cfg cfgs[3] = {
-	    {.backend = SCSI_BACKEND_RAM, .size_bytes = 128 * 512, .block_size = 512, .thin = true,
+	    {.backend = BS_TYPE_RAM, .size_bytes = 128 * 512, .block_size = 512, .thin = true,
 	     .write_cache = true},
-	    {.backend = SCSI_BACKEND_RAM, .size_bytes = 16 * 4096, .block_size = 4096,
+	    {.backend = BS_TYPE_RAM, .size_bytes = 16 * 4096, .block_size = 4096,
 	     .readonly = true},
-	    {.backend = SCSI_BACKEND_RAM, .no_medium = true},
+	    {.backend = BS_TYPE_RAM, .no_medium = true},
 	};
 	static const struct scsi_alua_cfg alua = {
 	    .ngroups = 3,

@@ -32,7 +32,7 @@ static struct scsi_alua_cfg two_groups(uint8_t s1, uint8_t s2)
 static void setup(struct aenv *x)
 {
 	struct scsi_lu_cfg cfg = {
-	    .backend = SCSI_BACKEND_RAM, .size_bytes = 1 << 20, .target_name = TN};
+	    .backend = BS_TYPE_RAM, .size_bytes = 1 << 20, .target_name = TN};
 	struct scsi_lu *lu;
 	char err[128];
 	static const uint8_t tur[16] = {0};
@@ -499,7 +499,7 @@ static void test_rsoc(struct aenv *x)
  * the same VPD 0x83 NAA designator and the same VPD 0x80 serial; without it they differ. */
 static void vpd_ids(const char *tn, uint32_t lun, uint64_t naa_id, uint8_t *naa, char *serial)
 {
-	struct scsi_lu_cfg cfg = {.backend = SCSI_BACKEND_RAM,
+	struct scsi_lu_cfg cfg = {.backend = BS_TYPE_RAM,
 				  .size_bytes = 64 << 10,
 				  .target_name = tn,
 				  .lun = lun,

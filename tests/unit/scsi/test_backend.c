@@ -68,8 +68,8 @@ static void test_registry(void)
 	CHECK(bs_ops_by_name("file") == &bs_file_ops);
 	CHECK(bs_ops_by_name("block") == &bs_block_ops);
 	CHECK(bs_ops_by_name("nope") == NULL);
-	CHECK(bs_ops_by_type(SCSI_BACKEND_FILE) == &bs_file_ops);
-	CHECK(bs_ops_by_type(SCSI_BACKEND_BLOCK) == &bs_block_ops);
+	CHECK(bs_ops_by_type(BS_TYPE_FILE) == &bs_file_ops);
+	CHECK(bs_ops_by_type(BS_TYPE_BLOCK) == &bs_block_ops);
 	cfg.block_size = 1000;
 	CHECK_EQ(bs_dev_open(&bs_ram_ops, &cfg, &dev, err, sizeof(err)), -EINVAL);
 	cfg.block_size = BSZ;

@@ -22,7 +22,7 @@ static char paths[2][32];
 
 static void add_file_lu(struct env *e, uint32_t lun, bool wce)
 {
-	struct scsi_lu_cfg cfg = {.backend = SCSI_BACKEND_FILE,
+	struct scsi_lu_cfg cfg = {.backend = BS_TYPE_FILE,
 				  .path = paths[lun],
 				  .size_bytes = 1 << 20,
 				  .write_cache = wce,

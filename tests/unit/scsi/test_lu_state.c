@@ -224,7 +224,7 @@ static void test_pr_commands(struct env *e)
 static void test_aptpl(struct env *e)
 {
 	struct scsi_nexus *a = e->nx;
-	struct scsi_lu_cfg cfg = {.backend = SCSI_BACKEND_RAM, .size_bytes = 1 << 20};
+	struct scsi_lu_cfg cfg = {.backend = BS_TYPE_RAM, .size_bytes = 1 << 20};
 	char path[160], err[512] = "";
 	struct tcmd t;
 	struct scsi_lun_map *saved = e->map;
@@ -589,21 +589,21 @@ int main(void)
 	e.map = scsi_lun_map_new();
 	e.buf = aligned_alloc(4096, TBUF);
 	CHECK_EQ(add_lu(&e, L_PR,
-			(struct scsi_lu_cfg){.backend = SCSI_BACKEND_RAM, .size_bytes = 1 << 20},
+			(struct scsi_lu_cfg){.backend = BS_TYPE_RAM, .size_bytes = 1 << 20},
 			err, sizeof(err)),
 		 0);
 	CHECK_EQ(add_lu(&e, L_RM,
 			(struct scsi_lu_cfg){
-			    .backend = SCSI_BACKEND_RAM, .size_bytes = 1 << 20, .removable = true},
+			    .backend = BS_TYPE_RAM, .size_bytes = 1 << 20, .removable = true},
 			err, sizeof(err)),
 		 0);
 	CHECK_EQ(add_lu(&e, L_THIN,
 			(struct scsi_lu_cfg){
-			    .backend = SCSI_BACKEND_RAM, .size_bytes = 1 << 20, .thin = true},
+			    .backend = BS_TYPE_RAM, .size_bytes = 1 << 20, .thin = true},
 			err, sizeof(err)),
 		 0);
 	CHECK_EQ(add_lu(&e, L_THICK,
-			(struct scsi_lu_cfg){.backend = SCSI_BACKEND_RAM, .size_bytes = 1 << 20},
+			(struct scsi_lu_cfg){.backend = BS_TYPE_RAM, .size_bytes = 1 << 20},
 			err, sizeof(err)),
 		 0);
 	e.nx = nexus(&e, "iqn.2024-01.org.example:i1,i,0x000000000001");

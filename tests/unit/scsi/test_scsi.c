@@ -49,27 +49,27 @@ static void setup(struct env *e)
 	fd = mkstemp(err_path);
 	close(fd);
 	add_lu(e, L_RAM,
-	       (struct scsi_lu_cfg){.backend = SCSI_BACKEND_RAM,
+	       (struct scsi_lu_cfg){.backend = BS_TYPE_RAM,
 				    .size_bytes = 1 << 20,
 				    .thin = true,
 				    .write_cache = true,
 				    .serial = "SER0"});
 	add_lu(e, L_RO,
 	       (struct scsi_lu_cfg){
-		   .backend = SCSI_BACKEND_RAM, .size_bytes = 64 << 10, .readonly = true});
-	add_lu(e, L_NOMED, (struct scsi_lu_cfg){.backend = SCSI_BACKEND_RAM, .no_medium = true});
+		   .backend = BS_TYPE_RAM, .size_bytes = 64 << 10, .readonly = true});
+	add_lu(e, L_NOMED, (struct scsi_lu_cfg){.backend = BS_TYPE_RAM, .no_medium = true});
 	add_lu(e, L_FILE,
-	       (struct scsi_lu_cfg){.backend = SCSI_BACKEND_FILE,
+	       (struct scsi_lu_cfg){.backend = BS_TYPE_FILE,
 				    .path = file_path,
 				    .size_bytes = 1 << 20,
 				    .thin = true,
 				    .write_cache = true});
 	add_lu(e, L_4K,
 	       (struct scsi_lu_cfg){
-		   .backend = SCSI_BACKEND_RAM, .size_bytes = 1 << 20, .block_size = 4096});
+		   .backend = BS_TYPE_RAM, .size_bytes = 1 << 20, .block_size = 4096});
 	add_lu(e, L_ERR,
 	       (struct scsi_lu_cfg){
-		   .backend = SCSI_BACKEND_FILE, .path = err_path, .size_bytes = 64 << 10});
+		   .backend = BS_TYPE_FILE, .path = err_path, .size_bytes = 64 << 10});
 	e->nx =
 	    scsi_nexus_new(e->map, "iqn.i1,i,0x000000000001", "iqn.2024-01.org.example:t1,t,0x1");
 }
@@ -134,7 +134,7 @@ static void test_lun_inventory(struct env *e)
 	struct tcmd t;
 
 	printf("# LUN inventory changes\n");
-	add_lu(e, lun, (struct scsi_lu_cfg){.backend = SCSI_BACKEND_RAM, .size_bytes = 64 << 10});
+	add_lu(e, lun, (struct scsi_lu_cfg){.backend = BS_TYPE_RAM, .size_bytes = 64 << 10});
 	t_run(e, e->nx, lun, tur, 0, NULL, 0, &t);
 	t_check_sense(&t, 0x6, 0x29, 0x00);
 	t_run(e, e->nx, lun, reserve6, 0, NULL, 0, &t);
@@ -165,7 +165,7 @@ static void test_lun_inventory(struct env *e)
 
 	/* Another LU under the same number: the nexus lets go of the old one (and of the
 	   reservation it held there) and meets the new one as a fresh LU. */
-	add_lu(e, lun, (struct scsi_lu_cfg){.backend = SCSI_BACKEND_RAM, .size_bytes = 128 << 10});
+	add_lu(e, lun, (struct scsi_lu_cfg){.backend = BS_TYPE_RAM, .size_bytes = 128 << 10});
 	t_run(e, e->nx, lun, rc10, 8, NULL, 0, &t);
 	t_check_sense(&t, 0x6, 0x29, 0x00);
 	t_run(e, e->nx, lun, rc10, 8, NULL, 0, &t);

@@ -142,20 +142,20 @@ static void setup(struct env *e)
 	fd = mkstemp(file_path);
 	close(fd);
 	add_lu(e->map, A_RAM,
-	       (struct scsi_lu_cfg){.backend = SCSI_BACKEND_RAM, .size_bytes = 4 << 20, .thin = true});
+	       (struct scsi_lu_cfg){.backend = BS_TYPE_RAM, .size_bytes = 4 << 20, .thin = true});
 	add_lu(e->map, A_FILE,
 	       (struct scsi_lu_cfg){
-		   .backend = SCSI_BACKEND_FILE, .path = file_path, .size_bytes = 4 << 20});
-	add_lu(map2, A_DST, (struct scsi_lu_cfg){.backend = SCSI_BACKEND_RAM, .size_bytes = 4 << 20});
+		   .backend = BS_TYPE_FILE, .path = file_path, .size_bytes = 4 << 20});
+	add_lu(map2, A_DST, (struct scsi_lu_cfg){.backend = BS_TYPE_RAM, .size_bytes = 4 << 20});
 	add_lu(e->map, A_RO,
 	       (struct scsi_lu_cfg){
-		   .backend = SCSI_BACKEND_RAM, .size_bytes = 1 << 20, .readonly = true});
+		   .backend = BS_TYPE_RAM, .size_bytes = 1 << 20, .readonly = true});
 	add_lu(e->map, A_4K,
 	       (struct scsi_lu_cfg){
-		   .backend = SCSI_BACKEND_RAM, .size_bytes = 1 << 20, .block_size = 4096});
+		   .backend = BS_TYPE_RAM, .size_bytes = 1 << 20, .block_size = 4096});
 	add_lu(e->map, A_P512,
 	       (struct scsi_lu_cfg){
-		   .backend = SCSI_BACKEND_RAM, .size_bytes = 1 << 20, .phys_block_size = 512});
+		   .backend = BS_TYPE_RAM, .size_bytes = 1 << 20, .phys_block_size = 512});
 	e->nx = scsi_nexus_new(e->map, "iqn.i1,i,0x000000000001", "iqn.2024-01.org.example:t1,t,0x1");
 }
 

@@ -651,7 +651,7 @@ static void test_values(void)
 	lu = &a->luns[0].lu;
 	CHECK_EQ(a->luns[0].lun, 3);
 	CHECK_EQ(lu->lun, 3);
-	CHECK_EQ(lu->backend, SCSI_BACKEND_FILE);
+	CHECK_EQ(lu->backend, BS_TYPE_FILE);
 	CHECK_STR(lu->path, "/var/lib/ix/a.img");
 	CHECK_EQ(lu->size_bytes, 10ull << 30);
 	CHECK_EQ(lu->block_size, 4096);
@@ -662,7 +662,7 @@ static void test_values(void)
 	CHECK_STR(lu->state_dir, "/var/lib/ix/state"); /* the global default, a copy */
 	CHECK(lu->state_dir != cfg->global.state_dir);
 	lu = &a->luns[1].lu;
-	CHECK_EQ(lu->backend, SCSI_BACKEND_RAM);
+	CHECK_EQ(lu->backend, BS_TYPE_RAM);
 	CHECK(lu->path == NULL);
 	CHECK_EQ(lu->size_bytes, 1048576);
 	CHECK_EQ(lu->block_size, 512);
@@ -675,7 +675,7 @@ static void test_values(void)
 	CHECK_EQ(lu->sanitize_rate, 8 << 20);
 	CHECK_STR(lu->state_dir, "/srv/pr");
 	lu = &b->luns[0].lu;
-	CHECK_EQ(lu->backend, SCSI_BACKEND_BLOCK);
+	CHECK_EQ(lu->backend, BS_TYPE_BLOCK);
 	CHECK(lu->readonly && lu->no_medium);
 	CHECK_EQ(lu->size_bytes, 0);
 
@@ -738,7 +738,7 @@ static void test_default_config(void)
 		CHECK_STR(cfg->targets[0].name, "iqn.2026-11.io.ix:target0");
 		CHECK_EQ(cfg->targets[0].nluns, 1);
 		CHECK_EQ(cfg->targets[0].luns[0].lun, 0);
-		CHECK_EQ(cfg->targets[0].luns[0].lu.backend, SCSI_BACKEND_RAM);
+		CHECK_EQ(cfg->targets[0].luns[0].lu.backend, BS_TYPE_RAM);
 		CHECK_EQ(cfg->targets[0].luns[0].lu.size_bytes, 1ull << 30);
 		CHECK(!cfg->targets[0].chap_required);
 		CHECK(cfg_find_acl(&cfg->targets[0], "iqn.2026-11.io.ix:anyone") != NULL);
@@ -901,9 +901,9 @@ static void test_testing(void)
 	CHECK(cfg && cfg->test_features && !cfg->testing.transport_faults);
 	if (cfg) {
 		lu = &cfg->targets[0].luns[0].lu;
-		CHECK_EQ(lu->backend, SCSI_BACKEND_ERROR);
+		CHECK_EQ(lu->backend, BS_TYPE_ERROR);
 		CHECK_EQ(lu->n_err_rules, 1);
-		CHECK(lu->err_rules && lu->err_rules[0].ops == SCSI_ERR_OP_READ &&
+		CHECK(lu->err_rules && lu->err_rules[0].ops == BS_ERR_OP_READ &&
 		      lu->err_rules[0].error == -EIO && lu->err_rules[0].lba == 3 &&
 		      lu->err_rules[0].blocks == 2 && lu->err_rules[0].every == 4);
 	}
