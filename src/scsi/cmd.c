@@ -447,8 +447,8 @@ void scsi_cmd_exec(struct scsi_cmd *cmd)
 	cmd->data_in = cmd->buf;
 	cmd->data_in_lu = NULL;
 	cmd->xfer_wanted = 0;
-	if (lun != UINT32_MAX)
-		lu = scsi_lun_map_get(cmd->map, lun);
+	if (lun != UINT32_MAX) /* the LU that this nexus's LUN names (LUN masking) */
+		lu = scsi_lun_map_get(cmd->map, scsi_nexus_map_lun(cmd->nexus, lun));
 	if (lu) {
 		scsi_lu_get(lu);
 		p->lu = lu;

@@ -385,9 +385,63 @@ void scsi_nexus_free(struct scsi_nexus *nx)
 		return;
 	for (unsigned i = 0; i < SCSI_MAX_LUNS; i++)
 		itl_detach(&nx->itl[i]);
+	free(nx->view);
 	free(nx->initiator_port);
 	free(nx->target_port);
 	free(nx);
+}
+
+uint32_t scsi_nexus_map_lun(const struct scsi_nexus *nx, uint32_t lun)
+{
+	if (lun >= SCSI_MAX_LUNS)
+		return UINT32_MAX;
+	if (!nx || !nx->view)
+		return lun;
+	return nx->view[lun] ? nx->view[lun] - 1u : UINT32_MAX;
+}
+
+static bool view_same(const uint16_t *a, const uint16_t *b)
+{
+	if (!a || !b)
+		return a == b;
+	return memcmp(a, b, SCSI_MAX_LUNS * sizeof(*a)) == 0;
+}
+
+/* After a view change: LUNs that name another LU now are detached (their next command attaches
+ * the new one with 29/00); the others learn that the LUN inventory changed. */
+static void view_changed(struct scsi_nexus *nx)
+{
+	for (uint32_t i = 0; i < SCSI_MAX_LUNS; i++) {
+		struct scsi_itl *itl = &nx->itl[i];
+		struct scsi_lu *lu = atomic_load(&itl->lu);
+		if (!lu)
+			continue;
+		if (scsi_lun_map_get(nx->map, scsi_nexus_map_lun(nx, i)) != lu) {
+			itl_detach(itl);
+			continue;
+		}
+		pthread_mutex_lock(&lu->lock);
+		scsi_ua_add_locked(itl, 0x3f, 0x0e); /* REPORTED LUNS DATA HAS CHANGED */
+		pthread_mutex_unlock(&lu->lock);
+	}
+}
+
+int scsi_nexus_set_view(struct scsi_nexus *nx, const uint16_t *view)
+{
+	uint16_t *copy = NULL;
+
+	if (view_same(nx->view, view))
+		return 0;
+	if (view) {
+		copy = malloc(SCSI_MAX_LUNS * sizeof(*copy));
+		if (!copy)
+			return -ENOMEM;
+		memcpy(copy, view, SCSI_MAX_LUNS * sizeof(*copy));
+	}
+	free(nx->view);
+	nx->view = copy;
+	view_changed(nx);
+	return 1;
 }
 
 void scsi_ua_add_locked(struct scsi_itl *itl, uint8_t asc, uint8_t ascq)

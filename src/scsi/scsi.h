@@ -211,6 +211,15 @@ uint64_t scsi_lun_encode(uint32_t lun);
  * TPGT, or 1 when the TPGT is 0 or target_port has another form. */
 struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *initiator_port,
 				  const char *target_port);
+/* LUN masking and mapping of one I_T nexus (an ACL's "luns"): view[n] is 1 + the map LUN the
+ * nexus sees as LUN n, 0 where it sees nothing; NULL shows the whole map unchanged. Copies
+ * view. A LUN that now names another LU (or none) is detached; every LU still attached gets
+ * REPORTED LUNS DATA HAS CHANGED (3F/0E). Returns 1 when the view changed, 0 when it is the
+ * same, -ENOMEM. On the nexus's thread (the data path reads the view without a lock). */
+int scsi_nexus_set_view(struct scsi_nexus *nx, const uint16_t *view);
+/* The map LUN that LUN lun of the nexus names, or UINT32_MAX when the nexus does not see it. */
+uint32_t scsi_nexus_map_lun(const struct scsi_nexus *nx, uint32_t lun);
+
 /* I_T nexus loss: releases RESERVE(6) reservations and PREVENT MEDIUM REMOVAL held through
  * it; persistent reservations and registrations survive it (SPC-4 5.12.10). */
 void scsi_nexus_free(struct scsi_nexus *nx);

@@ -69,6 +69,8 @@ struct scsi_nexus {
 	char *initiator_port;
 	char *target_port;
 	uint16_t rtpi; /* RELATIVE TARGET PORT IDENTIFIER (the TPGT; 1 if that is 0) */
+	uint16_t *view; /* LUN masking (scsi_nexus_set_view): map LUN + 1 per LUN, 0 = hidden;
+			   NULL = the whole map. Read and changed on the nexus's thread only */
 	struct scsi_itl itl[SCSI_MAX_LUNS];
 };
 

@@ -1401,15 +1401,59 @@ static int parse_target_portals(struct ctx *c, json_t *tv, const struct ix_confi
 	return rc;
 }
 
+/* One entry of an ACL's "luns": {"lun": M, "target_lun": N} shows the target's LUN N to this
+ * initiator as LUN M (default M = N). */
+static int parse_acl_lun(struct ctx *c, json_t *v, size_t i, void *arg)
+{
+	static const char *const keys[] = {"lun", "target_lun", NULL};
+	struct cfg_target *t = ((void **)arg)[0];
+	struct cfg_acl *a = ((void **)arg)[1];
+	struct cfg_acl_lun *l = &a->luns[i];
+	bool found = false;
+	int rc;
+
+	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)) ||
+	    (rc = get_u32(c, v, "target_lun", 0, SCSI_MAX_LUNS - 1, &l->target_lun)))
+		return rc;
+	if (!member(v, "target_lun"))
+		return fail(c, "target_lun", false, "required (a LUN of the target)");
+	l->lun = l->target_lun;
+	if ((rc = get_u32(c, v, "lun", 0, SCSI_MAX_LUNS - 1, &l->lun)))
+		return rc;
+	for (size_t k = 0; k < t->nluns; k++)
+		found = found || t->luns[k].lun == l->target_lun;
+	if (!found)
+		return fail(c, "target_lun", false, "the target has no LUN %u", l->target_lun);
+	for (size_t k = 0; k < i; k++) {
+		if (a->luns[k].lun == l->lun)
+			return fail(c, "lun", false, "LUN %u is already mapped by luns[%zu]",
+				    l->lun, k);
+		if (a->luns[k].target_lun == l->target_lun)
+			return fail(c, "target_lun", false, "LUN %u is already shown by luns[%zu]",
+				    l->target_lun, k);
+	}
+	return 0;
+}
+
+static int parse_acl_luns(struct ctx *c, json_t *v, struct cfg_target *t, struct cfg_acl *a)
+{
+	void *arg[2] = {t, a};
+
+	a->masked = member(v, "luns") != NULL;
+	return parse_list(c, v, "luns", (void **)&a->luns, sizeof(*a->luns), &a->nluns,
+			  parse_acl_lun, arg);
+}
+
 static int parse_acl(struct ctx *c, json_t *v, struct cfg_target *t, size_t idx)
 {
-	static const char *const keys[] = {"initiator", "chap", NULL};
+	static const char *const keys[] = {"initiator", "chap", "luns", NULL};
 	struct cfg_acl *a = &t->acls[idx];
 	int rc;
 
 	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)) ||
 	    (rc = get_iscsi_name(c, v, "initiator", &a->initiator)) ||
-	    (rc = parse_chap(c, v, "chap", false, &a->chap)))
+	    (rc = parse_chap(c, v, "chap", false, &a->chap)) ||
+	    (rc = parse_acl_luns(c, v, t, a)))
 		return rc;
 	for (size_t i = 0; i < idx; i++)
 		if (strcmp(t->acls[i].initiator, a->initiator) == 0)

@@ -7,7 +7,8 @@
  *   Logout" with Parameter3 = global.logout_timeout_ms in seconds (RFC 7143 11.9.1). A session
  *   still there when that time is up gets "target will drop all connections" and is closed.
  *   Its LUs close when its last session has ended.
- * - A kept target reads its ACLs and CHAP settings from the new file (new logins), and its LUN
+ * - A kept target reads its ACLs and CHAP settings from the new file (new logins); the LUN
+ *   masking of its ACLs ("luns") applies to live sessions too (tgt_acl.c). Its LUN
  *   changes apply at once: a LUN no longer listed leaves the LUN map (later commands to it get
  *   LOGICAL UNIT NOT SUPPORTED; commands already running finish), a newly listed one joins it,
  *   and every I_T nexus that used the target's LUs gets REPORTED LUNS DATA HAS CHANGED. A file
@@ -506,6 +507,9 @@ int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size
 	t->nnodes = p.nnodes;
 	pthread_mutex_unlock(&t->lock);
 	apply_lun_changes(t, &p);
+	pthread_mutex_lock(&t->lock);
+	tgt_acl_views_reload(t); /* ACL LUN masking of live sessions, once the maps are final */
+	pthread_mutex_unlock(&t->lock);
 	apply_alua(&p);
 	apply_portals(t, &p);
 	free(p.chg);
