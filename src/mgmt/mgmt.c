@@ -829,6 +829,41 @@ static int m_delete_acl(struct call *c)
 			 json_object_get(c->params, "initiator"));
 }
 
+/* An ACL's LUN masking: params.luns (a list as in the file's acls[].luns) replaces it, null
+ * removes it (the initiator sees every LUN). Live sessions of the initiator get the new view
+ * with 3F/0E (target/tgt_acl.c). */
+static int m_set_acl_luns(struct call *c)
+{
+	static const char *const keys[] = {"target", "initiator", "luns", "dry_run", NULL};
+	json_t *newdoc, *t, *l = json_object_get(c->params, "luns"), *acls;
+	const char *target, *ini;
+	long i;
+
+	if (p_keys(c, keys) < 0 || p_str(c, "target", true, &target) < 0 ||
+	    p_str(c, "initiator", true, &ini) < 0)
+		return -1;
+	if (!json_is_array(l) && !json_is_null(l))
+		return merr_set(c->e, -32602, "params.luns: required (a list, or null for all LUNs)");
+	if (!(newdoc = json_deep_copy(c->m->doc)))
+		return merr_set(c->e, -32603, "out of memory");
+	t = find_target(newdoc, target);
+	acls = t ? json_object_get(t, "acls") : NULL;
+	i = find_by(acls, "initiator", json_object_get(c->params, "initiator"));
+	if (i < 0) {
+		json_decref(newdoc);
+		return merr_set(c->e, MGMT_ERR_NOT_FOUND, "no %s \"%s\"%s%s",
+				t ? "ACL" : "target", t ? ini : target, t ? " in target " : "",
+				t ? target : "");
+	}
+	if (json_is_null(l))
+		json_object_del(json_array_get(acls, (size_t)i), "luns");
+	else if (json_object_set(json_array_get(acls, (size_t)i), "luns", l) < 0) {
+		json_decref(newdoc);
+		return merr_set(c->e, -32603, "out of memory");
+	}
+	return commit(c, newdoc);
+}
+
 /* The authentication keys of a target or of global.discovery: each one given replaces the old
  * value; null removes it (back to the default). */
 static int set_auth(struct call *c, json_t *obj, json_t *newdoc)
@@ -1416,6 +1451,7 @@ static const struct method {
     {"iscsi_get_acls", m_get_acls, false},
     {"iscsi_create_acl", m_create_acl, true},
     {"iscsi_delete_acl", m_delete_acl, true},
+    {"iscsi_set_acl_luns", m_set_acl_luns, true},
     {"iscsi_set_target_auth", m_set_target_auth, true},
     {"iscsi_get_discovery_auth", m_get_discovery_auth, false},
     {"iscsi_set_discovery_auth", m_set_discovery_auth, true},
