@@ -1416,7 +1416,7 @@ static int parse_acl_lun(struct ctx *c, json_t *v, size_t i, void *arg)
 	    (rc = get_u32(c, v, "target_lun", 0, SCSI_MAX_LUNS - 1, &l->target_lun)))
 		return rc;
 	if (!member(v, "target_lun"))
-		return fail(c, "target_lun", false, "required (a LUN of the target)");
+		return fail(c, "target_lun", false, "required but missing");
 	l->lun = l->target_lun;
 	if ((rc = get_u32(c, v, "lun", 0, SCSI_MAX_LUNS - 1, &l->lun)))
 		return rc;
