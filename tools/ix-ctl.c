@@ -39,11 +39,13 @@ static void usage(FILE *f)
 		"  portal delete NAME\n"
 		"  target create NAME [--alias TEXT] [--portal NAME]...\n"
 		"  target delete NAME\n"
+		"  target set NAME alias=TEXT max_sessions=N chap_required=on|off (or =default)\n"
 		"  lun create TARGET LUN (--ram SIZE | --file PATH [--size SIZE] | --block PATH)\n"
 		"             [--block-size 512|4096] [--readonly] [--thin] [--write-cache]\n"
 		"  lun delete TARGET LUN\n"
 		"  lun resize TARGET LUN SIZE           grow a file or block LUN online\n"
 		"  lun offline|online TARGET LUN        take a LUN offline (NOT READY) or back\n"
+		"  lun set TARGET LUN write_cache=on|off|default readonly=on|off|default\n"
 		"  acl create TARGET INITIATOR [--chap-user USER --chap-secret SECRET]\n"
 		"             [--luns LUN[=TARGET_LUN],...|none]\n"
 		"  acl luns TARGET INITIATOR all|none|LUN[=TARGET_LUN],...\n"
@@ -441,8 +443,75 @@ static int cmd_portal(int argc, char **argv)
 	return die_usage("portal create|delete ...%s", "");
 }
 
+/* A KEY=VALUE of "target set" / "lun set" into params: booleans on|off (yes|no, true|false),
+ * integers, strings; "default" removes the setting (JSON null). kinds[i] is 'b', 'i' or 's'
+ * for keys[i]. */
+static int set_option(json_t *params, const char *arg, const char *const *keys, const char *kinds)
+{
+	const char *eq = strchr(arg, '='), *v;
+	long long n;
+
+	for (int i = 0; eq && keys[i]; i++) {
+		if (strlen(keys[i]) != (size_t)(eq - arg) || strncmp(arg, keys[i], (size_t)(eq - arg)))
+			continue;
+		v = eq + 1;
+		if (strcmp(v, "default") == 0)
+			return json_object_set_new(params, keys[i], json_null());
+		if (kinds[i] == 's')
+			return json_object_set_new(params, keys[i], json_string(v));
+		if (kinds[i] == 'i')
+			return parse_int(v, 0, 65535, &n) < 0
+				   ? -1
+				   : json_object_set_new(params, keys[i], json_integer(n));
+		if (!strcmp(v, "on") || !strcmp(v, "yes") || !strcmp(v, "true"))
+			return json_object_set_new(params, keys[i], json_true());
+		if (!strcmp(v, "off") || !strcmp(v, "no") || !strcmp(v, "false"))
+			return json_object_set_new(params, keys[i], json_false());
+		return -1;
+	}
+	return -1;
+}
+
+/* target set NAME KEY=VALUE... and lun set TARGET LUN KEY=VALUE... */
+static int cmd_set(json_t *params, int argc, char **argv, const char *const *keys,
+		   const char *kinds, const char *method, const char *what)
+{
+	if (argc == 0) {
+		json_decref(params);
+		return die_usage("%s set: nothing to set", what);
+	}
+	for (int i = 0; i < argc; i++) {
+		if (set_option(params, argv[i], keys, kinds) < 0) {
+			json_decref(params);
+			return die_usage("bad setting '%s'", argv[i]);
+		}
+	}
+	return run(method, params, "settings changed");
+}
+
+static int cmd_target_set(int argc, char **argv)
+{
+	static const char *const keys[] = {"alias", "max_sessions", "chap_required", NULL};
+
+	return cmd_set(json_pack("{s:s}", "target", argv[1]), argc - 2, argv + 2, keys, "sib",
+		       "iscsi_set_target_options", "target");
+}
+
+static int cmd_lun_set(int argc, char **argv)
+{
+	static const char *const keys[] = {"write_cache", "readonly", NULL};
+	long long n;
+
+	if (parse_int(argv[2], 0, 255, &n) < 0)
+		return die_usage("bad LUN number '%s' (0-255)", argv[2]);
+	return cmd_set(json_pack("{s:s, s:I}", "target", argv[1], "lun", (json_int_t)n), argc - 3,
+		       argv + 3, keys, "bb", "iscsi_set_lun_options", "lun");
+}
+
 static int cmd_target(int argc, char **argv)
 {
+	if (argc >= 2 && strcmp(argv[0], "set") == 0)
+		return cmd_target_set(argc, argv);
 	if (argc >= 2 && strcmp(argv[0], "create") == 0) {
 		json_t *t = json_pack("{s:s}", "name", argv[1]), *portals = NULL;
 
@@ -465,13 +534,15 @@ static int cmd_target(int argc, char **argv)
 	if (argc == 2 && strcmp(argv[0], "delete") == 0)
 		return run("iscsi_delete_target", json_pack("{s:s}", "name", argv[1]),
 			   "target deleted");
-	return die_usage("target create|delete NAME ...%s", "");
+	return die_usage("target create|delete|set NAME ...%s", "");
 }
 
 static int cmd_lun(int argc, char **argv)
 {
 	long long n, v;
 
+	if (argc >= 3 && strcmp(argv[0], "set") == 0)
+		return cmd_lun_set(argc, argv);
 	if (argc >= 3 && strcmp(argv[0], "create") == 0) {
 		json_t *l;
 		const char *backend = NULL;
@@ -544,7 +615,7 @@ static int cmd_lun(int argc, char **argv)
 			   json_pack("{s:s, s:I}", "target", argv[1], "lun", (json_int_t)n),
 			   "LUN deleted");
 	}
-	return die_usage("lun create|delete|resize|offline|online TARGET LUN ...%s", "");
+	return die_usage("lun create|delete|resize|offline|online|set TARGET LUN ...%s", "");
 }
 
 /* One "LUN[=TARGET_LUN]" of a LUN list: the initiator sees the target's LUN TARGET_LUN (default

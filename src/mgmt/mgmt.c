@@ -866,31 +866,116 @@ static int m_set_acl_luns(struct call *c)
 
 /* The authentication keys of a target or of global.discovery: each one given replaces the old
  * value; null removes it (back to the default). */
-static int set_auth(struct call *c, json_t *obj, json_t *newdoc)
+/* The keys names[] of obj (in newdoc) that params give: each one given replaces the value, null
+ * removes it (back to the default); then commit. Takes newdoc. */
+static int set_keys(struct call *c, json_t *obj, json_t *newdoc, const char *const *names,
+		    const char *list)
 {
-	static const char *const auth[] = {"chap", "mutual_chap", "chap_required", "chap_algorithms",
-					   NULL};
 	bool any = false;
 
-	for (int i = 0; auth[i]; i++) {
-		json_t *v = json_object_get(c->params, auth[i]);
+	for (int i = 0; names[i]; i++) {
+		json_t *v = json_object_get(c->params, names[i]);
 		if (!v)
 			continue;
 		any = true;
 		if (json_is_null(v))
-			json_object_del(obj, auth[i]);
-		else if (json_object_set(obj, auth[i], v) < 0) {
+			json_object_del(obj, names[i]);
+		else if (json_object_set(obj, names[i], v) < 0) {
 			json_decref(newdoc);
 			return merr_set(c->e, -32603, "out of memory");
 		}
 	}
 	if (!any) {
 		json_decref(newdoc);
-		return merr_set(c->e, -32602,
-				"params: nothing to set (chap, mutual_chap, chap_required, "
-				"chap_algorithms)");
+		return merr_set(c->e, -32602, "params: nothing to set (%s)", list);
 	}
 	return commit(c, newdoc);
+}
+
+static int set_auth(struct call *c, json_t *obj, json_t *newdoc)
+{
+	static const char *const auth[] = {"chap", "mutual_chap", "chap_required", "chap_algorithms",
+					   NULL};
+
+	return set_keys(c, obj, newdoc, auth,
+			"chap, mutual_chap, chap_required, chap_algorithms");
+}
+
+/* Target settings that apply online (to logins from then on). */
+static int m_set_target_options(struct call *c)
+{
+	static const char *const keys[] = {"target", "alias", "max_sessions", "chap_required",
+					   "dry_run", NULL};
+	static const char *const opts[] = {"alias", "max_sessions", "chap_required", NULL};
+	const char *target;
+	json_t *newdoc, *t;
+
+	if (p_keys(c, keys) < 0 || p_str(c, "target", true, &target) < 0)
+		return -1;
+	if (!(newdoc = json_deep_copy(c->m->doc)))
+		return merr_set(c->e, -32603, "out of memory");
+	if (!(t = find_target(newdoc, target))) {
+		json_decref(newdoc);
+		return merr_set(c->e, MGMT_ERR_NOT_FOUND, "no target named \"%s\"", target);
+	}
+	return set_keys(c, t, newdoc, opts, "alias, max_sessions, chap_required");
+}
+
+/* The object of LUN params.lun of target in doc, or NULL with the error set. */
+static json_t *lun_obj(struct call *c, json_t *doc, const char *target)
+{
+	json_t *lunv = json_object_get(c->params, "lun"), *t, *num;
+	long i;
+
+	if (!json_is_integer(lunv)) {
+		merr_set(c->e, -32602, "params.lun: required (an integer)");
+		return NULL;
+	}
+	if (!(t = find_target(doc, target))) {
+		merr_set(c->e, MGMT_ERR_NOT_FOUND, "no target named \"%s\"", target);
+		return NULL;
+	}
+	num = json_integer(json_integer_value(lunv));
+	i = find_by(json_object_get(t, "luns"), "lun", num);
+	json_decref(num);
+	if (i < 0)
+		merr_set(c->e, MGMT_ERR_NOT_FOUND, "no LUN %lld in target %s",
+			 (long long)json_integer_value(lunv), target);
+	return i < 0 ? NULL : json_array_get(json_object_get(t, "luns"), (size_t)i);
+}
+
+/* A LUN started read-only has its backend opened read-only: only a restart makes it writable. */
+static int check_writable(struct call *c, const char *target)
+{
+	json_t *ro = json_object_get(c->params, "readonly");
+	uint32_t lun = (uint32_t)json_integer_value(json_object_get(c->params, "lun"));
+
+	if (!c->m->tgt || !ro || json_is_true(ro) || ix_target_lun_writable(c->m->tgt, target, lun))
+		return 0;
+	return merr_set(c->e, MGMT_ERR_APPLY,
+			"LUN %u of target %s was started read-only (its backend is opened "
+			"read-only): only a restart makes it writable",
+			lun, target);
+}
+
+/* LUN settings that apply online: write_cache and readonly (initiators get 6/2A/01). */
+static int m_set_lun_options(struct call *c)
+{
+	static const char *const keys[] = {"target", "lun", "write_cache", "readonly", "dry_run",
+					   NULL};
+	static const char *const opts[] = {"write_cache", "readonly", NULL};
+	const char *target;
+	json_t *newdoc, *l;
+
+	if (p_keys(c, keys) < 0 || p_str(c, "target", true, &target) < 0)
+		return -1;
+	if (!(newdoc = json_deep_copy(c->m->doc)))
+		return merr_set(c->e, -32603, "out of memory");
+	if (!(l = lun_obj(c, newdoc, target)) || check_writable(c, target) < 0) {
+		json_decref(newdoc);
+		return -1;
+	}
+	return set_keys(c, l, newdoc, opts, "write_cache, readonly");
 }
 
 static int m_set_target_auth(struct call *c)
@@ -1445,6 +1530,7 @@ static const struct method {
     {"iscsi_delete_lun", m_delete_lun, true},
     {"iscsi_resize_lun", m_resize_lun, true},
     {"iscsi_set_lun_offline", m_set_lun_offline, true},
+    {"iscsi_set_lun_options", m_set_lun_options, true},
     {"iscsi_break_rbd_lock", m_break_rbd_lock, true},
     {"iscsi_get_alua", m_get_alua, false},
     {"iscsi_set_alua_state", m_set_alua_state, true},
@@ -1453,6 +1539,7 @@ static const struct method {
     {"iscsi_delete_acl", m_delete_acl, true},
     {"iscsi_set_acl_luns", m_set_acl_luns, true},
     {"iscsi_set_target_auth", m_set_target_auth, true},
+    {"iscsi_set_target_options", m_set_target_options, true},
     {"iscsi_get_discovery_auth", m_get_discovery_auth, false},
     {"iscsi_set_discovery_auth", m_set_discovery_auth, true},
     {"save_config", m_save_config, true},

@@ -72,7 +72,8 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 	atomic_init(&lu->refs, 1);
 	lu->block_size = bs;
 	lu->lun = cfg->lun;
-	lu->readonly = cfg->readonly;
+	atomic_init(&lu->readonly, cfg->readonly);
+	lu->ro_open = cfg->readonly;
 	lu->no_medium = cfg->no_medium;
 	lu->removable = cfg->removable || cfg->no_medium;
 	lu->sanitize_rate = cfg->sanitize_rate;
@@ -80,7 +81,7 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 				     (cfg->offline ? SCSI_MS_OFFLINE : 0));
 	atomic_init(&lu->swp, false);
 	atomic_init(&lu->wce, cfg->write_cache);
-	lu->wce_default = cfg->write_cache;
+	atomic_init(&lu->wce_default, cfg->write_cache);
 	atomic_init(&lu->d_sense, false);
 	atomic_init(&lu->resv_holder, NULL);
 	list_init(&lu->itls);
@@ -187,6 +188,28 @@ void scsi_lu_set_offline(struct scsi_lu *lu, bool offline)
 	pthread_mutex_unlock(&lu->lock);
 	if (!offline && (was & SCSI_MS_OFFLINE))
 		scsi_ua_post_others(lu, NULL, 0x28, 0x00); /* NOT READY TO READY CHANGE */
+}
+
+bool scsi_lu_writable(const struct scsi_lu *lu)
+{
+	return !lu->ro_open && lu->dev;
+}
+
+int scsi_lu_set_options(struct scsi_lu *lu, int write_cache, int readonly)
+{
+	bool changed = false;
+
+	if (readonly == 0 && !scsi_lu_writable(lu))
+		return -EROFS;
+	if (write_cache >= 0) {
+		atomic_store(&lu->wce_default, write_cache != 0);
+		changed = atomic_exchange(&lu->wce, write_cache != 0) != (write_cache != 0);
+	}
+	if (readonly >= 0)
+		changed |= atomic_exchange(&lu->readonly, readonly != 0) != (readonly != 0);
+	if (changed) /* MODE PARAMETERS CHANGED: WCE or WP of the mode pages */
+		scsi_ua_post_others(lu, NULL, 0x2a, 0x01);
+	return 0;
 }
 
 bool scsi_lu_offline(const struct scsi_lu *lu)

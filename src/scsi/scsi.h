@@ -313,6 +313,12 @@ int scsi_lu_grow(struct scsi_lu *lu, uint64_t bytes, char *err, size_t errlen);
  * CHANGE, 6/28/00). Any thread. */
 void scsi_lu_set_offline(struct scsi_lu *lu, bool offline);
 bool scsi_lu_offline(const struct scsi_lu *lu);
+/* Change the write cache (WCE, current and default) and the write protection (readonly) of an
+ * LU while it serves; -1 leaves one as it is. Every I_T nexus that used the LU gets MODE
+ * PARAMETERS CHANGED (6/2A/01) when either changed. An LU whose backend was opened read-only
+ * (readonly at creation) cannot become writable: -EROFS (scsi_lu_writable). Control path. */
+int scsi_lu_set_options(struct scsi_lu *lu, int write_cache, int readonly);
+bool scsi_lu_writable(const struct scsi_lu *lu);
 uint32_t scsi_lu_block_size(const struct scsi_lu *lu);
 /* The LU's backend device (NULL without medium). */
 struct bs_dev *scsi_lu_dev(struct scsi_lu *lu);

@@ -14,7 +14,14 @@ C sees nothing (--luns none).
   4. live: A's session stays logged in while ix-ctl acl luns changes its map: the LUN it kept
      gets REPORTED LUNS DATA HAS CHANGED (3F/0E) and REPORT LUNS lists the new set; deleting B's
      ACL leaves B's live session with no LUN; `acl luns ... all` removes the masking;
-  5. ix-ctl save, a fresh daemon from the saved file: ls --json identical, A's view the same.
+  5. target and LUN options online (ix-ctl lun set / target set): write_cache on gives a live
+     session MODE PARAMETERS CHANGED (6/2A/01) and WCE in the caching page; readonly on gives
+     2A/01, WP in the mode header and WRITE PROTECTED (7/27/00) for writes, off writes again; a
+     LUN started readonly cannot become writable online (refused); a wrong type is refused
+     naming its JSON path; --dry-run lists the change and changes nothing; a target's alias
+     reaches new logins, max_sessions=1 refuses a second session (0x0302), default lifts it;
+  6. ix-ctl save, a fresh daemon from the saved file: ls --json identical, A's view the same,
+     the LUN options kept.
 ix only (the management API is ix-target's own).
 """
 
@@ -222,6 +229,89 @@ def step_live():
     ctl('acl', 'luns', T, INI_A, '0=2,1')
 
 
+def ua_after(s, lun):
+    s.lun = lun
+    st, _, sense, _ = s.scsi(bytes(6))
+    return sense_of(sense) if st == 2 else 'status 0x%02x' % st
+
+
+def mode_bits(s, lun):
+    """(WP of the mode header, WCE of the caching page) by MODE SENSE(6), or the error."""
+    s.lun = lun
+    st, data, sense, _ = s.scsi_retry_ua(bytes([0x1a, 0x08, 0x08, 0, 64, 0]), read_len=64)
+    if st != 0 or len(data) < 7:
+        return 'status 0x%02x %s' % (st, sense_of(sense))
+    return bool(data[2] & 0x80), bool(data[4 + data[3] + 2] & 0x04)
+
+
+def write1(s, lun):
+    s.lun = lun
+    st, _, sense, _ = s.scsi_retry_ua(bytes([0x2a, 0, 0, 0, 0, 8, 0, 0, 1, 0]),
+                                      write_data=bytes(512))
+    return 'good' if st == 0 else sense_of(sense)
+
+
+def step_lun_options():
+    s = session(INI_A)
+    s.lun = 1
+    s.scsi_retry_ua(bytes(6))
+    before = mode_bits(s, 1)
+    rc1 = ctl('lun', 'set', T, '1', 'write_cache=on')[0]
+    ua1, bits1 = ua_after(s, 1), mode_bits(s, 1)
+    check('lun-write-cache', before == (False, False) and rc1 == 0 and
+          ua1 == (6, 0x2a, 0x01) and bits1 == (False, True),
+          'lun set write_cache=on: exit %d; TUR %s (want 6/2A/01); WP, WCE %s -> %s' % (
+              rc1, ua1, before, bits1))
+    rc2 = ctl('lun', 'set', T, '1', 'readonly=on')[0]
+    ua2, bits2, w2 = ua_after(s, 1), mode_bits(s, 1), write1(s, 1)
+    rc3 = ctl('lun', 'set', T, '1', 'readonly=off')[0]
+    ua3, w3 = ua_after(s, 1), write1(s, 1)
+    check('lun-readonly', rc2 == 0 and ua2 == (6, 0x2a, 0x01) and bits2 == (True, True) and
+          w2 == (7, 0x27, 0) and rc3 == 0 and ua3 == (6, 0x2a, 0x01) and w3 == 'good',
+          'readonly=on: exit %d, TUR %s, WP/WCE %s, WRITE %s; readonly=off: exit %d, TUR %s, '
+          'WRITE %s' % (rc2, ua2, bits2, w2, rc3, ua3, w3))
+    s.close()
+    rc4 = ctl('lun', 'create', T, '3', '--ram', '16M', '--readonly')[0]
+    rc5, _, err5 = ctl('lun', 'set', T, '3', 'readonly=off')
+    check('lun-readonly-at-start', rc4 == 0 and rc5 == 1 and 'started read-only' in err5,
+          'a LUN created readonly made writable: exit %d, %s' % (rc5, err5.strip()))
+    rc6, _, err6 = ctl('rpc', 'iscsi_set_lun_options',
+                       json.dumps({'target': T, 'lun': 1, 'write_cache': 'yes'}))
+    check('lun-options-bad-type', rc6 == 1 and 'targets[0].luns[1].write_cache' in err6,
+          'write_cache "yes": exit %d, %s' % (rc6, err6.strip()))
+    rc7, out7, _ = ctl('--dry-run', 'lun', 'set', T, '1', 'write_cache=off')
+    luns = ctl_json('rpc', 'iscsi_get_luns', json.dumps({'target': T}))
+    check('lun-options-dry-run', rc7 == 0 and 'change lun 1' in out7 and
+          luns[1].get('write_cache') is True,
+          'dry run: exit %d, %s; write_cache after: %s' % (rc7, out7.strip().replace('\n', ' '),
+                                                          luns[1].get('write_cache')))
+
+
+def step_target_options():
+    rc1 = ctl('target', 'set', T, 'alias=masked disks', 'max_sessions=1')[0]
+    a = session(INI_A)
+    alias = a.params.get('TargetAlias')
+    try:
+        session(INI_C).close()
+        second = 'accepted'
+    except X.LoginFailed as e:
+        second = '0x%04x' % e.status
+    rc2 = ctl('target', 'set', T, 'max_sessions=default')[0]
+    try:
+        session(INI_C).close()
+        third = 'accepted'
+    except X.LoginFailed as e:
+        third = '0x%04x' % e.status
+    a.close()
+    rc3, _, err3 = ctl('target', 'set', T, 'max_sessions=x')
+    check('target-options', rc1 == 0 and alias == 'masked disks' and second == '0x0302' and
+          rc2 == 0 and third == 'accepted' and rc3 == 2,
+          'target set alias, max_sessions=1: exit %d; TargetAlias %r; a second session: %s '
+          '(want 0x0302, out of resources); max_sessions=default: exit %d, then %s; a bad '
+          'value: exit %d' % (
+              rc1, alias, second, rc2, third, rc3))
+
+
 def step_save_restart():
     saved = os.path.join(E.dir, 'saved.json')
     rc, out, err = ctl('save', saved)
@@ -232,10 +322,12 @@ def step_save_restart():
     after = ctl_json('ls')
     s = session(INI_A)
     luns, c0 = report_luns(s), capacity(s, 0)
+    bits = mode_bits(s, 1)
     s.close()
-    check('save-restart', rc == 0 and before == after and luns == [0, 1] and c0 == 48 * MIB,
-          'save, fresh daemon: ls --json %s; A sees %s, LUN 0 %s bytes' % (
-              'identical' if before == after else 'differs', luns, c0))
+    check('save-restart', rc == 0 and before == after and luns == [0, 1] and c0 == 48 * MIB
+          and bits == (False, True),
+          'save, fresh daemon: ls --json %s; A sees %s, LUN 0 %s bytes; LUN 1 WP, WCE %s' % (
+              'identical' if before == after else 'differs', luns, c0, bits))
 
 
 def main():
@@ -257,6 +349,8 @@ def main():
         step_raw()
         step_bad()
         step_live()
+        step_lun_options()
+        step_target_options()
         step_save_restart()
     finally:
         E.d.stop()
