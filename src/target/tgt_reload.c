@@ -11,8 +11,8 @@
  *   masking of its ACLs ("luns") applies to live sessions too (tgt_acl.c). Its LUN
  *   changes apply at once: a LUN no longer listed leaves the LUN map (later commands to it get
  *   LOGICAL UNIT NOT SUPPORTED; commands already running finish), a newly listed one joins it,
- *   and every I_T nexus that used the target's LUs gets REPORTED LUNS DATA HAS CHANGED. A file
- *   or block LUN whose size alone grew is grown in place (its nexuses get CAPACITY DATA HAS
+ *   and every I_T nexus that used the target's LUs gets REPORTED LUNS DATA HAS CHANGED. A file,
+ *   block or RAM LUN whose size alone grew is grown in place (its nexuses get CAPACITY DATA HAS
  *   CHANGED); write_cache and readonly change in place (MODE PARAMETERS CHANGED, 2A/01; a
  *   LUN configured readonly at start stays read-only); a LUN listed in both files with other
  *   settings keeps running as it was (a restart applies them).
@@ -57,7 +57,7 @@ struct lun_change {
 	struct tgt_lu_retire *retire; /* for a removal */
 };
 
-/* A running LU that the new configuration changes in place: larger (file and block LUNs),
+/* A running LU that the new configuration changes in place: larger (file, block, RAM LUNs),
  * offline or online. */
 struct lun_grow {
 	struct scsi_lu *lu;
@@ -199,7 +199,8 @@ static int plan_grow(struct plan *p, const struct cfg_target *ct, const struct c
 		return 0;
 	if (cl->lu.size_bytes != old->lu.size_bytes && cl->lu.size_bytes != 0 &&
 	    cl->lu.size_bytes != have) {
-		if ((cl->lu.backend != SCSI_BACKEND_FILE && cl->lu.backend != SCSI_BACKEND_BLOCK) ||
+		if ((cl->lu.backend != SCSI_BACKEND_FILE && cl->lu.backend != SCSI_BACKEND_BLOCK &&
+		     cl->lu.backend != SCSI_BACKEND_RAM) ||
 		    cl->lu.size_bytes < have)
 			return 0;
 		bytes = cl->lu.size_bytes;

@@ -20,7 +20,10 @@ C sees nothing (--luns none).
      LUN started readonly cannot become writable online (refused); a wrong type is refused
      naming its JSON path; --dry-run lists the change and changes nothing; a target's alias
      reaches new logins, max_sessions=1 refuses a second session (0x0302), default lifts it;
-  6. ix-ctl save, a fresh daemon from the saved file: ls --json identical, A's view the same,
+  6. a RAM LUN grows (ix-ctl lun resize) while ix-bench --verify runs on it: a session gets
+     CAPACITY DATA HAS CHANGED (6/2A/09) and READ CAPACITY(16) the new size, the bench sees no
+     error; growing past its reservation (8 times the size at start) is refused;
+  7. ix-ctl save, a fresh daemon from the saved file: ls --json identical, A's view the same,
      the LUN options kept.
 ix only (the management API is ix-target's own).
 """
@@ -31,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
@@ -47,6 +51,8 @@ HOST = '127.0.0.1'
 BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
 CTL = os.path.join(BUILD, 'tools', 'ix-ctl')
 T = 'iqn.2026-11.io.ix.test:mask'
+TG = 'iqn.2026-11.io.ix.test:ram-grow'
+BENCH = os.path.join(BUILD, 'tools', 'ix-bench')
 INI_A = 'iqn.2026-11.io.ix.test:mask-a'
 INI_B = 'iqn.2026-11.io.ix.test:mask-b'
 INI_C = 'iqn.2026-11.io.ix.test:mask-c'
@@ -312,6 +318,53 @@ def step_target_options():
               rc1, alias, second, rc2, third, rc3))
 
 
+def bench(target, seconds, rng):
+    cmd = [BENCH, '-p', '%s:%d' % (HOST, E.port), '-T', target, '-l', '0', '-I', INI_A,
+           '--rw', 'randrw', '--bs', '4k', '-q', '8', '-t', '%ds' % seconds, '--verify',
+           '--json', '--quiet', '--range', rng]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def bench_result(p, timeout=120):
+    out, err = p.communicate(timeout=timeout)
+    try:
+        j = json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return False, 'exit %d, no JSON result: %s' % (p.returncode, err.strip()[-300:])
+    ios = j['read']['ios'] + j['write']['ios'] if 'read' in j else -1
+    ok = p.returncode == 0 and j['errors'] == 0 and j['miscompares'] == 0 and ios != 0
+    return ok, 'exit %d, %s I/Os, errors %d, miscompares %d, verified %d blocks' % (
+        p.returncode, ios, j['errors'], j['miscompares'], j['verified_blocks'])
+
+
+def step_ram_grow():
+    rc1 = ctl('target', 'create', TG)[0]
+    rc2 = ctl('lun', 'create', TG, '0', '--ram', '64M')[0]
+    s = X.Session(HOST, E.port, initiator=INI_C, target=TG, timeout=10)
+    s.login()
+    before = capacity(s, 0)
+    busy = bench(TG, 6, '64M')
+    time.sleep(2)
+    rc, out, err = ctl('lun', 'resize', TG, '0', '256M')
+    st, _, sense, _ = s.scsi(bytes(6))
+    ua = sense_of(sense) if st == 2 else None
+    after = capacity(s, 0)
+    s.close()
+    check('ram-grow', rc1 == 0 and rc2 == 0 and rc == 0 and ua == (6, 0x2a, 0x09) and
+          before == 64 * MIB and after == 256 * MIB,
+          'ix-ctl lun resize of a RAM LUN 64M -> 256M: exit %d %s; TUR %s (want 6/2A/09); '
+          'READ CAPACITY(16) %s -> %s bytes' % (rc, (out + err).strip(), ua, before, after))
+    ok, why = bench_result(busy)
+    check('ram-grow-under-bench', ok, 'ix-bench --verify on the LUN throughout: ' + why)
+    rc, out, err = ctl('lun', 'resize', TG, '0', '1G')
+    luns = ctl_json('rpc', 'iscsi_get_luns', json.dumps({'target': TG}))
+    check('ram-grow-past-reservation', rc == 1 and 'grows online up to' in err and
+          luns[0].get('size') == '256M',
+          'resize to 1G (8 x 64M reserved): exit %d, %s; size stays %s' % (
+              rc, err.strip(), luns[0].get('size')))
+    rc = ctl('target', 'delete', TG)[0]
+
+
 def step_save_restart():
     saved = os.path.join(E.dir, 'saved.json')
     rc, out, err = ctl('save', saved)
@@ -331,9 +384,10 @@ def step_save_restart():
 
 
 def main():
-    if not os.access(CTL, os.X_OK):
-        R('FAIL', 'setup', '%s not built' % CTL)
-        return 1
+    for tool in (CTL, BENCH):
+        if not os.access(tool, os.X_OK):
+            R('FAIL', 'setup', '%s not built' % tool)
+            return 1
     E.dir = tempfile.mkdtemp(prefix='ix-mgmt2-')
     E.sock = os.path.join(E.dir, 'ix-target.sock')
     E.cfg = os.path.join(E.dir, 'ix-target.json')
@@ -351,6 +405,7 @@ def main():
         step_live()
         step_lun_options()
         step_target_options()
+        step_ram_grow()
         step_save_restart()
     finally:
         E.d.stop()
