@@ -43,7 +43,7 @@ static void usage(FILE *f)
 		"  lun create TARGET LUN (--ram SIZE | --file PATH [--size SIZE] | --block PATH)\n"
 		"             [--block-size 512|4096] [--readonly] [--thin] [--write-cache]\n"
 		"  lun delete TARGET LUN\n"
-		"  lun resize TARGET LUN SIZE           grow a file or block LUN online\n"
+		"  lun resize TARGET LUN SIZE           grow a file, block or RAM LUN online\n"
 		"  lun offline|online TARGET LUN        take a LUN offline (NOT READY) or back\n"
 		"  lun set TARGET LUN write_cache=on|off|default readonly=on|off|default\n"
 		"  acl create TARGET INITIATOR [--chap-user USER --chap-secret SECRET]\n"
