@@ -30,7 +30,7 @@
 
 #define RAM_CHUNK_SHIFT 20
 #define RAM_RESERVE_FACTOR 8
-#define RAM_RESERVE_EXTRA (1ULL << 40)
+#define RAM_RESERVE_EXTRA  (1ULL << 40)
 
 struct ram_chunk {
 	atomic_uint pins;

@@ -843,7 +843,8 @@ static int m_set_acl_luns(struct call *c)
 	    p_str(c, "initiator", true, &ini) < 0)
 		return -1;
 	if (!json_is_array(l) && !json_is_null(l))
-		return merr_set(c->e, -32602, "params.luns: required (a list, or null for all LUNs)");
+		return merr_set(c->e, -32602,
+				"params.luns: required (a list, or null for all LUNs)");
 	if (!(newdoc = json_deep_copy(c->m->doc)))
 		return merr_set(c->e, -32603, "out of memory");
 	t = find_target(newdoc, target);
@@ -851,9 +852,8 @@ static int m_set_acl_luns(struct call *c)
 	i = find_by(acls, "initiator", json_object_get(c->params, "initiator"));
 	if (i < 0) {
 		json_decref(newdoc);
-		return merr_set(c->e, MGMT_ERR_NOT_FOUND, "no %s \"%s\"%s%s",
-				t ? "ACL" : "target", t ? ini : target, t ? " in target " : "",
-				t ? target : "");
+		return merr_set(c->e, MGMT_ERR_NOT_FOUND, "no %s \"%s\"%s%s", t ? "ACL" : "target",
+				t ? ini : target, t ? " in target " : "", t ? target : "");
 	}
 	if (json_is_null(l))
 		json_object_del(json_array_get(acls, (size_t)i), "luns");
@@ -894,18 +894,17 @@ static int set_keys(struct call *c, json_t *obj, json_t *newdoc, const char *con
 
 static int set_auth(struct call *c, json_t *obj, json_t *newdoc)
 {
-	static const char *const auth[] = {"chap", "mutual_chap", "chap_required", "chap_algorithms",
-					   NULL};
+	static const char *const auth[] = {"chap", "mutual_chap", "chap_required",
+					   "chap_algorithms", NULL};
 
-	return set_keys(c, obj, newdoc, auth,
-			"chap, mutual_chap, chap_required, chap_algorithms");
+	return set_keys(c, obj, newdoc, auth, "chap, mutual_chap, chap_required, chap_algorithms");
 }
 
 /* Target settings that apply online (to logins from then on). */
 static int m_set_target_options(struct call *c)
 {
-	static const char *const keys[] = {"target", "alias", "max_sessions", "chap_required",
-					   "dry_run", NULL};
+	static const char *const keys[] = {"target",	    "alias",   "max_sessions",
+					   "chap_required", "dry_run", NULL};
 	static const char *const opts[] = {"alias", "max_sessions", "chap_required", NULL};
 	const char *target;
 	json_t *newdoc, *t;
@@ -961,8 +960,8 @@ static int check_writable(struct call *c, const char *target)
 /* LUN settings that apply online: write_cache and readonly (initiators get 6/2A/01). */
 static int m_set_lun_options(struct call *c)
 {
-	static const char *const keys[] = {"target", "lun", "write_cache", "readonly", "dry_run",
-					   NULL};
+	static const char *const keys[] = {"target",   "lun",	  "write_cache",
+					   "readonly", "dry_run", NULL};
 	static const char *const opts[] = {"write_cache", "readonly", NULL};
 	const char *target;
 	json_t *newdoc, *l;
@@ -1344,8 +1343,8 @@ static int m_resize_lun(struct call *c)
 	}
 	l = json_array_get(luns, (size_t)i);
 	backend = json_string_value(json_object_get(l, "backend"));
-	if (!backend || (strcmp(backend, "file") && strcmp(backend, "block") &&
-			 strcmp(backend, "ram"))) {
+	if (!backend ||
+	    (strcmp(backend, "file") && strcmp(backend, "block") && strcmp(backend, "ram"))) {
 		merr_set(c->e, MGMT_ERR_INVALID_CONFIG,
 			 "LUN %lld of %s: only file, block and RAM LUNs grow online (this one is "
 			 "%s)",

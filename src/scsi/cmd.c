@@ -419,7 +419,8 @@ static bool precheck(struct scsi_cmd *cmd, const struct scsi_op *op, struct scsi
 	}
 	if (ms != SCSI_MS_LOADED && !medium_ok(cmd, op, ms)) /* loaded: the common case */
 		return false;
-	if ((op->flags & SCSI_F_WRITE) && atomic_load_explicit(&lu->readonly, memory_order_relaxed)) {
+	if ((op->flags & SCSI_F_WRITE) &&
+	    atomic_load_explicit(&lu->readonly, memory_order_relaxed)) {
 		scsi_fail(cmd, SCSI_SENSE_DATA_PROTECT, 0x27, 0x00); /* WRITE PROTECTED */
 		return false;
 	}

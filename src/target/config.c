@@ -1452,8 +1452,7 @@ static int parse_acl(struct ctx *c, json_t *v, struct cfg_target *t, size_t idx)
 
 	if ((rc = want_object(c, NULL, v)) || (rc = check_keys(c, v, keys)) ||
 	    (rc = get_iscsi_name(c, v, "initiator", &a->initiator)) ||
-	    (rc = parse_chap(c, v, "chap", false, &a->chap)) ||
-	    (rc = parse_acl_luns(c, v, t, a)))
+	    (rc = parse_chap(c, v, "chap", false, &a->chap)) || (rc = parse_acl_luns(c, v, t, a)))
 		return rc;
 	for (size_t i = 0; i < idx; i++)
 		if (strcmp(t->acls[i].initiator, a->initiator) == 0)

@@ -115,8 +115,9 @@ static const struct tcase cases[] = {
     {LUNS(RAM0 "," RAM0), "targets[0].luns[1].lun: LUN 0 is already defined by luns[0]"},
     {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i'},{'initiator':'iqn.2026-11.io.ix:i'}]"),
      "acls[1].initiator: already listed in acls[0]"},
-    /* ACL LUN masking */
-#define ACLL(body) T("'luns':[" RAM0 "],'acls':[{'initiator':'iqn.2026-11.io.ix:i','luns':[" body "]}]")
+/* ACL LUN masking */
+#define ACLL(body)                                                                                 \
+	T("'luns':[" RAM0 "],'acls':[{'initiator':'iqn.2026-11.io.ix:i','luns':[" body "]}]")
     {ACLL(""), NULL},
     {ACLL("{'target_lun':0}"), NULL},
     {ACLL("{'lun':7,'target_lun':0}"), NULL},
@@ -139,8 +140,7 @@ static const struct tcase cases[] = {
     {LUNS("{'lun':0,'backend':'nvme','size':4096}"),
      "luns[0].backend: unknown backend \"nvme\" (use ram, file, block, error or rbd)"},
     /* rbd LUNs: the configuration only (the backend needs a cluster: tests/interop/rbd.py) */
-    {LUNS("{'lun':0,'backend':'rbd'}"),
-     "targets[0].luns[0].rbd: required for an rbd LUN"},
+    {LUNS("{'lun':0,'backend':'rbd'}"), "targets[0].luns[0].rbd: required for an rbd LUN"},
     {LUNS("{'lun':0,'backend':'ram','size':4096,'rbd':{'pool':'p','image':'i'}}"),
      "targets[0].luns[0].rbd: only for backend \"rbd\""},
     {LUNS("{'lun':0,'backend':'rbd','rbd':{'image':'i'}}"),
