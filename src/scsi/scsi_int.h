@@ -91,7 +91,7 @@ struct scsi_lu {
 	uint32_t block_size;
 	uint32_t lun;
 	atomic_bool readonly; /* changes online (scsi_lu_set_options) */
-	bool ro_open;	      /* the backend was opened read-only: readonly stays */
+	bool ro_open;         /* the backend was opened read-only: readonly stays */
 	bool no_medium;
 	bool removable; /* RMB */
 	uint64_t sanitize_rate; /* bytes/s for SANITIZE OVERWRITE, 0 = unlimited */

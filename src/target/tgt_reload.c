@@ -63,8 +63,8 @@ struct lun_grow {
 	struct scsi_lu *lu;
 	uint64_t bytes;  /* 0: the size stays */
 	int offline;     /* -1: stays, else the new state */
-	int wce;	 /* write_cache: -1 stays, else the new value */
-	int readonly;	 /* -1 stays, else the new value */
+	int wce;         /* write_cache: -1 stays, else the new value */
+	int readonly;    /* -1 stays, else the new value */
 	const char *target;
 	uint32_t lun;
 };
