@@ -29,45 +29,44 @@ static bool opt_json, opt_dry_run;
 
 static void usage(FILE *f)
 {
-	fprintf(
-	    f,
-	    "usage: ix-ctl [-s SOCKET] [--json] [--dry-run] COMMAND ...\n"
-	    "  ls                                   portals, targets, LUNs and ACLs as a tree\n"
-	    "  save [FILE]                          write the running configuration (default:\n"
-	    "                                       the daemon's configuration file)\n"
-	    "  rpc METHOD [PARAMS]                  raw JSON-RPC call; PARAMS is a JSON object\n"
-	    "  portal create NAME ADDRESS [PORT] [--tpgt N] [--iser] [--no-tcp]\n"
-	    "  portal delete NAME\n"
-	    "  target create NAME [--alias TEXT] [--portal NAME]...\n"
-	    "  target delete NAME\n"
-	    "  target set NAME alias=TEXT max_sessions=N chap_required=on|off (or =default)\n"
-	    "  lun create TARGET LUN (--ram SIZE | --file PATH [--size SIZE] | --block PATH)\n"
-	    "             [--block-size 512|4096] [--readonly] [--thin] [--write-cache]\n"
-	    "  lun delete TARGET LUN\n"
-	    "  lun resize TARGET LUN SIZE           grow a file, block or RAM LUN online\n"
-	    "  lun offline|online TARGET LUN        take a LUN offline (NOT READY) or back\n"
-	    "  lun set TARGET LUN write_cache=on|off|default readonly=on|off|default\n"
-	    "  acl create TARGET INITIATOR [--chap-user USER --chap-secret SECRET]\n"
-	    "             [--luns LUN[=TARGET_LUN],...|none]\n"
-	    "  acl luns TARGET INITIATOR all|none|LUN[=TARGET_LUN],...\n"
-	    "  acl delete TARGET INITIATOR\n"
-	    "  sessions [-v] [--target NAME]        logged-in sessions (-v: every negotiated "
-	    "key)\n"
-	    "  stats                                login outcomes, sessions, per-target and "
-	    "per-LUN counters\n"
-	    "  session logout TSIH [--drop] [--timeout MS]\n"
-	    "                                       ask a session to log out (Async Message),\n"
-	    "                                       or with --drop close it at once\n"
-	    "  alua TARGET                          ALUA target port groups and their states\n"
-	    "  alua set TARGET GROUP STATE          change a group's state (active/optimized,\n"
-	    "                                       active/non-optimized, standby, unavailable,\n"
-	    "                                       offline, transitioning)\n"
-	    "options:\n"
-	    "  -s, --socket PATH   the daemon's socket (default $IX_CTL_SOCKET or %s)\n"
-	    "  --json              print the JSON result (or error) instead of text\n"
-	    "  --dry-run           validate and show what would change, change nothing\n"
-	    "exit status: 0 done, 1 refused by the daemon, 2 usage, 3 daemon unreachable\n",
-	    DEFAULT_SOCKET);
+	fprintf(f,
+		"usage: ix-ctl [-s SOCKET] [--json] [--dry-run] COMMAND ...\n"
+		"  ls                                   portals, targets, LUNs and ACLs as a tree\n"
+		"  save [FILE]                          write the running configuration (default:\n"
+		"                                       the daemon's configuration file)\n"
+		"  rpc METHOD [PARAMS]                  raw JSON-RPC call; PARAMS is a JSON object\n"
+		"  portal create NAME ADDRESS [PORT] [--tpgt N] [--iser] [--no-tcp]\n"
+		"  portal delete NAME\n"
+		"  target create NAME [--alias TEXT] [--portal NAME]...\n"
+		"  target delete NAME\n"
+		"  target set NAME alias=TEXT max_sessions=N chap_required=on|off (or =default)\n"
+		"  lun create TARGET LUN (--ram SIZE | --file PATH [--size SIZE] | --block PATH)\n"
+		"             [--block-size 512|4096] [--readonly] [--thin] [--write-cache]\n"
+		"  lun delete TARGET LUN\n"
+		"  lun resize TARGET LUN SIZE           grow a file, block or RAM LUN online\n"
+		"  lun offline|online TARGET LUN        take a LUN offline (NOT READY) or back\n"
+		"  lun set TARGET LUN write_cache=on|off|default readonly=on|off|default\n"
+		"  acl create TARGET INITIATOR [--chap-user USER --chap-secret SECRET]\n"
+		"             [--luns LUN[=TARGET_LUN],...|none]\n"
+		"  acl luns TARGET INITIATOR all|none|LUN[=TARGET_LUN],...\n"
+		"  acl delete TARGET INITIATOR\n"
+		"  sessions [-v] [--target NAME]        logged-in sessions (-v: every negotiated "
+		"key)\n"
+		"  stats                                login outcomes, sessions, per-target and "
+		"per-LUN counters\n"
+		"  session logout TSIH [--drop] [--timeout MS]\n"
+		"                                       ask a session to log out (Async Message),\n"
+		"                                       or with --drop close it at once\n"
+		"  alua TARGET                          ALUA target port groups and their states\n"
+		"  alua set TARGET GROUP STATE          change a group's state (active/optimized,\n"
+		"                                       active/non-optimized, standby, unavailable,\n"
+		"                                       offline, transitioning)\n"
+		"options:\n"
+		"  -s, --socket PATH   the daemon's socket (default $IX_CTL_SOCKET or %s)\n"
+		"  --json              print the JSON result (or error) instead of text\n"
+		"  --dry-run           validate and show what would change, change nothing\n"
+		"exit status: 0 done, 1 refused by the daemon, 2 usage, 3 daemon unreachable\n",
+		DEFAULT_SOCKET);
 }
 
 static int die_usage(const char *fmt, const char *arg)
@@ -346,9 +345,8 @@ static void ls_text(json_t *cfg)
 		{
 			printf("    %s   o- %s%s%s%s", bar, jstr(a, "initiator", "?"),
 			       json_object_get(a, "chap") ? " [chap " : "",
-			       json_object_get(a, "chap")
-				   ? jstr(json_object_get(a, "chap"), "user", "")
-				   : "",
+			       json_object_get(a, "chap") ? jstr(json_object_get(a, "chap"), "user", "")
+							  : "",
 			       json_object_get(a, "chap") ? "]" : "");
 			print_acl_luns(json_object_get(a, "luns"));
 			printf("\n");
@@ -454,8 +452,7 @@ static int set_option(json_t *params, const char *arg, const char *const *keys, 
 	long long n;
 
 	for (int i = 0; eq && keys[i]; i++) {
-		if (strlen(keys[i]) != (size_t)(eq - arg) ||
-		    strncmp(arg, keys[i], (size_t)(eq - arg)))
+		if (strlen(keys[i]) != (size_t)(eq - arg) || strncmp(arg, keys[i], (size_t)(eq - arg)))
 			continue;
 		v = eq + 1;
 		if (strcmp(v, "default") == 0)
