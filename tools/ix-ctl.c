@@ -452,7 +452,8 @@ static int set_option(json_t *params, const char *arg, const char *const *keys, 
 	long long n;
 
 	for (int i = 0; eq && keys[i]; i++) {
-		if (strlen(keys[i]) != (size_t)(eq - arg) || strncmp(arg, keys[i], (size_t)(eq - arg)))
+		if (strlen(keys[i]) != (size_t)(eq - arg) ||
+		    strncmp(arg, keys[i], (size_t)(eq - arg)))
 			continue;
 		v = eq + 1;
 		if (strcmp(v, "default") == 0)
