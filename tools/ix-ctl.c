@@ -39,13 +39,17 @@ static void usage(FILE *f)
 		"  portal delete NAME\n"
 		"  target create NAME [--alias TEXT] [--portal NAME]...\n"
 		"  target delete NAME\n"
+		"  target set NAME alias=TEXT max_sessions=N chap_required=on|off (or =default)\n"
 		"  lun create TARGET LUN (--ram SIZE | --file PATH [--size SIZE] | --block PATH)\n"
 		"             [--block-size 512|4096] [--readonly] [--thin] [--write-cache]\n"
 		"  lun delete TARGET LUN\n"
-		"  lun resize TARGET LUN SIZE           grow a file or block LUN online\n"
+		"  lun resize TARGET LUN SIZE           grow a file, block or RAM LUN online\n"
 		"  lun offline|online TARGET LUN        take a LUN offline (NOT READY) or back\n"
 		"  lun status TARGET                    each LUN's state: online/offline and why, RBD lock\n"
+		"  lun set TARGET LUN write_cache=on|off|default readonly=on|off|default\n"
 		"  acl create TARGET INITIATOR [--chap-user USER --chap-secret SECRET]\n"
+		"             [--luns LUN[=TARGET_LUN],...|none]\n"
+		"  acl luns TARGET INITIATOR all|none|LUN[=TARGET_LUN],...\n"
 		"  acl delete TARGET INITIATOR\n"
 		"  sessions [-v] [--target NAME]        logged-in sessions (-v: every negotiated "
 		"key)\n"
@@ -252,6 +256,27 @@ static const char *jstr(json_t *o, const char *k, const char *def)
 	return s ? s : def;
 }
 
+/* An ACL's LUN masking in ls: " [luns 0=2,1]" ("none" for an empty list). */
+static void print_acl_luns(json_t *luns)
+{
+	size_t i;
+	json_t *e;
+
+	if (!json_is_array(luns))
+		return;
+	printf(" [luns %s", json_array_size(luns) ? "" : "none");
+	json_array_foreach(luns, i, e)
+	{
+		json_int_t l = json_integer_value(json_object_get(e, "target_lun"));
+		json_t *v = json_object_get(e, "lun");
+		json_int_t vl = v ? json_integer_value(v) : l;
+		printf("%s%lld", i ? "," : "", (long long)vl);
+		if (vl != l)
+			printf("=%lld", (long long)l);
+	}
+	printf("]");
+}
+
 static void print_value(json_t *v)
 {
 	if (json_is_string(v))
@@ -352,11 +377,13 @@ static void ls_text(json_t *cfg)
 		       json_array_size(acls) ? "" : " (any initiator)");
 		json_array_foreach(acls, j, a)
 		{
-			printf("    %s   o- %s%s%s%s\n", bar, jstr(a, "initiator", "?"),
+			printf("    %s   o- %s%s%s%s", bar, jstr(a, "initiator", "?"),
 			       json_object_get(a, "chap") ? " [chap " : "",
 			       json_object_get(a, "chap") ? jstr(json_object_get(a, "chap"), "user", "")
 							  : "",
 			       json_object_get(a, "chap") ? "]" : "");
+			print_acl_luns(json_object_get(a, "luns"));
+			printf("\n");
 		}
 	}
 }
@@ -450,8 +477,76 @@ static int cmd_portal(int argc, char **argv)
 	return die_usage("portal create|delete ...%s", "");
 }
 
+/* A KEY=VALUE of "target set" / "lun set" into params: booleans on|off (yes|no, true|false),
+ * integers, strings; "default" removes the setting (JSON null). kinds[i] is 'b', 'i' or 's'
+ * for keys[i]. */
+static int set_option(json_t *params, const char *arg, const char *const *keys, const char *kinds)
+{
+	const char *eq = strchr(arg, '='), *v;
+	long long n;
+
+	for (int i = 0; eq && keys[i]; i++) {
+		if (strlen(keys[i]) != (size_t)(eq - arg) ||
+		    strncmp(arg, keys[i], (size_t)(eq - arg)))
+			continue;
+		v = eq + 1;
+		if (strcmp(v, "default") == 0)
+			return json_object_set_new(params, keys[i], json_null());
+		if (kinds[i] == 's')
+			return json_object_set_new(params, keys[i], json_string(v));
+		if (kinds[i] == 'i')
+			return parse_int(v, 0, 65535, &n) < 0
+				   ? -1
+				   : json_object_set_new(params, keys[i], json_integer(n));
+		if (!strcmp(v, "on") || !strcmp(v, "yes") || !strcmp(v, "true"))
+			return json_object_set_new(params, keys[i], json_true());
+		if (!strcmp(v, "off") || !strcmp(v, "no") || !strcmp(v, "false"))
+			return json_object_set_new(params, keys[i], json_false());
+		return -1;
+	}
+	return -1;
+}
+
+/* target set NAME KEY=VALUE... and lun set TARGET LUN KEY=VALUE... */
+static int cmd_set(json_t *params, int argc, char **argv, const char *const *keys,
+		   const char *kinds, const char *method, const char *what)
+{
+	if (argc == 0) {
+		json_decref(params);
+		return die_usage("%s set: nothing to set", what);
+	}
+	for (int i = 0; i < argc; i++) {
+		if (set_option(params, argv[i], keys, kinds) < 0) {
+			json_decref(params);
+			return die_usage("bad setting '%s'", argv[i]);
+		}
+	}
+	return run(method, params, "settings changed");
+}
+
+static int cmd_target_set(int argc, char **argv)
+{
+	static const char *const keys[] = {"alias", "max_sessions", "chap_required", NULL};
+
+	return cmd_set(json_pack("{s:s}", "target", argv[1]), argc - 2, argv + 2, keys, "sib",
+		       "iscsi_set_target_options", "target");
+}
+
+static int cmd_lun_set(int argc, char **argv)
+{
+	static const char *const keys[] = {"write_cache", "readonly", NULL};
+	long long n;
+
+	if (parse_int(argv[2], 0, 255, &n) < 0)
+		return die_usage("bad LUN number '%s' (0-255)", argv[2]);
+	return cmd_set(json_pack("{s:s, s:I}", "target", argv[1], "lun", (json_int_t)n), argc - 3,
+		       argv + 3, keys, "bb", "iscsi_set_lun_options", "lun");
+}
+
 static int cmd_target(int argc, char **argv)
 {
+	if (argc >= 2 && strcmp(argv[0], "set") == 0)
+		return cmd_target_set(argc, argv);
 	if (argc >= 2 && strcmp(argv[0], "create") == 0) {
 		json_t *t = json_pack("{s:s}", "name", argv[1]), *portals = NULL;
 
@@ -474,7 +569,7 @@ static int cmd_target(int argc, char **argv)
 	if (argc == 2 && strcmp(argv[0], "delete") == 0)
 		return run("iscsi_delete_target", json_pack("{s:s}", "name", argv[1]),
 			   "target deleted");
-	return die_usage("target create|delete NAME ...%s", "");
+	return die_usage("target create|delete|set NAME ...%s", "");
 }
 
 /* One line per LUN of target: its state, why, the RBD open attempts and lock. */
@@ -523,6 +618,8 @@ static int cmd_lun(int argc, char **argv)
 	if (argc == 2 && strcmp(argv[0], "status") == 0)
 		return cmd_lun_status(argv[1]);
 
+	if (argc >= 3 && strcmp(argv[0], "set") == 0)
+		return cmd_lun_set(argc, argv);
 	if (argc >= 3 && strcmp(argv[0], "create") == 0) {
 		json_t *l;
 		const char *backend = NULL;
@@ -595,13 +692,88 @@ static int cmd_lun(int argc, char **argv)
 			   json_pack("{s:s, s:I}", "target", argv[1], "lun", (json_int_t)n),
 			   "LUN deleted");
 	}
-	return die_usage("lun create|delete|resize|offline|online|status TARGET LUN ...%s", "");
+	return die_usage("lun create|delete|resize|offline|online|status|set TARGET LUN ...%s", "");
+}
+
+/* One "LUN[=TARGET_LUN]" of a LUN list: the initiator sees the target's LUN TARGET_LUN (default
+ * LUN) as LUN. */
+static json_t *acl_lun_item(const char *item)
+{
+	unsigned long l, tl;
+	char *end;
+
+	l = strtoul(item, &end, 10);
+	if (end == item || l > 255)
+		return NULL;
+	tl = l;
+	if (*end == '=') {
+		const char *p = end + 1;
+		tl = strtoul(p, &end, 10);
+		if (end == p || tl > 255)
+			return NULL;
+	}
+	if (*end)
+		return NULL;
+	return json_pack("{s:i, s:i}", "lun", (int)l, "target_lun", (int)tl);
+}
+
+/* "all" (no masking: JSON null), "none" (an empty list), or LUN[=TARGET_LUN],... */
+static int acl_luns_parse(const char *spec, json_t **out)
+{
+	char *copy, *save = NULL, *tok;
+	json_t *a;
+
+	if (strcmp(spec, "all") == 0)
+		return *out = json_null(), 0;
+	if (!(a = json_array()) || !(copy = strdup(spec))) {
+		json_decref(a);
+		return -ENOMEM;
+	}
+	if (strcmp(spec, "none") != 0) {
+		for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			json_t *e = acl_lun_item(tok);
+			if (!e || json_array_append_new(a, e) < 0) {
+				free(copy);
+				json_decref(a);
+				return -EINVAL;
+			}
+		}
+		if (json_array_size(a) == 0) {
+			free(copy);
+			json_decref(a);
+			return -EINVAL;
+		}
+	}
+	free(copy);
+	*out = a;
+	return 0;
+}
+
+static int acl_luns_usage(const char *spec)
+{
+	return die_usage("bad LUN list '%s' (all, none, or LUN[=TARGET_LUN],... with LUNs 0..255)",
+			 spec);
+}
+
+static int cmd_acl_luns(int argc, char **argv)
+{
+	json_t *l;
+
+	if (argc != 4)
+		return die_usage("acl luns TARGET INITIATOR all|none|LUN[=TARGET_LUN],...%s", "");
+	if (acl_luns_parse(argv[3], &l) < 0)
+		return acl_luns_usage(argv[3]);
+	return run("iscsi_set_acl_luns",
+		   json_pack("{s:s, s:s, s:o}", "target", argv[1], "initiator", argv[2], "luns", l),
+		   "ACL LUNs set");
 }
 
 static int cmd_acl(int argc, char **argv)
 {
+	if (argc >= 1 && strcmp(argv[0], "luns") == 0)
+		return cmd_acl_luns(argc, argv);
 	if (argc >= 3 && strcmp(argv[0], "create") == 0) {
-		json_t *a = json_pack("{s:s}", "initiator", argv[2]);
+		json_t *a = json_pack("{s:s}", "initiator", argv[2]), *l;
 		const char *user = NULL, *secret = NULL;
 
 		for (int i = 3; i < argc; i++) {
@@ -609,7 +781,14 @@ static int cmd_acl(int argc, char **argv)
 				user = argv[++i];
 			else if (strcmp(argv[i], "--chap-secret") == 0 && i + 1 < argc)
 				secret = argv[++i];
-			else {
+			else if (strcmp(argv[i], "--luns") == 0 && i + 1 < argc) {
+				if (acl_luns_parse(argv[++i], &l) < 0) {
+					json_decref(a);
+					return acl_luns_usage(argv[i]);
+				}
+				if (!json_is_null(l))
+					json_object_set_new(a, "luns", l);
+			} else {
 				json_decref(a);
 				return die_usage("acl create: unexpected '%s'", argv[i]);
 			}
@@ -629,7 +808,7 @@ static int cmd_acl(int argc, char **argv)
 		return run("iscsi_delete_acl",
 			   json_pack("{s:s, s:s}", "target", argv[1], "initiator", argv[2]),
 			   "ACL deleted");
-	return die_usage("acl create|delete TARGET INITIATOR ...%s", "");
+	return die_usage("acl create|delete|luns TARGET INITIATOR ...%s", "");
 }
 
 static int cmd_sessions(int argc, char **argv)

@@ -131,8 +131,8 @@ struct bs_ops {
 	 * one operation? (RBD: not across an object boundary.) */
 	bool (*compare_write_ok)(struct bs_dev *dev, uint64_t offset, uint64_t len);
 	/* Make the backing store hold at least size bytes (a regular file is extended, a block
-	 * device must already be that large). Main thread, while I/O goes on. NULL: the
-	 * backend cannot grow (RAM). -errno + message. */
+	 * device must already be that large; RAM maps more of its reservation). Main thread,
+	 * while I/O goes on. NULL: the backend cannot grow. -errno + message. */
 	int (*grow)(struct bs_dev *dev, uint64_t size, char *err, size_t errlen);
 	/* Optional, for a backend whose open may finish later (RBD started offline): 0 when the
 	 * device serves now (cb is never called); 1 when it does not yet: cb(dev, arg) runs once,

@@ -10,7 +10,13 @@
  * kernel) and of writers. A reader adds its pins, then backs off if it sees a writer; a writer
  * adds itself, then waits while it sees a pin. Both steps are sequentially consistent, so at
  * least one of the two sees the other (Dekker): the reader falls back to a copy, or the
- * writer waits out a pin, which is held only for one checksum and one writev. */
+ * writer waits out a pin, which is held only for one checksum and one writev.
+ *
+ * Growing online (bs_dev_grow): the mapping is a reservation of address space (PROT_NONE, no
+ * memory) of RAM_RESERVE_FACTOR times the size at open, capped at RAM_RESERVE_EXTRA more, of
+ * which the first size bytes are readable and writable. Growing makes more of it writable
+ * (mprotect) and then publishes the new size: the memory never moves, so readers on other
+ * threads and data-in pointing into it need no lock. Past the reservation, a restart. */
 #include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -23,6 +29,8 @@
 #include "backend/bs.h"
 
 #define RAM_CHUNK_SHIFT 20
+#define RAM_RESERVE_FACTOR 8
+#define RAM_RESERVE_EXTRA  (1ULL << 40)
 
 struct ram_chunk {
 	atomic_uint pins;
@@ -31,10 +39,21 @@ struct ram_chunk {
 
 struct ram_priv {
 	uint8_t *mem;
+	uint64_t reserved; /* bytes of address space at mem; the chunk counters cover them */
 	size_t page;
 	struct ram_chunk *chunks;
 	uint64_t nchunks;
 };
+
+/* The address space to reserve for a LUN of size bytes (a whole number of pages). */
+static uint64_t ram_reserve(uint64_t size, size_t page)
+{
+	uint64_t r = size > UINT64_MAX / RAM_RESERVE_FACTOR ? size : size * RAM_RESERVE_FACTOR;
+
+	if (r - size > RAM_RESERVE_EXTRA)
+		r = size + RAM_RESERVE_EXTRA;
+	return (r + page - 1) & ~(uint64_t)(page - 1);
+}
 
 static int ram_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char *err, size_t errlen)
 {
@@ -45,19 +64,23 @@ static int ram_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char *err
 		return -EINVAL;
 	}
 	p->page = (size_t)sysconf(_SC_PAGESIZE);
-	p->mem =
-	    mmap(NULL, cfg->size_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p->mem == MAP_FAILED) {
+	p->reserved = ram_reserve(cfg->size_bytes, p->page);
+	/* PROT_NONE costs no memory; mprotect charges what becomes writable, as a plain mmap
+	 * would */
+	p->mem = mmap(NULL, p->reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p->mem == MAP_FAILED || mprotect(p->mem, cfg->size_bytes, PROT_READ | PROT_WRITE)) {
 		int rc = -errno;
 
+		if (p->mem != MAP_FAILED)
+			munmap(p->mem, p->reserved);
 		snprintf(err, errlen, "mmap %llu bytes: %s", (unsigned long long)cfg->size_bytes,
 			 strerror(-rc));
 		return rc;
 	}
-	p->nchunks = ((cfg->size_bytes - 1) >> RAM_CHUNK_SHIFT) + 1;
+	p->nchunks = ((p->reserved - 1) >> RAM_CHUNK_SHIFT) + 1;
 	p->chunks = calloc(p->nchunks, sizeof(*p->chunks));
 	if (!p->chunks) {
-		munmap(p->mem, cfg->size_bytes);
+		munmap(p->mem, p->reserved);
 		snprintf(err, errlen, "out of memory for %llu chunk counters",
 			 (unsigned long long)p->nchunks);
 		return -ENOMEM;
@@ -71,8 +94,32 @@ static void ram_close(struct bs_dev *dev)
 {
 	struct ram_priv *p = dev->priv;
 
-	munmap(p->mem, dev->size);
+	munmap(p->mem, p->reserved);
 	free(p->chunks);
+}
+
+/* Make [size, new size) of the reservation writable; bs_dev_grow then publishes the size. Its
+ * pages are untouched (zero) already: a RAM LUN grows with zeros. Control path. */
+static int ram_grow(struct bs_dev *dev, uint64_t size, char *err, size_t errlen)
+{
+	struct ram_priv *p = dev->priv;
+	uint64_t mask = ~(uint64_t)(p->page - 1);
+	uint64_t from = (dev->size + p->page - 1) & mask, to = (size + p->page - 1) & mask;
+
+	if (size > p->reserved) {
+		snprintf(err, errlen,
+			 "a RAM LUN grows online up to %llu bytes (%d times its size at start, "
+			 "at most 1 TiB more); a restart gives it more",
+			 (unsigned long long)p->reserved, RAM_RESERVE_FACTOR);
+		return -ENOSPC;
+	}
+	if (to > from && mprotect(p->mem + from, to - from, PROT_READ | PROT_WRITE) < 0) {
+		int rc = -errno;
+		snprintf(err, errlen, "cannot map %llu more bytes: %s",
+			 (unsigned long long)(to - from), strerror(-rc));
+		return rc;
+	}
+	return 0;
 }
 
 /* Chunks [*c0, *c1] holding bytes [off, off + len), len > 0. */
@@ -239,6 +286,7 @@ const struct bs_ops bs_ram_ops = {
     .caps = BS_CAP_DISCARD | BS_CAP_DISCARD_ZEROES | BS_CAP_LBA_STATUS,
     .open = ram_open,
     .close = ram_close,
+    .grow = ram_grow,
     .submit = ram_submit,
     .map = ram_map,
     .pin = ram_pin,

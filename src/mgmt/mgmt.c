@@ -861,33 +861,152 @@ static int m_delete_acl(struct call *c)
 			 json_object_get(c->params, "initiator"));
 }
 
+/* An ACL's LUN masking: params.luns (a list as in the file's acls[].luns) replaces it, null
+ * removes it (the initiator sees every LUN). Live sessions of the initiator get the new view
+ * with 3F/0E (target/tgt_acl.c). */
+static int m_set_acl_luns(struct call *c)
+{
+	static const char *const keys[] = {"target", "initiator", "luns", "dry_run", NULL};
+	json_t *newdoc, *t, *l = json_object_get(c->params, "luns"), *acls;
+	const char *target, *ini;
+	long i;
+
+	if (p_keys(c, keys) < 0 || p_str(c, "target", true, &target) < 0 ||
+	    p_str(c, "initiator", true, &ini) < 0)
+		return -1;
+	if (!json_is_array(l) && !json_is_null(l))
+		return merr_set(c->e, -32602,
+				"params.luns: required (a list, or null for all LUNs)");
+	if (!(newdoc = json_deep_copy(c->m->doc)))
+		return merr_set(c->e, -32603, "out of memory");
+	t = find_target(newdoc, target);
+	acls = t ? json_object_get(t, "acls") : NULL;
+	i = find_by(acls, "initiator", json_object_get(c->params, "initiator"));
+	if (i < 0) {
+		json_decref(newdoc);
+		return merr_set(c->e, MGMT_ERR_NOT_FOUND, "no %s \"%s\"%s%s", t ? "ACL" : "target",
+				t ? ini : target, t ? " in target " : "", t ? target : "");
+	}
+	if (json_is_null(l))
+		json_object_del(json_array_get(acls, (size_t)i), "luns");
+	else if (json_object_set(json_array_get(acls, (size_t)i), "luns", l) < 0) {
+		json_decref(newdoc);
+		return merr_set(c->e, -32603, "out of memory");
+	}
+	return commit(c, newdoc);
+}
+
 /* The authentication keys of a target or of global.discovery: each one given replaces the old
  * value; null removes it (back to the default). */
-static int set_auth(struct call *c, json_t *obj, json_t *newdoc)
+/* The keys names[] of obj (in newdoc) that params give: each one given replaces the value, null
+ * removes it (back to the default); then commit. Takes newdoc. */
+static int set_keys(struct call *c, json_t *obj, json_t *newdoc, const char *const *names,
+		    const char *list)
 {
-	static const char *const auth[] = {"chap", "mutual_chap", "chap_required", "chap_algorithms",
-					   NULL};
 	bool any = false;
 
-	for (int i = 0; auth[i]; i++) {
-		json_t *v = json_object_get(c->params, auth[i]);
+	for (int i = 0; names[i]; i++) {
+		json_t *v = json_object_get(c->params, names[i]);
 		if (!v)
 			continue;
 		any = true;
 		if (json_is_null(v))
-			json_object_del(obj, auth[i]);
-		else if (json_object_set(obj, auth[i], v) < 0) {
+			json_object_del(obj, names[i]);
+		else if (json_object_set(obj, names[i], v) < 0) {
 			json_decref(newdoc);
 			return merr_set(c->e, -32603, "out of memory");
 		}
 	}
 	if (!any) {
 		json_decref(newdoc);
-		return merr_set(c->e, -32602,
-				"params: nothing to set (chap, mutual_chap, chap_required, "
-				"chap_algorithms)");
+		return merr_set(c->e, -32602, "params: nothing to set (%s)", list);
 	}
 	return commit(c, newdoc);
+}
+
+static int set_auth(struct call *c, json_t *obj, json_t *newdoc)
+{
+	static const char *const auth[] = {"chap", "mutual_chap", "chap_required",
+					   "chap_algorithms", NULL};
+
+	return set_keys(c, obj, newdoc, auth, "chap, mutual_chap, chap_required, chap_algorithms");
+}
+
+/* Target settings that apply online (to logins from then on). */
+static int m_set_target_options(struct call *c)
+{
+	static const char *const keys[] = {"target",	    "alias",   "max_sessions",
+					   "chap_required", "dry_run", NULL};
+	static const char *const opts[] = {"alias", "max_sessions", "chap_required", NULL};
+	const char *target;
+	json_t *newdoc, *t;
+
+	if (p_keys(c, keys) < 0 || p_str(c, "target", true, &target) < 0)
+		return -1;
+	if (!(newdoc = json_deep_copy(c->m->doc)))
+		return merr_set(c->e, -32603, "out of memory");
+	if (!(t = find_target(newdoc, target))) {
+		json_decref(newdoc);
+		return merr_set(c->e, MGMT_ERR_NOT_FOUND, "no target named \"%s\"", target);
+	}
+	return set_keys(c, t, newdoc, opts, "alias, max_sessions, chap_required");
+}
+
+/* The object of LUN params.lun of target in doc, or NULL with the error set. */
+static json_t *lun_obj(struct call *c, json_t *doc, const char *target)
+{
+	json_t *lunv = json_object_get(c->params, "lun"), *t, *num;
+	long i;
+
+	if (!json_is_integer(lunv)) {
+		merr_set(c->e, -32602, "params.lun: required (an integer)");
+		return NULL;
+	}
+	if (!(t = find_target(doc, target))) {
+		merr_set(c->e, MGMT_ERR_NOT_FOUND, "no target named \"%s\"", target);
+		return NULL;
+	}
+	num = json_integer(json_integer_value(lunv));
+	i = find_by(json_object_get(t, "luns"), "lun", num);
+	json_decref(num);
+	if (i < 0)
+		merr_set(c->e, MGMT_ERR_NOT_FOUND, "no LUN %lld in target %s",
+			 (long long)json_integer_value(lunv), target);
+	return i < 0 ? NULL : json_array_get(json_object_get(t, "luns"), (size_t)i);
+}
+
+/* A LUN started read-only has its backend opened read-only: only a restart makes it writable. */
+static int check_writable(struct call *c, const char *target)
+{
+	json_t *ro = json_object_get(c->params, "readonly");
+	uint32_t lun = (uint32_t)json_integer_value(json_object_get(c->params, "lun"));
+
+	if (!c->m->tgt || !ro || json_is_true(ro) || ix_target_lun_writable(c->m->tgt, target, lun))
+		return 0;
+	return merr_set(c->e, MGMT_ERR_APPLY,
+			"LUN %u of target %s was started read-only (its backend is opened "
+			"read-only): only a restart makes it writable",
+			lun, target);
+}
+
+/* LUN settings that apply online: write_cache and readonly (initiators get 6/2A/01). */
+static int m_set_lun_options(struct call *c)
+{
+	static const char *const keys[] = {"target",   "lun",	  "write_cache",
+					   "readonly", "dry_run", NULL};
+	static const char *const opts[] = {"write_cache", "readonly", NULL};
+	const char *target;
+	json_t *newdoc, *l;
+
+	if (p_keys(c, keys) < 0 || p_str(c, "target", true, &target) < 0)
+		return -1;
+	if (!(newdoc = json_deep_copy(c->m->doc)))
+		return merr_set(c->e, -32603, "out of memory");
+	if (!(l = lun_obj(c, newdoc, target)) || check_writable(c, target) < 0) {
+		json_decref(newdoc);
+		return -1;
+	}
+	return set_keys(c, l, newdoc, opts, "write_cache, readonly");
 }
 
 static int m_set_target_auth(struct call *c)
@@ -1249,9 +1368,11 @@ static int m_resize_lun(struct call *c)
 	}
 	l = json_array_get(luns, (size_t)i);
 	backend = json_string_value(json_object_get(l, "backend"));
-	if (!backend || (strcmp(backend, "file") && strcmp(backend, "block"))) {
+	if (!backend ||
+	    (strcmp(backend, "file") && strcmp(backend, "block") && strcmp(backend, "ram"))) {
 		merr_set(c->e, MGMT_ERR_INVALID_CONFIG,
-			 "LUN %lld of %s: only file and block LUNs grow online (this one is %s)",
+			 "LUN %lld of %s: only file, block and RAM LUNs grow online (this one is "
+			 "%s)",
 			 (long long)json_integer_value(lunv), target, backend ? backend : "?");
 		json_decref(newdoc); /* backend pointed into it */
 		return -1;
@@ -1440,13 +1561,16 @@ static const struct method {
     {"iscsi_delete_lun", m_delete_lun, true},
     {"iscsi_resize_lun", m_resize_lun, true},
     {"iscsi_set_lun_offline", m_set_lun_offline, true},
+    {"iscsi_set_lun_options", m_set_lun_options, true},
     {"iscsi_break_rbd_lock", m_break_rbd_lock, true},
     {"iscsi_get_alua", m_get_alua, false},
     {"iscsi_set_alua_state", m_set_alua_state, true},
     {"iscsi_get_acls", m_get_acls, false},
     {"iscsi_create_acl", m_create_acl, true},
     {"iscsi_delete_acl", m_delete_acl, true},
+    {"iscsi_set_acl_luns", m_set_acl_luns, true},
     {"iscsi_set_target_auth", m_set_target_auth, true},
+    {"iscsi_set_target_options", m_set_target_options, true},
     {"iscsi_get_discovery_auth", m_get_discovery_auth, false},
     {"iscsi_set_discovery_auth", m_set_discovery_auth, true},
     {"save_config", m_save_config, true},

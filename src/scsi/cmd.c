@@ -423,7 +423,8 @@ static bool precheck(struct scsi_cmd *cmd, const struct scsi_op *op, struct scsi
 	}
 	if (ms != SCSI_MS_LOADED && !medium_ok(cmd, op, ms)) /* loaded: the common case */
 		return false;
-	if ((op->flags & SCSI_F_WRITE) && lu->readonly) {
+	if ((op->flags & SCSI_F_WRITE) &&
+	    atomic_load_explicit(&lu->readonly, memory_order_relaxed)) {
 		scsi_fail(cmd, SCSI_SENSE_DATA_PROTECT, 0x27, 0x00); /* WRITE PROTECTED */
 		return false;
 	}
@@ -451,8 +452,8 @@ void scsi_cmd_exec(struct scsi_cmd *cmd)
 	cmd->data_in = cmd->buf;
 	cmd->data_in_lu = NULL;
 	cmd->xfer_wanted = 0;
-	if (lun != UINT32_MAX)
-		lu = scsi_lun_map_get(cmd->map, lun);
+	if (lun != UINT32_MAX) /* the LU that this nexus's LUN names (LUN masking) */
+		lu = scsi_lun_map_get(cmd->map, scsi_nexus_map_lun(cmd->nexus, lun));
 	if (lu) {
 		scsi_lu_get(lu);
 		p->lu = lu;

@@ -87,7 +87,8 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 	atomic_init(&lu->refs, 1);
 	lu->block_size = bs;
 	lu->lun = cfg->lun;
-	lu->readonly = cfg->readonly;
+	atomic_init(&lu->readonly, cfg->readonly);
+	lu->ro_open = cfg->readonly;
 	lu->no_medium = cfg->no_medium;
 	lu->removable = cfg->removable || cfg->no_medium;
 	lu->sanitize_rate = cfg->sanitize_rate;
@@ -95,7 +96,7 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 				     (cfg->offline ? SCSI_MS_OFFLINE : 0));
 	atomic_init(&lu->swp, false);
 	atomic_init(&lu->wce, cfg->write_cache);
-	lu->wce_default = cfg->write_cache;
+	atomic_init(&lu->wce_default, cfg->write_cache);
 	atomic_init(&lu->d_sense, false);
 	atomic_init(&lu->resv_holder, NULL);
 	list_init(&lu->itls);
@@ -206,6 +207,28 @@ void scsi_lu_set_offline(struct scsi_lu *lu, bool offline)
 	pthread_mutex_unlock(&lu->lock);
 	if (!offline && (was & SCSI_MS_OFFLINE))
 		scsi_ua_post_others(lu, NULL, 0x28, 0x00); /* NOT READY TO READY CHANGE */
+}
+
+bool scsi_lu_writable(const struct scsi_lu *lu)
+{
+	return !lu->ro_open && lu->dev;
+}
+
+int scsi_lu_set_options(struct scsi_lu *lu, int write_cache, int readonly)
+{
+	bool changed = false;
+
+	if (readonly == 0 && !scsi_lu_writable(lu))
+		return -EROFS;
+	if (write_cache >= 0) {
+		atomic_store(&lu->wce_default, write_cache != 0);
+		changed = atomic_exchange(&lu->wce, write_cache != 0) != (write_cache != 0);
+	}
+	if (readonly >= 0)
+		changed |= atomic_exchange(&lu->readonly, readonly != 0) != (readonly != 0);
+	if (changed) /* MODE PARAMETERS CHANGED: WCE or WP of the mode pages */
+		scsi_ua_post_others(lu, NULL, 0x2a, 0x01);
+	return 0;
 }
 
 bool scsi_lu_offline(const struct scsi_lu *lu)
@@ -404,9 +427,63 @@ void scsi_nexus_free(struct scsi_nexus *nx)
 		return;
 	for (unsigned i = 0; i < SCSI_MAX_LUNS; i++)
 		itl_detach(&nx->itl[i]);
+	free(nx->view);
 	free(nx->initiator_port);
 	free(nx->target_port);
 	free(nx);
+}
+
+uint32_t scsi_nexus_map_lun(const struct scsi_nexus *nx, uint32_t lun)
+{
+	if (lun >= SCSI_MAX_LUNS)
+		return UINT32_MAX;
+	if (!nx || !nx->view)
+		return lun;
+	return nx->view[lun] ? nx->view[lun] - 1u : UINT32_MAX;
+}
+
+static bool view_same(const uint16_t *a, const uint16_t *b)
+{
+	if (!a || !b)
+		return a == b;
+	return memcmp(a, b, SCSI_MAX_LUNS * sizeof(*a)) == 0;
+}
+
+/* After a view change: LUNs that name another LU now are detached (their next command attaches
+ * the new one with 29/00); the others learn that the LUN inventory changed. */
+static void view_changed(struct scsi_nexus *nx)
+{
+	for (uint32_t i = 0; i < SCSI_MAX_LUNS; i++) {
+		struct scsi_itl *itl = &nx->itl[i];
+		struct scsi_lu *lu = atomic_load(&itl->lu);
+		if (!lu)
+			continue;
+		if (scsi_lun_map_get(nx->map, scsi_nexus_map_lun(nx, i)) != lu) {
+			itl_detach(itl);
+			continue;
+		}
+		pthread_mutex_lock(&lu->lock);
+		scsi_ua_add_locked(itl, 0x3f, 0x0e); /* REPORTED LUNS DATA HAS CHANGED */
+		pthread_mutex_unlock(&lu->lock);
+	}
+}
+
+int scsi_nexus_set_view(struct scsi_nexus *nx, const uint16_t *view)
+{
+	uint16_t *copy = NULL;
+
+	if (view_same(nx->view, view))
+		return 0;
+	if (view) {
+		copy = malloc(SCSI_MAX_LUNS * sizeof(*copy));
+		if (!copy)
+			return -ENOMEM;
+		memcpy(copy, view, SCSI_MAX_LUNS * sizeof(*copy));
+	}
+	free(nx->view);
+	nx->view = copy;
+	view_changed(nx);
+	return 1;
 }
 
 void scsi_ua_add_locked(struct scsi_itl *itl, uint8_t asc, uint8_t ascq)

@@ -41,7 +41,7 @@ static uint32_t build_page(const struct scsi_lu *lu, const struct mode_page *mp,
 	case 0x08: /* caching */
 		if (pc == PC_CHANGEABLE)
 			d[2] = 0x04;
-		else if (wce || (pc == PC_DEFAULT && lu->wce_default))
+		else if (wce || (pc == PC_DEFAULT && atomic_load(&lu->wce_default)))
 			d[2] = 0x04;
 		break;
 	case 0x0a: /* control */
@@ -73,7 +73,7 @@ int scsi_spc_mode_sense(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	uint8_t page = cdb[2] & 0x3f, subpage = cdb[3];
 	uint32_t alloc = ten ? get_be16(cdb + 7) : cdb[4];
 	uint32_t hdr = ten ? 8 : 4, bdl = dbd ? 0 : (llbaa ? 16 : 8), n;
-	bool wp = lu->readonly || atomic_load(&lu->swp);
+	bool wp = atomic_load(&lu->readonly) || atomic_load(&lu->swp);
 	uint8_t d[512];
 
 	memset(d, 0, sizeof(d));

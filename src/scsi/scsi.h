@@ -215,6 +215,15 @@ uint64_t scsi_lun_encode(uint32_t lun);
  * TPGT, or 1 when the TPGT is 0 or target_port has another form. */
 struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *initiator_port,
 				  const char *target_port);
+/* LUN masking and mapping of one I_T nexus (an ACL's "luns"): view[n] is 1 + the map LUN the
+ * nexus sees as LUN n, 0 where it sees nothing; NULL shows the whole map unchanged. Copies
+ * view. A LUN that now names another LU (or none) is detached; every LU still attached gets
+ * REPORTED LUNS DATA HAS CHANGED (3F/0E). Returns 1 when the view changed, 0 when it is the
+ * same, -ENOMEM. On the nexus's thread (the data path reads the view without a lock). */
+int scsi_nexus_set_view(struct scsi_nexus *nx, const uint16_t *view);
+/* The map LUN that LUN lun of the nexus names, or UINT32_MAX when the nexus does not see it. */
+uint32_t scsi_nexus_map_lun(const struct scsi_nexus *nx, uint32_t lun);
+
 /* I_T nexus loss: releases RESERVE(6) reservations and PREVENT MEDIUM REMOVAL held through
  * it; persistent reservations and registrations survive it (SPC-4 5.12.10). */
 void scsi_nexus_free(struct scsi_nexus *nx);
@@ -308,6 +317,12 @@ int scsi_lu_grow(struct scsi_lu *lu, uint64_t bytes, char *err, size_t errlen);
  * CHANGE, 6/28/00). Any thread. */
 void scsi_lu_set_offline(struct scsi_lu *lu, bool offline);
 bool scsi_lu_offline(const struct scsi_lu *lu);
+/* Change the write cache (WCE, current and default) and the write protection (readonly) of an
+ * LU while it serves; -1 leaves one as it is. Every I_T nexus that used the LU gets MODE
+ * PARAMETERS CHANGED (6/2A/01) when either changed. An LU whose backend was opened read-only
+ * (readonly at creation) cannot become writable: -EROFS (scsi_lu_writable). Control path. */
+int scsi_lu_set_options(struct scsi_lu *lu, int write_cache, int readonly);
+bool scsi_lu_writable(const struct scsi_lu *lu);
 uint32_t scsi_lu_block_size(const struct scsi_lu *lu);
 /* The LU's backend device (NULL without medium). */
 struct bs_dev *scsi_lu_dev(struct scsi_lu *lu);

@@ -69,6 +69,8 @@ struct scsi_nexus {
 	char *initiator_port;
 	char *target_port;
 	uint16_t rtpi; /* RELATIVE TARGET PORT IDENTIFIER (the TPGT; 1 if that is 0) */
+	uint16_t *view; /* LUN masking (scsi_nexus_set_view): map LUN + 1 per LUN, 0 = hidden;
+			   NULL = the whole map. Read and changed on the nexus's thread only */
 	struct scsi_itl itl[SCSI_MAX_LUNS];
 };
 
@@ -88,7 +90,8 @@ struct scsi_lu {
 	_Atomic uint64_t nblocks; /* grows online (scsi_lu_grow); reads are plain loads */
 	uint32_t block_size;
 	uint32_t lun;
-	bool readonly;
+	atomic_bool readonly; /* changes online (scsi_lu_set_options) */
+	bool ro_open;         /* the backend was opened read-only: readonly stays */
 	bool no_medium;
 	bool removable; /* RMB */
 	uint64_t sanitize_rate; /* bytes/s for SANITIZE OVERWRITE, 0 = unlimited */
@@ -110,7 +113,7 @@ struct scsi_lu {
 	atomic_bool wce;
 	atomic_bool d_sense;
 	atomic_bool swp; /* software write protect (control mode page) */
-	bool wce_default;
+	atomic_bool wce_default; /* the configured write_cache (scsi_lu_set_options) */
 
 	/* Medium state, SCSI_MS_*: one lock-free load per command; SCSI_MS_LOADED alone is the
 	 * common case. Changed under lock. */

@@ -215,7 +215,7 @@ int scsi_spc_report_luns(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	memset(d, 0, sizeof(d));
 	if (sel != 0x01) { /* 0x01: well known LUs only; this target has none */
 		for (uint32_t i = 0; i < SCSI_MAX_LUNS; i++) {
-			if (!scsi_lun_map_get(cmd->map, i))
+			if (!scsi_lun_map_get(cmd->map, scsi_nexus_map_lun(cmd->nexus, i)))
 				continue;
 			put_be64(d + n, scsi_lun_encode(i));
 			n += 8;

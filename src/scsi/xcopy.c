@@ -296,8 +296,10 @@ static void seg_next(struct scsi_cmd *cmd)
 		xc_finish(cmd);
 		return;
 	}
-	if (s->dst->readonly || atomic_load_explicit(&s->dst->swp, memory_order_relaxed)) {
-		scsi_fail(cmd, SCSI_SENSE_DATA_PROTECT, 0x27, s->dst->readonly ? 0x00 : 0x02);
+	bool ro = atomic_load_explicit(&s->dst->readonly, memory_order_relaxed);
+
+	if (ro || atomic_load_explicit(&s->dst->swp, memory_order_relaxed)) {
+		scsi_fail(cmd, SCSI_SENSE_DATA_PROTECT, 0x27, ro ? 0x00 : 0x02);
 		xc_finish(cmd);
 		return;
 	}

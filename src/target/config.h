@@ -39,9 +39,17 @@ struct cfg_lun {
 	struct scsi_lu_cfg lu; /* strings and err_rules point into this config */
 };
 
+struct cfg_acl_lun {
+	uint32_t lun;                 /* the LUN number the initiator sees */
+	uint32_t target_lun;          /* the target's LUN (luns[].lun) it shows */
+};
+
 struct cfg_acl {
 	char *initiator;              /* initiator IQN allowed to log in */
 	struct cfg_chap chap;         /* its CHAP credential (overrides the target's) */
+	bool masked;                  /* "luns" given: the initiator sees only these LUNs */
+	struct cfg_acl_lun *luns;     /* LUN masking and mapping (when masked) */
+	size_t nluns;
 };
 
 struct cfg_target {

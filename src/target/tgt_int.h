@@ -319,6 +319,13 @@ int tgt_node_new(struct ix_target *t, struct cfg_target *ct, struct tgt_node **o
 		 size_t errlen);
 int tgt_lu_new(struct ix_target *t, struct cfg_target *ct, struct cfg_lun *cl,
 	       struct scsi_lu **out, char *err, size_t errlen);
+/* LUN masking (tgt_acl.c). The view (scsi_nexus_set_view) of initiator on ct: 1 with view
+ * filled when it is masked (or has no ACL entry: an empty view), 0 when it sees every LUN. */
+int tgt_acl_view(const struct cfg_target *ct, const char *initiator, uint16_t *view);
+/* At login, on the session's thread: install the view of s->initiator on ct. 0/1, -ENOMEM. */
+int tgt_session_set_view(struct tgt_session *s, const struct cfg_target *ct);
+/* Under t->lock after a reload: every live session gets the view of the new configuration. */
+void tgt_acl_views_reload(struct ix_target *t);
 /* On w's thread: s if it is still a live session of w with that TSIH and a connection (a
  * message about s may arrive after it ended), else NULL. s is compared, not dereferenced. */
 struct tgt_session *tgt_worker_session(struct tgt_worker *w, const struct tgt_session *s,

@@ -297,6 +297,10 @@ static int enter_ffp(struct tgt_conn *tc)
 			 s->isid[0], s->isid[1], s->isid[2], s->isid[3], s->isid[4], s->isid[5]);
 		snprintf(tport, sizeof(tport), "%s,t,0x%04x", s->target, s->tpgt);
 		s->nexus = scsi_nexus_new(s->node->map, iport, tport);
+		if (s->nexus && tgt_session_set_view(s, cfg_find_target(cfg, s->target)) < 0) {
+			scsi_nexus_free(s->nexus);
+			s->nexus = NULL;
+		}
 		if (!s->nexus) {
 			tgt_node_put(s->node);
 			free(s);

@@ -369,6 +369,20 @@ int ix_target_lun_bytes(struct ix_target *t, const char *target, uint32_t lun, u
 	return lu && *bytes ? 0 : -ENOENT;
 }
 
+bool ix_target_lun_writable(struct ix_target *t, const char *target, uint32_t lun)
+{
+	struct tgt_node *n = tgt_node_get(t, target);
+	struct scsi_lu *lu;
+	bool w;
+
+	if (!n)
+		return false;
+	lu = lun < SCSI_MAX_LUNS ? scsi_lun_map_get(n->map, lun) : NULL;
+	w = lu && scsi_lu_writable(lu);
+	tgt_node_put(n);
+	return w;
+}
+
 int ix_target_alua_get(struct ix_target *t, const char *target, struct scsi_alua_cfg *out)
 {
 	struct tgt_node *n = tgt_node_get(t, target);

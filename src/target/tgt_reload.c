@@ -7,13 +7,15 @@
  *   Logout" with Parameter3 = global.logout_timeout_ms in seconds (RFC 7143 11.9.1). A session
  *   still there when that time is up gets "target will drop all connections" and is closed.
  *   Its LUs close when its last session has ended.
- * - A kept target reads its ACLs and CHAP settings from the new file (new logins), and its LUN
+ * - A kept target reads its ACLs and CHAP settings from the new file (new logins); the LUN
+ *   masking of its ACLs ("luns") applies to live sessions too (tgt_acl.c). Its LUN
  *   changes apply at once: a LUN no longer listed leaves the LUN map (later commands to it get
  *   LOGICAL UNIT NOT SUPPORTED; commands already running finish), a newly listed one joins it,
- *   and every I_T nexus that used the target's LUs gets REPORTED LUNS DATA HAS CHANGED. A file
- *   or block LUN whose size alone grew is grown in place (its nexuses get CAPACITY DATA HAS
- *   CHANGED); a LUN listed in both files with other settings keeps running as it was (a
- *   restart applies them).
+ *   and every I_T nexus that used the target's LUs gets REPORTED LUNS DATA HAS CHANGED. A file,
+ *   block or RAM LUN whose size alone grew is grown in place (its nexuses get CAPACITY DATA HAS
+ *   CHANGED); write_cache and readonly change in place (MODE PARAMETERS CHANGED, 2A/01; a
+ *   LUN configured readonly at start stays read-only); a LUN listed in both files with other
+ *   settings keeps running as it was (a restart applies them).
  * - A kept target's ALUA target port groups ("alua") are replaced by the new file's; a group
  *   whose id and configured state are unchanged keeps the state it has now (SET TARGET PORT
  *   GROUPS, iscsi_set_alua_state), and any visible change gives every I_T nexus 2A/06.
@@ -55,12 +57,14 @@ struct lun_change {
 	struct tgt_lu_retire *retire; /* for a removal */
 };
 
-/* A running LU that the new configuration changes in place: larger (file and block LUNs),
+/* A running LU that the new configuration changes in place: larger (file, block, RAM LUNs),
  * offline or online. */
 struct lun_grow {
 	struct scsi_lu *lu;
 	uint64_t bytes;  /* 0: the size stays */
 	int offline;     /* -1: stays, else the new state */
+	int wce;         /* write_cache: -1 stays, else the new value */
+	int readonly;    /* -1 stays, else the new value */
 	const char *target;
 	uint32_t lun;
 };
@@ -169,8 +173,15 @@ static int add_change(struct plan *p, struct tgt_node *node, uint32_t lun, struc
 	return 0;
 }
 
-/* A LUN in both configurations whose size alone changed: 1 when it is to grow in place (or
- * already has that size), 0 when it is some other change, -ENOMEM. */
+/* Old to new value of a setting changed online: -1 when it stays. */
+static int setting(bool old, bool now)
+{
+	return old == now ? -1 : now;
+}
+
+/* A LUN in both configurations whose size, offline, write_cache or readonly alone changed: 1
+ * when it changes in place (or already is that way), 0 when it is some other change (or it
+ * would become writable but was opened read-only), -ENOMEM. */
 static int plan_grow(struct plan *p, const struct cfg_target *ct, const struct cfg_lun *cl,
 		     const struct cfg_lun *old, struct scsi_lu *lu)
 {
@@ -182,16 +193,21 @@ static int plan_grow(struct plan *p, const struct cfg_target *ct, const struct c
 
 	same_size.size_bytes = old->lu.size_bytes;
 	same_size.offline = old->lu.offline;
-	if (!lu_cfg_same(&old->lu, &same_size))
+	same_size.write_cache = old->lu.write_cache;
+	same_size.readonly = old->lu.readonly;
+	if (!lu_cfg_same(&old->lu, &same_size) ||
+	    (old->lu.readonly && !cl->lu.readonly && !scsi_lu_writable(lu)))
 		return 0;
 	if (cl->lu.size_bytes != old->lu.size_bytes && cl->lu.size_bytes != 0 &&
 	    cl->lu.size_bytes != have) {
-		if ((cl->lu.backend != BS_TYPE_FILE && cl->lu.backend != BS_TYPE_BLOCK) ||
+		if ((cl->lu.backend != BS_TYPE_FILE && cl->lu.backend != BS_TYPE_BLOCK &&
+		     cl->lu.backend != BS_TYPE_RAM) ||
 		    cl->lu.size_bytes < have)
 			return 0;
 		bytes = cl->lu.size_bytes;
 	}
-	if (!bytes && cl->lu.offline == scsi_lu_offline(lu))
+	if (!bytes && cl->lu.offline == scsi_lu_offline(lu) &&
+	    old->lu.write_cache == cl->lu.write_cache && old->lu.readonly == cl->lu.readonly)
 		return 1;
 	g = realloc(p->grow, (p->ngrow + 1) * sizeof(*g));
 	if (!g)
@@ -201,9 +217,26 @@ static int plan_grow(struct plan *p, const struct cfg_target *ct, const struct c
 	    .lu = lu,
 	    .bytes = bytes,
 	    .offline = cl->lu.offline == scsi_lu_offline(lu) ? -1 : cl->lu.offline,
+	    .wce = setting(old->lu.write_cache, cl->lu.write_cache),
+	    .readonly = setting(old->lu.readonly, cl->lu.readonly),
 	    .target = ct->name,
 	    .lun = cl->lun};
 	return 1;
+}
+
+static void lu_set_options(const struct lun_grow *g)
+{
+	int r = scsi_lu_set_options(g->lu, g->wce, g->readonly);
+
+	if (r < 0)
+		log_warn("target", "target %s LUN %u: options not changed: %s", g->target, g->lun,
+			 strerror(-r));
+	else
+		log_info("target", "target %s LUN %u:%s%s%s%s", g->target, g->lun,
+			 g->wce >= 0 ? " write cache " : "",
+			 g->wce >= 0 ? (g->wce ? "on" : "off") : "",
+			 g->readonly >= 0 ? " readonly " : "",
+			 g->readonly >= 0 ? (g->readonly ? "on" : "off") : "");
 }
 
 /* Last step of the plan, when nothing else can fail: grow the LUs (a grow cannot be undone,
@@ -221,6 +254,8 @@ static int plan_do_grows(struct plan *p, char *err, size_t errlen)
 			log_info("target", "target %s LUN %u: %s", g->target, g->lun,
 				 g->offline ? "taken offline" : "back online");
 		}
+		if (r == 0 && (g->wce >= 0 || g->readonly >= 0))
+			lu_set_options(g);
 		if (!g->bytes)
 			continue;
 		if (r < 0) {
@@ -507,6 +542,9 @@ int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size
 	t->nnodes = p.nnodes;
 	pthread_mutex_unlock(&t->lock);
 	apply_lun_changes(t, &p);
+	pthread_mutex_lock(&t->lock);
+	tgt_acl_views_reload(t); /* ACL LUN masking of live sessions, once the maps are final */
+	pthread_mutex_unlock(&t->lock);
 	apply_alua(&p);
 	apply_portals(t, &p);
 	free(p.chg);

@@ -195,6 +195,12 @@ void tgt_task_free(struct tgt_task *t)
 		task_release(t);
 }
 
+/* The LU that LUN field lun of the session names (its ACL's LUN masking), or NULL. */
+static struct scsi_lu *sess_lu(const struct tgt_session *s, uint64_t lun)
+{
+	return scsi_lun_map_get(s->node->map, scsi_nexus_map_lun(s->nexus, scsi_lun_decode(lun)));
+}
+
 static void tmf_respond(struct tgt_conn *tc, struct tgt_tmf *m);
 
 void tgt_task_finished(struct tgt_task *t)
@@ -1038,14 +1044,14 @@ void tgt_tmf(struct tgt_conn *tc, const struct iscsi_hdr *h)
 	}
 	case ISCSI_TMF_ABORT_TASK_SET:
 	case ISCSI_TMF_CLEAR_TASK_SET:
-		if (!scsi_lun_map_get(s->node->map, q->lun)) {
+		if (!sess_lu(s, q->lun)) {
 			m->response = ISCSI_TMF_RSP_NO_LUN;
 			break;
 		}
 		m->waiting += abort_tasks(tc, m, false, q->lun, q->cmdsn, !h->immediate);
 		break;
 	case ISCSI_TMF_LUN_RESET:
-		lu = scsi_lun_map_get(s->node->map, q->lun);
+		lu = sess_lu(s, q->lun);
 		if (!lu) {
 			m->response = ISCSI_TMF_RSP_NO_LUN;
 			break;
@@ -1057,7 +1063,7 @@ void tgt_tmf(struct tgt_conn *tc, const struct iscsi_hdr *h)
 	case ISCSI_TMF_TARGET_COLD_RESET:
 		m->waiting += abort_tasks(tc, m, true, 0, 0, false);
 		for (uint32_t l = 0; l < SCSI_MAX_LUNS; l++) {
-			lu = scsi_lun_map_get(s->node->map, scsi_lun_encode(l));
+			lu = sess_lu(s, scsi_lun_encode(l));
 			if (lu)
 				scsi_lu_reset(lu, s->nexus);
 		}

@@ -229,9 +229,12 @@ static int err_kind(const struct scsi_cmd *sc)
 static struct tgt_lstat *task_lstat(struct tgt_task *t)
 {
 	struct tgt_session *s = t->tc->sess;
-	uint32_t lun = scsi_lun_decode(t->lun);
+	uint32_t lun;
 
-	if (!s || !s->node || lun >= SCSI_MAX_LUNS)
+	if (!s || !s->node)
+		return NULL;
+	lun = scsi_nexus_map_lun(s->nexus, scsi_lun_decode(t->lun)); /* the target's LUN */
+	if (lun >= SCSI_MAX_LUNS)
 		return NULL;
 	if (!s->lstat[lun])
 		s->lstat[lun] = lstat_get(s->worker, s->target, s->initiator, lun);

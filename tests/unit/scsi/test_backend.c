@@ -7,6 +7,7 @@
 #include <linux/loop.h>
 #include <linux/magic.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,6 +165,80 @@ static void sleep_ms(long ms)
 /* The RAM backend's pin (bs.h): a write into pinned bytes waits for unpin, on another thread;
  * a pin over bytes a write is changing fails with -EBUSY instead of waiting; other bytes are
  * not affected. Counters are per 1 MiB chunk. */
+/* A RAM LUN grows in its reservation: the memory does not move (a pointer from map() stays
+ * valid while a reader on another thread keeps using it), the new blocks read as zeros, the
+ * old data stays, and past the reservation it refuses. */
+struct ram_reader {
+	struct bs_dev *dev;
+	atomic_bool stop;
+	atomic_int reads;
+};
+
+static void *ram_reader_main(void *arg)
+{
+	struct ram_reader *r = arg;
+	uint8_t b[BSZ];
+
+	while (!atomic_load(&r->stop)) {
+		struct tio t;
+		uint64_t end = r->dev->size;
+		tio_set(&t, r->dev, BS_OP_READ, end - BSZ, BSZ, b, 0);
+		bs_submit(NULL, &t.io);
+		if (t.io.result == 0)
+			atomic_fetch_add(&r->reads, 1);
+	}
+	return NULL;
+}
+
+static void test_ram_grow(void)
+{
+	uint64_t size0 = 65536 + BSZ, reserved = (size0 * 8 + 4095) & ~4095ULL;
+	struct bs_open_cfg cfg = {.size_bytes = size0, .block_size = BSZ};
+	static uint8_t buf[BSZ], chk[65536];
+	struct ram_reader rd = {0};
+	const uint8_t *m0;
+	struct bs_dev *dev;
+	pthread_t th;
+	char err[256];
+	struct tio t;
+
+	printf("# RAM backend grows online\n");
+	CHECK_EQ(bs_dev_open(&bs_ram_ops, &cfg, &dev, err, sizeof(err)), 0);
+	memset(buf, 0x5a, BSZ);
+	tio_set(&t, dev, BS_OP_WRITE, size0 - BSZ, BSZ, buf, 0);
+	CHECK_EQ(tio_run(NULL, NULL, &t), 0);
+	m0 = dev->ops->map(dev, 0, BSZ);
+	rd.dev = dev;
+	CHECK_EQ(pthread_create(&th, NULL, ram_reader_main, &rd), 0);
+	for (uint64_t s = size0 + BSZ; s <= size0 + 64 * BSZ; s += 7 * BSZ) {
+		int before = atomic_load(&rd.reads);
+		for (int i = 0; i < 100000 && atomic_load(&rd.reads) < before + 2; i++)
+			sched_yield(); /* the reader reads the end of every size */
+		CHECK_EQ(bs_dev_grow(dev, s, err, sizeof(err)), 0);
+	}
+	CHECK_EQ(bs_dev_grow(dev, reserved, err, sizeof(err)), 0);
+	atomic_store(&rd.stop, true);
+	pthread_join(th, NULL);
+	CHECK(atomic_load(&rd.reads) > 0);
+	CHECK_EQ(dev->size, reserved);
+	CHECK(dev->ops->map(dev, 0, BSZ) == m0);
+	tio_set(&t, dev, BS_OP_READ, size0 - BSZ, BSZ, chk, 0);
+	CHECK_EQ(tio_run(NULL, NULL, &t), 0);
+	CHECK_MEM(chk, buf, BSZ);
+	tio_set(&t, dev, BS_OP_READ, size0, 65536, chk, 0);
+	CHECK_EQ(tio_run(NULL, NULL, &t), 0);
+	memset(buf, 0, BSZ);
+	CHECK_MEM(chk, buf, BSZ);
+	CHECK_MEM(chk + 65536 - BSZ, buf, BSZ);
+	memset(buf, 0xa5, BSZ);
+	tio_set(&t, dev, BS_OP_WRITE, reserved - BSZ, BSZ, buf, 0);
+	CHECK_EQ(tio_run(NULL, NULL, &t), 0);
+	CHECK_EQ(bs_dev_grow(dev, reserved + BSZ, err, sizeof(err)), -ENOSPC);
+	CHECK(strstr(err, "grows online up to") != NULL);
+	CHECK_EQ(dev->size, reserved);
+	bs_dev_close(dev);
+}
+
 static void test_ram_pin(void)
 {
 	const uint64_t MB = 1 << 20;
@@ -452,6 +527,7 @@ int main(void)
 	test_registry();
 	test_ram();
 	test_ram_pin();
+	test_ram_grow();
 	test_file_uring(loop);
 	test_file_memfs(loop);
 	test_block(loop);

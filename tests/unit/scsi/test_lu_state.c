@@ -578,6 +578,85 @@ static void test_misc(struct env *e)
 	}
 }
 
+/* ---- LUN masking (scsi_nexus_set_view) and options changed online ---- */
+
+static int report_luns(struct env *e, struct scsi_nexus *nx, uint32_t *luns, int max)
+{
+	struct tcmd t;
+	int n;
+
+	t_run(e, nx, 0, B(0xa0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0), 1024, NULL, 0, &t);
+	if (t.c.status != 0)
+		return -1;
+	n = (int)(get_be32(t.c.data_in) / 8);
+	for (int i = 0; i < n && i < max; i++)
+		luns[i] = scsi_lun_decode(get_be64(t.c.data_in + 8 + 8 * i));
+	return n;
+}
+
+static void test_view(struct env *e)
+{
+	struct scsi_nexus *nx = nexus(e, "iqn.2024-01.org.example:iv,i,0x000000000009");
+	uint16_t view[SCSI_MAX_LUNS] = {0};
+	uint32_t l[8];
+	struct tcmd t;
+
+	printf("# LUN masking: a nexus sees its view\n");
+	view[0] = L_THICK + 1; /* LUN 0 shows the map's LUN L_THICK */
+	view[5] = L_RM + 1;
+	CHECK_EQ(scsi_nexus_set_view(nx, view), 1);
+	CHECK_EQ(scsi_nexus_set_view(nx, view), 0);
+	CHECK_EQ(report_luns(e, nx, l, 8), 2);
+	CHECK(l[0] == 0 && l[1] == 5);
+	CHECK_EQ(scsi_nexus_map_lun(nx, 5), L_RM);
+	CHECK_EQ(scsi_nexus_map_lun(nx, 1), UINT32_MAX);
+	t_run(e, nx, 1, B(0x00), 0, NULL, 0, &t);
+	t_check_sense(&t, 5, 0x25, 0x00); /* hidden: LOGICAL UNIT NOT SUPPORTED */
+	drain_ua(e, nx, 0);
+	t_run(e, nx, 0, B(0x00), 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	/* LUN 0 keeps its LU, LUN 5 goes: 0 gets 3F/0E */
+	view[5] = 0;
+	CHECK_EQ(scsi_nexus_set_view(nx, view), 1);
+	t_run(e, nx, 0, B(0x00), 0, NULL, 0, &t);
+	t_check_sense(&t, 6, 0x3f, 0x0e);
+	CHECK_EQ(report_luns(e, nx, l, 8), 1);
+	/* LUN 0 now names another LU: its next command attaches it (power on, 29/00) */
+	view[0] = L_THIN + 1;
+	CHECK_EQ(scsi_nexus_set_view(nx, view), 1);
+	t_run(e, nx, 0, B(0x00), 0, NULL, 0, &t);
+	t_check_sense(&t, 6, 0x29, 0x00);
+	CHECK_EQ(scsi_nexus_set_view(nx, NULL), 1); /* the whole map again */
+	CHECK_EQ(report_luns(e, nx, l, 8), report_luns(e, e->nx, l, 8));
+	CHECK(report_luns(e, nx, l, 8) >= 4);
+	scsi_nexus_free(nx);
+}
+
+static void test_options(struct env *e)
+{
+	struct scsi_lu *lu = scsi_lun_map_get(e->map, L_THICK);
+	struct tcmd t;
+
+	printf("# write cache and readonly changed online\n");
+	drain_ua(e, e->nx, L_THICK);
+	CHECK_EQ(scsi_lu_set_options(lu, 1, -1), 0);
+	t_run(e, e->nx, L_THICK, B(0x00), 0, NULL, 0, &t);
+	t_check_sense(&t, 6, 0x2a, 0x01); /* MODE PARAMETERS CHANGED */
+	t_run(e, e->nx, L_THICK, B(0x1a, 0x08, 0x08, 0, 64, 0), 64, NULL, 0, &t);
+	CHECK(t.c.status == 0 && (t.c.data_in[4 + t.c.data_in[3] + 2] & 0x04));
+	CHECK_EQ(scsi_lu_set_options(lu, 1, -1), 0); /* no change: no unit attention */
+	CHECK_EQ(scsi_lu_set_options(lu, -1, 1), 0);
+	t_run(e, e->nx, L_THICK, wr10, 0, zblk, 512, &t);
+	t_check_sense(&t, 6, 0x2a, 0x01);
+	t_run(e, e->nx, L_THICK, wr10, 0, zblk, 512, &t);
+	t_check_sense(&t, 7, 0x27, 0x00); /* WRITE PROTECTED */
+	CHECK_EQ(scsi_lu_set_options(lu, 0, 0), 0);
+	drain_ua(e, e->nx, L_THICK);
+	t_run(e, e->nx, L_THICK, wr10, 0, zblk, 512, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK(scsi_lu_writable(lu));
+}
+
 int main(void)
 {
 	struct env e;
@@ -612,6 +691,8 @@ int main(void)
 	test_removable(&e);
 	test_sanitize(&e);
 	test_misc(&e);
+	test_view(&e);
+	test_options(&e);
 	scsi_nexus_free(e.nx);
 	scsi_lun_map_free(e.map);
 	scsi_thread_free(e.thr);

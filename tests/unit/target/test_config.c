@@ -115,6 +115,23 @@ static const struct tcase cases[] = {
     {LUNS(RAM0 "," RAM0), "targets[0].luns[1].lun: LUN 0 is already defined by luns[0]"},
     {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i'},{'initiator':'iqn.2026-11.io.ix:i'}]"),
      "acls[1].initiator: already listed in acls[0]"},
+/* ACL LUN masking */
+#define ACLL(body)                                                                                 \
+	T("'luns':[" RAM0 "],'acls':[{'initiator':'iqn.2026-11.io.ix:i','luns':[" body "]}]")
+    {ACLL(""), NULL},
+    {ACLL("{'target_lun':0}"), NULL},
+    {ACLL("{'lun':7,'target_lun':0}"), NULL},
+    {ACLL("{'lun':7}"), "targets[0].acls[0].luns[0].target_lun: required"},
+    {ACLL("{'lun':0,'target_lun':1}"), "acls[0].luns[0].target_lun: the target has no LUN 1"},
+    {ACLL("{'lun':256,'target_lun':0}"), "acls[0].luns[0].lun: 256 is out of range (0 to 255)"},
+    {ACLL("{'lun':1,'target_lun':0},{'lun':1,'target_lun':0}"),
+     "acls[0].luns[1].lun: LUN 1 is already mapped by luns[0]"},
+    {ACLL("{'lun':1,'target_lun':0},{'lun':2,'target_lun':0}"),
+     "acls[0].luns[1].target_lun: LUN 0 is already shown by luns[0]"},
+    {ACLL("{'lun':1,'target':0}"), "acls[0].luns[0].target: unknown key"},
+    {T("'luns':[" RAM0 "],'acls':[{'initiator':'iqn.2026-11.io.ix:i','luns':{}}]"),
+     "acls[0].luns: "},
+#undef ACLL
     /* LUNs */
     {LUNS("{'lun':255,'backend':'ram','size':4096}"), NULL},
     {LUNS("{'lun':256,'backend':'ram','size':4096}"),
@@ -123,8 +140,7 @@ static const struct tcase cases[] = {
     {LUNS("{'lun':0,'backend':'nvme','size':4096}"),
      "luns[0].backend: unknown backend \"nvme\" (use ram, file, block, error or rbd)"},
     /* rbd LUNs: the configuration only (the backend needs a cluster: tests/interop/rbd.py) */
-    {LUNS("{'lun':0,'backend':'rbd'}"),
-     "targets[0].luns[0].rbd: required for an rbd LUN"},
+    {LUNS("{'lun':0,'backend':'rbd'}"), "targets[0].luns[0].rbd: required for an rbd LUN"},
     {LUNS("{'lun':0,'backend':'ram','size':4096,'rbd':{'pool':'p','image':'i'}}"),
      "targets[0].luns[0].rbd: only for backend \"rbd\""},
     {LUNS("{'lun':0,'backend':'rbd','rbd':{'image':'i'}}"),
