@@ -63,13 +63,14 @@ one() {
 IQN=iqn.2026-11.io.ix.rdma:bench
 if [ -x "$IXR_IX_BIN" ]; then
 	for poll in 50 0; do
-		name=$([ $poll = 0 ] && echo ix-nopoll || echo ix)
+		# (not $name: lib.sh's ixr_daemon sets that one)
+		label=$([ $poll = 0 ] && echo ix-nopoll || echo ix)
 		ixr_ix_config "$IQN" 256M '"tcp", "iser"'
 		sed -i "s/\"log_level\": \"info\"/\"log_level\": \"info\", \"poll_us\": $poll/" \
 			/run/ix-target.json
 		if ixr_ix_start; then
-			one $name iser
-			one $name tcp
+			one $label iser
+			one $label tcp
 		fi
 		ixr_stop ix-target 15
 	done
