@@ -706,48 +706,49 @@ static int m_get_targets(struct call *c)
 	return get_named(c, json_object_get(c->m->doc, "targets"), "target");
 }
 
+/* iscsi_create_portal / iscsi_create_target: params.<what> is an object of the top-level list
+ * akey, named by its "name". */
+static int create_top(struct call *c, const char *akey, const char *what)
+{
+	const char *const keys[] = {what, "dry_run", NULL};
+	json_t *o = NULL;
+
+	if (p_keys(c, keys) < 0 || p_obj(c, what, &o) < 0)
+		return -1;
+	if (!json_is_string(json_object_get(o, "name")))
+		return merr_set(c->e, -32602, "params.%s.name: required (a string)", what);
+	return create_in(c, NULL, akey, "name", what, o);
+}
+
+/* iscsi_delete_portal / iscsi_delete_target: params.name of the top-level list akey. */
+static int delete_top(struct call *c, const char *akey, const char *what)
+{
+	static const char *const keys[] = {"name", "dry_run", NULL};
+	const char *name;
+
+	if (p_keys(c, keys) < 0 || p_str(c, "name", true, &name) < 0)
+		return -1;
+	return delete_in(c, NULL, akey, "name", what, json_object_get(c->params, "name"));
+}
+
 static int m_create_portal(struct call *c)
 {
-	static const char *const keys[] = {"portal", "dry_run", NULL};
-	json_t *p = NULL;
-
-	if (p_keys(c, keys) < 0 || p_obj(c, "portal", &p) < 0)
-		return -1;
-	if (!json_is_string(json_object_get(p, "name")))
-		return merr_set(c->e, -32602, "params.portal.name: required (a string)");
-	return create_in(c, NULL, "portals", "name", "portal", p);
+	return create_top(c, "portals", "portal");
 }
 
 static int m_delete_portal(struct call *c)
 {
-	static const char *const keys[] = {"name", "dry_run", NULL};
-	const char *name;
-
-	if (p_keys(c, keys) < 0 || p_str(c, "name", true, &name) < 0)
-		return -1;
-	return delete_in(c, NULL, "portals", "name", "portal", json_object_get(c->params, "name"));
+	return delete_top(c, "portals", "portal");
 }
 
 static int m_create_target(struct call *c)
 {
-	static const char *const keys[] = {"target", "dry_run", NULL};
-	json_t *t = NULL;
-
-	if (p_keys(c, keys) < 0 || p_obj(c, "target", &t) < 0)
-		return -1;
-	if (!json_is_string(json_object_get(t, "name")))
-		return merr_set(c->e, -32602, "params.target.name: required (a string)");
-	return create_in(c, NULL, "targets", "name", "target", t);
+	return create_top(c, "targets", "target");
 }
 
 static int m_delete_target(struct call *c)
 {
-	static const char *const keys[] = {"name", "dry_run", NULL};
-	const char *name;
-
-	if (p_keys(c, keys) < 0 || p_str(c, "name", true, &name) < 0)
-		return -1;
-	return delete_in(c, NULL, "targets", "name", "target", json_object_get(c->params, "name"));
+	return delete_top(c, "targets", "target");
 }
 
 /* get_luns / get_acls of params.target. */
