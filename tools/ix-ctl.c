@@ -205,14 +205,13 @@ static int refused(json_t *error)
 }
 
 /* A call whose result is printed (JSON) or summed up (text). Takes params. */
-static int run(const char *method, json_t *params, const char *done_text)
+/* Call method with params (taken) and keep its result: 0 with *result set, or the exit code
+ * (an unreachable daemon, or the refusal, already reported). */
+static int fetch(const char *method, json_t *params, json_t **result)
 {
-	json_t *result, *error;
-	int r;
+	json_t *error;
+	int r = call(method, params, result, &error);
 
-	if (opt_dry_run && params)
-		json_object_set_new(params, "dry_run", json_true());
-	r = call(method, params, &result, &error);
 	json_decref(params);
 	if (r)
 		return r;
@@ -221,6 +220,35 @@ static int run(const char *method, json_t *params, const char *done_text)
 		json_decref(error);
 		return r;
 	}
+	return 0;
+}
+
+/* A query: its result as JSON with --json, else through text(). */
+static int show(const char *method, json_t *params, void (*text)(json_t *result))
+{
+	json_t *result;
+	int r = fetch(method, params, &result);
+
+	if (r)
+		return r;
+	if (opt_json)
+		print_json(result);
+	else
+		text(result);
+	json_decref(result);
+	return 0;
+}
+
+static int run(const char *method, json_t *params, const char *done_text)
+{
+	json_t *result;
+	int r;
+
+	if (opt_dry_run && params)
+		json_object_set_new(params, "dry_run", json_true());
+	r = fetch(method, params, &result);
+	if (r)
+		return r;
 	if (opt_json) {
 		print_json(result);
 	} else if (done_text) {
@@ -390,26 +418,10 @@ static void ls_text(json_t *cfg)
 
 static int cmd_ls(int argc, char **argv)
 {
-	json_t *result, *error;
-	int r;
-
 	(void)argv;
 	if (argc != 0)
 		return die_usage("ls takes no arguments%s", "");
-	r = call("iscsi_get_config", NULL, &result, &error);
-	if (r)
-		return r;
-	if (error) {
-		r = refused(error);
-		json_decref(error);
-		return r;
-	}
-	if (opt_json)
-		print_json(result);
-	else
-		ls_text(result);
-	json_decref(result);
-	return 0;
+	return show("iscsi_get_config", NULL, ls_text);
 }
 
 /* ---- object commands ---------------------------------------------------------------------- */
@@ -575,19 +587,12 @@ static int cmd_target(int argc, char **argv)
 /* One line per LUN of target: its state, why, the RBD open attempts and lock. */
 static int cmd_lun_status(const char *target)
 {
-	json_t *params = json_pack("{s:s}", "target", target), *luns = NULL, *error = NULL;
-	json_t *l, *st, *lock;
+	json_t *luns = NULL, *l, *st, *lock;
 	size_t i;
-	int r = call("iscsi_get_luns", params, &luns, &error);
+	int r = fetch("iscsi_get_luns", json_pack("{s:s}", "target", target), &luns);
 
-	json_decref(params);
 	if (r)
 		return r;
-	if (error) {
-		r = refused(error);
-		json_decref(error);
-		return r;
-	}
 	if (opt_json)
 		print_json(luns);
 	json_array_foreach(luns, i, l)
@@ -813,7 +818,7 @@ static int cmd_acl(int argc, char **argv)
 
 static int cmd_sessions(int argc, char **argv)
 {
-	json_t *params = json_object(), *result, *error, *sess;
+	json_t *params = json_object(), *result, *sess;
 	bool verbose = false;
 	size_t i;
 	int r;
@@ -826,15 +831,9 @@ static int cmd_sessions(int argc, char **argv)
 		else
 			return json_decref(params), die_usage("sessions: unexpected '%s'", argv[k]);
 	}
-	r = call("iscsi_get_sessions", params, &result, &error);
-	json_decref(params);
+	r = fetch("iscsi_get_sessions", params, &result);
 	if (r)
 		return r;
-	if (error) {
-		r = refused(error);
-		json_decref(error);
-		return r;
-	}
 	if (opt_json) {
 		print_json(result);
 		json_decref(result);
@@ -973,21 +972,16 @@ static void print_luns(json_t *luns)
 
 static int cmd_stats(int argc, char **argv)
 {
-	json_t *result, *error, *logins, *refs, *v;
+	json_t *result, *logins, *refs, *v;
 	const char *key;
 	int r, shown = 0;
 
 	(void)argv;
 	if (argc != 0)
 		return die_usage("stats takes no arguments%s", "");
-	r = call("iscsi_get_stats", NULL, &result, &error);
+	r = fetch("iscsi_get_stats", NULL, &result);
 	if (r)
 		return r;
-	if (error) {
-		r = refused(error);
-		json_decref(error);
-		return r;
-	}
 	if (opt_json) {
 		print_json(result);
 		json_decref(result);
@@ -1065,9 +1059,7 @@ static void print_alua(json_t *result)
 
 static int cmd_alua(int argc, char **argv)
 {
-	json_t *result, *error, *params;
 	long long group;
-	int r;
 
 	if (argc == 4 && strcmp(argv[0], "set") == 0) {
 		if (parse_int(argv[2], 1, 65535, &group) < 0)
@@ -1079,22 +1071,7 @@ static int cmd_alua(int argc, char **argv)
 	}
 	if (argc != 1)
 		return die_usage("alua TARGET | alua set TARGET GROUP STATE%s", "");
-	params = json_pack("{s:s}", "target", argv[0]);
-	r = call("iscsi_get_alua", params, &result, &error);
-	json_decref(params);
-	if (r)
-		return r;
-	if (error) {
-		r = refused(error);
-		json_decref(error);
-		return r;
-	}
-	if (opt_json)
-		print_json(result);
-	else
-		print_alua(result);
-	json_decref(result);
-	return 0;
+	return show("iscsi_get_alua", json_pack("{s:s}", "target", argv[0]), print_alua);
 }
 
 static int cmd_save(int argc, char **argv)
@@ -1121,7 +1098,7 @@ static int cmd_save(int argc, char **argv)
 
 static int cmd_rpc(int argc, char **argv)
 {
-	json_t *params = NULL, *result, *error;
+	json_t *params = NULL, *result;
 	json_error_t je;
 	int r;
 
@@ -1134,19 +1111,23 @@ static int cmd_rpc(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	r = call(argv[0], params, &result, &error);
-	json_decref(params);
+	r = fetch(argv[0], params, &result);
 	if (r)
 		return r;
-	if (error) {
-		r = refused(error);
-		json_decref(error);
-		return r;
-	}
 	print_json(result);
 	json_decref(result);
 	return 0;
 }
+
+static const struct {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+} commands[] = {
+    {"ls", cmd_ls},	    {"save", cmd_save},		{"rpc", cmd_rpc},
+    {"portal", cmd_portal}, {"target", cmd_target},	{"lun", cmd_lun},
+    {"acl", cmd_acl},	    {"sessions", cmd_sessions}, {"session", cmd_session},
+    {"stats", cmd_stats},   {"alua", cmd_alua},
+};
 
 int main(int argc, char **argv)
 {
@@ -1181,28 +1162,12 @@ int main(int argc, char **argv)
 		free(args);
 		return EXIT_USAGE;
 	}
-	if (strcmp(args[0], "ls") == 0)
-		r = cmd_ls(n - 1, args + 1);
-	else if (strcmp(args[0], "save") == 0)
-		r = cmd_save(n - 1, args + 1);
-	else if (strcmp(args[0], "rpc") == 0)
-		r = cmd_rpc(n - 1, args + 1);
-	else if (strcmp(args[0], "portal") == 0)
-		r = cmd_portal(n - 1, args + 1);
-	else if (strcmp(args[0], "target") == 0)
-		r = cmd_target(n - 1, args + 1);
-	else if (strcmp(args[0], "lun") == 0)
-		r = cmd_lun(n - 1, args + 1);
-	else if (strcmp(args[0], "acl") == 0)
-		r = cmd_acl(n - 1, args + 1);
-	else if (strcmp(args[0], "sessions") == 0)
-		r = cmd_sessions(n - 1, args + 1);
-	else if (strcmp(args[0], "session") == 0)
-		r = cmd_session(n - 1, args + 1);
-	else if (strcmp(args[0], "stats") == 0)
-		r = cmd_stats(n - 1, args + 1);
-	else if (strcmp(args[0], "alua") == 0)
-		r = cmd_alua(n - 1, args + 1);
+	size_t i = 0;
+
+	while (i < sizeof(commands) / sizeof(commands[0]) && strcmp(args[0], commands[i].name) != 0)
+		i++;
+	if (i < sizeof(commands) / sizeof(commands[0]))
+		r = commands[i].fn(n - 1, args + 1);
 	else
 		r = die_usage("unknown command '%s'", args[0]);
 	free(args);
