@@ -9,16 +9,16 @@
  * (queue depth 1, a one-thread client) answers within a few tens of microseconds, so the
  * sleep, the wake-up interrupt and the scheduler's switch back (the larger part of a loopback
  * round trip) are skipped. An idle loop sleeps: the window opens only after real work, and
- * closes after poll_us without any. A thread that the scheduler preempts stops polling for a
- * while (poll_contention()). */
+ * closes after poll_us without any. A thread whose CPU other threads want stops polling for a
+ * while (the policy in event/pollctl.h). */
 #include "event/loop.h"
+#include "event/pollctl.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
-#include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,9 +36,7 @@ struct ev_loop {
 	uint64_t now_ns;         /* the same instant in nanoseconds */
 	uint64_t poll_ns;       /* adaptive poll window, 0 = off */
 	uint64_t poll_until_ns; /* end of the current window (monotonic ns) */
-	uint64_t backoff_ns;    /* current contention back-off (0 = none running) */
-	uint64_t backoff_until_ns;
-	long nivcsw;            /* this thread's involuntary switches at the last look, -1 none */
+	struct ev_pollctl pc;   /* contention back-off */
 	bool poll_greedy;       /* poll even when the CPU is contended (tests) */
 	struct ev_loop_stats st;
 	struct ev_timer **heap;
@@ -302,88 +300,43 @@ void ev_loop_set_poll_us(struct ev_loop *loop, unsigned poll_us)
 {
 	loop->poll_ns = (uint64_t)poll_us * 1000u;
 	loop->poll_until_ns = 0;
-	loop->backoff_ns = loop->backoff_until_ns = 0;
-	loop->nivcsw = -1; /* read first by the loop's own thread */
-}
-
-/* Polling pays only when this thread has its CPU to itself. On a host where other threads
- * want the CPU, a thread that spins instead of sleeping loses the scheduler's wake-up
- * preference and waits behind them when its data arrives (measured: QD1 at 0.45x and two
- * sessions at QD16 at 0.70x of not polling under a load average of 7-10 on 2 cores). So the
- * spin yields between tries, and the window shuts for a back-off period (POLL_BACKOFF_MIN_NS,
- * doubling to POLL_BACKOFF_MAX_NS while the contention lasts, back to the minimum after a
- * clean period) as soon as the CPU is seen to be wanted: a yield that let another thread run
- * (it took longer than POLL_YIELD_CONTENDED_NS), or an involuntary context switch of this
- * thread since the last look (getrusage at the end of each poll phase). */
-#define POLL_YIELD_CONTENDED_NS (20u * 1000u)
-#define POLL_BACKOFF_MIN_NS (20u * 1000000u)
-#define POLL_BACKOFF_MAX_NS (2000u * 1000000u)
-
-static long thread_nivcsw(void)
-{
-	struct rusage ru;
-
-	if (getrusage(RUSAGE_THREAD, &ru) < 0)
-		return -1;
-	return ru.ru_nivcsw;
-}
-
-/* After a poll phase: was the CPU wanted by another thread (contended: a yield ran one), or
- * was this thread preempted since the last look? Then shut the window for a while. */
-static void poll_contention(struct ev_loop *loop, uint64_t now, bool contended)
-{
-	long nivcsw, seen = loop->nivcsw;
-
-	if (loop->poll_greedy)
-		return;
-	nivcsw = thread_nivcsw();
-	loop->nivcsw = nivcsw;
-	if (!contended && (nivcsw < 0 || seen < 0 || nivcsw == seen)) {
-		if (now >= loop->backoff_until_ns + loop->backoff_ns)
-			loop->backoff_ns = 0; /* a clean period: the next contention starts small */
-		return;
-	}
-	loop->backoff_ns = loop->backoff_ns ? loop->backoff_ns * 2 : POLL_BACKOFF_MIN_NS;
-	if (loop->backoff_ns > POLL_BACKOFF_MAX_NS)
-		loop->backoff_ns = POLL_BACKOFF_MAX_NS;
-	loop->backoff_until_ns = now + loop->backoff_ns;
-	loop->st.backoffs++;
+	memset(&loop->pc, 0, sizeof(loop->pc));
 }
 
 /* The poll window: epoll without sleeping until an event, the end of the window, or a timer
  * that is due. Only when the caller would sleep (timeout_ms != 0), the window is open and no
- * contention back-off is running. Returns what epoll_wait returned, 0 when the window closed
- * empty or was shut. */
+ * contention back-off is running. Between tries the thread yields, so that a thread waiting
+ * for this CPU runs at once; a try that took long (the CPU was someone else's) counts as
+ * stolen time for the contention policy (event/pollctl.h), which is consulted once per phase,
+ * after it: never between an event's arrival and its handling. Returns what epoll_wait
+ * returned, 0 when the window closed empty or was shut. */
 static int poll_phase(struct ev_loop *loop, struct epoll_event *evs, int timeout_ms)
 {
-	uint64_t now, end;
-	bool contended = false;
+	uint64_t now, start, end, stolen = 0;
 	int n;
 
 	if (!timeout_ms || !loop->poll_ns)
 		return 0;
 	now = mono_ns();
 	end = loop->poll_until_ns;
-	if (now >= end || now < loop->backoff_until_ns)
+	if (now >= end || !ev_pollctl_allowed(&loop->pc, now))
 		return 0;
 	if (timeout_ms > 0 && end > now + (uint64_t)timeout_ms * 1000000u)
 		end = now + (uint64_t)timeout_ms * 1000000u;
+	start = now;
 	for (;;) {
-		uint64_t before;
+		uint64_t before = now;
 
 		n = epoll_wait(loop->epfd, evs, EV_MAX_EVENTS, 0);
 		now = mono_ns();
+		stolen += ev_pollctl_stolen(now - before);
 		if (n != 0 || now >= end)
 			break;
-		before = now;
 		sched_yield();
-		now = mono_ns();
-		if (now - before > POLL_YIELD_CONTENDED_NS && !loop->poll_greedy) {
-			contended = true;
-			break;
-		}
 	}
-	poll_contention(loop, now, contended);
+	loop->st.poll_ns += now - start;
+	if (!loop->poll_greedy && ev_pollctl_account(&loop->pc, now, now - start, stolen))
+		loop->st.backoffs++;
 	if (n > 0)
 		loop->st.poll_hits++;
 	return n;

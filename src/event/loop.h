@@ -40,9 +40,9 @@ void ev_loop_free(struct ev_loop *loop);
 int ev_loop_run(struct ev_loop *loop);
 /* Adaptive polling: after an iteration that handled events, keep asking epoll without
  * sleeping for up to poll_us microseconds before the next wait sleeps (0 = off, the default).
- * Costs CPU only while there is traffic; an idle loop sleeps as before. A thread that was
- * preempted (other threads want its CPU) stops polling for a back-off period. Call it on the
- * loop's own thread (the preemption count is the calling thread's). */
+ * Costs CPU only while there is traffic; an idle loop sleeps as before. A thread whose CPU
+ * other threads want (a large share of its polling time went to them: event/pollctl.h) stops
+ * polling for a back-off period. Loop thread only. */
 void ev_loop_set_poll_us(struct ev_loop *loop, unsigned poll_us);
 /* Keep polling even when the CPU is contended (no back-off). For tests that must see the
  * window work on a loaded machine; never in production. */
@@ -52,7 +52,8 @@ void ev_loop_set_poll_greedy(struct ev_loop *loop, bool greedy);
 struct ev_loop_stats {
 	uint64_t sleeps;
 	uint64_t poll_hits;
-	uint64_t backoffs; /* poll windows shut because the thread had been preempted */
+	uint64_t backoffs; /* poll windows shut because other threads wanted the CPU */
+	uint64_t poll_ns;  /* time spent in poll windows (CPU the polling cost) */
 };
 void ev_loop_get_stats(const struct ev_loop *loop, struct ev_loop_stats *st);
 /* One iteration: wait at most timeout_ms (-1 forever) and dispatch. Returns events handled. */
