@@ -271,6 +271,39 @@ static void tgt_sessions(struct mbuf *b, const struct ix_stats *st)
 	}
 }
 
+/* The worker threads' event loops: how they waited for work (global.poll_us). */
+static void worker_counters(struct mbuf *b, const struct ix_stats *st)
+{
+	static const struct {
+		const char *name, *help;
+		size_t off;
+	} cs[] = {
+	    {"ix_worker_sleeps_total", "Waits for work that went to sleep.",
+	     offsetof(struct ix_worker_stats, sleeps)},
+	    {"ix_worker_poll_hits_total",
+	     "Waits that the poll window (global.poll_us) answered without sleeping.",
+	     offsetof(struct ix_worker_stats, poll_hits)},
+	    {"ix_worker_poll_backoffs_total",
+	     "Poll windows shut because other threads wanted the worker's CPU.",
+	     offsetof(struct ix_worker_stats, poll_backoffs)},
+	};
+	const char *n = "ix_worker_poll_seconds_total";
+
+	for (size_t c = 0; c < sizeof(cs) / sizeof(cs[0]); c++) {
+		family(b, cs[c].name, "counter", cs[c].help);
+		for (size_t i = 0; i < st->nworkers; i++) {
+			const uint64_t *v =
+			    (const uint64_t *)((const char *)&st->workers[i] + cs[c].off);
+			mbuf_printf(b, "%s{worker=\"%d\"} %llu\n", cs[c].name, st->workers[i].id,
+				    (unsigned long long)*v);
+		}
+	}
+	family(b, n, "counter", "Time the worker spent polling instead of sleeping.");
+	for (size_t i = 0; i < st->nworkers; i++)
+		mbuf_printf(b, "%s{worker=\"%d\"} %.9f\n", n, st->workers[i].id,
+			    (double)st->workers[i].poll_ns / 1e9);
+}
+
 int metrics_format(const struct ix_stats *st, struct mbuf *out)
 {
 	lun_commands(out, st);
@@ -281,6 +314,7 @@ int metrics_format(const struct ix_stats *st, struct mbuf *out)
 	tgt_counters(out, st);
 	tgt_refused(out, st);
 	tgt_sessions(out, st);
+	worker_counters(out, st);
 	return out->err;
 }
 
@@ -361,7 +395,7 @@ static json_t *logins_json(const struct ix_login_stats *l)
 
 json_t *metrics_json(const struct ix_stats *st)
 {
-	json_t *tg = json_array(), *lu = json_array();
+	json_t *tg = json_array(), *lu = json_array(), *wk = json_array();
 	json_int_t tcp = 0, iser = 0, disc = 0;
 
 	for (size_t i = 0; tg && i < st->ntgts; i++) {
@@ -376,7 +410,15 @@ json_t *metrics_json(const struct ix_stats *st)
 	}
 	for (size_t i = 0; lu && i < st->nluns; i++)
 		json_array_append_new(lu, lun_json(&st->luns[i]));
-	return json_pack("{s:o*, s:{s:{s:I, s:I}, s:I}, s:o*, s:o*}", "logins",
+	for (size_t i = 0; wk && i < st->nworkers; i++) {
+		const struct ix_worker_stats *w = &st->workers[i];
+		json_array_append_new(
+		    wk, json_pack("{s:i, s:I, s:I, s:I, s:f}", "id", w->id, "sleeps",
+				  (json_int_t)w->sleeps, "poll_hits", (json_int_t)w->poll_hits,
+				  "poll_backoffs", (json_int_t)w->poll_backoffs, "poll_seconds",
+				  (double)w->poll_ns / 1e9));
+	}
+	return json_pack("{s:o*, s:{s:{s:I, s:I}, s:I}, s:o*, s:o*, s:o*}", "logins",
 			 logins_json(&st->logins), "sessions", "normal", "tcp", tcp, "iser", iser,
-			 "discovery", disc, "targets", tg, "luns", lu);
+			 "discovery", disc, "targets", tg, "luns", lu, "workers", wk);
 }

@@ -135,12 +135,23 @@ struct ix_tgt_stats {
 	uint64_t pdus_rejected;      /* Reject PDUs sent */
 };
 
+/* One worker thread's event loop: how it waited (global.poll_us). */
+struct ix_worker_stats {
+	int id;
+	uint64_t sleeps;        /* waits that went to sleep */
+	uint64_t poll_hits;     /* waits that the poll window answered without sleeping */
+	uint64_t poll_backoffs; /* windows shut because other threads wanted the CPU */
+	uint64_t poll_ns;       /* time spent polling */
+};
+
 struct ix_stats {
 	struct ix_login_stats logins; /* over all targets */
 	struct ix_tgt_stats *tgts;
 	size_t ntgts;
 	struct ix_lun_stats *luns;
 	size_t nluns;
+	struct ix_worker_stats *workers; /* by id */
+	size_t nworkers;
 };
 void ix_stats_free(struct ix_stats *st);
 

@@ -286,9 +286,11 @@ void ix_stats_free(struct ix_stats *st)
 {
 	free(st->tgts);
 	free(st->luns);
+	free(st->workers);
 	st->tgts = NULL;
 	st->luns = NULL;
-	st->ntgts = st->nluns = 0;
+	st->workers = NULL;
+	st->ntgts = st->nluns = st->nworkers = 0;
 }
 
 static struct ix_tgt_stats *copy_tgt_find(struct ix_stats *st, const char *name)
@@ -319,6 +321,18 @@ static void copy_sessions(struct tgt_worker *w, struct ix_stats *st)
 	}
 }
 
+static void copy_loop(struct tgt_worker *w, struct ix_worker_stats *ws)
+{
+	struct ev_loop_stats ls;
+
+	ev_loop_get_stats(w->loop, &ls);
+	ws->id = w->id;
+	ws->sleeps = ls.sleeps;
+	ws->poll_hits = ls.poll_hits;
+	ws->poll_backoffs = ls.backoffs;
+	ws->poll_ns = ls.poll_ns;
+}
+
 static int copy_worker(struct tgt_worker *w, struct ix_stats *st)
 {
 	struct list_head *pos;
@@ -327,7 +341,8 @@ static int copy_worker(struct tgt_worker *w, struct ix_stats *st)
 	st->logins = w->logins;
 	st->tgts = calloc(w->ntstats ? w->ntstats : 1, sizeof(*st->tgts));
 	st->luns = calloc(w->nlstats ? w->nlstats : 1, sizeof(*st->luns));
-	if (!st->tgts || !st->luns) {
+	st->workers = calloc(1, sizeof(*st->workers));
+	if (!st->tgts || !st->luns || !st->workers) {
 		ix_stats_free(st);
 		return -ENOMEM;
 	}
@@ -339,6 +354,8 @@ static int copy_worker(struct tgt_worker *w, struct ix_stats *st)
 		st->luns[i++] = list_entry(pos, struct tgt_lstat, link)->v;
 	st->nluns = i;
 	copy_sessions(w, st);
+	copy_loop(w, st->workers);
+	st->nworkers = 1;
 	return 0;
 }
 
@@ -418,16 +435,18 @@ static size_t fold_luns(struct ix_lun_stats *v, size_t n)
 /* Every worker's copy in one, summed by key. */
 static int merge_parts(const struct stats_part *parts, int nparts, struct ix_stats *out)
 {
-	size_t nt = 0, nl = 0;
+	size_t nt = 0, nl = 0, nw = 0;
 
 	memset(out, 0, sizeof(*out));
 	for (int i = 0; i < nparts; i++) {
 		nt += parts[i].st.ntgts;
 		nl += parts[i].st.nluns;
+		nw += parts[i].st.nworkers;
 	}
 	out->tgts = calloc(nt ? nt : 1, sizeof(*out->tgts));
 	out->luns = calloc(nl ? nl : 1, sizeof(*out->luns));
-	if (!out->tgts || !out->luns) {
+	out->workers = calloc(nw ? nw : 1, sizeof(*out->workers));
+	if (!out->tgts || !out->luns || !out->workers) {
 		ix_stats_free(out);
 		return -ENOMEM;
 	}
@@ -438,6 +457,8 @@ static int merge_parts(const struct stats_part *parts, int nparts, struct ix_sta
 		out->ntgts += p->ntgts;
 		memcpy(out->luns + out->nluns, p->luns, p->nluns * sizeof(*p->luns));
 		out->nluns += p->nluns;
+		memcpy(out->workers + out->nworkers, p->workers, p->nworkers * sizeof(*p->workers));
+		out->nworkers += p->nworkers;
 	}
 	out->ntgts = fold_tgts(out->tgts, out->ntgts);
 	out->nluns = fold_luns(out->luns, out->nluns);
