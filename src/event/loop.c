@@ -37,6 +37,8 @@ struct ev_loop {
 	uint64_t poll_ns;       /* adaptive poll window, 0 = off */
 	uint64_t poll_until_ns; /* end of the current window (monotonic ns) */
 	struct ev_pollctl pc;   /* contention back-off */
+	struct ev_poller *pollers;
+	unsigned pollers_gen;   /* changes when a poller starts or stops */
 	bool poll_greedy;       /* poll even when the CPU is contended (tests) */
 	struct ev_loop_stats st;
 	struct ev_timer **heap;
@@ -303,18 +305,71 @@ void ev_loop_set_poll_us(struct ev_loop *loop, unsigned poll_us)
 	memset(&loop->pc, 0, sizeof(loop->pc));
 }
 
+void ev_poller_init(struct ev_poller *p, ev_poller_cb cb, void *arg)
+{
+	memset(p, 0, sizeof(*p));
+	p->cb = cb;
+	p->arg = arg;
+}
+
+void ev_poller_start(struct ev_loop *loop, struct ev_poller *p)
+{
+	if (p->active)
+		return;
+	p->next = loop->pollers;
+	if (p->next)
+		p->next->pprev = &p->next;
+	p->pprev = &loop->pollers;
+	loop->pollers = p;
+	p->active = true;
+	loop->pollers_gen++;
+}
+
+void ev_poller_stop(struct ev_loop *loop, struct ev_poller *p)
+{
+	if (!p->active)
+		return;
+	*p->pprev = p->next;
+	if (p->next)
+		p->next->pprev = p->pprev;
+	p->next = NULL;
+	p->pprev = NULL;
+	p->active = false;
+	loop->pollers_gen++;
+}
+
+/* Every poller once; the work they found. A poller that starts or stops pollers (a connection
+ * that ended) ends the round: the list it was walking may have changed. */
+static int run_pollers(struct ev_loop *loop)
+{
+	unsigned gen = loop->pollers_gen;
+	int work = 0;
+
+	for (struct ev_poller *p = loop->pollers; p; p = p->next) {
+		int r = p->cb(p);
+
+		if (r > 0)
+			work += r;
+		if (loop->pollers_gen != gen)
+			break;
+	}
+	return work;
+}
+
 /* The poll window: epoll without sleeping until an event, the end of the window, or a timer
  * that is due. Only when the caller would sleep (timeout_ms != 0), the window is open and no
  * contention back-off is running. Between tries the thread yields, so that a thread waiting
  * for this CPU runs at once; a try that took long (the CPU was someone else's) counts as
  * stolen time for the contention policy (event/pollctl.h), which is consulted once per phase,
- * after it: never between an event's arrival and its handling. Returns what epoll_wait
- * returned, 0 when the window closed empty or was shut. */
-static int poll_phase(struct ev_loop *loop, struct epoll_event *evs, int timeout_ms)
+ * after it: never between an event's arrival and its handling. Between epoll tries the
+ * pollers run; the work they did goes to *work (it was done: the caller must not sleep).
+ * Returns what epoll_wait returned, 0 when the window closed empty or was shut. */
+static int poll_phase(struct ev_loop *loop, struct epoll_event *evs, int timeout_ms, int *work)
 {
 	uint64_t now, start, end, stolen = 0;
 	int n;
 
+	*work = 0;
 	if (!timeout_ms || !loop->poll_ns)
 		return 0;
 	now = mono_ns();
@@ -332,6 +387,12 @@ static int poll_phase(struct ev_loop *loop, struct epoll_event *evs, int timeout
 		stolen += ev_pollctl_stolen(now - before);
 		if (n != 0 || now >= end)
 			break;
+		loop->now_ns = now; /* the pollers' callbacks read the loop's clock */
+		loop->now_ms = now / 1000000u;
+		if (loop->pollers && (*work = run_pollers(loop)) > 0) {
+			loop->st.poller_hits++;
+			break;
+		}
 		sched_yield();
 	}
 	loop->st.poll_ns += now - start;
@@ -356,7 +417,7 @@ int ev_loop_run_once(struct ev_loop *loop, int timeout_ms)
 {
 	struct epoll_event evs[EV_MAX_EVENTS];
 	uint64_t now_ns;
-	int n;
+	int n, work;
 
 	loop->now_ns = mono_ns();
 	loop->now_ms = loop->now_ns / 1000000u;
@@ -372,8 +433,8 @@ int ev_loop_run_once(struct ev_loop *loop, int timeout_ms)
 	}
 	if (loop->defer_head)
 		timeout_ms = 0; /* work deferred from outside a loop callback runs now */
-	n = poll_phase(loop, evs, timeout_ms);
-	if (n == 0) {
+	n = poll_phase(loop, evs, timeout_ms, &work);
+	if (n == 0 && !work) {
 		if (timeout_ms != 0)
 			loop->st.sleeps++;
 		n = epoll_wait(loop->epfd, evs, EV_MAX_EVENTS, timeout_ms);
@@ -386,7 +447,7 @@ int ev_loop_run_once(struct ev_loop *loop, int timeout_ms)
 	now_ns = mono_ns();
 	loop->now_ns = now_ns;
 	loop->now_ms = now_ns / 1000000u;
-	if (n > 0 && loop->poll_ns)
+	if ((n > 0 || work > 0) && loop->poll_ns)
 		loop->poll_until_ns = now_ns + loop->poll_ns;
 	for (int i = 0; i < n; i++) {
 		struct ev_io *w = evs[i].data.ptr;
@@ -398,7 +459,7 @@ int ev_loop_run_once(struct ev_loop *loop, int timeout_ms)
 	}
 	run_timers(loop);
 	run_deferred(loop);
-	return n;
+	return n + work;
 }
 
 int ev_loop_run(struct ev_loop *loop)

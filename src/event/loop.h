@@ -33,6 +33,22 @@ struct ev_timer {
 	int heap_idx;     /* -1 when not armed */
 };
 
+/* A poller: work that the poll window (ev_loop_set_poll_us) looks for between its epoll tries,
+ * because it does not make an fd readable soon enough or cheaply: an RDMA completion queue,
+ * whose completion channel fires only when armed and costs system calls per event. The callback
+ * does the work it finds (it runs on the loop's thread, like any callback) and returns how much
+ * (> 0 ends the window as an event would; 0 nothing found). Pollers run only inside an open
+ * window: an idle loop, or one with the window off, never calls them, so the fd path must still
+ * deliver everything. Embedded in the caller's object; stop it before the object goes. */
+struct ev_poller;
+typedef int (*ev_poller_cb)(struct ev_poller *p);
+struct ev_poller {
+	ev_poller_cb cb;
+	void *arg;
+	struct ev_poller *next, **pprev;
+	bool active;
+};
+
 struct ev_loop *ev_loop_new(void);
 void ev_loop_free(struct ev_loop *loop);
 
@@ -54,6 +70,7 @@ struct ev_loop_stats {
 	uint64_t poll_hits;
 	uint64_t backoffs; /* poll windows shut because other threads wanted the CPU */
 	uint64_t poll_ns;  /* time spent in poll windows (CPU the polling cost) */
+	uint64_t poller_hits; /* poll windows that a poller (not epoll) ended with work */
 };
 void ev_loop_get_stats(const struct ev_loop *loop, struct ev_loop_stats *st);
 /* One iteration: wait at most timeout_ms (-1 forever) and dispatch. Returns events handled. */
@@ -71,12 +88,23 @@ uint64_t ev_now_ms(struct ev_loop *loop);
 /* The same instant in nanoseconds (the clock read after the last wait: no clock read here). */
 uint64_t ev_now_ns(const struct ev_loop *loop);
 
+void ev_poller_init(struct ev_poller *p, ev_poller_cb cb, void *arg);
+/* Add to / remove from the loop's pollers (idempotent; stopping from inside any callback,
+ * the poller's own included, is safe). Loop thread only. */
+void ev_poller_start(struct ev_loop *loop, struct ev_poller *p);
+void ev_poller_stop(struct ev_loop *loop, struct ev_poller *p);
+
 void ev_io_init(struct ev_io *w, int fd, ev_io_cb cb, void *arg);
 int ev_io_start(struct ev_loop *loop, struct ev_io *w, uint32_t events);
 int ev_io_modify(struct ev_loop *loop, struct ev_io *w, uint32_t events);
 void ev_io_stop(struct ev_loop *loop, struct ev_io *w);
 
 void ev_timer_init(struct ev_timer *t, ev_timer_cb cb, void *arg);
+/* Armed and not fired yet? */
+static inline bool ev_timer_pending(const struct ev_timer *t)
+{
+	return t->heap_idx >= 0;
+}
 /* (Re)arm to fire once after delay_ms. */
 void ev_timer_start(struct ev_loop *loop, struct ev_timer *t, uint64_t delay_ms);
 void ev_timer_stop(struct ev_loop *loop, struct ev_timer *t);

@@ -156,6 +156,7 @@ static void iser_terminate(struct iscsi_conn *c)
 	ic->terminated = true;
 	ev_timer_stop(c->loop, &ic->cq_more);
 	ev_io_stop(c->loop, &ic->cq_io);
+	ev_poller_stop(c->loop, &ic->cq_poller);
 	ev_io_stop(c->loop, &ic->cm_io);
 	if (ic->id)
 		rdma_disconnect(ic->id);
@@ -334,6 +335,8 @@ static struct iscsi_conn *iser_accept(struct dm_incoming *in, const struct dm_co
 	ev_io_init(&ic->cq_io, ic->cc->fd, iser_cq_cb, c);
 	if (ev_io_start(loop, &ic->cm_io, EPOLLIN) < 0 || ev_io_start(loop, &ic->cq_io, EPOLLIN) < 0)
 		goto bad;
+	ev_poller_init(&ic->cq_poller, iser_cq_poller, c);
+	ev_poller_start(loop, &ic->cq_poller);
 	if (rdma_accept(ic->id, &cp)) {
 		log_warn("iser", "%s: rdma_accept: %s", c->peer, strerror(errno));
 		goto bad;
@@ -346,6 +349,7 @@ bad:
 	c->role_ops = &no_role; /* the role never saw this connection */
 	ic->terminated = true; /* nothing posted is in flight that the role knows of */
 	ev_io_stop(loop, &ic->cq_io);
+	ev_poller_stop(loop, &ic->cq_poller);
 	ev_io_stop(loop, &ic->cm_io);
 	iscsi_conn_put(c);
 	return NULL;
@@ -522,6 +526,8 @@ static void active_event(struct iscsi_conn *c, enum rdma_cm_event_type type)
 			up_failed(c, -EIO, "cannot watch the completion channel");
 			return;
 		}
+		ev_poller_init(&ic->cq_poller, iser_cq_poller, c);
+		ev_poller_start(c->loop, &ic->cq_poller);
 		/* we serve the target's RDMA Reads of our write buffers */
 		/* the target's RDMA Reads of our write buffers we serve at once (libiscsi uses 4;
 		   16 is enough for the target's ORD and stays within every device's limits) */

@@ -637,7 +637,7 @@ static void handle_wc(struct iscsi_conn *c, struct ibv_wc *wc)
  * its queue full (hundreds of receive buffers and RDMA operations in flight) would otherwise be
  * served for seconds on a slow host while every other connection of the worker waits. What is
  * left in the CQ is taken up by the cq_more timer (0 ms: after the loop's other ready events). */
-void iser_cq_poll(struct iscsi_conn *c)
+int iser_cq_poll(struct iscsi_conn *c)
 {
 	struct iser_conn *ic = iser_of(c);
 	struct ibv_wc wc[32];
@@ -648,7 +648,7 @@ void iser_cq_poll(struct iscsi_conn *c)
 
 		if (now < ic->hold_until) {
 			ev_timer_start(c->loop, &ic->cq_more, ic->hold_until - now);
-			return;
+			return 0;
 		}
 		ic->hold_until = 0;
 	}
@@ -662,6 +662,22 @@ void iser_cq_poll(struct iscsi_conn *c)
 	if (done >= CQ_BUDGET && !ic->dead && !ic->terminated)
 		ev_timer_start(c->loop, &ic->cq_more, 0);
 	iscsi_conn_put(c);
+	return done;
+}
+
+/* The poll window asks the CQ directly (ibv_poll_cq reads the queue in user memory, no system
+ * call): a completion is handled as soon as it is written, without waiting for the completion
+ * channel's event, its read, ack and re-arm. The channel stays armed and still wakes a loop
+ * that sleeps. Nothing while a test hold or the budget timer is pending: they decide when the
+ * CQ is read next. */
+int iser_cq_poller(struct ev_poller *p)
+{
+	struct iscsi_conn *c = p->arg;
+	struct iser_conn *ic = iser_of(c);
+
+	if (ic->dead || ic->terminated || ic->hold_until || ev_timer_pending(&ic->cq_more))
+		return 0;
+	return iser_cq_poll(c);
 }
 
 /* The connection ends by a CM event (the peer's disconnect, an error): first handle what the CQ

@@ -100,6 +100,7 @@ struct iser_conn {
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	struct ev_io cm_io, cq_io;
+	struct ev_poller cq_poller; /* the CQ looked at by the loop's poll window (global.poll_us) */
 	struct ev_timer cq_more; /* the CQ held more than one callback's budget: go on soon */
 	bool established;
 	bool terminated;
@@ -188,7 +189,8 @@ int iser_post_recv(struct iser_conn *ic, int idx);
 void iser_tx_give(struct iser_conn *ic, int i);
 int iser_queue(struct iscsi_conn *c, struct dm_txpdu *p);
 void iser_tx_abort_at(struct iscsi_conn *c, uint64_t total);
-void iser_cq_poll(struct iscsi_conn *c);
+int iser_cq_poll(struct iscsi_conn *c);
+int iser_cq_poller(struct ev_poller *p);
 int iser_cq_take_rest(struct iscsi_conn *c);
 void iser_cq_more_cb(struct ev_timer *t);
 void iser_cq_cb(struct ev_io *w, uint32_t revents);

@@ -147,6 +147,114 @@ static void test_contention(struct ev_loop *loop, struct fdev *f)
 	CHECK(b.backoffs - a.backoffs <= 20);
 }
 
+struct cnt_poller {
+	struct ev_poller p;
+	int calls;
+	int work_at;		  /* return 1 on this call (0: never) */
+	struct ev_loop *loop;
+	struct ev_poller *stop_too; /* stopped (with itself) on its work_at call */
+};
+
+static int cnt_cb(struct ev_poller *p)
+{
+	struct cnt_poller *c = p->arg;
+
+	c->calls++;
+	if (c->work_at && c->calls == c->work_at) {
+		if (c->stop_too) {
+			ev_poller_stop(c->loop, c->stop_too);
+			ev_poller_stop(c->loop, &c->p);
+		}
+		return 1;
+	}
+	return 0;
+}
+
+/* Pollers: work found between epoll tries ends the window like an event (no sleep); they run
+ * only inside an open window; stopping pollers from a poller's callback is safe. */
+static void test_pollers(struct ev_loop *loop, struct fdev *f)
+{
+	struct cnt_poller a = {.work_at = 3, .loop = loop}, b = {.loop = loop};
+	struct ev_loop_stats s0, s1;
+	int r;
+
+	ev_poller_init(&a.p, cnt_cb, &a);
+	ev_poller_init(&b.p, cnt_cb, &b);
+
+	/* window off: a poller is never asked, the loop sleeps */
+	ev_loop_set_poll_us(loop, 0);
+	ev_poller_start(loop, &a.p);
+	ev_poller_start(loop, &a.p); /* idempotent */
+	poke(f->io.fd);
+	ev_loop_run_once(loop, 1000);
+	ev_loop_get_stats(loop, &s0);
+	ev_loop_run_once(loop, 5);
+	ev_loop_get_stats(loop, &s1);
+	CHECK_EQ(a.calls, 0);
+	CHECK_EQ(s1.sleeps - s0.sleeps, 1);
+
+	/* a 1 s window after activity: the poller's work on its third call ends the wait at
+	   once, counted as a poller hit and as work done, with no sleep */
+	ev_loop_set_poll_us(loop, 1000000);
+	ev_loop_set_poll_greedy(loop, true);
+	poke(f->io.fd);
+	ev_loop_run_once(loop, 1000);
+	a.calls = 0;
+	ev_loop_get_stats(loop, &s0);
+	r = ev_loop_run_once(loop, 5000);
+	ev_loop_get_stats(loop, &s1);
+	CHECK_EQ(a.calls, 3);
+	CHECK_EQ(r, 1);
+	CHECK_EQ(s1.poller_hits - s0.poller_hits, 1);
+	CHECK_EQ(s1.sleeps - s0.sleeps, 0);
+
+	/* the work reopened the window: a poller finding nothing keeps being asked until the
+	   window ends (a short one here), then the loop sleeps; pollers are not asked asleep */
+	ev_loop_set_poll_us(loop, 2000);
+	poke(f->io.fd);
+	ev_loop_run_once(loop, 1000);
+	a.calls = 0;
+	a.work_at = 0;
+	ev_loop_get_stats(loop, &s0);
+	r = ev_loop_run_once(loop, 50);
+	ev_loop_get_stats(loop, &s1);
+	CHECK(a.calls >= 1);
+	CHECK_EQ(r, 0);
+	CHECK_EQ(s1.sleeps - s0.sleeps, 1);
+	CHECK_EQ(s1.poller_hits - s0.poller_hits, 0);
+	{
+		int calls = a.calls;
+
+		ev_loop_run_once(loop, 5); /* idle: the window closed, no poller call */
+		CHECK_EQ(a.calls, calls);
+	}
+
+	/* a poller stops itself and the other one from its callback: the round ends safely and
+	   neither is asked again */
+	ev_loop_set_poll_us(loop, 1000000);
+	ev_poller_start(loop, &b.p);
+	a.calls = b.calls = 0;
+	b.work_at = 2;
+	b.stop_too = &a.p;
+	poke(f->io.fd);
+	ev_loop_run_once(loop, 1000);
+	r = ev_loop_run_once(loop, 5000);
+	CHECK_EQ(r, 1);
+	CHECK(!a.p.active && !b.p.active);
+	{
+		int ca = a.calls, cb = b.calls;
+
+		poke(f->io.fd);
+		ev_loop_run_once(loop, 1000);
+		ev_loop_run_once(loop, 5);
+		CHECK_EQ(a.calls, ca);
+		CHECK_EQ(b.calls, cb);
+	}
+	ev_poller_stop(loop, &a.p); /* idempotent */
+	ev_loop_set_poll_greedy(loop, false);
+	ev_loop_set_poll_us(loop, 0);
+}
+
 int main(void)
 {
 	struct ev_loop *loop = ev_loop_new();
@@ -224,6 +332,7 @@ int main(void)
 	CHECK(wall < 1000000);
 
 	test_contention(loop, &f);
+	test_pollers(loop, &f);
 	ev_io_stop(loop, &f.io);
 	close(f.io.fd);
 	ev_loop_free(loop);
