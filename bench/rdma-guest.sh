@@ -13,10 +13,23 @@
 # FAIL: fio failed) and a row of $IXR_OUT/bench.table.
 # TCG figures only compare implementations side by side in one boot; never read them as a
 # property of real hardware.
+# IX_BENCH_QD1=1: only the two QD1 jobs, and every target and transport IX_BENCH_ROUNDS times
+# (default 3) in rounds whose order alternates (forward, backward, ...), so that the host's load
+# drifting during the boot hits every row alike; one table row per (round, target, transport).
 . /mnt/ix/tests/rdma/guest/lib.sh
 TIME=${IX_BENCH_TIME:-8}
+QD1=${IX_BENCH_QD1:-0}
+ROUNDS=${IX_BENCH_ROUNDS:-3}
+[ "$QD1" = 1 ] || ROUNDS=1
 TABLE=$IXR_OUT/bench.table
-echo "target transport randread-4k-qd16(IOPS) seqread-512k-qd8(MiB/s) randwrite-4k-qd16(IOPS) randread-4k-qd1(IOPS) randwrite-4k-qd1(IOPS)" >"$TABLE"
+if [ "$QD1" = 1 ]; then
+	SPECS="randread:4k:1 randwrite:4k:1"
+	echo "round target transport randread-4k-qd1(IOPS) randwrite-4k-qd1(IOPS)" >"$TABLE"
+else
+	SPECS="randread:4k:16 read:512k:8 randwrite:4k:16 randread:4k:1 randwrite:4k:1"
+	echo "target transport randread-4k-qd16(IOPS) seqread-512k-qd8(MiB/s) randwrite-4k-qd16(IOPS) randread-4k-qd1(IOPS) randwrite-4k-qd1(IOPS)" >"$TABLE"
+fi
+ROUND=1
 ixr_iscsid_start || { ixr_fail iscsid "iscsid did not start"; ixr_exit; }
 
 # job NAME DEV RW BS QD: one fio run; prints "IOPS KIB_S" (read or write side) or nothing
@@ -33,25 +46,27 @@ job() {
 # one TARGET TRANSPORT: the kernel initiator's session and the three jobs against it
 one() {
 	t=$1 x=$2
+	pre= sfx=
+	[ "$QD1" = 1 ] && pre="$ROUND " sfx=".r$ROUND"
 	iface=$([ "$x" = iser ] && echo iser || echo default)
 	if ! timeout 90 /usr/sbin/iscsiadm -m discovery -o new -o old -t st -I "$iface" \
 		-p "$RDMA_IP:3260" -l >&2 || ! ixr_session_disk; then
-		ixr_fail "$t-$x.login" "no session/disk with -I $iface"
-		echo "$t $x - - - - -" >>"$TABLE"
+		ixr_fail "$t-$x.login$sfx" "no session/disk with -I $iface"
+		echo "$pre$t $x $(echo $SPECS | sed 's/[^ ]*/-/g')" >>"$TABLE"
 		ixr_logout_all
 		return
 	fi
 	dd if=/dev/zero of="$IXR_DISK" bs=1M count=64 oflag=direct 2>/dev/null
-	row="$t $x"
-	for spec in "randread 4k 16" "read 512k 8" "randwrite 4k 16" "randread 4k 1" "randwrite 4k 1"; do
-		set -- $spec
+	row="$pre$t $x"
+	for spec in $SPECS; do
+		set -- $(echo "$spec" | tr : ' ')
 		if r=$(job "$t-$x-$1" "$IXR_DISK" "$1" "$2" "$3") && [ -n "$r" ]; then
-			set -- $spec $r
+			set -- $(echo "$spec" | tr : ' ') $r
 			if [ "$2" = 512k ]; then v=$(awk -v k="$5" 'BEGIN { printf "%.1f", k / 1024 }'); else v=$4; fi
-			ixr_pass "$t-$x.$1-$2-qd$3" "$v $([ "$2" = 512k ] && echo MiB/s || echo IOPS)"
+			ixr_pass "$t-$x.$1-$2-qd$3$sfx" "$v $([ "$2" = 512k ] && echo MiB/s || echo IOPS)"
 		else
 			v=-
-			ixr_fail "$t-$x.$1-$2-qd$3" "fio failed: $(tail -2 "$IXR_OUT/bench.fio.err" | tr '\n' ' ')"
+			ixr_fail "$t-$x.$1-$2-qd$3$sfx" "fio failed: $(tail -2 "$IXR_OUT/bench.fio.err" | tr '\n' ' ')"
 		fi
 		row="$row $v"
 	done
@@ -59,45 +74,59 @@ one() {
 	ixr_logout_all
 }
 
-# ix (the host's build over 9p; bench/rdma.sh passes a release build)
+# ix (the host's build over 9p; bench/rdma.sh passes a release build), with and without polling
 IQN=iqn.2026-11.io.ix.rdma:bench
-if [ -x "$IXR_IX_BIN" ]; then
-	for poll in 50 0; do
-		# (not $name: lib.sh's ixr_daemon sets that one)
-		label=$([ $poll = 0 ] && echo ix-nopoll || echo ix)
-		ixr_ix_config "$IQN" 256M '"tcp", "iser"'
-		sed -i "s/\"log_level\": \"info\"/\"log_level\": \"info\", \"poll_us\": $poll/" \
-			/run/ix-target.json
-		if ixr_ix_start; then
-			one $label iser
-			one $label tcp
-		fi
-		ixr_stop ix-target 15
-	done
-else
-	ixr_skip ix "ix-target not built in the shared build dir ($IXR_IX_BIN)"
-fi
+ix_rows() { # POLL_US
+	poll=$1
+	# (not $name: lib.sh's ixr_daemon sets that one)
+	label=$([ $poll = 0 ] && echo ix-nopoll || echo ix)
+	if [ ! -x "$IXR_IX_BIN" ]; then
+		ixr_skip "$label$([ "$QD1" = 1 ] && echo ".r$ROUND")" "ix-target not built in the shared build dir ($IXR_IX_BIN)"
+		return
+	fi
+	ixr_ix_config "$IQN" 256M '"tcp", "iser"'
+	sed -i "s/\"log_level\": \"info\"/\"log_level\": \"info\", \"poll_us\": $poll/" \
+		/run/ix-target.json
+	if ixr_ix_start; then
+		one $label iser
+		one $label tcp
+	fi
+	ixr_stop ix-target 15
+}
 
 # tgt: one tgtd per transport (its iSER and TCP targets are separate LLDs)
 TIQN=iqn.2026-11.io.ix.rdma:tgt
-for x in iser tcp; do
-	lld=$([ "$x" = iser ] && echo iser || echo iscsi)
-	if ixr_tgt_start "$lld" "$TIQN" 256; then
-		one tgt $x
-	else
-		ixr_fail "tgt-$x.target" "tgtd could not be set up"
-	fi
-	ixr_tgt_stop
-done
+tgt_rows() {
+	for x in iser tcp; do
+		lld=$([ "$x" = iser ] && echo iser || echo iscsi)
+		if ixr_tgt_start "$lld" "$TIQN" 256; then
+			one tgt $x
+		else
+			ixr_fail "tgt-$x.target" "tgtd could not be set up"
+		fi
+		ixr_tgt_stop
+	done
+}
 
 # LIO with and without isert on the portal
 LIQN=iqn.2026-11.io.ix.rdma:lio
-for x in iser tcp; do
-	if ixr_lio_start "$LIQN" 256 "$([ "$x" = iser ] && echo 1 || echo 0)"; then
-		one lio $x
+lio_rows() {
+	for x in iser tcp; do
+		if ixr_lio_start "$LIQN" 256 "$([ "$x" = iser ] && echo 1 || echo 0)"; then
+			one lio $x
+		else
+			ixr_fail "lio-$x.target" "LIO could not be set up"
+		fi
+		ixr_lio_stop
+	done
+}
+
+while [ "$ROUND" -le "$ROUNDS" ]; do
+	if [ $((ROUND % 2)) = 1 ]; then
+		ix_rows 50; ix_rows 0; tgt_rows; lio_rows
 	else
-		ixr_fail "lio-$x.target" "LIO could not be set up"
+		lio_rows; tgt_rows; ix_rows 0; ix_rows 50
 	fi
-	ixr_lio_stop
+	ROUND=$((ROUND + 1))
 done
 ixr_exit
