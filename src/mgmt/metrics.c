@@ -200,14 +200,36 @@ static void lun_latency(struct mbuf *b, const struct ix_stats *st)
 	}
 }
 
-struct tgt_counter {
+/* A family of plain counters, one per row of a table of stats structs. */
+struct counter {
 	const char *name, *help;
-	size_t off;
+	size_t off; /* of the uint64_t in the row */
 };
+
+static void counters(struct mbuf *b, const struct counter *cs, size_t ncs, const void *rows,
+		     size_t stride, size_t nrows, void (*labels)(struct mbuf *, const void *))
+{
+	for (size_t c = 0; c < ncs; c++) {
+		family(b, cs[c].name, "counter", cs[c].help);
+		for (size_t i = 0; i < nrows; i++) {
+			const char *row = (const char *)rows + i * stride;
+			const uint64_t *v = (const uint64_t *)(row + cs[c].off);
+
+			mbuf_printf(b, "%s{", cs[c].name);
+			labels(b, row);
+			mbuf_printf(b, "} %llu\n", (unsigned long long)*v);
+		}
+	}
+}
+
+static void tgt_row_labels(struct mbuf *b, const void *row)
+{
+	tgt_labels(b, row);
+}
 
 static void tgt_counters(struct mbuf *b, const struct ix_stats *st)
 {
-	static const struct tgt_counter cs[] = {
+	static const struct counter cs[] = {
 	    {"ix_target_logins_accepted_total", "Logins that reached full feature phase.",
 	     offsetof(struct ix_tgt_stats, logins_accepted)},
 	    {"ix_target_login_timeouts_total",
@@ -225,16 +247,8 @@ static void tgt_counters(struct mbuf *b, const struct ix_stats *st)
 	     offsetof(struct ix_tgt_stats, pdus_rejected)},
 	};
 
-	for (size_t c = 0; c < sizeof(cs) / sizeof(cs[0]); c++) {
-		family(b, cs[c].name, "counter", cs[c].help);
-		for (size_t i = 0; i < st->ntgts; i++) {
-			const uint64_t *v =
-			    (const uint64_t *)((const char *)&st->tgts[i] + cs[c].off);
-			mbuf_printf(b, "%s{", cs[c].name);
-			tgt_labels(b, &st->tgts[i]);
-			mbuf_printf(b, "} %llu\n", (unsigned long long)*v);
-		}
-	}
+	counters(b, cs, sizeof(cs) / sizeof(cs[0]), st->tgts, sizeof(*st->tgts), st->ntgts,
+		 tgt_row_labels);
 }
 
 static void tgt_refused(struct mbuf *b, const struct ix_stats *st)
@@ -271,13 +285,15 @@ static void tgt_sessions(struct mbuf *b, const struct ix_stats *st)
 	}
 }
 
+static void worker_labels(struct mbuf *b, const void *row)
+{
+	mbuf_printf(b, "worker=\"%d\"", ((const struct ix_worker_stats *)row)->id);
+}
+
 /* The worker threads' event loops: how they waited for work (global.poll_us). */
 static void worker_counters(struct mbuf *b, const struct ix_stats *st)
 {
-	static const struct {
-		const char *name, *help;
-		size_t off;
-	} cs[] = {
+	static const struct counter cs[] = {
 	    {"ix_worker_sleeps_total", "Waits for work that went to sleep.",
 	     offsetof(struct ix_worker_stats, sleeps)},
 	    {"ix_worker_poll_hits_total",
@@ -289,15 +305,8 @@ static void worker_counters(struct mbuf *b, const struct ix_stats *st)
 	};
 	const char *n = "ix_worker_poll_seconds_total";
 
-	for (size_t c = 0; c < sizeof(cs) / sizeof(cs[0]); c++) {
-		family(b, cs[c].name, "counter", cs[c].help);
-		for (size_t i = 0; i < st->nworkers; i++) {
-			const uint64_t *v =
-			    (const uint64_t *)((const char *)&st->workers[i] + cs[c].off);
-			mbuf_printf(b, "%s{worker=\"%d\"} %llu\n", cs[c].name, st->workers[i].id,
-				    (unsigned long long)*v);
-		}
-	}
+	counters(b, cs, sizeof(cs) / sizeof(cs[0]), st->workers, sizeof(*st->workers),
+		 st->nworkers, worker_labels);
 	family(b, n, "counter", "Time the worker spent polling instead of sleeping.");
 	for (size_t i = 0; i < st->nworkers; i++)
 		mbuf_printf(b, "%s{worker=\"%d\"} %.9f\n", n, st->workers[i].id,
