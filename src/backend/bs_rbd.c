@@ -1,9 +1,7 @@
 /* RBD backend: a Ceph RBD image through librbd's asynchronous API.
  *
- * Cluster handles: one rados_t per distinct (ceph.conf, client, keyring, timeouts) in the
- * process, shared by every LU that names the same cluster the same way, reference-counted
- * under a mutex (taken at open and close only). Each LU opens its image once; librbd's image
- * handle is thread-safe, so every worker submits on it directly.
+ * Cluster handles (shared per process) and the opener thread: bs_rbd_conn.c. Each LU opens its
+ * image once; librbd's image handle is thread-safe, so every worker submits on it directly.
  *
  * I/O: rbd_aio_read/write/writesame/write_zeroes/discard/flush with a completion whose
  * callback runs on one of librbd's threads. The callback stores the result in the bs_io and
@@ -36,7 +34,7 @@
  * client_mount_timeout (connect_timeout_s) bounds each connection attempt.
  *
  * Starting offline (rbd.start_offline, the default): the open runs on the opener thread
- * (below); the start waits for it at most RBD_START_WAIT_MS. An image that cannot be opened
+ * (bs_rbd_conn.c); the start waits for it at most RBD_START_WAIT_MS. An image that cannot be opened
  * (the cluster does not answer, the pool or the image does not exist) leaves its LU serving
  * NOT READY, MANUAL INTERVENTION REQUIRED (04/03) with the reason in the management API, and
  * is tried again with back-off; once open, the LU learns its size (bs_ops.on_ready) and posts
@@ -57,154 +55,12 @@
 #include <unistd.h>
 
 #include "backend/bs.h"
+#include "backend/bs_rbd_int.h"
 #include "event/loop.h"
 #include "util/list.h"
 #include "util/log.h"
 
-#define RBD_DEFAULT_OSD_TIMEOUT_S 30
-#define RBD_DEFAULT_CONNECT_S	  10
 #define RBD_LBAS_SPAN		  (256ull << 20) /* bytes one lba_status probe looks at */
-
-/* ---- cluster handles, shared per process ---- */
-
-struct rbd_cluster {
-	struct list_head link;
-	char *key; /* conf \n client \n keyring \n timeouts */
-	rados_t rados;
-	unsigned refs;
-	bool abandoned; /* an image of it did not close: never rados_shutdown (it could hang) */
-};
-
-static pthread_mutex_t clusters_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct list_head clusters = LIST_HEAD_INIT(clusters);
-
-static int conf_set(rados_t r, const char *opt, const char *val, char *err, size_t errlen)
-{
-	int rc = rados_conf_set(r, opt, val);
-
-	if (rc < 0)
-		snprintf(err, errlen, "rados_conf_set %s=%s: %s", opt, val, strerror(-rc));
-	return rc;
-}
-
-static int cluster_connect(const struct bs_rbd_cfg *c, rados_t *out, char *err, size_t errlen)
-{
-	const char *client = c->client ? c->client : "admin";
-	unsigned osd_to = c->osd_op_timeout_s ? c->osd_op_timeout_s : RBD_DEFAULT_OSD_TIMEOUT_S;
-	unsigned conn_to = c->connect_timeout_s ? c->connect_timeout_s : RBD_DEFAULT_CONNECT_S;
-	char v[32];
-	rados_t r;
-	int rc;
-
-	rc = rados_create(&r, client);
-	if (rc < 0) {
-		snprintf(err, errlen, "rados_create(client.%s): %s", client, strerror(-rc));
-		return rc;
-	}
-	rc = rados_conf_read_file(r, c->conf);
-	if (rc < 0) {
-		snprintf(err, errlen, "cannot read ceph configuration %s: %s",
-			 c->conf ? c->conf : "(default search path)", strerror(-rc));
-		goto fail;
-	}
-	if (c->keyring && (rc = conf_set(r, "keyring", c->keyring, err, errlen)) < 0)
-		goto fail;
-	snprintf(v, sizeof(v), "%u", osd_to);
-	if ((rc = conf_set(r, "rados_osd_op_timeout", v, err, errlen)) < 0 ||
-	    (rc = conf_set(r, "rados_mon_op_timeout", v, err, errlen)) < 0)
-		goto fail;
-	snprintf(v, sizeof(v), "%u", conn_to);
-	if ((rc = conf_set(r, "client_mount_timeout", v, err, errlen)) < 0 ||
-	    (rc = conf_set(r, "rbd_cache", "false", err, errlen)) < 0 ||
-	    (rc = conf_set(r, "rbd_skip_partial_discard", "false", err, errlen)) < 0)
-		goto fail;
-	/* Partial discards are zeroed whole (no rounding to 64 KiB): LBPRZ stays true. The
-	 * option is newer than some librbd builds; without it the default already zeroes. */
-	(void)rados_conf_set(r, "rbd_discard_granularity_bytes", "0");
-	rc = rados_connect(r);
-	if (rc < 0) {
-		snprintf(err, errlen,
-			 "cluster unreachable: cannot connect to the Ceph cluster of %s as "
-			 "client.%s within %u s: %s",
-			 c->conf ? c->conf : "the default ceph.conf", client, conn_to,
-			 strerror(-rc));
-		goto fail;
-	}
-	*out = r;
-	return 0;
-fail:
-	rados_shutdown(r);
-	return rc;
-}
-
-static struct rbd_cluster *cluster_get(const struct bs_rbd_cfg *c, char *err, size_t errlen,
-				       int *rcp)
-{
-	struct rbd_cluster *cl;
-	struct list_head *pos;
-	char *key;
-	int n;
-
-	n = asprintf(&key, "%s\n%s\n%s\n%u\n%u", c->conf ? c->conf : "", c->client ? c->client : "",
-		     c->keyring ? c->keyring : "", c->osd_op_timeout_s, c->connect_timeout_s);
-	if (n < 0) {
-		snprintf(err, errlen, "out of memory");
-		*rcp = -ENOMEM;
-		return NULL;
-	}
-	pthread_mutex_lock(&clusters_lock);
-	list_for_each(pos, &clusters)
-	{
-		cl = list_entry(pos, struct rbd_cluster, link);
-		if (strcmp(cl->key, key) == 0) {
-			cl->refs++;
-			pthread_mutex_unlock(&clusters_lock);
-			free(key);
-			return cl;
-		}
-	}
-	cl = calloc(1, sizeof(*cl));
-	if (!cl) {
-		pthread_mutex_unlock(&clusters_lock);
-		free(key);
-		snprintf(err, errlen, "out of memory");
-		*rcp = -ENOMEM;
-		return NULL;
-	}
-	/* Connecting under the lock: opens happen at start and reload, one at a time anyway,
-	 * and two LUs of one cluster must not make two handles. */
-	*rcp = cluster_connect(c, &cl->rados, err, errlen);
-	if (*rcp < 0) {
-		pthread_mutex_unlock(&clusters_lock);
-		free(key);
-		free(cl);
-		return NULL;
-	}
-	cl->key = key;
-	cl->refs = 1;
-	list_add_tail(&cl->link, &clusters);
-	pthread_mutex_unlock(&clusters_lock);
-	return cl;
-}
-
-static void cluster_put(struct rbd_cluster *cl)
-{
-	pthread_mutex_lock(&clusters_lock);
-	if (--cl->refs > 0) {
-		pthread_mutex_unlock(&clusters_lock);
-		return;
-	}
-	list_del(&cl->link);
-	pthread_mutex_unlock(&clusters_lock);
-	if (cl->abandoned) { /* librbd still holds requests on it: leave it to the exit */
-		free(cl->key);
-		free(cl);
-		return;
-	}
-	rados_shutdown(cl->rados);
-	free(cl->key);
-	free(cl);
-}
 
 /* ---- per-thread completion queue ---- */
 
@@ -344,43 +200,6 @@ static void owner_put(struct rbd_owner *o)
 	pthread_mutex_destroy(&o->why_lock);
 	free(o);
 }
-
-/* An image not open yet (rbd.start_offline): its place on the opener thread's list. Every
- * field under opener.lock. */
-struct rbd_retry {
-	struct list_head link; /* on opener.list while queued */
-	struct bs_dev *dev;
-	uint64_t next_ms; /* monotonic: the next attempt */
-	unsigned backoff_ms;
-	unsigned attempts;
-	bool queued;  /* on the list */
-	bool running; /* an attempt is running: close waits for it */
-	bool kick;    /* a retry was asked for while one ran: go again at once if it fails */
-	bs_ready_cb cb;
-	void *cb_arg;
-	char why[256]; /* why it is not open */
-};
-
-struct rbd_priv {
-	struct rbd_cluster *cl;
-	rados_ioctx_t ioctx;
-	rbd_image_t image;
-	uint64_t obj_size;
-	bool exclusive;	      /* rbd.exclusive_lock */
-	struct rbd_owner *o;  /* with exclusive */
-	unsigned close_ms; /* how long closing may take: the OSD timeout and some */
-	_Atomic uint64_t last_err_s; /* when the last I/O error was logged (monotonic seconds) */
-	atomic_uint quiet_errs;	     /* errors not logged since */
-	char name[160];		     /* pool/[ns/]image, for messages */
-	/* the open (rbd_attach), and with rbd.start_offline its retries in the background */
-	struct bs_rbd_cfg c;	     /* copied at open (strings owned) */
-	uint64_t cfg_size;	     /* the configured size, 0 = the image's */
-	uint32_t cfg_block;
-	bool readonly;
-	bool background;	     /* started with start_offline: r is on the opener */
-	atomic_bool online;	     /* the image is open: image, ioctx, cl, o are set */
-	struct rbd_retry r;
-};
 
 static const char *const op_names[] = {"read",    "write", "write same",	   "write zeroes",
 				       "discard", "flush", "compare and write", "lba status"};
@@ -784,14 +603,14 @@ static int cfg_dup(struct bs_rbd_cfg *d, const struct bs_rbd_cfg *s)
 /* The image, its size and its lock: p->cl, ioctx, image, obj_size, o and dev->size. Blocking
  * (bounded by connect_timeout_s and the OSD timeout): at start with start_offline false, else
  * on the opener thread. -errno + message. */
-static int rbd_attach(struct bs_dev *dev, char *err, size_t errlen)
+int bs_rbd_attach(struct bs_dev *dev, char *err, size_t errlen)
 {
 	struct rbd_priv *p = dev->priv;
 	const struct bs_rbd_cfg *c = &p->c;
 	rbd_image_info_t info;
 	int rc;
 
-	p->cl = cluster_get(c, err, errlen, &rc);
+	p->cl = bs_rbd_cluster_get(c, err, errlen, &rc);
 	if (!p->cl)
 		return rc;
 	rc = rados_ioctx_create(p->cl->rados, c->pool, &p->ioctx);
@@ -843,228 +662,9 @@ fail_image:
 fail_ioctx:
 	rados_ioctx_destroy(p->ioctx);
 fail_cluster:
-	cluster_put(p->cl);
+	bs_rbd_cluster_put(p->cl);
 	p->cl = NULL;
 	return rc;
-}
-
-/* ---- the opener thread: images that start offline, opened again with back-off ---- */
-
-/* rbd.start_offline: an image that cannot be opened at start (the cluster does not answer,
- * the pool or image does not exist) leaves its LU offline (NOT READY 04/03) and is tried
- * again on this thread, RBD_RETRY_MIN_MS after the first failure, doubling to
- * RBD_RETRY_MAX_MS; bs_rbd_retry() (ix-ctl lun online) tries at once. A thread apart from the
- * helper: a connection attempt blocks for connect_timeout_s, and GET LBA STATUS or a lock
- * must not wait behind it. */
-#define RBD_RETRY_MIN_MS  1000u
-#define RBD_RETRY_MAX_MS  60000u
-#define RBD_START_WAIT_MS 2000u /* how long the open at start waits for the first attempt */
-
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t work; /* the thread: something queued or due */
-	pthread_cond_t done; /* an attempt ended */
-	bool started;
-	uint64_t busy_since; /* when the running attempt began; 0 = none */
-	struct list_head list;
-} opener = {.lock = PTHREAD_MUTEX_INITIALIZER, .list = LIST_HEAD_INIT(opener.list)};
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void timedwait_ms(pthread_cond_t *cv, uint64_t until)
-{
-	struct timespec ts = {.tv_sec = (time_t)(until / 1000u),
-			      .tv_nsec = (long)(until % 1000u) * 1000000L};
-
-	pthread_cond_timedwait(cv, &opener.lock, &ts);
-}
-
-/* Under opener.lock: the queued entry due first. */
-static struct rbd_retry *opener_first(void)
-{
-	struct rbd_retry *best = NULL;
-	struct list_head *pos;
-
-	list_for_each(pos, &opener.list)
-	{
-		struct rbd_retry *r = list_entry(pos, struct rbd_retry, link);
-
-		if (!best || r->next_ms < best->next_ms)
-			best = r;
-	}
-	return best;
-}
-
-/* Under opener.lock: an attempt failed with err; queue the next one. */
-static void retry_failed(struct rbd_retry *r, const char *err)
-{
-	struct rbd_priv *p = r->dev->priv;
-
-	if (strcmp(r->why, err) != 0)
-		log_warn("rbd", "%s: offline: %s (tried %u times, retrying in the background)",
-			 p->name, err, r->attempts);
-	snprintf(r->why, sizeof(r->why), "%s", err);
-	if (r->kick) {
-		r->backoff_ms = RBD_RETRY_MIN_MS;
-		r->next_ms = now_ms();
-	} else {
-		r->next_ms = now_ms() + r->backoff_ms;
-		r->backoff_ms = r->backoff_ms * 2 > RBD_RETRY_MAX_MS ? RBD_RETRY_MAX_MS
-								     : r->backoff_ms * 2;
-	}
-	r->kick = false;
-	list_add_tail(&r->link, &opener.list);
-	r->queued = true;
-}
-
-/* Under opener.lock, which it drops around the attempt and the ready callback. */
-static void opener_run(struct rbd_retry *r)
-{
-	struct rbd_priv *p = r->dev->priv;
-	char err[256];
-	bs_ready_cb cb;
-	int rc;
-
-	list_del(&r->link);
-	r->queued = false;
-	r->running = true;
-	opener.busy_since = now_ms();
-	pthread_mutex_unlock(&opener.lock);
-	rc = rbd_attach(r->dev, err, sizeof(err));
-	pthread_mutex_lock(&opener.lock);
-	r->attempts++;
-	if (rc < 0) {
-		retry_failed(r, err);
-	} else {
-		atomic_store_explicit(&p->online, true, memory_order_release);
-		r->why[0] = 0;
-		cb = r->cb;
-		pthread_mutex_unlock(&opener.lock);
-		log_info("rbd", "%s: online after %u attempts", p->name, r->attempts);
-		if (cb) /* still running: the device cannot close under it */
-			cb(r->dev, r->cb_arg);
-		pthread_mutex_lock(&opener.lock);
-	}
-	r->running = false;
-	opener.busy_since = 0;
-	pthread_cond_broadcast(&opener.done);
-}
-
-static void *opener_main(void *arg)
-{
-	(void)arg;
-	pthread_mutex_lock(&opener.lock);
-	for (;;) {
-		struct rbd_retry *r = opener_first();
-
-		if (!r)
-			pthread_cond_wait(&opener.work, &opener.lock);
-		else if (r->next_ms > now_ms())
-			timedwait_ms(&opener.work, r->next_ms);
-		else
-			opener_run(r);
-	}
-	return NULL;
-}
-
-/* Under opener.lock. Detached, every signal blocked; its conditions on the monotonic clock. */
-static int opener_start(void)
-{
-	pthread_condattr_t ca;
-	sigset_t all, old;
-	pthread_attr_t a;
-	pthread_t th;
-	int rc;
-
-	if (opener.started)
-		return 0;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&opener.work, &ca);
-	pthread_cond_init(&opener.done, &ca);
-	pthread_condattr_destroy(&ca);
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	rc = pthread_create(&th, &a, opener_main, NULL);
-	pthread_attr_destroy(&a);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc) {
-		pthread_cond_destroy(&opener.work);
-		pthread_cond_destroy(&opener.done);
-		return -rc;
-	}
-	pthread_setname_np(th, "ix-rbd-opener");
-	opener.started = true;
-	return 0;
-}
-
-/* Under opener.lock: wait for the first attempt, at most RBD_START_WAIT_MS, and not at all
- * while another image's attempt has been stuck that long (a cluster that does not answer must
- * not add connect_timeout_s per LU to the start). */
-static void start_wait(struct rbd_retry *r)
-{
-	uint64_t deadline = now_ms() + RBD_START_WAIT_MS;
-
-	while (r->attempts == 0 || r->running) {
-		uint64_t now = now_ms(), until = deadline;
-
-		if (now >= deadline)
-			return;
-		if (!r->running && opener.busy_since) {
-			if (now - opener.busy_since >= RBD_START_WAIT_MS)
-				return;
-			if (opener.busy_since + RBD_START_WAIT_MS < until)
-				until = opener.busy_since + RBD_START_WAIT_MS;
-		}
-		timedwait_ms(&opener.done, until);
-	}
-}
-
-/* rbd.start_offline: the first attempt on the opener thread; the LU serves from the start
- * (offline until the image opens). */
-static int open_background(struct bs_dev *dev, char *err, size_t errlen)
-{
-	struct rbd_priv *p = dev->priv;
-	struct rbd_retry *r = &p->r;
-	bool online;
-	int rc;
-
-	r->dev = dev;
-	r->backoff_ms = RBD_RETRY_MIN_MS;
-	snprintf(r->why, sizeof(r->why), "opening");
-	pthread_mutex_lock(&opener.lock);
-	rc = opener_start();
-	if (rc < 0) {
-		pthread_mutex_unlock(&opener.lock);
-		snprintf(err, errlen, "rbd %s: cannot start the opener thread: %s", p->name,
-			 strerror(-rc));
-		return rc;
-	}
-	p->background = true;
-	list_add_tail(&r->link, &opener.list);
-	r->queued = true;
-	pthread_cond_signal(&opener.work);
-	start_wait(r);
-	online = atomic_load_explicit(&p->online, memory_order_acquire);
-	if (!online && !r->attempts)
-		snprintf(r->why, sizeof(r->why), "%s",
-			 r->running ? "opening: no answer yet from the cluster"
-				    : "opening: waiting for another image's attempt");
-	if (!online)
-		log_warn("rbd", "%s: starts offline: %s", p->name, r->why);
-	pthread_mutex_unlock(&opener.lock);
-	/* the LU reads it once, at its creation: the real object size, else RBD's default */
-	dev->unmap_granularity = online && p->obj_size <= UINT32_MAX ? (uint32_t)p->obj_size
-								    : 4u << 20;
-	return 0;
 }
 
 static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char *err,
@@ -1090,7 +690,8 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 	p->close_ms = ((c->osd_op_timeout_s ? c->osd_op_timeout_s : RBD_DEFAULT_OSD_TIMEOUT_S) + 5) *
 		      1000u;
 	atomic_init(&p->online, false);
-	rc = c->start_offline ? open_background(dev, err, errlen) : rbd_attach(dev, err, errlen);
+	rc = c->start_offline ? bs_rbd_open_background(dev, err, errlen)
+			      : bs_rbd_attach(dev, err, errlen);
 	if (rc < 0) {
 		cfg_free(&p->c);
 		return rc;
@@ -1102,81 +703,6 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 	return 0;
 }
 
-static int rbd_on_ready(struct bs_dev *dev, bs_ready_cb cb, void *arg)
-{
-	struct rbd_priv *p = dev->priv;
-	int rc = 0;
-
-	if (!p->background)
-		return 0;
-	pthread_mutex_lock(&opener.lock);
-	if (!atomic_load(&p->online)) {
-		p->r.cb = cb;
-		p->r.cb_arg = arg;
-		rc = 1;
-	}
-	pthread_mutex_unlock(&opener.lock);
-	return rc;
-}
-
-int bs_rbd_status(struct bs_dev *dev, struct bs_rbd_status *st)
-{
-	struct rbd_priv *p = dev->ops == &bs_rbd_ops ? dev->priv : NULL;
-	uint64_t now = now_ms();
-
-	if (!p)
-		return -EINVAL;
-	memset(st, 0, sizeof(*st));
-	st->online = atomic_load(&p->online);
-	if (!p->background) {
-		st->attempts = 1;
-		return 0;
-	}
-	pthread_mutex_lock(&opener.lock);
-	st->online = atomic_load(&p->online);
-	st->attempts = p->r.attempts;
-	if (!st->online && p->r.queued && p->r.next_ms > now)
-		st->next_s = (unsigned)((p->r.next_ms - now + 999) / 1000);
-	if (!st->online)
-		snprintf(st->reason, sizeof(st->reason), "%s", p->r.why);
-	pthread_mutex_unlock(&opener.lock);
-	return 0;
-}
-
-int bs_rbd_retry(struct bs_dev *dev)
-{
-	struct rbd_priv *p = dev->ops == &bs_rbd_ops ? dev->priv : NULL;
-
-	if (!p)
-		return -EINVAL;
-	if (!p->background)
-		return 0;
-	pthread_mutex_lock(&opener.lock);
-	if (p->r.running) {
-		p->r.kick = true;
-	} else if (p->r.queued) {
-		p->r.next_ms = 0;
-		p->r.backoff_ms = RBD_RETRY_MIN_MS;
-		pthread_cond_signal(&opener.work);
-	}
-	pthread_mutex_unlock(&opener.lock);
-	return 0;
-}
-
-/* Off the opener's list, and out of a running attempt (bounded by connect_timeout_s). */
-static void background_stop(struct rbd_priv *p)
-{
-	if (!p->background)
-		return;
-	pthread_mutex_lock(&opener.lock);
-	if (p->r.queued)
-		list_del(&p->r.link);
-	p->r.queued = false;
-	while (p->r.running)
-		pthread_cond_wait(&opener.done, &opener.lock);
-	pthread_mutex_unlock(&opener.lock);
-}
-
 /* Closing releases the image's exclusive lock and its watch: requests to the cluster, and a
  * watch has no OSD timeout. A cluster that does not answer must not hang ix-target's exit or
  * a reload, so the close is asynchronous and waited for at most close_ms; after that the image
@@ -1185,21 +711,18 @@ static void background_stop(struct rbd_priv *p)
  * librados, which may still call into it, rather than wait for ever. */
 static void abandon(struct rbd_priv *p)
 {
-	pthread_mutex_lock(&clusters_lock);
-	p->cl->abandoned = true;
-	pthread_mutex_unlock(&clusters_lock);
-	cluster_put(p->cl);
+	bs_rbd_cluster_abandon(p->cl);
 	owner_put(p->o);
 }
 
 static void image_close(struct rbd_priv *p)
 {
-	uint64_t end = now_ms() + p->close_ms; /* the clock, not a count of sleeps: a loaded
+	uint64_t end = bs_rbd_now_ms() + p->close_ms; /* the clock, not a count of sleeps: a loaded
 						  machine oversleeps */
 	rbd_completion_t c;
 	int rc;
 
-	while (p->o && atomic_load(&p->o->lock_job) && now_ms() < end)
+	while (p->o && atomic_load(&p->o->lock_job) && bs_rbd_now_ms() < end)
 		usleep(10000); /* rbd_lock_acquire: bounded by the cluster's timeouts */
 	if (p->o && atomic_load(&p->o->lock_job)) {
 		log_warn("rbd", "%s: taking the lock did not end within %u s: the image is "
@@ -1207,13 +730,13 @@ static void image_close(struct rbd_priv *p)
 		abandon(p);
 		return;
 	}
-	end = now_ms() + p->close_ms;
+	end = bs_rbd_now_ms() + p->close_ms;
 	if (rbd_aio_create_completion(NULL, NULL, &c) < 0) {
 		rc = rbd_close(p->image);
 	} else if ((rc = rbd_aio_close(p->image, c)) < 0) {
 		rbd_aio_release(c);
 	} else {
-		while (!rbd_aio_is_complete(c) && now_ms() < end)
+		while (!rbd_aio_is_complete(c) && bs_rbd_now_ms() < end)
 			usleep(10000);
 		if (!rbd_aio_is_complete(c)) {
 			log_warn("rbd", "%s: the image did not close within %u s (the cluster does not "
@@ -1227,7 +750,7 @@ static void image_close(struct rbd_priv *p)
 	if (rc < 0)
 		log_warn("rbd", "%s: rbd_close: %s", p->name, strerror(-rc));
 	rados_ioctx_destroy(p->ioctx);
-	cluster_put(p->cl);
+	bs_rbd_cluster_put(p->cl);
 	owner_put(p->o);
 }
 
@@ -1235,7 +758,7 @@ static void rbd_dev_close(struct bs_dev *dev)
 {
 	struct rbd_priv *p = dev->priv;
 
-	background_stop(p);
+	bs_rbd_open_stop(p);
 	if (atomic_load_explicit(&p->online, memory_order_acquire))
 		image_close(p);
 	cfg_free(&p->c);
@@ -1488,5 +1011,5 @@ const struct bs_ops bs_rbd_ops = {
     .close = rbd_dev_close,
     .submit = rbd_submit,
     .compare_write_ok = rbd_compare_write_ok,
-    .on_ready = rbd_on_ready,
+    .on_ready = bs_rbd_on_ready,
 };
