@@ -26,8 +26,13 @@
  * thread and never handed over on request (unlike the default cooperative lock, which moves to
  * whichever client writes). A write refused because another client owns the lock (EROFS) or
  * because this client was blocklisted (ESHUTDOWN) becomes BS_ERR_NOT_OWNER and moves the
- * state to standby or fenced; fenced fails every I/O at once. bs_rbd_break_lock() breaks the
- * holder's lock (librbd blocklists it) and takes it: the failover primitive.
+ * state to standby or fenced; fenced fails every I/O at once, until the device rejoins the
+ * cluster with a new client (bs_rbd_conn.c). bs_rbd_break_lock() breaks the holder's lock
+ * (librbd blocklists it) and takes it: the failover primitive.
+ *
+ * Fenced without the lock too: a blocklisted connection (ESHUTDOWN from any image on it or
+ * from the PR store) fences every device on it (bs_rbd_conn.c). Requests pass a gate (io_enter,
+ * io_leave) so that a rejoin replaces the image only once nothing is in flight on it.
  *
  * Timeouts: rados_osd_op_timeout and rados_mon_op_timeout (osd_op_timeout_s) make a cluster
  * that stops answering fail each request with -ETIMEDOUT instead of holding it forever;
@@ -178,7 +183,7 @@ enum rbd_own { /* the same values as bs.h's enum bs_rbd_own */
 	RBD_OWN_ACQUIRING, /* rbd_lock_acquire queued or running on the helper thread */
 	RBD_OWN_OWNER,	   /* this gateway holds the lock */
 	RBD_OWN_STANDBY,   /* another client holds it: writes fail with BS_ERR_NOT_OWNER */
-	RBD_OWN_FENCED,	   /* this client was blocklisted: every I/O fails, until a restart */
+	RBD_OWN_FENCED,	   /* this client was blocklisted: every I/O fails, until a rejoin */
 };
 
 /* The ownership state, apart from the device: a lock job still on the helper thread when the
@@ -342,8 +347,9 @@ static int owner_check(struct rbd_priv *rp, int r)
 	if (!rp->exclusive || (r != -EROFS && r != -ESHUTDOWN))
 		return r;
 	if (r == -ESHUTDOWN && atomic_load(&p->own) != RBD_OWN_FENCED)
-		own_set(p, RBD_OWN_FENCED, "this gateway's Ceph client was blocklisted (another "
-			"gateway broke the image's lock): I/O refused until ix-target restarts");
+		own_set(p, RBD_OWN_FENCED,
+			"this gateway's Ceph client was blocklisted (another "
+			"gateway broke the image's lock): I/O refused until it rejoins");
 	else if (r == -EROFS && atomic_load(&p->own) == RBD_OWN_OWNER)
 		own_set(p, RBD_OWN_STANDBY, "another client holds the image's exclusive lock");
 	return BS_ERR_NOT_OWNER;
@@ -387,6 +393,8 @@ static void acquire_job(void *arg)
 		own_set(p, RBD_OWN_STANDBY, "cannot take the image's exclusive lock: %s",
 			strerror(-rc));
 	}
+	if (rc == -ESHUTDOWN) /* rejoin hook: blocklisted, the whole connection is fenced */
+		bs_rbd_conn_fenced_owner(p, "taking the lock");
 	atomic_store(&p->lock_job, false);
 	owner_put(p);
 }
@@ -454,6 +462,7 @@ int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
 	struct rbd_priv *rp = rbd_of(dev);
 	struct rbd_owner *p = owner_of(rp);
 	char who[128] = "";
+	bool idle = false;
 	int rc;
 
 	if (!p) {
@@ -463,12 +472,21 @@ int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
 			 rp ? rp->name : "");
 		return -EINVAL;
 	}
-	if (atomic_load(&p->lock_job) || atomic_load(&p->own) == RBD_OWN_FENCED) {
-		snprintf(msg, msglen, "%s: %s", p->name,
-			 atomic_load(&p->lock_job) ? "the lock is being acquired" : p->why);
+	/* rejoin hook: held as a lock job, so that a rejoin cannot replace the image under it;
+	 * fenced is checked after taking it (the rejoin checks in the other order) */
+	if (!atomic_compare_exchange_strong(&p->lock_job, &idle, true)) {
+		snprintf(msg, msglen, "%s: the lock is being acquired", p->name);
+		return -EBUSY;
+	}
+	if (atomic_load(&p->own) == RBD_OWN_FENCED) {
+		atomic_store(&p->lock_job, false);
+		snprintf(msg, msglen, "%s: %s", p->name, p->why);
 		return -EBUSY;
 	}
 	rc = break_and_take(p, who, sizeof(who));
+	if (rc == -ESHUTDOWN) /* rejoin hook: blocklisted, the whole connection is fenced */
+		bs_rbd_conn_fenced(rp, "breaking the lock");
+	atomic_store(&p->lock_job, false);
 	if (rc < 0) {
 		snprintf(msg, msglen, "%s: breaking the lock of %s: %s", p->name, who[0] ? who : "-",
 			 strerror(-rc));
@@ -499,10 +517,12 @@ static void take_over_job(void *arg)
 	char who[128] = "";
 	int rc = break_and_take(p, who, sizeof(who));
 
-	if (rc == -ESHUTDOWN /* librados' EBLOCKLISTED */)
-		own_set(p, RBD_OWN_FENCED, "this gateway's Ceph client was blocklisted: it cannot "
-			"take the lock until ix-target restarts");
-	else if (rc < 0)
+	if (rc == -ESHUTDOWN /* librados' EBLOCKLISTED */) {
+		own_set(p, RBD_OWN_FENCED,
+			"this gateway's Ceph client was blocklisted: it cannot "
+			"take the lock");
+		bs_rbd_conn_fenced_owner(p, "taking over the lock"); /* rejoin hook */
+	} else if (rc < 0)
 		own_set(p, RBD_OWN_STANDBY, "taking over the image's lock (held by %s) failed: %s",
 			who[0] ? who : "nobody", strerror(-rc));
 	else
@@ -530,6 +550,10 @@ int bs_rbd_take_over_async(struct bs_dev *dev, bs_rbd_take_cb done, void *arg)
 		return -EALREADY;
 	if (!atomic_compare_exchange_strong(&p->lock_job, &idle, true))
 		return -EBUSY;
+	if (atomic_load(&p->own) == RBD_OWN_FENCED) { /* rejoin hook: see bs_rbd_break_lock */
+		atomic_store(&p->lock_job, false);
+		return -ESHUTDOWN;
+	}
 	t = calloc(1, sizeof(*t));
 	if (!t) {
 		atomic_store(&p->lock_job, false);
@@ -572,6 +596,44 @@ const char *bs_rbd_state_name(int state)
 	return state >= 0 && state <= RBD_OWN_FENCED ? own_names[state] : "?";
 }
 
+/* ---- rejoin hooks (bs_rbd_conn.c fences the connection and reopens the image) ---- */
+
+void bs_rbd_owner_fenced(struct rbd_priv *rp, const char *why)
+{
+	if (rp->o)
+		own_set(rp->o, RBD_OWN_FENCED, "%s", why);
+}
+
+bool bs_rbd_owner_busy(struct rbd_priv *rp)
+{
+	return rp->o && atomic_load(&rp->o->lock_job);
+}
+
+/* The opener thread, the device fenced and no lock job running (bs_rbd_owner_busy; a new one
+ * is refused while fenced): the same ownership on the new image, in standby. The lock is taken
+ * again only by a take-over (SET TARGET PORT GROUPS, implicit failover, iscsi_break_rbd_lock). */
+void bs_rbd_owner_rejoined(struct rbd_priv *rp)
+{
+	struct rbd_owner *p = rp->o;
+	unsigned long long gid = rp->cl->gid;
+	char who[128];
+	char *owners[4];
+	size_t n = 4;
+
+	if (!p)
+		return;
+	p->image = rp->image;
+	if (lock_owners(p, who, sizeof(who), owners, &n) == 0 && n > 0) {
+		own_set(p, RBD_OWN_STANDBY,
+			"rejoined as client.%llu; the image's exclusive lock is held by %s", gid,
+			who);
+		rbd_lock_get_owners_cleanup(owners, n);
+	} else {
+		own_set(p, RBD_OWN_STANDBY,
+			"rejoined as client.%llu; nobody holds the image's exclusive lock", gid);
+	}
+}
+
 /* ---- opening the image ---- */
 
 static void cfg_free(struct bs_rbd_cfg *c)
@@ -600,18 +662,18 @@ static int cfg_dup(struct bs_rbd_cfg *d, const struct bs_rbd_cfg *s)
 	return 0;
 }
 
-/* The image, its size and its lock: p->cl, ioctx, image, obj_size, o and dev->size. Blocking
- * (bounded by connect_timeout_s and the OSD timeout): at start with start_offline false, else
- * on the opener thread. -errno + message. */
-int bs_rbd_attach(struct bs_dev *dev, char *err, size_t errlen)
+/* The connection, the image and its size: p->cl, ioctx, image, obj_size, and dev->size at
+ * the first open (a reopen wants an image at least as large, and keeps the size). Blocking
+ * (bounded by connect_timeout_s and the OSD timeout). -errno + message. */
+static int image_open(struct bs_dev *dev, bool reopen, char *err, size_t errlen)
 {
 	struct rbd_priv *p = dev->priv;
 	const struct bs_rbd_cfg *c = &p->c;
 	rbd_image_info_t info;
 	int rc;
 
-	p->cl = bs_rbd_cluster_get(c, err, errlen, &rc);
-	if (!p->cl)
+	rc = bs_rbd_conn_join(p, err, errlen);
+	if (rc < 0)
 		return rc;
 	rc = rados_ioctx_create(p->cl->rados, c->pool, &p->ioctx);
 	if (rc < 0) {
@@ -634,9 +696,11 @@ int bs_rbd_attach(struct bs_dev *dev, char *err, size_t errlen)
 		snprintf(err, errlen, "rbd %s: rbd_stat: %s", p->name, strerror(-rc));
 		goto fail_image;
 	}
-	if (p->cfg_size && p->cfg_size != info.size) {
-		snprintf(err, errlen, "rbd %s: the image has %llu bytes, the configuration says %llu",
-			 p->name, (unsigned long long)info.size, (unsigned long long)p->cfg_size);
+	if (reopen ? info.size < dev->size : p->cfg_size && p->cfg_size != info.size) {
+		snprintf(err, errlen, "rbd %s: the image has %llu bytes, %s %llu", p->name,
+			 (unsigned long long)info.size,
+			 reopen ? "the LU serves" : "the configuration says",
+			 (unsigned long long)(reopen ? dev->size : p->cfg_size));
 		rc = -EINVAL;
 		goto fail_image;
 	}
@@ -646,25 +710,41 @@ int bs_rbd_attach(struct bs_dev *dev, char *err, size_t errlen)
 		goto fail_image;
 	}
 	p->obj_size = info.obj_size;
-	p->exclusive = c->exclusive_lock && !p->readonly;
-	if (p->exclusive && (rc = acquire_start(p)) < 0) {
-		snprintf(err, errlen, "rbd %s: cannot start the lock helper: %s", p->name,
-			 strerror(-rc));
-		goto fail_image;
-	}
-	dev->size = info.size - info.size % p->cfg_block;
-	log_info("rbd", "%s: %llu bytes, %llu-byte objects%s", p->name,
+	if (!reopen)
+		dev->size = info.size - info.size % p->cfg_block;
+	log_info("rbd", "%s: %llu bytes, %llu-byte objects%s, client.%llu", p->name,
 		 (unsigned long long)info.size, (unsigned long long)info.obj_size,
-		 p->exclusive ? ", managed exclusive lock" : "");
+		 c->exclusive_lock && !p->readonly ? ", managed exclusive lock" : "",
+		 (unsigned long long)p->cl->gid);
 	return 0;
 fail_image:
 	rbd_close(p->image);
 fail_ioctx:
 	rados_ioctx_destroy(p->ioctx);
 fail_cluster:
-	bs_rbd_cluster_put(p->cl);
-	p->cl = NULL;
+	bs_rbd_conn_leave(p, false);
 	return rc;
+}
+
+int bs_rbd_attach(struct bs_dev *dev, char *err, size_t errlen)
+{
+	struct rbd_priv *p = dev->priv;
+	int rc = image_open(dev, false, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	p->exclusive = p->c.exclusive_lock && !p->readonly;
+	if (p->exclusive && (rc = acquire_start(p)) < 0) {
+		snprintf(err, errlen, "rbd %s: cannot start the lock helper: %s", p->name,
+			 strerror(-rc));
+		bs_rbd_detach(p);
+	}
+	return rc;
+}
+
+int bs_rbd_reattach(struct bs_dev *dev, char *err, size_t errlen)
+{
+	return image_open(dev, true, err, errlen);
 }
 
 static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char *err,
@@ -689,48 +769,30 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 	p->readonly = cfg->readonly;
 	p->close_ms = ((c->osd_op_timeout_s ? c->osd_op_timeout_s : RBD_DEFAULT_OSD_TIMEOUT_S) + 5) *
 		      1000u;
+	list_init(&p->cl_link);
 	atomic_init(&p->online, false);
-	rc = c->start_offline ? bs_rbd_open_background(dev, err, errlen)
-			      : bs_rbd_attach(dev, err, errlen);
-	if (rc < 0) {
+	atomic_init(&p->fenced, false);
+	atomic_init(&p->inflight, 0);
+	rc = bs_rbd_open(dev, c->start_offline, err, errlen);
+	if (rc < 0)
 		cfg_free(&p->c);
-		return rc;
-	}
-	if (!c->start_offline) {
-		atomic_store(&p->online, true);
-		dev->unmap_granularity = p->obj_size <= UINT32_MAX ? (uint32_t)p->obj_size : 0;
-	}
-	return 0;
+	return rc;
 }
 
 /* Closing releases the image's exclusive lock and its watch: requests to the cluster, and a
- * watch has no OSD timeout. A cluster that does not answer must not hang ix-target's exit or
- * a reload, so the close is asynchronous and waited for at most close_ms; after that the image
- * and its cluster connection are abandoned (left to the process's exit) with a warning. */
-/* The cluster does not answer while closing: leave its connection (and the image) to
- * librados, which may still call into it, rather than wait for ever. */
-static void abandon(struct rbd_priv *p)
+ * watch has no OSD timeout. A cluster that does not answer must not hang ix-target's exit, a
+ * reload or a rejoin, so the close is asynchronous and waited for at most close_ms; after that
+ * the image and its cluster connection are abandoned (left to the process's exit: librados may
+ * still call into them) with a warning. */
+void bs_rbd_detach(struct rbd_priv *p)
 {
-	bs_rbd_cluster_abandon(p->cl);
-	owner_put(p->o);
-}
-
-static void image_close(struct rbd_priv *p)
-{
-	uint64_t end = bs_rbd_now_ms() + p->close_ms; /* the clock, not a count of sleeps: a loaded
-						  machine oversleeps */
+	uint64_t end = bs_rbd_now_ms() + p->close_ms; /* the clock, not a count of sleeps: a
+							 loaded machine oversleeps */
 	rbd_completion_t c;
 	int rc;
 
-	while (p->o && atomic_load(&p->o->lock_job) && bs_rbd_now_ms() < end)
-		usleep(10000); /* rbd_lock_acquire: bounded by the cluster's timeouts */
-	if (p->o && atomic_load(&p->o->lock_job)) {
-		log_warn("rbd", "%s: taking the lock did not end within %u s: the image is "
-			 "abandoned", p->name, p->close_ms / 1000);
-		abandon(p);
+	if (!p->cl)
 		return;
-	}
-	end = bs_rbd_now_ms() + p->close_ms;
 	if (rbd_aio_create_completion(NULL, NULL, &c) < 0) {
 		rc = rbd_close(p->image);
 	} else if ((rc = rbd_aio_close(p->image, c)) < 0) {
@@ -741,17 +803,35 @@ static void image_close(struct rbd_priv *p)
 		if (!rbd_aio_is_complete(c)) {
 			log_warn("rbd", "%s: the image did not close within %u s (the cluster does not "
 				 "answer): its connection is abandoned", p->name, p->close_ms / 1000);
-			abandon(p);
+			bs_rbd_conn_leave(p, true);
 			return;
 		}
 		rc = (int)rbd_aio_get_return_value(c);
 		rbd_aio_release(c);
 	}
-	if (rc < 0)
+	if (rc < 0 && rc != -ESHUTDOWN) /* a fenced connection's close: expected */
 		log_warn("rbd", "%s: rbd_close: %s", p->name, strerror(-rc));
 	rados_ioctx_destroy(p->ioctx);
-	bs_rbd_cluster_put(p->cl);
+	bs_rbd_conn_leave(p, false);
+}
+
+void bs_rbd_attach_undo(struct rbd_priv *p)
+{
+	uint64_t end = bs_rbd_now_ms() + p->close_ms;
+
+	while (p->o && atomic_load(&p->o->lock_job) && bs_rbd_now_ms() < end)
+		usleep(10000); /* rbd_lock_acquire: bounded by the cluster's timeouts */
+	if (p->o && atomic_load(&p->o->lock_job)) {
+		log_warn("rbd",
+			 "%s: taking the lock did not end within %u s: the image is "
+			 "abandoned",
+			 p->name, p->close_ms / 1000);
+		bs_rbd_conn_leave(p, true); /* the job keeps its own reference to o */
+	} else {
+		bs_rbd_detach(p);
+	}
 	owner_put(p->o);
+	p->o = NULL;
 }
 
 static void rbd_dev_close(struct bs_dev *dev)
@@ -760,7 +840,7 @@ static void rbd_dev_close(struct bs_dev *dev)
 
 	bs_rbd_open_stop(p);
 	if (atomic_load_explicit(&p->online, memory_order_acquire))
-		image_close(p);
+		bs_rbd_attach_undo(p); /* without an image (a rejoin failed half-way): o only */
 	cfg_free(&p->c);
 }
 
@@ -786,6 +866,45 @@ static void rt_push(struct rbd_thread *rt, struct bs_io *io)
 	atomic_fetch_sub_explicit(&rt->in_cb, 1, memory_order_release);
 }
 
+/* The gate between requests and a rejoin (bs_rbd_conn.c), which replaces p->image while
+ * p->fenced, once p->inflight is 0. A request enters before it touches the image and leaves
+ * when librbd is done with it. Both sides are sequentially consistent (fenced is set before
+ * inflight is read; inflight is raised before fenced is read), so either the request sees
+ * fenced or the rejoin sees it in flight: nothing sent on a fenced connection is still open
+ * when the device serves again. */
+static bool io_enter(struct rbd_priv *p)
+{
+	atomic_fetch_add(&p->inflight, 1);
+	if (!atomic_load(&p->fenced))
+		return true;
+	atomic_fetch_sub(&p->inflight, 1);
+	return false;
+}
+
+static void io_leave(struct rbd_priv *p)
+{
+	atomic_fetch_sub(&p->inflight, 1);
+}
+
+/* librbd's answer r to a request: a blocklisted connection fences every device on it (while
+ * the request is still in the gate, so the connection is p's), then the ownership's view. */
+static int io_result(struct rbd_priv *p, int r)
+{
+	if (r == -ESHUTDOWN)
+		bs_rbd_conn_fenced(p, "a request");
+	r = owner_check(p, r);
+	io_leave(p);
+	return r;
+}
+
+/* A fenced device refuses without asking the cluster: as not the owner with the managed lock
+ * (2/04/0B), else as the blocklisted connection would (ESHUTDOWN: 4/08/00). */
+static void refuse_fenced(struct rbd_priv *p, struct bs_io *io)
+{
+	io->result = p->exclusive ? BS_ERR_NOT_OWNER : -ESHUTDOWN;
+	io->cb(io);
+}
+
 /* librbd's thread: the request's result, then back to its submitter's loop. */
 static void rbd_done(rbd_completion_t c, void *arg)
 {
@@ -793,7 +912,7 @@ static void rbd_done(rbd_completion_t c, void *arg)
 	ssize_t r = rbd_aio_get_return_value(c);
 
 	rbd_aio_release(c);
-	io->result = owner_check(io->dev->priv, r < 0 ? (int)r : 0);
+	io->result = io_result(io->dev->priv, r < 0 ? (int)r : 0);
 	rt_push(io->bpriv, io);
 }
 
@@ -860,16 +979,21 @@ static void lbas_job(void *arg)
 {
 	struct bs_io *io = arg;
 
-	io->result = owner_check(io->dev->priv, lbas_run(io));
+	io->result = io_result(io->dev->priv, lbas_run(io));
 	rt_push(io->bpriv, io);
 }
 
 static void lbas_submit(struct bs_io *io, struct rbd_thread *rt)
 {
+	struct rbd_priv *p = io->dev->priv;
 	int rc;
 
+	if (!io_enter(p)) {
+		refuse_fenced(p, io);
+		return;
+	}
 	if (!rt) { /* a synchronous caller: it waits anyway */
-		io->result = lbas_run(io);
+		io->result = io_result(p, lbas_run(io));
 		io->cb(io);
 		return;
 	}
@@ -877,6 +1001,7 @@ static void lbas_submit(struct bs_io *io, struct rbd_thread *rt)
 	rt->inflight++;
 	rc = helper_post(lbas_job, io);
 	if (rc < 0) {
+		io_leave(p);
 		rt->inflight--;
 		io->result = rc;
 		io->cb(io);
@@ -929,9 +1054,9 @@ static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 		io->cb(io);
 		return;
 	}
-	if (p->o && atomic_load_explicit(&p->o->own, memory_order_relaxed) == RBD_OWN_FENCED) {
-		io->result = BS_ERR_NOT_OWNER; /* blocklisted: librbd would refuse it anyway */
-		io->cb(io);
+	if (atomic_load_explicit(&p->fenced, memory_order_relaxed) ||
+	    (p->o && atomic_load_explicit(&p->o->own, memory_order_relaxed) == RBD_OWN_FENCED)) {
+		refuse_fenced(p, io); /* blocklisted: librbd would refuse it anyway */
 		return;
 	}
 	if (io->op == BS_OP_LBA_STATUS) {
@@ -962,11 +1087,17 @@ static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 		io->cb(io);
 		return;
 	}
+	if (!io_enter(p)) { /* fenced since the check above */
+		rbd_aio_release(c);
+		refuse_fenced(p, io);
+		return;
+	}
 	if (rt)
 		rt->inflight++;
 	rc = rbd_start(p, io, c);
 	if (rc < 0) { /* not started: no callback will come */
 		rbd_aio_release(c);
+		io_leave(p);
 		if (rt)
 			rt->inflight--;
 		io->result = rc;
@@ -978,7 +1109,7 @@ static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 	rbd_aio_wait_for_complete(c);
 	rc = (int)rbd_aio_get_return_value(c);
 	rbd_aio_release(c);
-	io->result = owner_check(p, rc < 0 ? rc : 0);
+	io->result = io_result(p, rc < 0 ? rc : 0);
 	if (io->result < 0 && io->result != -EILSEQ && io->result != BS_ERR_NOT_OWNER)
 		log_io_error(io);
 	io->cb(io);
@@ -992,13 +1123,6 @@ static bool rbd_compare_write_ok(struct bs_dev *dev, uint64_t offset, uint64_t l
 {
 	(void)dev;
 	return len > 0 && offset % 512 + len <= 512;
-}
-
-void *bs_rbd_rados(const struct bs_dev *dev)
-{
-	const struct rbd_priv *p = dev->priv;
-
-	return dev->ops == &bs_rbd_ops ? p->cl->rados : NULL;
 }
 
 const struct bs_ops bs_rbd_ops = {
