@@ -610,28 +610,36 @@ bool bs_rbd_owner_busy(struct rbd_priv *rp)
 }
 
 /* The opener thread, the device fenced and no lock job running (bs_rbd_owner_busy; a new one
- * is refused while fenced): the same ownership on the new image, in standby. The lock is taken
- * again only by a take-over (SET TARGET PORT GROUPS, implicit failover, iscsi_break_rbd_lock). */
-void bs_rbd_owner_rejoined(struct rbd_priv *rp)
+ * is refused while fenced), the new image open: who holds its lock, for the reason. */
+void bs_rbd_owner_holder(struct rbd_priv *rp, char *buf, size_t len)
 {
-	struct rbd_owner *p = rp->o;
-	unsigned long long gid = rp->cl->gid;
-	char who[128];
 	char *owners[4];
 	size_t n = 4;
 
-	if (!p)
+	buf[0] = 0;
+	if (!rp->o)
 		return;
-	p->image = rp->image;
-	if (lock_owners(p, who, sizeof(who), owners, &n) == 0 && n > 0) {
-		own_set(p, RBD_OWN_STANDBY,
-			"rejoined as client.%llu; the image's exclusive lock is held by %s", gid,
-			who);
+	rp->o->image = rp->image; /* no lock job can run: nothing reads it meanwhile */
+	if (lock_owners(rp->o, buf, len, owners, &n) == 0 && n > 0)
 		rbd_lock_get_owners_cleanup(owners, n);
-	} else {
-		own_set(p, RBD_OWN_STANDBY,
+}
+
+/* Then, under clusters_lock with the new connection not fenced: the same ownership on the new
+ * image, in standby. The lock is taken again only by a take-over (SET TARGET PORT GROUPS,
+ * implicit failover, iscsi_break_rbd_lock). */
+void bs_rbd_owner_rejoined(struct rbd_priv *rp, const char *holder)
+{
+	unsigned long long gid = rp->cl->gid;
+
+	if (!rp->o)
+		return;
+	if (holder[0])
+		own_set(rp->o, RBD_OWN_STANDBY,
+			"rejoined as client.%llu; the image's exclusive lock is held by %s", gid,
+			holder);
+	else
+		own_set(rp->o, RBD_OWN_STANDBY,
 			"rejoined as client.%llu; nobody holds the image's exclusive lock", gid);
-	}
 }
 
 /* ---- opening the image ---- */

@@ -527,18 +527,19 @@ static int rejoin_attempt(struct rbd_priv *p, char *err, size_t errlen)
 		return rc;
 	rc = user_attach(p, err, errlen);
 	if (rc == 0) {
-		bs_rbd_owner_rejoined(p); /* standby, with the lock's holder (asks the cluster) */
-		pthread_mutex_lock(&clusters_lock);
-		if (p->cl->fenced) { /* blocklisted again meanwhile: fenced set it, keep it */
+		char holder[128];
+
+		bs_rbd_owner_holder(p, holder, sizeof(holder)); /* asks the cluster: not locked */
+		pthread_mutex_lock(&clusters_lock);		/* against a new fencing */
+		if (p->cl->fenced) { /* blocklisted again meanwhile: still fenced */
 			snprintf(err, errlen, "the new connection client.%llu was blocklisted too",
 				 (unsigned long long)p->cl->gid);
 			rc = -ESHUTDOWN;
 		} else {
+			bs_rbd_owner_rejoined(p, holder);
 			atomic_store(&p->fenced, false); /* serves again, on the new image */
 		}
 		pthread_mutex_unlock(&clusters_lock);
-		if (rc < 0)
-			bs_rbd_owner_fenced(p, err);
 	}
 	if (rc < 0) {
 		user_detach(p);
