@@ -610,17 +610,28 @@ bool bs_rbd_owner_busy(struct rbd_priv *rp)
 }
 
 /* The opener thread, the device fenced and no lock job running (bs_rbd_owner_busy; a new one
- * is refused while fenced), the new image open: who holds its lock, for the reason. */
-void bs_rbd_owner_holder(struct rbd_priv *rp, char *buf, size_t len)
+ * is refused while fenced), the new image open: the ownership moves to it, and its handle is
+ * put under the managed lock policy as at the first open. A handle that never called
+ * rbd_lock_acquire follows librbd's automatic policy: its first write would take a free lock
+ * (or break a dead client's) by itself, behind the standby state. rbd_lock_acquire is the one
+ * call that sets the managed policy; should it get the lock (nobody held it), it is released
+ * at once: the device comes back standby. Then who holds the lock, for the reason. */
+void bs_rbd_owner_reopened(struct rbd_priv *rp, char *holder, size_t len)
 {
+	struct rbd_owner *p = rp->o;
 	char *owners[4];
 	size_t n = 4;
+	int rc;
 
-	buf[0] = 0;
-	if (!rp->o)
+	holder[0] = 0;
+	if (!p)
 		return;
-	rp->o->image = rp->image; /* no lock job can run: nothing reads it meanwhile */
-	if (lock_owners(rp->o, buf, len, owners, &n) == 0 && n > 0)
+	p->image = rp->image; /* no lock job can run: nothing reads it meanwhile */
+	rc = rbd_lock_acquire(p->image, RBD_LOCK_MODE_EXCLUSIVE);
+	if (rc == 0 && (rc = rbd_lock_release(p->image)) < 0)
+		log_warn("rbd", "%s: releasing the lock taken to set its policy: %s", p->name,
+			 strerror(-rc));
+	if (lock_owners(p, holder, len, owners, &n) == 0 && n > 0)
 		rbd_lock_get_owners_cleanup(owners, n);
 }
 

@@ -529,7 +529,7 @@ static int rejoin_attempt(struct rbd_priv *p, char *err, size_t errlen)
 	if (rc == 0) {
 		char holder[128];
 
-		bs_rbd_owner_holder(p, holder, sizeof(holder)); /* asks the cluster: not locked */
+		bs_rbd_owner_reopened(p, holder, sizeof(holder)); /* the cluster: not locked */
 		pthread_mutex_lock(&clusters_lock);		/* against a new fencing */
 		if (p->cl->fenced) { /* blocklisted again meanwhile: still fenced */
 			snprintf(err, errlen, "the new connection client.%llu was blocklisted too",

@@ -126,12 +126,13 @@ int bs_rbd_reattach(struct bs_dev *dev, char *err, size_t errlen);
 void bs_rbd_detach(struct rbd_priv *p);
 /* Ownership hooks of the connection code (no-ops without exclusive_lock): the connection was
  * fenced (state fenced, with why; under clusters_lock); a lock job still runs (the image
- * cannot be replaced); the image was reopened on a new connection: its lock's holder (asks
- * the cluster), then, under clusters_lock, state standby (the lock is never taken back
- * without asking for it). */
+ * cannot be replaced); the image was reopened on a new connection: the ownership moves to it
+ * under the managed lock policy, and who holds the lock goes into holder (asks the cluster);
+ * then, under clusters_lock, state standby (the lock is never taken back without asking for
+ * it). */
 void bs_rbd_owner_fenced(struct rbd_priv *p, const char *why);
 bool bs_rbd_owner_busy(struct rbd_priv *p);
-void bs_rbd_owner_holder(struct rbd_priv *p, char *buf, size_t len);
+void bs_rbd_owner_reopened(struct rbd_priv *p, char *holder, size_t len);
 void bs_rbd_owner_rejoined(struct rbd_priv *p, const char *holder);
 
 #endif

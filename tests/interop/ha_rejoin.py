@@ -67,9 +67,9 @@ BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
 OUT = os.environ.get('IX_OUT', os.path.join(ROOT, 'tests', 'out'))
 CLUSTER_SH = os.path.join(ROOT, 'tests', 'ceph', 'cluster.sh')
 IQN = 'iqn.2024-01.org.ix.test:rejoin'
-IQN_PLAIN = 'iqn.2024-01.org.ix.test:rejoin-plain'  # A only: an image without lock or PR
+IQN_PLAIN = 'iqn.2024-01.org.ix.test:rejoin-plain'  # A only, no ALUA: LUN 0 with the lock, 1 without
 INITIATOR = 'iqn.2024-01.org.ix.test:rejoin-client'
-IMAGE, PLAIN = 'rj', 'rjplain'
+IMAGE, PLAIN, PLAIN2 = 'rj', 'rjplain', 'rjplain2'
 BS = 512
 IMPLICIT_MS = 3000
 REJOIN_MS = 2000
@@ -146,9 +146,10 @@ class Gateway:
                        {'id': other, 'state': 'standby', 'relative_ports': [other]}]}}]}
         if plain:  # the same cluster connection (same conf, client, timeouts): fenced together
             cfg['targets'].append({'name': IQN_PLAIN, 'luns': [
-                {'lun': 0, 'backend': 'rbd',
-                 'rbd': {'pool': 'rbd', 'image': PLAIN, 'conf': conf, 'osd_op_timeout_s': 5,
-                         'connect_timeout_s': 3, 'rejoin_after_ms': rejoin_ms}}]})
+                {'lun': n, 'backend': 'rbd',
+                 'rbd': {'pool': 'rbd', 'image': img, 'conf': conf, 'osd_op_timeout_s': 5,
+                         'connect_timeout_s': 3, 'rejoin_after_ms': rejoin_ms,
+                         'exclusive_lock': n == 0}} for n, img in ((0, PLAIN), (1, PLAIN2))]})
         path = os.path.join(tmp, name + '.json')
         with open(path, 'w') as f:
             json.dump(cfg, f)
@@ -164,9 +165,10 @@ class Gateway:
             self.plain.login()
             self.plain.lun = 0
 
-    def status(self, target=IQN):
+    def status(self, target=IQN, lun=0):
         r = rpc(self.sock, 'iscsi_get_luns', {'target': target})
-        return (r.get('result') or [{}])[0].get('status', {})
+        return ([x for x in r.get('result') or [] if x.get('lun') == lun] or [{}])[0] \
+            .get('status', {})
 
     def lock(self):
         return self.status().get('lock', {}).get('state')
@@ -174,11 +176,11 @@ class Gateway:
     def rejoin(self):
         return self.status().get('rejoin', {})
 
-    def wait(self, cond, secs, target=IQN):
+    def wait(self, cond, secs, target=IQN, lun=0):
         """Poll the LUN's status until cond(status): (seconds, status, met)."""
         t0 = time.monotonic()
         while True:
-            st = self.status(target)
+            st = self.status(target, lun)
             if cond(st):
                 return time.monotonic() - t0, st, True
             if time.monotonic() - t0 > secs:
@@ -321,12 +323,22 @@ def obj_keys(env):
     return (int(gen.group(1)), keys) if gen else r.stderr.strip()[-200:]
 
 
-def plain_write(gw, data):
-    """A write to A's other LU (LBA 64 of the plain image)."""
+def plain_write(gw, data, lun=0):
+    """A write to LBA 64 of one of A's other LUs."""
+    gw.plain.lun = lun
     st, _, sense, _ = gw.plain.scsi_retry_ua(bytes([0x8a, 0x08]) +
                                              struct.pack('>QIBB', 64, 8, 0, 0),
                                              write_data=data)
     return st, sense or b''
+
+
+def plain_check(gw, lun):
+    """Write LBA 64 of one of A's other LUs and read it back: (write status, same data)."""
+    data = os.urandom(4096)
+    w = plain_write(gw, data, lun)
+    st, d, _, _ = gw.plain.scsi_retry_ua(bytes([0x88, 0]) + struct.pack('>QIBB', 64, 8, 0, 0),
+                                         read_len=4096)
+    return fmt(*w), st == 0 and bytes(d) == data
 
 
 def fence_by(winner, loser, ledger):
@@ -355,20 +367,22 @@ def phase_explicit(gws, ledger):
           'A acknowledged %s' % (', '.join(fmt(*p) for p in pr), n, why or ''))
     st, w, lk = fence_by(b, a, ledger)
     t_fenced = time.monotonic()
-    stat, plain = a.status(), a.status(IQN_PLAIN)
+    stat, p0, p1 = a.status(), a.status(IQN_PLAIN, 0), a.status(IQN_PLAIN, 1)
     a.rtpg()  # the first command after the change sets the states and posts 2A/06 ...
     ra = a.rtpg()  # ... which this one takes (and retries): no unit attention left
-    pw = plain_write(a, os.urandom(4096))
+    pw0, pw1 = plain_write(a, os.urandom(4096), 0), plain_write(a, os.urandom(4096), 1)
     check('fenced', st[0] == 0 and w[0] == 2 and sense3(w[1]) in ((2, 4, 0x0b), (2, 4, 0x0c))
           and lk == 'fenced' and stat.get('rejoin', {}).get('state') in ('fenced', 'rejoining')
           and ra == {1: UNAVAIL, 2: AO},
           'SET TARGET PORT GROUPS g2=AO through B: %s; A write %s (04/0B: the write found '
           'it, 04/0C: the PR watch did first); A lock %s, connection %s; A reports %s'
           % (fmt(*st), fmt(*w), lk, rj(stat), show(ra)))
-    check('fenced-same-connection', plain.get('rejoin', {}).get('state') in
-          ('fenced', 'rejoining') and pw[0] == 2 and sense3(pw[1]) == (4, 8, 0),
-          "A's other LU on the same connection (no lock, no PR): connection %s, write %s "
-          '(want 4/08/00, as the blocklisted connection answers)' % (rj(plain), fmt(*pw)))
+    check('fenced-same-connection', p0.get('lock', {}).get('state') == 'fenced' and
+          p1.get('rejoin', {}).get('state') in ('fenced', 'rejoining') and
+          sense3(pw0[1]) == (2, 4, 0x0b) and pw1[0] == 2 and sense3(pw1[1]) == (4, 8, 0),
+          "A's other LUs on the same connection, no ALUA: with the lock %s, write %s (want "
+          '2/04/0B); without %s, write %s (want 4/08/00, as the blocklisted connection '
+          'answers)' % (p0.get('lock', {}).get('state'), fmt(*pw0), rj(p1), fmt(*pw1)))
     took, stat, ok = a.wait_rejoined(1, REJOIN_MS / 1000 + REJOIN_BOUND_S)
     took = time.monotonic() - t_fenced
     check('auto-rejoin', ok and stat.get('lock', {}).get('state') == 'standby' and
@@ -388,16 +402,26 @@ def phase_explicit(gws, ledger):
     check('standby-after-rejoin', seen == [sb0, 'status 0x02 sense 6/2a/06', sb0] and
           ra == {1: STANDBY, 2: AO},
           "A's old session after the rejoin, three writes: %s; A reports %s" % (seen, show(ra)))
-    _, plain, ok = a.wait(lambda st: st.get('rejoin', {}).get('count') == 1, REJOIN_BOUND_S,
-                          IQN_PLAIN)
-    data = os.urandom(4096)
-    pw = plain_write(a, data)
-    pr_ = a.plain.scsi_retry_ua(bytes([0x88, 0]) + struct.pack('>QIBB', 64, 8, 0, 0),
-                                read_len=4096)
-    check('same-connection-rejoined', ok and pw[0] == 0 and pr_[0] == 0 and
-          bytes(pr_[1]) == data, "A's other LU: connection %s; write %s, read back %s"
-          % (rj(plain), fmt(*pw), 'the same' if pr_[0] == 0 and bytes(pr_[1]) == data
-             else fmt(pr_[0], pr_[2] or b'')))
+    # A's other LUs: the one with the lock comes back standby although its lock was free
+    # (its fenced client's lock is broken by the new one): a write must not take it
+    _, p0, ok0 = a.wait(lambda st: st.get('rejoin', {}).get('count') == 1, REJOIN_BOUND_S,
+                        IQN_PLAIN)
+    _, p1, ok1 = a.wait(lambda st: st.get('rejoin', {}).get('count') == 1, REJOIN_BOUND_S,
+                        IQN_PLAIN, 1)
+    pw0 = plain_write(a, os.urandom(4096), 0)
+    lk0 = a.status(IQN_PLAIN, 0).get('lock', {})
+    brk = rpc(a.sock, 'iscsi_break_rbd_lock', {'target': IQN_PLAIN, 'lun': 0}).get('result', {})
+    w0, same0 = plain_check(a, 0)
+    w1, same1 = plain_check(a, 1)
+    check('same-connection-rejoined', ok0 and ok1 and p1.get('rejoin', {}).get('count') == 1 and
+          p0.get('lock', {}).get('state') == 'standby' and sense3(pw0[1]) == (2, 4, 0x0b) and
+          lk0.get('state') == 'standby' and brk.get('state') == 'owner' and same0 and same1,
+          "A's other LUs rejoined: with the lock %s (%s), a write %s (want 2/04/0B: a standby "
+          'never takes a free lock by writing), lock still %s; iscsi_break_rbd_lock: %s, then '
+          'write %s, read back %s; without the lock (%s): write %s, read back %s'
+          % (p0.get('lock', {}).get('state'), p0.get('lock', {}).get('reason'), fmt(*pw0),
+             lk0.get('state'), brk.get('state'), w0, 'the same' if same0 else 'not the same',
+             rj(p1), w1, 'the same' if same1 else 'not the same'))
     st, w, lk = fence_by(a, b, ledger)
     ra = a.rtpg()
     n, why = ledger.write_some(a, 16)
@@ -671,8 +695,9 @@ def main():
             report('FAIL', 'cluster', r.stderr.strip()[-300:])
             return 1
         r = run(['rbd', 'create', '--size', '64M', 'rbd/' + IMAGE], 60, env=env)
-        if r.returncode == 0:
-            r = run(['rbd', 'create', '--size', '16M', 'rbd/' + PLAIN], 60, env=env)
+        for img in (PLAIN, PLAIN2):
+            if r.returncode == 0:
+                r = run(['rbd', 'create', '--size', '16M', 'rbd/' + img], 60, env=env)
         if r.returncode != 0:
             report('FAIL', 'cluster', 'rbd create: ' + r.stderr.strip()[-300:])
             return 1
