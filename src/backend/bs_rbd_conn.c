@@ -373,19 +373,16 @@ static void rejoin_schedule(struct rbd_priv *p)
 static void device_fenced(struct rbd_priv *p, unsigned long long gid, const char *what)
 {
 	struct rbd_retry *r = &p->r;
-	char why[256];
+	char why[256], when[64];
 
 	if (p->c.rejoin_after_ms)
-		snprintf(why, sizeof(why),
-			 "this gateway's Ceph client (client.%llu) was blocklisted (%s refused): "
-			 "I/O refused until it rejoins with a new client, in %u ms",
-			 gid, what, p->c.rejoin_after_ms);
+		snprintf(when, sizeof(when), "with a new client, in %u ms", p->c.rejoin_after_ms);
 	else
-		snprintf(
-		    why, sizeof(why),
-		    "this gateway's Ceph client (client.%llu) was blocklisted (%s refused): "
-		    "I/O refused until it rejoins (rbd.rejoin_after_ms is 0: ix-ctl lun rejoin)",
-		    gid, what);
+		snprintf(when, sizeof(when), "(rbd.rejoin_after_ms is 0: ix-ctl lun rejoin)");
+	snprintf(why, sizeof(why),
+		 "this gateway's Ceph client (client.%llu) was blocklisted (%s refused): I/O "
+		 "refused until it rejoins %s",
+		 gid, what, when);
 	atomic_store(&p->fenced, true); /* before anything else: no request gets through */
 	if (p->o)
 		bs_rbd_owner_fenced(p, why); /* logs the change */
