@@ -46,6 +46,8 @@ static void usage(FILE *f)
 		"  lun resize TARGET LUN SIZE           grow a file, block or RAM LUN online\n"
 		"  lun offline|online TARGET LUN        take a LUN offline (NOT READY) or back\n"
 		"  lun status TARGET                    each LUN's state: online/offline and why, RBD lock\n"
+		"                                       and cluster connection (fenced, rejoining)\n"
+		"  lun rejoin TARGET LUN                a fenced RBD LUN rejoins the cluster now\n"
 		"  lun set TARGET LUN write_cache=on|off|default readonly=on|off|default\n"
 		"  acl create TARGET INITIATOR [--chap-user USER --chap-secret SECRET]\n"
 		"             [--luns LUN[=TARGET_LUN],...|none]\n"
@@ -340,6 +342,9 @@ static void print_lun_state(json_t *states, json_t *lun)
 			printf(" [%s: %s]", jstr(st, "state", "?"), jstr(st, "reason", ""));
 		if ((lock = json_object_get(st, "lock")) && strcmp(jstr(lock, "state", ""), "open"))
 			printf(" [lock %s]", jstr(lock, "state", "?"));
+		if ((lock = json_object_get(st, "rejoin")) &&
+		    strcmp(jstr(lock, "state", ""), "connected"))
+			printf(" [%s]", jstr(lock, "state", "?"));
 	}
 }
 
@@ -584,7 +589,51 @@ static int cmd_target(int argc, char **argv)
 	return die_usage("target create|delete|set NAME ...%s", "");
 }
 
-/* One line per LUN of target: its state, why, the RBD open attempts and lock. */
+/* ", connection STATE: why (attempt N, next in S s, K rejoins)" of an RBD LUN's "rejoin". */
+static void print_rejoin(json_t *rj)
+{
+	json_t *att = json_object_get(rj, "attempts"),
+	       *next = json_object_get(rj, "next_attempt_s");
+
+	printf(", connection %s", jstr(rj, "state", "?"));
+	if (*jstr(rj, "reason", ""))
+		printf(": %s", jstr(rj, "reason", ""));
+	printf(" (");
+	if (att)
+		printf("attempt %lld, ", (long long)json_integer_value(att));
+	if (next)
+		printf("next in %lld s, ", (long long)json_integer_value(next));
+	printf("%lld rejoins)", (long long)json_integer_value(json_object_get(rj, "count")));
+}
+
+/* A fenced RBD LUN rejoins now; prints its connection's state right after. */
+static int cmd_lun_rejoin(const char *target, const char *lun)
+{
+	json_t *st;
+	long long n;
+	int r;
+
+	if (opt_dry_run) /* it changes no configuration: nothing to validate, and it acts */
+		return die_usage("lun rejoin has no --dry-run%s", "");
+	if (parse_int(lun, 0, 255, &n) < 0)
+		return die_usage("bad LUN number '%s' (0-255)", lun);
+	r = fetch("iscsi_rejoin_lun",
+		  json_pack("{s:s, s:I}", "target", target, "lun", (json_int_t)n), &st);
+	if (r)
+		return r;
+	if (opt_json) {
+		print_json(st);
+	} else {
+		printf("lun%lld: rejoin started", n);
+		if (json_object_get(st, "rejoin"))
+			print_rejoin(json_object_get(st, "rejoin"));
+		printf("\n");
+	}
+	json_decref(st);
+	return 0;
+}
+
+/* One line per LUN of target: its state, why, the RBD open attempts, lock and connection. */
 static int cmd_lun_status(const char *target)
 {
 	json_t *luns = NULL, *l, *st, *lock;
@@ -610,6 +659,8 @@ static int cmd_lun_status(const char *target)
 			       (long long)json_integer_value(json_object_get(st, "next_attempt_s")));
 		if ((lock = json_object_get(st, "lock")))
 			printf(", lock %s: %s", jstr(lock, "state", "?"), jstr(lock, "reason", ""));
+		if (json_object_get(st, "rejoin"))
+			print_rejoin(json_object_get(st, "rejoin"));
 		printf("\n");
 	}
 	json_decref(luns);
@@ -622,6 +673,8 @@ static int cmd_lun(int argc, char **argv)
 
 	if (argc == 2 && strcmp(argv[0], "status") == 0)
 		return cmd_lun_status(argv[1]);
+	if (argc == 3 && strcmp(argv[0], "rejoin") == 0)
+		return cmd_lun_rejoin(argv[1], argv[2]);
 
 	if (argc >= 3 && strcmp(argv[0], "set") == 0)
 		return cmd_lun_set(argc, argv);
@@ -697,7 +750,8 @@ static int cmd_lun(int argc, char **argv)
 			   json_pack("{s:s, s:I}", "target", argv[1], "lun", (json_int_t)n),
 			   "LUN deleted");
 	}
-	return die_usage("lun create|delete|resize|offline|online|status|set TARGET LUN ...%s", "");
+	return die_usage(
+	    "lun create|delete|resize|offline|online|status|rejoin|set TARGET LUN ...%s", "");
 }
 
 /* One "LUN[=TARGET_LUN]" of a LUN list: the initiator sees the target's LUN TARGET_LUN (default

@@ -234,23 +234,52 @@ int bs_rbd_own(const struct bs_dev *dev);
  * (fenced), -EINVAL (no managed lock), -ENOMEM. Never blocks. */
 typedef void (*bs_rbd_take_cb)(void *arg, int rc);
 int bs_rbd_take_over_async(struct bs_dev *dev, bs_rbd_take_cb done, void *arg);
-/* The librados cluster handle (rados_t) an RBD device's image was opened through, for state
- * kept next to the image (persistent reservations, scsi/pr_rados.c); NULL for other backends.
- * Valid while the device is open. */
-void *bs_rbd_rados(const struct bs_dev *dev);
+/* Who else uses an RBD device's cluster connection (the persistent reservation store of
+ * scsi/pr_rados.c: its object sits next to the image, and a blocklisted connection must fence
+ * both). attach(arg, rados, err, errlen) puts it on a connection (a librados rados_t): when the
+ * device opens, when it rejoins after fencing, or at once in bs_rbd_attach_user when the
+ * device is open; 0, or -errno + message (the open or the rejoin then fails, and is tried
+ * again). detach(arg) takes it off before a fenced connection goes. Both run on the backend's
+ * opener thread or in the caller of bs_rbd_attach_user, never at once, never after
+ * bs_rbd_detach_user returns. u stays the caller's until then. */
+struct bs_rbd_user {
+	int (*attach)(void *arg, void *rados, char *err, size_t errlen);
+	void (*detach)(void *arg);
+	void *arg;
+};
+/* Main thread (LU creation): 0, or what attach returned (nothing kept); -EINVAL for another
+ * backend. */
+int bs_rbd_attach_user(struct bs_dev *dev, const struct bs_rbd_user *u, char *err, size_t errlen);
+/* Main thread (LU end): waits for an attempt that uses it (bounded by the cluster's timeouts). */
+void bs_rbd_detach_user(struct bs_dev *dev);
+/* Any thread: the user saw ESHUTDOWN (blocklisted) doing what on the connection rados: every
+ * LU on that connection is fenced and rejoins (ignored for a connection the device left). */
+void bs_rbd_fenced(struct bs_dev *dev, void *rados, const char *what);
 /* Whether the image is open ("online"), or not yet ("offline": started offline, opened again
- * in the background with back-off) with the reason and the attempt count; -EINVAL for another
- * backend. Any thread. */
+ * in the background with back-off) with the reason and the attempt count; once open, the
+ * state of its connection; -EINVAL for another backend. Any thread. */
 struct bs_rbd_status {
 	bool online;
 	unsigned attempts;     /* opens tried so far */
 	unsigned next_s;       /* offline: seconds to the next attempt (0: now or running) */
 	char reason[256];      /* offline: why ("image rbd/foo not found", ...) */
+	/* online: "connected"; "fenced" (blocklisted: the rejoin starts in rejoin_next_s, or
+	 * only when asked when rbd.rejoin_after_ms is 0); "rejoining" (an attempt runs, or
+	 * failed and is tried again in rejoin_next_s) with conn_reason */
+	char conn[16];
+	char conn_reason[256];
+	unsigned rejoins;	  /* rejoins completed since the start */
+	unsigned rejoin_attempts; /* attempts of the rejoin under way */
+	unsigned rejoin_next_s;
 };
 int bs_rbd_status(struct bs_dev *dev, struct bs_rbd_status *st);
 /* Offline: try to open now (ix-ctl lun online), and restart the back-off; 0 (also when
  * online), -EINVAL for another backend. */
 int bs_rbd_retry(struct bs_dev *dev);
+/* Fenced: rejoin now (ix-ctl lun rejoin; a failure is tried again with back-off). 0 started
+ * (or running); -EALREADY not fenced; -EAGAIN the image is not open yet (bs_rbd_retry);
+ * -EINVAL another backend. Any thread. */
+int bs_rbd_rejoin(struct bs_dev *dev);
 #endif
 
 #endif

@@ -34,6 +34,8 @@ struct bs_rbd_cfg {
 	bool start_offline;         /* an image that cannot be opened at start leaves the LU
 				       offline (NOT READY 04/03) and is retried in the
 				       background; false: the start fails (config default true) */
+	uint32_t rejoin_after_ms;   /* fenced (blocklisted): rejoin with a new client this much
+				       later; 0 = only when asked (config default 5000) */
 };
 
 /* Error injection rules of the test backend (BS_TYPE_ERROR, backend/bs_error.c). The

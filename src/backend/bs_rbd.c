@@ -1,9 +1,7 @@
 /* RBD backend: a Ceph RBD image through librbd's asynchronous API.
  *
- * Cluster handles: one rados_t per distinct (ceph.conf, client, keyring, timeouts) in the
- * process, shared by every LU that names the same cluster the same way, reference-counted
- * under a mutex (taken at open and close only). Each LU opens its image once; librbd's image
- * handle is thread-safe, so every worker submits on it directly.
+ * Cluster handles (shared per process) and the opener thread: bs_rbd_conn.c. Each LU opens its
+ * image once; librbd's image handle is thread-safe, so every worker submits on it directly.
  *
  * I/O: rbd_aio_read/write/writesame/write_zeroes/discard/flush with a completion whose
  * callback runs on one of librbd's threads. The callback stores the result in the bs_io and
@@ -28,15 +26,20 @@
  * thread and never handed over on request (unlike the default cooperative lock, which moves to
  * whichever client writes). A write refused because another client owns the lock (EROFS) or
  * because this client was blocklisted (ESHUTDOWN) becomes BS_ERR_NOT_OWNER and moves the
- * state to standby or fenced; fenced fails every I/O at once. bs_rbd_break_lock() breaks the
- * holder's lock (librbd blocklists it) and takes it: the failover primitive.
+ * state to standby or fenced; fenced fails every I/O at once, until the device rejoins the
+ * cluster with a new client (bs_rbd_conn.c). bs_rbd_break_lock() breaks the holder's lock
+ * (librbd blocklists it) and takes it: the failover primitive.
+ *
+ * Fenced without the lock too: a blocklisted connection (ESHUTDOWN from any image on it or
+ * from the PR store) fences every device on it (bs_rbd_conn.c). Requests pass a gate (io_enter,
+ * io_leave) so that a rejoin replaces the image only once nothing is in flight on it.
  *
  * Timeouts: rados_osd_op_timeout and rados_mon_op_timeout (osd_op_timeout_s) make a cluster
  * that stops answering fail each request with -ETIMEDOUT instead of holding it forever;
  * client_mount_timeout (connect_timeout_s) bounds each connection attempt.
  *
  * Starting offline (rbd.start_offline, the default): the open runs on the opener thread
- * (below); the start waits for it at most RBD_START_WAIT_MS. An image that cannot be opened
+ * (bs_rbd_conn.c); the start waits for it at most RBD_START_WAIT_MS. An image that cannot be opened
  * (the cluster does not answer, the pool or the image does not exist) leaves its LU serving
  * NOT READY, MANUAL INTERVENTION REQUIRED (04/03) with the reason in the management API, and
  * is tried again with back-off; once open, the LU learns its size (bs_ops.on_ready) and posts
@@ -57,154 +60,12 @@
 #include <unistd.h>
 
 #include "backend/bs.h"
+#include "backend/bs_rbd_int.h"
 #include "event/loop.h"
 #include "util/list.h"
 #include "util/log.h"
 
-#define RBD_DEFAULT_OSD_TIMEOUT_S 30
-#define RBD_DEFAULT_CONNECT_S	  10
 #define RBD_LBAS_SPAN		  (256ull << 20) /* bytes one lba_status probe looks at */
-
-/* ---- cluster handles, shared per process ---- */
-
-struct rbd_cluster {
-	struct list_head link;
-	char *key; /* conf \n client \n keyring \n timeouts */
-	rados_t rados;
-	unsigned refs;
-	bool abandoned; /* an image of it did not close: never rados_shutdown (it could hang) */
-};
-
-static pthread_mutex_t clusters_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct list_head clusters = LIST_HEAD_INIT(clusters);
-
-static int conf_set(rados_t r, const char *opt, const char *val, char *err, size_t errlen)
-{
-	int rc = rados_conf_set(r, opt, val);
-
-	if (rc < 0)
-		snprintf(err, errlen, "rados_conf_set %s=%s: %s", opt, val, strerror(-rc));
-	return rc;
-}
-
-static int cluster_connect(const struct bs_rbd_cfg *c, rados_t *out, char *err, size_t errlen)
-{
-	const char *client = c->client ? c->client : "admin";
-	unsigned osd_to = c->osd_op_timeout_s ? c->osd_op_timeout_s : RBD_DEFAULT_OSD_TIMEOUT_S;
-	unsigned conn_to = c->connect_timeout_s ? c->connect_timeout_s : RBD_DEFAULT_CONNECT_S;
-	char v[32];
-	rados_t r;
-	int rc;
-
-	rc = rados_create(&r, client);
-	if (rc < 0) {
-		snprintf(err, errlen, "rados_create(client.%s): %s", client, strerror(-rc));
-		return rc;
-	}
-	rc = rados_conf_read_file(r, c->conf);
-	if (rc < 0) {
-		snprintf(err, errlen, "cannot read ceph configuration %s: %s",
-			 c->conf ? c->conf : "(default search path)", strerror(-rc));
-		goto fail;
-	}
-	if (c->keyring && (rc = conf_set(r, "keyring", c->keyring, err, errlen)) < 0)
-		goto fail;
-	snprintf(v, sizeof(v), "%u", osd_to);
-	if ((rc = conf_set(r, "rados_osd_op_timeout", v, err, errlen)) < 0 ||
-	    (rc = conf_set(r, "rados_mon_op_timeout", v, err, errlen)) < 0)
-		goto fail;
-	snprintf(v, sizeof(v), "%u", conn_to);
-	if ((rc = conf_set(r, "client_mount_timeout", v, err, errlen)) < 0 ||
-	    (rc = conf_set(r, "rbd_cache", "false", err, errlen)) < 0 ||
-	    (rc = conf_set(r, "rbd_skip_partial_discard", "false", err, errlen)) < 0)
-		goto fail;
-	/* Partial discards are zeroed whole (no rounding to 64 KiB): LBPRZ stays true. The
-	 * option is newer than some librbd builds; without it the default already zeroes. */
-	(void)rados_conf_set(r, "rbd_discard_granularity_bytes", "0");
-	rc = rados_connect(r);
-	if (rc < 0) {
-		snprintf(err, errlen,
-			 "cluster unreachable: cannot connect to the Ceph cluster of %s as "
-			 "client.%s within %u s: %s",
-			 c->conf ? c->conf : "the default ceph.conf", client, conn_to,
-			 strerror(-rc));
-		goto fail;
-	}
-	*out = r;
-	return 0;
-fail:
-	rados_shutdown(r);
-	return rc;
-}
-
-static struct rbd_cluster *cluster_get(const struct bs_rbd_cfg *c, char *err, size_t errlen,
-				       int *rcp)
-{
-	struct rbd_cluster *cl;
-	struct list_head *pos;
-	char *key;
-	int n;
-
-	n = asprintf(&key, "%s\n%s\n%s\n%u\n%u", c->conf ? c->conf : "", c->client ? c->client : "",
-		     c->keyring ? c->keyring : "", c->osd_op_timeout_s, c->connect_timeout_s);
-	if (n < 0) {
-		snprintf(err, errlen, "out of memory");
-		*rcp = -ENOMEM;
-		return NULL;
-	}
-	pthread_mutex_lock(&clusters_lock);
-	list_for_each(pos, &clusters)
-	{
-		cl = list_entry(pos, struct rbd_cluster, link);
-		if (strcmp(cl->key, key) == 0) {
-			cl->refs++;
-			pthread_mutex_unlock(&clusters_lock);
-			free(key);
-			return cl;
-		}
-	}
-	cl = calloc(1, sizeof(*cl));
-	if (!cl) {
-		pthread_mutex_unlock(&clusters_lock);
-		free(key);
-		snprintf(err, errlen, "out of memory");
-		*rcp = -ENOMEM;
-		return NULL;
-	}
-	/* Connecting under the lock: opens happen at start and reload, one at a time anyway,
-	 * and two LUs of one cluster must not make two handles. */
-	*rcp = cluster_connect(c, &cl->rados, err, errlen);
-	if (*rcp < 0) {
-		pthread_mutex_unlock(&clusters_lock);
-		free(key);
-		free(cl);
-		return NULL;
-	}
-	cl->key = key;
-	cl->refs = 1;
-	list_add_tail(&cl->link, &clusters);
-	pthread_mutex_unlock(&clusters_lock);
-	return cl;
-}
-
-static void cluster_put(struct rbd_cluster *cl)
-{
-	pthread_mutex_lock(&clusters_lock);
-	if (--cl->refs > 0) {
-		pthread_mutex_unlock(&clusters_lock);
-		return;
-	}
-	list_del(&cl->link);
-	pthread_mutex_unlock(&clusters_lock);
-	if (cl->abandoned) { /* librbd still holds requests on it: leave it to the exit */
-		free(cl->key);
-		free(cl);
-		return;
-	}
-	rados_shutdown(cl->rados);
-	free(cl->key);
-	free(cl);
-}
 
 /* ---- per-thread completion queue ---- */
 
@@ -322,7 +183,7 @@ enum rbd_own { /* the same values as bs.h's enum bs_rbd_own */
 	RBD_OWN_ACQUIRING, /* rbd_lock_acquire queued or running on the helper thread */
 	RBD_OWN_OWNER,	   /* this gateway holds the lock */
 	RBD_OWN_STANDBY,   /* another client holds it: writes fail with BS_ERR_NOT_OWNER */
-	RBD_OWN_FENCED,	   /* this client was blocklisted: every I/O fails, until a restart */
+	RBD_OWN_FENCED,	   /* this client was blocklisted: every I/O fails, until a rejoin */
 };
 
 /* The ownership state, apart from the device: a lock job still on the helper thread when the
@@ -344,43 +205,6 @@ static void owner_put(struct rbd_owner *o)
 	pthread_mutex_destroy(&o->why_lock);
 	free(o);
 }
-
-/* An image not open yet (rbd.start_offline): its place on the opener thread's list. Every
- * field under opener.lock. */
-struct rbd_retry {
-	struct list_head link; /* on opener.list while queued */
-	struct bs_dev *dev;
-	uint64_t next_ms; /* monotonic: the next attempt */
-	unsigned backoff_ms;
-	unsigned attempts;
-	bool queued;  /* on the list */
-	bool running; /* an attempt is running: close waits for it */
-	bool kick;    /* a retry was asked for while one ran: go again at once if it fails */
-	bs_ready_cb cb;
-	void *cb_arg;
-	char why[256]; /* why it is not open */
-};
-
-struct rbd_priv {
-	struct rbd_cluster *cl;
-	rados_ioctx_t ioctx;
-	rbd_image_t image;
-	uint64_t obj_size;
-	bool exclusive;	      /* rbd.exclusive_lock */
-	struct rbd_owner *o;  /* with exclusive */
-	unsigned close_ms; /* how long closing may take: the OSD timeout and some */
-	_Atomic uint64_t last_err_s; /* when the last I/O error was logged (monotonic seconds) */
-	atomic_uint quiet_errs;	     /* errors not logged since */
-	char name[160];		     /* pool/[ns/]image, for messages */
-	/* the open (rbd_attach), and with rbd.start_offline its retries in the background */
-	struct bs_rbd_cfg c;	     /* copied at open (strings owned) */
-	uint64_t cfg_size;	     /* the configured size, 0 = the image's */
-	uint32_t cfg_block;
-	bool readonly;
-	bool background;	     /* started with start_offline: r is on the opener */
-	atomic_bool online;	     /* the image is open: image, ioctx, cl, o are set */
-	struct rbd_retry r;
-};
 
 static const char *const op_names[] = {"read",    "write", "write same",	   "write zeroes",
 				       "discard", "flush", "compare and write", "lba status"};
@@ -523,8 +347,9 @@ static int owner_check(struct rbd_priv *rp, int r)
 	if (!rp->exclusive || (r != -EROFS && r != -ESHUTDOWN))
 		return r;
 	if (r == -ESHUTDOWN && atomic_load(&p->own) != RBD_OWN_FENCED)
-		own_set(p, RBD_OWN_FENCED, "this gateway's Ceph client was blocklisted (another "
-			"gateway broke the image's lock): I/O refused until ix-target restarts");
+		own_set(p, RBD_OWN_FENCED,
+			"this gateway's Ceph client was blocklisted (another "
+			"gateway broke the image's lock): I/O refused until it rejoins");
 	else if (r == -EROFS && atomic_load(&p->own) == RBD_OWN_OWNER)
 		own_set(p, RBD_OWN_STANDBY, "another client holds the image's exclusive lock");
 	return BS_ERR_NOT_OWNER;
@@ -568,6 +393,8 @@ static void acquire_job(void *arg)
 		own_set(p, RBD_OWN_STANDBY, "cannot take the image's exclusive lock: %s",
 			strerror(-rc));
 	}
+	if (rc == -ESHUTDOWN) /* rejoin hook: blocklisted, the whole connection is fenced */
+		bs_rbd_conn_fenced_owner(p, "taking the lock");
 	atomic_store(&p->lock_job, false);
 	owner_put(p);
 }
@@ -635,6 +462,7 @@ int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
 	struct rbd_priv *rp = rbd_of(dev);
 	struct rbd_owner *p = owner_of(rp);
 	char who[128] = "";
+	bool idle = false;
 	int rc;
 
 	if (!p) {
@@ -644,12 +472,21 @@ int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
 			 rp ? rp->name : "");
 		return -EINVAL;
 	}
-	if (atomic_load(&p->lock_job) || atomic_load(&p->own) == RBD_OWN_FENCED) {
-		snprintf(msg, msglen, "%s: %s", p->name,
-			 atomic_load(&p->lock_job) ? "the lock is being acquired" : p->why);
+	/* rejoin hook: held as a lock job, so that a rejoin cannot replace the image under it;
+	 * fenced is checked after taking it (the rejoin checks in the other order) */
+	if (!atomic_compare_exchange_strong(&p->lock_job, &idle, true)) {
+		snprintf(msg, msglen, "%s: the lock is being acquired", p->name);
+		return -EBUSY;
+	}
+	if (atomic_load(&p->own) == RBD_OWN_FENCED) {
+		atomic_store(&p->lock_job, false);
+		snprintf(msg, msglen, "%s: %s", p->name, p->why);
 		return -EBUSY;
 	}
 	rc = break_and_take(p, who, sizeof(who));
+	if (rc == -ESHUTDOWN) /* rejoin hook: blocklisted, the whole connection is fenced */
+		bs_rbd_conn_fenced(rp, "breaking the lock");
+	atomic_store(&p->lock_job, false);
 	if (rc < 0) {
 		snprintf(msg, msglen, "%s: breaking the lock of %s: %s", p->name, who[0] ? who : "-",
 			 strerror(-rc));
@@ -680,10 +517,12 @@ static void take_over_job(void *arg)
 	char who[128] = "";
 	int rc = break_and_take(p, who, sizeof(who));
 
-	if (rc == -ESHUTDOWN /* librados' EBLOCKLISTED */)
-		own_set(p, RBD_OWN_FENCED, "this gateway's Ceph client was blocklisted: it cannot "
-			"take the lock until ix-target restarts");
-	else if (rc < 0)
+	if (rc == -ESHUTDOWN /* librados' EBLOCKLISTED */) {
+		own_set(p, RBD_OWN_FENCED,
+			"this gateway's Ceph client was blocklisted: it cannot "
+			"take the lock");
+		bs_rbd_conn_fenced_owner(p, "taking over the lock"); /* rejoin hook */
+	} else if (rc < 0)
 		own_set(p, RBD_OWN_STANDBY, "taking over the image's lock (held by %s) failed: %s",
 			who[0] ? who : "nobody", strerror(-rc));
 	else
@@ -711,6 +550,10 @@ int bs_rbd_take_over_async(struct bs_dev *dev, bs_rbd_take_cb done, void *arg)
 		return -EALREADY;
 	if (!atomic_compare_exchange_strong(&p->lock_job, &idle, true))
 		return -EBUSY;
+	if (atomic_load(&p->own) == RBD_OWN_FENCED) { /* rejoin hook: see bs_rbd_break_lock */
+		atomic_store(&p->lock_job, false);
+		return -ESHUTDOWN;
+	}
 	t = calloc(1, sizeof(*t));
 	if (!t) {
 		atomic_store(&p->lock_job, false);
@@ -753,6 +596,63 @@ const char *bs_rbd_state_name(int state)
 	return state >= 0 && state <= RBD_OWN_FENCED ? own_names[state] : "?";
 }
 
+/* ---- rejoin hooks (bs_rbd_conn.c fences the connection and reopens the image) ---- */
+
+void bs_rbd_owner_fenced(struct rbd_priv *rp, const char *why)
+{
+	if (rp->o)
+		own_set(rp->o, RBD_OWN_FENCED, "%s", why);
+}
+
+bool bs_rbd_owner_busy(struct rbd_priv *rp)
+{
+	return rp->o && atomic_load(&rp->o->lock_job);
+}
+
+/* The opener thread, the device fenced and no lock job running (bs_rbd_owner_busy; a new one
+ * is refused while fenced), the new image open: the ownership moves to it, and its handle is
+ * put under the managed lock policy as at the first open. A handle that never called
+ * rbd_lock_acquire follows librbd's automatic policy: its first write would take a free lock
+ * (or break a dead client's) by itself, behind the standby state. rbd_lock_acquire is the one
+ * call that sets the managed policy; should it get the lock (nobody held it), it is released
+ * at once: the device comes back standby. Then who holds the lock, for the reason. */
+void bs_rbd_owner_reopened(struct rbd_priv *rp, char *holder, size_t len)
+{
+	struct rbd_owner *p = rp->o;
+	char *owners[4];
+	size_t n = 4;
+	int rc;
+
+	holder[0] = 0;
+	if (!p)
+		return;
+	p->image = rp->image; /* no lock job can run: nothing reads it meanwhile */
+	rc = rbd_lock_acquire(p->image, RBD_LOCK_MODE_EXCLUSIVE);
+	if (rc == 0 && (rc = rbd_lock_release(p->image)) < 0)
+		log_warn("rbd", "%s: releasing the lock taken to set its policy: %s", p->name,
+			 strerror(-rc));
+	if (lock_owners(p, holder, len, owners, &n) == 0 && n > 0)
+		rbd_lock_get_owners_cleanup(owners, n);
+}
+
+/* Then, under clusters_lock with the new connection not fenced: the same ownership on the new
+ * image, in standby. The lock is taken again only by a take-over (SET TARGET PORT GROUPS,
+ * implicit failover, iscsi_break_rbd_lock). */
+void bs_rbd_owner_rejoined(struct rbd_priv *rp, const char *holder)
+{
+	unsigned long long gid = rp->cl->gid;
+
+	if (!rp->o)
+		return;
+	if (holder[0])
+		own_set(rp->o, RBD_OWN_STANDBY,
+			"rejoined as client.%llu; the image's exclusive lock is held by %s", gid,
+			holder);
+	else
+		own_set(rp->o, RBD_OWN_STANDBY,
+			"rejoined as client.%llu; nobody holds the image's exclusive lock", gid);
+}
+
 /* ---- opening the image ---- */
 
 static void cfg_free(struct bs_rbd_cfg *c)
@@ -781,18 +681,18 @@ static int cfg_dup(struct bs_rbd_cfg *d, const struct bs_rbd_cfg *s)
 	return 0;
 }
 
-/* The image, its size and its lock: p->cl, ioctx, image, obj_size, o and dev->size. Blocking
- * (bounded by connect_timeout_s and the OSD timeout): at start with start_offline false, else
- * on the opener thread. -errno + message. */
-static int rbd_attach(struct bs_dev *dev, char *err, size_t errlen)
+/* The connection, the image and its size: p->cl, ioctx, image, obj_size, and dev->size at
+ * the first open (a reopen wants an image at least as large, and keeps the size). Blocking
+ * (bounded by connect_timeout_s and the OSD timeout). -errno + message. */
+static int image_open(struct bs_dev *dev, bool reopen, char *err, size_t errlen)
 {
 	struct rbd_priv *p = dev->priv;
 	const struct bs_rbd_cfg *c = &p->c;
 	rbd_image_info_t info;
 	int rc;
 
-	p->cl = cluster_get(c, err, errlen, &rc);
-	if (!p->cl)
+	rc = bs_rbd_conn_join(p, err, errlen);
+	if (rc < 0)
 		return rc;
 	rc = rados_ioctx_create(p->cl->rados, c->pool, &p->ioctx);
 	if (rc < 0) {
@@ -815,9 +715,11 @@ static int rbd_attach(struct bs_dev *dev, char *err, size_t errlen)
 		snprintf(err, errlen, "rbd %s: rbd_stat: %s", p->name, strerror(-rc));
 		goto fail_image;
 	}
-	if (p->cfg_size && p->cfg_size != info.size) {
-		snprintf(err, errlen, "rbd %s: the image has %llu bytes, the configuration says %llu",
-			 p->name, (unsigned long long)info.size, (unsigned long long)p->cfg_size);
+	if (reopen ? info.size < dev->size : p->cfg_size && p->cfg_size != info.size) {
+		snprintf(err, errlen, "rbd %s: the image has %llu bytes, %s %llu", p->name,
+			 (unsigned long long)info.size,
+			 reopen ? "the LU serves" : "the configuration says",
+			 (unsigned long long)(reopen ? dev->size : p->cfg_size));
 		rc = -EINVAL;
 		goto fail_image;
 	}
@@ -827,244 +729,41 @@ static int rbd_attach(struct bs_dev *dev, char *err, size_t errlen)
 		goto fail_image;
 	}
 	p->obj_size = info.obj_size;
-	p->exclusive = c->exclusive_lock && !p->readonly;
-	if (p->exclusive && (rc = acquire_start(p)) < 0) {
-		snprintf(err, errlen, "rbd %s: cannot start the lock helper: %s", p->name,
-			 strerror(-rc));
-		goto fail_image;
-	}
-	dev->size = info.size - info.size % p->cfg_block;
-	log_info("rbd", "%s: %llu bytes, %llu-byte objects%s", p->name,
+	if (!reopen)
+		dev->size = info.size - info.size % p->cfg_block;
+	log_info("rbd", "%s: %llu bytes, %llu-byte objects%s, client.%llu", p->name,
 		 (unsigned long long)info.size, (unsigned long long)info.obj_size,
-		 p->exclusive ? ", managed exclusive lock" : "");
+		 c->exclusive_lock && !p->readonly ? ", managed exclusive lock" : "",
+		 (unsigned long long)p->cl->gid);
 	return 0;
 fail_image:
 	rbd_close(p->image);
 fail_ioctx:
 	rados_ioctx_destroy(p->ioctx);
 fail_cluster:
-	cluster_put(p->cl);
-	p->cl = NULL;
+	bs_rbd_conn_leave(p, false);
 	return rc;
 }
 
-/* ---- the opener thread: images that start offline, opened again with back-off ---- */
-
-/* rbd.start_offline: an image that cannot be opened at start (the cluster does not answer,
- * the pool or image does not exist) leaves its LU offline (NOT READY 04/03) and is tried
- * again on this thread, RBD_RETRY_MIN_MS after the first failure, doubling to
- * RBD_RETRY_MAX_MS; bs_rbd_retry() (ix-ctl lun online) tries at once. A thread apart from the
- * helper: a connection attempt blocks for connect_timeout_s, and GET LBA STATUS or a lock
- * must not wait behind it. */
-#define RBD_RETRY_MIN_MS  1000u
-#define RBD_RETRY_MAX_MS  60000u
-#define RBD_START_WAIT_MS 2000u /* how long the open at start waits for the first attempt */
-
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t work; /* the thread: something queued or due */
-	pthread_cond_t done; /* an attempt ended */
-	bool started;
-	uint64_t busy_since; /* when the running attempt began; 0 = none */
-	struct list_head list;
-} opener = {.lock = PTHREAD_MUTEX_INITIALIZER, .list = LIST_HEAD_INIT(opener.list)};
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void timedwait_ms(pthread_cond_t *cv, uint64_t until)
-{
-	struct timespec ts = {.tv_sec = (time_t)(until / 1000u),
-			      .tv_nsec = (long)(until % 1000u) * 1000000L};
-
-	pthread_cond_timedwait(cv, &opener.lock, &ts);
-}
-
-/* Under opener.lock: the queued entry due first. */
-static struct rbd_retry *opener_first(void)
-{
-	struct rbd_retry *best = NULL;
-	struct list_head *pos;
-
-	list_for_each(pos, &opener.list)
-	{
-		struct rbd_retry *r = list_entry(pos, struct rbd_retry, link);
-
-		if (!best || r->next_ms < best->next_ms)
-			best = r;
-	}
-	return best;
-}
-
-/* Under opener.lock: an attempt failed with err; queue the next one. */
-static void retry_failed(struct rbd_retry *r, const char *err)
-{
-	struct rbd_priv *p = r->dev->priv;
-
-	if (strcmp(r->why, err) != 0)
-		log_warn("rbd", "%s: offline: %s (tried %u times, retrying in the background)",
-			 p->name, err, r->attempts);
-	snprintf(r->why, sizeof(r->why), "%s", err);
-	if (r->kick) {
-		r->backoff_ms = RBD_RETRY_MIN_MS;
-		r->next_ms = now_ms();
-	} else {
-		r->next_ms = now_ms() + r->backoff_ms;
-		r->backoff_ms = r->backoff_ms * 2 > RBD_RETRY_MAX_MS ? RBD_RETRY_MAX_MS
-								     : r->backoff_ms * 2;
-	}
-	r->kick = false;
-	list_add_tail(&r->link, &opener.list);
-	r->queued = true;
-}
-
-/* Under opener.lock, which it drops around the attempt and the ready callback. */
-static void opener_run(struct rbd_retry *r)
-{
-	struct rbd_priv *p = r->dev->priv;
-	char err[256];
-	bs_ready_cb cb;
-	int rc;
-
-	list_del(&r->link);
-	r->queued = false;
-	r->running = true;
-	opener.busy_since = now_ms();
-	pthread_mutex_unlock(&opener.lock);
-	rc = rbd_attach(r->dev, err, sizeof(err));
-	pthread_mutex_lock(&opener.lock);
-	r->attempts++;
-	if (rc < 0) {
-		retry_failed(r, err);
-	} else {
-		atomic_store_explicit(&p->online, true, memory_order_release);
-		r->why[0] = 0;
-		cb = r->cb;
-		pthread_mutex_unlock(&opener.lock);
-		log_info("rbd", "%s: online after %u attempts", p->name, r->attempts);
-		if (cb) /* still running: the device cannot close under it */
-			cb(r->dev, r->cb_arg);
-		pthread_mutex_lock(&opener.lock);
-	}
-	r->running = false;
-	opener.busy_since = 0;
-	pthread_cond_broadcast(&opener.done);
-}
-
-static void *opener_main(void *arg)
-{
-	(void)arg;
-	pthread_mutex_lock(&opener.lock);
-	for (;;) {
-		struct rbd_retry *r = opener_first();
-
-		if (!r)
-			pthread_cond_wait(&opener.work, &opener.lock);
-		else if (r->next_ms > now_ms())
-			timedwait_ms(&opener.work, r->next_ms);
-		else
-			opener_run(r);
-	}
-	return NULL;
-}
-
-/* Under opener.lock. Detached, every signal blocked; its conditions on the monotonic clock. */
-static int opener_start(void)
-{
-	pthread_condattr_t ca;
-	sigset_t all, old;
-	pthread_attr_t a;
-	pthread_t th;
-	int rc;
-
-	if (opener.started)
-		return 0;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&opener.work, &ca);
-	pthread_cond_init(&opener.done, &ca);
-	pthread_condattr_destroy(&ca);
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	rc = pthread_create(&th, &a, opener_main, NULL);
-	pthread_attr_destroy(&a);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc) {
-		pthread_cond_destroy(&opener.work);
-		pthread_cond_destroy(&opener.done);
-		return -rc;
-	}
-	pthread_setname_np(th, "ix-rbd-opener");
-	opener.started = true;
-	return 0;
-}
-
-/* Under opener.lock: wait for the first attempt, at most RBD_START_WAIT_MS, and not at all
- * while another image's attempt has been stuck that long (a cluster that does not answer must
- * not add connect_timeout_s per LU to the start). */
-static void start_wait(struct rbd_retry *r)
-{
-	uint64_t deadline = now_ms() + RBD_START_WAIT_MS;
-
-	while (r->attempts == 0 || r->running) {
-		uint64_t now = now_ms(), until = deadline;
-
-		if (now >= deadline)
-			return;
-		if (!r->running && opener.busy_since) {
-			if (now - opener.busy_since >= RBD_START_WAIT_MS)
-				return;
-			if (opener.busy_since + RBD_START_WAIT_MS < until)
-				until = opener.busy_since + RBD_START_WAIT_MS;
-		}
-		timedwait_ms(&opener.done, until);
-	}
-}
-
-/* rbd.start_offline: the first attempt on the opener thread; the LU serves from the start
- * (offline until the image opens). */
-static int open_background(struct bs_dev *dev, char *err, size_t errlen)
+int bs_rbd_attach(struct bs_dev *dev, char *err, size_t errlen)
 {
 	struct rbd_priv *p = dev->priv;
-	struct rbd_retry *r = &p->r;
-	bool online;
-	int rc;
+	int rc = image_open(dev, false, err, errlen);
 
-	r->dev = dev;
-	r->backoff_ms = RBD_RETRY_MIN_MS;
-	snprintf(r->why, sizeof(r->why), "opening");
-	pthread_mutex_lock(&opener.lock);
-	rc = opener_start();
-	if (rc < 0) {
-		pthread_mutex_unlock(&opener.lock);
-		snprintf(err, errlen, "rbd %s: cannot start the opener thread: %s", p->name,
-			 strerror(-rc));
+	if (rc < 0)
 		return rc;
+	p->exclusive = p->c.exclusive_lock && !p->readonly;
+	if (p->exclusive && (rc = acquire_start(p)) < 0) {
+		snprintf(err, errlen, "rbd %s: cannot start the lock helper: %s", p->name,
+			 strerror(-rc));
+		bs_rbd_detach(p);
 	}
-	p->background = true;
-	list_add_tail(&r->link, &opener.list);
-	r->queued = true;
-	pthread_cond_signal(&opener.work);
-	start_wait(r);
-	online = atomic_load_explicit(&p->online, memory_order_acquire);
-	if (!online && !r->attempts)
-		snprintf(r->why, sizeof(r->why), "%s",
-			 r->running ? "opening: no answer yet from the cluster"
-				    : "opening: waiting for another image's attempt");
-	if (!online)
-		log_warn("rbd", "%s: starts offline: %s", p->name, r->why);
-	pthread_mutex_unlock(&opener.lock);
-	/* the LU reads it once, at its creation: the real object size, else RBD's default */
-	dev->unmap_granularity = online && p->obj_size <= UINT32_MAX ? (uint32_t)p->obj_size
-								    : 4u << 20;
-	return 0;
+	return rc;
+}
+
+int bs_rbd_reattach(struct bs_dev *dev, char *err, size_t errlen)
+{
+	return image_open(dev, true, err, errlen);
 }
 
 static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char *err,
@@ -1089,155 +788,78 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 	p->readonly = cfg->readonly;
 	p->close_ms = ((c->osd_op_timeout_s ? c->osd_op_timeout_s : RBD_DEFAULT_OSD_TIMEOUT_S) + 5) *
 		      1000u;
+	list_init(&p->cl_link);
 	atomic_init(&p->online, false);
-	rc = c->start_offline ? open_background(dev, err, errlen) : rbd_attach(dev, err, errlen);
-	if (rc < 0) {
+	atomic_init(&p->fenced, false);
+	atomic_init(&p->inflight, 0);
+	rc = bs_rbd_open(dev, c->start_offline, err, errlen);
+	if (rc < 0)
 		cfg_free(&p->c);
-		return rc;
-	}
-	if (!c->start_offline) {
-		atomic_store(&p->online, true);
-		dev->unmap_granularity = p->obj_size <= UINT32_MAX ? (uint32_t)p->obj_size : 0;
-	}
-	return 0;
-}
-
-static int rbd_on_ready(struct bs_dev *dev, bs_ready_cb cb, void *arg)
-{
-	struct rbd_priv *p = dev->priv;
-	int rc = 0;
-
-	if (!p->background)
-		return 0;
-	pthread_mutex_lock(&opener.lock);
-	if (!atomic_load(&p->online)) {
-		p->r.cb = cb;
-		p->r.cb_arg = arg;
-		rc = 1;
-	}
-	pthread_mutex_unlock(&opener.lock);
 	return rc;
 }
 
-int bs_rbd_status(struct bs_dev *dev, struct bs_rbd_status *st)
-{
-	struct rbd_priv *p = dev->ops == &bs_rbd_ops ? dev->priv : NULL;
-	uint64_t now = now_ms();
-
-	if (!p)
-		return -EINVAL;
-	memset(st, 0, sizeof(*st));
-	st->online = atomic_load(&p->online);
-	if (!p->background) {
-		st->attempts = 1;
-		return 0;
-	}
-	pthread_mutex_lock(&opener.lock);
-	st->online = atomic_load(&p->online);
-	st->attempts = p->r.attempts;
-	if (!st->online && p->r.queued && p->r.next_ms > now)
-		st->next_s = (unsigned)((p->r.next_ms - now + 999) / 1000);
-	if (!st->online)
-		snprintf(st->reason, sizeof(st->reason), "%s", p->r.why);
-	pthread_mutex_unlock(&opener.lock);
-	return 0;
-}
-
-int bs_rbd_retry(struct bs_dev *dev)
-{
-	struct rbd_priv *p = dev->ops == &bs_rbd_ops ? dev->priv : NULL;
-
-	if (!p)
-		return -EINVAL;
-	if (!p->background)
-		return 0;
-	pthread_mutex_lock(&opener.lock);
-	if (p->r.running) {
-		p->r.kick = true;
-	} else if (p->r.queued) {
-		p->r.next_ms = 0;
-		p->r.backoff_ms = RBD_RETRY_MIN_MS;
-		pthread_cond_signal(&opener.work);
-	}
-	pthread_mutex_unlock(&opener.lock);
-	return 0;
-}
-
-/* Off the opener's list, and out of a running attempt (bounded by connect_timeout_s). */
-static void background_stop(struct rbd_priv *p)
-{
-	if (!p->background)
-		return;
-	pthread_mutex_lock(&opener.lock);
-	if (p->r.queued)
-		list_del(&p->r.link);
-	p->r.queued = false;
-	while (p->r.running)
-		pthread_cond_wait(&opener.done, &opener.lock);
-	pthread_mutex_unlock(&opener.lock);
-}
-
 /* Closing releases the image's exclusive lock and its watch: requests to the cluster, and a
- * watch has no OSD timeout. A cluster that does not answer must not hang ix-target's exit or
- * a reload, so the close is asynchronous and waited for at most close_ms; after that the image
- * and its cluster connection are abandoned (left to the process's exit) with a warning. */
-/* The cluster does not answer while closing: leave its connection (and the image) to
- * librados, which may still call into it, rather than wait for ever. */
-static void abandon(struct rbd_priv *p)
+ * watch has no OSD timeout. A cluster that does not answer must not hang ix-target's exit, a
+ * reload or a rejoin, so the close is asynchronous and waited for at most close_ms; after that
+ * the image and its cluster connection are abandoned (left to the process's exit: librados may
+ * still call into them) with a warning. */
+void bs_rbd_detach(struct rbd_priv *p)
 {
-	pthread_mutex_lock(&clusters_lock);
-	p->cl->abandoned = true;
-	pthread_mutex_unlock(&clusters_lock);
-	cluster_put(p->cl);
-	owner_put(p->o);
-}
-
-static void image_close(struct rbd_priv *p)
-{
-	uint64_t end = now_ms() + p->close_ms; /* the clock, not a count of sleeps: a loaded
-						  machine oversleeps */
+	uint64_t end = bs_rbd_now_ms() + p->close_ms; /* the clock, not a count of sleeps: a
+							 loaded machine oversleeps */
 	rbd_completion_t c;
 	int rc;
 
-	while (p->o && atomic_load(&p->o->lock_job) && now_ms() < end)
-		usleep(10000); /* rbd_lock_acquire: bounded by the cluster's timeouts */
-	if (p->o && atomic_load(&p->o->lock_job)) {
-		log_warn("rbd", "%s: taking the lock did not end within %u s: the image is "
-			 "abandoned", p->name, p->close_ms / 1000);
-		abandon(p);
+	if (!p->cl)
 		return;
-	}
-	end = now_ms() + p->close_ms;
 	if (rbd_aio_create_completion(NULL, NULL, &c) < 0) {
 		rc = rbd_close(p->image);
 	} else if ((rc = rbd_aio_close(p->image, c)) < 0) {
 		rbd_aio_release(c);
 	} else {
-		while (!rbd_aio_is_complete(c) && now_ms() < end)
+		while (!rbd_aio_is_complete(c) && bs_rbd_now_ms() < end)
 			usleep(10000);
 		if (!rbd_aio_is_complete(c)) {
 			log_warn("rbd", "%s: the image did not close within %u s (the cluster does not "
 				 "answer): its connection is abandoned", p->name, p->close_ms / 1000);
-			abandon(p);
+			bs_rbd_conn_leave(p, true);
 			return;
 		}
 		rc = (int)rbd_aio_get_return_value(c);
 		rbd_aio_release(c);
 	}
-	if (rc < 0)
+	if (rc < 0 && rc != -ESHUTDOWN) /* a fenced connection's close: expected */
 		log_warn("rbd", "%s: rbd_close: %s", p->name, strerror(-rc));
 	rados_ioctx_destroy(p->ioctx);
-	cluster_put(p->cl);
+	bs_rbd_conn_leave(p, false);
+}
+
+void bs_rbd_attach_undo(struct rbd_priv *p)
+{
+	uint64_t end = bs_rbd_now_ms() + p->close_ms;
+
+	while (p->o && atomic_load(&p->o->lock_job) && bs_rbd_now_ms() < end)
+		usleep(10000); /* rbd_lock_acquire: bounded by the cluster's timeouts */
+	if (p->o && atomic_load(&p->o->lock_job)) {
+		log_warn("rbd",
+			 "%s: taking the lock did not end within %u s: the image is "
+			 "abandoned",
+			 p->name, p->close_ms / 1000);
+		bs_rbd_conn_leave(p, true); /* the job keeps its own reference to o */
+	} else {
+		bs_rbd_detach(p);
+	}
 	owner_put(p->o);
+	p->o = NULL;
 }
 
 static void rbd_dev_close(struct bs_dev *dev)
 {
 	struct rbd_priv *p = dev->priv;
 
-	background_stop(p);
+	bs_rbd_open_stop(p);
 	if (atomic_load_explicit(&p->online, memory_order_acquire))
-		image_close(p);
+		bs_rbd_attach_undo(p); /* without an image (a rejoin failed half-way): o only */
 	cfg_free(&p->c);
 }
 
@@ -1263,6 +885,45 @@ static void rt_push(struct rbd_thread *rt, struct bs_io *io)
 	atomic_fetch_sub_explicit(&rt->in_cb, 1, memory_order_release);
 }
 
+/* The gate between requests and a rejoin (bs_rbd_conn.c), which replaces p->image while
+ * p->fenced, once p->inflight is 0. A request enters before it touches the image and leaves
+ * when librbd is done with it. Both sides are sequentially consistent (fenced is set before
+ * inflight is read; inflight is raised before fenced is read), so either the request sees
+ * fenced or the rejoin sees it in flight: nothing sent on a fenced connection is still open
+ * when the device serves again. */
+static bool io_enter(struct rbd_priv *p)
+{
+	atomic_fetch_add(&p->inflight, 1);
+	if (!atomic_load(&p->fenced))
+		return true;
+	atomic_fetch_sub(&p->inflight, 1);
+	return false;
+}
+
+static void io_leave(struct rbd_priv *p)
+{
+	atomic_fetch_sub(&p->inflight, 1);
+}
+
+/* librbd's answer r to a request: a blocklisted connection fences every device on it (while
+ * the request is still in the gate, so the connection is p's), then the ownership's view. */
+static int io_result(struct rbd_priv *p, int r)
+{
+	if (r == -ESHUTDOWN)
+		bs_rbd_conn_fenced(p, "a request");
+	r = owner_check(p, r);
+	io_leave(p);
+	return r;
+}
+
+/* A fenced device refuses without asking the cluster: as not the owner with the managed lock
+ * (2/04/0B), else as the blocklisted connection would (ESHUTDOWN: 4/08/00). */
+static void refuse_fenced(struct rbd_priv *p, struct bs_io *io)
+{
+	io->result = p->exclusive ? BS_ERR_NOT_OWNER : -ESHUTDOWN;
+	io->cb(io);
+}
+
 /* librbd's thread: the request's result, then back to its submitter's loop. */
 static void rbd_done(rbd_completion_t c, void *arg)
 {
@@ -1270,7 +931,7 @@ static void rbd_done(rbd_completion_t c, void *arg)
 	ssize_t r = rbd_aio_get_return_value(c);
 
 	rbd_aio_release(c);
-	io->result = owner_check(io->dev->priv, r < 0 ? (int)r : 0);
+	io->result = io_result(io->dev->priv, r < 0 ? (int)r : 0);
 	rt_push(io->bpriv, io);
 }
 
@@ -1337,16 +998,21 @@ static void lbas_job(void *arg)
 {
 	struct bs_io *io = arg;
 
-	io->result = owner_check(io->dev->priv, lbas_run(io));
+	io->result = io_result(io->dev->priv, lbas_run(io));
 	rt_push(io->bpriv, io);
 }
 
 static void lbas_submit(struct bs_io *io, struct rbd_thread *rt)
 {
+	struct rbd_priv *p = io->dev->priv;
 	int rc;
 
+	if (!io_enter(p)) {
+		refuse_fenced(p, io);
+		return;
+	}
 	if (!rt) { /* a synchronous caller: it waits anyway */
-		io->result = lbas_run(io);
+		io->result = io_result(p, lbas_run(io));
 		io->cb(io);
 		return;
 	}
@@ -1354,6 +1020,7 @@ static void lbas_submit(struct bs_io *io, struct rbd_thread *rt)
 	rt->inflight++;
 	rc = helper_post(lbas_job, io);
 	if (rc < 0) {
+		io_leave(p);
 		rt->inflight--;
 		io->result = rc;
 		io->cb(io);
@@ -1406,9 +1073,9 @@ static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 		io->cb(io);
 		return;
 	}
-	if (p->o && atomic_load_explicit(&p->o->own, memory_order_relaxed) == RBD_OWN_FENCED) {
-		io->result = BS_ERR_NOT_OWNER; /* blocklisted: librbd would refuse it anyway */
-		io->cb(io);
+	if (atomic_load_explicit(&p->fenced, memory_order_relaxed) ||
+	    (p->o && atomic_load_explicit(&p->o->own, memory_order_relaxed) == RBD_OWN_FENCED)) {
+		refuse_fenced(p, io); /* blocklisted: librbd would refuse it anyway */
 		return;
 	}
 	if (io->op == BS_OP_LBA_STATUS) {
@@ -1439,11 +1106,17 @@ static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 		io->cb(io);
 		return;
 	}
+	if (!io_enter(p)) { /* fenced since the check above */
+		rbd_aio_release(c);
+		refuse_fenced(p, io);
+		return;
+	}
 	if (rt)
 		rt->inflight++;
 	rc = rbd_start(p, io, c);
 	if (rc < 0) { /* not started: no callback will come */
 		rbd_aio_release(c);
+		io_leave(p);
 		if (rt)
 			rt->inflight--;
 		io->result = rc;
@@ -1455,7 +1128,7 @@ static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 	rbd_aio_wait_for_complete(c);
 	rc = (int)rbd_aio_get_return_value(c);
 	rbd_aio_release(c);
-	io->result = owner_check(p, rc < 0 ? rc : 0);
+	io->result = io_result(p, rc < 0 ? rc : 0);
 	if (io->result < 0 && io->result != -EILSEQ && io->result != BS_ERR_NOT_OWNER)
 		log_io_error(io);
 	io->cb(io);
@@ -1471,13 +1144,6 @@ static bool rbd_compare_write_ok(struct bs_dev *dev, uint64_t offset, uint64_t l
 	return len > 0 && offset % 512 + len <= 512;
 }
 
-void *bs_rbd_rados(const struct bs_dev *dev)
-{
-	const struct rbd_priv *p = dev->priv;
-
-	return dev->ops == &bs_rbd_ops ? p->cl->rados : NULL;
-}
-
 const struct bs_ops bs_rbd_ops = {
     .name = "rbd",
     .type = BS_TYPE_RBD,
@@ -1488,5 +1154,5 @@ const struct bs_ops bs_rbd_ops = {
     .close = rbd_dev_close,
     .submit = rbd_submit,
     .compare_write_ok = rbd_compare_write_ok,
-    .on_ready = rbd_on_ready,
+    .on_ready = bs_rbd_on_ready,
 };

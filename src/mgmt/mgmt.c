@@ -784,6 +784,16 @@ static json_t *lun_status(struct ix_target *tgt, const char *target, json_t *lun
 	if (o && st.lock[0])
 		json_object_set_new(o, "lock", json_pack("{s:s, s:s}", "state", st.lock, "reason",
 							 st.lock_reason));
+	if (o && st.conn[0]) {
+		json_t *rj = json_pack("{s:s, s:s, s:I}", "state", st.conn, "reason",
+				       st.conn_reason, "count", (json_int_t)st.rejoins);
+
+		if (rj && st.rejoin_attempts)
+			json_object_set_new(rj, "attempts", json_integer(st.rejoin_attempts));
+		if (rj && st.rejoin_next_s)
+			json_object_set_new(rj, "next_attempt_s", json_integer(st.rejoin_next_s));
+		json_object_set_new(o, "rejoin", rj);
+	}
 	return o;
 }
 
@@ -1440,6 +1450,43 @@ static int m_set_lun_offline(struct call *c)
 	return 0;
 }
 
+/* A fenced RBD LUN rejoins the cluster now (a new client; docs/ha.md). The answer is the LUN's
+ * "status" right after the rejoin started (it runs on the backend's opener thread). */
+static int m_rejoin_lun(struct call *c)
+{
+	static const char *const keys[] = {"target", "lun", NULL};
+	json_t *lunv = json_object_get(c->params, "lun");
+	const char *target;
+	uint32_t lun;
+	int rc;
+
+	if (p_keys(c, keys) < 0 || p_str(c, "target", true, &target) < 0)
+		return -1;
+	if (!json_is_integer(lunv) || json_integer_value(lunv) < 0)
+		return merr_set(c->e, -32602, "params.lun: required (an integer)");
+	if (!c->m->tgt)
+		return merr_set(c->e, MGMT_ERR_APPLY, "no running target");
+	lun = (uint32_t)json_integer_value(lunv);
+	rc = ix_target_lun_rejoin(c->m->tgt, target, lun);
+	if (rc == -ENOENT)
+		return merr_set(c->e, MGMT_ERR_NOT_FOUND, "%s LUN %u: no such LUN", target, lun);
+	if (rc == -EINVAL || rc == -EOPNOTSUPP)
+		return merr_set(c->e, MGMT_ERR_INVALID_CONFIG, "%s LUN %u: not an RBD LUN%s",
+				target, lun, rc == -EOPNOTSUPP ? " (built without RBD)" : "");
+	if (rc == -EALREADY)
+		return merr_set(c->e, MGMT_ERR_APPLY,
+				"%s LUN %u: not fenced: its cluster connection serves", target,
+				lun);
+	if (rc == -EAGAIN)
+		return merr_set(c->e, MGMT_ERR_APPLY,
+				"%s LUN %u: the image is not open yet (ix-ctl lun online)", target,
+				lun);
+	if (rc < 0)
+		return merr_set(c->e, MGMT_ERR_APPLY, "%s LUN %u: %s", target, lun, strerror(-rc));
+	c->result = lun_status(c->m->tgt, target, lunv);
+	return c->result ? 0 : merr_set(c->e, -32603, "out of memory");
+}
+
 /* The managed exclusive lock of an RBD LUN (rbd.exclusive_lock): break it and take it, for a
  * failover; dry_run only reports who holds it and this gateway's state. */
 static int m_break_rbd_lock(struct call *c)
@@ -1564,6 +1611,7 @@ static const struct method {
     {"iscsi_set_lun_offline", m_set_lun_offline, true},
     {"iscsi_set_lun_options", m_set_lun_options, true},
     {"iscsi_break_rbd_lock", m_break_rbd_lock, true},
+    {"iscsi_rejoin_lun", m_rejoin_lun, true},
     {"iscsi_get_alua", m_get_alua, false},
     {"iscsi_set_alua_state", m_set_alua_state, true},
     {"iscsi_get_acls", m_get_acls, false},

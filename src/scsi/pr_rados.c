@@ -19,11 +19,17 @@
  * that might still hold the old state can no longer reach the cluster, before the command
  * completes. The result goes back to the command's worker loop as an allocation-free post.
  *
- * The cluster connection is the RBD device's own (bs_rbd_rados()): blocklisting a gateway's
- * watch fences its image I/O as well. A watch error (a lost connection, an OSD change) makes
- * the helper re-watch and re-read the object. An object that cannot be read or decoded is an
- * error (HARDWARE ERROR, INTERNAL TARGET FAILURE, and a log line naming the object and the
- * problem), never an empty state; at start it stops the LU, as a damaged APTPL file does. */
+ * The cluster connection is the RBD device's own: blocklisting a gateway's watch fences its
+ * image I/O as well. The store is the connection's user (struct bs_rbd_user): the backend
+ * puts it on the connection when the image opens (conn_attach: the address entry, the watch,
+ * the object read) and, once a fenced connection's I/O has ended, takes it off (conn_detach)
+ * and puts it on the new one of the rejoin, which reads the object again before the LU
+ * serves. An ESHUTDOWN (blocklisted) seen here fences the whole connection (bs_rbd_fenced).
+ * While off a connection a PERSISTENT RESERVE OUT fails (4/44/00). A watch error (a lost
+ * connection, an OSD change) makes the helper re-watch and re-read the object. An object that
+ * cannot be read or decoded is an error (HARDWARE ERROR, INTERNAL TARGET FAILURE, and a log line
+ * naming the object and the problem), never an empty state; at start it stops the LU, as a damaged
+ * APTPL file does. */
 #include <errno.h>
 #include <pthread.h>
 #include <rados/librados.h>
@@ -64,8 +70,15 @@ struct pr_job {
 
 struct pr_rados {
 	struct scsi_lu *lu;
-	rados_t cluster; /* the RBD device's */
+	struct bs_rbd_user user; /* conn_attach, conn_detach */
+	/* The connection: the helper holds conn_mu around each job, attach and detach take it. */
+	pthread_mutex_t conn_mu;
+	rados_t cluster; /* the RBD device's, while connected */
 	rados_ioctx_t io;
+	bool connected;
+	uint64_t gid;	    /* the connection's client id: its gw.<gid> address entry */
+	uint64_t stale_gid; /* a fenced connection's entry: removed on the next one */
+	char *pool, *ns;    /* where the object is (the image's pool and namespace) */
 	uint64_t watch;
 	bool watching;
 	char oid[300];
@@ -257,14 +270,23 @@ static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t no
 		log_warn("pr", "%s: notify ack: %s", r->name, strerror(-rc));
 }
 
+/* A blocklisted connection (ESHUTDOWN, librados' EBLOCKLISTED) answered what: the LU's
+ * device and every other on that connection are fenced and rejoin. */
+static void check_fenced(struct pr_rados *r, int rc, const char *what)
+{
+	if (rc == -ESHUTDOWN)
+		bs_rbd_fenced(r->lu->dev, r->cluster, what);
+}
+
 static void watch_err_cb(void *arg, uint64_t cookie, int err)
 {
 	struct pr_rados *r = arg;
 
 	(void)cookie;
-	log_warn("pr", "%s: watch lost (%s)%s: watching and reading it again", r->name,
-		 strerror(-err),
-		 err == -ESHUTDOWN ? ": this gateway was blocklisted by another one" : "");
+	log_warn("pr", "%s: watch lost (%s)%s", r->name, strerror(-err),
+		 err == -ESHUTDOWN ? ": this gateway was blocklisted by another one"
+				   : ": watching and reading it again");
+	check_fenced(r, err, "the reservation object's watch");
 	queue_reload(r);
 }
 
@@ -322,8 +344,7 @@ static int advertise(struct pr_rados *r, char *err, size_t errlen)
 	free(addrs);
 	if (rc < 0)
 		return rc;
-	snprintf(key, sizeof(key), "gw.%llu",
-		 (unsigned long long)rados_get_instance_id(r->cluster));
+	snprintf(key, sizeof(key), "gw.%llu", (unsigned long long)r->gid);
 	rc = rados_setxattr(r->io, r->gwoid, key, addr, strlen(addr));
 	if (rc < 0)
 		snprintf(err, errlen, "%s: setxattr %s on %s: %s", r->name, key, r->gwoid,
@@ -331,13 +352,13 @@ static int advertise(struct pr_rados *r, char *err, size_t errlen)
 	return rc;
 }
 
-/* At a clean stop: this client's address entry goes (a failure only leaves a stale entry). */
-static void forget_address(struct pr_rados *r)
+/* At a clean stop, and for a fenced connection once on the next: that client's address
+ * entry goes (a failure only leaves a stale entry). */
+static void forget_address(struct pr_rados *r, uint64_t gid)
 {
 	char key[32];
 
-	snprintf(key, sizeof(key), "gw.%llu",
-		 (unsigned long long)rados_get_instance_id(r->cluster));
+	snprintf(key, sizeof(key), "gw.%llu", (unsigned long long)gid);
 	(void)rados_rmxattr(r->io, r->gwoid, key);
 }
 
@@ -449,6 +470,7 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 	}
 	if (rc < 0) {
 		log_err("pr", "LUN %u: persistent reservation change failed: %s", r->lu->lun, err);
+		check_fenced(r, rc, "a persistent reservation change");
 		res = PR_NOMEM;
 	}
 	pr_state_clear(&st);
@@ -475,6 +497,10 @@ static void run_reload(struct pr_rados *r)
 		adopt(r, &st, &v, NULL);
 		log_info("pr", "%s: watching again, object at epoch %016llx sequence %llu", r->name,
 			 (unsigned long long)v.epoch, (unsigned long long)v.seq);
+	} else if (rc == -ESHUTDOWN) {
+		log_warn("pr", "LUN %u: %s (blocklisted: read again when the gateway rejoins)",
+			 r->lu->lun, err);
+		check_fenced(r, rc, "reading the reservation object");
 	} else {
 		log_err("pr", "LUN %u: %s (the last known state stays in force)", r->lu->lun, err);
 	}
@@ -492,9 +518,22 @@ static void run_reset(struct pr_rados *r)
 			   &reply, &rlen);
 	if (reply)
 		rados_buffer_free(reply);
-	if (rc < 0)
+	if (rc < 0) {
 		log_warn("pr", "%s: telling the other gateways of a LUN RESET: %s", r->name,
 			 strerror(-rc));
+		check_fenced(r, rc, "a LUN RESET notify");
+	}
+}
+
+/* A PERSISTENT RESERVE OUT while the store is off any connection: the device was fenced (and
+ * rejoins) or its image is not open yet. */
+static enum pr_result not_connected(struct pr_rados *r)
+{
+	log_err("pr",
+		"LUN %u: persistent reservation change refused: %s is out of reach (this "
+		"gateway's connection was fenced and rejoins, or the image is not open yet)",
+		r->lu->lun, r->name);
+	return PR_NOMEM;
 }
 
 /* On the command's worker loop. */
@@ -523,12 +562,16 @@ static void *helper(void *arg)
 		j = list_entry(r->jobs.next, struct pr_job, link);
 		list_del(&j->link);
 		pthread_mutex_unlock(&r->mu);
+		pthread_mutex_lock(&r->conn_mu); /* off a connection: nothing to do, or refused */
 		if (j->kind == JOB_RELOAD) {
 			free(j);
-			if (!r->stop)
+			if (!r->stop && r->connected)
 				run_reload(r);
+			pthread_mutex_unlock(&r->conn_mu);
 		} else if (j->kind == JOB_RESET) {
-			run_reset(r);
+			if (r->connected)
+				run_reset(r);
+			pthread_mutex_unlock(&r->conn_mu);
 			pthread_mutex_lock(&r->mu);
 			j->finished = true;
 			pthread_cond_broadcast(&r->done_cv);
@@ -536,7 +579,8 @@ static void *helper(void *arg)
 				free(j);
 			pthread_mutex_unlock(&r->mu);
 		} else {
-			j->res = run_out(r, j);
+			j->res = r->connected ? run_out(r, j) : not_connected(r);
+			pthread_mutex_unlock(&r->conn_mu);
 			ev_loop_post_node(j->cmd->thread->loop, &j->post, job_done, j);
 		}
 		pthread_mutex_lock(&r->mu);
@@ -633,26 +677,57 @@ static void rados_reset(struct scsi_lu *lu)
 	pthread_mutex_unlock(&r->mu);
 }
 
+/* Off the connection (under conn_mu): the watch, its callbacks, the I/O context. */
+static void conn_drop(struct pr_rados *r)
+{
+	if (r->watching)
+		rados_unwatch2(r->io, r->watch);
+	r->watching = false;
+	rados_watch_flush(r->cluster); /* no callback of ours runs after this */
+	rados_ioctx_destroy(r->io);
+	r->connected = false;
+}
+
+/* The helper stops; the jobs it did not take go. */
+static void helper_stop(struct pr_rados *r)
+{
+	pthread_mutex_lock(&r->mu);
+	r->stop = true;
+	pthread_cond_signal(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+	pthread_join(r->thread, NULL);
+	while (!list_empty(&r->jobs)) { /* a reload a watch error queued */
+		struct pr_job *j = list_entry(r->jobs.next, struct pr_job, link);
+
+		list_del(&j->link);
+		free(j);
+	}
+}
+
+static void store_free(struct pr_rados *r)
+{
+	pthread_cond_destroy(&r->cv);
+	pthread_cond_destroy(&r->done_cv);
+	pthread_mutex_destroy(&r->mu);
+	pthread_mutex_destroy(&r->conn_mu);
+	free(r->pool);
+	free(r->ns);
+	free(r);
+}
+
 static void rados_free(struct scsi_lu *lu)
 {
 	struct pr_rados *r = lu->pr_store;
 
 	if (!r)
 		return;
-	pthread_mutex_lock(&r->mu);
-	r->stop = true;
-	pthread_cond_signal(&r->cv);
-	pthread_mutex_unlock(&r->mu);
-	pthread_join(r->thread, NULL);
-	if (r->watching)
-		rados_unwatch2(r->io, r->watch);
-	rados_watch_flush(r->cluster); /* no callback of ours runs after this */
-	forget_address(r);
-	rados_ioctx_destroy(r->io);
-	pthread_cond_destroy(&r->cv);
-	pthread_cond_destroy(&r->done_cv);
-	pthread_mutex_destroy(&r->mu);
-	free(r);
+	bs_rbd_detach_user(lu->dev); /* no attach or detach after this */
+	helper_stop(r);
+	if (r->connected) {
+		forget_address(r, r->gid);
+		conn_drop(r);
+	}
+	store_free(r);
 	lu->pr_store = NULL;
 }
 
@@ -663,28 +738,29 @@ static const struct scsi_pr_store_ops rados_ops = {
     .free = rados_free,
 };
 
-static int open_io(struct pr_rados *r, const struct bs_rbd_cfg *c, char *err, size_t errlen)
+/* The RBD device's opener thread (or the LU's creation): onto the connection rados, the
+ * device's, with the address entry, the watch and the object read (the LU serves only after
+ * this). On failure nothing is kept. */
+static int conn_attach(void *arg, void *rados, char *err, size_t errlen)
 {
-	int rc = rados_ioctx_create(r->cluster, c->pool, &r->io);
-
-	if (rc < 0) {
-		snprintf(err, errlen, "%s: pool %s: %s", r->name, c->pool, strerror(-rc));
-		return rc;
-	}
-	if (c->ns)
-		rados_ioctx_set_namespace(r->io, c->ns);
-	return 0;
-}
-
-/* Load, watch, start the helper; on failure everything is undone. */
-static int start(struct pr_rados *r, char *err, size_t errlen)
-{
+	struct pr_rados *r = arg;
 	struct pr_state st;
 	struct pr_obj_ver v;
 	uint64_t ver;
 	int rc;
 
 	pr_state_init(&st);
+	pthread_mutex_lock(&r->conn_mu);
+	r->cluster = rados;
+	r->gid = rados_get_instance_id(r->cluster);
+	rc = rados_ioctx_create(r->cluster, r->pool, &r->io);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: pool %s: %s", r->name, r->pool, strerror(-rc));
+		pthread_mutex_unlock(&r->conn_mu);
+		return rc;
+	}
+	if (r->ns)
+		rados_ioctx_set_namespace(r->io, r->ns);
 	rc = advertise(r, err, errlen);
 	if (rc == 0)
 		rc = watch_start(r, err, errlen);
@@ -692,16 +768,37 @@ static int start(struct pr_rados *r, char *err, size_t errlen)
 		rc = obj_read(r, &st, &v, &ver, err, errlen);
 	if (rc == 0) {
 		adopt(r, &st, &v, NULL);
-		rc = -pthread_create(&r->thread, NULL, helper, r);
-		if (rc)
-			snprintf(err, errlen, "%s: helper thread: %s", r->name, strerror(-rc));
+		r->connected = true;
+		if (r->stale_gid) /* the fenced client's address entry */
+			forget_address(r, r->stale_gid);
+		r->stale_gid = 0;
+		log_info("pr",
+			 "LUN %u: %s on client.%llu: %zu registration(s), epoch %016llx "
+			 "sequence %llu",
+			 r->lu->lun, r->name, (unsigned long long)r->gid, st.nregs,
+			 (unsigned long long)v.epoch, (unsigned long long)v.seq);
+	} else {
+		conn_drop(r);
 	}
+	pthread_mutex_unlock(&r->conn_mu);
 	pr_state_clear(&st);
-	if (rc && r->watching) {
-		rados_unwatch2(r->io, r->watch);
-		rados_watch_flush(r->cluster);
-	}
 	return rc;
+}
+
+/* The opener thread, once the fenced connection's I/O has ended: off it. Its address entry
+ * cannot be removed through it (blocklisted): the next connection does it. */
+static void conn_detach(void *arg)
+{
+	struct pr_rados *r = arg;
+
+	pthread_mutex_lock(&r->conn_mu);
+	if (r->connected) {
+		conn_drop(r);
+		r->stale_gid = r->gid;
+		log_info("pr", "LUN %u: %s: off the fenced connection client.%llu", r->lu->lun,
+			 r->name, (unsigned long long)r->gid);
+	}
+	pthread_mutex_unlock(&r->conn_mu);
 }
 
 int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err, size_t errlen)
@@ -715,7 +812,7 @@ int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *
 		return -ENOMEM;
 	}
 	r->lu = lu;
-	r->cluster = bs_rbd_rados(lu->dev);
+	r->user = (struct bs_rbd_user){conn_attach, conn_detach, r};
 	snprintf(r->oid, sizeof(r->oid), "ix.pr.%s", c->image);
 	snprintf(r->gwoid, sizeof(r->gwoid), "%s.gw", r->oid);
 	r->origin = fnv1a64(FNV1A64_INIT, &r, sizeof(r)) ^ (uint64_t)time(NULL) ^
@@ -724,34 +821,31 @@ int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *
 		 c->ns ? c->ns : "", c->ns ? "/" : "", r->oid);
 	list_init(&r->jobs);
 	pthread_mutex_init(&r->mu, NULL);
+	pthread_mutex_init(&r->conn_mu, NULL);
 	pthread_cond_init(&r->cv, NULL);
 	pthread_cond_init(&r->done_cv, NULL);
-	rc = r->cluster ? open_io(r, c, err, errlen) : -EINVAL;
-	if (!r->cluster)
-		snprintf(err, errlen, "pr_store \"rados\" needs an RBD device");
-	if (rc == 0) {
-		rc = start(r, err, errlen);
-		if (rc)
-			rados_ioctx_destroy(r->io);
+	r->pool = strdup(c->pool);
+	r->ns = c->ns ? strdup(c->ns) : NULL;
+	if (!r->pool || (c->ns && !r->ns)) {
+		snprintf(err, errlen, "out of memory");
+		store_free(r);
+		return -ENOMEM;
 	}
+	rc = -pthread_create(&r->thread, NULL, helper, r);
 	if (rc) {
-		while (!list_empty(&r->jobs)) { /* a reload a watch error queued meanwhile */
-			struct pr_job *j = list_entry(r->jobs.next, struct pr_job, link);
-
-			list_del(&j->link);
-			free(j);
-		}
-		pthread_cond_destroy(&r->cv);
-		pthread_cond_destroy(&r->done_cv);
-		pthread_mutex_destroy(&r->mu);
-		free(r);
+		snprintf(err, errlen, "%s: helper thread: %s", r->name, strerror(-rc));
+		store_free(r);
+		return rc;
+	}
+	/* now when the image is open (a damaged object stops the LU), else when it opens */
+	rc = bs_rbd_attach_user(lu->dev, &r->user, err, errlen);
+	if (rc) {
+		helper_stop(r);
+		store_free(r);
 		return rc;
 	}
 	lu->pr_store = r;
 	lu->pr_ops = &rados_ops;
 	lu->pr_persistent = true;
-	log_info("pr", "LUN %u: %s, %zu registration(s), epoch %016llx sequence %llu", lu->lun,
-		 r->name, lu->pr.nregs, (unsigned long long)r->epoch,
-		 (unsigned long long)lu->pr_seq);
 	return 0;
 }

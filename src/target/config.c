@@ -1174,6 +1174,7 @@ static const struct key rbd_keys[] = {
     KEY_NUM("connect_timeout_s", K_U32, RBD(connect_timeout_s), 1, 3600, 0),
     KEY_BOOL("exclusive_lock", RBD(exclusive_lock), false),
     KEY_BOOL("start_offline", RBD(start_offline), true),
+    KEY_NUM("rejoin_after_ms", K_U32, RBD(rejoin_after_ms), 0, 3600000, 5000),
     KEY_END};
 #undef RBD
 
@@ -1191,7 +1192,7 @@ static int parse_rbd(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	}
 	if (lu->backend != BS_TYPE_RBD)
 		return fail(c, "rbd", true, "only for backend \"rbd\"");
-	r->start_offline = true; /* the default: see docs/configuration.md */
+	key_defaults(rbd_keys, r); /* start_offline true, rejoin_after_ms 5000: configuration.md */
 	if ((rc = want_object(c, "rbd", o)))
 		return rc;
 	push_key(c, "rbd");

@@ -174,12 +174,22 @@ struct ix_lun_status {
 	unsigned attempts, next_s;
 	char lock[16];
 	char lock_reason[256];
+	/* RBD, open: its cluster connection ("connected", "fenced", "rejoining"; "" for other
+	 * LUNs), why, rejoins completed, attempts of the rejoin under way, seconds to the next */
+	char conn[16];
+	char conn_reason[256];
+	unsigned rejoins, rejoin_attempts, rejoin_next_s;
 };
 int ix_target_lun_status(struct ix_target *t, const char *target, uint32_t lun,
 			 struct ix_lun_status *st);
 /* Try to open a LUN's backend now if it is not open (RBD started offline; ix-ctl lun online):
  * 0, also when nothing is to be done; -ENOENT: no such LUN. Main thread. */
 int ix_target_lun_retry(struct ix_target *t, const char *target, uint32_t lun);
+/* Rejoin a fenced RBD LUN now (ix-ctl lun rejoin): a new cluster connection, the image
+ * reopened, standby (see docs/ha.md). 0 started; -ENOENT no such LUN; -EINVAL not an RBD
+ * LUN; -EALREADY not fenced; -EAGAIN the image is not open yet; -EOPNOTSUPP built without
+ * RBD. Main thread. */
+int ix_target_lun_rejoin(struct ix_target *t, const char *target, uint32_t lun);
 
 /* The main loop (for tools that add their own watches, e.g. signalfd). */
 struct ev_loop *ix_target_main_loop(struct ix_target *t);

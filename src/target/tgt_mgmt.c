@@ -313,6 +313,11 @@ static void rbd_status(struct bs_dev *dev, struct ix_lun_status *st)
 	}
 	own = bs_rbd_state(dev, st->lock_reason, sizeof(st->lock_reason));
 	snprintf(st->lock, sizeof(st->lock), "%s", rs.online ? bs_rbd_state_name(own) : "");
+	snprintf(st->conn, sizeof(st->conn), "%s", rs.conn);
+	snprintf(st->conn_reason, sizeof(st->conn_reason), "%s", rs.conn_reason);
+	st->rejoins = rs.rejoins;
+	st->rejoin_attempts = rs.rejoin_attempts;
+	st->rejoin_next_s = rs.rejoin_next_s;
 #else
 	(void)dev;
 	(void)st;
@@ -353,6 +358,25 @@ int ix_target_lun_retry(struct ix_target *t, const char *target, uint32_t lun)
 	if (n)
 		tgt_node_put(n);
 	return lu ? 0 : -ENOENT;
+}
+
+int ix_target_lun_rejoin(struct ix_target *t, const char *target, uint32_t lun)
+{
+	struct tgt_node *n;
+	struct scsi_lu *lu = lu_of(t, target, lun, &n);
+	struct bs_dev *dev = lu ? scsi_lu_dev(lu) : NULL;
+	int rc = lu ? -EINVAL : -ENOENT;
+
+#ifdef IX_HAVE_RBD
+	if (dev && dev->ops == &bs_rbd_ops)
+		rc = bs_rbd_rejoin(dev);
+#else
+	if (dev)
+		rc = -EOPNOTSUPP;
+#endif
+	if (n)
+		tgt_node_put(n);
+	return rc;
 }
 
 int ix_target_lun_bytes(struct ix_target *t, const char *target, uint32_t lun, uint64_t *bytes)

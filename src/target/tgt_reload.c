@@ -152,6 +152,7 @@ static bool lu_cfg_same(const struct scsi_lu_cfg *a, const struct scsi_lu_cfg *b
 	       a->rbd.osd_op_timeout_s == b->rbd.osd_op_timeout_s &&
 	       a->rbd.start_offline == b->rbd.start_offline &&
 	       a->rbd.connect_timeout_s == b->rbd.connect_timeout_s &&
+	       a->rbd.rejoin_after_ms == b->rbd.rejoin_after_ms &&
 	       a->rbd.exclusive_lock == b->rbd.exclusive_lock && a->pr_store == b->pr_store;
 }
 

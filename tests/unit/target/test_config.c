@@ -157,6 +157,10 @@ static const struct tcase cases[] = {
      "targets[0].luns[0].rbd.conf: must be an absolute path"},
     {LUNS("{'lun':0,'backend':'rbd','rbd':{'pool':'p','image':'i','osd_op_timeout_s':0}}"),
      "targets[0].luns[0].rbd.osd_op_timeout_s: 0 is out of range"},
+    {LUNS("{'lun':0,'backend':'rbd','rbd':{'pool':'p','image':'i','rejoin_after_ms':3600001}}"),
+     "targets[0].luns[0].rbd.rejoin_after_ms: 3600001 is out of range"},
+    {LUNS("{'lun':0,'backend':'rbd','rbd':{'pool':'p','image':'i','rejoin_after_ms':-1}}"),
+     "targets[0].luns[0].rbd.rejoin_after_ms: -1 is out of range"},
     {LUNS("{'lun':0,'backend':'rbd','rbd':{'pool':'p','image':'i','size':1}}"),
      "targets[0].luns[0].rbd.size: unknown key \"size\""},
     {LUNS("{'lun':0,'backend':'rbd','path':'/x','rbd':{'pool':'p','image':'i'}}"),
@@ -949,6 +953,31 @@ static void test_testing(void)
 	ALUA_PORTALS "'targets': [{'name': 'iqn.2024-01.org.ix:t', 'portals': ['a', 'b'],"        \
 		     "'luns': [{'lun': 0, 'backend': 'ram', 'size': '1M'}], 'alua': " alua "}]}"
 
+/* rbd.rejoin_after_ms: 5000 when absent (with start_offline true), 0 = only when asked. */
+static void test_rbd_defaults(void)
+{
+	static const char *const json[] = {
+	    LUNS("{'lun':0,'backend':'rbd','rbd':{'pool':'p','image':'i'}}"),
+	    LUNS("{'lun':0,'backend':'rbd','rbd':{'pool':'p','image':'i','rejoin_after_ms':0,"
+		 "'start_offline':false}}")};
+	static const uint32_t want[] = {5000, 0};
+	char err[512];
+
+	for (size_t i = 0; i < 2; i++) {
+		struct ix_config *cfg = NULL;
+		const struct scsi_lu_cfg *lu;
+
+		CHECK_EQ(load(json[i], &cfg, err, sizeof(err)), 0);
+		if (!cfg)
+			continue;
+		lu = &cfg->targets[0].luns[0].lu;
+		CHECK_EQ(lu->rbd.rejoin_after_ms, want[i]);
+		CHECK_EQ(lu->rbd.start_offline, i == 0);
+		CHECK_EQ(lu->rbd.osd_op_timeout_s, 0);
+		cfg_free(cfg);
+	}
+}
+
 static void test_alua(void)
 {
 	static const struct tcase bad[] = {
@@ -1066,5 +1095,6 @@ int main(void)
 	test_docs();
 	test_files();
 	test_alua();
+	test_rbd_defaults();
 	return tap_done();
 }

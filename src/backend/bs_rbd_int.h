@@ -1,0 +1,138 @@
+/* Internal to the RBD backend: bs_rbd.c (the device, its I/O, the helper thread and the
+ * ownership of the managed exclusive lock) and bs_rbd_conn.c (cluster connections, the opener
+ * thread, fencing and rejoin). Nothing outside src/backend includes this. */
+#ifndef IX_BACKEND_BS_RBD_INT_H
+#define IX_BACKEND_BS_RBD_INT_H
+
+#include <pthread.h>
+#include <rados/librados.h>
+#include <rbd/librbd.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "backend/bs.h"
+#include "util/list.h"
+
+#define RBD_DEFAULT_OSD_TIMEOUT_S 30
+#define RBD_DEFAULT_CONNECT_S	  10
+
+/* A cluster connection, shared by every LU that names the cluster the same way
+ * (bs_rbd_conn.c). Every field under clusters_lock. */
+struct rbd_cluster {
+	struct list_head link; /* on the list new LUs share from; off once fenced */
+	char *key;	       /* conf \n client \n keyring \n timeouts */
+	rados_t rados;
+	unsigned refs;
+	uint64_t gid;	 /* this client's id (client.<gid>), for messages */
+	bool connecting; /* rados_connect runs (without the lock): others of the key wait */
+	bool abandoned;	 /* an image of it did not close: never rados_shutdown (it could hang) */
+	bool fenced;	 /* blocklisted: its devices rejoin through a new connection */
+	struct list_head devs; /* rbd_priv.cl_link: the devices whose image is open on it */
+};
+
+/* The device's place on the opener thread's list: its first open (rbd.start_offline) and,
+ * once fenced, its rejoin, each tried again with back-off. Every field under opener.lock. */
+struct rbd_retry {
+	struct list_head link; /* on opener.list while queued */
+	struct bs_dev *dev;
+	uint64_t next_ms; /* monotonic: the next attempt */
+	unsigned backoff_ms;
+	unsigned attempts;	  /* opens tried */
+	unsigned rejoin_attempts; /* attempts of the rejoin under way */
+	unsigned rejoins;	  /* rejoins completed */
+	bool rejoin;		  /* the entry is a rejoin, not the first open */
+	bool queued;		  /* on the list */
+	bool running;		  /* an attempt is running: close waits for it */
+	bool kick; /* a retry was asked for while one ran: go again at once if it fails */
+	bs_ready_cb cb;
+	void *cb_arg;
+	const struct bs_rbd_user *user; /* who else uses the connection (the PR store) */
+	char why[256];			/* why it is not open, or why the rejoin failed */
+	char fenced_why[256];		/* why the connection was fenced */
+};
+
+struct rbd_owner;
+
+struct rbd_priv {
+	struct rbd_cluster *cl;	  /* set and cleared under clusters_lock */
+	struct list_head cl_link; /* on cl->devs while the image is open on it */
+	rados_ioctx_t ioctx;
+	rbd_image_t image;
+	uint64_t obj_size;
+	bool exclusive;		     /* rbd.exclusive_lock */
+	struct rbd_owner *o;	     /* with exclusive */
+	unsigned close_ms;	     /* how long closing may take: the OSD timeout and some */
+	_Atomic uint64_t last_err_s; /* when the last I/O error was logged (monotonic seconds) */
+	atomic_uint quiet_errs;	     /* errors not logged since */
+	char name[160];		     /* pool/[ns/]image, for messages */
+	/* the open (rbd_attach), and with rbd.start_offline its retries in the background */
+	struct bs_rbd_cfg c; /* copied at open (strings owned) */
+	uint64_t cfg_size;   /* the configured size, 0 = the image's */
+	uint32_t cfg_block;
+	bool readonly;
+	bool background;    /* started with start_offline: on_ready reports the open */
+	atomic_bool online; /* the image was opened: o is set (image, ioctx and cl too, but a
+			       rejoin replaces them while fenced) */
+	/* Fencing (bs_rbd_conn.c): while fenced no request reaches the image, and the rejoin
+	 * replaces image, ioctx and cl once inflight is 0 (see io_enter in bs_rbd.c). */
+	atomic_bool fenced;
+	atomic_uint inflight; /* requests between io_enter and librbd's answer */
+	struct rbd_retry r;
+};
+
+static inline uint64_t bs_rbd_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- bs_rbd_conn.c ---- */
+
+/* Put p's image on the connection for its configuration (a shared one, or a new one:
+ * blocking, connect_timeout_s): p->cl. -errno + message. */
+int bs_rbd_conn_join(struct rbd_priv *p, char *err, size_t errlen);
+/* p's image is closed (or, with abandon, could not be: the connection is then never shut
+ * down); p->cl goes, and the connection with its last image. */
+void bs_rbd_conn_leave(struct rbd_priv *p, bool abandon);
+/* Any thread: p's connection answered ESHUTDOWN (librados' EBLOCKLISTED) to what (a
+ * request, taking the lock...): every device on it is fenced and rejoins. */
+void bs_rbd_conn_fenced(struct rbd_priv *p, const char *what);
+/* The same for the device whose ownership is o (a lock job knows only o). */
+void bs_rbd_conn_fenced_owner(const struct rbd_owner *o, const char *what);
+/* Open the device: on the opener thread (background, rbd.start_offline) or here. */
+int bs_rbd_open(struct bs_dev *dev, bool background, char *err, size_t errlen);
+/* Off the opener's list, and out of a running attempt (device close). */
+void bs_rbd_open_stop(struct rbd_priv *p);
+/* bs_ops.on_ready. */
+int bs_rbd_on_ready(struct bs_dev *dev, bs_ready_cb cb, void *arg);
+
+/* ---- bs_rbd.c ---- */
+
+/* The first open: the connection, the image, its size and its lock (p->cl, ioctx, image,
+ * obj_size, o and dev->size). Blocking (bounded by connect_timeout_s and the OSD timeout).
+ * -errno + message. */
+int bs_rbd_attach(struct bs_dev *dev, char *err, size_t errlen);
+/* Undo bs_rbd_attach (the device closes, or its first open fails after it): the lock job
+ * first (bounded), the image, its connection and the ownership. */
+void bs_rbd_attach_undo(struct rbd_priv *p);
+/* A rejoin: a new connection and the image again (at least dev->size bytes); not the lock. */
+int bs_rbd_reattach(struct bs_dev *dev, char *err, size_t errlen);
+/* Close the image and leave its connection (bounded by close_ms; then abandoned). The
+ * ownership stays. */
+void bs_rbd_detach(struct rbd_priv *p);
+/* Ownership hooks of the connection code (no-ops without exclusive_lock): the connection was
+ * fenced (state fenced, with why; under clusters_lock); a lock job still runs (the image
+ * cannot be replaced); the image was reopened on a new connection: the ownership moves to it
+ * under the managed lock policy, and who holds the lock goes into holder (asks the cluster);
+ * then, under clusters_lock, state standby (the lock is never taken back without asking for
+ * it). */
+void bs_rbd_owner_fenced(struct rbd_priv *p, const char *why);
+bool bs_rbd_owner_busy(struct rbd_priv *p);
+void bs_rbd_owner_reopened(struct rbd_priv *p, char *holder, size_t len);
+void bs_rbd_owner_rejoined(struct rbd_priv *p, const char *holder);
+
+#endif

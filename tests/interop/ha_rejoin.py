@@ -1,0 +1,740 @@
+#!/usr/bin/env python3
+"""A fenced gateway rejoins the cluster without a restart (rbd.rejoin_after_ms, iscsi_rejoin_lun,
+`ix-ctl lun rejoin`; docs/ha.md, "Fencing and rejoin"). Its own memstore single-node cluster
+(tests/ceph/cluster.sh). Gateway A: portal tpgt 1 in ALUA group 1, rejoin_after_ms REJOIN_MS
+(automatic), implicit failover off (so its standby path answers 2/04/0B, not 2/04/0A), and a
+second target with an image without lock or PR on the same cluster connection; gateway B: tpgt
+2 in group 2, rejoin_after_ms 0 (only when asked), implicit_failover_ms IMPLICIT_MS. One image
+with exclusive_lock and "pr_store": "rados". Each gateway keeps one session for the whole test
+(the same TCP connection: sessions survive fencing and rejoin). Every write a gateway
+acknowledged goes into a ledger that is read back through the owner after each failover and
+at the end.
+
+  1. explicit: A owns; a reservation state (a registration through each gateway, Write
+     Exclusive - Registrants Only through A); SET TARGET PORT GROUPS (group 2 active) through
+     B; A's next write 2/04/0B (or 2/04/0C when the PR store's watch found the blocklisting
+     first), A "fenced", REPORT TARGET PORT GROUPS through A: group 1 unavailable; A's other
+     LU (same connection) fenced too, its write 4/08/00; A rejoins by itself within
+     REJOIN_MS + a bound ("connected", count 1, lock "standby"); on A's old session three
+     writes: 2/04/0B, 2A/06, 2/04/0B, and REPORT TARGET PORT GROUPS group 1 standby, 2
+     active/optimized; A's other LU serves again (a write reads back); failback (SET TARGET
+     PORT GROUPS group 1 active through A): GOOD, B fenced; the ledger reads back through A;
+  2. manual: B stays fenced (rejoin_after_ms 0) for longer than REJOIN_MS; a PERSISTENT
+     RESERVE OUT through fenced B is refused and a reservation change through A (A's key)
+     is one B misses; `ix-ctl lun rejoin` on B: B rejoins, standby, and its READ KEYS
+     (PRgeneration and keys) equal the object's; a second `ix-ctl lun rejoin` is refused
+     (not fenced); `ix-ctl lun status` shows the connection and the count;
+  3. SIGSTOP: A stopped, writes through B take the lock over implicitly; SIGCONT: A's first
+     write 2/04/0B, A rejoins by itself, standby, then writes 2/04/0B; the ledger reads back
+     through B; failback through A, B rejoined by `ix-ctl lun rejoin`;
+  4. unreachable: A fenced again (SET TARGET PORT GROUPS through B) and the monitor stopped
+     (SIGSTOP): the rejoin fails, is retried, and the management API and `ix-ctl lun status`
+     say why ("cluster unreachable"); meanwhile INQUIRY, REPORT LUNS and REPORT TARGET PORT
+     GROUPS answer and READ gets 2/04/0C; monitor continued: A rejoins;
+  5. cycles: CYCLES fence/rejoin cycles of each gateway (A by itself, B by hand); the open file
+     descriptors and RSS of both daemons after the first cycle and after the last: no fd
+     more, RSS growth below RSS_SLACK_KB (ASan's quarantine is kept at 8 MiB for this);
+  6. at the end every acknowledged block reads back through the owner (0 errors, 0
+     miscompares), and both gateways' READ KEYS equal the object's;
+  7. a third gateway with "pr_store": "rados" whose cluster does not answer at start comes up
+     with the LU offline (it used to crash), and once `ix-ctl lun online` opens the image its
+     READ KEYS equal the object's.
+
+Skips (77) only when Ceph or ix-target is missing. Environment: IX_BUILD, IX_OUT, IX_RESULTS.
+"""
+
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+import ixiscsi as X  # noqa: E402
+import ixtest  # noqa: E402
+
+HOST = '127.0.0.1'
+BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
+OUT = os.environ.get('IX_OUT', os.path.join(ROOT, 'tests', 'out'))
+CLUSTER_SH = os.path.join(ROOT, 'tests', 'ceph', 'cluster.sh')
+IQN = 'iqn.2024-01.org.ix.test:rejoin'
+IQN_PLAIN = 'iqn.2024-01.org.ix.test:rejoin-plain'  # A only, no ALUA: LUN 0 with the lock, 1 without
+INITIATOR = 'iqn.2024-01.org.ix.test:rejoin-client'
+IMAGE, PLAIN, PLAIN2 = 'rj', 'rjplain', 'rjplain2'
+BS = 512
+IMPLICIT_MS = 3000
+REJOIN_MS = 2000
+REJOIN_BOUND_S = 15  # a rejoin on a loaded 2-core machine: detach, connect, open, watch, read
+CYCLES = 5
+RSS_SLACK_KB = 8192
+KEY_A, KEY_A2 = 0xaaaa0000aaaa0001, 0xaaaa0000aaaa0002
+KEY_B, KEY_B2 = 0xbbbb0000bbbb0001, 0xbbbb0000bbbb0002
+AO, ANO, STANDBY, UNAVAIL, TRANS = 0, 1, 2, 3, 0xf
+NAMES = {AO: 'AO', ANO: 'ANO', STANDBY: 'standby', UNAVAIL: 'unavailable', TRANS: 'trans'}
+report = ixtest.Reporter('ha_rejoin')
+
+
+def log(msg):
+    print('[ha_rejoin %s] %s' % (time.strftime('%H:%M:%S'), msg), file=sys.stderr, flush=True)
+
+
+def run(cmd, timeout, **kw):
+    return subprocess.run(cmd, timeout=timeout, capture_output=True, text=True, **kw)
+
+
+def rpc(sock, method, params):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(60)
+    s.connect(sock)
+    s.sendall(json.dumps({'jsonrpc': '2.0', 'id': 1, 'method': method,
+                          'params': params}).encode() + b'\n')
+    buf = b''
+    while not buf.endswith(b'\n'):
+        d = s.recv(65536)
+        if not d:
+            break
+        buf += d
+    s.close()
+    return json.loads(buf)
+
+
+def sense3(sense):
+    if len(sense) < 14:
+        return None
+    if sense[0] & 0x7f in (0x72, 0x73):
+        return sense[1] & 0xf, sense[2], sense[3]
+    return sense[2] & 0xf, sense[12], sense[13]
+
+
+def fmt(st, sense):
+    k = sense3(sense) if st == 2 else None
+    return 'status 0x%02x%s' % (st, ' sense %x/%02x/%02x' % k if k else '')
+
+
+def check(name, ok, detail):
+    report('PASS' if ok else 'FAIL', name, detail)
+    return ok
+
+
+class Gateway:
+    """One ix-target with one session kept for the whole test."""
+
+    def __init__(self, tmp, conf, name, group, rejoin_ms, implicit_ms, plain=False):
+        self.name, self.group = name, group
+        self.port = ixtest.free_port()
+        self.sock = os.path.join(tmp, name + '.sock')
+        other = 3 - group
+        cfg = {'global': {'mgmt_socket': self.sock},
+               'portals': [{'name': 'p', 'address': HOST, 'port': self.port, 'tpgt': group}],
+               'targets': [{'name': IQN, 'luns': [
+                   {'lun': 0, 'backend': 'rbd', 'thin': True, 'pr_store': 'rados',
+                    'naa_id': '0x6001405a0f0e0d0d', 'serial': 'ixrejoin',
+                    'rbd': {'pool': 'rbd', 'image': IMAGE, 'conf': conf,
+                            'exclusive_lock': True, 'osd_op_timeout_s': 5,
+                            'connect_timeout_s': 3, 'rejoin_after_ms': rejoin_ms}}],
+                   'alua': {'implicit_failover_ms': implicit_ms, 'groups': [
+                       {'id': group, 'state': 'standby', 'portals': ['p']},
+                       {'id': other, 'state': 'standby', 'relative_ports': [other]}]}}]}
+        if plain:  # the same cluster connection (same conf, client, timeouts): fenced together
+            cfg['targets'].append({'name': IQN_PLAIN, 'luns': [
+                {'lun': n, 'backend': 'rbd',
+                 'rbd': {'pool': 'rbd', 'image': img, 'conf': conf, 'osd_op_timeout_s': 5,
+                         'connect_timeout_s': 3, 'rejoin_after_ms': rejoin_ms,
+                         'exclusive_lock': n == 0}} for n, img in ((0, PLAIN), (1, PLAIN2))]})
+        path = os.path.join(tmp, name + '.json')
+        with open(path, 'w') as f:
+            json.dump(cfg, f)
+        self.d = ixtest.Daemon(path, 'ha_rejoin.ix-target-%s.log' % name, BUILD, OUT)
+        self.s = X.Session(HOST, self.port, initiator=INITIATOR, target=IQN, timeout=30,
+                           isid=bytes.fromhex('80000000d00%d' % group))
+        self.s.login()
+        self.s.lun = 0
+        self.plain = None
+        if plain:
+            self.plain = X.Session(HOST, self.port, initiator=INITIATOR, target=IQN_PLAIN,
+                                   timeout=30)
+            self.plain.login()
+            self.plain.lun = 0
+
+    def status(self, target=IQN, lun=0):
+        r = rpc(self.sock, 'iscsi_get_luns', {'target': target})
+        return ([x for x in r.get('result') or [] if x.get('lun') == lun] or [{}])[0] \
+            .get('status', {})
+
+    def lock(self):
+        return self.status().get('lock', {}).get('state')
+
+    def rejoin(self):
+        return self.status().get('rejoin', {})
+
+    def wait(self, cond, secs, target=IQN, lun=0):
+        """Poll the LUN's status until cond(status): (seconds, status, met)."""
+        t0 = time.monotonic()
+        while True:
+            st = self.status(target, lun)
+            if cond(st):
+                return time.monotonic() - t0, st, True
+            if time.monotonic() - t0 > secs:
+                return time.monotonic() - t0, st, False
+            time.sleep(0.1)
+
+    def wait_lock(self, want, secs=30):
+        return self.wait(lambda st: st.get('lock', {}).get('state') == want, secs)[1] \
+            .get('lock', {}).get('state')
+
+    def wait_rejoined(self, count, secs):
+        return self.wait(lambda st: st.get('rejoin', {}).get('state') == 'connected' and
+                         st.get('rejoin', {}).get('count', 0) >= count, secs)
+
+    def raw(self, cdb, **kw):
+        st, data, sense, _ = self.s.scsi(bytes(cdb), **kw)
+        return st, data, sense or b''
+
+    def cmd(self, cdb, **kw):
+        st, data, sense, _ = self.s.scsi_retry_ua(bytes(cdb), **kw)
+        return st, data, sense or b''
+
+    def write(self, lba, data):
+        cdb = bytes([0x8a, 0x08]) + struct.pack('>QIBB', lba, len(data) // BS, 0, 0)
+        st, _, sense = self.cmd(cdb, write_data=data)
+        return st, sense
+
+    def read(self, lba, n):
+        return self.cmd(bytes([0x88, 0]) + struct.pack('>QIBB', lba, n, 0, 0),
+                        read_len=n * BS)
+
+    def rtpg(self):
+        st, d, sense = self.cmd([0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0], read_len=1024)
+        if st != 0:
+            return fmt(st, sense)
+        n, off, out = struct.unpack('>I', d[:4])[0] + 4, 4, {}
+        while off + 8 <= n:
+            out[struct.unpack('>H', d[off + 2:off + 4])[0]] = d[off] & 0x0f
+            off += 8 + 4 * d[off + 7]
+        return out
+
+    def stpg(self, state, group):
+        params = bytes(4) + struct.pack('>BBH', state, 0, group)
+        cdb = [0xa4, 0x0a, 0, 0, 0, 0] + list(struct.pack('>I', len(params))) + [0, 0]
+        st, _, sense = self.cmd(cdb, write_data=params)
+        return st, sense
+
+    def prout(self, sa, rtype, key, sakey):
+        params = struct.pack('>QQ4xB3x', key, sakey, 0)
+        st, _, sense = self.cmd([0x5f, sa, rtype, 0, 0, 0, 0, 0, len(params), 0],
+                                write_data=params)
+        return st, sense
+
+    def read_keys(self):
+        st, d, sense = self.cmd([0x5e, 0, 0, 0, 0, 0, 0, 4, 0, 0], read_len=1024)
+        if st != 0:
+            return fmt(st, sense)
+        gen, n = struct.unpack('>II', d[:8])
+        return gen, sorted(struct.unpack('>%dQ' % (n // 8), d[8:8 + n]))
+
+    def resources(self):
+        """(open fds, RSS in KiB) of the daemon."""
+        pid = self.d.p.pid
+        fds = len(os.listdir('/proc/%d/fd' % pid))
+        with open('/proc/%d/status' % pid) as f:
+            rss = int(re.search(r'VmRSS:\s+(\d+)', f.read()).group(1))
+        return fds, rss
+
+    def ixctl(self, *args):
+        return run([os.path.join(BUILD, 'tools', 'ix-ctl'), '-s', self.sock] + list(args), 60)
+
+    def close(self):
+        for s in (self.s, self.plain):
+            try:
+                if s:
+                    s.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def sanitizer_check(self):
+        text = self.d.output()
+        if 'ERROR: AddressSanitizer' in text or 'runtime error:' in text or \
+                'LeakSanitizer' in text:
+            report('FAIL', 'sanitizer-' + self.name, 'sanitizer report in ' + self.d.log_path)
+
+
+def show(groups):
+    if not isinstance(groups, dict):
+        return str(groups)
+    return ' '.join('g%d=%s' % (g, NAMES.get(s, hex(s))) for g, s in sorted(groups.items()))
+
+
+def rj(st):
+    r = st.get('rejoin', {})
+    return '%s (count %s%s): %s' % (r.get('state'), r.get('count'),
+                                    ', attempts %s' % r['attempts'] if 'attempts' in r else '',
+                                    r.get('reason', ''))
+
+
+class Ledger:
+    """What gateways acknowledged: LBA -> the 4 KiB last written there with GOOD."""
+
+    def __init__(self):
+        self.blocks, self.next, self.acked = {}, 0, 0
+
+    def write_some(self, gw, n):
+        for i in range(n):
+            lba = self.next if i % 2 == 0 or not self.blocks else \
+                random.choice(list(self.blocks))
+            if lba == self.next:
+                self.next += 8
+            data = os.urandom(4096)
+            st, sense = gw.write(lba, data)
+            if st != 0:
+                return i, fmt(st, sense)
+            self.blocks[lba] = data
+            self.acked += 1
+        return n, None
+
+    def verify(self, name, gw):
+        errors = miscompares = 0
+        for lba, data in sorted(self.blocks.items()):
+            st, got, _ = gw.read(lba, 8)
+            if st != 0:
+                errors += 1
+            elif bytes(got) != data:
+                miscompares += 1
+        n = len(self.blocks)
+        return check(name, n > 0 and errors == 0 and miscompares == 0,
+                     '%d acknowledged blocks (of %d acknowledged writes) read through %s: '
+                     '%d errors, %d miscompares' % (n, self.acked, gw.name, errors,
+                                                    miscompares))
+
+
+def obj_keys(env):
+    """(PRgeneration, sorted keys) of the reservation object (format: src/scsi/pr_obj.c)."""
+    r = run(['rados', '-p', 'rbd', 'get', 'ix.pr.' + IMAGE, '/dev/stdout'], 60, env=env)
+    gen = re.search(r'^generation (\d+)$', r.stdout, re.M)
+    keys = sorted(int(k, 16) for k in re.findall(r'^reg ([0-9a-f]{16}) ', r.stdout, re.M))
+    return (int(gen.group(1)), keys) if gen else r.stderr.strip()[-200:]
+
+
+def plain_write(gw, data, lun=0):
+    """A write to LBA 64 of one of A's other LUs."""
+    gw.plain.lun = lun
+    st, _, sense, _ = gw.plain.scsi_retry_ua(bytes([0x8a, 0x08]) +
+                                             struct.pack('>QIBB', 64, 8, 0, 0),
+                                             write_data=data)
+    return st, sense or b''
+
+
+def plain_check(gw, lun):
+    """Write LBA 64 of one of A's other LUs and read it back: (write status, same data)."""
+    data = os.urandom(4096)
+    w = plain_write(gw, data, lun)
+    st, d, _, _ = gw.plain.scsi_retry_ua(bytes([0x88, 0]) + struct.pack('>QIBB', 64, 8, 0, 0),
+                                         read_len=4096)
+    return fmt(*w), st == 0 and bytes(d) == data
+
+
+def fence_by(winner, loser, ledger):
+    """SET TARGET PORT GROUPS through winner (its group active): GOOD, then loser's next write
+    is refused and loser says fenced. Returns (stpg result, loser's write, loser's lock)."""
+    st = winner.stpg(AO, winner.group)
+    w = loser.write(random.choice(list(ledger.blocks)) if ledger.blocks else 0,
+                    os.urandom(4096))
+    return st, w, loser.wait_lock('fenced', 10)
+
+
+def phase_explicit(gws, ledger):
+    a, b = gws['a'], gws['b']
+    st_a, st_b = a.wait_lock('owner'), b.wait_lock('standby')
+    ra, rb = a.rtpg(), b.rtpg()
+    check('start', st_a == 'owner' and st_b == 'standby' and ra == {1: AO, 2: STANDBY} and
+          rb == {1: AO, 2: STANDBY} and a.rejoin().get('state') == 'connected' and
+          a.rejoin().get('count') == 0,
+          'A %s %s, B %s %s; A connection %s' % (st_a, show(ra), st_b, show(rb),
+                                                  rj(a.status())))
+    # the reservation state the rejoins must read back
+    pr = [a.prout(0, 0, 0, KEY_A), b.prout(0, 0, 0, KEY_B), a.prout(1, 5, KEY_A, 0)]
+    n, why = ledger.write_some(a, 32)
+    check('setup', all(p[0] == 0 for p in pr) and n == 32,
+          'REGISTER through A and B, RESERVE (WE-RO) through A: %s; %d of 32 writes through '
+          'A acknowledged %s' % (', '.join(fmt(*p) for p in pr), n, why or ''))
+    st, w, lk = fence_by(b, a, ledger)
+    t_fenced = time.monotonic()
+    stat, p0, p1 = a.status(), a.status(IQN_PLAIN, 0), a.status(IQN_PLAIN, 1)
+    a.rtpg()  # the first command after the change sets the states and posts 2A/06 ...
+    ra = a.rtpg()  # ... which this one takes (and retries): no unit attention left
+    pw0, pw1 = plain_write(a, os.urandom(4096), 0), plain_write(a, os.urandom(4096), 1)
+    check('fenced', st[0] == 0 and w[0] == 2 and sense3(w[1]) in ((2, 4, 0x0b), (2, 4, 0x0c))
+          and lk == 'fenced' and stat.get('rejoin', {}).get('state') in ('fenced', 'rejoining')
+          and ra == {1: UNAVAIL, 2: AO},
+          'SET TARGET PORT GROUPS g2=AO through B: %s; A write %s (04/0B: the write found '
+          'it, 04/0C: the PR watch did first); A lock %s, connection %s; A reports %s'
+          % (fmt(*st), fmt(*w), lk, rj(stat), show(ra)))
+    check('fenced-same-connection', p0.get('lock', {}).get('state') == 'fenced' and
+          p1.get('rejoin', {}).get('state') in ('fenced', 'rejoining') and
+          sense3(pw0[1]) == (2, 4, 0x0b) and pw1[0] == 2 and sense3(pw1[1]) == (4, 8, 0),
+          "A's other LUs on the same connection, no ALUA: with the lock %s, write %s (want "
+          '2/04/0B); without %s, write %s (want 4/08/00, as the blocklisted connection '
+          'answers)' % (p0.get('lock', {}).get('state'), fmt(*pw0), rj(p1), fmt(*pw1)))
+    took, stat, ok = a.wait_rejoined(1, REJOIN_MS / 1000 + REJOIN_BOUND_S)
+    took = time.monotonic() - t_fenced
+    check('auto-rejoin', ok and stat.get('lock', {}).get('state') == 'standby' and
+          took >= REJOIN_MS / 1000 - 0.5,
+          'A rejoined after %.1f s (rejoin_after_ms %d): connection %s, lock %s: %s'
+          % (took, REJOIN_MS, rj(stat), stat.get('lock', {}).get('state'),
+             stat.get('lock', {}).get('reason')))
+    # the same session: the first command answers from the new state, the next ones get
+    # ASYMMETRIC ACCESS STATE CHANGED once, then standby
+    seen = []
+    for _ in range(3):
+        s, _, sn = a.raw([0x8a, 0x08] + list(struct.pack('>QIBB', 0, 8, 0, 0)),
+                         write_data=os.urandom(4096))
+        seen.append(fmt(s, sn))
+    ra = a.rtpg()
+    sb0 = 'status 0x02 sense 2/04/0b'
+    check('standby-after-rejoin', seen == [sb0, 'status 0x02 sense 6/2a/06', sb0] and
+          ra == {1: STANDBY, 2: AO},
+          "A's old session after the rejoin, three writes: %s; A reports %s" % (seen, show(ra)))
+    # A's other LUs: the one with the lock comes back standby although its lock was free
+    # (its fenced client's lock is broken by the new one): a write must not take it
+    _, p0, ok0 = a.wait(lambda st: st.get('rejoin', {}).get('count') == 1, REJOIN_BOUND_S,
+                        IQN_PLAIN)
+    _, p1, ok1 = a.wait(lambda st: st.get('rejoin', {}).get('count') == 1, REJOIN_BOUND_S,
+                        IQN_PLAIN, 1)
+    pw0 = plain_write(a, os.urandom(4096), 0)
+    lk0 = a.status(IQN_PLAIN, 0).get('lock', {})
+    brk = rpc(a.sock, 'iscsi_break_rbd_lock', {'target': IQN_PLAIN, 'lun': 0}).get('result', {})
+    w0, same0 = plain_check(a, 0)
+    w1, same1 = plain_check(a, 1)
+    check('same-connection-rejoined', ok0 and ok1 and p1.get('rejoin', {}).get('count') == 1 and
+          p0.get('lock', {}).get('state') == 'standby' and sense3(pw0[1]) == (2, 4, 0x0b) and
+          lk0.get('state') == 'standby' and brk.get('state') == 'owner' and same0 and same1,
+          "A's other LUs rejoined: with the lock %s (%s), a write %s (want 2/04/0B: a standby "
+          'never takes a free lock by writing), lock still %s; iscsi_break_rbd_lock: %s, then '
+          'write %s, read back %s; without the lock (%s): write %s, read back %s'
+          % (p0.get('lock', {}).get('state'), p0.get('lock', {}).get('reason'), fmt(*pw0),
+             lk0.get('state'), brk.get('state'), w0, 'the same' if same0 else 'not the same',
+             rj(p1), w1, 'the same' if same1 else 'not the same'))
+    st, w, lk = fence_by(a, b, ledger)
+    ra = a.rtpg()
+    n, why = ledger.write_some(a, 16)
+    check('failback', st[0] == 0 and ra == {1: AO, 2: STANDBY} and lk == 'fenced' and
+          n == 16, 'SET TARGET PORT GROUPS g1=AO through rejoined A: %s, A reports %s; B write '
+          '%s, B lock %s; %d of 16 writes through A acknowledged %s'
+          % (fmt(*st), show(ra), fmt(*w), lk, n, why or ''))
+    ledger.verify('failback-verify', a)
+
+
+def phase_manual(gws, ledger, env):
+    a, b = gws['a'], gws['b']
+    time.sleep(REJOIN_MS / 1000 + 1)
+    stat = b.status()
+    check('manual-stays-fenced', stat.get('rejoin', {}).get('state') == 'fenced' and
+          stat.get('lock', {}).get('state') == 'fenced' and
+          'next_attempt_s' not in stat.get('rejoin', {}),
+          'B (rejoin_after_ms 0) %.0f s after it was fenced: connection %s'
+          % (REJOIN_MS / 1000 + 1, rj(stat)))
+    t0 = time.monotonic()
+    pr = b.prout(6, 0, KEY_B, KEY_B2)  # REGISTER AND IGNORE through fenced B: refused
+    a_pr = a.prout(6, 0, 0, KEY_A2)  # a change through A that B misses: A's new key
+    took_pr = time.monotonic() - t0
+    obj = obj_keys(env)
+    r = b.ixctl('lun', 'rejoin', IQN, '0')
+    took, stat, ok = b.wait_rejoined(1, REJOIN_BOUND_S)
+    keys_b = b.read_keys()
+    check('manual-rejoin', r.returncode == 0 and 'rejoin started' in r.stdout and ok and
+          stat.get('lock', {}).get('state') == 'standby',
+          'ix-ctl lun rejoin on B: exit %d "%s"; B %s after %.1f s, lock %s'
+          % (r.returncode, r.stdout.strip(), rj(stat), took,
+             stat.get('lock', {}).get('state')))
+    check('pr-reread', pr[0] == 2 and a_pr[0] == 0 and isinstance(obj, tuple) and
+          keys_b == obj and obj[1] == sorted([KEY_A2, KEY_B]),
+          'PR OUT through fenced B: %s; through A: %s (%.1f s for both); object: %s; READ KEYS '
+          'through rejoined B: %s' % (fmt(*pr), fmt(*a_pr), took_pr, obj, keys_b))
+    r = b.ixctl('lun', 'rejoin', IQN, '0')
+    check('manual-rejoin-refused', r.returncode == 1 and 'not fenced' in r.stderr,
+          'a second ix-ctl lun rejoin on connected B: exit %d "%s"'
+          % (r.returncode, r.stderr.strip()))
+    r = b.ixctl('lun', 'status', IQN)
+    check('lun-status', r.returncode == 0 and 'connection connected' in r.stdout and
+          '1 rejoins' in r.stdout, 'ix-ctl lun status on B: "%s"' % r.stdout.strip())
+
+
+def phase_sigstop(gws, ledger):
+    a, b = gws['a'], gws['b']
+    count = a.rejoin().get('count', 0)
+    a.d.p.send_signal(signal.SIGSTOP)
+    try:
+        t0, seen, res = time.monotonic(), {}, None
+        lba, data = ledger.next, os.urandom(4096)
+        ledger.next += 8
+        while time.monotonic() - t0 < IMPLICIT_MS / 1000 + 20:
+            st, sense = b.write(lba, data)
+            if st == 0:
+                ledger.blocks[lba] = data
+                ledger.acked += 1
+                res = 'GOOD'
+                break
+            seen[fmt(st, sense)] = seen.get(fmt(st, sense), 0) + 1
+            time.sleep(0.25)
+        took = time.monotonic() - t0
+        check('sigstop-takeover', res == 'GOOD' and b.rtpg() == {1: STANDBY, 2: AO},
+              'A stopped, writes through B: %s after %.1f s, refused meanwhile %s'
+              % (res, took, seen))
+    finally:
+        a.d.p.send_signal(signal.SIGCONT)
+    wa = a.write(random.choice(list(ledger.blocks)), os.urandom(4096))
+    t_fenced = time.monotonic()
+    lk = a.wait_lock('fenced', 5)
+    took, stat, ok = a.wait_rejoined(count + 1, REJOIN_MS / 1000 + REJOIN_BOUND_S)
+    took = time.monotonic() - t_fenced
+    wa2 = a.write(0, os.urandom(4096))
+    check('sigcont-rejoin', wa[0] == 2 and sense3(wa[1]) == (2, 4, 0x0b) and lk == 'fenced' and
+          ok and stat.get('lock', {}).get('state') == 'standby' and
+          sense3(wa2[1]) == (2, 4, 0x0b),
+          "resumed A's first write %s, lock %s; rejoined after %.1f s: %s, lock %s; then a "
+          "write %s" % (fmt(*wa), lk, took, rj(stat), stat.get('lock', {}).get('state'),
+                        fmt(*wa2)))
+    ledger.verify('sigstop-verify', b)
+    # failback, and B (manual) back as standby
+    cb = b.rejoin().get('count', 0)
+    st, w, lk = fence_by(a, b, ledger)
+    r = b.ixctl('lun', 'rejoin', IQN, '0')
+    _, stat, ok = b.wait_rejoined(cb + 1, REJOIN_BOUND_S)
+    n, why = ledger.write_some(a, 16)
+    check('sigstop-failback', st[0] == 0 and lk == 'fenced' and ok and n == 16,
+          'SET TARGET PORT GROUPS through A: %s, B %s, then rejoined by ix-ctl (exit %d): %s; '
+          '%d of 16 writes through A %s' % (fmt(*st), lk, r.returncode, rj(stat), n, why or ''))
+
+
+def mon_pid(ceph):
+    with open(os.path.join(ceph, 'run', 'mon.a.pid')) as f:
+        return int(f.read().strip())
+
+
+def phase_unreachable(gws, ledger, ceph):
+    a, b = gws['a'], gws['b']
+    count = a.rejoin().get('count', 0)
+    st, w, lk = fence_by(b, a, ledger)
+    mon = mon_pid(ceph)
+    os.kill(mon, signal.SIGSTOP)
+    try:
+        took, stat, ok = a.wait(lambda s: 'cluster unreachable' in
+                                s.get('rejoin', {}).get('reason', ''), REJOIN_MS / 1000 + 20)
+        fenced_stat = a.status()
+        check('unreachable-retries', st[0] == 0 and lk == 'fenced' and ok and
+              fenced_stat.get('rejoin', {}).get('state') == 'rejoining' and
+              fenced_stat.get('rejoin', {}).get('attempts', 0) >= 1 and
+              fenced_stat.get('lock', {}).get('state') == 'fenced',
+              'A fenced (%s), monitor stopped: after %.1f s connection %s, lock %s'
+              % (fmt(*w), took, rj(fenced_stat), fenced_stat.get('lock', {}).get('state')))
+        r = a.ixctl('lun', 'status', IQN)
+        check('unreachable-status', 'connection rejoining: cluster unreachable' in r.stdout,
+              'ix-ctl lun status on A: "%s"' % r.stdout.strip())
+        inq = a.cmd([0x12, 0, 0, 0, 96, 0], read_len=96)
+        rl = a.cmd([0xa0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0], read_len=256)
+        ra = a.rtpg()
+        rd = a.read(0, 8)
+        check('rejoining-answers', inq[0] == 0 and rl[0] == 0 and ra == {1: UNAVAIL, 2: AO} and
+              rd[0] == 2 and sense3(rd[2]) == (2, 4, 0x0c),
+              'while A rejoins: INQUIRY %s, REPORT LUNS %s, REPORT TARGET PORT GROUPS %s, '
+              'READ %s' % (fmt(inq[0], inq[2]), fmt(rl[0], rl[2]), show(ra),
+                          fmt(rd[0], rd[2])))
+    finally:
+        os.kill(mon, signal.SIGCONT)
+    took, stat, ok = a.wait_rejoined(count + 1, 60 + REJOIN_BOUND_S)
+    check('unreachable-rejoin', ok and stat.get('lock', {}).get('state') == 'standby',
+          'monitor continued: A %s after %.1f s, lock %s' % (rj(stat), took,
+                                                            stat.get('lock', {}).get('state')))
+
+
+def one_cycle(gws, ledger):
+    """B takes over (A fenced, rejoins by itself), A takes back (B fenced, rejoined by hand)."""
+    a, b = gws['a'], gws['b']
+    ca, cb = a.rejoin().get('count', 0), b.rejoin().get('count', 0)
+    st1, _, lka = fence_by(b, a, ledger)
+    n1, _ = ledger.write_some(b, 4)
+    _, sa, oka = a.wait_rejoined(ca + 1, REJOIN_MS / 1000 + REJOIN_BOUND_S)
+    st2, _, lkb = fence_by(a, b, ledger)
+    n2, _ = ledger.write_some(a, 4)
+    r = b.ixctl('lun', 'rejoin', IQN, '0')
+    _, sb, okb = b.wait_rejoined(cb + 1, REJOIN_BOUND_S)
+    return (st1[0] == 0 and st2[0] == 0 and lka == 'fenced' and lkb == 'fenced' and
+            n1 == 4 and n2 == 4 and oka and okb and r.returncode == 0,
+            'A %s, B %s' % (rj(sa), rj(sb)))
+
+
+def phase_cycles(gws, ledger):
+    a, b = gws['a'], gws['b']
+    cb = b.rejoin().get('count', 0)
+    st, _, lk = fence_by(a, b, ledger)  # A owns again, B fenced: rejoined by hand
+    r = b.ixctl('lun', 'rejoin', IQN, '0')
+    _, stat, ok = b.wait_rejoined(cb + 1, REJOIN_BOUND_S)
+    check('cycles-setup', st[0] == 0 and lk == 'fenced' and ok,
+          'A takes the lock back: %s, B %s, rejoined by hand (exit %d): %s'
+          % (fmt(*st), lk, r.returncode, rj(stat)))
+    ok, why = one_cycle(gws, ledger)
+    time.sleep(1)
+    first = a.resources(), b.resources()
+    good = ok
+    for i in range(CYCLES - 1):
+        ok, why2 = one_cycle(gws, ledger)
+        good &= ok
+        why = why if ok else why2
+    time.sleep(1)
+    last = a.resources(), b.resources()
+    check('cycles', good, '%d fence/rejoin cycles of each gateway: %s' % (CYCLES, why))
+    steady = all(last[i][0] <= first[i][0] and last[i][1] - first[i][1] < RSS_SLACK_KB
+                 for i in range(2))
+    check('no-leak', steady,
+          'after cycle 1 / cycle %d: A %d / %d fds, RSS %d / %d KiB; B %d / %d fds, RSS %d / '
+          '%d KiB (rejoins: A %s, B %s)'
+          % (CYCLES, first[0][0], last[0][0], first[0][1], last[0][1], first[1][0],
+             last[1][0], first[1][1], last[1][1], a.rejoin().get('count'),
+             b.rejoin().get('count')))
+
+
+def phase_final(gws, ledger, env):
+    a, b = gws['a'], gws['b']
+    ledger.verify('final-verify', a if a.lock() == 'owner' else b)
+    obj, ka, kb = obj_keys(env), a.read_keys(), b.read_keys()
+    check('pr-final', isinstance(obj, tuple) and ka == obj and kb == obj,
+          'object %s; READ KEYS through A %s, through B %s' % (obj, ka, kb))
+
+
+def phase_offline_pr(gws, tmp, conf, env):
+    """A third gateway with "pr_store": "rados" whose cluster does not answer at start comes up
+    with the LU offline (it used to crash: the store had no connection to use), and its store
+    reads the object once the image opens (`ix-ctl lun online`)."""
+    cconf = os.path.join(tmp, 'c-ceph.conf')
+    with open(conf) as f:
+        text = re.sub(r'^mon host = .*$', 'mon host = 127.0.0.1:1', f.read(), flags=re.M)
+    with open(cconf, 'w') as f:
+        f.write(text)
+    port, sock = ixtest.free_port(), os.path.join(tmp, 'c.sock')
+    cfg = {'global': {'mgmt_socket': sock},
+           'portals': [{'name': 'p', 'address': HOST, 'port': port, 'tpgt': 3}],
+           'targets': [{'name': IQN, 'luns': [
+               {'lun': 0, 'backend': 'rbd', 'readonly': True, 'pr_store': 'rados',
+                'naa_id': '0x6001405a0f0e0d0d', 'serial': 'ixrejoin',
+                'rbd': {'pool': 'rbd', 'image': IMAGE, 'conf': cconf,
+                        'connect_timeout_s': 2}}]}]}
+    path = os.path.join(tmp, 'c.json')
+    with open(path, 'w') as f:
+        json.dump(cfg, f)
+    d = ixtest.Daemon(path, 'ha_rejoin.ix-target-c.log', BUILD, OUT)
+    s = None
+    try:
+        st = (rpc(sock, 'iscsi_get_luns', {'target': IQN}).get('result') or [{}])[0] \
+            .get('status', {})
+        check('pr-offline-start', st.get('state') == 'offline' and
+              'cluster unreachable' in st.get('reason', ''),
+              'gateway C (pr_store rados, cluster unreachable) started: %s: %s'
+              % (st.get('state'), st.get('reason')))
+        shutil.copy(conf, cconf)
+        r = run([os.path.join(BUILD, 'tools', 'ix-ctl'), '-s', sock, 'lun', 'online', IQN,
+                 '0'], 60)
+        end = time.monotonic() + REJOIN_BOUND_S
+        while time.monotonic() < end and st.get('state') != 'online':
+            time.sleep(0.2)
+            st = (rpc(sock, 'iscsi_get_luns', {'target': IQN}).get('result') or [{}])[0] \
+                .get('status', {})
+        s = X.Session(HOST, port, initiator=INITIATOR, target=IQN, timeout=30)
+        s.login()
+        st_k, dk, sk, _ = s.scsi_retry_ua(bytes([0x5e, 0, 0, 0, 0, 0, 0, 4, 0, 0]),
+                                          read_len=1024)
+        keys = None
+        if st_k == 0:
+            gen, n = struct.unpack('>II', dk[:8])
+            keys = gen, sorted(struct.unpack('>%dQ' % (n // 8), dk[8:8 + n]))
+        obj = obj_keys(env)
+        check('pr-offline-online', r.returncode == 0 and st.get('state') == 'online' and
+              keys == obj, 'ix-ctl lun online (exit %d): %s; READ KEYS through C %s, object %s'
+              % (r.returncode, st.get('state'), keys if keys else fmt(st_k, sk or b''), obj))
+    finally:
+        if s:
+            s.close()
+        rc = d.stop()
+        text = d.output()
+        if 'ERROR: AddressSanitizer' in text or 'runtime error:' in text or rc not in (0, None):
+            report('FAIL', 'sanitizer-c', 'exit %s; see %s' % (rc, d.log_path))
+
+
+def main():
+    for c in ('ceph-mon', 'ceph-osd', 'rbd', 'rados', 'ceph-authtool', 'monmaptool'):
+        if not shutil.which(c):
+            print('SKIP: Ceph not installed (%s missing): scripts/deps.sh --ceph' % c,
+                  file=sys.stderr)
+            return 77
+    for t in ('ix-target', 'ix-ctl'):
+        if not os.access(os.path.join(BUILD, 'tools', t), os.X_OK):
+            print('SKIP: %s not built in %s' % (t, BUILD), file=sys.stderr)
+            return 77
+    os.makedirs(OUT, exist_ok=True)
+    # ASan's quarantine holds freed memory back from reuse (256 MiB by default): with it the
+    # RSS of an ASan build grows with every free and the no-leak check would measure that
+    os.environ['ASAN_OPTIONS'] = ':'.join(filter(None, [os.environ.get('ASAN_OPTIONS'),
+                                                        'quarantine_size_mb=8']))
+    tmp = tempfile.mkdtemp(prefix='ixtest.rejoin.', dir='/tmp')
+    shm = '/dev/shm' if os.path.isdir('/dev/shm') else tmp
+    ceph = tempfile.mkdtemp(prefix='ixtest.rejoin-ceph.', dir=shm)
+    conf = os.path.join(ceph, 'ceph.conf')
+    env = dict(os.environ, CEPH_CONF=conf)
+    gws, ledger = {}, Ledger()
+    t0 = time.monotonic()
+    try:
+        r = run([CLUSTER_SH, 'start', ceph, '--store', 'memstore'], 300)
+        if r.returncode != 0:
+            report('FAIL', 'cluster', r.stderr.strip()[-300:])
+            return 1
+        r = run(['rbd', 'create', '--size', '64M', 'rbd/' + IMAGE], 60, env=env)
+        for img in (PLAIN, PLAIN2):
+            if r.returncode == 0:
+                r = run(['rbd', 'create', '--size', '16M', 'rbd/' + img], 60, env=env)
+        if r.returncode != 0:
+            report('FAIL', 'cluster', 'rbd create: ' + r.stderr.strip()[-300:])
+            return 1
+        report('PASS', 'cluster', 'memstore cluster and image up in %.0f s'
+               % (time.monotonic() - t0))
+        gws['a'] = Gateway(tmp, conf, 'a', 1, REJOIN_MS, 0, plain=True)
+        gws['a'].wait_lock('owner')
+        gws['b'] = Gateway(tmp, conf, 'b', 2, 0, IMPLICIT_MS)
+        phases = [(phase_explicit, (gws, ledger)), (phase_manual, (gws, ledger, env)),
+                  (phase_sigstop, (gws, ledger)), (phase_unreachable, (gws, ledger, ceph)),
+                  (phase_cycles, (gws, ledger)), (phase_final, (gws, ledger, env)),
+                  (phase_offline_pr, (gws, tmp, conf, env))]
+        for ph, args in phases:
+            log(ph.__name__)
+            try:
+                ph(*args)
+            except Exception as e:  # noqa: BLE001
+                import traceback
+                traceback.print_exc()
+                report('FAIL', ph.__name__, '%s: %s' % (type(e).__name__, str(e)[:300]))
+                break
+        report('PASS' if not report.failed else 'FAIL', 'summary',
+               '%d writes acknowledged, %d distinct blocks checked, rejoins A %s B %s, total '
+               '%.0f s' % (ledger.acked, len(ledger.blocks), gws['a'].rejoin().get('count'),
+                           gws['b'].rejoin().get('count'), time.monotonic() - t0))
+    finally:
+        for g in gws.values():
+            g.close()
+            if g.d.p.poll() is None:
+                g.d.p.send_signal(signal.SIGCONT)
+                g.d.stop()
+            g.sanitizer_check()
+        run([CLUSTER_SH, 'stop', ceph], 120)
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(ceph, ignore_errors=True)
+    return 1 if report.failed else 0
+
+
+if __name__ == '__main__':
+    report.main(main)
