@@ -44,11 +44,11 @@ for opt in "$@"; do
 			# programs into its image
 			qemu-system-x86 busybox-static kmod cpio file util-linux rdma-core
 			ibverbs-providers ibverbs-utils rdmacm-utils open-iscsi fio e2fsprogs
-			# tests/rdma/tests/mpath.sh: dm-multipath in the guest (multipath, multipathd and
-			# dmsetup are copied into the image), sg_rtpg/sg_raw/sg_stpg to look at and drive
-			# ALUA per path, and socat, which QEMU's guestfwd runs per guest connection to
-			# reach the gateways on the host's loopback
-			multipath-tools dmsetup sg3-utils socat
+			# tests/rdma/tests/mpath.sh: dm-multipath in the guest (multipath, multipathd,
+			# kpartx and dmsetup are copied into the image, with udev's udevadm and rules, which
+			# come with multipath-tools), sg_rtpg/sg_raw/sg_stpg to look at and drive ALUA per
+			# path
+			multipath-tools dmsetup sg3-utils
 		)
 		;;
 	--ceph)

@@ -181,7 +181,8 @@ ixr_logout_all() {
 
 # ---- a test's host part (tests/rdma/run.sh: "# host: PATH") -------------------------------------
 # ixr_host_ready SECONDS: wait for the host part's $IX_TEST.host.ready (set IXR_HOST_READY to its
-# line); 1 with IXR_HOST_READY set to the reason when it wrote $IX_TEST.host.failed or timed out.
+# line); 1 with IXR_HOST_READY set to the reason when it wrote $IX_TEST.host.failed or timed out;
+# the whole test is skipped (exit 77) when it wrote $IX_TEST.host.skip (Ceph not installed).
 ixr_host_ready() {
 	n=$(($1 * 5))
 	while [ $n -gt 0 ]; do
@@ -193,6 +194,7 @@ ixr_host_ready() {
 			IXR_HOST_READY="the host part failed: $(cat "$IXR_OUT/$IX_TEST.host.failed")"
 			return 1
 		fi
+		[ -f "$IXR_OUT/$IX_TEST.host.skip" ] && ixr_skip_all "$(cat "$IXR_OUT/$IX_TEST.host.skip")"
 		sleep 0.2
 		n=$((n - 1))
 	done

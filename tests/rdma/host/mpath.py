@@ -14,6 +14,8 @@ has powered off. Environment: IX_SHARE (the 9p share), IX_TEST, IX_BUILD, IX_RDM
 Files in the share:
   NAME.host.ready    written once both gateways run: "IQN NAA" on one line
   NAME.host.failed   written instead when the set-up failed: the reason
+  NAME.host.skip     written instead when Ceph or ix-target is missing: the reason (the guest
+                     part then skips as a whole)
   NAME.req.N         a request from the guest (N = 1, 2, ...; written to NAME.req.N.tmp and
                      renamed), one line: "kill a", "stop a", "cont a", "restart a", "state"
   NAME.rsp.N         the answer: "OK detail" or "FAIL reason", written the same way
@@ -257,7 +259,15 @@ def main():
     try:
         for c in ('ceph-mon', 'ceph-osd', 'rbd'):
             if not shutil.which(c):
-                raise RuntimeError('Ceph not installed (%s missing): scripts/deps.sh --ceph' % c)
+                why = 'Ceph not installed (%s missing): scripts/deps.sh --ceph' % c
+                report('SKIP', 'host-setup', why)
+                put(os.path.join(SHARE, NAME + '.host.skip'), why)
+                return 0
+        if not os.access(os.path.join(BUILD, 'tools', 'ix-target'), os.X_OK):
+            why = 'ix-target not built in %s' % BUILD
+            report('SKIP', 'host-setup', why)
+            put(os.path.join(SHARE, NAME + '.host.skip'), why)
+            return 0
         r = subprocess.run([CLUSTER_SH, 'start', ceph, '--store', 'memstore'], timeout=300,
                            capture_output=True, text=True)
         if r.returncode != 0:
