@@ -55,7 +55,7 @@ IXR_REPLACEMENT_TIMEOUT=5 IXR_NOOP_INTERVAL=5 IXR_NOOP_TIMEOUT=5 IXR_LOGIN_TIMEO
 	ixr_iscsid_start || { ixr_fail iscsid "iscsid did not start"; ixr_exit; }
 for p in "$PA" "$PB"; do
 	/usr/sbin/iscsiadm -m node -o new -T "$IQN" -p "$p" >&2 || ixr_fail node "iscsiadm -m node -o new $p"
-	ixr_check "login-$p" timeout 60 /usr/sbin/iscsiadm -m node -T "$IQN" -p "$p" -l || ixr_exit
+	ixr_check "login-$([ "$p" = "$PA" ] && echo a || echo b)" timeout 60 /usr/sbin/iscsiadm -m node -T "$IQN" -p "$p" -l || ixr_exit
 done
 
 # disk_of ADDR:PORT: the sd device of the session logged in through that portal
