@@ -170,7 +170,7 @@ if [ ${#HOST_PARTS[@]} -gt 0 ]; then
 		echo "IXR_PORTAL1=10.0.2.2:$p1 IXR_PORTAL2=10.0.2.2:$p2" >"$SHARE/$name.net"
 		: >"$SHARE/$name.host.results"
 		IX_SHARE=$SHARE IX_TEST=$name IX_BUILD=$IX_BUILD IX_RDMA_PORTS="$p1 $p2" \
-			IX_RESULTS=$SHARE/$name.host.results \
+			IX_RESULTS=$SHARE/$name.host.results IX_HOST_LIFETIME=$((120 + BUDGET + 60)) \
 			setsid "$path" >"$SHARE/$name.host.log" 2>&1 </dev/null &
 		HOST_PIDS+=($!)
 		echo "rdma: host part of $name started (pid $!): ports $p1 $p2 (10.0.2.2:PORT in the guest)"

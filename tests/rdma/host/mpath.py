@@ -9,7 +9,8 @@ ix-target gateways exporting it as one LU (same naa_id and serial, one target na
 a starts first and takes the lock (owner: group 1 active/optimized, group 2 standby), then b
 (standby). tests/rdma/run.sh starts this before the guest boots and sends SIGTERM once the guest
 has powered off. Environment: IX_SHARE (the 9p share), IX_TEST, IX_BUILD, IX_RDMA_PORTS
-("PORT1 PORT2"), IX_RESULTS (check lines, counted with the guest's).
+("PORT1 PORT2"), IX_RESULTS (check lines, counted with the guest's), IX_HOST_LIFETIME (seconds
+after which it stops by itself, should run.sh be gone without a SIGTERM).
 
 Files in the share:
   NAME.host.ready    written once both gateways run: "IQN NAA" on one line
@@ -52,7 +53,8 @@ IQN = 'iqn.2026-11.io.ix.rdma:mpath'
 NAA = '0x6001405a6d706174'
 IMAGE = 'mpath'
 IMAGE_SIZE = '256M'
-LIFETIME = 2400  # seconds: the host part ends by itself after this (run.sh's guest bound is lower)
+# seconds: the host part ends by itself after this (run.sh passes its bound on the guest + 60 s)
+LIFETIME = int(os.environ.get('IX_HOST_LIFETIME', '2400'))
 T0 = time.monotonic()
 report = ixtest.Reporter(NAME)
 STOP = False
