@@ -233,6 +233,14 @@ check_a_rejoined() { # TAG
 	dmesg_save
 }
 
+# the logins, the scan and multipathd's checker have sent TEST UNIT READY to b for a while: the
+# lock must not have moved (it did when ix counted them toward implicit failover)
+ixr_host state
+case $IXR_HOST_RSP in
+*a=owner*b=standby*) ixr_pass owner-kept "after logins, scan and path checks, host: $IXR_HOST_RSP" ;;
+*) ixr_fail owner-kept "host: $IXR_HOST_RSP" ;;
+esac
+
 # ---- 2. kill -9 -----------------------------------------------------------------------------------------
 dmesg_mark kill9
 fio_start kill9 0 1801
