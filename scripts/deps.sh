@@ -44,6 +44,11 @@ for opt in "$@"; do
 			# programs into its image
 			qemu-system-x86 busybox-static kmod cpio file util-linux rdma-core
 			ibverbs-providers ibverbs-utils rdmacm-utils open-iscsi fio e2fsprogs
+			# tests/rdma/tests/mpath.sh: dm-multipath in the guest (multipath, multipathd,
+			# kpartx and dmsetup are copied into the image, with udev's udevadm and rules, which
+			# come with multipath-tools), sg_rtpg/sg_raw/sg_stpg to look at and drive ALUA per
+			# path
+			multipath-tools dmsetup sg3-utils
 		)
 		;;
 	--ceph)
@@ -107,6 +112,7 @@ if [ -d /run/systemd/system ]; then
 		tgt) $SUDO systemctl disable --now tgt.service >/dev/null 2>&1 || true ;;
 		istgt) $SUDO systemctl disable --now istgt.service >/dev/null 2>&1 || true ;;
 		prometheus) $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true ;;
+		multipath-tools) $SUDO systemctl disable --now multipathd.service multipathd.socket >/dev/null 2>&1 || true ;;
 		esac
 	done
 fi

@@ -135,7 +135,8 @@ bool scsi_alua_check(struct scsi_cmd *cmd, struct scsi_lu *lu, uint16_t op_flags
 	state = g ? atomic_load_explicit(&g->state, memory_order_relaxed) : SCSI_ALUA_UNAVAILABLE;
 	if (scsi_alua_allows(state, op_flags, &ascq))
 		return true;
-	if (state == SCSI_ALUA_STANDBY && g && g->local && implicit_failover(a, lu))
+	if (state == SCSI_ALUA_STANDBY && g && g->local && scsi_alua_medium_io(op_flags) &&
+	    implicit_failover(a, lu))
 		ascq = 0x0a; /* ASYMMETRIC ACCESS STATE TRANSITION: retry, it is coming */
 	scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, ascq);
 	return false;
@@ -424,6 +425,18 @@ static uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + 1;
+}
+
+/* What counts as I/O for an implicit failover: commands that read or write the medium (the
+ * read and write classes of the dispatch table). TEST UNIT READY, which the SCSI scan and
+ * multipathd's tur checker send to every path, SYNCHRONIZE CACHE and START STOP UNIT do not: on a
+ * standby port they get 04/0B, which is how an initiator recognises one (multipath's tur checker
+ * calls it "ghost", any other NOT READY "down"), and they never move the lock. Linux's scan sends
+ * TEST UNIT READY again and again while it gets 04/0A, so counting it took the lock from a
+ * healthy owner about 5 s after a login to the standby gateway (tests/rdma/tests/mpath.sh). */
+bool scsi_alua_medium_io(uint16_t op_flags)
+{
+	return (op_flags & SCSI_F_MEDIUM) && (op_flags & (SCSI_F_WRITE | SCSI_F_PR_READ));
 }
 
 /* A command refused on a standby local group of an LU with the lock: true while an implicit

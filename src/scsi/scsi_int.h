@@ -381,6 +381,8 @@ bool scsi_alua_allows(uint8_t state, uint16_t op_flags, uint8_t *ascq);
 /* The precheck step: false with NOT READY set when the nexus's target port is in a state that
  * refuses the command. Lock-free: one atomic load without ALUA. */
 bool scsi_alua_check(struct scsi_cmd *cmd, struct scsi_lu *lu, uint16_t op_flags);
+/* Does a command of this class read or write the medium (what starts an implicit failover)? */
+bool scsi_alua_medium_io(uint16_t op_flags);
 /* INQUIRY TPGS field (byte 5 bits 5:4): 0, 01b implicit, 11b implicit and explicit. */
 uint8_t scsi_alua_tpgs(const struct scsi_lun_map *map);
 /* The nexus's TARGET PORT GROUP for VPD 0x83; false if none. */

@@ -11,7 +11,8 @@ ix-bench --verify writes a 2 MiB range through A, and after the explicit failove
 ix-bench --verify run with the same seed checks it through B.
 
   a. explicit: A owns (REPORT TARGET PORT GROUPS through both: group 1 active/optimized, group 2
-     standby); SET TARGET PORT GROUPS (group 2 active/optimized) through B: GOOD, B reports
+     standby); TEST UNIT READY through B for longer than IMPLICIT_MS gets 2/04/0B every time and
+     moves nothing (path checkers send it to standby paths); SET TARGET PORT GROUPS (group 2 active/optimized) through B: GOOD, B reports
      group 2 active/optimized and group 1 standby; A's next write fails 02/04/0B and A then
      reports its group unavailable; B verifies the ledger and the ix-bench data;
   b. kill -9: a restarted A takes the lock back explicitly, a restarted B is standby; writes
@@ -270,6 +271,19 @@ def phase_explicit(tmp, conf, ledger, gws):
     check('ownership-follows-lock', st_a == 'owner' and st_b == 'standby' and
           ra == {1: AO, 2: STANDBY} and rb == {1: AO, 2: STANDBY},
           'A %s: %s; B %s: %s' % (st_a, show(ra), st_b, show(rb)))
+    # TEST UNIT READY through the standby path, as Linux's scan and multipathd's tur checker
+    # send it, for longer than implicit_failover_ms: 2/04/0B every time (never 04/0A, which the
+    # tur checker calls a dead path) and the lock stays where it is
+    seen, t0 = {}, time.monotonic()
+    while time.monotonic() - t0 < IMPLICIT_MS / 1000 + 2:
+        k = fmt(*b.cmd(bytes(6))[::2])
+        seen[k] = seen.get(k, 0) + 1
+        time.sleep(0.25)
+    st_a, st_b = a.lock_state(), b.lock_state()
+    check('standby-tur-keeps-owner', list(seen) == ['status 0x02 sense 2/04/0b'] and
+          st_a == 'owner' and st_b == 'standby',
+          'TEST UNIT READY through standby B for %.1f s: %s; then A %s, B %s'
+          % (IMPLICIT_MS / 1000 + 2, seen, st_a, st_b))
     rc, j, err = bench(a, 'write', 4242)
     check('bench-write-a', rc == 0 and j.get('write', {}).get('bytes') == BENCH_RANGE,
           'ix-bench --rw write --verify through A: exit %d %s %s'

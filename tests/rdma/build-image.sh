@@ -30,19 +30,39 @@ MODULES=(virtio_pci virtio_net 9pnet_virtio 9p dummy veth crc32c_generic crc32c-
 	ib_core ib_uverbs ib_umad iw_cm ib_cm rdma_cm rdma_ucm rdma_rxe
 	scsi_mod sd_mod sg scsi_transport_iscsi libiscsi libiscsi_tcp iscsi_tcp ib_iser
 	configfs target_core_mod target_core_file target_core_iblock iscsi_target_mod ib_isert
-	loop ext4)
+	loop ext4
+	dm_mod dm_multipath dm_round_robin dm_service_time scsi_dh_alua)
 
 # Host programs copied in (with their libraries). Each must exist: scripts/deps.sh --rdma installs
-# the packages (iproute2, kmod, ibverbs-utils, rdmacm-utils, open-iscsi, tgt, fio, e2fsprogs).
+# the packages (iproute2, kmod, ibverbs-utils, rdmacm-utils, open-iscsi, tgt, fio, e2fsprogs,
+# multipath-tools, dmsetup, sg3-utils).
 PROGRAMS=(/usr/sbin/ip /usr/bin/rdma /usr/bin/kmod
 	/usr/bin/ibv_devices /usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong /usr/bin/rping
 	/usr/sbin/iscsiadm /usr/sbin/iscsid /usr/sbin/tgtd /usr/sbin/tgtadm
-	/usr/bin/fio /usr/sbin/mke2fs /usr/sbin/e2fsck)
+	/usr/bin/fio /usr/sbin/mke2fs /usr/sbin/e2fsck
+	/sbin/multipath /sbin/multipathd /sbin/dmsetup /sbin/kpartx /usr/bin/udevadm /usr/lib/udev/scsi_id
+	/usr/bin/sg_rtpg /usr/bin/sg_stpg /usr/bin/sg_raw /usr/bin/sg_inq /usr/bin/sg_vpd /usr/bin/sg_turs)
 # Names under which kmod and e2fsprogs are called.
 LINKS=(/usr/sbin/modprobe:/usr/bin/kmod /usr/sbin/mkfs.ext4:/usr/sbin/mke2fs
-	/usr/sbin/fsck.ext4:/usr/sbin/e2fsck)
-# Loaded with dlopen, so ldd does not list them: the Soft-RoCE verbs provider.
+	/usr/sbin/fsck.ext4:/usr/sbin/e2fsck /usr/lib/systemd/systemd-udevd:/usr/bin/udevadm)
+# multipath-tools needs udev: it finds paths through libudev with "is initialized" (a device
+# udevd has processed), so the mpath test runs systemd-udevd with the block-device rules of
+# udev, dmsetup (device-mapper cookies), multipath-tools and sg3-utils-udev (ID_SERIAL, WWIDs),
+# and their helper programs. Only these rules: the rest (input, sound, network naming, ...)
+# would only cost time at every `udevadm trigger`.
+UDEV_FILES=(/usr/lib/udev/kpartx_id
+	/usr/lib/udev/rules.d/50-udev-default.rules /usr/lib/udev/rules.d/55-dm.rules
+	/usr/lib/udev/rules.d/55-scsi-sg3_id.rules /usr/lib/udev/rules.d/56-dm-mpath.rules
+	/usr/lib/udev/rules.d/56-dm-parts.rules /usr/lib/udev/rules.d/58-scsi-sg3_symlink.rules
+	/usr/lib/udev/rules.d/60-block.rules /usr/lib/udev/rules.d/60-multipath.rules
+	/usr/lib/udev/rules.d/60-persistent-storage.rules
+	/usr/lib/udev/rules.d/60-persistent-storage-dm.rules /usr/lib/udev/rules.d/95-dm-notify.rules)
+# Loaded with dlopen, so ldd does not list them: the Soft-RoCE verbs provider, and
+# multipath-tools' path checkers and prioritizers (tur, alua, const, sysfs: the ones the
+# mpath test's multipath.conf and the built-in defaults name).
 PROVIDER=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
+PLUGINS=(/lib/multipath/libchecktur.so /lib/multipath/libcheckdirectio.so
+	/lib/multipath/libprioalua.so /lib/multipath/libprioconst.so /lib/multipath/libpriosysfs.so)
 # Libraries the ix binaries built on the host need (they run in the guest from the 9p share;
 # libraries inside the build dir, like libix.so, come over the share through their RUNPATH),
 # for the normal and the ASan+UBSan build. tests/rdma/run.sh checks them against `ldd` of the
@@ -51,7 +71,7 @@ IX_LIBS=(libisal.so.2 libcrypto.so.3 liburing.so.2 libjansson.so.4
 	libasan.so.8 libubsan.so.1 libm.so.6 libgcc_s.so.1 libstdc++.so.6 libibverbs.so.1 librdmacm.so.1
 	libfuse3.so.3 librbd.so.1 librados.so.2)
 
-for p in "${PROGRAMS[@]}" "$PROVIDER" /usr/bin/busybox; do
+for p in "${PROGRAMS[@]}" "$PROVIDER" "${PLUGINS[@]}" "${UDEV_FILES[@]}" /usr/bin/busybox; do
 	[ -e "$p" ] || die "$p is missing: run scripts/deps.sh --rdma"
 done
 case $(file -L /usr/bin/busybox) in
@@ -71,7 +91,7 @@ usrpath() {
 # libraries, ix's libraries.
 host_files() {
 	local f
-	for f in "${PROGRAMS[@]}" "$PROVIDER"; do
+	for f in "${PROGRAMS[@]}" "$PROVIDER" "${PLUGINS[@]}"; do
 		echo "$f"
 		ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'
 	done
@@ -81,6 +101,7 @@ host_files() {
 	done
 	echo /usr/bin/busybox
 	echo /etc/libibverbs.d/rxe.driver
+	printf '%s\n' "${UDEV_FILES[@]}"
 }
 
 # ---- which kernel -------------------------------------------------------------------------------
@@ -188,6 +209,7 @@ for f in $FILES; do
 	nfile=$((nfile + 1))
 done
 for l in "${LINKS[@]}"; do
+	mkdir -p "$(dirname "$R${l%%:*}")"
 	ln -sf "${l#*:}" "$R${l%%:*}"
 done
 # busybox applets for everything not copied from the host

@@ -69,6 +69,7 @@ BUDGET=0
 # A TEST with a slash is a script's path in the repository (bench/rdma-guest.sh: run on request,
 # not part of the tier); its results go by the file's base name.
 NAMES=()
+HOST_PARTS=()
 for t in "${TESTS[@]}"; do
 	case $t in
 	*/*) f=$ROOT/$t rel=$t name=$(basename "$t" .sh) ;;
@@ -83,6 +84,9 @@ for t in "${TESTS[@]}"; do
 	echo "$name $tmo $rel" >>"$SHARE/plan"
 	NAMES+=("$name")
 	BUDGET=$((BUDGET + tmo + 20))
+	# "# host: PATH": the test has a part that runs on the host (see host_parts_start)
+	hp=$(sed -n 's/^# host: *\([^ ]*\).*/\1/p' "$f" | head -1)
+	[ -n "$hp" ] && HOST_PARTS+=("$name:$hp")
 done
 
 # what the guest's tests see of the host's environment (sanitizer settings for ix's binaries)
@@ -119,6 +123,61 @@ if [ -n "$missing" ]; then
 	result FAIL rdma.ix-libs "ix's binaries need $(echo $missing) which the image lacks: add to IX_LIBS in tests/rdma/build-image.sh"
 fi
 
+# ---- host parts and the guest's network ------------------------------------------------------------
+# A test whose header names "# host: PATH" has a part on the host (tests/rdma/tests/mpath.sh: a Ceph
+# cluster and two ix gateways, and a watcher that kills or stops them when the guest asks).
+# Only then does the guest get a NIC: QEMU user networking (slirp), the guest at 10.0.2.15; the
+# host's 127.0.0.1 is 10.0.2.2 to the guest, so IXR_PORTAL1/2 = 10.0.2.2:PORT1/2 (the host
+# part's two ports, free ones chosen here). Not restrict=on with guestfwd rules: slirp accepts a
+# guestfwd connection itself and only then runs the forwarder, so a guest connecting to a dead
+# gateway saw an accepted connection closed at once (never "connection refused"); after a few
+# of those Debian 6.1's iscsi_tcp refused every later bind of that session's connection
+# ("can't bind conn 1:0 to session 1, retcode -107") and the session never came back. Through
+# slirp's NAT a connect to a dead port is refused as on a real network. The guest's tests talk
+# only to those two ports. The host part is started before the boot, with IX_SHARE (the
+# share), IX_TEST, IX_BUILD, IX_RDMA_PORTS ("PORT1 PORT2") and IX_RESULTS
+# ($SHARE/NAME.host.results, counted with the guest's lines); it must stop everything it
+# started on SIGTERM, which it gets when the guest has powered off (bounded by HOST_STOP_WAIT,
+# then SIGKILL to its process group). Its output: $SHARE/NAME.host.log.
+NETARGS=(-nic none)
+HOST_PIDS=()
+HOST_STOP_WAIT=180
+host_parts_stop() {
+	local p i
+	for p in "${HOST_PIDS[@]}"; do
+		kill -TERM "$p" 2>/dev/null
+	done
+	for p in "${HOST_PIDS[@]}"; do
+		for ((i = 0; i < HOST_STOP_WAIT * 5; i++)); do
+			kill -0 "$p" 2>/dev/null || break
+			sleep 0.2
+		done
+		if kill -0 "$p" 2>/dev/null; then
+			echo "rdma: host part $p still running ${HOST_STOP_WAIT} s after SIGTERM: SIGKILL"
+			kill -KILL -- "-$p" 2>/dev/null
+		fi
+		wait "$p" 2>/dev/null
+	done
+	HOST_PIDS=()
+}
+trap host_parts_stop EXIT
+if [ ${#HOST_PARTS[@]} -gt 0 ]; then
+	for hp in "${HOST_PARTS[@]}"; do
+		name=${hp%%:*} path=$ROOT/${hp#*:}
+		p1=$(python3 "$ROOT/tests/lib/ixtest.py" free-port)
+		p2=$(python3 "$ROOT/tests/lib/ixtest.py" free-port)
+		while [ "$p2" = "$p1" ]; do p2=$(python3 "$ROOT/tests/lib/ixtest.py" free-port); done
+		echo "IXR_PORTAL1=10.0.2.2:$p1 IXR_PORTAL2=10.0.2.2:$p2" >"$SHARE/$name.net"
+		: >"$SHARE/$name.host.results"
+		IX_SHARE=$SHARE IX_TEST=$name IX_BUILD=$IX_BUILD IX_RDMA_PORTS="$p1 $p2" \
+			IX_RESULTS=$SHARE/$name.host.results IX_HOST_LIFETIME=$((120 + BUDGET + 60)) \
+			setsid "$path" >"$SHARE/$name.host.log" 2>&1 </dev/null &
+		HOST_PIDS+=($!)
+		echo "rdma: host part of $name started (pid $!): ports $p1 $p2 (10.0.2.2:PORT in the guest)"
+	done
+	NETARGS=(-netdev user,id=n0,net=10.0.2.0/24 -device virtio-net-pci,netdev=n0)
+fi
+
 # ---- boot -----------------------------------------------------------------------------------------
 BOOT_BUDGET=120
 TOTAL=$((BOOT_BUDGET + BUDGET))
@@ -131,7 +190,7 @@ echo "rdma: booting the guest for ${TESTS[*]} (at most ${TOTAL} s; console: test
 t0=$SECONDS
 timeout -k 10 "$TOTAL" qemu-system-x86_64 -accel tcg,thread=multi -cpu max \
 	-smp "${IX_RDMA_SMP:-2}" -m "${IX_RDMA_MEM:-3072}" -machine pc -no-reboot \
-	-display none -monitor none -serial stdio -nic none \
+	-display none -monitor none -serial stdio "${NETARGS[@]}" \
 	-kernel "$IMG/vmlinuz" -initrd "$IMG/initramfs.cpio" \
 	-append "console=ttyS0 rdinit=/init panic=-1 loglevel=4" \
 	"${SHARES[@]}" </dev/null >"$OUT/console.log" 2>&1
@@ -143,6 +202,11 @@ case $QRC in
 *) why="qemu exited with status $QRC" ;;
 esac
 echo "rdma: guest ran ${WALL} s${why:+ ($why)}"
+if [ ${#HOST_PIDS[@]} -gt 0 ]; then
+	t0=$SECONDS
+	host_parts_stop
+	echo "rdma: host parts stopped in $((SECONDS - t0)) s"
+fi
 grep -E '^ix-guest: ' "$OUT/console.log" | sed 's/\r$//; s/^/  /'
 
 booted=1
@@ -171,15 +235,20 @@ for t in "${NAMES[@]}"; do
 		else
 			result FAIL "$t" "not run: the guest did not boot"
 		fi
+		# what the guest did report, and the host part's checks
+		while read -r line; do
+			[ -n "$line" ] && result "$line"
+		done < <(cat "$res" "$SHARE/$t.host.results" 2>/dev/null)
 		continue
 	fi
 	read -r rc secs <"$SHARE/$t.done"
 	p=0 f=0 s=0
+	# the guest's check lines, then the host part's (if the test has one)
 	while read -r line; do
 		[ -n "$line" ] || continue
 		result "$line"
 		case $line in PASS*) p=$((p + 1)) ;; FAIL*) f=$((f + 1)) ;; SKIP*) s=$((s + 1)) ;; esac
-	done <"$res"
+	done < <(cat "$res" "$SHARE/$t.host.results" 2>/dev/null)
 	if [ "$rc" = 137 ]; then
 		result FAIL "$t.timeout" "killed by its timeout after ${secs} s"
 		f=$((f + 1))

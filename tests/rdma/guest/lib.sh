@@ -129,19 +129,20 @@ ixr_rxe_pkts() {
 # ---- open-iscsi ---------------------------------------------------------------------------------
 # NOP-Out timeout 30 s: with 16 MiB of writes queued on a TCG guest under a load average of 15,
 # the NOP-In came later than 10 s and the initiator dropped the session every 20 s (seen once in
-# ix-iser); a target that never answers still fails within 40 s.
+# ix-iser); a target that never answers still fails within 40 s. A multipath test sets
+# IXR_NOOP_INTERVAL / IXR_NOOP_TIMEOUT / IXR_REPLACEMENT_TIMEOUT to what a multipath set-up uses.
 ixr_iscsid_start() {
 	mkdir -p /etc/iscsi /run/lock/iscsi
 	echo "InitiatorName=$IXR_INITIATOR" >/etc/iscsi/initiatorname.iscsi
 	cat >/etc/iscsi/iscsid.conf <<-EOF
 		iscsid.startup = /bin/true
 		node.startup = manual
-		node.session.timeo.replacement_timeout = 5
+		node.session.timeo.replacement_timeout = ${IXR_REPLACEMENT_TIMEOUT:-5}
 		node.session.initial_login_retry_max = 2
-		node.conn[0].timeo.login_timeout = 30
+		node.conn[0].timeo.login_timeout = ${IXR_LOGIN_TIMEOUT:-30}
 		node.conn[0].timeo.logout_timeout = 15
-		node.conn[0].timeo.noop_out_interval = 10
-		node.conn[0].timeo.noop_out_timeout = 30
+		node.conn[0].timeo.noop_out_interval = ${IXR_NOOP_INTERVAL:-10}
+		node.conn[0].timeo.noop_out_timeout = ${IXR_NOOP_TIMEOUT:-30}
 		node.session.cmds_max = 128
 		node.session.queue_depth = 32
 		node.session.scan = auto
@@ -176,6 +177,54 @@ ixr_logout_all() {
 	/usr/sbin/iscsiadm -m node -o delete >&2 2>&1
 	/usr/sbin/iscsiadm -m discoverydb -t st -p "$RDMA_IP:3260" -o delete >&2 2>&1
 	return 0
+}
+
+# ---- a test's host part (tests/rdma/run.sh: "# host: PATH") -------------------------------------
+# ixr_host_ready SECONDS: wait for the host part's $IX_TEST.host.ready (set IXR_HOST_READY to its
+# line); 1 with IXR_HOST_READY set to the reason when it wrote $IX_TEST.host.failed or timed out;
+# the whole test is skipped (exit 77) when it wrote $IX_TEST.host.skip (Ceph not installed).
+ixr_host_ready() {
+	n=$(($1 * 5))
+	while [ $n -gt 0 ]; do
+		if [ -f "$IXR_OUT/$IX_TEST.host.ready" ]; then
+			IXR_HOST_READY=$(cat "$IXR_OUT/$IX_TEST.host.ready")
+			return 0
+		fi
+		if [ -f "$IXR_OUT/$IX_TEST.host.failed" ]; then
+			IXR_HOST_READY="the host part failed: $(cat "$IXR_OUT/$IX_TEST.host.failed")"
+			return 1
+		fi
+		[ -f "$IXR_OUT/$IX_TEST.host.skip" ] && ixr_skip_all "$(cat "$IXR_OUT/$IX_TEST.host.skip")"
+		sleep 0.2
+		n=$((n - 1))
+	done
+	IXR_HOST_READY="the host part was not ready after $1 s"
+	return 1
+}
+
+# ixr_host REQUEST [SECONDS]: ask the host part to do REQUEST ("kill a", "stop a", "cont a",
+# "restart a", "state") through the share and wait (default 120 s) for its answer; IXR_HOST_RSP
+# is the answer without its OK/FAIL word. Returns 0 for OK. Call it directly, not in $(...).
+ixr_host() {
+	seq=$(($(cat "$IXR_RUN/host.seq" 2>/dev/null || echo 0) + 1))
+	echo "$seq" >"$IXR_RUN/host.seq"
+	echo "$1" >"$IXR_OUT/$IX_TEST.req.$seq.tmp"
+	mv "$IXR_OUT/$IX_TEST.req.$seq.tmp" "$IXR_OUT/$IX_TEST.req.$seq"
+	ixr_log "host request $seq: $1"
+	n=$((${2:-120} * 20))
+	while [ $n -gt 0 ] && [ ! -f "$IXR_OUT/$IX_TEST.rsp.$seq" ]; do
+		sleep 0.05
+		n=$((n - 1))
+	done
+	if [ ! -f "$IXR_OUT/$IX_TEST.rsp.$seq" ]; then
+		IXR_HOST_RSP="no answer from the host part within ${2:-120} s"
+		ixr_log "host request $seq: $IXR_HOST_RSP"
+		return 1
+	fi
+	r=$(cat "$IXR_OUT/$IX_TEST.rsp.$seq")
+	IXR_HOST_RSP=${r#* }
+	ixr_log "host answer $seq: $r"
+	[ "${r%% *}" = OK ]
 }
 
 # ---- fio ------------------------------------------------------------------------------------------
@@ -347,6 +396,14 @@ ixr_ix_finish() {
 
 # ---- after every test ------------------------------------------------------------------------------
 ixr_cleanup_all() {
+	# multipath maps first (a map that queues without paths would hang the logout's flush)
+	if [ -x /sbin/dmsetup ] && [ -n "$(/sbin/dmsetup ls --target multipath 2>/dev/null | grep -v 'No devices')" ]; then
+		for m in $(/sbin/dmsetup ls --target multipath | awk '{ print $1 }'); do
+			/sbin/dmsetup message "$m" 0 fail_if_no_path
+		done
+		/sbin/multipathd shutdown >/dev/null 2>&1
+		/sbin/multipath -F >&2 2>&1 || /sbin/dmsetup remove_all --force >&2 2>&1
+	fi
 	ixr_logout_all
 	ixr_tgt_stop
 	ixr_lio_stop

@@ -21,6 +21,13 @@ hostname ixguest
 	/usr/sbin/ip link set dummy0 mtu 9000 up ||
 	say "FATAL: cannot configure dummy0"
 /usr/bin/rdma link add rxe0 type rxe netdev dummy0 || say "FATAL: rdma link add rxe0 failed"
+# a NIC only when a test has a host part (tests/rdma/run.sh): QEMU user networking, the guest
+# at 10.0.2.15; the host's gateways are reached through guestfwd addresses (NAME.net)
+if [ -e /sys/class/net/eth0 ]; then
+	/usr/sbin/ip addr add 10.0.2.15/24 dev eth0 && /usr/sbin/ip link set eth0 up ||
+		say "FATAL: cannot configure eth0"
+	say "eth0 up at $(up) s"
+fi
 say "network and rxe0 ready at $(up) s"
 
 if [ ! -f "$OUT/plan" ]; then

@@ -397,6 +397,45 @@ static void test_stpg_params(struct aenv *x)
 	}
 }
 
+/* Which commands count as I/O for an implicit failover (scsi_alua_medium_io, through the
+ * dispatch table's flags): reads and writes of the medium do; TEST UNIT READY, which Linux's
+ * scan and multipathd's path checker send to standby paths, and the other non-transfer commands
+ * do not (they must get 04/0B and never move an RBD lock). The take-over itself needs an RBD
+ * LU: tests/interop/ha_failover.py (standby-tur-keeps-owner) and tests/rdma/tests/mpath.sh. */
+static void test_implicit_io_class(void)
+{
+	static const struct {
+		uint8_t op;
+		uint16_t sa;
+		bool io;
+	} cases[] = {
+	    {0x00, 0, false}, /* TEST UNIT READY */
+	    {0x1b, 0, false}, /* START STOP UNIT */
+	    {0x25, 0, false}, /* READ CAPACITY(10) (runs in standby anyway) */
+	    {0x35, 0, false}, /* SYNCHRONIZE CACHE(10) */
+	    {0x91, 0, false}, /* SYNCHRONIZE CACHE(16) */
+	    {0x08, 0, true},  /* READ(6) */
+	    {0x28, 0, true},  /* READ(10) */
+	    {0x88, 0, true},  /* READ(16) */
+	    {0x0a, 0, true},  /* WRITE(6) */
+	    {0x2a, 0, true},  /* WRITE(10) */
+	    {0x8a, 0, true},  /* WRITE(16) */
+	    {0x2f, 0, true},  /* VERIFY(10) */
+	    {0x41, 0, true},  /* WRITE SAME(10) */
+	    {0x89, 0, true},  /* COMPARE AND WRITE */
+	};
+	bool sa_valid;
+
+	printf("# implicit failover: which commands count as I/O on a standby port\n");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct scsi_op *op = scsi_op_lookup(cases[i].op, cases[i].sa, &sa_valid);
+
+		CHECK(op != NULL);
+		if (op)
+			CHECK_EQ(scsi_alua_medium_io(op->flags), cases[i].io);
+	}
+}
+
 static void test_implicit_only(struct aenv *x)
 {
 	struct scsi_alua_cfg c = two_groups(0, 2);
@@ -603,6 +642,7 @@ int main(void)
 	test_stpg_reservation(&x);
 	test_states(&x);
 	test_implicit_only(&x);
+	test_implicit_io_class();
 	test_reload(&x);
 	teardown(&x);
 	return tap_done();
