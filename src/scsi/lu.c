@@ -358,19 +358,6 @@ uint64_t scsi_lun_encode(uint32_t lun)
 
 /* ---- nexus and unit attentions ---- */
 
-/* The TPGT of "<TargetName>,t,0x<hex>", or 1 (RTPI 0 is reserved). */
-static uint16_t target_port_rtpi(const char *tport)
-{
-	const char *t = tport ? strstr(tport, ",t,0x") : NULL;
-	char *end;
-	unsigned long v;
-
-	if (!t)
-		return 1;
-	v = strtoul(t + 5, &end, 16);
-	return (*end || end == t + 5 || v == 0 || v > 0xffff) ? 1 : (uint16_t)v;
-}
-
 struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *initiator_port,
 				  const char *target_port)
 {
@@ -381,7 +368,7 @@ struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *in
 	nx->map = map;
 	nx->initiator_port = strdup(initiator_port ? initiator_port : "");
 	nx->target_port = strdup(target_port ? target_port : "");
-	nx->rtpi = target_port_rtpi(target_port);
+	nx->rtpi = pr_tport_rtpi(target_port);
 	if (!nx->initiator_port || !nx->target_port) {
 		free(nx->initiator_port);
 		free(nx->target_port);

@@ -595,7 +595,9 @@ uint32_t pr_in_read_full_status(const struct pr_state *st, uint8_t *out, uint32_
 			d[12] = 0x01; /* R_HOLDER */
 			d[13] = st->type;
 		}
-		put_be16(d + 18, 1); /* RELATIVE TARGET PORT IDENTIFIER (VPD 0x83 reports 1) */
+		/* RELATIVE TARGET PORT IDENTIFIER: the registration's target port, as VPD 0x83
+		 * and REPORT TARGET PORT GROUPS report it (another gateway's port too) */
+		put_be16(d + 18, pr_tport_rtpi(st->regs[i].tport));
 		tl = transport_id(st->regs[i].iport, d + 24, sizeof(d) - 24);
 		put_be32(d + 20, tl);
 		put(out, cap, n, d, 24 + tl);
@@ -603,6 +605,18 @@ uint32_t pr_in_read_full_status(const struct pr_state *st, uint8_t *out, uint32_
 	}
 	put_u32(out, cap, 4, n - 8);
 	return n;
+}
+
+uint16_t pr_tport_rtpi(const char *tport)
+{
+	const char *t = tport ? strstr(tport, ",t,0x") : NULL;
+	char *end;
+	unsigned long v;
+
+	if (!t)
+		return 1;
+	v = strtoul(t + 5, &end, 16);
+	return (*end || end == t + 5 || v == 0 || v > 0xffff) ? 1 : (uint16_t)v;
 }
 
 uint32_t pr_parse_transport_id(const uint8_t *tid, uint32_t len, char *port)

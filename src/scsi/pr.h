@@ -156,6 +156,10 @@ uint32_t pr_in_read_reservation(const struct pr_state *st, uint8_t *out, uint32_
 uint32_t pr_in_report_caps(const struct pr_state *st, bool ptpl_c, uint8_t *out, uint32_t cap);
 uint32_t pr_in_read_full_status(const struct pr_state *st, uint8_t *out, uint32_t cap);
 
+/* The RELATIVE TARGET PORT IDENTIFIER of a target port name "<TargetName>,t,0x<TPGT>": the
+ * TPGT, or 1 when it is 0 or the name has another form (relative port 0 is reserved). */
+uint16_t pr_tport_rtpi(const char *tport);
+
 /* Parse an iSCSI TransportID (SPC-4 7.6.4.6, format 01b: name and ISID) into an initiator port
  * name "<name>,i,0x<isid>" (lower-case ISID) in port (PR_MAX_PORT_LEN bytes). Returns its length
  * in bytes (>= 24), or 0 if it is not a well-formed iSCSI TransportID of format 01b. */

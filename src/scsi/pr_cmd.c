@@ -212,9 +212,28 @@ static bool register_family(uint8_t sa)
 	return sa == PR_OUT_REGISTER || sa == PR_OUT_REGISTER_IGNORE || sa == PR_OUT_REGISTER_MOVE;
 }
 
+/* REGISTER AND MOVE's destination target port (SPC-4 6.16.4): the RELATIVE TARGET PORT
+ * IDENTIFIER of the nexus the command came through, or of a port the target's ALUA groups list
+ * (this gateway's portals and other gateways' relative_ports): its name is this target's name
+ * with that TPGT, as that gateway's nexuses name it. false for a port nobody configured. */
+static bool move_target_port(const struct scsi_cmd *cmd, uint16_t rtpi, char *tport)
+{
+	const char *own = cmd->nexus->target_port, *sep = strstr(own, ",t,0x");
+	uint16_t group;
+
+	if (rtpi == cmd->nexus->rtpi) {
+		snprintf(tport, PR_MAX_PORT_LEN, "%s", own);
+		return true;
+	}
+	if (rtpi == 0 || !sep || !scsi_alua_port_group(cmd->map, rtpi, &group))
+		return false;
+	return snprintf(tport, PR_MAX_PORT_LEN, "%.*s,t,0x%04x", (int)(sep - own), own, rtpi) <
+	       PR_MAX_PORT_LEN;
+}
+
 /* Decode and check the parameter list into req; false with sense set. */
 static bool parse_params(struct scsi_cmd *cmd, struct scsi_lu *lu, uint32_t len, struct pr_out *req,
-			 char *move_port)
+			 char *move_port, char *move_tport)
 {
 	const uint8_t *d = cmd->buf;
 
@@ -235,7 +254,8 @@ static bool parse_params(struct scsi_cmd *cmd, struct scsi_lu *lu, uint32_t len,
 
 		req->unreg = d[17] & 0x02;
 		req->aptpl = d[17] & 0x01;
-		if (get_be16(d + 18) != 1) { /* the only RELATIVE TARGET PORT IDENTIFIER */
+		/* an unknown RELATIVE TARGET PORT IDENTIFIER */
+		if (!move_target_port(cmd, get_be16(d + 18), move_tport)) {
 			scsi_fail_param(cmd, 18, -1);
 			return false;
 		}
@@ -244,7 +264,7 @@ static bool parse_params(struct scsi_cmd *cmd, struct scsi_lu *lu, uint32_t len,
 			return false;
 		}
 		req->move.iport = move_port;
-		req->move.tport = cmd->nexus->target_port;
+		req->move.tport = move_tport;
 	}
 	if (req->aptpl && register_family(req->sa) && !lu->pr_persistent) { /* PTPL_C = 0 */
 		scsi_fail_param(cmd, req->sa == PR_OUT_REGISTER_MOVE ? 17 : 20, 0);
@@ -318,7 +338,7 @@ int scsi_spc_pr_out(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	const uint8_t *cdb = cmd->cdb;
 	uint32_t len = get_be32(cdb + 5);
 	struct pr_out req = {.sa = cdb[1] & 0x1f, .type = cdb[2] & 0x0f};
-	char move_port[PR_MAX_PORT_LEN];
+	char move_port[PR_MAX_PORT_LEN], move_tport[PR_MAX_PORT_LEN];
 
 	cmd->xfer_wanted = len;
 	if (req.sa == PR_OUT_RESERVE || req.sa == PR_OUT_RELEASE || req.sa == PR_OUT_PREEMPT ||
@@ -344,7 +364,7 @@ int scsi_spc_pr_out(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		cmd->status = SCSI_STATUS_RESERVATION_CONFLICT;
 		return SCSI_DONE;
 	}
-	if (!parse_params(cmd, lu, len, &req, move_port))
+	if (!parse_params(cmd, lu, len, &req, move_port, move_tport))
 		return SCSI_DONE;
 	if (lu->pr_ops)
 		return lu->pr_ops->out(lu, cmd, &req);

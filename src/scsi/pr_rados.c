@@ -57,7 +57,8 @@ struct pr_job {
 	struct scsi_cmd *cmd; /* JOB_OUT: the command, answered on its loop */
 	struct scsi_lu *lu;
 	struct pr_out req;
-	char iport[PR_MAX_PORT_LEN], tport[PR_MAX_PORT_LEN], move[PR_MAX_PORT_LEN];
+	char iport[PR_MAX_PORT_LEN], tport[PR_MAX_PORT_LEN];
+	char move[PR_MAX_PORT_LEN], move_t[PR_MAX_PORT_LEN]; /* REGISTER AND MOVE's destination */
 	enum pr_result res;
 	struct ev_post post;
 };
@@ -602,8 +603,9 @@ static int rados_out(struct scsi_lu *lu, struct scsi_cmd *cmd, const struct pr_o
 	copy_port(j->tport, cmd->nexus->target_port);
 	if (req->move.iport) {
 		copy_port(j->move, req->move.iport);
+		copy_port(j->move_t, req->move.tport);
 		j->req.move.iport = j->move;
-		j->req.move.tport = j->tport;
+		j->req.move.tport = j->move_t;
 	}
 	queue_job(r, j);
 	return SCSI_ASYNC;

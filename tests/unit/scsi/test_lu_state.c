@@ -6,6 +6,7 @@
  * OPERATION CODES for the new commands. */
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -217,6 +218,118 @@ static void test_pr_commands(struct env *e)
 	CHECK_EQ(t.c.status, 0);
 	drain_ua(e, a, L_PR);
 	scsi_nexus_free(b);
+}
+
+/* REGISTER AND MOVE to a TransportID through relative target port rtpi; returns the status. */
+static uint8_t register_move(struct env *e, struct scsi_nexus *nx, uint64_t key, uint64_t sakey,
+			     uint16_t rtpi, const char *iport, struct tcmd *t)
+{
+	uint8_t p[24 + 4 + 48] = {0};
+
+	put_be64(p, key);
+	put_be64(p + 8, sakey);
+	put_be16(p + 18, rtpi);
+	put_be32(p + 20, 4 + 48);
+	p[24] = 0x45;
+	put_be16(p + 26, 48);
+	memcpy(p + 28, iport, strlen(iport));
+	t_run(e, nx, L_PR, B(0x5f, 7, 0, 0, 0, 0, 0, 0, sizeof(p), 0), 0, p, sizeof(p), t);
+	return t->c.status;
+}
+
+/* The RELATIVE TARGET PORT IDENTIFIER of READ FULL STATUS descriptor i (or -1) and its key. */
+static int full_status_port(const struct tcmd *t, unsigned i, uint64_t *key, bool *holder)
+{
+	uint32_t off = 8, end = 8 + get_be32(t->c.buf + 4);
+
+	for (; off + 24 <= end; off += 24 + get_be32(t->c.buf + off + 20), i--)
+		if (i == 0) {
+			*key = get_be64(t->c.buf + off);
+			*holder = t->c.buf[off + 12] & 1;
+			return get_be16(t->c.buf + off + 18);
+		}
+	return -1;
+}
+
+/* Target ports other than 1 (SPC-4 6.15.4, 6.16.4): READ FULL STATUS reports each
+ * registration's own port, REGISTER AND MOVE names the destination's port by its relative id:
+ * the command's own, or one the ALUA groups list (another gateway's); any other is ILLEGAL
+ * REQUEST, INVALID FIELD IN PARAMETER LIST pointing at the field. */
+static void test_pr_ports(struct env *e)
+{
+	static const char ib[] = "iqn.2024-01.org.example:b,i,0x000000000002";
+	static const char ic[] = "iqn.2024-01.org.example:c,i,0x000000000003";
+	struct scsi_nexus *a = e->nx,
+			  *c = scsi_nexus_new(e->map, ic, "iqn.2024-01.org.example:t1,t,0x0002");
+	struct scsi_alua_cfg ac = {.ngroups = 2, .explicit_ok = true};
+	struct scsi_lu *lu = scsi_lun_map_get(e->map, L_PR);
+	uint64_t key;
+	bool holder;
+	struct tcmd t;
+
+	drain_ua(e, a, L_PR);
+	drain_ua(e, c, L_PR);
+	prout(e, a, L_PR, 0, 0, 0, 0xa1, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	prout(e, c, L_PR, 0, 0, 0, 0xc1, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	prin(e, a, L_PR, 3, 1024, &t);
+	CHECK_EQ(full_status_port(&t, 0, &key, &holder), 1);
+	CHECK_EQ(key, 0xa1);
+	CHECK_EQ(full_status_port(&t, 1, &key, &holder), 2); /* c came through port 2 */
+	CHECK_EQ(key, 0xc1);
+	prout(e, a, L_PR, 1, 1, 0xa1, 0, 0, &t); /* a reserves Write Exclusive */
+	CHECK_EQ(t.c.status, 0);
+	/* without ALUA the only port this target knows is the command's own: not 3 (another
+	 * gateway's), not even 2 (c's) */
+	CHECK_EQ(register_move(e, a, 0xa1, 0xb3, 3, ib, &t), 2);
+	t_check_sense(&t, 0x5, 0x26, 0x00);
+	CHECK_EQ(t.c.sense[15], 0x80);		/* SKSV, C/D 0: in the parameter list ... */
+	CHECK_EQ(get_be16(t.c.sense + 16), 18); /* ... at RELATIVE TARGET PORT IDENTIFIER */
+	CHECK_EQ(register_move(e, a, 0xa1, 0xc2, 2, ic, &t), 2);
+	t_check_sense(&t, 0x5, 0x26, 0x00);
+	/* ALUA: group 1 is this gateway's ports 1 and 2, group 2 another gateway's port 3 */
+	ac.groups[0] = (struct scsi_alua_group_cfg){.id = 1,
+						    .state = SCSI_ALUA_ACTIVE_OPTIMIZED,
+						    .local = true,
+						    .nports = 2,
+						    .ports = {1, 2}};
+	ac.groups[1] = (struct scsi_alua_group_cfg){
+	    .id = 2, .state = SCSI_ALUA_ACTIVE_OPTIMIZED, .nports = 1, .ports = {3}};
+	CHECK_EQ(scsi_alua_configure(e->map, &ac), 0);
+	drain_ua(e, a, L_PR);
+	drain_ua(e, c, L_PR);
+	for (uint16_t bad = 0; bad <= 4; bad += 4) { /* reserved 0, unconfigured 4 */
+		CHECK_EQ(register_move(e, a, 0xa1, 0xb3, bad, ib, &t), 2);
+		t_check_sense(&t, 0x5, 0x26, 0x00);
+	}
+	/* to c through port 2, c's own nexus: c holds, a may no longer write */
+	CHECK_EQ(register_move(e, a, 0xa1, 0xc2, 2, ic, &t), 0);
+	t_run(e, c, L_PR, wr10, 0, zblk, 512, &t);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, a, L_PR, wr10, 0, zblk, 512, &t);
+	CHECK_EQ(t.c.status, 0x18);
+	/* to b through port 3 (a nexus of the other gateway): b holds, registered on port 3 */
+	CHECK_EQ(register_move(e, c, 0xc2, 0xb3, 3, ib, &t), 0);
+	prin(e, a, L_PR, 3, 1024, &t);
+	CHECK_EQ(get_be32(t.c.buf + 4), 3 * (24 + 4 + 44));
+	CHECK_EQ(full_status_port(&t, 2, &key, &holder), 3);
+	CHECK(key == 0xb3 && holder);
+	CHECK_MEM(t.c.buf + 8 + 2 * (24 + 4 + 44) + 28, ib, sizeof(ib));
+	CHECK_EQ(full_status_port(&t, 1, &key, &holder), 2);
+	CHECK(key == 0xc2 && !holder);
+	pthread_mutex_lock(&lu->lock);
+	CHECK_EQ(pr_find(&lu->pr, &(struct pr_nexus_id){ib, "iqn.2024-01.org.example:t1,t,0x0003"}),
+		 2);
+	pthread_mutex_unlock(&lu->lock);
+	t_run(e, c, L_PR, wr10, 0, zblk, 512, &t); /* c no longer holds */
+	CHECK_EQ(t.c.status, 0x18);
+	CHECK_EQ(scsi_alua_configure(e->map, NULL), 0);
+	drain_ua(e, a, L_PR);
+	prout(e, a, L_PR, 3, 0, 0xa1, 0, 0, &t); /* CLEAR */
+	CHECK_EQ(t.c.status, 0);
+	drain_ua(e, c, L_PR);
+	scsi_nexus_free(c);
 }
 
 /* ---- APTPL ---- */
@@ -687,6 +800,7 @@ int main(void)
 		 0);
 	e.nx = nexus(&e, "iqn.2024-01.org.example:i1,i,0x000000000001");
 	test_pr_commands(&e);
+	test_pr_ports(&e);
 	test_aptpl(&e);
 	test_removable(&e);
 	test_sanitize(&e);
