@@ -10,14 +10,15 @@
  * SCSI_ASYNC; the helper reads the object with its version, applies the service action to the
  * decoded state (pr_out_apply, the same state machine as a single gateway), writes it back
  * with assert_version (or exclusive create) + write_full, and on a conflict (ERANGE, EOVERFLOW,
- * ECANCELED, EEXIST: another gateway wrote first) reads again, at most PR_RADOS_RETRIES times.
+ * ECANCELED, EEXIST: another gateway wrote first) reads again, at most rbd.pr.retries times.
  * Once written, it adopts the state locally with its unit attentions, then notifies the
  * watchers with the object plus the unit attentions; every gateway's watch callback decodes
  * the payload, adopts the state if its version (epoch, sequence) is newer, queues the unit
  * attentions of its own nexuses, and acknowledges. A watcher that does not acknowledge within
- * PR_RADOS_NOTIFY_MS is blocklisted (its address from the object's watcher list), so a gateway
- * that might still hold the old state can no longer reach the cluster, before the command
- * completes. The result goes back to the command's worker loop as an allocation-free post.
+ * the notify timeout (rbd.pr.notify_timeout_ms) is blocklisted (its address from the xattrs of
+ * "<oid>.gw"), so a gateway that might still hold the old state can no longer reach the
+ * cluster, before the command completes. The result goes back to the command's worker loop as
+ * an allocation-free post.
  *
  * The cluster connection is the RBD device's own (bs_rbd_rados()): blocklisting a gateway's
  * watch fences its image I/O as well. A watch error (a lost connection, an OSD change) makes
@@ -40,11 +41,12 @@
 #include "util/list.h"
 #include "util/log.h"
 
+/* Defaults of the LU's rbd.pr settings (struct scsi_pr_rados_cfg, docs/configuration.md) */
 #define PR_RADOS_RETRIES       16   /* versioned writes lost to other gateways before giving up */
 #define PR_RADOS_NOTIFY_MS     5000 /* a watcher that has not acknowledged by then is fenced */
 #define PR_RADOS_BLOCKLIST_S   3600 /* how long a fenced gateway stays blocklisted */
-#define PR_RADOS_UA_RING       16   /* sequence numbers whose unit attentions were queued here */
 #define PR_RADOS_RESET_WAIT_MS 2000 /* how long a LUN RESET waits for the other gateways */
+#define PR_RADOS_UA_RING       16   /* sequence numbers whose unit attentions were queued here */
 #define RESET_MAGIC	       "ix-lu-reset 1 "
 
 enum pr_job_kind { JOB_OUT = 1, JOB_RELOAD, JOB_RESET };
@@ -78,6 +80,7 @@ struct pr_rados {
 	pthread_cond_t done_cv; /* a JOB_RESET finished */
 	struct list_head jobs;
 	uint64_t origin; /* names this store in reset notifies */
+	uint32_t notify_ms, reset_wait_ms, retries, blocklist_s; /* rbd.pr, defaults applied */
 	bool stop, reload_queued;
 	/* under lu->lock */
 	uint64_t epoch; /* of the object lu->pr came from (lu->pr_seq: its sequence) */
@@ -358,13 +361,12 @@ static int fence(struct pr_rados *r, uint64_t gid)
 		return n;
 	}
 	addr[n] = 0;
-	rc = rados_blocklist_add(r->cluster, addr, PR_RADOS_BLOCKLIST_S);
+	rc = rados_blocklist_add(r->cluster, addr, r->blocklist_s);
 	if (rc == 0)
 		log_warn("pr",
 			 "%s: gateway client.%llu at %s did not acknowledge a reservation "
 			 "change within %u ms: blocklisted for %u s",
-			 r->name, (unsigned long long)gid, addr, PR_RADOS_NOTIFY_MS,
-			 PR_RADOS_BLOCKLIST_S);
+			 r->name, (unsigned long long)gid, addr, r->notify_ms, r->blocklist_s);
 	else
 		log_err("pr", "%s: blocklisting client.%llu at %s: %s", r->name,
 			(unsigned long long)gid, addr, strerror(-rc));
@@ -384,7 +386,7 @@ static int notify(struct pr_rados *r, const struct pr_state *st, const struct pr
 	rc = pr_obj_encode(st, v, fx, &payload, &plen);
 	if (rc)
 		return rc;
-	nrc = rados_notify2(r->io, r->oid, payload, (int)plen, PR_RADOS_NOTIFY_MS, &reply, &rlen);
+	nrc = rados_notify2(r->io, r->oid, payload, (int)plen, r->notify_ms, &reply, &rlen);
 	free(payload);
 	if (nrc < 0 && nrc != -ETIMEDOUT) {
 		if (reply)
@@ -417,9 +419,9 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 	int rc = -EAGAIN;
 
 	pr_state_init(&st);
-	for (int i = 0; i < PR_RADOS_RETRIES && rc == -EAGAIN; i++) {
+	for (uint32_t i = 0; i < r->retries && rc == -EAGAIN; i++) {
 		if (i)
-			log_info("pr", "%s: another gateway wrote first: reading again (%d)",
+			log_info("pr", "%s: another gateway wrote first: reading again (%u)",
 				 r->name, i);
 		pr_effects_clear(&fx);
 		rc = obj_read(r, &st, &v, &ver, err, sizeof(err));
@@ -489,8 +491,8 @@ static void run_reset(struct pr_rados *r)
 	int rc;
 
 	snprintf(payload, sizeof(payload), RESET_MAGIC "%016llx", (unsigned long long)r->origin);
-	rc = rados_notify2(r->io, r->oid, payload, (int)strlen(payload), PR_RADOS_RESET_WAIT_MS,
-			   &reply, &rlen);
+	rc = rados_notify2(r->io, r->oid, payload, (int)strlen(payload), r->reset_wait_ms, &reply,
+			   &rlen);
 	if (reply)
 		rados_buffer_free(reply);
 	if (rc < 0)
@@ -613,7 +615,7 @@ static int rados_out(struct scsi_lu *lu, struct scsi_cmd *cmd, const struct pr_o
 
 /* The one wait on a worker: a LUN RESET answers only once the other gateways have queued
  * their unit attentions (an initiator checks its other paths right after the response), at
- * most PR_RADOS_RESET_WAIT_MS (notify round trip: ~2 ms). TMFs are rare, never data path. */
+ * most rbd.pr.reset_wait_ms (notify round trip: ~2 ms). TMFs are rare, never data path. */
 static void rados_reset(struct scsi_lu *lu)
 {
 	struct pr_rados *r = lu->pr_store;
@@ -625,7 +627,7 @@ static void rados_reset(struct scsi_lu *lu)
 	j->kind = JOB_RESET;
 	j->refs = 2;
 	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += PR_RADOS_RESET_WAIT_MS / 1000 + 1;
+	until.tv_sec += r->reset_wait_ms / 1000 + 1;
 	queue_job(r, j);
 	pthread_mutex_lock(&r->mu);
 	while (!j->finished && pthread_cond_timedwait(&r->done_cv, &r->mu, &until) != ETIMEDOUT)
@@ -717,6 +719,13 @@ int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *
 		return -ENOMEM;
 	}
 	r->lu = lu;
+	r->notify_ms =
+	    cfg->pr_rados.notify_timeout_ms ? cfg->pr_rados.notify_timeout_ms : PR_RADOS_NOTIFY_MS;
+	r->reset_wait_ms =
+	    cfg->pr_rados.reset_wait_ms ? cfg->pr_rados.reset_wait_ms : PR_RADOS_RESET_WAIT_MS;
+	r->retries = cfg->pr_rados.retries ? cfg->pr_rados.retries : PR_RADOS_RETRIES;
+	r->blocklist_s =
+	    cfg->pr_rados.blocklist_s ? cfg->pr_rados.blocklist_s : PR_RADOS_BLOCKLIST_S;
 	r->cluster = bs_rbd_rados(lu->dev);
 	snprintf(r->oid, sizeof(r->oid), "ix.pr.%s", c->image);
 	snprintf(r->gwoid, sizeof(r->gwoid), "%s.gw", r->oid);
@@ -752,8 +761,11 @@ int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *
 	lu->pr_store = r;
 	lu->pr_ops = &rados_ops;
 	lu->pr_persistent = true;
-	log_info("pr", "LUN %u: %s, %zu registration(s), epoch %016llx sequence %llu", lu->lun,
-		 r->name, lu->pr.nregs, (unsigned long long)r->epoch,
-		 (unsigned long long)lu->pr_seq);
+	log_info("pr",
+		 "LUN %u: %s, %zu registration(s), epoch %016llx sequence %llu; notify timeout "
+		 "%u ms, LUN RESET wait %u ms, %u retries, blocklist %u s",
+		 lu->lun, r->name, lu->pr.nregs, (unsigned long long)r->epoch,
+		 (unsigned long long)lu->pr_seq, r->notify_ms, r->reset_wait_ms, r->retries,
+		 r->blocklist_s);
 	return 0;
 }

@@ -67,6 +67,17 @@ enum scsi_pr_store {
 	SCSI_PR_STORE_RADOS = 1, /* a RADOS object shared by every gateway of the image */
 };
 
+/* The shared store's timeouts (luns[].rbd.pr in the configuration); 0 takes the default. */
+struct scsi_pr_rados_cfg {
+	uint32_t notify_timeout_ms; /* a gateway that has not acknowledged a change by then is
+				       blocklisted (5000) */
+	uint32_t reset_wait_ms;	    /* a LOGICAL UNIT RESET waits this long for the other
+				       gateways' acknowledgements (2000) */
+	uint32_t retries;	    /* versioned writes lost to other gateways before a
+				       PERSISTENT RESERVE OUT fails (16) */
+	uint32_t blocklist_s;	    /* how long a fenced gateway stays blocklisted (3600) */
+};
+
 struct scsi_lu_cfg {
 	enum bs_type backend;
 	const char *path;        /* file or block device; NULL for RAM */
@@ -106,6 +117,7 @@ struct scsi_lu_cfg {
 					(in memory, APTPL state in state_dir) or, for an RBD LU
 					exported by several gateways, SCSI_PR_STORE_RADOS (one
 					object next to the image, scsi/pr_rados.c) */
+	struct scsi_pr_rados_cfg pr_rados; /* SCSI_PR_STORE_RADOS only */
 	struct scsi_lu_index *index; /* where EXTENDED COPY finds this LU by its NAA designator;
 				        NULL = only copies within this LU */
 };

@@ -169,6 +169,43 @@ static const struct tcase cases[] = {
     {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','no_medium':true,"
 	  "'rbd':{'pool':'p','image':'i'}}"),
      "targets[0].luns[0].pr_store: \"rados\" needs the image: not with no_medium"},
+    /* the shared store's timeouts (rbd.pr) */
+    {LUNS("{'lun':0,'backend':'rbd','rbd':{'pool':'p','image':'i','pr':{'retries':4}}}"),
+     "targets[0].luns[0].rbd.pr: only with \"pr_store\": \"rados\""},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'file','rbd':{'pool':'p','image':'i','pr':{}}}"),
+     "targets[0].luns[0].rbd.pr: only with \"pr_store\": \"rados\""},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i','pr':5}}"),
+     "targets[0].luns[0].rbd.pr: must be an object, not an integer"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'notify_timeout_ms':99}}}"),
+     "targets[0].luns[0].rbd.pr.notify_timeout_ms: 99 is out of range (100 to 60000)"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'notify_timeout_ms':60001}}}"),
+     "targets[0].luns[0].rbd.pr.notify_timeout_ms: 60001 is out of range"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'reset_wait_ms':0}}}"),
+     "targets[0].luns[0].rbd.pr.reset_wait_ms: 0 is out of range (1 to 10000)"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'reset_wait_ms':10001}}}"),
+     "targets[0].luns[0].rbd.pr.reset_wait_ms: 10001 is out of range"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'retries':0}}}"),
+     "targets[0].luns[0].rbd.pr.retries: 0 is out of range (1 to 1000)"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'retries':'16'}}}"),
+     "targets[0].luns[0].rbd.pr.retries: must be"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'blocklist_s':59}}}"),
+     "targets[0].luns[0].rbd.pr.blocklist_s: 59 is out of range (60 to 604800)"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'notify_timeout':5000}}}"),
+     "targets[0].luns[0].rbd.pr.notify_timeout: unknown key \"notify_timeout\""},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'notify_timeout_ms':100,'reset_wait_ms':10000,'retries':1000,"
+	  "'blocklist_s':604800}}}"),
+     NULL},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i','pr':{}}}"),
+     NULL},
     {LUNS("{'lun':0,'backend':'rbd','rbd':{'pool':'p','image':'i'}},"
 	  "{'lun':1,'backend':'rbd','rbd':{'pool':'p','image':'i'}}"),
      "targets[0].luns[1].rbd: image p/i is also used by targets[0].luns[0]"},
@@ -949,6 +986,35 @@ static void test_testing(void)
 	ALUA_PORTALS "'targets': [{'name': 'iqn.2024-01.org.ix:t', 'portals': ['a', 'b'],"        \
 		     "'luns': [{'lun': 0, 'backend': 'ram', 'size': '1M'}], 'alua': " alua "}]}"
 
+/* rbd.pr reaches the LU configuration; absent keys stay 0 (the store's defaults). */
+static void test_rbd_pr(void)
+{
+	struct ix_config *cfg = NULL;
+	char err[256] = "";
+	const struct scsi_pr_rados_cfg *p;
+
+	CHECK_EQ(load(LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p',"
+			   "'image':'i','pr':{'notify_timeout_ms':1500,'reset_wait_ms':700,"
+			   "'retries':3,'blocklist_s':120}}},"
+			   "{'lun':1,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p',"
+			   "'image':'j'}}"),
+		      &cfg, err, sizeof(err)),
+		 0);
+	if (!cfg) {
+		printf("# %s\n", err);
+		return;
+	}
+	p = &cfg->targets[0].luns[0].lu.pr_rados;
+	CHECK_EQ(p->notify_timeout_ms, 1500);
+	CHECK_EQ(p->reset_wait_ms, 700);
+	CHECK_EQ(p->retries, 3);
+	CHECK_EQ(p->blocklist_s, 120);
+	p = &cfg->targets[0].luns[1].lu.pr_rados;
+	CHECK(p->notify_timeout_ms == 0 && p->reset_wait_ms == 0 && p->retries == 0 &&
+	      p->blocklist_s == 0);
+	cfg_free(cfg);
+}
+
 static void test_alua(void)
 {
 	static const struct tcase bad[] = {
@@ -1066,5 +1132,6 @@ int main(void)
 	test_docs();
 	test_files();
 	test_alua();
+	test_rbd_pr();
 	return tap_done();
 }
