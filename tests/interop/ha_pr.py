@@ -30,27 +30,24 @@ Skips (77) when the Ceph packages, iscsi-test-cu or the build are missing.
 Environment: IX_BUILD, IX_OUT, IX_RESULTS as for every test.
 """
 
-import json
 import os
 import re
-import shutil
 import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+import ixceph  # noqa: E402
 import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
+from ixceph import BUILD, OUT, run  # noqa: E402
+from ixceph import sense3 as key_asc  # noqa: E402
 
 HOST = os.environ.get('IX_HOST', '127.0.0.1')
-BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
-OUT = os.environ.get('IX_OUT', os.path.join(ROOT, 'tests', 'out'))
-CLUSTER_SH = os.path.join(ROOT, 'tests', 'ceph', 'cluster.sh')
 IQN = 'iqn.2024-01.org.ix.test:ha-pr'
 INI1 = 'iqn.2024-01.org.ix.test:ha-pr-1'
 INI2 = 'iqn.2024-01.org.ix.test:ha-pr-2'
@@ -72,38 +69,10 @@ def log(msg):
     print('[ha_pr %s] %s' % (time.strftime('%H:%M:%S'), msg), file=sys.stderr, flush=True)
 
 
-def run(cmd, timeout, **kw):
-    return subprocess.run(cmd, timeout=timeout, capture_output=True, text=True, **kw)
-
-
-class Cluster:
-    def __init__(self, path):
-        self.path = path
-        self.conf = os.path.join(path, 'ceph.conf')
-        self.env = dict(os.environ, CEPH_CONF=self.conf)
-
-    def sh(self, *args, timeout=300):
-        r = run([CLUSTER_SH, args[0], self.path] + list(args[1:]), timeout)
-        if r.returncode != 0:
-            raise RuntimeError('cluster.sh %s: %s' % (args[0], r.stderr.strip()[-400:]))
-
-    def tool(self, *args, timeout=60, data=None):
-        r = subprocess.run(list(args), timeout=timeout, capture_output=True, env=self.env,
-                           input=data)
-        if r.returncode != 0:
-            raise RuntimeError('%s: %s' % (' '.join(args), r.stderr.decode(errors='replace')
-                                           .strip()[-400:]))
-        return r.stdout.decode(errors='replace')
-
-
 def write_config(path, port, tpgt, conf):
-    lun = {'lun': 0, 'backend': 'rbd', 'pr_store': 'rados', 'thin': True,
-           'naa_id': '0x6001405a0b1c2d3e', 'serial': 'ixhapr0',
-           'rbd': {'pool': 'rbd', 'image': IMAGE, 'conf': conf}}
-    cfg = {'portals': [{'name': 'default', 'address': HOST, 'port': port, 'tpgt': tpgt}],
-           'targets': [{'name': IQN, 'luns': [lun]}]}
-    with open(path, 'w') as f:
-        json.dump(cfg, f, indent=1)
+    lun = ixceph.rbd_lun(0, IMAGE, conf)
+    lun.update({'pr_store': 'rados', 'naa_id': '0x6001405a0b1c2d3e', 'serial': 'ixhapr0'})
+    ixceph.write_config(path, IQN, port, [lun], host=HOST, tpgt=tpgt)
 
 
 def session(port, ini, isid):
@@ -136,17 +105,6 @@ def write1(s):
 def read1(s):
     st, _, sense, _ = s.scsi(bytes([0x28, 0, 0, 0, 0, 8, 0, 0, 1, 0]), read_len=512)
     return st, sense or b''
-
-
-def key_asc(sense):
-    """(sense key, asc, ascq) of fixed or descriptor sense data."""
-    if len(sense) < 4:
-        return None
-    if sense[0] & 0x7f in (0x72, 0x73):
-        return sense[1] & 0xf, sense[2], sense[3]
-    if len(sense) < 14:
-        return None
-    return sense[2] & 0xf, sense[12], sense[13]
 
 
 def check(name, ok, detail):
@@ -267,7 +225,7 @@ def step_race(pa, pb, da, db):
 
 
 def step_damaged(cl, da, pa, pb, tmp):
-    cl.tool('rados', '-p', 'rbd', 'put', OBJ, '-', data=b'this is not a reservation\n')
+    cl.rados('-p', 'rbd', 'put', OBJ, '-', data=b'this is not a reservation\n')
     s1 = session(pa, INI1, ISID1)
     s2 = session(pb, INI2, ISID2)
     try:
@@ -293,7 +251,7 @@ def step_damaged(cl, da, pa, pb, tmp):
             check('damaged-start', OBJ in e.output and 'rados rm' in e.output,
                   'a third gateway refuses to start: %s' % (
                       [ln for ln in e.output.splitlines() if OBJ in ln][:1] or e.output[-200:]))
-        cl.tool('rados', '-p', 'rbd', 'rm', OBJ)
+        cl.rados('-p', 'rbd', 'rm', OBJ)
         st, sense = prout(s1, 0, 0, 0, KEY1)
         check('damaged-repaired', st == 0, 'REGISTER after `rados rm`: status 0x%02x' % st)
         prout(s1, 0, 0, KEY1, 0)
@@ -313,7 +271,7 @@ def step_fence(cl, da, db, pa, pb):
             st, sense = prout(s1, 0, 0, 0, KEY1)
         finally:
             dt = time.monotonic() - t0
-            bl = cl.tool('ceph', 'osd', 'blocklist', 'ls')
+            bl = cl.blocklist()
             os.kill(db.p.pid, signal.SIGCONT)
         m = re.search(r'client\.\d+ at (\S+) did not acknowledge', da.output())
         addr = m.group(1) if m else None
@@ -341,42 +299,13 @@ def step_fence(cl, da, db, pa, pb):
 
 
 def step(name, fn, *args):
-    try:
-        fn(*args)
-    except Exception as e:  # noqa: BLE001
-        import traceback
-        traceback.print_exc()
-        report('FAIL', name, '%s: %s' % (type(e).__name__, str(e)[:300]))
+    ixceph.step(report, name, fn, *args)
 
 
-def sanitizer_check(d, what):
-    text = d.output()
-    if 'ERROR: AddressSanitizer' in text or 'runtime error:' in text or \
-            'ERROR: LeakSanitizer' in text:
-        report('FAIL', 'sanitizer-' + what, 'sanitizer report in ' + d.log_path)
-
-
-def main():
-    missing = [c for c in ('ceph-mon', 'ceph-osd', 'rbd', 'rados', 'ceph-authtool',
-                           'monmaptool', 'iscsi-test-cu') if not shutil.which(c)]
-    if missing:
-        print('SKIP: %s missing: scripts/deps.sh --ceph installs Ceph' % ', '.join(missing),
-              file=sys.stderr)
-        return 77
-    if not os.access(os.path.join(BUILD, 'tools', 'ix-target'), os.X_OK):
-        print('SKIP: ix-target not built in %s' % BUILD, file=sys.stderr)
-        return 77
-    os.makedirs(OUT, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix='ixtest.ha_pr.', dir='/tmp')
-    shm = '/dev/shm' if os.path.isdir('/dev/shm') else tmp
-    cl = Cluster(tempfile.mkdtemp(prefix='ixtest.ha_pr-ceph.', dir=shm))
+def scenario(cl, tmp):
     da = db = None
     try:
-        t0 = time.monotonic()
-        cl.sh('start', '--store', 'memstore')
-        report('PASS', 'cluster', 'single-node cluster (memstore) up in %.0f s'
-               % (time.monotonic() - t0))
-        cl.tool('rbd', 'create', '--size', '64M', 'rbd/' + IMAGE)
+        cl.create_image(IMAGE, '64M')
         pa, pb = ixtest.free_port(), ixtest.free_port()
         write_config(os.path.join(tmp, 'a.json'), pa, 1, cl.conf)
         write_config(os.path.join(tmp, 'b.json'), pb, 2, cl.conf)
@@ -391,7 +320,7 @@ def main():
         for d, n in ((da, 'a'), (db, 'b')):
             if d.p.poll() is None:
                 d.stop()
-            sanitizer_check(d, n)
+            ixceph.check_sanitizer(report, d, n)
         da = db = None
     finally:
         for d in (da, db):
@@ -401,12 +330,11 @@ def main():
                 except OSError:
                     pass
                 d.stop()
-        try:
-            cl.sh('stop', timeout=60)
-        finally:
-            shutil.rmtree(cl.path, ignore_errors=True)
-            shutil.rmtree(tmp, ignore_errors=True)
-    return 1 if report.failed else 0
+
+
+def main():
+    return ixceph.run_with_cluster(report, 'ha_pr', scenario,
+                                   tools=('rados', 'iscsi-test-cu'))
 
 
 if __name__ == '__main__':
