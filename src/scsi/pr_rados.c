@@ -15,7 +15,7 @@
  * watchers with the object plus the unit attentions; every gateway's watch callback decodes
  * the payload, adopts the state if its version (epoch, sequence) is newer, queues the unit
  * attentions of its own nexuses, and acknowledges. A watcher that does not acknowledge within
- * the notify timeout (rbd.pr.notify_timeout_ms) is blocklisted (its address from the xattrs of
+ * the notify timeout (rbd.pr.notify_timeout_s) is blocklisted (its address from the xattrs of
  * "<oid>.gw"), so a gateway that might still hold the old state can no longer reach the
  * cluster, before the command completes. The result goes back to the command's worker loop as
  * an allocation-free post.
@@ -615,7 +615,7 @@ static int rados_out(struct scsi_lu *lu, struct scsi_cmd *cmd, const struct pr_o
 
 /* The one wait on a worker: a LUN RESET answers only once the other gateways have queued
  * their unit attentions (an initiator checks its other paths right after the response), at
- * most rbd.pr.reset_wait_ms (notify round trip: ~2 ms). TMFs are rare, never data path. */
+ * most rbd.pr.reset_wait_s (notify round trip: ~2 ms). TMFs are rare, never data path. */
 static void rados_reset(struct scsi_lu *lu)
 {
 	struct pr_rados *r = lu->pr_store;
@@ -719,10 +719,12 @@ int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *
 		return -ENOMEM;
 	}
 	r->lu = lu;
-	r->notify_ms =
-	    cfg->pr_rados.notify_timeout_ms ? cfg->pr_rados.notify_timeout_ms : PR_RADOS_NOTIFY_MS;
-	r->reset_wait_ms =
-	    cfg->pr_rados.reset_wait_ms ? cfg->pr_rados.reset_wait_ms : PR_RADOS_RESET_WAIT_MS;
+	/* RADOS counts a notify's timeout in whole seconds (librados divides the milliseconds
+	 * rados_notify2 takes by 1000; 0 is the OSD's default): the settings are seconds */
+	r->notify_ms = cfg->pr_rados.notify_timeout_s ? cfg->pr_rados.notify_timeout_s * 1000u
+						      : PR_RADOS_NOTIFY_MS;
+	r->reset_wait_ms = cfg->pr_rados.reset_wait_s ? cfg->pr_rados.reset_wait_s * 1000u
+						      : PR_RADOS_RESET_WAIT_MS;
 	r->retries = cfg->pr_rados.retries ? cfg->pr_rados.retries : PR_RADOS_RETRIES;
 	r->blocklist_s =
 	    cfg->pr_rados.blocklist_s ? cfg->pr_rados.blocklist_s : PR_RADOS_BLOCKLIST_S;

@@ -69,13 +69,13 @@ enum scsi_pr_store {
 
 /* The shared store's timeouts (luns[].rbd.pr in the configuration); 0 takes the default. */
 struct scsi_pr_rados_cfg {
-	uint32_t notify_timeout_ms; /* a gateway that has not acknowledged a change by then is
-				       blocklisted (5000) */
-	uint32_t reset_wait_ms;	    /* a LOGICAL UNIT RESET waits this long for the other
-				       gateways' acknowledgements (2000) */
-	uint32_t retries;	    /* versioned writes lost to other gateways before a
-				       PERSISTENT RESERVE OUT fails (16) */
-	uint32_t blocklist_s;	    /* how long a fenced gateway stays blocklisted (3600) */
+	uint32_t notify_timeout_s; /* a gateway that has not acknowledged a change by then is
+				      blocklisted (5); whole seconds, as RADOS counts a notify's */
+	uint32_t reset_wait_s;	   /* a LOGICAL UNIT RESET waits this long for the other
+				      gateways' acknowledgements (2) */
+	uint32_t retries;	   /* versioned writes lost to other gateways before a
+				      PERSISTENT RESERVE OUT fails (16) */
+	uint32_t blocklist_s;	   /* how long a fenced gateway stays blocklisted (3600) */
 };
 
 struct scsi_lu_cfg {

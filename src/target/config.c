@@ -1164,8 +1164,8 @@ static const char *const backend_names[] = {"ram", "file", "block", "error", "rb
  * in parse_pr_store once that is known). Absent keys stay 0: the store's defaults. */
 #define PRR(f) (struct scsi_pr_rados_cfg, f)
 static const struct key rbd_pr_keys[] = {
-    KEY_NUM("notify_timeout_ms", K_U32, PRR(notify_timeout_ms), 100, 60000, 0),
-    KEY_NUM("reset_wait_ms", K_U32, PRR(reset_wait_ms), 1, 10000, 0),
+    KEY_NUM("notify_timeout_s", K_U32, PRR(notify_timeout_s), 1, 60, 0),
+    KEY_NUM("reset_wait_s", K_U32, PRR(reset_wait_s), 1, 10, 0),
     KEY_NUM("retries", K_U32, PRR(retries), 1, 1000, 0),
     KEY_NUM("blocklist_s", K_U32, PRR(blocklist_s), 60, 604800, 0), KEY_END};
 #undef PRR

@@ -177,17 +177,20 @@ static const struct tcase cases[] = {
     {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i','pr':5}}"),
      "targets[0].luns[0].rbd.pr: must be an object, not an integer"},
     {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
-	  "'pr':{'notify_timeout_ms':99}}}"),
-     "targets[0].luns[0].rbd.pr.notify_timeout_ms: 99 is out of range (100 to 60000)"},
+	  "'pr':{'notify_timeout_s':0}}}"),
+     "targets[0].luns[0].rbd.pr.notify_timeout_s: 0 is out of range (1 to 60)"},
     {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
-	  "'pr':{'notify_timeout_ms':60001}}}"),
-     "targets[0].luns[0].rbd.pr.notify_timeout_ms: 60001 is out of range"},
+	  "'pr':{'notify_timeout_s':61}}}"),
+     "targets[0].luns[0].rbd.pr.notify_timeout_s: 61 is out of range"},
     {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
-	  "'pr':{'reset_wait_ms':0}}}"),
-     "targets[0].luns[0].rbd.pr.reset_wait_ms: 0 is out of range (1 to 10000)"},
+	  "'pr':{'notify_timeout_s':2.5}}}"),
+     "targets[0].luns[0].rbd.pr.notify_timeout_s: must be"},
     {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
-	  "'pr':{'reset_wait_ms':10001}}}"),
-     "targets[0].luns[0].rbd.pr.reset_wait_ms: 10001 is out of range"},
+	  "'pr':{'reset_wait_s':0}}}"),
+     "targets[0].luns[0].rbd.pr.reset_wait_s: 0 is out of range (1 to 10)"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'reset_wait_s':11}}}"),
+     "targets[0].luns[0].rbd.pr.reset_wait_s: 11 is out of range"},
     {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
 	  "'pr':{'retries':0}}}"),
      "targets[0].luns[0].rbd.pr.retries: 0 is out of range (1 to 1000)"},
@@ -198,10 +201,10 @@ static const struct tcase cases[] = {
 	  "'pr':{'blocklist_s':59}}}"),
      "targets[0].luns[0].rbd.pr.blocklist_s: 59 is out of range (60 to 604800)"},
     {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
-	  "'pr':{'notify_timeout':5000}}}"),
-     "targets[0].luns[0].rbd.pr.notify_timeout: unknown key \"notify_timeout\""},
+	  "'pr':{'notify_timeout_ms':5000}}}"),
+     "targets[0].luns[0].rbd.pr.notify_timeout_ms: unknown key \"notify_timeout_ms\""},
     {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
-	  "'pr':{'notify_timeout_ms':100,'reset_wait_ms':10000,'retries':1000,"
+	  "'pr':{'notify_timeout_s':1,'reset_wait_s':10,'retries':1000,"
 	  "'blocklist_s':604800}}}"),
      NULL},
     {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i','pr':{}}}"),
@@ -994,7 +997,7 @@ static void test_rbd_pr(void)
 	const struct scsi_pr_rados_cfg *p;
 
 	CHECK_EQ(load(LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p',"
-			   "'image':'i','pr':{'notify_timeout_ms':1500,'reset_wait_ms':700,"
+			   "'image':'i','pr':{'notify_timeout_s':15,'reset_wait_s':7,"
 			   "'retries':3,'blocklist_s':120}}},"
 			   "{'lun':1,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p',"
 			   "'image':'j'}}"),
@@ -1005,12 +1008,12 @@ static void test_rbd_pr(void)
 		return;
 	}
 	p = &cfg->targets[0].luns[0].lu.pr_rados;
-	CHECK_EQ(p->notify_timeout_ms, 1500);
-	CHECK_EQ(p->reset_wait_ms, 700);
+	CHECK_EQ(p->notify_timeout_s, 15);
+	CHECK_EQ(p->reset_wait_s, 7);
 	CHECK_EQ(p->retries, 3);
 	CHECK_EQ(p->blocklist_s, 120);
 	p = &cfg->targets[0].luns[1].lu.pr_rados;
-	CHECK(p->notify_timeout_ms == 0 && p->reset_wait_ms == 0 && p->retries == 0 &&
+	CHECK(p->notify_timeout_s == 0 && p->reset_wait_s == 0 && p->retries == 0 &&
 	      p->blocklist_s == 0);
 	cfg_free(cfg);
 }
