@@ -4,7 +4,9 @@ real single-node Ceph cluster (tests/ceph/cluster.sh, memstore, in /dev/shm; one
 every step).
 
 Two ix-target daemons, A and B, export the same RBD image as the same LU (same target name,
-naa_id and serial) on two ports with TPGT 1 and 2, so their target ports differ.
+naa_id and serial) on two ports with TPGT 1 and 2, so their target ports differ; each lists
+the other's port in its ALUA groups (both active/optimized), and both set the LUN's
+rbd.pr.notify_timeout_s to NOTIFY_S (2 s, not the default 5 s).
   1. iscsi-test-cu given one URL per gateway: MultipathIO (on the fresh image: its
      CompareAndWrite test needs LBA 256 still zero) and the persistent reservation families
      (PrinReadKeys, PrinServiceactionRange, PrinReportCapabilities, ProutRegister,
@@ -18,12 +20,18 @@ naa_id and serial) on two ports with TPGT 1 and 2, so their target ports differ.
      EXISTING KEY at once (every one bumps PRgeneration); afterwards READ KEYS through either
      gateway shows PRgeneration up by exactly 50 and both last keys (a lost update in the
      versioned read-modify-write would show fewer);
+  3c. target ports: READ FULL STATUS through either gateway reports 1's registration on
+     relative target port 1 and 2's on port 2, each with its TransportID; REGISTER AND MOVE
+     through A to a port nobody configured (7) gets ILLEGAL REQUEST 26/00; to 2's nexus on
+     port 2 (the other gateway's) works: READ RESERVATION through B names the new key, 2
+     writes through B and 1's WRITE through A conflicts;
   4. damaged object (`rados put` of garbage): PERSISTENT RESERVE OUT through A gets HARDWARE
      ERROR / INTERNAL TARGET FAILURE and A's log names the object; the gateways keep serving
      the last known state; a third gateway started on it refuses to start, naming the object;
      after `rados rm` a REGISTER works again (empty state);
-  5. fencing: B stopped (SIGSTOP); a REGISTER through A completes only after the notify timeout
-     (5 s) with B blocklisted (`ceph osd blocklist ls` has B's address); B continued (SIGCONT):
+  5. fencing: B stopped (SIGSTOP); a REGISTER through A completes only after the configured
+     notify timeout (2 s: well under the 5 s default) with B blocklisted, and A's log
+     names the configured timeout (`ceph osd blocklist ls` has B's address); B continued (SIGCONT):
      its WRITE fails (sense key HARDWARE ERROR) and its log says it was blocklisted.
 
 Skips (77) when the Ceph packages, iscsi-test-cu or the build are missing.
@@ -60,7 +68,7 @@ OBJ = 'ix.pr.' + IMAGE
 CU_FAMILIES = ['MultipathIO', 'PrinReadKeys', 'PrinServiceactionRange',
                'PrinReportCapabilities', 'ProutRegister', 'ProutReserve', 'ProutClear',
                'ProutPreempt']
-NOTIFY_S = 5.0  # PR_RADOS_NOTIFY_MS in src/scsi/pr_rados.c
+NOTIFY_S = 2  # the LUN's rbd.pr.notify_timeout_s (the default is 5)
 
 report = ixtest.Reporter('ha_pr')
 
@@ -70,9 +78,15 @@ def log(msg):
 
 
 def write_config(path, port, tpgt, conf):
-    lun = ixceph.rbd_lun(0, IMAGE, conf)
+    lun = ixceph.rbd_lun(0, IMAGE, conf, pr={'notify_timeout_s': NOTIFY_S})
     lun.update({'pr_store': 'rados', 'naa_id': '0x6001405a0b1c2d3e', 'serial': 'ixhapr0'})
-    ixceph.write_config(path, IQN, port, [lun], host=HOST, tpgt=tpgt)
+    # each gateway's port is its group, the other gateway's listed by relative port (what
+    # REGISTER AND MOVE to the other gateway's port needs); no RBD lock: both stay active
+    other = 3 - tpgt if tpgt in (1, 2) else 1
+    alua = {'groups': [
+        {'id': tpgt, 'state': 'active/optimized', 'portals': ['default']},
+        {'id': 10 + other, 'state': 'active/optimized', 'relative_ports': [other]}]}
+    ixceph.write_config(path, IQN, port, [lun], host=HOST, tpgt=tpgt, alua=alua)
 
 
 def session(port, ini, isid):
@@ -224,6 +238,79 @@ def step_race(pa, pb, da, db):
         s2.close()
 
 
+def tid_name(d):
+    """The name of an iSCSI TransportID (format 01b): '<InitiatorName>,i,0x<ISID>'."""
+    n = struct.unpack('>H', d[2:4])[0]
+    return d[4:4 + n].split(b'\0', 1)[0].decode()
+
+
+def read_full_status(s):
+    """[(key, holder, type, relative target port, initiator port)] of READ FULL STATUS."""
+    st, d, sense, _ = s.scsi(bytes([0x5e, 3, 0, 0, 0, 0, 0, 0x10, 0, 0]), read_len=4096)
+    if st != 0:
+        raise X.ProtocolError('READ FULL STATUS status 0x%02x' % st)
+    n = struct.unpack('>I', d[4:8])[0]
+    out, off = [], 8
+    while off + 24 <= 8 + n:
+        key = struct.unpack('>Q', d[off:off + 8])[0]
+        tl = struct.unpack('>I', d[off + 20:off + 24])[0]
+        out.append((key, bool(d[off + 12] & 1), d[off + 13] & 0xf,
+                    struct.unpack('>H', d[off + 18:off + 20])[0],
+                    tid_name(d[off + 24:off + 24 + tl])))
+        off += 24 + tl
+    return out
+
+
+def iport(ini, isid):
+    return '%s,i,0x%s' % (ini, isid.hex())
+
+
+def register_move(s, key, sakey, rtpi, ini, isid):
+    name = iport(ini, isid).encode() + b'\0'
+    name += bytes(-len(name) % 4)
+    tid = bytes([0x45, 0]) + struct.pack('>H', len(name)) + name
+    params = struct.pack('>QQxBHI', key, sakey, 0, rtpi, len(tid)) + tid
+    st, _, sense, _ = s.scsi(bytes([0x5f, 7, 0, 0, 0, 0, 0, 0, len(params), 0]),
+                             write_data=params)
+    return st, sense or b''
+
+
+def step_ports(pa, pb):
+    s1 = session(pa, INI1, ISID1)
+    s2 = session(pb, INI2, ISID2)
+    p1, p2 = iport(INI1, ISID1), iport(INI2, ISID2)
+    try:
+        r = [prout(s1, 0, 0, 0, KEY1)[0], prout(s2, 0, 0, 0, KEY2)[0]]
+        if not check('ports-setup', r == [0, 0], 'REGISTER through A and B: %s' % r):
+            return
+        want = sorted([(KEY1, False, 0, 1, p1), (KEY2, False, 0, 2, p2)])
+        for s, gw in ((s1, 'a'), (s2, 'b')):
+            got = sorted(read_full_status(s))
+            check('ports-full-status-' + gw, got == want,
+                  'READ FULL STATUS through %s: %s (want 1 on relative port 1, 2 on port 2)' %
+                  (gw.upper(), [(hex(k), h, t, p, n.split(':')[-1]) for k, h, t, p, n in got]))
+        prout(s1, 1, 1, KEY1, 0)  # 1 reserves Write Exclusive through A
+        st, sense = register_move(s1, KEY1, KEY2 + 1, 7, INI2, ISID2)
+        check('ports-move-unknown', st == 2 and key_asc(sense) == (5, 0x26, 0),
+              'REGISTER AND MOVE to relative target port 7: status 0x%02x sense %s (want '
+              'ILLEGAL REQUEST 26/00)' % (st, key_asc(sense)))
+        st, sense = register_move(s1, KEY1, KEY2 + 1, 2, INI2, ISID2)
+        check('ports-move', st == 0, 'REGISTER AND MOVE through A to 2 on port 2 (gateway B): '
+              'status 0x%02x %s' % (st, sense.hex()))
+        gen, alen, key, rtype = read_reservation(s2)
+        full = sorted(read_full_status(s2))
+        w2, w1 = write1(s2)[0], write1(s1)[0]
+        check('ports-move-effect', key == KEY2 + 1 and rtype == 1 and
+              (KEY2 + 1, True, 1, 2, p2) in full and w2 == 0 and w1 == 0x18,
+              'through B: reservation key 0x%x type %d, holder on port 2: %s; WRITE of 2 '
+              'through B 0x%02x, of 1 through A 0x%02x (want 0, 0x18)' % (
+                  key, rtype, (KEY2 + 1, True, 1, 2, p2) in full, w2, w1))
+        prout(s2, 3, 0, KEY2 + 1, 0)  # CLEAR
+    finally:
+        s1.close()
+        s2.close()
+
+
 def step_damaged(cl, da, pa, pb, tmp):
     cl.rados('-p', 'rbd', 'put', OBJ, '-', data=b'this is not a reservation\n')
     s1 = session(pa, INI1, ISID1)
@@ -273,10 +360,14 @@ def step_fence(cl, da, db, pa, pb):
             dt = time.monotonic() - t0
             bl = cl.blocklist()
             os.kill(db.p.pid, signal.SIGCONT)
-        m = re.search(r'client\.\d+ at (\S+) did not acknowledge', da.output())
+        m = re.search(r'client\.\d+ at (\S+) did not acknowledge a reservation change '
+                      r'within (\d+) ms', da.output())
         addr = m.group(1) if m else None
-        check('fence-register', st == 0 and NOTIFY_S - 0.5 <= dt < NOTIFY_S + 10,
-              'REGISTER through A while B is stopped: status 0x%02x in %.1f s' % (st, dt))
+        check('fence-register', st == 0 and NOTIFY_S - 0.5 <= dt < NOTIFY_S + 1.5 and m and
+              m.group(2) == str(NOTIFY_S * 1000),
+              'REGISTER through A while B is stopped: status 0x%02x in %.1f s (the configured '
+              'notify timeout: %d s; A\'s log: %s ms)' % (st, dt, NOTIFY_S,
+                                                       m.group(2) if m else 'no line'))
         check('fence-blocklisted', addr is not None and addr in bl,
               'B\'s address %s in `ceph osd blocklist ls`' % addr)
         st, sense = write1(s2)
@@ -315,6 +406,7 @@ def scenario(cl, tmp):
         step('conflict', step_conflict, pa, pb)
         step('preempt', step_preempt, pa, pb)
         step('race', step_race, pa, pb, da, db)
+        step('ports', step_ports, pa, pb)
         step('damaged', step_damaged, cl, da, pa, pb, tmp)
         step('fence', step_fence, cl, da, db, pa, pb)
         for d, n in ((da, 'a'), (db, 'b')):
