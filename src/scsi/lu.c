@@ -588,6 +588,7 @@ struct scsi_thread *scsi_thread_new(struct ev_loop *loop)
 		free(t);
 		return NULL;
 	}
+	scsi_abort_thread_add(t);
 	return t;
 }
 
@@ -595,6 +596,7 @@ void scsi_thread_free(struct scsi_thread *t)
 {
 	if (!t)
 		return;
+	scsi_abort_thread_del(t);
 	scsi_sanitize_thread_stop(t);
 	bs_thread_free(t->bs);
 	scsi_slow_thread_fini(t);

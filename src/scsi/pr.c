@@ -54,13 +54,19 @@ int pr_state_copy(struct pr_state *dst, const struct pr_state *src)
 	return 0;
 }
 
+static void ua_list_free(struct pr_ua *ua, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(ua[i].iport);
+		free(ua[i].tport);
+	}
+	free(ua);
+}
+
 void pr_effects_clear(struct pr_effects *fx)
 {
-	for (size_t i = 0; i < fx->nua; i++) {
-		free(fx->ua[i].iport);
-		free(fx->ua[i].tport);
-	}
-	free(fx->ua);
+	ua_list_free(fx->ua, fx->nua);
+	ua_list_free(fx->abort, fx->nabort);
 	memset(fx, 0, sizeof(*fx));
 }
 
@@ -127,21 +133,22 @@ bool pr_conflict(uint8_t f, bool read_class)
 
 /* ---- building blocks of the service actions ---- */
 
-int pr_effects_add_ua(struct pr_effects *fx, const char *iport, const char *tport, uint8_t asc,
-		      uint8_t ascq)
+/* Append (iport, tport, asc, ascq) to a list of n used of *cap. */
+static int ua_list_add(struct pr_ua **list, size_t *n, size_t *cap, const char *iport,
+		       const char *tport, uint8_t asc, uint8_t ascq)
 {
 	struct pr_ua *u;
 
-	if (fx->nua == fx->cap) {
-		size_t cap = fx->cap ? 2 * fx->cap : 8;
-		struct pr_ua *n = realloc(fx->ua, cap * sizeof(*n));
+	if (*n == *cap) {
+		size_t c = *cap ? 2 * *cap : 8;
+		struct pr_ua *l = realloc(*list, c * sizeof(*l));
 
-		if (!n)
+		if (!l)
 			return -ENOMEM;
-		fx->ua = n;
-		fx->cap = cap;
+		*list = l;
+		*cap = c;
 	}
-	u = &fx->ua[fx->nua];
+	u = &(*list)[*n];
 	u->iport = strdup(iport);
 	u->tport = strdup(tport);
 	u->asc = asc;
@@ -151,8 +158,19 @@ int pr_effects_add_ua(struct pr_effects *fx, const char *iport, const char *tpor
 		free(u->tport);
 		return -ENOMEM;
 	}
-	fx->nua++;
+	(*n)++;
 	return 0;
+}
+
+int pr_effects_add_ua(struct pr_effects *fx, const char *iport, const char *tport, uint8_t asc,
+		      uint8_t ascq)
+{
+	return ua_list_add(&fx->ua, &fx->nua, &fx->cap, iport, tport, asc, ascq);
+}
+
+int pr_effects_add_abort(struct pr_effects *fx, const char *iport, const char *tport)
+{
+	return ua_list_add(&fx->abort, &fx->nabort, &fx->abort_cap, iport, tport, 0, 0);
 }
 
 static int ua_add(struct pr_effects *fx, const struct pr_reg *r, uint8_t asc, uint8_t ascq)
@@ -274,9 +292,23 @@ static int unregister(struct pr_state *st, int i, struct pr_effects *fx)
 	return 0;
 }
 
-/* Remove every registration with `key` except the issuer's, each told REGISTRATIONS
- * PREEMPTED. Returns how many went, or -ENOMEM. *me follows the issuer's index. */
-static int preempt_key(struct pr_state *st, uint64_t key, int *me, struct pr_effects *fx)
+/* Remove registration i, preempted: its nexus is told REGISTRATIONS PREEMPTED and, for
+ * PREEMPT AND ABORT, its tasks are to be aborted. *me follows the issuer's index. */
+static int preempt_one(struct pr_state *st, size_t i, int *me, bool abort, struct pr_effects *fx)
+{
+	if (ua_add(fx, &st->regs[i], 0x2a, 0x05) ||
+	    (abort && pr_effects_add_abort(fx, st->regs[i].iport, st->regs[i].tport)))
+		return -ENOMEM;
+	remove_reg(st, i);
+	if ((int)i < *me)
+		(*me)--;
+	return 0;
+}
+
+/* Remove every registration with `key` except the issuer's (preempt_one). Returns how many
+ * went, or -ENOMEM. */
+static int preempt_key(struct pr_state *st, uint64_t key, int *me, bool abort,
+		       struct pr_effects *fx)
 {
 	int n = 0;
 
@@ -285,11 +317,8 @@ static int preempt_key(struct pr_state *st, uint64_t key, int *me, struct pr_eff
 			i++;
 			continue;
 		}
-		if (ua_add(fx, &st->regs[i], 0x2a, 0x05))
+		if (preempt_one(st, i, me, abort, fx))
 			return -ENOMEM;
-		remove_reg(st, i);
-		if ((int)i < *me)
-			(*me)--;
 		n++;
 	}
 	return n;
@@ -374,12 +403,14 @@ static int holder_index(const struct pr_state *st)
 	return -1;
 }
 
-/* SPC-4 5.12.11.4: PREEMPT and PREEMPT AND ABORT (this layer cannot abort the preempted
- * nexuses' tasks; their later commands see the new state). */
+/* SPC-4 5.12.11.4: PREEMPT and PREEMPT AND ABORT. For PREEMPT AND ABORT fx->abort lists the
+ * I_T nexuses whose registrations went: the caller aborts their tasks (5.12.11.4.5; the
+ * issuer's own tasks are not among them). */
 static enum pr_result do_preempt(struct pr_state *st, int me, const struct pr_out *req,
 				 struct pr_effects *fx)
 {
 	uint8_t old = st->type;
+	bool abort = req->sa == PR_OUT_PREEMPT_ABORT;
 	int n, hi = holder_index(st);
 
 	if (old != PR_TYPE_NONE &&
@@ -390,17 +421,12 @@ static enum pr_result do_preempt(struct pr_state *st, int me, const struct pr_ou
 		 * the requested type. */
 		if (pr_type_all_registrants(old)) {
 			for (size_t i = 0; i < st->nregs;) {
-				if ((int)i == me) {
+				if ((int)i == me)
 					i++;
-					continue;
-				}
-				if (ua_add(fx, &st->regs[i], 0x2a, 0x05))
+				else if (preempt_one(st, i, &me, abort, fx))
 					return PR_NOMEM;
-				remove_reg(st, i);
-				if ((int)i < me)
-					me--;
 			}
-		} else if (preempt_key(st, req->sakey, &me, fx) < 0) {
+		} else if (preempt_key(st, req->sakey, &me, abort, fx) < 0) {
 			return PR_NOMEM;
 		}
 		reserve(st, me, req->type);
@@ -410,7 +436,7 @@ static enum pr_result do_preempt(struct pr_state *st, int me, const struct pr_ou
 		/* Preempting registrations only. */
 		if (req->sakey == 0)
 			return PR_BAD_PARAM;
-		n = preempt_key(st, req->sakey, &me, fx);
+		n = preempt_key(st, req->sakey, &me, abort, fx);
 		if (n < 0)
 			return PR_NOMEM;
 		if (n == 0)

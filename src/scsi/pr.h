@@ -108,6 +108,10 @@ struct pr_effects {
 	bool changed; /* the state differs (save it when APTPL is or was active) */
 	struct pr_ua *ua;
 	size_t nua, cap;
+	/* PREEMPT AND ABORT: the I_T nexuses whose tasks are to be aborted (those whose
+	 * registrations it removed); asc and ascq are unused */
+	struct pr_ua *abort;
+	size_t nabort, abort_cap;
 };
 
 void pr_state_init(struct pr_state *st);
@@ -118,6 +122,8 @@ void pr_effects_clear(struct pr_effects *fx);
 /* Append a unit attention for the nexus (iport, tport) (copied). 0 or -ENOMEM. */
 int pr_effects_add_ua(struct pr_effects *fx, const char *iport, const char *tport, uint8_t asc,
 		      uint8_t ascq);
+/* Append a nexus whose tasks are to be aborted (copied). 0 or -ENOMEM. */
+int pr_effects_add_abort(struct pr_effects *fx, const char *iport, const char *tport);
 
 /* Text helpers of the two stored forms (pr_file.c's state file, pr_obj.c's RADOS object). */
 struct pr_text {

@@ -273,9 +273,10 @@ static bool parse_params(struct scsi_cmd *cmd, struct scsi_lu *lu, uint32_t len,
 	return true;
 }
 
-/* Apply req to a copy of the state, make it durable if APTPL says so, then publish it. */
+/* Apply req to a copy of the state, make it durable if APTPL says so, then publish it. fx:
+ * what changed (the caller clears it). */
 static enum pr_result apply(struct scsi_lu *lu, const struct scsi_nexus *nx,
-			    const struct pr_out *req)
+			    const struct pr_out *req, struct pr_effects *out)
 {
 	struct pr_nexus_id who = nexus_id(nx);
 	struct pr_state next;
@@ -304,8 +305,48 @@ static enum pr_result apply(struct scsi_lu *lu, const struct scsi_nexus *nx,
 		scsi_pr_adopt_locked(lu, &next, &fx);
 	pthread_mutex_unlock(&lu->lock);
 	pr_state_clear(&next);
-	pr_effects_clear(&fx);
+	if (rc == PR_OK)
+		*out = fx;
+	else
+		pr_effects_clear(&fx);
 	return rc;
+}
+
+/* The aborts of a PREEMPT AND ABORT are over (on the command's loop). */
+static void aborted(void *arg, bool all)
+{
+	struct scsi_cmd *cmd = arg;
+
+	if (!all) /* the change is made; some preempted tasks may still run */
+		scsi_pr_set_result(cmd, PR_NOMEM);
+	scsi_cmd_finish(cmd);
+}
+
+/* PERSISTENT RESERVE OUT on the file store. A PREEMPT AND ABORT completes once the preempted
+ * nexuses' tasks are gone from every thread (SPC-4 5.12.11.4.5): the ones in the backend have
+ * completed, so none of them changes the medium after the command's GOOD. */
+static int out_file(struct scsi_cmd *cmd, struct scsi_lu *lu, const struct pr_out *req)
+{
+	struct pr_effects fx = {0};
+	enum pr_result rc = apply(lu, cmd->nexus, req, &fx);
+	int r = SCSI_DONE;
+
+	if (rc == PR_OK && fx.nabort) {
+		if (cmd->thread && scsi_abort_start(lu, fx.abort, fx.nabort, cmd->thread->loop,
+						    aborted, cmd) == 0) {
+			r = SCSI_ASYNC;
+		} else {
+			log_err("scsi",
+				"LUN %u: PREEMPT AND ABORT: the preempted nexuses' tasks cannot be "
+				"aborted (out of memory)",
+				lu->lun);
+			rc = PR_NOMEM;
+		}
+	}
+	pr_effects_clear(&fx);
+	if (r == SCSI_DONE)
+		scsi_pr_set_result(cmd, rc);
+	return r;
 }
 
 void scsi_pr_set_result(struct scsi_cmd *cmd, enum pr_result rc)
@@ -368,6 +409,5 @@ int scsi_spc_pr_out(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		return SCSI_DONE;
 	if (lu->pr_ops)
 		return lu->pr_ops->out(lu, cmd, &req);
-	scsi_pr_set_result(cmd, apply(lu, cmd->nexus, &req));
-	return SCSI_DONE;
+	return out_file(cmd, lu, &req);
 }

@@ -9,12 +9,17 @@
  *   type <0|1|3|5|6|7|8>
  *   reg <key, 16 hex> <holder 0|1> <initiator port> <target port>    (any number)
  *   ua <asc, 2 hex> <ascq, 2 hex> <initiator port> <target port>     (notify payloads only)
+ *   abort <initiator port> <target port>                             (notify payloads only)
  *   sum <FNV-1a 64 of every byte before this line, 16 hex>
  *
- * The stored object never holds "ua" lines; a notify payload is the object as written plus the
- * unit attentions the PERSISTENT RESERVE OUT established, so that every gateway queues those of
- * its own nexuses. Decoding trusts nothing: bytes, lines, fields, the checksum, and that the
- * registrations form a state the device server could have produced. */
+ * The stored object never holds "ua" or "abort" lines; a notify payload is the object as
+ * written plus the unit attentions the PERSISTENT RESERVE OUT established, so that every
+ * gateway queues those of its own nexuses, and for PREEMPT AND ABORT the nexuses whose tasks
+ * every gateway aborts before it acknowledges. Both kinds come after the registrations, in any
+ * order. Decoding trusts nothing: bytes, lines, fields, the checksum, and that the
+ * registrations form a state the device server could have produced. (A gateway built before
+ * "abort" lines existed cannot read such a payload: it logs it and reads the object, so it
+ * takes the state but neither the unit attentions nor the aborts.) */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -45,6 +50,8 @@ int pr_obj_encode(const struct pr_state *st, const struct pr_obj_ver *v,
 	for (size_t i = 0; fx && i < fx->nua; i++)
 		pr_text_printf(&b, "ua %02x %02x %s %s\n", fx->ua[i].asc, fx->ua[i].ascq,
 			  fx->ua[i].iport, fx->ua[i].tport);
+	for (size_t i = 0; fx && i < fx->nabort; i++)
+		pr_text_printf(&b, "abort %s %s\n", fx->abort[i].iport, fx->abort[i].tport);
 	if (!b.oom)
 		pr_text_printf(&b, "sum %016" PRIx64 "\n", fnv1a64(FNV1A64_INIT, b.p, b.n));
 	if (b.oom) {
@@ -158,6 +165,22 @@ static int parse_ua(struct dctx *c, char *line, struct pr_effects *fx)
 	return pr_effects_add_ua(fx, f[3], f[4], (uint8_t)asc, (uint8_t)ascq);
 }
 
+static int parse_abort(struct dctx *c, char *line, struct pr_effects *fx)
+{
+	char *f[3];
+	int rc;
+
+	if (!fx)
+		return bad(c, "an abort line in the stored object");
+	if (!split(line, f, 3) || strcmp(f[0], "abort") != 0)
+		return bad(c, "expected \"abort <initiator port> <target port>\"");
+	if ((rc = ports(c, f[1], f[2])))
+		return rc;
+	if (fx->nabort >= PR_MAX_REGS)
+		return bad(c, "too many aborts");
+	return pr_effects_add_abort(fx, f[1], f[2]);
+}
+
 /* The header lines after the magic: epoch, seq, generation, aptpl, type. */
 static int parse_head(struct dctx *c, const char *line, struct pr_state *st, struct pr_obj_ver *ver)
 {
@@ -210,8 +233,12 @@ static int parse_lines(struct dctx *c, char *text, struct pr_state *st, struct p
 			uas = true;
 			if ((rc = parse_ua(c, line, fx)))
 				return rc;
+		} else if (strncmp(line, "abort ", 6) == 0) {
+			uas = true;
+			if ((rc = parse_abort(c, line, fx)))
+				return rc;
 		} else if (uas) {
-			return bad(c, "a registration after the unit attentions");
+			return bad(c, "a registration after the unit attentions or aborts");
 		} else if ((rc = parse_reg(c, line, st))) {
 			return rc;
 		}

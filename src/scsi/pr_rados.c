@@ -49,7 +49,7 @@
 #define PR_RADOS_UA_RING       16   /* sequence numbers whose unit attentions were queued here */
 #define RESET_MAGIC	       "ix-lu-reset 1 "
 
-enum pr_job_kind { JOB_OUT = 1, JOB_RELOAD, JOB_RESET };
+enum pr_job_kind { JOB_OUT = 1, JOB_RELOAD, JOB_RESET, JOB_ACK };
 
 struct pr_job {
 	struct list_head link;
@@ -63,6 +63,8 @@ struct pr_job {
 	char move[PR_MAX_PORT_LEN], move_t[PR_MAX_PORT_LEN]; /* REGISTER AND MOVE's destination */
 	enum pr_result res;
 	struct ev_post post;
+	uint64_t notify_id, handle; /* JOB_ACK: the notify acknowledged once its aborts are done */
+	struct pr_rados *r;	    /* JOB_ACK */
 };
 
 struct pr_rados {
@@ -74,11 +76,17 @@ struct pr_rados {
 	char oid[300];
 	char gwoid[304]; /* "<oid>.gw": the gateways' client addresses */
 	char name[400];	 /* pool/[ns/]oid, for messages */
-	pthread_t thread;
-	pthread_mutex_t mu; /* jobs, stop, reload_queued */
+	pthread_t thread, acker; /* the helper; the thread that acknowledges notifies late */
+	bool acker_started;
+	pthread_mutex_t mu; /* jobs, acks, stop, reload_queued, the local abort's end */
 	pthread_cond_t cv;
-	pthread_cond_t done_cv; /* a JOB_RESET finished */
+	pthread_cond_t done_cv; /* a JOB_RESET finished, or run_out's local aborts */
+	pthread_cond_t ack_cv;	/* acks not empty, or stop */
 	struct list_head jobs;
+	struct list_head acks; /* JOB_ACK, for the acker */
+	uint64_t gid;	       /* this client's instance id (its own notifies come back too) */
+	atomic_int refs; /* the LU's, and one per PREEMPT AND ABORT of another gateway in progress
+			    (its end queues the ack: the struct outlives rados_free for it) */
 	uint64_t origin; /* names this store in reset notifies */
 	uint32_t notify_ms, reset_wait_ms, retries, blocklist_s; /* rbd.pr, defaults applied */
 	bool stop, reload_queued;
@@ -231,6 +239,71 @@ static bool reset_payload(struct pr_rados *r, const void *data, size_t len)
 	return true;
 }
 
+static void r_put(struct pr_rados *r)
+{
+	if (atomic_fetch_sub(&r->refs, 1) != 1)
+		return;
+	pthread_cond_destroy(&r->cv);
+	pthread_cond_destroy(&r->done_cv);
+	pthread_cond_destroy(&r->ack_cv);
+	pthread_mutex_destroy(&r->mu);
+	free(r);
+}
+
+/* A PREEMPT AND ABORT through another gateway: this gateway's tasks of the preempted nexuses
+ * are gone (or could not all be asked to go). Any thread. */
+static void remote_aborted(void *arg, bool all)
+{
+	struct pr_job *j = arg;
+	struct pr_rados *r = j->r;
+
+	if (!all) /* the notifier fences this gateway instead: its tasks then cannot write */
+		log_err(
+		    "pr",
+		    "%s: the tasks of nexuses preempted through another gateway could not all "
+		    "be aborted (out of memory): not acknowledging, so that gateway fences this "
+		    "one",
+		    r->name);
+	pthread_mutex_lock(&r->mu);
+	if (all && !r->stop) {
+		list_add_tail(&j->link, &r->acks);
+		pthread_cond_signal(&r->ack_cv);
+		j = NULL;
+	}
+	pthread_mutex_unlock(&r->mu);
+	free(j); /* not acknowledged: failed, or the LU is going away */
+	r_put(r);
+}
+
+/* The payload's PREEMPT AND ABORT, from another gateway: abort this gateway's tasks of the
+ * preempted nexuses and acknowledge only then (the acker thread does). false: acknowledge
+ * now. */
+static bool abort_before_ack(struct pr_rados *r, const struct pr_effects *fx, uint64_t notify_id,
+			     uint64_t handle, uint64_t notifier_id)
+{
+	struct pr_job *j;
+
+	if (!fx->nabort || notifier_id == r->gid) /* its own: run_out aborts those */
+		return false;
+	j = calloc(1, sizeof(*j));
+	if (j) {
+		j->kind = JOB_ACK;
+		j->r = r;
+		j->notify_id = notify_id;
+		j->handle = handle;
+		atomic_fetch_add(&r->refs, 1); /* remote_aborted's */
+		if (scsi_abort_start(r->lu, fx->abort, fx->nabort, NULL, remote_aborted, j) == 0)
+			return true;
+		atomic_fetch_sub(&r->refs, 1); /* rados_free waits for this callback: not 0 */
+		free(j);
+	}
+	log_err("pr",
+		"%s: cannot abort the tasks of nexuses preempted through another gateway (out of "
+		"memory): not acknowledging, so that gateway fences this one",
+		r->name);
+	return true;
+}
+
 /* librados' thread: a gateway (maybe this one) changed the state, or reset the LU. */
 static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t notifier_id,
 		     void *data, size_t len)
@@ -240,14 +313,15 @@ static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t no
 	struct pr_effects fx;
 	struct pr_obj_ver v;
 	char err[256] = "out of memory";
+	bool later = false;
 	int rc;
 
-	(void)notifier_id;
 	pr_state_init(&st);
 	if (!reset_payload(r, data, len)) {
 		rc = pr_obj_decode(data, len, &st, &v, &fx, err, sizeof(err));
 		if (rc == 0) {
 			adopt(r, &st, &v, &fx);
+			later = abort_before_ack(r, &fx, notify_id, handle, notifier_id);
 			pr_effects_clear(&fx);
 		} else {
 			log_err("pr", "%s: unreadable notify payload (%s): reading the object",
@@ -256,6 +330,8 @@ static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t no
 		}
 	}
 	pr_state_clear(&st);
+	if (later)
+		return;
 	rc = rados_notify_ack(r->io, r->oid, notify_id, handle, NULL, 0);
 	if (rc < 0)
 		log_warn("pr", "%s: notify ack: %s", r->name, strerror(-rc));
@@ -407,6 +483,37 @@ static int notify(struct pr_rados *r, const struct pr_state *st, const struct pr
 
 /* ---- the helper thread ---- */
 
+/* run_out's own PREEMPT AND ABORT on this gateway: done (under r->mu) when its tasks are gone. */
+struct local_abort {
+	struct pr_rados *r;
+	bool done, all;
+};
+
+static void local_aborted(void *arg, bool all)
+{
+	struct local_abort *la = arg;
+
+	pthread_mutex_lock(&la->r->mu);
+	la->done = true;
+	la->all = all;
+	pthread_cond_broadcast(&la->r->done_cv);
+	pthread_mutex_unlock(&la->r->mu);
+}
+
+/* Wait (helper thread) until the aborts started are over: tasks in the backend end within the
+ * LU's osd_op_timeout_s. Returns whether every thread was asked. */
+static bool wait_local_abort(struct local_abort *la)
+{
+	bool all;
+
+	pthread_mutex_lock(&la->r->mu);
+	while (!la->done)
+		pthread_cond_wait(&la->r->done_cv, &la->r->mu);
+	all = la->all;
+	pthread_mutex_unlock(&la->r->mu);
+	return all;
+}
+
 static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 {
 	struct pr_nexus_id who = {j->iport, j->tport};
@@ -435,17 +542,33 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 	}
 	if (rc == 0 && res == PR_OK && fx.changed) {
 		struct pr_state mine;
+		struct local_abort la = {.r = r, .done = true, .all = true};
 
 		pr_state_init(&mine);
 		if (pr_state_copy(&mine, &st) == 0)
 			adopt(r, &mine, &next, &fx);
 		pr_state_clear(&mine);
+		/* PREEMPT AND ABORT: this gateway's preempted tasks while the others abort theirs
+		 * before they acknowledge the notify */
+		if (fx.nabort) {
+			la.done = false;
+			if (scsi_abort_start(r->lu, fx.abort, fx.nabort, NULL, local_aborted, &la))
+				la.done = la.all = false;
+		}
 		rc = notify(r, &st, &next, &fx);
 		if (rc < 0)
 			snprintf(err, sizeof(err),
 				 "%s: the change is stored, but a gateway that "
 				 "did not acknowledge it could not be fenced: %s",
 				 r->name, strerror(-rc));
+		if (fx.nabort && !wait_local_abort(&la) && rc == 0) {
+			rc = -ENOMEM;
+			snprintf(
+			    err, sizeof(err),
+			    "%s: the change is stored, but the tasks of the preempted nexuses on "
+			    "this gateway could not all be aborted (out of memory)",
+			    r->name);
+		}
 	} else if (rc < 0 && !err[0]) {
 		snprintf(err, sizeof(err), "%s: write: %s%s", r->name, strerror(-rc),
 			 rc == -EAGAIN ? " (other gateways kept writing first)" : "");
@@ -542,6 +665,33 @@ static void *helper(void *arg)
 			j->res = run_out(r, j);
 			ev_loop_post_node(j->cmd->thread->loop, &j->post, job_done, j);
 		}
+		pthread_mutex_lock(&r->mu);
+	}
+	pthread_mutex_unlock(&r->mu);
+	return NULL;
+}
+
+/* Acknowledges the notifies whose aborts finished after their callback returned. */
+static void *acker(void *arg)
+{
+	struct pr_rados *r = arg;
+
+	pthread_mutex_lock(&r->mu);
+	for (;;) {
+		struct pr_job *j;
+		int rc;
+
+		while (!r->stop && list_empty(&r->acks))
+			pthread_cond_wait(&r->ack_cv, &r->mu);
+		if (list_empty(&r->acks))
+			break;
+		j = list_entry(r->acks.next, struct pr_job, link);
+		list_del(&j->link);
+		pthread_mutex_unlock(&r->mu);
+		rc = rados_notify_ack(r->io, r->oid, j->notify_id, j->handle, NULL, 0);
+		if (rc < 0)
+			log_warn("pr", "%s: notify ack: %s", r->name, strerror(-rc));
+		free(j);
 		pthread_mutex_lock(&r->mu);
 	}
 	pthread_mutex_unlock(&r->mu);
@@ -646,18 +796,19 @@ static void rados_free(struct scsi_lu *lu)
 	pthread_mutex_lock(&r->mu);
 	r->stop = true;
 	pthread_cond_signal(&r->cv);
+	pthread_cond_signal(&r->ack_cv);
 	pthread_mutex_unlock(&r->mu);
 	pthread_join(r->thread, NULL);
 	if (r->watching)
 		rados_unwatch2(r->io, r->watch);
 	rados_watch_flush(r->cluster); /* no callback of ours runs after this */
+	/* the acks queued before stop are sent (the acker empties its list before it ends); an
+	   abort still in progress holds r and drops its ack (the LU is going away) */
+	pthread_join(r->acker, NULL);
 	forget_address(r);
 	rados_ioctx_destroy(r->io);
-	pthread_cond_destroy(&r->cv);
-	pthread_cond_destroy(&r->done_cv);
-	pthread_mutex_destroy(&r->mu);
-	free(r);
 	lu->pr_store = NULL;
+	r_put(r);
 }
 
 static const struct scsi_pr_store_ops rados_ops = {
@@ -689,6 +840,12 @@ static int start(struct pr_rados *r, char *err, size_t errlen)
 	int rc;
 
 	pr_state_init(&st);
+	r->gid = rados_get_instance_id(r->cluster);
+	rc = -pthread_create(&r->acker, NULL, acker, r);
+	if (rc) {
+		snprintf(err, errlen, "%s: acknowledging thread: %s", r->name, strerror(-rc));
+		return rc;
+	}
 	rc = advertise(r, err, errlen);
 	if (rc == 0)
 		rc = watch_start(r, err, errlen);
@@ -704,6 +861,13 @@ static int start(struct pr_rados *r, char *err, size_t errlen)
 	if (rc && r->watching) {
 		rados_unwatch2(r->io, r->watch);
 		rados_watch_flush(r->cluster);
+	}
+	if (rc) {
+		pthread_mutex_lock(&r->mu);
+		r->stop = true;
+		pthread_cond_signal(&r->ack_cv);
+		pthread_mutex_unlock(&r->mu);
+		pthread_join(r->acker, NULL);
 	}
 	return rc;
 }
@@ -736,9 +900,12 @@ int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *
 	snprintf(r->name, sizeof(r->name), "persistent reservation object %s/%s%s%s", c->pool,
 		 c->ns ? c->ns : "", c->ns ? "/" : "", r->oid);
 	list_init(&r->jobs);
+	list_init(&r->acks);
+	atomic_init(&r->refs, 1);
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_cond_init(&r->cv, NULL);
 	pthread_cond_init(&r->done_cv, NULL);
+	pthread_cond_init(&r->ack_cv, NULL);
 	rc = r->cluster ? open_io(r, c, err, errlen) : -EINVAL;
 	if (!r->cluster)
 		snprintf(err, errlen, "pr_store \"rados\" needs an RBD device");
@@ -754,10 +921,7 @@ int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *
 			list_del(&j->link);
 			free(j);
 		}
-		pthread_cond_destroy(&r->cv);
-		pthread_cond_destroy(&r->done_cv);
-		pthread_mutex_destroy(&r->mu);
-		free(r);
+		r_put(r); /* an abort a notify started meanwhile holds it until it ends */
 		return rc;
 	}
 	lu->pr_store = r;

@@ -309,6 +309,26 @@ void scsi_cmd_exec(struct scsi_cmd *cmd);
  * submitting thread. */
 bool scsi_cmd_abort(struct scsi_cmd *cmd);
 
+/* Tasks of other I_T nexuses that a command aborts (PERSISTENT RESERVE OUT PREEMPT AND
+ * ABORT, SPC-4 5.12.11.4.5; on a shared store also a PREEMPT AND ABORT through another
+ * gateway). The SCSI layer does not own the tasks, the transport does: it gives each thread a
+ * hook, and the SCSI layer runs every thread's hook on that thread's loop with a request. The
+ * hook aborts the tasks of the nexuses the request names (scsi_abort_wants) addressed to its
+ * LU (scsi_abort_lu): a task that has not reached the SCSI layer ends at once, one inside it
+ * with scsi_cmd_abort(); the control mode page reports TAS = 1, so each ends with TASK ABORTED
+ * status. For every task that is still to finish (its backend I/O in flight) the hook calls
+ * scsi_abort_hold() and, once the task has completed, scsi_abort_release(), on the same thread.
+ * The request completes when every thread's hook has returned and every hold is released. */
+struct scsi_abort;
+typedef void (*scsi_abort_fn)(void *arg, struct scsi_abort *req);
+/* Set the thread's hook (NULL: this thread serves no nexus whose tasks could be aborted). */
+void scsi_thread_set_abort(struct scsi_thread *t, scsi_abort_fn fn, void *arg);
+struct scsi_lu *scsi_abort_lu(const struct scsi_abort *req);
+/* Does the request abort the tasks of this I_T nexus? */
+bool scsi_abort_wants(const struct scsi_abort *req, const struct scsi_nexus *nx);
+void scsi_abort_hold(struct scsi_abort *req);
+void scsi_abort_release(struct scsi_abort *req);
+
 /* Task management on an LU: LOGICAL UNIT RESET (clears reservations per SPC, sets a unit
  * attention 29/03 for every nexus, from's too). Outstanding commands are the transport's to
  * abort.

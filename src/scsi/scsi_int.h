@@ -32,6 +32,10 @@ struct scsi_sanitize;
 struct scsi_thread {
 	struct bs_thread *bs;
 	struct ev_loop *loop;
+	scsi_abort_fn abort_fn; /* the transport's (scsi_thread_set_abort), under the registry's
+				   lock (abort.c) */
+	void *abort_arg;
+	struct list_head abort_link; /* on the registry of threads (abort.c) */
 	struct list_head sanitizes; /* scsi_sanitize operations driven by this thread */
 	unsigned gslot;		     /* this thread's fast-path counter in every LU's guard */
 	struct list_head slow_free;  /* struct scsi_slow kept for reuse */
@@ -388,6 +392,19 @@ bool scsi_alua_port_group(const struct scsi_lun_map *map, uint16_t rtpi, uint16_
 int scsi_spc_report_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_set_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu);
 void scsi_alua_map_free(struct scsi_lun_map *map);
+
+/* abort.c: aborting other nexuses' tasks (see scsi_abort_fn) */
+/* Abort the tasks that the I_T nexuses ports[0..n) have on lu, on every thread of the process.
+ * done(arg, all) runs once all of them have left the SCSI layer: posted to reply when reply is
+ * not NULL, else on the thread that finishes last (maybe before this returns); all is false
+ * when some thread could not be asked (out of memory: its tasks were not aborted). lu is only
+ * compared with the tasks' LUs, never dereferenced (no reference is taken: a store's watch
+ * callback may start one while the LU is being freed). 0, or -ENOMEM (nothing was started,
+ * done never runs). */
+int scsi_abort_start(struct scsi_lu *lu, const struct pr_ua *ports, size_t n, struct ev_loop *reply,
+		     void (*done)(void *arg, bool all), void *arg);
+void scsi_abort_thread_add(struct scsi_thread *t);
+void scsi_abort_thread_del(struct scsi_thread *t);
 
 /* lu_index.c */
 void scsi_lu_index_add(struct scsi_lu_index *ix, struct scsi_lu *lu);

@@ -25,6 +25,14 @@ rbd.pr.notify_timeout_s to NOTIFY_S (2 s, not the default 5 s).
      through A to a port nobody configured (7) gets ILLEGAL REQUEST 26/00; to 2's nexus on
      port 2 (the other gateway's) works: READ RESERVATION through B names the new key, 2
      writes through B and 1's WRITE through A conflicts;
+  3d. PREEMPT AND ABORT: 1 holds Write Exclusive through A and has two tasks queued there, a
+     WRITE waiting for its data (the R2T answered by nothing) and a READ behind a CmdSN hole;
+     2 preempts 1's key with PREEMPT AND ABORT through B (the notify), then the same again
+     with 1's tasks on A and 2's session on A too (this gateway's own abort): GOOD, and both
+     queued tasks end with TASK ABORTED (0x40) at once; the WRITE's data sent afterwards
+     does not reach the image (read back through B); the hole filled, 1's next command gets
+     2A/05 and the session goes on. (Tasks already in librbd cannot be held there on purpose
+     with RBD: that a PREEMPT AND ABORT waits for those is the unit tests' part.)
   4. damaged object (`rados put` of garbage): PERSISTENT RESERVE OUT through A gets HARDWARE
      ERROR / INTERNAL TARGET FAILURE and A's log names the object; the gateways keep serving
      the last known state; a third gateway started on it refuses to start, naming the object;
@@ -311,6 +319,104 @@ def step_ports(pa, pb):
         s2.close()
 
 
+def send_cmd(s, cdb, read_len=0, write_len=0, cmdsn=None):
+    """Send a SCSI Command without data and without waiting; its ITT."""
+    b = s.scsi_bhs(cdb, read_len or write_len, read=bool(read_len), write=bool(write_len),
+                   cmdsn=cmdsn)
+    s.conn.send_pdu(b, b'')
+    return struct.unpack_from('>I', b.b, 16)[0]
+
+
+def next_pdu(s, timeout):
+    """The next PDU that is not a NOP-In ping or an Async Message (answered/skipped)."""
+    while True:
+        pdu = s.recv(timeout)
+        if pdu.opcode == X.OP_NOP_IN and pdu.itt == X.ALL_ONES:
+            s.answer_target_nop(pdu)
+            continue
+        if pdu.opcode != X.OP_ASYNC:
+            return pdu
+
+
+def queue_tasks(s, lba):
+    """A WRITE waiting for its data (the R2T it gets is left unanswered) and a READ behind a
+    CmdSN hole: (write ITT, R2T, read ITT, the hole's CmdSN)."""
+    n = s.cmdsn
+    witt = send_cmd(s, bytes([0x2a, 0]) + struct.pack('>IBHB', lba, 0, 8, 0), write_len=4096,
+                    cmdsn=n)
+    r2t = next_pdu(s, 10)
+    if r2t.opcode != X.OP_R2T or r2t.itt != witt:
+        raise X.ProtocolError('expected the R2T of the WRITE, got ' + r2t.describe())
+    ritt = send_cmd(s, bytes([0x28, 0]) + struct.pack('>IBHB', lba, 0, 8, 0), read_len=4096,
+                    cmdsn=n + 2)
+    s.cmdsn = n + 3
+    return witt, r2t, ritt, n + 1
+
+
+def responses(s, itts, secs):
+    """{itt: status} of the SCSI Responses for these ITTs that arrive within secs."""
+    got, end = {}, time.monotonic() + secs
+    while len(got) < len(itts) and time.monotonic() < end:
+        try:
+            pdu = next_pdu(s, max(0.1, end - time.monotonic()))
+        except X.Timeout:
+            break
+        if pdu.opcode == X.OP_SCSI_RSP and pdu.itt in itts:
+            got[pdu.itt] = pdu.u8(3)
+        elif pdu.opcode == X.OP_DATA_IN and pdu.itt in itts and pdu.flags & 0x01:
+            got[pdu.itt] = pdu.u8(3)
+    return got
+
+
+def step_abort(pa, pb):
+    lba = 64
+    old = os.urandom(4096)
+    for where in ('remote', 'local'):
+        s1 = session(pa, INI1, ISID1)
+        s2 = session(pb if where == 'remote' else pa, INI2, ISID2)
+        try:
+            st, _, _, _ = s1.scsi(bytes([0x2a, 0]) + struct.pack('>IBHB', lba, 0, 8, 0),
+                                  write_data=old)
+            r = [st, prout(s1, 0, 0, 0, KEY1)[0], prout(s2, 0, 0, 0, KEY2)[0],
+                 prout(s1, 1, 1, KEY1, 0)[0]]
+            if not check('abort-%s-setup' % where, r == [0, 0, 0, 0],
+                         'WRITE, REGISTER, REGISTER, RESERVE: %s' % r):
+                continue
+            witt, r2t, ritt, hole = queue_tasks(s1, lba)
+            t0 = time.monotonic()
+            st, sense = prout(s2, 5, 1, KEY2, KEY1)  # PREEMPT AND ABORT, Write Exclusive
+            took = time.monotonic() - t0
+            check('abort-%s-preempt' % where, st == 0,
+                  'PREEMPT AND ABORT through %s: status 0x%02x %s in %.2f s' % (
+                      'B' if where == 'remote' else 'A', st, sense.hex(), took))
+            got = responses(s1, (witt, ritt), 3)
+            check('abort-%s-tasks' % where, got == {witt: 0x40, ritt: 0x40},
+                  'the preempted initiator\'s queued tasks on A: WRITE waiting for data %s, '
+                  'READ behind a CmdSN hole %s (want TASK ABORTED 0x40 both)' % (
+                      '0x%02x' % got[witt] if witt in got else 'no answer',
+                      '0x%02x' % got[ritt] if ritt in got else 'no answer'))
+            s1.send_r2t_data(r2t, os.urandom(4096))  # the WRITE's data, late
+            # the hole: TEST UNIT READY with the CmdSN the READ skipped
+            b = s1.scsi_bhs(bytes(6), 0, cmdsn=hole)
+            s1.conn.send_pdu(b, b'')
+            tur = responses(s1, (struct.unpack_from('>I', b.b, 16)[0],), 5)
+            st, data, sense, _ = s1.scsi(bytes([0x28, 0]) + struct.pack('>IBHB', lba, 0, 8, 0),
+                                         read_len=4096)
+            stb, datab, _, _ = s2.scsi(bytes([0x28, 0]) + struct.pack('>IBHB', lba, 0, 8, 0),
+                                       read_len=4096)
+            check('abort-%s-after' % where, list(tur.values()) == [2] and st == 0 and
+                  data == old and stb == 0 and datab == old,
+                  'TEST UNIT READY filling the hole: %s (want 2: the 2A/05 unit attention); '
+                  'then READ through A 0x%02x, through %s 0x%02x; the block %s' % (
+                      list(tur.values()), st, 'B' if where == 'remote' else 'A', stb,
+                      'kept its data: the aborted WRITE\'s late data did not land'
+                      if data == old and datab == old else 'CHANGED'))
+            prout(s2, 3, 0, KEY2, 0)  # CLEAR
+        finally:
+            s1.close()
+            s2.close()
+
+
 def step_damaged(cl, da, pa, pb, tmp):
     cl.rados('-p', 'rbd', 'put', OBJ, '-', data=b'this is not a reservation\n')
     s1 = session(pa, INI1, ISID1)
@@ -407,6 +513,7 @@ def scenario(cl, tmp):
         step('preempt', step_preempt, pa, pb)
         step('race', step_race, pa, pb, da, db)
         step('ports', step_ports, pa, pb)
+        step('abort', step_abort, pa, pb)
         step('damaged', step_damaged, cl, da, pa, pb, tmp)
         step('fence', step_fence, cl, da, db, pa, pb)
         for d, n in ((da, 'a'), (db, 'b')):

@@ -332,6 +332,99 @@ static void test_pr_ports(struct env *e)
 	scsi_nexus_free(c);
 }
 
+/* PREEMPT AND ABORT on the file store: every thread's abort hook is asked for the preempted
+ * nexuses' tasks on this LU (never the issuer's), and the command completes only once the
+ * tasks it holds are released. */
+struct hook_rec {
+	int calls;
+	struct scsi_abort *req;
+	struct scsi_nexus *a, *b;
+	bool wants_a, wants_b;
+	struct scsi_lu *lu;
+	bool hold;
+};
+
+static void abort_hook(void *arg, struct scsi_abort *req)
+{
+	struct hook_rec *h = arg;
+
+	h->calls++;
+	h->req = req;
+	h->lu = scsi_abort_lu(req);
+	h->wants_a = scsi_abort_wants(req, h->a);
+	h->wants_b = scsi_abort_wants(req, h->b);
+	if (h->hold) /* a task of b still in the backend */
+		scsi_abort_hold(req);
+}
+
+static void test_preempt_abort(struct env *e)
+{
+	struct scsi_nexus *a = e->nx, *b = nexus(e, "iqn.2024-01.org.example:b,i,0x000000000002");
+	struct hook_rec h = {.a = a, .b = b, .hold = true};
+	struct tcmd t;
+	uint8_t p[24] = {0};
+
+	drain_ua(e, a, L_PR);
+	drain_ua(e, b, L_PR);
+	prout(e, a, L_PR, 0, 0, 0, 0xa1, 0, &t);
+	prout(e, b, L_PR, 0, 0, 0, 0xb1, 0, &t);
+	prout(e, b, L_PR, 1, 1, 0xb1, 0, 0, &t); /* b reserves Write Exclusive */
+	CHECK_EQ(t.c.status, 0);
+	scsi_thread_set_abort(e->thr, abort_hook, &h);
+	/* PREEMPT (no abort) asks nobody */
+	prout(e, a, L_PR, 4, 1, 0xa1, 0xb1, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(h.calls, 0);
+	drain_ua(e, b, L_PR);
+	prout(e, b, L_PR, 0, 0, 0, 0xb2, 0, &t); /* b registers again */
+	/* PREEMPT AND ABORT of b's key: the hook is asked for b's tasks on this LU, not a's, and
+	 * the command waits for the task it holds */
+	put_be64(p, 0xa1);
+	put_be64(p + 8, 0xb2);
+	memset(&t, 0, sizeof(t));
+	memcpy(t.cdb, B(0x5f, 5, 1, 0, 0, 0, 0, 0, 24, 0), 10);
+	memcpy(e->buf, p, sizeof(p));
+	t.c = (struct scsi_cmd){.thread = e->thr,
+				.map = e->map,
+				.nexus = a,
+				.lun_field = scsi_lun_encode(L_PR),
+				.cdb = t.cdb,
+				.cdb_len = 16,
+				.buf = e->buf,
+				.buf_len = TBUF,
+				.data_out_len = 24,
+				.done = t_done,
+				.priv = &t};
+	scsi_cmd_exec(&t.c);
+	for (int i = 0; i < 20; i++)
+		ev_loop_run_once(e->loop, 10);
+	CHECK_EQ(h.calls, 1);
+	CHECK(h.wants_b && !h.wants_a);
+	CHECK(h.lu == scsi_lun_map_get(e->map, L_PR));
+	CHECK_EQ(t.ndone, 0); /* b's task is still in the backend */
+	if (h.req)
+		scsi_abort_release(h.req);
+	for (int i = 0; i < 200 && t.ndone == 0; i++)
+		ev_loop_run_once(e->loop, 10);
+	CHECK_EQ(t.ndone, 1);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, b, L_PR, wr10, 0, zblk, 512, &t);
+	t_check_sense(&t, 0x6, 0x2a, 0x05); /* REGISTRATIONS PREEMPTED */
+	t_run(e, b, L_PR, wr10, 0, zblk, 512, &t);
+	CHECK_EQ(t.c.status, 0x18);
+	/* nothing held: at once */
+	h.hold = false;
+	prout(e, b, L_PR, 0, 0, 0, 0xb3, 0, &t);
+	prout(e, a, L_PR, 5, 1, 0xa1, 0xb3, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(h.calls, 2);
+	scsi_thread_set_abort(e->thr, NULL, NULL);
+	drain_ua(e, b, L_PR);
+	prout(e, a, L_PR, 3, 0, 0xa1, 0, 0, &t); /* CLEAR */
+	CHECK_EQ(t.c.status, 0);
+	scsi_nexus_free(b);
+}
+
 /* ---- APTPL ---- */
 
 static void test_aptpl(struct env *e)
@@ -634,8 +727,8 @@ static void test_sanitize(struct env *e)
 	}
 	/* SWP: SANITIZE and writes are refused as software write protected */
 	{
-		uint8_t ms[4 + 12] = {0,    0, 0, 0, 0x0a, 0x0a, 0x02, 0x10,
-				      0x08, 0, 0, 0, 0xff, 0xff, 0,    0};
+		uint8_t ms[4 + 12] = {0,    0,	  0, 0, 0x0a, 0x0a, 0x02, 0x10,
+				      0x08, 0x40, 0, 0, 0xff, 0xff, 0,	  0};
 
 		t_run(e, a, L_THICK, B(0x15, 0x10, 0, 0, sizeof(ms), 0), 0, ms, sizeof(ms), &t);
 		CHECK_EQ(t.c.status, 0);
@@ -801,6 +894,7 @@ int main(void)
 	e.nx = nexus(&e, "iqn.2024-01.org.example:i1,i,0x000000000001");
 	test_pr_commands(&e);
 	test_pr_ports(&e);
+	test_preempt_abort(&e);
 	test_aptpl(&e);
 	test_removable(&e);
 	test_sanitize(&e);
