@@ -386,10 +386,13 @@ struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *in
 
 /* Undo scsi_itl_attach(): the I_T nexus no longer reaches that LU (nexus loss, or the LUN now
  * names another LU). Runs on the nexus's thread. */
+char scsi_resv_remote_tag;
+
 static void itl_detach(struct scsi_itl *itl)
 {
 	struct scsi_lu *lu = atomic_load(&itl->lu);
 	struct scsi_nexus *me = itl->nx;
+	bool held;
 
 	if (!lu)
 		return;
@@ -402,9 +405,12 @@ static void itl_detach(struct scsi_itl *itl)
 	itl->n_ua = 0;
 	atomic_store(&itl->ua_pending, false);
 	atomic_store(&itl->lu, NULL);
-	/* I_T nexus loss releases a RESERVE(6)/(10) reservation held through it. */
-	atomic_compare_exchange_strong(&lu->resv_holder, &me, NULL);
+	/* I_T nexus loss releases a RESERVE(6)/(10) reservation held through it (a shared
+	 * store tells the other gateways). */
+	held = atomic_compare_exchange_strong(&lu->resv_holder, &me, NULL);
 	pthread_mutex_unlock(&lu->lock);
+	if (held && lu->pr_ops && lu->pr_ops->spc2_lost)
+		lu->pr_ops->spc2_lost(lu, itl->nx);
 	scsi_lu_put(lu);
 }
 

@@ -24,7 +24,33 @@ void pr_state_clear(struct pr_state *st)
 		free(st->regs[i].tport);
 	}
 	free(st->regs);
+	free(st->spc2_iport);
+	free(st->spc2_tport);
 	pr_state_init(st);
+}
+
+int pr_state_set_spc2(struct pr_state *st, const char *iport, const char *tport, uint64_t gid)
+{
+	free(st->spc2_iport);
+	free(st->spc2_tport);
+	st->spc2_iport = st->spc2_tport = NULL;
+	st->spc2_gid = 0;
+	if (!iport)
+		return 0;
+	st->spc2_iport = strdup(iport);
+	st->spc2_tport = strdup(tport);
+	if (!st->spc2_iport || !st->spc2_tport) {
+		pr_state_set_spc2(st, NULL, NULL, 0);
+		return -ENOMEM;
+	}
+	st->spc2_gid = gid;
+	return 0;
+}
+
+bool pr_spc2_is(const struct pr_state *st, const struct pr_nexus_id *who)
+{
+	return st->spc2_iport && strcasecmp(st->spc2_iport, who->iport) == 0 &&
+	       strcasecmp(st->spc2_tport, who->tport) == 0;
 }
 
 int pr_state_copy(struct pr_state *dst, const struct pr_state *src)
@@ -33,6 +59,8 @@ int pr_state_copy(struct pr_state *dst, const struct pr_state *src)
 	dst->generation = src->generation;
 	dst->aptpl = src->aptpl;
 	dst->type = src->type;
+	if (pr_state_set_spc2(dst, src->spc2_iport, src->spc2_tport, src->spc2_gid) < 0)
+		return -ENOMEM;
 	if (!src->nregs)
 		return 0;
 	dst->regs = calloc(src->nregs, sizeof(*dst->regs));

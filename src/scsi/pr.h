@@ -75,6 +75,11 @@ struct pr_state {
 	uint8_t type;	     /* enum pr_type; PR_TYPE_NONE = not reserved */
 	struct pr_reg *regs; /* nregs used of cap */
 	size_t nregs, cap;
+	/* The SPC-2 reservation (RESERVE(6)/(10)) as the shared store keeps it (pr_rados.c):
+	 * the holder's I_T nexus and the RADOS client id of the gateway it was reserved
+	 * through; spc2_iport NULL: none. (The file store holds it in lu->resv_holder only.) */
+	char *spc2_iport, *spc2_tport; /* owned */
+	uint64_t spc2_gid;
 };
 
 /* Results of pr_out_apply(), mapped to status/sense by the caller. */
@@ -119,6 +124,11 @@ void pr_state_clear(struct pr_state *st); /* frees everything; back to the init 
 /* Deep copy into dst (initialised or cleared). 0 or -ENOMEM (dst then cleared). */
 int pr_state_copy(struct pr_state *dst, const struct pr_state *src);
 void pr_effects_clear(struct pr_effects *fx);
+/* Set (copies) or, with iport NULL, clear the SPC-2 reservation holder. 0 or -ENOMEM (then
+ * cleared). */
+int pr_state_set_spc2(struct pr_state *st, const char *iport, const char *tport, uint64_t gid);
+/* Is the SPC-2 reservation held by this I_T nexus? */
+bool pr_spc2_is(const struct pr_state *st, const struct pr_nexus_id *who);
 /* Append a unit attention for the nexus (iport, tport) (copied). 0 or -ENOMEM. */
 int pr_effects_add_ua(struct pr_effects *fx, const char *iport, const char *tport, uint8_t asc,
 		      uint8_t ascq);

@@ -49,14 +49,23 @@
 #define PR_RADOS_UA_RING       16   /* sequence numbers whose unit attentions were queued here */
 #define RESET_MAGIC	       "ix-lu-reset 1 "
 
-enum pr_job_kind { JOB_OUT = 1, JOB_RELOAD, JOB_RESET, JOB_ACK };
+enum pr_job_kind { JOB_OUT = 1, JOB_RELOAD, JOB_RESET, JOB_ACK, JOB_SPC2 };
+
+/* What a JOB_SPC2 does with the SPC-2 reservation (RESERVE(6)/(10)) of the object. */
+enum spc2_op {
+	SPC2_RESERVE = 1, /* take it for the job's nexus */
+	SPC2_RELEASE,	  /* drop it if the job's nexus holds it through this gateway */
+	SPC2_LOST,	  /* the same, for an I_T nexus loss (no command) */
+};
 
 struct pr_job {
 	struct list_head link;
 	enum pr_job_kind kind;
 	int refs;	      /* JOB_RESET: the waiter's and the helper's (under r->mu) */
 	bool finished;	      /* JOB_RESET, under r->mu */
-	struct scsi_cmd *cmd; /* JOB_OUT: the command, answered on its loop */
+	struct scsi_cmd *cmd; /* JOB_OUT, JOB_SPC2: the command, answered on its loop (JOB_SPC2
+				 SPC2_LOST: none) */
+	enum spc2_op spc2;
 	struct scsi_lu *lu;
 	struct pr_out req;
 	char iport[PR_MAX_PORT_LEN], tport[PR_MAX_PORT_LEN];
@@ -189,6 +198,33 @@ static bool ua_seen_locked(struct pr_rados *r, const struct pr_obj_ver *v)
 	return false;
 }
 
+/* lu->resv_holder from the state's SPC-2 reservation: the nexus of this gateway that holds it,
+ * SCSI_RESV_REMOTE when it was made through another gateway (every nexus here conflicts), or
+ * NULL. One made through this gateway whose nexus is gone here is NULL too (its loss is on its
+ * way to the object: spc2_lost). lu->lock held. */
+static void spc2_publish_locked(struct pr_rados *r)
+{
+	struct scsi_lu *lu = r->lu;
+	struct pr_nexus_id who;
+	struct scsi_nexus *h = NULL;
+	struct list_head *pos;
+
+	if (lu->pr.spc2_iport && lu->pr.spc2_gid != r->gid)
+		h = SCSI_RESV_REMOTE;
+	else if (lu->pr.spc2_iport)
+		list_for_each(pos, &lu->itls)
+		{
+			struct scsi_itl *itl = list_entry(pos, struct scsi_itl, lu_link);
+
+			who = (struct pr_nexus_id){itl->nx->initiator_port, itl->nx->target_port};
+			if (pr_spc2_is(&lu->pr, &who)) {
+				h = itl->nx;
+				break;
+			}
+		}
+	atomic_store(&lu->resv_holder, h);
+}
+
 /* Take st (version v) as the LU's state if it is newer (a later write, or another epoch: the
  * object was removed and created again), and queue the unit attentions of fx unless this
  * version's were queued already. */
@@ -207,6 +243,7 @@ static void adopt(struct pr_rados *r, struct pr_state *st, const struct pr_obj_v
 			scsi_pr_adopt_locked(lu, st, uas ? fx : &none);
 			lu->pr_seq = v->seq;
 			r->epoch = v->epoch;
+			spc2_publish_locked(r);
 		} else {
 			struct pr_state same;
 
@@ -449,9 +486,11 @@ static int fence(struct pr_rados *r, uint64_t gid)
 	return rc;
 }
 
-/* Tell every gateway; fence those that stay silent. 0 or -errno (someone not fenced). */
-static int notify(struct pr_rados *r, const struct pr_state *st, const struct pr_obj_ver *v,
-		  const struct pr_effects *fx)
+/* Tell every gateway; fence those that stay silent. 0 or -errno (someone not fenced). With
+ * probe not NULL: *probe says whether gateway probe_gid acknowledged (1), did not and was in
+ * the notify's timeouts (0: fenced, or rc < 0), or does not watch the object at all (-1). */
+static int notify_probe(struct pr_rados *r, const struct pr_state *st, const struct pr_obj_ver *v,
+			const struct pr_effects *fx, uint64_t probe_gid, int *probe)
 {
 	struct notify_ack_t *acks = NULL;
 	struct notify_timeout_t *tos = NULL;
@@ -459,6 +498,8 @@ static int notify(struct pr_rados *r, const struct pr_state *st, const struct pr
 	char *reply = NULL, *payload;
 	int rc, nrc;
 
+	if (probe)
+		*probe = 0;
 	rc = pr_obj_encode(st, v, fx, &payload, &plen);
 	if (rc)
 		return rc;
@@ -470,6 +511,15 @@ static int notify(struct pr_rados *r, const struct pr_state *st, const struct pr
 		return nrc;
 	}
 	rc = reply ? rados_decode_notify_response(reply, rlen, &acks, &nacks, &tos, &ntos) : 0;
+	if (probe) {
+		*probe = -1;
+		for (size_t i = 0; rc == 0 && i < nacks; i++)
+			if (acks[i].notifier_id == probe_gid)
+				*probe = 1;
+		for (size_t i = 0; rc == 0 && i < ntos; i++)
+			if (tos[i].notifier_id == probe_gid)
+				*probe = 0;
+	}
 	for (size_t i = 0; rc == 0 && i < ntos; i++)
 		rc = fence(r, tos[i].notifier_id);
 	if (reply) {
@@ -479,6 +529,12 @@ static int notify(struct pr_rados *r, const struct pr_state *st, const struct pr
 	if (rc == 0 && nrc == -ETIMEDOUT && ntos == 0)
 		rc = -ETIMEDOUT; /* timed out, yet nobody to fence named */
 	return rc;
+}
+
+static int notify(struct pr_rados *r, const struct pr_state *st, const struct pr_obj_ver *v,
+		  const struct pr_effects *fx)
+{
+	return notify_probe(r, st, v, fx, 0, NULL);
 }
 
 /* ---- the helper thread ---- */
@@ -582,6 +638,142 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 	return res;
 }
 
+/* ---- SPC-2 reservations (RESERVE(6)/(10)) ----
+ *
+ * One holder for every gateway of the LU, in the object (version 2, pr_obj.c): the holder's
+ * I_T nexus and the RADOS client id (gid) of the gateway it came through. Each gateway checks
+ * it from memory (lu->resv_holder: its own holder nexus, or SCSI_RESV_REMOTE when the holder
+ * came through another gateway, which every nexus here conflicts with). RESERVE and RELEASE
+ * change the object like a PERSISTENT RESERVE OUT (versioned write, notify, every gateway
+ * adopts). The holder's I_T nexus loss, on its gateway, releases it (spc2_lost); a LOGICAL
+ * UNIT RESET through any gateway releases it. A gateway that dies cannot tell: a RESERVE that
+ * meets a reservation held through another gateway asks that gateway with a notify, and if it
+ * does not acknowledge (dead, silent, or no longer watching) fences it and takes the
+ * reservation, since the holder's nexus is gone with it. */
+
+/* Is the SPC-2 reservation of st held by a nexus that no longer exists? Through this gateway:
+ * when no nexus of the LU has its names. Through another: when that gateway does not answer a
+ * notify, and then it is fenced first (a gateway that cannot be fenced keeps it). */
+static bool spc2_stale(struct pr_rados *r, const struct pr_state *st, const struct pr_obj_ver *v)
+{
+	struct scsi_lu *lu = r->lu;
+	struct list_head *pos;
+	bool here = false;
+	int probe = 0, rc;
+
+	if (st->spc2_gid == r->gid) {
+		pthread_mutex_lock(&lu->lock);
+		list_for_each(pos, &lu->itls)
+		{
+			struct scsi_itl *itl = list_entry(pos, struct scsi_itl, lu_link);
+			struct pr_nexus_id who = {itl->nx->initiator_port, itl->nx->target_port};
+
+			here |= pr_spc2_is(st, &who);
+		}
+		pthread_mutex_unlock(&lu->lock);
+		return !here;
+	}
+	rc = notify_probe(r, st, v, NULL, st->spc2_gid, &probe);
+	if (rc == 0 && probe == -1) /* not watching the object: gone, or cut off */
+		rc = fence(r, st->spc2_gid);
+	if (probe == 1)
+		return false;
+	if (rc < 0) {
+		log_err(
+		    "pr",
+		    "%s: the SPC-2 reservation of %s is held through gateway client.%llu, which "
+		    "does not answer and cannot be fenced: it stays",
+		    r->name, st->spc2_iport, (unsigned long long)st->spc2_gid);
+		return false;
+	}
+	log_warn("pr",
+		 "%s: the SPC-2 reservation of %s was held through gateway client.%llu, which did "
+		 "not answer and is now fenced: released",
+		 r->name, st->spc2_iport, (unsigned long long)st->spc2_gid);
+	return true;
+}
+
+/* The object's SPC-2 reservation after op from nexus who (NULL: a LUN RESET drops it);
+ * *res the command's result, *write whether st changed. 0 or -ENOMEM. */
+static int spc2_apply(struct pr_rados *r, enum spc2_op op, const struct pr_nexus_id *who,
+		      struct pr_state *st, const struct pr_obj_ver *v, enum pr_result *res,
+		      bool *write)
+{
+	*res = PR_OK;
+	*write = false;
+	if (!who) { /* LOGICAL UNIT RESET */
+		*write = st->spc2_iport != NULL;
+		return pr_state_set_spc2(st, NULL, NULL, 0);
+	}
+	if (op != SPC2_RESERVE) { /* RELEASE, nexus loss: the holder's own, through here */
+		if (!pr_spc2_is(st, who) || st->spc2_gid != r->gid)
+			return 0;
+		*write = true;
+		return pr_state_set_spc2(st, NULL, NULL, 0);
+	}
+	if (st->nregs || st->type != PR_TYPE_NONE) { /* persistent reservations decide */
+		*res = pr_is_holder(st, who) ? PR_OK : PR_CONFLICT;
+		return 0;
+	}
+	if (pr_spc2_is(st, who) && st->spc2_gid == r->gid)
+		return 0; /* held already */
+	if (st->spc2_iport && !spc2_stale(r, st, v)) {
+		*res = PR_CONFLICT;
+		return 0;
+	}
+	*write = true;
+	return pr_state_set_spc2(st, who->iport, who->tport, r->gid);
+}
+
+/* A JOB_SPC2 (j) or, with j NULL, a LUN RESET's release: read, decide, write (versioned,
+ * again if another gateway wrote first), adopt, notify. */
+static enum pr_result run_spc2(struct pr_rados *r, struct pr_job *j)
+{
+	struct pr_nexus_id who = {j ? j->iport : NULL, j ? j->tport : NULL};
+	struct pr_state st;
+	struct pr_obj_ver v, next = {0, 0};
+	enum pr_result res = PR_OK;
+	bool write = false;
+	uint64_t ver;
+	char err[1024] = "";
+	int rc = -EAGAIN;
+
+	pr_state_init(&st);
+	for (uint32_t i = 0; i < r->retries && rc == -EAGAIN; i++) {
+		rc = obj_read(r, &st, &v, &ver, err, sizeof(err));
+		if (rc == 0)
+			rc = spc2_apply(r, j ? j->spc2 : SPC2_RELEASE, j ? &who : NULL, &st, &v,
+					&res, &write);
+		if (rc < 0 || !write)
+			break;
+		next = (struct pr_obj_ver){v.epoch ? v.epoch : new_epoch(), v.seq + 1};
+		rc = obj_write(r, &st, &next, ver);
+	}
+	if (rc == 0 && write) {
+		struct pr_state mine;
+
+		pr_state_init(&mine);
+		if (pr_state_copy(&mine, &st) == 0)
+			adopt(r, &mine, &next, NULL);
+		pr_state_clear(&mine);
+		rc = notify(r, &st, &next, NULL);
+		if (rc < 0)
+			snprintf(
+			    err, sizeof(err),
+			    "%s: the SPC-2 reservation change is stored, but a gateway that did "
+			    "not acknowledge it could not be fenced: %s",
+			    r->name, strerror(-rc));
+	} else if (rc < 0 && !err[0]) {
+		snprintf(err, sizeof(err), "%s: write: %s", r->name, strerror(-rc));
+	}
+	if (rc < 0) {
+		log_err("pr", "LUN %u: SPC-2 reservation change failed: %s", r->lu->lun, err);
+		res = PR_NOMEM;
+	}
+	pr_state_clear(&st);
+	return res;
+}
+
 static void run_reload(struct pr_rados *r)
 {
 	struct pr_state st;
@@ -613,6 +805,7 @@ static void run_reset(struct pr_rados *r)
 	size_t rlen = 0;
 	int rc;
 
+	run_spc2(r, NULL); /* a LUN RESET releases the SPC-2 reservation, on every gateway */
 	snprintf(payload, sizeof(payload), RESET_MAGIC "%016llx", (unsigned long long)r->origin);
 	rc = rados_notify2(r->io, r->oid, payload, (int)strlen(payload), r->reset_wait_ms, &reply,
 			   &rlen);
@@ -661,8 +854,11 @@ static void *helper(void *arg)
 			if (--j->refs == 0)
 				free(j);
 			pthread_mutex_unlock(&r->mu);
+		} else if (j->kind == JOB_SPC2 && !j->cmd) {
+			run_spc2(r, j); /* a nexus loss: nobody to answer */
+			free(j);
 		} else {
-			j->res = run_out(r, j);
+			j->res = j->kind == JOB_SPC2 ? run_spc2(r, j) : run_out(r, j);
 			ev_loop_post_node(j->cmd->thread->loop, &j->post, job_done, j);
 		}
 		pthread_mutex_lock(&r->mu);
@@ -763,6 +959,54 @@ static int rados_out(struct scsi_lu *lu, struct scsi_cmd *cmd, const struct pr_o
 	return SCSI_ASYNC;
 }
 
+/* RESERVE or RELEASE(6)/(10) that spc.c leaves to the store. */
+static int rados_spc2(struct scsi_lu *lu, struct scsi_cmd *cmd, bool reserve)
+{
+	struct pr_rados *r = lu->pr_store;
+	struct pr_job *j;
+
+	if (!cmd->thread) {
+		scsi_pr_set_result(cmd, PR_NOMEM);
+		return SCSI_DONE;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		scsi_pr_set_result(cmd, PR_NOMEM);
+		return SCSI_DONE;
+	}
+	j->kind = JOB_SPC2;
+	j->spc2 = reserve ? SPC2_RESERVE : SPC2_RELEASE;
+	j->cmd = cmd;
+	j->lu = lu;
+	copy_port(j->iport, cmd->nexus->initiator_port);
+	copy_port(j->tport, cmd->nexus->target_port);
+	queue_job(r, j);
+	return SCSI_ASYNC;
+}
+
+/* The SPC-2 holder's I_T nexus is gone here: release it in the object too (until then the
+ * other gateways keep refusing their nexuses, which errs on the safe side). */
+static void rados_spc2_lost(struct scsi_lu *lu, const struct scsi_nexus *nx)
+{
+	struct pr_rados *r = lu->pr_store;
+	struct pr_job *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		log_err(
+		    "pr",
+		    "%s: out of memory: the SPC-2 reservation of %s, whose nexus is gone, stays "
+		    "held for the other gateways until a LUN RESET",
+		    r->name, nx->initiator_port);
+		return;
+	}
+	j->kind = JOB_SPC2;
+	j->spc2 = SPC2_LOST;
+	j->lu = lu;
+	copy_port(j->iport, nx->initiator_port);
+	copy_port(j->tport, nx->target_port);
+	queue_job(r, j);
+}
+
 /* The one wait on a worker: a LUN RESET answers only once the other gateways have queued
  * their unit attentions (an initiator checks its other paths right after the response), at
  * most rbd.pr.reset_wait_s (notify round trip: ~2 ms). TMFs are rare, never data path. */
@@ -815,6 +1059,8 @@ static const struct scsi_pr_store_ops rados_ops = {
     .name = "rados",
     .out = rados_out,
     .reset = rados_reset,
+    .spc2 = rados_spc2,
+    .spc2_lost = rados_spc2_lost,
     .free = rados_free,
 };
 

@@ -20,7 +20,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void same_state(const struct pr_state *a, const struct pr_state *b)
 {
 	if (a->generation != b->generation || a->aptpl != b->aptpl || a->type != b->type ||
-	    a->nregs != b->nregs)
+	    a->nregs != b->nregs || !a->spc2_iport != !b->spc2_iport)
+		abort();
+	if (a->spc2_iport && (a->spc2_gid != b->spc2_gid || strcmp(a->spc2_iport, b->spc2_iport) ||
+			      strcmp(a->spc2_tport, b->spc2_tport)))
 		abort();
 	for (size_t i = 0; i < a->nregs; i++)
 		if (a->regs[i].key != b->regs[i].key || a->regs[i].holder != b->regs[i].holder ||

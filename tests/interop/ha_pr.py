@@ -8,9 +8,10 @@ naa_id and serial) on two ports with TPGT 1 and 2, so their target ports differ;
 the other's port in its ALUA groups (both active/optimized), and both set the LUN's
 rbd.pr.notify_timeout_s to NOTIFY_S (2 s, not the default 5 s).
   1. iscsi-test-cu given one URL per gateway: MultipathIO (on the fresh image: its
-     CompareAndWrite test needs LBA 256 still zero) and the persistent reservation families
+     CompareAndWrite test needs LBA 256 still zero), the persistent reservation families
      (PrinReadKeys, PrinServiceactionRange, PrinReportCapabilities, ProutRegister,
-     ProutReserve, ProutClear, ProutPreempt), each test one result line; 0 failures;
+     ProutReserve, ProutClear, ProutPreempt) and Reserve6 (SPC-2 reservations, through the
+     shared store), each test one result line; 0 failures;
   2. conflict: initiator 1 registers and reserves Write Exclusive through A, initiator 2
      registers through B; B's WRITE gets RESERVATION CONFLICT, its READ works, READ
      RESERVATION through B names 1's key, A's WRITE works;
@@ -33,6 +34,14 @@ rbd.pr.notify_timeout_s to NOTIFY_S (2 s, not the default 5 s).
      does not reach the image (read back through B); the hole filled, 1's next command gets
      2A/05 and the session goes on. (Tasks already in librbd cannot be held there on purpose
      with RBD: that a PREEMPT AND ABORT waits for those is the unit tests' part.)
+  3e. SPC-2 RESERVE(6)/RELEASE(6), one reservation for both gateways: 1 reserves through A,
+     2's RESERVE through B conflicts (before the shared store it was GOOD: two holders), so
+     do its READ and WRITE, 1's WRITE through A works; RELEASE by 2 changes nothing, by 1
+     frees the LU for 2 through B at once; 1's RESERVE through A then conflicts (B answers
+     for its holder); 2's session on B ends: the reservation goes, 1 reserves through A;
+     2's LUN RESET through B releases 1's reservation; a third gateway C on the image: 2
+     reserves through it, C is killed (kill -9), 1's RESERVE through A gets GOOD after the
+     notify timeout, C's address blocklisted (its nexus is gone with it);
   4. damaged object (`rados put` of garbage): PERSISTENT RESERVE OUT through A gets HARDWARE
      ERROR / INTERNAL TARGET FAILURE and A's log names the object; the gateways keep serving
      the last known state; a third gateway started on it refuses to start, naming the object;
@@ -75,7 +84,7 @@ IMAGE = 'hapr'
 OBJ = 'ix.pr.' + IMAGE
 CU_FAMILIES = ['MultipathIO', 'PrinReadKeys', 'PrinServiceactionRange',
                'PrinReportCapabilities', 'ProutRegister', 'ProutReserve', 'ProutClear',
-               'ProutPreempt']
+               'ProutPreempt', 'Reserve6']
 NOTIFY_S = 2  # the LUN's rbd.pr.notify_timeout_s (the default is 5)
 
 report = ixtest.Reporter('ha_pr')
@@ -417,6 +426,109 @@ def step_abort(pa, pb):
             s2.close()
 
 
+RESERVE6 = bytes([0x16, 0, 0, 0, 0, 0])
+RELEASE6 = bytes([0x17, 0, 0, 0, 0, 0])
+
+
+def cmd_status(s, cdb, **kw):
+    return s.scsi_retry_ua(cdb, **kw)[0]
+
+
+def lun_reset(s):
+    """LOGICAL UNIT RESET (TMF function 5); its response code (0: function complete)."""
+    b = X.Bhs(X.OP_TMF_REQ, immediate=True, flags=0x80 | 5)
+    b.lun(s.lun).itt(s.next_itt()).u32(20, X.ALL_ONES).u32(24, s.cmdsn).u32(28, s.expstatsn)
+    s.conn.send_pdu(b)
+    while True:
+        pdu = next_pdu(s, 30)
+        if pdu.opcode == X.OP_TMF_RSP:
+            return pdu.u8(2)
+
+
+def reserve_within(s, secs):
+    """RESERVE(6) again until GOOD or secs pass: (status, seconds)."""
+    t0 = time.monotonic()
+    while True:
+        st = cmd_status(s, RESERVE6)
+        if st == 0 or time.monotonic() - t0 > secs:
+            return st, time.monotonic() - t0
+        time.sleep(0.2)
+
+
+def step_spc2(cl, da, pa, pb, tmp):
+    s1 = session(pa, INI1, ISID1)
+    s2 = session(pb, INI2, ISID2)
+    dc = None
+    try:
+        r1, r2 = cmd_status(s1, RESERVE6), cmd_status(s2, RESERVE6)
+        check('spc2-conflict', r1 == 0 and r2 == 0x18,
+              'RESERVE(6) of 1 through A 0x%02x, then of 2 through B 0x%02x (want 0, 0x18: one '
+              'reservation for the LU, not one per gateway)' % (r1, r2))
+        w2, rd2, w1 = write1(s2)[0], read1(s2)[0], write1(s1)[0]
+        check('spc2-io', w2 == 0x18 and rd2 == 0x18 and w1 == 0,
+              'held by 1 through A: WRITE of 2 through B 0x%02x, READ 0x%02x (want 0x18 both); '
+              'WRITE of 1 through A 0x%02x' % (w2, rd2, w1))
+        rel2, w2a = cmd_status(s2, RELEASE6), write1(s2)[0]
+        rel1, w2b = cmd_status(s1, RELEASE6), write1(s2)[0]
+        res2 = cmd_status(s2, RESERVE6)
+        t0 = time.monotonic()
+        res1 = cmd_status(s1, RESERVE6)
+        took = time.monotonic() - t0
+        w1 = write1(s1)[0]
+        check('spc2-release', rel2 == 0 and w2a == 0x18 and rel1 == 0 and w2b == 0 and
+              res2 == 0 and res1 == 0x18 and w1 == 0x18 and took < 1.5,
+              'RELEASE by 2 (not the holder) 0x%02x, 2 still refused 0x%02x; RELEASE by 1 '
+              '0x%02x, WRITE of 2 through B 0x%02x; RESERVE of 2 through B 0x%02x; RESERVE of '
+              '1 through A 0x%02x in %.2f s (B answers for its holder), WRITE of 1 0x%02x' % (
+                  rel2, w2a, rel1, w2b, res2, res1, took, w1))
+        s2.close()  # I_T nexus loss of the holder, on B
+        st, took = reserve_within(s1, 10)
+        check('spc2-nexus-loss', st == 0,
+              '2\'s session through B ends while it holds the reservation: RESERVE of 1 '
+              'through A 0x%02x after %.1f s' % (st, took))
+        s2 = session(pb, INI2, ISID2)
+        r2 = cmd_status(s2, RESERVE6)
+        tmf = lun_reset(s2)
+        r2b = cmd_status(s2, RESERVE6)
+        w1 = cmd_status(s1, bytes([0x2a, 0, 0, 0, 0, 8, 0, 0, 1, 0]), write_data=b'\x5a' * 512)
+        check('spc2-lun-reset', r2 == 0x18 and tmf == 0 and r2b == 0 and w1 == 0x18,
+              'RESERVE of 2 through B while 1 holds 0x%02x; LUN RESET through B: response %d; '
+              'RESERVE of 2 through B then 0x%02x; WRITE of 1 through A 0x%02x' % (
+                  r2, tmf, r2b, w1))
+        cmd_status(s2, RELEASE6)
+        # a holder behind a gateway that dies
+        pc = ixtest.free_port()
+        cfg = os.path.join(tmp, 'c2.json')
+        write_config(cfg, pc, 3, cl.conf)
+        dc = ixtest.Daemon(cfg, 'ha_pr.ix-target-c2.log', BUILD, OUT)
+        s3 = session(pc, INI2, ISID2)
+        r3 = cmd_status(s3, RESERVE6)
+        dc.kill9()
+        s3.close()
+        st, took = reserve_within(s1, 20)
+        text = da.output()
+        released = [ln for ln in text.splitlines()
+                    if 'which did not answer and is now fenced: released' in ln]
+        fenced = re.findall(r'client\.\d+ at (\S+) did not acknowledge', text)
+        addr = fenced[-1] if fenced else None
+        bl = cl.blocklist()
+        check('spc2-dead-holder', r3 == 0 and st == 0 and
+              NOTIFY_S - 0.5 <= took < NOTIFY_S + 8 and released and addr and addr in bl,
+              'RESERVE of 2 through C 0x%02x; C killed; RESERVE of 1 through A 0x%02x after '
+              '%.1f s (notify timeout %d s); C\'s address %s %s; A\'s log: %s' % (
+                  r3, st, took, NOTIFY_S, addr, 'blocklisted' if addr and addr in bl else
+                  'NOT blocklisted', released[-1].split(': ', 1)[-1][-120:] if released
+                  else 'no line'))
+        cmd_status(s1, RELEASE6)
+        if addr:
+            run(['ceph', 'osd', 'blocklist', 'rm', addr], 30, env=cl.env)
+    finally:
+        s1.close()
+        s2.close()
+        if dc and dc.p.poll() is None:
+            dc.stop()
+
+
 def step_damaged(cl, da, pa, pb, tmp):
     cl.rados('-p', 'rbd', 'put', OBJ, '-', data=b'this is not a reservation\n')
     s1 = session(pa, INI1, ISID1)
@@ -457,6 +569,7 @@ def step_fence(cl, da, db, pa, pb):
     s1 = session(pa, INI1, ISID1)
     s2 = session(pb, INI2, ISID2)
     addr = None
+    seen = len(da.output())  # A's log so far (an earlier step fenced another gateway)
     try:
         os.kill(db.p.pid, signal.SIGSTOP)
         t0 = time.monotonic()
@@ -467,7 +580,7 @@ def step_fence(cl, da, db, pa, pb):
             bl = cl.blocklist()
             os.kill(db.p.pid, signal.SIGCONT)
         m = re.search(r'client\.\d+ at (\S+) did not acknowledge a reservation change '
-                      r'within (\d+) ms', da.output())
+                      r'within (\d+) ms', da.output()[seen:])
         addr = m.group(1) if m else None
         check('fence-register', st == 0 and NOTIFY_S - 0.5 <= dt < NOTIFY_S + 1.5 and m and
               m.group(2) == str(NOTIFY_S * 1000),
@@ -514,6 +627,7 @@ def scenario(cl, tmp):
         step('race', step_race, pa, pb, da, db)
         step('ports', step_ports, pa, pb)
         step('abort', step_abort, pa, pb)
+        step('spc2', step_spc2, cl, da, pa, pb, tmp)
         step('damaged', step_damaged, cl, da, pa, pb, tmp)
         step('fence', step_fence, cl, da, db, pa, pb)
         for d, n in ((da, 'a'), (db, 'b')):

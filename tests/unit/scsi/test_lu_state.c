@@ -425,6 +425,105 @@ static void test_preempt_abort(struct env *e)
 	scsi_nexus_free(b);
 }
 
+/* RESERVE/RELEASE on an LU whose store shares the SPC-2 reservation (the RADOS store; here a
+ * stand-in that records what spc.c and lu.c hand it): a reservation held through another
+ * gateway (SCSI_RESV_REMOTE) refuses every nexus here but lets RESERVE reach the store (which
+ * asks the holder's gateway); RELEASE reaches it only from the holder; the holder's nexus loss
+ * is reported to it. */
+static struct {
+	int reserve, release, lost;
+	struct scsi_lu *lu;
+	const struct scsi_nexus *lost_nx;
+} fake;
+
+static int fake_spc2(struct scsi_lu *lu, struct scsi_cmd *cmd, bool reserve)
+{
+	fake.lu = lu;
+	if (reserve) {
+		fake.reserve++;
+		atomic_store(&lu->resv_holder, cmd->nexus); /* granted */
+	} else {
+		fake.release++;
+		atomic_store(&lu->resv_holder, NULL);
+	}
+	return SCSI_DONE;
+}
+
+static void fake_lost(struct scsi_lu *lu, const struct scsi_nexus *nx)
+{
+	fake.lost++;
+	fake.lost_nx = nx;
+	(void)lu;
+}
+
+static void fake_free(struct scsi_lu *lu)
+{
+	(void)lu;
+}
+
+static int fake_out(struct scsi_lu *lu, struct scsi_cmd *cmd, const struct pr_out *req)
+{
+	(void)lu;
+	(void)req;
+	cmd->status = SCSI_STATUS_RESERVATION_CONFLICT;
+	return SCSI_DONE;
+}
+
+static void test_spc2_shared(struct env *e)
+{
+	static const struct scsi_pr_store_ops ops = {.name = "fake",
+						     .out = fake_out,
+						     .free = fake_free,
+						     .spc2 = fake_spc2,
+						     .spc2_lost = fake_lost};
+	struct scsi_lu *lu = scsi_lun_map_get(e->map, L_PR);
+	struct scsi_nexus *a = e->nx, *b = nexus(e, "iqn.2024-01.org.example:b,i,0x000000000002");
+	struct tcmd t;
+	uintptr_t bp;
+
+	drain_ua(e, a, L_PR);
+	drain_ua(e, b, L_PR);
+	lu->pr_ops = &ops;
+	/* held through another gateway: everything here conflicts but RESERVE, which the store
+	 * decides, and RELEASE from a non-holder, which is GOOD and nothing */
+	atomic_store(&lu->resv_holder, SCSI_RESV_REMOTE);
+	t_run(e, a, L_PR, wr10, 0, zblk, 512, &t);
+	CHECK_EQ(t.c.status, 0x18);
+	t_run(e, b, L_PR, rd10, 512, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0x18);
+	t_run(e, a, L_PR, B(0x17, 0, 0, 0, 0, 0), 0, NULL, 0, &t); /* RELEASE(6) */
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(fake.release, 0);
+	CHECK(atomic_load(&lu->resv_holder) == SCSI_RESV_REMOTE);
+	t_run(e, a, L_PR, B(0x16, 0, 0, 0, 0, 0), 0, NULL, 0, &t); /* RESERVE(6) */
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(fake.reserve, 1);
+	CHECK(fake.lu == lu);
+	CHECK(atomic_load(&lu->resv_holder) == a);
+	/* held here by a: b conflicts without asking the store, a again is GOOD at once */
+	t_run(e, b, L_PR, B(0x56, 0, 0, 0, 0, 0, 0, 0, 0, 0), 0, NULL, 0, &t); /* RESERVE(10) */
+	CHECK_EQ(t.c.status, 0x18);
+	t_run(e, a, L_PR, B(0x16, 0, 0, 0, 0, 0), 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(fake.reserve, 1);
+	/* RELEASE from b: nothing; from a: the store */
+	t_run(e, b, L_PR, B(0x17, 0, 0, 0, 0, 0), 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(fake.release, 0);
+	t_run(e, a, L_PR, B(0x57, 0, 0, 0, 0, 0, 0, 0, 0, 0), 0, NULL, 0, &t); /* RELEASE(10) */
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(fake.release, 1);
+	/* b holds, then its nexus goes: the store hears of it */
+	t_run(e, b, L_PR, B(0x16, 0, 0, 0, 0, 0), 0, NULL, 0, &t);
+	CHECK(t.c.status == 0 && atomic_load(&lu->resv_holder) == b);
+	bp = (uintptr_t)b;
+	scsi_nexus_free(b);
+	CHECK_EQ(fake.lost, 1);
+	CHECK((uintptr_t)fake.lost_nx == bp); /* (compared only: freed by now) */
+	CHECK(atomic_load(&lu->resv_holder) == NULL);
+	lu->pr_ops = NULL;
+}
+
 /* ---- APTPL ---- */
 
 static void test_aptpl(struct env *e)
@@ -895,6 +994,7 @@ int main(void)
 	test_pr_commands(&e);
 	test_pr_ports(&e);
 	test_preempt_abort(&e);
+	test_spc2_shared(&e);
 	test_aptpl(&e);
 	test_removable(&e);
 	test_sanitize(&e);

@@ -111,6 +111,55 @@ static void test_round_trip(void)
 	pr_state_clear(&back);
 }
 
+/* Version 2: the SPC-2 reservation travels with the state; without one the object is
+ * version 1, as before. */
+static void test_spc2(void)
+{
+	struct pr_state st, back;
+	struct pr_obj_ver seq;
+	char *buf, err[256], text[1024];
+	size_t len;
+	int n;
+
+	build(&st);
+	pr_state_init(&back);
+	CHECK_EQ(pr_obj_encode(&st, &(struct pr_obj_ver){3, 9}, NULL, &buf, &len), 0);
+	CHECK(strncmp(buf, "ix-pr-rados 1\n", 14) == 0);
+	CHECK(strstr(buf, "spc2") == NULL);
+	free(buf);
+	CHECK_EQ(pr_state_set_spc2(&st, IB, TB, 0x4242), 0);
+	CHECK_EQ(pr_obj_encode(&st, &(struct pr_obj_ver){3, 10}, NULL, &buf, &len), 0);
+	CHECK(strncmp(buf, "ix-pr-rados 2\n", 14) == 0);
+	CHECK(strstr(buf, "\ntype 1\nspc2 0000000000004242 " IB " " TB "\nreg ") != NULL);
+	CHECK_EQ(pr_obj_decode(buf, len, &back, &seq, NULL, err, sizeof(err)), 0);
+	CHECK_STR(back.spc2_iport, IB);
+	CHECK_STR(back.spc2_tport, TB);
+	CHECK_EQ(back.spc2_gid, 0x4242);
+	CHECK(pr_spc2_is(&back, &(struct pr_nexus_id){IB, TB}));
+	CHECK(!pr_spc2_is(&back, &(struct pr_nexus_id){IA, TA}));
+	CHECK_EQ(back.nregs, 2);
+	CHECK_EQ(seq.seq, 10);
+	free(buf);
+	/* a copy keeps it, clearing drops it */
+	pr_state_clear(&back);
+	CHECK_EQ(pr_state_copy(&back, &st), 0);
+	CHECK_STR(back.spc2_iport, IB);
+	CHECK_EQ(pr_state_set_spc2(&back, NULL, NULL, 0), 0);
+	CHECK(back.spc2_iport == NULL && back.spc2_tport == NULL && back.spc2_gid == 0);
+	/* by hand: a version 2 object with no registrations */
+	n = snprintf(text, sizeof(text),
+		     "ix-pr-rados 2\nepoch 00000000000000ab\nseq 5\ngeneration 3\naptpl 0\n"
+		     "type 0\nspc2 00000000000000cd " IA " " TA "\n");
+	snprintf(text + n, sizeof(text) - (size_t)n, "sum %016" PRIx64 "\n",
+		 fnv1a64(FNV1A64_INIT, text, (size_t)n));
+	CHECK_EQ(pr_obj_decode(text, strlen(text), &back, &seq, NULL, err, sizeof(err)), 0);
+	CHECK_EQ(back.spc2_gid, 0xcd);
+	CHECK_STR(back.spc2_iport, IA);
+	CHECK_EQ(back.nregs, 0);
+	pr_state_clear(&st);
+	pr_state_clear(&back);
+}
+
 /* Written by hand from the format in pr_obj.c, checksum computed here. */
 static void test_hand_written(void)
 {
@@ -160,8 +209,29 @@ static void test_damaged(void)
 	static const struct {
 		const char *body, *why;
 	} cases[] = {
-	    {"ix-pr-rados 2\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n",
+	    {"ix-pr-rados 3\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n",
 	     "unknown version"},
+	    /* version 2: the SPC-2 reservation line after the type, always */
+	    {"ix-pr-rados 2\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n",
+	     "truncated before the SPC-2 reservation"},
+	    {"ix-pr-rados 2\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
+	     "reg 00000000000000aa 0 " IA " " TA "\n",
+	     "expected \"spc2"},
+	    {"ix-pr-rados 2\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
+	     "spc2 0000000000000000 " IA " " TA "\n",
+	     "client id"},
+	    {"ix-pr-rados 2\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
+	     "spc2 12 " IA " " TA "\n",
+	     "client id"},
+	    {"ix-pr-rados 2\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
+	     "spc2 0000000000001234 " TA " " TA "\n",
+	     "initiator port"},
+	    {"ix-pr-rados 2\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
+	     "spc2 0000000000001234 " IA "\n",
+	     "expected \"spc2"},
+	    {"ix-pr-rados 1\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
+	     "spc2 0000000000001234 " IA " " TA "\n",
+	     "expected \"reg"},
 	    {"ix-pr-rados 1\nepoch 1\nseq 1\ngeneration 0\naptpl 0\ntype 0\n", "epoch"},
 	    {"ix-pr-rados 1\nseq 1\ngeneration 0\naptpl 0\ntype 0\n", "epoch"},
 	    {"ix-pr-rados 1\nepoch 0000000000000001\nseq x\ngeneration 0\naptpl 0\ntype 0\n",
@@ -285,6 +355,7 @@ static void test_client_addr(void)
 int main(void)
 {
 	test_round_trip();
+	test_spc2();
 	test_hand_written();
 	test_damaged();
 	test_payload_damaged();
