@@ -7,8 +7,9 @@ Two ix-target daemons, A and B, export the same RBD image as the same LU (same t
 naa_id and serial) on two ports with TPGT 1 and 2, so their target ports differ; each lists
 the other's port in its ALUA groups (both active/optimized), and both set the LUN's
 rbd.pr.notify_timeout_s to NOTIFY_S (2 s, not the default 5 s).
-  1. iscsi-test-cu given one URL per gateway: MultipathIO (on the fresh image: its
-     CompareAndWrite test needs LBA 256 still zero), the persistent reservation families
+  1. iscsi-test-cu given one URL per gateway, on a used image (LBAs 0-511 written with a
+     pattern through A first; then LBA 256 zeroed, see used_image()): MultipathIO, the
+     persistent reservation families
      (PrinReadKeys, PrinServiceactionRange, PrinReportCapabilities, ProutRegister,
      ProutReserve, ProutClear, ProutPreempt) and Reserve6 (SPC-2 reservations, through the
      shared store), each test one result line; 0 failures;
@@ -145,8 +146,38 @@ def check(name, ok, detail):
 
 # ---- steps -------------------------------------------------------------------------------
 
+def used_image(port):
+    """Make LBAs 0-511 hold what a used image holds (a pattern), then zero LBA 256 only.
+
+    libiscsi 1.19's MultipathIO.CompareAndWrite (test_multipathio_compareandwrite.c, Debian 12's
+    libiscsi-bin 1.19.0) zeroes LBAs 0-255 with one WRITE SAME(10) of 256 blocks and then runs
+    COMPARE AND WRITE on LBAs 0-256 (its loop is `for (i = 0; i <= n; i++)` with n = 256),
+    expecting zeros at LBA 256 too, which it never wrote: on any image whose LBA 256 is not zero
+    (its own earlier run leaves 0x02 there) the first COMPARE AND WRITE at 256 gets MISCOMPARE,
+    as it must. Newer libiscsi loops to n = 255. The block the test depends on is zeroed here;
+    everything else stays used. Returns what LBAs 255-257 hold afterwards."""
+    s = session(port, INI1, ISID1)
+    try:
+        st, _, sense, _ = s.scsi(bytes([0x2a, 0, 0, 0, 0, 0, 0, 2, 0, 0]),
+                                 write_data=b'\xa5' * (512 * 512))
+        if st != 0:
+            raise X.ProtocolError('WRITE(10) of LBAs 0-511: status 0x%02x' % st)
+        st, _, sense, _ = s.scsi(bytes([0x2a, 0, 0, 0, 1, 0, 0, 0, 1, 0]), write_data=bytes(512))
+        if st != 0:
+            raise X.ProtocolError('WRITE(10) of LBA 256: status 0x%02x' % st)
+        st, data, _, _ = s.scsi(bytes([0x28, 0, 0, 0, 0, 0xff, 0, 0, 3, 0]), read_len=1536)
+        return [set(data[i * 512:(i + 1) * 512]) for i in range(3)] if st == 0 else None
+    finally:
+        s.close()
+
+
 def step_cu(ports, tmp):
     urls = ['iscsi://%s:%d/%s/0' % (HOST, p, IQN) for p in ports]
+    got = used_image(ports[0])
+    check('cu-used-image', got == [{0xa5}, {0}, {0xa5}],
+          'LBAs 0-511 written with 0xa5 through A, then LBA 256 zeroed (libiscsi 1.19\'s '
+          'MultipathIO.CompareAndWrite compares it without writing it first): LBAs 255-257 '
+          'hold %s' % (got and [sorted(b) for b in got]))
     for fam in CU_FAMILIES:
         logf = os.path.join(OUT, 'ha_pr.cu.%s.log' % fam)
         lst = run(['iscsi-test-cu', '-l'], 30).stdout
