@@ -95,7 +95,8 @@ struct pr_rados {
 	 * notifies, the gateway of an SPC-2 holder reserved through it. Set by conn_attach under
 	 * conn_mu before the watch starts (the watch callbacks read it). */
 	uint64_t gid;
-	uint64_t stale_gid; /* a fenced connection's entry: removed on the next one */
+	uint64_t stale_gid; /* a fenced connection's id: its entry (and SPC-2 holder) fixed on the
+			       next one */
 	char *pool, *ns;    /* where the object is (the image's pool and namespace) */
 	uint64_t watch;
 	bool watching;
@@ -693,7 +694,9 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
  * UNIT RESET through any gateway releases it. A gateway that dies cannot tell: a RESERVE that
  * meets a reservation held through another gateway asks that gateway with a notify, and if it
  * does not acknowledge (dead, silent, or no longer watching) fences it and takes the
- * reservation, since the holder's nexus is gone with it. */
+ * reservation, since the holder's nexus is gone with it. A gateway that rejoins after fencing
+ * has a new client id: one held through its fenced client moves to the new id or goes when it
+ * reads the object again (spc2_rejoin), before the LU serves. */
 
 /* Is the SPC-2 reservation of st held by a nexus that no longer exists? Through this gateway:
  * when no nexus of the LU has its names. Through another: when that gateway does not answer a
@@ -1190,6 +1193,76 @@ static const struct scsi_pr_store_ops rados_ops = {
     .free = rados_free,
 };
 
+/* Does this gateway still give st's SPC-2 reservation to its holder: lu->resv_holder is a
+ * nexus here with the holder's names (not lost, released or reset while the store was off the
+ * connection)? */
+static bool spc2_held_here(struct pr_rados *r, const struct pr_state *st)
+{
+	struct scsi_lu *lu = r->lu;
+	struct scsi_nexus *h;
+	bool held = false;
+
+	pthread_mutex_lock(&lu->lock); /* a nexus in resv_holder stays while it is held */
+	h = atomic_load(&lu->resv_holder);
+	if (h && h != SCSI_RESV_REMOTE)
+		held = pr_spc2_is(st, &(struct pr_nexus_id){h->initiator_port, h->target_port});
+	pthread_mutex_unlock(&lu->lock);
+	return held;
+}
+
+/* A rejoin (under conn_mu, on the new connection, watching): the SPC-2 reservation that st
+ * (read at version *v, *ver) holds through this gateway's fenced connection (stale_gid) moves
+ * to the new client id if this gateway still gives it to its holder, else goes (its nexus is
+ * gone, a RELEASE or a LUN RESET came meanwhile); the other gateways learn it. Without that no
+ * gateway could release or check it: the old id watches nothing and has no address entry to
+ * fence. One that another gateway took meanwhile (its probe fenced the old connection) is in
+ * the object already and stays as it is. 0 (st, v the object's state now) or -errno + err. */
+static int spc2_rejoin(struct pr_rados *r, struct pr_state *st, struct pr_obj_ver *v, uint64_t *ver,
+		       char *err, size_t errlen)
+{
+	struct pr_obj_ver next = {0, 0};
+	struct pr_state mine;
+	bool keep = false;
+	int rc = -EAGAIN;
+
+	for (uint32_t i = 0; i < r->retries && rc == -EAGAIN; i++) {
+		if (i && (rc = obj_read(r, st, v, ver, err, errlen)) < 0)
+			return rc;
+		if (!st->spc2_iport || st->spc2_gid != r->stale_gid)
+			return 0; /* none, or not held through this gateway */
+		keep = spc2_held_here(r, st);
+		if (keep)
+			st->spc2_gid = r->gid;
+		else
+			pr_state_set_spc2(st, NULL, NULL, 0);
+		next = (struct pr_obj_ver){v->epoch ? v->epoch : new_epoch(), v->seq + 1};
+		rc = obj_write(r, st, &next, *ver);
+	}
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: SPC-2 reservation held through client.%llu: write: %s",
+			 r->name, (unsigned long long)r->stale_gid,
+			 rc == -EAGAIN ? "other gateways kept writing first" : strerror(-rc));
+		return rc;
+	}
+	*v = next;
+	log_info("pr", "LUN %u: %s: the SPC-2 reservation held through client.%llu %s", r->lu->lun,
+		 r->name, (unsigned long long)r->stale_gid,
+		 keep ? "is held through this client now"
+		      : "is released (its holder has it no more)");
+	pr_state_init(&mine);
+	if (pr_state_copy(&mine, st) == 0)
+		adopt(r, &mine, &next, NULL);
+	pr_state_clear(&mine);
+	rc = notify(r, st, &next, NULL);
+	if (rc < 0) /* stored: the LU serves with it */
+		log_err(
+		    "pr",
+		    "LUN %u: %s: the SPC-2 reservation change is stored, but a gateway that did "
+		    "not acknowledge it could not be fenced: %s",
+		    r->lu->lun, r->name, strerror(-rc));
+	return 0;
+}
+
 /* The RBD device's opener thread (or the LU's creation): onto the connection rados, the
  * device's, with the address entry, the watch and the object read (the LU serves only after
  * this). On failure nothing is kept. */
@@ -1222,6 +1295,8 @@ static int conn_attach(void *arg, void *rados, char *err, size_t errlen)
 		rc = watch_start(r, err, errlen);
 	if (rc == 0)
 		rc = obj_read(r, &st, &v, &ver, err, errlen);
+	if (rc == 0 && r->stale_gid)
+		rc = spc2_rejoin(r, &st, &v, &ver, err, errlen);
 	if (rc == 0) {
 		adopt(r, &st, &v, NULL);
 		pthread_mutex_lock(&r->lu->lock);
