@@ -49,23 +49,20 @@ import random
 import re
 import shutil
 import signal
-import socket
 import struct
-import subprocess
 import sys
-import tempfile
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+import ixceph  # noqa: E402
 import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
+from ixceph import BUILD, OUT, fmt, rpc, run, sense3  # noqa: E402
 
 HOST = '127.0.0.1'
-BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
-OUT = os.environ.get('IX_OUT', os.path.join(ROOT, 'tests', 'out'))
-CLUSTER_SH = os.path.join(ROOT, 'tests', 'ceph', 'cluster.sh')
 IQN = 'iqn.2024-01.org.ix.test:rejoin'
 IQN_PLAIN = 'iqn.2024-01.org.ix.test:rejoin-plain'  # A only, no ALUA: LUN 0 with the lock, 1 without
 INITIATOR = 'iqn.2024-01.org.ix.test:rejoin-client'
@@ -85,39 +82,6 @@ report = ixtest.Reporter('ha_rejoin')
 
 def log(msg):
     print('[ha_rejoin %s] %s' % (time.strftime('%H:%M:%S'), msg), file=sys.stderr, flush=True)
-
-
-def run(cmd, timeout, **kw):
-    return subprocess.run(cmd, timeout=timeout, capture_output=True, text=True, **kw)
-
-
-def rpc(sock, method, params):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(60)
-    s.connect(sock)
-    s.sendall(json.dumps({'jsonrpc': '2.0', 'id': 1, 'method': method,
-                          'params': params}).encode() + b'\n')
-    buf = b''
-    while not buf.endswith(b'\n'):
-        d = s.recv(65536)
-        if not d:
-            break
-        buf += d
-    s.close()
-    return json.loads(buf)
-
-
-def sense3(sense):
-    if len(sense) < 14:
-        return None
-    if sense[0] & 0x7f in (0x72, 0x73):
-        return sense[1] & 0xf, sense[2], sense[3]
-    return sense[2] & 0xf, sense[12], sense[13]
-
-
-def fmt(st, sense):
-    k = sense3(sense) if st == 2 else None
-    return 'status 0x%02x%s' % (st, ' sense %x/%02x/%02x' % k if k else '')
 
 
 def check(name, ok, detail):
@@ -261,10 +225,7 @@ class Gateway:
                 pass
 
     def sanitizer_check(self):
-        text = self.d.output()
-        if 'ERROR: AddressSanitizer' in text or 'runtime error:' in text or \
-                'LeakSanitizer' in text:
-            report('FAIL', 'sanitizer-' + self.name, 'sanitizer report in ' + self.d.log_path)
+        ixceph.check_sanitizer(report, self.d, self.name)
 
 
 def show(groups):
@@ -315,9 +276,9 @@ class Ledger:
                                                     miscompares))
 
 
-def obj_keys(env):
+def obj_keys(cl):
     """(PRgeneration, sorted keys) of the reservation object (format: src/scsi/pr_obj.c)."""
-    r = run(['rados', '-p', 'rbd', 'get', 'ix.pr.' + IMAGE, '/dev/stdout'], 60, env=env)
+    r = cl.try_tool('rados', '-p', 'rbd', 'get', 'ix.pr.' + IMAGE, '/dev/stdout', timeout=60)
     gen = re.search(r'^generation (\d+)$', r.stdout, re.M)
     keys = sorted(int(k, 16) for k in re.findall(r'^reg ([0-9a-f]{16}) ', r.stdout, re.M))
     return (int(gen.group(1)), keys) if gen else r.stderr.strip()[-200:]
@@ -432,7 +393,7 @@ def phase_explicit(gws, ledger):
     ledger.verify('failback-verify', a)
 
 
-def phase_manual(gws, ledger, env):
+def phase_manual(gws, ledger, cl):
     a, b = gws['a'], gws['b']
     time.sleep(REJOIN_MS / 1000 + 1)
     stat = b.status()
@@ -445,7 +406,7 @@ def phase_manual(gws, ledger, env):
     pr = b.prout(6, 0, KEY_B, KEY_B2)  # REGISTER AND IGNORE through fenced B: refused
     a_pr = a.prout(6, 0, 0, KEY_A2)  # a change through A that B misses: A's new key
     took_pr = time.monotonic() - t0
-    obj = obj_keys(env)
+    obj = obj_keys(cl)
     r = b.ixctl('lun', 'rejoin', IQN, '0')
     took, stat, ok = b.wait_rejoined(1, REJOIN_BOUND_S)
     keys_b = b.read_keys()
@@ -514,16 +475,16 @@ def phase_sigstop(gws, ledger):
           '%d of 16 writes through A %s' % (fmt(*st), lk, r.returncode, rj(stat), n, why or ''))
 
 
-def mon_pid(ceph):
-    with open(os.path.join(ceph, 'run', 'mon.a.pid')) as f:
+def mon_pid(cl):
+    with open(os.path.join(cl.path, 'run', 'mon.a.pid')) as f:
         return int(f.read().strip())
 
 
-def phase_unreachable(gws, ledger, ceph):
+def phase_unreachable(gws, ledger, cl):
     a, b = gws['a'], gws['b']
     count = a.rejoin().get('count', 0)
     st, w, lk = fence_by(b, a, ledger)
-    mon = mon_pid(ceph)
+    mon = mon_pid(cl)
     os.kill(mon, signal.SIGSTOP)
     try:
         took, stat, ok = a.wait(lambda s: 'cluster unreachable' in
@@ -601,23 +562,19 @@ def phase_cycles(gws, ledger):
              b.rejoin().get('count')))
 
 
-def phase_final(gws, ledger, env):
+def phase_final(gws, ledger, cl):
     a, b = gws['a'], gws['b']
     ledger.verify('final-verify', a if a.lock() == 'owner' else b)
-    obj, ka, kb = obj_keys(env), a.read_keys(), b.read_keys()
+    obj, ka, kb = obj_keys(cl), a.read_keys(), b.read_keys()
     check('pr-final', isinstance(obj, tuple) and ka == obj and kb == obj,
           'object %s; READ KEYS through A %s, through B %s' % (obj, ka, kb))
 
 
-def phase_offline_pr(gws, tmp, conf, env):
+def phase_offline_pr(gws, tmp, cl):
     """A third gateway with "pr_store": "rados" whose cluster does not answer at start comes up
     with the LU offline (it used to crash: the store had no connection to use), and its store
     reads the object once the image opens (`ix-ctl lun online`)."""
-    cconf = os.path.join(tmp, 'c-ceph.conf')
-    with open(conf) as f:
-        text = re.sub(r'^mon host = .*$', 'mon host = 127.0.0.1:1', f.read(), flags=re.M)
-    with open(cconf, 'w') as f:
-        f.write(text)
+    conf, cconf = cl.conf, cl.dead_conf(tmp, 'c-ceph.conf')
     port, sock = ixtest.free_port(), os.path.join(tmp, 'c.sock')
     cfg = {'global': {'mgmt_socket': sock},
            'portals': [{'name': 'p', 'address': HOST, 'port': port, 'tpgt': 3}],
@@ -654,7 +611,7 @@ def phase_offline_pr(gws, tmp, conf, env):
         if st_k == 0:
             gen, n = struct.unpack('>II', dk[:8])
             keys = gen, sorted(struct.unpack('>%dQ' % (n // 8), dk[8:8 + n]))
-        obj = obj_keys(env)
+        obj = obj_keys(cl)
         check('pr-offline-online', r.returncode == 0 and st.get('state') == 'online' and
               keys == obj, 'ix-ctl lun online (exit %d): %s; READ KEYS through C %s, object %s'
               % (r.returncode, st.get('state'), keys if keys else fmt(st_k, sk or b''), obj))
@@ -662,60 +619,30 @@ def phase_offline_pr(gws, tmp, conf, env):
         if s:
             s.close()
         rc = d.stop()
-        text = d.output()
-        if 'ERROR: AddressSanitizer' in text or 'runtime error:' in text or rc not in (0, None):
+        if ixceph.sanitizer_report(d.output()) or rc not in (0, None):
             report('FAIL', 'sanitizer-c', 'exit %s; see %s' % (rc, d.log_path))
 
 
-def main():
-    for c in ('ceph-mon', 'ceph-osd', 'rbd', 'rados', 'ceph-authtool', 'monmaptool'):
-        if not shutil.which(c):
-            print('SKIP: Ceph not installed (%s missing): scripts/deps.sh --ceph' % c,
-                  file=sys.stderr)
-            return 77
-    for t in ('ix-target', 'ix-ctl'):
-        if not os.access(os.path.join(BUILD, 'tools', t), os.X_OK):
-            print('SKIP: %s not built in %s' % (t, BUILD), file=sys.stderr)
-            return 77
-    os.makedirs(OUT, exist_ok=True)
-    # ASan's quarantine holds freed memory back from reuse (256 MiB by default): with it the
-    # RSS of an ASan build grows with every free and the no-leak check would measure that
-    os.environ['ASAN_OPTIONS'] = ':'.join(filter(None, [os.environ.get('ASAN_OPTIONS'),
-                                                        'quarantine_size_mb=8']))
-    tmp = tempfile.mkdtemp(prefix='ixtest.rejoin.', dir='/tmp')
-    shm = '/dev/shm' if os.path.isdir('/dev/shm') else tmp
-    ceph = tempfile.mkdtemp(prefix='ixtest.rejoin-ceph.', dir=shm)
-    conf = os.path.join(ceph, 'ceph.conf')
-    env = dict(os.environ, CEPH_CONF=conf)
+def scenario(cl, tmp):
+    conf = cl.conf
+    cl.create_image(IMAGE, '64M')
+    for img in (PLAIN, PLAIN2):
+        cl.create_image(img, '16M')
     gws, ledger = {}, Ledger()
     t0 = time.monotonic()
     try:
-        r = run([CLUSTER_SH, 'start', ceph, '--store', 'memstore'], 300)
-        if r.returncode != 0:
-            report('FAIL', 'cluster', r.stderr.strip()[-300:])
-            return 1
-        r = run(['rbd', 'create', '--size', '64M', 'rbd/' + IMAGE], 60, env=env)
-        for img in (PLAIN, PLAIN2):
-            if r.returncode == 0:
-                r = run(['rbd', 'create', '--size', '16M', 'rbd/' + img], 60, env=env)
-        if r.returncode != 0:
-            report('FAIL', 'cluster', 'rbd create: ' + r.stderr.strip()[-300:])
-            return 1
-        report('PASS', 'cluster', 'memstore cluster and image up in %.0f s'
-               % (time.monotonic() - t0))
         gws['a'] = Gateway(tmp, conf, 'a', 1, REJOIN_MS, 0, plain=True)
         gws['a'].wait_lock('owner')
         gws['b'] = Gateway(tmp, conf, 'b', 2, 0, IMPLICIT_MS)
-        phases = [(phase_explicit, (gws, ledger)), (phase_manual, (gws, ledger, env)),
-                  (phase_sigstop, (gws, ledger)), (phase_unreachable, (gws, ledger, ceph)),
-                  (phase_cycles, (gws, ledger)), (phase_final, (gws, ledger, env)),
-                  (phase_offline_pr, (gws, tmp, conf, env))]
+        phases = [(phase_explicit, (gws, ledger)), (phase_manual, (gws, ledger, cl)),
+                  (phase_sigstop, (gws, ledger)), (phase_unreachable, (gws, ledger, cl)),
+                  (phase_cycles, (gws, ledger)), (phase_final, (gws, ledger, cl)),
+                  (phase_offline_pr, (gws, tmp, cl))]
         for ph, args in phases:
             log(ph.__name__)
             try:
                 ph(*args)
-            except Exception as e:  # noqa: BLE001
-                import traceback
+            except Exception as e:  # noqa: BLE001 (the later phases build on this one)
                 traceback.print_exc()
                 report('FAIL', ph.__name__, '%s: %s' % (type(e).__name__, str(e)[:300]))
                 break
@@ -730,10 +657,16 @@ def main():
                 g.d.p.send_signal(signal.SIGCONT)
                 g.d.stop()
             g.sanitizer_check()
-        run([CLUSTER_SH, 'stop', ceph], 120)
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(ceph, ignore_errors=True)
-    return 1 if report.failed else 0
+
+
+def main():
+    # ASan's quarantine holds freed memory back from reuse (256 MiB by default): with it the
+    # RSS of an ASan build grows with every free and the no-leak check would measure that
+    os.environ['ASAN_OPTIONS'] = ':'.join(filter(None, [os.environ.get('ASAN_OPTIONS'),
+                                                        'quarantine_size_mb=8']))
+    return ixceph.run_with_cluster(report, 'ha_rejoin', scenario, tools=('rados',),
+                                   built=('ix-target', 'ix-ctl'),
+                                   detail='%s cluster up in %.0f s')
 
 
 if __name__ == '__main__':
