@@ -176,7 +176,7 @@ static const struct scsi_op op_table[256] = {
     [0x0a] = OP(scsi_sbc_write, "WRITE(6)", 6, F_WR, U6(0x1f, 0xff, 0xff, 0xff)),
     [0x12] = OP(scsi_spc_inquiry, "INQUIRY", 6, F_INFO, U6(0x01, 0xff, 0xff, 0xff)),
     [0x15] = OP(scsi_spc_mode_select, "MODE SELECT(6)", 6, F_ASTB, U6(0x11, 0, 0, 0xff)),
-    [0x16] = OP(scsi_spc_reserve, "RESERVE(6)", 6, F_PR, U6(0, 0, 0, 0)),
+    [0x16] = OP(scsi_spc_reserve, "RESERVE(6)", 6, F_PR | SCSI_F_RESV_PROBE, U6(0, 0, 0, 0)),
     [0x17] = OP(scsi_spc_release, "RELEASE(6)", 6, SCSI_F_RESV_OK | F_PR, U6(0, 0, 0, 0)),
     [0x1a] = OP(scsi_spc_mode_sense, "MODE SENSE(6)", 6, SCSI_F_PR_READ | F_ASTB,
 		U6(0x08, 0xff, 0xff, 0xff)),
@@ -201,7 +201,8 @@ static const struct scsi_op op_table[256] = {
 	      .n_sa = N_OPS(sanitize_ops)},
     [0x55] = OP(scsi_spc_mode_select, "MODE SELECT(10)", 10, F_ASTB,
 		{0xff, 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, 0}),
-    [0x56] = OP(scsi_spc_reserve, "RESERVE(10)", 10, F_PR, {0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0}),
+    [0x56] = OP(scsi_spc_reserve, "RESERVE(10)", 10, F_PR | SCSI_F_RESV_PROBE,
+		{0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0}),
     [0x57] = OP(scsi_spc_release, "RELEASE(10)", 10, SCSI_F_RESV_OK | F_PR,
 		{0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0}),
     [0x5a] = OP(scsi_spc_mode_sense, "MODE SENSE(10)", 10, SCSI_F_PR_READ | F_ASTB,
@@ -412,7 +413,8 @@ static bool precheck(struct scsi_cmd *cmd, const struct scsi_op *op, struct scsi
 	if (!scsi_alua_check(cmd, lu, op->flags))
 		return false;
 	holder = atomic_load_explicit(&lu->resv_holder, memory_order_acquire);
-	if (holder && holder != cmd->nexus && !(op->flags & SCSI_F_RESV_OK)) {
+	if (holder && holder != cmd->nexus && !(op->flags & SCSI_F_RESV_OK) &&
+	    !(holder == SCSI_RESV_REMOTE && (op->flags & SCSI_F_RESV_PROBE))) {
 		cmd->status = SCSI_STATUS_RESERVATION_CONFLICT;
 		return false;
 	}

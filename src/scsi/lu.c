@@ -358,19 +358,6 @@ uint64_t scsi_lun_encode(uint32_t lun)
 
 /* ---- nexus and unit attentions ---- */
 
-/* The TPGT of "<TargetName>,t,0x<hex>", or 1 (RTPI 0 is reserved). */
-static uint16_t target_port_rtpi(const char *tport)
-{
-	const char *t = tport ? strstr(tport, ",t,0x") : NULL;
-	char *end;
-	unsigned long v;
-
-	if (!t)
-		return 1;
-	v = strtoul(t + 5, &end, 16);
-	return (*end || end == t + 5 || v == 0 || v > 0xffff) ? 1 : (uint16_t)v;
-}
-
 struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *initiator_port,
 				  const char *target_port)
 {
@@ -381,7 +368,7 @@ struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *in
 	nx->map = map;
 	nx->initiator_port = strdup(initiator_port ? initiator_port : "");
 	nx->target_port = strdup(target_port ? target_port : "");
-	nx->rtpi = target_port_rtpi(target_port);
+	nx->rtpi = pr_tport_rtpi(target_port);
 	if (!nx->initiator_port || !nx->target_port) {
 		free(nx->initiator_port);
 		free(nx->target_port);
@@ -399,10 +386,13 @@ struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *in
 
 /* Undo scsi_itl_attach(): the I_T nexus no longer reaches that LU (nexus loss, or the LUN now
  * names another LU). Runs on the nexus's thread. */
+char scsi_resv_remote_tag;
+
 static void itl_detach(struct scsi_itl *itl)
 {
 	struct scsi_lu *lu = atomic_load(&itl->lu);
 	struct scsi_nexus *me = itl->nx;
+	bool held;
 
 	if (!lu)
 		return;
@@ -415,9 +405,12 @@ static void itl_detach(struct scsi_itl *itl)
 	itl->n_ua = 0;
 	atomic_store(&itl->ua_pending, false);
 	atomic_store(&itl->lu, NULL);
-	/* I_T nexus loss releases a RESERVE(6)/(10) reservation held through it. */
-	atomic_compare_exchange_strong(&lu->resv_holder, &me, NULL);
+	/* I_T nexus loss releases a RESERVE(6)/(10) reservation held through it (a shared
+	 * store tells the other gateways). */
+	held = atomic_compare_exchange_strong(&lu->resv_holder, &me, NULL);
 	pthread_mutex_unlock(&lu->lock);
+	if (held && lu->pr_ops && lu->pr_ops->spc2_lost)
+		lu->pr_ops->spc2_lost(lu, itl->nx);
 	scsi_lu_put(lu);
 }
 
@@ -601,6 +594,7 @@ struct scsi_thread *scsi_thread_new(struct ev_loop *loop)
 		free(t);
 		return NULL;
 	}
+	scsi_abort_thread_add(t);
 	return t;
 }
 
@@ -608,6 +602,7 @@ void scsi_thread_free(struct scsi_thread *t)
 {
 	if (!t)
 		return;
+	scsi_abort_thread_del(t);
 	scsi_sanitize_thread_stop(t);
 	bs_thread_free(t->bs);
 	scsi_slow_thread_fini(t);

@@ -53,6 +53,8 @@ static uint32_t build_page(const struct scsi_lu *lu, const struct mode_page *mp,
 		d[2] = 0x02 | (dsense ? 0x04 : 0); /* GLTSD, D_SENSE */
 		d[3] = 0x10;			   /* QUEUE ALGORITHM MODIFIER: unrestricted */
 		d[4] = swp ? 0x08 : 0;
+		d[5] = 0x40; /* TAS: a task aborted by another I_T nexus (PREEMPT AND ABORT) ends
+				with TASK ABORTED status, not silently (SAM-5 5.6) */
 		put_be16(d + 8, 0xffff);	   /* BUSY TIMEOUT PERIOD: unlimited */
 		break;
 	case 0x1c: /* informational exceptions: reporting disabled */

@@ -24,7 +24,33 @@ void pr_state_clear(struct pr_state *st)
 		free(st->regs[i].tport);
 	}
 	free(st->regs);
+	free(st->spc2_iport);
+	free(st->spc2_tport);
 	pr_state_init(st);
+}
+
+int pr_state_set_spc2(struct pr_state *st, const char *iport, const char *tport, uint64_t gid)
+{
+	free(st->spc2_iport);
+	free(st->spc2_tport);
+	st->spc2_iport = st->spc2_tport = NULL;
+	st->spc2_gid = 0;
+	if (!iport)
+		return 0;
+	st->spc2_iport = strdup(iport);
+	st->spc2_tport = strdup(tport);
+	if (!st->spc2_iport || !st->spc2_tport) {
+		pr_state_set_spc2(st, NULL, NULL, 0);
+		return -ENOMEM;
+	}
+	st->spc2_gid = gid;
+	return 0;
+}
+
+bool pr_spc2_is(const struct pr_state *st, const struct pr_nexus_id *who)
+{
+	return st->spc2_iport && strcasecmp(st->spc2_iport, who->iport) == 0 &&
+	       strcasecmp(st->spc2_tport, who->tport) == 0;
 }
 
 int pr_state_copy(struct pr_state *dst, const struct pr_state *src)
@@ -33,6 +59,8 @@ int pr_state_copy(struct pr_state *dst, const struct pr_state *src)
 	dst->generation = src->generation;
 	dst->aptpl = src->aptpl;
 	dst->type = src->type;
+	if (pr_state_set_spc2(dst, src->spc2_iport, src->spc2_tport, src->spc2_gid) < 0)
+		return -ENOMEM;
 	if (!src->nregs)
 		return 0;
 	dst->regs = calloc(src->nregs, sizeof(*dst->regs));
@@ -54,13 +82,19 @@ int pr_state_copy(struct pr_state *dst, const struct pr_state *src)
 	return 0;
 }
 
+static void ua_list_free(struct pr_ua *ua, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(ua[i].iport);
+		free(ua[i].tport);
+	}
+	free(ua);
+}
+
 void pr_effects_clear(struct pr_effects *fx)
 {
-	for (size_t i = 0; i < fx->nua; i++) {
-		free(fx->ua[i].iport);
-		free(fx->ua[i].tport);
-	}
-	free(fx->ua);
+	ua_list_free(fx->ua, fx->nua);
+	ua_list_free(fx->abort, fx->nabort);
 	memset(fx, 0, sizeof(*fx));
 }
 
@@ -127,21 +161,22 @@ bool pr_conflict(uint8_t f, bool read_class)
 
 /* ---- building blocks of the service actions ---- */
 
-int pr_effects_add_ua(struct pr_effects *fx, const char *iport, const char *tport, uint8_t asc,
-		      uint8_t ascq)
+/* Append (iport, tport, asc, ascq) to a list of n used of *cap. */
+static int ua_list_add(struct pr_ua **list, size_t *n, size_t *cap, const char *iport,
+		       const char *tport, uint8_t asc, uint8_t ascq)
 {
 	struct pr_ua *u;
 
-	if (fx->nua == fx->cap) {
-		size_t cap = fx->cap ? 2 * fx->cap : 8;
-		struct pr_ua *n = realloc(fx->ua, cap * sizeof(*n));
+	if (*n == *cap) {
+		size_t c = *cap ? 2 * *cap : 8;
+		struct pr_ua *l = realloc(*list, c * sizeof(*l));
 
-		if (!n)
+		if (!l)
 			return -ENOMEM;
-		fx->ua = n;
-		fx->cap = cap;
+		*list = l;
+		*cap = c;
 	}
-	u = &fx->ua[fx->nua];
+	u = &(*list)[*n];
 	u->iport = strdup(iport);
 	u->tport = strdup(tport);
 	u->asc = asc;
@@ -151,8 +186,19 @@ int pr_effects_add_ua(struct pr_effects *fx, const char *iport, const char *tpor
 		free(u->tport);
 		return -ENOMEM;
 	}
-	fx->nua++;
+	(*n)++;
 	return 0;
+}
+
+int pr_effects_add_ua(struct pr_effects *fx, const char *iport, const char *tport, uint8_t asc,
+		      uint8_t ascq)
+{
+	return ua_list_add(&fx->ua, &fx->nua, &fx->cap, iport, tport, asc, ascq);
+}
+
+int pr_effects_add_abort(struct pr_effects *fx, const char *iport, const char *tport)
+{
+	return ua_list_add(&fx->abort, &fx->nabort, &fx->abort_cap, iport, tport, 0, 0);
 }
 
 static int ua_add(struct pr_effects *fx, const struct pr_reg *r, uint8_t asc, uint8_t ascq)
@@ -274,9 +320,23 @@ static int unregister(struct pr_state *st, int i, struct pr_effects *fx)
 	return 0;
 }
 
-/* Remove every registration with `key` except the issuer's, each told REGISTRATIONS
- * PREEMPTED. Returns how many went, or -ENOMEM. *me follows the issuer's index. */
-static int preempt_key(struct pr_state *st, uint64_t key, int *me, struct pr_effects *fx)
+/* Remove registration i, preempted: its nexus is told REGISTRATIONS PREEMPTED and, for
+ * PREEMPT AND ABORT, its tasks are to be aborted. *me follows the issuer's index. */
+static int preempt_one(struct pr_state *st, size_t i, int *me, bool abort, struct pr_effects *fx)
+{
+	if (ua_add(fx, &st->regs[i], 0x2a, 0x05) ||
+	    (abort && pr_effects_add_abort(fx, st->regs[i].iport, st->regs[i].tport)))
+		return -ENOMEM;
+	remove_reg(st, i);
+	if ((int)i < *me)
+		(*me)--;
+	return 0;
+}
+
+/* Remove every registration with `key` except the issuer's (preempt_one). Returns how many
+ * went, or -ENOMEM. */
+static int preempt_key(struct pr_state *st, uint64_t key, int *me, bool abort,
+		       struct pr_effects *fx)
 {
 	int n = 0;
 
@@ -285,11 +345,8 @@ static int preempt_key(struct pr_state *st, uint64_t key, int *me, struct pr_eff
 			i++;
 			continue;
 		}
-		if (ua_add(fx, &st->regs[i], 0x2a, 0x05))
+		if (preempt_one(st, i, me, abort, fx))
 			return -ENOMEM;
-		remove_reg(st, i);
-		if ((int)i < *me)
-			(*me)--;
 		n++;
 	}
 	return n;
@@ -374,12 +431,14 @@ static int holder_index(const struct pr_state *st)
 	return -1;
 }
 
-/* SPC-4 5.12.11.4: PREEMPT and PREEMPT AND ABORT (this layer cannot abort the preempted
- * nexuses' tasks; their later commands see the new state). */
+/* SPC-4 5.12.11.4: PREEMPT and PREEMPT AND ABORT. For PREEMPT AND ABORT fx->abort lists the
+ * I_T nexuses whose registrations went: the caller aborts their tasks (5.12.11.4.5; the
+ * issuer's own tasks are not among them). */
 static enum pr_result do_preempt(struct pr_state *st, int me, const struct pr_out *req,
 				 struct pr_effects *fx)
 {
 	uint8_t old = st->type;
+	bool abort = req->sa == PR_OUT_PREEMPT_ABORT;
 	int n, hi = holder_index(st);
 
 	if (old != PR_TYPE_NONE &&
@@ -390,17 +449,12 @@ static enum pr_result do_preempt(struct pr_state *st, int me, const struct pr_ou
 		 * the requested type. */
 		if (pr_type_all_registrants(old)) {
 			for (size_t i = 0; i < st->nregs;) {
-				if ((int)i == me) {
+				if ((int)i == me)
 					i++;
-					continue;
-				}
-				if (ua_add(fx, &st->regs[i], 0x2a, 0x05))
+				else if (preempt_one(st, i, &me, abort, fx))
 					return PR_NOMEM;
-				remove_reg(st, i);
-				if ((int)i < me)
-					me--;
 			}
-		} else if (preempt_key(st, req->sakey, &me, fx) < 0) {
+		} else if (preempt_key(st, req->sakey, &me, abort, fx) < 0) {
 			return PR_NOMEM;
 		}
 		reserve(st, me, req->type);
@@ -410,7 +464,7 @@ static enum pr_result do_preempt(struct pr_state *st, int me, const struct pr_ou
 		/* Preempting registrations only. */
 		if (req->sakey == 0)
 			return PR_BAD_PARAM;
-		n = preempt_key(st, req->sakey, &me, fx);
+		n = preempt_key(st, req->sakey, &me, abort, fx);
 		if (n < 0)
 			return PR_NOMEM;
 		if (n == 0)
@@ -595,7 +649,9 @@ uint32_t pr_in_read_full_status(const struct pr_state *st, uint8_t *out, uint32_
 			d[12] = 0x01; /* R_HOLDER */
 			d[13] = st->type;
 		}
-		put_be16(d + 18, 1); /* RELATIVE TARGET PORT IDENTIFIER (VPD 0x83 reports 1) */
+		/* RELATIVE TARGET PORT IDENTIFIER: the registration's target port, as VPD 0x83
+		 * and REPORT TARGET PORT GROUPS report it (another gateway's port too) */
+		put_be16(d + 18, pr_tport_rtpi(st->regs[i].tport));
 		tl = transport_id(st->regs[i].iport, d + 24, sizeof(d) - 24);
 		put_be32(d + 20, tl);
 		put(out, cap, n, d, 24 + tl);
@@ -603,6 +659,18 @@ uint32_t pr_in_read_full_status(const struct pr_state *st, uint8_t *out, uint32_
 	}
 	put_u32(out, cap, 4, n - 8);
 	return n;
+}
+
+uint16_t pr_tport_rtpi(const char *tport)
+{
+	const char *t = tport ? strstr(tport, ",t,0x") : NULL;
+	char *end;
+	unsigned long v;
+
+	if (!t)
+		return 1;
+	v = strtoul(t + 5, &end, 16);
+	return (*end || end == t + 5 || v == 0 || v > 0xffff) ? 1 : (uint16_t)v;
 }
 
 uint32_t pr_parse_transport_id(const uint8_t *tid, uint32_t len, char *port)

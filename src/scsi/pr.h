@@ -75,6 +75,11 @@ struct pr_state {
 	uint8_t type;	     /* enum pr_type; PR_TYPE_NONE = not reserved */
 	struct pr_reg *regs; /* nregs used of cap */
 	size_t nregs, cap;
+	/* The SPC-2 reservation (RESERVE(6)/(10)) as the shared store keeps it (pr_rados.c):
+	 * the holder's I_T nexus and the RADOS client id of the gateway it was reserved
+	 * through; spc2_iport NULL: none. (The file store holds it in lu->resv_holder only.) */
+	char *spc2_iport, *spc2_tport; /* owned */
+	uint64_t spc2_gid;
 };
 
 /* Results of pr_out_apply(), mapped to status/sense by the caller. */
@@ -108,6 +113,10 @@ struct pr_effects {
 	bool changed; /* the state differs (save it when APTPL is or was active) */
 	struct pr_ua *ua;
 	size_t nua, cap;
+	/* PREEMPT AND ABORT: the I_T nexuses whose tasks are to be aborted (those whose
+	 * registrations it removed); asc and ascq are unused */
+	struct pr_ua *abort;
+	size_t nabort, abort_cap;
 };
 
 void pr_state_init(struct pr_state *st);
@@ -115,9 +124,16 @@ void pr_state_clear(struct pr_state *st); /* frees everything; back to the init 
 /* Deep copy into dst (initialised or cleared). 0 or -ENOMEM (dst then cleared). */
 int pr_state_copy(struct pr_state *dst, const struct pr_state *src);
 void pr_effects_clear(struct pr_effects *fx);
+/* Set (copies) or, with iport NULL, clear the SPC-2 reservation holder. 0 or -ENOMEM (then
+ * cleared). */
+int pr_state_set_spc2(struct pr_state *st, const char *iport, const char *tport, uint64_t gid);
+/* Is the SPC-2 reservation held by this I_T nexus? */
+bool pr_spc2_is(const struct pr_state *st, const struct pr_nexus_id *who);
 /* Append a unit attention for the nexus (iport, tport) (copied). 0 or -ENOMEM. */
 int pr_effects_add_ua(struct pr_effects *fx, const char *iport, const char *tport, uint8_t asc,
 		      uint8_t ascq);
+/* Append a nexus whose tasks are to be aborted (copied). 0 or -ENOMEM. */
+int pr_effects_add_abort(struct pr_effects *fx, const char *iport, const char *tport);
 
 /* Text helpers of the two stored forms (pr_file.c's state file, pr_obj.c's RADOS object). */
 struct pr_text {
@@ -155,6 +171,10 @@ uint32_t pr_in_read_keys(const struct pr_state *st, uint8_t *out, uint32_t cap);
 uint32_t pr_in_read_reservation(const struct pr_state *st, uint8_t *out, uint32_t cap);
 uint32_t pr_in_report_caps(const struct pr_state *st, bool ptpl_c, uint8_t *out, uint32_t cap);
 uint32_t pr_in_read_full_status(const struct pr_state *st, uint8_t *out, uint32_t cap);
+
+/* The RELATIVE TARGET PORT IDENTIFIER of a target port name "<TargetName>,t,0x<TPGT>": the
+ * TPGT, or 1 when it is 0 or the name has another form (relative port 0 is reserved). */
+uint16_t pr_tport_rtpi(const char *tport);
 
 /* Parse an iSCSI TransportID (SPC-4 7.6.4.6, format 01b: name and ISID) into an initiator port
  * name "<name>,i,0x<isid>" (lower-case ISID) in port (PR_MAX_PORT_LEN bytes). Returns its length

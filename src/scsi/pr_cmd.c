@@ -212,9 +212,28 @@ static bool register_family(uint8_t sa)
 	return sa == PR_OUT_REGISTER || sa == PR_OUT_REGISTER_IGNORE || sa == PR_OUT_REGISTER_MOVE;
 }
 
+/* REGISTER AND MOVE's destination target port (SPC-4 6.16.4): the RELATIVE TARGET PORT
+ * IDENTIFIER of the nexus the command came through, or of a port the target's ALUA groups list
+ * (this gateway's portals and other gateways' relative_ports): its name is this target's name
+ * with that TPGT, as that gateway's nexuses name it. false for a port nobody configured. */
+static bool move_target_port(const struct scsi_cmd *cmd, uint16_t rtpi, char *tport)
+{
+	const char *own = cmd->nexus->target_port, *sep = strstr(own, ",t,0x");
+	uint16_t group;
+
+	if (rtpi == cmd->nexus->rtpi) {
+		snprintf(tport, PR_MAX_PORT_LEN, "%s", own);
+		return true;
+	}
+	if (rtpi == 0 || !sep || !scsi_alua_port_group(cmd->map, rtpi, &group))
+		return false;
+	return snprintf(tport, PR_MAX_PORT_LEN, "%.*s,t,0x%04x", (int)(sep - own), own, rtpi) <
+	       PR_MAX_PORT_LEN;
+}
+
 /* Decode and check the parameter list into req; false with sense set. */
 static bool parse_params(struct scsi_cmd *cmd, struct scsi_lu *lu, uint32_t len, struct pr_out *req,
-			 char *move_port)
+			 char *move_port, char *move_tport)
 {
 	const uint8_t *d = cmd->buf;
 
@@ -235,7 +254,8 @@ static bool parse_params(struct scsi_cmd *cmd, struct scsi_lu *lu, uint32_t len,
 
 		req->unreg = d[17] & 0x02;
 		req->aptpl = d[17] & 0x01;
-		if (get_be16(d + 18) != 1) { /* the only RELATIVE TARGET PORT IDENTIFIER */
+		/* an unknown RELATIVE TARGET PORT IDENTIFIER */
+		if (!move_target_port(cmd, get_be16(d + 18), move_tport)) {
 			scsi_fail_param(cmd, 18, -1);
 			return false;
 		}
@@ -244,7 +264,7 @@ static bool parse_params(struct scsi_cmd *cmd, struct scsi_lu *lu, uint32_t len,
 			return false;
 		}
 		req->move.iport = move_port;
-		req->move.tport = cmd->nexus->target_port;
+		req->move.tport = move_tport;
 	}
 	if (req->aptpl && register_family(req->sa) && !lu->pr_persistent) { /* PTPL_C = 0 */
 		scsi_fail_param(cmd, req->sa == PR_OUT_REGISTER_MOVE ? 17 : 20, 0);
@@ -253,9 +273,10 @@ static bool parse_params(struct scsi_cmd *cmd, struct scsi_lu *lu, uint32_t len,
 	return true;
 }
 
-/* Apply req to a copy of the state, make it durable if APTPL says so, then publish it. */
+/* Apply req to a copy of the state, make it durable if APTPL says so, then publish it. fx:
+ * what changed (the caller clears it). */
 static enum pr_result apply(struct scsi_lu *lu, const struct scsi_nexus *nx,
-			    const struct pr_out *req)
+			    const struct pr_out *req, struct pr_effects *out)
 {
 	struct pr_nexus_id who = nexus_id(nx);
 	struct pr_state next;
@@ -284,8 +305,48 @@ static enum pr_result apply(struct scsi_lu *lu, const struct scsi_nexus *nx,
 		scsi_pr_adopt_locked(lu, &next, &fx);
 	pthread_mutex_unlock(&lu->lock);
 	pr_state_clear(&next);
-	pr_effects_clear(&fx);
+	if (rc == PR_OK)
+		*out = fx;
+	else
+		pr_effects_clear(&fx);
 	return rc;
+}
+
+/* The aborts of a PREEMPT AND ABORT are over (on the command's loop). */
+static void aborted(void *arg, bool all)
+{
+	struct scsi_cmd *cmd = arg;
+
+	if (!all) /* the change is made; some preempted tasks may still run */
+		scsi_pr_set_result(cmd, PR_NOMEM);
+	scsi_cmd_finish(cmd);
+}
+
+/* PERSISTENT RESERVE OUT on the file store. A PREEMPT AND ABORT completes once the preempted
+ * nexuses' tasks are gone from every thread (SPC-4 5.12.11.4.5): the ones in the backend have
+ * completed, so none of them changes the medium after the command's GOOD. */
+static int out_file(struct scsi_cmd *cmd, struct scsi_lu *lu, const struct pr_out *req)
+{
+	struct pr_effects fx = {0};
+	enum pr_result rc = apply(lu, cmd->nexus, req, &fx);
+	int r = SCSI_DONE;
+
+	if (rc == PR_OK && fx.nabort) {
+		if (cmd->thread && scsi_abort_start(lu, fx.abort, fx.nabort, cmd->thread->loop,
+						    aborted, cmd) == 0) {
+			r = SCSI_ASYNC;
+		} else {
+			log_err("scsi",
+				"LUN %u: PREEMPT AND ABORT: the preempted nexuses' tasks cannot be "
+				"aborted (out of memory)",
+				lu->lun);
+			rc = PR_NOMEM;
+		}
+	}
+	pr_effects_clear(&fx);
+	if (r == SCSI_DONE)
+		scsi_pr_set_result(cmd, rc);
+	return r;
 }
 
 void scsi_pr_set_result(struct scsi_cmd *cmd, enum pr_result rc)
@@ -318,7 +379,7 @@ int scsi_spc_pr_out(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	const uint8_t *cdb = cmd->cdb;
 	uint32_t len = get_be32(cdb + 5);
 	struct pr_out req = {.sa = cdb[1] & 0x1f, .type = cdb[2] & 0x0f};
-	char move_port[PR_MAX_PORT_LEN];
+	char move_port[PR_MAX_PORT_LEN], move_tport[PR_MAX_PORT_LEN];
 
 	cmd->xfer_wanted = len;
 	if (req.sa == PR_OUT_RESERVE || req.sa == PR_OUT_RELEASE || req.sa == PR_OUT_PREEMPT ||
@@ -344,10 +405,9 @@ int scsi_spc_pr_out(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		cmd->status = SCSI_STATUS_RESERVATION_CONFLICT;
 		return SCSI_DONE;
 	}
-	if (!parse_params(cmd, lu, len, &req, move_port))
+	if (!parse_params(cmd, lu, len, &req, move_port, move_tport))
 		return SCSI_DONE;
 	if (lu->pr_ops)
 		return lu->pr_ops->out(lu, cmd, &req);
-	scsi_pr_set_result(cmd, apply(lu, cmd->nexus, &req));
-	return SCSI_DONE;
+	return out_file(cmd, lu, &req);
 }

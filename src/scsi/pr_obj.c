@@ -1,20 +1,31 @@
 /* Persistent reservation state shared by gateways through one RADOS object (pr_rados.c): the
  * object's format, pure (no librados here, so unit tests and the fuzz harness use it as is).
  *
- *   ix-pr-rados 1
+ *   ix-pr-rados <1|2>
  *   epoch <16 hex>               random, set when the object is created
  *   seq <decimal u64>            bumped by every write in the epoch: orders notifies
  *   generation <decimal u32>     PRGENERATION
  *   aptpl <0|1>                  the last APTPL bit received (the object is always persistent)
  *   type <0|1|3|5|6|7|8>
+ *   spc2 <gid, 16 hex> <initiator port> <target port>    (version 2 only, and always there)
  *   reg <key, 16 hex> <holder 0|1> <initiator port> <target port>    (any number)
  *   ua <asc, 2 hex> <ascq, 2 hex> <initiator port> <target port>     (notify payloads only)
+ *   abort <initiator port> <target port>                             (notify payloads only)
  *   sum <FNV-1a 64 of every byte before this line, 16 hex>
  *
- * The stored object never holds "ua" lines; a notify payload is the object as written plus the
- * unit attentions the PERSISTENT RESERVE OUT established, so that every gateway queues those of
- * its own nexuses. Decoding trusts nothing: bytes, lines, fields, the checksum, and that the
- * registrations form a state the device server could have produced. */
+ * The stored object never holds "ua" or "abort" lines; a notify payload is the object as
+ * written plus the unit attentions the PERSISTENT RESERVE OUT established, so that every
+ * gateway queues those of its own nexuses, and for PREEMPT AND ABORT the nexuses whose tasks
+ * every gateway aborts before it acknowledges. Both kinds come after the registrations, in any
+ * order. Version 2 is version 1 plus the SPC-2 reservation (RESERVE(6)/(10)): its holder's
+ * I_T nexus and the RADOS client id (gid) of the gateway it was made through. An object is
+ * written as version 1 whenever no SPC-2 reservation is held, byte for byte as before it
+ * existed, so gateways that only know version 1 read it until somebody uses RESERVE(6); they
+ * refuse version 2 as an unknown version. Decoding trusts nothing: bytes, lines, fields, the
+ * checksum, and that the
+ * registrations form a state the device server could have produced. (A gateway built before
+ * "abort" lines existed cannot read such a payload: it logs it and reads the object, so it
+ * takes the state but neither the unit attentions nor the aborts.) */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -26,7 +37,8 @@
 #include "scsi/pr.h"
 #include "util/bytes.h"
 
-#define OBJ_MAGIC "ix-pr-rados 1"
+#define OBJ_MAGIC  "ix-pr-rados 1"
+#define OBJ_MAGIC2 "ix-pr-rados 2" /* with the SPC-2 reservation */
 
 /* ---- encode ---- */
 
@@ -36,15 +48,21 @@ int pr_obj_encode(const struct pr_state *st, const struct pr_obj_ver *v,
 	struct pr_text b = {0};
 
 	pr_text_printf(&b,
-		  "%s\nepoch %016" PRIx64 "\nseq %" PRIu64 "\ngeneration %" PRIu32
-		  "\naptpl %d\ntype %u\n",
-		  OBJ_MAGIC, v->epoch, v->seq, st->generation, st->aptpl ? 1 : 0, st->type);
+		       "%s\nepoch %016" PRIx64 "\nseq %" PRIu64 "\ngeneration %" PRIu32
+		       "\naptpl %d\ntype %u\n",
+		       st->spc2_iport ? OBJ_MAGIC2 : OBJ_MAGIC, v->epoch, v->seq, st->generation,
+		       st->aptpl ? 1 : 0, st->type);
+	if (st->spc2_iport)
+		pr_text_printf(&b, "spc2 %016" PRIx64 " %s %s\n", st->spc2_gid, st->spc2_iport,
+			       st->spc2_tport);
 	for (size_t i = 0; i < st->nregs; i++)
 		pr_text_printf(&b, "reg %016" PRIx64 " %d %s %s\n", st->regs[i].key,
 			  st->regs[i].holder ? 1 : 0, st->regs[i].iport, st->regs[i].tport);
 	for (size_t i = 0; fx && i < fx->nua; i++)
 		pr_text_printf(&b, "ua %02x %02x %s %s\n", fx->ua[i].asc, fx->ua[i].ascq,
 			  fx->ua[i].iport, fx->ua[i].tport);
+	for (size_t i = 0; fx && i < fx->nabort; i++)
+		pr_text_printf(&b, "abort %s %s\n", fx->abort[i].iport, fx->abort[i].tport);
 	if (!b.oom)
 		pr_text_printf(&b, "sum %016" PRIx64 "\n", fnv1a64(FNV1A64_INIT, b.p, b.n));
 	if (b.oom) {
@@ -158,6 +176,38 @@ static int parse_ua(struct dctx *c, char *line, struct pr_effects *fx)
 	return pr_effects_add_ua(fx, f[3], f[4], (uint8_t)asc, (uint8_t)ascq);
 }
 
+static int parse_abort(struct dctx *c, char *line, struct pr_effects *fx)
+{
+	char *f[3];
+	int rc;
+
+	if (!fx)
+		return bad(c, "an abort line in the stored object");
+	if (!split(line, f, 3) || strcmp(f[0], "abort") != 0)
+		return bad(c, "expected \"abort <initiator port> <target port>\"");
+	if ((rc = ports(c, f[1], f[2])))
+		return rc;
+	if (fx->nabort >= PR_MAX_REGS)
+		return bad(c, "too many aborts");
+	return pr_effects_add_abort(fx, f[1], f[2]);
+}
+
+/* Version 2's "spc2 <gid> <initiator port> <target port>". */
+static int parse_spc2(struct dctx *c, char *line, struct pr_state *st)
+{
+	char *f[4];
+	uint64_t gid;
+	int rc;
+
+	if (!split(line, f, 4) || strcmp(f[0], "spc2") != 0)
+		return bad(c, "expected \"spc2 <gid> <initiator port> <target port>\"");
+	if (strlen(f[1]) != 16 || pr_parse_u64(f[1], 16, UINT64_MAX, &gid) || gid == 0)
+		return bad(c, "the SPC-2 holder's client id must be 16 hex digits, not zero");
+	if ((rc = ports(c, f[2], f[3])))
+		return rc;
+	return pr_state_set_spc2(st, f[2], f[3], gid);
+}
+
 /* The header lines after the magic: epoch, seq, generation, aptpl, type. */
 static int parse_head(struct dctx *c, const char *line, struct pr_state *st, struct pr_obj_ver *ver)
 {
@@ -195,29 +245,40 @@ static int parse_lines(struct dctx *c, char *text, struct pr_state *st, struct p
 	char *save = NULL, *line;
 	const char *why;
 	bool uas = false;
+	unsigned head = 6; /* header lines: version 1's; version 2 has the spc2 line too */
 	int rc;
 
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		c->line++;
 		if (c->line == 1) {
-			if (strcmp(line, OBJ_MAGIC) != 0)
+			if (strcmp(line, OBJ_MAGIC2) == 0)
+				head = 7;
+			else if (strcmp(line, OBJ_MAGIC) != 0)
 				return bad(c, "not an ix persistent reservation object (or an "
 					      "unknown version)");
 		} else if (c->line <= 6) {
 			if ((rc = parse_head(c, line, st, v)))
 				return rc;
+		} else if (c->line <= head) {
+			if ((rc = parse_spc2(c, line, st)))
+				return rc;
 		} else if (strncmp(line, "ua ", 3) == 0) {
 			uas = true;
 			if ((rc = parse_ua(c, line, fx)))
 				return rc;
+		} else if (strncmp(line, "abort ", 6) == 0) {
+			uas = true;
+			if ((rc = parse_abort(c, line, fx)))
+				return rc;
 		} else if (uas) {
-			return bad(c, "a registration after the unit attentions");
+			return bad(c, "a registration after the unit attentions or aborts");
 		} else if ((rc = parse_reg(c, line, st))) {
 			return rc;
 		}
 	}
-	if (c->line < 6)
-		return bad(c, "truncated before the reservation type");
+	if (c->line < head)
+		return bad(c, head == 6 ? "truncated before the reservation type"
+					: "truncated before the SPC-2 reservation");
 	why = pr_state_inconsistent(st);
 	return why ? bad(c, why) : 0;
 }

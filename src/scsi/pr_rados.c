@@ -10,14 +10,15 @@
  * SCSI_ASYNC; the helper reads the object with its version, applies the service action to the
  * decoded state (pr_out_apply, the same state machine as a single gateway), writes it back
  * with assert_version (or exclusive create) + write_full, and on a conflict (ERANGE, EOVERFLOW,
- * ECANCELED, EEXIST: another gateway wrote first) reads again, at most PR_RADOS_RETRIES times.
+ * ECANCELED, EEXIST: another gateway wrote first) reads again, at most rbd.pr.retries times.
  * Once written, it adopts the state locally with its unit attentions, then notifies the
  * watchers with the object plus the unit attentions; every gateway's watch callback decodes
  * the payload, adopts the state if its version (epoch, sequence) is newer, queues the unit
  * attentions of its own nexuses, and acknowledges. A watcher that does not acknowledge within
- * PR_RADOS_NOTIFY_MS is blocklisted (its address from the object's watcher list), so a gateway
- * that might still hold the old state can no longer reach the cluster, before the command
- * completes. The result goes back to the command's worker loop as an allocation-free post.
+ * the notify timeout (rbd.pr.notify_timeout_s) is blocklisted (its address from the xattrs of
+ * "<oid>.gw"), so a gateway that might still hold the old state can no longer reach the
+ * cluster, before the command completes. The result goes back to the command's worker loop as
+ * an allocation-free post.
  *
  * The cluster connection is the RBD device's own: blocklisting a gateway's watch fences its
  * image I/O as well. The store is the connection's user (struct bs_rbd_user): the backend
@@ -46,26 +47,40 @@
 #include "util/list.h"
 #include "util/log.h"
 
+/* Defaults of the LU's rbd.pr settings (struct scsi_pr_rados_cfg, docs/configuration.md) */
 #define PR_RADOS_RETRIES       16   /* versioned writes lost to other gateways before giving up */
 #define PR_RADOS_NOTIFY_MS     5000 /* a watcher that has not acknowledged by then is fenced */
 #define PR_RADOS_BLOCKLIST_S   3600 /* how long a fenced gateway stays blocklisted */
-#define PR_RADOS_UA_RING       16   /* sequence numbers whose unit attentions were queued here */
 #define PR_RADOS_RESET_WAIT_MS 2000 /* how long a LUN RESET waits for the other gateways */
+#define PR_RADOS_UA_RING       16   /* sequence numbers whose unit attentions were queued here */
 #define RESET_MAGIC	       "ix-lu-reset 1 "
 
-enum pr_job_kind { JOB_OUT = 1, JOB_RELOAD, JOB_RESET };
+enum pr_job_kind { JOB_OUT = 1, JOB_RELOAD, JOB_RESET, JOB_ACK, JOB_SPC2 };
+
+/* What a JOB_SPC2 does with the SPC-2 reservation (RESERVE(6)/(10)) of the object. */
+enum spc2_op {
+	SPC2_RESERVE = 1, /* take it for the job's nexus */
+	SPC2_RELEASE,	  /* drop it if the job's nexus holds it through this gateway */
+	SPC2_LOST,	  /* the same, for an I_T nexus loss (no command) */
+};
 
 struct pr_job {
 	struct list_head link;
 	enum pr_job_kind kind;
 	int refs;	      /* JOB_RESET: the waiter's and the helper's (under r->mu) */
 	bool finished;	      /* JOB_RESET, under r->mu */
-	struct scsi_cmd *cmd; /* JOB_OUT: the command, answered on its loop */
+	struct scsi_cmd *cmd; /* JOB_OUT, JOB_SPC2: the command, answered on its loop (JOB_SPC2
+				 SPC2_LOST: none) */
+	enum spc2_op spc2;
 	struct scsi_lu *lu;
 	struct pr_out req;
-	char iport[PR_MAX_PORT_LEN], tport[PR_MAX_PORT_LEN], move[PR_MAX_PORT_LEN];
+	char iport[PR_MAX_PORT_LEN], tport[PR_MAX_PORT_LEN];
+	char move[PR_MAX_PORT_LEN], move_t[PR_MAX_PORT_LEN]; /* REGISTER AND MOVE's destination */
 	enum pr_result res;
 	struct ev_post post;
+	uint64_t notify_id, handle; /* JOB_ACK: the notify acknowledged once its aborts are done */
+	uint64_t gen;		    /* JOB_ACK: r->conn_gen when the notify came */
+	struct pr_rados *r;	    /* JOB_ACK */
 };
 
 struct pr_rados {
@@ -76,20 +91,36 @@ struct pr_rados {
 	rados_t cluster; /* the RBD device's, while connected */
 	rados_ioctx_t io;
 	bool connected;
-	uint64_t gid;	    /* the connection's client id: its gw.<gid> address entry */
-	uint64_t stale_gid; /* a fenced connection's entry: removed on the next one */
+	/* The connection's client id: its gw.<gid> address entry, the notifier id of its own
+	 * notifies, the gateway of an SPC-2 holder reserved through it. Set by conn_attach under
+	 * conn_mu before the watch starts (the watch callbacks read it). */
+	uint64_t gid;
+	uint64_t stale_gid; /* a fenced connection's id: its entry (and SPC-2 holder) fixed on the
+			       next one */
 	char *pool, *ns;    /* where the object is (the image's pool and namespace) */
 	uint64_t watch;
 	bool watching;
 	char oid[300];
-	char gwoid[304]; /* "<oid>.gw": the gateways' client addresses */
-	char name[400];	 /* pool/[ns/]oid, for messages */
-	pthread_t thread;
-	pthread_mutex_t mu; /* jobs, stop, reload_queued */
+	char gwoid[304];	 /* "<oid>.gw": the gateways' client addresses */
+	char name[400];		 /* pool/[ns/]oid, for messages */
+	pthread_t thread, acker; /* the helper; the thread that acknowledges notifies late */
+	bool acker_started;
+	/* jobs, acks, stop, reload_queued, the local abort's end, conn_gen, acking, and io as
+	 * the acker reads it */
+	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	pthread_cond_t done_cv; /* a JOB_RESET finished */
+	pthread_cond_t done_cv; /* a JOB_RESET finished, or run_out's local aborts */
+	pthread_cond_t ack_cv;	/* acks not empty, or stop; acking cleared (broadcast) */
 	struct list_head jobs;
+	struct list_head acks; /* JOB_ACK, for the acker */
+	/* Bumped when the store leaves a connection (its watch gone): an ack queued for a
+	 * notify of an older connection is dropped, never sent on the next one. */
+	uint64_t conn_gen;
+	bool acking;	 /* the acker is in rados_notify_ack with io: conn_drop waits */
+	atomic_int refs; /* the LU's, and one per PREEMPT AND ABORT of another gateway in progress
+			    (its end queues the ack: the struct outlives rados_free for it) */
 	uint64_t origin; /* names this store in reset notifies */
+	uint32_t notify_ms, reset_wait_ms, retries, blocklist_s; /* rbd.pr, defaults applied */
 	bool stop, reload_queued;
 	/* under lu->lock */
 	uint64_t epoch; /* of the object lu->pr came from (lu->pr_seq: its sequence) */
@@ -190,6 +221,33 @@ static bool ua_seen_locked(struct pr_rados *r, const struct pr_obj_ver *v)
 	return false;
 }
 
+/* lu->resv_holder from the state's SPC-2 reservation: the nexus of this gateway that holds it,
+ * SCSI_RESV_REMOTE when it was made through another gateway (every nexus here conflicts), or
+ * NULL. One made through this gateway whose nexus is gone here is NULL too (its loss is on its
+ * way to the object: spc2_lost). lu->lock held. */
+static void spc2_publish_locked(struct pr_rados *r)
+{
+	struct scsi_lu *lu = r->lu;
+	struct pr_nexus_id who;
+	struct scsi_nexus *h = NULL;
+	struct list_head *pos;
+
+	if (lu->pr.spc2_iport && lu->pr.spc2_gid != r->gid)
+		h = SCSI_RESV_REMOTE;
+	else if (lu->pr.spc2_iport)
+		list_for_each(pos, &lu->itls)
+		{
+			struct scsi_itl *itl = list_entry(pos, struct scsi_itl, lu_link);
+
+			who = (struct pr_nexus_id){itl->nx->initiator_port, itl->nx->target_port};
+			if (pr_spc2_is(&lu->pr, &who)) {
+				h = itl->nx;
+				break;
+			}
+		}
+	atomic_store(&lu->resv_holder, h);
+}
+
 /* Take st (version v) as the LU's state if it is newer (a later write, or another epoch: the
  * object was removed and created again), and queue the unit attentions of fx unless this
  * version's were queued already. */
@@ -208,6 +266,7 @@ static void adopt(struct pr_rados *r, struct pr_state *st, const struct pr_obj_v
 			scsi_pr_adopt_locked(lu, st, uas ? fx : &none);
 			lu->pr_seq = v->seq;
 			r->epoch = v->epoch;
+			spc2_publish_locked(r);
 		} else {
 			struct pr_state same;
 
@@ -240,6 +299,84 @@ static bool reset_payload(struct pr_rados *r, const void *data, size_t len)
 	return true;
 }
 
+/* The store's memory, once nothing uses it: off any connection, no thread, no abort. */
+static void store_free(struct pr_rados *r)
+{
+	pthread_cond_destroy(&r->cv);
+	pthread_cond_destroy(&r->done_cv);
+	pthread_cond_destroy(&r->ack_cv);
+	pthread_mutex_destroy(&r->mu);
+	pthread_mutex_destroy(&r->conn_mu);
+	free(r->pool);
+	free(r->ns);
+	free(r);
+}
+
+/* A reference goes: the LU's (rados_free, or a failed open) or an abort's (remote_aborted).
+ * The last one frees the store. */
+static void r_put(struct pr_rados *r)
+{
+	if (atomic_fetch_sub(&r->refs, 1) == 1)
+		store_free(r);
+}
+
+/* A PREEMPT AND ABORT through another gateway: this gateway's tasks of the preempted nexuses
+ * are gone (or could not all be asked to go). Any thread. */
+static void remote_aborted(void *arg, bool all)
+{
+	struct pr_job *j = arg;
+	struct pr_rados *r = j->r;
+
+	if (!all) /* the notifier fences this gateway instead: its tasks then cannot write */
+		log_err(
+		    "pr",
+		    "%s: the tasks of nexuses preempted through another gateway could not all "
+		    "be aborted (out of memory): not acknowledging, so that gateway fences this "
+		    "one",
+		    r->name);
+	pthread_mutex_lock(&r->mu);
+	if (all && !r->stop) {
+		list_add_tail(&j->link, &r->acks);
+		pthread_cond_broadcast(&r->ack_cv);
+		j = NULL;
+	}
+	pthread_mutex_unlock(&r->mu);
+	free(j); /* not acknowledged: failed, or the LU is going away */
+	r_put(r);
+}
+
+/* The payload's PREEMPT AND ABORT, from another gateway: abort this gateway's tasks of the
+ * preempted nexuses and acknowledge only then (the acker thread does). false: acknowledge
+ * now. */
+static bool abort_before_ack(struct pr_rados *r, const struct pr_effects *fx, uint64_t notify_id,
+			     uint64_t handle, uint64_t notifier_id)
+{
+	struct pr_job *j;
+
+	if (!fx->nabort || notifier_id == r->gid) /* its own: run_out aborts those */
+		return false;
+	j = calloc(1, sizeof(*j));
+	if (j) {
+		j->kind = JOB_ACK;
+		j->r = r;
+		j->notify_id = notify_id;
+		j->handle = handle;
+		pthread_mutex_lock(&r->mu);
+		j->gen = r->conn_gen; /* this connection's: dropped if it is left meanwhile */
+		pthread_mutex_unlock(&r->mu);
+		atomic_fetch_add(&r->refs, 1); /* remote_aborted's */
+		if (scsi_abort_start(r->lu, fx->abort, fx->nabort, NULL, remote_aborted, j) == 0)
+			return true;
+		atomic_fetch_sub(&r->refs, 1); /* rados_free waits for this callback: not 0 */
+		free(j);
+	}
+	log_err("pr",
+		"%s: cannot abort the tasks of nexuses preempted through another gateway (out of "
+		"memory): not acknowledging, so that gateway fences this one",
+		r->name);
+	return true;
+}
+
 /* librados' thread: a gateway (maybe this one) changed the state, or reset the LU. */
 static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t notifier_id,
 		     void *data, size_t len)
@@ -249,14 +386,15 @@ static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t no
 	struct pr_effects fx;
 	struct pr_obj_ver v;
 	char err[256] = "out of memory";
+	bool later = false;
 	int rc;
 
-	(void)notifier_id;
 	pr_state_init(&st);
 	if (!reset_payload(r, data, len)) {
 		rc = pr_obj_decode(data, len, &st, &v, &fx, err, sizeof(err));
 		if (rc == 0) {
 			adopt(r, &st, &v, &fx);
+			later = abort_before_ack(r, &fx, notify_id, handle, notifier_id);
 			pr_effects_clear(&fx);
 		} else {
 			log_err("pr", "%s: unreadable notify payload (%s): reading the object",
@@ -265,6 +403,8 @@ static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t no
 		}
 	}
 	pr_state_clear(&st);
+	if (later)
+		return;
 	rc = rados_notify_ack(r->io, r->oid, notify_id, handle, NULL, 0);
 	if (rc < 0)
 		log_warn("pr", "%s: notify ack: %s", r->name, strerror(-rc));
@@ -378,22 +518,23 @@ static int fence(struct pr_rados *r, uint64_t gid)
 		return n;
 	}
 	addr[n] = 0;
-	rc = rados_blocklist_add(r->cluster, addr, PR_RADOS_BLOCKLIST_S);
+	rc = rados_blocklist_add(r->cluster, addr, r->blocklist_s);
 	if (rc == 0)
 		log_warn("pr",
 			 "%s: gateway client.%llu at %s did not acknowledge a reservation "
 			 "change within %u ms: blocklisted for %u s",
-			 r->name, (unsigned long long)gid, addr, PR_RADOS_NOTIFY_MS,
-			 PR_RADOS_BLOCKLIST_S);
+			 r->name, (unsigned long long)gid, addr, r->notify_ms, r->blocklist_s);
 	else
 		log_err("pr", "%s: blocklisting client.%llu at %s: %s", r->name,
 			(unsigned long long)gid, addr, strerror(-rc));
 	return rc;
 }
 
-/* Tell every gateway; fence those that stay silent. 0 or -errno (someone not fenced). */
-static int notify(struct pr_rados *r, const struct pr_state *st, const struct pr_obj_ver *v,
-		  const struct pr_effects *fx)
+/* Tell every gateway; fence those that stay silent. 0 or -errno (someone not fenced). With
+ * probe not NULL: *probe says whether gateway probe_gid acknowledged (1), did not and was in
+ * the notify's timeouts (0: fenced, or rc < 0), or does not watch the object at all (-1). */
+static int notify_probe(struct pr_rados *r, const struct pr_state *st, const struct pr_obj_ver *v,
+			const struct pr_effects *fx, uint64_t probe_gid, int *probe)
 {
 	struct notify_ack_t *acks = NULL;
 	struct notify_timeout_t *tos = NULL;
@@ -401,10 +542,12 @@ static int notify(struct pr_rados *r, const struct pr_state *st, const struct pr
 	char *reply = NULL, *payload;
 	int rc, nrc;
 
+	if (probe)
+		*probe = 0;
 	rc = pr_obj_encode(st, v, fx, &payload, &plen);
 	if (rc)
 		return rc;
-	nrc = rados_notify2(r->io, r->oid, payload, (int)plen, PR_RADOS_NOTIFY_MS, &reply, &rlen);
+	nrc = rados_notify2(r->io, r->oid, payload, (int)plen, r->notify_ms, &reply, &rlen);
 	free(payload);
 	if (nrc < 0 && nrc != -ETIMEDOUT) {
 		if (reply)
@@ -412,6 +555,15 @@ static int notify(struct pr_rados *r, const struct pr_state *st, const struct pr
 		return nrc;
 	}
 	rc = reply ? rados_decode_notify_response(reply, rlen, &acks, &nacks, &tos, &ntos) : 0;
+	if (probe) {
+		*probe = -1;
+		for (size_t i = 0; rc == 0 && i < nacks; i++)
+			if (acks[i].notifier_id == probe_gid)
+				*probe = 1;
+		for (size_t i = 0; rc == 0 && i < ntos; i++)
+			if (tos[i].notifier_id == probe_gid)
+				*probe = 0;
+	}
 	for (size_t i = 0; rc == 0 && i < ntos; i++)
 		rc = fence(r, tos[i].notifier_id);
 	if (reply) {
@@ -423,7 +575,44 @@ static int notify(struct pr_rados *r, const struct pr_state *st, const struct pr
 	return rc;
 }
 
+static int notify(struct pr_rados *r, const struct pr_state *st, const struct pr_obj_ver *v,
+		  const struct pr_effects *fx)
+{
+	return notify_probe(r, st, v, fx, 0, NULL);
+}
+
 /* ---- the helper thread ---- */
+
+/* run_out's own PREEMPT AND ABORT on this gateway: done (under r->mu) when its tasks are gone. */
+struct local_abort {
+	struct pr_rados *r;
+	bool done, all;
+};
+
+static void local_aborted(void *arg, bool all)
+{
+	struct local_abort *la = arg;
+
+	pthread_mutex_lock(&la->r->mu);
+	la->done = true;
+	la->all = all;
+	pthread_cond_broadcast(&la->r->done_cv);
+	pthread_mutex_unlock(&la->r->mu);
+}
+
+/* Wait (helper thread) until the aborts started are over: tasks in the backend end within the
+ * LU's osd_op_timeout_s. Returns whether every thread was asked. */
+static bool wait_local_abort(struct local_abort *la)
+{
+	bool all;
+
+	pthread_mutex_lock(&la->r->mu);
+	while (!la->done)
+		pthread_cond_wait(&la->r->done_cv, &la->r->mu);
+	all = la->all;
+	pthread_mutex_unlock(&la->r->mu);
+	return all;
+}
 
 static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 {
@@ -437,9 +626,9 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 	int rc = -EAGAIN;
 
 	pr_state_init(&st);
-	for (int i = 0; i < PR_RADOS_RETRIES && rc == -EAGAIN; i++) {
+	for (uint32_t i = 0; i < r->retries && rc == -EAGAIN; i++) {
 		if (i)
-			log_info("pr", "%s: another gateway wrote first: reading again (%d)",
+			log_info("pr", "%s: another gateway wrote first: reading again (%u)",
 				 r->name, i);
 		pr_effects_clear(&fx);
 		rc = obj_read(r, &st, &v, &ver, err, sizeof(err));
@@ -453,17 +642,33 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 	}
 	if (rc == 0 && res == PR_OK && fx.changed) {
 		struct pr_state mine;
+		struct local_abort la = {.r = r, .done = true, .all = true};
 
 		pr_state_init(&mine);
 		if (pr_state_copy(&mine, &st) == 0)
 			adopt(r, &mine, &next, &fx);
 		pr_state_clear(&mine);
+		/* PREEMPT AND ABORT: this gateway's preempted tasks while the others abort theirs
+		 * before they acknowledge the notify */
+		if (fx.nabort) {
+			la.done = false;
+			if (scsi_abort_start(r->lu, fx.abort, fx.nabort, NULL, local_aborted, &la))
+				la.done = la.all = false;
+		}
 		rc = notify(r, &st, &next, &fx);
 		if (rc < 0)
 			snprintf(err, sizeof(err),
 				 "%s: the change is stored, but a gateway that "
 				 "did not acknowledge it could not be fenced: %s",
 				 r->name, strerror(-rc));
+		if (fx.nabort && !wait_local_abort(&la) && rc == 0) {
+			rc = -ENOMEM;
+			snprintf(
+			    err, sizeof(err),
+			    "%s: the change is stored, but the tasks of the preempted nexuses on "
+			    "this gateway could not all be aborted (out of memory)",
+			    r->name);
+		}
 	} else if (rc < 0 && !err[0]) {
 		snprintf(err, sizeof(err), "%s: write: %s%s", r->name, strerror(-rc),
 			 rc == -EAGAIN ? " (other gateways kept writing first)" : "");
@@ -475,6 +680,144 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 	}
 	pr_state_clear(&st);
 	pr_effects_clear(&fx);
+	return res;
+}
+
+/* ---- SPC-2 reservations (RESERVE(6)/(10)) ----
+ *
+ * One holder for every gateway of the LU, in the object (version 2, pr_obj.c): the holder's
+ * I_T nexus and the RADOS client id (gid) of the gateway it came through. Each gateway checks
+ * it from memory (lu->resv_holder: its own holder nexus, or SCSI_RESV_REMOTE when the holder
+ * came through another gateway, which every nexus here conflicts with). RESERVE and RELEASE
+ * change the object like a PERSISTENT RESERVE OUT (versioned write, notify, every gateway
+ * adopts). The holder's I_T nexus loss, on its gateway, releases it (spc2_lost); a LOGICAL
+ * UNIT RESET through any gateway releases it. A gateway that dies cannot tell: a RESERVE that
+ * meets a reservation held through another gateway asks that gateway with a notify, and if it
+ * does not acknowledge (dead, silent, or no longer watching) fences it and takes the
+ * reservation, since the holder's nexus is gone with it. A gateway that rejoins after fencing
+ * has a new client id: one held through its fenced client moves to the new id or goes when it
+ * reads the object again (spc2_rejoin), before the LU serves. */
+
+/* Is the SPC-2 reservation of st held by a nexus that no longer exists? Through this gateway:
+ * when no nexus of the LU has its names. Through another: when that gateway does not answer a
+ * notify, and then it is fenced first (a gateway that cannot be fenced keeps it). */
+static bool spc2_stale(struct pr_rados *r, const struct pr_state *st, const struct pr_obj_ver *v)
+{
+	struct scsi_lu *lu = r->lu;
+	struct list_head *pos;
+	bool here = false;
+	int probe = 0, rc;
+
+	if (st->spc2_gid == r->gid) {
+		pthread_mutex_lock(&lu->lock);
+		list_for_each(pos, &lu->itls)
+		{
+			struct scsi_itl *itl = list_entry(pos, struct scsi_itl, lu_link);
+			struct pr_nexus_id who = {itl->nx->initiator_port, itl->nx->target_port};
+
+			here |= pr_spc2_is(st, &who);
+		}
+		pthread_mutex_unlock(&lu->lock);
+		return !here;
+	}
+	rc = notify_probe(r, st, v, NULL, st->spc2_gid, &probe);
+	if (rc == 0 && probe == -1) /* not watching the object: gone, or cut off */
+		rc = fence(r, st->spc2_gid);
+	if (probe == 1)
+		return false;
+	if (rc < 0) {
+		log_err(
+		    "pr",
+		    "%s: the SPC-2 reservation of %s is held through gateway client.%llu, which "
+		    "does not answer and cannot be fenced: it stays",
+		    r->name, st->spc2_iport, (unsigned long long)st->spc2_gid);
+		return false;
+	}
+	log_warn("pr",
+		 "%s: the SPC-2 reservation of %s was held through gateway client.%llu, which did "
+		 "not answer and is now fenced: released",
+		 r->name, st->spc2_iport, (unsigned long long)st->spc2_gid);
+	return true;
+}
+
+/* The object's SPC-2 reservation after op from nexus who (NULL: a LUN RESET drops it);
+ * *res the command's result, *write whether st changed. 0 or -ENOMEM. */
+static int spc2_apply(struct pr_rados *r, enum spc2_op op, const struct pr_nexus_id *who,
+		      struct pr_state *st, const struct pr_obj_ver *v, enum pr_result *res,
+		      bool *write)
+{
+	*res = PR_OK;
+	*write = false;
+	if (!who) { /* LOGICAL UNIT RESET */
+		*write = st->spc2_iport != NULL;
+		return pr_state_set_spc2(st, NULL, NULL, 0);
+	}
+	if (op != SPC2_RESERVE) { /* RELEASE, nexus loss: the holder's own, through here */
+		if (!pr_spc2_is(st, who) || st->spc2_gid != r->gid)
+			return 0;
+		*write = true;
+		return pr_state_set_spc2(st, NULL, NULL, 0);
+	}
+	if (st->nregs || st->type != PR_TYPE_NONE) { /* persistent reservations decide */
+		*res = pr_is_holder(st, who) ? PR_OK : PR_CONFLICT;
+		return 0;
+	}
+	if (pr_spc2_is(st, who) && st->spc2_gid == r->gid)
+		return 0; /* held already */
+	if (st->spc2_iport && !spc2_stale(r, st, v)) {
+		*res = PR_CONFLICT;
+		return 0;
+	}
+	*write = true;
+	return pr_state_set_spc2(st, who->iport, who->tport, r->gid);
+}
+
+/* A JOB_SPC2 (j) or, with j NULL, a LUN RESET's release: read, decide, write (versioned,
+ * again if another gateway wrote first), adopt, notify. */
+static enum pr_result run_spc2(struct pr_rados *r, struct pr_job *j)
+{
+	struct pr_nexus_id who = {j ? j->iport : NULL, j ? j->tport : NULL};
+	struct pr_state st;
+	struct pr_obj_ver v, next = {0, 0};
+	enum pr_result res = PR_OK;
+	bool write = false;
+	uint64_t ver;
+	char err[1024] = "";
+	int rc = -EAGAIN;
+
+	pr_state_init(&st);
+	for (uint32_t i = 0; i < r->retries && rc == -EAGAIN; i++) {
+		rc = obj_read(r, &st, &v, &ver, err, sizeof(err));
+		if (rc == 0)
+			rc = spc2_apply(r, j ? j->spc2 : SPC2_RELEASE, j ? &who : NULL, &st, &v,
+					&res, &write);
+		if (rc < 0 || !write)
+			break;
+		next = (struct pr_obj_ver){v.epoch ? v.epoch : new_epoch(), v.seq + 1};
+		rc = obj_write(r, &st, &next, ver);
+	}
+	if (rc == 0 && write) {
+		struct pr_state mine;
+
+		pr_state_init(&mine);
+		if (pr_state_copy(&mine, &st) == 0)
+			adopt(r, &mine, &next, NULL);
+		pr_state_clear(&mine);
+		rc = notify(r, &st, &next, NULL);
+		if (rc < 0)
+			snprintf(
+			    err, sizeof(err),
+			    "%s: the SPC-2 reservation change is stored, but a gateway that did "
+			    "not acknowledge it could not be fenced: %s",
+			    r->name, strerror(-rc));
+	} else if (rc < 0 && !err[0]) {
+		snprintf(err, sizeof(err), "%s: write: %s", r->name, strerror(-rc));
+	}
+	if (rc < 0) {
+		log_err("pr", "LUN %u: SPC-2 reservation change failed: %s", r->lu->lun, err);
+		res = PR_NOMEM;
+	}
+	pr_state_clear(&st);
 	return res;
 }
 
@@ -513,9 +856,10 @@ static void run_reset(struct pr_rados *r)
 	size_t rlen = 0;
 	int rc;
 
+	run_spc2(r, NULL); /* a LUN RESET releases the SPC-2 reservation, on every gateway */
 	snprintf(payload, sizeof(payload), RESET_MAGIC "%016llx", (unsigned long long)r->origin);
-	rc = rados_notify2(r->io, r->oid, payload, (int)strlen(payload), PR_RADOS_RESET_WAIT_MS,
-			   &reply, &rlen);
+	rc = rados_notify2(r->io, r->oid, payload, (int)strlen(payload), r->reset_wait_ms, &reply,
+			   &rlen);
 	if (reply)
 		rados_buffer_free(reply);
 	if (rc < 0) {
@@ -525,13 +869,13 @@ static void run_reset(struct pr_rados *r)
 	}
 }
 
-/* A PERSISTENT RESERVE OUT while the store is off any connection: the device was fenced (and
- * rejoins) or its image is not open yet. */
+/* A PERSISTENT RESERVE OUT, RESERVE or RELEASE while the store is off any connection: the
+ * device was fenced (and rejoins) or its image is not open yet. */
 static enum pr_result not_connected(struct pr_rados *r)
 {
 	log_err("pr",
-		"LUN %u: persistent reservation change refused: %s is out of reach (this "
-		"gateway's connection was fenced and rejoins, or the image is not open yet)",
+		"LUN %u: reservation change refused: %s is out of reach (this gateway's "
+		"connection was fenced and rejoins, or the image is not open yet)",
 		r->lu->lun, r->name);
 	return PR_NOMEM;
 }
@@ -578,12 +922,72 @@ static void *helper(void *arg)
 			if (--j->refs == 0)
 				free(j);
 			pthread_mutex_unlock(&r->mu);
+		} else if (j->kind == JOB_SPC2 && !j->cmd) { /* a nexus loss: nobody to answer */
+			if (r->connected)
+				run_spc2(r, j);
+			else /* conn_attach releases it (the nexus is gone then) */
+				log_warn(
+				    "pr",
+				    "LUN %u: %s is out of reach: the SPC-2 reservation of %s, "
+				    "whose nexus is gone, is released when this gateway rejoins",
+				    r->lu->lun, r->name, j->iport);
+			pthread_mutex_unlock(&r->conn_mu);
+			free(j);
 		} else {
-			j->res = r->connected ? run_out(r, j) : not_connected(r);
+			if (!r->connected)
+				j->res = not_connected(r);
+			else
+				j->res = j->kind == JOB_SPC2 ? run_spc2(r, j) : run_out(r, j);
 			pthread_mutex_unlock(&r->conn_mu);
 			ev_loop_post_node(j->cmd->thread->loop, &j->post, job_done, j);
 		}
 		pthread_mutex_lock(&r->mu);
+	}
+	pthread_mutex_unlock(&r->mu);
+	return NULL;
+}
+
+/* Acknowledges the notifies whose aborts finished after their callback returned, on the
+ * connection they came on: one of a connection the store has left (conn_drop) is dropped (its
+ * notifier fences that connection, fenced already). Never takes conn_mu: the helper holds it
+ * through a whole PERSISTENT RESERVE OUT, notify wait included, and an ack waiting behind it
+ * would get this gateway fenced when two gateways each wait for the other's ack. */
+static void *acker(void *arg)
+{
+	struct pr_rados *r = arg;
+
+	pthread_mutex_lock(&r->mu);
+	for (;;) {
+		struct pr_job *j;
+		rados_ioctx_t io;
+		int rc;
+
+		while (!r->stop && list_empty(&r->acks))
+			pthread_cond_wait(&r->ack_cv, &r->mu);
+		if (list_empty(&r->acks))
+			break;
+		j = list_entry(r->acks.next, struct pr_job, link);
+		list_del(&j->link);
+		if (j->gen != r->conn_gen) {
+			pthread_mutex_unlock(&r->mu);
+			log_warn("pr",
+				 "%s: not acknowledging a notify of a connection this gateway "
+				 "has left",
+				 r->name);
+			free(j);
+			pthread_mutex_lock(&r->mu);
+			continue;
+		}
+		io = r->io;
+		r->acking = true; /* conn_drop destroys io only once this is over */
+		pthread_mutex_unlock(&r->mu);
+		rc = rados_notify_ack(io, r->oid, j->notify_id, j->handle, NULL, 0);
+		if (rc < 0)
+			log_warn("pr", "%s: notify ack: %s", r->name, strerror(-rc));
+		free(j);
+		pthread_mutex_lock(&r->mu);
+		r->acking = false;
+		pthread_cond_broadcast(&r->ack_cv);
 	}
 	pthread_mutex_unlock(&r->mu);
 	return NULL;
@@ -646,16 +1050,65 @@ static int rados_out(struct scsi_lu *lu, struct scsi_cmd *cmd, const struct pr_o
 	copy_port(j->tport, cmd->nexus->target_port);
 	if (req->move.iport) {
 		copy_port(j->move, req->move.iport);
+		copy_port(j->move_t, req->move.tport);
 		j->req.move.iport = j->move;
-		j->req.move.tport = j->tport;
+		j->req.move.tport = j->move_t;
 	}
 	queue_job(r, j);
 	return SCSI_ASYNC;
 }
 
+/* RESERVE or RELEASE(6)/(10) that spc.c leaves to the store. */
+static int rados_spc2(struct scsi_lu *lu, struct scsi_cmd *cmd, bool reserve)
+{
+	struct pr_rados *r = lu->pr_store;
+	struct pr_job *j;
+
+	if (!cmd->thread) {
+		scsi_pr_set_result(cmd, PR_NOMEM);
+		return SCSI_DONE;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		scsi_pr_set_result(cmd, PR_NOMEM);
+		return SCSI_DONE;
+	}
+	j->kind = JOB_SPC2;
+	j->spc2 = reserve ? SPC2_RESERVE : SPC2_RELEASE;
+	j->cmd = cmd;
+	j->lu = lu;
+	copy_port(j->iport, cmd->nexus->initiator_port);
+	copy_port(j->tport, cmd->nexus->target_port);
+	queue_job(r, j);
+	return SCSI_ASYNC;
+}
+
+/* The SPC-2 holder's I_T nexus is gone here: release it in the object too (until then the
+ * other gateways keep refusing their nexuses, which errs on the safe side). */
+static void rados_spc2_lost(struct scsi_lu *lu, const struct scsi_nexus *nx)
+{
+	struct pr_rados *r = lu->pr_store;
+	struct pr_job *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		log_err(
+		    "pr",
+		    "%s: out of memory: the SPC-2 reservation of %s, whose nexus is gone, stays "
+		    "held for the other gateways until a LUN RESET",
+		    r->name, nx->initiator_port);
+		return;
+	}
+	j->kind = JOB_SPC2;
+	j->spc2 = SPC2_LOST;
+	j->lu = lu;
+	copy_port(j->iport, nx->initiator_port);
+	copy_port(j->tport, nx->target_port);
+	queue_job(r, j);
+}
+
 /* The one wait on a worker: a LUN RESET answers only once the other gateways have queued
  * their unit attentions (an initiator checks its other paths right after the response), at
- * most PR_RADOS_RESET_WAIT_MS (notify round trip: ~2 ms). TMFs are rare, never data path. */
+ * most rbd.pr.reset_wait_s (notify round trip: ~2 ms). TMFs are rare, never data path. */
 static void rados_reset(struct scsi_lu *lu)
 {
 	struct pr_rados *r = lu->pr_store;
@@ -667,7 +1120,7 @@ static void rados_reset(struct scsi_lu *lu)
 	j->kind = JOB_RESET;
 	j->refs = 2;
 	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += PR_RADOS_RESET_WAIT_MS / 1000 + 1;
+	until.tv_sec += r->reset_wait_ms / 1000 + 1;
 	queue_job(r, j);
 	pthread_mutex_lock(&r->mu);
 	while (!j->finished && pthread_cond_timedwait(&r->done_cv, &r->mu, &until) != ETIMEDOUT)
@@ -677,42 +1130,42 @@ static void rados_reset(struct scsi_lu *lu)
 	pthread_mutex_unlock(&r->mu);
 }
 
-/* Off the connection (under conn_mu): the watch, its callbacks, the I/O context. */
+/* Off the connection (under conn_mu): the watch, its callbacks, a late ack in progress, the
+ * I/O context. */
 static void conn_drop(struct pr_rados *r)
 {
 	if (r->watching)
 		rados_unwatch2(r->io, r->watch);
 	r->watching = false;
 	rados_watch_flush(r->cluster); /* no callback of ours runs after this */
+	pthread_mutex_lock(&r->mu);
+	r->conn_gen++; /* the acks still queued for this connection are dropped */
+	while (r->acking)
+		pthread_cond_wait(&r->ack_cv, &r->mu);
+	pthread_mutex_unlock(&r->mu);
 	rados_ioctx_destroy(r->io);
 	r->connected = false;
 }
 
-/* The helper stops; the jobs it did not take go. */
-static void helper_stop(struct pr_rados *r)
+/* The helper and the acker stop (the acker sends the acks queued for the current connection
+ * first); the jobs the helper did not take go. An abort still in progress holds the store
+ * and drops its ack (remote_aborted: stop). */
+static void threads_stop(struct pr_rados *r)
 {
 	pthread_mutex_lock(&r->mu);
 	r->stop = true;
 	pthread_cond_signal(&r->cv);
+	pthread_cond_broadcast(&r->ack_cv);
 	pthread_mutex_unlock(&r->mu);
 	pthread_join(r->thread, NULL);
+	if (r->acker_started)
+		pthread_join(r->acker, NULL);
 	while (!list_empty(&r->jobs)) { /* a reload a watch error queued */
 		struct pr_job *j = list_entry(r->jobs.next, struct pr_job, link);
 
 		list_del(&j->link);
 		free(j);
 	}
-}
-
-static void store_free(struct pr_rados *r)
-{
-	pthread_cond_destroy(&r->cv);
-	pthread_cond_destroy(&r->done_cv);
-	pthread_mutex_destroy(&r->mu);
-	pthread_mutex_destroy(&r->conn_mu);
-	free(r->pool);
-	free(r->ns);
-	free(r);
 }
 
 static void rados_free(struct scsi_lu *lu)
@@ -722,21 +1175,93 @@ static void rados_free(struct scsi_lu *lu)
 	if (!r)
 		return;
 	bs_rbd_detach_user(lu->dev); /* no attach or detach after this */
-	helper_stop(r);
+	threads_stop(r);
 	if (r->connected) {
 		forget_address(r, r->gid);
 		conn_drop(r);
 	}
-	store_free(r);
 	lu->pr_store = NULL;
+	r_put(r); /* the LU's: freed now, or when the last abort in progress ends */
 }
 
 static const struct scsi_pr_store_ops rados_ops = {
     .name = "rados",
     .out = rados_out,
     .reset = rados_reset,
+    .spc2 = rados_spc2,
+    .spc2_lost = rados_spc2_lost,
     .free = rados_free,
 };
+
+/* Does this gateway still give st's SPC-2 reservation to its holder: lu->resv_holder is a
+ * nexus here with the holder's names (not lost, released or reset while the store was off the
+ * connection)? */
+static bool spc2_held_here(struct pr_rados *r, const struct pr_state *st)
+{
+	struct scsi_lu *lu = r->lu;
+	struct scsi_nexus *h;
+	bool held = false;
+
+	pthread_mutex_lock(&lu->lock); /* a nexus in resv_holder stays while it is held */
+	h = atomic_load(&lu->resv_holder);
+	if (h && h != SCSI_RESV_REMOTE)
+		held = pr_spc2_is(st, &(struct pr_nexus_id){h->initiator_port, h->target_port});
+	pthread_mutex_unlock(&lu->lock);
+	return held;
+}
+
+/* A rejoin (under conn_mu, on the new connection, watching): the SPC-2 reservation that st
+ * (read at version *v, *ver) holds through this gateway's fenced connection (stale_gid) moves
+ * to the new client id if this gateway still gives it to its holder, else goes (its nexus is
+ * gone, a RELEASE or a LUN RESET came meanwhile); the other gateways learn it. Without that no
+ * gateway could release or check it: the old id watches nothing and has no address entry to
+ * fence. One that another gateway took meanwhile (its probe fenced the old connection) is in
+ * the object already and stays as it is. 0 (st, v the object's state now) or -errno + err. */
+static int spc2_rejoin(struct pr_rados *r, struct pr_state *st, struct pr_obj_ver *v, uint64_t *ver,
+		       char *err, size_t errlen)
+{
+	struct pr_obj_ver next = {0, 0};
+	struct pr_state mine;
+	bool keep = false;
+	int rc = -EAGAIN;
+
+	for (uint32_t i = 0; i < r->retries && rc == -EAGAIN; i++) {
+		if (i && (rc = obj_read(r, st, v, ver, err, errlen)) < 0)
+			return rc;
+		if (!st->spc2_iport || st->spc2_gid != r->stale_gid)
+			return 0; /* none, or not held through this gateway */
+		keep = spc2_held_here(r, st);
+		if (keep)
+			st->spc2_gid = r->gid;
+		else
+			pr_state_set_spc2(st, NULL, NULL, 0);
+		next = (struct pr_obj_ver){v->epoch ? v->epoch : new_epoch(), v->seq + 1};
+		rc = obj_write(r, st, &next, *ver);
+	}
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: SPC-2 reservation held through client.%llu: write: %s",
+			 r->name, (unsigned long long)r->stale_gid,
+			 rc == -EAGAIN ? "other gateways kept writing first" : strerror(-rc));
+		return rc;
+	}
+	*v = next;
+	log_info("pr", "LUN %u: %s: the SPC-2 reservation held through client.%llu %s", r->lu->lun,
+		 r->name, (unsigned long long)r->stale_gid,
+		 keep ? "is held through this client now"
+		      : "is released (its holder has it no more)");
+	pr_state_init(&mine);
+	if (pr_state_copy(&mine, st) == 0)
+		adopt(r, &mine, &next, NULL);
+	pr_state_clear(&mine);
+	rc = notify(r, st, &next, NULL);
+	if (rc < 0) /* stored: the LU serves with it */
+		log_err(
+		    "pr",
+		    "LUN %u: %s: the SPC-2 reservation change is stored, but a gateway that did "
+		    "not acknowledge it could not be fenced: %s",
+		    r->lu->lun, r->name, strerror(-rc));
+	return 0;
+}
 
 /* The RBD device's opener thread (or the LU's creation): onto the connection rados, the
  * device's, with the address entry, the watch and the object read (the LU serves only after
@@ -746,28 +1271,37 @@ static int conn_attach(void *arg, void *rados, char *err, size_t errlen)
 	struct pr_rados *r = arg;
 	struct pr_state st;
 	struct pr_obj_ver v;
+	rados_ioctx_t io;
 	uint64_t ver;
 	int rc;
 
-	pr_state_init(&st);
 	pthread_mutex_lock(&r->conn_mu);
-	r->cluster = rados;
-	r->gid = rados_get_instance_id(r->cluster);
-	rc = rados_ioctx_create(r->cluster, r->pool, &r->io);
+	rc = rados_ioctx_create((rados_t)rados, r->pool, &io);
 	if (rc < 0) {
 		snprintf(err, errlen, "%s: pool %s: %s", r->name, r->pool, strerror(-rc));
 		pthread_mutex_unlock(&r->conn_mu);
 		return rc;
 	}
 	if (r->ns)
-		rados_ioctx_set_namespace(r->io, r->ns);
+		rados_ioctx_set_namespace(io, r->ns);
+	r->cluster = rados;
+	r->gid = rados_get_instance_id(r->cluster); /* before the watch: its callbacks use it */
+	pthread_mutex_lock(&r->mu);
+	r->io = io; /* as the acker reads it */
+	pthread_mutex_unlock(&r->mu);
+	pr_state_init(&st);
 	rc = advertise(r, err, errlen);
 	if (rc == 0)
 		rc = watch_start(r, err, errlen);
 	if (rc == 0)
 		rc = obj_read(r, &st, &v, &ver, err, errlen);
+	if (rc == 0 && r->stale_gid)
+		rc = spc2_rejoin(r, &st, &v, &ver, err, errlen);
 	if (rc == 0) {
 		adopt(r, &st, &v, NULL);
+		pthread_mutex_lock(&r->lu->lock);
+		spc2_publish_locked(r); /* against this client id, adopted or not */
+		pthread_mutex_unlock(&r->lu->lock);
 		r->connected = true;
 		if (r->stale_gid) /* the fenced client's address entry */
 			forget_address(r, r->stale_gid);
@@ -813,6 +1347,15 @@ int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *
 	}
 	r->lu = lu;
 	r->user = (struct bs_rbd_user){conn_attach, conn_detach, r};
+	/* RADOS counts a notify's timeout in whole seconds (librados divides the milliseconds
+	 * rados_notify2 takes by 1000; 0 is the OSD's default): the settings are seconds */
+	r->notify_ms = cfg->pr_rados.notify_timeout_s ? cfg->pr_rados.notify_timeout_s * 1000u
+						      : PR_RADOS_NOTIFY_MS;
+	r->reset_wait_ms = cfg->pr_rados.reset_wait_s ? cfg->pr_rados.reset_wait_s * 1000u
+						      : PR_RADOS_RESET_WAIT_MS;
+	r->retries = cfg->pr_rados.retries ? cfg->pr_rados.retries : PR_RADOS_RETRIES;
+	r->blocklist_s =
+	    cfg->pr_rados.blocklist_s ? cfg->pr_rados.blocklist_s : PR_RADOS_BLOCKLIST_S;
 	snprintf(r->oid, sizeof(r->oid), "ix.pr.%s", c->image);
 	snprintf(r->gwoid, sizeof(r->gwoid), "%s.gw", r->oid);
 	r->origin = fnv1a64(FNV1A64_INIT, &r, sizeof(r)) ^ (uint64_t)time(NULL) ^
@@ -820,32 +1363,44 @@ int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *
 	snprintf(r->name, sizeof(r->name), "persistent reservation object %s/%s%s%s", c->pool,
 		 c->ns ? c->ns : "", c->ns ? "/" : "", r->oid);
 	list_init(&r->jobs);
+	list_init(&r->acks);
+	atomic_init(&r->refs, 1);
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_mutex_init(&r->conn_mu, NULL);
 	pthread_cond_init(&r->cv, NULL);
 	pthread_cond_init(&r->done_cv, NULL);
+	pthread_cond_init(&r->ack_cv, NULL);
 	r->pool = strdup(c->pool);
 	r->ns = c->ns ? strdup(c->ns) : NULL;
 	if (!r->pool || (c->ns && !r->ns)) {
 		snprintf(err, errlen, "out of memory");
-		store_free(r);
+		r_put(r);
 		return -ENOMEM;
 	}
 	rc = -pthread_create(&r->thread, NULL, helper, r);
 	if (rc) {
 		snprintf(err, errlen, "%s: helper thread: %s", r->name, strerror(-rc));
-		store_free(r);
+		r_put(r);
 		return rc;
 	}
+	rc = -pthread_create(&r->acker, NULL, acker, r);
+	r->acker_started = rc == 0;
+	if (rc)
+		snprintf(err, errlen, "%s: acknowledging thread: %s", r->name, strerror(-rc));
 	/* now when the image is open (a damaged object stops the LU), else when it opens */
-	rc = bs_rbd_attach_user(lu->dev, &r->user, err, errlen);
+	if (rc == 0)
+		rc = bs_rbd_attach_user(lu->dev, &r->user, err, errlen);
 	if (rc) {
-		helper_stop(r);
-		store_free(r);
+		threads_stop(r);
+		r_put(r); /* an abort a notify started meanwhile holds it until it ends */
 		return rc;
 	}
 	lu->pr_store = r;
 	lu->pr_ops = &rados_ops;
 	lu->pr_persistent = true;
+	log_info("pr",
+		 "LUN %u: %s: notify timeout %u ms, LUN RESET wait %u ms, %u retries, blocklist "
+		 "%u s",
+		 lu->lun, r->name, r->notify_ms, r->reset_wait_ms, r->retries, r->blocklist_s);
 	return 0;
 }

@@ -67,6 +67,17 @@ enum scsi_pr_store {
 	SCSI_PR_STORE_RADOS = 1, /* a RADOS object shared by every gateway of the image */
 };
 
+/* The shared store's timeouts (luns[].rbd.pr in the configuration); 0 takes the default. */
+struct scsi_pr_rados_cfg {
+	uint32_t notify_timeout_s; /* a gateway that has not acknowledged a change by then is
+				      blocklisted (5); whole seconds, as RADOS counts a notify's */
+	uint32_t reset_wait_s;	   /* a LOGICAL UNIT RESET waits this long for the other
+				      gateways' acknowledgements (2) */
+	uint32_t retries;	   /* versioned writes lost to other gateways before a
+				      PERSISTENT RESERVE OUT fails (16) */
+	uint32_t blocklist_s;	   /* how long a fenced gateway stays blocklisted (3600) */
+};
+
 struct scsi_lu_cfg {
 	enum bs_type backend;
 	const char *path;        /* file or block device; NULL for RAM */
@@ -106,6 +117,7 @@ struct scsi_lu_cfg {
 					(in memory, APTPL state in state_dir) or, for an RBD LU
 					exported by several gateways, SCSI_PR_STORE_RADOS (one
 					object next to the image, scsi/pr_rados.c) */
+	struct scsi_pr_rados_cfg pr_rados; /* SCSI_PR_STORE_RADOS only */
 	struct scsi_lu_index *index; /* where EXTENDED COPY finds this LU by its NAA designator;
 				        NULL = only copies within this LU */
 };
@@ -296,6 +308,26 @@ void scsi_cmd_exec(struct scsi_cmd *cmd);
  * command returns false: it completes normally and soon (backend I/O in flight). Call on the
  * submitting thread. */
 bool scsi_cmd_abort(struct scsi_cmd *cmd);
+
+/* Tasks of other I_T nexuses that a command aborts (PERSISTENT RESERVE OUT PREEMPT AND
+ * ABORT, SPC-4 5.12.11.4.5; on a shared store also a PREEMPT AND ABORT through another
+ * gateway). The SCSI layer does not own the tasks, the transport does: it gives each thread a
+ * hook, and the SCSI layer runs every thread's hook on that thread's loop with a request. The
+ * hook aborts the tasks of the nexuses the request names (scsi_abort_wants) addressed to its
+ * LU (scsi_abort_lu): a task that has not reached the SCSI layer ends at once, one inside it
+ * with scsi_cmd_abort(); the control mode page reports TAS = 1, so each ends with TASK ABORTED
+ * status. For every task that is still to finish (its backend I/O in flight) the hook calls
+ * scsi_abort_hold() and, once the task has completed, scsi_abort_release(), on the same thread.
+ * The request completes when every thread's hook has returned and every hold is released. */
+struct scsi_abort;
+typedef void (*scsi_abort_fn)(void *arg, struct scsi_abort *req);
+/* Set the thread's hook (NULL: this thread serves no nexus whose tasks could be aborted). */
+void scsi_thread_set_abort(struct scsi_thread *t, scsi_abort_fn fn, void *arg);
+struct scsi_lu *scsi_abort_lu(const struct scsi_abort *req);
+/* Does the request abort the tasks of this I_T nexus? */
+bool scsi_abort_wants(const struct scsi_abort *req, const struct scsi_nexus *nx);
+void scsi_abort_hold(struct scsi_abort *req);
+void scsi_abort_release(struct scsi_abort *req);
 
 /* Task management on an LU: LOGICAL UNIT RESET (clears reservations per SPC, sets a unit
  * attention 29/03 for every nexus, from's too). Outstanding commands are the transport's to

@@ -32,6 +32,10 @@ struct scsi_sanitize;
 struct scsi_thread {
 	struct bs_thread *bs;
 	struct ev_loop *loop;
+	scsi_abort_fn abort_fn; /* the transport's (scsi_thread_set_abort), under the registry's
+				   lock (abort.c) */
+	void *abort_arg;
+	struct list_head abort_link; /* on the registry of threads (abort.c) */
 	struct list_head sanitizes; /* scsi_sanitize operations driven by this thread */
 	unsigned gslot;		     /* this thread's fast-path counter in every LU's guard */
 	struct list_head slow_free;  /* struct scsi_slow kept for reuse */
@@ -122,7 +126,8 @@ struct scsi_lu {
 	/* Control state. */
 	pthread_mutex_t lock;
 	struct list_head itls;			  /* scsi_itl that have accessed this LU */
-	_Atomic(struct scsi_nexus *) resv_holder; /* RESERVE(6)/(10), NULL if none */
+	_Atomic(struct scsi_nexus *) resv_holder; /* RESERVE(6)/(10), NULL if none,
+						     SCSI_RESV_REMOTE: through another gateway */
 	unsigned prevent;			  /* nexuses preventing medium removal */
 	struct pr_state pr;			  /* persistent reservations */
 	atomic_uchar pr_type;			  /* pr.type, for commands without a nexus */
@@ -225,6 +230,9 @@ typedef int (*scsi_exec_fn)(struct scsi_cmd *cmd, struct scsi_lu *lu);
 				    READ CAPACITY) */
 #define SCSI_F_ALUA_ONLY   0x1000 /* exists only on maps with ALUA */
 #define SCSI_F_ALUA_EXPL   0x2000 /* exists only on maps with explicit ALUA */
+#define SCSI_F_RESV_PROBE                                                                          \
+	0x4000 /* RESERVE: passes an SPC-2 reservation held through another                        \
+		  gateway (SCSI_RESV_REMOTE): the shared store decides */
 
 struct scsi_op {
 	scsi_exec_fn fn;
@@ -295,14 +303,27 @@ int scsi_spc_release(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_report_opcodes(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_report_tmf(struct scsi_cmd *cmd, struct scsi_lu *lu);
 
+/* lu->resv_holder of an LU whose SPC-2 reservation is held through another gateway (the
+ * shared store): no nexus of this process, never dereferenced. */
+extern char scsi_resv_remote_tag;
+#define SCSI_RESV_REMOTE ((struct scsi_nexus *)(void *)&scsi_resv_remote_tag)
+
 /* A persistent reservation store other than the file store (pr_rados.c). */
 struct scsi_pr_store_ops {
 	const char *name;
 	/* PERSISTENT RESERVE OUT of a checked request from cmd->nexus: SCSI_DONE with the status
 	 * set, or SCSI_ASYNC (then scsi_cmd_finish() later, on the command's thread). */
 	int (*out)(struct scsi_lu *lu, struct scsi_cmd *cmd, const struct pr_out *req);
-	/* A LOGICAL UNIT RESET here: tell the other gateways (their nexuses get 29/03 too). */
+	/* A LOGICAL UNIT RESET here: tell the other gateways (their nexuses get 29/03 too) and
+	 * drop the shared SPC-2 reservation. */
 	void (*reset)(struct scsi_lu *lu);
+	/* RESERVE (reserve true) or RELEASE (6)/(10) that spc.c leaves to the store (it shares
+	 * the SPC-2 reservation): SCSI_DONE with the status set, or SCSI_ASYNC. NULL: the LU
+	 * keeps it in resv_holder alone. */
+	int (*spc2)(struct scsi_lu *lu, struct scsi_cmd *cmd, bool reserve);
+	/* I_T nexus loss of the SPC-2 reservation's holder nx (it was lu->resv_holder); on the
+	 * nexus's thread, lu->lock not held. */
+	void (*spc2_lost)(struct scsi_lu *lu, const struct scsi_nexus *nx);
 	void (*free)(struct scsi_lu *lu);
 };
 
@@ -390,6 +411,19 @@ bool scsi_alua_port_group(const struct scsi_lun_map *map, uint16_t rtpi, uint16_
 int scsi_spc_report_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_set_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu);
 void scsi_alua_map_free(struct scsi_lun_map *map);
+
+/* abort.c: aborting other nexuses' tasks (see scsi_abort_fn) */
+/* Abort the tasks that the I_T nexuses ports[0..n) have on lu, on every thread of the process.
+ * done(arg, all) runs once all of them have left the SCSI layer: posted to reply when reply is
+ * not NULL, else on the thread that finishes last (maybe before this returns); all is false
+ * when some thread could not be asked (out of memory: its tasks were not aborted). lu is only
+ * compared with the tasks' LUs, never dereferenced (no reference is taken: a store's watch
+ * callback may start one while the LU is being freed). 0, or -ENOMEM (nothing was started,
+ * done never runs). */
+int scsi_abort_start(struct scsi_lu *lu, const struct pr_ua *ports, size_t n, struct ev_loop *reply,
+		     void (*done)(void *arg, bool all), void *arg);
+void scsi_abort_thread_add(struct scsi_thread *t);
+void scsi_abort_thread_del(struct scsi_thread *t);
 
 /* lu_index.c */
 void scsi_lu_index_add(struct scsi_lu_index *ix, struct scsi_lu *lu);

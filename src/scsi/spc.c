@@ -330,6 +330,16 @@ int scsi_spc_reserve(struct scsi_cmd *cmd, struct scsi_lu *lu)
 
 	if (!cmd->nexus || scsi_pr_spc2(cmd, lu))
 		return SCSI_DONE;
+	if (lu->pr_ops && lu->pr_ops->spc2) { /* shared by every gateway of the LU */
+		expected = atomic_load(&lu->resv_holder);
+		if (expected == cmd->nexus)
+			return SCSI_DONE; /* held already */
+		if (expected && expected != SCSI_RESV_REMOTE) {
+			cmd->status = SCSI_STATUS_RESERVATION_CONFLICT; /* another nexus here */
+			return SCSI_DONE;
+		}
+		return lu->pr_ops->spc2(lu, cmd, true);
+	}
 	if (!atomic_compare_exchange_strong(&lu->resv_holder, &expected, cmd->nexus) &&
 	    expected != cmd->nexus)
 		cmd->status = SCSI_STATUS_RESERVATION_CONFLICT;
@@ -342,6 +352,8 @@ int scsi_spc_release(struct scsi_cmd *cmd, struct scsi_lu *lu)
 
 	if (scsi_pr_spc2(cmd, lu))
 		return SCSI_DONE;
+	if (expected && lu->pr_ops && lu->pr_ops->spc2 && atomic_load(&lu->resv_holder) == expected)
+		return lu->pr_ops->spc2(lu, cmd, false);
 	/* Releasing someone else's reservation, or none, is a no-op with GOOD status. */
 	if (expected)
 		atomic_compare_exchange_strong(&lu->resv_holder, &expected, NULL);

@@ -1160,6 +1160,34 @@ static int parse_portals(struct ctx *c, json_t *root, const struct key *k, void 
 
 static const char *const backend_names[] = {"ram", "file", "block", "error", "rbd", NULL};
 
+/* "rbd.pr": the timeouts of the shared persistent reservation store (pr_store "rados"; checked
+ * in parse_pr_store once that is known). Absent keys stay 0: the store's defaults. */
+#define PRR(f) (struct scsi_pr_rados_cfg, f)
+static const struct key rbd_pr_keys[] = {
+    KEY_NUM("notify_timeout_s", K_U32, PRR(notify_timeout_s), 1, 60, 0),
+    KEY_NUM("reset_wait_s", K_U32, PRR(reset_wait_s), 1, 10, 0),
+    KEY_NUM("retries", K_U32, PRR(retries), 1, 1000, 0),
+    KEY_NUM("blocklist_s", K_U32, PRR(blocklist_s), 60, 604800, 0), KEY_END};
+#undef PRR
+
+/* The "rbd" section is parsed with the LU's bs_rbd_cfg as its base; "pr" goes next to it. */
+static int parse_rbd_pr(struct ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct scsi_lu_cfg *lu =
+	    (struct scsi_lu_cfg *)(void *)((char *)base - offsetof(struct scsi_lu_cfg, rbd));
+	json_t *o = member(obj, k->name);
+	int rc;
+
+	if (!o)
+		return 0;
+	if ((rc = want_object(c, k->name, o)))
+		return rc;
+	push_key(c, k->name);
+	rc = parse_table(c, o, rbd_pr_keys, &lu->pr_rados);
+	pop(c);
+	return rc;
+}
+
 /* "rbd" of a LUN with backend "rbd". RADOS pool and namespace names, RBD image names:
  * printable, no '/' or '@' (checked after the table). */
 #define RBD(f) (struct bs_rbd_cfg, f)
@@ -1175,6 +1203,7 @@ static const struct key rbd_keys[] = {
     KEY_BOOL("exclusive_lock", RBD(exclusive_lock), false),
     KEY_BOOL("start_offline", RBD(start_offline), true),
     KEY_NUM("rejoin_after_ms", K_U32, RBD(rejoin_after_ms), 0, 3600000, 5000),
+    KEY_FN("pr", RBD(pool), parse_rbd_pr),
     KEY_END};
 #undef RBD
 
@@ -1507,6 +1536,12 @@ static int parse_pr_store(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 		return fail(c, "pr_store", false, "\"rados\" is for LUNs with backend \"rbd\"");
 	if (lu->pr_store == SCSI_PR_STORE_RADOS && lu->no_medium)
 		return fail(c, "pr_store", false, "\"rados\" needs the image: not with no_medium");
+	if (lu->pr_store != SCSI_PR_STORE_RADOS && member(member(v, "rbd"), "pr")) {
+		push_key(c, "rbd");
+		rc = fail(c, "pr", true, "only with \"pr_store\": \"rados\"");
+		pop(c);
+		return rc;
+	}
 	return 0;
 }
 

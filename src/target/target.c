@@ -656,6 +656,7 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 			r = -ENOMEM;
 			goto fail;
 		}
+		scsi_thread_set_abort(w->sthread, tgt_abort_hook, w);
 	}
 
 	t->lctx = calloc(cfg->nportals ? cfg->nportals : 1, sizeof(*t->lctx));

@@ -149,6 +149,11 @@ struct tgt_task {
 	uint64_t lun;
 	bool immediate, read, write;
 	bool aborted;
+	/* aborted by another I_T nexus (PREEMPT AND ABORT, scsi_abort_fn): answered TASK ABORTED
+	   (TAS = 1) rather than silently; tas_pending: asked while one of its PDUs was being
+	   received, done once that PDU is in */
+	bool tas, tas_pending;
+	struct scsi_abort *abort_req[2]; /* requests waiting for this task to end (held) */
 	bool discard;                   /* failed before execution: swallow remaining data */
 	uint8_t fail_key, fail_asc, fail_ascq; /* the sense it is answered with */
 	uint64_t start_ns;              /* the worker loop's clock when the command arrived */
@@ -396,6 +401,8 @@ int tgt_data_out_header(struct tgt_conn *tc, const struct iscsi_hdr *h, struct d
 void tgt_data_out_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddigest_ok);
 void tgt_task_free(struct tgt_task *task);
 void tgt_task_abort(struct tgt_task *task);
+/* The worker's scsi_abort_fn (arg: the tgt_worker): abort the tasks of the named nexuses. */
+void tgt_abort_hook(void *arg, struct scsi_abort *req);
 struct tgt_task *tgt_task_alloc(struct tgt_conn *tc, bool immediate);
 struct tgt_task *tgt_task_find(struct tgt_conn *tc, uint32_t itt);
 void tgt_order_release(struct tgt_conn *tc);

@@ -185,6 +185,14 @@ void tgt_task_free(struct tgt_task *t)
 
 	if (t->state == TASK_FREE)
 		return;
+	t->tas_pending = false;
+	for (int i = 0; i < 2; i++) { /* PREEMPT AND ABORTs waiting for it: it is gone */
+		struct scsi_abort *req = t->abort_req[i];
+
+		t->abort_req[i] = NULL;
+		if (req)
+			scsi_abort_release(req);
+	}
 	hash_del(tc, t);
 	list_del(&t->link);
 	if (t->immediate)
@@ -440,6 +448,16 @@ static void send_data_in(struct tgt_task *t)
 		send_scsi_response(t);
 }
 
+/* TASK ABORTED status for a task another I_T nexus aborted (the control mode page's TAS is
+ * 1): no data, no sense. */
+static void respond_aborted(struct tgt_task *t)
+{
+	memset(&t->sc, 0, sizeof(t->sc));
+	t->sc.status = SCSI_STATUS_TASK_ABORTED;
+	t->state = TASK_DONE;
+	send_scsi_response(t);
+}
+
 static void scsi_done(struct scsi_cmd *sc)
 {
 	struct tgt_task *t = sc->priv;
@@ -448,6 +466,8 @@ static void scsi_done(struct scsi_cmd *sc)
 
 	if (t->aborted || c->terminated) {
 		tgt_stat_count(tc, TGT_ST_TASK_ABORTED, 1);
+		if (t->tas && !c->terminated) /* another nexus aborted it: TAS */
+			respond_aborted(t);
 		tgt_task_finished(t);
 		tgt_task_free(t);
 		iscsi_conn_put(c);
@@ -794,7 +814,19 @@ int tgt_scsi_cmd_header(struct tgt_conn *tc, const struct iscsi_hdr *h, const ui
 	return 0;
 }
 
+static void cmd_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddigest_ok);
+static void abort_now(struct tgt_task *t);
+
 void tgt_scsi_cmd_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddigest_ok)
+{
+	struct tgt_task *t = tc->rx_task;
+
+	cmd_pdu(tc, h, ddigest_ok);
+	if (t && t->tas_pending) /* a PREEMPT AND ABORT came while it was being received */
+		abort_now(t);
+}
+
+static void cmd_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddigest_ok)
 {
 	struct tgt_task *t = tc->rx_task;
 	struct tgt_session *s = tc->sess;
@@ -903,7 +935,18 @@ int tgt_data_out_header(struct tgt_conn *tc, const struct iscsi_hdr *h, struct d
 	return 0;
 }
 
+static void data_out_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddigest_ok);
+
 void tgt_data_out_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddigest_ok)
+{
+	struct tgt_task *t = tc->rx_verdict == RX_DROP ? NULL : tc->rx_task;
+
+	data_out_pdu(tc, h, ddigest_ok);
+	if (t && t->tas_pending) /* a PREEMPT AND ABORT came while it was being received */
+		abort_now(t);
+}
+
+static void data_out_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddigest_ok)
 {
 	const struct iscsi_data_out *d = &h->data_out;
 	struct tgt_task *t = tc->rx_task;
@@ -1007,6 +1050,85 @@ static int abort_tasks(struct tgt_conn *tc, struct tgt_tmf *m, bool all_luns, ui
 		}
 	}
 	return waiting;
+}
+
+/* ---------------------------------------------------------------- aborts by other nexuses */
+
+/* End a task another I_T nexus aborted (PREEMPT AND ABORT). One in the SCSI layer ends when
+ * the layer lets go of it (at once if it only waits there, else when its backend I/O
+ * completes), answered TASK ABORTED; one collecting its data or waiting for CmdSN order is
+ * answered TASK ABORTED now (data still coming for it is dropped; a CmdSN it held in the order
+ * queue counts as used, so ExpCmdSN steps over it). */
+static void abort_now(struct tgt_task *t)
+{
+	struct tgt_conn *tc = t->tc;
+	bool ordered = t->state == TASK_WAIT_ORDER;
+	uint32_t sn = t->cmdsn;
+
+	t->tas_pending = false;
+	if (t->state == TASK_EXEC) {
+		if (!t->aborted) { /* not already aborted by its own initiator's TMF */
+			t->aborted = true;
+			t->tas = true;
+		}
+		scsi_cmd_abort(&t->sc); /* may complete it now (scsi_done) */
+		return;
+	}
+	if (t->state != TASK_DATA_OUT && !ordered)
+		return;
+	tgt_stat_count(tc, TGT_ST_TASK_ABORTED, 1);
+	if (!tc->conn->terminated)
+		respond_aborted(t);
+	tgt_task_finished(t);
+	tgt_task_free(t);
+	if (ordered && tc->sess) /* ahead of ExpCmdSN (else it would not wait): no task starts */
+		tgt_cmdsn_consume(tc, sn);
+}
+
+void tgt_abort_hook(void *arg, struct scsi_abort *req)
+{
+	struct tgt_worker *w = arg;
+	struct scsi_lu *lu = scsi_abort_lu(req);
+	struct list_head *pos;
+	unsigned n = 0;
+
+	list_for_each(pos, &w->conns)
+	{
+		struct tgt_conn *tc = list_entry(pos, struct tgt_conn, wlink);
+		struct tgt_session *s = tc->sess;
+		struct list_head *lists[2] = {&tc->active, &tc->order_q};
+
+		if (!s || !s->nexus || s->type != ISCSI_SESSION_NORMAL ||
+		    !scsi_abort_wants(req, s->nexus))
+			continue;
+		for (int l = 0; l < 2; l++) {
+			struct list_head *tp, *tn;
+
+			list_for_each_safe(tp, tn, lists[l])
+			{
+				struct tgt_task *t = list_entry(tp, struct tgt_task, link);
+
+				if (sess_lu(s, t->lun) != lu || t->state == TASK_DONE)
+					continue;
+				for (int i = 0; i < 2; i++)
+					if (!t->abort_req[i] && t->abort_req[i ^ 1] != req) {
+						t->abort_req[i] = req;
+						scsi_abort_hold(req);
+						break;
+					}
+				n++;
+				if (tc->rx_task == t) /* a PDU of it is coming in: after that */
+					t->tas_pending = true;
+				else
+					abort_now(t);
+			}
+		}
+	}
+	if (n)
+		log_info("target",
+			 "worker %d: %u task(s) of I_T nexuses preempted by a PREEMPT AND "
+			 "ABORT aborted",
+			 w->id, n);
 }
 
 void tgt_tmf(struct tgt_conn *tc, const struct iscsi_hdr *h)

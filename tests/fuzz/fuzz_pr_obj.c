@@ -1,8 +1,9 @@
 /* libFuzzer harness for the shared persistent reservation object (scsi/pr_obj.c): whatever
  * bytes a RADOS object or a notify payload holds, the decoder returns 0 or -EINVAL without
- * crashing or leaking; on -EINVAL the state and unit attentions are empty and the message is
- * set; a state it accepts encodes again to bytes that decode to the same state (a fixed point
- * after one round). Run both ways: as a stored object (no "ua" lines) and as a payload, and
+ * crashing or leaking; on -EINVAL the state, unit attentions and aborts are empty and the
+ * message is set; a state it accepts encodes again to bytes that decode to the same state (a
+ * fixed point after one round). Run both ways: as a stored object (no "ua" or "abort" lines)
+ * and as a payload, and
  * once more with a correct checksum line put in place of the last line, so that the fuzzer
  * reaches the line parser without having to forge FNV-1a sums. */
 #include <errno.h>
@@ -19,7 +20,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void same_state(const struct pr_state *a, const struct pr_state *b)
 {
 	if (a->generation != b->generation || a->aptpl != b->aptpl || a->type != b->type ||
-	    a->nregs != b->nregs)
+	    a->nregs != b->nregs || !a->spc2_iport != !b->spc2_iport)
+		abort();
+	if (a->spc2_iport && (a->spc2_gid != b->spc2_gid || strcmp(a->spc2_iport, b->spc2_iport) ||
+			      strcmp(a->spc2_tport, b->spc2_tport)))
 		abort();
 	for (size_t i = 0; i < a->nregs; i++)
 		if (a->regs[i].key != b->regs[i].key || a->regs[i].holder != b->regs[i].holder ||
@@ -43,7 +47,8 @@ static void one(const uint8_t *data, size_t size, bool payload)
 	if (rc == -ENOMEM)
 		return;
 	if (rc) {
-		if (rc != -EINVAL || st.nregs || st.type || !err[0] || (payload && fx.nua))
+		if (rc != -EINVAL || st.nregs || st.type || !err[0] ||
+		    (payload && (fx.nua || fx.nabort)))
 			abort();
 		return;
 	}
@@ -54,8 +59,12 @@ static void one(const uint8_t *data, size_t size, bool payload)
 			abort();
 		if (rc == 0) {
 			same_state(&st, &again);
-			if (payload && fx2.nua != fx.nua)
+			if (payload && (fx2.nua != fx.nua || fx2.nabort != fx.nabort))
 				abort();
+			for (size_t i = 0; payload && i < fx.nabort; i++)
+				if (strcmp(fx.abort[i].iport, fx2.abort[i].iport) ||
+				    strcmp(fx.abort[i].tport, fx2.abort[i].tport))
+					abort();
 			if (payload)
 				pr_effects_clear(&fx2);
 		}

@@ -34,9 +34,17 @@ at the end.
   5. cycles: CYCLES fence/rejoin cycles of each gateway (A by itself, B by hand); the open file
      descriptors and RSS of both daemons after the first cycle and after the last: no fd
      more, RSS growth below RSS_SLACK_KB (ASan's quarantine is kept at 8 MiB for this);
-  6. at the end every acknowledged block reads back through the owner (0 errors, 0
+  6. SPC-2 (registrations cleared first, registered again after): RESERVE(6) through A
+     (owner), A fenced by iscsi_break_rbd_lock through B and rejoined by itself: the object's
+     holder is A's nexus under A's new client id (the old one has no address entry any more),
+     B's RESERVE(6) conflicts, and after failback A's holder writes and its RELEASE(6) clears
+     the object; a second session of B reserves, B is fenced and stays so, A's RESERVE(6)
+     takes it, and B's rejoin leaves it to A; the second session reserves again, B is fenced,
+     the session logs out while B cannot write the object, and B's rejoin releases it (A's
+     RESERVE(6) is GOOD at once);
+  7. at the end every acknowledged block reads back through the owner (0 errors, 0
      miscompares), and both gateways' READ KEYS equal the object's;
-  7. a third gateway with "pr_store": "rados" whose cluster does not answer at start comes up
+  8. a third gateway with "pr_store": "rados" whose cluster does not answer at start comes up
      with the LU offline (it used to crash), and once `ix-ctl lun online` opens the image its
      READ KEYS equal the object's.
 
@@ -49,23 +57,20 @@ import random
 import re
 import shutil
 import signal
-import socket
 import struct
-import subprocess
 import sys
-import tempfile
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+import ixceph  # noqa: E402
 import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
+from ixceph import BUILD, OUT, fmt, rpc, run, sense3  # noqa: E402
 
 HOST = '127.0.0.1'
-BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
-OUT = os.environ.get('IX_OUT', os.path.join(ROOT, 'tests', 'out'))
-CLUSTER_SH = os.path.join(ROOT, 'tests', 'ceph', 'cluster.sh')
 IQN = 'iqn.2024-01.org.ix.test:rejoin'
 IQN_PLAIN = 'iqn.2024-01.org.ix.test:rejoin-plain'  # A only, no ALUA: LUN 0 with the lock, 1 without
 INITIATOR = 'iqn.2024-01.org.ix.test:rejoin-client'
@@ -85,39 +90,6 @@ report = ixtest.Reporter('ha_rejoin')
 
 def log(msg):
     print('[ha_rejoin %s] %s' % (time.strftime('%H:%M:%S'), msg), file=sys.stderr, flush=True)
-
-
-def run(cmd, timeout, **kw):
-    return subprocess.run(cmd, timeout=timeout, capture_output=True, text=True, **kw)
-
-
-def rpc(sock, method, params):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(60)
-    s.connect(sock)
-    s.sendall(json.dumps({'jsonrpc': '2.0', 'id': 1, 'method': method,
-                          'params': params}).encode() + b'\n')
-    buf = b''
-    while not buf.endswith(b'\n'):
-        d = s.recv(65536)
-        if not d:
-            break
-        buf += d
-    s.close()
-    return json.loads(buf)
-
-
-def sense3(sense):
-    if len(sense) < 14:
-        return None
-    if sense[0] & 0x7f in (0x72, 0x73):
-        return sense[1] & 0xf, sense[2], sense[3]
-    return sense[2] & 0xf, sense[12], sense[13]
-
-
-def fmt(st, sense):
-    k = sense3(sense) if st == 2 else None
-    return 'status 0x%02x%s' % (st, ' sense %x/%02x/%02x' % k if k else '')
 
 
 def check(name, ok, detail):
@@ -261,10 +233,7 @@ class Gateway:
                 pass
 
     def sanitizer_check(self):
-        text = self.d.output()
-        if 'ERROR: AddressSanitizer' in text or 'runtime error:' in text or \
-                'LeakSanitizer' in text:
-            report('FAIL', 'sanitizer-' + self.name, 'sanitizer report in ' + self.d.log_path)
+        ixceph.check_sanitizer(report, self.d, self.name)
 
 
 def show(groups):
@@ -315,9 +284,9 @@ class Ledger:
                                                     miscompares))
 
 
-def obj_keys(env):
+def obj_keys(cl):
     """(PRgeneration, sorted keys) of the reservation object (format: src/scsi/pr_obj.c)."""
-    r = run(['rados', '-p', 'rbd', 'get', 'ix.pr.' + IMAGE, '/dev/stdout'], 60, env=env)
+    r = cl.try_tool('rados', '-p', 'rbd', 'get', 'ix.pr.' + IMAGE, '/dev/stdout', timeout=60)
     gen = re.search(r'^generation (\d+)$', r.stdout, re.M)
     keys = sorted(int(k, 16) for k in re.findall(r'^reg ([0-9a-f]{16}) ', r.stdout, re.M))
     return (int(gen.group(1)), keys) if gen else r.stderr.strip()[-200:]
@@ -432,7 +401,7 @@ def phase_explicit(gws, ledger):
     ledger.verify('failback-verify', a)
 
 
-def phase_manual(gws, ledger, env):
+def phase_manual(gws, ledger, cl):
     a, b = gws['a'], gws['b']
     time.sleep(REJOIN_MS / 1000 + 1)
     stat = b.status()
@@ -445,7 +414,7 @@ def phase_manual(gws, ledger, env):
     pr = b.prout(6, 0, KEY_B, KEY_B2)  # REGISTER AND IGNORE through fenced B: refused
     a_pr = a.prout(6, 0, 0, KEY_A2)  # a change through A that B misses: A's new key
     took_pr = time.monotonic() - t0
-    obj = obj_keys(env)
+    obj = obj_keys(cl)
     r = b.ixctl('lun', 'rejoin', IQN, '0')
     took, stat, ok = b.wait_rejoined(1, REJOIN_BOUND_S)
     keys_b = b.read_keys()
@@ -514,16 +483,16 @@ def phase_sigstop(gws, ledger):
           '%d of 16 writes through A %s' % (fmt(*st), lk, r.returncode, rj(stat), n, why or ''))
 
 
-def mon_pid(ceph):
-    with open(os.path.join(ceph, 'run', 'mon.a.pid')) as f:
+def mon_pid(cl):
+    with open(os.path.join(cl.path, 'run', 'mon.a.pid')) as f:
         return int(f.read().strip())
 
 
-def phase_unreachable(gws, ledger, ceph):
+def phase_unreachable(gws, ledger, cl):
     a, b = gws['a'], gws['b']
     count = a.rejoin().get('count', 0)
     st, w, lk = fence_by(b, a, ledger)
-    mon = mon_pid(ceph)
+    mon = mon_pid(cl)
     os.kill(mon, signal.SIGSTOP)
     try:
         took, stat, ok = a.wait(lambda s: 'cluster unreachable' in
@@ -601,23 +570,172 @@ def phase_cycles(gws, ledger):
              b.rejoin().get('count')))
 
 
-def phase_final(gws, ledger, env):
+RESERVE6, RELEASE6 = [0x16, 0, 0, 0, 0, 0], [0x17, 0, 0, 0, 0, 0]
+
+
+def obj_spc2(cl):
+    """The reservation object's SPC-2 holder: (client id, initiator port), or None."""
+    r = cl.try_tool('rados', '-p', 'rbd', 'get', 'ix.pr.' + IMAGE, '/dev/stdout', timeout=60)
+    m = re.search(r'^spc2 ([0-9a-f]{16}) (\S+) \S+$', r.stdout, re.M)
+    return (int(m.group(1), 16), m.group(2)) if m else None
+
+
+def gw_ids(cl):
+    """The client ids with an address entry in ix.pr.<image>.gw (gateways on the object)."""
+    r = cl.try_tool('rados', '-p', 'rbd', 'listxattr', 'ix.pr.%s.gw' % IMAGE, timeout=60)
+    return {int(k[3:]) for k in r.stdout.split() if k.startswith('gw.')}
+
+
+def iport(gw_isid):
+    return '%s,i,0x%s' % (INITIATOR, gw_isid)
+
+
+def take_lock(winner, loser, ledger):
+    """iscsi_break_rbd_lock through winner (a management call: no SCSI command, so an SPC-2
+    reservation of another nexus does not stand in its way); loser finds itself fenced (a
+    write of a ledger block's own data through it, or its watch). Returns (winner's lock
+    state, loser's)."""
+    r = rpc(winner.sock, 'iscsi_break_rbd_lock', {'target': IQN, 'lun': 0})
+    if ledger.blocks:
+        lba = random.choice(list(ledger.blocks))
+        loser.write(lba, ledger.blocks[lba])
+    return (r.get('result') or {}).get('state'), loser.wait_lock('fenced', 10)
+
+
+def second_session(gw, isid):
+    s = X.Session(HOST, gw.port, initiator=INITIATOR, target=IQN, timeout=30,
+                  isid=bytes.fromhex(isid))
+    s.login()
+    s.lun = 0
+    return s
+
+
+def s_cmd(s, cdb):
+    st, _, sense, _ = s.scsi_retry_ua(bytes(cdb))
+    return st, sense or b''
+
+
+def phase_spc2(gws, ledger, cl):
+    """An SPC-2 reservation held through a gateway that is fenced and rejoins (docs/ha.md,
+    "SPC-2 reservations"): kept by a holder that still has it (moved to the new client id,
+    so it can be released and checked), released when its nexus went while the gateway was
+    fenced, and left to the gateway that took it meanwhile. Registrations make RESERVE a
+    no-op or a conflict (SPC-4 5.12.3): they are cleared first and registered again after."""
+    a, b = gws['a'], gws['b']
+    a_port, b2_isid = iport('80000000d001'), '80000000e002'
+    keys0 = a.read_keys()
+    clr = a.prout(3, 0, KEY_A2, 0)  # CLEAR with A's key (phase_manual's)
+    keys1 = a.read_keys()
+    check('spc2-setup', a.lock() == 'owner' and clr[0] == 0 and isinstance(keys1, tuple) and
+          keys1[1] == [] and obj_spc2(cl) is None,
+          'A %s; READ KEYS %s, CLEAR through A %s, READ KEYS %s'
+          % (a.lock(), keys0, fmt(*clr), keys1))
+    # 1. kept: A (owner) reserves through its session, is fenced, rejoins by itself
+    ca, cb = a.rejoin().get('count', 0), b.rejoin().get('count', 0)
+    r1 = a.cmd(RESERVE6)
+    o1 = obj_spc2(cl)
+    lk = take_lock(b, a, ledger)
+    _, sa, oka = a.wait_rejoined(ca + 1, REJOIN_MS / 1000 + REJOIN_BOUND_S)
+    o2, ids = obj_spc2(cl), gw_ids(cl)
+    rb = b.cmd(RESERVE6)  # B's nexus while A's holds it: conflict (A answers the probe)
+    lk2 = take_lock(a, b, ledger)  # failback: A owner again, B fenced (rejoined by hand below)
+    lba, data = ledger.next, os.urandom(4096)
+    ledger.next += 8
+    w = a.write(lba, data)  # the holder's own write
+    if w[0] == 0:
+        ledger.blocks[lba] = data
+        ledger.acked += 1
+    rel = a.cmd(RELEASE6)
+    o3 = obj_spc2(cl)
+    r = b.ixctl('lun', 'rejoin', IQN, '0')
+    _, sb, okb = b.wait_rejoined(cb + 1, REJOIN_BOUND_S)
+    check('spc2-rejoin-kept', r1[0] == 0 and o1 and o1[1] == a_port and
+          lk == ('owner', 'fenced') and oka and
+          o2 and o2[1] == a_port and o2[0] != o1[0] and o2[0] in ids and o1[0] not in ids and
+          rb[0] == 0x18 and lk2 == ('owner', 'fenced') and w[0] == 0 and rel[0] == 0 and
+          o3 is None and okb,
+          'RESERVE(6) through A: %s, object %s; A fenced (%s) and rejoined (%s): object %s, '
+          'gateways on the object %s; RESERVE(6) through B: %s; failback %s: the holder\'s '
+          'write %s, RELEASE(6) %s, object %s; B %s'
+          % (fmt(*r1[::2]), o1, lk[1], rj(sa), o2, sorted(ids), fmt(*rb[::2]), lk2, fmt(*w),
+             fmt(*rel[::2]), o3, rj(sb)))
+    # 2. taken: B's second session reserves, B is fenced and stays so; A's RESERVE probes
+    # B's fenced client and takes it; B rejoins and leaves it to A
+    ca, cb = a.rejoin().get('count', 0), b.rejoin().get('count', 0)
+    lk = take_lock(b, a, ledger)
+    _, sa, oka = a.wait_rejoined(ca + 1, REJOIN_MS / 1000 + REJOIN_BOUND_S)
+    s2 = second_session(b, b2_isid)
+    try:
+        r1 = s_cmd(s2, RESERVE6)
+        o1 = obj_spc2(cl)
+        lk2 = take_lock(a, b, ledger)
+        t0 = time.monotonic()
+        ra = a.cmd(RESERVE6)
+        took = time.monotonic() - t0
+        o2 = obj_spc2(cl)
+        r = b.ixctl('lun', 'rejoin', IQN, '0')
+        _, sb, okb = b.wait_rejoined(cb + 1, REJOIN_BOUND_S)
+        o3 = obj_spc2(cl)
+        rel = a.cmd(RELEASE6)
+        o4 = obj_spc2(cl)
+        check('spc2-rejoin-taken', lk == ('owner', 'fenced') and oka and r1[0] == 0 and o1 and
+              o1[1] == iport(b2_isid) and lk2 == ('owner', 'fenced') and ra[0] == 0 and
+              o2 and o2[1] == a_port and okb and o3 == o2 and rel[0] == 0 and o4 is None,
+              'B owner (%s), A %s; RESERVE(6) through B\'s second session: %s, object %s; A '
+              'owner, B %s: RESERVE(6) through A %s after %.1f s, object %s; B %s: object %s; '
+              'RELEASE(6) through A %s, object %s'
+              % (lk[0], rj(sa), fmt(*r1), o1, lk2[1], fmt(*ra[::2]), took, o2, rj(sb), o3,
+                 fmt(*rel[::2]), o4))
+        # 3. lost: B's second session reserves again, B is fenced, the session logs out while
+        # B cannot write the object; B's rejoin releases it, and A reserves at once
+        ca, cb = a.rejoin().get('count', 0), b.rejoin().get('count', 0)
+        lk = take_lock(b, a, ledger)
+        _, sa, oka = a.wait_rejoined(ca + 1, REJOIN_MS / 1000 + REJOIN_BOUND_S)
+        r1 = s_cmd(s2, RESERVE6)
+        o1 = obj_spc2(cl)
+        lk2 = take_lock(a, b, ledger)
+        s2.logout()
+        s2.close()
+        s2 = None
+        o2 = obj_spc2(cl)
+        r = b.ixctl('lun', 'rejoin', IQN, '0')
+        _, sb, okb = b.wait_rejoined(cb + 1, REJOIN_BOUND_S)
+        o3 = obj_spc2(cl)
+        t0 = time.monotonic()
+        ra = a.cmd(RESERVE6)
+        took = time.monotonic() - t0
+        rel = a.cmd(RELEASE6)
+        check('spc2-rejoin-lost', lk == ('owner', 'fenced') and oka and r1[0] == 0 and o1 and
+              o1[1] == iport(b2_isid) and lk2 == ('owner', 'fenced') and o2 == o1 and okb and
+              o3 is None and ra[0] == 0 and took < 2 and rel[0] == 0,
+              'RESERVE(6) through B\'s second session: %s, object %s; B %s, the session logged '
+              'out: object %s; B %s: object %s; RESERVE(6) through A %s in %.1f s, RELEASE(6) '
+              '%s' % (fmt(*r1), o1, lk2[1], o2, rj(sb), o3, fmt(*ra[::2]), took,
+                      fmt(*rel[::2])))
+    finally:
+        if s2:
+            s2.close()
+    ra, rb = a.prout(6, 0, 0, KEY_A2), b.prout(6, 0, 0, KEY_B)  # REGISTER AND IGNORE
+    ka, kb = a.read_keys(), b.read_keys()
+    check('spc2-registered-again', ra[0] == 0 and rb[0] == 0 and isinstance(ka, tuple) and
+          ka == kb and ka[1] == sorted([KEY_A2, KEY_B]) and obj_spc2(cl) is None,
+          'REGISTER AND IGNORE through A %s, through B %s; READ KEYS through A %s, through B %s'
+          % (fmt(*ra), fmt(*rb), ka, kb))
+
+
+def phase_final(gws, ledger, cl):
     a, b = gws['a'], gws['b']
     ledger.verify('final-verify', a if a.lock() == 'owner' else b)
-    obj, ka, kb = obj_keys(env), a.read_keys(), b.read_keys()
+    obj, ka, kb = obj_keys(cl), a.read_keys(), b.read_keys()
     check('pr-final', isinstance(obj, tuple) and ka == obj and kb == obj,
           'object %s; READ KEYS through A %s, through B %s' % (obj, ka, kb))
 
 
-def phase_offline_pr(gws, tmp, conf, env):
+def phase_offline_pr(gws, tmp, cl):
     """A third gateway with "pr_store": "rados" whose cluster does not answer at start comes up
     with the LU offline (it used to crash: the store had no connection to use), and its store
     reads the object once the image opens (`ix-ctl lun online`)."""
-    cconf = os.path.join(tmp, 'c-ceph.conf')
-    with open(conf) as f:
-        text = re.sub(r'^mon host = .*$', 'mon host = 127.0.0.1:1', f.read(), flags=re.M)
-    with open(cconf, 'w') as f:
-        f.write(text)
+    conf, cconf = cl.conf, cl.dead_conf(tmp, 'c-ceph.conf')
     port, sock = ixtest.free_port(), os.path.join(tmp, 'c.sock')
     cfg = {'global': {'mgmt_socket': sock},
            'portals': [{'name': 'p', 'address': HOST, 'port': port, 'tpgt': 3}],
@@ -654,7 +772,7 @@ def phase_offline_pr(gws, tmp, conf, env):
         if st_k == 0:
             gen, n = struct.unpack('>II', dk[:8])
             keys = gen, sorted(struct.unpack('>%dQ' % (n // 8), dk[8:8 + n]))
-        obj = obj_keys(env)
+        obj = obj_keys(cl)
         check('pr-offline-online', r.returncode == 0 and st.get('state') == 'online' and
               keys == obj, 'ix-ctl lun online (exit %d): %s; READ KEYS through C %s, object %s'
               % (r.returncode, st.get('state'), keys if keys else fmt(st_k, sk or b''), obj))
@@ -662,60 +780,31 @@ def phase_offline_pr(gws, tmp, conf, env):
         if s:
             s.close()
         rc = d.stop()
-        text = d.output()
-        if 'ERROR: AddressSanitizer' in text or 'runtime error:' in text or rc not in (0, None):
+        if ixceph.sanitizer_report(d.output()) or rc not in (0, None):
             report('FAIL', 'sanitizer-c', 'exit %s; see %s' % (rc, d.log_path))
 
 
-def main():
-    for c in ('ceph-mon', 'ceph-osd', 'rbd', 'rados', 'ceph-authtool', 'monmaptool'):
-        if not shutil.which(c):
-            print('SKIP: Ceph not installed (%s missing): scripts/deps.sh --ceph' % c,
-                  file=sys.stderr)
-            return 77
-    for t in ('ix-target', 'ix-ctl'):
-        if not os.access(os.path.join(BUILD, 'tools', t), os.X_OK):
-            print('SKIP: %s not built in %s' % (t, BUILD), file=sys.stderr)
-            return 77
-    os.makedirs(OUT, exist_ok=True)
-    # ASan's quarantine holds freed memory back from reuse (256 MiB by default): with it the
-    # RSS of an ASan build grows with every free and the no-leak check would measure that
-    os.environ['ASAN_OPTIONS'] = ':'.join(filter(None, [os.environ.get('ASAN_OPTIONS'),
-                                                        'quarantine_size_mb=8']))
-    tmp = tempfile.mkdtemp(prefix='ixtest.rejoin.', dir='/tmp')
-    shm = '/dev/shm' if os.path.isdir('/dev/shm') else tmp
-    ceph = tempfile.mkdtemp(prefix='ixtest.rejoin-ceph.', dir=shm)
-    conf = os.path.join(ceph, 'ceph.conf')
-    env = dict(os.environ, CEPH_CONF=conf)
+def scenario(cl, tmp):
+    conf = cl.conf
+    cl.create_image(IMAGE, '64M')
+    for img in (PLAIN, PLAIN2):
+        cl.create_image(img, '16M')
     gws, ledger = {}, Ledger()
     t0 = time.monotonic()
     try:
-        r = run([CLUSTER_SH, 'start', ceph, '--store', 'memstore'], 300)
-        if r.returncode != 0:
-            report('FAIL', 'cluster', r.stderr.strip()[-300:])
-            return 1
-        r = run(['rbd', 'create', '--size', '64M', 'rbd/' + IMAGE], 60, env=env)
-        for img in (PLAIN, PLAIN2):
-            if r.returncode == 0:
-                r = run(['rbd', 'create', '--size', '16M', 'rbd/' + img], 60, env=env)
-        if r.returncode != 0:
-            report('FAIL', 'cluster', 'rbd create: ' + r.stderr.strip()[-300:])
-            return 1
-        report('PASS', 'cluster', 'memstore cluster and image up in %.0f s'
-               % (time.monotonic() - t0))
         gws['a'] = Gateway(tmp, conf, 'a', 1, REJOIN_MS, 0, plain=True)
         gws['a'].wait_lock('owner')
         gws['b'] = Gateway(tmp, conf, 'b', 2, 0, IMPLICIT_MS)
-        phases = [(phase_explicit, (gws, ledger)), (phase_manual, (gws, ledger, env)),
-                  (phase_sigstop, (gws, ledger)), (phase_unreachable, (gws, ledger, ceph)),
-                  (phase_cycles, (gws, ledger)), (phase_final, (gws, ledger, env)),
-                  (phase_offline_pr, (gws, tmp, conf, env))]
+        phases = [(phase_explicit, (gws, ledger)), (phase_manual, (gws, ledger, cl)),
+                  (phase_sigstop, (gws, ledger)), (phase_unreachable, (gws, ledger, cl)),
+                  (phase_cycles, (gws, ledger)), (phase_spc2, (gws, ledger, cl)),
+                  (phase_final, (gws, ledger, cl)),
+                  (phase_offline_pr, (gws, tmp, cl))]
         for ph, args in phases:
             log(ph.__name__)
             try:
                 ph(*args)
-            except Exception as e:  # noqa: BLE001
-                import traceback
+            except Exception as e:  # noqa: BLE001 (the later phases build on this one)
                 traceback.print_exc()
                 report('FAIL', ph.__name__, '%s: %s' % (type(e).__name__, str(e)[:300]))
                 break
@@ -730,10 +819,16 @@ def main():
                 g.d.p.send_signal(signal.SIGCONT)
                 g.d.stop()
             g.sanitizer_check()
-        run([CLUSTER_SH, 'stop', ceph], 120)
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(ceph, ignore_errors=True)
-    return 1 if report.failed else 0
+
+
+def main():
+    # ASan's quarantine holds freed memory back from reuse (256 MiB by default): with it the
+    # RSS of an ASan build grows with every free and the no-leak check would measure that
+    os.environ['ASAN_OPTIONS'] = ':'.join(filter(None, [os.environ.get('ASAN_OPTIONS'),
+                                                        'quarantine_size_mb=8']))
+    return ixceph.run_with_cluster(report, 'ha_rejoin', scenario, tools=('rados',),
+                                   built=('ix-target', 'ix-ctl'),
+                                   detail='%s cluster up in %.0f s')
 
 
 if __name__ == '__main__':

@@ -34,12 +34,9 @@ import hashlib
 import json
 import os
 import random
-import shutil
-import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -47,13 +44,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 LIB = os.path.join(ROOT, 'tests', 'lib')
 sys.path.insert(0, LIB)
+import ixceph  # noqa: E402
 import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
+from ixceph import BUILD, OUT, run  # noqa: E402
 
 HOST = os.environ.get('IX_HOST', '127.0.0.1')
-BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
-OUT = os.environ.get('IX_OUT', os.path.join(ROOT, 'tests', 'out'))
-CLUSTER_SH = os.path.join(ROOT, 'tests', 'ceph', 'cluster.sh')
 IQN = 'iqn.2024-01.org.ix.test:rbd'
 INITIATOR = 'iqn.2024-01.org.ix.test:rbd-client'
 BS = 512
@@ -67,10 +63,6 @@ def log(msg):
     print('[rbd %s] %s' % (time.strftime('%H:%M:%S'), msg), file=sys.stderr, flush=True)
 
 
-def run(cmd, timeout, **kw):
-    return subprocess.run(cmd, timeout=timeout, capture_output=True, text=True, **kw)
-
-
 def sha(path):
     h = hashlib.sha256()
     with open(path, 'rb') as f:
@@ -79,43 +71,11 @@ def sha(path):
     return h.hexdigest()
 
 
-class Cluster:
-    def __init__(self, path):
-        self.path = path
-        self.conf = os.path.join(path, 'ceph.conf')
-        self.env = dict(os.environ, CEPH_CONF=self.conf)
-
-    def cmd(self, *args, timeout=120):
-        r = run([CLUSTER_SH, args[0], self.path] + list(args[1:]), timeout)
-        if r.returncode != 0:
-            raise RuntimeError('cluster.sh %s: %s' % (args[0], r.stderr.strip()[-400:]))
-        return r
-
-    def rbd(self, *args, timeout=120):
-        r = run(['rbd'] + list(args), timeout, env=self.env)
-        if r.returncode != 0:
-            raise RuntimeError('rbd %s: %s' % (' '.join(args), r.stderr.strip()[-400:]))
-        return r.stdout
-
-    def export(self, image, dest):
-        if os.path.exists(dest):
-            os.unlink(dest)
-        self.rbd('export', '--no-progress', 'rbd/' + image, dest)
-        return dest
-
-
-def lun_rbd(n, image, conf, **extra):
-    lun = {'lun': n, 'backend': 'rbd', 'thin': True,
-           'rbd': {'pool': 'rbd', 'image': image, 'conf': conf}}
-    lun['rbd'].update(extra)
-    return lun
+lun_rbd = ixceph.rbd_lun
 
 
 def write_config(path, port, luns):
-    cfg = {'global': {}, 'portals': [{'name': 'default', 'address': HOST, 'port': port}],
-           'targets': [{'name': IQN, 'luns': luns}]}
-    with open(path, 'w') as f:
-        json.dump(cfg, f, indent=1)
+    ixceph.write_config(path, IQN, port, luns, host=HOST)
     return port
 
 
@@ -235,9 +195,9 @@ def step_osd_restart(cl, port, tmp):
     th.start()
     time.sleep(3)
     t0 = time.monotonic()
-    cl.cmd('osd-stop')
+    cl.sh('osd-stop')
     time.sleep(2)
-    cl.cmd('osd-start')
+    cl.sh('osd-start')
     down = time.monotonic() - t0
     th.join(200)
     rc, res, err = out.get('r', (None, None, 'no result'))
@@ -275,16 +235,6 @@ def step_durability(cl, daemon, port, tmp):
                len(bad), len(acked), bad[0]))
 
 
-def librbd_counter(cl, pid, name):
-    """A librbd perf counter of the ix-target process, through its admin socket."""
-    sock = os.path.join(cl.path, 'run', 'client.admin.%d.asok' % pid)
-    r = run(['ceph', '--admin-daemon', sock, 'perf', 'dump'], 30, env=cl.env)
-    if r.returncode != 0:
-        return None
-    d = json.loads(r.stdout)
-    return sum(v.get(name, 0) for k, v in d.items() if k.startswith('librbd'))
-
-
 def step_caw(cl, daemon, port, tmp):
     """A one-block COMPARE AND WRITE goes to librbd's compare-and-write (the OSD compares:
     atomic for every client of the image); a miscompare reports the offset of the first
@@ -294,13 +244,13 @@ def step_caw(cl, daemon, port, tmp):
     lba = 4242
     old, new = os.urandom(BS), os.urandom(BS)
     scsi_ok(s, 0, 'WRITE(16)', cdb_write16(lba, 1, False), write_data=old)
-    before = librbd_counter(cl, daemon.p.pid, 'cmp')
+    before = cl.librbd_counter(daemon.p.pid, 'cmp')
     cdb = bytes([0x89, 0]) + struct.pack('>Q', lba) + bytes([0, 0, 0, 1, 0, 0])
     st1, _, sense1, _ = s.scsi_retry_ua(cdb, write_data=old + new)
     wrong = bytearray(new)  # the block holds new now: differ from it at byte 100 only
     wrong[100] ^= 0xff
     st2, _, sense2, _ = s.scsi_retry_ua(cdb, write_data=bytes(wrong) + old)
-    after = librbd_counter(cl, daemon.p.pid, 'cmp')
+    after = cl.librbd_counter(daemon.p.pid, 'cmp')
     s.close()
     info = struct.unpack('>I', sense2[3:7])[0] if len(sense2) >= 7 and sense2[0] & 0x7f == 0x70 \
         else None
@@ -318,14 +268,7 @@ def step_caw(cl, daemon, port, tmp):
 def step_start_errors(cl, tmp):
     """With rbd.start_offline false, a missing image and an unreachable cluster stop ix-target
     at start with a message that names them, within connect_timeout_s (never a hang)."""
-    # a ceph.conf whose monitor address has nobody listening
-    dead = os.path.join(tmp, 'dead.conf')
-    with open(cl.conf) as f, open(dead, 'w') as g:
-        port = ixtest.free_port()
-        for line in f:
-            if line.startswith('mon host'):
-                line = 'mon host = [v2:127.0.0.1:%d,v1:127.0.0.1:%d]\n' % (port, port)
-            g.write(line)
+    dead = cl.dead_conf(tmp)  # a ceph.conf whose monitor address has nobody listening
     cases = [('start-missing-image', lun_rbd(0, 'no-such-image', cl.conf, start_offline=False),
               'image rbd/no-such-image not found (No such file or directory)', 30),
              ('start-cluster-down', lun_rbd(0, 'main', dead, connect_timeout_s=3,
@@ -367,7 +310,7 @@ def step_osd_down(cl, tmp):
         scsi_ok(s, 0, 'WRITE(16)', cdb_write16(0, 8, True), write_data=data)  # takes the lock
         s2 = session(port)
         scsi_ok(s2, 1, 'TEST UNIT READY', bytes(6))
-        cl.cmd('osd-stop')
+        cl.sh('osd-stop')
         t0 = time.monotonic()
         ram = {}
 
@@ -405,7 +348,7 @@ def step_osd_down(cl, tmp):
         alive = daemon.p.poll() is None
         report('PASS' if alive else 'FAIL', 'osd-down-daemon-alive',
                'ix-target still running' if alive else 'ix-target exited')
-        cl.cmd('osd-start')
+        cl.sh('osd-start')
         back = None
         end = time.monotonic() + 60
         while time.monotonic() < end:  # requests already in librbd may still time out
@@ -446,7 +389,7 @@ def step_cluster_gone(cl, tmp):
     s = session(port, timeout=60)
     scsi_ok(s, 0, 'WRITE(16)', cdb_write16(0, 8, True), write_data=os.urandom(4096))
     s.close()
-    cl.cmd('stop')
+    cl.sh('stop')
     t0 = time.monotonic()
     st = daemon.stop()
     took = time.monotonic() - t0
@@ -460,58 +403,21 @@ def step_cluster_gone(cl, tmp):
 
 
 def ixtest_check_log(daemon, what):
-    text = daemon.output()
-    if 'ERROR: AddressSanitizer' in text or 'runtime error:' in text or \
-            'ERROR: LeakSanitizer' in text:
-        report('FAIL', 'sanitizer-' + what, 'sanitizer report in ' + daemon.log_path)
+    ixceph.check_sanitizer(report, daemon, what)
 
 
 def step(name, fn, *args):
-    """Run one step; an exception is that step's FAIL (traceback on stderr), and the test goes
-    on with the next step."""
-    try:
-        fn(*args)
-    except Exception as e:  # noqa: BLE001
-        import traceback
-        traceback.print_exc()
-        report('FAIL', name, '%s: %s' % (type(e).__name__, str(e)[:300]))
+    ixceph.step(report, name, fn, *args)
 
 
-def main():
-    missing = [c for c in ('ceph-mon', 'ceph-osd', 'rbd', 'ceph-authtool', 'monmaptool')
-               if not shutil.which(c)]
-    if missing:
-        print('SKIP: Ceph not installed (%s missing): scripts/deps.sh --ceph installs it'
-              % ', '.join(missing), file=sys.stderr)
-        return 77
-    for c in ('qemu-img', 'iscsi-test-cu'):
-        if not shutil.which(c):
-            print('SKIP: %s not installed (scripts/deps.sh)' % c, file=sys.stderr)
-            return 77
-    if not os.access(os.path.join(BUILD, 'tools', 'ix-target'), os.X_OK):
-        print('SKIP: ix-target not built in %s' % BUILD, file=sys.stderr)
-        return 77
-    os.makedirs(OUT, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix='ixtest.rbd.', dir='/tmp')
-    # The cluster's folder on tmpfs when there is one: bluestore syncs its sparse file for
-    # every write, and on this machine's disk that made a 4 KiB write at QD1 take ~120 ms
-    # (iscsi-test-cu's thousands of QD1 commands took over 15 minutes). On tmpfs the OSD still
-    # restarts with its data; the file grows with the data written (~1 GiB here).
-    shm = '/dev/shm' if os.path.isdir('/dev/shm') else None
-    ceph_dir = tempfile.mkdtemp(prefix='ixtest.rbd-ceph.', dir=shm) if shm else \
-        os.path.join(tmp, 'ceph')
-    cl = Cluster(ceph_dir)
+def scenario(cl, tmp):
     daemon = None
     t_start = time.monotonic()
     try:
-        t0 = time.monotonic()
-        cl.cmd('start', '--store', 'bluestore', timeout=300)
-        report('PASS', 'cluster', 'single-node cluster (bluestore) up in %.0f s'
-               % (time.monotonic() - t0))
         if os.environ.get('IX_RBD_SKIP_CU') != '1':
             step_cu(cl)
-        cl.rbd('create', '--size', '64M', 'rbd/main')
-        cl.rbd('create', '--size', '64M', 'rbd/down')
+        cl.create_image('main', '64M')
+        cl.create_image('down', '64M')
         cfg = os.path.join(tmp, 'main.json')
         port = write_config(cfg, ixtest.free_port(), [
             lun_rbd(0, 'main', cl.conf), {'lun': 1, 'backend': 'ram', 'size': '16M'}])
@@ -531,14 +437,16 @@ def main():
     finally:
         if daemon:
             daemon.stop()
-        try:
-            cl.cmd('stop')
-        except Exception as e:  # noqa: BLE001
-            report('FAIL', 'cluster-stop', str(e))
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(ceph_dir, ignore_errors=True)
         log('done in %.0f s' % (time.monotonic() - t_start))
-    return 1 if report.failed else 0
+
+
+def main():
+    # The cluster's folder is on tmpfs when there is one: bluestore syncs its sparse file for
+    # every write, and on this machine's disk that made a 4 KiB write at QD1 take ~120 ms
+    # (iscsi-test-cu's thousands of QD1 commands took over 15 minutes). On tmpfs the OSD still
+    # restarts with its data; the file grows with the data written (~1 GiB here).
+    return ixceph.run_with_cluster(report, 'rbd', scenario, store='bluestore',
+                                   tools=('qemu-img', 'iscsi-test-cu'))
 
 
 if __name__ == '__main__':

@@ -19,50 +19,24 @@ that run off the workers (VERIFY BYTCHK, GET LBA STATUS through the helper threa
 Skips (77) only when Ceph or ix-target is missing. Environment: IX_BUILD, IX_OUT, IX_RESULTS.
 """
 
-import json
 import os
-import shutil
-import socket
 import struct
-import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+import ixceph  # noqa: E402
 import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
+from ixceph import fmt, rpc, sense3  # noqa: E402
 
 HOST = '127.0.0.1'
-BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
-OUT = os.environ.get('IX_OUT', os.path.join(ROOT, 'tests', 'out'))
-CLUSTER_SH = os.path.join(ROOT, 'tests', 'ceph', 'cluster.sh')
 IQN = 'iqn.2024-01.org.ix.test:fence'
 INITIATOR = 'iqn.2024-01.org.ix.test:fence-client'
 BS = 512
 report = ixtest.Reporter('rbd_fence')
-
-
-def run(cmd, timeout, **kw):
-    return subprocess.run(cmd, timeout=timeout, capture_output=True, text=True, **kw)
-
-
-def rpc(sock, method, params):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(60)
-    s.connect(sock)
-    s.sendall(json.dumps({'jsonrpc': '2.0', 'id': 1, 'method': method,
-                          'params': params}).encode() + b'\n')
-    buf = b''
-    while not buf.endswith(b'\n'):
-        d = s.recv(65536)
-        if not d:
-            break
-        buf += d
-    s.close()
-    return json.loads(buf)
 
 
 def lock_state(sock, want=None, secs=30):
@@ -81,16 +55,11 @@ def lock_state(sock, want=None, secs=30):
 
 def gateway(tmp, conf, name):
     port, sock = ixtest.free_port(), os.path.join(tmp, name + '.sock')
-    cfg = {'global': {'mgmt_socket': sock},
-           'portals': [{'name': 'default', 'address': HOST, 'port': port}],
-           'targets': [{'name': IQN, 'luns': [
-               {'lun': 0, 'backend': 'rbd', 'thin': True,
-                'rbd': {'pool': 'rbd', 'image': 'fence', 'conf': conf, 'exclusive_lock': True,
-                        'osd_op_timeout_s': 5}}]}]}
-    path = os.path.join(tmp, name + '.json')
-    with open(path, 'w') as f:
-        json.dump(cfg, f)
-    d = ixtest.Daemon(path, 'rbd_fence.ix-target-%s.log' % name, BUILD, OUT)
+    path = ixceph.write_config(
+        os.path.join(tmp, name + '.json'), IQN, port,
+        [ixceph.rbd_lun(0, 'fence', conf, exclusive_lock=True, osd_op_timeout_s=5)],
+        host=HOST, glob={'mgmt_socket': sock})
+    d = ixtest.Daemon(path, 'rbd_fence.ix-target-%s.log' % name, ixceph.BUILD, ixceph.OUT)
     s = X.Session(HOST, port, initiator=INITIATOR, target=IQN, timeout=30)
     s.login()
     s.lun = 0
@@ -101,19 +70,6 @@ def write16(s, lba, data):
     cdb = bytes([0x8a, 0x08]) + struct.pack('>QIBB', lba, len(data) // BS, 0, 0)
     st, _, sense, _ = s.scsi_retry_ua(cdb, write_data=data)
     return st, sense
-
-
-def sense3(sense):
-    if len(sense) < 14:
-        return None
-    if sense[0] & 0x7f in (0x72, 0x73):
-        return sense[1] & 0xf, sense[2], sense[3]
-    return sense[2] & 0xf, sense[12], sense[13]
-
-
-def fmt(st, sense):
-    k = sense3(sense)
-    return 'status 0x%02x%s' % (st, ' sense %x/%02x/%02x' % k if k else '')
 
 
 def check(name, ok, detail):
@@ -140,17 +96,17 @@ def step_verify_lbas(s, data):
           '%s descriptors %s' % (fmt(st, sn), descs[:4]))
 
 
-def fence(cl_conf, tmp, env):
+def fence(cl, tmp):
     a = b = None
     try:
-        a, sa, ma = gateway(tmp, cl_conf, 'a')
+        a, sa, ma = gateway(tmp, cl.conf, 'a')
         st, why = lock_state(ma)
         da = os.urandom(4096)
         w = write16(sa, 0, da)
         check('owner', st == 'owner' and w[0] == 0,
               'A: state %s (%s), FUA write %s' % (st, why, fmt(*w)))
         step_verify_lbas(sa, da)
-        b, sb, mb = gateway(tmp, cl_conf, 'b')
+        b, sb, mb = gateway(tmp, cl.conf, 'b')
         st, why = lock_state(mb)
         w = write16(sb, 0, os.urandom(4096))
         check('standby-refused', st == 'standby' and w[0] == 2 and
@@ -174,13 +130,15 @@ def fence(cl_conf, tmp, env):
                   fmt(*w), took, st, why, 'yes' if logged else 'missing'))
         db = os.urandom(4096)
         w = write16(sb, 0, db)
-        exp = os.path.join(tmp, 'export.raw')
-        r = run(['rbd', 'export', '--no-progress', 'rbd/fence', exp], 120, env=env)
-        img = open(exp, 'rb').read(4096) if r.returncode == 0 else b''
+        try:
+            with open(cl.export('fence', os.path.join(tmp, 'export.raw')), 'rb') as f:
+                img, err = f.read(4096), ''
+        except RuntimeError as e:
+            img, err = b'', str(e)[-200:]
         check('new-owner-writes', w[0] == 0 and img == db,
               'B write %s; rbd export holds %s' % (
                   fmt(*w), "B's data" if img == db else
-                  "A's late write" if img == late else 'something else: ' + r.stderr[-200:]))
+                  "A's late write" if img == late else 'something else: ' + err))
         for s in (sa, sb):
             try:
                 s.close()
@@ -191,49 +149,17 @@ def fence(cl_conf, tmp, env):
             if d and d.p.poll() is None:
                 d.stop()
         for d, n in ((a, 'a'), (b, 'b')):
-            text = d.output() if d else ''
-            if 'ERROR: AddressSanitizer' in text or 'runtime error:' in text:
-                report('FAIL', 'sanitizer-' + n, 'sanitizer report in ' + d.log_path)
+            ixceph.check_sanitizer(report, d, n)
+
+
+def scenario(cl, tmp):
+    cl.create_image('fence', '64M')
+    fence(cl, tmp)
 
 
 def main():
-    for c in ('ceph-mon', 'ceph-osd', 'rbd', 'ceph-authtool', 'monmaptool'):
-        if not shutil.which(c):
-            print('SKIP: Ceph not installed (%s missing): scripts/deps.sh --ceph' % c,
-                  file=sys.stderr)
-            return 77
-    if not os.access(os.path.join(BUILD, 'tools', 'ix-target'), os.X_OK):
-        print('SKIP: ix-target not built in %s' % BUILD, file=sys.stderr)
-        return 77
-    os.makedirs(OUT, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix='ixtest.rbdfence.', dir='/tmp')
-    shm = '/dev/shm' if os.path.isdir('/dev/shm') else tmp
-    ceph = tempfile.mkdtemp(prefix='ixtest.rbdfence-ceph.', dir=shm)
-    conf = os.path.join(ceph, 'ceph.conf')
-    env = dict(os.environ, CEPH_CONF=conf)
-    try:
-        t0 = time.monotonic()
-        r = run([CLUSTER_SH, 'start', ceph, '--store', 'memstore'], 300)
-        if r.returncode != 0:
-            report('FAIL', 'cluster', r.stderr.strip()[-300:])
-            return 1
-        r = run(['rbd', 'create', '--size', '64M', 'rbd/fence'], 60, env=env)
-        if r.returncode != 0:
-            report('FAIL', 'cluster', 'rbd create: ' + r.stderr.strip()[-300:])
-            return 1
-        report('PASS', 'cluster', 'memstore cluster and image up in %.0f s'
-               % (time.monotonic() - t0))
-        try:
-            fence(conf, tmp, env)
-        except Exception as e:  # noqa: BLE001
-            import traceback
-            traceback.print_exc()
-            report('FAIL', 'fence', '%s: %s' % (type(e).__name__, str(e)[:300]))
-    finally:
-        run([CLUSTER_SH, 'stop', ceph], 120)
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(ceph, ignore_errors=True)
-    return 1 if report.failed else 0
+    return ixceph.run_with_cluster(report, 'rbdfence', scenario,
+                                   detail='single-node cluster (%s) up in %.0f s')
 
 
 if __name__ == '__main__':

@@ -27,51 +27,27 @@ Skips (77) only when Ceph or ix-target is missing. Environment: IX_BUILD, IX_OUT
 import json
 import os
 import shutil
-import socket
 import struct
-import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+import ixceph  # noqa: E402
 import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
+from ixceph import BUILD, OUT, fmt, rpc, run, sense3  # noqa: E402
 
 HOST = '127.0.0.1'
-BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
-OUT = os.environ.get('IX_OUT', os.path.join(ROOT, 'tests', 'out'))
-CLUSTER_SH = os.path.join(ROOT, 'tests', 'ceph', 'cluster.sh')
 IQN = 'iqn.2024-01.org.ix.test:rbdoff'
 INITIATOR = 'iqn.2024-01.org.ix.test:rbdoff-client'
 BS = 512
 report = ixtest.Reporter('rbd_offline')
 
 
-def run(cmd, timeout, **kw):
-    return subprocess.run(cmd, timeout=timeout, capture_output=True, text=True, **kw)
-
-
 def check(name, ok, detail):
     report('PASS' if ok else 'FAIL', name, detail)
-
-
-def rpc(sock, method, params):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(30)
-    s.connect(sock)
-    s.sendall(json.dumps({'jsonrpc': '2.0', 'id': 1, 'method': method,
-                          'params': params}).encode() + b'\n')
-    buf = b''
-    while not buf.endswith(b'\n'):
-        d = s.recv(65536)
-        if not d:
-            break
-        buf += d
-    s.close()
-    return json.loads(buf)
 
 
 def status(sock, lun):
@@ -91,19 +67,6 @@ def wait_status(sock, lun, pred, secs):
         time.sleep(0.2)
 
 
-def sense3(sense):
-    if len(sense) < 14:
-        return None
-    if sense[0] & 0x7f in (0x72, 0x73):
-        return sense[1] & 0xf, sense[2], sense[3]
-    return sense[2] & 0xf, sense[12], sense[13]
-
-
-def fmt(st, sense):
-    k = sense3(sense)
-    return 'status 0x%02x%s' % (st, ' sense %x/%02x/%02x' % k if k else '')
-
-
 TUR = bytes(6)
 RC10 = bytes([0x25]) + bytes(9)
 INQ = bytes([0x12, 0, 0, 0, 96, 0])
@@ -117,35 +80,16 @@ def ctl(sock, *args):
 
 def write_cfg(tmp, name, sock, luns):
     port = ixtest.free_port()
-    cfg = {'global': {'mgmt_socket': sock} if sock else {},
-           'portals': [{'name': 'default', 'address': HOST, 'port': port}],
-           'targets': [{'name': IQN, 'luns': luns}]}
-    path = os.path.join(tmp, name + '.json')
-    with open(path, 'w') as f:
-        json.dump(cfg, f)
+    path = ixceph.write_config(os.path.join(tmp, name + '.json'), IQN, port, luns, host=HOST,
+                               glob={'mgmt_socket': sock} if sock else None)
     return path, port
 
 
 def rbd_lun(n, image, conf, **extra):
-    lun = {'lun': n, 'backend': 'rbd', 'thin': True,
-           'rbd': {'pool': 'rbd', 'image': image, 'conf': conf, 'osd_op_timeout_s': 10}}
-    lun['rbd'].update(extra)
-    return lun
+    return ixceph.rbd_lun(n, image, conf, **dict({'osd_op_timeout_s': 10}, **extra))
 
 
-def dead_conf(conf, tmp):
-    """A copy of conf whose monitor address has nobody listening."""
-    path = os.path.join(tmp, 'dead.conf')
-    port = ixtest.free_port()
-    with open(conf) as f, open(path, 'w') as g:
-        for line in f:
-            if line.strip().startswith('mon host') or line.strip().startswith('mon_host'):
-                line = 'mon host = [v2:127.0.0.1:%d,v1:127.0.0.1:%d]\n' % (port, port)
-            g.write(line)
-    return path
-
-
-def step_offline_start(d, sock, port, conf, env):
+def step_offline_start(d, sock, port):
     st0 = wait_status(sock, 0, lambda s: s.get('attempts'), 10)
     st2 = wait_status(sock, 2, lambda s: 'unreachable' in s.get('reason', ''), 15)
     st1 = status(sock, 1)
@@ -188,8 +132,8 @@ def step_offline_start(d, sock, port, conf, env):
     return s
 
 
-def step_image_created(d, sock, port, s, env):
-    r = run(['rbd', 'create', '--size', '32M', 'rbd/late'], 60, env=env)
+def step_image_created(cl, sock, port, s):
+    r = cl.try_tool('rbd', 'create', '--size', '32M', 'rbd/late', timeout=60)
     if r.returncode != 0:
         report('FAIL', 'online-after-create', 'rbd create: ' + r.stderr.strip()[-200:])
         return
@@ -259,9 +203,10 @@ def step_strict(tmp, conf):
               status_, took, [ln for ln in out.splitlines() if 'nope' in ln][-1:]))
 
 
-def scenario(conf, tmp, env):
-    dead = dead_conf(conf, tmp)
-    r = run(['rbd', 'create', '--size', '16M', 'rbd/other'], 60, env=env)
+def scenario(cl, tmp):
+    conf = cl.conf
+    dead = cl.dead_conf(tmp)
+    r = cl.try_tool('rbd', 'create', '--size', '16M', 'rbd/other', timeout=60)
     if r.returncode != 0:
         report('FAIL', 'setup', 'rbd create: ' + r.stderr.strip()[-200:])
         return
@@ -275,54 +220,21 @@ def scenario(conf, tmp, env):
     try:
         check('start-ready', took < 8, 'ready %.1f s after the start, with one image missing '
               'and one cluster unreachable' % took)
-        s = step_offline_start(d, sock, port, conf, env)
-        step_image_created(d, sock, port, s, env)
+        s = step_offline_start(d, sock, port)
+        step_image_created(cl, sock, port, s)
         step_kick(sock, conf, dead)
     finally:
         t0 = time.monotonic()
         rc = d.stop()
         took = time.monotonic() - t0
-        text = d.output()
         check('stop', rc == 0 and took < 10, 'SIGTERM: exit %s after %.1f s' % (rc, took))
-        if 'ERROR: AddressSanitizer' in text or 'runtime error:' in text:
-            report('FAIL', 'sanitizer', 'sanitizer report in ' + d.log_path)
+        ixceph.check_sanitizer(report, d, '')
     step_strict(tmp, conf)
 
 
 def main():
-    for c in ('ceph-mon', 'ceph-osd', 'rbd', 'ceph-authtool', 'monmaptool'):
-        if not shutil.which(c):
-            print('SKIP: Ceph not installed (%s missing): scripts/deps.sh --ceph' % c,
-                  file=sys.stderr)
-            return 77
-    for t in ('ix-target', 'ix-ctl', 'ix-bench'):
-        if not os.access(os.path.join(BUILD, 'tools', t), os.X_OK):
-            print('SKIP: %s not built in %s' % (t, BUILD), file=sys.stderr)
-            return 77
-    os.makedirs(OUT, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix='ixtest.rbdoff.', dir='/tmp')
-    shm = '/dev/shm' if os.path.isdir('/dev/shm') else tmp
-    ceph = tempfile.mkdtemp(prefix='ixtest.rbdoff-ceph.', dir=shm)
-    conf = os.path.join(ceph, 'ceph.conf')
-    env = dict(os.environ, CEPH_CONF=conf)
-    try:
-        t0 = time.monotonic()
-        r = run([CLUSTER_SH, 'start', ceph, '--store', 'memstore'], 300)
-        if r.returncode != 0:
-            report('FAIL', 'cluster', r.stderr.strip()[-300:])
-            return 1
-        report('PASS', 'cluster', 'memstore cluster up in %.0f s' % (time.monotonic() - t0))
-        try:
-            scenario(conf, tmp, env)
-        except Exception as e:  # noqa: BLE001
-            import traceback
-            traceback.print_exc()
-            report('FAIL', 'scenario', '%s: %s' % (type(e).__name__, str(e)[:300]))
-    finally:
-        run([CLUSTER_SH, 'stop', ceph], 120)
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(ceph, ignore_errors=True)
-    return 1 if report.failed else 0
+    return ixceph.run_with_cluster(report, 'rbdoff', scenario,
+                                   built=('ix-target', 'ix-ctl', 'ix-bench'))
 
 
 if __name__ == '__main__':

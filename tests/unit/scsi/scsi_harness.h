@@ -128,7 +128,7 @@ extern const uint8_t zblk[4096]; /* a zero block for data-out */
 
 /* Mode pages, in the order and with the lengths SPC-4 gives them. */
 #define PG_CACHING_WCE 0x08, 0x12, 0x04, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
-#define PG_CONTROL     0x0a, 0x0a, 0x02, 0x10, 0, 0, 0, 0, 0xff, 0xff, 0, 0
+#define PG_CONTROL     0x0a, 0x0a, 0x02, 0x10, 0, 0x40, 0, 0, 0xff, 0xff, 0, 0
 
 /* scsi_cases.c: the tables, terminated by a NULL name. */
 struct tc_table {

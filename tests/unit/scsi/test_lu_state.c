@@ -6,6 +6,7 @@
  * OPERATION CODES for the new commands. */
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -217,6 +218,310 @@ static void test_pr_commands(struct env *e)
 	CHECK_EQ(t.c.status, 0);
 	drain_ua(e, a, L_PR);
 	scsi_nexus_free(b);
+}
+
+/* REGISTER AND MOVE to a TransportID through relative target port rtpi; returns the status. */
+static uint8_t register_move(struct env *e, struct scsi_nexus *nx, uint64_t key, uint64_t sakey,
+			     uint16_t rtpi, const char *iport, struct tcmd *t)
+{
+	uint8_t p[24 + 4 + 48] = {0};
+
+	put_be64(p, key);
+	put_be64(p + 8, sakey);
+	put_be16(p + 18, rtpi);
+	put_be32(p + 20, 4 + 48);
+	p[24] = 0x45;
+	put_be16(p + 26, 48);
+	memcpy(p + 28, iport, strlen(iport));
+	t_run(e, nx, L_PR, B(0x5f, 7, 0, 0, 0, 0, 0, 0, sizeof(p), 0), 0, p, sizeof(p), t);
+	return t->c.status;
+}
+
+/* The RELATIVE TARGET PORT IDENTIFIER of READ FULL STATUS descriptor i (or -1) and its key. */
+static int full_status_port(const struct tcmd *t, unsigned i, uint64_t *key, bool *holder)
+{
+	uint32_t off = 8, end = 8 + get_be32(t->c.buf + 4);
+
+	for (; off + 24 <= end; off += 24 + get_be32(t->c.buf + off + 20), i--)
+		if (i == 0) {
+			*key = get_be64(t->c.buf + off);
+			*holder = t->c.buf[off + 12] & 1;
+			return get_be16(t->c.buf + off + 18);
+		}
+	return -1;
+}
+
+/* Target ports other than 1 (SPC-4 6.15.4, 6.16.4): READ FULL STATUS reports each
+ * registration's own port, REGISTER AND MOVE names the destination's port by its relative id:
+ * the command's own, or one the ALUA groups list (another gateway's); any other is ILLEGAL
+ * REQUEST, INVALID FIELD IN PARAMETER LIST pointing at the field. */
+static void test_pr_ports(struct env *e)
+{
+	static const char ib[] = "iqn.2024-01.org.example:b,i,0x000000000002";
+	static const char ic[] = "iqn.2024-01.org.example:c,i,0x000000000003";
+	struct scsi_nexus *a = e->nx,
+			  *c = scsi_nexus_new(e->map, ic, "iqn.2024-01.org.example:t1,t,0x0002");
+	struct scsi_alua_cfg ac = {.ngroups = 2, .explicit_ok = true};
+	struct scsi_lu *lu = scsi_lun_map_get(e->map, L_PR);
+	uint64_t key;
+	bool holder;
+	struct tcmd t;
+
+	drain_ua(e, a, L_PR);
+	drain_ua(e, c, L_PR);
+	prout(e, a, L_PR, 0, 0, 0, 0xa1, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	prout(e, c, L_PR, 0, 0, 0, 0xc1, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	prin(e, a, L_PR, 3, 1024, &t);
+	CHECK_EQ(full_status_port(&t, 0, &key, &holder), 1);
+	CHECK_EQ(key, 0xa1);
+	CHECK_EQ(full_status_port(&t, 1, &key, &holder), 2); /* c came through port 2 */
+	CHECK_EQ(key, 0xc1);
+	prout(e, a, L_PR, 1, 1, 0xa1, 0, 0, &t); /* a reserves Write Exclusive */
+	CHECK_EQ(t.c.status, 0);
+	/* without ALUA the only port this target knows is the command's own: not 3 (another
+	 * gateway's), not even 2 (c's) */
+	CHECK_EQ(register_move(e, a, 0xa1, 0xb3, 3, ib, &t), 2);
+	t_check_sense(&t, 0x5, 0x26, 0x00);
+	CHECK_EQ(t.c.sense[15], 0x80);		/* SKSV, C/D 0: in the parameter list ... */
+	CHECK_EQ(get_be16(t.c.sense + 16), 18); /* ... at RELATIVE TARGET PORT IDENTIFIER */
+	CHECK_EQ(register_move(e, a, 0xa1, 0xc2, 2, ic, &t), 2);
+	t_check_sense(&t, 0x5, 0x26, 0x00);
+	/* ALUA: group 1 is this gateway's ports 1 and 2, group 2 another gateway's port 3 */
+	ac.groups[0] = (struct scsi_alua_group_cfg){.id = 1,
+						    .state = SCSI_ALUA_ACTIVE_OPTIMIZED,
+						    .local = true,
+						    .nports = 2,
+						    .ports = {1, 2}};
+	ac.groups[1] = (struct scsi_alua_group_cfg){
+	    .id = 2, .state = SCSI_ALUA_ACTIVE_OPTIMIZED, .nports = 1, .ports = {3}};
+	CHECK_EQ(scsi_alua_configure(e->map, &ac), 0);
+	drain_ua(e, a, L_PR);
+	drain_ua(e, c, L_PR);
+	for (uint16_t bad = 0; bad <= 4; bad += 4) { /* reserved 0, unconfigured 4 */
+		CHECK_EQ(register_move(e, a, 0xa1, 0xb3, bad, ib, &t), 2);
+		t_check_sense(&t, 0x5, 0x26, 0x00);
+	}
+	/* to c through port 2, c's own nexus: c holds, a may no longer write */
+	CHECK_EQ(register_move(e, a, 0xa1, 0xc2, 2, ic, &t), 0);
+	t_run(e, c, L_PR, wr10, 0, zblk, 512, &t);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, a, L_PR, wr10, 0, zblk, 512, &t);
+	CHECK_EQ(t.c.status, 0x18);
+	/* to b through port 3 (a nexus of the other gateway): b holds, registered on port 3 */
+	CHECK_EQ(register_move(e, c, 0xc2, 0xb3, 3, ib, &t), 0);
+	prin(e, a, L_PR, 3, 1024, &t);
+	CHECK_EQ(get_be32(t.c.buf + 4), 3 * (24 + 4 + 44));
+	CHECK_EQ(full_status_port(&t, 2, &key, &holder), 3);
+	CHECK(key == 0xb3 && holder);
+	CHECK_MEM(t.c.buf + 8 + 2 * (24 + 4 + 44) + 28, ib, sizeof(ib));
+	CHECK_EQ(full_status_port(&t, 1, &key, &holder), 2);
+	CHECK(key == 0xc2 && !holder);
+	pthread_mutex_lock(&lu->lock);
+	CHECK_EQ(pr_find(&lu->pr, &(struct pr_nexus_id){ib, "iqn.2024-01.org.example:t1,t,0x0003"}),
+		 2);
+	pthread_mutex_unlock(&lu->lock);
+	t_run(e, c, L_PR, wr10, 0, zblk, 512, &t); /* c no longer holds */
+	CHECK_EQ(t.c.status, 0x18);
+	CHECK_EQ(scsi_alua_configure(e->map, NULL), 0);
+	drain_ua(e, a, L_PR);
+	prout(e, a, L_PR, 3, 0, 0xa1, 0, 0, &t); /* CLEAR */
+	CHECK_EQ(t.c.status, 0);
+	drain_ua(e, c, L_PR);
+	scsi_nexus_free(c);
+}
+
+/* PREEMPT AND ABORT on the file store: every thread's abort hook is asked for the preempted
+ * nexuses' tasks on this LU (never the issuer's), and the command completes only once the
+ * tasks it holds are released. */
+struct hook_rec {
+	int calls;
+	struct scsi_abort *req;
+	struct scsi_nexus *a, *b;
+	bool wants_a, wants_b;
+	struct scsi_lu *lu;
+	bool hold;
+};
+
+static void abort_hook(void *arg, struct scsi_abort *req)
+{
+	struct hook_rec *h = arg;
+
+	h->calls++;
+	h->req = req;
+	h->lu = scsi_abort_lu(req);
+	h->wants_a = scsi_abort_wants(req, h->a);
+	h->wants_b = scsi_abort_wants(req, h->b);
+	if (h->hold) /* a task of b still in the backend */
+		scsi_abort_hold(req);
+}
+
+static void test_preempt_abort(struct env *e)
+{
+	struct scsi_nexus *a = e->nx, *b = nexus(e, "iqn.2024-01.org.example:b,i,0x000000000002");
+	struct hook_rec h = {.a = a, .b = b, .hold = true};
+	struct tcmd t;
+	uint8_t p[24] = {0};
+
+	drain_ua(e, a, L_PR);
+	drain_ua(e, b, L_PR);
+	prout(e, a, L_PR, 0, 0, 0, 0xa1, 0, &t);
+	prout(e, b, L_PR, 0, 0, 0, 0xb1, 0, &t);
+	prout(e, b, L_PR, 1, 1, 0xb1, 0, 0, &t); /* b reserves Write Exclusive */
+	CHECK_EQ(t.c.status, 0);
+	scsi_thread_set_abort(e->thr, abort_hook, &h);
+	/* PREEMPT (no abort) asks nobody */
+	prout(e, a, L_PR, 4, 1, 0xa1, 0xb1, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(h.calls, 0);
+	drain_ua(e, b, L_PR);
+	prout(e, b, L_PR, 0, 0, 0, 0xb2, 0, &t); /* b registers again */
+	/* PREEMPT AND ABORT of b's key: the hook is asked for b's tasks on this LU, not a's, and
+	 * the command waits for the task it holds */
+	put_be64(p, 0xa1);
+	put_be64(p + 8, 0xb2);
+	memset(&t, 0, sizeof(t));
+	memcpy(t.cdb, B(0x5f, 5, 1, 0, 0, 0, 0, 0, 24, 0), 10);
+	memcpy(e->buf, p, sizeof(p));
+	t.c = (struct scsi_cmd){.thread = e->thr,
+				.map = e->map,
+				.nexus = a,
+				.lun_field = scsi_lun_encode(L_PR),
+				.cdb = t.cdb,
+				.cdb_len = 16,
+				.buf = e->buf,
+				.buf_len = TBUF,
+				.data_out_len = 24,
+				.done = t_done,
+				.priv = &t};
+	scsi_cmd_exec(&t.c);
+	for (int i = 0; i < 20; i++)
+		ev_loop_run_once(e->loop, 10);
+	CHECK_EQ(h.calls, 1);
+	CHECK(h.wants_b && !h.wants_a);
+	CHECK(h.lu == scsi_lun_map_get(e->map, L_PR));
+	CHECK_EQ(t.ndone, 0); /* b's task is still in the backend */
+	if (h.req)
+		scsi_abort_release(h.req);
+	for (int i = 0; i < 200 && t.ndone == 0; i++)
+		ev_loop_run_once(e->loop, 10);
+	CHECK_EQ(t.ndone, 1);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, b, L_PR, wr10, 0, zblk, 512, &t);
+	t_check_sense(&t, 0x6, 0x2a, 0x05); /* REGISTRATIONS PREEMPTED */
+	t_run(e, b, L_PR, wr10, 0, zblk, 512, &t);
+	CHECK_EQ(t.c.status, 0x18);
+	/* nothing held: at once */
+	h.hold = false;
+	prout(e, b, L_PR, 0, 0, 0, 0xb3, 0, &t);
+	prout(e, a, L_PR, 5, 1, 0xa1, 0xb3, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(h.calls, 2);
+	scsi_thread_set_abort(e->thr, NULL, NULL);
+	drain_ua(e, b, L_PR);
+	prout(e, a, L_PR, 3, 0, 0xa1, 0, 0, &t); /* CLEAR */
+	CHECK_EQ(t.c.status, 0);
+	scsi_nexus_free(b);
+}
+
+/* RESERVE/RELEASE on an LU whose store shares the SPC-2 reservation (the RADOS store; here a
+ * stand-in that records what spc.c and lu.c hand it): a reservation held through another
+ * gateway (SCSI_RESV_REMOTE) refuses every nexus here but lets RESERVE reach the store (which
+ * asks the holder's gateway); RELEASE reaches it only from the holder; the holder's nexus loss
+ * is reported to it. */
+static struct {
+	int reserve, release, lost;
+	struct scsi_lu *lu;
+	const struct scsi_nexus *lost_nx;
+} fake;
+
+static int fake_spc2(struct scsi_lu *lu, struct scsi_cmd *cmd, bool reserve)
+{
+	fake.lu = lu;
+	if (reserve) {
+		fake.reserve++;
+		atomic_store(&lu->resv_holder, cmd->nexus); /* granted */
+	} else {
+		fake.release++;
+		atomic_store(&lu->resv_holder, NULL);
+	}
+	return SCSI_DONE;
+}
+
+static void fake_lost(struct scsi_lu *lu, const struct scsi_nexus *nx)
+{
+	fake.lost++;
+	fake.lost_nx = nx;
+	(void)lu;
+}
+
+static void fake_free(struct scsi_lu *lu)
+{
+	(void)lu;
+}
+
+static int fake_out(struct scsi_lu *lu, struct scsi_cmd *cmd, const struct pr_out *req)
+{
+	(void)lu;
+	(void)req;
+	cmd->status = SCSI_STATUS_RESERVATION_CONFLICT;
+	return SCSI_DONE;
+}
+
+static void test_spc2_shared(struct env *e)
+{
+	static const struct scsi_pr_store_ops ops = {.name = "fake",
+						     .out = fake_out,
+						     .free = fake_free,
+						     .spc2 = fake_spc2,
+						     .spc2_lost = fake_lost};
+	struct scsi_lu *lu = scsi_lun_map_get(e->map, L_PR);
+	struct scsi_nexus *a = e->nx, *b = nexus(e, "iqn.2024-01.org.example:b,i,0x000000000002");
+	struct tcmd t;
+	uintptr_t bp;
+
+	drain_ua(e, a, L_PR);
+	drain_ua(e, b, L_PR);
+	lu->pr_ops = &ops;
+	/* held through another gateway: everything here conflicts but RESERVE, which the store
+	 * decides, and RELEASE from a non-holder, which is GOOD and nothing */
+	atomic_store(&lu->resv_holder, SCSI_RESV_REMOTE);
+	t_run(e, a, L_PR, wr10, 0, zblk, 512, &t);
+	CHECK_EQ(t.c.status, 0x18);
+	t_run(e, b, L_PR, rd10, 512, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0x18);
+	t_run(e, a, L_PR, B(0x17, 0, 0, 0, 0, 0), 0, NULL, 0, &t); /* RELEASE(6) */
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(fake.release, 0);
+	CHECK(atomic_load(&lu->resv_holder) == SCSI_RESV_REMOTE);
+	t_run(e, a, L_PR, B(0x16, 0, 0, 0, 0, 0), 0, NULL, 0, &t); /* RESERVE(6) */
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(fake.reserve, 1);
+	CHECK(fake.lu == lu);
+	CHECK(atomic_load(&lu->resv_holder) == a);
+	/* held here by a: b conflicts without asking the store, a again is GOOD at once */
+	t_run(e, b, L_PR, B(0x56, 0, 0, 0, 0, 0, 0, 0, 0, 0), 0, NULL, 0, &t); /* RESERVE(10) */
+	CHECK_EQ(t.c.status, 0x18);
+	t_run(e, a, L_PR, B(0x16, 0, 0, 0, 0, 0), 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(fake.reserve, 1);
+	/* RELEASE from b: nothing; from a: the store */
+	t_run(e, b, L_PR, B(0x17, 0, 0, 0, 0, 0), 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(fake.release, 0);
+	t_run(e, a, L_PR, B(0x57, 0, 0, 0, 0, 0, 0, 0, 0, 0), 0, NULL, 0, &t); /* RELEASE(10) */
+	CHECK_EQ(t.c.status, 0);
+	CHECK_EQ(fake.release, 1);
+	/* b holds, then its nexus goes: the store hears of it */
+	t_run(e, b, L_PR, B(0x16, 0, 0, 0, 0, 0), 0, NULL, 0, &t);
+	CHECK(t.c.status == 0 && atomic_load(&lu->resv_holder) == b);
+	bp = (uintptr_t)b;
+	scsi_nexus_free(b);
+	CHECK_EQ(fake.lost, 1);
+	CHECK((uintptr_t)fake.lost_nx == bp); /* (compared only: freed by now) */
+	CHECK(atomic_load(&lu->resv_holder) == NULL);
+	lu->pr_ops = NULL;
 }
 
 /* ---- APTPL ---- */
@@ -521,8 +826,8 @@ static void test_sanitize(struct env *e)
 	}
 	/* SWP: SANITIZE and writes are refused as software write protected */
 	{
-		uint8_t ms[4 + 12] = {0,    0, 0, 0, 0x0a, 0x0a, 0x02, 0x10,
-				      0x08, 0, 0, 0, 0xff, 0xff, 0,    0};
+		uint8_t ms[4 + 12] = {0,    0,	  0, 0, 0x0a, 0x0a, 0x02, 0x10,
+				      0x08, 0x40, 0, 0, 0xff, 0xff, 0,	  0};
 
 		t_run(e, a, L_THICK, B(0x15, 0x10, 0, 0, sizeof(ms), 0), 0, ms, sizeof(ms), &t);
 		CHECK_EQ(t.c.status, 0);
@@ -687,6 +992,9 @@ int main(void)
 		 0);
 	e.nx = nexus(&e, "iqn.2024-01.org.example:i1,i,0x000000000001");
 	test_pr_commands(&e);
+	test_pr_ports(&e);
+	test_preempt_abort(&e);
+	test_spc2_shared(&e);
 	test_aptpl(&e);
 	test_removable(&e);
 	test_sanitize(&e);

@@ -420,6 +420,79 @@ static void test_in_data(void)
 	pr_state_clear(&st);
 }
 
+/* ---- PREEMPT AND ABORT: whose tasks go ---- */
+
+static bool abort_listed(const struct pr_effects *fx, int who)
+{
+	for (size_t i = 0; i < fx->nabort; i++)
+		if (strcmp(fx->abort[i].iport, NX[who].iport) == 0 &&
+		    strcmp(fx->abort[i].tport, NX[who].tport) == 0)
+			return true;
+	return false;
+}
+
+/* SPC-4 5.12.11.4.5: the tasks of the I_T nexuses whose registrations a PREEMPT AND ABORT
+ * removes are aborted (never the issuer's); PREEMPT aborts nothing. */
+static void test_preempt_abort(void)
+{
+	struct pr_state st;
+	struct pr_out req = {.type = PR_WE};
+	struct pr_effects fx;
+
+	printf("# PREEMPT AND ABORT lists the preempted nexuses\n");
+	pr_state_init(&st);
+	apply_ok(&st, A, PR_OUT_REGISTER, 0, 0, KA);
+	apply_ok(&st, B, PR_OUT_REGISTER, 0, 0, KB);
+	apply_ok(&st, C, PR_OUT_REGISTER, 0, 0, KB);
+	apply_ok(&st, B, PR_OUT_RESERVE, PR_WE, KB, 0);
+	/* PREEMPT of B's key: B and C go, no aborts */
+	req.sa = PR_OUT_PREEMPT;
+	req.key = KA;
+	req.sakey = KB;
+	{
+		struct pr_state copy;
+
+		pr_state_init(&copy);
+		CHECK_EQ(pr_state_copy(&copy, &st), 0);
+		CHECK_EQ(pr_out_apply(&copy, &NX[A], &req, &fx), PR_OK);
+		CHECK_EQ(fx.nabort, 0);
+		CHECK_EQ(fx.nua, 2); /* 2A/05 to B and C */
+		pr_effects_clear(&fx);
+		pr_state_clear(&copy);
+	}
+	/* PREEMPT AND ABORT of the reservation holder's key: B and C are aborted, A is not */
+	req.sa = PR_OUT_PREEMPT_ABORT;
+	CHECK_EQ(pr_out_apply(&st, &NX[A], &req, &fx), PR_OK);
+	CHECK_EQ(fx.nabort, 2);
+	CHECK(abort_listed(&fx, B) && abort_listed(&fx, C) && !abort_listed(&fx, A));
+	CHECK(pr_is_holder(&st, &NX[A]));
+	pr_effects_clear(&fx);
+	/* registrations only (no reservation held by the key): the same rule */
+	apply_ok(&st, B, PR_OUT_REGISTER, 0, 0, KC);
+	req.sakey = KC;
+	CHECK_EQ(pr_out_apply(&st, &NX[A], &req, &fx), PR_OK);
+	CHECK_EQ(fx.nabort, 1);
+	CHECK(abort_listed(&fx, B));
+	pr_effects_clear(&fx);
+	/* a key nobody holds: RESERVATION CONFLICT, nothing listed */
+	CHECK_EQ(pr_out_apply(&st, &NX[A], &req, &fx), PR_CONFLICT);
+	CHECK_EQ(fx.nabort, 0);
+	pr_effects_clear(&fx);
+	/* an all-registrants reservation with key 0: every other registrant is aborted */
+	apply_ok(&st, B, PR_OUT_REGISTER, 0, 0, KB);
+	apply_ok(&st, C, PR_OUT_REGISTER, 0, 0, KC);
+	apply_ok(&st, A, PR_OUT_RELEASE, PR_WE, KA, 0);
+	apply_ok(&st, A, PR_OUT_RESERVE, PR_WE_AR, KA, 0);
+	req.type = PR_WE_AR;
+	req.sakey = 0;
+	CHECK_EQ(pr_out_apply(&st, &NX[A], &req, &fx), PR_OK);
+	CHECK_EQ(fx.nabort, 2);
+	CHECK(abort_listed(&fx, B) && abort_listed(&fx, C) && !abort_listed(&fx, A));
+	CHECK_EQ(st.nregs, 1);
+	pr_effects_clear(&fx);
+	pr_state_clear(&st);
+}
+
 /* ---- TransportIDs ---- */
 
 static uint32_t tid(uint8_t *d, uint8_t fmt, const char *s, uint16_t addl)
@@ -623,6 +696,7 @@ int main(void)
 		run_scenario(&scenarios[i]);
 	test_conflict_table();
 	test_in_data();
+	test_preempt_abort();
 	test_transport_id();
 	test_file();
 	test_limits();

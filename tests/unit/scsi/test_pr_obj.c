@@ -76,6 +76,86 @@ static void test_round_trip(void)
 	CHECK(strstr(err, "unit attention") != NULL);
 	CHECK_EQ(back.nregs, 0);
 	free(buf);
+
+	/* PREEMPT AND ABORT: the nexuses whose tasks every gateway aborts */
+	{
+		struct pr_ua ab[2] = {{(char *)IA, (char *)TA, 0, 0},
+				      {(char *)IB, (char *)TB, 0, 0}};
+
+		fx.abort = ab;
+		fx.nabort = 2;
+		CHECK_EQ(pr_obj_encode(&st, &(struct pr_obj_ver){1, 44}, &fx, &buf, &len), 0);
+		CHECK(strstr(buf, "\nabort " IA " " TA "\nabort " IB " " TB "\n") != NULL);
+		CHECK_EQ(pr_obj_decode(buf, len, &back, &seq, &fback, err, sizeof(err)), 0);
+		CHECK_EQ(fback.nua, 1);
+		CHECK_EQ(fback.nabort, 2);
+		CHECK_STR(fback.abort[0].iport, IA);
+		CHECK_STR(fback.abort[0].tport, TA);
+		CHECK_STR(fback.abort[1].iport, IB);
+		CHECK_STR(fback.abort[1].tport, TB);
+		CHECK_EQ(back.nregs, 2);
+		pr_effects_clear(&fback);
+		CHECK_EQ(pr_obj_decode(buf, len, &back, &seq, NULL, err, sizeof(err)), -EINVAL);
+		free(buf);
+		/* aborts without unit attentions */
+		fx.nua = 0;
+		CHECK_EQ(pr_obj_encode(&st, &(struct pr_obj_ver){1, 45}, &fx, &buf, &len), 0);
+		CHECK_EQ(pr_obj_decode(buf, len, &back, &seq, NULL, err, sizeof(err)), -EINVAL);
+		CHECK(strstr(err, "an abort line in the stored object") != NULL);
+		CHECK_EQ(pr_obj_decode(buf, len, &back, &seq, &fback, err, sizeof(err)), 0);
+		CHECK(fback.nua == 0 && fback.nabort == 2);
+		pr_effects_clear(&fback);
+		free(buf);
+	}
+	pr_state_clear(&st);
+	pr_state_clear(&back);
+}
+
+/* Version 2: the SPC-2 reservation travels with the state; without one the object is
+ * version 1, as before. */
+static void test_spc2(void)
+{
+	struct pr_state st, back;
+	struct pr_obj_ver seq;
+	char *buf, err[256], text[1024];
+	size_t len;
+	int n;
+
+	build(&st);
+	pr_state_init(&back);
+	CHECK_EQ(pr_obj_encode(&st, &(struct pr_obj_ver){3, 9}, NULL, &buf, &len), 0);
+	CHECK(strncmp(buf, "ix-pr-rados 1\n", 14) == 0);
+	CHECK(strstr(buf, "spc2") == NULL);
+	free(buf);
+	CHECK_EQ(pr_state_set_spc2(&st, IB, TB, 0x4242), 0);
+	CHECK_EQ(pr_obj_encode(&st, &(struct pr_obj_ver){3, 10}, NULL, &buf, &len), 0);
+	CHECK(strncmp(buf, "ix-pr-rados 2\n", 14) == 0);
+	CHECK(strstr(buf, "\ntype 1\nspc2 0000000000004242 " IB " " TB "\nreg ") != NULL);
+	CHECK_EQ(pr_obj_decode(buf, len, &back, &seq, NULL, err, sizeof(err)), 0);
+	CHECK_STR(back.spc2_iport, IB);
+	CHECK_STR(back.spc2_tport, TB);
+	CHECK_EQ(back.spc2_gid, 0x4242);
+	CHECK(pr_spc2_is(&back, &(struct pr_nexus_id){IB, TB}));
+	CHECK(!pr_spc2_is(&back, &(struct pr_nexus_id){IA, TA}));
+	CHECK_EQ(back.nregs, 2);
+	CHECK_EQ(seq.seq, 10);
+	free(buf);
+	/* a copy keeps it, clearing drops it */
+	pr_state_clear(&back);
+	CHECK_EQ(pr_state_copy(&back, &st), 0);
+	CHECK_STR(back.spc2_iport, IB);
+	CHECK_EQ(pr_state_set_spc2(&back, NULL, NULL, 0), 0);
+	CHECK(back.spc2_iport == NULL && back.spc2_tport == NULL && back.spc2_gid == 0);
+	/* by hand: a version 2 object with no registrations */
+	n = snprintf(text, sizeof(text),
+		     "ix-pr-rados 2\nepoch 00000000000000ab\nseq 5\ngeneration 3\naptpl 0\n"
+		     "type 0\nspc2 00000000000000cd " IA " " TA "\n");
+	snprintf(text + n, sizeof(text) - (size_t)n, "sum %016" PRIx64 "\n",
+		 fnv1a64(FNV1A64_INIT, text, (size_t)n));
+	CHECK_EQ(pr_obj_decode(text, strlen(text), &back, &seq, NULL, err, sizeof(err)), 0);
+	CHECK_EQ(back.spc2_gid, 0xcd);
+	CHECK_STR(back.spc2_iport, IA);
+	CHECK_EQ(back.nregs, 0);
 	pr_state_clear(&st);
 	pr_state_clear(&back);
 }
@@ -129,8 +209,29 @@ static void test_damaged(void)
 	static const struct {
 		const char *body, *why;
 	} cases[] = {
-	    {"ix-pr-rados 2\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n",
+	    {"ix-pr-rados 3\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n",
 	     "unknown version"},
+	    /* version 2: the SPC-2 reservation line after the type, always */
+	    {"ix-pr-rados 2\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n",
+	     "truncated before the SPC-2 reservation"},
+	    {"ix-pr-rados 2\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
+	     "reg 00000000000000aa 0 " IA " " TA "\n",
+	     "expected \"spc2"},
+	    {"ix-pr-rados 2\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
+	     "spc2 0000000000000000 " IA " " TA "\n",
+	     "client id"},
+	    {"ix-pr-rados 2\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
+	     "spc2 12 " IA " " TA "\n",
+	     "client id"},
+	    {"ix-pr-rados 2\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
+	     "spc2 0000000000001234 " TA " " TA "\n",
+	     "initiator port"},
+	    {"ix-pr-rados 2\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
+	     "spc2 0000000000001234 " IA "\n",
+	     "expected \"spc2"},
+	    {"ix-pr-rados 1\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"
+	     "spc2 0000000000001234 " IA " " TA "\n",
+	     "expected \"reg"},
 	    {"ix-pr-rados 1\nepoch 1\nseq 1\ngeneration 0\naptpl 0\ntype 0\n", "epoch"},
 	    {"ix-pr-rados 1\nseq 1\ngeneration 0\naptpl 0\ntype 0\n", "epoch"},
 	    {"ix-pr-rados 1\nepoch 0000000000000001\nseq x\ngeneration 0\naptpl 0\ntype 0\n",
@@ -164,6 +265,49 @@ static void test_damaged(void)
 		if (!strstr(err, cases[i].why))
 			printf("# case %zu: \"%s\" does not say \"%s\"\n", i, err, cases[i].why);
 		CHECK(strstr(err, cases[i].why) != NULL);
+	}
+}
+
+/* Notify payload lines that are wrong (decoded with unit attentions and aborts accepted). */
+static void test_payload_damaged(void)
+{
+#define HEAD                                                                                       \
+	"ix-pr-rados 1\nepoch 0000000000000001\nseq 1\ngeneration 0\naptpl 0\ntype 0\n"            \
+	"reg 00000000000000aa 0 " IA " " TA "\n"
+	static const struct {
+		const char *body, *why;
+	} cases[] = {
+	    {HEAD "abort " IA "\n", "expected \"abort <initiator port> <target port>\""},
+	    {HEAD "abort " IA " " TA " x\n", "expected \"abort"},
+	    {HEAD "abort " TA " " TA "\n", "initiator port"},
+	    {HEAD "abort " IA " " IA "\n", "target port"},
+	    {HEAD "aborts " IA " " TA "\n", "expected \"reg"},
+	    {HEAD "abort " IA " " TA "\nreg 00000000000000bb 0 " IB " " TB "\n",
+	     "a registration after the unit attentions or aborts"},
+	    {HEAD "ua 2a 05 " IA " " TA "\nabort " IA " " TA "\nreg 00000000000000bb 0 " IB " " TB
+		  "\n",
+	     "a registration after"},
+	};
+#undef HEAD
+	char text[2048], err[256];
+	struct pr_state st;
+	struct pr_effects fx;
+	struct pr_obj_ver seq;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int n = snprintf(text, sizeof(text), "%s", cases[i].body);
+
+		snprintf(text + n, sizeof(text) - (size_t)n, "sum %016" PRIx64 "\n",
+			 fnv1a64(FNV1A64_INIT, text, (size_t)n));
+		pr_state_init(&st);
+		err[0] = 0;
+		CHECK_EQ(pr_obj_decode(text, strlen(text), &st, &seq, &fx, err, sizeof(err)),
+			 -EINVAL);
+		CHECK(st.nregs == 0 && fx.nua == 0 && fx.nabort == 0);
+		if (!strstr(err, cases[i].why))
+			printf("# case %zu: \"%s\" does not say \"%s\"\n", i, err, cases[i].why);
+		CHECK(strstr(err, cases[i].why) != NULL);
+		pr_state_clear(&st);
 	}
 }
 
@@ -211,8 +355,10 @@ static void test_client_addr(void)
 int main(void)
 {
 	test_round_trip();
+	test_spc2();
 	test_hand_written();
 	test_damaged();
+	test_payload_damaged();
 	test_bytes();
 	test_client_addr();
 	return tap_done();

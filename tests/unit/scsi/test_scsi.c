@@ -451,7 +451,7 @@ static void test_mode_select_effects(struct env *e)
 	printf("# MODE SELECT side effects\n");
 	t_run(e, b, L_RAM, rs, 18, NULL, 0, &t);
 	t_run(e, e->nx, L_RAM, B(0x15, 0x10, 0, 0, 16, 0), 0,
-	      B(0, 0, 0, 0, 0x0a, 0x0a, 0x06, 0x10, 0, 0, 0, 0, 0xff, 0xff, 0, 0), 16, &t);
+	      B(0, 0, 0, 0, 0x0a, 0x0a, 0x06, 0x10, 0, 0x40, 0, 0, 0xff, 0xff, 0, 0), 16, &t);
 	CHECK_EQ(t.c.status, 0);
 	t_run(e, b, L_RAM, tur, 0, NULL, 0, &t);
 	CHECK_EQ(t.c.status, 2); /* already in descriptor format: D_SENSE is on */
@@ -468,8 +468,8 @@ static void test_mode_select_effects(struct env *e)
 	/* Miscompare in descriptor format carries an information descriptor. */
 	/* Back to fixed format, WCE off then on. */
 	t_run(e, e->nx, L_RAM, B(0x55, 0x10, 0, 0, 0, 0, 0, 0, 20, 0), 0,
-	      B(0, 0, 0, 0, 0, 0, 0, 0, 0x0a, 0x0a, 0x02, 0x10, 0, 0, 0, 0, 0xff, 0xff, 0, 0), 20,
-	      &t);
+	      B(0, 0, 0, 0, 0, 0, 0, 0, 0x0a, 0x0a, 0x02, 0x10, 0, 0x40, 0, 0, 0xff, 0xff, 0, 0),
+	      20, &t);
 	CHECK_EQ(t.c.status, 0);
 	t_run(e, e->nx, L_RAM, B(0x28, 0x20, 0, 0, 0, 0, 0, 0, 1, 0), 512, NULL, 0, &t);
 	CHECK_EQ(t.c.sense_len, 18);

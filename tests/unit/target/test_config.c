@@ -173,6 +173,46 @@ static const struct tcase cases[] = {
     {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','no_medium':true,"
 	  "'rbd':{'pool':'p','image':'i'}}"),
      "targets[0].luns[0].pr_store: \"rados\" needs the image: not with no_medium"},
+    /* the shared store's timeouts (rbd.pr) */
+    {LUNS("{'lun':0,'backend':'rbd','rbd':{'pool':'p','image':'i','pr':{'retries':4}}}"),
+     "targets[0].luns[0].rbd.pr: only with \"pr_store\": \"rados\""},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'file','rbd':{'pool':'p','image':'i','pr':{}}}"),
+     "targets[0].luns[0].rbd.pr: only with \"pr_store\": \"rados\""},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i','pr':5}}"),
+     "targets[0].luns[0].rbd.pr: must be an object, not an integer"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'notify_timeout_s':0}}}"),
+     "targets[0].luns[0].rbd.pr.notify_timeout_s: 0 is out of range (1 to 60)"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'notify_timeout_s':61}}}"),
+     "targets[0].luns[0].rbd.pr.notify_timeout_s: 61 is out of range"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'notify_timeout_s':2.5}}}"),
+     "targets[0].luns[0].rbd.pr.notify_timeout_s: must be"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'reset_wait_s':0}}}"),
+     "targets[0].luns[0].rbd.pr.reset_wait_s: 0 is out of range (1 to 10)"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'reset_wait_s':11}}}"),
+     "targets[0].luns[0].rbd.pr.reset_wait_s: 11 is out of range"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'retries':0}}}"),
+     "targets[0].luns[0].rbd.pr.retries: 0 is out of range (1 to 1000)"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'retries':'16'}}}"),
+     "targets[0].luns[0].rbd.pr.retries: must be"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'blocklist_s':59}}}"),
+     "targets[0].luns[0].rbd.pr.blocklist_s: 59 is out of range (60 to 604800)"},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'notify_timeout_ms':5000}}}"),
+     "targets[0].luns[0].rbd.pr.notify_timeout_ms: unknown key \"notify_timeout_ms\""},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i',"
+	  "'pr':{'notify_timeout_s':1,'reset_wait_s':10,'retries':1000,"
+	  "'blocklist_s':604800}}}"),
+     NULL},
+    {LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p','image':'i','pr':{}}}"),
+     NULL},
     {LUNS("{'lun':0,'backend':'rbd','rbd':{'pool':'p','image':'i'}},"
 	  "{'lun':1,'backend':'rbd','rbd':{'pool':'p','image':'i'}}"),
      "targets[0].luns[1].rbd: image p/i is also used by targets[0].luns[0]"},
@@ -978,6 +1018,35 @@ static void test_rbd_defaults(void)
 	}
 }
 
+/* rbd.pr reaches the LU configuration; absent keys stay 0 (the store's defaults). */
+static void test_rbd_pr(void)
+{
+	struct ix_config *cfg = NULL;
+	char err[256] = "";
+	const struct scsi_pr_rados_cfg *p;
+
+	CHECK_EQ(load(LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p',"
+			   "'image':'i','pr':{'notify_timeout_s':15,'reset_wait_s':7,"
+			   "'retries':3,'blocklist_s':120}}},"
+			   "{'lun':1,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p',"
+			   "'image':'j'}}"),
+		      &cfg, err, sizeof(err)),
+		 0);
+	if (!cfg) {
+		printf("# %s\n", err);
+		return;
+	}
+	p = &cfg->targets[0].luns[0].lu.pr_rados;
+	CHECK_EQ(p->notify_timeout_s, 15);
+	CHECK_EQ(p->reset_wait_s, 7);
+	CHECK_EQ(p->retries, 3);
+	CHECK_EQ(p->blocklist_s, 120);
+	p = &cfg->targets[0].luns[1].lu.pr_rados;
+	CHECK(p->notify_timeout_s == 0 && p->reset_wait_s == 0 && p->retries == 0 &&
+	      p->blocklist_s == 0);
+	cfg_free(cfg);
+}
+
 static void test_alua(void)
 {
 	static const struct tcase bad[] = {
@@ -1096,5 +1165,6 @@ int main(void)
 	test_files();
 	test_alua();
 	test_rbd_defaults();
+	test_rbd_pr();
 	return tap_done();
 }
