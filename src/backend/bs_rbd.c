@@ -24,12 +24,8 @@
  * RBD_LBAS_SPAN bytes; librbd has no asynchronous form of it, so it runs on the helper thread
  * (below) and the answer comes back through the worker's eventfd like any completion.
  *
- * Fencing (rbd.exclusive_lock): librbd's managed exclusive lock is taken at open on the helper
- * thread and never handed over on request (unlike the default cooperative lock, which moves to
- * whichever client writes). A write refused because another client owns the lock (EROFS) or
- * because this client was blocklisted (ESHUTDOWN) becomes BS_ERR_NOT_OWNER and moves the
- * state to standby or fenced; fenced fails every I/O at once. bs_rbd_break_lock() breaks the
- * holder's lock (librbd blocklists it) and takes it: the failover primitive.
+ * Fencing (rbd.exclusive_lock): librbd's managed exclusive lock, in bs_rbd_own.c; this file
+ * asks it about each I/O result (rbd_own_io_result) and refuses I/O once fenced.
  *
  * Timeouts: rados_osd_op_timeout and rados_mon_op_timeout (osd_op_timeout_s) make a cluster
  * that stops answering fail each request with -ETIMEDOUT instead of holding it forever;
@@ -45,7 +41,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <rados/librados.h>
 #include <rbd/librbd.h>
 #include <stdatomic.h>
@@ -56,7 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/bs.h"
+#include "backend/bs_rbd_int.h"
 #include "event/loop.h"
 #include "util/list.h"
 #include "util/log.h"
@@ -316,35 +311,6 @@ static struct rbd_thread *rt_of(struct bs_thread *t)
 
 /* ---- the device ---- */
 
-/* Ownership of an image opened with the managed exclusive lock (rbd.exclusive_lock). */
-enum rbd_own { /* the same values as bs.h's enum bs_rbd_own */
-	RBD_OWN_NONE = BS_RBD_OWN_NONE,  /* no managed lock: librbd's cooperative lock, every client writes */
-	RBD_OWN_ACQUIRING, /* rbd_lock_acquire queued or running on the helper thread */
-	RBD_OWN_OWNER,	   /* this gateway holds the lock */
-	RBD_OWN_STANDBY,   /* another client holds it: writes fail with BS_ERR_NOT_OWNER */
-	RBD_OWN_FENCED,	   /* this client was blocklisted: every I/O fails, until a restart */
-};
-
-/* The ownership state, apart from the device: a lock job still on the helper thread when the
- * device closes (a cluster that does not answer) keeps it, and the last of the two frees it. */
-struct rbd_owner {
-	atomic_int refs;
-	rbd_image_t image;
-	atomic_int own;	      /* enum rbd_own */
-	atomic_bool lock_job; /* a lock job on the helper thread: close waits for it */
-	pthread_mutex_t why_lock;
-	char why[192];	/* why the state is what it is (for the management API), under why_lock */
-	char name[160]; /* pool/[ns/]image, for messages */
-};
-
-static void owner_put(struct rbd_owner *o)
-{
-	if (!o || atomic_fetch_sub(&o->refs, 1) != 1)
-		return;
-	pthread_mutex_destroy(&o->why_lock);
-	free(o);
-}
-
 /* An image not open yet (rbd.start_offline): its place on the opener thread's list. Every
  * field under opener.lock. */
 struct rbd_retry {
@@ -473,7 +439,7 @@ static int helper_start(void)
 	return 0;
 }
 
-static int helper_post(void (*fn)(void *arg), void *arg)
+int rbd_helper_post(void (*fn)(void *arg), void *arg)
 {
 	int rc;
 
@@ -488,269 +454,6 @@ static int helper_post(void (*fn)(void *arg), void *arg)
 	}
 	pthread_mutex_unlock(&helper.lock);
 	return rc;
-}
-
-/* ---- ownership: the managed exclusive lock ---- */
-
-static const char *const own_names[] = {"open", "acquiring", "owner", "standby", "fenced"};
-
-static void own_set(struct rbd_owner *p, int own, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-/* A new state and its reason; the change is logged once. */
-static void own_set(struct rbd_owner *p, int own, const char *fmt, ...)
-{
-	va_list ap;
-	int was;
-
-	pthread_mutex_lock(&p->why_lock);
-	va_start(ap, fmt);
-	vsnprintf(p->why, sizeof(p->why), fmt, ap);
-	va_end(ap);
-	was = atomic_exchange(&p->own, own);
-	if (was != own)
-		log_warn("rbd", "%s: %s: %s", p->name, own_names[own], p->why);
-	pthread_mutex_unlock(&p->why_lock);
-}
-
-/* Any thread, on an I/O result: with the managed lock, a refusal because another client owns
- * the image (EROFS) or because this client was fenced (ESHUTDOWN, librados' EBLOCKLISTED)
- * moves the state and becomes BS_ERR_NOT_OWNER. */
-static int owner_check(struct rbd_priv *rp, int r)
-{
-	struct rbd_owner *p = rp->o;
-
-	if (!rp->exclusive || (r != -EROFS && r != -ESHUTDOWN))
-		return r;
-	if (r == -ESHUTDOWN && atomic_load(&p->own) != RBD_OWN_FENCED)
-		own_set(p, RBD_OWN_FENCED, "this gateway's Ceph client was blocklisted (another "
-			"gateway broke the image's lock): I/O refused until ix-target restarts");
-	else if (r == -EROFS && atomic_load(&p->own) == RBD_OWN_OWNER)
-		own_set(p, RBD_OWN_STANDBY, "another client holds the image's exclusive lock");
-	return BS_ERR_NOT_OWNER;
-}
-
-/* The owners of the image's lock, comma-separated, into buf ("" when none). */
-static int lock_owners(struct rbd_owner *p, char *buf, size_t len, char **owners, size_t *n)
-{
-	rbd_lock_mode_t mode;
-	size_t max = *n, at = 0;
-	int rc = rbd_lock_get_owners(p->image, &mode, owners, n);
-
-	buf[0] = 0;
-	if (rc == -ENOENT) { /* nobody holds it */
-		*n = 0;
-		return 0;
-	}
-	if (rc < 0)
-		return rc;
-	for (size_t i = 0; i < *n && i < max; i++)
-		at += (size_t)snprintf(buf + at, at < len ? len - at : 0, "%s%s", i ? ", " : "",
-				       owners[i]);
-	return 0;
-}
-
-static void acquire_job(void *arg)
-{
-	struct rbd_owner *p = arg;
-	char who[128];
-	char *owners[4];
-	size_t n = 4;
-	int rc = rbd_lock_acquire(p->image, RBD_LOCK_MODE_EXCLUSIVE);
-
-	if (rc == 0) {
-		own_set(p, RBD_OWN_OWNER, "holds the image's exclusive lock");
-	} else if (lock_owners(p, who, sizeof(who), owners, &n) == 0 && n > 0) {
-		own_set(p, RBD_OWN_STANDBY, "the image's exclusive lock is held by %s (%s)", who,
-			strerror(-rc));
-		rbd_lock_get_owners_cleanup(owners, n);
-	} else {
-		own_set(p, RBD_OWN_STANDBY, "cannot take the image's exclusive lock: %s",
-			strerror(-rc));
-	}
-	atomic_store(&p->lock_job, false);
-	owner_put(p);
-}
-
-/* Take the lock on the helper thread; the LU serves meanwhile (writes wait in librbd). */
-static int acquire_start(struct rbd_priv *rp)
-{
-	struct rbd_owner *p = calloc(1, sizeof(*p));
-	int rc;
-
-	if (!p)
-		return -ENOMEM;
-	atomic_init(&p->refs, 2); /* the device's and the job's */
-	p->image = rp->image;
-	atomic_init(&p->own, RBD_OWN_ACQUIRING);
-	atomic_init(&p->lock_job, true);
-	pthread_mutex_init(&p->why_lock, NULL);
-	snprintf(p->why, sizeof(p->why), "taking the image's exclusive lock");
-	snprintf(p->name, sizeof(p->name), "%s", rp->name);
-	rp->o = p;
-	rc = helper_post(acquire_job, p);
-	if (rc < 0) {
-		rp->o = NULL;
-		pthread_mutex_destroy(&p->why_lock);
-		free(p);
-	}
-	return rc;
-}
-
-/* The ownership state once the image is open (the opener thread sets o before online). */
-static struct rbd_owner *owner_of(struct rbd_priv *rp)
-{
-	return rp && atomic_load_explicit(&rp->online, memory_order_acquire) ? rp->o : NULL;
-}
-
-/* Break the lock of whoever holds it (librbd blocklists that client) and take it. Blocking:
- * the main thread (bs_rbd_break_lock) or the helper thread (take_over_job). who gets the
- * former owners ("" if none). */
-static int break_and_take(struct rbd_owner *p, char *who, size_t wlen)
-{
-	char *owners[4];
-	size_t n = 4;
-	int rc = lock_owners(p, who, wlen, owners, &n);
-
-	if (rc == 0 && n > 0) {
-		for (size_t i = 0; rc == 0 && i < n; i++)
-			rc = rbd_lock_break(p->image, RBD_LOCK_MODE_EXCLUSIVE, owners[i]);
-		rbd_lock_get_owners_cleanup(owners, n);
-	}
-	if (rc == 0)
-		rc = rbd_lock_acquire(p->image, RBD_LOCK_MODE_EXCLUSIVE);
-	if (rc == 0)
-		own_set(p, RBD_OWN_OWNER, "holds the image's exclusive lock (broke %s's)",
-			who[0] ? who : "nobody");
-	return rc;
-}
-
-static struct rbd_priv *rbd_of(const struct bs_dev *dev)
-{
-	return dev && dev->ops == &bs_rbd_ops ? dev->priv : NULL;
-}
-
-int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
-{
-	struct rbd_priv *rp = rbd_of(dev);
-	struct rbd_owner *p = owner_of(rp);
-	char who[128] = "";
-	int rc;
-
-	if (!p) {
-		snprintf(msg, msglen, rp && !atomic_load(&rp->online)
-					      ? "%s: the image is not open (the LUN is offline)"
-					      : "not an rbd LUN with exclusive_lock",
-			 rp ? rp->name : "");
-		return -EINVAL;
-	}
-	if (atomic_load(&p->lock_job) || atomic_load(&p->own) == RBD_OWN_FENCED) {
-		snprintf(msg, msglen, "%s: %s", p->name,
-			 atomic_load(&p->lock_job) ? "the lock is being acquired" : p->why);
-		return -EBUSY;
-	}
-	rc = break_and_take(p, who, sizeof(who));
-	if (rc < 0) {
-		snprintf(msg, msglen, "%s: breaking the lock of %s: %s", p->name, who[0] ? who : "-",
-			 strerror(-rc));
-		return rc;
-	}
-	snprintf(msg, msglen, "%s", who);
-	return 0;
-}
-
-int bs_rbd_own(const struct bs_dev *dev)
-{
-	struct rbd_owner *p = owner_of(rbd_of(dev));
-
-	return p ? atomic_load_explicit(&p->own, memory_order_acquire) : -EINVAL;
-}
-
-struct take_over {
-	struct rbd_owner *p;
-	bs_rbd_take_cb done;
-	void *arg;
-};
-
-/* The helper thread: break and take, then tell the caller (on this thread). */
-static void take_over_job(void *arg)
-{
-	struct take_over *t = arg;
-	struct rbd_owner *p = t->p;
-	char who[128] = "";
-	int rc = break_and_take(p, who, sizeof(who));
-
-	if (rc == -ESHUTDOWN /* librados' EBLOCKLISTED */)
-		own_set(p, RBD_OWN_FENCED, "this gateway's Ceph client was blocklisted: it cannot "
-			"take the lock until ix-target restarts");
-	else if (rc < 0)
-		own_set(p, RBD_OWN_STANDBY, "taking over the image's lock (held by %s) failed: %s",
-			who[0] ? who : "nobody", strerror(-rc));
-	else
-		log_warn("rbd", "%s: took over the image's exclusive lock from %s", p->name,
-			 who[0] ? who : "nobody");
-	atomic_store(&p->lock_job, false);
-	if (t->done)
-		t->done(t->arg, rc);
-	owner_put(p);
-	free(t);
-}
-
-int bs_rbd_take_over_async(struct bs_dev *dev, bs_rbd_take_cb done, void *arg)
-{
-	struct rbd_owner *p = owner_of(rbd_of(dev));
-	struct take_over *t;
-	bool idle = false;
-	int rc;
-
-	if (!p)
-		return -EINVAL;
-	if (atomic_load(&p->own) == RBD_OWN_FENCED)
-		return -ESHUTDOWN;
-	if (atomic_load(&p->own) == RBD_OWN_OWNER)
-		return -EALREADY;
-	if (!atomic_compare_exchange_strong(&p->lock_job, &idle, true))
-		return -EBUSY;
-	t = calloc(1, sizeof(*t));
-	if (!t) {
-		atomic_store(&p->lock_job, false);
-		return -ENOMEM;
-	}
-	*t = (struct take_over){p, done, arg};
-	atomic_fetch_add(&p->refs, 1);
-	own_set(p, RBD_OWN_ACQUIRING, "taking over the image's exclusive lock");
-	rc = helper_post(take_over_job, t);
-	if (rc < 0) {
-		own_set(p, RBD_OWN_STANDBY, "cannot take over the lock: %s", strerror(-rc));
-		atomic_store(&p->lock_job, false);
-		atomic_fetch_sub(&p->refs, 1);
-		free(t);
-	}
-	return rc;
-}
-
-int bs_rbd_state(struct bs_dev *dev, char *reason, size_t len)
-{
-	struct rbd_priv *rp = dev->ops == &bs_rbd_ops ? dev->priv : NULL;
-	struct rbd_owner *p = owner_of(rp);
-
-	if (!rp)
-		return -EINVAL;
-	if (!p) {
-		snprintf(reason, len, "%s", atomic_load(&rp->online) || !rp->c.exclusive_lock
-						? "no managed exclusive lock"
-						: "the image is not open (the LUN is offline)");
-		return RBD_OWN_NONE;
-	}
-	pthread_mutex_lock(&p->why_lock);
-	snprintf(reason, len, "%s", p->why);
-	pthread_mutex_unlock(&p->why_lock);
-	return atomic_load(&p->own);
-}
-
-const char *bs_rbd_state_name(int state)
-{
-	return state >= 0 && state <= RBD_OWN_FENCED ? own_names[state] : "?";
 }
 
 /* ---- opening the image ---- */
@@ -828,7 +531,7 @@ static int rbd_attach(struct bs_dev *dev, char *err, size_t errlen)
 	}
 	p->obj_size = info.obj_size;
 	p->exclusive = c->exclusive_lock && !p->readonly;
-	if (p->exclusive && (rc = acquire_start(p)) < 0) {
+	if (p->exclusive && (rc = rbd_own_start(&p->o, p->image, p->name)) < 0) {
 		snprintf(err, errlen, "rbd %s: cannot start the lock helper: %s", p->name,
 			 strerror(-rc));
 		goto fail_image;
@@ -1189,7 +892,7 @@ static void abandon(struct rbd_priv *p)
 	p->cl->abandoned = true;
 	pthread_mutex_unlock(&clusters_lock);
 	cluster_put(p->cl);
-	owner_put(p->o);
+	rbd_own_put(p->o);
 }
 
 static void image_close(struct rbd_priv *p)
@@ -1199,9 +902,9 @@ static void image_close(struct rbd_priv *p)
 	rbd_completion_t c;
 	int rc;
 
-	while (p->o && atomic_load(&p->o->lock_job) && now_ms() < end)
+	while (p->o && rbd_own_busy(p->o) && now_ms() < end)
 		usleep(10000); /* rbd_lock_acquire: bounded by the cluster's timeouts */
-	if (p->o && atomic_load(&p->o->lock_job)) {
+	if (p->o && rbd_own_busy(p->o)) {
 		log_warn("rbd", "%s: taking the lock did not end within %u s: the image is "
 			 "abandoned", p->name, p->close_ms / 1000);
 		abandon(p);
@@ -1228,7 +931,7 @@ static void image_close(struct rbd_priv *p)
 		log_warn("rbd", "%s: rbd_close: %s", p->name, strerror(-rc));
 	rados_ioctx_destroy(p->ioctx);
 	cluster_put(p->cl);
-	owner_put(p->o);
+	rbd_own_put(p->o);
 }
 
 static void rbd_dev_close(struct bs_dev *dev)
@@ -1270,7 +973,7 @@ static void rbd_done(rbd_completion_t c, void *arg)
 	ssize_t r = rbd_aio_get_return_value(c);
 
 	rbd_aio_release(c);
-	io->result = owner_check(io->dev->priv, r < 0 ? (int)r : 0);
+	io->result = rbd_own_io_result(((struct rbd_priv *)io->dev->priv)->o, r < 0 ? (int)r : 0);
 	rt_push(io->bpriv, io);
 }
 
@@ -1337,7 +1040,7 @@ static void lbas_job(void *arg)
 {
 	struct bs_io *io = arg;
 
-	io->result = owner_check(io->dev->priv, lbas_run(io));
+	io->result = rbd_own_io_result(((struct rbd_priv *)io->dev->priv)->o, lbas_run(io));
 	rt_push(io->bpriv, io);
 }
 
@@ -1352,7 +1055,7 @@ static void lbas_submit(struct bs_io *io, struct rbd_thread *rt)
 	}
 	io->bpriv = rt;
 	rt->inflight++;
-	rc = helper_post(lbas_job, io);
+	rc = rbd_helper_post(lbas_job, io);
 	if (rc < 0) {
 		rt->inflight--;
 		io->result = rc;
@@ -1406,7 +1109,7 @@ static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 		io->cb(io);
 		return;
 	}
-	if (p->o && atomic_load_explicit(&p->o->own, memory_order_relaxed) == RBD_OWN_FENCED) {
+	if (rbd_own_fenced(p->o)) {
 		io->result = BS_ERR_NOT_OWNER; /* blocklisted: librbd would refuse it anyway */
 		io->cb(io);
 		return;
@@ -1455,7 +1158,7 @@ static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 	rbd_aio_wait_for_complete(c);
 	rc = (int)rbd_aio_get_return_value(c);
 	rbd_aio_release(c);
-	io->result = owner_check(p, rc < 0 ? rc : 0);
+	io->result = rbd_own_io_result(p->o, rc < 0 ? rc : 0);
 	if (io->result < 0 && io->result != -EILSEQ && io->result != BS_ERR_NOT_OWNER)
 		log_io_error(io);
 	io->cb(io);
@@ -1469,6 +1172,19 @@ static bool rbd_compare_write_ok(struct bs_dev *dev, uint64_t offset, uint64_t l
 {
 	(void)dev;
 	return len > 0 && offset % 512 + len <= 512;
+}
+
+bool rbd_dev_own(const struct bs_dev *dev, struct rbd_dev_own *out)
+{
+	const struct rbd_priv *p = dev && dev->ops == &bs_rbd_ops ? dev->priv : NULL;
+
+	if (!p)
+		return false;
+	out->online = atomic_load_explicit(&p->online, memory_order_acquire);
+	out->o = out->online ? p->o : NULL; /* set before online */
+	out->name = p->name;
+	out->exclusive_cfg = p->c.exclusive_lock;
+	return true;
 }
 
 void *bs_rbd_rados(const struct bs_dev *dev)
