@@ -225,8 +225,18 @@ enum bs_rbd_own {
 	BS_RBD_OWN_STANDBY,
 	BS_RBD_OWN_FENCED,
 };
-/* The state of a device with the managed lock; -EINVAL for any other device. Any thread. */
+/* The state of a device with the managed lock; -EINVAL for any other device (and for one whose
+ * image is not open yet). Any thread. */
 int bs_rbd_own(const struct bs_dev *dev);
+/* A counter of changes of any device's ownership (its state, who holds its lock): code that
+ * follows them (scsi/alua.c) compares it with the value it last acted on. One atomic load;
+ * any thread. */
+unsigned bs_rbd_own_changes(void);
+/* fn(arg) runs on the image's ownership thread after each change of this device's ownership
+ * (its state, who holds its lock), whether or not the image is open yet; NULL clears it,
+ * waiting for a call in progress. Never called after the device closes. -EINVAL for another
+ * device or one without the managed lock. Control path. */
+int bs_rbd_own_watch(struct bs_dev *dev, void (*fn)(void *arg), void *arg);
 /* Failover: break the current owner's lock (librbd blocklists it) and take it, on the backend's
  * helper thread; the state is ACQUIRING meanwhile, then OWNER (or STANDBY / FENCED on failure).
  * done(arg, 0 or -errno) runs on the helper thread when it is over (done may be NULL).

@@ -530,8 +530,7 @@ static int rbd_attach(struct bs_dev *dev, char *err, size_t errlen)
 		goto fail_image;
 	}
 	p->obj_size = info.obj_size;
-	p->exclusive = c->exclusive_lock && !p->readonly;
-	if (p->exclusive && (rc = rbd_own_start(&p->o, p->image, p->name)) < 0) {
+	if (p->o && (rc = rbd_own_attach(p->o, p->image)) < 0) {
 		snprintf(err, errlen, "rbd %s: cannot start the lock helper: %s", p->name,
 			 strerror(-rc));
 		goto fail_image;
@@ -790,11 +789,18 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 	p->cfg_size = cfg->size_bytes;
 	p->cfg_block = cfg->block_size;
 	p->readonly = cfg->readonly;
+	p->exclusive = c->exclusive_lock && !cfg->readonly;
+	if (p->exclusive && (rc = rbd_own_new(&p->o, p->name, c)) < 0) {
+		snprintf(err, errlen, "out of memory");
+		cfg_free(&p->c);
+		return rc;
+	}
 	p->close_ms = ((c->osd_op_timeout_s ? c->osd_op_timeout_s : RBD_DEFAULT_OSD_TIMEOUT_S) + 5) *
 		      1000u;
 	atomic_init(&p->online, false);
 	rc = c->start_offline ? open_background(dev, err, errlen) : rbd_attach(dev, err, errlen);
 	if (rc < 0) {
+		rbd_own_put(p->o);
 		cfg_free(&p->c);
 		return rc;
 	}
@@ -892,7 +898,6 @@ static void abandon(struct rbd_priv *p)
 	p->cl->abandoned = true;
 	pthread_mutex_unlock(&clusters_lock);
 	cluster_put(p->cl);
-	rbd_own_put(p->o);
 }
 
 static void image_close(struct rbd_priv *p)
@@ -902,11 +907,12 @@ static void image_close(struct rbd_priv *p)
 	rbd_completion_t c;
 	int rc;
 
-	while (p->o && rbd_own_busy(p->o) && now_ms() < end)
-		usleep(10000); /* rbd_lock_acquire: bounded by the cluster's timeouts */
-	if (p->o && rbd_own_busy(p->o)) {
-		log_warn("rbd", "%s: taking the lock did not end within %u s: the image is "
-			 "abandoned", p->name, p->close_ms / 1000);
+	if (p->o && !rbd_own_detach(p->o, p->close_ms)) { /* a lock call: bounded by the
+							      cluster's timeouts */
+		log_warn("rbd",
+			 "%s: a lock call did not end within %u s: the image is "
+			 "abandoned",
+			 p->name, p->close_ms / 1000);
 		abandon(p);
 		return;
 	}
@@ -931,7 +937,6 @@ static void image_close(struct rbd_priv *p)
 		log_warn("rbd", "%s: rbd_close: %s", p->name, strerror(-rc));
 	rados_ioctx_destroy(p->ioctx);
 	cluster_put(p->cl);
-	rbd_own_put(p->o);
 }
 
 static void rbd_dev_close(struct bs_dev *dev)
@@ -941,6 +946,7 @@ static void rbd_dev_close(struct bs_dev *dev)
 	background_stop(p);
 	if (atomic_load_explicit(&p->online, memory_order_acquire))
 		image_close(p);
+	rbd_own_put(p->o);
 	cfg_free(&p->c);
 }
 
@@ -1109,7 +1115,7 @@ static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 		io->cb(io);
 		return;
 	}
-	if (rbd_own_fenced(p->o)) {
+	if (rbd_own_io(p->o)) {
 		io->result = BS_ERR_NOT_OWNER; /* blocklisted: librbd would refuse it anyway */
 		io->cb(io);
 		return;
@@ -1181,7 +1187,7 @@ bool rbd_dev_own(const struct bs_dev *dev, struct rbd_dev_own *out)
 	if (!p)
 		return false;
 	out->online = atomic_load_explicit(&p->online, memory_order_acquire);
-	out->o = out->online ? p->o : NULL; /* set before online */
+	out->o = p->o;
 	out->name = p->name;
 	out->exclusive_cfg = p->c.exclusive_lock;
 	return true;

@@ -20,7 +20,7 @@ int rbd_helper_post(void (*fn)(void *arg), void *arg);
 
 /* What the ownership code needs of a device. */
 struct rbd_dev_own {
-	struct rbd_owner *o; /* NULL without the managed lock, or before the image is open */
+	struct rbd_owner *o; /* NULL without the managed lock */
 	const char *name;    /* pool/[ns/]image, for messages */
 	bool online;	     /* the image is open */
 	bool exclusive_cfg;  /* rbd.exclusive_lock is configured */
@@ -30,15 +30,21 @@ bool rbd_dev_own(const struct bs_dev *dev, struct rbd_dev_own *out);
 
 /* ---- bs_rbd_own.c ---- */
 
-/* Create the ownership state of an open image and take its lock on the helper thread (the
- * state is "acquiring" meanwhile). 0 or -errno. */
-int rbd_own_start(struct rbd_owner **out, rbd_image_t image, const char *name);
-/* The device lets go of it (a lock job still running keeps it until it ends). NULL: nothing. */
+/* The ownership state of a device with rbd.exclusive_lock, created at open (before the image
+ * is): 0 or -ENOMEM. */
+int rbd_own_new(struct rbd_owner **out, const char *name, const struct bs_rbd_cfg *c);
+/* The image is open: start the owner's thread, which takes the lock (the state is "acquiring"
+ * meanwhile) and checks it every rbd.lock_check_ms. 0 or -errno. */
+int rbd_own_attach(struct rbd_owner *o, rbd_image_t image);
+/* Before the image closes: stop the thread, waiting at most wait_ms for a lock call it is in
+ * (a pending take-over's callback gets -ECANCELED). false: it is still in the cluster (the
+ * image must be abandoned, not closed). */
+bool rbd_own_detach(struct rbd_owner *o, unsigned wait_ms);
+/* The device lets go of it (a thread still in the cluster keeps it). NULL: nothing. */
 void rbd_own_put(struct rbd_owner *o);
-/* A lock job runs on the helper thread: the image must not close under it. */
-bool rbd_own_busy(const struct rbd_owner *o);
-/* Fenced (blocklisted): every I/O fails without asking the cluster. o NULL: false. */
-bool rbd_own_fenced(const struct rbd_owner *o);
+/* The data path, before an I/O: true when fenced (blocklisted: fail it without asking the
+ * cluster). o NULL: false. */
+bool rbd_own_io(struct rbd_owner *o);
 /* Any thread, on an I/O result r (0 or -errno): with the managed lock (o != NULL) a refusal
  * because another client owns the image (EROFS) or because this client was fenced (ESHUTDOWN)
  * moves the state and becomes BS_ERR_NOT_OWNER; anything else is returned as it is. */

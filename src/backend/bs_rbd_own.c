@@ -1,172 +1,564 @@
 /* RBD backend, ownership: librbd's managed exclusive lock on an image (rbd.exclusive_lock).
  *
- * The lock is taken at open on the helper thread and never handed over on request (unlike the
- * default cooperative lock, which moves to whichever client writes). A write refused because
- * another client owns the lock (EROFS) or because this client was blocklisted (ESHUTDOWN)
- * becomes BS_ERR_NOT_OWNER and moves the state to standby or fenced; fenced fails every I/O at
- * once. bs_rbd_break_lock() and bs_rbd_take_over_async() break the holder's lock (librbd
- * blocklists it) and take it: the failover primitive (docs/ha.md, "Ownership and failover"). */
+ * The lock is taken at open and never handed over on librbd's own request (unlike the default
+ * cooperative lock, which moves to whichever client writes). A write refused because another
+ * client owns the lock (EROFS) or because this client was blocklisted (ESHUTDOWN) becomes
+ * BS_ERR_NOT_OWNER and moves the state to standby or fenced; fenced fails every I/O at once.
+ * bs_rbd_break_lock() and bs_rbd_take_over_async() break the holder's lock (librbd blocklists
+ * it) and take it: the failover primitive (docs/ha.md, "Ownership and failover").
+ *
+ * Thread: every image with the lock has one thread of its own ("ix-rbd-own"), started when
+ * the image opens and stopped before it closes. Every librbd lock call of the image runs
+ * there, one at a time: taking the lock at open, take-overs, breaks, and a lock check every
+ * rbd.lock_check_ms. The check asks the cluster who holds the lock (rbd_lock_get_owners, one
+ * OSD read; librbd's update watch does not fire on lock changes, measured on 16.2), so an
+ * idle gateway learns within that interval that it lost the lock (another client holds it:
+ * standby) or was fenced (the cluster refuses this client: ESHUTDOWN), and a standby learns
+ * when the holder changes. Workers never wait on the thread; what it learns is read with
+ * atomic loads, and every change bumps one counter (bs_rbd_own_changes) that the SCSI layer
+ * compares with what its ALUA states were set from. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/bs_rbd_int.h"
+#include "util/list.h"
 #include "util/log.h"
 
-/* Ownership of an image opened with the managed exclusive lock (rbd.exclusive_lock). */
+#define OWN_CHECK_MS_DEFAULT 1000
+
 /* The same values as bs.h's enum bs_rbd_own. */
 enum rbd_own {
-	RBD_OWN_NONE = BS_RBD_OWN_NONE, /* no managed lock: librbd's cooperative lock, every
-					   client writes */
-	RBD_OWN_ACQUIRING, /* rbd_lock_acquire queued or running on the helper thread */
-	RBD_OWN_OWNER,	   /* this gateway holds the lock */
-	RBD_OWN_STANDBY,   /* another client holds it: writes fail with BS_ERR_NOT_OWNER */
-	RBD_OWN_FENCED,	   /* this client was blocklisted: every I/O fails, until a restart */
+	RBD_OWN_NONE = BS_RBD_OWN_NONE, /* no managed lock (librbd's cooperative one) */
+	RBD_OWN_ACQUIRING,		/* taking the lock: at open, or a take-over */
+	RBD_OWN_OWNER,			/* this gateway holds the lock */
+	RBD_OWN_STANDBY,		/* another client holds it (or nobody): writes fail with
+					   BS_ERR_NOT_OWNER */
+	RBD_OWN_FENCED,			/* this client was blocklisted: every I/O fails, until
+					   a restart */
 };
-
-/* The ownership state, apart from the device: a lock job still on the helper thread when the
- * device closes (a cluster that does not answer) keeps it, and the last of the two frees it. */
-struct rbd_owner {
-	atomic_int refs;
-	rbd_image_t image;
-	atomic_int own;	      /* enum rbd_own */
-	atomic_bool lock_job; /* a lock job on the helper thread: close waits for it */
-	pthread_mutex_t why_lock;
-	char why[192];	/* why the state is what it is (for the management API), under why_lock */
-	char name[160]; /* pool/[ns/]image, for messages */
-};
-
-void rbd_own_put(struct rbd_owner *o)
-{
-	if (!o || atomic_fetch_sub(&o->refs, 1) != 1)
-		return;
-	pthread_mutex_destroy(&o->why_lock);
-	free(o);
-}
-
-/* ---- ownership: the managed exclusive lock ---- */
 
 static const char *const own_names[] = {"open", "acquiring", "owner", "standby", "fenced"};
 
-static void own_set(struct rbd_owner *p, int own, const char *fmt, ...)
+enum job_kind {
+	JOB_TAKE,  /* bs_rbd_take_over_async */
+	JOB_BREAK, /* bs_rbd_break_lock: its caller waits */
+};
+
+struct own_job {
+	struct list_head link;
+	enum job_kind kind;
+	bs_rbd_take_cb done; /* JOB_TAKE */
+	void *arg;
+	bool finished; /* JOB_BREAK, under mu */
+	int rc;
+	char msg[512];
+};
+
+/* One image's ownership. The device holds a reference from open to close, the thread one
+ * while it runs (a thread stuck in the cluster when the device closes keeps it). */
+struct rbd_owner {
+	atomic_int refs;
+	atomic_int own;	 /* enum rbd_own */
+	atomic_bool job; /* a take-over is queued or running (one at a time) */
+	unsigned check_ms;
+	char name[160];	   /* pool/[ns/]image, for messages */
+	rbd_image_t image; /* set by attach; the thread's only while it runs */
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* the thread: work or stop; callers: a job finished, the thread ended */
+	/* under mu */
+	struct list_head jobs;
+	bool running; /* the thread has not ended */
+	bool stop;
+	bool attached;
+	char why[192];	  /* why the state is what it is (for the management API) */
+	char holder[128]; /* who holds the lock, as librbd names it ("" nobody), last check */
+	char me[128];	  /* this client, as the lock names it (learnt when it took it) */
+	unsigned seq;	  /* changes of this image's state or holder */
+	/* bs_rbd_own_watch: called by the thread, under hook_mu, when seq moved */
+	pthread_mutex_t hook_mu;
+	void (*hook)(void *arg);
+	void *hook_arg;
+};
+
+/* Every change of any image's state or holder: the SCSI layer compares it with the value its
+ * ALUA states were set from (bs_rbd_own_changes). */
+static atomic_uint own_changes;
+
+unsigned bs_rbd_own_changes(void)
+{
+	return atomic_load_explicit(&own_changes, memory_order_acquire);
+}
+
+/* Under o->mu: this image changed; its thread tells the watcher. */
+static void changed(struct rbd_owner *o)
+{
+	atomic_fetch_add_explicit(&own_changes, 1, memory_order_release);
+	o->seq++;
+	pthread_cond_broadcast(&o->cv);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void own_set(struct rbd_owner *o, int own, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* A new state and its reason; the change is logged once. */
-static void own_set(struct rbd_owner *p, int own, const char *fmt, ...)
+/* A new state and its reason; the change is logged once. Fenced stays (a blocklisted client
+ * never writes again: only a new client, at restart, does). Any thread. */
+static void own_set(struct rbd_owner *o, int own, const char *fmt, ...)
 {
 	va_list ap;
 	int was;
 
-	pthread_mutex_lock(&p->why_lock);
+	pthread_mutex_lock(&o->mu);
+	was = atomic_load(&o->own);
+	if (was == RBD_OWN_FENCED && own != RBD_OWN_FENCED) {
+		pthread_mutex_unlock(&o->mu);
+		return;
+	}
 	va_start(ap, fmt);
-	vsnprintf(p->why, sizeof(p->why), fmt, ap);
+	vsnprintf(o->why, sizeof(o->why), fmt, ap);
 	va_end(ap);
-	was = atomic_exchange(&p->own, own);
-	if (was != own)
-		log_warn("rbd", "%s: %s: %s", p->name, own_names[own], p->why);
-	pthread_mutex_unlock(&p->why_lock);
+	atomic_store(&o->own, own);
+	if (was != own) {
+		log_warn("rbd", "%s: %s: %s", o->name, own_names[own], o->why);
+		changed(o);
+	}
+	pthread_mutex_unlock(&o->mu);
 }
 
-/* Any thread, on an I/O result: with the managed lock, a refusal because another client owns
- * the image (EROFS) or because this client was fenced (ESHUTDOWN, librados' EBLOCKLISTED)
- * moves the state and becomes BS_ERR_NOT_OWNER. */
-int rbd_own_io_result(struct rbd_owner *p, int r)
+static void fenced(struct rbd_owner *o, const char *how)
 {
-	if (!p || (r != -EROFS && r != -ESHUTDOWN))
+	own_set(o, RBD_OWN_FENCED,
+		"this gateway's Ceph client was blocklisted (%s): I/O refused until ix-target "
+		"restarts",
+		how);
+}
+
+int rbd_own_io_result(struct rbd_owner *o, int r)
+{
+	if (!o || (r != -EROFS && r != -ESHUTDOWN))
 		return r;
-	if (r == -ESHUTDOWN && atomic_load(&p->own) != RBD_OWN_FENCED)
-		own_set(p, RBD_OWN_FENCED,
-			"this gateway's Ceph client was blocklisted (another "
-			"gateway broke the image's lock): I/O refused until ix-target restarts");
-	else if (r == -EROFS && atomic_load(&p->own) == RBD_OWN_OWNER)
-		own_set(p, RBD_OWN_STANDBY, "another client holds the image's exclusive lock");
+	if (r == -ESHUTDOWN && atomic_load(&o->own) != RBD_OWN_FENCED)
+		fenced(o, "another gateway broke the image's lock");
+	else if (r == -EROFS && atomic_load(&o->own) == RBD_OWN_OWNER)
+		own_set(o, RBD_OWN_STANDBY, "another client holds the image's exclusive lock");
 	return BS_ERR_NOT_OWNER;
 }
 
-/* The owners of the image's lock, comma-separated, into buf ("" when none). */
-static int lock_owners(struct rbd_owner *p, char *buf, size_t len, char **owners, size_t *n)
+bool rbd_own_io(struct rbd_owner *o)
+{
+	return o && atomic_load_explicit(&o->own, memory_order_relaxed) == RBD_OWN_FENCED;
+}
+
+/* ---- the lock, on the owner's thread ---- */
+
+/* Who holds the lock, comma-separated, into buf ("" nobody); with owners/n (n: room in, count
+ * out) the names for rbd_lock_break, freed by the caller. 0 or -errno (-ESHUTDOWN: this
+ * client is blocklisted). */
+static int lock_owners(struct rbd_owner *o, char *buf, size_t len, char **owners, size_t *n)
 {
 	rbd_lock_mode_t mode;
 	size_t max = *n, at = 0;
-	int rc = rbd_lock_get_owners(p->image, &mode, owners, n);
+	int rc = rbd_lock_get_owners(o->image, &mode, owners, n);
 
 	buf[0] = 0;
 	if (rc == -ENOENT) { /* nobody holds it */
 		*n = 0;
 		return 0;
 	}
-	if (rc < 0)
+	if (rc < 0) {
+		*n = 0;
 		return rc;
+	}
 	for (size_t i = 0; i < *n && i < max; i++)
 		at += (size_t)snprintf(buf + at, at < len ? len - at : 0, "%s%s", i ? ", " : "",
 				       owners[i]);
 	return 0;
 }
 
-static void acquire_job(void *arg)
+/* lock_owners without the names. */
+static int lock_holder(struct rbd_owner *o, char *buf, size_t len)
 {
-	struct rbd_owner *p = arg;
-	char who[128];
 	char *owners[4];
 	size_t n = 4;
-	int rc = rbd_lock_acquire(p->image, RBD_LOCK_MODE_EXCLUSIVE);
+	int rc = lock_owners(o, buf, len, owners, &n);
 
-	if (rc == 0) {
-		own_set(p, RBD_OWN_OWNER, "holds the image's exclusive lock");
-	} else if (lock_owners(p, who, sizeof(who), owners, &n) == 0 && n > 0) {
-		own_set(p, RBD_OWN_STANDBY, "the image's exclusive lock is held by %s (%s)", who,
-			strerror(-rc));
+	if (n)
 		rbd_lock_get_owners_cleanup(owners, n);
-	} else {
-		own_set(p, RBD_OWN_STANDBY, "cannot take the image's exclusive lock: %s",
-			strerror(-rc));
-	}
-	atomic_store(&p->lock_job, false);
-	rbd_own_put(p);
+	return rc;
 }
 
-/* Take the lock on the helper thread; the LU serves meanwhile (writes wait in librbd). */
-int rbd_own_start(struct rbd_owner **out, rbd_image_t image, const char *name)
+/* Remember who holds the lock; a change is one a standby reports. */
+static void holder_set(struct rbd_owner *o, const char *who)
 {
-	struct rbd_owner *p = calloc(1, sizeof(*p));
+	pthread_mutex_lock(&o->mu);
+	if (strcmp(o->holder, who) != 0) {
+		snprintf(o->holder, sizeof(o->holder), "%s", who);
+		changed(o);
+	}
+	pthread_mutex_unlock(&o->mu);
+}
+
+/* rbd_lock_acquire succeeded: learn this client's name in the lock, then owner. */
+static void took(struct rbd_owner *o, const char *fmt, const char *who)
+{
+	char me[128];
+
+	if (lock_holder(o, me, sizeof(me)) == 0 && me[0]) {
+		pthread_mutex_lock(&o->mu);
+		snprintf(o->me, sizeof(o->me), "%s", me);
+		pthread_mutex_unlock(&o->mu);
+		holder_set(o, me);
+	}
+	own_set(o, RBD_OWN_OWNER, fmt, who);
+}
+
+/* At open: take the lock, or learn who holds it. */
+static void acquire(struct rbd_owner *o)
+{
+	char who[128];
+	int rc = rbd_lock_acquire(o->image, RBD_LOCK_MODE_EXCLUSIVE);
+
+	if (rc == 0) {
+		took(o, "holds the image's exclusive lock%s", "");
+		return;
+	}
+	if (rc == -ESHUTDOWN) {
+		fenced(o, "noticed when taking the lock");
+		return;
+	}
+	if (lock_holder(o, who, sizeof(who)) == 0 && who[0]) {
+		holder_set(o, who);
+		own_set(o, RBD_OWN_STANDBY, "the image's exclusive lock is held by %s (%s)", who,
+			strerror(-rc));
+	} else {
+		own_set(o, RBD_OWN_STANDBY, "cannot take the image's exclusive lock: %s",
+			strerror(-rc));
+	}
+}
+
+/* Break the lock of whoever holds it (librbd blocklists that client) and take it. who gets
+ * the former holders ("" if none). */
+static int break_and_take(struct rbd_owner *o, char *who, size_t wlen)
+{
+	char *owners[4];
+	size_t n = 4;
+	int rc = lock_owners(o, who, wlen, owners, &n);
+
+	if (rc == 0 && n > 0) {
+		for (size_t i = 0; rc == 0 && i < n; i++)
+			rc = rbd_lock_break(o->image, RBD_LOCK_MODE_EXCLUSIVE, owners[i]);
+		rbd_lock_get_owners_cleanup(owners, n);
+	}
+	if (rc == 0)
+		rc = rbd_lock_acquire(o->image, RBD_LOCK_MODE_EXCLUSIVE);
+	if (rc == 0)
+		took(o, "holds the image's exclusive lock (broke %s's)", who[0] ? who : "nobody");
+	return rc;
+}
+
+/* A take-over that did not happen: standby (or fenced) with the reason. */
+static void take_failed(struct rbd_owner *o, const char *who, int rc)
+{
+	if (rc == -ESHUTDOWN) /* librados' EBLOCKLISTED */
+		fenced(o, "noticed when taking the lock over");
+	else
+		own_set(o, RBD_OWN_STANDBY, "taking over the image's lock (held by %s) failed: %s",
+			who[0] ? who : "nobody", strerror(-rc));
+}
+
+static int run_take(struct rbd_owner *o)
+{
+	char who[128] = "";
 	int rc;
 
-	if (!p)
-		return -ENOMEM;
-	atomic_init(&p->refs, 2); /* the device's and the job's */
-	p->image = image;
-	atomic_init(&p->own, RBD_OWN_ACQUIRING);
-	atomic_init(&p->lock_job, true);
-	pthread_mutex_init(&p->why_lock, NULL);
-	snprintf(p->why, sizeof(p->why), "taking the image's exclusive lock");
-	snprintf(p->name, sizeof(p->name), "%s", name);
-	rc = rbd_helper_post(acquire_job, p);
+	if (atomic_load(&o->own) == RBD_OWN_FENCED)
+		return -ESHUTDOWN;
+	if (atomic_load(&o->own) == RBD_OWN_OWNER)
+		return -EALREADY;
+	own_set(o, RBD_OWN_ACQUIRING, "taking over the image's exclusive lock");
+	rc = break_and_take(o, who, sizeof(who));
+	if (rc < 0)
+		take_failed(o, who, rc);
+	else
+		log_warn("rbd", "%s: took over the image's exclusive lock from %s", o->name,
+			 who[0] ? who : "nobody");
+	return rc;
+}
+
+static int run_break(struct rbd_owner *o, char *msg, size_t msglen)
+{
+	char who[128] = "";
+	int rc;
+
+	if (atomic_load(&o->own) == RBD_OWN_FENCED) {
+		pthread_mutex_lock(&o->mu);
+		snprintf(msg, msglen, "%s: %s", o->name, o->why);
+		pthread_mutex_unlock(&o->mu);
+		return -EBUSY;
+	}
+	rc = break_and_take(o, who, sizeof(who));
 	if (rc < 0) {
-		pthread_mutex_destroy(&p->why_lock);
-		free(p);
+		if (rc == -ESHUTDOWN)
+			fenced(o, "noticed when breaking the lock");
+		snprintf(msg, msglen, "%s: breaking the lock of %s: %s", o->name,
+			 who[0] ? who : "-", strerror(-rc));
 		return rc;
 	}
-	*out = p;
+	snprintf(msg, msglen, "%s", who);
 	return 0;
 }
 
-bool rbd_own_busy(const struct rbd_owner *o)
+/* Every check_ms: who holds the lock now? The owner that is no longer named lost it
+ * (standby; fenced when the cluster refuses this client); a standby follows the holder. */
+static void check(struct rbd_owner *o)
 {
-	return atomic_load((atomic_bool *)&o->lock_job);
+	int own = atomic_load(&o->own);
+	char who[128], me[128];
+	int rc;
+
+	if (own != RBD_OWN_OWNER && own != RBD_OWN_STANDBY)
+		return; /* fenced stays; acquiring is a job's */
+	rc = lock_holder(o, who, sizeof(who));
+	if (rc == -ESHUTDOWN) {
+		fenced(o, "noticed by the lock check");
+		return;
+	}
+	if (rc < 0) {
+		log_dbg("rbd", "%s: lock check: %s", o->name, strerror(-rc));
+		return;
+	}
+	holder_set(o, who);
+	pthread_mutex_lock(&o->mu);
+	snprintf(me, sizeof(me), "%s", o->me);
+	pthread_mutex_unlock(&o->mu);
+	if (own == RBD_OWN_OWNER && (!me[0] || strcmp(who, me) != 0))
+		own_set(o, RBD_OWN_STANDBY,
+			"lost the image's exclusive lock (noticed by the lock "
+			"check): %s%s",
+			who[0] ? "held by " : "nobody holds it", who);
 }
 
-bool rbd_own_fenced(const struct rbd_owner *o)
+/* ---- the owner's thread ---- */
+
+static void job_end(struct rbd_owner *o, struct own_job *j, int rc)
 {
-	return o &&
-	       atomic_load_explicit((atomic_int *)&o->own, memory_order_relaxed) == RBD_OWN_FENCED;
+	if (j->kind == JOB_TAKE) {
+		atomic_store(&o->job, false);
+		if (j->done)
+			j->done(j->arg, rc);
+		free(j);
+		return;
+	}
+	pthread_mutex_lock(&o->mu);
+	j->rc = rc;
+	j->finished = true;
+	pthread_cond_broadcast(&o->cv);
+	pthread_mutex_unlock(&o->mu);
 }
 
-/* The ownership state of dev once its image is open (the opener thread sets o before online),
- * else NULL with d filled in for messages (d->name NULL: not an RBD device). */
+static void run_job(struct rbd_owner *o, struct own_job *j)
+{
+	int rc;
+
+	if (j->kind == JOB_TAKE) {
+		rc = run_take(o);
+		job_end(o, j, rc);
+	} else {
+		rc = run_break(o, j->msg, sizeof(j->msg));
+		job_end(o, j, rc);
+	}
+}
+
+static void timedwait(struct rbd_owner *o, uint64_t until)
+{
+	struct timespec ts = {.tv_sec = (time_t)(until / 1000u),
+			      .tv_nsec = (long)(until % 1000u) * 1000000L};
+
+	pthread_cond_timedwait(&o->cv, &o->mu, &ts);
+}
+
+/* Under o->mu, which it drops: tell the watcher of the changes since the last call. */
+static void tell(struct rbd_owner *o, unsigned *told)
+{
+	*told = o->seq;
+	pthread_mutex_unlock(&o->mu);
+	pthread_mutex_lock(&o->hook_mu);
+	if (o->hook)
+		o->hook(o->hook_arg);
+	pthread_mutex_unlock(&o->hook_mu);
+	pthread_mutex_lock(&o->mu);
+}
+
+static void *own_main(void *arg)
+{
+	struct rbd_owner *o = arg;
+	unsigned told;
+	uint64_t next;
+
+	pthread_mutex_lock(&o->mu);
+	told = o->seq - 1; /* attached: a change */
+	pthread_mutex_unlock(&o->mu);
+	acquire(o);
+	next = now_ms() + o->check_ms;
+	pthread_mutex_lock(&o->mu);
+	while (!o->stop) {
+		if (o->seq != told) {
+			tell(o, &told);
+		} else if (!list_empty(&o->jobs)) {
+			struct own_job *j = list_entry(o->jobs.next, struct own_job, link);
+
+			list_del(&j->link);
+			pthread_mutex_unlock(&o->mu);
+			run_job(o, j);
+			pthread_mutex_lock(&o->mu);
+		} else if (now_ms() >= next) {
+			pthread_mutex_unlock(&o->mu);
+			check(o);
+			next = now_ms() + o->check_ms;
+			pthread_mutex_lock(&o->mu);
+		} else {
+			timedwait(o, next);
+		}
+	}
+	while (!list_empty(&o->jobs)) { /* stopping: nobody is left waiting */
+		struct own_job *j = list_entry(o->jobs.next, struct own_job, link);
+
+		list_del(&j->link);
+		snprintf(j->msg, sizeof(j->msg), "%s: the image is closing", o->name);
+		pthread_mutex_unlock(&o->mu);
+		job_end(o, j, -ECANCELED);
+		pthread_mutex_lock(&o->mu);
+	}
+	o->running = false;
+	pthread_cond_broadcast(&o->cv);
+	pthread_mutex_unlock(&o->mu);
+	rbd_own_put(o);
+	return NULL;
+}
+
+static int queue_job(struct rbd_owner *o, struct own_job *j)
+{
+	pthread_mutex_lock(&o->mu);
+	if (!o->attached || o->stop) {
+		pthread_mutex_unlock(&o->mu);
+		return -EINVAL;
+	}
+	list_add_tail(&j->link, &o->jobs);
+	pthread_cond_broadcast(&o->cv);
+	pthread_mutex_unlock(&o->mu);
+	return 0;
+}
+
+/* ---- the device's side (bs_rbd.c) ---- */
+
+int rbd_own_new(struct rbd_owner **out, const char *name, const struct bs_rbd_cfg *c)
+{
+	struct rbd_owner *o = calloc(1, sizeof(*o));
+	pthread_condattr_t ca;
+
+	if (!o)
+		return -ENOMEM;
+	atomic_init(&o->refs, 1);
+	atomic_init(&o->own, RBD_OWN_ACQUIRING);
+	atomic_init(&o->job, false);
+	o->check_ms = c->lock_check_ms ? c->lock_check_ms : OWN_CHECK_MS_DEFAULT;
+	snprintf(o->name, sizeof(o->name), "%s", name);
+	snprintf(o->why, sizeof(o->why), "taking the image's exclusive lock");
+	list_init(&o->jobs);
+	pthread_mutex_init(&o->mu, NULL);
+	pthread_mutex_init(&o->hook_mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&o->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	*out = o;
+	return 0;
+}
+
+int rbd_own_attach(struct rbd_owner *o, rbd_image_t image)
+{
+	sigset_t all, old;
+	pthread_attr_t a;
+	int rc;
+
+	pthread_mutex_lock(&o->mu);
+	o->image = image;
+	o->stop = false;
+	o->running = true;
+	o->attached = true;
+	o->holder[0] = o->me[0] = 0;
+	snprintf(o->why, sizeof(o->why), "taking the image's exclusive lock");
+	atomic_store(&o->own, RBD_OWN_ACQUIRING);
+	pthread_mutex_unlock(&o->mu);
+	atomic_fetch_add(&o->refs, 1); /* the thread's */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	rc = -pthread_create(&o->thread, &a, own_main, o);
+	pthread_attr_destroy(&a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		atomic_fetch_sub(&o->refs, 1);
+		pthread_mutex_lock(&o->mu);
+		o->running = o->attached = false;
+		pthread_mutex_unlock(&o->mu);
+		return rc;
+	}
+	pthread_setname_np(o->thread, "ix-rbd-own");
+	return 0;
+}
+
+bool rbd_own_detach(struct rbd_owner *o, unsigned wait_ms)
+{
+	uint64_t end = now_ms() + wait_ms;
+	bool ended;
+
+	pthread_mutex_lock(&o->mu);
+	if (!o->attached) {
+		pthread_mutex_unlock(&o->mu);
+		return true;
+	}
+	o->stop = true;
+	o->attached = false;
+	pthread_cond_broadcast(&o->cv);
+	while (o->running && now_ms() < end)
+		timedwait(o, end);
+	ended = !o->running;
+	atomic_fetch_add_explicit(&own_changes, 1, memory_order_release); /* closed: not followed */
+	pthread_mutex_unlock(&o->mu);
+	return ended;
+}
+
+void rbd_own_put(struct rbd_owner *o)
+{
+	if (!o || atomic_fetch_sub(&o->refs, 1) != 1)
+		return;
+	pthread_cond_destroy(&o->cv);
+	pthread_mutex_destroy(&o->mu);
+	pthread_mutex_destroy(&o->hook_mu);
+	free(o);
+}
+
+/* ---- the API (bs.h) ---- */
+
+/* The ownership state of dev once its image is open, else NULL with d filled in for messages
+ * (d->name NULL: not an RBD device). */
 static struct rbd_owner *owner_of(const struct bs_dev *dev, struct rbd_dev_own *d)
 {
 	if (!rbd_dev_own(dev, d)) {
@@ -176,126 +568,85 @@ static struct rbd_owner *owner_of(const struct bs_dev *dev, struct rbd_dev_own *
 	return d->online ? d->o : NULL;
 }
 
-/* Break the lock of whoever holds it (librbd blocklists that client) and take it. Blocking:
- * the main thread (bs_rbd_break_lock) or the helper thread (take_over_job). who gets the
- * former owners ("" if none). */
-static int break_and_take(struct rbd_owner *p, char *who, size_t wlen)
-{
-	char *owners[4];
-	size_t n = 4;
-	int rc = lock_owners(p, who, wlen, owners, &n);
-
-	if (rc == 0 && n > 0) {
-		for (size_t i = 0; rc == 0 && i < n; i++)
-			rc = rbd_lock_break(p->image, RBD_LOCK_MODE_EXCLUSIVE, owners[i]);
-		rbd_lock_get_owners_cleanup(owners, n);
-	}
-	if (rc == 0)
-		rc = rbd_lock_acquire(p->image, RBD_LOCK_MODE_EXCLUSIVE);
-	if (rc == 0)
-		own_set(p, RBD_OWN_OWNER, "holds the image's exclusive lock (broke %s's)",
-			who[0] ? who : "nobody");
-	return rc;
-}
-
 int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
 {
 	struct rbd_dev_own d;
-	struct rbd_owner *p = owner_of(dev, &d);
-	char who[128] = "";
+	struct rbd_owner *o = owner_of(dev, &d);
+	struct own_job j = {.kind = JOB_BREAK};
 	int rc;
 
-	if (!p) {
+	if (!o) {
 		snprintf(msg, msglen,
 			 d.name && !d.online ? "%s: the image is not open (the LUN is offline)"
 					     : "not an rbd LUN with exclusive_lock",
 			 d.name ? d.name : "");
 		return -EINVAL;
 	}
-	if (atomic_load(&p->lock_job) || atomic_load(&p->own) == RBD_OWN_FENCED) {
-		snprintf(msg, msglen, "%s: %s", p->name,
-			 atomic_load(&p->lock_job) ? "the lock is being acquired" : p->why);
+	if (atomic_load(&o->own) == RBD_OWN_ACQUIRING || atomic_load(&o->job)) {
+		snprintf(msg, msglen, "%s: the lock is being acquired", o->name);
 		return -EBUSY;
 	}
-	rc = break_and_take(p, who, sizeof(who));
+	rc = queue_job(o, &j);
 	if (rc < 0) {
-		snprintf(msg, msglen, "%s: breaking the lock of %s: %s", p->name,
-			 who[0] ? who : "-", strerror(-rc));
+		snprintf(msg, msglen, "%s: the image is closing", o->name);
 		return rc;
 	}
-	snprintf(msg, msglen, "%s", who);
+	pthread_mutex_lock(&o->mu); /* bounded by the cluster's timeouts, as the break itself */
+	while (!j.finished)
+		pthread_cond_wait(&o->cv, &o->mu);
+	pthread_mutex_unlock(&o->mu);
+	snprintf(msg, msglen, "%s", j.msg);
+	return j.rc;
+}
+
+int bs_rbd_own_watch(struct bs_dev *dev, void (*fn)(void *arg), void *arg)
+{
+	struct rbd_dev_own d;
+
+	if (!rbd_dev_own(dev, &d) || !d.o)
+		return -EINVAL;
+	pthread_mutex_lock(&d.o->hook_mu);
+	d.o->hook = fn;
+	d.o->hook_arg = arg;
+	pthread_mutex_unlock(&d.o->hook_mu);
 	return 0;
 }
 
 int bs_rbd_own(const struct bs_dev *dev)
 {
 	struct rbd_dev_own d;
-	struct rbd_owner *p = owner_of(dev, &d);
+	struct rbd_owner *o = owner_of(dev, &d);
 
-	return p ? atomic_load_explicit(&p->own, memory_order_acquire) : -EINVAL;
-}
-
-struct take_over {
-	struct rbd_owner *p;
-	bs_rbd_take_cb done;
-	void *arg;
-};
-
-/* The helper thread: break and take, then tell the caller (on this thread). */
-static void take_over_job(void *arg)
-{
-	struct take_over *t = arg;
-	struct rbd_owner *p = t->p;
-	char who[128] = "";
-	int rc = break_and_take(p, who, sizeof(who));
-
-	if (rc == -ESHUTDOWN /* librados' EBLOCKLISTED */)
-		own_set(p, RBD_OWN_FENCED,
-			"this gateway's Ceph client was blocklisted: it cannot "
-			"take the lock until ix-target restarts");
-	else if (rc < 0)
-		own_set(p, RBD_OWN_STANDBY, "taking over the image's lock (held by %s) failed: %s",
-			who[0] ? who : "nobody", strerror(-rc));
-	else
-		log_warn("rbd", "%s: took over the image's exclusive lock from %s", p->name,
-			 who[0] ? who : "nobody");
-	atomic_store(&p->lock_job, false);
-	if (t->done)
-		t->done(t->arg, rc);
-	rbd_own_put(p);
-	free(t);
+	return o ? atomic_load_explicit(&o->own, memory_order_acquire) : -EINVAL;
 }
 
 int bs_rbd_take_over_async(struct bs_dev *dev, bs_rbd_take_cb done, void *arg)
 {
 	struct rbd_dev_own d;
-	struct rbd_owner *p = owner_of(dev, &d);
-	struct take_over *t;
+	struct rbd_owner *o = owner_of(dev, &d);
+	struct own_job *j;
 	bool idle = false;
 	int rc;
 
-	if (!p)
+	if (!o)
 		return -EINVAL;
-	if (atomic_load(&p->own) == RBD_OWN_FENCED)
+	if (atomic_load(&o->own) == RBD_OWN_FENCED)
 		return -ESHUTDOWN;
-	if (atomic_load(&p->own) == RBD_OWN_OWNER)
+	if (atomic_load(&o->own) == RBD_OWN_OWNER)
 		return -EALREADY;
-	if (!atomic_compare_exchange_strong(&p->lock_job, &idle, true))
+	if (!atomic_compare_exchange_strong(&o->job, &idle, true))
 		return -EBUSY;
-	t = calloc(1, sizeof(*t));
-	if (!t) {
-		atomic_store(&p->lock_job, false);
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		atomic_store(&o->job, false);
 		return -ENOMEM;
 	}
-	*t = (struct take_over){p, done, arg};
-	atomic_fetch_add(&p->refs, 1);
-	own_set(p, RBD_OWN_ACQUIRING, "taking over the image's exclusive lock");
-	rc = rbd_helper_post(take_over_job, t);
+	*j = (struct own_job){.kind = JOB_TAKE, .done = done, .arg = arg};
+	own_set(o, RBD_OWN_ACQUIRING, "taking over the image's exclusive lock");
+	rc = queue_job(o, j);
 	if (rc < 0) {
-		own_set(p, RBD_OWN_STANDBY, "cannot take over the lock: %s", strerror(-rc));
-		atomic_store(&p->lock_job, false);
-		atomic_fetch_sub(&p->refs, 1);
-		free(t);
+		atomic_store(&o->job, false);
+		free(j);
 	}
 	return rc;
 }
@@ -303,21 +654,21 @@ int bs_rbd_take_over_async(struct bs_dev *dev, bs_rbd_take_cb done, void *arg)
 int bs_rbd_state(struct bs_dev *dev, char *reason, size_t len)
 {
 	struct rbd_dev_own d;
-	struct rbd_owner *p = owner_of(dev, &d);
+	struct rbd_owner *o = owner_of(dev, &d);
 
 	if (!d.name)
 		return -EINVAL;
-	if (!p) {
+	if (!o) {
 		snprintf(reason, len, "%s",
 			 d.online || !d.exclusive_cfg
 			     ? "no managed exclusive lock"
 			     : "the image is not open (the LUN is offline)");
 		return RBD_OWN_NONE;
 	}
-	pthread_mutex_lock(&p->why_lock);
-	snprintf(reason, len, "%s", p->why);
-	pthread_mutex_unlock(&p->why_lock);
-	return atomic_load(&p->own);
+	pthread_mutex_lock(&o->mu);
+	snprintf(reason, len, "%s", o->why);
+	pthread_mutex_unlock(&o->mu);
+	return atomic_load(&o->own);
 }
 
 const char *bs_rbd_state_name(int state)

@@ -42,6 +42,7 @@ struct scsi_alua {
 	uint8_t transition_s;
 	uint32_t implicit_ms;	     /* implicit failover delay, 0: off */
 	atomic_int own_seen;	     /* the RBD lock state the states were set from, -1: none */
+	atomic_uint changes_seen;    /* bs_rbd_own_changes() when they were last brought in line */
 	_Atomic uint64_t sb_first;   /* I/O refused in standby: first of the current run (ms) */
 	_Atomic uint64_t sb_last;    /* ... and the latest (0: no run) */
 	struct alua_group g[SCSI_ALUA_MAX_GROUPS];
@@ -214,13 +215,22 @@ int scsi_spc_report_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu)
 
 /* ---- state changes ---- */
 
-static void post_changed(const struct scsi_lun_map *map, const struct scsi_nexus *except)
+/* ASYMMETRIC ACCESS STATE CHANGED to every nexus of the map but except; with told, not to
+ * the nexuses of an LU whose lock's thread told them of the very changes (told) already. */
+static void post_changed_told(const struct scsi_lun_map *map, const struct scsi_nexus *except,
+			      const unsigned *told)
 {
 	for (uint32_t i = 0; i < SCSI_MAX_LUNS; i++) {
 		struct scsi_lu *lu = scsi_lun_map_get(map, i);
-		if (lu) /* ASYMMETRIC ACCESS STATE CHANGED */
+
+		if (lu && !(told && atomic_load(&lu->own_told) == *told))
 			scsi_ua_post_others(lu, except, 0x2a, 0x06);
 	}
+}
+
+static void post_changed(const struct scsi_lun_map *map, const struct scsi_nexus *except)
+{
+	post_changed_told(map, except, NULL);
 }
 
 static struct alua_group *find_group(struct scsi_alua *a, uint16_t id)
@@ -344,11 +354,21 @@ static int lu_own(const struct scsi_lu *lu)
 
 	return own == BS_RBD_OWN_NONE ? -EINVAL : own;
 }
+
+static unsigned own_changes(void)
+{
+	return bs_rbd_own_changes();
+}
 #else
 static int lu_own(const struct scsi_lu *lu)
 {
 	(void)lu;
 	return -EINVAL;
+}
+
+static unsigned own_changes(void)
+{
+	return 0;
 }
 #endif
 
@@ -392,10 +412,13 @@ static void own_sync(struct scsi_lun_map *map, const struct scsi_lu *lu, uint8_t
 	struct scsi_alua *a;
 	bool changed = false;
 	uint8_t mine, others;
+	unsigned seen = own_changes();
 	int own;
 
 	pthread_mutex_lock(&map->alua_lock);
 	a = map_alua(map);
+	if (a)
+		atomic_store(&a->changes_seen, seen);
 	own = lu_own(lu);
 	if (a && own >= 0 && atomic_exchange(&a->own_seen, own) != own) {
 		own_states(a, own, &mine, &others);
@@ -406,16 +429,47 @@ static void own_sync(struct scsi_lun_map *map, const struct scsi_lu *lu, uint8_t
 	}
 	pthread_mutex_unlock(&map->alua_lock);
 	if (changed)
-		post_changed(map, except);
+		post_changed_told(map, except, &seen);
 }
 
+/* Before a command and REPORT TARGET PORT GROUPS: has any lock changed since the states were
+ * set? (One atomic load each; the lock checks and I/O results bump the counter.) */
 static void own_follow(struct scsi_lun_map *map, struct scsi_lu *lu)
 {
 	struct scsi_alua *a = map_alua(map);
-	int own = lu_own(lu);
 
-	if (a && own >= 0 && own != atomic_load_explicit(&a->own_seen, memory_order_relaxed))
+	if (a && own_changes() != atomic_load_explicit(&a->changes_seen, memory_order_relaxed))
 		own_sync(map, lu, ALUA_STATUS_IMPLICIT, NULL);
+}
+
+/* The lock's thread, after a change of the LU's ownership: 2A/06 to its nexuses at once, so
+ * that an idle initiator's next command learns of it (the states themselves are brought in
+ * line by that command, own_follow). */
+static void lu_own_changed(void *arg)
+{
+	struct scsi_lu *lu = arg;
+	unsigned seen = own_changes();
+
+	if (!atomic_load(&lu->alua_on))
+		return;
+	scsi_ua_post_others(lu, NULL, 0x2a, 0x06);
+	atomic_store(&lu->own_told, seen);
+}
+
+void scsi_alua_lu_watch(struct scsi_lu *lu, bool on)
+{
+#ifdef IX_HAVE_RBD
+	if (lu->dev)
+		(void)bs_rbd_own_watch(lu->dev, on ? lu_own_changed : NULL, lu);
+#else
+	(void)lu;
+	(void)on;
+#endif
+}
+
+void scsi_alua_lu_mapped(struct scsi_lun_map *map, struct scsi_lu *lu)
+{
+	atomic_store(&lu->alua_on, map_alua(map) != NULL);
 }
 
 static uint64_t now_ms(void)
@@ -575,6 +629,7 @@ static void build(struct scsi_alua *a, const struct scsi_alua_cfg *cfg, const st
 	a->transition_s = cfg->transition_s;
 	a->implicit_ms = cfg->implicit_failover_ms;
 	atomic_init(&a->own_seen, -1);
+	atomic_init(&a->changes_seen, own_changes() - 1); /* a new layout follows at once */
 	for (unsigned i = 0; i < cfg->ngroups; i++) {
 		const struct scsi_alua_group_cfg *c = &cfg->groups[i];
 		struct alua_group *g = &a->g[i];
@@ -625,6 +680,12 @@ int scsi_alua_configure(struct scsi_lun_map *map, const struct scsi_alua_cfg *cf
 		build(a, cfg, old);
 	same = visible_same(old, a);
 	atomic_store_explicit(&map->alua, a, memory_order_release);
+	for (uint32_t i = 0; i < SCSI_MAX_LUNS; i++) {
+		struct scsi_lu *lu = scsi_lun_map_get(map, i);
+
+		if (lu)
+			atomic_store(&lu->alua_on, a != NULL);
+	}
 	if (old) {
 		old->retired_next = map->alua_retired;
 		map->alua_retired = old;
