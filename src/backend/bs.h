@@ -206,6 +206,19 @@ extern const struct bs_ops bs_ram_ops;
 extern const struct bs_ops bs_file_ops;
 extern const struct bs_ops bs_block_ops;
 extern const struct bs_ops bs_error_ops;
+/* RBD ownership as this gateway knows it (bs_rbd_owner), for the ALUA states: the lock state
+ * and who holds the lock, with what the holder's owner record says of it. */
+struct bs_rbd_owner {
+	int own;    /* enum bs_rbd_own */
+	bool free;  /* nobody held the lock at the last check */
+	bool known; /* the owner record names the holder: gen, groups and ports are its */
+	uint8_t ngroups, nports;
+	uint16_t groups[16]; /* the holder's ALUA target port groups ... */
+	uint16_t ports[16];  /* ... and relative target ports */
+	uint64_t gen;	     /* the record's generation */
+	char holder[128];    /* the lock's holder as librbd names it ("" nobody) */
+};
+
 #ifdef IX_HAVE_RBD
 extern const struct bs_ops bs_rbd_ops;
 /* Managed exclusive lock (rbd.exclusive_lock), for failover between gateways: break the lock
@@ -237,6 +250,15 @@ unsigned bs_rbd_own_changes(void);
  * waiting for a call in progress. Never called after the device closes. -EINVAL for another
  * device or one without the managed lock. Control path. */
 int bs_rbd_own_watch(struct bs_dev *dev, void (*fn)(void *arg), void *arg);
+/* Who owns the lock, as the last lock check saw it, and what the owner record says of the
+ * holder. 0, or -EINVAL (another device, no managed lock, or the image is not open). Any
+ * thread. */
+int bs_rbd_owner(const struct bs_dev *dev, struct bs_rbd_owner *out);
+/* What this gateway writes into the owner record when it holds the lock: its local ALUA
+ * target port groups and relative target ports (at most 16 each). Written again at once when
+ * it changes while holding. 0 or -EINVAL (not a device with the managed lock). Any thread. */
+int bs_rbd_set_identity(struct bs_dev *dev, const uint16_t *groups, unsigned ngroups,
+			const uint16_t *ports, unsigned nports);
 /* Failover: break the current owner's lock (librbd blocklists it) and take it, on the backend's
  * helper thread; the state is ACQUIRING meanwhile, then OWNER (or STANDBY / FENCED on failure).
  * done(arg, 0 or -errno) runs on the helper thread when it is over (done may be NULL).

@@ -530,7 +530,7 @@ static int rbd_attach(struct bs_dev *dev, char *err, size_t errlen)
 		goto fail_image;
 	}
 	p->obj_size = info.obj_size;
-	if (p->o && (rc = rbd_own_attach(p->o, p->image)) < 0) {
+	if (p->o && (rc = rbd_own_attach(p->o, p->image, p->ioctx)) < 0) {
 		snprintf(err, errlen, "rbd %s: cannot start the lock helper: %s", p->name,
 			 strerror(-rc));
 		goto fail_image;

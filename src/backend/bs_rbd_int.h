@@ -4,6 +4,7 @@
 #ifndef IX_BACKEND_BS_RBD_INT_H
 #define IX_BACKEND_BS_RBD_INT_H
 
+#include <rados/librados.h>
 #include <rbd/librbd.h>
 #include <stdbool.h>
 
@@ -33,9 +34,10 @@ bool rbd_dev_own(const struct bs_dev *dev, struct rbd_dev_own *out);
 /* The ownership state of a device with rbd.exclusive_lock, created at open (before the image
  * is): 0 or -ENOMEM. */
 int rbd_own_new(struct rbd_owner **out, const char *name, const struct bs_rbd_cfg *c);
-/* The image is open: start the owner's thread, which takes the lock (the state is "acquiring"
- * meanwhile) and checks it every rbd.lock_check_ms. 0 or -errno. */
-int rbd_own_attach(struct rbd_owner *o, rbd_image_t image);
+/* The image is open (io: its pool and namespace): start the owner's thread, which takes the
+ * lock (the state is "acquiring" meanwhile), writes the owner record, and checks the lock
+ * every rbd.lock_check_ms. 0 or -errno. */
+int rbd_own_attach(struct rbd_owner *o, rbd_image_t image, rados_ioctx_t io);
 /* Before the image closes: stop the thread, waiting at most wait_ms for a lock call it is in
  * (a pending take-over's callback gets -ECANCELED). false: it is still in the cluster (the
  * image must be abandoned, not closed). */

@@ -27,11 +27,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend/bs_own_rec.h"
 #include "backend/bs_rbd_int.h"
 #include "util/list.h"
 #include "util/log.h"
 
 #define OWN_CHECK_MS_DEFAULT 1000
+#define OWN_REC_RETRIES	     4 /* versioned writes of the record lost to a stale writer */
 
 /* The same values as bs.h's enum bs_rbd_own. */
 enum rbd_own {
@@ -69,7 +71,10 @@ struct rbd_owner {
 	atomic_bool job; /* a take-over is queued or running (one at a time) */
 	unsigned check_ms;
 	char name[160];	   /* pool/[ns/]image, for messages */
+	char oid[300];	   /* "ix.own.<image>": the owner record, next to the image */
 	rbd_image_t image; /* set by attach; the thread's only while it runs */
+	rados_ioctx_t io;  /* the image's pool and namespace (the device's) */
+	uint64_t gid;	   /* this client's id (rados_get_instance_id) */
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* the thread: work or stop; callers: a job finished, the thread ended */
@@ -82,6 +87,11 @@ struct rbd_owner {
 	char holder[128]; /* who holds the lock, as librbd names it ("" nobody), last check */
 	char me[128];	  /* this client, as the lock names it (learnt when it took it) */
 	unsigned seq;	  /* changes of this image's state or holder */
+	struct bs_own_rec rec;	 /* the last owner record read or written ("" holder: none) */
+	bool rec_dirty;		 /* the identity changed while holding: write the record again */
+	char rec_err[160];	 /* why the record could not be read last time (logged once) */
+	uint8_t ngroups, nports; /* this gateway's identity (bs_rbd_set_identity) */
+	uint16_t groups[BS_OWN_MAX_IDS], ports[BS_OWN_MAX_IDS];
 	/* bs_rbd_own_watch: called by the thread, under hook_mu, when seq moved */
 	pthread_mutex_t hook_mu;
 	void (*hook)(void *arg);
@@ -213,7 +223,133 @@ static void holder_set(struct rbd_owner *o, const char *who)
 	pthread_mutex_unlock(&o->mu);
 }
 
-/* rbd_lock_acquire succeeded: learn this client's name in the lock, then owner. */
+/* ---- the owner record ("ix.own.<image>", bs_own_rec.h) ---- */
+
+/* Read the record: 0 (r set, *ver its object version; an absent or empty object is
+ * -ENOENT, with *ver 0 for absent), -EINVAL (damaged: logged) or -errno. */
+static int rec_read(struct rbd_owner *o, struct bs_own_rec *r, uint64_t *ver)
+{
+	char buf[BS_OWN_REC_MAX + 1], err[160];
+	int n = rados_read(o->io, o->oid, buf, sizeof(buf), 0), rc;
+
+	*ver = 0;
+	memset(r, 0, sizeof(*r));
+	if (n < 0)
+		return n;
+	*ver = rados_get_last_version(o->io);
+	rc = bs_own_rec_decode(buf, (size_t)n, r, err, sizeof(err));
+	if (rc != -EINVAL) {
+		o->rec_err[0] = 0;
+	} else if (strcmp(err, o->rec_err) != 0) { /* the thread's own: no lock */
+		log_warn("rbd",
+			 "%s: the owner record %s is damaged (%s): ignored until the lock's "
+			 "holder writes it again",
+			 o->name, o->oid, err);
+		snprintf(o->rec_err, sizeof(o->rec_err), "%s", err);
+	}
+	return rc;
+}
+
+/* Holding the lock: write this gateway's record, one generation on from the last. */
+static void rec_write(struct rbd_owner *o)
+{
+	struct bs_own_rec old, r = {.gid = o->gid};
+	char buf[BS_OWN_REC_MAX];
+	uint64_t ver;
+	int rc = -EAGAIN, n;
+
+	pthread_mutex_lock(&o->mu);
+	o->rec_dirty = false;
+	snprintf(r.holder, sizeof(r.holder), "%s", o->me);
+	r.ngroups = o->ngroups;
+	r.nports = o->nports;
+	memcpy(r.groups, o->groups, sizeof(r.groups));
+	memcpy(r.ports, o->ports, sizeof(r.ports));
+	pthread_mutex_unlock(&o->mu);
+	for (int i = 0; i < OWN_REC_RETRIES && rc == -EAGAIN; i++) {
+		rados_write_op_t op;
+
+		rc = rec_read(o, &old, &ver);
+		if (rc < 0 && rc != -ENOENT && rc != -EINVAL)
+			break;
+		r.gen = old.gen + 1;
+		n = bs_own_rec_encode(&r, buf, sizeof(buf));
+		if (n < 0 || !(op = rados_create_write_op())) {
+			rc = n < 0 ? n : -ENOMEM;
+			break;
+		}
+		if (ver)
+			rados_write_op_assert_version(op, ver);
+		else
+			rados_write_op_create(op, LIBRADOS_CREATE_EXCLUSIVE, NULL);
+		rados_write_op_write_full(op, buf, (size_t)n);
+		rc = rados_write_op_operate(op, o->io, o->oid, NULL, 0);
+		rados_release_write_op(op);
+		if (rc == -ERANGE || rc == -EOVERFLOW || rc == -ECANCELED || rc == -EEXIST)
+			rc = -EAGAIN;
+	}
+	if (rc < 0) {
+		log_warn("rbd",
+			 "%s: cannot write the owner record %s: %s (the other gateways do "
+			 "not learn which group owns the image)",
+			 o->name, o->oid, strerror(-rc));
+		return;
+	}
+	pthread_mutex_lock(&o->mu);
+	o->rec = r;
+	changed(o);
+	pthread_mutex_unlock(&o->mu);
+}
+
+/* Not holding it: read the record when it does not name the holder yet. */
+static void rec_follow(struct rbd_owner *o)
+{
+	struct bs_own_rec r;
+	uint64_t ver;
+	bool stale;
+
+	pthread_mutex_lock(&o->mu);
+	stale = o->holder[0] && strcmp(o->rec.holder, o->holder) != 0;
+	pthread_mutex_unlock(&o->mu);
+	if (!stale || rec_read(o, &r, &ver) < 0)
+		return;
+	pthread_mutex_lock(&o->mu);
+	if (memcmp(&r, &o->rec, sizeof(r)) != 0) {
+		o->rec = r;
+		changed(o);
+	}
+	pthread_mutex_unlock(&o->mu);
+}
+
+/* Holding the lock: the record must name this gateway (someone may have damaged or removed
+ * it); write it again if not. */
+static void rec_verify(struct rbd_owner *o)
+{
+	struct bs_own_rec r;
+	uint64_t ver;
+	bool ok;
+	int rc = rec_read(o, &r, &ver);
+
+	if (rc < 0 && rc != -EINVAL && rc != -ENOENT)
+		return; /* the cluster: the next check */
+	pthread_mutex_lock(&o->mu);
+	ok = rc == 0 && strcmp(r.holder, o->me) == 0 && r.ngroups == o->ngroups &&
+	     r.nports == o->nports &&
+	     !memcmp(r.groups, o->groups, sizeof(r.groups[0]) * r.ngroups) &&
+	     !memcmp(r.ports, o->ports, sizeof(r.ports[0]) * r.nports);
+	pthread_mutex_unlock(&o->mu);
+	if (ok)
+		return;
+	log_warn("rbd", "%s: the owner record %s does not name this gateway (%s): writing it again",
+		 o->name, o->oid,
+		 rc == -ENOENT ? "empty or absent"
+		 : rc	       ? "damaged"
+			       : r.holder);
+	rec_write(o);
+}
+
+/* rbd_lock_acquire succeeded: learn this client's name in the lock, say so in the record,
+ * then owner. */
 static void took(struct rbd_owner *o, const char *fmt, const char *who)
 {
 	char me[128];
@@ -223,6 +359,7 @@ static void took(struct rbd_owner *o, const char *fmt, const char *who)
 		snprintf(o->me, sizeof(o->me), "%s", me);
 		pthread_mutex_unlock(&o->mu);
 		holder_set(o, me);
+		rec_write(o);
 	}
 	own_set(o, RBD_OWN_OWNER, fmt, who);
 }
@@ -243,6 +380,7 @@ static void acquire(struct rbd_owner *o)
 	}
 	if (lock_holder(o, who, sizeof(who)) == 0 && who[0]) {
 		holder_set(o, who);
+		rec_follow(o);
 		own_set(o, RBD_OWN_STANDBY, "the image's exclusive lock is held by %s (%s)", who,
 			strerror(-rc));
 	} else {
@@ -346,11 +484,15 @@ static void check(struct rbd_owner *o)
 	pthread_mutex_lock(&o->mu);
 	snprintf(me, sizeof(me), "%s", o->me);
 	pthread_mutex_unlock(&o->mu);
+	if (own == RBD_OWN_STANDBY)
+		rec_follow(o);
 	if (own == RBD_OWN_OWNER && (!me[0] || strcmp(who, me) != 0))
 		own_set(o, RBD_OWN_STANDBY,
 			"lost the image's exclusive lock (noticed by the lock "
 			"check): %s%s",
 			who[0] ? "held by " : "nobody holds it", who);
+	else if (own == RBD_OWN_OWNER)
+		rec_verify(o);
 }
 
 /* ---- the owner's thread ---- */
@@ -419,6 +561,10 @@ static void *own_main(void *arg)
 	while (!o->stop) {
 		if (o->seq != told) {
 			tell(o, &told);
+		} else if (o->rec_dirty && atomic_load(&o->own) == RBD_OWN_OWNER) {
+			pthread_mutex_unlock(&o->mu);
+			rec_write(o);
+			pthread_mutex_lock(&o->mu);
 		} else if (!list_empty(&o->jobs)) {
 			struct own_job *j = list_entry(o->jobs.next, struct own_job, link);
 
@@ -478,6 +624,7 @@ int rbd_own_new(struct rbd_owner **out, const char *name, const struct bs_rbd_cf
 	atomic_init(&o->job, false);
 	o->check_ms = c->lock_check_ms ? c->lock_check_ms : OWN_CHECK_MS_DEFAULT;
 	snprintf(o->name, sizeof(o->name), "%s", name);
+	snprintf(o->oid, sizeof(o->oid), "ix.own.%s", c->image);
 	snprintf(o->why, sizeof(o->why), "taking the image's exclusive lock");
 	list_init(&o->jobs);
 	pthread_mutex_init(&o->mu, NULL);
@@ -490,7 +637,7 @@ int rbd_own_new(struct rbd_owner **out, const char *name, const struct bs_rbd_cf
 	return 0;
 }
 
-int rbd_own_attach(struct rbd_owner *o, rbd_image_t image)
+int rbd_own_attach(struct rbd_owner *o, rbd_image_t image, rados_ioctx_t io)
 {
 	sigset_t all, old;
 	pthread_attr_t a;
@@ -498,6 +645,9 @@ int rbd_own_attach(struct rbd_owner *o, rbd_image_t image)
 
 	pthread_mutex_lock(&o->mu);
 	o->image = image;
+	o->io = io;
+	o->gid = rados_get_instance_id(rados_ioctx_get_cluster(io));
+	memset(&o->rec, 0, sizeof(o->rec));
 	o->stop = false;
 	o->running = true;
 	o->attached = true;
@@ -609,6 +759,57 @@ int bs_rbd_own_watch(struct bs_dev *dev, void (*fn)(void *arg), void *arg)
 	d.o->hook = fn;
 	d.o->hook_arg = arg;
 	pthread_mutex_unlock(&d.o->hook_mu);
+	return 0;
+}
+
+int bs_rbd_set_identity(struct bs_dev *dev, const uint16_t *groups, unsigned ngroups,
+			const uint16_t *ports, unsigned nports)
+{
+	struct rbd_dev_own d;
+	struct rbd_owner *o;
+
+	if (!rbd_dev_own(dev, &d) || !(o = d.o))
+		return -EINVAL;
+	if (ngroups > BS_OWN_MAX_IDS)
+		ngroups = BS_OWN_MAX_IDS;
+	if (nports > BS_OWN_MAX_IDS)
+		nports = BS_OWN_MAX_IDS;
+	pthread_mutex_lock(&o->mu);
+	if (o->ngroups != ngroups || o->nports != nports ||
+	    memcmp(o->groups, groups, ngroups * sizeof(*groups)) ||
+	    memcmp(o->ports, ports, nports * sizeof(*ports))) {
+		o->ngroups = (uint8_t)ngroups;
+		o->nports = (uint8_t)nports;
+		memcpy(o->groups, groups, ngroups * sizeof(*groups));
+		memcpy(o->ports, ports, nports * sizeof(*ports));
+		o->rec_dirty = true;
+		pthread_cond_broadcast(&o->cv);
+	}
+	pthread_mutex_unlock(&o->mu);
+	return 0;
+}
+
+int bs_rbd_owner(const struct bs_dev *dev, struct bs_rbd_owner *out)
+{
+	struct rbd_dev_own d;
+	struct rbd_owner *o = owner_of(dev, &d);
+
+	memset(out, 0, sizeof(*out));
+	if (!o)
+		return -EINVAL;
+	pthread_mutex_lock(&o->mu);
+	out->own = atomic_load(&o->own);
+	out->free = !o->holder[0];
+	out->known = o->holder[0] && strcmp(o->rec.holder, o->holder) == 0;
+	if (out->known) {
+		out->gen = o->rec.gen;
+		out->ngroups = o->rec.ngroups;
+		out->nports = o->rec.nports;
+		memcpy(out->groups, o->rec.groups, sizeof(out->groups));
+		memcpy(out->ports, o->rec.ports, sizeof(out->ports));
+	}
+	snprintf(out->holder, sizeof(out->holder), "%s", o->holder);
+	pthread_mutex_unlock(&o->mu);
 	return 0;
 }
 

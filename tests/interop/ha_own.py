@@ -5,6 +5,12 @@ lost it. Its own memstore single-node cluster (tests/ceph/cluster.sh); every gat
 ix-target with one portal (tpgt = its ALUA group id) and one target whose LUN 0 is the RBD
 image "own0" with exclusive_lock; each lists the others' groups by relative port.
 
+  three: A, B and C (groups 1, 2, 3) on one image: all three report the holder's group
+     active/optimized and the others standby (the holder's owner record, ix.own.<image>, names
+     its groups), before and after C breaks A's lock (A, fenced, reports its group unavailable
+     and cannot read the cluster any more: the others as they were); the record says
+     "groups 3"; after `rados put` of garbage over it, C writes it again within two lock
+     checks, logging it, and every gateway keeps reporting C's group.
   idle: A owns, B standby; `iscsi_break_rbd_lock` on B breaks A's lock (blocklisting A) while
      A receives nothing; A's management API says "fenced" within lock_check_ms plus slack,
      A's first command then gets UNIT ATTENTION 2A/06 and A's REPORT TARGET PORT GROUPS says
@@ -203,6 +209,68 @@ def test_idle(tmp, conf, gws):
           "GROUPS then: %s" % (fmt(st, sense), show(ra)))
 
 
+def wait_rtpg(gws, want, secs):
+    """Poll REPORT TARGET PORT GROUPS through every gateway of want ({name: {group: state}})
+    until each says what it should: (seconds, {name: last answer})."""
+    t0, got = time.monotonic(), {}
+    while True:
+        got = {n: gws[n].rtpg() for n in want}
+        if got == want or time.monotonic() - t0 > secs:
+            return time.monotonic() - t0, got
+        time.sleep(0.1)
+
+
+def shows(got):
+    return '; '.join('%s %s' % (n.upper(), show(g)) for n, g in sorted(got.items()))
+
+
+def test_three(tmp, conf, gws, env):
+    """Three gateways on one image: each reports the holder's group active/optimized, from the
+    owner record, also after the lock moved; a damaged record is written again by its
+    holder."""
+    groups = [1, 2, 3]
+    for n, g in (('a', 1), ('b', 2), ('c', 3)):
+        gws[n] = Gateway(tmp, conf, n, g, groups)
+        gws[n].wait_lock(None)
+    states = {n: gws[n].lock()[0] for n in 'abc'}
+    took, got = wait_rtpg(gws, {n: {1: AO, 2: STANDBY, 3: STANDBY} for n in 'abc'},
+                          CHECK_MS / 1000 * 2 + SLACK_S)
+    check('three-owner-a', states == {'a': 'owner', 'b': 'standby', 'c': 'standby'} and
+          all(g == {1: AO, 2: STANDBY, 3: STANDBY} for g in got.values()),
+          'locks %s; after %.1f s: %s' % (states, took, shows(got)))
+    r = gws['c'].break_lock()
+    # A is fenced: the cluster refuses it, so it cannot read who holds the lock now (it
+    # leaves the other groups as they were)
+    want = {'a': {1: UNAVAIL, 2: STANDBY, 3: STANDBY}, 'b': {1: STANDBY, 2: STANDBY, 3: AO},
+            'c': {1: STANDBY, 2: STANDBY, 3: AO}}
+    took, got = wait_rtpg(gws, want, CHECK_MS / 1000 * 2 + SLACK_S + 5)
+    check('three-owner-c', got == want and took <= CHECK_MS / 1000 * 2 + SLACK_S,
+          'C broke the lock (%s); after %.1f s (allowed two lock checks and %.1f s): %s'
+          % (r.get('result', r.get('error')), took, SLACK_S, shows(got)))
+    rec = run(['rados', '-p', 'rbd', 'get', 'ix.own.' + IMAGES[0], '-'], 30, env=env)
+    check('three-record', rec.returncode == 0 and 'groups 3\nports 3\n' in rec.stdout and
+          rec.stdout.startswith('ix-own 1\n'),
+          'rados get ix.own.%s: %r' % (IMAGES[0], rec.stdout[:200]))
+    junk = os.path.join(tmp, 'junk')
+    with open(junk, 'wb') as f:
+        f.write(b'not a record\n')
+    put = run(['rados', '-p', 'rbd', 'put', 'ix.own.' + IMAGES[0], junk], 30, env=env)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < CHECK_MS / 1000 * 2 + SLACK_S + 5:
+        rec = run(['rados', '-p', 'rbd', 'get', 'ix.own.' + IMAGES[0], '-'], 30, env=env)
+        if rec.stdout.startswith('ix-own 1\n'):
+            break
+        time.sleep(0.2)
+    took = time.monotonic() - t0
+    logged = [ln for ln in gws['c'].d.output().splitlines()
+              if 'ix.own.' + IMAGES[0] in ln and 'writing it again' in ln]
+    took2, got = wait_rtpg(gws, want, 5)
+    check('three-record-damaged', put.returncode == 0 and rec.stdout.startswith('ix-own 1\n')
+          and 'groups 3\n' in rec.stdout and logged and got == want,
+          'after `rados put` of garbage, C wrote the record again in %.1f s (log: %s); the '
+          'gateways still report %s' % (took, logged[-1:] or 'nothing', shows(got)))
+
+
 def main():
     for c in ('ceph-mon', 'ceph-osd', 'rbd', 'ceph-authtool', 'monmaptool'):
         if not shutil.which(c):
@@ -232,9 +300,12 @@ def main():
                 return 1
         report('PASS', 'cluster', 'memstore cluster and images up in %.0f s'
                % (time.monotonic() - t0))
-        for t in (test_idle,):
+        for t in (test_idle, test_three):
             try:
-                t(tmp, conf, gws)
+                if t == test_three:
+                    t(tmp, conf, gws, env)
+                else:
+                    t(tmp, conf, gws)
             except Exception as e:  # noqa: BLE001
                 import traceback
                 traceback.print_exc()
