@@ -212,6 +212,8 @@ struct bs_rbd_owner {
 	int own;    /* enum bs_rbd_own */
 	bool free;  /* nobody held the lock at the last check */
 	bool known; /* the owner record names the holder: gen, groups and ports are its */
+	bool refused; /* the holder refused this gateway's last implicit request (until the
+			 holder changes) */
 	uint8_t ngroups, nports;
 	uint16_t groups[16]; /* the holder's ALUA target port groups ... */
 	uint16_t ports[16];  /* ... and relative target ports */
@@ -237,6 +239,7 @@ enum bs_rbd_own {
 	BS_RBD_OWN_OWNER,
 	BS_RBD_OWN_STANDBY,
 	BS_RBD_OWN_FENCED,
+	BS_RBD_OWN_RELEASING, /* handing the lock over (draining writes, releasing) */
 };
 /* The state of a device with the managed lock; -EINVAL for any other device (and for one whose
  * image is not open yet). Any thread. */
@@ -259,13 +262,26 @@ int bs_rbd_owner(const struct bs_dev *dev, struct bs_rbd_owner *out);
  * it changes while holding. 0 or -EINVAL (not a device with the managed lock). Any thread. */
 int bs_rbd_set_identity(struct bs_dev *dev, const uint16_t *groups, unsigned ngroups,
 			const uint16_t *ports, unsigned nports);
-/* Failover: break the current owner's lock (librbd blocklists it) and take it, on the backend's
- * helper thread; the state is ACQUIRING meanwhile, then OWNER (or STANDBY / FENCED on failure).
- * done(arg, 0 or -errno) runs on the helper thread when it is over (done may be NULL).
- * 0 when started; -EALREADY (already the owner), -EBUSY (a lock job is running), -ESHUTDOWN
- * (fenced), -EINVAL (no managed lock), -ENOMEM. Never blocks. */
+/* Failover, on the image's ownership thread (docs/ha.md, "Ownership and failover"): a free
+ * lock is taken; a held one is asked for over RADOS (the object of the owner record), and
+ * the holder hands it over (explicit: always; implicit: only if no I/O went through it for
+ * half of window_ms) or refuses; a holder that does not answer within
+ * rbd.handover_timeout_ms has its lock broken (librbd blocklists it). BS_RBD_TAKE_FREE takes
+ * the lock only if it is free. The state is ACQUIRING while taking, then OWNER (or STANDBY /
+ * FENCED). done(arg, rc) runs on that thread when it is over (done may be NULL): 0 taken,
+ * -EAGAIN refused by a live holder (bs_rbd_owner's refused says so until the holder changes),
+ * -ECANCELED (the image closed), -errno. Returns 0 when started; -EALREADY (already the
+ * owner), -EBUSY (a take-over or release is queued), -ESHUTDOWN (fenced), -EINVAL (no managed
+ * lock or not open), -ENOMEM. Never blocks. */
+enum bs_rbd_take { BS_RBD_TAKE_EXPLICIT = 0, BS_RBD_TAKE_IMPLICIT, BS_RBD_TAKE_FREE };
 typedef void (*bs_rbd_take_cb)(void *arg, int rc);
-int bs_rbd_take_over_async(struct bs_dev *dev, bs_rbd_take_cb done, void *arg);
+int bs_rbd_take_over_async(struct bs_dev *dev, int mode, uint32_t window_ms, bs_rbd_take_cb done,
+			   void *arg);
+/* A planned hand-over (SET TARGET PORT GROUPS on the holder): on that thread, release the
+ * lock (draining the writes in flight; this gateway stays healthy, standby) and tell the other
+ * gateways that group (0: none) is to take it. done as above (0 released). Returns 0 when
+ * started; -EALREADY (not the holder), -EBUSY, -ESHUTDOWN, -EINVAL, -ENOMEM. */
+int bs_rbd_release_async(struct bs_dev *dev, uint16_t group, bs_rbd_take_cb done, void *arg);
 /* The librados cluster handle (rados_t) an RBD device's image was opened through, for state
  * kept next to the image (persistent reservations, scsi/pr_rados.c); NULL for other backends.
  * Valid while the device is open. */

@@ -32,8 +32,11 @@
 #include "util/list.h"
 #include "util/log.h"
 
-#define OWN_CHECK_MS_DEFAULT 1000
-#define OWN_REC_RETRIES	     4 /* versioned writes of the record lost to a stale writer */
+#define OWN_CHECK_MS_DEFAULT  1000
+#define OWN_REC_RETRIES	      4 /* versioned writes of the record lost to a stale writer */
+#define OWN_NOTIFY_MS_DEFAULT 5000
+#define OWN_SOON_MS	      200 /* after handing the lock over: the next check */
+#define OWN_TAKE_ROUNDS	      3	  /* a take-over asks, and reads the holder, at most this often */
 
 /* The same values as bs.h's enum bs_rbd_own. */
 enum rbd_own {
@@ -44,20 +47,32 @@ enum rbd_own {
 					   BS_ERR_NOT_OWNER */
 	RBD_OWN_FENCED,			/* this client was blocklisted: every I/O fails, until
 					   a restart */
+	RBD_OWN_RELEASING,		/* handing the lock over: draining writes, releasing */
 };
 
-static const char *const own_names[] = {"open", "acquiring", "owner", "standby", "fenced"};
+static const char *const own_names[] = {
+    [RBD_OWN_NONE] = "open",	 [RBD_OWN_ACQUIRING] = "acquiring",
+    [RBD_OWN_OWNER] = "owner",	 [RBD_OWN_STANDBY] = "standby",
+    [RBD_OWN_FENCED] = "fenced", [RBD_OWN_RELEASING] = "releasing",
+};
 
 enum job_kind {
-	JOB_TAKE,  /* bs_rbd_take_over_async */
-	JOB_BREAK, /* bs_rbd_break_lock: its caller waits */
+	JOB_TAKE,    /* bs_rbd_take_over_async, or a planned release naming this gateway */
+	JOB_RELEASE, /* bs_rbd_release_async */
+	JOB_BREAK,   /* bs_rbd_break_lock: its caller waits */
+	JOB_ASKED,   /* another gateway asks the holder to hand over (from the watch) */
 };
 
 struct own_job {
 	struct list_head link;
 	enum job_kind kind;
-	bs_rbd_take_cb done; /* JOB_TAKE */
+	bs_rbd_take_cb done; /* JOB_TAKE, JOB_RELEASE (may be NULL) */
 	void *arg;
+	int mode;	       /* JOB_TAKE: enum bs_rbd_take */
+	uint32_t window_ms;    /* JOB_TAKE implicit */
+	uint16_t group;	       /* JOB_RELEASE: the group to take it, 0 none */
+	struct bs_own_msg ask; /* JOB_ASKED */
+	uint64_t notify_id, cookie;
 	bool finished; /* JOB_BREAK, under mu */
 	int rc;
 	char msg[512];
@@ -68,13 +83,21 @@ struct own_job {
 struct rbd_owner {
 	atomic_int refs;
 	atomic_int own;	 /* enum rbd_own */
-	atomic_bool job; /* a take-over is queued or running (one at a time) */
+	atomic_bool job; /* a take-over or release is queued or running (one at a time) */
 	unsigned check_ms;
-	char name[160];	   /* pool/[ns/]image, for messages */
-	char oid[300];	   /* "ix.own.<image>": the owner record, next to the image */
-	rbd_image_t image; /* set by attach; the thread's only while it runs */
-	rados_ioctx_t io;  /* the image's pool and namespace (the device's) */
-	uint64_t gid;	   /* this client's id (rados_get_instance_id) */
+	unsigned notify_ms; /* rbd.handover_timeout_ms */
+	/* I/O seen through this gateway (rbd_own_io): the thread starts a new period (io_tick)
+	 * at each check and at a hand-over decision; the data path marks the period it saw */
+	atomic_uint io_tick, io_seen;
+	uint64_t last_io_ms; /* the thread's: the end of the last period with I/O */
+	uint64_t watch;	     /* the thread's: the watch on oid */
+	bool watching;
+	atomic_bool rewatch; /* the watch broke: watch again */
+	char name[160];	     /* pool/[ns/]image, for messages */
+	char oid[300];	     /* "ix.own.<image>": the owner record, next to the image */
+	rbd_image_t image;   /* set by attach; the thread's only while it runs */
+	rados_ioctx_t io;    /* the image's pool and namespace (the device's) */
+	uint64_t gid;	     /* this client's id (rados_get_instance_id) */
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* the thread: work or stop; callers: a job finished, the thread ended */
@@ -87,6 +110,8 @@ struct rbd_owner {
 	char holder[128]; /* who holds the lock, as librbd names it ("" nobody), last check */
 	char me[128];	  /* this client, as the lock names it (learnt when it took it) */
 	unsigned seq;	  /* changes of this image's state or holder */
+	bool refused;	  /* the holder refused the last implicit hand-over (until it changes) */
+	bool check_soon;  /* the lock just went to another gateway: look at it again soon */
 	struct bs_own_rec rec;	 /* the last owner record read or written ("" holder: none) */
 	bool rec_dirty;		 /* the identity changed while holding: write the record again */
 	char rec_err[160];	 /* why the record could not be read last time (logged once) */
@@ -171,7 +196,14 @@ int rbd_own_io_result(struct rbd_owner *o, int r)
 
 bool rbd_own_io(struct rbd_owner *o)
 {
-	return o && atomic_load_explicit(&o->own, memory_order_relaxed) == RBD_OWN_FENCED;
+	unsigned t;
+
+	if (!o)
+		return false;
+	t = atomic_load_explicit(&o->io_tick, memory_order_relaxed);
+	if (atomic_load_explicit(&o->io_seen, memory_order_relaxed) != t) /* once a period */
+		atomic_store_explicit(&o->io_seen, t, memory_order_relaxed);
+	return atomic_load_explicit(&o->own, memory_order_relaxed) == RBD_OWN_FENCED;
 }
 
 /* ---- the lock, on the owner's thread ---- */
@@ -212,15 +244,39 @@ static int lock_holder(struct rbd_owner *o, char *buf, size_t len)
 	return rc;
 }
 
-/* Remember who holds the lock; a change is one a standby reports. */
+/* Remember who holds the lock; a change is one a standby reports (and ends a refusal). */
 static void holder_set(struct rbd_owner *o, const char *who)
 {
 	pthread_mutex_lock(&o->mu);
 	if (strcmp(o->holder, who) != 0) {
 		snprintf(o->holder, sizeof(o->holder), "%s", who);
+		o->refused = false;
 		changed(o);
 	}
 	pthread_mutex_unlock(&o->mu);
+}
+
+static void refused_set(struct rbd_owner *o, bool refused)
+{
+	pthread_mutex_lock(&o->mu);
+	if (o->refused != refused) {
+		o->refused = refused;
+		changed(o);
+	}
+	pthread_mutex_unlock(&o->mu);
+}
+
+/* The thread: how long since I/O went through this gateway (to within the period), and a new
+ * period from now. */
+static uint64_t io_idle(struct rbd_owner *o)
+{
+	uint64_t now = now_ms();
+	unsigned t = atomic_load(&o->io_tick);
+
+	if (atomic_load(&o->io_seen) == t)
+		o->last_io_ms = now;
+	atomic_store(&o->io_tick, t + 1);
+	return now - o->last_io_ms;
 }
 
 /* ---- the owner record ("ix.own.<image>", bs_own_rec.h) ---- */
@@ -349,11 +405,14 @@ static void rec_verify(struct rbd_owner *o)
 }
 
 /* rbd_lock_acquire succeeded: learn this client's name in the lock, say so in the record,
- * then owner. */
+ * then owner. Taking the lock counts as I/O: a new holder refuses implicit requests for half
+ * the asker's window, so two gateways an initiator sends I/O to do not pass it back and
+ * forth. */
 static void took(struct rbd_owner *o, const char *fmt, const char *who)
 {
 	char me[128];
 
+	o->last_io_ms = now_ms();
 	if (lock_holder(o, me, sizeof(me)) == 0 && me[0]) {
 		pthread_mutex_lock(&o->mu);
 		snprintf(o->me, sizeof(o->me), "%s", me);
@@ -419,23 +478,362 @@ static void take_failed(struct rbd_owner *o, const char *who, int rc)
 			who[0] ? who : "nobody", strerror(-rc));
 }
 
-static int run_take(struct rbd_owner *o)
+/* ---- gateway to gateway: watch and notify on the record's object ---- */
+
+static void queue_front(struct rbd_owner *o, struct own_job *j);
+static int queue_job(struct rbd_owner *o, struct own_job *j);
+
+static void ack(struct rbd_owner *o, uint64_t notify_id, uint64_t cookie, const char *reply)
 {
-	char who[128] = "";
+	int rc = rados_notify_ack(o->io, o->oid, notify_id, cookie, reply, (int)strlen(reply));
+
+	if (rc < 0)
+		log_warn("rbd", "%s: answering a hand-over request on %s: %s", o->name, o->oid,
+			 strerror(-rc));
+}
+
+/* Does this gateway's identity include group? */
+static bool my_group(struct rbd_owner *o, uint16_t group)
+{
+	bool mine = false;
+
+	pthread_mutex_lock(&o->mu);
+	for (unsigned i = 0; i < o->ngroups && group; i++)
+		mine |= o->groups[i] == group;
+	pthread_mutex_unlock(&o->mu);
+	return mine;
+}
+
+/* librados' thread: a request or notice from a gateway (maybe this one). Never waits on the
+ * owner's thread: a request to the holder is queued (its answer comes from the thread once it
+ * has released the lock, or not); every other message is answered here at once. */
+static void watch_cb(void *arg, uint64_t notify_id, uint64_t cookie, uint64_t notifier_id,
+		     void *data, size_t len)
+{
+	struct rbd_owner *o = arg;
+	struct bs_own_msg m;
+	struct own_job *j;
+	int own = atomic_load(&o->own);
+
+	(void)notifier_id;
+	if (bs_own_msg_decode(data, len, &m) < 0 || m.gid == o->gid) {
+		ack(o, notify_id, cookie, "");
+		return;
+	}
+	if (m.kind == BS_OWN_FREE) {
+		ack(o, notify_id, cookie, "");
+		if (own == RBD_OWN_STANDBY && my_group(o, m.group) && !atomic_load(&o->job) &&
+		    (j = calloc(1, sizeof(*j)))) {
+			*j = (struct own_job){.kind = JOB_TAKE, .mode = BS_RBD_TAKE_FREE};
+			atomic_store(&o->job, true);
+			log_warn("rbd",
+				 "%s: client.%llu released the lock for group %u (this "
+				 "gateway's): taking it",
+				 o->name, (unsigned long long)m.gid, m.group);
+			if (queue_job(o, j) < 0) {
+				atomic_store(&o->job, false);
+				free(j);
+			}
+		}
+		return;
+	}
+	/* holding the lock, or about to hold it or give it up: the thread answers once that is
+	 * over (an asker that saw no answer from the holder would break its lock) */
+	if (own == RBD_OWN_STANDBY || own == RBD_OWN_FENCED || !(j = calloc(1, sizeof(*j)))) {
+		ack(o, notify_id, cookie, own == RBD_OWN_FENCED ? "fenced" : "standby");
+		return;
+	}
+	*j =
+	    (struct own_job){.kind = JOB_ASKED, .ask = m, .notify_id = notify_id, .cookie = cookie};
+	queue_front(o, j);
+}
+
+static void watch_err_cb(void *arg, uint64_t cookie, int err)
+{
+	struct rbd_owner *o = arg;
+
+	(void)cookie;
+	log_warn("rbd", "%s: the watch on %s broke (%s): watching it again", o->name, o->oid,
+		 strerror(-err));
+	atomic_store(&o->rewatch, true);
+}
+
+/* The thread: watch the record's object (created empty when absent), so that other gateways
+ * can ask this one to hand over. */
+static void watch_start(struct rbd_owner *o)
+{
+	rados_write_op_t op;
 	int rc;
+
+	if (o->watching) {
+		rados_unwatch2(o->io, o->watch);
+		o->watching = false;
+	}
+	atomic_store(&o->rewatch, false);
+	op = rados_create_write_op();
+	if (op) {
+		rados_write_op_create(op, LIBRADOS_CREATE_EXCLUSIVE, NULL);
+		rc = rados_write_op_operate(op, o->io, o->oid, NULL, 0);
+		rados_release_write_op(op);
+		if (rc < 0 && rc != -EEXIST)
+			log_warn("rbd", "%s: creating %s: %s", o->name, o->oid, strerror(-rc));
+	}
+	rc = rados_watch2(o->io, o->oid, &o->watch, watch_cb, watch_err_cb, o);
+	if (rc < 0) {
+		log_warn("rbd",
+			 "%s: cannot watch %s (%s): other gateways cannot ask this one to "
+			 "hand the lock over (they break it instead); trying again",
+			 o->name, o->oid, strerror(-rc));
+		atomic_store(&o->rewatch, true);
+		return;
+	}
+	o->watching = true;
+}
+
+static void watch_stop(struct rbd_owner *o)
+{
+	if (!o->watching)
+		return;
+	rados_unwatch2(o->io, o->watch);
+	rados_watch_flush(rados_ioctx_get_cluster(o->io)); /* no callback of ours after this */
+	o->watching = false;
+}
+
+enum answer { SILENT, RELEASED, REFUSED, ALIVE };
+
+/* Ask the holder to hand over; the answer of whichever watcher held the lock. SILENT: none
+ * did within notify_ms (dead, stopped, cut off, or not an ix gateway). ALIVE: the holder
+ * (holder_gid, from its record; 0 unknown) answered, but neither released nor refused (it
+ * let the lock go a moment ago, or speaks another version): never a reason to break it. */
+static enum answer ask(struct rbd_owner *o, int mode, uint32_t window_ms, uint64_t holder_gid,
+		       char *why, size_t whylen)
+{
+	struct bs_own_msg m = {.kind = BS_OWN_ASK,
+			       .implicit = mode == BS_RBD_TAKE_IMPLICIT,
+			       .window_ms = window_ms,
+			       .gid = o->gid};
+	struct notify_ack_t *acks = NULL;
+	struct notify_timeout_t *tos = NULL;
+	size_t nacks = 0, ntos = 0, rlen = 0;
+	char msg[BS_OWN_MSG_MAX], *reply = NULL;
+	enum answer a = SILENT;
+	int n = bs_own_msg_encode(&m, msg, sizeof(msg)), rc;
+
+	if (n < 0)
+		return SILENT;
+	rc = rados_notify2(o->io, o->oid, msg, n, o->notify_ms, &reply, &rlen);
+	if (rc < 0 && rc != -ETIMEDOUT)
+		log_warn("rbd", "%s: asking the holder through %s: %s", o->name, o->oid,
+			 strerror(-rc));
+	if (reply && rados_decode_notify_response(reply, rlen, &acks, &nacks, &tos, &ntos) == 0) {
+		for (size_t i = 0; i < nacks; i++) {
+			enum bs_own_reply k =
+			    bs_own_reply_kind(acks[i].payload, acks[i].payload_len);
+
+			if (k == BS_OWN_REFUSED) {
+				a = REFUSED;
+				snprintf(why, whylen, "client.%llu: %.*s",
+					 (unsigned long long)acks[i].notifier_id,
+					 (int)acks[i].payload_len, acks[i].payload);
+			} else if (k == BS_OWN_RELEASED && a != REFUSED) {
+				a = RELEASED;
+				snprintf(why, whylen, "client.%llu",
+					 (unsigned long long)acks[i].notifier_id);
+			} else if (holder_gid && acks[i].notifier_id == holder_gid && a == SILENT) {
+				a = ALIVE;
+				snprintf(why, whylen, "client.%llu answered \"%.*s\"",
+					 (unsigned long long)holder_gid,
+					 (int)(acks[i].payload_len > 60 ? 60 : acks[i].payload_len),
+					 acks[i].payload);
+			}
+		}
+		rados_free_notify_response(acks, nacks, tos);
+	}
+	if (reply)
+		rados_buffer_free(reply);
+	return a;
+}
+
+/* The RADOS client id of the lock's holder who, from its owner record (0: not known). */
+static uint64_t holder_gid(struct rbd_owner *o, const char *who)
+{
+	uint64_t gid;
+
+	holder_set(o, who);
+	rec_follow(o);
+	pthread_mutex_lock(&o->mu);
+	gid = strcmp(o->rec.holder, who) == 0 ? o->rec.gid : 0;
+	pthread_mutex_unlock(&o->mu);
+	return gid;
+}
+
+/* Take the lock while it is free; 0, -EROFS (someone was quicker), -errno. */
+static int take_free(struct rbd_owner *o, const char *how)
+{
+	int rc;
+
+	own_set(o, RBD_OWN_ACQUIRING, "taking the image's exclusive lock (%s)", how);
+	rc = rbd_lock_acquire(o->image, RBD_LOCK_MODE_EXCLUSIVE);
+	if (rc == 0)
+		took(o, "holds the image's exclusive lock (%s)", how);
+	return rc;
+}
+
+/* A take-over (docs/ha.md): a free lock is taken; a held one is asked for, and the holder
+ * hands it over (explicit: always; implicit: when the initiator really left it), refuses
+ * (implicit, it still gets I/O: -EAGAIN, nothing changes), or does not answer within
+ * notify_ms: then its lock is broken (librbd blocklists it) and taken. */
+static int run_take(struct rbd_owner *o, int mode, uint32_t window_ms)
+{
+	char who[128] = "", again[128], why[192] = "";
+	int rc = -EBUSY;
 
 	if (atomic_load(&o->own) == RBD_OWN_FENCED)
 		return -ESHUTDOWN;
 	if (atomic_load(&o->own) == RBD_OWN_OWNER)
 		return -EALREADY;
-	own_set(o, RBD_OWN_ACQUIRING, "taking over the image's exclusive lock");
-	rc = break_and_take(o, who, sizeof(who));
-	if (rc < 0)
+	for (int round = 0; round < OWN_TAKE_ROUNDS; round++) {
+		rc = lock_holder(o, who, sizeof(who));
+		if (rc < 0)
+			break;
+		if (!who[0]) {
+			rc = take_free(o, "it was free");
+			if (rc == -EROFS)
+				continue;
+			break;
+		}
+		if (mode == BS_RBD_TAKE_FREE) {
+			rc = -EBUSY; /* released for this gateway, yet another took it */
+			break;
+		}
+		switch (ask(o, mode, window_ms, holder_gid(o, who), why, sizeof(why))) {
+		case ALIVE:
+			if (lock_holder(o, again, sizeof(again)) == 0 && strcmp(again, who) != 0)
+				continue; /* it did let it go: ask whoever has it now */
+			log_warn("rbd", "%s: the holder %s is alive but did not hand over (%s)",
+				 o->name, who, why);
+			return -EAGAIN;
+		case REFUSED:
+			log_warn("rbd", "%s: the holder %s keeps the lock (%s): not taking it",
+				 o->name, who, why);
+			refused_set(o, true);
+			return -EAGAIN;
+		case RELEASED:
+			rc = take_free(o, "handed over by its holder");
+			if (rc == -EROFS)
+				continue;
+			if (rc == 0)
+				log_warn("rbd", "%s: %s handed the lock over", o->name, why);
+			return rc < 0 ? (take_failed(o, who, rc), rc) : 0;
+		case SILENT:
+			if (lock_holder(o, again, sizeof(again)) == 0 && strcmp(again, who) != 0)
+				continue; /* it moved meanwhile: ask again */
+			own_set(o, RBD_OWN_ACQUIRING,
+				"the holder %s did not answer within %u ms: breaking its lock", who,
+				o->notify_ms);
+			rc = rbd_lock_break(o->image, RBD_LOCK_MODE_EXCLUSIVE, who);
+			if (rc == 0)
+				rc = rbd_lock_acquire(o->image, RBD_LOCK_MODE_EXCLUSIVE);
+			if (rc == 0) {
+				took(o, "holds the image's exclusive lock (broke %s's)", who);
+				log_warn("rbd",
+					 "%s: took over the image's exclusive lock from %s "
+					 "(blocklisted)",
+					 o->name, who);
+				return 0;
+			}
+			if (rc == -EBUSY || rc == -ENOENT || rc == -EROFS)
+				continue;
+			take_failed(o, who, rc);
+			return rc;
+		}
+	}
+	if (rc < 0 && atomic_load(&o->own) != RBD_OWN_STANDBY)
 		take_failed(o, who, rc);
-	else
-		log_warn("rbd", "%s: took over the image's exclusive lock from %s", o->name,
-			 who[0] ? who : "nobody");
 	return rc;
+}
+
+/* The holder, asked to hand over (docs/ha.md): explicitly, always; implicitly only if no I/O
+ * went through it for half the asker's window. Handing over drains the writes in flight and
+ * releases the lock (rbd_lock_release does both); this gateway stays healthy, standby. */
+static void run_asked(struct rbd_owner *o, struct own_job *j, bool closing)
+{
+	const struct bs_own_msg *m = &j->ask;
+	char reply[160] = "standby";
+	uint64_t idle;
+	int rc;
+
+	if (atomic_load(&o->own) != RBD_OWN_OWNER) {
+		ack(o, j->notify_id, j->cookie, reply);
+		return;
+	}
+	idle = io_idle(o);
+	if (!closing && !bs_own_may_hand_over(m->implicit, idle, m->window_ms)) {
+		snprintf(reply, sizeof(reply), "refused I/O through this gateway %llu ms ago",
+			 (unsigned long long)idle);
+		log_warn("rbd",
+			 "%s: client.%llu asks for the lock (I/O on its standby path for %u "
+			 "ms); refused: this gateway had I/O %llu ms ago",
+			 o->name, (unsigned long long)m->gid, m->window_ms,
+			 (unsigned long long)idle);
+		ack(o, j->notify_id, j->cookie, reply);
+		return;
+	}
+	own_set(o, RBD_OWN_RELEASING, "handing the lock over to client.%llu (%s)",
+		(unsigned long long)m->gid,
+		closing	      ? "closing"
+		: m->implicit ? "its standby path has the I/O"
+			      : "asked");
+	rc = rbd_lock_release(o->image);
+	if (rc == 0) {
+		o->check_soon = true; /* who holds it now: the next check, in a moment */
+		own_set(o, RBD_OWN_STANDBY,
+			"handed the lock over to client.%llu at its request (%s)",
+			(unsigned long long)m->gid, m->implicit ? "implicit" : "explicit");
+		snprintf(reply, sizeof(reply), "released");
+	} else if (rc == -ESHUTDOWN) {
+		fenced(o, "noticed when releasing the lock");
+		snprintf(reply, sizeof(reply), "fenced");
+	} else {
+		own_set(o, RBD_OWN_OWNER,
+			"holds the image's exclusive lock (releasing it failed: %s)",
+			strerror(-rc));
+		snprintf(reply, sizeof(reply), "refused releasing failed: %s", strerror(-rc));
+	}
+	ack(o, j->notify_id, j->cookie, reply);
+}
+
+/* A planned hand-over (SET TARGET PORT GROUPS on the holder): release, then tell the others
+ * which group is to take it (0: none). */
+static int run_release(struct rbd_owner *o, uint16_t group)
+{
+	struct bs_own_msg m = {.kind = BS_OWN_FREE, .group = group, .gid = o->gid};
+	char msg[BS_OWN_MSG_MAX], *reply = NULL;
+	size_t rlen = 0;
+	int rc, n;
+
+	if (atomic_load(&o->own) != RBD_OWN_OWNER)
+		return atomic_load(&o->own) == RBD_OWN_FENCED ? -ESHUTDOWN : -EALREADY;
+	own_set(o, RBD_OWN_RELEASING, "releasing the lock (SET TARGET PORT GROUPS)");
+	rc = rbd_lock_release(o->image);
+	if (rc < 0) {
+		if (rc == -ESHUTDOWN)
+			fenced(o, "noticed when releasing the lock");
+		else
+			own_set(o, RBD_OWN_OWNER,
+				"holds the image's exclusive lock (releasing it failed: %s)",
+				strerror(-rc));
+		return rc;
+	}
+	o->check_soon = true;
+	own_set(o, RBD_OWN_STANDBY, "released the lock (SET TARGET PORT GROUPS): %s%.0u",
+		group ? "for group " : "nobody asked to take it", group);
+	n = bs_own_msg_encode(&m, msg, sizeof(msg));
+	if (n > 0 && rados_notify2(o->io, o->oid, msg, n, o->notify_ms, &reply, &rlen) < 0)
+		log_warn("rbd", "%s: not every gateway heard that the lock is free", o->name);
+	if (reply)
+		rados_buffer_free(reply);
+	return 0;
 }
 
 static int run_break(struct rbd_owner *o, char *msg, size_t msglen)
@@ -484,6 +882,7 @@ static void check(struct rbd_owner *o)
 	pthread_mutex_lock(&o->mu);
 	snprintf(me, sizeof(me), "%s", o->me);
 	pthread_mutex_unlock(&o->mu);
+	(void)io_idle(o);
 	if (own == RBD_OWN_STANDBY)
 		rec_follow(o);
 	if (own == RBD_OWN_OWNER && (!me[0] || strcmp(who, me) != 0))
@@ -497,32 +896,46 @@ static void check(struct rbd_owner *o)
 
 /* ---- the owner's thread ---- */
 
+/* A job is over: its caller told (closing: -ECANCELED; a request answered as if asked
+ * explicitly, releasing the lock first, so that the asker need not break it). */
 static void job_end(struct rbd_owner *o, struct own_job *j, int rc)
 {
-	if (j->kind == JOB_TAKE) {
+	switch (j->kind) {
+	case JOB_TAKE:
+	case JOB_RELEASE:
 		atomic_store(&o->job, false);
 		if (j->done)
 			j->done(j->arg, rc);
 		free(j);
 		return;
+	case JOB_ASKED:
+		run_asked(o, j, true);
+		free(j);
+		return;
+	case JOB_BREAK:
+		pthread_mutex_lock(&o->mu);
+		j->rc = rc;
+		j->finished = true;
+		pthread_cond_broadcast(&o->cv);
+		pthread_mutex_unlock(&o->mu);
 	}
-	pthread_mutex_lock(&o->mu);
-	j->rc = rc;
-	j->finished = true;
-	pthread_cond_broadcast(&o->cv);
-	pthread_mutex_unlock(&o->mu);
 }
 
 static void run_job(struct rbd_owner *o, struct own_job *j)
 {
-	int rc;
-
-	if (j->kind == JOB_TAKE) {
-		rc = run_take(o);
-		job_end(o, j, rc);
-	} else {
-		rc = run_break(o, j->msg, sizeof(j->msg));
-		job_end(o, j, rc);
+	switch (j->kind) {
+	case JOB_TAKE:
+		job_end(o, j, run_take(o, j->mode, j->window_ms));
+		return;
+	case JOB_RELEASE:
+		job_end(o, j, run_release(o, j->group));
+		return;
+	case JOB_ASKED:
+		run_asked(o, j, false);
+		free(j);
+		return;
+	case JOB_BREAK:
+		job_end(o, j, run_break(o, j->msg, sizeof(j->msg)));
 	}
 }
 
@@ -555,6 +968,8 @@ static void *own_main(void *arg)
 	pthread_mutex_lock(&o->mu);
 	told = o->seq - 1; /* attached: a change */
 	pthread_mutex_unlock(&o->mu);
+	o->last_io_ms = now_ms();
+	watch_start(o);
 	acquire(o);
 	next = now_ms() + o->check_ms;
 	pthread_mutex_lock(&o->mu);
@@ -571,9 +986,16 @@ static void *own_main(void *arg)
 			list_del(&j->link);
 			pthread_mutex_unlock(&o->mu);
 			run_job(o, j);
+			if (o->check_soon) { /* the new holder's record, in a moment */
+				o->check_soon = false;
+				if (next > now_ms() + OWN_SOON_MS)
+					next = now_ms() + OWN_SOON_MS;
+			}
 			pthread_mutex_lock(&o->mu);
 		} else if (now_ms() >= next) {
 			pthread_mutex_unlock(&o->mu);
+			if (atomic_load(&o->rewatch) && atomic_load(&o->own) != RBD_OWN_FENCED)
+				watch_start(o);
 			check(o);
 			next = now_ms() + o->check_ms;
 			pthread_mutex_lock(&o->mu);
@@ -590,11 +1012,30 @@ static void *own_main(void *arg)
 		job_end(o, j, -ECANCELED);
 		pthread_mutex_lock(&o->mu);
 	}
+	pthread_mutex_unlock(&o->mu);
+	watch_stop(o);
+	pthread_mutex_lock(&o->mu);
 	o->running = false;
 	pthread_cond_broadcast(&o->cv);
 	pthread_mutex_unlock(&o->mu);
 	rbd_own_put(o);
 	return NULL;
+}
+
+/* A request from another gateway: before the rest (it waits for the answer). The job is
+ * answered either way. */
+static void queue_front(struct rbd_owner *o, struct own_job *j)
+{
+	pthread_mutex_lock(&o->mu);
+	if (!o->attached || o->stop) {
+		pthread_mutex_unlock(&o->mu);
+		ack(o, j->notify_id, j->cookie, "standby");
+		free(j);
+		return;
+	}
+	list_add(&j->link, &o->jobs);
+	pthread_cond_broadcast(&o->cv);
+	pthread_mutex_unlock(&o->mu);
 }
 
 static int queue_job(struct rbd_owner *o, struct own_job *j)
@@ -623,6 +1064,7 @@ int rbd_own_new(struct rbd_owner **out, const char *name, const struct bs_rbd_cf
 	atomic_init(&o->own, RBD_OWN_ACQUIRING);
 	atomic_init(&o->job, false);
 	o->check_ms = c->lock_check_ms ? c->lock_check_ms : OWN_CHECK_MS_DEFAULT;
+	o->notify_ms = c->handover_timeout_ms ? c->handover_timeout_ms : OWN_NOTIFY_MS_DEFAULT;
 	snprintf(o->name, sizeof(o->name), "%s", name);
 	snprintf(o->oid, sizeof(o->oid), "ix.own.%s", c->image);
 	snprintf(o->why, sizeof(o->why), "taking the image's exclusive lock");
@@ -648,6 +1090,7 @@ int rbd_own_attach(struct rbd_owner *o, rbd_image_t image, rados_ioctx_t io)
 	o->io = io;
 	o->gid = rados_get_instance_id(rados_ioctx_get_cluster(io));
 	memset(&o->rec, 0, sizeof(o->rec));
+	o->refused = false;
 	o->stop = false;
 	o->running = true;
 	o->attached = true;
@@ -801,6 +1244,7 @@ int bs_rbd_owner(const struct bs_dev *dev, struct bs_rbd_owner *out)
 	out->own = atomic_load(&o->own);
 	out->free = !o->holder[0];
 	out->known = o->holder[0] && strcmp(o->rec.holder, o->holder) == 0;
+	out->refused = o->refused;
 	if (out->known) {
 		out->gen = o->rec.gen;
 		out->ngroups = o->rec.ngroups;
@@ -821,7 +1265,8 @@ int bs_rbd_own(const struct bs_dev *dev)
 	return o ? atomic_load_explicit(&o->own, memory_order_acquire) : -EINVAL;
 }
 
-int bs_rbd_take_over_async(struct bs_dev *dev, bs_rbd_take_cb done, void *arg)
+int bs_rbd_take_over_async(struct bs_dev *dev, int mode, uint32_t window_ms, bs_rbd_take_cb done,
+			   void *arg)
 {
 	struct rbd_dev_own d;
 	struct rbd_owner *o = owner_of(dev, &d);
@@ -842,8 +1287,36 @@ int bs_rbd_take_over_async(struct bs_dev *dev, bs_rbd_take_cb done, void *arg)
 		atomic_store(&o->job, false);
 		return -ENOMEM;
 	}
-	*j = (struct own_job){.kind = JOB_TAKE, .done = done, .arg = arg};
-	own_set(o, RBD_OWN_ACQUIRING, "taking over the image's exclusive lock");
+	*j = (struct own_job){
+	    .kind = JOB_TAKE, .done = done, .arg = arg, .mode = mode, .window_ms = window_ms};
+	rc = queue_job(o, j);
+	if (rc < 0) {
+		atomic_store(&o->job, false);
+		free(j);
+	}
+	return rc;
+}
+
+int bs_rbd_release_async(struct bs_dev *dev, uint16_t group, bs_rbd_take_cb done, void *arg)
+{
+	struct rbd_dev_own d;
+	struct rbd_owner *o = owner_of(dev, &d);
+	struct own_job *j;
+	bool idle = false;
+	int rc;
+
+	if (!o)
+		return -EINVAL;
+	if (atomic_load(&o->own) != RBD_OWN_OWNER)
+		return atomic_load(&o->own) == RBD_OWN_FENCED ? -ESHUTDOWN : -EALREADY;
+	if (!atomic_compare_exchange_strong(&o->job, &idle, true))
+		return -EBUSY;
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		atomic_store(&o->job, false);
+		return -ENOMEM;
+	}
+	*j = (struct own_job){.kind = JOB_RELEASE, .done = done, .arg = arg, .group = group};
 	rc = queue_job(o, j);
 	if (rc < 0) {
 		atomic_store(&o->job, false);
@@ -874,5 +1347,5 @@ int bs_rbd_state(struct bs_dev *dev, char *reason, size_t len)
 
 const char *bs_rbd_state_name(int state)
 {
-	return state >= 0 && state <= RBD_OWN_FENCED ? own_names[state] : "?";
+	return state >= 0 && state <= RBD_OWN_RELEASING ? own_names[state] : "?";
 }

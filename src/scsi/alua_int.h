@@ -46,6 +46,7 @@ struct scsi_alua {
 				      line with the locks */
 	atomic_int town;	   /* enum alua_town, as of then */
 	atomic_bool all_free;	   /* ... and nobody held any of the locks */
+	atomic_bool refused;	   /* ... and a holder refused an implicit take-over */
 	_Atomic uint64_t sb_first; /* I/O refused in standby: first of the current run (ms) */
 	_Atomic uint64_t sb_last;  /* ... and the latest (0: no run) */
 	struct alua_group g[SCSI_ALUA_MAX_GROUPS];
@@ -67,7 +68,9 @@ void scsi_alua_own_follow(struct scsi_lun_map *map);
  * (the command then gets 04/0A, transitioning, instead of 04/0B). */
 bool scsi_alua_own_implicit(struct scsi_lun_map *map, struct scsi_alua *a);
 /* SET TARGET PORT GROUPS, its parameter list checked, on a target whose states follow RBD
- * locks: SCSI_DONE or SCSI_ASYNC; -ENOENT when the target follows no lock. */
+ * locks: a local group asked active takes every lock of the target; on the holder, a local
+ * group asked standby or unavailable, or another gateway's asked active, hands them over.
+ * SCSI_DONE or SCSI_ASYNC; -ENOENT when the target follows no lock. */
 int scsi_alua_own_stpg(struct scsi_cmd *cmd, struct scsi_alua *a, uint32_t len);
 /* The layout changed (main thread): tell each lock what to write in its owner record. */
 void scsi_alua_own_configured(struct scsi_lun_map *map);
@@ -77,6 +80,7 @@ struct alua_own_view {
 	int8_t own;	/* enum bs_rbd_own */
 	bool free;	/* nobody holds its lock */
 	bool known;	/* the holder's owner record is known: match is its */
+	bool refused;	/* the holder refused this gateway's implicit request */
 	uint16_t match; /* bit i: the layout's group i is one of the holder's (a remote group whose
 			   id or a port of which the record names) */
 };

@@ -71,6 +71,7 @@ void scsi_alua_own_view(const struct scsi_alua *a, const struct bs_rbd_owner *o,
 	v->own = (int8_t)o->own;
 	v->free = o->free;
 	v->known = o->known && !o->free;
+	v->refused = o->refused;
 	for (unsigned i = 0; v->known && i < a->ngroups; i++)
 		if (!a->g[i].local && group_is(&a->g[i], o))
 			v->match |= (uint16_t)(1u << i);
@@ -125,7 +126,7 @@ int scsi_alua_own_states(const struct scsi_alua *a, const struct alua_own_view *
 	for (unsigned k = 0; k < n; k++) {
 		owner += v[k].own == BS_RBD_OWN_OWNER;
 		fenced += v[k].own == BS_RBD_OWN_FENCED;
-		moving += v[k].own == BS_RBD_OWN_ACQUIRING;
+		moving += v[k].own == BS_RBD_OWN_ACQUIRING || v[k].own == BS_RBD_OWN_RELEASING;
 	}
 	if (moving) {
 		mine = SCSI_ALUA_TRANSITIONING;
@@ -163,18 +164,20 @@ static bool group_set(struct alua_group *g, uint8_t state, uint8_t status)
 /* The views of the map's LUs with an open managed lock; a thread that may look LUs up in the
  * map (a worker, or the main thread). */
 static unsigned gather(const struct scsi_lun_map *map, const struct scsi_alua *a,
-		       struct alua_own_view *v, bool *all_free)
+		       struct alua_own_view *v, bool *all_free, bool *refused)
 {
 	struct bs_rbd_owner o;
 	unsigned n = 0;
 
 	*all_free = true;
+	*refused = false;
 	for (uint32_t i = 0; i < SCSI_MAX_LUNS; i++) {
 		struct scsi_lu *lu = scsi_lun_map_get(map, i);
 
 		if (lu && lu_owner(lu, &o) == 0) {
 			scsi_alua_own_view(a, &o, &v[n++]);
 			*all_free &= o.free;
+			*refused |= o.refused;
 		}
 	}
 	return n;
@@ -189,7 +192,7 @@ static void own_sync(struct scsi_lun_map *map, uint8_t status, const struct scsi
 	uint8_t st[SCSI_ALUA_MAX_GROUPS];
 	unsigned seen = own_changes(), n;
 	struct scsi_alua *a;
-	bool changed = false, all_free;
+	bool changed = false, all_free, refused;
 	int town;
 
 	pthread_mutex_lock(&map->alua_lock);
@@ -199,7 +202,7 @@ static void own_sync(struct scsi_lun_map *map, uint8_t status, const struct scsi
 		return;
 	}
 	atomic_store(&a->changes_seen, seen);
-	n = gather(map, a, v, &all_free);
+	n = gather(map, a, v, &all_free, &refused);
 	town = scsi_alua_own_states(a, v, n, st);
 	for (unsigned i = 0; i < a->ngroups; i++)
 		changed |= group_set(&a->g[i], st[i], status);
@@ -207,6 +210,7 @@ static void own_sync(struct scsi_lun_map *map, uint8_t status, const struct scsi
 		atomic_store(&a->sb_last, 0);
 	atomic_store(&a->town, town);
 	atomic_store(&a->all_free, n && all_free);
+	atomic_store(&a->refused, refused);
 	pthread_mutex_unlock(&map->alua_lock);
 	if (changed)
 		scsi_alua_post_changed(map, except, &seen);
@@ -336,12 +340,12 @@ static void move_done(void *arg, int rc)
 		ev_loop_post_node(m->cmd->thread->loop, &m->post, move_finish, m);
 }
 
-/* Take every lock of the map (done(arg, rc) per LU, or nothing with done NULL); the number of
- * LUs with a lock. On the command's worker or another thread that may look LUs up. */
-static unsigned take_all(struct scsi_lun_map *map, bs_rbd_take_cb done, void *arg, const char *why)
+/* Take (or, with release, hand over) every lock of the map: done(arg, rc) per LU, or nothing
+ * with done NULL. On the command's worker or another thread that may look LUs up. */
+static void move_all(struct scsi_lun_map *map, bool release, int mode, uint32_t arg32,
+		     bs_rbd_take_cb done, void *arg, const char *why)
 {
 	struct bs_rbd_owner o;
-	unsigned n = 0;
 
 	for (uint32_t i = 0; i < SCSI_MAX_LUNS; i++) {
 		struct scsi_lu *lu = scsi_lun_map_get(map, i);
@@ -349,23 +353,33 @@ static unsigned take_all(struct scsi_lun_map *map, bs_rbd_take_cb done, void *ar
 
 		if (!lu || lu_owner(lu, &o) < 0)
 			continue;
-		n++;
 		if (done)
 			atomic_fetch_add(&((struct own_move *)arg)->pending, 1);
 #ifdef IX_HAVE_RBD
-		rc = bs_rbd_take_over_async(lu->dev, done, arg);
+		rc = release ? bs_rbd_release_async(lu->dev, (uint16_t)arg32, done, arg)
+			     : bs_rbd_take_over_async(lu->dev, mode, arg32, done, arg);
+#else
+		(void)release;
+		(void)mode;
+		(void)arg32;
 #endif
 		if (rc < 0 && rc != -EALREADY && rc != -EBUSY)
-			log_warn("alua", "LUN %u: %s: cannot take the lock: %s", lu->lun, why,
-				 strerror(-rc));
+			log_warn("alua", "LUN %u: %s: cannot %s the lock: %s", lu->lun, why,
+				 release ? "release" : "take", strerror(-rc));
 		if (rc < 0 && done)
 			done(arg, rc);
 	}
-	return n;
 }
 
+/* Implicit failover (docs/ha.md): I/O refused on a standby local group for implicit_ms,
+ * without a gap as long, asks the holder for every lock of the target (it hands them over
+ * only if the initiator left it; a free lock is taken). Until a holder refuses, such
+ * commands get 04/0A (the initiator retries: the path is coming); after a refusal 04/0B (the
+ * path stays standby, the initiator's ALUA logic uses the holder's), and the holder is asked
+ * again after each further implicit_ms of I/O here. */
 bool scsi_alua_own_implicit(struct scsi_lun_map *map, struct scsi_alua *a)
 {
+	bool refused = atomic_load(&a->refused);
 	uint64_t now, last;
 
 	if (!a->implicit_ms || atomic_load(&a->town) != ALUA_TOWN_STANDBY)
@@ -374,41 +388,61 @@ bool scsi_alua_own_implicit(struct scsi_lun_map *map, struct scsi_alua *a)
 	last = atomic_exchange(&a->sb_last, now);
 	if (last == 0 || now - last > a->implicit_ms) {
 		atomic_store(&a->sb_first, now);
-		return true;
+		return !refused;
 	}
 	if (now - atomic_load(&a->sb_first) < a->implicit_ms)
-		return true;
-	log_warn("alua", "I/O on a standby path for %u ms: taking over the locks", a->implicit_ms);
-	take_all(map, NULL, NULL, "implicit failover");
+		return !refused;
+	log_warn("alua", "I/O on a standby path for %u ms: asking the holder for the locks",
+		 a->implicit_ms);
+	move_all(map, false, BS_RBD_TAKE_IMPLICIT, a->implicit_ms, NULL, NULL, "implicit failover");
 	atomic_store(&a->sb_last, 0);
-	return true;
+	return !refused;
 }
 
-/* Does the list ask for one of this gateway's groups to be active? */
-static bool stpg_wants_local(struct scsi_alua *a, const uint8_t *p, uint32_t len)
+/* What a SET TARGET PORT GROUPS list asks of the locks: take them (a local group active),
+ * hand them over (a local group standby or unavailable, or another gateway's group active:
+ * *to is the first such group, else 0), or nothing. */
+enum stpg_want { STPG_NOTHING, STPG_TAKE, STPG_HAND_OVER };
+
+static enum stpg_want stpg_wants(struct scsi_alua *a, const uint8_t *p, uint32_t len, uint16_t *to)
 {
+	enum stpg_want w = STPG_NOTHING;
+
+	*to = 0;
 	for (uint32_t off = 4; off < len; off += 4) {
 		const struct alua_group *g = scsi_alua_group(a, get_be16(p + off + 2));
-		uint8_t to = p[off] & 0x0f;
+		uint8_t s = p[off] & 0x0f;
+		bool active =
+		    s == SCSI_ALUA_ACTIVE_OPTIMIZED || s == SCSI_ALUA_ACTIVE_NON_OPTIMIZED;
 
-		if (g && g->local &&
-		    (to == SCSI_ALUA_ACTIVE_OPTIMIZED || to == SCSI_ALUA_ACTIVE_NON_OPTIMIZED))
-			return true;
+		if (!g)
+			continue;
+		if (g->local && active)
+			return STPG_TAKE;
+		if (!g->local && active && !*to)
+			*to = g->id;
+		if (g->local != active)
+			w = STPG_HAND_OVER;
 	}
-	return false;
+	return w;
 }
 
 int scsi_alua_own_stpg(struct scsi_cmd *cmd, struct scsi_alua *a, uint32_t len)
 {
 	struct scsi_lun_map *map = (struct scsi_lun_map *)cmd->map;
 	struct own_move *m;
+	enum stpg_want w;
+	uint16_t to;
+	int town;
 
 	scsi_alua_own_follow(map);
-	if (atomic_load(&a->town) == ALUA_TOWN_NONE)
+	town = atomic_load(&a->town);
+	if (town == ALUA_TOWN_NONE)
 		return -ENOENT;
-	/* the states follow the locks: only asking for a local group to be active means
-	 * something (take them); the rest is accepted and the states keep following */
-	if (!stpg_wants_local(a, cmd->buf, len))
+	w = stpg_wants(a, cmd->buf, len, &to);
+	/* the states follow the locks: anything else is accepted, and they keep following */
+	if (w == STPG_NOTHING ||
+	    (w == STPG_HAND_OVER && town != ALUA_TOWN_OWNER && town != ALUA_TOWN_SPLIT))
 		return SCSI_DONE;
 	if (!cmd->thread || !(m = calloc(1, sizeof(*m)))) {
 		scsi_fail(cmd, SCSI_SENSE_HARDWARE_ERROR, 0x67, 0x0a);
@@ -417,7 +451,11 @@ int scsi_alua_own_stpg(struct scsi_cmd *cmd, struct scsi_alua *a, uint32_t len)
 	m->cmd = cmd;
 	atomic_init(&m->pending, 1); /* ours, until every LU's move is started */
 	atomic_init(&m->rc, 0);
-	take_all(map, move_done, m, "SET TARGET PORT GROUPS");
+	if (w == STPG_TAKE)
+		move_all(map, false, BS_RBD_TAKE_EXPLICIT, 0, move_done, m,
+			 "SET TARGET PORT GROUPS");
+	else
+		move_all(map, true, 0, to, move_done, m, "SET TARGET PORT GROUPS (hand-over)");
 	move_done(m, 0);
 	return SCSI_ASYNC;
 }

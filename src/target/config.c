@@ -1174,6 +1174,7 @@ static const struct key rbd_keys[] = {
     KEY_NUM("connect_timeout_s", K_U32, RBD(connect_timeout_s), 1, 3600, 0),
     KEY_BOOL("exclusive_lock", RBD(exclusive_lock), false),
     KEY_NUM("lock_check_ms", K_U32, RBD(lock_check_ms), 100, 60000, 0),
+    KEY_NUM("handover_timeout_ms", K_U32, RBD(handover_timeout_ms), 500, 60000, 0),
     KEY_BOOL("start_offline", RBD(start_offline), true),
     KEY_END};
 #undef RBD

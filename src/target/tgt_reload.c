@@ -153,7 +153,9 @@ static bool lu_cfg_same(const struct scsi_lu_cfg *a, const struct scsi_lu_cfg *b
 	       a->rbd.start_offline == b->rbd.start_offline &&
 	       a->rbd.connect_timeout_s == b->rbd.connect_timeout_s &&
 	       a->rbd.exclusive_lock == b->rbd.exclusive_lock &&
-	       a->rbd.lock_check_ms == b->rbd.lock_check_ms && a->pr_store == b->pr_store;
+	       a->rbd.lock_check_ms == b->rbd.lock_check_ms &&
+	       a->rbd.handover_timeout_ms == b->rbd.handover_timeout_ms &&
+	       a->pr_store == b->pr_store;
 }
 
 static int add_change(struct plan *p, struct tgt_node *node, uint32_t lun, struct scsi_lu *add)

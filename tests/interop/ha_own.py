@@ -21,6 +21,7 @@ Skips (77) only when Ceph or ix-target is missing. Environment: IX_BUILD, IX_OUT
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -28,6 +29,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,6 +48,9 @@ BS = 512
 CHECK_MS = 1000   # rbd.lock_check_ms (the default)
 SLACK_S = 1.5     # a loaded machine
 IMAGES = ['own0']
+HANDOVER_MS = 3000  # rbd.handover_timeout_ms
+IMPLICIT_MS = 2000  # alua.implicit_failover_ms, where a test turns it on
+LEDGER_LBA = 4096
 AO, ANO, STANDBY, UNAVAIL, TRANS = 0, 1, 2, 3, 0xf
 NAMES = {AO: 'AO', ANO: 'ANO', STANDBY: 'standby', UNAVAIL: 'unavailable', TRANS: 'trans'}
 report = ixtest.Reporter('ha_own')
@@ -98,7 +103,7 @@ def show(groups):
 class Gateway:
     """One ix-target: its portal (tpgt = group), management socket and one session."""
 
-    def __init__(self, tmp, conf, name, group, groups, port=None):
+    def __init__(self, tmp, conf, name, group, groups, port=None, implicit_ms=0):
         self.name, self.group, self.tmp, self.conf = name, group, tmp, conf
         self.port = port or ixtest.free_port()
         self.sock = os.path.join(tmp, name + '.sock')
@@ -108,11 +113,13 @@ class Gateway:
         luns = [{'lun': i, 'backend': 'rbd', 'thin': True,
                  'naa_id': '0x6001405a0f0e%04x' % i, 'serial': 'ixown%d' % i,
                  'rbd': {'pool': 'rbd', 'image': img, 'conf': conf, 'exclusive_lock': True,
-                         'osd_op_timeout_s': 5}} for i, img in enumerate(IMAGES)]
+                         'osd_op_timeout_s': 5, 'handover_timeout_ms': HANDOVER_MS}}
+                for i, img in enumerate(IMAGES)]
         cfg = {'global': {'mgmt_socket': self.sock},
                'portals': [{'name': 'p', 'address': HOST, 'port': self.port, 'tpgt': group}],
                'targets': [{'name': IQN, 'luns': luns,
-                            'alua': {'implicit_failover_ms': 0, 'groups': alua}}]}
+                            'alua': {'implicit_failover_ms': implicit_ms,
+                                     'groups': alua}}]}
         path = os.path.join(tmp, name + '.json')
         with open(path, 'w') as f:
             json.dump(cfg, f)
@@ -150,6 +157,18 @@ class Gateway:
         cdb = bytes([0x8a, 0x08]) + struct.pack('>QIBB', lba, len(data) // BS, 0, 0)
         st, _, sense = self.cmd(cdb, write_data=data)
         return st, sense
+
+    def read(self, lba, n):
+        cdb = bytes([0x88, 0]) + struct.pack('>QIBB', lba, n, 0, 0)
+        return self.cmd(cdb, read_len=n * BS)
+
+    def stpg(self, *pairs):
+        """SET TARGET PORT GROUPS with (state, group) descriptors: (status, sense, seconds)."""
+        params = bytes(4) + b''.join(struct.pack('>BBH', st, 0, g) for st, g in pairs)
+        cdb = [0xa4, 0x0a, 0, 0, 0, 0] + list(struct.pack('>I', len(params))) + [0, 0]
+        t0 = time.monotonic()
+        st, _, sense = self.cmd(cdb, write_data=params)
+        return st, sense, time.monotonic() - t0
 
     def rtpg(self, raw=False):
         """{group: state} or the failure."""
@@ -271,6 +290,230 @@ def test_three(tmp, conf, gws, env):
           'gateways still report %s' % (took, logged[-1:] or 'nothing', shows(got)))
 
 
+class Ledger:
+    """What gateways acknowledged: LBA -> the 4 KiB last written there with GOOD."""
+
+    def __init__(self):
+        self.blocks, self.next, self.acked = {}, LEDGER_LBA, 0
+        self.mu = threading.Lock()
+
+    def write_some(self, gw, n):
+        """n 4 KiB writes through gw (new blocks and rewrites); stops at the first refusal:
+        (acknowledged, the failure or None)."""
+        for i in range(n):
+            with self.mu:
+                if i % 2 == 0 or not self.blocks:
+                    lba = self.next
+                    self.next += 8
+                else:
+                    lba = random.choice(list(self.blocks))
+            data = os.urandom(4096)
+            st, sense = gw.write(lba, data)
+            if st != 0:
+                return i, fmt(st, sense)
+            with self.mu:
+                self.blocks[lba] = data
+                self.acked += 1
+        return n, None
+
+    def verify(self, name, gw):
+        errors = miscompares = 0
+        for lba, data in sorted(self.blocks.items()):
+            st, got, _ = gw.read(lba, 8)
+            if st != 0:
+                errors += 1
+            elif bytes(got) != data:
+                miscompares += 1
+        return check(name, self.blocks and errors == 0 and miscompares == 0,
+                     '%d acknowledged blocks (of %d acknowledged writes) read through %s: %d '
+                     'errors, %d miscompares' % (len(self.blocks), self.acked, gw.name.upper(),
+                                                 errors, miscompares))
+
+
+def blocklist(env):
+    r = run(['ceph', 'osd', 'blocklist', 'ls'], 60, env=env)
+    return {ln.split()[0] for ln in r.stdout.splitlines() if ln.strip()}
+
+
+def start3(tmp, conf, gws, implicit_ms=0, names='abc'):
+    for n, g in zip(names, (1, 2, 3)):
+        gws[n] = Gateway(tmp, conf, n, g, [1, 2, 3], implicit_ms=implicit_ms)
+        gws[n].wait_lock(None)
+
+
+def locks(gws):
+    return {n: g.lock()[0] for n, g in sorted(gws.items())}
+
+
+def want3(owner, fenced=()):
+    """What every gateway reports when group owner holds the lock."""
+    out = {}
+    for n, g in (('a', 1), ('b', 2), ('c', 3)):
+        out[n] = {k: AO if k == owner else STANDBY for k in (1, 2, 3)}
+        if n in fenced:
+            out[n][g] = UNAVAIL
+    return out
+
+
+def test_handover(tmp, conf, gws, env):
+    """SET TARGET PORT GROUPS through a standby asks the live holder, which hands the lock
+    over: nobody is fenced, and the old holder can take it back the same way."""
+    start3(tmp, conf, gws)
+    a, b, c = gws['a'], gws['b'], gws['c']
+    ledger, bl0 = Ledger(), blocklist(env)
+    n, why = ledger.write_some(a, 64)
+    check('handover-setup', n == 64 and locks(gws) == {'a': 'owner', 'b': 'standby',
+                                                       'c': 'standby'},
+          '%d of 64 writes through A acknowledged %s; locks %s' % (n, why or '', locks(gws)))
+    st, sense, took = b.stpg((AO, 2))
+    lk = locks(gws)
+    took2, got = wait_rtpg(gws, want3(2), CHECK_MS / 1000 + SLACK_S)
+    wa = a.write(LEDGER_LBA, os.urandom(4096))
+    bl = blocklist(env) - bl0
+    check('handover-stpg', st == 0 and lk == {'a': 'standby', 'b': 'owner', 'c': 'standby'} and
+          got == want3(2) and not bl and wa[0] == 2 and sense3(wa[1]) == (2, 4, 0x0b),
+          'SET TARGET PORT GROUPS g2=AO through B: %s in %.2f s; locks %s; after %.1f s %s; '
+          'new blocklist entries: %s; a write through A: %s (want 2/04/0b)'
+          % (fmt(st, sense), took, lk, took2, shows(got), sorted(bl) or 'none', fmt(*wa)))
+    ledger.verify('handover-verify', b)
+    n, why = ledger.write_some(b, 32)
+    st, sense, took = a.stpg((AO, 1))
+    lk = locks(gws)
+    took2, got = wait_rtpg(gws, want3(1), CHECK_MS / 1000 + SLACK_S)
+    bl = blocklist(env) - bl0
+    check('handover-back', n == 32 and st == 0 and lk == {'a': 'owner', 'b': 'standby',
+                                                          'c': 'standby'} and
+          got == want3(1) and not bl,
+          '%d of 32 writes through B acknowledged; SET TARGET PORT GROUPS g1=AO through A: %s '
+          'in %.2f s; locks %s; after %.1f s %s; new blocklist entries: %s'
+          % (n, fmt(st, sense), took, lk, took2, shows(got), sorted(bl) or 'none'))
+    ledger.verify('handover-back-verify', a)
+
+
+def test_planned(tmp, conf, gws, env):
+    """SET TARGET PORT GROUPS on the holder asking its group standby hands the lock over: to
+    the group asked active, or to nobody."""
+    start3(tmp, conf, gws)
+    a, c = gws['a'], gws['c']
+    bl0 = blocklist(env)
+    st, sense, took = a.stpg((STANDBY, 1), (AO, 3))
+    t0 = time.monotonic()
+    while locks(gws) != {'a': 'standby', 'b': 'standby', 'c': 'owner'} and \
+            time.monotonic() - t0 < 10:
+        time.sleep(0.1)
+    lk = locks(gws)
+    took2, got = wait_rtpg(gws, want3(3), CHECK_MS / 1000 + SLACK_S)
+    check('planned-to-c', st == 0 and lk == {'a': 'standby', 'b': 'standby', 'c': 'owner'} and
+          got == want3(3) and not blocklist(env) - bl0,
+          'SET TARGET PORT GROUPS g1=standby g3=AO through holder A: %s in %.2f s; locks %s '
+          '(C took it %.1f s later); %s; new blocklist entries: %s'
+          % (fmt(st, sense), took, lk, time.monotonic() - t0, shows(got),
+             sorted(blocklist(env) - bl0) or 'none'))
+    st, sense, took = c.stpg((STANDBY, 3))
+    time.sleep(CHECK_MS / 1000 * 2)
+    lk = locks(gws)
+    nobody = {n: {1: STANDBY, 2: STANDBY, 3: STANDBY} for n in 'abc'}
+    took2, got = wait_rtpg(gws, nobody, CHECK_MS / 1000 + SLACK_S)
+    wc = c.write(LEDGER_LBA, os.urandom(4096))
+    check('planned-to-nobody', st == 0 and lk == {'a': 'standby', 'b': 'standby',
+                                                  'c': 'standby'} and got == nobody and
+          wc[0] == 2 and sense3(wc[1]) == (2, 4, 0x0b),
+          'SET TARGET PORT GROUPS g3=standby through holder C: %s; two checks later locks %s; '
+          '%s; a write through C: %s' % (fmt(st, sense), lk, shows(got), fmt(*wc)))
+    st, sense, took = a.stpg((AO, 1))
+    took2, got = wait_rtpg(gws, want3(1), CHECK_MS / 1000 + SLACK_S)
+    check('planned-free-taken', st == 0 and locks(gws)['a'] == 'owner' and got == want3(1) and
+          not blocklist(env) - bl0,
+          'SET TARGET PORT GROUPS g1=AO through A with nobody holding the lock: %s in %.2f s; '
+          '%s; new blocklist entries: %s' % (fmt(st, sense), took, shows(got),
+                                             sorted(blocklist(env) - bl0) or 'none'))
+
+
+def writer(gw, ledger, secs, out):
+    """Write through gw for secs: out gets {result: count} and the first GOOD after a
+    refusal."""
+    t0, seen = time.monotonic(), {}
+    while time.monotonic() - t0 < secs:
+        with ledger.mu:
+            lba = ledger.next
+            ledger.next += 8
+        data = os.urandom(4096)
+        st, sense = gw.write(lba, data)
+        k = 'GOOD' if st == 0 else fmt(st, sense)
+        seen[k] = seen.get(k, 0) + 1
+        if st == 0:
+            with ledger.mu:
+                ledger.blocks[lba] = data
+                ledger.acked += 1
+            if len(seen) > 1 and 'good_at' not in out:
+                out['good_at'] = time.monotonic() - t0
+        else:
+            time.sleep(0.05)
+    out['seen'] = seen
+
+
+def test_implicit(tmp, conf, gws, env):
+    """Implicit failover asks the holder: refused while it still gets I/O (a multipath policy
+    using every path), granted once the initiator left it, and the lock broken only when the
+    holder does not answer (SIGSTOP)."""
+    start3(tmp, conf, gws, implicit_ms=IMPLICIT_MS)
+    a, b, c = gws['a'], gws['b'], gws['c']
+    ledger, bl0 = Ledger(), blocklist(env)
+    secs = IMPLICIT_MS / 1000 * 3 + 1
+    oa, ob = {}, {}
+    ta = threading.Thread(target=writer, args=(a, ledger, secs, oa))
+    tb = threading.Thread(target=writer, args=(b, ledger, secs, ob))
+    ta.start()
+    tb.start()
+    ta.join()
+    tb.join()
+    lk = locks(gws)
+    refused = [ln for ln in a.d.output().splitlines() if 'refused: this gateway had I/O' in ln]
+    check('implicit-busy-kept', lk['a'] == 'owner' and lk['b'] == 'standby' and
+          set(oa['seen']) == {'GOOD'} and 'GOOD' not in ob['seen'] and
+          ob['seen'].get('status 0x02 sense 2/04/0b') and refused and
+          not blocklist(env) - bl0,
+          'writes through A and B at once for %.0f s (implicit_failover_ms %d): A %s, B %s; '
+          'locks %s; A refused %d request(s); new blocklist entries: %s'
+          % (secs, IMPLICIT_MS, oa['seen'], ob['seen'], lk, len(refused),
+             sorted(blocklist(env) - bl0) or 'none'))
+    ledger.verify('implicit-busy-verify', a)
+    ob = {}
+    writer(b, ledger, IMPLICIT_MS / 1000 * 2 + HANDOVER_MS / 1000, ob)
+    lk = locks(gws)
+    took2, got = wait_rtpg(gws, want3(2), CHECK_MS / 1000 + SLACK_S)
+    check('implicit-moved', lk == {'a': 'standby', 'b': 'owner', 'c': 'standby'} and
+          got == want3(2) and ob.get('good_at') is not None and
+          ob['good_at'] < IMPLICIT_MS / 1000 + SLACK_S + 1 and not blocklist(env) - bl0,
+          'writes through B only: %s, GOOD after %s s; locks %s; %s; new blocklist entries: %s'
+          % (ob['seen'], '%.1f' % ob['good_at'] if 'good_at' in ob else 'never', lk,
+             shows(got), sorted(blocklist(env) - bl0) or 'none'))
+    ledger.verify('implicit-moved-verify', b)
+    b.d.p.send_signal(signal.SIGSTOP)
+    oa = {}
+    try:
+        writer(a, ledger, IMPLICIT_MS / 1000 + HANDOVER_MS / 1000 + 4, oa)
+        lk = {n: gws[n].lock()[0] for n in 'ac'}
+        took2, got = wait_rtpg(gws, {n: want3(1)[n] for n in 'ac'},
+                               CHECK_MS / 1000 + SLACK_S)
+        bl = blocklist(env) - bl0
+        check('implicit-stopped-broken', lk == {'a': 'owner', 'c': 'standby'} and
+              got == {n: want3(1)[n] for n in 'ac'} and oa.get('good_at') is not None and
+              oa['good_at'] < (IMPLICIT_MS + HANDOVER_MS) / 1000 + SLACK_S + 1 and len(bl) == 1,
+              'B stopped; writes through A: %s, GOOD after %s s (implicit_failover_ms %d + '
+              'handover_timeout_ms %d); locks %s; %s; new blocklist entries: %s'
+              % (oa['seen'], '%.1f' % oa['good_at'] if 'good_at' in oa else 'never',
+                 IMPLICIT_MS, HANDOVER_MS, lk, shows(got), sorted(bl) or 'none'))
+    finally:
+        b.d.p.send_signal(signal.SIGCONT)
+    wb = b.write(LEDGER_LBA, os.urandom(4096))
+    st_b = b.wait_lock('fenced', CHECK_MS / 1000 + SLACK_S)
+    check('implicit-stopped-fenced', wb[0] == 2 and sense3(wb[1]) == (2, 4, 0x0b) and
+          st_b == 'fenced',
+          "continued B's first write: %s; B says %s" % (fmt(*wb), st_b))
+    ledger.verify('implicit-final-verify', a)
+
+
 def main():
     for c in ('ceph-mon', 'ceph-osd', 'rbd', 'ceph-authtool', 'monmaptool'):
         if not shutil.which(c):
@@ -300,12 +543,12 @@ def main():
                 return 1
         report('PASS', 'cluster', 'memstore cluster and images up in %.0f s'
                % (time.monotonic() - t0))
-        for t in (test_idle, test_three):
+        for t in (test_idle, test_three, test_handover, test_planned, test_implicit):
             try:
-                if t == test_three:
-                    t(tmp, conf, gws, env)
-                else:
+                if t == test_idle:
                     t(tmp, conf, gws)
+                else:
+                    t(tmp, conf, gws, env)
             except Exception as e:  # noqa: BLE001
                 import traceback
                 traceback.print_exc()
