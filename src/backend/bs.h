@@ -96,6 +96,8 @@ struct bs_io {
 struct bs_open_cfg {
 	const char *path;
 	const struct bs_rbd_cfg *rbd; /* rbd backend: pool, image, cluster (copied at open) */
+	const char *owner_group;      /* rbd with exclusive_lock: the devices that change owner
+					 together (the target's name); NULL: alone */
 	uint64_t size_bytes;
 	uint32_t block_size;
 	bool readonly;
@@ -273,7 +275,12 @@ int bs_rbd_set_identity(struct bs_dev *dev, const uint16_t *groups, unsigned ngr
  * -ECANCELED (the image closed), -errno. Returns 0 when started; -EALREADY (already the
  * owner), -EBUSY (a take-over or release is queued), -ESHUTDOWN (fenced), -EINVAL (no managed
  * lock or not open), -ENOMEM. Never blocks. */
-enum bs_rbd_take { BS_RBD_TAKE_EXPLICIT = 0, BS_RBD_TAKE_IMPLICIT, BS_RBD_TAKE_FREE };
+enum bs_rbd_take {
+	BS_RBD_TAKE_EXPLICIT = 0,
+	BS_RBD_TAKE_IMPLICIT,
+	BS_RBD_TAKE_FREE, /* only a free lock */
+	BS_RBD_TAKE_HEAL, /* only a free lock or one whose holder does not answer */
+};
 typedef void (*bs_rbd_take_cb)(void *arg, int rc);
 int bs_rbd_take_over_async(struct bs_dev *dev, int mode, uint32_t window_ms, bs_rbd_take_cb done,
 			   void *arg);

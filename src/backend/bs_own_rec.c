@@ -247,9 +247,11 @@ int bs_own_msg_encode(const struct bs_own_msg *m, char *buf, size_t len)
 	size_t at = 0;
 	int rc;
 
-	if (m->kind == BS_OWN_ASK)
-		rc = put(buf, len, &at, "ix-own-ask 1 %s %" PRIu32 " %" PRIu64 "\n",
-			 m->implicit ? "implicit" : "explicit", m->window_ms, m->gid);
+	static const char *const asks[] = {"explicit", "implicit", "heal"};
+
+	if (m->kind == BS_OWN_ASK && m->ask <= BS_OWN_HEAL)
+		rc = put(buf, len, &at, "ix-own-ask 1 %s %" PRIu32 " %" PRIu64 "\n", asks[m->ask],
+			 m->window_ms, m->gid);
 	else if (m->kind == BS_OWN_FREE)
 		rc = put(buf, len, &at, "ix-own-free 1 %u %" PRIu64 "\n", m->group, m->gid);
 	else
@@ -289,9 +291,13 @@ int bs_own_msg_decode(const void *buf, size_t len, struct bs_own_msg *m)
 		return -EINVAL;
 	if (m->kind == BS_OWN_ASK) {
 		if (we - ws == 8 && memcmp(ws, "implicit", 8) == 0)
-			m->implicit = true;
-		else if (!(we - ws == 8 && memcmp(ws, "explicit", 8) == 0))
+			m->ask = BS_OWN_IMPLICIT;
+		else if (we - ws == 4 && memcmp(ws, "heal", 4) == 0)
+			m->ask = BS_OWN_HEAL;
+		else if (!(we - ws == 8 && memcmp(ws, "explicit", 8) == 0)) {
+			m->kind = 0;
 			return -EINVAL;
+		}
 		if (!word(&s, e, &ws, &we) || !dec(ws, we, UINT32_MAX, &v))
 			return -EINVAL;
 		m->window_ms = (uint32_t)v;
@@ -317,7 +323,9 @@ enum bs_own_reply bs_own_reply_kind(const void *buf, size_t len)
 	return BS_OWN_NOT_HOLDER;
 }
 
-bool bs_own_may_hand_over(bool implicit, uint64_t idle_ms, uint32_t window_ms)
+bool bs_own_may_hand_over(int ask, uint64_t idle_ms, uint32_t window_ms)
 {
-	return !implicit || idle_ms >= window_ms / 2;
+	if (ask == BS_OWN_EXPLICIT)
+		return true;
+	return ask == BS_OWN_IMPLICIT && idle_ms >= window_ms / 2;
 }

@@ -17,8 +17,8 @@
  * writes it after taking the lock, so for a moment the record still names the previous one.
  *
  * Messages are notify payloads on that object, one line each:
- *     ix-own-ask 1 explicit|implicit <window_ms> <gid>   a standby asks the holder to hand
- *                                                         over (see bs_rbd_own.c)
+ *     ix-own-ask 1 explicit|implicit|heal <window_ms> <gid>   a gateway asks the holder to
+ *                                                         hand over (see bs_rbd_own.c)
  *     ix-own-free 1 <group> <gid>                         the holder released the lock; the
  *                                                         gateway of <group> (0: none) takes it
  * and the watchers' acknowledgements carry one word: "released" (I held it and let it go),
@@ -53,9 +53,13 @@ int bs_own_rec_encode(const struct bs_own_rec *r, char *buf, size_t len);
 int bs_own_rec_decode(const void *buf, size_t len, struct bs_own_rec *r, char *err, size_t errlen);
 
 enum bs_own_msg_kind { BS_OWN_ASK = 1, BS_OWN_FREE = 2 };
+/* Why a gateway asks: SET TARGET PORT GROUPS on its path; I/O on its standby path; or to end
+ * a split of a target's locks between gateways (only a holder that does not answer gives it
+ * up: it is broken). */
+enum bs_own_ask { BS_OWN_EXPLICIT = 0, BS_OWN_IMPLICIT = 1, BS_OWN_HEAL = 2 };
 struct bs_own_msg {
 	enum bs_own_msg_kind kind;
-	bool implicit;	    /* ASK: the asker saw I/O on a standby path, nobody asked it */
+	uint8_t ask;	    /* ASK: enum bs_own_ask */
 	uint32_t window_ms; /* ASK: for that long (implicit_failover_ms) */
 	uint16_t group;	    /* FREE: the group whose gateway is to take the lock, 0 none */
 	uint64_t gid;	    /* the sender's RADOS client id */
@@ -70,11 +74,12 @@ int bs_own_msg_decode(const void *buf, size_t len, struct bs_own_msg *m);
 enum bs_own_reply { BS_OWN_NOT_HOLDER = 0, BS_OWN_RELEASED, BS_OWN_REFUSED };
 enum bs_own_reply bs_own_reply_kind(const void *buf, size_t len);
 
-/* May the holder hand the lock over when asked? Explicitly (SET TARGET PORT GROUPS on the
- * asker's path): yes. Implicitly (I/O on the asker's standby path for window_ms): only if
- * none of its own LUs in question had I/O through it for at least half that window
- * (idle_ms, known to within the lock check interval), i.e. the initiator really moved; a
- * multipath initiator that uses every path keeps its I/O flowing here too, and is refused. */
-bool bs_own_may_hand_over(bool implicit, uint64_t idle_ms, uint32_t window_ms);
+/* May the holder hand the lock over when asked (ask: enum bs_own_ask)? Explicitly (SET
+ * TARGET PORT GROUPS on the asker's path): yes. Implicitly (I/O on the asker's standby path
+ * for window_ms): only if none of the target's LUs it holds had I/O through it for at least
+ * half that window (idle_ms, known to within the lock check interval), i.e. the initiator
+ * really moved; a multipath initiator that uses every path keeps its I/O flowing here too,
+ * and is refused. To heal a split: never (a holder that answers keeps it). */
+bool bs_own_may_hand_over(int ask, uint64_t idle_ms, uint32_t window_ms);
 
 #endif

@@ -790,7 +790,7 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 	p->cfg_block = cfg->block_size;
 	p->readonly = cfg->readonly;
 	p->exclusive = c->exclusive_lock && !cfg->readonly;
-	if (p->exclusive && (rc = rbd_own_new(&p->o, p->name, c)) < 0) {
+	if (p->exclusive && (rc = rbd_own_new(&p->o, p->name, c, cfg->owner_group)) < 0) {
 		snprintf(err, errlen, "out of memory");
 		cfg_free(&p->c);
 		return rc;

@@ -32,8 +32,10 @@ bool rbd_dev_own(const struct bs_dev *dev, struct rbd_dev_own *out);
 /* ---- bs_rbd_own.c ---- */
 
 /* The ownership state of a device with rbd.exclusive_lock, created at open (before the image
- * is): 0 or -ENOMEM. */
-int rbd_own_new(struct rbd_owner **out, const char *name, const struct bs_rbd_cfg *c);
+ * is), one of the images of group (bs_open_cfg.owner_group; NULL: on its own): 0 or
+ * -ENOMEM. */
+int rbd_own_new(struct rbd_owner **out, const char *name, const struct bs_rbd_cfg *c,
+		const char *group);
 /* The image is open (io: its pool and namespace): start the owner's thread, which takes the
  * lock (the state is "acquiring" meanwhile), writes the owner record, and checks the lock
  * every rbd.lock_check_ms. 0 or -errno. */

@@ -89,7 +89,9 @@ struct rbd_owner {
 	/* I/O seen through this gateway (rbd_own_io): the thread starts a new period (io_tick)
 	 * at each check and at a hand-over decision; the data path marks the period it saw */
 	atomic_uint io_tick, io_seen;
-	uint64_t last_io_ms; /* the thread's: the end of the last period with I/O */
+	_Atomic uint64_t last_io_ms; /* the end of the last period with I/O (the thread writes) */
+	struct own_group *grp;	     /* the images of the same target, or NULL */
+	struct list_head glink;	     /* on grp->members, under groups_lock */
 	uint64_t watch;	     /* the thread's: the watch on oid */
 	bool watching;
 	atomic_bool rewatch; /* the watch broke: watch again */
@@ -274,9 +276,116 @@ static uint64_t io_idle(struct rbd_owner *o)
 	unsigned t = atomic_load(&o->io_tick);
 
 	if (atomic_load(&o->io_seen) == t)
-		o->last_io_ms = now;
+		atomic_store(&o->last_io_ms, now);
 	atomic_store(&o->io_tick, t + 1);
-	return now - o->last_io_ms;
+	return now - atomic_load(&o->last_io_ms);
+}
+
+/* ---- the images of one target (bs_open_cfg.owner_group) ----
+ *
+ * The target is the unit of ownership (its ALUA groups are the target's): an implicit request
+ * is answered for all its images alike, from the I/O of every image of it this gateway holds,
+ * and one answer is kept for OWN_DECIDE_MS so that the asker's requests for each image (sent
+ * at once) get the same one. */
+#define OWN_DECIDE_MS 1000
+
+struct own_group {
+	struct list_head link;	  /* on own_groups */
+	struct list_head members; /* rbd_owner.glink */
+	unsigned refs;
+	uint64_t decided_at; /* the last implicit decision: when, for which window, its idle */
+	uint32_t window;
+	uint64_t idle;
+	char key[];
+};
+
+static pthread_mutex_t groups_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct list_head own_groups = LIST_HEAD_INIT(own_groups);
+
+static void group_join(struct rbd_owner *o, const char *key)
+{
+	struct list_head *pos;
+	struct own_group *g = NULL;
+
+	if (!key || !key[0])
+		return;
+	pthread_mutex_lock(&groups_lock);
+	list_for_each(pos, &own_groups)
+	{
+		struct own_group *x = list_entry(pos, struct own_group, link);
+
+		if (strcmp(x->key, key) == 0)
+			g = x;
+	}
+	if (!g && (g = calloc(1, sizeof(*g) + strlen(key) + 1))) {
+		strcpy(g->key, key);
+		list_init(&g->members);
+		list_add_tail(&g->link, &own_groups);
+	}
+	if (g) { /* without memory: the image answers for itself alone */
+		g->refs++;
+		list_add_tail(&o->glink, &g->members);
+		o->grp = g;
+	}
+	pthread_mutex_unlock(&groups_lock);
+}
+
+static void group_leave(struct rbd_owner *o)
+{
+	struct own_group *g = o->grp;
+
+	if (!g)
+		return;
+	pthread_mutex_lock(&groups_lock);
+	list_del(&o->glink);
+	if (--g->refs == 0) {
+		list_del(&g->link);
+		free(g);
+	}
+	pthread_mutex_unlock(&groups_lock);
+}
+
+/* Another image's idle time, from any thread: 0 while it saw I/O in its current period. */
+static uint64_t member_idle(struct rbd_owner *m, uint64_t now)
+{
+	uint64_t last = atomic_load(&m->last_io_ms);
+
+	if (atomic_load(&m->io_seen) == atomic_load(&m->io_tick))
+		return 0;
+	return now > last ? now - last : 0;
+}
+
+/* The holder's thread, answering an implicit request: how long since I/O went through this
+ * gateway to any image of the target it holds. */
+static uint64_t group_idle(struct rbd_owner *o, uint32_t window)
+{
+	uint64_t idle = io_idle(o), now = now_ms();
+	struct own_group *g = o->grp;
+	struct list_head *pos;
+
+	if (!g)
+		return idle;
+	pthread_mutex_lock(&groups_lock);
+	if (g->decided_at && now - g->decided_at < OWN_DECIDE_MS && g->window == window) {
+		idle = g->idle;
+	} else {
+		list_for_each(pos, &g->members)
+		{
+			struct rbd_owner *m = list_entry(pos, struct rbd_owner, glink);
+			uint64_t i;
+
+			if (m == o || atomic_load(&m->own) != RBD_OWN_OWNER)
+				continue;
+			i = member_idle(m, now);
+			if (i < idle)
+				idle = i;
+		}
+		g->decided_at = now;
+		g->window = window;
+		g->idle = idle;
+	}
+	pthread_mutex_unlock(&groups_lock);
+	return idle;
 }
 
 /* ---- the owner record ("ix.own.<image>", bs_own_rec.h) ---- */
@@ -412,7 +521,7 @@ static void took(struct rbd_owner *o, const char *fmt, const char *who)
 {
 	char me[128];
 
-	o->last_io_ms = now_ms();
+	atomic_store(&o->last_io_ms, now_ms());
 	if (lock_holder(o, me, sizeof(me)) == 0 && me[0]) {
 		pthread_mutex_lock(&o->mu);
 		snprintf(o->me, sizeof(o->me), "%s", me);
@@ -609,7 +718,9 @@ static enum answer ask(struct rbd_owner *o, int mode, uint32_t window_ms, uint64
 		       char *why, size_t whylen)
 {
 	struct bs_own_msg m = {.kind = BS_OWN_ASK,
-			       .implicit = mode == BS_RBD_TAKE_IMPLICIT,
+			       .ask = mode == BS_RBD_TAKE_IMPLICIT ? BS_OWN_IMPLICIT
+				      : mode == BS_RBD_TAKE_HEAL   ? BS_OWN_HEAL
+								   : BS_OWN_EXPLICIT,
 			       .window_ms = window_ms,
 			       .gid = o->gid};
 	struct notify_ack_t *acks = NULL;
@@ -714,6 +825,8 @@ static int run_take(struct rbd_owner *o, int mode, uint32_t window_ms)
 				 o->name, who, why);
 			return -EAGAIN;
 		case REFUSED:
+			if (mode == BS_RBD_TAKE_HEAL) /* it answers: it heals the split itself */
+				return -EAGAIN;
 			log_warn("rbd", "%s: the holder %s keeps the lock (%s): not taking it",
 				 o->name, who, why);
 			refused_set(o, true);
@@ -754,21 +867,29 @@ static int run_take(struct rbd_owner *o, int mode, uint32_t window_ms)
 }
 
 /* The holder, asked to hand over (docs/ha.md): explicitly, always; implicitly only if no I/O
- * went through it for half the asker's window. Handing over drains the writes in flight and
- * releases the lock (rbd_lock_release does both); this gateway stays healthy, standby. */
+ * went to the target's LUs through it for half the asker's window (group_idle); to heal a
+ * split, never. Handing over drains the writes in flight and releases the lock
+ * (rbd_lock_release does both); this gateway stays healthy, standby. */
 static void run_asked(struct rbd_owner *o, struct own_job *j, bool closing)
 {
+	static const char *const why[] = {"explicit", "implicit", "heal"};
 	const struct bs_own_msg *m = &j->ask;
 	char reply[160] = "standby";
-	uint64_t idle;
+	uint64_t idle = 0;
 	int rc;
 
 	if (atomic_load(&o->own) != RBD_OWN_OWNER) {
 		ack(o, j->notify_id, j->cookie, reply);
 		return;
 	}
-	idle = io_idle(o);
-	if (!closing && !bs_own_may_hand_over(m->implicit, idle, m->window_ms)) {
+	if (m->ask == BS_OWN_IMPLICIT)
+		idle = group_idle(o, m->window_ms);
+	if (!closing && !bs_own_may_hand_over(m->ask, idle, m->window_ms)) {
+		if (m->ask == BS_OWN_HEAL) {
+			snprintf(reply, sizeof(reply), "refused this gateway holds it and answers");
+			ack(o, j->notify_id, j->cookie, reply);
+			return;
+		}
 		snprintf(reply, sizeof(reply), "refused I/O through this gateway %llu ms ago",
 			 (unsigned long long)idle);
 		log_warn("rbd",
@@ -781,15 +902,15 @@ static void run_asked(struct rbd_owner *o, struct own_job *j, bool closing)
 	}
 	own_set(o, RBD_OWN_RELEASING, "handing the lock over to client.%llu (%s)",
 		(unsigned long long)m->gid,
-		closing	      ? "closing"
-		: m->implicit ? "its standby path has the I/O"
-			      : "asked");
+		closing			    ? "closing"
+		: m->ask == BS_OWN_IMPLICIT ? "its standby path has the I/O"
+					    : "asked");
 	rc = rbd_lock_release(o->image);
 	if (rc == 0) {
 		o->check_soon = true; /* who holds it now: the next check, in a moment */
 		own_set(o, RBD_OWN_STANDBY,
 			"handed the lock over to client.%llu at its request (%s)",
-			(unsigned long long)m->gid, m->implicit ? "implicit" : "explicit");
+			(unsigned long long)m->gid, why[m->ask <= BS_OWN_HEAL ? m->ask : 0]);
 		snprintf(reply, sizeof(reply), "released");
 	} else if (rc == -ESHUTDOWN) {
 		fenced(o, "noticed when releasing the lock");
@@ -968,7 +1089,7 @@ static void *own_main(void *arg)
 	pthread_mutex_lock(&o->mu);
 	told = o->seq - 1; /* attached: a change */
 	pthread_mutex_unlock(&o->mu);
-	o->last_io_ms = now_ms();
+	atomic_store(&o->last_io_ms, now_ms());
 	watch_start(o);
 	acquire(o);
 	next = now_ms() + o->check_ms;
@@ -1053,7 +1174,8 @@ static int queue_job(struct rbd_owner *o, struct own_job *j)
 
 /* ---- the device's side (bs_rbd.c) ---- */
 
-int rbd_own_new(struct rbd_owner **out, const char *name, const struct bs_rbd_cfg *c)
+int rbd_own_new(struct rbd_owner **out, const char *name, const struct bs_rbd_cfg *c,
+		const char *group)
 {
 	struct rbd_owner *o = calloc(1, sizeof(*o));
 	pthread_condattr_t ca;
@@ -1075,6 +1197,7 @@ int rbd_own_new(struct rbd_owner **out, const char *name, const struct bs_rbd_cf
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&o->cv, &ca);
 	pthread_condattr_destroy(&ca);
+	group_join(o, group);
 	*out = o;
 	return 0;
 }
@@ -1142,6 +1265,7 @@ void rbd_own_put(struct rbd_owner *o)
 {
 	if (!o || atomic_fetch_sub(&o->refs, 1) != 1)
 		return;
+	group_leave(o);
 	pthread_cond_destroy(&o->cv);
 	pthread_mutex_destroy(&o->mu);
 	pthread_mutex_destroy(&o->hook_mu);

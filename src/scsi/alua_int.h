@@ -47,6 +47,7 @@ struct scsi_alua {
 	atomic_int town;	   /* enum alua_town, as of then */
 	atomic_bool all_free;	   /* ... and nobody held any of the locks */
 	atomic_bool refused;	   /* ... and a holder refused an implicit take-over */
+	_Atomic uint64_t split_since; /* the locks were first seen split (ms), 0: they are not */
 	_Atomic uint64_t sb_first; /* I/O refused in standby: first of the current run (ms) */
 	_Atomic uint64_t sb_last;  /* ... and the latest (0: no run) */
 	struct alua_group g[SCSI_ALUA_MAX_GROUPS];

@@ -24,6 +24,8 @@
 #include "scsi/alua_int.h"
 #include "util/log.h"
 
+#define ALUA_HEAL_MS 2000 /* the locks split for this long: heal (below) */
+
 #ifdef IX_HAVE_RBD
 static int lu_owner(const struct scsi_lu *lu, struct bs_rbd_owner *o)
 {
@@ -49,6 +51,14 @@ static unsigned own_changes(void)
 	return 0;
 }
 #endif
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + 1;
+}
 
 /* ---- the states, from the locks (pure) ---- */
 
@@ -208,6 +218,10 @@ static void own_sync(struct scsi_lun_map *map, uint8_t status, const struct scsi
 		changed |= group_set(&a->g[i], st[i], status);
 	if (town != ALUA_TOWN_STANDBY)
 		atomic_store(&a->sb_last, 0);
+	if (town != ALUA_TOWN_SPLIT)
+		atomic_store(&a->split_since, 0);
+	else if (!atomic_load(&a->split_since))
+		atomic_store(&a->split_since, now_ms());
 	atomic_store(&a->town, town);
 	atomic_store(&a->all_free, n && all_free);
 	atomic_store(&a->refused, refused);
@@ -216,12 +230,18 @@ static void own_sync(struct scsi_lun_map *map, uint8_t status, const struct scsi
 		scsi_alua_post_changed(map, except, &seen);
 }
 
+static void heal(struct scsi_lun_map *map, struct scsi_alua *a);
+
 void scsi_alua_own_follow(struct scsi_lun_map *map)
 {
 	struct scsi_alua *a = scsi_alua_of(map);
 
-	if (a && own_changes() != atomic_load_explicit(&a->changes_seen, memory_order_relaxed))
+	if (!a)
+		return;
+	if (own_changes() != atomic_load_explicit(&a->changes_seen, memory_order_relaxed))
 		own_sync(map, ALUA_STATUS_IMPLICIT, NULL);
+	if (atomic_load_explicit(&a->town, memory_order_relaxed) == ALUA_TOWN_SPLIT)
+		heal(map, a);
 }
 
 /* The lock's thread, after a change of the LU's ownership: 2A/06 to its nexuses at once, so
@@ -297,14 +317,6 @@ void scsi_alua_own_configured(struct scsi_lun_map *map)
 }
 
 /* ---- moving the locks ---- */
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + 1;
-}
 
 /* SET TARGET PORT GROUPS that moves the locks: answered once every LU's move has ended. */
 struct own_move {
@@ -425,6 +437,46 @@ static enum stpg_want stpg_wants(struct scsi_alua *a, const uint8_t *p, uint32_t
 			w = STPG_HAND_OVER;
 	}
 	return w;
+}
+
+/* The target's locks are split between this gateway and others (or nobody) since ALUA_HEAL_MS
+ * (an initiator's commands meanwhile get 04/0A, transitioning, and retry): the gateway that
+ * holds the lowest-numbered LU's lock takes the others (asking, so their live holders hand
+ * them over); one that holds only others asks for that lowest lock to heal (only a holder
+ * that does not answer gives it up, broken; a free one is taken). Both at most once per
+ * ALUA_HEAL_MS. A start race (two gateways starting at once take one lock each) ends so. */
+static void heal(struct scsi_lun_map *map, struct scsi_alua *a)
+{
+	uint64_t now = now_ms(), since = atomic_load(&a->split_since);
+	struct scsi_lu *first = NULL;
+	struct bs_rbd_owner o;
+
+	if (!since || now - since < ALUA_HEAL_MS ||
+	    !atomic_compare_exchange_strong(&a->split_since, &since, now))
+		return;
+	for (uint32_t i = 0; i < SCSI_MAX_LUNS && !first; i++) {
+		struct scsi_lu *lu = scsi_lun_map_get(map, i);
+
+		if (lu && lu_owner(lu, &o) == 0)
+			first = lu;
+	}
+	if (!first)
+		return;
+	if (o.own == BS_RBD_OWN_OWNER) {
+		log_warn("alua",
+			 "the target's locks are split between gateways: taking the others "
+			 "(this gateway holds LUN %u's)",
+			 first->lun);
+		move_all(map, false, BS_RBD_TAKE_EXPLICIT, 0, NULL, NULL, "healing a split");
+		return;
+	}
+	log_warn("alua",
+		 "the target's locks are split between gateways: asking for LUN %u's "
+		 "(taken only if nobody or a silent gateway holds it)",
+		 first->lun);
+#ifdef IX_HAVE_RBD
+	(void)bs_rbd_take_over_async(first->dev, BS_RBD_TAKE_HEAL, 0, NULL, NULL);
+#endif
 }
 
 int scsi_alua_own_stpg(struct scsi_cmd *cmd, struct scsi_alua *a, uint32_t len)

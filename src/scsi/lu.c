@@ -119,6 +119,7 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 	if (!cfg->no_medium) {
 		struct bs_open_cfg oc = {.path = cfg->path,
 					 .rbd = &cfg->rbd,
+					 .owner_group = cfg->target_name,
 					 .size_bytes = cfg->size_bytes,
 					 .block_size = bs,
 					 .readonly = cfg->readonly,

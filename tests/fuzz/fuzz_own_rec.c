@@ -65,7 +65,7 @@ static void message(const uint8_t *data, size_t size)
 
 	(void)bs_own_reply_kind(data, size);
 	if (bs_own_msg_decode(data, size, &m) != 0) {
-		if (m.kind || m.gid || m.group || m.window_ms)
+		if (m.kind || m.gid || m.group || m.window_ms || m.ask)
 			abort();
 		return;
 	}

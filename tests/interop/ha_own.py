@@ -1,20 +1,37 @@
 #!/usr/bin/env python3
-"""Ownership of RBD LUs shared by several ix gateways (docs/ha.md, "Ownership and failover"):
-the managed exclusive lock is watched (rbd.lock_check_ms), so an idle gateway learns that it
-lost it. Its own memstore single-node cluster (tests/ceph/cluster.sh); every gateway is an
-ix-target with one portal (tpgt = its ALUA group id) and one target whose LUN 0 is the RBD
-image "own0" with exclusive_lock; each lists the others' groups by relative port.
+"""Ownership of RBD LUs shared by several ix gateways (docs/ha.md, "Ownership and failover").
+Its own memstore single-node cluster (tests/ceph/cluster.sh); every gateway is an ix-target
+with one portal (tpgt = its ALUA group id) and one target whose LUNs are RBD images with
+exclusive_lock (LUN 0 "own0", and LUN 1 "own1" in the hand-over tests); each lists the others'
+groups by relative port. rbd.handover_timeout_ms 3000, lock_check_ms the default 1000.
 
+  idle: A owns, B standby; `iscsi_break_rbd_lock` on B breaks A's lock (blocklisting A) while
+     A receives nothing; A's management API says "fenced" within lock_check_ms plus slack,
+     A's first command then gets UNIT ATTENTION 2A/06 and A's REPORT TARGET PORT GROUPS says
+     group 1 unavailable, group 2 active/optimized.
   three: A, B and C (groups 1, 2, 3) on one image: all three report the holder's group
      active/optimized and the others standby (the holder's owner record, ix.own.<image>, names
      its groups), before and after C breaks A's lock (A, fenced, reports its group unavailable
      and cannot read the cluster any more: the others as they were); the record says
      "groups 3"; after `rados put` of garbage over it, C writes it again within two lock
      checks, logging it, and every gateway keeps reporting C's group.
-  idle: A owns, B standby; `iscsi_break_rbd_lock` on B breaks A's lock (blocklisting A) while
-     A receives nothing; A's management API says "fenced" within lock_check_ms plus slack,
-     A's first command then gets UNIT ATTENTION 2A/06 and A's REPORT TARGET PORT GROUPS says
-     group 1 unavailable, group 2 active/optimized.
+  handover: SET TARGET PORT GROUPS g2=AO through B while A holds both LUNs' locks: GOOD, both
+     locks with B, A standby (not fenced: no new `ceph osd blocklist ls` entry, its write
+     2/04/0B), every gateway reports group 2; A takes them back the same way.
+  planned: the holder's own SET TARGET PORT GROUPS g1=standby g3=AO gives both locks to C;
+     g3=standby alone leaves them free (every group standby, C's write 2/04/0B) until A asks.
+  implicit (alua.implicit_failover_ms 2000): an initiator writing LUN 1 through A (the
+     holder) and LUN 0 through B at once: A refuses every request (the target as a whole),
+     B's writes 2/04/0A then 2/04/0B, the locks stay; writes through B only: GOOD within the
+     window plus slack, nobody fenced; B (now the holder) SIGSTOPped, writes through A: GOOD
+     after implicit_failover_ms + handover_timeout_ms, B blocklisted, its first write after
+     SIGCONT 2/04/0B and "fenced".
+  split: B breaks one LUN's lock (fencing A): B and C report transitioning, B's write to the
+     other LUN 2/04/0A, then the split heals by itself (B holds both): once from LUN 0 (B
+     takes LUN 1's), once, after A restarted and took both back with SET TARGET PORT GROUPS,
+     from LUN 1 (B asks for LUN 0's and breaks the silent A's).
+Every write a gateway acknowledged (ledger, both LUNs) is read back through the new holder
+after each move: 0 errors, 0 miscompares.
 
 Skips (77) only when Ceph or ix-target is missing. Environment: IX_BUILD, IX_OUT, IX_RESULTS.
 """
@@ -47,10 +64,11 @@ INITIATOR = 'iqn.2024-01.org.ix.test:own-client'
 BS = 512
 CHECK_MS = 1000   # rbd.lock_check_ms (the default)
 SLACK_S = 1.5     # a loaded machine
-IMAGES = ['own0']
+IMAGES = ['own0', 'own1']  # LUN 0 and 1 of the target: the hand-over tests move both
 HANDOVER_MS = 3000  # rbd.handover_timeout_ms
 IMPLICIT_MS = 2000  # alua.implicit_failover_ms, where a test turns it on
 LEDGER_LBA = 4096
+PROBE_LBA = 2048  # writes expected to be refused go here, never over the ledger's blocks
 AO, ANO, STANDBY, UNAVAIL, TRANS = 0, 1, 2, 3, 0xf
 NAMES = {AO: 'AO', ANO: 'ANO', STANDBY: 'standby', UNAVAIL: 'unavailable', TRANS: 'trans'}
 report = ixtest.Reporter('ha_own')
@@ -103,7 +121,7 @@ def show(groups):
 class Gateway:
     """One ix-target: its portal (tpgt = group), management socket and one session."""
 
-    def __init__(self, tmp, conf, name, group, groups, port=None, implicit_ms=0):
+    def __init__(self, tmp, conf, name, group, groups, port=None, implicit_ms=0, nluns=2):
         self.name, self.group, self.tmp, self.conf = name, group, tmp, conf
         self.port = port or ixtest.free_port()
         self.sock = os.path.join(tmp, name + '.sock')
@@ -114,7 +132,8 @@ class Gateway:
                  'naa_id': '0x6001405a0f0e%04x' % i, 'serial': 'ixown%d' % i,
                  'rbd': {'pool': 'rbd', 'image': img, 'conf': conf, 'exclusive_lock': True,
                          'osd_op_timeout_s': 5, 'handover_timeout_ms': HANDOVER_MS}}
-                for i, img in enumerate(IMAGES)]
+                for i, img in enumerate(IMAGES[:nluns])]
+        self.nluns = nluns
         cfg = {'global': {'mgmt_socket': self.sock},
                'portals': [{'name': 'p', 'address': HOST, 'port': self.port, 'tpgt': group}],
                'targets': [{'name': IQN, 'luns': luns,
@@ -132,13 +151,14 @@ class Gateway:
         r = rpc(self.sock, 'iscsi_break_rbd_lock', {'target': IQN, 'lun': lun, 'dry_run': True})
         return r.get('result', {}).get('state'), r.get('result', {}).get('reason')
 
-    def wait_lock(self, want, secs=30, lun=0):
+    def wait_lock(self, want, secs=30, lun=None):
+        """Until every LUN's lock state (or lun's) is want (None: settled): the last state."""
         end = time.monotonic() + secs
         while True:
-            st = self.lock(lun)[0]
-            if (st == want if want else st not in (None, 'acquiring')) or \
+            sts = [self.lock(k)[0] for k in (range(self.nluns) if lun is None else [lun])]
+            if all(st == want if want else st not in (None, 'acquiring') for st in sts) or \
                     time.monotonic() > end:
-                return st
+                return sts[0] if len(set(sts)) == 1 else sts
             time.sleep(0.1)
 
     def break_lock(self, lun=0):
@@ -153,14 +173,19 @@ class Gateway:
         st, data, sense, _ = self.s.scsi_retry_ua(bytes(cdb), **kw)
         return st, data, sense
 
-    def write(self, lba, data):
+    def write(self, lba, data, lun=0):
         cdb = bytes([0x8a, 0x08]) + struct.pack('>QIBB', lba, len(data) // BS, 0, 0)
+        self.s.lun = lun
         st, _, sense = self.cmd(cdb, write_data=data)
+        self.s.lun = 0
         return st, sense
 
-    def read(self, lba, n):
+    def read(self, lba, n, lun=0):
         cdb = bytes([0x88, 0]) + struct.pack('>QIBB', lba, n, 0, 0)
-        return self.cmd(cdb, read_len=n * BS)
+        self.s.lun = lun
+        r = self.cmd(cdb, read_len=n * BS)
+        self.s.lun = 0
+        return r
 
     def stpg(self, *pairs):
         """SET TARGET PORT GROUPS with (state, group) descriptors: (status, sense, seconds)."""
@@ -200,9 +225,9 @@ class Gateway:
 
 def test_idle(tmp, conf, gws):
     """An idle owner learns it lost the lock within lock_check_ms."""
-    a = gws['a'] = Gateway(tmp, conf, 'a', 1, [1, 2])
+    a = gws['a'] = Gateway(tmp, conf, 'a', 1, [1, 2], nluns=1)
     st_a = a.wait_lock(None)
-    b = gws['b'] = Gateway(tmp, conf, 'b', 2, [1, 2])
+    b = gws['b'] = Gateway(tmp, conf, 'b', 2, [1, 2], nluns=1)
     st_b = b.wait_lock(None)
     ra, rb = a.rtpg(), b.rtpg()
     if not check('idle-setup', st_a == 'owner' and st_b == 'standby' and
@@ -249,7 +274,7 @@ def test_three(tmp, conf, gws, env):
     holder."""
     groups = [1, 2, 3]
     for n, g in (('a', 1), ('b', 2), ('c', 3)):
-        gws[n] = Gateway(tmp, conf, n, g, groups)
+        gws[n] = Gateway(tmp, conf, n, g, groups, nluns=1)
         gws[n].wait_lock(None)
     states = {n: gws[n].lock()[0] for n in 'abc'}
     took, got = wait_rtpg(gws, {n: {1: AO, 2: STANDBY, 3: STANDBY} for n in 'abc'},
@@ -291,43 +316,52 @@ def test_three(tmp, conf, gws, env):
 
 
 class Ledger:
-    """What gateways acknowledged: LBA -> the 4 KiB last written there with GOOD."""
+    """What gateways acknowledged: (LUN, LBA) -> the 4 KiB last written there with GOOD."""
 
     def __init__(self):
         self.blocks, self.next, self.acked = {}, LEDGER_LBA, 0
         self.mu = threading.Lock()
 
-    def write_some(self, gw, n):
-        """n 4 KiB writes through gw (new blocks and rewrites); stops at the first refusal:
-        (acknowledged, the failure or None)."""
+    def new_lba(self):
+        with self.mu:
+            lba = self.next
+            self.next += 8
+        return lba
+
+    def good(self, lun, lba, data):
+        with self.mu:
+            self.blocks[(lun, lba)] = data
+            self.acked += 1
+
+    def write_some(self, gw, n, luns=(0, 1)):
+        """n 4 KiB writes through gw over the LUNs (new blocks and rewrites); stops at the
+        first refusal: (acknowledged, the failure or None)."""
         for i in range(n):
+            lun = luns[i % len(luns)]
             with self.mu:
-                if i % 2 == 0 or not self.blocks:
-                    lba = self.next
-                    self.next += 8
-                else:
-                    lba = random.choice(list(self.blocks))
+                old = [k for k in self.blocks if k[0] == lun]
+            lba = random.choice(old)[1] if i % 3 == 2 and old else self.new_lba()
             data = os.urandom(4096)
-            st, sense = gw.write(lba, data)
+            st, sense = gw.write(lba, data, lun)
             if st != 0:
                 return i, fmt(st, sense)
-            with self.mu:
-                self.blocks[lba] = data
-                self.acked += 1
+            self.good(lun, lba, data)
         return n, None
 
     def verify(self, name, gw):
         errors = miscompares = 0
-        for lba, data in sorted(self.blocks.items()):
-            st, got, _ = gw.read(lba, 8)
+        for (lun, lba), data in sorted(self.blocks.items()):
+            st, got, _ = gw.read(lba, 8, lun)
             if st != 0:
                 errors += 1
             elif bytes(got) != data:
                 miscompares += 1
+        luns = sorted({k[0] for k in self.blocks})
         return check(name, self.blocks and errors == 0 and miscompares == 0,
-                     '%d acknowledged blocks (of %d acknowledged writes) read through %s: %d '
-                     'errors, %d miscompares' % (len(self.blocks), self.acked, gw.name.upper(),
-                                                 errors, miscompares))
+                     '%d acknowledged blocks on LUN %s (of %d acknowledged writes) read '
+                     'through %s: %d errors, %d miscompares'
+                     % (len(self.blocks), '+'.join(map(str, luns)), self.acked,
+                        gw.name.upper(), errors, miscompares))
 
 
 def blocklist(env):
@@ -341,8 +375,13 @@ def start3(tmp, conf, gws, implicit_ms=0, names='abc'):
         gws[n].wait_lock(None)
 
 
-def locks(gws):
-    return {n: g.lock()[0] for n, g in sorted(gws.items())}
+def locks(gws, lun=None):
+    """{gateway: its lock state}, the same on every LUN of it, else {gateway: [per LUN]}."""
+    out = {}
+    for n, g in sorted(gws.items()):
+        st = [g.lock(k)[0] for k in range(g.nluns)] if lun is None else [g.lock(lun)[0]]
+        out[n] = st[0] if len(set(st)) == 1 else st
+    return out
 
 
 def want3(owner, fenced=()):
@@ -368,7 +407,7 @@ def test_handover(tmp, conf, gws, env):
     st, sense, took = b.stpg((AO, 2))
     lk = locks(gws)
     took2, got = wait_rtpg(gws, want3(2), CHECK_MS / 1000 + SLACK_S)
-    wa = a.write(LEDGER_LBA, os.urandom(4096))
+    wa = a.write(PROBE_LBA, os.urandom(4096))
     bl = blocklist(env) - bl0
     check('handover-stpg', st == 0 and lk == {'a': 'standby', 'b': 'owner', 'c': 'standby'} and
           got == want3(2) and not bl and wa[0] == 2 and sense3(wa[1]) == (2, 4, 0x0b),
@@ -414,7 +453,7 @@ def test_planned(tmp, conf, gws, env):
     lk = locks(gws)
     nobody = {n: {1: STANDBY, 2: STANDBY, 3: STANDBY} for n in 'abc'}
     took2, got = wait_rtpg(gws, nobody, CHECK_MS / 1000 + SLACK_S)
-    wc = c.write(LEDGER_LBA, os.urandom(4096))
+    wc = c.write(PROBE_LBA, os.urandom(4096))
     check('planned-to-nobody', st == 0 and lk == {'a': 'standby', 'b': 'standby',
                                                   'c': 'standby'} and got == nobody and
           wc[0] == 2 and sense3(wc[1]) == (2, 4, 0x0b),
@@ -429,22 +468,18 @@ def test_planned(tmp, conf, gws, env):
                                              sorted(blocklist(env) - bl0) or 'none'))
 
 
-def writer(gw, ledger, secs, out):
-    """Write through gw for secs: out gets {result: count} and the first GOOD after a
+def writer(gw, ledger, secs, out, lun=0):
+    """Write through gw to lun for secs: out gets {result: count} and the first GOOD after a
     refusal."""
     t0, seen = time.monotonic(), {}
     while time.monotonic() - t0 < secs:
-        with ledger.mu:
-            lba = ledger.next
-            ledger.next += 8
+        lba = ledger.new_lba()
         data = os.urandom(4096)
-        st, sense = gw.write(lba, data)
+        st, sense = gw.write(lba, data, lun)
         k = 'GOOD' if st == 0 else fmt(st, sense)
         seen[k] = seen.get(k, 0) + 1
         if st == 0:
-            with ledger.mu:
-                ledger.blocks[lba] = data
-                ledger.acked += 1
+            ledger.good(lun, lba, data)
             if len(seen) > 1 and 'good_at' not in out:
                 out['good_at'] = time.monotonic() - t0
         else:
@@ -461,8 +496,10 @@ def test_implicit(tmp, conf, gws, env):
     ledger, bl0 = Ledger(), blocklist(env)
     secs = IMPLICIT_MS / 1000 * 3 + 1
     oa, ob = {}, {}
-    ta = threading.Thread(target=writer, args=(a, ledger, secs, oa))
-    tb = threading.Thread(target=writer, args=(b, ledger, secs, ob))
+    # the initiator writes LUN 1 through A and LUN 0 through B: A refuses for the target as a
+    # whole (LUN 0's lock idle through A does not matter: the locks move together)
+    ta = threading.Thread(target=writer, args=(a, ledger, secs, oa, 1))
+    tb = threading.Thread(target=writer, args=(b, ledger, secs, ob, 0))
     ta.start()
     tb.start()
     ta.join()
@@ -473,8 +510,9 @@ def test_implicit(tmp, conf, gws, env):
           set(oa['seen']) == {'GOOD'} and 'GOOD' not in ob['seen'] and
           ob['seen'].get('status 0x02 sense 2/04/0b') and refused and
           not blocklist(env) - bl0,
-          'writes through A and B at once for %.0f s (implicit_failover_ms %d): A %s, B %s; '
-          'locks %s; A refused %d request(s); new blocklist entries: %s'
+          'writes to LUN 1 through A and LUN 0 through B at once for %.0f s '
+          '(implicit_failover_ms %d): A %s, B %s; locks %s; A refused %d request(s); new '
+          'blocklist entries: %s'
           % (secs, IMPLICIT_MS, oa['seen'], ob['seen'], lk, len(refused),
              sorted(blocklist(env) - bl0) or 'none'))
     ledger.verify('implicit-busy-verify', a)
@@ -506,12 +544,60 @@ def test_implicit(tmp, conf, gws, env):
                  IMPLICIT_MS, HANDOVER_MS, lk, shows(got), sorted(bl) or 'none'))
     finally:
         b.d.p.send_signal(signal.SIGCONT)
-    wb = b.write(LEDGER_LBA, os.urandom(4096))
+    wb = b.write(PROBE_LBA, os.urandom(4096))
     st_b = b.wait_lock('fenced', CHECK_MS / 1000 + SLACK_S)
     check('implicit-stopped-fenced', wb[0] == 2 and sense3(wb[1]) == (2, 4, 0x0b) and
           st_b == 'fenced',
           "continued B's first write: %s; B says %s" % (fmt(*wb), st_b))
     ledger.verify('implicit-final-verify', a)
+
+
+def test_split(tmp, conf, gws, env):
+    """The locks of the target's two LUs on different gateways (an operator broke one with
+    iscsi_break_rbd_lock, fencing A): every gateway reports transitioning, and the split heals
+    by itself: B, holding LUN 0's lock, takes LUN 1's (its holder A, fenced, does not answer);
+    then, A restarted takes both back with SET TARGET PORT GROUPS (B hands both over) and B
+    breaks LUN 1's alone: holding only that one, B asks for LUN 0's and, A silent, breaks it."""
+    start3(tmp, conf, gws)
+    a, b, c = gws['a'], gws['b'], gws['c']
+    ledger = Ledger()
+    n, why = ledger.write_some(a, 32)
+    for rnd, lun in (('lun0', 0), ('lun1', 1)):
+        if rnd == 'lun1':
+            a.stop()
+            gws['a'] = a = Gateway(tmp, conf, 'a', 1, [1, 2, 3])
+            a.wait_lock(None)
+            st, sense, took = a.stpg((AO, 1))
+            took2, got = wait_rtpg(gws, want3(1), CHECK_MS / 1000 + SLACK_S)
+            n, why = ledger.write_some(a, 32)
+            check('split-retake', st == 0 and locks(gws) == {'a': 'owner', 'b': 'standby',
+                                                            'c': 'standby'} and
+                  got == want3(1) and n == 32,
+                  'A restarted, SET TARGET PORT GROUPS g1=AO through A: %s in %.2f s; locks %s; '
+                  '%s; %d of 32 writes through A acknowledged %s'
+                  % (fmt(st, sense), took, locks(gws), shows(got), n, why or ''))
+        r = b.break_lock(lun)
+        t0, seen, wb = time.monotonic(), {}, None
+        while time.monotonic() - t0 < 1.5:  # transitioning while split (healing waits 2 s)
+            for nm in 'bc':
+                g = gws[nm].rtpg()
+                if isinstance(g, dict) and TRANS in g.values():
+                    seen[nm] = show(g)
+            if wb is None:
+                wb = b.write(PROBE_LBA, os.urandom(4096), 1 - lun)
+            time.sleep(0.1)
+        want = {n: want3(2)[n] for n in 'bc'}
+        took2, got = wait_rtpg({n: gws[n] for n in 'bc'}, want, 2 + HANDOVER_MS / 1000 + 5)
+        lk = locks({n: gws[n] for n in 'bc'})
+        healed = [ln for ln in b.d.output().splitlines() if 'locks are split' in ln]
+        check('split-%s' % rnd, 'b' in seen and 'c' in seen and wb and wb[0] == 2 and
+              sense3(wb[1]) == (2, 4, 0x0a) and got == want and
+              lk == {'b': 'owner', 'c': 'standby'} and healed,
+              'B broke LUN %d\'s lock (%s): transitioning seen on %s; a write through B to LUN '
+              '%d meanwhile: %s; healed %.1f s later: %s; locks %s; B logged: %s'
+              % (lun, r.get('result', r.get('error', {})).get('state'), seen, 1 - lun,
+                 fmt(*wb) if wb else '-', took2, shows(got), lk, healed[-1:]))
+        ledger.verify('split-%s-verify' % rnd, b)
 
 
 def main():
@@ -543,7 +629,8 @@ def main():
                 return 1
         report('PASS', 'cluster', 'memstore cluster and images up in %.0f s'
                % (time.monotonic() - t0))
-        for t in (test_idle, test_three, test_handover, test_planned, test_implicit):
+        for t in (test_idle, test_three, test_handover, test_planned, test_implicit,
+                  test_split):
             try:
                 if t == test_idle:
                     t(tmp, conf, gws)

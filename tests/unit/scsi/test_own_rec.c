@@ -143,7 +143,7 @@ static void test_damaged(void)
 static void test_msgs(void)
 {
 	struct bs_own_msg m = {.kind = BS_OWN_ASK,
-			       .implicit = true,
+			       .ask = BS_OWN_IMPLICIT,
 			       .window_ms = 3000,
 			       .gid = 4117},
 			  back;
@@ -154,7 +154,7 @@ static void test_msgs(void)
 	CHECK_MEM(buf, "ix-own-ask 1 implicit 3000 4117\n", (size_t)n);
 	CHECK_EQ(bs_own_msg_decode(buf, (size_t)n, &back), 0);
 	CHECK_EQ(back.kind, BS_OWN_ASK);
-	CHECK(back.implicit);
+	CHECK_EQ(back.ask, BS_OWN_IMPLICIT);
 	CHECK_EQ(back.window_ms, 3000);
 	CHECK_EQ(back.gid, 4117);
 	m = (struct bs_own_msg){.kind = BS_OWN_FREE, .group = 3, .gid = 18446744073709551615ull};
@@ -165,7 +165,11 @@ static void test_msgs(void)
 	CHECK_EQ(back.group, 3);
 	CHECK_EQ(back.gid, 18446744073709551615ull);
 	CHECK_EQ(bs_own_msg_decode("ix-own-ask 1 explicit 0 1\n", 26, &back), 0);
-	CHECK(!back.implicit);
+	CHECK_EQ(back.ask, BS_OWN_EXPLICIT);
+	CHECK_EQ(bs_own_msg_decode("ix-own-ask 1 heal 0 7\n", 22, &back), 0);
+	CHECK_EQ(back.ask, BS_OWN_HEAL);
+	CHECK_EQ(bs_own_msg_encode(&back, buf, sizeof(buf)), 22);
+	CHECK_MEM(buf, "ix-own-ask 1 heal 0 7\n", 22);
 	/* not messages of this protocol */
 	CHECK_EQ(bs_own_msg_decode("ix-own-ask 1 explicit 0 1", 25, &back), -EINVAL);
 	CHECK_EQ(bs_own_msg_decode("ix-own-ask 2 explicit 0 1\n", 26, &back), -EINVAL);
@@ -188,12 +192,13 @@ static void test_replies_and_rule(void)
 	CHECK_EQ(bs_own_reply_kind("standby", 7), BS_OWN_NOT_HOLDER);
 	CHECK_EQ(bs_own_reply_kind("", 0), BS_OWN_NOT_HOLDER);
 	CHECK_EQ(bs_own_reply_kind("releasedd", 9), BS_OWN_NOT_HOLDER);
-	/* explicit: always; implicit: idle for half the asker's window */
-	CHECK(bs_own_may_hand_over(false, 0, 3000));
-	CHECK(!bs_own_may_hand_over(true, 0, 3000));
-	CHECK(!bs_own_may_hand_over(true, 1499, 3000));
-	CHECK(bs_own_may_hand_over(true, 1500, 3000));
-	CHECK(bs_own_may_hand_over(true, 60000, 3000));
+	/* explicit: always; implicit: idle for half the asker's window; heal: never */
+	CHECK(bs_own_may_hand_over(BS_OWN_EXPLICIT, 0, 3000));
+	CHECK(!bs_own_may_hand_over(BS_OWN_IMPLICIT, 0, 3000));
+	CHECK(!bs_own_may_hand_over(BS_OWN_IMPLICIT, 1499, 3000));
+	CHECK(bs_own_may_hand_over(BS_OWN_IMPLICIT, 1500, 3000));
+	CHECK(bs_own_may_hand_over(BS_OWN_IMPLICIT, 60000, 3000));
+	CHECK(!bs_own_may_hand_over(BS_OWN_HEAL, 60000, 3000));
 }
 
 int main(void)
