@@ -190,6 +190,9 @@ static int holder_line(struct rd *d, char *out)
 		return rc;
 	if (e - s >= BS_OWN_HOLDER_MAX)
 		return bad(d, "too long");
+	for (const char *c = s; c < e; c++)
+		if (*c <= ' ' || *c > '~') /* a NUL too: the name would not be these bytes */
+			return bad(d, "not a client name");
 	memcpy(out, s, (size_t)(e - s));
 	out[e - s] = 0;
 	return holder_ok(out) ? 0 : bad(d, "not a client name");
@@ -270,16 +273,13 @@ static bool word(const char **s, const char *e, const char **ws, const char **we
 	return *we > *ws;
 }
 
-int bs_own_msg_decode(const void *buf, size_t len, struct bs_own_msg *m)
+/* The message's fields into m (left partly set on failure: the caller clears it). */
+static int msg_parse(const char *s, const char *e, struct bs_own_msg *m)
 {
-	const char *s = buf, *e = (const char *)buf + len, *ws, *we;
+	const char *ws, *we;
 	uint64_t v;
 
-	memset(m, 0, sizeof(*m));
-	if (len < 2 || e[-1] != '\n')
-		return -EINVAL;
-	e--;
-	if (!word(&s, e, &ws, &we))
+	if (e[-1] == ' ' || !word(&s, e, &ws, &we)) /* one spelling: no trailing space */
 		return -EINVAL;
 	if (we - ws == 10 && memcmp(ws, "ix-own-ask", 10) == 0)
 		m->kind = BS_OWN_ASK;
@@ -294,10 +294,8 @@ int bs_own_msg_decode(const void *buf, size_t len, struct bs_own_msg *m)
 			m->ask = BS_OWN_IMPLICIT;
 		else if (we - ws == 4 && memcmp(ws, "heal", 4) == 0)
 			m->ask = BS_OWN_HEAL;
-		else if (!(we - ws == 8 && memcmp(ws, "explicit", 8) == 0)) {
-			m->kind = 0;
+		else if (!(we - ws == 8 && memcmp(ws, "explicit", 8) == 0))
 			return -EINVAL;
-		}
 		if (!word(&s, e, &ws, &we) || !dec(ws, we, UINT32_MAX, &v))
 			return -EINVAL;
 		m->window_ms = (uint32_t)v;
@@ -306,11 +304,21 @@ int bs_own_msg_decode(const void *buf, size_t len, struct bs_own_msg *m)
 			return -EINVAL;
 		m->group = (uint16_t)v;
 	}
-	if (!word(&s, e, &ws, &we) || !dec(ws, we, UINT64_MAX, &m->gid) || s != e) {
-		memset(m, 0, sizeof(*m));
+	if (!word(&s, e, &ws, &we) || !dec(ws, we, UINT64_MAX, &m->gid) || s != e)
 		return -EINVAL;
-	}
 	return 0;
+}
+
+int bs_own_msg_decode(const void *buf, size_t len, struct bs_own_msg *m)
+{
+	int rc = -EINVAL;
+
+	memset(m, 0, sizeof(*m));
+	if (len >= 2 && ((const char *)buf)[len - 1] == '\n')
+		rc = msg_parse(buf, (const char *)buf + len - 1, m);
+	if (rc)
+		memset(m, 0, sizeof(*m));
+	return rc;
 }
 
 enum bs_own_reply bs_own_reply_kind(const void *buf, size_t len)

@@ -187,11 +187,16 @@ static void watch_cb(void *arg, uint64_t notify_id, uint64_t cookie, uint64_t no
 		return;
 	}
 	if (m.kind == BS_OWN_FREE) {
+		bool idle = false;
+
 		rbd_own_ack(o, notify_id, cookie, "");
-		if (own == RBD_OWN_STANDBY && my_group(o, m.group) && !atomic_load(&o->job) &&
-		    (j = calloc(1, sizeof(*j)))) {
+		if (own == RBD_OWN_STANDBY && my_group(o, m.group) &&
+		    atomic_compare_exchange_strong(&o->job, &idle, true)) {
+			if (!(j = calloc(1, sizeof(*j)))) {
+				atomic_store(&o->job, false);
+				return;
+			}
 			*j = (struct own_job){.kind = JOB_TAKE, .mode = BS_RBD_TAKE_FREE};
-			atomic_store(&o->job, true);
 			log_warn("rbd",
 				 "%s: client.%llu released the lock for group %u (this "
 				 "gateway's): taking it",

@@ -113,6 +113,19 @@ static void test_damaged(void)
 	damaged("ix-own 1\ngen 07\nholder a\ngid 1\ngroups -\nports -\n", true, "line 2:");
 	damaged("ix-own 1\ngen 1\nholder \ngid 1\ngroups -\nports -\n", true, "line 3:");
 	damaged("ix-own 1\ngen 1\nholder a b\ngid 1\ngroups -\nports -\n", true, "line 3:");
+	{ /* a NUL in the holder (found by the fuzzer): not the name it would decode to */
+		static const char nul[] =
+		    "ix-own 1\ngen 1\nholder a\0b\ngid 1\ngroups -\nports -\n";
+		struct bs_own_rec r;
+		char nb[BS_OWN_REC_MAX], err[128] = "";
+		size_t nn = sizeof(nul) - 1;
+
+		memcpy(nb, nul, nn);
+		nn += (size_t)snprintf(nb + nn, sizeof(nb) - nn, "sum %016llx\n",
+				       (unsigned long long)fnv1a64(FNV1A64_INIT, nb, nn));
+		CHECK_EQ(bs_own_rec_decode(nb, nn, &r, err, sizeof(err)), -EINVAL);
+		CHECK(strncmp(err, "line 3:", 7) == 0);
+	}
 	damaged("ix-own 1\ngen 1\nholder a\ngid x\ngroups -\nports -\n", true, "line 4:");
 	damaged("ix-own 1\ngen 1\nholder a\ngid 1\ngroups 0\nports -\n", true, "line 5:");
 	damaged("ix-own 1\ngen 1\nholder a\ngid 1\ngroups 1,,2\nports -\n", true, "line 5:");
@@ -179,6 +192,11 @@ static void test_msgs(void)
 	CHECK_EQ(bs_own_msg_decode("ix-own-free 1  1\n", 17, &back), -EINVAL);
 	CHECK_EQ(bs_own_msg_decode("ix-lu-reset 1 0123\n", 19, &back), -EINVAL);
 	CHECK_EQ(back.kind, 0);
+	/* found by the fuzzer: a failed decode leaves nothing set; one spelling only */
+	CHECK_EQ(bs_own_msg_decode("ix-own-ask 1\0implicit 3000 4\n", 29, &back), -EINVAL);
+	CHECK_EQ(back.kind, 0);
+	CHECK_EQ(bs_own_msg_decode("ix-own-free 1 3 411 \n", 21, &back), -EINVAL);
+	CHECK_EQ(back.gid, 0);
 	m.kind = 0;
 	CHECK_EQ(bs_own_msg_encode(&m, buf, sizeof(buf)), -EINVAL);
 }
