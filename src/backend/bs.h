@@ -208,6 +208,24 @@ extern const struct bs_ops bs_ram_ops;
 extern const struct bs_ops bs_file_ops;
 extern const struct bs_ops bs_block_ops;
 extern const struct bs_ops bs_error_ops;
+/* RBD ownership (declared for every build: the SCSI layer follows it when RBD is there).
+ * The lock states as numbers, for code that follows them (scsi/alua.c): one atomic load. */
+enum bs_rbd_own {
+	BS_RBD_OWN_NONE = 0, /* no managed lock */
+	BS_RBD_OWN_ACQUIRING,
+	BS_RBD_OWN_OWNER,
+	BS_RBD_OWN_STANDBY,
+	BS_RBD_OWN_FENCED,
+	BS_RBD_OWN_RELEASING, /* handing the lock over (draining writes, releasing) */
+};
+/* How a take-over goes (bs_rbd_take_over_async, below). */
+enum bs_rbd_take {
+	BS_RBD_TAKE_EXPLICIT = 0,
+	BS_RBD_TAKE_IMPLICIT,
+	BS_RBD_TAKE_FREE, /* only a free lock */
+	BS_RBD_TAKE_HEAL, /* only a free lock or one whose holder does not answer */
+};
+typedef void (*bs_rbd_take_cb)(void *arg, int rc);
 /* RBD ownership as this gateway knows it (bs_rbd_owner), for the ALUA states: the lock state
  * and who holds the lock, with what the holder's owner record says of it. */
 struct bs_rbd_owner {
@@ -234,15 +252,6 @@ int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen);
  * backend. */
 int bs_rbd_state(struct bs_dev *dev, char *reason, size_t len);
 const char *bs_rbd_state_name(int state);
-/* The same states as numbers, for code that follows them (scsi/alua.c): one atomic load. */
-enum bs_rbd_own {
-	BS_RBD_OWN_NONE = 0, /* no managed lock */
-	BS_RBD_OWN_ACQUIRING,
-	BS_RBD_OWN_OWNER,
-	BS_RBD_OWN_STANDBY,
-	BS_RBD_OWN_FENCED,
-	BS_RBD_OWN_RELEASING, /* handing the lock over (draining writes, releasing) */
-};
 /* The state of a device with the managed lock; -EINVAL for any other device (and for one whose
  * image is not open yet). Any thread. */
 int bs_rbd_own(const struct bs_dev *dev);
@@ -275,13 +284,6 @@ int bs_rbd_set_identity(struct bs_dev *dev, const uint16_t *groups, unsigned ngr
  * -ECANCELED (the image closed), -errno. Returns 0 when started; -EALREADY (already the
  * owner), -EBUSY (a take-over or release is queued), -ESHUTDOWN (fenced), -EINVAL (no managed
  * lock or not open), -ENOMEM. Never blocks. */
-enum bs_rbd_take {
-	BS_RBD_TAKE_EXPLICIT = 0,
-	BS_RBD_TAKE_IMPLICIT,
-	BS_RBD_TAKE_FREE, /* only a free lock */
-	BS_RBD_TAKE_HEAL, /* only a free lock or one whose holder does not answer */
-};
-typedef void (*bs_rbd_take_cb)(void *arg, int rc);
 int bs_rbd_take_over_async(struct bs_dev *dev, int mode, uint32_t window_ms, bs_rbd_take_cb done,
 			   void *arg);
 /* A planned hand-over (SET TARGET PORT GROUPS on the holder): on that thread, release the

@@ -266,6 +266,7 @@ void scsi_alua_lu_watch(struct scsi_lu *lu, bool on)
 #else
 	(void)lu;
 	(void)on;
+	(void)lu_own_changed;
 #endif
 }
 
