@@ -31,6 +31,11 @@ struct bs_rbd_cfg {
 	uint32_t connect_timeout_s; /* the connection at start; 0 = the default (10) */
 	bool exclusive_lock;        /* take librbd's managed exclusive lock at open and never
 				       hand it over (fencing for several gateways) */
+	uint32_t lock_check_ms;     /* with exclusive_lock: ask the cluster who holds the lock
+				       this often; 0 = the default (1000) */
+	uint32_t handover_timeout_ms; /* with exclusive_lock: how long a gateway that wants
+					 the lock waits for the holder's answer before it
+					 breaks the lock; 0 = the default (5000) */
 	bool start_offline;         /* an image that cannot be opened at start leaves the LU
 				       offline (NOT READY 04/03) and is retried in the
 				       background; false: the start fails (config default true) */

@@ -22,13 +22,12 @@
  * RBD_LBAS_SPAN bytes; librbd has no asynchronous form of it, so it runs on the helper thread
  * (below) and the answer comes back through the worker's eventfd like any completion.
  *
- * Fencing (rbd.exclusive_lock): librbd's managed exclusive lock is taken at open on the helper
- * thread and never handed over on request (unlike the default cooperative lock, which moves to
- * whichever client writes). A write refused because another client owns the lock (EROFS) or
- * because this client was blocklisted (ESHUTDOWN) becomes BS_ERR_NOT_OWNER and moves the
- * state to standby or fenced; fenced fails every I/O at once, until the device rejoins the
- * cluster with a new client (bs_rbd_conn.c). bs_rbd_break_lock() breaks the holder's lock
- * (librbd blocklists it) and takes it: the failover primitive.
+ * Fencing (rbd.exclusive_lock): librbd's managed exclusive lock, in bs_rbd_own.c (its state,
+ * the image's ownership thread) and bs_rbd_handover.c (hand-over between gateways). This file
+ * creates the ownership at open (rbd_own_new), starts it on each image it opens
+ * (rbd_own_attach: at the first open, and on the new image of a rejoin), stops it before the
+ * image closes (rbd_own_detach), asks it before each I/O (rbd_own_io: refused while fenced)
+ * and about each result (rbd_own_io_result: EROFS or ESHUTDOWN become BS_ERR_NOT_OWNER).
  *
  * Fenced without the lock too: a blocklisted connection (ESHUTDOWN from any image on it or
  * from the PR store) fences every device on it (bs_rbd_conn.c). Requests pass a gate (io_enter,
@@ -177,35 +176,6 @@ static struct rbd_thread *rt_of(struct bs_thread *t)
 
 /* ---- the device ---- */
 
-/* Ownership of an image opened with the managed exclusive lock (rbd.exclusive_lock). */
-enum rbd_own { /* the same values as bs.h's enum bs_rbd_own */
-	RBD_OWN_NONE = BS_RBD_OWN_NONE,  /* no managed lock: librbd's cooperative lock, every client writes */
-	RBD_OWN_ACQUIRING, /* rbd_lock_acquire queued or running on the helper thread */
-	RBD_OWN_OWNER,	   /* this gateway holds the lock */
-	RBD_OWN_STANDBY,   /* another client holds it: writes fail with BS_ERR_NOT_OWNER */
-	RBD_OWN_FENCED,	   /* this client was blocklisted: every I/O fails, until a rejoin */
-};
-
-/* The ownership state, apart from the device: a lock job still on the helper thread when the
- * device closes (a cluster that does not answer) keeps it, and the last of the two frees it. */
-struct rbd_owner {
-	atomic_int refs;
-	rbd_image_t image;
-	atomic_int own;	      /* enum rbd_own */
-	atomic_bool lock_job; /* a lock job on the helper thread: close waits for it */
-	pthread_mutex_t why_lock;
-	char why[192];	/* why the state is what it is (for the management API), under why_lock */
-	char name[160]; /* pool/[ns/]image, for messages */
-};
-
-static void owner_put(struct rbd_owner *o)
-{
-	if (!o || atomic_fetch_sub(&o->refs, 1) != 1)
-		return;
-	pthread_mutex_destroy(&o->why_lock);
-	free(o);
-}
-
 static const char *const op_names[] = {"read",    "write", "write same",	   "write zeroes",
 				       "discard", "flush", "compare and write", "lba status"};
 
@@ -234,11 +204,11 @@ static void log_io_error(struct bs_io *io)
 
 /* ---- the helper thread: librbd calls without an asynchronous form ---- */
 
-/* rbd_diff_iterate2 (GET LBA STATUS), rbd_lock_acquire have no asynchronous form: they run on
- * one helper thread per process, started the first time it is needed, from a bounded queue
- * (a full queue fails the request with -EBUSY rather than waiting). Each is bounded by the
- * OSD/monitor timeouts of its cluster. A job that answers an I/O hands it back to the
- * submitting worker's loop through the worker's eventfd like librbd's completions. */
+/* rbd_diff_iterate2 (GET LBA STATUS) has no asynchronous form: it runs on one helper thread
+ * per process, started the first time it is needed, from a bounded queue (a full queue fails
+ * the request with -EBUSY rather than waiting), bounded by the OSD timeout of its cluster. The
+ * answer goes back to the submitting worker's loop through the worker's eventfd like
+ * librbd's completions. (Lock calls run on each image's ownership thread, bs_rbd_own.c.) */
 #define RBD_HELPER_QUEUE 64
 
 struct rbd_job {
@@ -312,345 +282,6 @@ static int helper_post(void (*fn)(void *arg), void *arg)
 	}
 	pthread_mutex_unlock(&helper.lock);
 	return rc;
-}
-
-/* ---- ownership: the managed exclusive lock ---- */
-
-static const char *const own_names[] = {"open", "acquiring", "owner", "standby", "fenced"};
-
-static void own_set(struct rbd_owner *p, int own, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-/* A new state and its reason; the change is logged once. */
-static void own_set(struct rbd_owner *p, int own, const char *fmt, ...)
-{
-	va_list ap;
-	int was;
-
-	pthread_mutex_lock(&p->why_lock);
-	va_start(ap, fmt);
-	vsnprintf(p->why, sizeof(p->why), fmt, ap);
-	va_end(ap);
-	was = atomic_exchange(&p->own, own);
-	if (was != own)
-		log_warn("rbd", "%s: %s: %s", p->name, own_names[own], p->why);
-	pthread_mutex_unlock(&p->why_lock);
-}
-
-/* Any thread, on an I/O result: with the managed lock, a refusal because another client owns
- * the image (EROFS) or because this client was fenced (ESHUTDOWN, librados' EBLOCKLISTED)
- * moves the state and becomes BS_ERR_NOT_OWNER. */
-static int owner_check(struct rbd_priv *rp, int r)
-{
-	struct rbd_owner *p = rp->o;
-
-	if (!rp->exclusive || (r != -EROFS && r != -ESHUTDOWN))
-		return r;
-	if (r == -ESHUTDOWN && atomic_load(&p->own) != RBD_OWN_FENCED)
-		own_set(p, RBD_OWN_FENCED,
-			"this gateway's Ceph client was blocklisted (another "
-			"gateway broke the image's lock): I/O refused until it rejoins");
-	else if (r == -EROFS && atomic_load(&p->own) == RBD_OWN_OWNER)
-		own_set(p, RBD_OWN_STANDBY, "another client holds the image's exclusive lock");
-	return BS_ERR_NOT_OWNER;
-}
-
-/* The owners of the image's lock, comma-separated, into buf ("" when none). */
-static int lock_owners(struct rbd_owner *p, char *buf, size_t len, char **owners, size_t *n)
-{
-	rbd_lock_mode_t mode;
-	size_t max = *n, at = 0;
-	int rc = rbd_lock_get_owners(p->image, &mode, owners, n);
-
-	buf[0] = 0;
-	if (rc == -ENOENT) { /* nobody holds it */
-		*n = 0;
-		return 0;
-	}
-	if (rc < 0)
-		return rc;
-	for (size_t i = 0; i < *n && i < max; i++)
-		at += (size_t)snprintf(buf + at, at < len ? len - at : 0, "%s%s", i ? ", " : "",
-				       owners[i]);
-	return 0;
-}
-
-static void acquire_job(void *arg)
-{
-	struct rbd_owner *p = arg;
-	char who[128];
-	char *owners[4];
-	size_t n = 4;
-	int rc = rbd_lock_acquire(p->image, RBD_LOCK_MODE_EXCLUSIVE);
-
-	if (rc == 0) {
-		own_set(p, RBD_OWN_OWNER, "holds the image's exclusive lock");
-	} else if (lock_owners(p, who, sizeof(who), owners, &n) == 0 && n > 0) {
-		own_set(p, RBD_OWN_STANDBY, "the image's exclusive lock is held by %s (%s)", who,
-			strerror(-rc));
-		rbd_lock_get_owners_cleanup(owners, n);
-	} else {
-		own_set(p, RBD_OWN_STANDBY, "cannot take the image's exclusive lock: %s",
-			strerror(-rc));
-	}
-	if (rc == -ESHUTDOWN) /* rejoin hook: blocklisted, the whole connection is fenced */
-		bs_rbd_conn_fenced_owner(p, "taking the lock");
-	atomic_store(&p->lock_job, false);
-	owner_put(p);
-}
-
-/* Take the lock on the helper thread; the LU serves meanwhile (writes wait in librbd). */
-static int acquire_start(struct rbd_priv *rp)
-{
-	struct rbd_owner *p = calloc(1, sizeof(*p));
-	int rc;
-
-	if (!p)
-		return -ENOMEM;
-	atomic_init(&p->refs, 2); /* the device's and the job's */
-	p->image = rp->image;
-	atomic_init(&p->own, RBD_OWN_ACQUIRING);
-	atomic_init(&p->lock_job, true);
-	pthread_mutex_init(&p->why_lock, NULL);
-	snprintf(p->why, sizeof(p->why), "taking the image's exclusive lock");
-	snprintf(p->name, sizeof(p->name), "%s", rp->name);
-	rp->o = p;
-	rc = helper_post(acquire_job, p);
-	if (rc < 0) {
-		rp->o = NULL;
-		pthread_mutex_destroy(&p->why_lock);
-		free(p);
-	}
-	return rc;
-}
-
-/* The ownership state once the image is open (the opener thread sets o before online). */
-static struct rbd_owner *owner_of(struct rbd_priv *rp)
-{
-	return rp && atomic_load_explicit(&rp->online, memory_order_acquire) ? rp->o : NULL;
-}
-
-/* Break the lock of whoever holds it (librbd blocklists that client) and take it. Blocking:
- * the main thread (bs_rbd_break_lock) or the helper thread (take_over_job). who gets the
- * former owners ("" if none). */
-static int break_and_take(struct rbd_owner *p, char *who, size_t wlen)
-{
-	char *owners[4];
-	size_t n = 4;
-	int rc = lock_owners(p, who, wlen, owners, &n);
-
-	if (rc == 0 && n > 0) {
-		for (size_t i = 0; rc == 0 && i < n; i++)
-			rc = rbd_lock_break(p->image, RBD_LOCK_MODE_EXCLUSIVE, owners[i]);
-		rbd_lock_get_owners_cleanup(owners, n);
-	}
-	if (rc == 0)
-		rc = rbd_lock_acquire(p->image, RBD_LOCK_MODE_EXCLUSIVE);
-	if (rc == 0)
-		own_set(p, RBD_OWN_OWNER, "holds the image's exclusive lock (broke %s's)",
-			who[0] ? who : "nobody");
-	return rc;
-}
-
-static struct rbd_priv *rbd_of(const struct bs_dev *dev)
-{
-	return dev && dev->ops == &bs_rbd_ops ? dev->priv : NULL;
-}
-
-int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
-{
-	struct rbd_priv *rp = rbd_of(dev);
-	struct rbd_owner *p = owner_of(rp);
-	char who[128] = "";
-	bool idle = false;
-	int rc;
-
-	if (!p) {
-		snprintf(msg, msglen, rp && !atomic_load(&rp->online)
-					      ? "%s: the image is not open (the LUN is offline)"
-					      : "not an rbd LUN with exclusive_lock",
-			 rp ? rp->name : "");
-		return -EINVAL;
-	}
-	/* rejoin hook: held as a lock job, so that a rejoin cannot replace the image under it;
-	 * fenced is checked after taking it (the rejoin checks in the other order) */
-	if (!atomic_compare_exchange_strong(&p->lock_job, &idle, true)) {
-		snprintf(msg, msglen, "%s: the lock is being acquired", p->name);
-		return -EBUSY;
-	}
-	if (atomic_load(&p->own) == RBD_OWN_FENCED) {
-		atomic_store(&p->lock_job, false);
-		snprintf(msg, msglen, "%s: %s", p->name, p->why);
-		return -EBUSY;
-	}
-	rc = break_and_take(p, who, sizeof(who));
-	if (rc == -ESHUTDOWN) /* rejoin hook: blocklisted, the whole connection is fenced */
-		bs_rbd_conn_fenced(rp, "breaking the lock");
-	atomic_store(&p->lock_job, false);
-	if (rc < 0) {
-		snprintf(msg, msglen, "%s: breaking the lock of %s: %s", p->name, who[0] ? who : "-",
-			 strerror(-rc));
-		return rc;
-	}
-	snprintf(msg, msglen, "%s", who);
-	return 0;
-}
-
-int bs_rbd_own(const struct bs_dev *dev)
-{
-	struct rbd_owner *p = owner_of(rbd_of(dev));
-
-	return p ? atomic_load_explicit(&p->own, memory_order_acquire) : -EINVAL;
-}
-
-struct take_over {
-	struct rbd_owner *p;
-	bs_rbd_take_cb done;
-	void *arg;
-};
-
-/* The helper thread: break and take, then tell the caller (on this thread). */
-static void take_over_job(void *arg)
-{
-	struct take_over *t = arg;
-	struct rbd_owner *p = t->p;
-	char who[128] = "";
-	int rc = break_and_take(p, who, sizeof(who));
-
-	if (rc == -ESHUTDOWN /* librados' EBLOCKLISTED */) {
-		own_set(p, RBD_OWN_FENCED,
-			"this gateway's Ceph client was blocklisted: it cannot "
-			"take the lock");
-		bs_rbd_conn_fenced_owner(p, "taking over the lock"); /* rejoin hook */
-	} else if (rc < 0)
-		own_set(p, RBD_OWN_STANDBY, "taking over the image's lock (held by %s) failed: %s",
-			who[0] ? who : "nobody", strerror(-rc));
-	else
-		log_warn("rbd", "%s: took over the image's exclusive lock from %s", p->name,
-			 who[0] ? who : "nobody");
-	atomic_store(&p->lock_job, false);
-	if (t->done)
-		t->done(t->arg, rc);
-	owner_put(p);
-	free(t);
-}
-
-int bs_rbd_take_over_async(struct bs_dev *dev, bs_rbd_take_cb done, void *arg)
-{
-	struct rbd_owner *p = owner_of(rbd_of(dev));
-	struct take_over *t;
-	bool idle = false;
-	int rc;
-
-	if (!p)
-		return -EINVAL;
-	if (atomic_load(&p->own) == RBD_OWN_FENCED)
-		return -ESHUTDOWN;
-	if (atomic_load(&p->own) == RBD_OWN_OWNER)
-		return -EALREADY;
-	if (!atomic_compare_exchange_strong(&p->lock_job, &idle, true))
-		return -EBUSY;
-	if (atomic_load(&p->own) == RBD_OWN_FENCED) { /* rejoin hook: see bs_rbd_break_lock */
-		atomic_store(&p->lock_job, false);
-		return -ESHUTDOWN;
-	}
-	t = calloc(1, sizeof(*t));
-	if (!t) {
-		atomic_store(&p->lock_job, false);
-		return -ENOMEM;
-	}
-	*t = (struct take_over){p, done, arg};
-	atomic_fetch_add(&p->refs, 1);
-	own_set(p, RBD_OWN_ACQUIRING, "taking over the image's exclusive lock");
-	rc = helper_post(take_over_job, t);
-	if (rc < 0) {
-		own_set(p, RBD_OWN_STANDBY, "cannot take over the lock: %s", strerror(-rc));
-		atomic_store(&p->lock_job, false);
-		atomic_fetch_sub(&p->refs, 1);
-		free(t);
-	}
-	return rc;
-}
-
-int bs_rbd_state(struct bs_dev *dev, char *reason, size_t len)
-{
-	struct rbd_priv *rp = dev->ops == &bs_rbd_ops ? dev->priv : NULL;
-	struct rbd_owner *p = owner_of(rp);
-
-	if (!rp)
-		return -EINVAL;
-	if (!p) {
-		snprintf(reason, len, "%s", atomic_load(&rp->online) || !rp->c.exclusive_lock
-						? "no managed exclusive lock"
-						: "the image is not open (the LUN is offline)");
-		return RBD_OWN_NONE;
-	}
-	pthread_mutex_lock(&p->why_lock);
-	snprintf(reason, len, "%s", p->why);
-	pthread_mutex_unlock(&p->why_lock);
-	return atomic_load(&p->own);
-}
-
-const char *bs_rbd_state_name(int state)
-{
-	return state >= 0 && state <= RBD_OWN_FENCED ? own_names[state] : "?";
-}
-
-/* ---- rejoin hooks (bs_rbd_conn.c fences the connection and reopens the image) ---- */
-
-void bs_rbd_owner_fenced(struct rbd_priv *rp, const char *why)
-{
-	if (rp->o)
-		own_set(rp->o, RBD_OWN_FENCED, "%s", why);
-}
-
-bool bs_rbd_owner_busy(struct rbd_priv *rp)
-{
-	return rp->o && atomic_load(&rp->o->lock_job);
-}
-
-/* The opener thread, the device fenced and no lock job running (bs_rbd_owner_busy; a new one
- * is refused while fenced), the new image open: the ownership moves to it, and its handle is
- * put under the managed lock policy as at the first open. A handle that never called
- * rbd_lock_acquire follows librbd's automatic policy: its first write would take a free lock
- * (or break a dead client's) by itself, behind the standby state. rbd_lock_acquire is the one
- * call that sets the managed policy; should it get the lock (nobody held it), it is released
- * at once: the device comes back standby. Then who holds the lock, for the reason. */
-void bs_rbd_owner_reopened(struct rbd_priv *rp, char *holder, size_t len)
-{
-	struct rbd_owner *p = rp->o;
-	char *owners[4];
-	size_t n = 4;
-	int rc;
-
-	holder[0] = 0;
-	if (!p)
-		return;
-	p->image = rp->image; /* no lock job can run: nothing reads it meanwhile */
-	rc = rbd_lock_acquire(p->image, RBD_LOCK_MODE_EXCLUSIVE);
-	if (rc == 0 && (rc = rbd_lock_release(p->image)) < 0)
-		log_warn("rbd", "%s: releasing the lock taken to set its policy: %s", p->name,
-			 strerror(-rc));
-	if (lock_owners(p, holder, len, owners, &n) == 0 && n > 0)
-		rbd_lock_get_owners_cleanup(owners, n);
-}
-
-/* Then, under clusters_lock with the new connection not fenced: the same ownership on the new
- * image, in standby. The lock is taken again only by a take-over (SET TARGET PORT GROUPS,
- * implicit failover, iscsi_break_rbd_lock). */
-void bs_rbd_owner_rejoined(struct rbd_priv *rp, const char *holder)
-{
-	unsigned long long gid = rp->cl->gid;
-
-	if (!rp->o)
-		return;
-	if (holder[0])
-		own_set(rp->o, RBD_OWN_STANDBY,
-			"rejoined as client.%llu; the image's exclusive lock is held by %s", gid,
-			holder);
-	else
-		own_set(rp->o, RBD_OWN_STANDBY,
-			"rejoined as client.%llu; nobody holds the image's exclusive lock", gid);
 }
 
 /* ---- opening the image ---- */
@@ -752,9 +383,8 @@ int bs_rbd_attach(struct bs_dev *dev, char *err, size_t errlen)
 
 	if (rc < 0)
 		return rc;
-	p->exclusive = p->c.exclusive_lock && !p->readonly;
-	if (p->exclusive && (rc = acquire_start(p)) < 0) {
-		snprintf(err, errlen, "rbd %s: cannot start the lock helper: %s", p->name,
+	if (p->o && (rc = rbd_own_attach(p->o, p->image, p->ioctx, false)) < 0) {
+		snprintf(err, errlen, "rbd %s: cannot start the ownership thread: %s", p->name,
 			 strerror(-rc));
 		bs_rbd_detach(p);
 	}
@@ -786,6 +416,12 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 	p->cfg_size = cfg->size_bytes;
 	p->cfg_block = cfg->block_size;
 	p->readonly = cfg->readonly;
+	p->exclusive = c->exclusive_lock && !cfg->readonly;
+	if (p->exclusive && (rc = rbd_own_new(&p->o, p->name, c, cfg->owner_group)) < 0) {
+		snprintf(err, errlen, "out of memory");
+		cfg_free(&p->c);
+		return rc;
+	}
 	p->close_ms = ((c->osd_op_timeout_s ? c->osd_op_timeout_s : RBD_DEFAULT_OSD_TIMEOUT_S) + 5) *
 		      1000u;
 	list_init(&p->cl_link);
@@ -793,8 +429,11 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 	atomic_init(&p->fenced, false);
 	atomic_init(&p->inflight, 0);
 	rc = bs_rbd_open(dev, c->start_offline, err, errlen);
-	if (rc < 0)
+	if (rc < 0) {
+		rbd_own_put(p->o);
+		p->o = NULL;
 		cfg_free(&p->c);
+	}
 	return rc;
 }
 
@@ -836,21 +475,16 @@ void bs_rbd_detach(struct rbd_priv *p)
 
 void bs_rbd_attach_undo(struct rbd_priv *p)
 {
-	uint64_t end = bs_rbd_now_ms() + p->close_ms;
-
-	while (p->o && atomic_load(&p->o->lock_job) && bs_rbd_now_ms() < end)
-		usleep(10000); /* rbd_lock_acquire: bounded by the cluster's timeouts */
-	if (p->o && atomic_load(&p->o->lock_job)) {
+	if (p->o && !rbd_own_detach(p->o, p->close_ms)) { /* a lock call: bounded by the
+							      cluster's timeouts */
 		log_warn("rbd",
-			 "%s: taking the lock did not end within %u s: the image is "
+			 "%s: a lock call did not end within %u s: the image is "
 			 "abandoned",
 			 p->name, p->close_ms / 1000);
-		bs_rbd_conn_leave(p, true); /* the job keeps its own reference to o */
+		bs_rbd_conn_leave(p, true); /* the thread keeps its own reference to o */
 	} else {
 		bs_rbd_detach(p);
 	}
-	owner_put(p->o);
-	p->o = NULL;
 }
 
 static void rbd_dev_close(struct bs_dev *dev)
@@ -860,6 +494,8 @@ static void rbd_dev_close(struct bs_dev *dev)
 	bs_rbd_open_stop(p);
 	if (atomic_load_explicit(&p->online, memory_order_acquire))
 		bs_rbd_attach_undo(p); /* without an image (a rejoin failed half-way): o only */
+	rbd_own_put(p->o);
+	p->o = NULL;
 	cfg_free(&p->c);
 }
 
@@ -911,7 +547,7 @@ static int io_result(struct rbd_priv *p, int r)
 {
 	if (r == -ESHUTDOWN)
 		bs_rbd_conn_fenced(p, "a request");
-	r = owner_check(p, r);
+	r = rbd_own_io_result(p->o, r);
 	io_leave(p);
 	return r;
 }
@@ -1073,8 +709,7 @@ static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 		io->cb(io);
 		return;
 	}
-	if (atomic_load_explicit(&p->fenced, memory_order_relaxed) ||
-	    (p->o && atomic_load_explicit(&p->o->own, memory_order_relaxed) == RBD_OWN_FENCED)) {
+	if (rbd_own_io(p->o) || atomic_load_explicit(&p->fenced, memory_order_relaxed)) {
 		refuse_fenced(p, io); /* blocklisted: librbd would refuse it anyway */
 		return;
 	}

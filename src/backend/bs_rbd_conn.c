@@ -324,6 +324,10 @@ void bs_rbd_conn_leave(struct rbd_priv *p, bool abandon)
 #define RBD_RETRY_MIN_MS  1000u
 #define RBD_RETRY_MAX_MS  60000u
 #define RBD_START_WAIT_MS 2000u /* how long the open at start waits for the first attempt */
+/* How long a rejoin waits for the ownership thread to leave the fenced connection before it
+ * tries again later (a blocklisted client's calls end at once; a cluster that does not
+ * answer holds them for the OSD timeout, and the opener has other images to serve). */
+#define RBD_OWN_STOP_WAIT_MS 1000u
 
 static struct {
 	pthread_mutex_t lock;
@@ -385,7 +389,7 @@ static void device_fenced(struct rbd_priv *p, unsigned long long gid, const char
 		 gid, what, when);
 	atomic_store(&p->fenced, true); /* before anything else: no request gets through */
 	if (p->o)
-		bs_rbd_owner_fenced(p, why); /* logs the change */
+		rbd_own_fenced(p->o, why); /* logs the change */
 	else
 		log_warn("rbd", "%s: fenced: %s", p->name, why);
 	pthread_mutex_lock(&opener.lock);
@@ -496,8 +500,10 @@ static int open_attempt(struct bs_dev *dev, char *err, size_t errlen)
 	return rc;
 }
 
-/* The fenced incarnation goes (once everything sent on it has ended), a new connection and
- * image come, the user moves over, and the device serves again, standby. */
+/* The fenced incarnation goes (once everything sent on it has ended, the ownership thread
+ * too: its watch and ioctx are the old connection's), a new connection and image come, the
+ * user moves over, the ownership starts on the new image (its thread watches the record again
+ * and sets the lock policy), and the device serves again, standby. */
 static int rejoin_attempt(struct rbd_priv *p, char *err, size_t errlen)
 {
 	unsigned n;
@@ -511,7 +517,7 @@ static int rejoin_attempt(struct rbd_priv *p, char *err, size_t errlen)
 				 n);
 			return -EBUSY;
 		}
-		if (bs_rbd_owner_busy(p)) {
+		if (p->o && !rbd_own_detach(p->o, RBD_OWN_STOP_WAIT_MS)) {
 			snprintf(err, errlen,
 				 "a lock request sent on the fenced connection is still running");
 			return -EBUSY;
@@ -524,16 +530,15 @@ static int rejoin_attempt(struct rbd_priv *p, char *err, size_t errlen)
 		return rc;
 	rc = user_attach(p, err, errlen);
 	if (rc == 0) {
-		char holder[128];
-
-		bs_rbd_owner_reopened(p, holder, sizeof(holder)); /* the cluster: not locked */
-		pthread_mutex_lock(&clusters_lock);		/* against a new fencing */
-		if (p->cl->fenced) { /* blocklisted again meanwhile: still fenced */
+		pthread_mutex_lock(&clusters_lock); /* against a new fencing */
+		if (p->cl->fenced) {		    /* blocklisted again meanwhile: still fenced */
 			snprintf(err, errlen, "the new connection client.%llu was blocklisted too",
 				 (unsigned long long)p->cl->gid);
 			rc = -ESHUTDOWN;
+		} else if (p->o && (rc = rbd_own_attach(p->o, p->image, p->ioctx, true)) < 0) {
+			snprintf(err, errlen, "cannot start the ownership thread: %s",
+				 strerror(-rc));
 		} else {
-			bs_rbd_owner_rejoined(p, holder);
 			atomic_store(&p->fenced, false); /* serves again, on the new image */
 		}
 		pthread_mutex_unlock(&clusters_lock);

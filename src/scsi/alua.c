@@ -12,40 +12,8 @@
 #include <strings.h>
 #include <time.h>
 
-#include "scsi/scsi_int.h"
+#include "scsi/alua_int.h"
 #include "util/log.h"
-
-/* RTPG STATUS CODE */
-#define ALUA_STATUS_NONE     0
-#define ALUA_STATUS_EXPLICIT 1
-#define ALUA_STATUS_IMPLICIT 2
-
-/* Supported states: T_SUP, O_SUP, U_SUP, S_SUP, AN_SUP, AO_SUP (no LBA dependent). */
-#define ALUA_SUPPORTED 0xcf
-
-struct alua_group {
-	uint16_t id;
-	uint8_t
-	    cfg_state; /* as configured: a reload keeps the running state if this is unchanged */
-	bool pref;
-	bool local; /* this gateway's: follows the RBD lock */
-	atomic_uchar state;
-	atomic_uchar status;
-	uint8_t nports;
-	uint16_t ports[SCSI_ALUA_MAX_PORTS];
-};
-
-struct scsi_alua {
-	struct scsi_alua *retired_next;
-	uint8_t ngroups;
-	bool explicit_ok;
-	uint8_t transition_s;
-	uint32_t implicit_ms;	     /* implicit failover delay, 0: off */
-	atomic_int own_seen;	     /* the RBD lock state the states were set from, -1: none */
-	_Atomic uint64_t sb_first;   /* I/O refused in standby: first of the current run (ms) */
-	_Atomic uint64_t sb_last;    /* ... and the latest (0: no run) */
-	struct alua_group g[SCSI_ALUA_MAX_GROUPS];
-};
 
 static const struct {
 	uint8_t state;
@@ -109,34 +77,28 @@ static const struct alua_group *port_group(const struct scsi_alua *a, uint16_t r
 	return NULL;
 }
 
-static struct scsi_alua *map_alua(const struct scsi_lun_map *map)
+struct scsi_alua *scsi_alua_of(const struct scsi_lun_map *map)
 {
 	return map ? atomic_load_explicit(&((struct scsi_lun_map *)map)->alua, memory_order_acquire)
 		   : NULL;
 }
 
-static void own_follow(struct scsi_lun_map *map, struct scsi_lu *lu);
-static int lu_own(const struct scsi_lu *lu);
-static int stpg_own(struct scsi_cmd *cmd, struct scsi_lu *lu, const struct scsi_alua *a,
-		    uint32_t len);
-static bool implicit_failover(struct scsi_alua *a, struct scsi_lu *lu);
-
 bool scsi_alua_check(struct scsi_cmd *cmd, struct scsi_lu *lu, uint16_t op_flags)
 {
-	struct scsi_alua *a = map_alua(cmd->map);
+	struct scsi_alua *a = scsi_alua_of(cmd->map);
 	const struct alua_group *g;
 	uint8_t state, ascq = 0;
 
 	if (!a || !cmd->nexus)
 		return true;
-	own_follow((struct scsi_lun_map *)cmd->map, lu);
+	scsi_alua_own_follow((struct scsi_lun_map *)cmd->map);
 	g = port_group(a, cmd->nexus->rtpi);
 	/* a port in no group (its portal left the groups in a reload) serves nothing */
 	state = g ? atomic_load_explicit(&g->state, memory_order_relaxed) : SCSI_ALUA_UNAVAILABLE;
 	if (scsi_alua_allows(state, op_flags, &ascq))
 		return true;
 	if (state == SCSI_ALUA_STANDBY && g && g->local && scsi_alua_medium_io(op_flags) &&
-	    implicit_failover(a, lu))
+	    scsi_alua_own_implicit((struct scsi_lun_map *)cmd->map, a))
 		ascq = 0x0a; /* ASYMMETRIC ACCESS STATE TRANSITION: retry, it is coming */
 	scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, ascq);
 	return false;
@@ -144,7 +106,7 @@ bool scsi_alua_check(struct scsi_cmd *cmd, struct scsi_lu *lu, uint16_t op_flags
 
 uint8_t scsi_alua_tpgs(const struct scsi_lun_map *map)
 {
-	const struct scsi_alua *a = map_alua(map);
+	const struct scsi_alua *a = scsi_alua_of(map);
 
 	if (!a)
 		return 0;
@@ -153,7 +115,7 @@ uint8_t scsi_alua_tpgs(const struct scsi_lun_map *map)
 
 bool scsi_alua_port_group(const struct scsi_lun_map *map, uint16_t rtpi, uint16_t *group)
 {
-	const struct scsi_alua *a = map_alua(map);
+	const struct scsi_alua *a = scsi_alua_of(map);
 	const struct alua_group *g = a ? port_group(a, rtpi) : NULL;
 
 	if (g)
@@ -198,8 +160,9 @@ int scsi_spc_report_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	uint8_t d[RTPG_MAX];
 	uint8_t fmt = cmd->cdb[1] >> 5;
 
-	own_follow((struct scsi_lun_map *)cmd->map, lu);
-	a = map_alua(cmd->map);
+	(void)lu;
+	scsi_alua_own_follow((struct scsi_lun_map *)cmd->map);
+	a = scsi_alua_of(cmd->map);
 	if (!a) { /* ALUA turned off by a reload after the lookup */
 		scsi_fail_cdb(cmd, 1, 4);
 		return SCSI_DONE;
@@ -215,16 +178,20 @@ int scsi_spc_report_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu)
 
 /* ---- state changes ---- */
 
-static void post_changed(const struct scsi_lun_map *map, const struct scsi_nexus *except)
+/* ASYMMETRIC ACCESS STATE CHANGED to every nexus of the map but except; with told, not to
+ * the nexuses of an LU whose lock's thread told them of the very changes (told) already. */
+void scsi_alua_post_changed(const struct scsi_lun_map *map, const struct scsi_nexus *except,
+			    const unsigned *told)
 {
 	for (uint32_t i = 0; i < SCSI_MAX_LUNS; i++) {
 		struct scsi_lu *lu = scsi_lun_map_get(map, i);
-		if (lu) /* ASYMMETRIC ACCESS STATE CHANGED */
+
+		if (lu && !(told && atomic_load(&lu->own_told) == *told))
 			scsi_ua_post_others(lu, except, 0x2a, 0x06);
 	}
 }
 
-static struct alua_group *find_group(struct scsi_alua *a, uint16_t id)
+struct alua_group *scsi_alua_group(struct scsi_alua *a, uint16_t id)
 {
 	for (unsigned i = 0; a && i < a->ngroups; i++)
 		if (a->g[i].id == id)
@@ -249,7 +216,7 @@ static int stpg_check(struct scsi_alua *a, const uint8_t *p, uint32_t len, uint3
 			*bad = off;
 			return -EINVAL;
 		}
-		if (!find_group(a, id)) {
+		if (!scsi_alua_group(a, id)) {
 			*bad = off + 2;
 			return -EINVAL;
 		}
@@ -268,7 +235,9 @@ int scsi_spc_set_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	uint32_t len = get_be32(cmd->cdb + 6), bad = 0;
 	struct scsi_alua *a;
 	bool changed = false;
+	int rc;
 
+	(void)lu;
 	if (len == 0)
 		return SCSI_DONE;
 	if (len < 4 || len % 4) {
@@ -279,8 +248,9 @@ int scsi_spc_set_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		scsi_fail_cdb(cmd, 6, -1);
 		return SCSI_DONE;
 	}
+	scsi_alua_own_follow(map);
 	pthread_mutex_lock(&map->alua_lock);
-	a = map_alua(map);
+	a = scsi_alua_of(map);
 	if (!a || !a->explicit_ok) {
 		pthread_mutex_unlock(&map->alua_lock);
 		scsi_fail_cdb(cmd, 1, 4);
@@ -291,12 +261,20 @@ int scsi_spc_set_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		scsi_fail_param(cmd, bad, -1);
 		return SCSI_DONE;
 	}
-	if (lu_own(lu) >= 0) { /* the states follow the lock: only moving it means anything */
+	if (atomic_load(&a->town) != ALUA_TOWN_NONE) { /* the states follow RBD locks */
 		pthread_mutex_unlock(&map->alua_lock);
-		return stpg_own(cmd, lu, a, len);
+		rc = scsi_alua_own_stpg(cmd, a, len);
+		if (rc != -ENOENT)
+			return rc;
+		pthread_mutex_lock(&map->alua_lock); /* no lock open after all */
+		if (scsi_alua_of(map) != a) {
+			pthread_mutex_unlock(&map->alua_lock);
+			scsi_fail(cmd, SCSI_SENSE_HARDWARE_ERROR, 0x67, 0x0a);
+			return SCSI_DONE;
+		}
 	}
 	for (uint32_t off = 4; off < len; off += 4) {
-		struct alua_group *g = find_group(a, get_be16(cmd->buf + off + 2));
+		struct alua_group *g = scsi_alua_group(a, get_be16(cmd->buf + off + 2));
 		uint8_t to = cmd->buf[off] & 0x0f;
 
 		changed |= atomic_exchange(&g->state, to) != to;
@@ -304,7 +282,7 @@ int scsi_spc_set_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	}
 	pthread_mutex_unlock(&map->alua_lock);
 	if (changed)
-		post_changed(map, cmd->nexus);
+		scsi_alua_post_changed(map, cmd->nexus, NULL);
 	return SCSI_DONE;
 }
 
@@ -316,7 +294,7 @@ int scsi_alua_set_state(struct scsi_lun_map *map, uint16_t group, uint8_t state)
 	if (!scsi_alua_state_name(state))
 		return -EINVAL;
 	pthread_mutex_lock(&map->alua_lock);
-	g = find_group(map_alua(map), group);
+	g = scsi_alua_group(scsi_alua_of(map), group);
 	if (!g) {
 		pthread_mutex_unlock(&map->alua_lock);
 		return -ENOENT;
@@ -326,229 +304,8 @@ int scsi_alua_set_state(struct scsi_lun_map *map, uint16_t group, uint8_t state)
 		atomic_store(&g->status, ALUA_STATUS_IMPLICIT);
 	pthread_mutex_unlock(&map->alua_lock);
 	if (changed)
-		post_changed(map, NULL);
+		scsi_alua_post_changed(map, NULL, NULL);
 	return 0;
-}
-
-/* ---- ownership: an RBD LU's managed exclusive lock (docs/ha.md, "Ownership") ----
- *
- * With rbd.exclusive_lock the local groups (this gateway's ports) follow the lock: owner ->
- * active/optimized and the other gateways' groups standby; standby or fenced -> standby or
- * unavailable, and with one other group that one active/optimized (the owner is there). The
- * states are brought in line lazily: every command and REPORT TARGET PORT GROUPS compare the
- * lock state (one atomic load) with the one the states were last set from. */
-
-#ifdef IX_HAVE_RBD
-static int lu_own(const struct scsi_lu *lu)
-{
-	int own = lu && lu->dev ? bs_rbd_own(lu->dev) : -EINVAL;
-
-	return own == BS_RBD_OWN_NONE ? -EINVAL : own;
-}
-#else
-static int lu_own(const struct scsi_lu *lu)
-{
-	(void)lu;
-	return -EINVAL;
-}
-#endif
-
-/* The states a lock state gives the local groups and the others (0xff: leave them). */
-static void own_states(const struct scsi_alua *a, int own, uint8_t *mine, uint8_t *others)
-{
-	unsigned remote = 0;
-
-	for (unsigned i = 0; i < a->ngroups; i++)
-		remote += !a->g[i].local;
-	*others = 0xff;
-	switch (own) {
-	case BS_RBD_OWN_OWNER:
-		*mine = SCSI_ALUA_ACTIVE_OPTIMIZED;
-		*others = SCSI_ALUA_STANDBY;
-		break;
-	case BS_RBD_OWN_ACQUIRING:
-		*mine = SCSI_ALUA_TRANSITIONING;
-		break;
-	default: /* standby, fenced */
-		*mine = own == BS_RBD_OWN_FENCED ? SCSI_ALUA_UNAVAILABLE : SCSI_ALUA_STANDBY;
-		if (remote == 1)
-			*others = SCSI_ALUA_ACTIVE_OPTIMIZED;
-	}
-}
-
-static bool group_set(struct alua_group *g, uint8_t state, uint8_t status)
-{
-	if (state == 0xff || atomic_exchange(&g->state, state) == state)
-		return false;
-	atomic_store(&g->status, status);
-	return true;
-}
-
-/* Set the states from the LU's lock state (once per change); 2A/06 to every nexus but except.
- * The state is read under the lock, so two threads that saw different ones end with the
- * latest. */
-static void own_sync(struct scsi_lun_map *map, const struct scsi_lu *lu, uint8_t status,
-		     const struct scsi_nexus *except)
-{
-	struct scsi_alua *a;
-	bool changed = false;
-	uint8_t mine, others;
-	int own;
-
-	pthread_mutex_lock(&map->alua_lock);
-	a = map_alua(map);
-	own = lu_own(lu);
-	if (a && own >= 0 && atomic_exchange(&a->own_seen, own) != own) {
-		own_states(a, own, &mine, &others);
-		for (unsigned i = 0; i < a->ngroups; i++)
-			changed |= group_set(&a->g[i], a->g[i].local ? mine : others, status);
-		if (own != BS_RBD_OWN_STANDBY)
-			atomic_store(&a->sb_last, 0);
-	}
-	pthread_mutex_unlock(&map->alua_lock);
-	if (changed)
-		post_changed(map, except);
-}
-
-static void own_follow(struct scsi_lun_map *map, struct scsi_lu *lu)
-{
-	struct scsi_alua *a = map_alua(map);
-	int own = lu_own(lu);
-
-	if (a && own >= 0 && own != atomic_load_explicit(&a->own_seen, memory_order_relaxed))
-		own_sync(map, lu, ALUA_STATUS_IMPLICIT, NULL);
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + 1;
-}
-
-/* What counts as I/O for an implicit failover: commands that read or write the medium (the
- * read and write classes of the dispatch table). TEST UNIT READY, which the SCSI scan and
- * multipathd's tur checker send to every path, SYNCHRONIZE CACHE and START STOP UNIT do not: on a
- * standby port they get 04/0B, which is how an initiator recognises one (multipath's tur checker
- * calls it "ghost", any other NOT READY "down"), and they never move the lock. Linux's scan sends
- * TEST UNIT READY again and again while it gets 04/0A, so counting it took the lock from a
- * healthy owner about 5 s after a login to the standby gateway (tests/rdma/tests/mpath.sh). */
-bool scsi_alua_medium_io(uint16_t op_flags)
-{
-	return (op_flags & SCSI_F_MEDIUM) && (op_flags & (SCSI_F_WRITE | SCSI_F_PR_READ));
-}
-
-/* A command refused on a standby local group of an LU with the lock: true while an implicit
- * failover is pending (the command gets 04/0A, transitioning). Refused I/O arriving for
- * implicit_ms, without a gap as long, breaks the owner's lock and takes it. */
-static bool implicit_failover(struct scsi_alua *a, struct scsi_lu *lu)
-{
-	uint64_t now, last;
-	int rc;
-
-	if (!a->implicit_ms || lu_own(lu) != BS_RBD_OWN_STANDBY)
-		return false;
-	now = now_ms();
-	last = atomic_exchange(&a->sb_last, now);
-	if (last == 0 || now - last > a->implicit_ms) {
-		atomic_store(&a->sb_first, now);
-		return true;
-	}
-	if (now - atomic_load(&a->sb_first) < a->implicit_ms)
-		return true;
-#ifdef IX_HAVE_RBD
-	rc = bs_rbd_take_over_async(lu->dev, NULL, NULL);
-#else
-	rc = -ENOTSUP;
-#endif
-	if (rc == 0)
-		log_warn("alua", "LUN %u: I/O on a standby path for %u ms: taking over the lock",
-			 lu->lun, a->implicit_ms);
-	else if (rc != -EBUSY)
-		log_warn("alua", "LUN %u: implicit failover: %s", lu->lun, strerror(-rc));
-	atomic_store(&a->sb_last, 0);
-	return true;
-}
-
-/* Explicit failover: SET TARGET PORT GROUPS asked for a local group to be active. */
-struct stpg_job {
-	struct ev_post post;
-	struct scsi_cmd *cmd;
-	struct scsi_lu *lu; /* the command's: it outlives the command */
-	int rc;
-};
-
-static void stpg_result(struct scsi_cmd *cmd, const struct scsi_lu *lu, int rc)
-{
-	if (rc < 0 && rc != -EALREADY) /* SET TARGET PORT GROUPS COMMAND FAILED */
-		scsi_fail(cmd, SCSI_SENSE_HARDWARE_ERROR, 0x67, 0x0a);
-	else /* the owner now */
-		own_sync((struct scsi_lun_map *)cmd->map, lu, ALUA_STATUS_EXPLICIT, cmd->nexus);
-}
-
-/* The command's worker, after the take-over. */
-static void stpg_finish(void *arg)
-{
-	struct stpg_job *j = arg;
-	struct scsi_cmd *cmd = j->cmd;
-
-	stpg_result(cmd, j->lu, j->rc);
-	free(j);
-	scsi_cmd_finish(cmd);
-}
-
-#ifdef IX_HAVE_RBD
-static void stpg_taken(void *arg, int rc)
-{
-	struct stpg_job *j = arg;
-
-	j->rc = rc;
-	ev_loop_post_node(j->cmd->thread->loop, &j->post, stpg_finish, j);
-}
-#endif
-
-static bool stpg_wants_local(const struct scsi_alua *a, const uint8_t *p, uint32_t len)
-{
-	for (uint32_t off = 4; off < len; off += 4) {
-		const struct alua_group *g = find_group((struct scsi_alua *)a, get_be16(p + off + 2));
-		uint8_t to = p[off] & 0x0f;
-
-		if (g && g->local &&
-		    (to == SCSI_ALUA_ACTIVE_OPTIMIZED || to == SCSI_ALUA_ACTIVE_NON_OPTIMIZED))
-			return true;
-	}
-	return false;
-}
-
-/* SET TARGET PORT GROUPS on an LU whose states follow its lock: only asking for a local group
- * to be active means something (take the lock); the rest is accepted and the states keep
- * following the lock. SCSI_DONE or SCSI_ASYNC. */
-static int stpg_own(struct scsi_cmd *cmd, struct scsi_lu *lu, const struct scsi_alua *a,
-		    uint32_t len)
-{
-	struct stpg_job *j;
-	int rc = -ENOTSUP;
-
-	if (!stpg_wants_local(a, cmd->buf, len))
-		return SCSI_DONE;
-	if (!cmd->thread || !(j = calloc(1, sizeof(*j)))) {
-		scsi_fail(cmd, SCSI_SENSE_HARDWARE_ERROR, 0x67, 0x0a);
-		return SCSI_DONE;
-	}
-	j->cmd = cmd;
-	j->lu = lu;
-#ifdef IX_HAVE_RBD
-	rc = bs_rbd_take_over_async(lu->dev, stpg_taken, j);
-#endif
-	if (rc == 0)
-		return SCSI_ASYNC;
-	if (rc != -EALREADY)
-		log_warn("alua", "LUN %u: SET TARGET PORT GROUPS cannot take the lock: %s", lu->lun,
-			 strerror(-rc));
-	free(j);
-	stpg_result(cmd, lu, rc);
-	return SCSI_DONE;
 }
 
 /* ---- configuration ---- */
@@ -587,11 +344,12 @@ static void build(struct scsi_alua *a, const struct scsi_alua_cfg *cfg, const st
 	a->explicit_ok = cfg->explicit_ok;
 	a->transition_s = cfg->transition_s;
 	a->implicit_ms = cfg->implicit_failover_ms;
-	atomic_init(&a->own_seen, -1);
+	atomic_init(&a->changes_seen, 0);
+	atomic_init(&a->town, ALUA_TOWN_NONE);
 	for (unsigned i = 0; i < cfg->ngroups; i++) {
 		const struct scsi_alua_group_cfg *c = &cfg->groups[i];
 		struct alua_group *g = &a->g[i];
-		const struct alua_group *o = find_group((struct scsi_alua *)old, c->id);
+		const struct alua_group *o = scsi_alua_group((struct scsi_alua *)old, c->id);
 		bool keep = o && o->cfg_state == c->state;
 
 		g->id = c->id;
@@ -633,7 +391,7 @@ int scsi_alua_configure(struct scsi_lun_map *map, const struct scsi_alua_cfg *cf
 			return -ENOMEM;
 	}
 	pthread_mutex_lock(&map->alua_lock);
-	old = map_alua(map);
+	old = scsi_alua_of(map);
 	if (a)
 		build(a, cfg, old);
 	same = visible_same(old, a);
@@ -644,13 +402,17 @@ int scsi_alua_configure(struct scsi_lun_map *map, const struct scsi_alua_cfg *cf
 	}
 	pthread_mutex_unlock(&map->alua_lock);
 	if (!same)
-		post_changed(map, NULL);
+		scsi_alua_post_changed(map, NULL, NULL);
+	scsi_alua_own_configured(map);
 	return 0;
 }
 
 int scsi_alua_get(const struct scsi_lun_map *map, struct scsi_alua_cfg *out)
 {
-	const struct scsi_alua *a = map_alua(map);
+	const struct scsi_alua *a;
+
+	scsi_alua_own_follow((struct scsi_lun_map *)map);
+	a = scsi_alua_of(map);
 
 	memset(out, 0, sizeof(*out));
 	if (!a)
@@ -675,7 +437,7 @@ int scsi_alua_get(const struct scsi_lun_map *map, struct scsi_alua_cfg *out)
 
 void scsi_alua_map_free(struct scsi_lun_map *map)
 {
-	struct scsi_alua *a = map_alua(map), *next;
+	struct scsi_alua *a = scsi_alua_of(map), *next;
 
 	free(a);
 	for (a = map->alua_retired; a; a = next) {

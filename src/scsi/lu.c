@@ -119,6 +119,7 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 	if (!cfg->no_medium) {
 		struct bs_open_cfg oc = {.path = cfg->path,
 					 .rbd = &cfg->rbd,
+					 .owner_group = cfg->target_name,
 					 .size_bytes = cfg->size_bytes,
 					 .block_size = bs,
 					 .readonly = cfg->readonly,
@@ -144,10 +145,12 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 		atomic_fetch_or(&lu->mstate, SCSI_MS_NOT_READY);
 		if (bs_dev_on_ready(lu->dev, lu_backend_ready, lu) == 0)
 			atomic_fetch_and(&lu->mstate, (uint8_t)~SCSI_MS_NOT_READY);
+		scsi_alua_lu_watch(lu, true);
 	}
 	rc = scsi_pr_lu_attach(lu, cfg, err, errlen);
 	if (rc < 0) {
 		scsi_pr_lu_free(lu);
+		scsi_alua_lu_watch(lu, false);
 		bs_dev_close(lu->dev);
 		goto fail;
 	}
@@ -181,6 +184,7 @@ void scsi_lu_put(struct scsi_lu *lu)
 		scsi_lu_index_del(lu->index, lu);
 	scsi_guard_free(lu->guard);
 	scsi_pr_lu_free(lu); /* first: a shared store uses the device's cluster connection */
+	scsi_alua_lu_watch(lu, false);
 	bs_dev_close(lu->dev);
 	pthread_mutex_destroy(&lu->lock);
 	pthread_mutex_destroy(&lu->slow_lock);
@@ -305,6 +309,7 @@ int scsi_lun_map_add(struct scsi_lun_map *map, uint32_t lun, struct scsi_lu *lu)
 		scsi_lu_put(lu);
 		return -EEXIST;
 	}
+	scsi_alua_lu_mapped(map, lu);
 	return 0;
 }
 

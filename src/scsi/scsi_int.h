@@ -123,6 +123,11 @@ struct scsi_lu {
 	 * common case. Changed under lock. */
 	atomic_uchar mstate;
 
+	/* ALUA states that follow an RBD lock (alua.c): the LU's map has ALUA; the ownership
+	 * change counter at which this LU's nexuses were last told 2A/06 by the lock's thread. */
+	atomic_bool alua_on;
+	atomic_uint own_told;
+
 	/* Control state. */
 	pthread_mutex_t lock;
 	struct list_head itls;			  /* scsi_itl that have accessed this LU */
@@ -411,6 +416,11 @@ bool scsi_alua_port_group(const struct scsi_lun_map *map, uint16_t rtpi, uint16_
 int scsi_spc_report_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_set_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu);
 void scsi_alua_map_free(struct scsi_lun_map *map);
+/* An LU that may follow an RBD lock: watch its ownership (lu.c, at creation) or stop (before
+ * the device closes). */
+void scsi_alua_lu_watch(struct scsi_lu *lu, bool on);
+/* The LU entered a map (or left it: map NULL). Control path. */
+void scsi_alua_lu_mapped(struct scsi_lun_map *map, struct scsi_lu *lu);
 
 /* abort.c: aborting other nexuses' tasks (see scsi_abort_fn) */
 /* Abort the tasks that the I_T nexuses ports[0..n) have on lu, on every thread of the process.

@@ -1201,6 +1201,8 @@ static const struct key rbd_keys[] = {
     KEY_NUM("osd_op_timeout_s", K_U32, RBD(osd_op_timeout_s), 1, 3600, 0),
     KEY_NUM("connect_timeout_s", K_U32, RBD(connect_timeout_s), 1, 3600, 0),
     KEY_BOOL("exclusive_lock", RBD(exclusive_lock), false),
+    KEY_NUM("lock_check_ms", K_U32, RBD(lock_check_ms), 100, 60000, 1000),
+    KEY_NUM("handover_timeout_ms", K_U32, RBD(handover_timeout_ms), 500, 60000, 5000),
     KEY_BOOL("start_offline", RBD(start_offline), true),
     KEY_NUM("rejoin_after_ms", K_U32, RBD(rejoin_after_ms), 0, 3600000, 5000),
     KEY_FN("pr", RBD(pool), parse_rbd_pr),
@@ -1221,7 +1223,8 @@ static int parse_rbd(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	}
 	if (lu->backend != BS_TYPE_RBD)
 		return fail(c, "rbd", true, "only for backend \"rbd\"");
-	key_defaults(rbd_keys, r); /* start_offline true, rejoin_after_ms 5000: configuration.md */
+	key_defaults(rbd_keys, r); /* start_offline true, lock_check_ms 1000, handover_timeout_ms
+				    5000, rejoin_after_ms 5000: configuration.md */
 	if ((rc = want_object(c, "rbd", o)))
 		return rc;
 	push_key(c, "rbd");

@@ -152,7 +152,10 @@ static bool lu_cfg_same(const struct scsi_lu_cfg *a, const struct scsi_lu_cfg *b
 	       a->rbd.start_offline == b->rbd.start_offline &&
 	       a->rbd.connect_timeout_s == b->rbd.connect_timeout_s &&
 	       a->rbd.rejoin_after_ms == b->rbd.rejoin_after_ms &&
-	       a->rbd.exclusive_lock == b->rbd.exclusive_lock && a->pr_store == b->pr_store &&
+	       a->rbd.exclusive_lock == b->rbd.exclusive_lock &&
+	       a->rbd.lock_check_ms == b->rbd.lock_check_ms &&
+	       a->rbd.handover_timeout_ms == b->rbd.handover_timeout_ms &&
+	       a->pr_store == b->pr_store &&
 	       memcmp(&a->pr_rados, &b->pr_rados, sizeof(a->pr_rados)) == 0;
 }
 

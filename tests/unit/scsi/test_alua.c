@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 
+#include "scsi/alua_int.h"
 #include "scsi/scsi_int.h"
 #include "scsi_harness.h"
 
@@ -31,8 +32,7 @@ static struct scsi_alua_cfg two_groups(uint8_t s1, uint8_t s2)
 
 static void setup(struct aenv *x)
 {
-	struct scsi_lu_cfg cfg = {
-	    .backend = BS_TYPE_RAM, .size_bytes = 1 << 20, .target_name = TN};
+	struct scsi_lu_cfg cfg = {.backend = BS_TYPE_RAM, .size_bytes = 1 << 20, .target_name = TN};
 	struct scsi_lu *lu;
 	char err[128];
 	static const uint8_t tur[16] = {0};
@@ -615,6 +615,104 @@ static void test_stpg_reservation(struct aenv *x)
 	prout(x, x->a, 0x00, 0, 0x1234, 0); /* unregister */
 }
 
+/* The states the RBD locks of a target's LUs give its groups (alua_own.c): local group 1
+ * (port 1), other gateways' groups 2 (port 2) and 3 (ports 3 and 5). */
+static struct bs_rbd_owner lk(int own, bool free, bool known, uint16_t group, uint16_t port)
+{
+	struct bs_rbd_owner o = {.own = own, .free = free, .known = known};
+
+	if (group)
+		o.groups[o.ngroups++] = group;
+	if (port)
+		o.ports[o.nports++] = port;
+	return o;
+}
+
+static int own_states(const struct scsi_alua *a, const struct bs_rbd_owner *o, unsigned n,
+		      uint8_t *st)
+{
+	struct alua_own_view v[4];
+
+	for (unsigned i = 0; i < n; i++)
+		scsi_alua_own_view(a, &o[i], &v[i]);
+	return scsi_alua_own_states(a, v, n, st);
+}
+
+#define ST3(x, y, z) CHECK(st[0] == (x) && st[1] == (y) && st[2] == (z))
+
+static void test_own_states(void)
+{
+	enum {
+		AO = SCSI_ALUA_ACTIVE_OPTIMIZED,
+		SB = SCSI_ALUA_STANDBY,
+		UN = SCSI_ALUA_UNAVAILABLE,
+		TR = SCSI_ALUA_TRANSITIONING,
+		KEEP = 0xff
+	};
+	struct scsi_alua_cfg c = {.ngroups = 3, .explicit_ok = true};
+	struct scsi_lun_map *map = scsi_lun_map_new(), *one = scsi_lun_map_new();
+	const struct scsi_alua *a, *a1;
+	struct bs_rbd_owner o[2];
+	uint8_t st[SCSI_ALUA_MAX_GROUPS];
+
+	c.groups[0] =
+	    (struct scsi_alua_group_cfg){.id = 1, .local = true, .nports = 1, .ports = {1}};
+	c.groups[1] = (struct scsi_alua_group_cfg){.id = 2, .nports = 1, .ports = {2}};
+	c.groups[2] = (struct scsi_alua_group_cfg){.id = 3, .nports = 2, .ports = {3, 5}};
+	CHECK_EQ(scsi_alua_configure(map, &c), 0);
+	c.ngroups = 2;
+	CHECK_EQ(scsi_alua_configure(one, &c), 0);
+	a = scsi_alua_of(map);
+	a1 = scsi_alua_of(one);
+	CHECK_EQ(own_states(a, o, 0, st), ALUA_TOWN_NONE); /* no lock: the configured states */
+	ST3(KEEP, KEEP, KEEP);
+	o[0] = lk(BS_RBD_OWN_OWNER, false, true, 1, 1);
+	CHECK_EQ(own_states(a, o, 1, st), ALUA_TOWN_OWNER);
+	ST3(AO, SB, SB);
+	o[0] = lk(BS_RBD_OWN_STANDBY, false, true, 3, 0); /* the record names group 3 */
+	CHECK_EQ(own_states(a, o, 1, st), ALUA_TOWN_STANDBY);
+	ST3(SB, SB, AO);
+	o[0] = lk(BS_RBD_OWN_STANDBY, false, true, 9, 5); /* ... or one of its ports */
+	own_states(a, o, 1, st);
+	ST3(SB, SB, AO);
+	o[0] = lk(BS_RBD_OWN_STANDBY, true, false, 0, 0); /* nobody holds it */
+	own_states(a, o, 1, st);
+	ST3(SB, SB, SB);
+	o[0] = lk(BS_RBD_OWN_STANDBY, false, false, 0, 0); /* holder unknown: leave the others */
+	own_states(a, o, 1, st);
+	ST3(SB, KEEP, KEEP);
+	CHECK_EQ(own_states(a1, o, 1, st), ALUA_TOWN_STANDBY); /* ... but one other: it */
+	CHECK(st[0] == SB && st[1] == AO);
+	o[0] = lk(BS_RBD_OWN_FENCED, false, true, 1, 1); /* fenced: its stale record is its own */
+	CHECK_EQ(own_states(a, o, 1, st), ALUA_TOWN_FENCED);
+	ST3(UN, KEEP, KEEP);
+	o[0] = lk(BS_RBD_OWN_ACQUIRING, false, false, 0, 0);
+	CHECK_EQ(own_states(a, o, 1, st), ALUA_TOWN_MOVING);
+	ST3(TR, KEEP, KEEP);
+	/* two LUs: on one owner, or not */
+	o[0] = lk(BS_RBD_OWN_OWNER, false, true, 1, 1);
+	o[1] = lk(BS_RBD_OWN_OWNER, false, true, 1, 1);
+	CHECK_EQ(own_states(a, o, 2, st), ALUA_TOWN_OWNER);
+	ST3(AO, SB, SB);
+	o[1] = lk(BS_RBD_OWN_STANDBY, false, true, 2, 2);
+	CHECK_EQ(own_states(a, o, 2, st), ALUA_TOWN_SPLIT);
+	ST3(TR, TR, TR);
+	o[0] = lk(BS_RBD_OWN_STANDBY, false, true, 3, 3);
+	CHECK_EQ(own_states(a, o, 2, st), ALUA_TOWN_STANDBY);
+	ST3(SB, TR, TR);
+	o[0] = lk(BS_RBD_OWN_STANDBY, false, true, 2, 0);
+	own_states(a, o, 2, st);
+	ST3(SB, AO, SB);
+	o[0] = lk(BS_RBD_OWN_STANDBY, true, false, 0, 0); /* one free, one held */
+	own_states(a, o, 2, st);
+	ST3(SB, TR, TR);
+	o[1] = lk(BS_RBD_OWN_ACQUIRING, false, false, 0, 0);
+	CHECK_EQ(own_states(a, o, 2, st), ALUA_TOWN_MOVING);
+	ST3(TR, KEEP, KEEP);
+	scsi_lun_map_free(map);
+	scsi_lun_map_free(one);
+}
+
 int main(void)
 {
 	struct aenv x;
@@ -624,6 +722,7 @@ int main(void)
 	test_names();
 	test_cfg_errors();
 	test_lu_identity();
+	test_own_states();
 	setup(&x);
 	test_off(&x);
 	CHECK_EQ(scsi_alua_configure(x.e.map, &c), 0);

@@ -1,0 +1,339 @@
+/* The owner record and hand-over messages of RBD ownership (format in bs_own_rec.h). Strict:
+ * a record is accepted only in the exact form the encoder writes, so a damaged or foreign
+ * object is never mistaken for an owner. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/bs_own_rec.h"
+#include "util/bytes.h"
+
+#define REC_MAGIC "ix-own 1\n"
+
+static int put(char *buf, size_t len, size_t *at, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int put(char *buf, size_t len, size_t *at, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *at, *at < len ? len - *at : 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= len - *at)
+		return -ENOSPC;
+	*at += (size_t)n;
+	return 0;
+}
+
+static int put_ids(char *buf, size_t len, size_t *at, const char *key, const uint16_t *ids,
+		   unsigned n)
+{
+	int rc = put(buf, len, at, "%s ", key);
+
+	if (n == 0 && rc == 0)
+		rc = put(buf, len, at, "-");
+	for (unsigned i = 0; i < n && rc == 0; i++)
+		rc = put(buf, len, at, "%s%u", i ? "," : "", ids[i]);
+	return rc ? rc : put(buf, len, at, "\n");
+}
+
+static bool holder_ok(const char *h)
+{
+	size_t n = strnlen(h, BS_OWN_HOLDER_MAX);
+
+	if (n == 0 || n == BS_OWN_HOLDER_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (h[i] <= ' ' || h[i] > '~')
+			return false;
+	return true;
+}
+
+static bool ids_ok(const uint16_t *ids, unsigned n)
+{
+	if (n > BS_OWN_MAX_IDS)
+		return false;
+	for (unsigned i = 0; i < n; i++)
+		if (ids[i] == 0)
+			return false;
+	return true;
+}
+
+int bs_own_rec_encode(const struct bs_own_rec *r, char *buf, size_t len)
+{
+	size_t at = 0;
+	int rc;
+
+	if (!holder_ok(r->holder) || !ids_ok(r->groups, r->ngroups) ||
+	    !ids_ok(r->ports, r->nports) || len == 0)
+		return -EINVAL;
+	rc = put(buf, len, &at, REC_MAGIC "gen %" PRIu64 "\nholder %s\ngid %" PRIu64 "\n", r->gen,
+		 r->holder, r->gid);
+	if (rc == 0)
+		rc = put_ids(buf, len, &at, "groups", r->groups, r->ngroups);
+	if (rc == 0)
+		rc = put_ids(buf, len, &at, "ports", r->ports, r->nports);
+	if (rc == 0)
+		rc = put(buf, len, &at, "sum %016" PRIx64 "\n", fnv1a64(FNV1A64_INIT, buf, at));
+	return rc ? rc : (int)at;
+}
+
+/* ---- decoding ---- */
+
+struct rd {
+	const char *p, *end;
+	unsigned line;
+	char *err;
+	size_t errlen;
+};
+
+static int bad(struct rd *d, const char *what)
+{
+	snprintf(d->err, d->errlen, "line %u: %s", d->line, what);
+	return -EINVAL;
+}
+
+/* The next line, without its newline, into [*s, *e); a line must end with '\n'. */
+static int next_line(struct rd *d, const char **s, const char **e)
+{
+	const char *nl = d->p < d->end ? memchr(d->p, '\n', (size_t)(d->end - d->p)) : NULL;
+
+	d->line++;
+	if (!nl)
+		return bad(d, d->p < d->end ? "no newline at the end" : "missing");
+	*s = d->p;
+	*e = nl;
+	d->p = nl + 1;
+	return 0;
+}
+
+/* "<key> <value>": the value into [*s, *e). */
+static int keyed(struct rd *d, const char *key, const char **s, const char **e)
+{
+	size_t k = strlen(key);
+	int rc = next_line(d, s, e);
+
+	if (rc)
+		return rc;
+	if ((size_t)(*e - *s) <= k + 1 || memcmp(*s, key, k) != 0 || (*s)[k] != ' ')
+		return bad(d, "not the expected key");
+	*s += k + 1;
+	return 0;
+}
+
+/* A decimal number without sign or leading zeros, at most max. */
+static bool dec(const char *s, const char *e, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (s == e || e - s > 20 || (*s == '0' && e - s > 1))
+		return false;
+	for (; s < e; s++) {
+		uint64_t digit = (uint64_t)(*s - '0');
+
+		if (*s < '0' || *s > '9' || v > (UINT64_MAX - digit) / 10)
+			return false;
+		v = v * 10 + digit;
+	}
+	if (v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+static int num_line(struct rd *d, const char *key, uint64_t max, uint64_t *out)
+{
+	const char *s, *e;
+	int rc = keyed(d, key, &s, &e);
+
+	if (rc)
+		return rc;
+	return dec(s, e, max, out) ? 0 : bad(d, "not a number in range");
+}
+
+static int ids_line(struct rd *d, const char *key, uint16_t *ids, uint8_t *n)
+{
+	const char *s, *e;
+	int rc = keyed(d, key, &s, &e);
+
+	if (rc)
+		return rc;
+	*n = 0;
+	if (e - s == 1 && *s == '-')
+		return 0;
+	for (;;) {
+		const char *c = memchr(s, ',', (size_t)(e - s));
+		const char *end = c ? c : e;
+		uint64_t v;
+
+		if (*n == BS_OWN_MAX_IDS)
+			return bad(d, "too many");
+		if (!dec(s, end, 65535, &v) || v == 0)
+			return bad(d, "not an id 1-65535");
+		ids[(*n)++] = (uint16_t)v;
+		if (!c)
+			return 0;
+		s = c + 1;
+	}
+}
+
+static int holder_line(struct rd *d, char *out)
+{
+	const char *s, *e;
+	int rc = keyed(d, "holder", &s, &e);
+
+	if (rc)
+		return rc;
+	if (e - s >= BS_OWN_HOLDER_MAX)
+		return bad(d, "too long");
+	for (const char *c = s; c < e; c++)
+		if (*c <= ' ' || *c > '~') /* a NUL too: the name would not be these bytes */
+			return bad(d, "not a client name");
+	memcpy(out, s, (size_t)(e - s));
+	out[e - s] = 0;
+	return holder_ok(out) ? 0 : bad(d, "not a client name");
+}
+
+static int rec_parse(struct rd *d, struct bs_own_rec *r)
+{
+	const char *s, *e, *body = d->p;
+	char want[17];
+	uint64_t sum;
+	int rc;
+
+	body = d->p;
+	if ((size_t)(d->end - d->p) < strlen(REC_MAGIC) ||
+	    memcmp(d->p, REC_MAGIC, strlen(REC_MAGIC)) != 0) {
+		d->line = 1;
+		return bad(d, "not an ix owner record (\"ix-own 1\")");
+	}
+	d->p += strlen(REC_MAGIC);
+	d->line = 1;
+	if ((rc = num_line(d, "gen", UINT64_MAX, &r->gen)) || (rc = holder_line(d, r->holder)) ||
+	    (rc = num_line(d, "gid", UINT64_MAX, &r->gid)) ||
+	    (rc = ids_line(d, "groups", r->groups, &r->ngroups)) ||
+	    (rc = ids_line(d, "ports", r->ports, &r->nports)))
+		return rc;
+	sum = fnv1a64(FNV1A64_INIT, body, (size_t)(d->p - body));
+	if ((rc = keyed(d, "sum", &s, &e)))
+		return rc;
+	snprintf(want, sizeof(want), "%016" PRIx64, sum);
+	if (e - s != 16 || memcmp(s, want, 16) != 0)
+		return bad(d, "checksum mismatch");
+	if (d->p != d->end)
+		return bad(d, "something after the checksum");
+	return 0;
+}
+
+int bs_own_rec_decode(const void *buf, size_t len, struct bs_own_rec *r, char *err, size_t errlen)
+{
+	struct rd d = {buf, (const char *)buf + len, 0, err, errlen};
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	if (len == 0)
+		return -ENOENT;
+	rc = rec_parse(&d, r);
+	if (rc)
+		memset(r, 0, sizeof(*r));
+	return rc;
+}
+
+/* ---- messages ---- */
+
+int bs_own_msg_encode(const struct bs_own_msg *m, char *buf, size_t len)
+{
+	size_t at = 0;
+	int rc;
+
+	static const char *const asks[] = {"explicit", "implicit", "heal"};
+
+	if (m->kind == BS_OWN_ASK && m->ask <= BS_OWN_HEAL)
+		rc = put(buf, len, &at, "ix-own-ask 1 %s %" PRIu32 " %" PRIu64 "\n", asks[m->ask],
+			 m->window_ms, m->gid);
+	else if (m->kind == BS_OWN_FREE)
+		rc = put(buf, len, &at, "ix-own-free 1 %u %" PRIu64 "\n", m->group, m->gid);
+	else
+		return -EINVAL;
+	return rc ? rc : (int)at;
+}
+
+/* The next space-separated word of [*s, e) (the last one ends at e). */
+static bool word(const char **s, const char *e, const char **ws, const char **we)
+{
+	const char *sp = memchr(*s, ' ', (size_t)(e - *s));
+
+	*ws = *s;
+	*we = sp ? sp : e;
+	*s = sp ? sp + 1 : e;
+	return *we > *ws;
+}
+
+/* The message's fields into m (left partly set on failure: the caller clears it). */
+static int msg_parse(const char *s, const char *e, struct bs_own_msg *m)
+{
+	const char *ws, *we;
+	uint64_t v;
+
+	if (e[-1] == ' ' || !word(&s, e, &ws, &we)) /* one spelling: no trailing space */
+		return -EINVAL;
+	if (we - ws == 10 && memcmp(ws, "ix-own-ask", 10) == 0)
+		m->kind = BS_OWN_ASK;
+	else if (we - ws == 11 && memcmp(ws, "ix-own-free", 11) == 0)
+		m->kind = BS_OWN_FREE;
+	else
+		return -EINVAL;
+	if (!word(&s, e, &ws, &we) || we - ws != 1 || *ws != '1' || !word(&s, e, &ws, &we))
+		return -EINVAL;
+	if (m->kind == BS_OWN_ASK) {
+		if (we - ws == 8 && memcmp(ws, "implicit", 8) == 0)
+			m->ask = BS_OWN_IMPLICIT;
+		else if (we - ws == 4 && memcmp(ws, "heal", 4) == 0)
+			m->ask = BS_OWN_HEAL;
+		else if (!(we - ws == 8 && memcmp(ws, "explicit", 8) == 0))
+			return -EINVAL;
+		if (!word(&s, e, &ws, &we) || !dec(ws, we, UINT32_MAX, &v))
+			return -EINVAL;
+		m->window_ms = (uint32_t)v;
+	} else {
+		if (!dec(ws, we, 65535, &v))
+			return -EINVAL;
+		m->group = (uint16_t)v;
+	}
+	if (!word(&s, e, &ws, &we) || !dec(ws, we, UINT64_MAX, &m->gid) || s != e)
+		return -EINVAL;
+	return 0;
+}
+
+int bs_own_msg_decode(const void *buf, size_t len, struct bs_own_msg *m)
+{
+	int rc = -EINVAL;
+
+	memset(m, 0, sizeof(*m));
+	if (len >= 2 && ((const char *)buf)[len - 1] == '\n')
+		rc = msg_parse(buf, (const char *)buf + len - 1, m);
+	if (rc)
+		memset(m, 0, sizeof(*m));
+	return rc;
+}
+
+enum bs_own_reply bs_own_reply_kind(const void *buf, size_t len)
+{
+	if (len == 8 && memcmp(buf, "released", 8) == 0)
+		return BS_OWN_RELEASED;
+	if (len >= 7 && memcmp(buf, "refused", 7) == 0 &&
+	    (len == 7 || ((const char *)buf)[7] == ' '))
+		return BS_OWN_REFUSED;
+	return BS_OWN_NOT_HOLDER;
+}
+
+bool bs_own_may_hand_over(int ask, uint64_t idle_ms, uint32_t window_ms)
+{
+	if (ask == BS_OWN_EXPLICIT)
+		return true;
+	return ask == BS_OWN_IMPLICIT && idle_ms >= window_ms / 2;
+}

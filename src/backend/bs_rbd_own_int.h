@@ -1,0 +1,154 @@
+/* RBD ownership internals, between bs_rbd_own.c (the state, the lock, the image's ownership
+ * thread, the images of a target, the API) and bs_rbd_handover.c (the owner record and the
+ * gateway-to-gateway requests over RADOS). Internal to those two files. */
+#ifndef IX_BACKEND_BS_RBD_OWN_INT_H
+#define IX_BACKEND_BS_RBD_OWN_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "backend/bs_own_rec.h"
+#include "backend/bs_rbd_int.h"
+#include "util/list.h"
+
+#define OWN_CHECK_MS_DEFAULT  1000
+#define OWN_REC_RETRIES	      4 /* versioned writes of the record lost to a stale writer */
+#define OWN_NOTIFY_MS_DEFAULT 5000
+#define OWN_SOON_MS	      200 /* after handing the lock over: the next check */
+#define OWN_TAKE_ROUNDS	      3	  /* a take-over asks, and reads the holder, at most this often */
+
+/* The same values as bs.h's enum bs_rbd_own. */
+enum rbd_own {
+	RBD_OWN_NONE = BS_RBD_OWN_NONE, /* no managed lock (librbd's cooperative one) */
+	RBD_OWN_ACQUIRING,		/* taking the lock: at open, or a take-over */
+	RBD_OWN_OWNER,			/* this gateway holds the lock */
+	RBD_OWN_STANDBY,		/* another client holds it (or nobody): writes fail with
+					   BS_ERR_NOT_OWNER */
+	RBD_OWN_FENCED,			/* this client was blocklisted: every I/O fails, until
+					   the device rejoins with a new client */
+	RBD_OWN_RELEASING,		/* handing the lock over: draining writes, releasing */
+};
+
+enum job_kind {
+	JOB_TAKE,    /* bs_rbd_take_over_async, or a planned release naming this gateway */
+	JOB_RELEASE, /* bs_rbd_release_async */
+	JOB_BREAK,   /* bs_rbd_break_lock: its caller waits */
+	JOB_ASKED,   /* another gateway asks the holder to hand over (from the watch) */
+};
+
+struct own_job {
+	struct list_head link;
+	enum job_kind kind;
+	bs_rbd_take_cb done; /* JOB_TAKE, JOB_RELEASE (may be NULL) */
+	void *arg;
+	int mode;	       /* JOB_TAKE: enum bs_rbd_take */
+	uint32_t window_ms;    /* JOB_TAKE implicit */
+	uint16_t group;	       /* JOB_RELEASE: the group to take it, 0 none */
+	struct bs_own_msg ask; /* JOB_ASKED */
+	uint64_t notify_id, cookie;
+	bool finished; /* JOB_BREAK, under mu */
+	int rc;
+	char msg[512];
+};
+
+/* One image's ownership. The device holds a reference from open to close, the thread one
+ * while it runs (a thread stuck in the cluster when the device closes keeps it). */
+struct rbd_owner {
+	atomic_int refs;
+	atomic_int own;	       /* enum rbd_own */
+	atomic_bool job;       /* a take-over or release is queued or running (one at a time) */
+	atomic_bool unmanaged; /* a rejoined handle not under the managed lock policy yet:
+				  rbd_own_io refuses I/O (rbd_own_attach) */
+	unsigned check_ms;
+	unsigned notify_ms; /* rbd.handover_timeout_ms */
+	/* I/O seen through this gateway (rbd_own_io): the thread starts a new period (io_tick)
+	 * at each check and at a hand-over decision; the data path marks the period it saw */
+	atomic_uint io_tick, io_seen;
+	_Atomic uint64_t last_io_ms; /* the end of the last period with I/O (the thread writes) */
+	struct own_group *grp;	     /* the images of the same target, or NULL */
+	struct list_head glink;	     /* on grp->members, under groups_lock */
+	uint64_t watch;		     /* the thread's: the watch on oid */
+	bool watching;
+	atomic_bool rewatch; /* the watch broke: watch again */
+	char name[160];	     /* pool/[ns/]image, for messages */
+	char oid[300];	     /* "ix.own.<image>": the owner record, next to the image */
+	rbd_image_t image;   /* set by attach; the thread's only while it runs */
+	rados_ioctx_t io;    /* the image's pool and namespace (the device's, on its current
+				connection: a rejoin sets both anew once the old thread ended) */
+	uint64_t gid;	     /* this client's id (rados_get_instance_id) */
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* the thread: work or stop; callers: a job finished, the thread ended */
+	/* under mu */
+	struct list_head jobs;
+	bool running; /* the thread has not ended */
+	bool stop;
+	bool attached;
+	bool rejoin;	  /* the thread's start: set the lock policy, standby (not take the lock) */
+	char why[192];	  /* why the state is what it is (for the management API) */
+	char holder[128]; /* who holds the lock, as librbd names it ("" nobody), last check */
+	char me[128];	  /* this client, as the lock names it (learnt when it took it) */
+	unsigned seq;	  /* changes of this image's state or holder */
+	bool refused;	  /* the holder refused the last implicit hand-over (until it changes) */
+	bool check_soon;  /* the lock just went to another gateway: look at it again soon */
+	struct bs_own_rec rec;	 /* the last owner record read or written ("" holder: none) */
+	bool rec_dirty;		 /* the identity changed while holding: write the record again */
+	char rec_err[160];	 /* why the record could not be read last time (logged once) */
+	uint8_t ngroups, nports; /* this gateway's identity (bs_rbd_set_identity) */
+	uint16_t groups[BS_OWN_MAX_IDS], ports[BS_OWN_MAX_IDS];
+	/* bs_rbd_own_watch: called by the thread, under hook_mu, when seq moved */
+	pthread_mutex_t hook_mu;
+	void (*hook)(void *arg);
+	void *hook_arg;
+};
+
+struct own_group;
+
+/* ---- bs_rbd_own.c ---- */
+
+/* Under o->mu: this image changed; its thread tells the watcher. */
+void rbd_own_changed(struct rbd_owner *o);
+uint64_t rbd_own_now_ms(void);
+/* A new state and its reason, logged once; fenced stays. Any thread. */
+void rbd_own_set(struct rbd_owner *o, int own, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* This client answered ESHUTDOWN to what: its whole connection is fenced (and this image). */
+void rbd_own_blocklisted(struct rbd_owner *o, const char *what);
+/* Who holds the lock, comma-separated, into buf ("" nobody): 0 or -errno. */
+int rbd_own_holder(struct rbd_owner *o, char *buf, size_t len);
+/* Remember who holds it (a change ends a refusal). */
+void rbd_own_holder_set(struct rbd_owner *o, const char *who);
+void rbd_own_refused_set(struct rbd_owner *o, bool refused);
+/* The holder's thread, answering an implicit request: ms since I/O went through this gateway
+ * to any image of the target it holds. */
+uint64_t rbd_own_group_idle(struct rbd_owner *o, uint32_t window);
+/* rbd_lock_acquire succeeded: the record, then owner (fmt takes one string, who). */
+void rbd_own_took(struct rbd_owner *o, const char *fmt, const char *who);
+void rbd_own_take_failed(struct rbd_owner *o, const char *who, int rc);
+/* Queue a job for the thread: a request from another gateway before the rest (answered
+ * either way); anything else at the end (-EINVAL when the thread is stopping). */
+void rbd_own_queue_front(struct rbd_owner *o, struct own_job *j);
+int rbd_own_queue_job(struct rbd_owner *o, struct own_job *j);
+
+/* ---- bs_rbd_handover.c (the owner's thread) ---- */
+
+/* Holding the lock: write the record, one generation on. */
+void rbd_own_rec_write(struct rbd_owner *o);
+/* Not holding it: read the record while it does not name the holder. */
+void rbd_own_rec_follow(struct rbd_owner *o);
+/* Holding it: write the record again if it does not name this gateway. */
+void rbd_own_rec_verify(struct rbd_owner *o);
+/* Answer a request (any thread). */
+void rbd_own_ack(struct rbd_owner *o, uint64_t notify_id, uint64_t cookie, const char *reply);
+/* Watch the record's object (created empty when absent), or stop watching. */
+void rbd_own_watch_start(struct rbd_owner *o);
+void rbd_own_watch_stop(struct rbd_owner *o);
+/* A take-over (mode: enum bs_rbd_take): 0, -EALREADY, -EAGAIN (refused), -errno. */
+int rbd_own_run_take(struct rbd_owner *o, int mode, uint32_t window_ms);
+/* Answer a request from another gateway (closing: as if explicit, the image closes). */
+void rbd_own_run_asked(struct rbd_owner *o, struct own_job *j, bool closing);
+/* A planned hand-over to group (0 none). */
+int rbd_own_run_release(struct rbd_owner *o, uint16_t group);
+
+#endif

@@ -1,0 +1,659 @@
+#!/usr/bin/env python3
+"""Ownership of RBD LUs shared by several ix gateways (docs/ha.md, "Ownership and failover").
+Its own memstore single-node cluster (tests/ceph/cluster.sh); every gateway is an ix-target
+with one portal (tpgt = its ALUA group id) and one target whose LUNs are RBD images with
+exclusive_lock (LUN 0 "own0", and LUN 1 "own1" in the hand-over tests); each lists the others'
+groups by relative port. rbd.handover_timeout_ms 3000, lock_check_ms the default 1000.
+
+  idle: A owns, B standby; `iscsi_break_rbd_lock` on B breaks A's lock (blocklisting A) while
+     A receives nothing; A's management API says "fenced" within lock_check_ms plus slack,
+     A's first command then gets UNIT ATTENTION 2A/06 and A's REPORT TARGET PORT GROUPS says
+     group 1 unavailable, group 2 active/optimized.
+  three: A, B and C (groups 1, 2, 3) on one image: all three report the holder's group
+     active/optimized and the others standby (the holder's owner record, ix.own.<image>, names
+     its groups), before and after C breaks A's lock (A, fenced, reports its group unavailable
+     and cannot read the cluster any more: the others as they were); the record says
+     "groups 3"; after `rados put` of garbage over it, C writes it again within two lock
+     checks, logging it, and every gateway keeps reporting C's group.
+  handover: SET TARGET PORT GROUPS g2=AO through B while A holds both LUNs' locks: GOOD, both
+     locks with B, A standby (not fenced: no new `ceph osd blocklist ls` entry, its write
+     2/04/0B), every gateway reports group 2; A takes them back the same way.
+  planned: the holder's own SET TARGET PORT GROUPS g1=standby g3=AO gives both locks to C;
+     g3=standby alone leaves them free (every group standby, C's write 2/04/0B) until A asks.
+  implicit (alua.implicit_failover_ms 2000): an initiator writing LUN 1 through A (the
+     holder) and LUN 0 through B at once: A refuses every request (the target as a whole),
+     B's writes 2/04/0A then 2/04/0B, the locks stay; writes through B only: GOOD within the
+     window plus slack, nobody fenced; B (now the holder) SIGSTOPped, writes through A: GOOD
+     after implicit_failover_ms + handover_timeout_ms, B blocklisted, its first write after
+     SIGCONT 2/04/0B (or 0C, when its overdue lock check noticed first) and "fenced".
+  split: B breaks one LUN's lock (fencing A): B and C report transitioning, B's write to the
+     other LUN 2/04/0A, then the split heals by itself (B holds both): once from LUN 0 (B
+     takes LUN 1's), once, after A restarted and took both back with SET TARGET PORT GROUPS,
+     from LUN 1 (B asks for LUN 0's and breaks the silent A's).
+Every write a gateway acknowledged (ledger, both LUNs) is read back through the new holder
+after each move: 0 errors, 0 miscompares.
+
+Skips (77) only when Ceph or ix-target is missing. Environment: IX_BUILD, IX_OUT, IX_RESULTS.
+"""
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+import ixiscsi as X  # noqa: E402
+import ixtest  # noqa: E402
+
+HOST = '127.0.0.1'
+BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
+OUT = os.environ.get('IX_OUT', os.path.join(ROOT, 'tests', 'out'))
+CLUSTER_SH = os.path.join(ROOT, 'tests', 'ceph', 'cluster.sh')
+IQN = 'iqn.2024-01.org.ix.test:own'
+INITIATOR = 'iqn.2024-01.org.ix.test:own-client'
+BS = 512
+CHECK_MS = 1000   # rbd.lock_check_ms (the default)
+SLACK_S = 1.5     # a loaded machine
+IMAGES = ['own0', 'own1']  # LUN 0 and 1 of the target: the hand-over tests move both
+HANDOVER_MS = 3000  # rbd.handover_timeout_ms
+IMPLICIT_MS = 2000  # alua.implicit_failover_ms, where a test turns it on
+LEDGER_LBA = 4096
+PROBE_LBA = 2048  # writes expected to be refused go here, never over the ledger's blocks
+AO, ANO, STANDBY, UNAVAIL, TRANS = 0, 1, 2, 3, 0xf
+NAMES = {AO: 'AO', ANO: 'ANO', STANDBY: 'standby', UNAVAIL: 'unavailable', TRANS: 'trans'}
+report = ixtest.Reporter('ha_own')
+
+
+def run(cmd, timeout, **kw):
+    return subprocess.run(cmd, timeout=timeout, capture_output=True, text=True, **kw)
+
+
+def rpc(sock, method, params):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(60)
+    s.connect(sock)
+    s.sendall(json.dumps({'jsonrpc': '2.0', 'id': 1, 'method': method,
+                          'params': params}).encode() + b'\n')
+    buf = b''
+    while not buf.endswith(b'\n'):
+        d = s.recv(65536)
+        if not d:
+            break
+        buf += d
+    s.close()
+    return json.loads(buf)
+
+
+def sense3(sense):
+    if len(sense) < 14:
+        return None
+    if sense[0] & 0x7f in (0x72, 0x73):
+        return sense[1] & 0xf, sense[2], sense[3]
+    return sense[2] & 0xf, sense[12], sense[13]
+
+
+def fmt(st, sense):
+    k = sense3(sense) if st == 2 else None
+    return 'status 0x%02x%s' % (st, ' sense %x/%02x/%02x' % k if k else '')
+
+
+def check(name, ok, detail):
+    report('PASS' if ok else 'FAIL', name, detail)
+    return ok
+
+
+def show(groups):
+    if not isinstance(groups, dict):
+        return str(groups)
+    return ' '.join('g%d=%s' % (g, NAMES.get(s, hex(s))) for g, s in sorted(groups.items()))
+
+
+class Gateway:
+    """One ix-target: its portal (tpgt = group), management socket and one session."""
+
+    def __init__(self, tmp, conf, name, group, groups, port=None, implicit_ms=0, nluns=2):
+        self.name, self.group, self.tmp, self.conf = name, group, tmp, conf
+        self.port = port or ixtest.free_port()
+        self.sock = os.path.join(tmp, name + '.sock')
+        alua = [{'id': group, 'state': 'standby', 'portals': ['p']}]
+        alua += [{'id': g, 'state': 'standby', 'relative_ports': [g]}
+                 for g in groups if g != group]
+        luns = [{'lun': i, 'backend': 'rbd', 'thin': True,
+                 'naa_id': '0x6001405a0f0e%04x' % i, 'serial': 'ixown%d' % i,
+                 'rbd': {'pool': 'rbd', 'image': img, 'conf': conf, 'exclusive_lock': True,
+                         'osd_op_timeout_s': 5, 'handover_timeout_ms': HANDOVER_MS}}
+                for i, img in enumerate(IMAGES[:nluns])]
+        self.nluns = nluns
+        cfg = {'global': {'mgmt_socket': self.sock},
+               'portals': [{'name': 'p', 'address': HOST, 'port': self.port, 'tpgt': group}],
+               'targets': [{'name': IQN, 'luns': luns,
+                            'alua': {'implicit_failover_ms': implicit_ms,
+                                     'groups': alua}}]}
+        path = os.path.join(tmp, name + '.json')
+        with open(path, 'w') as f:
+            json.dump(cfg, f)
+        self.d = ixtest.Daemon(path, 'ha_own.ix-target-%s.log' % name, BUILD, OUT)
+        self.s = X.Session(HOST, self.port, initiator=INITIATOR, target=IQN, timeout=30)
+        self.s.login()
+        self.s.lun = 0
+
+    def lock(self, lun=0):
+        r = rpc(self.sock, 'iscsi_break_rbd_lock', {'target': IQN, 'lun': lun, 'dry_run': True})
+        return r.get('result', {}).get('state'), r.get('result', {}).get('reason')
+
+    def wait_lock(self, want, secs=30, lun=None):
+        """Until every LUN's lock state (or lun's) is want (None: settled): the last state."""
+        end = time.monotonic() + secs
+        while True:
+            sts = [self.lock(k)[0] for k in (range(self.nluns) if lun is None else [lun])]
+            if all(st == want if want else st not in (None, 'acquiring') for st in sts) or \
+                    time.monotonic() > end:
+                return sts[0] if len(set(sts)) == 1 else sts
+            time.sleep(0.1)
+
+    def break_lock(self, lun=0):
+        return rpc(self.sock, 'iscsi_break_rbd_lock', {'target': IQN, 'lun': lun})
+
+    def raw(self, cdb, **kw):
+        """One command, unit attentions included: (status, data, sense)."""
+        st, data, sense, _ = self.s.scsi(bytes(cdb), **kw)
+        return st, data, sense
+
+    def cmd(self, cdb, **kw):
+        st, data, sense, _ = self.s.scsi_retry_ua(bytes(cdb), **kw)
+        return st, data, sense
+
+    def write(self, lba, data, lun=0):
+        cdb = bytes([0x8a, 0x08]) + struct.pack('>QIBB', lba, len(data) // BS, 0, 0)
+        self.s.lun = lun
+        st, _, sense = self.cmd(cdb, write_data=data)
+        self.s.lun = 0
+        return st, sense
+
+    def read(self, lba, n, lun=0):
+        cdb = bytes([0x88, 0]) + struct.pack('>QIBB', lba, n, 0, 0)
+        self.s.lun = lun
+        r = self.cmd(cdb, read_len=n * BS)
+        self.s.lun = 0
+        return r
+
+    def stpg(self, *pairs):
+        """SET TARGET PORT GROUPS with (state, group) descriptors: (status, sense, seconds)."""
+        params = bytes(4) + b''.join(struct.pack('>BBH', st, 0, g) for st, g in pairs)
+        cdb = [0xa4, 0x0a, 0, 0, 0, 0] + list(struct.pack('>I', len(params))) + [0, 0]
+        t0 = time.monotonic()
+        st, _, sense = self.cmd(cdb, write_data=params)
+        return st, sense, time.monotonic() - t0
+
+    def rtpg(self, raw=False):
+        """{group: state} or the failure."""
+        cdb = [0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0]
+        st, d, sense = (self.raw if raw else self.cmd)(cdb, read_len=1024)
+        if st != 0:
+            return fmt(st, sense)
+        n, off, out = struct.unpack('>I', d[:4])[0] + 4, 4, {}
+        while off + 8 <= n:
+            out[struct.unpack('>H', d[off + 2:off + 4])[0]] = d[off] & 0x0f
+            off += 8 + 4 * d[off + 7]
+        return out
+
+    def close(self):
+        try:
+            self.s.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def stop(self):
+        self.close()
+        if self.d.p.poll() is None:
+            self.d.p.send_signal(signal.SIGCONT)
+            self.d.stop()
+        text = self.d.output()
+        if 'ERROR: AddressSanitizer' in text or 'runtime error:' in text:
+            report('FAIL', 'sanitizer-' + self.name, 'sanitizer report in ' + self.d.log_path)
+
+
+def test_idle(tmp, conf, gws):
+    """An idle owner learns it lost the lock within lock_check_ms."""
+    a = gws['a'] = Gateway(tmp, conf, 'a', 1, [1, 2], nluns=1)
+    st_a = a.wait_lock(None)
+    b = gws['b'] = Gateway(tmp, conf, 'b', 2, [1, 2], nluns=1)
+    st_b = b.wait_lock(None)
+    ra, rb = a.rtpg(), b.rtpg()
+    if not check('idle-setup', st_a == 'owner' and st_b == 'standby' and
+                 ra == {1: AO, 2: STANDBY} and rb == {1: AO, 2: STANDBY},
+                 'A %s: %s; B %s: %s' % (st_a, show(ra), st_b, show(rb))):
+        return
+    for _ in range(5):  # no unit attention pending on A's nexus: what comes next is new
+        if a.raw([0, 0, 0, 0, 0, 0])[0] == 0:
+            break
+    r = b.break_lock()
+    t0 = time.monotonic()
+    st = a.wait_lock('fenced', CHECK_MS / 1000 + SLACK_S + 5)
+    took = time.monotonic() - t0
+    check('idle-learns', st == 'fenced' and took <= CHECK_MS / 1000 + SLACK_S,
+          'B broke the lock (%s); A, receiving no command, says %s after %.2f s (lock_check_ms '
+          '%d, allowed %.1f s): %s' % (r.get('result', r.get('error')), st, took, CHECK_MS,
+                                       CHECK_MS / 1000 + SLACK_S, a.lock()[1]))
+    st, _, sense = a.raw([0, 0, 0, 0, 0, 0])
+    ra = a.rtpg(raw=True)
+    check('idle-ua-rtpg', st == 2 and sense3(sense) == (6, 0x2a, 0x06) and
+          ra == {1: UNAVAIL, 2: AO},
+          "A's first command (TEST UNIT READY): %s (want 6/2a/06); A's REPORT TARGET PORT "
+          "GROUPS then: %s" % (fmt(st, sense), show(ra)))
+
+
+def wait_rtpg(gws, want, secs):
+    """Poll REPORT TARGET PORT GROUPS through every gateway of want ({name: {group: state}})
+    until each says what it should: (seconds, {name: last answer})."""
+    t0, got = time.monotonic(), {}
+    while True:
+        got = {n: gws[n].rtpg() for n in want}
+        if got == want or time.monotonic() - t0 > secs:
+            return time.monotonic() - t0, got
+        time.sleep(0.1)
+
+
+def shows(got):
+    return '; '.join('%s %s' % (n.upper(), show(g)) for n, g in sorted(got.items()))
+
+
+def test_three(tmp, conf, gws, env):
+    """Three gateways on one image: each reports the holder's group active/optimized, from the
+    owner record, also after the lock moved; a damaged record is written again by its
+    holder."""
+    groups = [1, 2, 3]
+    for n, g in (('a', 1), ('b', 2), ('c', 3)):
+        gws[n] = Gateway(tmp, conf, n, g, groups, nluns=1)
+        gws[n].wait_lock(None)
+    states = {n: gws[n].lock()[0] for n in 'abc'}
+    took, got = wait_rtpg(gws, {n: {1: AO, 2: STANDBY, 3: STANDBY} for n in 'abc'},
+                          CHECK_MS / 1000 * 2 + SLACK_S)
+    check('three-owner-a', states == {'a': 'owner', 'b': 'standby', 'c': 'standby'} and
+          all(g == {1: AO, 2: STANDBY, 3: STANDBY} for g in got.values()),
+          'locks %s; after %.1f s: %s' % (states, took, shows(got)))
+    r = gws['c'].break_lock()
+    # A is fenced: the cluster refuses it, so it cannot read who holds the lock now (it
+    # leaves the other groups as they were)
+    want = {'a': {1: UNAVAIL, 2: STANDBY, 3: STANDBY}, 'b': {1: STANDBY, 2: STANDBY, 3: AO},
+            'c': {1: STANDBY, 2: STANDBY, 3: AO}}
+    took, got = wait_rtpg(gws, want, CHECK_MS / 1000 * 2 + SLACK_S + 5)
+    check('three-owner-c', got == want and took <= CHECK_MS / 1000 * 2 + SLACK_S,
+          'C broke the lock (%s); after %.1f s (allowed two lock checks and %.1f s): %s'
+          % (r.get('result', r.get('error')), took, SLACK_S, shows(got)))
+    rec = run(['rados', '-p', 'rbd', 'get', 'ix.own.' + IMAGES[0], '-'], 30, env=env)
+    check('three-record', rec.returncode == 0 and 'groups 3\nports 3\n' in rec.stdout and
+          rec.stdout.startswith('ix-own 1\n'),
+          'rados get ix.own.%s: %r' % (IMAGES[0], rec.stdout[:200]))
+    junk = os.path.join(tmp, 'junk')
+    with open(junk, 'wb') as f:
+        f.write(b'not a record\n')
+    put = run(['rados', '-p', 'rbd', 'put', 'ix.own.' + IMAGES[0], junk], 30, env=env)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < CHECK_MS / 1000 * 2 + SLACK_S + 5:
+        rec = run(['rados', '-p', 'rbd', 'get', 'ix.own.' + IMAGES[0], '-'], 30, env=env)
+        if rec.stdout.startswith('ix-own 1\n'):
+            break
+        time.sleep(0.2)
+    took = time.monotonic() - t0
+    logged = [ln for ln in gws['c'].d.output().splitlines()
+              if 'ix.own.' + IMAGES[0] in ln and 'writing it again' in ln]
+    took2, got = wait_rtpg(gws, want, 5)
+    check('three-record-damaged', put.returncode == 0 and rec.stdout.startswith('ix-own 1\n')
+          and 'groups 3\n' in rec.stdout and logged and got == want,
+          'after `rados put` of garbage, C wrote the record again in %.1f s (log: %s); the '
+          'gateways still report %s' % (took, logged[-1:] or 'nothing', shows(got)))
+
+
+class Ledger:
+    """What gateways acknowledged: (LUN, LBA) -> the 4 KiB last written there with GOOD."""
+
+    def __init__(self):
+        self.blocks, self.next, self.acked = {}, LEDGER_LBA, 0
+        self.mu = threading.Lock()
+
+    def new_lba(self):
+        with self.mu:
+            lba = self.next
+            self.next += 8
+        return lba
+
+    def good(self, lun, lba, data):
+        with self.mu:
+            self.blocks[(lun, lba)] = data
+            self.acked += 1
+
+    def write_some(self, gw, n, luns=(0, 1)):
+        """n 4 KiB writes through gw over the LUNs (new blocks and rewrites); stops at the
+        first refusal: (acknowledged, the failure or None)."""
+        for i in range(n):
+            lun = luns[i % len(luns)]
+            with self.mu:
+                old = [k for k in self.blocks if k[0] == lun]
+            lba = random.choice(old)[1] if i % 3 == 2 and old else self.new_lba()
+            data = os.urandom(4096)
+            st, sense = gw.write(lba, data, lun)
+            if st != 0:
+                return i, fmt(st, sense)
+            self.good(lun, lba, data)
+        return n, None
+
+    def verify(self, name, gw):
+        errors = miscompares = 0
+        for (lun, lba), data in sorted(self.blocks.items()):
+            st, got, _ = gw.read(lba, 8, lun)
+            if st != 0:
+                errors += 1
+            elif bytes(got) != data:
+                miscompares += 1
+        luns = sorted({k[0] for k in self.blocks})
+        return check(name, self.blocks and errors == 0 and miscompares == 0,
+                     '%d acknowledged blocks on LUN %s (of %d acknowledged writes) read '
+                     'through %s: %d errors, %d miscompares'
+                     % (len(self.blocks), '+'.join(map(str, luns)), self.acked,
+                        gw.name.upper(), errors, miscompares))
+
+
+def blocklist(env):
+    r = run(['ceph', 'osd', 'blocklist', 'ls'], 60, env=env)
+    return {ln.split()[0] for ln in r.stdout.splitlines() if ln.strip()}
+
+
+def start3(tmp, conf, gws, implicit_ms=0, names='abc'):
+    for n, g in zip(names, (1, 2, 3)):
+        gws[n] = Gateway(tmp, conf, n, g, [1, 2, 3], implicit_ms=implicit_ms)
+        gws[n].wait_lock(None)
+
+
+def locks(gws, lun=None):
+    """{gateway: its lock state}, the same on every LUN of it, else {gateway: [per LUN]}."""
+    out = {}
+    for n, g in sorted(gws.items()):
+        st = [g.lock(k)[0] for k in range(g.nluns)] if lun is None else [g.lock(lun)[0]]
+        out[n] = st[0] if len(set(st)) == 1 else st
+    return out
+
+
+def want3(owner, fenced=()):
+    """What every gateway reports when group owner holds the lock."""
+    out = {}
+    for n, g in (('a', 1), ('b', 2), ('c', 3)):
+        out[n] = {k: AO if k == owner else STANDBY for k in (1, 2, 3)}
+        if n in fenced:
+            out[n][g] = UNAVAIL
+    return out
+
+
+def test_handover(tmp, conf, gws, env):
+    """SET TARGET PORT GROUPS through a standby asks the live holder, which hands the lock
+    over: nobody is fenced, and the old holder can take it back the same way."""
+    start3(tmp, conf, gws)
+    a, b, c = gws['a'], gws['b'], gws['c']
+    ledger, bl0 = Ledger(), blocklist(env)
+    n, why = ledger.write_some(a, 64)
+    check('handover-setup', n == 64 and locks(gws) == {'a': 'owner', 'b': 'standby',
+                                                       'c': 'standby'},
+          '%d of 64 writes through A acknowledged %s; locks %s' % (n, why or '', locks(gws)))
+    st, sense, took = b.stpg((AO, 2))
+    lk = locks(gws)
+    took2, got = wait_rtpg(gws, want3(2), CHECK_MS / 1000 + SLACK_S)
+    wa = a.write(PROBE_LBA, os.urandom(4096))
+    bl = blocklist(env) - bl0
+    check('handover-stpg', st == 0 and lk == {'a': 'standby', 'b': 'owner', 'c': 'standby'} and
+          got == want3(2) and not bl and wa[0] == 2 and sense3(wa[1]) == (2, 4, 0x0b),
+          'SET TARGET PORT GROUPS g2=AO through B: %s in %.2f s; locks %s; after %.1f s %s; '
+          'new blocklist entries: %s; a write through A: %s (want 2/04/0b)'
+          % (fmt(st, sense), took, lk, took2, shows(got), sorted(bl) or 'none', fmt(*wa)))
+    ledger.verify('handover-verify', b)
+    n, why = ledger.write_some(b, 32)
+    st, sense, took = a.stpg((AO, 1))
+    lk = locks(gws)
+    took2, got = wait_rtpg(gws, want3(1), CHECK_MS / 1000 + SLACK_S)
+    bl = blocklist(env) - bl0
+    check('handover-back', n == 32 and st == 0 and lk == {'a': 'owner', 'b': 'standby',
+                                                          'c': 'standby'} and
+          got == want3(1) and not bl,
+          '%d of 32 writes through B acknowledged; SET TARGET PORT GROUPS g1=AO through A: %s '
+          'in %.2f s; locks %s; after %.1f s %s; new blocklist entries: %s'
+          % (n, fmt(st, sense), took, lk, took2, shows(got), sorted(bl) or 'none'))
+    ledger.verify('handover-back-verify', a)
+
+
+def test_planned(tmp, conf, gws, env):
+    """SET TARGET PORT GROUPS on the holder asking its group standby hands the lock over: to
+    the group asked active, or to nobody."""
+    start3(tmp, conf, gws)
+    a, c = gws['a'], gws['c']
+    bl0 = blocklist(env)
+    st, sense, took = a.stpg((STANDBY, 1), (AO, 3))
+    t0 = time.monotonic()
+    while locks(gws) != {'a': 'standby', 'b': 'standby', 'c': 'owner'} and \
+            time.monotonic() - t0 < 10:
+        time.sleep(0.1)
+    lk = locks(gws)
+    took2, got = wait_rtpg(gws, want3(3), CHECK_MS / 1000 + SLACK_S)
+    check('planned-to-c', st == 0 and lk == {'a': 'standby', 'b': 'standby', 'c': 'owner'} and
+          got == want3(3) and not blocklist(env) - bl0,
+          'SET TARGET PORT GROUPS g1=standby g3=AO through holder A: %s in %.2f s; locks %s '
+          '(C took it %.1f s later); %s; new blocklist entries: %s'
+          % (fmt(st, sense), took, lk, time.monotonic() - t0, shows(got),
+             sorted(blocklist(env) - bl0) or 'none'))
+    st, sense, took = c.stpg((STANDBY, 3))
+    time.sleep(CHECK_MS / 1000 * 2)
+    lk = locks(gws)
+    nobody = {n: {1: STANDBY, 2: STANDBY, 3: STANDBY} for n in 'abc'}
+    took2, got = wait_rtpg(gws, nobody, CHECK_MS / 1000 + SLACK_S)
+    wc = c.write(PROBE_LBA, os.urandom(4096))
+    check('planned-to-nobody', st == 0 and lk == {'a': 'standby', 'b': 'standby',
+                                                  'c': 'standby'} and got == nobody and
+          wc[0] == 2 and sense3(wc[1]) == (2, 4, 0x0b),
+          'SET TARGET PORT GROUPS g3=standby through holder C: %s; two checks later locks %s; '
+          '%s; a write through C: %s' % (fmt(st, sense), lk, shows(got), fmt(*wc)))
+    st, sense, took = a.stpg((AO, 1))
+    took2, got = wait_rtpg(gws, want3(1), CHECK_MS / 1000 + SLACK_S)
+    check('planned-free-taken', st == 0 and locks(gws)['a'] == 'owner' and got == want3(1) and
+          not blocklist(env) - bl0,
+          'SET TARGET PORT GROUPS g1=AO through A with nobody holding the lock: %s in %.2f s; '
+          '%s; new blocklist entries: %s' % (fmt(st, sense), took, shows(got),
+                                             sorted(blocklist(env) - bl0) or 'none'))
+
+
+def writer(gw, ledger, secs, out, lun=0):
+    """Write through gw to lun for secs: out gets {result: count} and the first GOOD after a
+    refusal."""
+    t0, seen = time.monotonic(), {}
+    while time.monotonic() - t0 < secs:
+        lba = ledger.new_lba()
+        data = os.urandom(4096)
+        st, sense = gw.write(lba, data, lun)
+        k = 'GOOD' if st == 0 else fmt(st, sense)
+        seen[k] = seen.get(k, 0) + 1
+        if st == 0:
+            ledger.good(lun, lba, data)
+            if len(seen) > 1 and 'good_at' not in out:
+                out['good_at'] = time.monotonic() - t0
+        else:
+            time.sleep(0.05)
+    out['seen'] = seen
+
+
+def test_implicit(tmp, conf, gws, env):
+    """Implicit failover asks the holder: refused while it still gets I/O (a multipath policy
+    using every path), granted once the initiator left it, and the lock broken only when the
+    holder does not answer (SIGSTOP)."""
+    start3(tmp, conf, gws, implicit_ms=IMPLICIT_MS)
+    a, b, c = gws['a'], gws['b'], gws['c']
+    ledger, bl0 = Ledger(), blocklist(env)
+    secs = IMPLICIT_MS / 1000 * 3 + 1
+    oa, ob = {}, {}
+    # the initiator writes LUN 1 through A and LUN 0 through B: A refuses for the target as a
+    # whole (LUN 0's lock idle through A does not matter: the locks move together)
+    ta = threading.Thread(target=writer, args=(a, ledger, secs, oa, 1))
+    tb = threading.Thread(target=writer, args=(b, ledger, secs, ob, 0))
+    ta.start()
+    tb.start()
+    ta.join()
+    tb.join()
+    lk = locks(gws)
+    refused = [ln for ln in a.d.output().splitlines() if 'refused: this gateway had I/O' in ln]
+    check('implicit-busy-kept', lk['a'] == 'owner' and lk['b'] == 'standby' and
+          set(oa['seen']) == {'GOOD'} and 'GOOD' not in ob['seen'] and
+          ob['seen'].get('status 0x02 sense 2/04/0b') and refused and
+          not blocklist(env) - bl0,
+          'writes to LUN 1 through A and LUN 0 through B at once for %.0f s '
+          '(implicit_failover_ms %d): A %s, B %s; locks %s; A refused %d request(s); new '
+          'blocklist entries: %s'
+          % (secs, IMPLICIT_MS, oa['seen'], ob['seen'], lk, len(refused),
+             sorted(blocklist(env) - bl0) or 'none'))
+    ledger.verify('implicit-busy-verify', a)
+    ob = {}
+    writer(b, ledger, IMPLICIT_MS / 1000 * 2 + HANDOVER_MS / 1000, ob)
+    lk = locks(gws)
+    took2, got = wait_rtpg(gws, want3(2), CHECK_MS / 1000 + SLACK_S)
+    check('implicit-moved', lk == {'a': 'standby', 'b': 'owner', 'c': 'standby'} and
+          got == want3(2) and ob.get('good_at') is not None and
+          ob['good_at'] < IMPLICIT_MS / 1000 + SLACK_S + 1 and not blocklist(env) - bl0,
+          'writes through B only: %s, GOOD after %s s; locks %s; %s; new blocklist entries: %s'
+          % (ob['seen'], '%.1f' % ob['good_at'] if 'good_at' in ob else 'never', lk,
+             shows(got), sorted(blocklist(env) - bl0) or 'none'))
+    ledger.verify('implicit-moved-verify', b)
+    b.d.p.send_signal(signal.SIGSTOP)
+    oa = {}
+    try:
+        writer(a, ledger, IMPLICIT_MS / 1000 + HANDOVER_MS / 1000 + 4, oa)
+        lk = {n: gws[n].lock()[0] for n in 'ac'}
+        took2, got = wait_rtpg(gws, {n: want3(1)[n] for n in 'ac'},
+                               CHECK_MS / 1000 + SLACK_S)
+        bl = blocklist(env) - bl0
+        check('implicit-stopped-broken', lk == {'a': 'owner', 'c': 'standby'} and
+              got == {n: want3(1)[n] for n in 'ac'} and oa.get('good_at') is not None and
+              oa['good_at'] < (IMPLICIT_MS + HANDOVER_MS) / 1000 + SLACK_S + 1 and len(bl) == 1,
+              'B stopped; writes through A: %s, GOOD after %s s (implicit_failover_ms %d + '
+              'handover_timeout_ms %d); locks %s; %s; new blocklist entries: %s'
+              % (oa['seen'], '%.1f' % oa['good_at'] if 'good_at' in oa else 'never',
+                 IMPLICIT_MS, HANDOVER_MS, lk, shows(got), sorted(bl) or 'none'))
+    finally:
+        b.d.p.send_signal(signal.SIGCONT)
+    wb = b.write(PROBE_LBA, os.urandom(4096))
+    st_b = b.wait_lock('fenced', CHECK_MS / 1000 + SLACK_S)
+    # 04/0B when the write itself finds the cluster refusing B, 04/0C (unavailable) when B's
+    # lock check, overdue after SIGCONT, found it first
+    check('implicit-stopped-fenced', wb[0] == 2 and
+          sense3(wb[1]) in ((2, 4, 0x0b), (2, 4, 0x0c)) and st_b == 'fenced',
+          "continued B's first write: %s; B says %s" % (fmt(*wb), st_b))
+    ledger.verify('implicit-final-verify', a)
+
+
+def test_split(tmp, conf, gws, env):
+    """The locks of the target's two LUs on different gateways (an operator broke one with
+    iscsi_break_rbd_lock, fencing A): every gateway reports transitioning, and the split heals
+    by itself: B, holding LUN 0's lock, takes LUN 1's (its holder A, fenced, does not answer);
+    then, A restarted takes both back with SET TARGET PORT GROUPS (B hands both over) and B
+    breaks LUN 1's alone: holding only that one, B asks for LUN 0's and, A silent, breaks it."""
+    start3(tmp, conf, gws)
+    a, b, c = gws['a'], gws['b'], gws['c']
+    ledger = Ledger()
+    n, why = ledger.write_some(a, 32)
+    for rnd, lun in (('lun0', 0), ('lun1', 1)):
+        if rnd == 'lun1':
+            a.stop()
+            gws['a'] = a = Gateway(tmp, conf, 'a', 1, [1, 2, 3])
+            a.wait_lock(None)
+            st, sense, took = a.stpg((AO, 1))
+            took2, got = wait_rtpg(gws, want3(1), CHECK_MS / 1000 + SLACK_S)
+            n, why = ledger.write_some(a, 32)
+            check('split-retake', st == 0 and locks(gws) == {'a': 'owner', 'b': 'standby',
+                                                            'c': 'standby'} and
+                  got == want3(1) and n == 32,
+                  'A restarted, SET TARGET PORT GROUPS g1=AO through A: %s in %.2f s; locks %s; '
+                  '%s; %d of 32 writes through A acknowledged %s'
+                  % (fmt(st, sense), took, locks(gws), shows(got), n, why or ''))
+        r = b.break_lock(lun)
+        t0, seen, wb = time.monotonic(), {}, None
+        while time.monotonic() - t0 < 1.5:  # transitioning while split (healing waits 2 s)
+            for nm in 'bc':
+                g = gws[nm].rtpg()
+                if isinstance(g, dict) and TRANS in g.values():
+                    seen[nm] = show(g)
+            if wb is None:
+                wb = b.write(PROBE_LBA, os.urandom(4096), 1 - lun)
+            time.sleep(0.1)
+        want = {n: want3(2)[n] for n in 'bc'}
+        took2, got = wait_rtpg({n: gws[n] for n in 'bc'}, want, 2 + HANDOVER_MS / 1000 + 5)
+        lk = locks({n: gws[n] for n in 'bc'})
+        healed = [ln for ln in b.d.output().splitlines() if 'locks are split' in ln]
+        check('split-%s' % rnd, 'b' in seen and 'c' in seen and wb and wb[0] == 2 and
+              sense3(wb[1]) == (2, 4, 0x0a) and got == want and
+              lk == {'b': 'owner', 'c': 'standby'} and healed,
+              'B broke LUN %d\'s lock (%s): transitioning seen on %s; a write through B to LUN '
+              '%d meanwhile: %s; healed %.1f s later: %s; locks %s; B logged: %s'
+              % (lun, r.get('result', r.get('error', {})).get('state'), seen, 1 - lun,
+                 fmt(*wb) if wb else '-', took2, shows(got), lk, healed[-1:]))
+        ledger.verify('split-%s-verify' % rnd, b)
+
+
+def main():
+    for c in ('ceph-mon', 'ceph-osd', 'rbd', 'ceph-authtool', 'monmaptool'):
+        if not shutil.which(c):
+            print('SKIP: Ceph not installed (%s missing): scripts/deps.sh --ceph' % c,
+                  file=sys.stderr)
+            return 77
+    if not os.access(os.path.join(BUILD, 'tools', 'ix-target'), os.X_OK):
+        print('SKIP: ix-target not built in %s' % BUILD, file=sys.stderr)
+        return 77
+    os.makedirs(OUT, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix='ixtest.own.', dir='/tmp')
+    shm = '/dev/shm' if os.path.isdir('/dev/shm') else tmp
+    ceph = tempfile.mkdtemp(prefix='ixtest.own-ceph.', dir=shm)
+    conf = os.path.join(ceph, 'ceph.conf')
+    env = dict(os.environ, CEPH_CONF=conf)
+    gws = {}
+    try:
+        t0 = time.monotonic()
+        r = run([CLUSTER_SH, 'start', ceph, '--store', 'memstore'], 300)
+        if r.returncode != 0:
+            report('FAIL', 'cluster', r.stderr.strip()[-300:])
+            return 1
+        for img in IMAGES:
+            r = run(['rbd', 'create', '--size', '64M', 'rbd/' + img], 60, env=env)
+            if r.returncode != 0:
+                report('FAIL', 'cluster', 'rbd create: ' + r.stderr.strip()[-300:])
+                return 1
+        report('PASS', 'cluster', 'memstore cluster and images up in %.0f s'
+               % (time.monotonic() - t0))
+        for t in (test_idle, test_three, test_handover, test_planned, test_implicit,
+                  test_split):
+            try:
+                if t == test_idle:
+                    t(tmp, conf, gws)
+                else:
+                    t(tmp, conf, gws, env)
+            except Exception as e:  # noqa: BLE001
+                import traceback
+                traceback.print_exc()
+                report('FAIL', t.__name__, '%s: %s' % (type(e).__name__, str(e)[:300]))
+            for g in list(gws):
+                gws.pop(g).stop()
+        report('PASS' if not report.failed else 'FAIL', 'summary',
+               'total %.0f s' % (time.monotonic() - t0))
+    finally:
+        for g in gws.values():
+            g.stop()
+        run([CLUSTER_SH, 'stop', ceph], 120)
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(ceph, ignore_errors=True)
+    return 1 if report.failed else 0
+
+
+if __name__ == '__main__':
+    report.main(main)
