@@ -11,23 +11,32 @@ acknowledged goes into a ledger that is read back through the owner after each f
 at the end.
 
   1. explicit: A owns; a reservation state (a registration through each gateway, Write
-     Exclusive - Registrants Only through A); SET TARGET PORT GROUPS (group 2 active) through
-     B; A's next write 2/04/0B (or 2/04/0C when the PR store's watch found the blocklisting
-     first), A "fenced", REPORT TARGET PORT GROUPS through A: group 1 unavailable; A's other
-     LU (same connection) fenced too, its write 4/08/00; A rejoins by itself within
-     REJOIN_MS + a bound ("connected", count 1, lock "standby"); on A's old session three
-     writes: 2/04/0B, 2A/06, 2/04/0B, and REPORT TARGET PORT GROUPS group 1 standby, 2
-     active/optimized; A's other LU serves again (a write reads back); failback (SET TARGET
-     PORT GROUPS group 1 active through A): GOOD, B fenced; the ledger reads back through A;
+     Exclusive - Registrants Only through A); iscsi_break_rbd_lock through B (SET TARGET PORT
+     GROUPS would ask A, which hands the lock over and is not fenced); A's next write 2/04/0B
+     (or 2/04/0C when the PR store's watch or A's lock thread found the blocklisting first), A
+     "fenced", REPORT TARGET PORT GROUPS through A: group 1 unavailable; A's other LU (same
+     connection) fenced too, its write 4/08/00; A rejoins by itself within REJOIN_MS + a bound
+     ("connected", count 1, lock "standby" once the new thread set the lock policy); on A's
+     old session writes: 2A/06 first (from the lock's thread), then 2/04/0B (one more 2A/06 at
+     most), and REPORT TARGET PORT GROUPS group 1 standby, 2 active/optimized; A's other LU
+     with the lock comes back standby and a write does not take its free lock, the one
+     without serves again (a write reads back); the rejoined A's ownership thread is on the
+     new connection: SET TARGET PORT GROUPS through A (B hands over) and then through B (A
+     answers and hands back), each well within handover_timeout_ms and with no new blocklist
+     entry; failback (iscsi_break_rbd_lock through A): A owner, B fenced; the ledger reads
+     back through A;
   2. manual: B stays fenced (rejoin_after_ms 0) for longer than REJOIN_MS; a PERSISTENT
      RESERVE OUT through fenced B is refused and a reservation change through A (A's key)
      is one B misses; `ix-ctl lun rejoin` on B: B rejoins, standby, and its READ KEYS
      (PRgeneration and keys) equal the object's; a second `ix-ctl lun rejoin` is refused
      (not fenced); `ix-ctl lun status` shows the connection and the count;
-  3. SIGSTOP: A stopped, writes through B take the lock over implicitly; SIGCONT: A's first
-     write 2/04/0B, A rejoins by itself, standby, then writes 2/04/0B; the ledger reads back
-     through B; failback through A, B rejoined by `ix-ctl lun rejoin`;
-  4. unreachable: A fenced again (SET TARGET PORT GROUPS through B) and the monitor stopped
+  3. SIGSTOP: A stopped, writes through B take the lock over implicitly (after
+     implicit_failover_ms and handover_timeout_ms: A does not answer); SIGCONT: A's first
+     write 2/04/0B (or 2/04/0C), A rejoins by itself, standby, then writes 2/04/0B; the ledger
+     reads back through B; failback through A, B rejoined by `ix-ctl lun rejoin`; then writes
+     through A (the holder) and rejoined B at once for 2.5 x IMPLICIT_MS: B's implicit
+     requests are refused, every write through A acknowledged, no new blocklist entry;
+  4. unreachable: A fenced again (iscsi_break_rbd_lock through B) and the monitor stopped
      (SIGSTOP): the rejoin fails, is retried, and the management API and `ix-ctl lun status`
      say why ("cluster unreachable"); meanwhile INQUIRY, REPORT LUNS and REPORT TARGET PORT
      GROUPS answer and READ gets 2/04/0C; monitor continued: A rejoins;
@@ -78,6 +87,7 @@ IMAGE, PLAIN, PLAIN2 = 'rj', 'rjplain', 'rjplain2'
 BS = 512
 IMPLICIT_MS = 3000
 REJOIN_MS = 2000
+HANDOVER_S = 5  # rbd.handover_timeout_ms's default: a holder that does not answer is broken
 REJOIN_BOUND_S = 15  # a rejoin on a loaded 2-core machine: detach, connect, open, watch, read
 CYCLES = 5
 RSS_SLACK_KB = 8192
@@ -163,9 +173,12 @@ class Gateway:
         return self.wait(lambda st: st.get('lock', {}).get('state') == want, secs)[1] \
             .get('lock', {}).get('state')
 
-    def wait_rejoined(self, count, secs):
+    def wait_rejoined(self, count, secs, target=IQN, lun=0):
+        """Until the LUN's connection rejoined count times and its lock is settled (a rejoined
+        image's ownership thread sets the lock policy first, "acquiring", then "standby")."""
         return self.wait(lambda st: st.get('rejoin', {}).get('state') == 'connected' and
-                         st.get('rejoin', {}).get('count', 0) >= count, secs)
+                         st.get('rejoin', {}).get('count', 0) >= count and
+                         st.get('lock', {}).get('state') != 'acquiring', secs, target, lun)
 
     def raw(self, cdb, **kw):
         st, data, sense, _ = self.s.scsi(bytes(cdb), **kw)
@@ -311,15 +324,56 @@ def plain_check(gw, lun):
 
 
 def fence_by(winner, loser, ledger):
-    """SET TARGET PORT GROUPS through winner (its group active): GOOD, then loser's next write
-    is refused and loser says fenced. Returns (stpg result, loser's write, loser's lock)."""
-    st = winner.stpg(AO, winner.group)
+    """iscsi_break_rbd_lock through winner (SET TARGET PORT GROUPS would ask the live holder,
+    which hands the lock over and is not fenced): winner owner, then loser's next write is
+    refused and loser says fenced. Returns ((0 when winner is the owner, what the break said),
+    loser's write, loser's lock)."""
+    r = rpc(winner.sock, 'iscsi_break_rbd_lock', {'target': IQN, 'lun': 0}).get('result') or {}
+    st = (0 if r.get('state') == 'owner' else 1,
+          'iscsi_break_rbd_lock through %s: %s (%s)' % (winner.name.upper(), r.get('state'),
+                                                      r.get('reason')))
     w = loser.write(random.choice(list(ledger.blocks)) if ledger.blocks else 0,
                     os.urandom(4096))
     return st, w, loser.wait_lock('fenced', 10)
 
 
-def phase_explicit(gws, ledger):
+def blocklist(cl):
+    return {ln.split()[0] for ln in cl.blocklist().splitlines() if ln.strip()}
+
+
+def stpg_timed(gw):
+    t0 = time.monotonic()
+    st = gw.stpg(AO, gw.group)
+    return st, time.monotonic() - t0
+
+
+def handover_rejoined(a, b, ledger, cl):
+    """The rejoined gateway's ownership thread is on its new connection: it asks (notify) and
+    answers (watch) there. SET TARGET PORT GROUPS through rejoined A: B hands the lock over;
+    then through B: A answers B's request and hands it back, well within
+    handover_timeout_ms (a watch left on the fenced connection would not answer, and B would
+    break A's lock after it). Nobody is fenced either time."""
+    bl0 = blocklist(cl)
+    st1, t1 = stpg_timed(a)
+    la, lb = a.wait_lock('owner', 5), b.wait_lock('standby', 5)
+    n1, _ = ledger.write_some(a, 4)
+    check('rejoined-asks', st1[0] == 0 and t1 < HANDOVER_S and la == 'owner' and
+          lb == 'standby' and n1 == 4 and not blocklist(cl) - bl0,
+          'SET TARGET PORT GROUPS g1=AO through rejoined A: %s in %.2f s; A %s, B %s; %d of 4 '
+          'writes through A acknowledged; new blocklist entries: %s'
+          % (fmt(*st1), t1, la, lb, n1, sorted(blocklist(cl) - bl0) or 'none'))
+    st2, t2 = stpg_timed(b)
+    la, lb = a.wait_lock('standby', 5), b.wait_lock('owner', 5)
+    n2, _ = ledger.write_some(b, 4)
+    check('rejoined-answers', st2[0] == 0 and t2 < HANDOVER_S and la == 'standby' and
+          lb == 'owner' and n2 == 4 and not blocklist(cl) - bl0,
+          'SET TARGET PORT GROUPS g2=AO through B, rejoined A holding the lock: %s in %.2f s '
+          '(handover_timeout_ms %d); A %s, B %s; %d of 4 writes through B acknowledged; new '
+          'blocklist entries: %s' % (fmt(*st2), t2, HANDOVER_S * 1000, la, lb, n2,
+                                     sorted(blocklist(cl) - bl0) or 'none'))
+
+
+def phase_explicit(gws, ledger, cl):
     a, b = gws['a'], gws['b']
     st_a, st_b = a.wait_lock('owner'), b.wait_lock('standby')
     ra, rb = a.rtpg(), b.rtpg()
@@ -343,9 +397,9 @@ def phase_explicit(gws, ledger):
     check('fenced', st[0] == 0 and w[0] == 2 and sense3(w[1]) in ((2, 4, 0x0b), (2, 4, 0x0c))
           and lk == 'fenced' and stat.get('rejoin', {}).get('state') in ('fenced', 'rejoining')
           and ra == {1: UNAVAIL, 2: AO},
-          'SET TARGET PORT GROUPS g2=AO through B: %s; A write %s (04/0B: the write found '
-          'it, 04/0C: the PR watch did first); A lock %s, connection %s; A reports %s'
-          % (fmt(*st), fmt(*w), lk, rj(stat), show(ra)))
+          '%s; A write %s (04/0B: the write found it, 04/0C: the PR watch or the lock check '
+          'did first); A lock %s, connection %s; A reports %s'
+          % (st[1], fmt(*w), lk, rj(stat), show(ra)))
     check('fenced-same-connection', p0.get('lock', {}).get('state') == 'fenced' and
           p1.get('rejoin', {}).get('state') in ('fenced', 'rejoining') and
           sense3(pw0[1]) == (2, 4, 0x0b) and pw1[0] == 2 and sense3(pw1[1]) == (4, 8, 0),
@@ -359,24 +413,24 @@ def phase_explicit(gws, ledger):
           'A rejoined after %.1f s (rejoin_after_ms %d): connection %s, lock %s: %s'
           % (took, REJOIN_MS, rj(stat), stat.get('lock', {}).get('state'),
              stat.get('lock', {}).get('reason')))
-    # the same session: the first command answers from the new state, the next ones get
-    # ASYMMETRIC ACCESS STATE CHANGED once, then standby
+    # the same session: the lock's thread gave the LU's nexuses ASYMMETRIC ACCESS STATE
+    # CHANGED when its state changed, so the first command reports it; the states follow
+    # (standby: 2/04/0B); the command that brings them in line may post 2A/06 once more (the
+    # change counter is the process's: A's other LUs rejoined at the same time); then standby
     seen = []
-    for _ in range(3):
+    for _ in range(4):
         s, _, sn = a.raw([0x8a, 0x08] + list(struct.pack('>QIBB', 0, 8, 0, 0)),
                          write_data=os.urandom(4096))
         seen.append(fmt(s, sn))
     ra = a.rtpg()
-    sb0 = 'status 0x02 sense 2/04/0b'
-    check('standby-after-rejoin', seen == [sb0, 'status 0x02 sense 6/2a/06', sb0] and
-          ra == {1: STANDBY, 2: AO},
-          "A's old session after the rejoin, three writes: %s; A reports %s" % (seen, show(ra)))
+    sb0, ua = 'status 0x02 sense 2/04/0b', 'status 0x02 sense 6/2a/06'
+    check('standby-after-rejoin', seen[0] == ua and seen[-1] == sb0 and
+          set(seen) == {ua, sb0} and seen.count(ua) <= 2 and ra == {1: STANDBY, 2: AO},
+          "A's old session after the rejoin, four writes: %s; A reports %s" % (seen, show(ra)))
     # A's other LUs: the one with the lock comes back standby although its lock was free
     # (its fenced client's lock is broken by the new one): a write must not take it
-    _, p0, ok0 = a.wait(lambda st: st.get('rejoin', {}).get('count') == 1, REJOIN_BOUND_S,
-                        IQN_PLAIN)
-    _, p1, ok1 = a.wait(lambda st: st.get('rejoin', {}).get('count') == 1, REJOIN_BOUND_S,
-                        IQN_PLAIN, 1)
+    _, p0, ok0 = a.wait_rejoined(1, REJOIN_BOUND_S, IQN_PLAIN, 0)
+    _, p1, ok1 = a.wait_rejoined(1, REJOIN_BOUND_S, IQN_PLAIN, 1)
     pw0 = plain_write(a, os.urandom(4096), 0)
     lk0 = a.status(IQN_PLAIN, 0).get('lock', {})
     brk = rpc(a.sock, 'iscsi_break_rbd_lock', {'target': IQN_PLAIN, 'lun': 0}).get('result', {})
@@ -391,13 +445,13 @@ def phase_explicit(gws, ledger):
           % (p0.get('lock', {}).get('state'), p0.get('lock', {}).get('reason'), fmt(*pw0),
              lk0.get('state'), brk.get('state'), w0, 'the same' if same0 else 'not the same',
              rj(p1), w1, 'the same' if same1 else 'not the same'))
+    handover_rejoined(a, b, ledger, cl)
     st, w, lk = fence_by(a, b, ledger)
     ra = a.rtpg()
     n, why = ledger.write_some(a, 16)
     check('failback', st[0] == 0 and ra == {1: AO, 2: STANDBY} and lk == 'fenced' and
-          n == 16, 'SET TARGET PORT GROUPS g1=AO through rejoined A: %s, A reports %s; B write '
-          '%s, B lock %s; %d of 16 writes through A acknowledged %s'
-          % (fmt(*st), show(ra), fmt(*w), lk, n, why or ''))
+          n == 16, 'through rejoined A, %s, A reports %s; B write %s, B lock %s; %d of 16 '
+          'writes through A acknowledged %s' % (st[1], show(ra), fmt(*w), lk, n, why or ''))
     ledger.verify('failback-verify', a)
 
 
@@ -436,7 +490,7 @@ def phase_manual(gws, ledger, cl):
           '1 rejoins' in r.stdout, 'ix-ctl lun status on B: "%s"' % r.stdout.strip())
 
 
-def phase_sigstop(gws, ledger):
+def phase_sigstop(gws, ledger, cl):
     a, b = gws['a'], gws['b']
     count = a.rejoin().get('count', 0)
     a.d.p.send_signal(signal.SIGSTOP)
@@ -465,7 +519,10 @@ def phase_sigstop(gws, ledger):
     took, stat, ok = a.wait_rejoined(count + 1, REJOIN_MS / 1000 + REJOIN_BOUND_S)
     took = time.monotonic() - t_fenced
     wa2 = a.write(0, os.urandom(4096))
-    check('sigcont-rejoin', wa[0] == 2 and sense3(wa[1]) == (2, 4, 0x0b) and lk == 'fenced' and
+    # 04/0B when the write itself finds the cluster refusing A, 04/0C (unavailable) when A's
+    # lock thread (its watch or its overdue lock check) found it first
+    check('sigcont-rejoin', wa[0] == 2 and sense3(wa[1]) in ((2, 4, 0x0b), (2, 4, 0x0c)) and
+          lk == 'fenced' and
           ok and stat.get('lock', {}).get('state') == 'standby' and
           sense3(wa2[1]) == (2, 4, 0x0b),
           "resumed A's first write %s, lock %s; rejoined after %.1f s: %s, lock %s; then a "
@@ -479,8 +536,30 @@ def phase_sigstop(gws, ledger):
     _, stat, ok = b.wait_rejoined(cb + 1, REJOIN_BOUND_S)
     n, why = ledger.write_some(a, 16)
     check('sigstop-failback', st[0] == 0 and lk == 'fenced' and ok and n == 16,
-          'SET TARGET PORT GROUPS through A: %s, B %s, then rejoined by ix-ctl (exit %d): %s; '
-          '%d of 16 writes through A %s' % (fmt(*st), lk, r.returncode, rj(stat), n, why or ''))
+          '%s, B %s, then rejoined by ix-ctl (exit %d): %s; %d of 16 writes through A %s'
+          % (st[1], lk, r.returncode, rj(stat), n, why or ''))
+    both_paths(a, b, ledger, cl)
+
+
+def both_paths(a, b, ledger, cl):
+    """An initiator that writes through every path (multibus) after a rejoin: rejoined B's
+    implicit failover asks holder A, which refuses while it gets I/O; nobody is fenced and the
+    lock does not bounce (it used to: B broke A's lock, A rejoined, ...)."""
+    bl0, seen, good_a, tries, t0 = blocklist(cl), {}, 0, 0, time.monotonic()
+    while time.monotonic() - t0 < IMPLICIT_MS / 1000 * 2.5:
+        n, _ = ledger.write_some(a, 1)
+        good_a, tries = good_a + n, tries + 1
+        st, sense = b.write(ledger.next, os.urandom(4096))
+        seen[fmt(st, sense)] = seen.get(fmt(st, sense), 0) + 1
+        time.sleep(0.1)
+    la, lb = a.lock(), b.lock()
+    check('both-paths-after-rejoin', la == 'owner' and lb == 'standby' and good_a == tries and
+          'status 0x00' not in seen and not blocklist(cl) - bl0 and
+          'status 0x02 sense 2/04/0b' in seen,
+          'writes through A and rejoined B for %.1f s (B implicit_failover_ms %d): %d of %d '
+          'through A acknowledged, through B %s; then A %s, B %s; new blocklist entries: %s'
+          % (time.monotonic() - t0, IMPLICIT_MS, good_a, tries, seen, la, lb,
+             sorted(blocklist(cl) - bl0) or 'none'))
 
 
 def mon_pid(cl):
@@ -548,7 +627,7 @@ def phase_cycles(gws, ledger):
     _, stat, ok = b.wait_rejoined(cb + 1, REJOIN_BOUND_S)
     check('cycles-setup', st[0] == 0 and lk == 'fenced' and ok,
           'A takes the lock back: %s, B %s, rejoined by hand (exit %d): %s'
-          % (fmt(*st), lk, r.returncode, rj(stat)))
+          % (st[1], lk, r.returncode, rj(stat)))
     ok, why = one_cycle(gws, ledger)
     time.sleep(1)
     first = a.resources(), b.resources()
@@ -795,8 +874,8 @@ def scenario(cl, tmp):
         gws['a'] = Gateway(tmp, conf, 'a', 1, REJOIN_MS, 0, plain=True)
         gws['a'].wait_lock('owner')
         gws['b'] = Gateway(tmp, conf, 'b', 2, 0, IMPLICIT_MS)
-        phases = [(phase_explicit, (gws, ledger)), (phase_manual, (gws, ledger, cl)),
-                  (phase_sigstop, (gws, ledger)), (phase_unreachable, (gws, ledger, cl)),
+        phases = [(phase_explicit, (gws, ledger, cl)), (phase_manual, (gws, ledger, cl)),
+                  (phase_sigstop, (gws, ledger, cl)), (phase_unreachable, (gws, ledger, cl)),
                   (phase_cycles, (gws, ledger)), (phase_spc2, (gws, ledger, cl)),
                   (phase_final, (gws, ledger, cl)),
                   (phase_offline_pr, (gws, tmp, cl))]
