@@ -8,11 +8,13 @@ groups by relative port. rbd.handover_timeout_ms 3000, lock_check_ms the default
   idle: A owns, B standby; `iscsi_break_rbd_lock` on B breaks A's lock (blocklisting A) while
      A receives nothing; A's management API says "fenced" within lock_check_ms plus slack,
      A's first command then gets UNIT ATTENTION 2A/06 and A's REPORT TARGET PORT GROUPS says
-     group 1 unavailable, group 2 active/optimized.
+     group 1 unavailable, group 2 active/optimized; A's cluster connection is fenced with it,
+     so A rejoins by itself (rbd.rejoin_after_ms) with a new client and says standby.
   three: A, B and C (groups 1, 2, 3) on one image: all three report the holder's group
      active/optimized and the others standby (the holder's owner record, ix.own.<image>, names
      its groups), before and after C breaks A's lock (A, fenced, reports its group unavailable
-     and cannot read the cluster any more: the others as they were); the record says
+     and cannot read the cluster any more: the others as they were; rbd.rejoin_after_ms 0
+     here, so it stays fenced); the record says
      "groups 3"; after `rados put` of garbage over it, C writes it again within two lock
      checks, logging it, and every gateway keeps reporting C's group.
   handover: SET TARGET PORT GROUPS g2=AO through B while A holds both LUNs' locks: GOOD, both
@@ -67,6 +69,7 @@ SLACK_S = 1.5     # a loaded machine
 IMAGES = ['own0', 'own1']  # LUN 0 and 1 of the target: the hand-over tests move both
 HANDOVER_MS = 3000  # rbd.handover_timeout_ms
 IMPLICIT_MS = 2000  # alua.implicit_failover_ms, where a test turns it on
+REJOIN_S = 5  # rbd.rejoin_after_ms (the default): a fenced gateway rejoins this much later
 LEDGER_LBA = 4096
 PROBE_LBA = 2048  # writes expected to be refused go here, never over the ledger's blocks
 AO, ANO, STANDBY, UNAVAIL, TRANS = 0, 1, 2, 3, 0xf
@@ -121,7 +124,8 @@ def show(groups):
 class Gateway:
     """One ix-target: its portal (tpgt = group), management socket and one session."""
 
-    def __init__(self, tmp, conf, name, group, groups, port=None, implicit_ms=0, nluns=2):
+    def __init__(self, tmp, conf, name, group, groups, port=None, implicit_ms=0, nluns=2,
+                 rejoin_ms=None):
         self.name, self.group, self.tmp, self.conf = name, group, tmp, conf
         self.port = port or ixtest.free_port()
         self.sock = os.path.join(tmp, name + '.sock')
@@ -133,6 +137,9 @@ class Gateway:
                  'rbd': {'pool': 'rbd', 'image': img, 'conf': conf, 'exclusive_lock': True,
                          'osd_op_timeout_s': 5, 'handover_timeout_ms': HANDOVER_MS}}
                 for i, img in enumerate(IMAGES[:nluns])]
+        if rejoin_ms is not None:
+            for lun in luns:
+                lun['rbd']['rejoin_after_ms'] = rejoin_ms
         self.nluns = nluns
         cfg = {'global': {'mgmt_socket': self.sock},
                'portals': [{'name': 'p', 'address': HOST, 'port': self.port, 'tpgt': group}],
@@ -251,6 +258,24 @@ def test_idle(tmp, conf, gws):
           ra == {1: UNAVAIL, 2: AO},
           "A's first command (TEST UNIT READY): %s (want 6/2a/06); A's REPORT TARGET PORT "
           "GROUPS then: %s" % (fmt(st, sense), show(ra)))
+    # what the lock's thread found fences A's cluster connection, not only the lock state:
+    # A rejoins by itself (rbd.rejoin_after_ms, default 5000) with a new client, standby,
+    # although no request of A's ever met the blocklist
+    t0 = time.monotonic()
+    st = a.wait_lock('standby', REJOIN_S + SLACK_S + 10)
+    took = time.monotonic() - t0
+    rj = rejoin_status(a)
+    ra = a.rtpg()
+    check('idle-rejoins', st == 'standby' and rj.get('state') == 'connected' and
+          rj.get('count') == 1 and ra == {1: STANDBY, 2: AO},
+          'idle fenced A then: %s after %.1f s (%s); connection %s, %s rejoin(s); A reports %s'
+          % (st, took, a.lock()[1], rj.get('state'), rj.get('count'), show(ra)))
+
+
+def rejoin_status(gw, lun=0):
+    r = rpc(gw.sock, 'iscsi_get_luns', {'target': IQN})
+    return ([x for x in r.get('result') or [] if x.get('lun') == lun] or [{}])[0] \
+        .get('status', {}).get('rejoin', {})
 
 
 def wait_rtpg(gws, want, secs):
@@ -273,8 +298,8 @@ def test_three(tmp, conf, gws, env):
     owner record, also after the lock moved; a damaged record is written again by its
     holder."""
     groups = [1, 2, 3]
-    for n, g in (('a', 1), ('b', 2), ('c', 3)):
-        gws[n] = Gateway(tmp, conf, n, g, groups, nluns=1)
+    for n, g in (('a', 1), ('b', 2), ('c', 3)):  # fenced A stays so (no rejoin): unavailable
+        gws[n] = Gateway(tmp, conf, n, g, groups, nluns=1, rejoin_ms=0)
         gws[n].wait_lock(None)
     states = {n: gws[n].lock()[0] for n in 'abc'}
     took, got = wait_rtpg(gws, {n: {1: AO, 2: STANDBY, 3: STANDBY} for n in 'abc'},
