@@ -17,8 +17,8 @@
 #     path is active/optimized (access_state, sg_rtpg), the host says b owns the lock, a verify
 #     pass reads every block back: 0 miscompares. The host restarts a: its path comes back
 #     standby.
-#  3. failback: SET TARGET PORT GROUPS (sg_stpg) through a's path makes a the owner again; b is
-#     fenced by that and restarted by the host (standby)
+#  3. failback: SET TARGET PORT GROUPS (sg_stpg) through a's path makes a the owner again (b,
+#     asked, hands the lock over and stays standby); the host restarts b all the same (standby)
 #  4. SIGSTOP: the same fio on another region while a is stopped; 0 errors; b active/optimized;
 #     after SIGCONT (a stopped for 30 s, longer than the initiator's timeouts) a WRITE sent
 #     straight to a's path (sg_raw, past scsi_dh_alua) is refused with NOT READY (04/0B, or
@@ -116,7 +116,7 @@ fi
 # failed path keeps its last priority, so after a failover multipathd regrouped the dead
 # gateway's path with the new owner's (both 50); when it came back, dm-multipath activated
 # every path of that group, scsi_dh_alua sent SET TARGET PORT GROUPS through the restarted
-# gateway, which took the lock and fenced the healthy owner (docs/ha.md).
+# gateway, which took the lock from the healthy owner (docs/ha.md).
 mkdir -p /etc/multipath
 cat >/etc/multipath.conf <<-EOF
 	defaults {
@@ -265,7 +265,7 @@ fio_verify kill9 0 1801
 ixr_host "restart a" 180 || ixr_fail kill9-restart "$IXR_HOST_RSP"
 check_a_rejoined kill9
 
-# ---- 3. failback: a takes the lock back; b is fenced by that and restarted --------------------------------
+# ---- 3. failback: a takes the lock back (b hands it over); b restarted ----------------------------------
 dmesg_mark failback
 if /usr/bin/sg_stpg --optimized "/dev/$DA" >&2 2>&1; then
 	ixr_pass failback-stpg "SET TARGET PORT GROUPS (group of a: active/optimized) through a: GOOD"
