@@ -32,25 +32,21 @@ Skips (77) only when Ceph or ix-target is missing. Environment: IX_BUILD, IX_OUT
 import json
 import os
 import random
-import shutil
 import signal
-import socket
 import struct
-import subprocess
 import sys
-import tempfile
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+import ixceph  # noqa: E402
 import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
+from ixceph import BUILD, OUT, fmt, rpc, run, sense3  # noqa: E402
 
 HOST = '127.0.0.1'
-BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
-OUT = os.environ.get('IX_OUT', os.path.join(ROOT, 'tests', 'out'))
-CLUSTER_SH = os.path.join(ROOT, 'tests', 'ceph', 'cluster.sh')
 IQN = 'iqn.2024-01.org.ix.test:failover'
 INITIATOR = 'iqn.2024-01.org.ix.test:failover-client'
 BS = 512
@@ -60,39 +56,6 @@ LEDGER_LBA = (4 << 20) // BS  # the ledger's writes start above ix-bench's range
 AO, ANO, STANDBY, UNAVAIL, TRANS = 0, 1, 2, 3, 0xf
 NAMES = {AO: 'AO', ANO: 'ANO', STANDBY: 'standby', UNAVAIL: 'unavailable', TRANS: 'trans'}
 report = ixtest.Reporter('ha_failover')
-
-
-def run(cmd, timeout, **kw):
-    return subprocess.run(cmd, timeout=timeout, capture_output=True, text=True, **kw)
-
-
-def rpc(sock, method, params):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(60)
-    s.connect(sock)
-    s.sendall(json.dumps({'jsonrpc': '2.0', 'id': 1, 'method': method,
-                          'params': params}).encode() + b'\n')
-    buf = b''
-    while not buf.endswith(b'\n'):
-        d = s.recv(65536)
-        if not d:
-            break
-        buf += d
-    s.close()
-    return json.loads(buf)
-
-
-def sense3(sense):
-    if len(sense) < 14:
-        return None
-    if sense[0] & 0x7f in (0x72, 0x73):
-        return sense[1] & 0xf, sense[2], sense[3]
-    return sense[2] & 0xf, sense[12], sense[13]
-
-
-def fmt(st, sense):
-    k = sense3(sense) if st == 2 else None
-    return 'status 0x%02x%s' % (st, ' sense %x/%02x/%02x' % k if k else '')
 
 
 def check(name, ok, detail):
@@ -174,9 +137,7 @@ class Gateway:
             pass
 
     def sanitizer_check(self):
-        text = self.d.output()
-        if 'ERROR: AddressSanitizer' in text or 'runtime error:' in text:
-            report('FAIL', 'sanitizer-' + self.name, 'sanitizer report in ' + self.d.log_path)
+        ixceph.check_sanitizer(report, self.d, self.name)
 
 
 def show(groups):
@@ -400,40 +361,15 @@ def phase_stop(tmp, conf, ledger, gws):
     verify_ledger('final-verify', ledger, b)
 
 
-def main():
-    for c in ('ceph-mon', 'ceph-osd', 'rbd', 'ceph-authtool', 'monmaptool'):
-        if not shutil.which(c):
-            print('SKIP: Ceph not installed (%s missing): scripts/deps.sh --ceph' % c,
-                  file=sys.stderr)
-            return 77
-    for t in ('ix-target', 'ix-bench'):
-        if not os.access(os.path.join(BUILD, 'tools', t), os.X_OK):
-            print('SKIP: %s not built in %s' % (t, BUILD), file=sys.stderr)
-            return 77
-    os.makedirs(OUT, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix='ixtest.failover.', dir='/tmp')
-    shm = '/dev/shm' if os.path.isdir('/dev/shm') else tmp
-    ceph = tempfile.mkdtemp(prefix='ixtest.failover-ceph.', dir=shm)
-    conf = os.path.join(ceph, 'ceph.conf')
-    env = dict(os.environ, CEPH_CONF=conf)
+def scenario(cl, tmp):
+    cl.create_image('fo', '64M')
     gws, ledger = {}, Ledger()
+    t0 = time.monotonic()
     try:
-        t0 = time.monotonic()
-        r = run([CLUSTER_SH, 'start', ceph, '--store', 'memstore'], 300)
-        if r.returncode != 0:
-            report('FAIL', 'cluster', r.stderr.strip()[-300:])
-            return 1
-        r = run(['rbd', 'create', '--size', '64M', 'rbd/fo'], 60, env=env)
-        if r.returncode != 0:
-            report('FAIL', 'cluster', 'rbd create: ' + r.stderr.strip()[-300:])
-            return 1
-        report('PASS', 'cluster', 'memstore cluster and image up in %.0f s'
-               % (time.monotonic() - t0))
         for ph in (phase_explicit, phase_kill, phase_stop):
             try:
-                ph(tmp, conf, ledger, gws)
+                ph(tmp, cl.conf, ledger, gws)
             except Exception as e:  # noqa: BLE001
-                import traceback
                 traceback.print_exc()
                 report('FAIL', ph.__name__, '%s: %s' % (type(e).__name__, str(e)[:300]))
                 break
@@ -447,10 +383,12 @@ def main():
                 g.d.p.send_signal(signal.SIGCONT)
                 g.d.stop()
             g.sanitizer_check()
-        run([CLUSTER_SH, 'stop', ceph], 120)
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(ceph, ignore_errors=True)
-    return 1 if report.failed else 0
+
+
+def main():
+    return ixceph.run_with_cluster(report, 'ha_failover', scenario,
+                                   built=('ix-target', 'ix-bench'),
+                                   detail='%s cluster up in %.0f s')
 
 
 if __name__ == '__main__':
