@@ -41,26 +41,22 @@ Skips (77) only when Ceph or ix-target is missing. Environment: IX_BUILD, IX_OUT
 import json
 import os
 import random
-import shutil
 import signal
-import socket
 import struct
-import subprocess
 import sys
-import tempfile
 import threading
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+import ixceph  # noqa: E402
 import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
+from ixceph import BUILD, OUT, fmt, rpc, sense3  # noqa: E402
 
 HOST = '127.0.0.1'
-BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
-OUT = os.environ.get('IX_OUT', os.path.join(ROOT, 'tests', 'out'))
-CLUSTER_SH = os.path.join(ROOT, 'tests', 'ceph', 'cluster.sh')
 IQN = 'iqn.2024-01.org.ix.test:own'
 INITIATOR = 'iqn.2024-01.org.ix.test:own-client'
 BS = 512
@@ -75,39 +71,6 @@ PROBE_LBA = 2048  # writes expected to be refused go here, never over the ledger
 AO, ANO, STANDBY, UNAVAIL, TRANS = 0, 1, 2, 3, 0xf
 NAMES = {AO: 'AO', ANO: 'ANO', STANDBY: 'standby', UNAVAIL: 'unavailable', TRANS: 'trans'}
 report = ixtest.Reporter('ha_own')
-
-
-def run(cmd, timeout, **kw):
-    return subprocess.run(cmd, timeout=timeout, capture_output=True, text=True, **kw)
-
-
-def rpc(sock, method, params):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(60)
-    s.connect(sock)
-    s.sendall(json.dumps({'jsonrpc': '2.0', 'id': 1, 'method': method,
-                          'params': params}).encode() + b'\n')
-    buf = b''
-    while not buf.endswith(b'\n'):
-        d = s.recv(65536)
-        if not d:
-            break
-        buf += d
-    s.close()
-    return json.loads(buf)
-
-
-def sense3(sense):
-    if len(sense) < 14:
-        return None
-    if sense[0] & 0x7f in (0x72, 0x73):
-        return sense[1] & 0xf, sense[2], sense[3]
-    return sense[2] & 0xf, sense[12], sense[13]
-
-
-def fmt(st, sense):
-    k = sense3(sense) if st == 2 else None
-    return 'status 0x%02x%s' % (st, ' sense %x/%02x/%02x' % k if k else '')
 
 
 def check(name, ok, detail):
@@ -225,9 +188,7 @@ class Gateway:
         if self.d.p.poll() is None:
             self.d.p.send_signal(signal.SIGCONT)
             self.d.stop()
-        text = self.d.output()
-        if 'ERROR: AddressSanitizer' in text or 'runtime error:' in text:
-            report('FAIL', 'sanitizer-' + self.name, 'sanitizer report in ' + self.d.log_path)
+        ixceph.check_sanitizer(report, self.d, self.name)
 
 
 def test_idle(tmp, conf, gws):
@@ -293,7 +254,7 @@ def shows(got):
     return '; '.join('%s %s' % (n.upper(), show(g)) for n, g in sorted(got.items()))
 
 
-def test_three(tmp, conf, gws, env):
+def test_three(tmp, conf, gws, cl):
     """Three gateways on one image: each reports the holder's group active/optimized, from the
     owner record, also after the lock moved; a damaged record is written again by its
     holder."""
@@ -316,17 +277,17 @@ def test_three(tmp, conf, gws, env):
     check('three-owner-c', got == want and took <= CHECK_MS / 1000 * 2 + SLACK_S,
           'C broke the lock (%s); after %.1f s (allowed two lock checks and %.1f s): %s'
           % (r.get('result', r.get('error')), took, SLACK_S, shows(got)))
-    rec = run(['rados', '-p', 'rbd', 'get', 'ix.own.' + IMAGES[0], '-'], 30, env=env)
+    rec = cl.try_tool('rados', '-p', 'rbd', 'get', 'ix.own.' + IMAGES[0], '-', timeout=30)
     check('three-record', rec.returncode == 0 and 'groups 3\nports 3\n' in rec.stdout and
           rec.stdout.startswith('ix-own 1\n'),
           'rados get ix.own.%s: %r' % (IMAGES[0], rec.stdout[:200]))
     junk = os.path.join(tmp, 'junk')
     with open(junk, 'wb') as f:
         f.write(b'not a record\n')
-    put = run(['rados', '-p', 'rbd', 'put', 'ix.own.' + IMAGES[0], junk], 30, env=env)
+    put = cl.try_tool('rados', '-p', 'rbd', 'put', 'ix.own.' + IMAGES[0], junk, timeout=30)
     t0 = time.monotonic()
     while time.monotonic() - t0 < CHECK_MS / 1000 * 2 + SLACK_S + 5:
-        rec = run(['rados', '-p', 'rbd', 'get', 'ix.own.' + IMAGES[0], '-'], 30, env=env)
+        rec = cl.try_tool('rados', '-p', 'rbd', 'get', 'ix.own.' + IMAGES[0], '-', timeout=30)
         if rec.stdout.startswith('ix-own 1\n'):
             break
         time.sleep(0.2)
@@ -389,9 +350,8 @@ class Ledger:
                         gw.name.upper(), errors, miscompares))
 
 
-def blocklist(env):
-    r = run(['ceph', 'osd', 'blocklist', 'ls'], 60, env=env)
-    return {ln.split()[0] for ln in r.stdout.splitlines() if ln.strip()}
+def blocklist(cl):
+    return {ln.split()[0] for ln in cl.blocklist().splitlines() if ln.strip()}
 
 
 def start3(tmp, conf, gws, implicit_ms=0, names='abc'):
@@ -419,12 +379,12 @@ def want3(owner, fenced=()):
     return out
 
 
-def test_handover(tmp, conf, gws, env):
+def test_handover(tmp, conf, gws, cl):
     """SET TARGET PORT GROUPS through a standby asks the live holder, which hands the lock
     over: nobody is fenced, and the old holder can take it back the same way."""
     start3(tmp, conf, gws)
     a, b, c = gws['a'], gws['b'], gws['c']
-    ledger, bl0 = Ledger(), blocklist(env)
+    ledger, bl0 = Ledger(), blocklist(cl)
     n, why = ledger.write_some(a, 64)
     check('handover-setup', n == 64 and locks(gws) == {'a': 'owner', 'b': 'standby',
                                                        'c': 'standby'},
@@ -433,7 +393,7 @@ def test_handover(tmp, conf, gws, env):
     lk = locks(gws)
     took2, got = wait_rtpg(gws, want3(2), CHECK_MS / 1000 + SLACK_S)
     wa = a.write(PROBE_LBA, os.urandom(4096))
-    bl = blocklist(env) - bl0
+    bl = blocklist(cl) - bl0
     check('handover-stpg', st == 0 and lk == {'a': 'standby', 'b': 'owner', 'c': 'standby'} and
           got == want3(2) and not bl and wa[0] == 2 and sense3(wa[1]) == (2, 4, 0x0b),
           'SET TARGET PORT GROUPS g2=AO through B: %s in %.2f s; locks %s; after %.1f s %s; '
@@ -444,7 +404,7 @@ def test_handover(tmp, conf, gws, env):
     st, sense, took = a.stpg((AO, 1))
     lk = locks(gws)
     took2, got = wait_rtpg(gws, want3(1), CHECK_MS / 1000 + SLACK_S)
-    bl = blocklist(env) - bl0
+    bl = blocklist(cl) - bl0
     check('handover-back', n == 32 and st == 0 and lk == {'a': 'owner', 'b': 'standby',
                                                           'c': 'standby'} and
           got == want3(1) and not bl,
@@ -454,12 +414,12 @@ def test_handover(tmp, conf, gws, env):
     ledger.verify('handover-back-verify', a)
 
 
-def test_planned(tmp, conf, gws, env):
+def test_planned(tmp, conf, gws, cl):
     """SET TARGET PORT GROUPS on the holder asking its group standby hands the lock over: to
     the group asked active, or to nobody."""
     start3(tmp, conf, gws)
     a, c = gws['a'], gws['c']
-    bl0 = blocklist(env)
+    bl0 = blocklist(cl)
     st, sense, took = a.stpg((STANDBY, 1), (AO, 3))
     t0 = time.monotonic()
     while locks(gws) != {'a': 'standby', 'b': 'standby', 'c': 'owner'} and \
@@ -468,11 +428,11 @@ def test_planned(tmp, conf, gws, env):
     lk = locks(gws)
     took2, got = wait_rtpg(gws, want3(3), CHECK_MS / 1000 + SLACK_S)
     check('planned-to-c', st == 0 and lk == {'a': 'standby', 'b': 'standby', 'c': 'owner'} and
-          got == want3(3) and not blocklist(env) - bl0,
+          got == want3(3) and not blocklist(cl) - bl0,
           'SET TARGET PORT GROUPS g1=standby g3=AO through holder A: %s in %.2f s; locks %s '
           '(C took it %.1f s later); %s; new blocklist entries: %s'
           % (fmt(st, sense), took, lk, time.monotonic() - t0, shows(got),
-             sorted(blocklist(env) - bl0) or 'none'))
+             sorted(blocklist(cl) - bl0) or 'none'))
     st, sense, took = c.stpg((STANDBY, 3))
     time.sleep(CHECK_MS / 1000 * 2)
     lk = locks(gws)
@@ -487,10 +447,10 @@ def test_planned(tmp, conf, gws, env):
     st, sense, took = a.stpg((AO, 1))
     took2, got = wait_rtpg(gws, want3(1), CHECK_MS / 1000 + SLACK_S)
     check('planned-free-taken', st == 0 and locks(gws)['a'] == 'owner' and got == want3(1) and
-          not blocklist(env) - bl0,
+          not blocklist(cl) - bl0,
           'SET TARGET PORT GROUPS g1=AO through A with nobody holding the lock: %s in %.2f s; '
           '%s; new blocklist entries: %s' % (fmt(st, sense), took, shows(got),
-                                             sorted(blocklist(env) - bl0) or 'none'))
+                                             sorted(blocklist(cl) - bl0) or 'none'))
 
 
 def writer(gw, ledger, secs, out, lun=0):
@@ -512,13 +472,13 @@ def writer(gw, ledger, secs, out, lun=0):
     out['seen'] = seen
 
 
-def test_implicit(tmp, conf, gws, env):
+def test_implicit(tmp, conf, gws, cl):
     """Implicit failover asks the holder: refused while it still gets I/O (a multipath policy
     using every path), granted once the initiator left it, and the lock broken only when the
     holder does not answer (SIGSTOP)."""
     start3(tmp, conf, gws, implicit_ms=IMPLICIT_MS)
     a, b, c = gws['a'], gws['b'], gws['c']
-    ledger, bl0 = Ledger(), blocklist(env)
+    ledger, bl0 = Ledger(), blocklist(cl)
     secs = IMPLICIT_MS / 1000 * 3 + 1
     oa, ob = {}, {}
     # the initiator writes LUN 1 through A and LUN 0 through B: A refuses for the target as a
@@ -534,12 +494,12 @@ def test_implicit(tmp, conf, gws, env):
     check('implicit-busy-kept', lk['a'] == 'owner' and lk['b'] == 'standby' and
           set(oa['seen']) == {'GOOD'} and 'GOOD' not in ob['seen'] and
           ob['seen'].get('status 0x02 sense 2/04/0b') and refused and
-          not blocklist(env) - bl0,
+          not blocklist(cl) - bl0,
           'writes to LUN 1 through A and LUN 0 through B at once for %.0f s '
           '(implicit_failover_ms %d): A %s, B %s; locks %s; A refused %d request(s); new '
           'blocklist entries: %s'
           % (secs, IMPLICIT_MS, oa['seen'], ob['seen'], lk, len(refused),
-             sorted(blocklist(env) - bl0) or 'none'))
+             sorted(blocklist(cl) - bl0) or 'none'))
     ledger.verify('implicit-busy-verify', a)
     ob = {}
     writer(b, ledger, IMPLICIT_MS / 1000 * 2 + HANDOVER_MS / 1000, ob)
@@ -547,10 +507,10 @@ def test_implicit(tmp, conf, gws, env):
     took2, got = wait_rtpg(gws, want3(2), CHECK_MS / 1000 + SLACK_S)
     check('implicit-moved', lk == {'a': 'standby', 'b': 'owner', 'c': 'standby'} and
           got == want3(2) and ob.get('good_at') is not None and
-          ob['good_at'] < IMPLICIT_MS / 1000 + SLACK_S + 1 and not blocklist(env) - bl0,
+          ob['good_at'] < IMPLICIT_MS / 1000 + SLACK_S + 1 and not blocklist(cl) - bl0,
           'writes through B only: %s, GOOD after %s s; locks %s; %s; new blocklist entries: %s'
           % (ob['seen'], '%.1f' % ob['good_at'] if 'good_at' in ob else 'never', lk,
-             shows(got), sorted(blocklist(env) - bl0) or 'none'))
+             shows(got), sorted(blocklist(cl) - bl0) or 'none'))
     ledger.verify('implicit-moved-verify', b)
     b.d.p.send_signal(signal.SIGSTOP)
     oa = {}
@@ -559,7 +519,7 @@ def test_implicit(tmp, conf, gws, env):
         lk = {n: gws[n].lock()[0] for n in 'ac'}
         took2, got = wait_rtpg(gws, {n: want3(1)[n] for n in 'ac'},
                                CHECK_MS / 1000 + SLACK_S)
-        bl = blocklist(env) - bl0
+        bl = blocklist(cl) - bl0
         check('implicit-stopped-broken', lk == {'a': 'owner', 'c': 'standby'} and
               got == {n: want3(1)[n] for n in 'ac'} and oa.get('good_at') is not None and
               oa['good_at'] < (IMPLICIT_MS + HANDOVER_MS) / 1000 + SLACK_S + 1 and len(bl) == 1,
@@ -579,7 +539,7 @@ def test_implicit(tmp, conf, gws, env):
     ledger.verify('implicit-final-verify', a)
 
 
-def test_split(tmp, conf, gws, env):
+def test_split(tmp, conf, gws, cl):
     """The locks of the target's two LUs on different gateways (an operator broke one with
     iscsi_break_rbd_lock, fencing A): every gateway reports transitioning, and the split heals
     by itself: B, holding LUN 0's lock, takes LUN 1's (its holder A, fenced, does not answer);
@@ -627,44 +587,19 @@ def test_split(tmp, conf, gws, env):
         ledger.verify('split-%s-verify' % rnd, b)
 
 
-def main():
-    for c in ('ceph-mon', 'ceph-osd', 'rbd', 'ceph-authtool', 'monmaptool'):
-        if not shutil.which(c):
-            print('SKIP: Ceph not installed (%s missing): scripts/deps.sh --ceph' % c,
-                  file=sys.stderr)
-            return 77
-    if not os.access(os.path.join(BUILD, 'tools', 'ix-target'), os.X_OK):
-        print('SKIP: ix-target not built in %s' % BUILD, file=sys.stderr)
-        return 77
-    os.makedirs(OUT, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix='ixtest.own.', dir='/tmp')
-    shm = '/dev/shm' if os.path.isdir('/dev/shm') else tmp
-    ceph = tempfile.mkdtemp(prefix='ixtest.own-ceph.', dir=shm)
-    conf = os.path.join(ceph, 'ceph.conf')
-    env = dict(os.environ, CEPH_CONF=conf)
-    gws = {}
+def scenario(cl, tmp):
+    for img in IMAGES:
+        cl.create_image(img, '64M')
+    gws, t0 = {}, time.monotonic()
     try:
-        t0 = time.monotonic()
-        r = run([CLUSTER_SH, 'start', ceph, '--store', 'memstore'], 300)
-        if r.returncode != 0:
-            report('FAIL', 'cluster', r.stderr.strip()[-300:])
-            return 1
-        for img in IMAGES:
-            r = run(['rbd', 'create', '--size', '64M', 'rbd/' + img], 60, env=env)
-            if r.returncode != 0:
-                report('FAIL', 'cluster', 'rbd create: ' + r.stderr.strip()[-300:])
-                return 1
-        report('PASS', 'cluster', 'memstore cluster and images up in %.0f s'
-               % (time.monotonic() - t0))
         for t in (test_idle, test_three, test_handover, test_planned, test_implicit,
                   test_split):
             try:
                 if t == test_idle:
-                    t(tmp, conf, gws)
+                    t(tmp, cl.conf, gws)
                 else:
-                    t(tmp, conf, gws, env)
+                    t(tmp, cl.conf, gws, cl)
             except Exception as e:  # noqa: BLE001
-                import traceback
                 traceback.print_exc()
                 report('FAIL', t.__name__, '%s: %s' % (type(e).__name__, str(e)[:300]))
             for g in list(gws):
@@ -674,10 +609,11 @@ def main():
     finally:
         for g in gws.values():
             g.stop()
-        run([CLUSTER_SH, 'stop', ceph], 120)
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(ceph, ignore_errors=True)
-    return 1 if report.failed else 0
+
+
+def main():
+    return ixceph.run_with_cluster(report, 'ha_own', scenario, tools=('rados',),
+                                   detail='%s cluster up in %.0f s')
 
 
 if __name__ == '__main__':
