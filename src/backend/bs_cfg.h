@@ -29,8 +29,9 @@ struct bs_rbd_cfg {
 	uint32_t osd_op_timeout_s; /* an OSD or monitor request fails (-ETIMEDOUT) after this
 				      long; 0 = the default (30) */
 	uint32_t connect_timeout_s; /* the connection at start; 0 = the default (10) */
-	bool exclusive_lock;        /* take librbd's managed exclusive lock at open and never
-				       hand it over (fencing for several gateways) */
+	bool exclusive_lock;	    /* take librbd's managed exclusive lock at open; it moves
+				       only when another ix gateway asks for it or breaks it
+				       (fencing for several gateways: docs/ha.md) */
 	uint32_t lock_check_ms;     /* with exclusive_lock: ask the cluster who holds the lock
 				       this often; 0 = the default (1000) */
 	uint32_t handover_timeout_ms; /* with exclusive_lock: how long a gateway that wants

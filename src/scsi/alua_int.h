@@ -65,8 +65,9 @@ void scsi_alua_post_changed(const struct scsi_lun_map *map, const struct scsi_ne
 /* Before a command and REPORT TARGET PORT GROUPS (worker) or a management read (main
  * thread): bring the states in line if any lock changed. */
 void scsi_alua_own_follow(struct scsi_lun_map *map);
-/* A command refused on a standby local group: true while an implicit failover is pending
- * (the command then gets 04/0A, transitioning, instead of 04/0B). */
+/* A read or write (scsi_alua_medium_io) refused on a standby local group: true while an
+ * implicit failover is pending (the command then gets 04/0A, transitioning, instead of
+ * 04/0B). Other commands never come here: they get 04/0B and move nothing. */
 bool scsi_alua_own_implicit(struct scsi_lun_map *map, struct scsi_alua *a);
 /* SET TARGET PORT GROUPS, its parameter list checked, on a target whose states follow RBD
  * locks: a local group asked active takes every lock of the target; on the holder, a local

@@ -396,12 +396,12 @@ bool scsi_alua_medium_io(uint16_t op_flags)
 	return (op_flags & SCSI_F_MEDIUM) && (op_flags & (SCSI_F_WRITE | SCSI_F_PR_READ));
 }
 
-/* Implicit failover (docs/ha.md): I/O refused on a standby local group for implicit_ms,
- * without a gap as long, asks the holder for every lock of the target (it hands them over
- * only if the initiator left it; a free lock is taken). Until a holder refuses, such
- * commands get 04/0A (the initiator retries: the path is coming); after a refusal 04/0B (the
- * path stays standby, the initiator's ALUA logic uses the holder's), and the holder is asked
- * again after each further implicit_ms of I/O here. */
+/* Implicit failover (docs/ha.md): reads and writes refused on a standby local group for
+ * implicit_ms, without a gap as long, ask the holder for every lock of the target (it hands
+ * them over only if the initiator left it; a free lock is taken). Until a holder refuses,
+ * such commands get 04/0A (the initiator retries: the path is coming); after a refusal 04/0B
+ * (the path stays standby, the initiator's ALUA logic uses the holder's), and the holder is
+ * asked again after each further implicit_ms of I/O here. */
 bool scsi_alua_own_implicit(struct scsi_lun_map *map, struct scsi_alua *a)
 {
 	bool refused = atomic_load(&a->refused);

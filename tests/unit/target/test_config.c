@@ -997,14 +997,15 @@ static void test_testing(void)
 	ALUA_PORTALS "'targets': [{'name': 'iqn.2024-01.org.ix:t', 'portals': ['a', 'b'],"        \
 		     "'luns': [{'lun': 0, 'backend': 'ram', 'size': '1M'}], 'alua': " alua "}]}"
 
-/* rbd.rejoin_after_ms: 5000 when absent (with start_offline true), 0 = only when asked. */
+/* rbd.rejoin_after_ms: 5000 when absent (with start_offline true), 0 = only when asked;
+ * lock_check_ms and handover_timeout_ms 1000 and 5000 when absent. */
 static void test_rbd_defaults(void)
 {
 	static const char *const json[] = {
 	    LUNS("{'lun':0,'backend':'rbd','rbd':{'pool':'p','image':'i'}}"),
 	    LUNS("{'lun':0,'backend':'rbd','rbd':{'pool':'p','image':'i','rejoin_after_ms':0,"
-		 "'start_offline':false}}")};
-	static const uint32_t want[] = {5000, 0};
+		 "'start_offline':false,'lock_check_ms':250,'handover_timeout_ms':700}}")};
+	static const uint32_t want[] = {5000, 0}, check[] = {1000, 250}, handover[] = {5000, 700};
 	char err[512];
 
 	for (size_t i = 0; i < 2; i++) {
@@ -1016,6 +1017,8 @@ static void test_rbd_defaults(void)
 			continue;
 		lu = &cfg->targets[0].luns[0].lu;
 		CHECK_EQ(lu->rbd.rejoin_after_ms, want[i]);
+		CHECK_EQ(lu->rbd.lock_check_ms, check[i]);
+		CHECK_EQ(lu->rbd.handover_timeout_ms, handover[i]);
 		CHECK_EQ(lu->rbd.start_offline, i == 0);
 		CHECK_EQ(lu->rbd.osd_op_timeout_s, 0);
 		cfg_free(cfg);
