@@ -16,14 +16,16 @@
  * connection leaves the shared list, so a new LU of that cluster gets a new one.
  *
  * Rejoin (on the opener thread, per device): once every request sent on the fenced connection
- * has ended (failed: the OSDs refuse a blocklisted client), the connection's user (the PR
+ * has ended (failed: the OSDs refuse a blocklisted client) and the image's ownership thread
+ * has stopped (its watch and ioctx are the connection's), the connection's user (the PR
  * store) leaves it, the image closes (bounded; a cluster that does not answer gets the image
  * and its connection abandoned, as at a close) and the device leaves the connection, which is
  * shut down with its last image. Then a new connection (a new client id and address, not on
  * the blocklist), the image again, the user on it (watch, address entry, the PR object read
- * again), and the device serves again in the lock state standby: it never takes the lock
- * back by itself. A failed attempt (the cluster does not answer) is tried again with
- * back-off and its reason is in bs_rbd_status().
+ * again), a new ownership thread on it (its watch; the lock policy set, then standby), and
+ * the device serves again: it never takes the lock back by itself. A failed attempt (the
+ * cluster does not answer) is tried again with back-off and its reason is in
+ * bs_rbd_status().
  *
  * The opener thread also opens the images that start offline (rbd.start_offline) and tries
  * again with back-off. */
