@@ -66,7 +66,7 @@ int ix_ctx_service(struct ix_ctx *ctx, int timeout_ms);
  * for its CPU stops polling for a while). 0 turns it off. Default IX_CTX_POLL_US_DEFAULT, off:
  * on a loaded host polling can cost more than it saves (docs/perf.md). A caller that polls ix_ctx_fd() itself and services with a zero
  * timeout never polls here. */
-#define IX_CTX_POLL_US_DEFAULT 0
+#define IX_CTX_POLL_US_DEFAULT 50
 void ix_ctx_set_poll_us(struct ix_ctx *ctx, unsigned poll_us);
 /* Run until ix_ctx_stop() (callable from a callback or another thread). 0 or -errno. */
 int ix_ctx_run(struct ix_ctx *ctx);

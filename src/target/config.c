@@ -954,7 +954,7 @@ static const struct key global_keys[] = {
     KEY_FN("metrics_listen", GLOBAL(metrics_listen), get_metrics_listen),
     KEY_FN("state_dir", GLOBAL(state_dir), state_dir_key),
     /* off: polling pays only on uncontended CPUs (docs/perf.md) */
-    KEY_NUM("poll_us", K_U32, GLOBAL(poll_us), 0, 10000, 0), KEY_END};
+    KEY_NUM("poll_us", K_U32, GLOBAL(poll_us), 0, 10000, 50), KEY_END};
 #undef GLOBAL
 
 static void global_defaults(struct cfg_global *g)
