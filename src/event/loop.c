@@ -38,6 +38,7 @@ struct ev_loop {
 	uint64_t poll_until_ns; /* end of the current window (monotonic ns) */
 	struct ev_pollctl pc;   /* contention back-off */
 	struct ev_poller *pollers;
+	unsigned npollers;
 	unsigned pollers_gen;   /* changes when a poller starts or stops */
 	bool poll_greedy;       /* poll even when the CPU is contended (tests) */
 	struct ev_loop_stats st;
@@ -322,6 +323,7 @@ void ev_poller_start(struct ev_loop *loop, struct ev_poller *p)
 	p->pprev = &loop->pollers;
 	loop->pollers = p;
 	p->active = true;
+	loop->npollers++;
 	loop->pollers_gen++;
 }
 
@@ -335,21 +337,36 @@ void ev_poller_stop(struct ev_loop *loop, struct ev_poller *p)
 	p->next = NULL;
 	p->pprev = NULL;
 	p->active = false;
+	loop->npollers--;
 	loop->pollers_gen++;
 }
 
+unsigned ev_loop_pollers(const struct ev_loop *loop)
+{
+	return loop->npollers;
+}
+
+uint64_t ev_loop_poll_ns(const struct ev_loop *loop)
+{
+	return loop->poll_ns;
+}
+
 /* Every poller once; the work they found. A poller that starts or stops pollers (a connection
- * that ended) ends the round: the list it was walking may have changed. */
-static int run_pollers(struct ev_loop *loop)
+ * that ended) ends the round: the list it was walking may have changed. A call that found
+ * nothing and still took long lost the CPU meanwhile: that goes to *stolen, as for epoll. */
+static int run_pollers(struct ev_loop *loop, uint64_t *stolen)
 {
 	unsigned gen = loop->pollers_gen;
 	int work = 0;
 
 	for (struct ev_poller *p = loop->pollers; p; p = p->next) {
+		uint64_t before = mono_ns();
 		int r = p->cb(p);
 
 		if (r > 0)
 			work += r;
+		else
+			*stolen += ev_pollctl_stolen(mono_ns() - before);
 		if (loop->pollers_gen != gen)
 			break;
 	}
@@ -363,11 +380,17 @@ static int run_pollers(struct ev_loop *loop)
  * stolen time for the contention policy (event/pollctl.h), which is consulted once per phase,
  * after it: never between an event's arrival and its handling. Between epoll tries the
  * pollers run; the work they did goes to *work (it was done: the caller must not sleep).
- * Returns what epoll_wait returned, 0 when the window closed empty or was shut. */
+ * With pollers, epoll and the yield come only every EV_POLL_EPOLL_EVERY-th try: a poller that
+ * reads its socket itself gets the bytes in one system call where epoll costs two (the try
+ * that sees the event, then the recv), and at queue depth 1 each side's share of the round
+ * trip is those calls. Returns what epoll_wait returned, 0 when the window closed empty or
+ * was shut. */
+#define EV_POLL_EPOLL_EVERY 4
+
 static int poll_phase(struct ev_loop *loop, struct epoll_event *evs, int timeout_ms, int *work)
 {
 	uint64_t now, start, end, stolen = 0;
-	int n;
+	int n = 0;
 
 	*work = 0;
 	if (!timeout_ms || !loop->poll_ns)
@@ -379,21 +402,31 @@ static int poll_phase(struct ev_loop *loop, struct epoll_event *evs, int timeout
 	if (timeout_ms > 0 && end > now + (uint64_t)timeout_ms * 1000000u)
 		end = now + (uint64_t)timeout_ms * 1000000u;
 	start = now;
-	for (;;) {
-		uint64_t before = now;
+	for (unsigned try = 0;; try++) {
+		bool full = !loop->pollers || try % EV_POLL_EPOLL_EVERY == 0;
 
-		n = epoll_wait(loop->epfd, evs, EV_MAX_EVENTS, 0);
-		now = mono_ns();
-		stolen += ev_pollctl_stolen(now - before);
-		if (n != 0 || now >= end)
-			break;
-		loop->now_ns = now; /* the pollers' callbacks read the loop's clock */
-		loop->now_ms = now / 1000000u;
-		if (loop->pollers && (*work = run_pollers(loop)) > 0) {
-			loop->st.poller_hits++;
-			break;
+		if (full) {
+			uint64_t before = now;
+
+			n = epoll_wait(loop->epfd, evs, EV_MAX_EVENTS, 0);
+			now = mono_ns();
+			stolen += ev_pollctl_stolen(now - before);
+			if (n != 0 || now >= end)
+				break;
 		}
-		sched_yield();
+		if (loop->pollers) {
+			loop->now_ns = now; /* the pollers' callbacks read the loop's clock */
+			loop->now_ms = now / 1000000u;
+			if ((*work = run_pollers(loop, &stolen)) > 0) {
+				loop->st.poller_hits++;
+				break;
+			}
+			now = mono_ns();
+			if (now >= end)
+				break;
+		}
+		if (full)
+			sched_yield();
 	}
 	loop->st.poll_ns += now - start;
 	if (!loop->poll_greedy && ev_pollctl_account(&loop->pc, now, now - start, stolen))

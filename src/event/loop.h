@@ -35,7 +35,8 @@ struct ev_timer {
 
 /* A poller: work that the poll window (ev_loop_set_poll_us) looks for between its epoll tries,
  * because it does not make an fd readable soon enough or cheaply: an RDMA completion queue,
- * whose completion channel fires only when armed and costs system calls per event. The callback
+ * whose completion channel fires only when armed and costs system calls per event, or a busy
+ * socket, where a recv that finds the bytes saves the epoll call that would announce them. The callback
  * does the work it finds (it runs on the loop's thread, like any callback) and returns how much
  * (> 0 ends the window as an event would; 0 nothing found). Pollers run only inside an open
  * window: an idle loop, or one with the window off, never calls them, so the fd path must still
@@ -93,6 +94,10 @@ void ev_poller_init(struct ev_poller *p, ev_poller_cb cb, void *arg);
  * the poller's own included, is safe). Loop thread only. */
 void ev_poller_start(struct ev_loop *loop, struct ev_poller *p);
 void ev_poller_stop(struct ev_loop *loop, struct ev_poller *p);
+/* Pollers running now. */
+unsigned ev_loop_pollers(const struct ev_loop *loop);
+/* The poll window set by ev_loop_set_poll_us, in nanoseconds (0 = off). */
+uint64_t ev_loop_poll_ns(const struct ev_loop *loop);
 
 void ev_io_init(struct ev_io *w, int fd, ev_io_cb cb, void *arg);
 int ev_io_start(struct ev_loop *loop, struct ev_io *w, uint32_t events);

@@ -299,6 +299,10 @@ static void worker_counters(struct mbuf *b, const struct ix_stats *st)
 	    {"ix_worker_poll_hits_total",
 	     "Waits that the poll window (global.poll_us) answered without sleeping.",
 	     offsetof(struct ix_worker_stats, poll_hits)},
+	    {"ix_worker_poller_hits_total",
+	     "Of those, waits that a poller answered (a busy connection's receive, a completion "
+	     "queue).",
+	     offsetof(struct ix_worker_stats, poller_hits)},
 	    {"ix_worker_poll_backoffs_total",
 	     "Poll windows shut because other threads wanted the worker's CPU.",
 	     offsetof(struct ix_worker_stats, poll_backoffs)},
@@ -422,9 +426,9 @@ json_t *metrics_json(const struct ix_stats *st)
 	for (size_t i = 0; wk && i < st->nworkers; i++) {
 		const struct ix_worker_stats *w = &st->workers[i];
 		json_array_append_new(
-		    wk, json_pack("{s:i, s:I, s:I, s:I, s:f}", "id", w->id, "sleeps",
+		    wk, json_pack("{s:i, s:I, s:I, s:I, s:I, s:f}", "id", w->id, "sleeps",
 				  (json_int_t)w->sleeps, "poll_hits", (json_int_t)w->poll_hits,
-				  "poll_backoffs", (json_int_t)w->poll_backoffs, "poll_seconds",
+				  "poller_hits", (json_int_t)w->poller_hits, "poll_backoffs", (json_int_t)w->poll_backoffs, "poll_seconds",
 				  (double)w->poll_ns / 1e9));
 	}
 	return json_pack("{s:o*, s:{s:{s:I, s:I}, s:I}, s:o*, s:o*, s:o*}", "logins",

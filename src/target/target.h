@@ -140,6 +140,7 @@ struct ix_worker_stats {
 	int id;
 	uint64_t sleeps;        /* waits that went to sleep */
 	uint64_t poll_hits;     /* waits that the poll window answered without sleeping */
+	uint64_t poller_hits;   /* of those, answered by a poller (a busy socket's recv, a CQ) */
 	uint64_t poll_backoffs; /* windows shut because other threads wanted the CPU */
 	uint64_t poll_ns;       /* time spent polling */
 };

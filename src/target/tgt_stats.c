@@ -328,7 +328,8 @@ static void copy_loop(struct tgt_worker *w, struct ix_worker_stats *ws)
 	ev_loop_get_stats(w->loop, &ls);
 	ws->id = w->id;
 	ws->sleeps = ls.sleeps;
-	ws->poll_hits = ls.poll_hits;
+	ws->poll_hits = ls.poll_hits + ls.poller_hits;
+	ws->poller_hits = ls.poller_hits;
 	ws->poll_backoffs = ls.backoffs;
 	ws->poll_ns = ls.poll_ns;
 }

@@ -275,6 +275,40 @@ def tgt_stats(sock):
     return next((t for t in res.get('targets', []) if t['target'] == TGT), {})
 
 
+def step_poll(sock, port, mport):
+    """libiscsi's iscsi-perf at queue depth 1 against the default poll window (global.poll_us
+    unset): the worker answers waits by polling, most of them through the poller that reads the
+    busy connection's socket itself (no epoll call first), and the metrics say so. A contended
+    CPU may shut the window for a while (poll_backoffs): then try again, three times at most."""
+    if not shutil.which('iscsi-perf'):
+        check('poll-window', False, 'iscsi-perf (libiscsi-bin) is missing: scripts/deps.sh')
+        return
+    url = 'iscsi://%s:%d/%s/0' % (HOST, port, TGT)
+
+    def workers():
+        res, _ = lun_stats(sock)
+        w = res.get('workers', [])
+        return (sum(x['poll_hits'] for x in w), sum(x['poller_hits'] for x in w),
+                sum(x['poll_backoffs'] for x in w))
+
+    before = workers()
+    for attempt in range(3):
+        p = subprocess.run(['iscsi-perf', '-m', '1', '-t', '2', '-i', INI + '-perf', url],
+                           capture_output=True, text=True, timeout=60)
+        after = workers()
+        if after[1] > before[1] or p.returncode != 0:
+            break
+    d = [a - b for a, b in zip(after, before)]
+    check('poll-window', p.returncode == 0 and d[1] > 0 and d[0] >= d[1],
+          'iscsi-perf QD1 exit %d, %d attempt(s): poll_hits +%d, poller_hits +%d, '
+          'poll_backoffs +%d' % (p.returncode, attempt + 1, d[0], d[1], d[2]))
+    _, _, body = scrape(mport)
+    got = sum(float(ln.rsplit(' ', 1)[1]) for ln in body.splitlines()
+              if ln.startswith('ix_worker_poller_hits_total{'))
+    check('poll-metric', got >= after[1] > 0,
+          'ix_worker_poller_hits_total %s, ix-ctl poller_hits %d' % (got, after[1]))
+
+
 def digest_pdu(port, **bad):
     """A session with CRC32C digests sends one NOP-Out with a wrong digest; the answer."""
     s = X.Session(HOST, port, initiator=INI + '-raw', target=TGT, timeout=10)
@@ -398,6 +432,7 @@ def run():
         if lu:
             step_prometheus(tmp, mport, wb, rb, lu)
         step_refused(sock, port, mport)
+        step_poll(sock, port, mport)
         step_digests(sock, port, mport)
         step_nop_timeout(sock, port)
         step_abort(sock, port)

@@ -27,6 +27,9 @@
 #define TCP_DIGEST_BATCH (4u << 20)
 /* ... and of guarded (pinned) data at most this many, so writers wait briefly. */
 #define TCP_PIN_BATCH (1u << 20)
+/* Busy connections a worker's poll window reads itself (tcp_rx_poller); more would make each
+ * try of the window a row of empty receives. */
+#define TCP_RX_POLLERS_MAX 4
 
 enum tcp_rx_state {
 	RX_HDR = 0,   /* BHS + AHS + header digest */
@@ -50,6 +53,9 @@ struct tcp_conn {
 	uint8_t tail[8];
 	uint32_t dcrc;
 	uint32_t stage_len, stage_off;
+	uint64_t rx_bytes;        /* received since the connection began */
+	uint64_t rx_last_ns;      /* loop clock of the last receive that got bytes */
+	struct ev_poller rxp;     /* tcp_rx_poller */
 
 	/* transmit */
 	uint64_t tx_total;        /* bytes written since the connection began */
@@ -440,6 +446,21 @@ static int rx_consume(struct iscsi_conn *c, struct tcp_conn *t, const uint8_t *p
 	return (int)used;
 }
 
+static int tcp_rx_poller(struct ev_poller *p);
+
+/* Bytes arrived: while the loop polls, the connection is busy and the poll window reads its
+ * socket directly (tcp_rx_poller), a few connections per worker at most. */
+static void rx_got(struct iscsi_conn *c, struct tcp_conn *t, ssize_t n)
+{
+	t->rx_bytes += (uint64_t)n;
+	t->rx_last_ns = ev_now_ns(c->loop);
+	if (!t->rxp.active && ev_loop_poll_ns(c->loop) &&
+	    ev_loop_pollers(c->loop) < TCP_RX_POLLERS_MAX) {
+		ev_poller_init(&t->rxp, tcp_rx_poller, c);
+		ev_poller_start(c->loop, &t->rxp);
+	}
+}
+
 /* Receive what the socket holds. A recv that returns less than asked for has emptied the
  * socket (for now): we go back to the loop instead of asking again only to hear EAGAIN (the
  * watch is level-triggered, so data arriving meanwhile wakes us up). That saves one system
@@ -472,6 +493,7 @@ static void tcp_read(struct iscsi_conn *c)
 			want = t->dlen - t->dgot;
 			n = recv(t->fd, t->dst + t->dgot, want, 0);
 			if (n > 0) {
+				rx_got(c, t, n);
 				drained = (size_t)n < want;
 				if (t->ddigest)
 					t->dcrc = crc32c_update(t->dcrc, t->dst + t->dgot, (size_t)n);
@@ -484,6 +506,7 @@ static void tcp_read(struct iscsi_conn *c)
 			want = TCP_STAGE_SIZE;
 			n = recv(t->fd, t->stage, want, 0);
 			if (n > 0) {
+				rx_got(c, t, n);
 				drained = (size_t)n < want;
 				t->stage_len = (uint32_t)n;
 				continue;
@@ -500,6 +523,28 @@ static void tcp_read(struct iscsi_conn *c)
 		dm_conn_failed(c, -errno);
 		return;
 	}
+}
+
+/* A try of the poll window: recv on the socket without asking epoll first (one system call
+ * for the bytes instead of two). A connection that received nothing for a whole window is
+ * idle: its poller stops and epoll wakes it as before. */
+static int tcp_rx_poller(struct ev_poller *p)
+{
+	struct iscsi_conn *c = p->arg;
+	struct tcp_conn *t = tcp_of(c);
+	uint64_t before = t->rx_bytes;
+	int got;
+
+	if (c->terminated || t->fd < 0 ||
+	    ev_now_ns(c->loop) - t->rx_last_ns > ev_loop_poll_ns(c->loop)) {
+		ev_poller_stop(c->loop, p);
+		return 0;
+	}
+	iscsi_conn_get(c);
+	tcp_read(c);
+	got = t->rx_bytes != before;
+	iscsi_conn_put(c);
+	return got;
 }
 
 static void tcp_io_cb(struct ev_io *w, uint32_t revents)
@@ -541,6 +586,7 @@ static void tcp_terminate(struct iscsi_conn *c)
 	}
 	if (t->fd < 0)
 		return;
+	ev_poller_stop(c->loop, &t->rxp);
 	ev_io_stop(c->loop, &t->io);
 	close(t->fd);
 	t->fd = -1;

@@ -153,6 +153,8 @@ struct cnt_poller {
 	int work_at;		  /* return 1 on this call (0: never) */
 	struct ev_loop *loop;
 	struct ev_poller *stop_too; /* stopped (with itself) on its work_at call */
+	int poke_at;		  /* make poke_fd readable on this call (0: never) */
+	int poke_fd;
 };
 
 static int cnt_cb(struct ev_poller *p)
@@ -160,6 +162,8 @@ static int cnt_cb(struct ev_poller *p)
 	struct cnt_poller *c = p->arg;
 
 	c->calls++;
+	if (c->poke_at && c->calls == c->poke_at)
+		poke(c->poke_fd);
 	if (c->work_at && c->calls == c->work_at) {
 		if (c->stop_too) {
 			ev_poller_stop(c->loop, c->stop_too);
@@ -227,6 +231,26 @@ static void test_pollers(struct ev_loop *loop, struct fdev *f)
 
 		ev_loop_run_once(loop, 5); /* idle: the window closed, no poller call */
 		CHECK_EQ(a.calls, calls);
+	}
+
+	/* with a poller running, epoll is asked on every fourth try only (a poller that reads its
+	   socket itself saves the epoll call): an fd made readable during the poller's second
+	   call is seen by the epoll of the fifth try, after the poller's fourth call, not at once */
+	{
+		int hits = f->hits;
+
+		ev_loop_set_poll_us(loop, 1000000);
+		poke(f->io.fd);
+		ev_loop_run_once(loop, 1000);
+		a.calls = 0;
+		a.work_at = 0;
+		a.poke_at = 2;
+		a.poke_fd = f->io.fd;
+		r = ev_loop_run_once(loop, 5000);
+		CHECK_EQ(r, 1);
+		CHECK_EQ(a.calls, 4);
+		CHECK_EQ(f->hits, hits + 2);
+		a.poke_at = 0;
 	}
 
 	/* a poller stops itself and the other one from its callback: the round ends safely and

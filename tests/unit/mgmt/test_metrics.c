@@ -45,7 +45,7 @@ static void test_format(void)
 {
 	struct ix_lun_stats l = {.lun = 3, .cmds_read = 2, .bytes_read = 8192, .lat_sum_ns = 1500};
 	struct ix_tgt_stats t = {.logins_accepted = 1, .sessions_tcp = 1};
-	struct ix_worker_stats w[2] = {{.id = 0, .sleeps = 7, .poll_hits = 5, .poll_ns = 2500000},
+	struct ix_worker_stats w[2] = {{.id = 0, .sleeps = 7, .poll_hits = 5, .poller_hits = 4, .poll_ns = 2500000},
 				       {.id = 1, .poll_backoffs = 3}};
 	struct ix_stats st = {
 	    .tgts = &t, .ntgts = 1, .luns = &l, .nluns = 1, .workers = w, .nworkers = 2};
@@ -74,6 +74,7 @@ static void test_format(void)
 	CHECK(strstr(b.p, "# TYPE ix_worker_sleeps_total counter\n") != NULL);
 	CHECK(strstr(b.p, "ix_worker_sleeps_total{worker=\"0\"} 7\n") != NULL);
 	CHECK(strstr(b.p, "ix_worker_poll_hits_total{worker=\"0\"} 5\n") != NULL);
+	CHECK(strstr(b.p, "ix_worker_poller_hits_total{worker=\"0\"} 4\n") != NULL);
 	CHECK(strstr(b.p, "ix_worker_poll_backoffs_total{worker=\"1\"} 3\n") != NULL);
 	CHECK(strstr(b.p, "ix_worker_poll_seconds_total{worker=\"0\"} 0.002500000\n") != NULL);
 	mbuf_free(&b);
