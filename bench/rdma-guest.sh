@@ -8,7 +8,7 @@
 # $IX_BENCH_TIME seconds each (default 8; direct, libaio): 4 KiB random read QD16, 512 KiB
 # sequential read QD8, 4 KiB random write QD16, 4 KiB random read and write at QD1; logout,
 # target down. ix runs twice per transport: with its adaptive poll window (global.poll_us 50)
-# and with it off ("ix-nopoll", the default, and the wait of the builds before it), so the
+# (the default) and with it off ("ix-nopoll": the wait of the builds before it), so the
 # latency rows compare the two in one boot. Each figure becomes a check line (PASS: measured;
 # FAIL: fio failed) and a row of $IXR_OUT/bench.table.
 # TCG figures only compare implementations side by side in one boot; never read them as a
@@ -85,11 +85,14 @@ ix_rows() { # POLL_US
 		return
 	fi
 	ixr_ix_config "$IQN" 256M '"tcp", "iser"'
-	sed -i "s/\"log_level\": \"info\"/\"log_level\": \"info\", \"poll_us\": $poll/" \
+	sed -i "s/\"log_level\": \"info\"/\"log_level\": \"info\", \"poll_us\": $poll, \"mgmt_socket\": \"\/run\/ix-bench.sock\"/" \
 		/run/ix-target.json
 	if ixr_ix_start; then
 		one $label iser
 		one $label tcp
+		# how the workers waited (did the poll window answer, or back off?)
+		echo "round $ROUND $label: $(/mnt/build/tools/ix-ctl -s /run/ix-bench.sock --json stats |
+			tr -d '\n ' | sed 's/.*"workers"/"workers"/')" >>"$IXR_OUT/bench.workers"
 	fi
 	ixr_stop ix-target 15
 }

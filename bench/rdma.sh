@@ -36,5 +36,11 @@ if [ -f "$T" ]; then
 			return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2 }
 		END { print "target transport randread-4k-qd1 randwrite-4k-qd1 rounds"; for (i = 1; i <= n; i++) { k = order[i]; print k, med(r[k]), med(w[k]), split(r[k], x, " ") } }' "$T" | column -t
 	fi
+	W=tests/out/rdma/share/bench.workers
+	if [ -f "$W" ]; then
+		echo
+		echo "how ix's workers waited (iscsi_get_stats workers, per ix run):"
+		cat "$W"
+	fi
 fi
 exit $rc

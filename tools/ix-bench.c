@@ -62,7 +62,7 @@ static const char usage_text[] =
 	"      --replacement-timeout MS   wait for a lost connection (default 15000)\n"
 	"      --login-timeout MS    per login attempt (default 5000)\n"
 	"      --poll-us US          poll without sleeping for up to US microseconds after\n"
-	"                            traffic (default 0 = off; 50 suits QD1 on idle CPUs)\n"
+	"                            traffic (default 50; 0 = off)\n"
 	"  -v                        library messages: warnings, then info, then debug\n"
 	"Sizes take k, m, g, t suffixes (powers of 1024). Exit: 0 ok, 1 errors or\n"
 	"miscompares (or cancelled), 2 usage or set-up failure.\n";

@@ -63,9 +63,10 @@ int ix_ctx_service(struct ix_ctx *ctx, int timeout_ms);
  * sleep first polls without sleeping for up to poll_us microseconds, so a response that comes
  * back within that time is taken without a wake-up (lower latency at queue depth 1, at the
  * price of CPU while traffic flows; none when idle; a thread that other threads compete with
- * for its CPU stops polling for a while). 0 turns it off. Default IX_CTX_POLL_US_DEFAULT, off:
- * on a loaded host polling can cost more than it saves (docs/perf.md). A caller that polls ix_ctx_fd() itself and services with a zero
- * timeout never polls here. */
+ * for its CPU stops polling for a while). A busy connection's socket is read directly by the
+ * window (no epoll call first). 0 turns it off. Default IX_CTX_POLL_US_DEFAULT (50; what it
+ * gains and costs: docs/perf.md). A caller that polls ix_ctx_fd() itself and services with a
+ * zero timeout never polls here. */
 #define IX_CTX_POLL_US_DEFAULT 50
 void ix_ctx_set_poll_us(struct ix_ctx *ctx, unsigned poll_us);
 /* Run until ix_ctx_stop() (callable from a callback or another thread). 0 or -errno. */
