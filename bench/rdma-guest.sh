@@ -7,9 +7,10 @@
 # iser|default -p 10.99.0.1:3260 -l`, a 64 MiB sequential prefill, then five fio jobs of
 # $IX_BENCH_TIME seconds each (default 8; direct, libaio): 4 KiB random read QD16, 512 KiB
 # sequential read QD8, 4 KiB random write QD16, 4 KiB random read and write at QD1; logout,
-# target down. ix runs twice per transport: with its adaptive poll window (global.poll_us 50)
-# (the default) and with it off ("ix-nopoll": the wait of the builds before it), so the
-# latency rows compare the two in one boot. Each figure becomes a check line (PASS: measured;
+# target down. ix runs twice per transport: with its adaptive poll window (global.poll_us 50,
+# the default; IX_BENCH_POLL_US for another) and with it off ("ix-nopoll": the wait of the
+# builds before it), so the latency rows compare the two in one boot; after each ix run the
+# workers' wait statistics go to $IXR_OUT/bench.workers. Each figure becomes a check line (PASS: measured;
 # FAIL: fio failed) and a row of $IXR_OUT/bench.table.
 # TCG figures only compare implementations side by side in one boot; never read them as a
 # property of real hardware.
@@ -20,6 +21,7 @@
 TIME=${IX_BENCH_TIME:-8}
 QD1=${IX_BENCH_QD1:-0}
 ROUNDS=${IX_BENCH_ROUNDS:-3}
+POLL=${IX_BENCH_POLL_US:-50}	# the "ix" rows' global.poll_us (the default 50)
 [ "$QD1" = 1 ] || ROUNDS=1
 TABLE=$IXR_OUT/bench.table
 if [ "$QD1" = 1 ]; then
@@ -126,9 +128,9 @@ lio_rows() {
 
 while [ "$ROUND" -le "$ROUNDS" ]; do
 	if [ $((ROUND % 2)) = 1 ]; then
-		ix_rows 50; ix_rows 0; tgt_rows; lio_rows
+		ix_rows $POLL; ix_rows 0; tgt_rows; lio_rows
 	else
-		lio_rows; tgt_rows; ix_rows 0; ix_rows 50
+		lio_rows; tgt_rows; ix_rows 0; ix_rows $POLL
 	fi
 	ROUND=$((ROUND + 1))
 done

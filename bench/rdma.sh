@@ -11,6 +11,7 @@
 #   IX_BENCH_QD1=1 IX_BENCH_ROUNDS=3 bench/rdma.sh
 #                                 only the QD1 jobs, every target and transport in 3 rounds of
 #                                 alternating order; prints each round and the medians
+#   IX_BENCH_POLL_US=2000 ...     the "ix" rows with another global.poll_us (default 50)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${IX_BENCH_BUILD:-build-release}
@@ -20,7 +21,7 @@ fi
 ninja -C "$BUILD" >&2 || exit 1
 # the guest reads IX_BENCH_TIME from the share's env file (run.sh writes only the sanitizer
 # settings there): pass it through the environment run.sh copies
-export IX_RDMA_GUEST_ENV="IX_BENCH_TIME=${IX_BENCH_TIME:-8} IX_BENCH_QD1=${IX_BENCH_QD1:-0} IX_BENCH_ROUNDS=${IX_BENCH_ROUNDS:-3}"
+export IX_RDMA_GUEST_ENV="IX_BENCH_TIME=${IX_BENCH_TIME:-8} IX_BENCH_QD1=${IX_BENCH_QD1:-0} IX_BENCH_ROUNDS=${IX_BENCH_ROUNDS:-3} IX_BENCH_POLL_US=${IX_BENCH_POLL_US:-50}"
 tests/rdma/run.sh --build "$BUILD" bench/rdma-guest.sh
 rc=$?
 T=tests/out/rdma/share/bench.table
