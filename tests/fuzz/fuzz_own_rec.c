@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend/bs_own_rec.h"
+#include "fuzz_util.h"
 #include "util/bytes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -37,23 +38,12 @@ static void record(const uint8_t *data, size_t size)
 /* data without its last line, plus "sum <the right value>\n". */
 static void resummed(const uint8_t *data, size_t size)
 {
-	size_t body = size;
-	char *buf;
+	size_t len;
+	char *buf = fuzz_resum(data, size, &len);
 
-	while (body > 0 && data[body - 1] != '\n')
-		body--;
-	if (size > 0 && data[size - 1] == '\n' && body == size) { /* drop the last whole line */
-		body--;
-		while (body > 0 && data[body - 1] != '\n')
-			body--;
-	}
-	buf = malloc(body + 32);
 	if (!buf)
 		return;
-	memcpy(buf, data, body);
-	snprintf(buf + body, 32, "sum %016llx\n",
-		 (unsigned long long)fnv1a64(FNV1A64_INIT, buf, body));
-	record((const uint8_t *)buf, strlen(buf + body) + body);
+	record((const uint8_t *)buf, len);
 	free(buf);
 }
 

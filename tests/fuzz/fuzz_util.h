@@ -1,4 +1,5 @@
-/* Shared by the fuzz harnesses: splitting an input into segments, and checks on text we emit.
+/* Shared by the fuzz harnesses: splitting an input into segments, checks on text we emit, and
+ * the checksum line of the RADOS objects' text formats.
  *
  * Segmented inputs (negotiation, CHAP) are a few header bytes followed by segments separated
  * by the byte FUZZ_SEP (0xff). 0xff never appears in well-formed iSCSI text (keys are ASCII,
@@ -10,10 +11,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "proto/text.h"
+#include "util/bytes.h"
 
 #define FUZZ_SEP 0xff
 
@@ -63,6 +66,31 @@ static inline void fuzz_check_our_text(const char *buf, size_t len)
 			if (strcmp(kv[i].key, kv[j].key) == 0)
 				abort();
 	free(copy);
+}
+
+/* The text formats with a last line "sum <fnv1a64 of what comes before>\n" (PR objects, owner
+ * records): data without its last line, plus the right sum line, so that the parser gets past
+ * the checksum. A malloc'd copy (NULL when out of memory) and its length in *len. */
+static inline char *fuzz_resum(const uint8_t *data, size_t size, size_t *len)
+{
+	size_t body = size;
+	char *buf;
+
+	while (body > 0 && data[body - 1] != '\n')
+		body--;
+	if (size > 0 && data[size - 1] == '\n' && body == size) { /* drop the last whole line */
+		body--;
+		while (body > 0 && data[body - 1] != '\n')
+			body--;
+	}
+	buf = malloc(body + 32);
+	if (!buf)
+		return NULL;
+	memcpy(buf, data, body);
+	snprintf(buf + body, 32, "sum %016llx\n",
+		 (unsigned long long)fnv1a64(FNV1A64_INIT, buf, body));
+	*len = body + strlen(buf + body);
+	return buf;
 }
 
 #endif
