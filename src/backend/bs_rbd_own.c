@@ -891,20 +891,14 @@ int bs_rbd_own(const struct bs_dev *dev)
 	return o ? atomic_load_explicit(&o->own, memory_order_acquire) : -EINVAL;
 }
 
-int bs_rbd_take_over_async(struct bs_dev *dev, int mode, uint32_t window_ms, bs_rbd_take_cb done,
-			   void *arg)
+/* One take-over or release at a time (o->job): a copy of *tmpl goes to the ownership thread.
+ * 0, -EBUSY while another runs, -ENOMEM or rbd_own_queue_job's error. */
+static int submit_job(struct rbd_owner *o, const struct own_job *tmpl)
 {
-	struct rbd_owner *o = owner_of(dev);
 	struct own_job *j;
 	bool idle = false;
 	int rc;
 
-	if (!o)
-		return -EINVAL;
-	if (atomic_load(&o->own) == RBD_OWN_FENCED)
-		return -ESHUTDOWN;
-	if (atomic_load(&o->own) == RBD_OWN_OWNER)
-		return -EALREADY;
 	if (!atomic_compare_exchange_strong(&o->job, &idle, true))
 		return -EBUSY;
 	j = calloc(1, sizeof(*j));
@@ -912,8 +906,7 @@ int bs_rbd_take_over_async(struct bs_dev *dev, int mode, uint32_t window_ms, bs_
 		atomic_store(&o->job, false);
 		return -ENOMEM;
 	}
-	*j = (struct own_job){
-	    .kind = JOB_TAKE, .done = done, .arg = arg, .mode = mode, .window_ms = window_ms};
+	*j = *tmpl;
 	rc = rbd_own_queue_job(o, j);
 	if (rc < 0) {
 		atomic_store(&o->job, false);
@@ -922,31 +915,31 @@ int bs_rbd_take_over_async(struct bs_dev *dev, int mode, uint32_t window_ms, bs_
 	return rc;
 }
 
+int bs_rbd_take_over_async(struct bs_dev *dev, int mode, uint32_t window_ms, bs_rbd_take_cb done,
+			   void *arg)
+{
+	struct rbd_owner *o = owner_of(dev);
+
+	if (!o)
+		return -EINVAL;
+	if (atomic_load(&o->own) == RBD_OWN_FENCED)
+		return -ESHUTDOWN;
+	if (atomic_load(&o->own) == RBD_OWN_OWNER)
+		return -EALREADY;
+	return submit_job(o, &(struct own_job){.kind = JOB_TAKE, .done = done, .arg = arg,
+					       .mode = mode, .window_ms = window_ms});
+}
+
 int bs_rbd_release_async(struct bs_dev *dev, uint16_t group, bs_rbd_take_cb done, void *arg)
 {
 	struct rbd_owner *o = owner_of(dev);
-	struct own_job *j;
-	bool idle = false;
-	int rc;
 
 	if (!o)
 		return -EINVAL;
 	if (atomic_load(&o->own) != RBD_OWN_OWNER)
 		return atomic_load(&o->own) == RBD_OWN_FENCED ? -ESHUTDOWN : -EALREADY;
-	if (!atomic_compare_exchange_strong(&o->job, &idle, true))
-		return -EBUSY;
-	j = calloc(1, sizeof(*j));
-	if (!j) {
-		atomic_store(&o->job, false);
-		return -ENOMEM;
-	}
-	*j = (struct own_job){.kind = JOB_RELEASE, .done = done, .arg = arg, .group = group};
-	rc = rbd_own_queue_job(o, j);
-	if (rc < 0) {
-		atomic_store(&o->job, false);
-		free(j);
-	}
-	return rc;
+	return submit_job(o, &(struct own_job){.kind = JOB_RELEASE, .done = done, .arg = arg,
+					       .group = group});
 }
 
 int bs_rbd_state(struct bs_dev *dev, char *reason, size_t len)
