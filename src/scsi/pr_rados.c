@@ -1028,58 +1028,50 @@ static void copy_port(char *dst, const char *src)
 	snprintf(dst, PR_MAX_PORT_LEN, "%s", src ? src : "");
 }
 
-static int rados_out(struct scsi_lu *lu, struct scsi_cmd *cmd, const struct pr_out *req)
+/* A job for cmd, with its nexus's ports; NULL (cmd answered PR_NOMEM) when there is no loop
+ * to come back to (never from the target) or no memory. */
+static struct pr_job *cmd_job(struct scsi_lu *lu, struct scsi_cmd *cmd, enum pr_job_kind kind)
 {
-	struct pr_rados *r = lu->pr_store;
-	struct pr_job *j;
+	struct pr_job *j = cmd->thread ? calloc(1, sizeof(*j)) : NULL;
 
-	if (!cmd->thread) { /* no loop to come back to (never from the target) */
-		scsi_pr_set_result(cmd, PR_NOMEM);
-		return SCSI_DONE;
-	}
-	j = calloc(1, sizeof(*j));
 	if (!j) {
 		scsi_pr_set_result(cmd, PR_NOMEM);
-		return SCSI_DONE;
+		return NULL;
 	}
-	j->kind = JOB_OUT;
+	j->kind = kind;
 	j->cmd = cmd;
 	j->lu = lu;
-	j->req = *req;
 	copy_port(j->iport, cmd->nexus->initiator_port);
 	copy_port(j->tport, cmd->nexus->target_port);
+	return j;
+}
+
+static int rados_out(struct scsi_lu *lu, struct scsi_cmd *cmd, const struct pr_out *req)
+{
+	struct pr_job *j = cmd_job(lu, cmd, JOB_OUT);
+
+	if (!j)
+		return SCSI_DONE;
+	j->req = *req;
 	if (req->move.iport) {
 		copy_port(j->move, req->move.iport);
 		copy_port(j->move_t, req->move.tport);
 		j->req.move.iport = j->move;
 		j->req.move.tport = j->move_t;
 	}
-	queue_job(r, j);
+	queue_job(lu->pr_store, j);
 	return SCSI_ASYNC;
 }
 
 /* RESERVE or RELEASE(6)/(10) that spc.c leaves to the store. */
 static int rados_spc2(struct scsi_lu *lu, struct scsi_cmd *cmd, bool reserve)
 {
-	struct pr_rados *r = lu->pr_store;
-	struct pr_job *j;
+	struct pr_job *j = cmd_job(lu, cmd, JOB_SPC2);
 
-	if (!cmd->thread) {
-		scsi_pr_set_result(cmd, PR_NOMEM);
+	if (!j)
 		return SCSI_DONE;
-	}
-	j = calloc(1, sizeof(*j));
-	if (!j) {
-		scsi_pr_set_result(cmd, PR_NOMEM);
-		return SCSI_DONE;
-	}
-	j->kind = JOB_SPC2;
 	j->spc2 = reserve ? SPC2_RESERVE : SPC2_RELEASE;
-	j->cmd = cmd;
-	j->lu = lu;
-	copy_port(j->iport, cmd->nexus->initiator_port);
-	copy_port(j->tport, cmd->nexus->target_port);
-	queue_job(r, j);
+	queue_job(lu->pr_store, j);
 	return SCSI_ASYNC;
 }
 
