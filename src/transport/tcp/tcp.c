@@ -455,10 +455,8 @@ static void rx_got(struct iscsi_conn *c, struct tcp_conn *t, ssize_t n)
 	t->rx_bytes += (uint64_t)n;
 	t->rx_last_ns = ev_now_ns(c->loop);
 	if (!t->rxp.active && ev_loop_poll_ns(c->loop) &&
-	    ev_loop_pollers(c->loop) < TCP_RX_POLLERS_MAX) {
-		ev_poller_init(&t->rxp, tcp_rx_poller, c);
+	    ev_loop_pollers(c->loop) < TCP_RX_POLLERS_MAX)
 		ev_poller_start(c->loop, &t->rxp);
-	}
 }
 
 /* Receive what the socket holds. A recv that returns less than asked for has emptied the
@@ -678,6 +676,7 @@ static int conn_attach(struct iscsi_conn *c, int fd)
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
 		tcp_format_sockaddr(&ss, c->local, sizeof(c->local));
 	ev_io_init(&t->io, fd, tcp_io_cb, c);
+	ev_poller_init(&t->rxp, tcp_rx_poller, c);
 	return ev_io_start(c->loop, &t->io, EPOLLIN);
 }
 
