@@ -393,30 +393,58 @@ struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *in
  * names another LU). Runs on the nexus's thread. */
 char scsi_resv_remote_tag;
 
+/* What I_T nexus loss ends at lu, under lu->lock: PREVENT MEDIUM REMOVAL and a RESERVE(6)/(10)
+ * reservation held through the nexus. True when it released the reservation: the caller
+ * tells the shared store (spc2_lost) once the lock is dropped. */
+static bool itl_lose_locked(struct scsi_lu *lu, struct scsi_itl *itl)
+{
+	struct scsi_nexus *me = itl->nx;
+
+	if (itl->prevent) {
+		itl->prevent = false;
+		lu->prevent--;
+	}
+	return atomic_compare_exchange_strong(&lu->resv_holder, &me, NULL);
+}
+
+static void itl_lost_tell(struct scsi_lu *lu, struct scsi_itl *itl, bool held)
+{
+	if (held && lu->pr_ops && lu->pr_ops->spc2_lost)
+		lu->pr_ops->spc2_lost(lu, itl->nx);
+}
+
 static void itl_detach(struct scsi_itl *itl)
 {
 	struct scsi_lu *lu = atomic_load(&itl->lu);
-	struct scsi_nexus *me = itl->nx;
 	bool held;
 
 	if (!lu)
 		return;
 	pthread_mutex_lock(&lu->lock);
 	list_del(&itl->lu_link);
-	if (itl->prevent) { /* PREVENT MEDIUM REMOVAL ends with the nexus */
-		itl->prevent = false;
-		lu->prevent--;
-	}
+	held = itl_lose_locked(lu, itl);
 	itl->n_ua = 0;
 	atomic_store(&itl->ua_pending, false);
 	atomic_store(&itl->lu, NULL);
-	/* I_T nexus loss releases a RESERVE(6)/(10) reservation held through it (a shared
-	 * store tells the other gateways). */
-	held = atomic_compare_exchange_strong(&lu->resv_holder, &me, NULL);
 	pthread_mutex_unlock(&lu->lock);
-	if (held && lu->pr_ops && lu->pr_ops->spc2_lost)
-		lu->pr_ops->spc2_lost(lu, itl->nx);
+	itl_lost_tell(lu, itl, held);
 	scsi_lu_put(lu);
+}
+
+void scsi_nexus_lost(struct scsi_nexus *nx)
+{
+	for (unsigned i = 0; nx && i < SCSI_MAX_LUNS; i++) {
+		struct scsi_itl *itl = &nx->itl[i];
+		struct scsi_lu *lu = atomic_load(&itl->lu);
+		bool held;
+
+		if (!lu)
+			continue;
+		pthread_mutex_lock(&lu->lock);
+		held = itl_lose_locked(lu, itl);
+		pthread_mutex_unlock(&lu->lock);
+		itl_lost_tell(lu, itl, held);
+	}
 }
 
 void scsi_nexus_free(struct scsi_nexus *nx)

@@ -239,6 +239,10 @@ uint32_t scsi_nexus_map_lun(const struct scsi_nexus *nx, uint32_t lun);
 /* I_T nexus loss: releases RESERVE(6) reservations and PREVENT MEDIUM REMOVAL held through
  * it; persistent reservations and registrations survive it (SPC-4 5.12.10). */
 void scsi_nexus_free(struct scsi_nexus *nx);
+/* The same release at once, the nexus staying allocated (its tasks may still be finishing):
+ * for a Logout that ends the session, before its response lets the initiator log in again
+ * and meet a PREVENT or reservation of the session it just ended. Nexus's thread only. */
+void scsi_nexus_lost(struct scsi_nexus *nx);
 
 /* Per-thread I/O context, bound to the thread's loop. */
 struct scsi_thread *scsi_thread_new(struct ev_loop *loop);

@@ -290,6 +290,11 @@ static void handle_logout(struct tgt_conn *tc, const struct iscsi_hdr *h)
 					 tc->sess->target);
 		}
 		ev_timer_stop(tc->conn->loop, &tc->logout_timer);
+		/* MaxConnections is 1: the logout ends the session, an I_T nexus loss, and that
+		   must be done before the response lets the initiator log in again (the session
+		   is freed only once the connection has closed, on this or another worker) */
+		if (tc->sess) /* a discovery session's nexus is NULL: nothing to release */
+			scsi_nexus_lost(tc->sess->nexus);
 		tc->logged_out = true;
 		tc->conn->state = ISCSI_CONN_IN_LOGOUT;
 		send_copy(tc, &r, NULL, 0, true);
