@@ -1,0 +1,191 @@
+/* Configuration: the "targets" section (names, portals, CHAP rules; LUNs, ACLs and ALUA are
+ * parsed by their own files). */
+#include "target/config_int.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* ---- targets --------------------------------------------------------------------------- */
+
+/* What the parsers of a target's members need: the target is cfg->targets[ti]. */
+struct tgt_arg {
+	struct ix_config *cfg;
+	size_t ti;
+};
+
+static int one_target_portal(struct cfg_ctx *c, json_t *e, size_t i, void *arg)
+{
+	struct tgt_arg *ta = arg;
+	struct cfg_target *t = &ta->cfg->targets[ta->ti];
+	const char *s = json_string_value(e);
+	char buf[128];
+
+	if (!s)
+		return cfg_fail(c, NULL, false, "must be a portal name, not %s", cfg_type_name(e));
+	if (!cfg_find_portal(ta->cfg, s))
+		return cfg_fail(c, NULL, false, "no portal is named \"%s\"",
+				cfg_esc(s, buf, sizeof(buf)));
+	for (size_t j = 0; j < i; j++)
+		if (strcmp(t->portals[j], s) == 0)
+			return cfg_fail(c, NULL, false, "\"%s\" is listed twice", s);
+	return cfg_dup_str(c, s, &t->portals[i]);
+}
+
+static int one_lun(struct cfg_ctx *c, json_t *v, size_t i, void *arg)
+{
+	struct tgt_arg *la = arg;
+	return cfg_parse_lun(c, v, la->cfg, la->ti, i);
+}
+
+static int one_acl(struct cfg_ctx *c, json_t *v, size_t i, void *arg)
+{
+	return cfg_parse_acl(c, v, arg, i);
+}
+
+static bool target_has_chap(const struct cfg_target *t)
+{
+	bool any = t->chap.secret != NULL;
+
+	for (size_t i = 0; i < t->nacls; i++)
+		any = any || t->acls[i].chap.secret;
+	return any;
+}
+
+/* default: true when the target or any ACL has a CHAP secret (parsed before it) */
+static int target_chap_required(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct cfg_target *t = base;
+
+	t->chap_required = target_has_chap(t);
+	return cfg_get_bool(c, obj, k->name, &t->chap_required);
+}
+
+/* Cross-field CHAP rules of one target. */
+static int check_target_chap(struct cfg_ctx *c, struct cfg_target *t)
+{
+	char buf[300];
+
+	if (t->mutual_chap.secret && !target_has_chap(t))
+		return cfg_fail(c, "mutual_chap", false,
+			    "mutual CHAP needs one-way CHAP as well (\"chap\" or an ACL's "
+			    "\"chap\"): the initiator authenticates first");
+	if (!t->chap_required || t->chap.secret)
+		return 0;
+	if (t->nacls == 0)
+		return cfg_fail(c, "chap_required", false,
+			    "is true but the target has no CHAP credential (\"chap\" or "
+			    "\"acls\" with \"chap\")");
+	for (size_t i = 0; i < t->nacls; i++) {
+		if (t->acls[i].chap.secret)
+			continue;
+		cfg_push_key(c, "acls");
+		cfg_push_idx(c, i);
+		cfg_fail(c, NULL, false,
+		     "initiator \"%s\" has no CHAP credential but chap_required is true (give "
+		     "it \"chap\", or give the target one)",
+		     cfg_esc(t->acls[i].initiator, buf, sizeof(buf)));
+		cfg_pop(c);
+		cfg_pop(c);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int target_name(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct cfg_target *t = base;
+	size_t ti = (size_t)(t - c->cfg->targets);
+	char buf[300];
+	int rc;
+
+	if ((rc = cfg_get_iscsi_name(c, obj, k->name, &t->name)))
+		return rc;
+	for (size_t i = 0; i < ti; i++)
+		if (strcmp(c->cfg->targets[i].name, t->name) == 0)
+			return cfg_fail(c, k->name, false,
+				    "target \"%s\" is already defined by "
+				    "targets[%zu]",
+				    cfg_esc(t->name, buf, sizeof(buf)), i);
+	return 0;
+}
+
+static int target_portals(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	const struct list_spec portals = {k->name,
+					  "must not be empty (omit it to use every portal)",
+					  sizeof(char *), one_target_portal};
+	struct cfg_target *t = base;
+	struct tgt_arg ta = {c->cfg, (size_t)(t - c->cfg->targets)};
+
+	return cfg_parse_list(c, obj, &portals, (void **)&t->portals, &t->nportals, &ta);
+}
+
+static int target_luns(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	const struct list_spec luns = {k->name, NULL, sizeof(struct cfg_lun), one_lun};
+	struct cfg_target *t = base;
+	struct tgt_arg ta = {c->cfg, (size_t)(t - c->cfg->targets)};
+
+	return cfg_parse_list(c, obj, &luns, (void **)&t->luns, &t->nluns, &ta);
+}
+
+static int target_acls(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	const struct list_spec acls = {k->name, NULL, sizeof(struct cfg_acl), one_acl};
+	struct cfg_target *t = base;
+
+	return cfg_parse_list(c, obj, &acls, (void **)&t->acls, &t->nacls, t);
+}
+
+static int target_algs(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct cfg_target *t = base;
+
+	return cfg_parse_chap_algs(c, obj, k->name, t->chap_algs, &t->nchap_algs);
+}
+
+static int target_alua(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	(void)k;
+	return cfg_parse_alua(c, obj, c->cfg, base);
+}
+
+#define TARGET(f) (struct cfg_target, f)
+static const struct key target_keys[] = {
+    KEY_FN("name", TARGET(name), target_name),
+    KEY_STR("alias", TARGET(alias), 255, STR_PRINTABLE),
+    KEY_FN("portals", TARGET(portals), target_portals),
+    KEY_FN("luns", TARGET(luns), target_luns),
+    KEY_FN("acls", TARGET(acls), target_acls),
+    KEY_FN("chap", TARGET(chap), cfg_chap_key),
+    KEY_FN("mutual_chap", TARGET(mutual_chap), cfg_mutual_chap_key),
+    KEY_FN("chap_required", TARGET(chap_required), target_chap_required),
+    KEY_FN("chap_algorithms", TARGET(chap_algs), target_algs),
+    KEY_NUM("max_sessions", K_U32, TARGET(max_sessions), 0, 65535, 0),
+    KEY_FN("alua", TARGET(alua), target_alua),
+    KEY_END};
+#undef TARGET
+
+static int parse_target(struct cfg_ctx *c, json_t *v, struct ix_config *cfg, size_t ti)
+{
+	struct cfg_target *t = &cfg->targets[ti];
+	int rc;
+
+	cfg_chap_algs_default(t->chap_algs, &t->nchap_algs);
+	if ((rc = cfg_want_object(c, NULL, v)) || (rc = cfg_parse_table(c, v, target_keys, t)))
+		return rc;
+	return check_target_chap(c, t);
+}
+
+static int one_target(struct cfg_ctx *c, json_t *v, size_t i, void *cfg)
+{
+	return parse_target(c, v, cfg, i);
+}
+
+int cfg_parse_targets(struct cfg_ctx *c, json_t *root, const struct key *k, void *base)
+{
+	const struct list_spec targets = {k->name, NULL, sizeof(struct cfg_target), one_target};
+	struct ix_config *cfg = base;
+
+	return cfg_parse_list(c, root, &targets, (void **)&cfg->targets, &cfg->ntargets, cfg);
+}
