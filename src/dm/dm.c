@@ -1,6 +1,7 @@
 #include "dm/dm.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 extern const struct dm_ops tcp_dm_ops;
@@ -25,6 +26,33 @@ const struct dm_ops *dm_transport(size_t i)
 	_Static_assert(sizeof(transports) / sizeof(transports[0]) <= DM_MAX_TRANSPORTS,
 		       "DM_MAX_TRANSPORTS");
 	return i < sizeof(transports) / sizeof(transports[0]) ? transports[i] : NULL;
+}
+
+int dm_find_id(const char *name)
+{
+	for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++)
+		if (strcmp(transports[i]->name, name) == 0)
+			return (int)i;
+	return -ENOENT;
+}
+
+int dm_transport_id(const struct dm_ops *dm)
+{
+	return dm && dm->name ? dm_find_id(dm->name) : -ENOENT;
+}
+
+const char *dm_names(const char *quote, const char *last, char *out, size_t cap)
+{
+	size_t n = sizeof(transports) / sizeof(transports[0]), o = 0;
+
+	if (cap)
+		out[0] = '\0';
+	for (size_t i = 0; i < n && o < cap; i++) {
+		int w = snprintf(out + o, cap - o, "%s%s%s%s", i == 0 ? "" : i + 1 < n ? ", " : last,
+				 quote, transports[i]->name, quote);
+		o += w > 0 ? (size_t)w : 0;
+	}
+	return out;
 }
 
 int dm_listen(const struct dm_ops *dm, struct ev_loop *loop, const char *addr, uint16_t port,

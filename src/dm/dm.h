@@ -221,11 +221,69 @@ struct dm_ops {
 				      const struct dm_conn_setup *cs, int *err);
 };
 
-/* The transport called name ("tcp", "iser"), or NULL. */
-const struct dm_ops *dm_find(const char *name);
-/* The i-th transport of the table (0, 1, ...), NULL past the last; at most DM_MAX_TRANSPORTS. */
-const struct dm_ops *dm_transport(size_t i);
+/* ---- The registry: dm.c's one table of transports. A transport's id is its index in the
+ * table (0 .. DM_MAX_TRANSPORTS - 1); what the layers above keep per transport (the portals a
+ * transport serves, sessions counted by transport) they keep by id, and what they show (the
+ * configuration's "transports", statistics, metric labels) they name with ops->name. Nothing
+ * above dm/ spells a transport's name. */
 #define DM_MAX_TRANSPORTS 4
+/* Id 0, the first of the table, is the default: what a portal serves and an initiator uses
+ * when nothing else is said. */
+#define DM_ID_DEFAULT 0
+
+/* The transport called name, or NULL. */
+const struct dm_ops *dm_find(const char *name);
+/* The transport with id i (0, 1, ...), NULL past the last. */
+const struct dm_ops *dm_transport(size_t i);
+/* The id of the transport called name, or -ENOENT. */
+int dm_find_id(const char *name);
+/* The id of dm, or of the transport it wraps (a wrapper such as transport/fault carries the
+ * name of the transport it wraps), or -ENOENT. */
+int dm_transport_id(const struct dm_ops *dm);
+/* The registered names joined for a message, each between quote characters ("" for none),
+ * separated by ", " but the last by last: ("", " or ") gives "tcp or iser". Truncated to fit
+ * cap; returns out. */
+const char *dm_names(const char *quote, const char *last, char *out, size_t cap);
+
+/* ---- Wrappers: a datamover wrapped around each transport of one side (transport/fault: faults
+ * injected for tests), registered by name in dm_wrap.c's table. dm_wrap.c belongs to the
+ * target side (ix-target --testing), not to libix. A wrapper's options are opaque above dm/:
+ * its table of struct dm_opt describes them (name, type, place, bounds, default), so the
+ * configuration reads them without knowing the wrapper's types. */
+enum dm_opt_type {
+	DM_OPT_BOOL, /* bool */
+	DM_OPT_U32,  /* uint32_t in [min, max] */
+	DM_OPT_U64,  /* uint64_t in [min, max] */
+	DM_OPT_BITS, /* uint64_t: given as a list of bit numbers in [min, max] (max <= 63) */
+};
+
+struct dm_opt {
+	const char *name; /* NULL ends a table */
+	enum dm_opt_type type;
+	size_t off;       /* of the value in the wrapper's options */
+	uint64_t min, max, def;
+	const char *what; /* DM_OPT_BITS: what one number is ("an opcode number") */
+};
+
+/* Room for any wrapper's options (a wrapper checks its struct fits with _Static_assert). */
+#define DM_WRAP_OPTS_SIZE 64
+
+struct dm_wrapper {
+	const char *name;
+	const struct dm_opt *opts;
+	/* A wrapper of inner (which must outlive it) with these options; NULL on allocation
+	   failure. Freed by wrap_free once its connections are gone. */
+	void *(*wrap_new)(const struct dm_ops *inner, const void *opts);
+	void (*wrap_free)(void *w);
+	/* The ops its connections run with (dm_conn_setup.as). */
+	const struct dm_ops *(*wrap_ops)(const void *w);
+	/* For the log: its options in words, and what the wrappers w[0..n) did together. */
+	void (*describe)(const void *opts, char *buf, size_t cap);
+	void (*report)(void *const *w, size_t n, char *buf, size_t cap);
+};
+
+/* The wrapper called name, or NULL (dm_wrap.c: target side only). */
+const struct dm_wrapper *dm_find_wrapper(const char *name);
 
 /* Listen on addr (numeric) and port. 0 or -errno (-ENODEV: no device of this transport serves
  * the address). */

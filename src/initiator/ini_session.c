@@ -89,7 +89,7 @@ void ix_set_log_level(int level)
 void ix_session_opts_default(struct ix_session_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->transport = "tcp";
+	o->transport = dm_transport(DM_ID_DEFAULT)->name;
 	o->max_recv_data_segment_length = 262144;
 	o->first_burst_length = 262144;
 	o->max_burst_length = 1048576;
@@ -198,30 +198,33 @@ static int setup_names(struct ix_session *s, const struct ix_session_opts *in)
 	return 0;
 }
 
-/* The transports an attempt tries, in order, from opts.transport. */
+/* The transports an attempt tries, in order, from opts.transport: a registered transport's
+ * name (dm/dm.h), or "auto": every transport, those with direct placement (iSER) first, then
+ * the others (TCP), each group in registry order. */
 static int setup_transports(struct ix_session *s)
 {
-	static const struct {
-		const char *name;
-		const char *xports[2];
-	} choices[] = {
-		{"tcp", {"tcp", NULL}},
-		{"iser", {"iser", NULL}},
-		{"auto", {"iser", "tcp"}},
-	};
+	static const char auto_name[] = "auto";
 	struct ix_session_opts *o = &s->opts;
+	const struct dm_ops *dm;
+	char names[128];
 
 	if (!o->transport)
-		o->transport = "tcp";
-	for (size_t i = 0; i < sizeof(choices) / sizeof(choices[0]); i++) {
-		if (strcmp(o->transport, choices[i].name) != 0)
-			continue;
-		o->transport = choices[i].name; /* the caller's string need not outlive us */
-		for (size_t k = 0; k < 2 && choices[i].xports[k]; k++)
-			s->xports[s->nxports++] = dm_find(choices[i].xports[k]);
+		o->transport = dm_transport(DM_ID_DEFAULT)->name;
+	if (strcmp(o->transport, auto_name) == 0) {
+		o->transport = auto_name; /* the caller's string need not outlive us */
+		for (int pass = 0; pass < 2; pass++)
+			for (size_t i = 0; (dm = dm_transport(i)); i++)
+				if (((dm->caps & DM_CAP_DIRECT_PLACEMENT) != 0) == (pass == 0))
+					s->xports[s->nxports++] = dm;
 		return 0;
 	}
-	ini_set_error(s, "unknown transport \"%s\" (tcp, iser or auto)", o->transport);
+	if ((dm = dm_find(o->transport))) {
+		o->transport = dm->name;
+		s->xports[s->nxports++] = dm;
+		return 0;
+	}
+	ini_set_error(s, "unknown transport \"%s\" (%s or %s)", o->transport,
+		      dm_names("", ", ", names, sizeof(names)), auto_name);
 	return -EPROTONOSUPPORT;
 }
 

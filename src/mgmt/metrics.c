@@ -274,15 +274,13 @@ static void tgt_sessions(struct mbuf *b, const struct ix_stats *st)
 	const char *n = "ix_target_sessions";
 
 	family(b, n, "gauge", "Sessions open now, by transport.");
-	for (size_t i = 0; i < st->ntgts; i++) {
-		mbuf_printf(b, "%s{", n);
-		tgt_labels(b, &st->tgts[i]);
-		mbuf_printf(b, ",transport=\"tcp\"} %llu\n%s{",
-			    (unsigned long long)st->tgts[i].sessions_tcp, n);
-		tgt_labels(b, &st->tgts[i]);
-		mbuf_printf(b, ",transport=\"iser\"} %llu\n",
-			    (unsigned long long)st->tgts[i].sessions_iser);
-	}
+	for (size_t i = 0; i < st->ntgts; i++)
+		for (size_t x = 0; dm_transport(x); x++) {
+			mbuf_printf(b, "%s{", n);
+			tgt_labels(b, &st->tgts[i]);
+			mbuf_printf(b, ",transport=\"%s\"} %llu\n", dm_transport(x)->name,
+				    (unsigned long long)st->tgts[i].sessions[x]);
+		}
 }
 
 static void worker_labels(struct mbuf *b, const void *row)
@@ -380,15 +378,24 @@ static json_t *lun_json(const struct ix_lun_stats *l)
 			 latency_json(l));
 }
 
+/* {NAME: N, ...}: one member per registered transport (dm.h), in registry order. */
+static json_t *by_transport(const uint64_t *v)
+{
+	json_t *o = json_object();
+
+	for (size_t x = 0; o && dm_transport(x); x++)
+		json_object_set_new(o, dm_transport(x)->name, json_integer((json_int_t)v[x]));
+	return o;
+}
+
 static json_t *tgt_json(const struct ix_tgt_stats *t)
 {
-	return json_pack("{s:s, s:I, s:o*, s:I, s:{s:I, s:I}, s:I, s:I, s:I, s:I}", "target",
+	return json_pack("{s:s, s:I, s:o*, s:I, s:o*, s:I, s:I, s:I, s:I}", "target",
 			 t->target, "logins_accepted", (json_int_t)t->logins_accepted,
 			 "logins_refused",
 			 nonzero_map(t->logins_refused, IX_LOGIN_REASONS, ix_login_reason_name),
-			 "login_timeouts", (json_int_t)t->login_timeouts, "sessions", "tcp",
-			 (json_int_t)t->sessions_tcp, "iser", (json_int_t)t->sessions_iser,
-			 "digest_errors", (json_int_t)t->digest_errors, "connection_timeouts",
+			 "login_timeouts", (json_int_t)t->login_timeouts, "sessions",
+			 by_transport(t->sessions), "digest_errors", (json_int_t)t->digest_errors, "connection_timeouts",
 			 (json_int_t)t->conn_timeouts, "tasks_aborted", (json_int_t)t->tasks_aborted,
 			 "pdus_rejected", (json_int_t)t->pdus_rejected);
 }
@@ -409,17 +416,17 @@ static json_t *logins_json(const struct ix_login_stats *l)
 json_t *metrics_json(const struct ix_stats *st)
 {
 	json_t *tg = json_array(), *lu = json_array(), *wk = json_array();
-	json_int_t tcp = 0, iser = 0, disc = 0;
+	uint64_t normal[DM_MAX_TRANSPORTS] = {0};
+	json_int_t disc = 0;
 
 	for (size_t i = 0; tg && i < st->ntgts; i++) {
 		const struct ix_tgt_stats *t = &st->tgts[i];
 		json_array_append_new(tg, tgt_json(t));
-		if (!t->target[0]) {
-			disc += (json_int_t)(t->sessions_tcp + t->sessions_iser);
-			continue;
-		}
-		tcp += (json_int_t)t->sessions_tcp;
-		iser += (json_int_t)t->sessions_iser;
+		for (size_t x = 0; x < DM_MAX_TRANSPORTS; x++)
+			if (t->target[0])
+				normal[x] += t->sessions[x];
+			else
+				disc += (json_int_t)t->sessions[x];
 	}
 	for (size_t i = 0; lu && i < st->nluns; i++)
 		json_array_append_new(lu, lun_json(&st->luns[i]));
@@ -431,7 +438,7 @@ json_t *metrics_json(const struct ix_stats *st)
 				  "poller_hits", (json_int_t)w->poller_hits, "poll_backoffs", (json_int_t)w->poll_backoffs, "poll_seconds",
 				  (double)w->poll_ns / 1e9));
 	}
-	return json_pack("{s:o*, s:{s:{s:I, s:I}, s:I}, s:o*, s:o*, s:o*}", "logins",
-			 logins_json(&st->logins), "sessions", "normal", "tcp", tcp, "iser", iser,
+	return json_pack("{s:o*, s:{s:o*, s:I}, s:o*, s:o*, s:o*}", "logins",
+			 logins_json(&st->logins), "sessions", "normal", by_transport(normal),
 			 "discovery", disc, "targets", tg, "luns", lu, "workers", wk);
 }

@@ -18,7 +18,7 @@
 
 #include "scsi/scsi.h"
 #include "session/keys.h"
-#include "transport/fault/fault.h"
+#include "dm/dm.h"
 
 struct cfg_chap {
 	char *user;       /* NULL when not set */
@@ -30,8 +30,8 @@ struct cfg_portal {
 	char *address;    /* IPv4 or IPv6 literal, or "0.0.0.0" / "::" */
 	uint16_t port;    /* default 3260 */
 	uint16_t tpgt;    /* TargetPortalGroupTag, default 1 */
-	bool tcp;         /* serve plain iSCSI (default true) */
-	bool iser;        /* serve iSER on the same address (default false) */
+	uint32_t transports; /* bit i: serve the transport with registry id i (dm/dm.h) on
+				this address; default: the default transport (DM_ID_DEFAULT) */
 };
 
 struct cfg_lun {
@@ -109,8 +109,10 @@ struct cfg_global {
  * that uses any of them has test_features set; ix-target refuses it unless started with
  * --testing, so a test configuration copied to production cannot quietly inject faults. */
 struct cfg_testing {
-	bool transport_faults;        /* wrap every connection's transport (fault.h) */
-	struct fault_cfg faults;
+	bool transport_faults;        /* wrap every connection's transport with the datamover
+					 wrapper "fault" (dm.h's dm_find_wrapper) */
+	_Alignas(8) unsigned char faults[DM_WRAP_OPTS_SIZE]; /* its options, laid out as its
+								table of struct dm_opt says */
 };
 
 struct ix_config {

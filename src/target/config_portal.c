@@ -4,7 +4,10 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "dm/dm.h"
 
 /* ---- portals --------------------------------------------------------------------------- */
 
@@ -33,43 +36,42 @@ static bool addr_is_any(const struct addr *a)
 	return memcmp(a->bytes, zero, a->family == AF_INET ? 4 : 16) == 0;
 }
 
+/* "transports": the registered names (dm/dm.h), each a bit of cfg_portal.transports. */
 static int one_transport(struct cfg_ctx *c, json_t *e, size_t i, void *arg)
 {
-	struct cfg_portal *seen = arg;
+	uint32_t *seen = arg;
 	const char *s = json_string_value(e);
-	bool *flag = NULL;
-	char buf[64];
+	int id = s ? dm_find_id(s) : -ENOENT;
+	char buf[64], names[128];
 
 	(void)i;
-	if (s && strcmp(s, "tcp") == 0)
-		flag = &seen->tcp;
-	else if (s && strcmp(s, "iser") == 0)
-		flag = &seen->iser;
 	if (!s)
 		return cfg_fail(c, NULL, false, "must be a string, not %s", cfg_type_name(e));
-	if (!flag)
-		return cfg_fail(c, NULL, false, "unknown transport \"%s\" (tcp or iser)",
-			    cfg_esc(s, buf, sizeof(buf)));
-	if (*flag)
+	if (id < 0)
+		return cfg_fail(c, NULL, false, "unknown transport \"%s\" (%s)",
+				cfg_esc(s, buf, sizeof(buf)), dm_names("", " or ", names, sizeof(names)));
+	if (*seen & (1u << id))
 		return cfg_fail(c, NULL, false, "\"%s\" is listed twice", s);
-	*flag = true;
+	*seen |= 1u << id;
 	return 0;
 }
 
 static int parse_transports(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
 {
-	const struct list_spec transports = {k->name, "must list \"tcp\", \"iser\" or both", 0,
-					     one_transport};
-	struct cfg_portal *p = base, seen = {.tcp = false};
+	char empty[160], names[128];
+	const struct list_spec transports = {k->name, empty, 0, one_transport};
+	struct cfg_portal *p = base;
+	uint32_t seen = 0;
 	int rc;
 
-	p->tcp = true;
-	p->iser = false;
+	dm_names("\"", ", ", names, sizeof(names));
+	snprintf(empty, sizeof(empty), "must list %s%s", names,
+		 dm_transport(2) ? " or several" : dm_transport(1) ? " or both" : "");
+	p->transports = 1u << DM_ID_DEFAULT;
 	if ((rc = cfg_parse_list(c, obj, &transports, NULL, NULL, &seen)) ||
 	    !cfg_member(obj, k->name))
 		return rc;
-	p->tcp = seen.tcp;
-	p->iser = seen.iser;
+	p->transports = seen;
 	return 0;
 }
 
@@ -99,7 +101,7 @@ static const struct key portal_keys[] = {
     KEY_FN("address", PORTAL(address), portal_address),
     KEY_NUM("port", K_U16, PORTAL(port), 1, 65535, 3260),
     KEY_NUM("tpgt", K_U16, PORTAL(tpgt), 0, 65535, 1),
-    KEY_FN("transports", PORTAL(tcp), parse_transports), /* default ["tcp"] */
+    KEY_FN("transports", PORTAL(transports), parse_transports), /* default: DM_ID_DEFAULT */
     KEY_END};
 #undef PORTAL
 
@@ -153,7 +155,7 @@ static int default_portal(struct cfg_ctx *c, struct ix_config *cfg)
 	if (!cfg->portals)
 		return -ENOMEM;
 	cfg->nportals = 1;
-	cfg->portals[0] = (struct cfg_portal){.port = 3260, .tpgt = 1, .tcp = true};
+	cfg->portals[0] = (struct cfg_portal){.port = 3260, .tpgt = 1, .transports = 1u << DM_ID_DEFAULT};
 	if ((rc = cfg_dup_str(c, "default", &cfg->portals[0].name)))
 		return rc;
 	return cfg_dup_str(c, "127.0.0.1", &cfg->portals[0].address);

@@ -3,6 +3,7 @@
 #include "target/config_int.h"
 
 #include <errno.h>
+#include <string.h>
 
 /* ---- test-only features (docs/configuration.md, "testing") ---------------------------- */
 
@@ -78,40 +79,70 @@ int cfg_parse_err_rules(struct cfg_ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	return rc;
 }
 
-/* transport_faults.opcodes: a bit per opcode in *(uint64_t *)arg */
-static int one_opcode(struct cfg_ctx *c, json_t *o, size_t i, void *arg)
+/* "transport_faults": the options of the datamover wrapper "fault" (transport/fault), which
+ * the registry describes (dm.h): its struct dm_opt table becomes a key table here. */
+#define FAULT_WRAPPER "fault"
+#define MAX_WRAP_OPTS 16
+
+static const struct dm_opt *wrap_opt(const char *name)
 {
+	const struct dm_wrapper *w = dm_find_wrapper(FAULT_WRAPPER);
+
+	for (const struct dm_opt *o = w->opts; o->name; o++)
+		if (strcmp(o->name, name) == 0)
+			return o;
+	return NULL;
+}
+
+/* DM_OPT_BITS: each number sets its bit in *bits */
+struct bits_arg {
+	const struct dm_opt *o;
+	uint64_t *bits;
+};
+
+static int one_bit(struct cfg_ctx *c, json_t *e, size_t i, void *arg)
+{
+	struct bits_arg *ba = arg;
+	json_int_t n = json_is_integer(e) ? json_integer_value(e) : -1;
+
 	(void)i;
-	if (!json_is_integer(o) || json_integer_value(o) < 0 || json_integer_value(o) > 63)
-		return cfg_fail(c, NULL, false, "must be an opcode number from 0 to 63");
-	*(uint64_t *)arg |= 1ull << json_integer_value(o);
+	if (n < 0 || (uint64_t)n < ba->o->min || (uint64_t)n > ba->o->max)
+		return cfg_fail(c, NULL, false, "must be %s from %llu to %llu", ba->o->what,
+				(unsigned long long)ba->o->min, (unsigned long long)ba->o->max);
+	*ba->bits |= 1ull << n;
 	return 0;
 }
 
-static int fault_opcodes(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
+static int wrap_bits(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
 {
-	const struct list_spec opcodes = {k->name, NULL, 0, one_opcode};
+	const struct list_spec bits = {k->name, NULL, 0, one_bit};
+	struct bits_arg ba = {wrap_opt(k->name), cfg_key_at(k, base)};
 
-	return cfg_parse_list(c, obj, &opcodes, NULL, NULL, cfg_key_at(k, base));
+	return cfg_parse_list(c, obj, &bits, NULL, NULL, &ba);
 }
 
-#define FAULT(f) (struct fault_cfg, f)
-static const struct key fault_keys[] = {
-    KEY_NUM("seed", K_U64, FAULT(seed), 0, UINT64_MAX >> 1, 0),
-    KEY_NUM("drop_ppm", K_U32, FAULT(drop_ppm), 0, FAULT_PPM, 0),
-    KEY_NUM("delay_ppm", K_U32, FAULT(delay_ppm), 0, FAULT_PPM, 0),
-    KEY_NUM("delay_ms", K_U32, FAULT(delay_ms), 1, MAX_TIMEOUT_MS, 100),
-    KEY_NUM("duplicate_ppm", K_U32, FAULT(duplicate_ppm), 0, FAULT_PPM, 0),
-    KEY_NUM("corrupt_ppm", K_U32, FAULT(corrupt_ppm), 0, FAULT_PPM, 0),
-    KEY_NUM("truncate_ppm", K_U32, FAULT(truncate_ppm), 0, FAULT_PPM, 0),
-    KEY_NUM("reset_after_bytes", K_U64, FAULT(reset_after_bytes), 0, UINT64_MAX >> 1, 0),
-    KEY_FN("opcodes", FAULT(opcodes), fault_opcodes), /* default: all */
-    KEY_BOOL("during_login", FAULT(during_login), false),
-    KEY_END};
-#undef FAULT
+/* The key table of the wrapper's options (keys holds MAX_WRAP_OPTS + 1). */
+static void wrap_keys(const struct dm_wrapper *w, struct key *keys)
+{
+	static const enum key_type types[] = {
+	    [DM_OPT_BOOL] = K_BOOL, [DM_OPT_U32] = K_U32, [DM_OPT_U64] = K_U64, [DM_OPT_BITS] = K_FN};
+	size_t n = 0;
+
+	for (const struct dm_opt *o = w->opts; o->name && n < MAX_WRAP_OPTS; o++, n++)
+		keys[n] = (struct key){.name = o->name,
+				       .type = types[o->type],
+				       .off = o->off,
+				       .min = o->min,
+				       .max = o->max,
+				       .def = o->def,
+				       .parse = o->type == DM_OPT_BITS ? wrap_bits : NULL};
+	keys[n] = (struct key)KEY_END;
+}
 
 static int transport_faults(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
 {
+	const struct dm_wrapper *w = dm_find_wrapper(FAULT_WRAPPER);
+	struct key keys[MAX_WRAP_OPTS + 1];
 	struct cfg_testing *t = base;
 	json_t *f = cfg_member(obj, k->name);
 	int rc;
@@ -119,11 +150,12 @@ static int transport_faults(struct cfg_ctx *c, json_t *obj, const struct key *k,
 	if (!f)
 		return 0;
 	t->transport_faults = true;
-	cfg_key_defaults(fault_keys, &t->faults);
+	wrap_keys(w, keys);
+	cfg_key_defaults(keys, t->faults);
 	if ((rc = cfg_want_object(c, k->name, f)))
 		return rc;
 	cfg_push_key(c, k->name);
-	rc = cfg_parse_table(c, f, fault_keys, &t->faults);
+	rc = cfg_parse_table(c, f, keys, t->faults);
 	cfg_pop(c);
 	return rc;
 }

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "target/tgt_int.h"
-#include "transport/fault/fault.h"
 #include "util/log.h"
 
 /* One portal's listeners. portal points into the newest configuration that names it (changed
@@ -36,31 +35,37 @@ struct accept_msg {
 
 /* ---- fault injection (test configurations): one wrapper per transport ---- */
 
-static int faults_new(struct ix_target *t, const struct fault_cfg *f)
+/* The datamover wrapper "fault" (dm.h) around each transport, with the options the
+ * configuration's testing.transport_faults gave. */
+static int faults_new(struct ix_target *t, const void *opts)
 {
 	const struct dm_ops *dm;
+	char what[256];
 
+	if (!(t->wrap = dm_find_wrapper("fault")))
+		return -ENOENT;
 	for (size_t i = 0; (dm = dm_transport(i)) != NULL; i++)
-		if (!(t->fault[i] = fault_dm_new(dm, f)))
+		if (!(t->fault[i] = t->wrap->wrap_new(dm, opts)))
 			return -ENOMEM;
+	t->wrap->describe(opts, what, sizeof(what));
+	log_warn("target", "TESTING: transport fault injection on every connection (%s)", what);
 	return 0;
 }
 
-/* Frees the wrappers; st gets the sum of their statistics. */
-static void faults_free(struct ix_target *t, struct fault_stats *st)
+/* Frees the wrappers, after logging what they did. */
+static void faults_free(struct ix_target *t)
 {
-	memset(st, 0, sizeof(*st));
-	for (size_t i = 0; i < DM_MAX_TRANSPORTS && t->fault[i]; i++) {
-		struct fault_stats one;
+	char what[256];
+	size_t n = 0;
 
-		fault_dm_stats(t->fault[i], &one);
-		st->pdus += one.pdus;
-		st->dropped += one.dropped;
-		st->delayed += one.delayed;
-		st->duplicated += one.duplicated;
-		st->corrupted += one.corrupted;
-		st->truncated += one.truncated;
-		fault_dm_free(t->fault[i]);
+	while (n < DM_MAX_TRANSPORTS && t->fault[n])
+		n++;
+	if (n) {
+		t->wrap->report(t->fault, n, what, sizeof(what));
+		log_info("target", "fault injection: %s", what);
+	}
+	for (size_t i = 0; i < n; i++) {
+		t->wrap->wrap_free(t->fault[i]);
 		t->fault[i] = NULL;
 	}
 }
@@ -69,7 +74,7 @@ const struct dm_ops *tgt_conn_ops(const struct ix_target *t, const struct dm_ops
 {
 	for (size_t i = 0; i < DM_MAX_TRANSPORTS && t->fault[i]; i++)
 		if (dm_transport(i) == dm)
-			return fault_dm_ops(t->fault[i]);
+			return t->wrap->wrap_ops(t->fault[i]);
 	return NULL;
 }
 
@@ -424,15 +429,21 @@ static void log_portal(const struct cfg_portal *p, const char *what, const char 
 		 p->address, v6 ? "]" : "", p->port, transport, p->tpgt, p->name);
 }
 
-/* The transports a portal serves, in the order they are set up. */
+/* The transports a portal serves, in the order they are set up: those that need a device
+ * (direct placement: RDMA) first, so a portal whose address has none fails before a socket is
+ * bound, then the others, each group in registry order. */
 static size_t portal_transports(const struct cfg_portal *p, const struct dm_ops **out)
 {
 	size_t n = 0;
 
-	if (p->iser)
-		out[n++] = dm_find("iser");
-	if (p->tcp)
-		out[n++] = dm_find("tcp");
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; dm_transport(i); i++) {
+			const struct dm_ops *dm = dm_transport(i);
+			bool device = dm->caps & DM_CAP_DIRECT_PLACEMENT;
+
+			if ((p->transports & (1u << i)) && device == (pass == 0))
+				out[n++] = dm;
+		}
 	return n;
 }
 
@@ -611,20 +622,8 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 	r = build_nodes(t, cfg, err, errlen);
 	if (r < 0)
 		goto fail;
-	if (cfg->testing.transport_faults) {
-		const struct fault_cfg *f = &cfg->testing.faults;
-
-		r = faults_new(t, f);
-		if (r < 0)
-			goto fail;
-		log_warn("target",
-			 "TESTING: transport fault injection on every connection (seed %llu; ppm: drop "
-			 "%u delay %u (%u ms) duplicate %u corrupt %u truncate %u; reset after %llu "
-			 "bytes)",
-			 (unsigned long long)f->seed, f->drop_ppm, f->delay_ppm, f->delay_ms,
-			 f->duplicate_ppm, f->corrupt_ppm, f->truncate_ppm,
-			 (unsigned long long)f->reset_after_bytes);
-	}
+	if (cfg->testing.transport_faults && (r = faults_new(t, cfg->testing.faults)) < 0)
+		goto fail;
 
 	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	t->nworkers = cfg->global.threads > 0 ? cfg->global.threads : (int)(ncpu > 0 ? ncpu : 1);
@@ -788,17 +787,7 @@ void ix_target_free(struct ix_target *t)
 		free(t->old_gens[i]);
 	}
 	free(t->old_gens);
-	if (t->fault[0]) {
-		struct fault_stats st;
-
-		faults_free(t, &st);
-		log_info("target",
-			 "fault injection: %llu PDUs eligible, %llu dropped, %llu delayed, %llu "
-			 "duplicated, %llu corrupted, %llu truncated",
-			 (unsigned long long)st.pdus, (unsigned long long)st.dropped,
-			 (unsigned long long)st.delayed, (unsigned long long)st.duplicated,
-			 (unsigned long long)st.corrupted, (unsigned long long)st.truncated);
-	}
+	faults_free(t);
 	if (t->gen) {
 		cfg_free(t->gen->cfg);
 		free(t->gen);

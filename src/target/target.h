@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "dm/dm.h"
 #include "session/keys.h"
 #include "target/config.h"
 
@@ -43,7 +44,7 @@ struct ix_session_info {
 	int worker;
 	char portal[65];             /* the portal's name */
 	char peer[72], local[72];    /* "addr:port" */
-	char transport[16];          /* the datamover: "tcp", "iser" */
+	char transport[16];          /* the datamover's name (dm/dm.h registry) */
 	struct iscsi_sess_params sess;  /* negotiated session keys */
 	struct iscsi_conn_params conn;  /* negotiated connection keys (digests, segment lengths) */
 	uint32_t exp_cmdsn, max_cmdsn;
@@ -128,7 +129,7 @@ struct ix_tgt_stats {
 	uint64_t logins_accepted;
 	uint64_t logins_refused[IX_LOGIN_REASONS];
 	uint64_t login_timeouts;     /* logins not completed within global.login_timeout_ms */
-	uint64_t sessions_tcp, sessions_iser; /* open now */
+	uint64_t sessions[DM_MAX_TRANSPORTS]; /* open now, by transport: [registry id] (dm.h) */
 	uint64_t digest_errors;      /* header and data digest mismatches */
 	uint64_t conn_timeouts;      /* NOP-Out not answered, logout not done in time */
 	uint64_t tasks_aborted;      /* commands ended by a TMF or a closed connection */

@@ -261,11 +261,11 @@ struct tgt_conn {
 	struct ev_timer idle_timer;     /* discovery sessions: global.discovery_idle_timeout_ms */
 };
 
-struct fault_dm;
-
 struct ix_target {
-	/* test configurations only: wraps every connection, one per transport (dm_transport(i)) */
-	struct fault_dm *fault[DM_MAX_TRANSPORTS];
+	/* test configurations only: the wrapper (dm.h) of every connection, one per transport
+	   (dm_transport(i)) */
+	const struct dm_wrapper *wrap;
+	void *fault[DM_MAX_TRANSPORTS];
 	atomic_uint nconns_open;        /* accepted and not yet released (max_connections) */
 	atomic_uint accept_in_transit;  /* posted to a worker, not yet picked up */
 	struct tgt_ratelimit accept_rl; /* main thread's */

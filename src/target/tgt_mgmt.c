@@ -168,8 +168,7 @@ static void describe(const struct tgt_session *s, struct ix_session_info *o)
 	snprintf(o->portal, sizeof(o->portal), "%s", tc->portal ? tc->portal->name : "");
 	snprintf(o->peer, sizeof(o->peer), "%s", tc->conn->peer);
 	snprintf(o->local, sizeof(o->local), "%s", tc->conn->local);
-	snprintf(o->transport, sizeof(o->transport), "%s",
-		 tc->conn->params.rdma ? "iser" : "tcp");
+	snprintf(o->transport, sizeof(o->transport), "%s", tc->conn->dm->name);
 	o->sess = s->params;
 	o->conn = tc->conn->params;
 	o->exp_cmdsn = s->exp_cmdsn;

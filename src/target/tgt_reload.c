@@ -317,8 +317,8 @@ static int plan_luns(struct ix_target *t, struct plan *p, struct tgt_node *node,
 
 static bool portal_same_listen(const struct cfg_portal *a, const struct cfg_portal *b)
 {
-	return strcmp(a->address, b->address) == 0 && a->port == b->port && a->tcp == b->tcp &&
-	       a->iser == b->iser;
+	return strcmp(a->address, b->address) == 0 && a->port == b->port &&
+	       a->transports == b->transports;
 }
 
 static struct listener_ctx *running_portal(struct ix_target *t, const char *name)

@@ -310,14 +310,14 @@ static void copy_sessions(struct tgt_worker *w, struct ix_stats *st)
 	{
 		struct tgt_session *s = list_entry(pos, struct tgt_session, wlink);
 		struct ix_tgt_stats *ts;
+		int id;
 
 		if (!s->conn || !s->conn->conn || s->conn->conn->terminated)
 			continue;
 		ts = copy_tgt_find(st, s->node ? s->target : "");
-		if (ts && s->conn->conn->params.rdma)
-			ts->sessions_iser++;
-		else if (ts)
-			ts->sessions_tcp++;
+		id = dm_transport_id(s->conn->conn->dm);
+		if (ts && id >= 0)
+			ts->sessions[id]++;
 	}
 }
 
@@ -366,8 +366,8 @@ static void add_tgt(struct ix_tgt_stats *a, const struct ix_tgt_stats *b)
 	for (int i = 0; i < IX_LOGIN_REASONS; i++)
 		a->logins_refused[i] += b->logins_refused[i];
 	a->login_timeouts += b->login_timeouts;
-	a->sessions_tcp += b->sessions_tcp;
-	a->sessions_iser += b->sessions_iser;
+	for (int i = 0; i < DM_MAX_TRANSPORTS; i++)
+		a->sessions[i] += b->sessions[i];
 	a->digest_errors += b->digest_errors;
 	a->conn_timeouts += b->conn_timeouts;
 	a->tasks_aborted += b->tasks_aborted;

@@ -27,7 +27,9 @@ static int add_target(struct tgt_conn *tc, const struct ix_config *cfg, const st
 	for (size_t i = 0; r == 0 && i < cfg->nportals; i++) {
 		const struct cfg_portal *p = &cfg->portals[i];
 		char addr[128];
-		if (!cfg_target_on_portal(ct, p) || !p->tcp)
+		/* portals that serve the default transport (TCP) only: an iSER-only portal
+		   is not reached by an address alone */
+		if (!cfg_target_on_portal(ct, p) || !(p->transports & (1u << DM_ID_DEFAULT)))
 			continue;
 		if (is_wildcard(p->address)) {
 			/* the address the initiator reached us on: c->local is "[v6]:port" or

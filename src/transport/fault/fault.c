@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -290,3 +291,82 @@ const struct dm_ops *fault_dm_ops(const struct fault_dm *f)
 {
 	return &f->ops;
 }
+
+/* ---- the registry's view (dm.h): options described by a table, the log's words ---------- */
+
+_Static_assert(sizeof(struct fault_cfg) <= DM_WRAP_OPTS_SIZE, "DM_WRAP_OPTS_SIZE");
+
+#define FAULT(f) offsetof(struct fault_cfg, f)
+#define MAX_DELAY_MS 3600000u
+static const struct dm_opt fault_opts[] = {
+    {"seed", DM_OPT_U64, FAULT(seed), 0, UINT64_MAX >> 1, 0, NULL},
+    {"drop_ppm", DM_OPT_U32, FAULT(drop_ppm), 0, FAULT_PPM, 0, NULL},
+    {"delay_ppm", DM_OPT_U32, FAULT(delay_ppm), 0, FAULT_PPM, 0, NULL},
+    {"delay_ms", DM_OPT_U32, FAULT(delay_ms), 1, MAX_DELAY_MS, 100, NULL},
+    {"duplicate_ppm", DM_OPT_U32, FAULT(duplicate_ppm), 0, FAULT_PPM, 0, NULL},
+    {"corrupt_ppm", DM_OPT_U32, FAULT(corrupt_ppm), 0, FAULT_PPM, 0, NULL},
+    {"truncate_ppm", DM_OPT_U32, FAULT(truncate_ppm), 0, FAULT_PPM, 0, NULL},
+    {"reset_after_bytes", DM_OPT_U64, FAULT(reset_after_bytes), 0, UINT64_MAX >> 1, 0, NULL},
+    {"opcodes", DM_OPT_BITS, FAULT(opcodes), 0, 63, 0, "an opcode number"}, /* 0: all */
+    {"during_login", DM_OPT_BOOL, FAULT(during_login), 0, 1, 0, NULL},
+    {NULL, DM_OPT_BOOL, 0, 0, 0, 0, NULL},
+};
+#undef FAULT
+
+static void *wrap_new(const struct dm_ops *inner, const void *opts)
+{
+	return fault_dm_new(inner, opts);
+}
+
+static void wrap_free(void *w)
+{
+	fault_dm_free(w);
+}
+
+static const struct dm_ops *wrap_ops(const void *w)
+{
+	return fault_dm_ops(w);
+}
+
+static void describe(const void *opts, char *buf, size_t cap)
+{
+	const struct fault_cfg *f = opts;
+
+	snprintf(buf, cap,
+		 "seed %llu; ppm: drop %u delay %u (%u ms) duplicate %u corrupt %u truncate %u; "
+		 "reset after %llu bytes",
+		 (unsigned long long)f->seed, f->drop_ppm, f->delay_ppm, f->delay_ms,
+		 f->duplicate_ppm, f->corrupt_ppm, f->truncate_ppm,
+		 (unsigned long long)f->reset_after_bytes);
+}
+
+static void report(void *const *w, size_t n, char *buf, size_t cap)
+{
+	struct fault_stats st = {0}, one;
+
+	for (size_t i = 0; i < n; i++) {
+		fault_dm_stats(w[i], &one);
+		st.pdus += one.pdus;
+		st.dropped += one.dropped;
+		st.delayed += one.delayed;
+		st.duplicated += one.duplicated;
+		st.corrupted += one.corrupted;
+		st.truncated += one.truncated;
+	}
+	snprintf(buf, cap,
+		 "%llu PDUs eligible, %llu dropped, %llu delayed, %llu duplicated, %llu corrupted, "
+		 "%llu truncated",
+		 (unsigned long long)st.pdus, (unsigned long long)st.dropped,
+		 (unsigned long long)st.delayed, (unsigned long long)st.duplicated,
+		 (unsigned long long)st.corrupted, (unsigned long long)st.truncated);
+}
+
+const struct dm_wrapper fault_dm_wrapper = {
+    .name = "fault",
+    .opts = fault_opts,
+    .wrap_new = wrap_new,
+    .wrap_free = wrap_free,
+    .wrap_ops = wrap_ops,
+    .describe = describe,
+    .report = report,
+};

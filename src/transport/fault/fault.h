@@ -58,4 +58,8 @@ void fault_dm_free(struct fault_dm *f);
 const struct dm_ops *fault_dm_ops(const struct fault_dm *f);
 void fault_dm_stats(const struct fault_dm *f, struct fault_stats *out);
 
+/* The registry's entry (dm.h, dm_wrap.c): "fault", its options (struct fault_cfg) described by
+ * a table of struct dm_opt, the functions above, and its log lines. */
+extern const struct dm_wrapper fault_dm_wrapper;
+
 #endif

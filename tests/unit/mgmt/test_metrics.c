@@ -44,7 +44,7 @@ static void test_escape(void)
 static void test_format(void)
 {
 	struct ix_lun_stats l = {.lun = 3, .cmds_read = 2, .bytes_read = 8192, .lat_sum_ns = 1500};
-	struct ix_tgt_stats t = {.logins_accepted = 1, .sessions_tcp = 1};
+	struct ix_tgt_stats t = {.logins_accepted = 1, .sessions = {1}};
 	struct ix_worker_stats w[2] = {{.id = 0, .sleeps = 7, .poll_hits = 5, .poller_hits = 4, .poll_ns = 2500000},
 				       {.id = 1, .poll_backoffs = 3}};
 	struct ix_stats st = {

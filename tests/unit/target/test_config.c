@@ -15,6 +15,7 @@
 
 #include "tap.h"
 #include "target/config.h"
+#include "transport/fault/fault.h"
 #include "util/log.h"
 
 #ifndef IX_SOURCE_DIR
@@ -644,7 +645,7 @@ static void test_defaults(void)
 	CHECK_STR(cfg->portals[0].address, "127.0.0.1");
 	CHECK_EQ(cfg->portals[0].port, 3260);
 	CHECK_EQ(cfg->portals[0].tpgt, 1);
-	CHECK(cfg->portals[0].tcp && !cfg->portals[0].iser);
+	CHECK(cfg->portals[0].transports == 1u << dm_find_id("tcp"));
 	CHECK_EQ(cfg->ntargets, 0);
 	CHECK(cfg_find_target(cfg, "iqn.2026-11.io.ix:target0") == NULL);
 	cfg_free(cfg);
@@ -711,7 +712,7 @@ static void test_values(void)
 	CHECK_STR(cfg->portals[1].address, "::1");
 	CHECK_EQ(cfg->portals[1].port, 3261);
 	CHECK_EQ(cfg->portals[1].tpgt, 2);
-	CHECK(cfg->portals[1].tcp && cfg->portals[1].iser);
+	CHECK(cfg->portals[1].transports == (1u << dm_find_id("tcp") | 1u << dm_find_id("iser")));
 	CHECK(cfg_find_portal(cfg, "lo") == &cfg->portals[0]);
 	CHECK(cfg_find_portal(cfg, "nope") == NULL);
 
@@ -1002,7 +1003,7 @@ static void test_testing(void)
 		 0);
 	CHECK(cfg && cfg->test_features && cfg->testing.transport_faults);
 	if (cfg) {
-		const struct fault_cfg *f = &cfg->testing.faults;
+		const struct fault_cfg *f = (const struct fault_cfg *)cfg->testing.faults;
 		CHECK(f->seed == 9 && f->drop_ppm == 5 && f->delay_ms == 100 &&
 		      f->opcodes == ((1ull << 37) | (1ull << 49)) &&
 		      f->reset_after_bytes == 100000 && !f->during_login);

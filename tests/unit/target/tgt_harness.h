@@ -301,7 +301,7 @@ static int h_target(struct harness *h, const char *global_extra)
 	}
 	h->w = &h->tgt->workers[0];
 	h->portal = (struct cfg_portal){.name = "p", .address = "127.0.0.1", .port = 3260,
-					.tpgt = 1, .tcp = true};
+					.tpgt = 1, .transports = 1u << DM_ID_DEFAULT};
 	return 0;
 }
 
