@@ -399,17 +399,30 @@ int tgt_scsi_cmd_header(struct tgt_conn *tc, const struct iscsi_hdr *h, const ui
 void tgt_scsi_cmd_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddigest_ok);
 int tgt_data_out_header(struct tgt_conn *tc, const struct iscsi_hdr *h, struct dm_rx_place *place);
 void tgt_data_out_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddigest_ok);
-void tgt_task_free(struct tgt_task *task);
-void tgt_task_abort(struct tgt_task *task);
-/* The worker's scsi_abort_fn (arg: the tgt_worker): abort the tasks of the named nexuses. */
-void tgt_abort_hook(void *arg, struct scsi_abort *req);
-struct tgt_task *tgt_task_alloc(struct tgt_conn *tc, bool immediate);
-struct tgt_task *tgt_task_find(struct tgt_conn *tc, uint32_t itt);
 void tgt_order_release(struct tgt_conn *tc);
+/* A data buffer back to the connection's cache. */
+void tgt_buf_put(struct tgt_conn *tc, uint8_t *b, uint32_t cap);
+/* Answer the task TASK ABORTED (the connection is up). */
+void tgt_respond_aborted(struct tgt_task *task);
 /* The request with CmdSN sn (checked in the window, not immediate) is done with without going
  * through the order queue: ExpCmdSN moves past it now or when it gets there, so the commands
  * behind it do not wait for a CmdSN that never comes again. */
 void tgt_cmdsn_consume(struct tgt_conn *tc, uint32_t sn);
+
+/* tgt_task.c: the task table and task management */
+struct tgt_task *tgt_task_alloc(struct tgt_conn *tc, bool immediate);
+struct tgt_task *tgt_task_find(struct tgt_conn *tc, uint32_t itt);
+void tgt_task_hash_add(struct tgt_conn *tc, struct tgt_task *task); /* findable by its ITT */
+/* The task no longer holds a place in the CmdSN window (its status is on its way, or it is
+ * gone): the window reopens by one on the next stamped PDU. */
+void tgt_task_uncount(struct tgt_task *task);
+void tgt_task_release(struct tgt_task *task); /* its slot back (no PDU refers to it) */
+void tgt_task_free(struct tgt_task *task);
+void tgt_task_abort(struct tgt_task *task);
+/* End a task another I_T nexus aborted (PREEMPT AND ABORT). */
+void tgt_task_abort_now(struct tgt_task *task);
+/* The worker's scsi_abort_fn (arg: the tgt_worker): abort the tasks of the named nexuses. */
+void tgt_abort_hook(void *arg, struct scsi_abort *req);
 void tgt_tmf(struct tgt_conn *tc, const struct iscsi_hdr *h);
 void tgt_task_finished(struct tgt_task *task);
 

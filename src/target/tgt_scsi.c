@@ -1,6 +1,7 @@
 /* Target data path: SCSI Command PDUs, immediate / unsolicited / solicited (R2T) write data,
- * execution in the SCSI core, Data-In with phase collapse, SCSI Response with residuals, and
- * task management. RFC 7143 sections 4.2, 11.3-11.8; protocol.md 4.5-4.9. */
+ * execution in the SCSI core, Data-In with phase collapse, SCSI Response with residuals
+ * (task table and task management: tgt_task.c). RFC 7143 sections 4.2, 11.3-11.8; protocol.md
+ * 4.5-4.9. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +89,7 @@ static uint8_t *buf_get(struct tgt_conn *tc, uint32_t size, uint32_t *cap, bool 
 	return b;
 }
 
-static void buf_put(struct tgt_conn *tc, uint8_t *b, uint32_t cap)
+void tgt_buf_put(struct tgt_conn *tc, uint8_t *b, uint32_t cap)
 {
 	int c = buf_class(cap);
 
@@ -101,135 +102,6 @@ static void buf_put(struct tgt_conn *tc, uint8_t *b, uint32_t cap)
 			return;
 		}
 	buf_release(tc, b, cap);
-}
-
-/* ---------------------------------------------------------------- task table */
-
-static unsigned itt_slot(uint32_t itt)
-{
-	return (itt ^ (itt >> 8) ^ (itt >> 16)) % TGT_ITT_HASH;
-}
-
-struct tgt_task *tgt_task_find(struct tgt_conn *tc, uint32_t itt)
-{
-	for (struct tgt_task *t = tc->itt_hash[itt_slot(itt)]; t; t = t->hnext)
-		if (t->itt == itt)
-			return t;
-	return NULL;
-}
-
-static void hash_del(struct tgt_conn *tc, struct tgt_task *task)
-{
-	struct tgt_task **pp = &tc->itt_hash[itt_slot(task->itt)];
-
-	for (; *pp; pp = &(*pp)->hnext)
-		if (*pp == task) {
-			*pp = task->hnext;
-			return;
-		}
-}
-
-struct tgt_task *tgt_task_alloc(struct tgt_conn *tc, bool immediate)
-{
-	struct tgt_task *t;
-
-	if (list_empty(&tc->free_tasks))
-		return NULL;
-	if (immediate && tc->imm_in_use >= TGT_IMMEDIATE_EXTRA)
-		return NULL;
-	t = list_first_entry(&tc->free_tasks, struct tgt_task, link);
-	list_del(&t->link);
-	uint8_t *buf = t->buf;
-	uint32_t cap = t->buf_cap;
-	memset(t, 0, offsetof(struct tgt_task, link));
-	t->buf = buf;
-	t->buf_cap = cap;
-	t->tc = tc;
-	t->immediate = immediate;
-	list_init(&t->zc_pdus);
-	list_init(&t->zc_link);
-	if (immediate)
-		tc->imm_in_use++;
-	return t;
-}
-
-static void task_release(struct tgt_task *t)
-{
-	struct tgt_conn *tc = t->tc;
-
-	if (t->buf && t->buf_cap > 256 * 1024) {
-		/* big buffers go back to the cache; small ones stay with the task slot */
-		buf_put(tc, t->buf, t->buf_cap);
-		t->buf = NULL;
-		t->buf_cap = 0;
-	}
-	t->state = TASK_FREE;
-	list_add(&t->link, &tc->free_tasks);
-}
-
-/* The task no longer holds a place in the CmdSN window (its status is on its way, or it is
- * gone): the window reopens by one on the next stamped PDU. */
-static void task_uncount(struct tgt_task *t)
-{
-	if (t->counted && t->tc->sess) {
-		t->tc->sess->outstanding--;
-		t->counted = false;
-	}
-}
-
-/* Unlink a task from the ITT table and lists; the memory is recycled once no PDU references its
- * buffer. */
-void tgt_task_free(struct tgt_task *t)
-{
-	struct tgt_conn *tc = t->tc;
-
-	if (t->state == TASK_FREE)
-		return;
-	t->tas_pending = false;
-	for (int i = 0; i < 2; i++) { /* PREEMPT AND ABORTs waiting for it: it is gone */
-		struct scsi_abort *req = t->abort_req[i];
-
-		t->abort_req[i] = NULL;
-		if (req)
-			scsi_abort_release(req);
-	}
-	hash_del(tc, t);
-	list_del(&t->link);
-	if (t->immediate)
-		tc->imm_in_use--;
-	task_uncount(t);
-	t->state = TASK_DONE;
-	if (t->tx_pending == 0)
-		task_release(t);
-}
-
-/* The LU that LUN field lun of the session names (its ACL's LUN masking), or NULL. */
-static struct scsi_lu *sess_lu(const struct tgt_session *s, uint64_t lun)
-{
-	return scsi_lun_map_get(s->node->map, scsi_nexus_map_lun(s->nexus, scsi_lun_decode(lun)));
-}
-
-static void tmf_respond(struct tgt_conn *tc, struct tgt_tmf *m);
-
-void tgt_task_finished(struct tgt_task *t)
-{
-	struct tgt_tmf *m = t->tmf_wait;
-
-	t->tmf_wait = NULL;
-	if (m && --m->waiting == 0)
-		tmf_respond(t->tc, m);
-}
-
-void tgt_task_abort(struct tgt_task *t)
-{
-	if (t->state == TASK_EXEC) {
-		t->aborted = true; /* freed when the SCSI layer completes it ... */
-		scsi_cmd_abort(&t->sc); /* ... which may be now */
-		return;
-	}
-	tgt_stat_count(t->tc, TGT_ST_TASK_ABORTED, 1);
-	tgt_task_finished(t);
-	tgt_task_free(t);
 }
 
 /* ---------------------------------------------------------------- responses */
@@ -245,7 +117,7 @@ static void task_pdu_sent(struct dm_txpdu *p, int err)
 		list_del(&t->zc_link);
 	iscsi_txpdu_put(tc->conn, p);
 	if (--t->tx_pending == 0 && t->state == TASK_DONE)
-		task_release(t);
+		tgt_task_release(t);
 }
 
 /* A zero-copy Data-In PDU leaves the LU: its bytes are copied to the same offset in the task's
@@ -362,7 +234,7 @@ static void send_scsi_response(struct tgt_task *t)
 	h.rsp.response = 0;
 	h.rsp.status = t->sc.status;
 	h.rsp.expdatasn = t->datasn;
-	task_uncount(t);
+	tgt_task_uncount(t);
 	tgt_stamp(tc, &h, true);
 	if (t->sc.sense_len) {
 		put_be16(t->rsp_data, t->sc.sense_len);
@@ -436,7 +308,7 @@ static void send_data_in(struct tgt_task *t)
 			h.data_in.status_present = true;
 			h.data_in.status = t->sc.status;
 			residuals(t, &h.data_in.flags, &h.data_in.residual);
-			task_uncount(t);
+			tgt_task_uncount(t);
 			tgt_stamp(tc, &h, true);
 		} else {
 			tgt_stamp(tc, &h, false);
@@ -450,7 +322,7 @@ static void send_data_in(struct tgt_task *t)
 
 /* TASK ABORTED status for a task another I_T nexus aborted (the control mode page's TAS is
  * 1): no data, no sense. */
-static void respond_aborted(struct tgt_task *t)
+void tgt_respond_aborted(struct tgt_task *t)
 {
 	memset(&t->sc, 0, sizeof(t->sc));
 	t->sc.status = SCSI_STATUS_TASK_ABORTED;
@@ -467,7 +339,7 @@ static void scsi_done(struct scsi_cmd *sc)
 	if (t->aborted || c->terminated) {
 		tgt_stat_count(tc, TGT_ST_TASK_ABORTED, 1);
 		if (t->tas && !c->terminated) /* another nexus aborted it: TAS */
-			respond_aborted(t);
+			tgt_respond_aborted(t);
 		tgt_task_finished(t);
 		tgt_task_free(t);
 		iscsi_conn_put(c);
@@ -733,8 +605,7 @@ static void cmd_task_init(struct tgt_conn *tc, struct tgt_task *t, const struct 
 		memcpy(t->cdb + 16, ai->ext_cdb, ai->ext_cdb_len);
 		t->cdb_len = (uint16_t)(16 + ai->ext_cdb_len);
 	}
-	t->hnext = tc->itt_hash[itt_slot(t->itt)];
-	tc->itt_hash[itt_slot(t->itt)] = t;
+	tgt_task_hash_add(tc, t);
 	list_add_tail(&t->link, &tc->active);
 	t->state = TASK_DATA_OUT;
 }
@@ -763,7 +634,7 @@ static void cmd_buffer(struct tgt_conn *tc, struct tgt_task *t)
 
 	if (t->buf && t->buf_cap >= t->edtl)
 		return;
-	buf_put(tc, t->buf, t->buf_cap);
+	tgt_buf_put(tc, t->buf, t->buf_cap);
 	t->buf = buf_get(tc, t->edtl, &t->buf_cap, &over);
 	if (t->buf)
 		return;
@@ -815,7 +686,6 @@ int tgt_scsi_cmd_header(struct tgt_conn *tc, const struct iscsi_hdr *h, const ui
 }
 
 static void cmd_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddigest_ok);
-static void abort_now(struct tgt_task *t);
 
 void tgt_scsi_cmd_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddigest_ok)
 {
@@ -823,7 +693,7 @@ void tgt_scsi_cmd_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddige
 
 	cmd_pdu(tc, h, ddigest_ok);
 	if (t && t->tas_pending) /* a PREEMPT AND ABORT came while it was being received */
-		abort_now(t);
+		tgt_task_abort_now(t);
 }
 
 static void cmd_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddigest_ok)
@@ -943,7 +813,7 @@ void tgt_data_out_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddige
 
 	data_out_pdu(tc, h, ddigest_ok);
 	if (t && t->tas_pending) /* a PREEMPT AND ABORT came while it was being received */
-		abort_now(t);
+		tgt_task_abort_now(t);
 }
 
 static void data_out_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddigest_ok)
@@ -994,210 +864,4 @@ static void data_out_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool dd
 	}
 	if (t->state == TASK_DATA_OUT)
 		write_progress(t);
-}
-
-/* ---------------------------------------------------------------- task management */
-
-static void tmf_respond(struct tgt_conn *tc, struct tgt_tmf *m)
-{
-	struct iscsi_hdr r = {.opcode = ISCSI_OP_TMF_RSP, .final = true, .itt = m->itt};
-
-	r.tmf_rsp.response = m->response;
-	if (!tc->conn->terminated) {
-		tgt_stamp(tc, &r, true);
-		/* A cold reset drops the connection (RFC 7143 11.5.1), after the response. */
-		if (m->cold_reset) {
-			log_info("target", "%s: TARGET COLD RESET", tc->conn->peer);
-			tgt_send_then_close(tc, &r);
-		} else {
-			tgt_send(tc, &r, NULL, 0);
-		}
-	}
-	free(m);
-}
-
-/* Abort the tasks matching (lun or all); returns the number that must still finish. */
-static int abort_tasks(struct tgt_conn *tc, struct tgt_tmf *m, bool all_luns, uint64_t lun,
-		       uint32_t before_cmdsn, bool check_cmdsn)
-{
-	struct list_head *lists[2] = {&tc->active, &tc->order_q};
-	int waiting = 0;
-
-	for (int l = 0; l < 2; l++) {
-		struct list_head *pos, *n;
-		list_for_each_safe(pos, n, lists[l])
-		{
-			struct tgt_task *t = list_entry(pos, struct tgt_task, link);
-			if (!all_luns && t->lun != lun)
-				continue;
-			if (check_cmdsn && !t->immediate && !sn_lt(t->cmdsn, before_cmdsn))
-				continue;
-			if (t->state == TASK_EXEC) {
-				bool first = !t->aborted && !t->tmf_wait;
-
-				t->aborted = true;
-				/* A command the SCSI layer only waits on ends at once (then it
-				 * is gone); others finish soon and the TMF waits for them. */
-				if (scsi_cmd_abort(&t->sc))
-					continue;
-				if (first) {
-					t->tmf_wait = m;
-					waiting++;
-				}
-			} else {
-				tgt_task_abort(t);
-			}
-		}
-	}
-	return waiting;
-}
-
-/* ---------------------------------------------------------------- aborts by other nexuses */
-
-/* End a task another I_T nexus aborted (PREEMPT AND ABORT). One in the SCSI layer ends when
- * the layer lets go of it (at once if it only waits there, else when its backend I/O
- * completes), answered TASK ABORTED; one collecting its data or waiting for CmdSN order is
- * answered TASK ABORTED now (data still coming for it is dropped; a CmdSN it held in the order
- * queue counts as used, so ExpCmdSN steps over it). */
-static void abort_now(struct tgt_task *t)
-{
-	struct tgt_conn *tc = t->tc;
-	bool ordered = t->state == TASK_WAIT_ORDER;
-	uint32_t sn = t->cmdsn;
-
-	t->tas_pending = false;
-	if (t->state == TASK_EXEC) {
-		if (!t->aborted) { /* not already aborted by its own initiator's TMF */
-			t->aborted = true;
-			t->tas = true;
-		}
-		scsi_cmd_abort(&t->sc); /* may complete it now (scsi_done) */
-		return;
-	}
-	if (t->state != TASK_DATA_OUT && !ordered)
-		return;
-	tgt_stat_count(tc, TGT_ST_TASK_ABORTED, 1);
-	if (!tc->conn->terminated)
-		respond_aborted(t);
-	tgt_task_finished(t);
-	tgt_task_free(t);
-	if (ordered && tc->sess) /* ahead of ExpCmdSN (else it would not wait): no task starts */
-		tgt_cmdsn_consume(tc, sn);
-}
-
-void tgt_abort_hook(void *arg, struct scsi_abort *req)
-{
-	struct tgt_worker *w = arg;
-	struct scsi_lu *lu = scsi_abort_lu(req);
-	struct list_head *pos;
-	unsigned n = 0;
-
-	list_for_each(pos, &w->conns)
-	{
-		struct tgt_conn *tc = list_entry(pos, struct tgt_conn, wlink);
-		struct tgt_session *s = tc->sess;
-		struct list_head *lists[2] = {&tc->active, &tc->order_q};
-
-		if (!s || !s->nexus || s->type != ISCSI_SESSION_NORMAL ||
-		    !scsi_abort_wants(req, s->nexus))
-			continue;
-		for (int l = 0; l < 2; l++) {
-			struct list_head *tp, *tn;
-
-			list_for_each_safe(tp, tn, lists[l])
-			{
-				struct tgt_task *t = list_entry(tp, struct tgt_task, link);
-
-				if (sess_lu(s, t->lun) != lu || t->state == TASK_DONE)
-					continue;
-				for (int i = 0; i < 2; i++)
-					if (!t->abort_req[i] && t->abort_req[i ^ 1] != req) {
-						t->abort_req[i] = req;
-						scsi_abort_hold(req);
-						break;
-					}
-				n++;
-				if (tc->rx_task == t) /* a PDU of it is coming in: after that */
-					t->tas_pending = true;
-				else
-					abort_now(t);
-			}
-		}
-	}
-	if (n)
-		log_info("target",
-			 "worker %d: %u task(s) of I_T nexuses preempted by a PREEMPT AND "
-			 "ABORT aborted",
-			 w->id, n);
-}
-
-void tgt_tmf(struct tgt_conn *tc, const struct iscsi_hdr *h)
-{
-	const struct iscsi_tmf_req *q = &h->tmf_req;
-	struct tgt_session *s = tc->sess;
-	struct tgt_tmf *m = calloc(1, sizeof(*m));
-	struct scsi_lu *lu;
-
-	if (!m) {
-		iscsi_conn_close(tc->conn, "out of memory for a TMF");
-		return;
-	}
-	m->itt = h->itt;
-	m->response = ISCSI_TMF_RSP_COMPLETE;
-	switch (q->function) {
-	case ISCSI_TMF_ABORT_TASK: {
-		struct tgt_task *t = tgt_task_find(tc, q->rtt);
-		if (t && t->lun == q->lun) {
-			if (t->state == TASK_EXEC) {
-				t->aborted = true;
-				if (!scsi_cmd_abort(&t->sc) && !t->tmf_wait) {
-					t->tmf_wait = m;
-					m->waiting++;
-				}
-			} else {
-				tgt_task_abort(t);
-			}
-		} else if (!(sn_le(s->exp_cmdsn, q->refcmdsn) && sn_lt(q->refcmdsn, q->cmdsn) &&
-			     !h->immediate)) {
-			/* RFC 7143 11.6.1: a task that is not (or no longer) there */
-			m->response = ISCSI_TMF_RSP_NO_TASK;
-		}
-		break;
-	}
-	case ISCSI_TMF_ABORT_TASK_SET:
-	case ISCSI_TMF_CLEAR_TASK_SET:
-		if (!sess_lu(s, q->lun)) {
-			m->response = ISCSI_TMF_RSP_NO_LUN;
-			break;
-		}
-		m->waiting += abort_tasks(tc, m, false, q->lun, q->cmdsn, !h->immediate);
-		break;
-	case ISCSI_TMF_LUN_RESET:
-		lu = sess_lu(s, q->lun);
-		if (!lu) {
-			m->response = ISCSI_TMF_RSP_NO_LUN;
-			break;
-		}
-		m->waiting += abort_tasks(tc, m, false, q->lun, 0, false);
-		scsi_lu_reset(lu, s->nexus);
-		break;
-	case ISCSI_TMF_TARGET_WARM_RESET:
-	case ISCSI_TMF_TARGET_COLD_RESET:
-		m->waiting += abort_tasks(tc, m, true, 0, 0, false);
-		for (uint32_t l = 0; l < SCSI_MAX_LUNS; l++) {
-			lu = sess_lu(s, scsi_lun_encode(l));
-			if (lu)
-				scsi_lu_reset(lu, s->nexus);
-		}
-		m->cold_reset = q->function == ISCSI_TMF_TARGET_COLD_RESET;
-		break;
-	case ISCSI_TMF_TASK_REASSIGN:
-		m->response = ISCSI_TMF_RSP_NO_REASSIGN; /* ErrorRecoveryLevel 0 */
-		break;
-	default:
-		m->response = ISCSI_TMF_RSP_NOT_SUPPORTED;
-		break;
-	}
-	if (m->waiting == 0)
-		tmf_respond(tc, m);
 }
