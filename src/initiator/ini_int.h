@@ -175,6 +175,12 @@ void ini_release(struct ix_session *s);
 void ini_logout_maybe(struct ix_session *s);
 void ini_set_error(struct ix_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+#define INI_DEF_PORT 3260 /* a portal without a port */
+
+/* ini_opts.c: check the caller's options into s->opts (and s's names, transports, limits,
+ * identity); 0 or -errno with the session's error set. */
+int ini_setup_opts(struct ix_session *s, const struct ix_session_opts *in);
+enum neg_digest_pref ini_digest_pref(enum ix_digest d);
 /* The connection failed or the target broke the protocol: close it and recover (FFP) or
  * fail the attempt (login). */
 void ini_conn_lost(struct ix_session *s, int err, const char *why);
