@@ -272,6 +272,41 @@ static void test_truncate_and_reset(struct ev_loop *loop)
 	fault_dm_free(f);
 }
 
+/* The registry (dm.h): transports by id and name, a wrapper through dm_wrapper, its options
+ * described by its dm_opt table so configuration reads them without fault.h. */
+static void test_registry(void)
+{
+	const struct dm_wrapper *w = dm_find_wrapper("fault");
+	struct fault_cfg cfg = {.seed = 7, .delay_ms = 100};
+	char buf[256];
+	size_t n = 0;
+
+	for (size_t i = 0; dm_transport(i); i++, n++) {
+		CHECK_EQ(dm_find_id(dm_transport(i)->name), (int)i);
+		CHECK_EQ(dm_transport_id(dm_transport(i)), (int)i);
+	}
+	CHECK(n >= 2 && n <= DM_MAX_TRANSPORTS);
+	CHECK_EQ(dm_find_id("no-such"), -ENOENT);
+	CHECK_STR(dm_names("", " or ", buf, sizeof(buf)), "tcp or iser");
+	CHECK_STR(dm_names("\"", ", ", buf, sizeof(buf)), "\"tcp\", \"iser\"");
+	CHECK(dm_find_wrapper("nope") == NULL);
+	CHECK(w != NULL);
+	if (!w)
+		return;
+	CHECK_STR(w->opts[0].name, "seed");
+	for (const struct dm_opt *o = w->opts; o->name; o++)
+		CHECK(o->off < sizeof(struct fault_cfg));
+	void *f = w->wrap_new(dm_transport(0), &cfg);
+	CHECK(f != NULL);
+	/* a wrapper carries its transport's name: counted as that transport */
+	CHECK_EQ(dm_transport_id(w->wrap_ops(f)), 0);
+	w->describe(&cfg, buf, sizeof(buf));
+	CHECK(strncmp(buf, "seed 7; ppm: drop 0 delay 0 (100 ms)", 36) == 0);
+	w->report(&f, 1, buf, sizeof(buf));
+	CHECK(strncmp(buf, "0 PDUs eligible, 0 dropped", 26) == 0);
+	w->wrap_free(f);
+}
+
 int main(void)
 {
 	struct ev_loop *loop = ev_loop_new();
@@ -285,6 +320,7 @@ int main(void)
 	test_corrupt(loop);
 	test_delay_keeps_order(loop);
 	test_truncate_and_reset(loop);
+	test_registry();
 	ev_loop_free(loop);
 	return tap_done();
 }
