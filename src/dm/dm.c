@@ -48,8 +48,9 @@ const char *dm_names(const char *quote, const char *last, char *out, size_t cap)
 	if (cap)
 		out[0] = '\0';
 	for (size_t i = 0; i < n && o < cap; i++) {
-		int w = snprintf(out + o, cap - o, "%s%s%s%s", i == 0 ? "" : i + 1 < n ? ", " : last,
-				 quote, transports[i]->name, quote);
+		const char *sep = i == 0 ? "" : i + 1 < n ? ", " : last;
+		int w = snprintf(out + o, cap - o, "%s%s%s%s", sep, quote, transports[i]->name,
+				 quote);
 		o += w > 0 ? (size_t)w : 0;
 	}
 	return out;

@@ -116,8 +116,8 @@ static int setup_names(struct ix_session *s, const struct ix_session_opts *in)
 		ini_set_error(s, "no target name");
 		return -EINVAL;
 	}
-	if (!o->portal || addr_parse_portal(o->portal, INI_DEF_PORT, s->host, sizeof(s->host), &s->port,
-					    NULL) < 0) {
+	if (!o->portal || addr_parse_portal(o->portal, INI_DEF_PORT, s->host, sizeof(s->host),
+					    &s->port, NULL) < 0) {
 		ini_set_error(s, "bad portal \"%s\" (host, host:port or [v6]:port)",
 			      o->portal ? o->portal : "");
 		return -EINVAL;

@@ -49,7 +49,8 @@ static int one_transport(struct cfg_ctx *c, json_t *e, size_t i, void *arg)
 		return cfg_fail(c, NULL, false, "must be a string, not %s", cfg_type_name(e));
 	if (id < 0)
 		return cfg_fail(c, NULL, false, "unknown transport \"%s\" (%s)",
-				cfg_esc(s, buf, sizeof(buf)), dm_names("", " or ", names, sizeof(names)));
+				cfg_esc(s, buf, sizeof(buf)),
+				dm_names("", " or ", names, sizeof(names)));
 	if (*seen & (1u << id))
 		return cfg_fail(c, NULL, false, "\"%s\" is listed twice", s);
 	*seen |= 1u << id;
@@ -155,7 +156,8 @@ static int default_portal(struct cfg_ctx *c, struct ix_config *cfg)
 	if (!cfg->portals)
 		return -ENOMEM;
 	cfg->nportals = 1;
-	cfg->portals[0] = (struct cfg_portal){.port = 3260, .tpgt = 1, .transports = 1u << DM_ID_DEFAULT};
+	cfg->portals[0] =
+	    (struct cfg_portal){.port = 3260, .tpgt = 1, .transports = 1u << DM_ID_DEFAULT};
 	if ((rc = cfg_dup_str(c, "default", &cfg->portals[0].name)))
 		return rc;
 	return cfg_dup_str(c, "127.0.0.1", &cfg->portals[0].address);

@@ -124,8 +124,10 @@ static int wrap_bits(struct cfg_ctx *c, json_t *obj, const struct key *k, void *
 /* The key table of the wrapper's options (keys holds MAX_WRAP_OPTS + 1). */
 static void wrap_keys(const struct dm_wrapper *w, struct key *keys)
 {
-	static const enum key_type types[] = {
-	    [DM_OPT_BOOL] = K_BOOL, [DM_OPT_U32] = K_U32, [DM_OPT_U64] = K_U64, [DM_OPT_BITS] = K_FN};
+	static const enum key_type types[] = {[DM_OPT_BOOL] = K_BOOL,
+					      [DM_OPT_U32] = K_U32,
+					      [DM_OPT_U64] = K_U64,
+					      [DM_OPT_BITS] = K_FN};
 	size_t n = 0;
 
 	for (const struct dm_opt *o = w->opts; o->name && n < MAX_WRAP_OPTS; o++, n++)
