@@ -22,8 +22,8 @@
  * RBD_LBAS_SPAN bytes; librbd has no asynchronous form of it, so it runs on the helper thread
  * (below) and the answer comes back through the worker's eventfd like any completion.
  *
- * Fencing (rbd.exclusive_lock): librbd's managed exclusive lock, in bs_rbd_own.c (its state,
- * the image's ownership thread) and bs_rbd_handover.c (hand-over between gateways). This file
+ * Fencing (rbd.exclusive_lock): librbd's managed exclusive lock, in ha_own.c (its state,
+ * the image's ownership thread) and ha_handover.c (hand-over between gateways). This file
  * creates the ownership at open (rbd_own_new), starts it on each image it opens
  * (rbd_own_attach: at the first open, and on the new image of a rejoin), stops it before the
  * image closes (rbd_own_detach), asks it before each I/O (rbd_own_io: refused while fenced)
@@ -59,6 +59,7 @@
 #include <unistd.h>
 
 #include "backend/bs.h"
+#include "backend/bs_rbd.h"
 #include "backend/bs_rbd_int.h"
 #include "event/loop.h"
 #include "util/list.h"
@@ -208,7 +209,7 @@ static void log_io_error(struct bs_io *io)
  * per process, started the first time it is needed, from a bounded queue (a full queue fails
  * the request with -EBUSY rather than waiting), bounded by the OSD timeout of its cluster. The
  * answer goes back to the submitting worker's loop through the worker's eventfd like
- * librbd's completions. (Lock calls run on each image's ownership thread, bs_rbd_own.c.) */
+ * librbd's completions. (Lock calls run on each image's ownership thread, ha_own.c.) */
 #define RBD_HELPER_QUEUE 64
 
 struct rbd_job {
@@ -383,7 +384,7 @@ int bs_rbd_attach(struct bs_dev *dev, char *err, size_t errlen)
 
 	if (rc < 0)
 		return rc;
-	if (p->o && (rc = rbd_own_attach(p->o, p->image, p->ioctx, false)) < 0) {
+	if (p->o && (rc = p->own_ops->attach(p->o, p->image, p->ioctx, false)) < 0) {
 		snprintf(err, errlen, "rbd %s: cannot start the ownership thread: %s", p->name,
 			 strerror(-rc));
 		bs_rbd_detach(p);
@@ -400,7 +401,7 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 			size_t errlen)
 {
 	struct rbd_priv *p = dev->priv;
-	const struct bs_rbd_cfg *c = cfg->rbd;
+	const struct bs_rbd_cfg *c = cfg->backend_cfg;
 	int rc;
 
 	if (!c || !c->pool || !c->image) {
@@ -417,7 +418,14 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 	p->cfg_block = cfg->block_size;
 	p->readonly = cfg->readonly;
 	p->exclusive = c->exclusive_lock && !cfg->readonly;
-	if (p->exclusive && (rc = rbd_own_new(&p->o, p->name, c, cfg->owner_group)) < 0) {
+	if (p->exclusive && !cfg->own_ops) {
+		snprintf(err, errlen, "rbd %s: exclusive_lock needs the high-availability layer",
+			 p->name);
+		cfg_free(&p->c);
+		return -EINVAL;
+	}
+	p->own_ops = cfg->own_ops;
+	if (p->exclusive && (rc = p->own_ops->create(&p->o, p->name, c, cfg->owner_group)) < 0) {
 		snprintf(err, errlen, "out of memory");
 		cfg_free(&p->c);
 		return rc;
@@ -430,7 +438,8 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 	atomic_init(&p->inflight, 0);
 	rc = bs_rbd_open(dev, c->start_offline, err, errlen);
 	if (rc < 0) {
-		rbd_own_put(p->o);
+		if (p->o)
+			p->own_ops->put(p->o);
 		p->o = NULL;
 		cfg_free(&p->c);
 	}
@@ -475,7 +484,7 @@ void bs_rbd_detach(struct rbd_priv *p)
 
 void bs_rbd_attach_undo(struct rbd_priv *p)
 {
-	if (p->o && !rbd_own_detach(p->o, p->close_ms)) { /* a lock call: bounded by the
+	if (p->o && !p->own_ops->detach(p->o, p->close_ms)) { /* a lock call: bounded by the
 							      cluster's timeouts */
 		log_warn("rbd",
 			 "%s: a lock call did not end within %u s: the image is "
@@ -494,7 +503,8 @@ static void rbd_dev_close(struct bs_dev *dev)
 	bs_rbd_open_stop(p);
 	if (atomic_load_explicit(&p->online, memory_order_acquire))
 		bs_rbd_attach_undo(p); /* without an image (a rejoin failed half-way): o only */
-	rbd_own_put(p->o);
+	if (p->o)
+		p->own_ops->put(p->o);
 	p->o = NULL;
 	cfg_free(&p->c);
 }
@@ -547,7 +557,7 @@ static int io_result(struct rbd_priv *p, int r)
 {
 	if (r == -ESHUTDOWN)
 		bs_rbd_conn_fenced(p, "a request");
-	r = rbd_own_io_result(p->o, r);
+	r = bs_rbd_own_io_result(p, r);
 	io_leave(p);
 	return r;
 }
@@ -709,7 +719,7 @@ static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 		io->cb(io);
 		return;
 	}
-	if (rbd_own_io(p->o) || atomic_load_explicit(&p->fenced, memory_order_relaxed)) {
+	if (bs_rbd_own_io(p) || atomic_load_explicit(&p->fenced, memory_order_relaxed)) {
 		refuse_fenced(p, io); /* blocklisted: librbd would refuse it anyway */
 		return;
 	}

@@ -391,7 +391,7 @@ static void device_fenced(struct rbd_priv *p, unsigned long long gid, const char
 		 gid, what, when);
 	atomic_store(&p->fenced, true); /* before anything else: no request gets through */
 	if (p->o)
-		rbd_own_fenced(p->o, why); /* logs the change */
+		p->own_ops->fenced(p->o, why); /* logs the change */
 	else
 		log_warn("rbd", "%s: fenced: %s", p->name, why);
 	pthread_mutex_lock(&opener.lock);
@@ -519,7 +519,7 @@ static int rejoin_attempt(struct rbd_priv *p, char *err, size_t errlen)
 				 n);
 			return -EBUSY;
 		}
-		if (p->o && !rbd_own_detach(p->o, RBD_OWN_STOP_WAIT_MS)) {
+		if (p->o && !p->own_ops->detach(p->o, RBD_OWN_STOP_WAIT_MS)) {
 			snprintf(err, errlen,
 				 "a lock request sent on the fenced connection is still running");
 			return -EBUSY;
@@ -537,7 +537,7 @@ static int rejoin_attempt(struct rbd_priv *p, char *err, size_t errlen)
 			snprintf(err, errlen, "the new connection client.%llu was blocklisted too",
 				 (unsigned long long)p->cl->gid);
 			rc = -ESHUTDOWN;
-		} else if (p->o && (rc = rbd_own_attach(p->o, p->image, p->ioctx, true)) < 0) {
+		} else if (p->o && (rc = p->own_ops->attach(p->o, p->image, p->ioctx, true)) < 0) {
 			snprintf(err, errlen, "cannot start the ownership thread: %s",
 				 strerror(-rc));
 		} else {
@@ -808,7 +808,7 @@ void bs_rbd_open_stop(struct rbd_priv *p)
 	pthread_mutex_unlock(&opener.lock);
 }
 
-static struct rbd_priv *rbd_of(struct bs_dev *dev)
+static struct rbd_priv *rbd_of(const struct bs_dev *dev)
 {
 	return dev && dev->ops == &bs_rbd_ops ? dev->priv : NULL;
 }
@@ -940,4 +940,18 @@ void bs_rbd_detach_user(struct bs_dev *dev)
 	p->r.user = NULL;
 	run_end(&p->r);
 	pthread_mutex_unlock(&opener.lock);
+}
+
+int bs_rbd_handle(const struct bs_dev *dev, struct bs_rbd_handle *h)
+{
+	struct rbd_priv *p = rbd_of(dev);
+
+	memset(h, 0, sizeof(*h));
+	if (!p)
+		return -EINVAL;
+	h->own = p->o;
+	h->online = atomic_load_explicit(&p->online, memory_order_acquire);
+	h->exclusive = p->c.exclusive_lock;
+	h->name = p->name;
+	return 0;
 }

@@ -24,6 +24,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ha/ha.h"
 #include "proto/chap.h"
 #include "target/config_json.h"
 #include "util/addr.h"
@@ -1162,7 +1163,7 @@ static const char *const backend_names[] = {"ram", "file", "block", "error", "rb
 
 /* "rbd.pr": the timeouts of the shared persistent reservation store (pr_store "rados"; checked
  * in parse_pr_store once that is known). Absent keys stay 0: the store's defaults. */
-#define PRR(f) (struct scsi_pr_rados_cfg, f)
+#define PRR(f) (struct bs_rbd_pr_cfg, f)
 static const struct key rbd_pr_keys[] = {
     KEY_NUM("notify_timeout_s", K_U32, PRR(notify_timeout_s), 1, 60, 0),
     KEY_NUM("reset_wait_s", K_U32, PRR(reset_wait_s), 1, 10, 0),
@@ -1174,7 +1175,7 @@ static const struct key rbd_pr_keys[] = {
 static int parse_rbd_pr(struct ctx *c, json_t *obj, const struct key *k, void *base)
 {
 	struct scsi_lu_cfg *lu =
-	    (struct scsi_lu_cfg *)(void *)((char *)base - offsetof(struct scsi_lu_cfg, rbd));
+	    (struct scsi_lu_cfg *)(void *)((char *)base - offsetof(struct scsi_lu_cfg, bs.rbd));
 	json_t *o = member(obj, k->name);
 	int rc;
 
@@ -1183,7 +1184,7 @@ static int parse_rbd_pr(struct ctx *c, json_t *obj, const struct key *k, void *b
 	if ((rc = want_object(c, k->name, o)))
 		return rc;
 	push_key(c, k->name);
-	rc = parse_table(c, o, rbd_pr_keys, &lu->pr_rados);
+	rc = parse_table(c, o, rbd_pr_keys, &lu->bs.rbd.pr);
 	pop(c);
 	return rc;
 }
@@ -1211,7 +1212,7 @@ static const struct key rbd_keys[] = {
 
 static int parse_rbd(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 {
-	struct bs_rbd_cfg *r = &lu->rbd;
+	struct bs_rbd_cfg *r = &lu->bs.rbd;
 	json_t *o = member(v, "rbd");
 	int rc;
 
@@ -1305,14 +1306,14 @@ static int check_lun_conflicts(struct ctx *c, const struct ix_config *cfg, size_
 					    "sharing a backing store needs readonly on both",
 					    l->lu.path, a, b);
 			if (l->lu.backend == BS_TYPE_RBD && x->backend == BS_TYPE_RBD &&
-			    strcmp(l->lu.rbd.pool, x->rbd.pool) == 0 &&
-			    strcmp(l->lu.rbd.image, x->rbd.image) == 0 &&
-			    str_eq0(l->lu.rbd.ns, x->rbd.ns) && str_eq0(l->lu.rbd.conf, x->rbd.conf) &&
+			    strcmp(l->lu.bs.rbd.pool, x->bs.rbd.pool) == 0 &&
+			    strcmp(l->lu.bs.rbd.image, x->bs.rbd.image) == 0 &&
+			    str_eq0(l->lu.bs.rbd.ns, x->bs.rbd.ns) && str_eq0(l->lu.bs.rbd.conf, x->bs.rbd.conf) &&
 			    !(l->lu.readonly && x->readonly))
 				return fail(c, "rbd", false,
 					    "image %s/%s is also used by targets[%zu].luns[%zu]; "
 					    "sharing an image needs readonly on both",
-					    l->lu.rbd.pool, l->lu.rbd.image, a, b);
+					    l->lu.bs.rbd.pool, l->lu.bs.rbd.image, a, b);
 			if (l->lu.naa_id && x->naa_id == l->lu.naa_id)
 				return fail(c, "naa_id", false,
 					    "is also used by targets[%zu].luns[%zu]", a, b);
@@ -1336,10 +1337,10 @@ static int parse_lun_backend(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	if ((rc = parse_rbd(c, v, lu)))
 		return rc;
 	if (lu->backend == BS_TYPE_RBD) {
-#ifndef IX_HAVE_RBD
-		return fail(c, "backend", false, "this ix-target was built without the rbd backend "
-						"(meson -Drbd=disabled)");
-#endif
+		if (!ha_have_rbd())
+			return fail(c, "backend", false,
+				    "this ix-target was built without the rbd backend "
+				    "(meson -Drbd=disabled)");
 		if (path)
 			return fail(c, "path", false, "an rbd LUN has no path (see \"rbd\")");
 		/* size: taken from the image; when given, it must match */
@@ -1535,11 +1536,11 @@ static int parse_pr_store(struct ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	if (member(v, "pr_store") && (rc = get_enum(c, v, "pr_store", names, "pr_store", &store)))
 		return rc;
 	lu->pr_store = (enum scsi_pr_store)store;
-	if (lu->pr_store == SCSI_PR_STORE_RADOS && lu->backend != BS_TYPE_RBD)
+	if (lu->pr_store == SCSI_PR_STORE_SHARED && lu->backend != BS_TYPE_RBD)
 		return fail(c, "pr_store", false, "\"rados\" is for LUNs with backend \"rbd\"");
-	if (lu->pr_store == SCSI_PR_STORE_RADOS && lu->no_medium)
+	if (lu->pr_store == SCSI_PR_STORE_SHARED && lu->no_medium)
 		return fail(c, "pr_store", false, "\"rados\" needs the image: not with no_medium");
-	if (lu->pr_store != SCSI_PR_STORE_RADOS && member(member(v, "rbd"), "pr")) {
+	if (lu->pr_store != SCSI_PR_STORE_SHARED && member(member(v, "rbd"), "pr")) {
 		push_key(c, "rbd");
 		rc = fail(c, "pr", true, "only with \"pr_store\": \"rados\"");
 		pop(c);

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ha/ha.h"
 #include "target/tgt_int.h"
 #include "transport/fault/fault.h"
 #include "util/log.h"
@@ -496,6 +497,7 @@ int tgt_lu_new(struct ix_target *t, struct cfg_target *ct, struct cfg_lun *cl,
 	cl->lu.target_name = ct->name;
 	cl->lu.lun = cl->lun;
 	cl->lu.index = t->luidx; /* EXTENDED COPY reaches every LU of this target context */
+	cl->lu.ha = ha_scsi_ops(); /* ownership, ALUA following it, the shared PR store */
 	r = scsi_lu_new(&cl->lu, out, e, sizeof(e));
 	if (r < 0)
 		snprintf(err, errlen, "target %s LUN %u: %s", ct->name, cl->lun,
@@ -518,6 +520,7 @@ int tgt_node_new(struct ix_target *t, struct cfg_target *ct, struct tgt_node **o
 		free(n);
 		return -ENOMEM;
 	}
+	scsi_lun_map_set_ha(n->map, ha_scsi_ops());
 	for (size_t j = 0; j < ct->nluns; j++) {
 		struct scsi_lu *lu;
 

@@ -5,10 +5,10 @@
  * client owns the lock (EROFS) or because this client was blocklisted (ESHUTDOWN) becomes
  * BS_ERR_NOT_OWNER and moves the state to standby or fenced; fenced fails every I/O at once,
  * until the device rejoins with a new client (bs_rbd_conn.c fences the whole connection and
- * rejoins; it calls rbd_own_fenced, and rbd_own_attach on the new image). bs_rbd_break_lock()
- * breaks the holder's lock (librbd blocklists it) and takes it; bs_rbd_take_over_async() and
- * bs_rbd_release_async() move it between gateways, asking the holder first
- * (bs_rbd_handover.c; docs/ha.md, "Ownership and failover").
+ * rejoins; it calls rbd_own_fenced, and rbd_own_attach on the new image). ha_own_break_lock()
+ * breaks the holder's lock (librbd blocklists it) and takes it; ha_own_take_over_async() and
+ * ha_own_release_async() move it between gateways, asking the holder first
+ * (ha_handover.c; docs/ha.md, "Ownership and failover").
  *
  * Thread: every image with the lock has one thread of its own ("ix-rbd-own"), started when
  * the image opens and stopped before it closes; a rejoin stops it before the fenced image
@@ -21,7 +21,7 @@
  * standby) or was fenced (the cluster refuses this client: ESHUTDOWN; the thread then fences
  * its whole connection, bs_rbd_conn_fenced_owner), and a standby learns when the holder
  * changes. Workers never wait on the thread; what it learns is read with atomic loads, and
- * every change bumps one counter (bs_rbd_own_changes) that the SCSI layer compares with what
+ * every change bumps one counter (ha_own_changes) that the SCSI layer compares with what
  * its ALUA states were set from. */
 #include <errno.h>
 #include <pthread.h>
@@ -33,7 +33,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend/bs_rbd_own_int.h"
+#include "ha/ha_own_int.h"
 #include "util/log.h"
 
 static const char *const own_names[] = {
@@ -43,10 +43,10 @@ static const char *const own_names[] = {
 };
 
 /* Every change of any image's state or holder: the SCSI layer compares it with the value its
- * ALUA states were set from (bs_rbd_own_changes). */
+ * ALUA states were set from (ha_own_changes). */
 static atomic_uint own_changes;
 
-unsigned bs_rbd_own_changes(void)
+unsigned ha_own_changes(void)
 {
 	return atomic_load_explicit(&own_changes, memory_order_acquire);
 }
@@ -769,37 +769,28 @@ void rbd_own_put(struct rbd_owner *o)
 
 /* ---- the API (bs.h) ---- */
 
-static struct rbd_priv *rbd_of(const struct bs_dev *dev)
-{
-	return dev && dev->ops == &bs_rbd_ops ? dev->priv : NULL;
-}
-
-static bool online(const struct rbd_priv *p)
-{
-	return atomic_load_explicit(&((struct rbd_priv *)p)->online, memory_order_acquire);
-}
-
 /* The ownership state of dev once its image is open (the device's o: from open to close),
  * else NULL. */
 static struct rbd_owner *owner_of(const struct bs_dev *dev)
 {
-	const struct rbd_priv *p = rbd_of(dev);
+	struct bs_rbd_handle h;
 
-	return p && online(p) ? p->o : NULL;
+	return bs_rbd_handle(dev, &h) == 0 && h.online ? h.own : NULL;
 }
 
-int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
+int ha_own_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
 {
-	const struct rbd_priv *p = rbd_of(dev);
+	struct bs_rbd_handle h;
+	bool rbd = bs_rbd_handle(dev, &h) == 0;
 	struct rbd_owner *o = owner_of(dev);
 	struct own_job j = {.kind = JOB_BREAK};
 	int rc;
 
 	if (!o) {
 		snprintf(msg, msglen,
-			 p && !online(p) ? "%s: the image is not open (the LUN is offline)"
-					 : "not an rbd LUN with exclusive_lock",
-			 p ? p->name : "");
+			 rbd && !h.online ? "%s: the image is not open (the LUN is offline)"
+					  : "not an rbd LUN with exclusive_lock",
+			 rbd ? h.name : "");
 		return -EINVAL;
 	}
 	if (atomic_load(&o->own) == RBD_OWN_ACQUIRING || atomic_load(&o->job)) {
@@ -819,10 +810,10 @@ int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
 	return j.rc;
 }
 
-int bs_rbd_own_watch(struct bs_dev *dev, void (*fn)(void *arg), void *arg)
+int ha_own_watch(struct bs_dev *dev, void (*fn)(void *arg), void *arg)
 {
-	const struct rbd_priv *p = rbd_of(dev);
-	struct rbd_owner *o = p ? p->o : NULL;
+	struct bs_rbd_handle h;
+	struct rbd_owner *o = bs_rbd_handle(dev, &h) == 0 ? h.own : NULL;
 
 	if (!o)
 		return -EINVAL;
@@ -833,18 +824,18 @@ int bs_rbd_own_watch(struct bs_dev *dev, void (*fn)(void *arg), void *arg)
 	return 0;
 }
 
-int bs_rbd_set_identity(struct bs_dev *dev, const uint16_t *groups, unsigned ngroups,
+int ha_own_set_identity(struct bs_dev *dev, const uint16_t *groups, unsigned ngroups,
 			const uint16_t *ports, unsigned nports)
 {
-	const struct rbd_priv *p = rbd_of(dev);
-	struct rbd_owner *o = p ? p->o : NULL;
+	struct bs_rbd_handle h;
+	struct rbd_owner *o = bs_rbd_handle(dev, &h) == 0 ? h.own : NULL;
 
 	if (!o)
 		return -EINVAL;
-	if (ngroups > BS_OWN_MAX_IDS)
-		ngroups = BS_OWN_MAX_IDS;
-	if (nports > BS_OWN_MAX_IDS)
-		nports = BS_OWN_MAX_IDS;
+	if (ngroups > HA_OWN_MAX_IDS)
+		ngroups = HA_OWN_MAX_IDS;
+	if (nports > HA_OWN_MAX_IDS)
+		nports = HA_OWN_MAX_IDS;
 	pthread_mutex_lock(&o->mu);
 	if (o->ngroups != ngroups || o->nports != nports ||
 	    memcmp(o->groups, groups, ngroups * sizeof(*groups)) ||
@@ -860,7 +851,7 @@ int bs_rbd_set_identity(struct bs_dev *dev, const uint16_t *groups, unsigned ngr
 	return 0;
 }
 
-int bs_rbd_owner(const struct bs_dev *dev, struct bs_rbd_owner *out)
+int ha_own_owner(const struct bs_dev *dev, struct ha_owner *out)
 {
 	struct rbd_owner *o = owner_of(dev);
 
@@ -884,7 +875,7 @@ int bs_rbd_owner(const struct bs_dev *dev, struct bs_rbd_owner *out)
 	return 0;
 }
 
-int bs_rbd_own(const struct bs_dev *dev)
+int ha_own_get(const struct bs_dev *dev)
 {
 	struct rbd_owner *o = owner_of(dev);
 
@@ -915,7 +906,7 @@ static int submit_job(struct rbd_owner *o, const struct own_job *tmpl)
 	return rc;
 }
 
-int bs_rbd_take_over_async(struct bs_dev *dev, int mode, uint32_t window_ms, bs_rbd_take_cb done,
+int ha_own_take_over_async(struct bs_dev *dev, int mode, uint32_t window_ms, ha_take_cb done,
 			   void *arg)
 {
 	struct rbd_owner *o = owner_of(dev);
@@ -930,7 +921,7 @@ int bs_rbd_take_over_async(struct bs_dev *dev, int mode, uint32_t window_ms, bs_
 					       .mode = mode, .window_ms = window_ms});
 }
 
-int bs_rbd_release_async(struct bs_dev *dev, uint16_t group, bs_rbd_take_cb done, void *arg)
+int ha_own_release_async(struct bs_dev *dev, uint16_t group, ha_take_cb done, void *arg)
 {
 	struct rbd_owner *o = owner_of(dev);
 
@@ -942,16 +933,16 @@ int bs_rbd_release_async(struct bs_dev *dev, uint16_t group, bs_rbd_take_cb done
 					       .group = group});
 }
 
-int bs_rbd_state(struct bs_dev *dev, char *reason, size_t len)
+int ha_own_state(struct bs_dev *dev, char *reason, size_t len)
 {
-	const struct rbd_priv *p = rbd_of(dev);
+	struct bs_rbd_handle h;
 	struct rbd_owner *o = owner_of(dev);
 
-	if (!p)
+	if (bs_rbd_handle(dev, &h) < 0)
 		return -EINVAL;
 	if (!o) {
 		snprintf(reason, len, "%s",
-			 online(p) || !p->c.exclusive_lock
+			 h.online || !h.exclusive
 			     ? "no managed exclusive lock"
 			     : "the image is not open (the LUN is offline)");
 		return RBD_OWN_NONE;
@@ -962,7 +953,17 @@ int bs_rbd_state(struct bs_dev *dev, char *reason, size_t len)
 	return atomic_load(&o->own);
 }
 
-const char *bs_rbd_state_name(int state)
+const char *ha_own_state_name(int state)
 {
 	return state >= 0 && state <= RBD_OWN_RELEASING ? own_names[state] : "?";
 }
+
+const struct bs_own_ops ha_own_ops = {
+    .create = rbd_own_new,
+    .attach = rbd_own_attach,
+    .detach = rbd_own_detach,
+    .put = rbd_own_put,
+    .io = rbd_own_io,
+    .io_result = rbd_own_io_result,
+    .fenced = rbd_own_fenced,
+};

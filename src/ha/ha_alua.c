@@ -5,7 +5,7 @@
  * where the locks of all its LUs with rbd.exclusive_lock are. This gateway holds them all:
  * its (local) groups active/optimized, the others standby. Another gateway holds them all:
  * the local groups standby (unavailable when fenced), the holder's groups (named by its owner
- * record, bs_rbd_owner) active/optimized, the rest standby. A lock being taken or given up
+ * record, ha_own_owner) active/optimized, the rest standby. A lock being taken or given up
  * here: the local groups transitioning. The locks not all on one owner: every group
  * transitioning. The states are brought in line lazily: each command, REPORT TARGET PORT
  * GROUPS and management read compares a counter of ownership changes (one atomic load) with
@@ -13,7 +13,7 @@
  * changed 2A/06 at once (lu_own_changed), so an idle initiator's next command learns of it.
  *
  * Moving the locks: SET TARGET PORT GROUPS asking for a local group to be active takes every
- * lock of the target (bs_rbd_take_over_async on each, the command answered when all have
+ * lock of the target (ha_own_take_over_async on each, the command answered when all have
  * ended); I/O on a standby local group for alua.implicit_failover_ms does the same without a
  * command to answer. */
 #include <errno.h>
@@ -21,25 +21,25 @@
 #include <string.h>
 #include <time.h>
 
-#include "scsi/alua_int.h"
+#include "ha/ha_alua.h"
 #include "util/log.h"
 
 #define ALUA_HEAL_MS 2000 /* the locks split for this long: heal (below) */
 
 #ifdef IX_HAVE_RBD
-static int lu_owner(const struct scsi_lu *lu, struct bs_rbd_owner *o)
+static int lu_owner(const struct scsi_lu *lu, struct ha_owner *o)
 {
-	int rc = lu && lu->dev ? bs_rbd_owner(lu->dev, o) : -EINVAL;
+	int rc = lu && lu->dev ? ha_own_owner(lu->dev, o) : -EINVAL;
 
-	return rc == 0 && o->own != BS_RBD_OWN_NONE ? 0 : -EINVAL;
+	return rc == 0 && o->own != HA_OWN_NONE ? 0 : -EINVAL;
 }
 
 static unsigned own_changes(void)
 {
-	return bs_rbd_own_changes();
+	return ha_own_changes();
 }
 #else
-static int lu_owner(const struct scsi_lu *lu, struct bs_rbd_owner *o)
+static int lu_owner(const struct scsi_lu *lu, struct ha_owner *o)
 {
 	(void)lu;
 	(void)o;
@@ -62,7 +62,7 @@ static uint64_t now_ms(void)
 
 /* ---- the states, from the locks (pure) ---- */
 
-static bool group_is(const struct alua_group *g, const struct bs_rbd_owner *o)
+static bool group_is(const struct alua_group *g, const struct ha_owner *o)
 {
 	for (unsigned i = 0; i < o->ngroups && i < 16; i++)
 		if (o->groups[i] == g->id)
@@ -74,8 +74,8 @@ static bool group_is(const struct alua_group *g, const struct bs_rbd_owner *o)
 	return false;
 }
 
-void scsi_alua_own_view(const struct scsi_alua *a, const struct bs_rbd_owner *o,
-			struct alua_own_view *v)
+void ha_alua_view(const struct scsi_alua *a, const struct ha_owner *o,
+			struct ha_alua_view *v)
 {
 	memset(v, 0, sizeof(*v));
 	v->own = (int8_t)o->own;
@@ -88,7 +88,7 @@ void scsi_alua_own_view(const struct scsi_alua *a, const struct bs_rbd_owner *o,
 }
 
 /* Standby or fenced everywhere here: which remote groups are the holder's? */
-static void remote_states(const struct scsi_alua *a, const struct alua_own_view *v, unsigned n,
+static void remote_states(const struct scsi_alua *a, const struct ha_alua_view *v, unsigned n,
 			  uint8_t *st)
 {
 	unsigned nfree = 0, unknown = 0, remote = 0;
@@ -123,7 +123,7 @@ static void remote_states(const struct scsi_alua *a, const struct alua_own_view 
 	}
 }
 
-int scsi_alua_own_states(const struct scsi_alua *a, const struct alua_own_view *v, unsigned n,
+int ha_alua_states(const struct scsi_alua *a, const struct ha_alua_view *v, unsigned n,
 			 uint8_t *st)
 {
 	unsigned owner = 0, fenced = 0, moving = 0;
@@ -134,9 +134,9 @@ int scsi_alua_own_states(const struct scsi_alua *a, const struct alua_own_view *
 	if (n == 0)
 		return ALUA_TOWN_NONE;
 	for (unsigned k = 0; k < n; k++) {
-		owner += v[k].own == BS_RBD_OWN_OWNER;
-		fenced += v[k].own == BS_RBD_OWN_FENCED;
-		moving += v[k].own == BS_RBD_OWN_ACQUIRING || v[k].own == BS_RBD_OWN_RELEASING;
+		owner += v[k].own == HA_OWN_OWNER;
+		fenced += v[k].own == HA_OWN_FENCED;
+		moving += v[k].own == HA_OWN_ACQUIRING || v[k].own == HA_OWN_RELEASING;
 	}
 	if (moving) {
 		mine = SCSI_ALUA_TRANSITIONING;
@@ -174,9 +174,9 @@ static bool group_set(struct alua_group *g, uint8_t state, uint8_t status)
 /* The views of the map's LUs with an open managed lock; a thread that may look LUs up in the
  * map (a worker, or the main thread). */
 static unsigned gather(const struct scsi_lun_map *map, const struct scsi_alua *a,
-		       struct alua_own_view *v, bool *all_free, bool *refused)
+		       struct ha_alua_view *v, bool *all_free, bool *refused)
 {
-	struct bs_rbd_owner o;
+	struct ha_owner o;
 	unsigned n = 0;
 
 	*all_free = true;
@@ -185,7 +185,7 @@ static unsigned gather(const struct scsi_lun_map *map, const struct scsi_alua *a
 		struct scsi_lu *lu = scsi_lun_map_get(map, i);
 
 		if (lu && lu_owner(lu, &o) == 0) {
-			scsi_alua_own_view(a, &o, &v[n++]);
+			ha_alua_view(a, &o, &v[n++]);
 			*all_free &= o.free;
 			*refused |= o.refused;
 		}
@@ -198,7 +198,7 @@ static unsigned gather(const struct scsi_lun_map *map, const struct scsi_alua *a
  * the latest. */
 static void own_sync(struct scsi_lun_map *map, uint8_t status, const struct scsi_nexus *except)
 {
-	struct alua_own_view v[SCSI_MAX_LUNS];
+	struct ha_alua_view v[SCSI_MAX_LUNS];
 	uint8_t st[SCSI_ALUA_MAX_GROUPS];
 	unsigned seen = own_changes(), n;
 	struct scsi_alua *a;
@@ -213,7 +213,7 @@ static void own_sync(struct scsi_lun_map *map, uint8_t status, const struct scsi
 	}
 	atomic_store(&a->changes_seen, seen);
 	n = gather(map, a, v, &all_free, &refused);
-	town = scsi_alua_own_states(a, v, n, st);
+	town = ha_alua_states(a, v, n, st);
 	for (unsigned i = 0; i < a->ngroups; i++)
 		changed |= group_set(&a->g[i], st[i], status);
 	if (town != ALUA_TOWN_STANDBY)
@@ -232,7 +232,7 @@ static void own_sync(struct scsi_lun_map *map, uint8_t status, const struct scsi
 
 static void heal(struct scsi_lun_map *map, struct scsi_alua *a);
 
-void scsi_alua_own_follow(struct scsi_lun_map *map)
+void ha_alua_follow(struct scsi_lun_map *map)
 {
 	struct scsi_alua *a = scsi_alua_of(map);
 
@@ -258,11 +258,11 @@ static void lu_own_changed(void *arg)
 	atomic_store(&lu->own_told, seen);
 }
 
-void scsi_alua_lu_watch(struct scsi_lu *lu, bool on)
+void ha_alua_lu_watch(struct scsi_lu *lu, bool on)
 {
 #ifdef IX_HAVE_RBD
 	if (lu->dev)
-		(void)bs_rbd_own_watch(lu->dev, on ? lu_own_changed : NULL, lu);
+		(void)ha_own_watch(lu->dev, on ? lu_own_changed : NULL, lu);
 #else
 	(void)lu;
 	(void)on;
@@ -286,14 +286,14 @@ static void lu_identity(const struct scsi_alua *a, struct scsi_lu *lu)
 			ports[np++] = a->g[i].ports[j];
 	}
 	if (lu->dev)
-		(void)bs_rbd_set_identity(lu->dev, groups, ng, ports, np);
+		(void)ha_own_set_identity(lu->dev, groups, ng, ports, np);
 #else
 	(void)a;
 	(void)lu;
 #endif
 }
 
-void scsi_alua_lu_mapped(struct scsi_lun_map *map, struct scsi_lu *lu)
+void ha_alua_lu_mapped(struct scsi_lun_map *map, struct scsi_lu *lu)
 {
 	const struct scsi_alua *a = scsi_alua_of(map);
 
@@ -301,7 +301,7 @@ void scsi_alua_lu_mapped(struct scsi_lun_map *map, struct scsi_lu *lu)
 	lu_identity(a, lu);
 }
 
-void scsi_alua_own_configured(struct scsi_lun_map *map)
+void ha_alua_configured(struct scsi_lun_map *map)
 {
 	const struct scsi_alua *a = scsi_alua_of(map);
 
@@ -356,9 +356,9 @@ static void move_done(void *arg, int rc)
 /* Take (or, with release, hand over) every lock of the map: done(arg, rc) per LU, or nothing
  * with done NULL. On the command's worker or another thread that may look LUs up. */
 static void move_all(struct scsi_lun_map *map, bool release, int mode, uint32_t arg32,
-		     bs_rbd_take_cb done, void *arg, const char *why)
+		     ha_take_cb done, void *arg, const char *why)
 {
-	struct bs_rbd_owner o;
+	struct ha_owner o;
 
 	for (uint32_t i = 0; i < SCSI_MAX_LUNS; i++) {
 		struct scsi_lu *lu = scsi_lun_map_get(map, i);
@@ -369,8 +369,8 @@ static void move_all(struct scsi_lun_map *map, bool release, int mode, uint32_t 
 		if (done)
 			atomic_fetch_add(&((struct own_move *)arg)->pending, 1);
 #ifdef IX_HAVE_RBD
-		rc = release ? bs_rbd_release_async(lu->dev, (uint16_t)arg32, done, arg)
-			     : bs_rbd_take_over_async(lu->dev, mode, arg32, done, arg);
+		rc = release ? ha_own_release_async(lu->dev, (uint16_t)arg32, done, arg)
+			     : ha_own_take_over_async(lu->dev, mode, arg32, done, arg);
 #else
 		(void)release;
 		(void)mode;
@@ -402,7 +402,7 @@ bool scsi_alua_medium_io(uint16_t op_flags)
  * such commands get 04/0A (the initiator retries: the path is coming); after a refusal 04/0B
  * (the path stays standby, the initiator's ALUA logic uses the holder's), and the holder is
  * asked again after each further implicit_ms of I/O here. */
-bool scsi_alua_own_implicit(struct scsi_lun_map *map, struct scsi_alua *a)
+bool ha_alua_implicit(struct scsi_lun_map *map, struct scsi_alua *a)
 {
 	bool refused = atomic_load(&a->refused);
 	uint64_t now, last;
@@ -419,7 +419,7 @@ bool scsi_alua_own_implicit(struct scsi_lun_map *map, struct scsi_alua *a)
 		return !refused;
 	log_warn("alua", "I/O on a standby path for %u ms: asking the holder for the locks",
 		 a->implicit_ms);
-	move_all(map, false, BS_RBD_TAKE_IMPLICIT, a->implicit_ms, NULL, NULL, "implicit failover");
+	move_all(map, false, HA_TAKE_IMPLICIT, a->implicit_ms, NULL, NULL, "implicit failover");
 	atomic_store(&a->sb_last, 0);
 	return !refused;
 }
@@ -462,7 +462,7 @@ static void heal(struct scsi_lun_map *map, struct scsi_alua *a)
 {
 	uint64_t now = now_ms(), since = atomic_load(&a->split_since);
 	struct scsi_lu *first = NULL;
-	struct bs_rbd_owner o;
+	struct ha_owner o;
 
 	if (!since || now - since < ALUA_HEAL_MS ||
 	    !atomic_compare_exchange_strong(&a->split_since, &since, now))
@@ -475,12 +475,12 @@ static void heal(struct scsi_lun_map *map, struct scsi_alua *a)
 	}
 	if (!first)
 		return;
-	if (o.own == BS_RBD_OWN_OWNER) {
+	if (o.own == HA_OWN_OWNER) {
 		log_warn("alua",
 			 "the target's locks are split between gateways: taking the others "
 			 "(this gateway holds LUN %u's)",
 			 first->lun);
-		move_all(map, false, BS_RBD_TAKE_EXPLICIT, 0, NULL, NULL, "healing a split");
+		move_all(map, false, HA_TAKE_EXPLICIT, 0, NULL, NULL, "healing a split");
 		return;
 	}
 	log_warn("alua",
@@ -488,11 +488,11 @@ static void heal(struct scsi_lun_map *map, struct scsi_alua *a)
 		 "(taken only if nobody or a silent gateway holds it)",
 		 first->lun);
 #ifdef IX_HAVE_RBD
-	(void)bs_rbd_take_over_async(first->dev, BS_RBD_TAKE_HEAL, 0, NULL, NULL);
+	(void)ha_own_take_over_async(first->dev, HA_TAKE_HEAL, 0, NULL, NULL);
 #endif
 }
 
-int scsi_alua_own_stpg(struct scsi_cmd *cmd, struct scsi_alua *a, uint32_t len)
+int ha_alua_stpg(struct scsi_cmd *cmd, struct scsi_alua *a, uint32_t len)
 {
 	struct scsi_lun_map *map = (struct scsi_lun_map *)cmd->map;
 	struct own_move *m;
@@ -500,7 +500,7 @@ int scsi_alua_own_stpg(struct scsi_cmd *cmd, struct scsi_alua *a, uint32_t len)
 	uint16_t to;
 	int town;
 
-	scsi_alua_own_follow(map);
+	ha_alua_follow(map);
 	town = atomic_load(&a->town);
 	if (town == ALUA_TOWN_NONE)
 		return -ENOENT;
@@ -517,7 +517,7 @@ int scsi_alua_own_stpg(struct scsi_cmd *cmd, struct scsi_alua *a, uint32_t len)
 	atomic_init(&m->pending, 1); /* ours, until every LU's move is started */
 	atomic_init(&m->rc, 0);
 	if (w == STPG_TAKE)
-		move_all(map, false, BS_RBD_TAKE_EXPLICIT, 0, move_done, m,
+		move_all(map, false, HA_TAKE_EXPLICIT, 0, move_done, m,
 			 "SET TARGET PORT GROUPS");
 	else
 		move_all(map, true, 0, to, move_done, m, "SET TARGET PORT GROUPS (hand-over)");

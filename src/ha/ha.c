@@ -1,0 +1,128 @@
+/* The high-availability layer's face (ha.h): the hook table the SCSI core calls, and the
+ * management API's questions about an RBD LUN, answered in every build (a build without
+ * librbd says so). The #if IX_HAVE_RBD of the layers above gather here. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/bs_rbd.h"
+#include "ha/ha.h"
+#include "ha/ha_alua.h"
+#include "ha/ha_own.h"
+#include "scsi/scsi_int.h"
+
+#ifdef IX_HAVE_RBD
+#include "ha/ha_own_int.h"
+#include "ha/ha_pr.h"
+#endif
+
+/* PERSISTENT RESERVE store "rados": the RADOS object next to the image (ha_pr.c). */
+static int pr_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err, size_t errlen)
+{
+#ifdef IX_HAVE_RBD
+	if (cfg->backend == BS_TYPE_RBD && lu->dev)
+		return ha_pr_open(lu, cfg, err, errlen);
+#endif
+	snprintf(err, errlen, "pr_store \"rados\" needs an RBD LU with its medium%s",
+		 ha_have_rbd() ? "" : " (this build has no librados)");
+	return -EINVAL;
+}
+
+static const struct scsi_ha_ops scsi_ops = {
+#ifdef IX_HAVE_RBD
+    .own_ops = &ha_own_ops,
+#endif
+    .pr_open = pr_open,
+    .lu_watch = ha_alua_lu_watch,
+    .lu_mapped = ha_alua_lu_mapped,
+    .alua_follow = ha_alua_follow,
+    .alua_implicit = ha_alua_implicit,
+    .alua_stpg = ha_alua_stpg,
+    .alua_configured = ha_alua_configured,
+};
+
+const struct scsi_ha_ops *ha_scsi_ops(void)
+{
+	return &scsi_ops;
+}
+
+bool ha_have_rbd(void)
+{
+#ifdef IX_HAVE_RBD
+	return true;
+#else
+	return false;
+#endif
+}
+
+int ha_dev_lock(struct bs_dev *dev, bool brk, char *state, size_t slen, char *reason,
+		size_t rlen)
+{
+#ifdef IX_HAVE_RBD
+	int rc;
+
+	if ((rc = ha_own_state(dev, reason, rlen)) < 0)
+		snprintf(reason, rlen, "not an rbd LUN");
+	if (rc >= 0 && brk)
+		rc = ha_own_break_lock(dev, reason, rlen);
+	if (rc >= 0)
+		snprintf(state, slen, "%s", ha_own_state_name(ha_own_state(dev, reason, rlen)));
+	return rc < 0 ? rc : 0;
+#else
+	(void)dev;
+	(void)brk;
+	(void)state;
+	(void)slen;
+	snprintf(reason, rlen, "built without RBD");
+	return -EOPNOTSUPP;
+#endif
+}
+
+int ha_dev_status(struct bs_dev *dev, struct ha_dev_status *st)
+{
+	memset(st, 0, sizeof(*st));
+#ifdef IX_HAVE_RBD
+	struct bs_rbd_status rs;
+	int own;
+
+	if (bs_rbd_status(dev, &rs) < 0)
+		return -EINVAL;
+	st->attempts = rs.attempts;
+	st->next_s = rs.next_s;
+	st->offline = !rs.online;
+	if (!rs.online)
+		snprintf(st->reason, sizeof(st->reason), "%s", rs.reason);
+	own = ha_own_state(dev, st->lock_reason, sizeof(st->lock_reason));
+	snprintf(st->lock, sizeof(st->lock), "%s", rs.online ? ha_own_state_name(own) : "");
+	snprintf(st->conn, sizeof(st->conn), "%s", rs.conn);
+	snprintf(st->conn_reason, sizeof(st->conn_reason), "%s", rs.conn_reason);
+	st->rejoins = rs.rejoins;
+	st->rejoin_attempts = rs.rejoin_attempts;
+	st->rejoin_next_s = rs.rejoin_next_s;
+	return 0;
+#else
+	(void)dev;
+	return -EINVAL;
+#endif
+}
+
+int ha_dev_retry(struct bs_dev *dev)
+{
+#ifdef IX_HAVE_RBD
+	if (dev && dev->ops == &bs_rbd_ops)
+		return bs_rbd_retry(dev);
+#else
+	(void)dev;
+#endif
+	return -EINVAL;
+}
+
+int ha_dev_rejoin(struct bs_dev *dev)
+{
+#ifdef IX_HAVE_RBD
+	return dev && dev->ops == &bs_rbd_ops ? bs_rbd_rejoin(dev) : -EINVAL;
+#else
+	(void)dev;
+	return -EOPNOTSUPP;
+#endif
+}
