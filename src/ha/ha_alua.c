@@ -22,9 +22,9 @@
 #include <time.h>
 
 #include "ha/ha_alua.h"
+#include "ha/ha_policy.h"
 #include "util/log.h"
 
-#define ALUA_HEAL_MS 2000 /* the locks split for this long: heal (below) */
 
 #ifdef IX_HAVE_RBD
 static int lu_owner(const struct scsi_lu *lu, struct ha_owner *o)
@@ -405,18 +405,24 @@ bool scsi_alua_medium_io(uint16_t op_flags)
 bool ha_alua_implicit(struct scsi_lun_map *map, struct scsi_alua *a)
 {
 	bool refused = atomic_load(&a->refused);
+	bool standby = atomic_load(&a->town) == ALUA_TOWN_STANDBY;
 	uint64_t now, last;
 
-	if (!a->implicit_ms || atomic_load(&a->town) != ALUA_TOWN_STANDBY)
-		return false;
+	if (ha_policy_implicit(a->implicit_ms, standby, 1, 0, 0) == HA_IMPLICIT_OFF)
+		return false; /* off: the run (sb_last) is left alone */
 	now = now_ms();
 	last = atomic_exchange(&a->sb_last, now);
-	if (last == 0 || now - last > a->implicit_ms) {
+	switch (ha_policy_implicit(a->implicit_ms, standby, now, last, atomic_load(&a->sb_first))) {
+	case HA_IMPLICIT_OFF:
+		return false;
+	case HA_IMPLICIT_START:
 		atomic_store(&a->sb_first, now);
 		return !refused;
-	}
-	if (now - atomic_load(&a->sb_first) < a->implicit_ms)
+	case HA_IMPLICIT_WAIT:
 		return !refused;
+	case HA_IMPLICIT_ASK:
+		break;
+	}
 	log_warn("alua", "I/O on a standby path for %u ms: asking the holder for the locks",
 		 a->implicit_ms);
 	move_all(map, false, HA_TAKE_IMPLICIT, a->implicit_ms, NULL, NULL, "implicit failover");
@@ -452,19 +458,19 @@ static enum stpg_want stpg_wants(struct scsi_alua *a, const uint8_t *p, uint32_t
 	return w;
 }
 
-/* The target's locks are split between this gateway and others (or nobody) since ALUA_HEAL_MS
+/* The target's locks are split between this gateway and others (or nobody) since HA_HEAL_MS
  * (an initiator's commands meanwhile get 04/0A, transitioning, and retry): the gateway that
  * holds the lowest-numbered LU's lock takes the others (asking, so their live holders hand
  * them over); one that holds only others asks for that lowest lock to heal (only a holder
  * that does not answer gives it up, broken; a free one is taken). Both at most once per
- * ALUA_HEAL_MS. A start race (two gateways starting at once take one lock each) ends so. */
+ * HA_HEAL_MS. A start race (two gateways starting at once take one lock each) ends so. */
 static void heal(struct scsi_lun_map *map, struct scsi_alua *a)
 {
 	uint64_t now = now_ms(), since = atomic_load(&a->split_since);
 	struct scsi_lu *first = NULL;
 	struct ha_owner o;
 
-	if (!since || now - since < ALUA_HEAL_MS ||
+	if (!ha_policy_heal_due(since, now) ||
 	    !atomic_compare_exchange_strong(&a->split_since, &since, now))
 		return;
 	for (uint32_t i = 0; i < SCSI_MAX_LUNS && !first; i++) {
@@ -475,7 +481,7 @@ static void heal(struct scsi_lun_map *map, struct scsi_alua *a)
 	}
 	if (!first)
 		return;
-	if (o.own == HA_OWN_OWNER) {
+	if (ha_policy_heal(o.own) == HA_HEAL_TAKE_OTHERS) {
 		log_warn("alua",
 			 "the target's locks are split between gateways: taking the others "
 			 "(this gateway holds LUN %u's)",

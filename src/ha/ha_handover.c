@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "ha/ha_own_int.h"
+#include "ha/ha_policy.h"
 #include "util/log.h"
 
 /* ---- the owner record ("ix.own.<image>", ha_own_rec.h) ---- */
@@ -274,13 +275,11 @@ void rbd_own_watch_stop(struct rbd_owner *o)
 	o->watching = false;
 }
 
-enum answer { SILENT, RELEASED, REFUSED, ALIVE };
-
 /* Ask the holder to hand over; the answer of whichever watcher held the lock. SILENT: none
  * did within notify_ms (dead, stopped, cut off, or not an ix gateway). ALIVE: the holder
  * (holder_gid, from its record; 0 unknown) answered, but neither released nor refused (it
  * let the lock go a moment ago, or speaks another version): never a reason to break it. */
-static enum answer ask(struct rbd_owner *o, int mode, uint32_t window_ms, uint64_t holder_gid,
+static enum ha_answer ask(struct rbd_owner *o, int mode, uint32_t window_ms, uint64_t holder_gid,
 		       char *why, size_t whylen)
 {
 	struct ha_own_msg m = {.kind = HA_OWN_ASK,
@@ -293,11 +292,11 @@ static enum answer ask(struct rbd_owner *o, int mode, uint32_t window_ms, uint64
 	struct notify_timeout_t *tos = NULL;
 	size_t nacks = 0, ntos = 0, rlen = 0;
 	char msg[HA_OWN_MSG_MAX], *reply = NULL;
-	enum answer a = SILENT;
+	enum ha_answer a = HA_ANSWER_SILENT;
 	int n = ha_own_msg_encode(&m, msg, sizeof(msg)), rc;
 
 	if (n < 0)
-		return SILENT;
+		return HA_ANSWER_SILENT;
 	rc = rados_notify2(o->io, o->oid, msg, n, o->notify_ms, &reply, &rlen);
 	if (rc < 0 && rc != -ETIMEDOUT)
 		log_warn("rbd", "%s: asking the holder through %s: %s", o->name, o->oid,
@@ -308,16 +307,17 @@ static enum answer ask(struct rbd_owner *o, int mode, uint32_t window_ms, uint64
 			    ha_own_reply_kind(acks[i].payload, acks[i].payload_len);
 
 			if (k == HA_OWN_REFUSED) {
-				a = REFUSED;
+				a = HA_ANSWER_REFUSED;
 				snprintf(why, whylen, "client.%llu: %.*s",
 					 (unsigned long long)acks[i].notifier_id,
 					 (int)acks[i].payload_len, acks[i].payload);
-			} else if (k == HA_OWN_RELEASED && a != REFUSED) {
-				a = RELEASED;
+			} else if (k == HA_OWN_RELEASED && a != HA_ANSWER_REFUSED) {
+				a = HA_ANSWER_RELEASED;
 				snprintf(why, whylen, "client.%llu",
 					 (unsigned long long)acks[i].notifier_id);
-			} else if (holder_gid && acks[i].notifier_id == holder_gid && a == SILENT) {
-				a = ALIVE;
+			} else if (holder_gid && acks[i].notifier_id == holder_gid &&
+				   a == HA_ANSWER_SILENT) {
+				a = HA_ANSWER_ALIVE;
 				snprintf(why, whylen, "client.%llu answered \"%.*s\"",
 					 (unsigned long long)holder_gid,
 					 (int)(acks[i].payload_len > 60 ? 60 : acks[i].payload_len),
@@ -363,6 +363,8 @@ static int take_free(struct rbd_owner *o, const char *how)
 int rbd_own_run_take(struct rbd_owner *o, int mode, uint32_t window_ms)
 {
 	char who[128] = "", again[128], why[192] = "";
+	enum ha_answer a;
+	bool moved;
 	int rc = -EBUSY;
 
 	if (atomic_load(&o->own) == RBD_OWN_FENCED)
@@ -383,30 +385,32 @@ int rbd_own_run_take(struct rbd_owner *o, int mode, uint32_t window_ms)
 			rc = -EBUSY; /* released for this gateway, yet another took it */
 			break;
 		}
-		switch (ask(o, mode, window_ms, holder_gid(o, who), why, sizeof(why))) {
-		case ALIVE:
-			if (rbd_own_holder(o, again, sizeof(again)) == 0 && strcmp(again, who) != 0)
-				continue; /* it did let it go: ask whoever has it now */
-			log_warn("rbd", "%s: the holder %s is alive but did not hand over (%s)",
-				 o->name, who, why);
-			return -EAGAIN;
-		case REFUSED:
-			if (mode == HA_TAKE_HEAL) /* it answers: it heals the split itself */
-				return -EAGAIN;
+		a = ask(o, mode, window_ms, holder_gid(o, who), why, sizeof(why));
+		/* did the lock move meanwhile (asked only when the holder did not decide)? */
+		moved = (a == HA_ANSWER_SILENT || a == HA_ANSWER_ALIVE) &&
+			rbd_own_holder(o, again, sizeof(again)) == 0 && strcmp(again, who) != 0;
+		switch (ha_policy_take_step(mode, a, moved)) {
+		case HA_STEP_AGAIN: /* it let it go, or it moved: ask whoever has it now */
+			continue;
+		case HA_STEP_GIVE_UP:
+			if (a == HA_ANSWER_ALIVE)
+				log_warn("rbd",
+					 "%s: the holder %s is alive but did not hand over (%s)",
+					 o->name, who, why);
+			return -EAGAIN; /* alive; or asked to heal, it answers: it heals itself */
+		case HA_STEP_REFUSED:
 			log_warn("rbd", "%s: the holder %s keeps the lock (%s): not taking it",
 				 o->name, who, why);
 			rbd_own_refused_set(o, true);
 			return -EAGAIN;
-		case RELEASED:
+		case HA_STEP_TAKE:
 			rc = take_free(o, "handed over by its holder");
 			if (rc == -EROFS)
 				continue;
 			if (rc == 0)
 				log_warn("rbd", "%s: %s handed the lock over", o->name, why);
 			return rc < 0 ? (rbd_own_take_failed(o, who, rc), rc) : 0;
-		case SILENT:
-			if (rbd_own_holder(o, again, sizeof(again)) == 0 && strcmp(again, who) != 0)
-				continue; /* it moved meanwhile: ask again */
+		case HA_STEP_BREAK:
 			rbd_own_set(o, RBD_OWN_ACQUIRING,
 				    "the holder %s did not answer within %u ms: breaking its lock",
 				    who, o->notify_ms);
@@ -451,7 +455,7 @@ void rbd_own_run_asked(struct rbd_owner *o, struct own_job *j, bool closing)
 	}
 	if (m->ask == HA_OWN_IMPLICIT)
 		idle = rbd_own_group_idle(o, m->window_ms);
-	if (!closing && !ha_own_may_hand_over(m->ask, idle, m->window_ms)) {
+	if (!closing && !ha_policy_may_hand_over(m->ask, idle, m->window_ms)) {
 		if (m->ask == HA_OWN_HEAL) {
 			snprintf(reply, sizeof(reply), "refused this gateway holds it and answers");
 			rbd_own_ack(o, j->notify_id, j->cookie, reply);

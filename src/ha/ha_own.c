@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "ha/ha_own_int.h"
+#include "ha/ha_policy.h"
 #include "util/log.h"
 
 static const char *const own_names[] = {
@@ -366,16 +367,17 @@ static void acquire(struct rbd_owner *o)
 static void rejoin_policy(struct rbd_owner *o)
 {
 	char who[128] = "";
-	int rc = rbd_lock_acquire(o->image, RBD_LOCK_MODE_EXCLUSIVE), rel = 0;
+	int rc = rbd_lock_acquire(o->image, RBD_LOCK_MODE_EXCLUSIVE), rel = 0, next;
 
 	if (rc == 0)
 		rel = rbd_lock_release(o->image);
 	atomic_store_explicit(&o->unmanaged, false, memory_order_release); /* set, either way */
-	if (rc == -ESHUTDOWN || rel == -ESHUTDOWN) {
+	next = ha_policy_rejoin(rc, rel);
+	if (next == HA_OWN_FENCED) {
 		rbd_own_blocklisted(o, "setting the lock policy");
 		return;
 	}
-	if (rel < 0) { /* it holds the free lock: say so rather than claim standby */
+	if (next == HA_OWN_OWNER) { /* it holds the free lock: say so rather than claim standby */
 		log_warn("rbd", "%s: releasing the lock taken to set its policy: %s", o->name,
 			 strerror(-rel));
 		rbd_own_took(o, "holds the image's exclusive lock (rejoined; it was free%s)",

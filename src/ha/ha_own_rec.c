@@ -330,10 +330,3 @@ enum ha_own_reply ha_own_reply_kind(const void *buf, size_t len)
 		return HA_OWN_REFUSED;
 	return HA_OWN_NOT_HOLDER;
 }
-
-bool ha_own_may_hand_over(int ask, uint64_t idle_ms, uint32_t window_ms)
-{
-	if (ask == HA_OWN_EXPLICIT)
-		return true;
-	return ask == HA_OWN_IMPLICIT && idle_ms >= window_ms / 2;
-}

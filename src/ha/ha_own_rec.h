@@ -74,12 +74,6 @@ int ha_own_msg_decode(const void *buf, size_t len, struct ha_own_msg *m);
 enum ha_own_reply { HA_OWN_NOT_HOLDER = 0, HA_OWN_RELEASED, HA_OWN_REFUSED };
 enum ha_own_reply ha_own_reply_kind(const void *buf, size_t len);
 
-/* May the holder hand the lock over when asked (ask: enum ha_own_ask)? Explicitly (SET
- * TARGET PORT GROUPS on the asker's path): yes. Implicitly (I/O on the asker's standby path
- * for window_ms): only if none of the target's LUs it holds had I/O through it for at least
- * half that window (idle_ms, known to within the lock check interval), i.e. the initiator
- * really moved; a multipath initiator that uses every path keeps its I/O flowing here too,
- * and is refused. To heal a split: never (a holder that answers keeps it). */
-bool ha_own_may_hand_over(int ask, uint64_t idle_ms, uint32_t window_ms);
+/* Whether the holder may hand the lock over: ha_policy_may_hand_over (ha_policy.h). */
 
 #endif

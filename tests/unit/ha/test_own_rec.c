@@ -1,7 +1,7 @@
 /* RBD ownership's owner record and hand-over messages (src/ha/ha_own_rec.c): round
  * trips, a hand-written record (the format is a contract between gateways of different
  * builds), damaged records each refused with the line at fault and an empty result, the
- * messages and replies, and the hand-over rule. */
+ * messages and replies (the hand-over rule: test_policy.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -201,7 +201,7 @@ static void test_msgs(void)
 	CHECK_EQ(ha_own_msg_encode(&m, buf, sizeof(buf)), -EINVAL);
 }
 
-static void test_replies_and_rule(void)
+static void test_replies(void)
 {
 	CHECK_EQ(ha_own_reply_kind("released", 8), HA_OWN_RELEASED);
 	CHECK_EQ(ha_own_reply_kind("refused", 7), HA_OWN_REFUSED);
@@ -210,13 +210,6 @@ static void test_replies_and_rule(void)
 	CHECK_EQ(ha_own_reply_kind("standby", 7), HA_OWN_NOT_HOLDER);
 	CHECK_EQ(ha_own_reply_kind("", 0), HA_OWN_NOT_HOLDER);
 	CHECK_EQ(ha_own_reply_kind("releasedd", 9), HA_OWN_NOT_HOLDER);
-	/* explicit: always; implicit: idle for half the asker's window; heal: never */
-	CHECK(ha_own_may_hand_over(HA_OWN_EXPLICIT, 0, 3000));
-	CHECK(!ha_own_may_hand_over(HA_OWN_IMPLICIT, 0, 3000));
-	CHECK(!ha_own_may_hand_over(HA_OWN_IMPLICIT, 1499, 3000));
-	CHECK(ha_own_may_hand_over(HA_OWN_IMPLICIT, 1500, 3000));
-	CHECK(ha_own_may_hand_over(HA_OWN_IMPLICIT, 60000, 3000));
-	CHECK(!ha_own_may_hand_over(HA_OWN_HEAL, 60000, 3000));
 }
 
 int main(void)
@@ -225,6 +218,6 @@ int main(void)
 	test_hand_written();
 	test_damaged();
 	test_msgs();
-	test_replies_and_rule();
+	test_replies();
 	return tap_done();
 }
