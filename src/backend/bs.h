@@ -29,7 +29,7 @@ struct ev_loop;
 struct bs_dev;
 struct bs_thread;
 struct bs_io;
-struct bs_own_ops;
+struct bs_host;
 
 enum bs_op {
 	BS_OP_READ = 0,		/* buf <- [offset, offset+len) */
@@ -98,9 +98,9 @@ struct bs_open_cfg {
 	const char *path;
 	const void *backend_cfg; /* the backend's own settings (rbd: pool, image, cluster, as in
 				    backend/bs_cfg.h; copied at open), NULL: none */
-	const struct bs_own_ops *own_ops; /* a backend with a managed exclusive lock (rbd) leaves
-					     its ownership to these (src/ha/, backend/bs_rbd.h);
-					     NULL: it refuses the managed lock */
+	struct bs_host *host; /* the context the device lives in, for a backend that needs one
+				 (rbd: who keeps the managed exclusive lock, src/ha/; see
+				 backend/bs_rbd.h); NULL: none (rbd refuses the managed lock) */
 	const char *owner_group; /* with the managed lock: the devices that change owner
 				    together (the target's name); NULL: alone */
 	uint64_t size_bytes;

@@ -418,14 +418,15 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 	p->cfg_block = cfg->block_size;
 	p->readonly = cfg->readonly;
 	p->exclusive = c->exclusive_lock && !cfg->readonly;
-	if (p->exclusive && !cfg->own_ops) {
+	if (p->exclusive && !(cfg->host && cfg->host->own_ops)) {
 		snprintf(err, errlen, "rbd %s: exclusive_lock needs the high-availability layer",
 			 p->name);
 		cfg_free(&p->c);
 		return -EINVAL;
 	}
-	p->own_ops = cfg->own_ops;
-	if (p->exclusive && (rc = p->own_ops->create(&p->o, p->name, c, cfg->owner_group)) < 0) {
+	p->own_ops = cfg->host ? cfg->host->own_ops : NULL;
+	if (p->exclusive &&
+	    (rc = p->own_ops->create(cfg->host, &p->o, p->name, c, cfg->owner_group)) < 0) {
 		snprintf(err, errlen, "out of memory");
 		cfg_free(&p->c);
 		return rc;

@@ -25,12 +25,19 @@ extern const struct bs_ops bs_rbd_ops;
 /* The ownership of one image (ha/ha_own.c): opaque to the backend. */
 struct rbd_owner;
 
+struct bs_own_ops;
+/* The context an RBD device is opened in (bs_open_cfg.host), owned by the caller (src/ha/:
+ * one per target context) and alive as long as any ownership it created. */
+struct bs_host {
+	const struct bs_own_ops *own_ops; /* who keeps the managed exclusive lock */
+};
+
 /* What the backend asks of the ownership of a device with rbd.exclusive_lock; the device
  * holds the object from open (create) to close (put). See ha/ha_own_int.h for each. */
 struct bs_own_ops {
-	/* At open, before the image is: 0 or -ENOMEM. */
-	int (*create)(struct rbd_owner **out, const char *name, const struct bs_rbd_cfg *c,
-		      const char *group);
+	/* At open, before the image is, in host's context: 0 or -ENOMEM. */
+	int (*create)(struct bs_host *host, struct rbd_owner **out, const char *name,
+		      const struct bs_rbd_cfg *c, const char *group);
 	/* The image is open on a connection (the first open, or a rejoin): 0 or -errno. */
 	int (*attach)(struct rbd_owner *o, rbd_image_t image, rados_ioctx_t io, bool rejoin);
 	/* Before the image closes or is replaced: false while still in the cluster. */

@@ -65,7 +65,7 @@ struct rbd_priv {
 	uint64_t obj_size;
 	bool exclusive;		     /* rbd.exclusive_lock */
 	struct rbd_owner *o;	     /* with exclusive: from open to close (ha/ha_own.c) */
-	const struct bs_own_ops *own_ops; /* what o is asked through (bs_open_cfg.own_ops) */
+	const struct bs_own_ops *own_ops; /* what o is asked through (bs_open_cfg.host) */
 	unsigned close_ms;	     /* how long closing may take: the OSD timeout and some */
 	_Atomic uint64_t last_err_s; /* when the last I/O error was logged (monotonic seconds) */
 	atomic_uint quiet_errs;	     /* errors not logged since */

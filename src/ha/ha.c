@@ -3,11 +3,13 @@
  * librbd says so). The #if IX_HAVE_RBD of the layers above gather here. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/bs_rbd.h"
 #include "ha/ha.h"
 #include "ha/ha_alua.h"
+#include "ha/ha_int.h"
 #include "ha/ha_own.h"
 #include "scsi/scsi_int.h"
 
@@ -28,10 +30,19 @@ static int pr_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err,
 	return -EINVAL;
 }
 
+static void scsi_get(struct scsi_ha *s)
+{
+	ha_ctx_get(ha_ctx_of_scsi(s));
+}
+
+static void scsi_put(struct scsi_ha *s)
+{
+	ha_ctx_put(ha_ctx_of_scsi(s));
+}
+
 static const struct scsi_ha_ops scsi_ops = {
-#ifdef IX_HAVE_RBD
-    .own_ops = &ha_own_ops,
-#endif
+    .get = scsi_get,
+    .put = scsi_put,
     .pr_open = pr_open,
     .lu_watch = ha_alua_lu_watch,
     .lu_mapped = ha_alua_lu_mapped,
@@ -41,9 +52,46 @@ static const struct scsi_ha_ops scsi_ops = {
     .alua_configured = ha_alua_configured,
 };
 
-const struct scsi_ha_ops *ha_scsi_ops(void)
+struct ha_ctx *ha_ctx_new(void)
 {
-	return &scsi_ops;
+	struct ha_ctx *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	atomic_init(&c->refs, 1);
+	c->scsi.ops = &scsi_ops;
+	c->scsi.host = &c->host;
+#ifdef IX_HAVE_RBD
+	c->host.own_ops = &ha_own_ops;
+#endif
+	atomic_init(&c->own_changes, 0);
+	pthread_mutex_init(&c->groups_lock, NULL);
+	list_init(&c->own_groups);
+	return c;
+}
+
+void ha_ctx_get(struct ha_ctx *c)
+{
+	atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+}
+
+void ha_ctx_put(struct ha_ctx *c)
+{
+	if (!c || atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	pthread_mutex_destroy(&c->groups_lock);
+	free(c);
+}
+
+struct scsi_ha *ha_scsi(struct ha_ctx *c)
+{
+	return c ? &c->scsi : NULL;
+}
+
+unsigned ha_ctx_changes(const struct ha_ctx *c)
+{
+	return c ? atomic_load_explicit(&((struct ha_ctx *)c)->own_changes, memory_order_acquire)
+		 : 0;
 }
 
 bool ha_have_rbd(void)

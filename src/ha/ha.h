@@ -45,11 +45,16 @@
 #include <stddef.h>
 
 struct bs_dev;
-struct scsi_ha_ops;
+struct ha_ctx;
+struct scsi_ha;
 
-/* The hooks the SCSI core calls (one const table for every LU and map of the process): the
- * target puts it in each LU's configuration (scsi_lu_cfg.ha) and map (scsi_lun_map_set_ha). */
-const struct scsi_ha_ops *ha_scsi_ops(void);
+/* The high availability of one target context (the target holds it; every LU, map and image
+ * ownership made with it holds a reference too): the ownership registry of its targets and
+ * the hooks the SCSI core calls. NULL on -ENOMEM. */
+struct ha_ctx *ha_ctx_new(void);
+void ha_ctx_put(struct ha_ctx *c);
+/* Its hooks, for each LU's configuration (scsi_lu_cfg.ha) and each map (scsi_lun_map_set_ha). */
+struct scsi_ha *ha_scsi(struct ha_ctx *c);
 
 /* Was this build made with librbd (the rbd backend, ownership, the shared PR store)? */
 bool ha_have_rbd(void);

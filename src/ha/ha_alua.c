@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "ha/ha_alua.h"
+#include "ha/ha_int.h"
 #include "ha/ha_policy.h"
 #include "util/log.h"
 
@@ -34,10 +35,6 @@ static int lu_owner(const struct scsi_lu *lu, struct ha_owner *o)
 	return rc == 0 && o->own != HA_OWN_NONE ? 0 : -EINVAL;
 }
 
-static unsigned own_changes(void)
-{
-	return ha_own_changes();
-}
 #else
 static int lu_owner(const struct scsi_lu *lu, struct ha_owner *o)
 {
@@ -46,11 +43,13 @@ static int lu_owner(const struct scsi_lu *lu, struct ha_owner *o)
 	return -EINVAL;
 }
 
-static unsigned own_changes(void)
-{
-	return 0;
-}
 #endif
+
+/* The ownership changes of the context the map's or LU's hooks come from. */
+static unsigned own_changes(const struct scsi_ha *ha)
+{
+	return ha_ctx_changes(ha_ctx_of_scsi(ha));
+}
 
 static uint64_t now_ms(void)
 {
@@ -200,7 +199,7 @@ static void own_sync(struct scsi_lun_map *map, uint8_t status, const struct scsi
 {
 	struct ha_alua_view v[SCSI_MAX_LUNS];
 	uint8_t st[SCSI_ALUA_MAX_GROUPS];
-	unsigned seen = own_changes(), n;
+	unsigned seen = own_changes(map->ha), n;
 	struct scsi_alua *a;
 	bool changed = false, all_free, refused;
 	int town;
@@ -238,7 +237,7 @@ void ha_alua_follow(struct scsi_lun_map *map)
 
 	if (!a)
 		return;
-	if (own_changes() != atomic_load_explicit(&a->changes_seen, memory_order_relaxed))
+	if (own_changes(map->ha) != atomic_load_explicit(&a->changes_seen, memory_order_relaxed))
 		own_sync(map, ALUA_STATUS_IMPLICIT, NULL);
 	if (atomic_load_explicit(&a->town, memory_order_relaxed) == ALUA_TOWN_SPLIT)
 		heal(map, a);
@@ -250,7 +249,7 @@ void ha_alua_follow(struct scsi_lun_map *map)
 static void lu_own_changed(void *arg)
 {
 	struct scsi_lu *lu = arg;
-	unsigned seen = own_changes();
+	unsigned seen = own_changes(lu->ha);
 
 	if (!atomic_load(&lu->alua_on))
 		return;

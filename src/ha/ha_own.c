@@ -21,8 +21,8 @@
  * standby) or was fenced (the cluster refuses this client: ESHUTDOWN; the thread then fences
  * its whole connection, bs_rbd_conn_fenced_owner), and a standby learns when the holder
  * changes. Workers never wait on the thread; what it learns is read with atomic loads, and
- * every change bumps one counter (ha_own_changes) that the SCSI layer compares with what
- * its ALUA states were set from. */
+ * every change bumps one counter (the HA context's own_changes, ha_int.h) that ha_alua.c
+ * compares with what its ALUA states were set from. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -33,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ha/ha_int.h"
 #include "ha/ha_own_int.h"
 #include "ha/ha_policy.h"
 #include "util/log.h"
@@ -43,19 +44,10 @@ static const char *const own_names[] = {
     [RBD_OWN_FENCED] = "fenced", [RBD_OWN_RELEASING] = "releasing",
 };
 
-/* Every change of any image's state or holder: the SCSI layer compares it with the value its
- * ALUA states were set from (ha_own_changes). */
-static atomic_uint own_changes;
-
-unsigned ha_own_changes(void)
-{
-	return atomic_load_explicit(&own_changes, memory_order_acquire);
-}
-
 /* Under o->mu: this image changed; its thread tells the watcher. */
 void rbd_own_changed(struct rbd_owner *o)
 {
-	atomic_fetch_add_explicit(&own_changes, 1, memory_order_release);
+	atomic_fetch_add_explicit(&o->ctx->own_changes, 1, memory_order_release);
 	o->seq++;
 	pthread_cond_broadcast(&o->cv);
 }
@@ -217,7 +209,7 @@ static uint64_t io_idle(struct rbd_owner *o)
 #define OWN_DECIDE_MS 1000
 
 struct own_group {
-	struct list_head link;	  /* on own_groups */
+	struct list_head link;	  /* on the context's own_groups */
 	struct list_head members; /* rbd_owner.glink */
 	unsigned refs;
 	uint64_t decided_at; /* the last implicit decision: when, for which window, its idle */
@@ -226,9 +218,6 @@ struct own_group {
 	char key[];
 };
 
-static pthread_mutex_t groups_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct list_head own_groups = LIST_HEAD_INIT(own_groups);
-
 static void group_join(struct rbd_owner *o, const char *key)
 {
 	struct list_head *pos;
@@ -236,8 +225,8 @@ static void group_join(struct rbd_owner *o, const char *key)
 
 	if (!key || !key[0])
 		return;
-	pthread_mutex_lock(&groups_lock);
-	list_for_each(pos, &own_groups)
+	pthread_mutex_lock(&o->ctx->groups_lock);
+	list_for_each(pos, &o->ctx->own_groups)
 	{
 		struct own_group *x = list_entry(pos, struct own_group, link);
 
@@ -247,14 +236,14 @@ static void group_join(struct rbd_owner *o, const char *key)
 	if (!g && (g = calloc(1, sizeof(*g) + strlen(key) + 1))) {
 		strcpy(g->key, key);
 		list_init(&g->members);
-		list_add_tail(&g->link, &own_groups);
+		list_add_tail(&g->link, &o->ctx->own_groups);
 	}
 	if (g) { /* without memory: the image answers for itself alone */
 		g->refs++;
 		list_add_tail(&o->glink, &g->members);
 		o->grp = g;
 	}
-	pthread_mutex_unlock(&groups_lock);
+	pthread_mutex_unlock(&o->ctx->groups_lock);
 }
 
 static void group_leave(struct rbd_owner *o)
@@ -263,13 +252,13 @@ static void group_leave(struct rbd_owner *o)
 
 	if (!g)
 		return;
-	pthread_mutex_lock(&groups_lock);
+	pthread_mutex_lock(&o->ctx->groups_lock);
 	list_del(&o->glink);
 	if (--g->refs == 0) {
 		list_del(&g->link);
 		free(g);
 	}
-	pthread_mutex_unlock(&groups_lock);
+	pthread_mutex_unlock(&o->ctx->groups_lock);
 }
 
 /* Another image's idle time, from any thread: 0 while it saw I/O in its current period. */
@@ -292,7 +281,7 @@ uint64_t rbd_own_group_idle(struct rbd_owner *o, uint32_t window)
 
 	if (!g)
 		return idle;
-	pthread_mutex_lock(&groups_lock);
+	pthread_mutex_lock(&o->ctx->groups_lock);
 	if (g->decided_at && now - g->decided_at < OWN_DECIDE_MS && g->window == window) {
 		idle = g->idle;
 	} else {
@@ -311,7 +300,7 @@ uint64_t rbd_own_group_idle(struct rbd_owner *o, uint32_t window)
 		g->window = window;
 		g->idle = idle;
 	}
-	pthread_mutex_unlock(&groups_lock);
+	pthread_mutex_unlock(&o->ctx->groups_lock);
 	return idle;
 }
 
@@ -656,14 +645,16 @@ int rbd_own_queue_job(struct rbd_owner *o, struct own_job *j)
 
 /* ---- the device's side (bs_rbd.c) ---- */
 
-int rbd_own_new(struct rbd_owner **out, const char *name, const struct bs_rbd_cfg *c,
-		const char *group)
+int rbd_own_new(struct bs_host *host, struct rbd_owner **out, const char *name,
+		const struct bs_rbd_cfg *c, const char *group)
 {
 	struct rbd_owner *o = calloc(1, sizeof(*o));
 	pthread_condattr_t ca;
 
 	if (!o)
 		return -ENOMEM;
+	o->ctx = ha_ctx_of_host(host);
+	ha_ctx_get(o->ctx);
 	atomic_init(&o->refs, 1);
 	atomic_init(&o->own, RBD_OWN_ACQUIRING);
 	atomic_init(&o->job, false);
@@ -753,7 +744,7 @@ bool rbd_own_detach(struct rbd_owner *o, unsigned wait_ms)
 	while (o->running && rbd_own_now_ms() < end) /* again after a false: a rejoin retries */
 		timedwait(o, end);
 	ended = !o->running;
-	atomic_fetch_add_explicit(&own_changes, 1, memory_order_release); /* closed: not followed */
+	atomic_fetch_add_explicit(&o->ctx->own_changes, 1, memory_order_release); /* closed */
 	pthread_mutex_unlock(&o->mu);
 	return ended;
 }
@@ -763,6 +754,7 @@ void rbd_own_put(struct rbd_owner *o)
 	if (!o || atomic_fetch_sub(&o->refs, 1) != 1)
 		return;
 	group_leave(o);
+	ha_ctx_put(o->ctx);
 	pthread_cond_destroy(&o->cv);
 	pthread_mutex_destroy(&o->mu);
 	pthread_mutex_destroy(&o->hook_mu);

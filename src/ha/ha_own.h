@@ -60,10 +60,6 @@ const char *ha_own_state_name(int state);
 /* The state of a device with the managed lock; -EINVAL for any other device (and for one whose
  * image is not open yet). Any thread. */
 int ha_own_get(const struct bs_dev *dev);
-/* A counter of changes of any device's ownership (its state, who holds its lock): code that
- * follows them (scsi/alua.c) compares it with the value it last acted on. One atomic load;
- * any thread. */
-unsigned ha_own_changes(void);
 /* fn(arg) runs on the image's ownership thread after each change of this device's ownership
  * (its state, who holds its lock), whether or not the image is open yet; NULL clears it,
  * waiting for a call in progress. Never called after the device closes. -EINVAL for another

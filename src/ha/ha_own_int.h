@@ -57,6 +57,7 @@ struct own_job {
  * while it runs (a thread stuck in the cluster when the device closes keeps it). */
 struct rbd_owner {
 	atomic_int refs;
+	struct ha_ctx *ctx;    /* the context (bs_open_cfg.host): held until the last put */
 	atomic_int own;	       /* enum rbd_own */
 	atomic_bool job;       /* a take-over or release is queued or running (one at a time) */
 	atomic_bool unmanaged; /* a rejoined handle not under the managed lock policy yet:
@@ -111,8 +112,8 @@ struct own_group;
 /* The ownership state of a device with rbd.exclusive_lock, created at open (before the image
  * is), one of the images of group (bs_open_cfg.owner_group; NULL: on its own): 0 or
  * -ENOMEM. */
-int rbd_own_new(struct rbd_owner **out, const char *name, const struct bs_rbd_cfg *c,
-		const char *group);
+int rbd_own_new(struct bs_host *host, struct rbd_owner **out, const char *name,
+		const struct bs_rbd_cfg *c, const char *group);
 /* The image is open on a connection (io: its pool and namespace there): start the image's
  * ownership thread, which watches the owner record's object on that connection, and then
  * - at the first open (rejoin false): takes the lock (the state is "acquiring" meanwhile) and

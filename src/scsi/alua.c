@@ -86,8 +86,8 @@ struct scsi_alua *scsi_alua_of(const struct scsi_lun_map *map)
 /* States that follow the owner of the LUs' backend (src/ha/): in line with it if it changed. */
 static void ha_follow(const struct scsi_lun_map *map)
 {
-	if (map->ha && map->ha->alua_follow)
-		map->ha->alua_follow((struct scsi_lun_map *)map);
+	if (map->ha && map->ha->ops->alua_follow)
+		map->ha->ops->alua_follow((struct scsi_lun_map *)map);
 }
 
 bool scsi_alua_check(struct scsi_cmd *cmd, struct scsi_lu *lu, uint16_t op_flags)
@@ -105,8 +105,8 @@ bool scsi_alua_check(struct scsi_cmd *cmd, struct scsi_lu *lu, uint16_t op_flags
 	if (scsi_alua_allows(state, op_flags, &ascq))
 		return true;
 	if (state == SCSI_ALUA_STANDBY && g && g->local && scsi_alua_medium_io(op_flags) &&
-	    cmd->map->ha && cmd->map->ha->alua_implicit &&
-	    cmd->map->ha->alua_implicit((struct scsi_lun_map *)cmd->map, a))
+	    cmd->map->ha && cmd->map->ha->ops->alua_implicit &&
+	    cmd->map->ha->ops->alua_implicit((struct scsi_lun_map *)cmd->map, a))
 		ascq = 0x0a; /* ASYMMETRIC ACCESS STATE TRANSITION: retry, it is coming */
 	scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, ascq);
 	return false;
@@ -269,10 +269,10 @@ int scsi_spc_set_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		scsi_fail_param(cmd, bad, -1);
 		return SCSI_DONE;
 	}
-	if (atomic_load(&a->town) != ALUA_TOWN_NONE && map->ha && map->ha->alua_stpg) {
+	if (atomic_load(&a->town) != ALUA_TOWN_NONE && map->ha && map->ha->ops->alua_stpg) {
 		/* the states follow the owner (src/ha/ha_alua.c) */
 		pthread_mutex_unlock(&map->alua_lock);
-		rc = map->ha->alua_stpg(cmd, a, len);
+		rc = map->ha->ops->alua_stpg(cmd, a, len);
 		if (rc != -ENOENT)
 			return rc;
 		pthread_mutex_lock(&map->alua_lock); /* no lock open after all */
@@ -412,8 +412,8 @@ int scsi_alua_configure(struct scsi_lun_map *map, const struct scsi_alua_cfg *cf
 	pthread_mutex_unlock(&map->alua_lock);
 	if (!same)
 		scsi_alua_post_changed(map, NULL, NULL);
-	if (map->ha && map->ha->alua_configured)
-		map->ha->alua_configured(map);
+	if (map->ha && map->ha->ops->alua_configured)
+		map->ha->ops->alua_configured(map);
 	return 0;
 }
 

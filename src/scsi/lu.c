@@ -104,6 +104,8 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 	pthread_mutex_init(&lu->slow_lock, NULL);
 	lu->target_name = strdup(cfg->target_name ? cfg->target_name : "");
 	lu->ha = cfg->ha;
+	if (lu->ha)
+		lu->ha->ops->get(lu->ha);
 	lu->guard = scsi_guard_new();
 	lu->pblocks = 1;
 	list_init(&lu->index_link);
@@ -120,7 +122,7 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 	if (!cfg->no_medium) {
 		struct bs_open_cfg oc = {.path = cfg->path,
 					 .backend_cfg = &cfg->bs,
-					 .own_ops = cfg->ha ? cfg->ha->own_ops : NULL,
+					 .host = cfg->ha ? cfg->ha->host : NULL,
 					 .owner_group = cfg->target_name,
 					 .size_bytes = cfg->size_bytes,
 					 .block_size = bs,
@@ -147,14 +149,14 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 		atomic_fetch_or(&lu->mstate, SCSI_MS_NOT_READY);
 		if (bs_dev_on_ready(lu->dev, lu_backend_ready, lu) == 0)
 			atomic_fetch_and(&lu->mstate, (uint8_t)~SCSI_MS_NOT_READY);
-		if (lu->ha && lu->ha->lu_watch)
-			lu->ha->lu_watch(lu, true);
+		if (lu->ha && lu->ha->ops->lu_watch)
+			lu->ha->ops->lu_watch(lu, true);
 	}
 	rc = scsi_pr_lu_attach(lu, cfg, err, errlen);
 	if (rc < 0) {
 		scsi_pr_lu_free(lu);
-		if (lu->ha && lu->ha->lu_watch && lu->dev)
-			lu->ha->lu_watch(lu, false);
+		if (lu->ha && lu->ha->ops->lu_watch && lu->dev)
+			lu->ha->ops->lu_watch(lu, false);
 		bs_dev_close(lu->dev);
 		goto fail;
 	}
@@ -171,6 +173,8 @@ fail:
 	free(lu->target_name);
 	pthread_mutex_destroy(&lu->lock);
 	pthread_mutex_destroy(&lu->slow_lock);
+	if (lu->ha)
+		lu->ha->ops->put(lu->ha);
 	free(lu);
 	return rc;
 }
@@ -188,9 +192,12 @@ void scsi_lu_put(struct scsi_lu *lu)
 		scsi_lu_index_del(lu->index, lu);
 	scsi_guard_free(lu->guard);
 	scsi_pr_lu_free(lu); /* first: a shared store uses the device's cluster connection */
-	if (lu->ha && lu->ha->lu_watch && lu->dev)
-		lu->ha->lu_watch(lu, false);
+	if (lu->ha && lu->ha->ops->lu_watch && lu->dev)
+		lu->ha->ops->lu_watch(lu, false);
 	bs_dev_close(lu->dev);
+	if (lu->ha)
+		lu->ha->ops->put(lu->ha);
+	scsi_lu_index_put(lu->index); /* last: an abort started meanwhile reads lu->index */
 	pthread_mutex_destroy(&lu->lock);
 	pthread_mutex_destroy(&lu->slow_lock);
 	free(lu->scratch);
@@ -292,8 +299,12 @@ struct scsi_lun_map *scsi_lun_map_new(void)
 	return map;
 }
 
-void scsi_lun_map_set_ha(struct scsi_lun_map *map, const struct scsi_ha_ops *ha)
+void scsi_lun_map_set_ha(struct scsi_lun_map *map, struct scsi_ha *ha)
 {
+	if (ha)
+		ha->ops->get(ha);
+	if (map->ha)
+		map->ha->ops->put(map->ha);
 	map->ha = ha;
 }
 
@@ -304,6 +315,8 @@ void scsi_lun_map_free(struct scsi_lun_map *map)
 	for (unsigned i = 0; i < SCSI_MAX_LUNS; i++)
 		scsi_lu_put(atomic_load(&map->lus[i]));
 	scsi_alua_map_free(map);
+	if (map->ha)
+		map->ha->ops->put(map->ha);
 	pthread_mutex_destroy(&map->alua_lock);
 	free(map);
 }
@@ -319,8 +332,8 @@ int scsi_lun_map_add(struct scsi_lun_map *map, uint32_t lun, struct scsi_lu *lu)
 		scsi_lu_put(lu);
 		return -EEXIST;
 	}
-	if (lu->ha && lu->ha->lu_mapped)
-		lu->ha->lu_mapped(map, lu);
+	if (lu->ha && lu->ha->ops->lu_mapped)
+		lu->ha->ops->lu_mapped(map, lu);
 	return 0;
 }
 
@@ -402,7 +415,7 @@ struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *in
 
 /* Undo scsi_itl_attach(): the I_T nexus no longer reaches that LU (nexus loss, or the LUN now
  * names another LU). Runs on the nexus's thread. */
-char scsi_resv_remote_tag;
+const char scsi_resv_remote_tag = 0;
 
 /* What I_T nexus loss ends at lu, under lu->lock: PREVENT MEDIUM REMOVAL and a RESERVE(6)/(10)
  * reservation held through the nexus. True when it released the reservation: the caller
@@ -617,13 +630,13 @@ int scsi_lu_reset(struct scsi_lu *lu, struct scsi_nexus *from)
 	(void)from;
 	scsi_ua_post_others(lu, NULL, 0x29, 0x03); /* LOGICAL UNIT RESET OCCURRED */
 	if (lu->pr_ops && lu->pr_ops->reset)
-		lu->pr_ops->reset(lu); /* the same LU on other gateways (the shared store, src/ha/ha_pr.c) */
+		lu->pr_ops->reset(lu); /* the same LU on other gateways (src/ha/ha_pr.c) */
 	return 0;
 }
 
 /* ---- per-thread context ---- */
 
-struct scsi_thread *scsi_thread_new(struct ev_loop *loop)
+struct scsi_thread *scsi_thread_new(struct ev_loop *loop, struct scsi_lu_index *ix)
 {
 	struct scsi_thread *t = calloc(1, sizeof(*t));
 	int err = 0;
@@ -638,7 +651,7 @@ struct scsi_thread *scsi_thread_new(struct ev_loop *loop)
 		free(t);
 		return NULL;
 	}
-	scsi_abort_thread_add(t);
+	scsi_abort_thread_add(ix, t);
 	return t;
 }
 

@@ -79,8 +79,8 @@ int scsi_pr_lu_attach(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *e
 		lu->pr_persistent = lu->pr_path != NULL;
 		return 0;
 	}
-	if (lu->ha && lu->ha->pr_open)
-		return lu->ha->pr_open(lu, cfg, err, errlen);
+	if (lu->ha && lu->ha->ops->pr_open)
+		return lu->ha->ops->pr_open(lu, cfg, err, errlen);
 	snprintf(err, errlen, "a shared pr_store needs the high-availability layer");
 	return -EINVAL;
 }

@@ -68,7 +68,7 @@ enum scsi_pr_store {
 				     the high-availability layer (src/ha/, scsi_ha_ops.pr_open) */
 };
 
-struct scsi_ha_ops;
+struct scsi_ha;
 
 struct scsi_lu_cfg {
 	enum bs_type backend;
@@ -109,18 +109,21 @@ struct scsi_lu_cfg {
 					(in memory, APTPL state in state_dir) or, for a LU
 					exported by several gateways, SCSI_PR_STORE_SHARED
 					(src/ha/ha_pr.c, through ha) */
-	const struct scsi_ha_ops *ha; /* the high-availability layer's hooks (src/ha/, see
-					 scsi_int.h), NULL: none (no managed lock, no shared
-					 store); the same table for every LU of a process */
+	struct scsi_ha *ha; /* the high-availability layer's hooks (src/ha/, see scsi_int.h),
+			       NULL: none (no managed lock, no shared store); the LU holds a
+			       reference from scsi_lu_new() on */
 	struct scsi_lu_index *index; /* where EXTENDED COPY finds this LU by its NAA designator;
 				        NULL = only copies within this LU */
 };
 
 /* The LUs of one target context (a process may hold several), indexed by their VPD 0x83 NAA
- * designator so that EXTENDED COPY can name any of them as source or destination. An LU built
- * with cfg->index set is listed from scsi_lu_new() until it is freed, and keeps the index alive
- * meanwhile; the creator drops its reference with scsi_lu_index_put(). Lookups take a mutex:
- * they happen once per EXTENDED COPY segment, never on the read/write path. */
+ * designator so that EXTENDED COPY can name any of them as source or destination; and the
+ * context's SCSI threads, so that a PREEMPT AND ABORT reaches the tasks of every thread of the
+ * context (abort.c). An LU built with cfg->index set is listed from scsi_lu_new() until it is
+ * freed, a thread made with it from scsi_thread_new() until scsi_thread_free(), and each keeps
+ * the index alive meanwhile; the creator drops its reference with scsi_lu_index_put(). Lookups
+ * take a mutex: they happen once per EXTENDED COPY segment or abort, never on the read/write
+ * path. */
 struct scsi_lu_index *scsi_lu_index_new(void);
 void scsi_lu_index_put(struct scsi_lu_index *ix);
 
@@ -136,8 +139,9 @@ void scsi_lu_get(struct scsi_lu *lu);
 #define SCSI_MAX_LUNS 256
 struct scsi_lun_map *scsi_lun_map_new(void);
 /* The high-availability hooks of the map's ALUA states (src/ha/, scsi_int.h): set once, right
- * after scsi_lun_map_new, before the map is used; NULL (the default): none. */
-void scsi_lun_map_set_ha(struct scsi_lun_map *map, const struct scsi_ha_ops *ha);
+ * after scsi_lun_map_new, before the map is used (the map holds a reference until it is
+ * freed); NULL (the default): none. */
+void scsi_lun_map_set_ha(struct scsi_lun_map *map, struct scsi_ha *ha);
 void scsi_lun_map_free(struct scsi_lun_map *map);
 /* Takes a reference on lu. -EEXIST, -ERANGE. */
 int scsi_lun_map_add(struct scsi_lun_map *map, uint32_t lun, struct scsi_lu *lu);
@@ -241,8 +245,10 @@ void scsi_nexus_free(struct scsi_nexus *nx);
  * and meet a PREVENT or reservation of the session it just ended. Nexus's thread only. */
 void scsi_nexus_lost(struct scsi_nexus *nx);
 
-/* Per-thread I/O context, bound to the thread's loop. */
-struct scsi_thread *scsi_thread_new(struct ev_loop *loop);
+/* Per-thread I/O context, bound to the thread's loop; listed in ix (the target context's, see
+ * scsi_lu_index_new; NULL: none, the thread's tasks are then never aborted by another
+ * nexus's PREEMPT AND ABORT). */
+struct scsi_thread *scsi_thread_new(struct ev_loop *loop, struct scsi_lu_index *ix);
 void scsi_thread_free(struct scsi_thread *t);
 
 struct scsi_cmd;

@@ -35,7 +35,8 @@ struct scsi_thread {
 	scsi_abort_fn abort_fn; /* the transport's (scsi_thread_set_abort), under the registry's
 				   lock (abort.c) */
 	void *abort_arg;
-	struct list_head abort_link; /* on the registry of threads (abort.c) */
+	struct scsi_lu_index *ix;    /* the target context's registry of threads (abort.c) */
+	struct list_head abort_link; /* on ix->threads */
 	struct list_head sanitizes; /* scsi_sanitize operations driven by this thread */
 	unsigned gslot;		     /* this thread's fast-path counter in every LU's guard */
 	struct list_head slow_free;  /* struct scsi_slow kept for reuse */
@@ -86,19 +87,25 @@ struct scsi_lun_map {
 					     their atomic states (alua.c) */
 	pthread_mutex_t alua_lock;	  /* serialises ALUA changes (never on the data path) */
 	struct scsi_alua *alua_retired;	  /* replaced layouts, freed with the map */
-	const struct scsi_ha_ops *ha;	  /* scsi_lun_map_set_ha: NULL, or the HA hooks */
+	struct scsi_ha *ha;		  /* scsi_lun_map_set_ha (held): NULL, or HA's hooks */
 };
 
-/* The high-availability layer's hooks into the core (src/ha/ fills one const table, ha.c):
- * ALUA states that follow the owner of the LUs' shared backend, and a persistent reservation
- * store shared by the gateways of a LU. The core calls them where it would otherwise know the
- * storage underneath; a LU (scsi_lu_cfg.ha) or map (scsi_lun_map_set_ha) without the table
- * behaves as a single gateway. Every hook is optional. */
-struct bs_own_ops;
+/* The high-availability layer's hooks into the core (src/ha/ha.c): ALUA states that follow
+ * the owner of the LUs' shared backend, and a persistent reservation store shared by the
+ * gateways of a LU. The core calls them where it would otherwise know the storage underneath;
+ * a LU (scsi_lu_cfg.ha) or map (scsi_lun_map_set_ha) without them behaves as a single
+ * gateway. struct scsi_ha is the HA context's face to the core (embedded in it); the core
+ * holds a reference for each LU and map that has it (ops->get/put). Every hook but get and
+ * put is optional. */
+struct bs_host;
 struct scsi_alua;
+struct scsi_ha {
+	const struct scsi_ha_ops *ops;
+	struct bs_host *host; /* given to the backend at open (bs_open_cfg.host) */
+};
 struct scsi_ha_ops {
-	/* Given to the backend at open (bs_open_cfg.own_ops): who keeps its managed lock. */
-	const struct bs_own_ops *own_ops;
+	void (*get)(struct scsi_ha *ha);
+	void (*put)(struct scsi_ha *ha);
 	/* After the LU's device is open, for cfg->pr_store SCSI_PR_STORE_SHARED: connect the
 	 * shared store (sets lu->pr_ops). 0 or -errno + message. */
 	int (*pr_open)(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err,
@@ -172,7 +179,7 @@ struct scsi_lu {
 	atomic_uchar pr_type;			  /* pr.type, for commands without a nexus */
 	char *pr_path;				  /* APTPL state file, NULL = no APTPL */
 	const struct scsi_pr_store_ops *pr_ops;	  /* NULL = the file store (pr_cmd.c) */
-	const struct scsi_ha_ops *ha;		  /* scsi_lu_cfg.ha: NULL, or the HA hooks */
+	struct scsi_ha *ha;			  /* scsi_lu_cfg.ha (held): NULL, or HA's hooks */
 	void *pr_store;				  /* the store's own state */
 	bool pr_persistent;			  /* PTPL_C: the store keeps state across
 						     restarts (APTPL accepted) */
@@ -345,9 +352,10 @@ int scsi_spc_report_opcodes(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_report_tmf(struct scsi_cmd *cmd, struct scsi_lu *lu);
 
 /* lu->resv_holder of an LU whose SPC-2 reservation is held through another gateway (the
- * shared store): no nexus of this process, never dereferenced. */
-extern char scsi_resv_remote_tag;
-#define SCSI_RESV_REMOTE ((struct scsi_nexus *)(void *)&scsi_resv_remote_tag)
+ * shared store): no nexus of this process, never dereferenced (the address of a constant,
+ * only compared). */
+extern const char scsi_resv_remote_tag;
+#define SCSI_RESV_REMOTE ((struct scsi_nexus *)(uintptr_t)&scsi_resv_remote_tag)
 
 /* A persistent reservation store other than the file store (the shared one: src/ha/ha_pr.c). */
 struct scsi_pr_store_ops {
@@ -453,16 +461,26 @@ void scsi_alua_map_free(struct scsi_lun_map *map);
  * done(arg, all) runs once all of them have left the SCSI layer: posted to reply when reply is
  * not NULL, else on the thread that finishes last (maybe before this returns); all is false
  * when some thread could not be asked (out of memory: its tasks were not aborted). lu is only
- * compared with the tasks' LUs, never dereferenced (no reference is taken: a store's watch
- * callback may start one while the LU is being freed). 0, or -ENOMEM (nothing was started,
+ * compared with the tasks' LUs, and its index read (the threads of its target context), nothing
+ * else (no reference is taken: a store's watch callback may start one while the LU is being
+ * freed; the LU keeps its index until its store is gone). 0, or -ENOMEM (nothing was started,
  * done never runs). */
 int scsi_abort_start(struct scsi_lu *lu, const struct pr_ua *ports, size_t n, struct ev_loop *reply,
 		     void (*done)(void *arg, bool all), void *arg);
-void scsi_abort_thread_add(struct scsi_thread *t);
+void scsi_abort_thread_add(struct scsi_lu_index *ix, struct scsi_thread *t);
 void scsi_abort_thread_del(struct scsi_thread *t);
 
-/* lu_index.c */
+/* lu_index.c (struct scsi_lu_index: the LUs and the threads of a target context) */
+struct scsi_lu_index {
+	atomic_int refs; /* the creator's, one per listed LU and one per listed thread */
+	pthread_mutex_t lock;
+	struct list_head lus;	  /* scsi_lu.index_link */
+	pthread_mutex_t threads_lock; /* the thread list, and each listed thread's abort hook */
+	struct list_head threads; /* scsi_thread.abort_link (abort.c) */
+};
+void scsi_lu_index_get(struct scsi_lu_index *ix);
 void scsi_lu_index_add(struct scsi_lu_index *ix, struct scsi_lu *lu);
+/* Off the list; the LU keeps its reference until it is freed (scsi_lu_put). */
 void scsi_lu_index_del(struct scsi_lu_index *ix, struct scsi_lu *lu);
 /* The LU whose 16-byte NAA designator is desig, with a reference; NULL if none. */
 struct scsi_lu *scsi_lu_index_find(struct scsi_lu_index *ix, const uint8_t *desig, uint8_t len);

@@ -40,7 +40,7 @@ static void setup(struct aenv *x)
 
 	memset(x, 0, sizeof(*x));
 	x->e.loop = ev_loop_new();
-	x->e.thr = scsi_thread_new(x->e.loop);
+	x->e.thr = scsi_thread_new(x->e.loop, NULL);
 	x->e.map = scsi_lun_map_new();
 	x->e.buf = aligned_alloc(4096, TBUF);
 	CHECK_EQ(scsi_lu_new(&cfg, &lu, err, sizeof(err)), 0);
@@ -552,7 +552,7 @@ static void vpd_ids(const char *tn, uint32_t lun, uint64_t naa_id, uint8_t *naa,
 
 	memset(&x, 0, sizeof(x));
 	x.e.loop = ev_loop_new();
-	x.e.thr = scsi_thread_new(x.e.loop);
+	x.e.thr = scsi_thread_new(x.e.loop, NULL);
 	x.e.map = scsi_lun_map_new();
 	x.e.buf = aligned_alloc(4096, TBUF);
 	CHECK_EQ(scsi_lu_new(&cfg, &lu, err, sizeof(err)), 0);
