@@ -26,11 +26,19 @@ extern const struct bs_ops bs_rbd_ops;
 struct rbd_owner;
 
 struct bs_own_ops;
+struct bs_rbd_ctx;
 /* The context an RBD device is opened in (bs_open_cfg.host), owned by the caller (src/ha/:
  * one per target context) and alive as long as any ownership it created. */
 struct bs_host {
 	const struct bs_own_ops *own_ops; /* who keeps the managed exclusive lock */
+	struct bs_rbd_ctx *rbd;		  /* the backend's connections and threads */
 };
+/* The backend's state of one context: its cluster connections (shared by the devices of the
+ * context that name a cluster the same way), the opener thread (offline starts, rejoins) and
+ * the helper thread (GET LBA STATUS), both started when first needed. The creator's
+ * reference; each open device holds one more; the threads stop with the last. NULL: -ENOMEM. */
+struct bs_rbd_ctx *bs_rbd_ctx_new(void);
+void bs_rbd_ctx_put(struct bs_rbd_ctx *x);
 
 /* What the backend asks of the ownership of a device with rbd.exclusive_lock; the device
  * holds the object from open (create) to close (put). See ha/ha_own_int.h for each. */
@@ -59,9 +67,10 @@ struct bs_rbd_handle {
 	const char *name;      /* pool/[ns/]image, for messages (lives as long as the device) */
 };
 int bs_rbd_handle(const struct bs_dev *dev, struct bs_rbd_handle *h);
-/* The ownership o saw ESHUTDOWN (blocklisted) doing what: the connection of its device is
- * fenced, every device on it rejoins. Any thread. */
-void bs_rbd_conn_fenced_owner(const struct rbd_owner *o, const char *what);
+/* The ownership o (of a device of context x) saw ESHUTDOWN (blocklisted) doing what: the
+ * connection of its device is fenced, every device on it rejoins. Any thread. */
+void bs_rbd_conn_fenced_owner(struct bs_rbd_ctx *x, const struct rbd_owner *o,
+			      const char *what);
 
 /* Who else uses an RBD device's cluster connection (the persistent reservation store of
  * ha/ha_pr.c: its object sits next to the image, and a blocklisted connection must fence

@@ -20,9 +20,55 @@
 #define RBD_DEFAULT_OSD_TIMEOUT_S 30
 #define RBD_DEFAULT_CONNECT_S	  10
 
-/* A cluster connection, shared by every LU that names the cluster the same way
- * (bs_rbd_conn.c). Every field under clusters_lock. */
+#define RBD_HELPER_QUEUE 64 /* the helper thread's queue (bs_rbd.c) */
+
+struct rbd_job {
+	void (*fn)(void *arg);
+	void *arg;
+};
+
+/* The RBD backend's state of one context (bs_rbd_ctx_new; owned by src/ha/'s context): its
+ * cluster connections, its opener thread and its helper thread. Alive while its owner or an
+ * open device holds it (refs), and until its threads, stopped then, have ended. */
+struct bs_rbd_ctx {
+	pthread_mutex_t life_lock; /* refs, threads */
+	unsigned refs;		   /* the owner's, and one per device from open to close */
+	unsigned threads;	   /* the opener and the helper while they run */
+	bool gone;		   /* refs reached 0: the last thread to end frees it */
+	/* cluster connections (bs_rbd_conn.c) */
+	pthread_mutex_t clusters_lock;
+	pthread_cond_t clusters_cv; /* a connect ended */
+	struct list_head clusters;  /* struct rbd_cluster */
+	/* the opener thread (bs_rbd_conn.c): every field under lock */
+	struct {
+		pthread_mutex_t lock;
+		pthread_cond_t work; /* the thread: something queued or due, or stop */
+		pthread_cond_t done; /* an attempt ended */
+		bool started, stop;
+		uint64_t busy_since; /* when the running attempt began; 0 = none */
+		struct list_head list;
+	} opener;
+	/* the helper thread (bs_rbd.c): every field under lock */
+	struct {
+		pthread_mutex_t lock;
+		pthread_cond_t cond;
+		bool started, stop;
+		unsigned head, n;
+		struct rbd_job q[RBD_HELPER_QUEUE];
+	} helper;
+};
+
+/* A thread of x starts (under its own lock: opener.lock or helper.lock), or ended (its last
+ * act, no lock held): x goes once nothing else holds it. */
+void bs_rbd_ctx_thread_start(struct bs_rbd_ctx *x);
+void bs_rbd_ctx_thread_end(struct bs_rbd_ctx *x);
+/* A device holds x from open to close. */
+void bs_rbd_ctx_get(struct bs_rbd_ctx *x);
+
+/* A cluster connection, shared by every LU of a context that names the cluster the same way
+ * (bs_rbd_conn.c). Every field under the context's clusters_lock. */
 struct rbd_cluster {
+	struct bs_rbd_ctx *ctx;
 	struct list_head link; /* on the list new LUs share from; off once fenced */
 	char *key;	       /* conf \n client \n keyring \n timeouts */
 	rados_t rados;
@@ -64,6 +110,7 @@ struct rbd_priv {
 	rbd_image_t image;
 	uint64_t obj_size;
 	bool exclusive;		     /* rbd.exclusive_lock */
+	struct bs_rbd_ctx *ctx;	     /* the context (bs_open_cfg.host), held from open to close */
 	struct rbd_owner *o;	     /* with exclusive: from open to close (ha/ha_own.c) */
 	const struct bs_own_ops *own_ops; /* what o is asked through (bs_open_cfg.host) */
 	unsigned close_ms;	     /* how long closing may take: the OSD timeout and some */

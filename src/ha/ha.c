@@ -63,6 +63,11 @@ struct ha_ctx *ha_ctx_new(void)
 	c->scsi.host = &c->host;
 #ifdef IX_HAVE_RBD
 	c->host.own_ops = &ha_own_ops;
+	c->host.rbd = bs_rbd_ctx_new();
+	if (!c->host.rbd) {
+		free(c);
+		return NULL;
+	}
 #endif
 	atomic_init(&c->own_changes, 0);
 	pthread_mutex_init(&c->groups_lock, NULL);
@@ -79,6 +84,9 @@ void ha_ctx_put(struct ha_ctx *c)
 {
 	if (!c || atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
 		return;
+#ifdef IX_HAVE_RBD
+	bs_rbd_ctx_put(c->host.rbd); /* its threads end once its last device has closed */
+#endif
 	pthread_mutex_destroy(&c->groups_lock);
 	free(c);
 }

@@ -95,7 +95,7 @@ void rbd_own_fenced(struct rbd_owner *o, const char *why)
  * while this thread started). Any thread but under no lock of this file. */
 void rbd_own_blocklisted(struct rbd_owner *o, const char *what)
 {
-	bs_rbd_conn_fenced_owner(o, what);
+	bs_rbd_conn_fenced_owner(o->ctx->host.rbd, o, what);
 	if (atomic_load(&o->own) != RBD_OWN_FENCED)
 		rbd_own_set(o, RBD_OWN_FENCED,
 			    "this gateway's Ceph client was blocklisted (%s refused): I/O refused "
