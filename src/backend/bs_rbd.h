@@ -1,7 +1,7 @@
-/* The RBD backend's handle, for the high-availability layer (src/ha/) only: nothing but ha/
- * and backend/bs_rbd* include this. It says
+/* The RBD backend's handle, for the high-availability layer (src/ha/) only: nothing but ha/,
+ * backend/bs_rbd* and the backend registry (bs.c, for BS_RBD_OPS) include this. It says
  * - how the backend leaves an image's ownership (the managed exclusive lock) to ha/:
- *   struct bs_own_ops, given at open (bs_open_cfg.own_ops), called on the backend's threads;
+ *   struct bs_own_ops, given at open (bs_open_cfg.host), called on the backend's threads;
  * - what ha/ may ask of an RBD device (bs_rbd_handle), and what it may tell it (fenced);
  * - the cluster connection's other user (the shared persistent reservation store), and the
  *   device's open/rejoin state for the management API.

@@ -761,7 +761,7 @@ void rbd_own_put(struct rbd_owner *o)
 	free(o);
 }
 
-/* ---- the API (bs.h) ---- */
+/* ---- the API (ha_own.h) ---- */
 
 /* The ownership state of dev once its image is open (the device's o: from open to close),
  * else NULL. */

@@ -145,7 +145,7 @@ int rbd_own_io_result(struct rbd_owner *o, int r);
  * why (logged once), until the rejoin's rbd_own_attach. */
 void rbd_own_fenced(struct rbd_owner *o, const char *why);
 
-/* The table the RBD backend is given at open (bs_open_cfg.own_ops) of the functions above. */
+/* The table of the functions above, given to the RBD backend at open (bs_open_cfg.host). */
 extern const struct bs_own_ops ha_own_ops;
 
 

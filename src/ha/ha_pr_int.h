@@ -1,6 +1,7 @@
 /* Internal to the shared persistent reservation store: ha_pr.c (the helper and acknowledging
  * threads, the jobs, the store's ops and its life on a connection) and ha_pr_store.c (the
- * object: reading and writing it, adopting a state, the watch, notifies, fencing). */
+ * object: reading and writing it, adopting a state, the watch, notifies, fencing). Each
+ * function's whole contract is above its definition. */
 #ifndef IX_HA_PR_INT_H
 #define IX_HA_PR_INT_H
 
@@ -99,28 +100,48 @@ struct pr_rados {
 
 /* ---- ha_pr_store.c ---- */
 
+/* Drop a reference (the LU's, or a remote abort's); the last frees the store. */
 void ha_pr_put(struct pr_rados *r);
+/* Remove gateway gid's address entry from "<oid>.gw". */
 void ha_pr_forget_address(struct pr_rados *r, uint64_t gid);
+/* Tell every gateway of a new state (with its unit attentions); fence those that stay
+ * silent. 0 or -errno (someone not fenced). */
 int ha_pr_notify(struct pr_rados *r, const struct pr_state *st, const struct ha_pr_obj_ver *v,
 		  const struct pr_effects *fx);
+/* Publish this connection's client address in "<oid>.gw": 0 or -errno + message. */
 int ha_pr_advertise(struct pr_rados *r, char *err, size_t errlen);
+/* Blocklist the gateway gid that did not acknowledge: 0 or -errno. */
 int ha_pr_fence(struct pr_rados *r, uint64_t gid);
+/* A PREEMPT AND ABORT through another gateway: this gateway's tasks of the preempted nexuses
+ * are gone (or could not all be asked to go); its notify is acknowledged. Any thread. */
 void ha_pr_remote_aborted(void *arg, bool all);
+/* lu->resv_holder from the adopted state's SPC-2 reservation; lu->lock held. */
 void ha_pr_spc2_publish_locked(struct pr_rados *r);
+/* rc from the cluster doing what: ESHUTDOWN fences the connection (bs_rbd_fenced). */
 void ha_pr_check_fenced(struct pr_rados *r, int rc, const char *what);
+/* The same; *probe says whether gateway probe_gid acknowledged (1), did not (0), or does not
+ * watch the object (-1). */
 int ha_pr_notify_probe(struct pr_rados *r, const struct pr_state *st, const struct ha_pr_obj_ver *v,
 			const struct pr_effects *fx, uint64_t probe_gid, int *probe);
+/* Watch the object (created empty when absent): 0 or -errno + message. */
 int ha_pr_watch_start(struct pr_rados *r, char *err, size_t errlen);
+/* Versioned write (exclusive create for version 0): 0, -EAGAIN (another gateway wrote since
+ * ver: read again) or -errno. */
 int ha_pr_obj_write(struct pr_rados *r, const struct pr_state *st, const struct ha_pr_obj_ver *v,
 		     uint64_t ver);
+/* Make st (of version v) the LU's state with its unit attentions, if newer. */
 void ha_pr_adopt(struct pr_rados *r, struct pr_state *st, const struct ha_pr_obj_ver *v,
 		  const struct pr_effects *fx);
+/* A new object's epoch: random, never 0. */
 uint64_t ha_pr_new_epoch(void);
+/* Read and decode the object: 0 (st, v, *ver set; an absent object is the empty state with
+ * version 0), -EINVAL (damaged: err says how) or -errno. */
 int ha_pr_obj_read(struct pr_rados *r, struct pr_state *st, struct ha_pr_obj_ver *v, uint64_t *ver,
 		    char *err, size_t errlen);
 
 /* ---- ha_pr.c ---- */
 
+/* Have the helper read the object again (once, however often asked). */
 void ha_pr_queue_reload(struct pr_rados *r);
 
 #endif
