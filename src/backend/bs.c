@@ -11,10 +11,7 @@
 #include "backend/bs_rbd.h"
 
 static const struct bs_ops *const bs_registry[] = {
-    &bs_ram_ops,
-    &bs_file_ops,
-    &bs_block_ops,
-    &bs_error_ops,
+    &bs_ram_ops, &bs_file_ops, &bs_block_ops, &bs_error_ops,
     BS_RBD_OPS, /* NULL in a build without librbd */
 };
 

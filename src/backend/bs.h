@@ -98,9 +98,10 @@ struct bs_open_cfg {
 	const char *path;
 	const void *backend_cfg; /* the backend's own settings (rbd: pool, image, cluster, as in
 				    backend/bs_cfg.h; copied at open), NULL: none */
-	struct bs_host *host; /* the context the device lives in, for a backend that needs one
-				 (rbd: who keeps the managed exclusive lock, src/ha/; see
-				 backend/bs_rbd.h); NULL: none (rbd refuses the managed lock) */
+	/* the context the device lives in, for a backend that needs one (rbd: who keeps the
+	 * managed exclusive lock, src/ha/; see backend/bs_rbd.h); NULL: none (rbd refuses the
+	 * managed lock) */
+	struct bs_host *host;
 	const char *owner_group; /* with the managed lock: the devices that change owner
 				    together (the target's name); NULL: alone */
 	uint64_t size_bytes;

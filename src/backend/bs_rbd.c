@@ -407,7 +407,8 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 		return -EINVAL;
 	}
 	if (!cfg->host || !cfg->host->rbd) {
-		snprintf(err, errlen, "rbd backend needs its context (the high-availability layer)");
+		snprintf(err, errlen,
+			 "rbd backend needs its context (the high-availability layer)");
 		return -EINVAL;
 	}
 	snprintf(p->name, sizeof(p->name), "%s/%s%s%s", c->pool, c->ns ? c->ns : "",

@@ -69,8 +69,7 @@ struct bs_rbd_handle {
 int bs_rbd_handle(const struct bs_dev *dev, struct bs_rbd_handle *h);
 /* The ownership o (of a device of context x) saw ESHUTDOWN (blocklisted) doing what: the
  * connection of its device is fenced, every device on it rejoins. Any thread. */
-void bs_rbd_conn_fenced_owner(struct bs_rbd_ctx *x, const struct rbd_owner *o,
-			      const char *what);
+void bs_rbd_conn_fenced_owner(struct bs_rbd_ctx *x, const struct rbd_owner *o, const char *what);
 
 /* Who else uses an RBD device's cluster connection (the persistent reservation store of
  * ha/ha_pr.c: its object sits next to the image, and a blocklisted connection must fence
@@ -98,9 +97,9 @@ void bs_rbd_fenced(struct bs_dev *dev, void *rados, const char *what);
  * state of its connection; -EINVAL for another backend. Any thread. */
 struct bs_rbd_status {
 	bool online;
-	unsigned attempts;     /* opens tried so far */
-	unsigned next_s;       /* offline: seconds to the next attempt (0: now or running) */
-	char reason[256];      /* offline: why ("image rbd/foo not found", ...) */
+	unsigned attempts; /* opens tried so far */
+	unsigned next_s;   /* offline: seconds to the next attempt (0: now or running) */
+	char reason[256];  /* offline: why ("image rbd/foo not found", ...) */
 	/* online: "connected"; "fenced" (blocklisted: the rejoin starts in rejoin_next_s, or
 	 * only when asked when rbd.rejoin_after_ms is 0); "rejoining" (an attempt runs, or
 	 * failed and is tried again in rejoin_next_s) with conn_reason */

@@ -3,9 +3,9 @@
  *
  * Connections: one rados_t per distinct (ceph.conf, client, keyring, timeouts) in a context
  * (struct bs_rbd_ctx: one per target context, src/ha/), shared by every LU of it that names
- * the same cluster the same way, reference-counted under its clusters_lock (never held across a call to the cluster: a new connection connects
- * outside it while others of the same key wait). Each connection lists the devices whose
- * image is open on it.
+ * the same cluster the same way, reference-counted under its clusters_lock (never held across a
+ * call to the cluster: a new connection connects outside it while others of the same key wait).
+ * Each connection lists the devices whose image is open on it.
  *
  * Fencing: a connection whose client was blocklisted (another gateway broke the lock, or a
  * reservation change it did not acknowledge) answers ESHUTDOWN (librados' EBLOCKLISTED) to
@@ -51,7 +51,6 @@ static struct bs_rbd_ctx *ctx_of_r(const struct rbd_retry *r)
 }
 
 /* ---- cluster connections, shared per context ---- */
-
 
 static int conf_set(rados_t r, const char *opt, const char *val, char *err, size_t errlen)
 {
@@ -113,8 +112,8 @@ fail:
 }
 
 /* The connection for c: a shared one, or a new one (NULL with *rcp and a message). */
-static struct rbd_cluster *cluster_get(struct bs_rbd_ctx *bx, const struct bs_rbd_cfg *c,
-				       char *err, size_t errlen, int *rcp)
+static struct rbd_cluster *cluster_get(struct bs_rbd_ctx *bx, const struct bs_rbd_cfg *c, char *err,
+				       size_t errlen, int *rcp)
 {
 	struct rbd_cluster *cl;
 	struct list_head *pos;
@@ -344,7 +343,6 @@ void bs_rbd_conn_leave(struct rbd_priv *p, bool abandon)
  * answer holds them for the OSD timeout, and the opener has other images to serve). */
 #define RBD_OWN_STOP_WAIT_MS 1000u
 
-
 static void timedwait_ms(struct bs_rbd_ctx *bx, pthread_cond_t *cv, uint64_t until)
 {
 	struct timespec ts = {.tv_sec = (time_t)(until / 1000u),
@@ -437,8 +435,7 @@ void bs_rbd_conn_fenced(struct rbd_priv *p, const char *what)
 	pthread_mutex_unlock(&bx->clusters_lock);
 }
 
-void bs_rbd_conn_fenced_owner(struct bs_rbd_ctx *bx, const struct rbd_owner *o,
-			      const char *what)
+void bs_rbd_conn_fenced_owner(struct bs_rbd_ctx *bx, const struct rbd_owner *o, const char *what)
 {
 	struct list_head *pos, *d;
 

@@ -110,7 +110,7 @@ struct rbd_priv {
 	rbd_image_t image;
 	uint64_t obj_size;
 	bool exclusive;		     /* rbd.exclusive_lock */
-	struct bs_rbd_ctx *ctx;	     /* the context (bs_open_cfg.host), held from open to close */
+	struct bs_rbd_ctx *ctx;	     /* bs_open_cfg.host->rbd: held from open to close */
 	struct rbd_owner *o;	     /* with exclusive: from open to close (ha/ha_own.c) */
 	const struct bs_own_ops *own_ops; /* what o is asked through (bs_open_cfg.host) */
 	unsigned close_ms;	     /* how long closing may take: the OSD timeout and some */

@@ -111,8 +111,7 @@ bool ha_have_rbd(void)
 #endif
 }
 
-int ha_dev_lock(struct bs_dev *dev, bool brk, char *state, size_t slen, char *reason,
-		size_t rlen)
+int ha_dev_lock(struct bs_dev *dev, bool brk, char *state, size_t slen, char *reason, size_t rlen)
 {
 #ifdef IX_HAVE_RBD
 	int rc;

@@ -93,18 +93,17 @@ bool ha_have_rbd(void);
  * reason; with brk, break whoever holds it and take it (main thread, bounded by the cluster's
  * timeouts). 0, or -errno with reason set: -EINVAL not an rbd LUN (reason "not an rbd LUN"),
  * -EOPNOTSUPP built without RBD, or what breaking it returned. */
-int ha_dev_lock(struct bs_dev *dev, bool brk, char *state, size_t slen, char *reason,
-		size_t rlen);
+int ha_dev_lock(struct bs_dev *dev, bool brk, char *state, size_t slen, char *reason, size_t rlen);
 
 /* An RBD LUN's open and cluster state, for the management API; returns -EINVAL (nothing set)
  * for another backend or a build without RBD. */
 struct ha_dev_status {
-	bool offline;	   /* the image is not open yet */
-	char reason[256];  /* offline: why */
+	bool offline;	  /* the image is not open yet */
+	char reason[256]; /* offline: why */
 	unsigned attempts, next_s;
-	char lock[16];	   /* the lock state's name, "" when offline */
+	char lock[16]; /* the lock state's name, "" when offline */
 	char lock_reason[256];
-	char conn[16];	   /* "connected", "fenced", "rejoining" */
+	char conn[16]; /* "connected", "fenced", "rejoining" */
 	char conn_reason[256];
 	unsigned rejoins, rejoin_attempts, rejoin_next_s;
 };

@@ -26,7 +26,6 @@
 #include "ha/ha_policy.h"
 #include "util/log.h"
 
-
 #ifdef IX_HAVE_RBD
 static int lu_owner(const struct scsi_lu *lu, struct ha_owner *o)
 {
@@ -73,8 +72,7 @@ static bool group_is(const struct alua_group *g, const struct ha_owner *o)
 	return false;
 }
 
-void ha_alua_view(const struct scsi_alua *a, const struct ha_owner *o,
-			struct ha_alua_view *v)
+void ha_alua_view(const struct scsi_alua *a, const struct ha_owner *o, struct ha_alua_view *v)
 {
 	memset(v, 0, sizeof(*v));
 	v->own = (int8_t)o->own;
@@ -122,8 +120,7 @@ static void remote_states(const struct scsi_alua *a, const struct ha_alua_view *
 	}
 }
 
-int ha_alua_states(const struct scsi_alua *a, const struct ha_alua_view *v, unsigned n,
-			 uint8_t *st)
+int ha_alua_states(const struct scsi_alua *a, const struct ha_alua_view *v, unsigned n, uint8_t *st)
 {
 	unsigned owner = 0, fenced = 0, moving = 0;
 	uint8_t mine, others = 0xff;
@@ -522,8 +519,7 @@ int ha_alua_stpg(struct scsi_cmd *cmd, struct scsi_alua *a, uint32_t len)
 	atomic_init(&m->pending, 1); /* ours, until every LU's move is started */
 	atomic_init(&m->rc, 0);
 	if (w == STPG_TAKE)
-		move_all(map, false, HA_TAKE_EXPLICIT, 0, move_done, m,
-			 "SET TARGET PORT GROUPS");
+		move_all(map, false, HA_TAKE_EXPLICIT, 0, move_done, m, "SET TARGET PORT GROUPS");
 	else
 		move_all(map, true, 0, to, move_done, m, "SET TARGET PORT GROUPS (hand-over)");
 	move_done(m, 0);

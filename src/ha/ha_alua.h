@@ -34,12 +34,10 @@ struct ha_alua_view {
 	uint16_t match; /* bit i: the layout's group i is one of the holder's (a remote group whose
 			   id or a port of which the record names) */
 };
-void ha_alua_view(const struct scsi_alua *a, const struct ha_owner *o,
-			struct ha_alua_view *v);
+void ha_alua_view(const struct scsi_alua *a, const struct ha_owner *o, struct ha_alua_view *v);
 /* The state of each group of a (st[i], 0xff: leave it) from the views of the target's LUs;
  * returns where the target stands (enum alua_town). */
 int ha_alua_states(const struct scsi_alua *a, const struct ha_alua_view *v, unsigned n,
-			 uint8_t *st);
-
+		   uint8_t *st);
 
 #endif

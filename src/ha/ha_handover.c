@@ -280,12 +280,12 @@ void rbd_own_watch_stop(struct rbd_owner *o)
  * (holder_gid, from its record; 0 unknown) answered, but neither released nor refused (it
  * let the lock go a moment ago, or speaks another version): never a reason to break it. */
 static enum ha_answer ask(struct rbd_owner *o, int mode, uint32_t window_ms, uint64_t holder_gid,
-		       char *why, size_t whylen)
+			  char *why, size_t whylen)
 {
 	struct ha_own_msg m = {.kind = HA_OWN_ASK,
 			       .ask = mode == HA_TAKE_IMPLICIT ? HA_OWN_IMPLICIT
 				      : mode == HA_TAKE_HEAL   ? HA_OWN_HEAL
-								   : HA_OWN_EXPLICIT,
+							       : HA_OWN_EXPLICIT,
 			       .window_ms = window_ms,
 			       .gid = o->gid};
 	struct notify_ack_t *acks = NULL;

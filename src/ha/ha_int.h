@@ -23,8 +23,8 @@ struct bs_host {
  * outlive the target while its thread is stuck in the cluster. */
 struct ha_ctx {
 	atomic_int refs;
-	struct scsi_ha scsi;  /* the SCSI core's face (scsi_lu_cfg.ha, scsi_lun_map_set_ha) */
-	struct bs_host host;  /* the RBD backend's (bs_open_cfg.host) */
+	struct scsi_ha scsi; /* the SCSI core's face (scsi_lu_cfg.ha, scsi_lun_map_set_ha) */
+	struct bs_host host; /* the RBD backend's (bs_open_cfg.host) */
 	/* Every change of any image's state or holder in this context: ALUA (ha_alua.c)
 	 * compares it with the value its states were set from. */
 	atomic_uint own_changes;

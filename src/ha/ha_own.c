@@ -911,8 +911,10 @@ int ha_own_take_over_async(struct bs_dev *dev, int mode, uint32_t window_ms, ha_
 		return -ESHUTDOWN;
 	if (atomic_load(&o->own) == RBD_OWN_OWNER)
 		return -EALREADY;
-	return submit_job(o, &(struct own_job){.kind = JOB_TAKE, .done = done, .arg = arg,
-					       .mode = mode, .window_ms = window_ms});
+	return submit_job(
+	    o,
+	    &(struct own_job){
+		.kind = JOB_TAKE, .done = done, .arg = arg, .mode = mode, .window_ms = window_ms});
 }
 
 int ha_own_release_async(struct bs_dev *dev, uint16_t group, ha_take_cb done, void *arg)
@@ -923,8 +925,8 @@ int ha_own_release_async(struct bs_dev *dev, uint16_t group, ha_take_cb done, vo
 		return -EINVAL;
 	if (atomic_load(&o->own) != RBD_OWN_OWNER)
 		return atomic_load(&o->own) == RBD_OWN_FENCED ? -ESHUTDOWN : -EALREADY;
-	return submit_job(o, &(struct own_job){.kind = JOB_RELEASE, .done = done, .arg = arg,
-					       .group = group});
+	return submit_job(
+	    o, &(struct own_job){.kind = JOB_RELEASE, .done = done, .arg = arg, .group = group});
 }
 
 int ha_own_state(struct bs_dev *dev, char *reason, size_t len)
@@ -936,9 +938,8 @@ int ha_own_state(struct bs_dev *dev, char *reason, size_t len)
 		return -EINVAL;
 	if (!o) {
 		snprintf(reason, len, "%s",
-			 h.online || !h.exclusive
-			     ? "no managed exclusive lock"
-			     : "the image is not open (the LUN is offline)");
+			 h.online || !h.exclusive ? "no managed exclusive lock"
+						  : "the image is not open (the LUN is offline)");
 		return RBD_OWN_NONE;
 	}
 	pthread_mutex_lock(&o->mu);

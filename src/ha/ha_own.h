@@ -35,9 +35,9 @@ typedef void (*ha_take_cb)(void *arg, int rc);
 /* RBD ownership as this gateway knows it (ha_own_owner), for the ALUA states: the lock state
  * and who holds the lock, with what the holder's owner record says of it. */
 struct ha_owner {
-	int own;    /* enum ha_own_state */
-	bool free;  /* nobody held the lock at the last check */
-	bool known; /* the owner record names the holder: gen, groups and ports are its */
+	int own;      /* enum ha_own_state */
+	bool free;    /* nobody held the lock at the last check */
+	bool known;   /* the owner record names the holder: gen, groups and ports are its */
 	bool refused; /* the holder refused this gateway's last implicit request (until the
 			 holder changes) */
 	uint8_t ngroups, nports;

@@ -22,13 +22,13 @@
 /* The same values as ha_own.h's enum ha_own_state. */
 enum rbd_own {
 	RBD_OWN_NONE = HA_OWN_NONE, /* no managed lock (librbd's cooperative one) */
-	RBD_OWN_ACQUIRING,		/* taking the lock: at open, or a take-over */
-	RBD_OWN_OWNER,			/* this gateway holds the lock */
-	RBD_OWN_STANDBY,		/* another client holds it (or nobody): writes fail with
-					   BS_ERR_NOT_OWNER */
-	RBD_OWN_FENCED,			/* this client was blocklisted: every I/O fails, until
-					   the device rejoins with a new client */
-	RBD_OWN_RELEASING,		/* handing the lock over: draining writes, releasing */
+	RBD_OWN_ACQUIRING,	    /* taking the lock: at open, or a take-over */
+	RBD_OWN_OWNER,		    /* this gateway holds the lock */
+	RBD_OWN_STANDBY,	    /* another client holds it (or nobody): writes fail with
+				       BS_ERR_NOT_OWNER */
+	RBD_OWN_FENCED,		    /* this client was blocklisted: every I/O fails, until
+				       the device rejoins with a new client */
+	RBD_OWN_RELEASING,	    /* handing the lock over: draining writes, releasing */
 };
 
 enum job_kind {
@@ -147,7 +147,6 @@ void rbd_own_fenced(struct rbd_owner *o, const char *why);
 
 /* The table of the functions above, given to the RBD backend at open (bs_open_cfg.host). */
 extern const struct bs_own_ops ha_own_ops;
-
 
 /* ---- ha_own.c ---- */
 

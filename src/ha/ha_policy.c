@@ -28,8 +28,8 @@ enum ha_take_step ha_policy_take_step(int mode, enum ha_answer a, bool moved)
 	}
 }
 
-enum ha_implicit ha_policy_implicit(uint32_t implicit_ms, bool standby, uint64_t now,
-				    uint64_t last, uint64_t first)
+enum ha_implicit ha_policy_implicit(uint32_t implicit_ms, bool standby, uint64_t now, uint64_t last,
+				    uint64_t first)
 {
 	if (!implicit_ms || !standby)
 		return HA_IMPLICIT_OFF;

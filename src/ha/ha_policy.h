@@ -29,11 +29,11 @@ enum ha_answer {
 	HA_ANSWER_ALIVE,    /* the holder answered, but neither released nor refused */
 };
 enum ha_take_step {
-	HA_STEP_TAKE,	    /* take the lock, now free */
-	HA_STEP_BREAK,	    /* break the silent holder's lock (librbd blocklists it), take it */
-	HA_STEP_AGAIN,	    /* the lock moved meanwhile: ask whoever holds it now */
-	HA_STEP_REFUSED,    /* give up (-EAGAIN); the holder refused: remember it */
-	HA_STEP_GIVE_UP,    /* give up (-EAGAIN) without remembering a refusal */
+	HA_STEP_TAKE,	 /* take the lock, now free */
+	HA_STEP_BREAK,	 /* break the silent holder's lock (librbd blocklists it), take it */
+	HA_STEP_AGAIN,	 /* the lock moved meanwhile: ask whoever holds it now */
+	HA_STEP_REFUSED, /* give up (-EAGAIN); the holder refused: remember it */
+	HA_STEP_GIVE_UP, /* give up (-EAGAIN) without remembering a refusal */
 };
 /* mode: enum ha_take (ha_own.h); moved: the lock's holder is no longer the one asked. A live
  * holder's lock is never broken; a heal gives up on a holder that answers (it heals the split
@@ -50,8 +50,8 @@ enum ha_implicit {
 /* implicit_ms: alua.implicit_failover_ms (0 off); standby: the target's locks are all held
  * elsewhere (or free) and this gateway is healthy; now; last: the previous refused I/O of the
  * run (0: none); first: the run's first. */
-enum ha_implicit ha_policy_implicit(uint32_t implicit_ms, bool standby, uint64_t now,
-				    uint64_t last, uint64_t first);
+enum ha_implicit ha_policy_implicit(uint32_t implicit_ms, bool standby, uint64_t now, uint64_t last,
+				    uint64_t first);
 
 /* The target's locks split between gateways: since (0: not split) and now. due: heal now
  * (split for HA_HEAL_MS; the caller restarts since when it acts, so at most once per

@@ -675,8 +675,8 @@ static bool spc2_held_here(struct pr_rados *r, const struct pr_state *st)
  * gateway could release or check it: the old id watches nothing and has no address entry to
  * fence. One that another gateway took meanwhile (its probe fenced the old connection) is in
  * the object already and stays as it is. 0 (st, v the object's state now) or -errno + err. */
-static int spc2_rejoin(struct pr_rados *r, struct pr_state *st, struct ha_pr_obj_ver *v, uint64_t *ver,
-		       char *err, size_t errlen)
+static int spc2_rejoin(struct pr_rados *r, struct pr_state *st, struct ha_pr_obj_ver *v,
+		       uint64_t *ver, char *err, size_t errlen)
 {
 	struct ha_pr_obj_ver next = {0, 0};
 	struct pr_state mine;
@@ -807,13 +807,10 @@ int ha_pr_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err, siz
 	r->user = (struct bs_rbd_user){conn_attach, conn_detach, r};
 	/* RADOS counts a notify's timeout in whole seconds (librados divides the milliseconds
 	 * rados_notify2 takes by 1000; 0 is the OSD's default): the settings are seconds */
-	r->notify_ms = c->pr.notify_timeout_s ? c->pr.notify_timeout_s * 1000u
-						      : PR_RADOS_NOTIFY_MS;
-	r->reset_wait_ms = c->pr.reset_wait_s ? c->pr.reset_wait_s * 1000u
-						      : PR_RADOS_RESET_WAIT_MS;
+	r->notify_ms = c->pr.notify_timeout_s ? c->pr.notify_timeout_s * 1000u : PR_RADOS_NOTIFY_MS;
+	r->reset_wait_ms = c->pr.reset_wait_s ? c->pr.reset_wait_s * 1000u : PR_RADOS_RESET_WAIT_MS;
 	r->retries = c->pr.retries ? c->pr.retries : PR_RADOS_RETRIES;
-	r->blocklist_s =
-	    c->pr.blocklist_s ? c->pr.blocklist_s : PR_RADOS_BLOCKLIST_S;
+	r->blocklist_s = c->pr.blocklist_s ? c->pr.blocklist_s : PR_RADOS_BLOCKLIST_S;
 	snprintf(r->oid, sizeof(r->oid), "ix.pr.%s", c->image);
 	snprintf(r->gwoid, sizeof(r->gwoid), "%s.gw", r->oid);
 	r->origin = fnv1a64(FNV1A64_INIT, &r, sizeof(r)) ^ (uint64_t)time(NULL) ^

@@ -107,7 +107,7 @@ void ha_pr_forget_address(struct pr_rados *r, uint64_t gid);
 /* Tell every gateway of a new state (with its unit attentions); fence those that stay
  * silent. 0 or -errno (someone not fenced). */
 int ha_pr_notify(struct pr_rados *r, const struct pr_state *st, const struct ha_pr_obj_ver *v,
-		  const struct pr_effects *fx);
+		 const struct pr_effects *fx);
 /* Publish this connection's client address in "<oid>.gw": 0 or -errno + message. */
 int ha_pr_advertise(struct pr_rados *r, char *err, size_t errlen);
 /* Blocklist the gateway gid that did not acknowledge: 0 or -errno. */
@@ -122,22 +122,22 @@ void ha_pr_check_fenced(struct pr_rados *r, int rc, const char *what);
 /* The same; *probe says whether gateway probe_gid acknowledged (1), did not (0), or does not
  * watch the object (-1). */
 int ha_pr_notify_probe(struct pr_rados *r, const struct pr_state *st, const struct ha_pr_obj_ver *v,
-			const struct pr_effects *fx, uint64_t probe_gid, int *probe);
+		       const struct pr_effects *fx, uint64_t probe_gid, int *probe);
 /* Watch the object (created empty when absent): 0 or -errno + message. */
 int ha_pr_watch_start(struct pr_rados *r, char *err, size_t errlen);
 /* Versioned write (exclusive create for version 0): 0, -EAGAIN (another gateway wrote since
  * ver: read again) or -errno. */
 int ha_pr_obj_write(struct pr_rados *r, const struct pr_state *st, const struct ha_pr_obj_ver *v,
-		     uint64_t ver);
+		    uint64_t ver);
 /* Make st (of version v) the LU's state with its unit attentions, if newer. */
 void ha_pr_adopt(struct pr_rados *r, struct pr_state *st, const struct ha_pr_obj_ver *v,
-		  const struct pr_effects *fx);
+		 const struct pr_effects *fx);
 /* A new object's epoch: random, never 0. */
 uint64_t ha_pr_new_epoch(void);
 /* Read and decode the object: 0 (st, v, *ver set; an absent object is the empty state with
  * version 0), -EINVAL (damaged: err says how) or -errno. */
 int ha_pr_obj_read(struct pr_rados *r, struct pr_state *st, struct ha_pr_obj_ver *v, uint64_t *ver,
-		    char *err, size_t errlen);
+		   char *err, size_t errlen);
 
 /* ---- ha_pr.c ---- */
 

@@ -43,7 +43,7 @@
 /* ---- encode ---- */
 
 int ha_pr_obj_encode(const struct pr_state *st, const struct ha_pr_obj_ver *v,
-		  const struct pr_effects *fx, char **out, size_t *len)
+		     const struct pr_effects *fx, char **out, size_t *len)
 {
 	struct pr_text b = {0};
 
@@ -57,10 +57,10 @@ int ha_pr_obj_encode(const struct pr_state *st, const struct ha_pr_obj_ver *v,
 			       st->spc2_tport);
 	for (size_t i = 0; i < st->nregs; i++)
 		pr_text_printf(&b, "reg %016" PRIx64 " %d %s %s\n", st->regs[i].key,
-			  st->regs[i].holder ? 1 : 0, st->regs[i].iport, st->regs[i].tport);
+			       st->regs[i].holder ? 1 : 0, st->regs[i].iport, st->regs[i].tport);
 	for (size_t i = 0; fx && i < fx->nua; i++)
 		pr_text_printf(&b, "ua %02x %02x %s %s\n", fx->ua[i].asc, fx->ua[i].ascq,
-			  fx->ua[i].iport, fx->ua[i].tport);
+			       fx->ua[i].iport, fx->ua[i].tport);
 	for (size_t i = 0; fx && i < fx->nabort; i++)
 		pr_text_printf(&b, "abort %s %s\n", fx->abort[i].iport, fx->abort[i].tport);
 	if (!b.oom)
@@ -99,7 +99,8 @@ static int field(struct dctx *c, const char *line, const char *word, int base, u
 	char msg[64];
 
 	if (strncmp(line, word, n) != 0 || line[n] != ' ' ||
-	    (base == 16 && strlen(line + n + 1) != 16) || pr_parse_u64(line + n + 1, base, max, out)) {
+	    (base == 16 && strlen(line + n + 1) != 16) ||
+	    pr_parse_u64(line + n + 1, base, max, out)) {
 		snprintf(msg, sizeof(msg), "expected \"%s <%s>\"", word,
 			 base == 16 ? "16 hex digits" : "number");
 		return bad(c, msg);
@@ -209,7 +210,8 @@ static int parse_spc2(struct dctx *c, char *line, struct pr_state *st)
 }
 
 /* The header lines after the magic: epoch, seq, generation, aptpl, type. */
-static int parse_head(struct dctx *c, const char *line, struct pr_state *st, struct ha_pr_obj_ver *ver)
+static int parse_head(struct dctx *c, const char *line, struct pr_state *st,
+		      struct ha_pr_obj_ver *ver)
 {
 	uint64_t v;
 	int rc;
@@ -284,7 +286,7 @@ static int parse_lines(struct dctx *c, char *text, struct pr_state *st, struct h
 }
 
 int ha_pr_obj_decode(const void *buf, size_t len, struct pr_state *st, struct ha_pr_obj_ver *v,
-		  struct pr_effects *fx, char *err, size_t errlen)
+		     struct pr_effects *fx, char *err, size_t errlen)
 {
 	struct dctx c = {.err = err, .errlen = errlen};
 	char *text, *sum;

@@ -20,9 +20,9 @@ struct ha_pr_obj_ver {
 	uint64_t epoch, seq;
 };
 int ha_pr_obj_encode(const struct pr_state *st, const struct ha_pr_obj_ver *v,
-		  const struct pr_effects *fx, char **out, size_t *len);
+		     const struct pr_effects *fx, char **out, size_t *len);
 int ha_pr_obj_decode(const void *buf, size_t len, struct pr_state *st, struct ha_pr_obj_ver *v,
-		  struct pr_effects *fx, char *err, size_t errlen);
+		     struct pr_effects *fx, char *err, size_t errlen);
 /* The first address of a rados_getaddrs() string as rados_blocklist_add() takes it
  * ("IP:PORT/NONCE"): 0, or -EINVAL if there is none. */
 int ha_pr_client_addr(const char *addrs, char *out, size_t outlen);

@@ -34,7 +34,7 @@ uint64_t ha_pr_new_epoch(void)
 /* Read and decode the object: 0 (st, v, *ver set; an absent object is the empty state with
  * version 0), -EINVAL (damaged: err says how) or -errno. */
 int ha_pr_obj_read(struct pr_rados *r, struct pr_state *st, struct ha_pr_obj_ver *v, uint64_t *ver,
-		    char *err, size_t errlen)
+		   char *err, size_t errlen)
 {
 	char *buf = malloc(HA_PR_OBJ_MAX + 1);
 	int n, rc;
@@ -71,7 +71,7 @@ int ha_pr_obj_read(struct pr_rados *r, struct pr_state *st, struct ha_pr_obj_ver
 
 /* Versioned write: 0, -EAGAIN (another gateway wrote since ver: read again) or -errno. */
 int ha_pr_obj_write(struct pr_rados *r, const struct pr_state *st, const struct ha_pr_obj_ver *v,
-		     uint64_t ver)
+		    uint64_t ver)
 {
 	rados_write_op_t op = rados_create_write_op();
 	char *buf;
@@ -142,7 +142,7 @@ void ha_pr_spc2_publish_locked(struct pr_rados *r)
  * object was removed and created again), and queue the unit attentions of fx unless this
  * version's were queued already. */
 void ha_pr_adopt(struct pr_rados *r, struct pr_state *st, const struct ha_pr_obj_ver *v,
-		  const struct pr_effects *fx)
+		 const struct pr_effects *fx)
 {
 	struct scsi_lu *lu = r->lu;
 	struct pr_effects none = {0};
@@ -171,7 +171,6 @@ void ha_pr_adopt(struct pr_rados *r, struct pr_state *st, const struct ha_pr_obj
 }
 
 /* ---- watch and notify ---- */
-
 
 /* A LOGICAL UNIT RESET notify ("ix-lu-reset 1 <origin>")? Queues 29/03 here unless it came
  * from this store. */
@@ -254,7 +253,8 @@ static bool abort_before_ack(struct pr_rados *r, const struct pr_effects *fx, ui
 		j->gen = r->conn_gen; /* this connection's: dropped if it is left meanwhile */
 		pthread_mutex_unlock(&r->mu);
 		atomic_fetch_add(&r->refs, 1); /* ha_pr_remote_aborted's */
-		if (scsi_abort_start(r->lu, fx->abort, fx->nabort, NULL, ha_pr_remote_aborted, j) == 0)
+		if (scsi_abort_start(r->lu, fx->abort, fx->nabort, NULL, ha_pr_remote_aborted, j) ==
+		    0)
 			return true;
 		atomic_fetch_sub(&r->refs, 1); /* rados_free waits for this callback: not 0 */
 		free(j);
@@ -423,7 +423,7 @@ int ha_pr_fence(struct pr_rados *r, uint64_t gid)
  * probe not NULL: *probe says whether gateway probe_gid acknowledged (1), did not and was in
  * the notify's timeouts (0: fenced, or rc < 0), or does not watch the object at all (-1). */
 int ha_pr_notify_probe(struct pr_rados *r, const struct pr_state *st, const struct ha_pr_obj_ver *v,
-			const struct pr_effects *fx, uint64_t probe_gid, int *probe)
+		       const struct pr_effects *fx, uint64_t probe_gid, int *probe)
 {
 	struct notify_ack_t *acks = NULL;
 	struct notify_timeout_t *tos = NULL;
@@ -465,7 +465,7 @@ int ha_pr_notify_probe(struct pr_rados *r, const struct pr_state *st, const stru
 }
 
 int ha_pr_notify(struct pr_rados *r, const struct pr_state *st, const struct ha_pr_obj_ver *v,
-		  const struct pr_effects *fx)
+		 const struct pr_effects *fx)
 {
 	return ha_pr_notify_probe(r, st, v, fx, 0, NULL);
 }

@@ -54,8 +54,8 @@ static void make_ids(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg)
 
 /* ---- LU ---- */
 
-/* A backend thread: the backend opened late (a networked one started offline). The capacity first, then
- * the medium serves; every nexus gets NOT READY TO READY CHANGE and CAPACITY DATA HAS CHANGED
+/* A backend thread: the backend opened late (a networked one started offline). The capacity first,
+ * then the medium serves; every nexus gets NOT READY TO READY CHANGE and CAPACITY DATA HAS CHANGED
  * (the capacity was unknown until now). */
 static void lu_backend_ready(struct bs_dev *dev, void *arg)
 {

@@ -183,7 +183,7 @@ struct scsi_alua_group_cfg {
 	uint8_t status;   /* out of scsi_alua_get(): RTPG STATUS CODE (0 none, 1 explicit, 2
 			     implicit); ignored by scsi_alua_configure() */
 	bool preferred;   /* PREF bit */
-	bool local;       /* this gateway's ports ("portals"), not another gateway's: with a
+	bool local;	  /* this gateway's ports ("portals"), not another gateway's: with a
 			     LU's managed exclusive lock its state follows the lock (src/ha/) */
 	uint8_t nports;
 	uint16_t ports[SCSI_ALUA_MAX_PORTS]; /* relative target port ids (1..65535), each in

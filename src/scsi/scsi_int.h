@@ -108,8 +108,7 @@ struct scsi_ha_ops {
 	void (*put)(struct scsi_ha *ha);
 	/* After the LU's device is open, for cfg->pr_store SCSI_PR_STORE_SHARED: connect the
 	 * shared store (sets lu->pr_ops). 0 or -errno + message. */
-	int (*pr_open)(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err,
-		       size_t errlen);
+	int (*pr_open)(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err, size_t errlen);
 	/* A LU whose backend may change owner: watch its ownership (on: at creation) or stop
 	 * (before the device closes). */
 	void (*lu_watch)(struct scsi_lu *lu, bool on);
@@ -179,7 +178,7 @@ struct scsi_lu {
 	atomic_uchar pr_type;			  /* pr.type, for commands without a nexus */
 	char *pr_path;				  /* APTPL state file, NULL = no APTPL */
 	const struct scsi_pr_store_ops *pr_ops;	  /* NULL = the file store (pr_cmd.c) */
-	struct scsi_ha *ha;			  /* scsi_lu_cfg.ha (held): NULL, or HA's hooks */
+	struct scsi_ha *ha;			  /* scsi_lu_cfg.ha (held), or NULL */
 	void *pr_store;				  /* the store's own state */
 	bool pr_persistent;			  /* PTPL_C: the store keeps state across
 						     restarts (APTPL accepted) */
@@ -254,8 +253,9 @@ typedef int (*scsi_exec_fn)(struct scsi_cmd *cmd, struct scsi_lu *lu);
 #define SCSI_MS_SANITIZE 0x02 /* a sanitize operation is in progress */
 #define SCSI_MS_SAN_FAIL 0x04 /* the last sanitize failed: medium access refused */
 #define SCSI_MS_OFFLINE	 0x08 /* taken offline by the administrator */
-#define SCSI_MS_NOT_READY 0x10 /* the backend is not open yet (a networked one started
-				  offline) */
+#define SCSI_MS_NOT_READY                                                                          \
+	0x10 /* the backend is not open yet (a networked one started                               \
+		offline) */
 
 /* Flags of a dispatch entry. */
 #define SCSI_F_ABSENT_OK   0x01 /* runs on an absent LUN (lu == NULL) */
@@ -474,9 +474,9 @@ void scsi_abort_thread_del(struct scsi_thread *t);
 struct scsi_lu_index {
 	atomic_int refs; /* the creator's, one per listed LU and one per listed thread */
 	pthread_mutex_t lock;
-	struct list_head lus;	  /* scsi_lu.index_link */
+	struct list_head lus;	      /* scsi_lu.index_link */
 	pthread_mutex_t threads_lock; /* the thread list, and each listed thread's abort hook */
-	struct list_head threads; /* scsi_thread.abort_link (abort.c) */
+	struct list_head threads;     /* scsi_thread.abort_link (abort.c) */
 };
 void scsi_lu_index_get(struct scsi_lu_index *ix);
 void scsi_lu_index_add(struct scsi_lu_index *ix, struct scsi_lu *lu);

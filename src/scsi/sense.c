@@ -119,8 +119,8 @@ void scsi_fail_errno(struct scsi_cmd *cmd, int err, bool write)
 		 * ACCESSIBLE, TARGET PORT IN STANDBY STATE (a multipath initiator fails over) */
 		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x0b);
 	else if (err == BS_ERR_NOT_READY)
-		/* the backend is not open yet (a networked one started offline): LOGICAL UNIT NOT READY,
-		 * MANUAL INTERVENTION REQUIRED, as for the LU's own commands */
+		/* the backend is not open yet (a networked one started offline): LOGICAL UNIT NOT
+		 * READY, MANUAL INTERVENTION REQUIRED, as for the LU's own commands */
 		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x03);
 	else if (err == -ETIMEDOUT)
 		/* a networked backend did not answer within its timeout: LOGICAL UNIT

@@ -1308,7 +1308,8 @@ static int check_lun_conflicts(struct ctx *c, const struct ix_config *cfg, size_
 			if (l->lu.backend == BS_TYPE_RBD && x->backend == BS_TYPE_RBD &&
 			    strcmp(l->lu.bs.rbd.pool, x->bs.rbd.pool) == 0 &&
 			    strcmp(l->lu.bs.rbd.image, x->bs.rbd.image) == 0 &&
-			    str_eq0(l->lu.bs.rbd.ns, x->bs.rbd.ns) && str_eq0(l->lu.bs.rbd.conf, x->bs.rbd.conf) &&
+			    str_eq0(l->lu.bs.rbd.ns, x->bs.rbd.ns) &&
+			    str_eq0(l->lu.bs.rbd.conf, x->bs.rbd.conf) &&
 			    !(l->lu.readonly && x->readonly))
 				return fail(c, "rbd", false,
 					    "image %s/%s is also used by targets[%zu].luns[%zu]; "

@@ -145,9 +145,11 @@ static bool lu_cfg_same(const struct scsi_lu_cfg *a, const struct scsi_lu_cfg *b
 	       str_same(a->serial, b->serial) && a->naa_id == b->naa_id &&
 	       a->removable == b->removable && a->sanitize_rate == b->sanitize_rate &&
 	       a->offline == b->offline && str_same(a->state_dir, b->state_dir) &&
-	       str_same(a->bs.rbd.pool, b->bs.rbd.pool) && str_same(a->bs.rbd.image, b->bs.rbd.image) &&
-	       str_same(a->bs.rbd.ns, b->bs.rbd.ns) && str_same(a->bs.rbd.conf, b->bs.rbd.conf) &&
-	       str_same(a->bs.rbd.client, b->bs.rbd.client) && str_same(a->bs.rbd.keyring, b->bs.rbd.keyring) &&
+	       str_same(a->bs.rbd.pool, b->bs.rbd.pool) &&
+	       str_same(a->bs.rbd.image, b->bs.rbd.image) && str_same(a->bs.rbd.ns, b->bs.rbd.ns) &&
+	       str_same(a->bs.rbd.conf, b->bs.rbd.conf) &&
+	       str_same(a->bs.rbd.client, b->bs.rbd.client) &&
+	       str_same(a->bs.rbd.keyring, b->bs.rbd.keyring) &&
 	       a->bs.rbd.osd_op_timeout_s == b->bs.rbd.osd_op_timeout_s &&
 	       a->bs.rbd.start_offline == b->bs.rbd.start_offline &&
 	       a->bs.rbd.connect_timeout_s == b->bs.rbd.connect_timeout_s &&

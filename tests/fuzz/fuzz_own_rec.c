@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ha/ha_own_rec.h"
 #include "fuzz_util.h"
+#include "ha/ha_own_rec.h"
 #include "util/bytes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -54,8 +54,8 @@ static void one(const uint8_t *data, size_t size, bool payload)
 		return;
 	}
 	if (ha_pr_obj_encode(&st, &seq, payload ? &fx : NULL, &buf, &len) == 0) {
-		rc =
-		    ha_pr_obj_decode(buf, len, &again, &seq2, payload ? &fx2 : NULL, err, sizeof(err));
+		rc = ha_pr_obj_decode(buf, len, &again, &seq2, payload ? &fx2 : NULL, err,
+				      sizeof(err));
 		if (rc == -EINVAL || (rc == 0 && (seq2.seq != seq.seq || seq2.epoch != seq.epoch)))
 			abort();
 		if (rc == 0) {

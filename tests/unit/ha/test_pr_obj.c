@@ -41,9 +41,9 @@ static void test_round_trip(void)
 
 	build(&st);
 	pr_state_init(&back);
-	CHECK_EQ(
-	    ha_pr_obj_encode(&st, &(struct ha_pr_obj_ver){0xe1e1e1e1e1e1e1e1ULL, 42}, NULL, &buf, &len),
-	    0);
+	CHECK_EQ(ha_pr_obj_encode(&st, &(struct ha_pr_obj_ver){0xe1e1e1e1e1e1e1e1ULL, 42}, NULL,
+				  &buf, &len),
+		 0);
 	CHECK_EQ(ha_pr_obj_decode(buf, len, &back, &seq, NULL, err, sizeof(err)), 0);
 	CHECK_EQ(seq.seq, 42);
 	CHECK_EQ(seq.epoch, 0xe1e1e1e1e1e1e1e1ULL);

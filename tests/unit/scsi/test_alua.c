@@ -628,8 +628,7 @@ static struct ha_owner lk(int own, bool free, bool known, uint16_t group, uint16
 	return o;
 }
 
-static int own_states(const struct scsi_alua *a, const struct ha_owner *o, unsigned n,
-		      uint8_t *st)
+static int own_states(const struct scsi_alua *a, const struct ha_owner *o, unsigned n, uint8_t *st)
 {
 	struct ha_alua_view v[4];
 
