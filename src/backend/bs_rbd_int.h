@@ -1,7 +1,8 @@
 /* Internal to the RBD backend: bs_rbd.c (the device, its I/O, the helper thread),
- * bs_rbd_conn.c (cluster connections, the opener thread, fencing and rejoin) and ha_own.c
- * with ha_handover.c (the ownership of the managed exclusive lock, on each image's
- * ownership thread). Nothing outside src/backend includes this. */
+ * bs_rbd_conn.c (cluster connections, the opener thread, fencing and rejoin) and bs_rbd_ctx.c
+ * (the context they belong to). The ownership of the managed exclusive lock is src/ha/'s
+ * (ha_own.c), reached through p->own_ops (backend/bs_rbd.h). Nothing outside src/backend
+ * includes this. */
 #ifndef IX_BACKEND_BS_RBD_INT_H
 #define IX_BACKEND_BS_RBD_INT_H
 
