@@ -8,21 +8,17 @@
 #include <unistd.h>
 
 #include "backend/bs.h"
+#include "backend/bs_rbd.h"
 
 static const struct bs_ops *const bs_registry[] = {
-    &bs_ram_ops,
-    &bs_file_ops,
-    &bs_block_ops,
-    &bs_error_ops,
-#ifdef IX_HAVE_RBD
-    &bs_rbd_ops,
-#endif
+    &bs_ram_ops, &bs_file_ops, &bs_block_ops, &bs_error_ops,
+    BS_RBD_OPS, /* NULL in a build without librbd */
 };
 
 const struct bs_ops *bs_ops_by_type(enum bs_type type)
 {
 	for (size_t i = 0; i < sizeof(bs_registry) / sizeof(bs_registry[0]); i++)
-		if (bs_registry[i]->type == type)
+		if (bs_registry[i] && bs_registry[i]->type == type)
 			return bs_registry[i];
 	return NULL;
 }
@@ -30,7 +26,7 @@ const struct bs_ops *bs_ops_by_type(enum bs_type type)
 const struct bs_ops *bs_ops_by_name(const char *name)
 {
 	for (size_t i = 0; i < sizeof(bs_registry) / sizeof(bs_registry[0]); i++)
-		if (strcmp(bs_registry[i]->name, name) == 0)
+		if (bs_registry[i] && strcmp(bs_registry[i]->name, name) == 0)
 			return bs_registry[i];
 	return NULL;
 }

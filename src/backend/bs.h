@@ -29,6 +29,7 @@ struct ev_loop;
 struct bs_dev;
 struct bs_thread;
 struct bs_io;
+struct bs_host;
 
 enum bs_op {
 	BS_OP_READ = 0,		/* buf <- [offset, offset+len) */
@@ -95,9 +96,14 @@ struct bs_io {
 
 struct bs_open_cfg {
 	const char *path;
-	const struct bs_rbd_cfg *rbd; /* rbd backend: pool, image, cluster (copied at open) */
-	const char *owner_group;      /* rbd with exclusive_lock: the devices that change owner
-					 together (the target's name); NULL: alone */
+	const void *backend_cfg; /* the backend's own settings (rbd: pool, image, cluster, as in
+				    backend/bs_cfg.h; copied at open), NULL: none */
+	/* the context the device lives in, for a backend that needs one (rbd: who keeps the
+	 * managed exclusive lock, src/ha/; see backend/bs_rbd.h); NULL: none (rbd refuses the
+	 * managed lock) */
+	struct bs_host *host;
+	const char *owner_group; /* with the managed lock: the devices that change owner
+				    together (the target's name); NULL: alone */
 	uint64_t size_bytes;
 	uint32_t block_size;
 	bool readonly;
@@ -208,136 +214,5 @@ extern const struct bs_ops bs_ram_ops;
 extern const struct bs_ops bs_file_ops;
 extern const struct bs_ops bs_block_ops;
 extern const struct bs_ops bs_error_ops;
-/* RBD ownership (declared for every build: the SCSI layer follows it when RBD is there).
- * The lock states as numbers, for code that follows them (scsi/alua.c): one atomic load. */
-enum bs_rbd_own {
-	BS_RBD_OWN_NONE = 0, /* no managed lock */
-	BS_RBD_OWN_ACQUIRING,
-	BS_RBD_OWN_OWNER,
-	BS_RBD_OWN_STANDBY,
-	BS_RBD_OWN_FENCED,
-	BS_RBD_OWN_RELEASING, /* handing the lock over (draining writes, releasing) */
-};
-/* How a take-over goes (bs_rbd_take_over_async, below). */
-enum bs_rbd_take {
-	BS_RBD_TAKE_EXPLICIT = 0,
-	BS_RBD_TAKE_IMPLICIT,
-	BS_RBD_TAKE_FREE, /* only a free lock */
-	BS_RBD_TAKE_HEAL, /* only a free lock or one whose holder does not answer */
-};
-typedef void (*bs_rbd_take_cb)(void *arg, int rc);
-/* RBD ownership as this gateway knows it (bs_rbd_owner), for the ALUA states: the lock state
- * and who holds the lock, with what the holder's owner record says of it. */
-struct bs_rbd_owner {
-	int own;    /* enum bs_rbd_own */
-	bool free;  /* nobody held the lock at the last check */
-	bool known; /* the owner record names the holder: gen, groups and ports are its */
-	bool refused; /* the holder refused this gateway's last implicit request (until the
-			 holder changes) */
-	uint8_t ngroups, nports;
-	uint16_t groups[16]; /* the holder's ALUA target port groups ... */
-	uint16_t ports[16];  /* ... and relative target ports */
-	uint64_t gen;	     /* the record's generation */
-	char holder[128];    /* the lock's holder as librbd names it ("" nobody) */
-};
-
-#ifdef IX_HAVE_RBD
-extern const struct bs_ops bs_rbd_ops;
-/* Managed exclusive lock (rbd.exclusive_lock), for failover between gateways: break the lock
- * of whoever holds the image's lock (librbd blocklists that client, so it never writes again:
- * its gateway rejoins with a new client, standby) and take it. Synchronous, bounded by the
- * cluster's timeouts: the main thread only. 0 with the former owners in msg ("" if none), or
- * -errno with the reason in msg. */
-int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen);
-/* The ownership state (an index for bs_rbd_state_name) and its reason; -EINVAL for another
- * backend. */
-int bs_rbd_state(struct bs_dev *dev, char *reason, size_t len);
-const char *bs_rbd_state_name(int state);
-/* The state of a device with the managed lock; -EINVAL for any other device (and for one whose
- * image is not open yet). Any thread. */
-int bs_rbd_own(const struct bs_dev *dev);
-/* A counter of changes of any device's ownership (its state, who holds its lock): code that
- * follows them (scsi/alua.c) compares it with the value it last acted on. One atomic load;
- * any thread. */
-unsigned bs_rbd_own_changes(void);
-/* fn(arg) runs on the image's ownership thread after each change of this device's ownership
- * (its state, who holds its lock), whether or not the image is open yet; NULL clears it,
- * waiting for a call in progress. Never called after the device closes. -EINVAL for another
- * device or one without the managed lock. Control path. */
-int bs_rbd_own_watch(struct bs_dev *dev, void (*fn)(void *arg), void *arg);
-/* Who owns the lock, as the last lock check saw it, and what the owner record says of the
- * holder. 0, or -EINVAL (another device, no managed lock, or the image is not open). Any
- * thread. */
-int bs_rbd_owner(const struct bs_dev *dev, struct bs_rbd_owner *out);
-/* What this gateway writes into the owner record when it holds the lock: its local ALUA
- * target port groups and relative target ports (at most 16 each). Written again at once when
- * it changes while holding. 0 or -EINVAL (not a device with the managed lock). Any thread. */
-int bs_rbd_set_identity(struct bs_dev *dev, const uint16_t *groups, unsigned ngroups,
-			const uint16_t *ports, unsigned nports);
-/* Failover, on the image's ownership thread (docs/ha.md, "Ownership and failover"): a free
- * lock is taken; a held one is asked for over RADOS (the object of the owner record), and
- * the holder hands it over (explicit: always; implicit: only if no I/O went through it for
- * half of window_ms) or refuses; a holder that does not answer within
- * rbd.handover_timeout_ms has its lock broken (librbd blocklists it). BS_RBD_TAKE_FREE takes
- * the lock only if it is free. The state is ACQUIRING while taking, then OWNER (or STANDBY /
- * FENCED). done(arg, rc) runs on that thread when it is over (done may be NULL): 0 taken,
- * -EAGAIN refused by a live holder (bs_rbd_owner's refused says so until the holder changes),
- * -ECANCELED (the image closed), -errno. Returns 0 when started; -EALREADY (already the
- * owner), -EBUSY (a take-over or release is queued), -ESHUTDOWN (fenced), -EINVAL (no managed
- * lock or not open), -ENOMEM. Never blocks. */
-int bs_rbd_take_over_async(struct bs_dev *dev, int mode, uint32_t window_ms, bs_rbd_take_cb done,
-			   void *arg);
-/* A planned hand-over (SET TARGET PORT GROUPS on the holder): on that thread, release the
- * lock (draining the writes in flight; this gateway stays healthy, standby) and tell the other
- * gateways that group (0: none) is to take it. done as above (0 released). Returns 0 when
- * started; -EALREADY (not the holder), -EBUSY, -ESHUTDOWN, -EINVAL, -ENOMEM. */
-int bs_rbd_release_async(struct bs_dev *dev, uint16_t group, bs_rbd_take_cb done, void *arg);
-/* Who else uses an RBD device's cluster connection (the persistent reservation store of
- * scsi/pr_rados.c: its object sits next to the image, and a blocklisted connection must fence
- * both). attach(arg, rados, err, errlen) puts it on a connection (a librados rados_t): when the
- * device opens, when it rejoins after fencing, or at once in bs_rbd_attach_user when the
- * device is open; 0, or -errno + message (the open or the rejoin then fails, and is tried
- * again). detach(arg) takes it off before a fenced connection goes. Both run on the backend's
- * opener thread or in the caller of bs_rbd_attach_user, never at once, never after
- * bs_rbd_detach_user returns. u stays the caller's until then. */
-struct bs_rbd_user {
-	int (*attach)(void *arg, void *rados, char *err, size_t errlen);
-	void (*detach)(void *arg);
-	void *arg;
-};
-/* Main thread (LU creation): 0, or what attach returned (nothing kept); -EINVAL for another
- * backend. */
-int bs_rbd_attach_user(struct bs_dev *dev, const struct bs_rbd_user *u, char *err, size_t errlen);
-/* Main thread (LU end): waits for an attempt that uses it (bounded by the cluster's timeouts). */
-void bs_rbd_detach_user(struct bs_dev *dev);
-/* Any thread: the user saw ESHUTDOWN (blocklisted) doing what on the connection rados: every
- * LU on that connection is fenced and rejoins (ignored for a connection the device left). */
-void bs_rbd_fenced(struct bs_dev *dev, void *rados, const char *what);
-/* Whether the image is open ("online"), or not yet ("offline": started offline, opened again
- * in the background with back-off) with the reason and the attempt count; once open, the
- * state of its connection; -EINVAL for another backend. Any thread. */
-struct bs_rbd_status {
-	bool online;
-	unsigned attempts;     /* opens tried so far */
-	unsigned next_s;       /* offline: seconds to the next attempt (0: now or running) */
-	char reason[256];      /* offline: why ("image rbd/foo not found", ...) */
-	/* online: "connected"; "fenced" (blocklisted: the rejoin starts in rejoin_next_s, or
-	 * only when asked when rbd.rejoin_after_ms is 0); "rejoining" (an attempt runs, or
-	 * failed and is tried again in rejoin_next_s) with conn_reason */
-	char conn[16];
-	char conn_reason[256];
-	unsigned rejoins;	  /* rejoins completed since the start */
-	unsigned rejoin_attempts; /* attempts of the rejoin under way */
-	unsigned rejoin_next_s;
-};
-int bs_rbd_status(struct bs_dev *dev, struct bs_rbd_status *st);
-/* Offline: try to open now (ix-ctl lun online), and restart the back-off; 0 (also when
- * online), -EINVAL for another backend. */
-int bs_rbd_retry(struct bs_dev *dev);
-/* Fenced: rejoin now (ix-ctl lun rejoin; a failure is tried again with back-off). 0 started
- * (or running); -EALREADY not fenced; -EAGAIN the image is not open yet (bs_rbd_retry);
- * -EINVAL another backend. Any thread. */
-int bs_rbd_rejoin(struct bs_dev *dev);
-#endif
 
 #endif

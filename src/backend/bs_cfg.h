@@ -17,6 +17,18 @@ enum bs_type {
 	BS_TYPE_RBD = 4,   /* a Ceph RBD image through librbd (backend/bs_rbd.c) */
 };
 
+/* The shared persistent reservation store's timeouts (pr_store "rados": src/ha/ha_pr.c;
+ * luns[].rbd.pr in the configuration); 0 takes the default. */
+struct bs_rbd_pr_cfg {
+	uint32_t notify_timeout_s; /* a gateway that has not acknowledged a change by then is
+				      blocklisted (5); whole seconds, as RADOS counts a notify's */
+	uint32_t reset_wait_s;	   /* a LOGICAL UNIT RESET waits this long for the other
+				      gateways' acknowledgements (2) */
+	uint32_t retries;	   /* versioned writes lost to other gateways before a
+				      PERSISTENT RESERVE OUT fails (16) */
+	uint32_t blocklist_s;	   /* how long a fenced gateway stays blocklisted (3600) */
+};
+
 /* Where an RBD LU's image lives and how to reach its cluster (BS_TYPE_RBD). */
 struct bs_rbd_cfg {
 	const char *pool;      /* required */
@@ -42,6 +54,13 @@ struct bs_rbd_cfg {
 				       background; false: the start fails (config default true) */
 	uint32_t rejoin_after_ms;   /* fenced (blocklisted): rejoin with a new client this much
 				       later; 0 = only when asked (config default 5000) */
+	struct bs_rbd_pr_cfg pr;    /* the shared PR store (read by src/ha/, not the backend) */
+};
+
+/* The settings of the backends that have any: an LU's configuration carries one (scsi.h's
+ * scsi_lu_cfg.bs), the opened backend reads its own part (bs_open_cfg.backend_cfg). */
+struct bs_backend_cfg {
+	struct bs_rbd_cfg rbd; /* BS_TYPE_RBD */
 };
 
 /* Error injection rules of the test backend (BS_TYPE_ERROR, backend/bs_error.c). The

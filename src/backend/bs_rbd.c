@@ -1,7 +1,8 @@
 /* RBD backend: a Ceph RBD image through librbd's asynchronous API.
  *
- * Cluster handles (shared per process) and the opener thread: bs_rbd_conn.c. Each LU opens its
- * image once; librbd's image handle is thread-safe, so every worker submits on it directly.
+ * Cluster handles (shared per context, struct bs_rbd_ctx) and the opener thread:
+ * bs_rbd_conn.c. Each LU opens its image once; librbd's image handle is thread-safe, so every
+ * worker submits on it directly.
  *
  * I/O: rbd_aio_read/write/writesame/write_zeroes/discard/flush with a completion whose
  * callback runs on one of librbd's threads. The callback stores the result in the bs_io and
@@ -22,8 +23,8 @@
  * RBD_LBAS_SPAN bytes; librbd has no asynchronous form of it, so it runs on the helper thread
  * (below) and the answer comes back through the worker's eventfd like any completion.
  *
- * Fencing (rbd.exclusive_lock): librbd's managed exclusive lock, in bs_rbd_own.c (its state,
- * the image's ownership thread) and bs_rbd_handover.c (hand-over between gateways). This file
+ * Fencing (rbd.exclusive_lock): librbd's managed exclusive lock, in ha_own.c (its state,
+ * the image's ownership thread) and ha_handover.c (hand-over between gateways). This file
  * creates the ownership at open (rbd_own_new), starts it on each image it opens
  * (rbd_own_attach: at the first open, and on the new image of a rejoin), stops it before the
  * image closes (rbd_own_detach), asks it before each I/O (rbd_own_io: refused while fenced)
@@ -59,6 +60,7 @@
 #include <unistd.h>
 
 #include "backend/bs.h"
+#include "backend/bs_rbd.h"
 #include "backend/bs_rbd_int.h"
 #include "event/loop.h"
 #include "util/list.h"
@@ -205,82 +207,78 @@ static void log_io_error(struct bs_io *io)
 /* ---- the helper thread: librbd calls without an asynchronous form ---- */
 
 /* rbd_diff_iterate2 (GET LBA STATUS) has no asynchronous form: it runs on one helper thread
- * per process, started the first time it is needed, from a bounded queue (a full queue fails
+ * per context (struct bs_rbd_ctx), started the first time it is needed and stopped with the
+ * context's last device, from a bounded queue (a full queue fails
  * the request with -EBUSY rather than waiting), bounded by the OSD timeout of its cluster. The
  * answer goes back to the submitting worker's loop through the worker's eventfd like
- * librbd's completions. (Lock calls run on each image's ownership thread, bs_rbd_own.c.) */
-#define RBD_HELPER_QUEUE 64
-
-struct rbd_job {
-	void (*fn)(void *arg);
-	void *arg;
-};
-
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool started;
-	unsigned head, n;
-	struct rbd_job q[RBD_HELPER_QUEUE];
-} helper = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+ * librbd's completions. (Lock calls run on each image's ownership thread, ha_own.c.) */
 
 static void *helper_main(void *arg)
 {
-	(void)arg;
-	pthread_mutex_lock(&helper.lock);
+	struct bs_rbd_ctx *bx = arg;
+
+	pthread_mutex_lock(&bx->helper.lock);
 	for (;;) {
 		struct rbd_job j;
 
-		while (helper.n == 0)
-			pthread_cond_wait(&helper.cond, &helper.lock);
-		j = helper.q[helper.head];
-		helper.head = (helper.head + 1) % RBD_HELPER_QUEUE;
-		helper.n--;
-		pthread_mutex_unlock(&helper.lock);
+		while (bx->helper.n == 0 && !bx->helper.stop)
+			pthread_cond_wait(&bx->helper.cond, &bx->helper.lock);
+		if (bx->helper.n == 0) /* stop: the context's last device closed */
+			break;
+		j = bx->helper.q[bx->helper.head];
+		bx->helper.head = (bx->helper.head + 1) % RBD_HELPER_QUEUE;
+		bx->helper.n--;
+		pthread_mutex_unlock(&bx->helper.lock);
 		j.fn(j.arg);
-		pthread_mutex_lock(&helper.lock);
+		pthread_mutex_lock(&bx->helper.lock);
 	}
+	pthread_mutex_unlock(&bx->helper.lock);
+	bs_rbd_ctx_thread_end(bx);
 	return NULL;
 }
 
-/* Under helper.lock. Detached, every signal blocked (the daemon's loops take them). */
-static int helper_start(void)
+/* Under bx->helper.lock. Detached, every signal blocked (the daemon's loops take them). */
+static int helper_start(struct bs_rbd_ctx *bx)
 {
 	sigset_t all, old;
 	pthread_attr_t a;
 	pthread_t th;
 	int rc;
 
-	if (helper.started)
+	if (bx->helper.started)
 		return 0;
+	bs_rbd_ctx_thread_start(bx);
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	pthread_attr_init(&a);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	rc = pthread_create(&th, &a, helper_main, NULL);
+	rc = pthread_create(&th, &a, helper_main, bx);
 	pthread_attr_destroy(&a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc)
+	if (rc) {
+		bs_rbd_ctx_thread_end(bx); /* a device holds bx: never the last */
 		return -rc;
+	}
 	pthread_setname_np(th, "ix-rbd-helper");
-	helper.started = true;
+	bx->helper.started = true;
 	return 0;
 }
 
-static int helper_post(void (*fn)(void *arg), void *arg)
+static int helper_post(struct bs_rbd_ctx *bx, void (*fn)(void *arg), void *arg)
 {
 	int rc;
 
-	pthread_mutex_lock(&helper.lock);
-	rc = helper_start();
-	if (rc == 0 && helper.n == RBD_HELPER_QUEUE)
+	pthread_mutex_lock(&bx->helper.lock);
+	rc = helper_start(bx);
+	if (rc == 0 && bx->helper.n == RBD_HELPER_QUEUE)
 		rc = -EBUSY;
 	if (rc == 0) {
-		helper.q[(helper.head + helper.n) % RBD_HELPER_QUEUE] = (struct rbd_job){fn, arg};
-		helper.n++;
-		pthread_cond_signal(&helper.cond);
+		bx->helper.q[(bx->helper.head + bx->helper.n) % RBD_HELPER_QUEUE] =
+		    (struct rbd_job){fn, arg};
+		bx->helper.n++;
+		pthread_cond_signal(&bx->helper.cond);
 	}
-	pthread_mutex_unlock(&helper.lock);
+	pthread_mutex_unlock(&bx->helper.lock);
 	return rc;
 }
 
@@ -383,7 +381,7 @@ int bs_rbd_attach(struct bs_dev *dev, char *err, size_t errlen)
 
 	if (rc < 0)
 		return rc;
-	if (p->o && (rc = rbd_own_attach(p->o, p->image, p->ioctx, false)) < 0) {
+	if (p->o && (rc = p->own_ops->attach(p->o, p->image, p->ioctx, false)) < 0) {
 		snprintf(err, errlen, "rbd %s: cannot start the ownership thread: %s", p->name,
 			 strerror(-rc));
 		bs_rbd_detach(p);
@@ -400,11 +398,17 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 			size_t errlen)
 {
 	struct rbd_priv *p = dev->priv;
-	const struct bs_rbd_cfg *c = cfg->rbd;
+	const struct bs_backend_cfg *bc = cfg->backend_cfg;
+	const struct bs_rbd_cfg *c = bc ? &bc->rbd : NULL;
 	int rc;
 
 	if (!c || !c->pool || !c->image) {
 		snprintf(err, errlen, "rbd backend needs a pool and an image");
+		return -EINVAL;
+	}
+	if (!cfg->host || !cfg->host->rbd) {
+		snprintf(err, errlen,
+			 "rbd backend needs its context (the high-availability layer)");
 		return -EINVAL;
 	}
 	snprintf(p->name, sizeof(p->name), "%s/%s%s%s", c->pool, c->ns ? c->ns : "",
@@ -417,22 +421,35 @@ static int rbd_dev_open(struct bs_dev *dev, const struct bs_open_cfg *cfg, char 
 	p->cfg_block = cfg->block_size;
 	p->readonly = cfg->readonly;
 	p->exclusive = c->exclusive_lock && !cfg->readonly;
-	if (p->exclusive && (rc = rbd_own_new(&p->o, p->name, c, cfg->owner_group)) < 0) {
+	if (p->exclusive && !(cfg->host && cfg->host->own_ops)) {
+		snprintf(err, errlen, "rbd %s: exclusive_lock needs the high-availability layer",
+			 p->name);
+		cfg_free(&p->c);
+		return -EINVAL;
+	}
+	p->own_ops = cfg->host ? cfg->host->own_ops : NULL;
+	if (p->exclusive &&
+	    (rc = p->own_ops->create(cfg->host, &p->o, p->name, c, cfg->owner_group)) < 0) {
 		snprintf(err, errlen, "out of memory");
 		cfg_free(&p->c);
 		return rc;
 	}
 	p->close_ms = ((c->osd_op_timeout_s ? c->osd_op_timeout_s : RBD_DEFAULT_OSD_TIMEOUT_S) + 5) *
 		      1000u;
+	p->ctx = cfg->host->rbd;
+	bs_rbd_ctx_get(p->ctx);
 	list_init(&p->cl_link);
 	atomic_init(&p->online, false);
 	atomic_init(&p->fenced, false);
 	atomic_init(&p->inflight, 0);
 	rc = bs_rbd_open(dev, c->start_offline, err, errlen);
 	if (rc < 0) {
-		rbd_own_put(p->o);
+		if (p->o)
+			p->own_ops->put(p->o);
 		p->o = NULL;
 		cfg_free(&p->c);
+		bs_rbd_ctx_put(p->ctx);
+		p->ctx = NULL;
 	}
 	return rc;
 }
@@ -475,7 +492,7 @@ void bs_rbd_detach(struct rbd_priv *p)
 
 void bs_rbd_attach_undo(struct rbd_priv *p)
 {
-	if (p->o && !rbd_own_detach(p->o, p->close_ms)) { /* a lock call: bounded by the
+	if (p->o && !p->own_ops->detach(p->o, p->close_ms)) { /* a lock call: bounded by the
 							      cluster's timeouts */
 		log_warn("rbd",
 			 "%s: a lock call did not end within %u s: the image is "
@@ -494,9 +511,12 @@ static void rbd_dev_close(struct bs_dev *dev)
 	bs_rbd_open_stop(p);
 	if (atomic_load_explicit(&p->online, memory_order_acquire))
 		bs_rbd_attach_undo(p); /* without an image (a rejoin failed half-way): o only */
-	rbd_own_put(p->o);
+	if (p->o)
+		p->own_ops->put(p->o);
 	p->o = NULL;
 	cfg_free(&p->c);
+	bs_rbd_ctx_put(p->ctx); /* last: the opener and helper were done with p */
+	p->ctx = NULL;
 }
 
 /* Any thread: hand a finished I/O to its submitter's loop. */
@@ -547,7 +567,7 @@ static int io_result(struct rbd_priv *p, int r)
 {
 	if (r == -ESHUTDOWN)
 		bs_rbd_conn_fenced(p, "a request");
-	r = rbd_own_io_result(p->o, r);
+	r = bs_rbd_own_io_result(p, r);
 	io_leave(p);
 	return r;
 }
@@ -654,7 +674,7 @@ static void lbas_submit(struct bs_io *io, struct rbd_thread *rt)
 	}
 	io->bpriv = rt;
 	rt->inflight++;
-	rc = helper_post(lbas_job, io);
+	rc = helper_post(p->ctx, lbas_job, io);
 	if (rc < 0) {
 		io_leave(p);
 		rt->inflight--;
@@ -709,7 +729,7 @@ static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 		io->cb(io);
 		return;
 	}
-	if (rbd_own_io(p->o) || atomic_load_explicit(&p->fenced, memory_order_relaxed)) {
+	if (bs_rbd_own_io(p) || atomic_load_explicit(&p->fenced, memory_order_relaxed)) {
 		refuse_fenced(p, io); /* blocklisted: librbd would refuse it anyway */
 		return;
 	}

@@ -1,11 +1,11 @@
 /* RBD backend: cluster connections, the opener thread, fencing and rejoin (bs_rbd.c has the
  * device and its I/O).
  *
- * Connections: one rados_t per distinct (ceph.conf, client, keyring, timeouts) in the
- * process, shared by every LU that names the same cluster the same way, reference-counted
- * under clusters_lock (never held across a call to the cluster: a new connection connects
- * outside it while others of the same key wait). Each connection lists the devices whose
- * image is open on it.
+ * Connections: one rados_t per distinct (ceph.conf, client, keyring, timeouts) in a context
+ * (struct bs_rbd_ctx: one per target context, src/ha/), shared by every LU of it that names
+ * the same cluster the same way, reference-counted under its clusters_lock (never held across a
+ * call to the cluster: a new connection connects outside it while others of the same key wait).
+ * Each connection lists the devices whose image is open on it.
  *
  * Fencing: a connection whose client was blocklisted (another gateway broke the lock, or a
  * reservation change it did not acknowledge) answers ESHUTDOWN (librados' EBLOCKLISTED) to
@@ -39,11 +39,18 @@
 #include "backend/bs_rbd_int.h"
 #include "util/log.h"
 
-/* ---- cluster connections, shared per process ---- */
+/* The context of a device, of an entry of the opener's list (NULL p: NULL). */
+static struct bs_rbd_ctx *ctx_of(const struct rbd_priv *p)
+{
+	return p ? p->ctx : NULL;
+}
 
-static pthread_mutex_t clusters_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t clusters_cv = PTHREAD_COND_INITIALIZER; /* a connect ended */
-static struct list_head clusters = LIST_HEAD_INIT(clusters);
+static struct bs_rbd_ctx *ctx_of_r(const struct rbd_retry *r)
+{
+	return ((const struct rbd_priv *)r->dev->priv)->ctx;
+}
+
+/* ---- cluster connections, shared per context ---- */
 
 static int conf_set(rados_t r, const char *opt, const char *val, char *err, size_t errlen)
 {
@@ -105,8 +112,8 @@ fail:
 }
 
 /* The connection for c: a shared one, or a new one (NULL with *rcp and a message). */
-static struct rbd_cluster *cluster_get(const struct bs_rbd_cfg *c, char *err, size_t errlen,
-				       int *rcp)
+static struct rbd_cluster *cluster_get(struct bs_rbd_ctx *bx, const struct bs_rbd_cfg *c, char *err,
+				       size_t errlen, int *rcp)
 {
 	struct rbd_cluster *cl;
 	struct list_head *pos;
@@ -119,45 +126,46 @@ static struct rbd_cluster *cluster_get(const struct bs_rbd_cfg *c, char *err, si
 		*rcp = -ENOMEM;
 		return NULL;
 	}
-	pthread_mutex_lock(&clusters_lock);
+	pthread_mutex_lock(&bx->clusters_lock);
 again:
-	list_for_each(pos, &clusters)
+	list_for_each(pos, &bx->clusters)
 	{
 		cl = list_entry(pos, struct rbd_cluster, link);
 		if (strcmp(cl->key, key) != 0)
 			continue;
 		if (cl->connecting) { /* one client per key: wait for that connect */
-			pthread_cond_wait(&clusters_cv, &clusters_lock);
+			pthread_cond_wait(&bx->clusters_cv, &bx->clusters_lock);
 			goto again;
 		}
 		cl->refs++;
-		pthread_mutex_unlock(&clusters_lock);
+		pthread_mutex_unlock(&bx->clusters_lock);
 		free(key);
 		return cl;
 	}
 	cl = calloc(1, sizeof(*cl));
 	if (!cl) {
-		pthread_mutex_unlock(&clusters_lock);
+		pthread_mutex_unlock(&bx->clusters_lock);
 		free(key);
 		snprintf(err, errlen, "out of memory");
 		*rcp = -ENOMEM;
 		return NULL;
 	}
+	cl->ctx = bx;
 	cl->key = key;
 	cl->refs = 1;
 	cl->connecting = true;
 	list_init(&cl->devs);
-	list_add_tail(&cl->link, &clusters);
-	pthread_mutex_unlock(&clusters_lock);
+	list_add_tail(&cl->link, &bx->clusters);
+	pthread_mutex_unlock(&bx->clusters_lock);
 	rc = cluster_connect(c, &cl->rados, err, errlen); /* connect_timeout_s at most */
-	pthread_mutex_lock(&clusters_lock);
+	pthread_mutex_lock(&bx->clusters_lock);
 	cl->connecting = false;
 	if (rc < 0)
 		list_del(&cl->link);
 	else
 		cl->gid = rados_get_instance_id(cl->rados);
-	pthread_cond_broadcast(&clusters_cv);
-	pthread_mutex_unlock(&clusters_lock);
+	pthread_cond_broadcast(&bx->clusters_cv);
+	pthread_mutex_unlock(&bx->clusters_lock);
 	if (rc < 0) {
 		free(key);
 		free(cl);
@@ -256,14 +264,16 @@ static bool shutdown_within(rados_t rados, unsigned ms)
 /* ms: how long the shutdown of a fenced connection may take. */
 static void cluster_put(struct rbd_cluster *cl, bool abandon, unsigned ms)
 {
-	pthread_mutex_lock(&clusters_lock);
+	struct bs_rbd_ctx *bx = cl->ctx;
+
+	pthread_mutex_lock(&bx->clusters_lock);
 	cl->abandoned |= abandon;
 	if (--cl->refs > 0) {
-		pthread_mutex_unlock(&clusters_lock);
+		pthread_mutex_unlock(&bx->clusters_lock);
 		return;
 	}
 	list_del(&cl->link); /* a fenced one is off the list already: a no-op */
-	pthread_mutex_unlock(&clusters_lock);
+	pthread_mutex_unlock(&bx->clusters_lock);
 	if (cl->abandoned) { /* librbd still holds requests on it: leave it to the exit */
 		log_warn("rbd", "client.%llu: abandoned (an image of it did not close)",
 			 (unsigned long long)cl->gid);
@@ -281,15 +291,16 @@ static void cluster_put(struct rbd_cluster *cl, bool abandon, unsigned ms)
 
 int bs_rbd_conn_join(struct rbd_priv *p, char *err, size_t errlen)
 {
+	struct bs_rbd_ctx *bx = p->ctx;
 	struct rbd_cluster *cl;
 	int rc;
 
-	cl = cluster_get(&p->c, err, errlen, &rc);
+	cl = cluster_get(bx, &p->c, err, errlen, &rc);
 	if (!cl)
 		return rc;
-	pthread_mutex_lock(&clusters_lock);
+	pthread_mutex_lock(&bx->clusters_lock);
 	if (cl->fenced) { /* fenced between the lookup and now */
-		pthread_mutex_unlock(&clusters_lock);
+		pthread_mutex_unlock(&bx->clusters_lock);
 		snprintf(err, errlen, "the connection client.%llu was blocklisted while opening",
 			 (unsigned long long)cl->gid);
 		cluster_put(cl, false, p->close_ms);
@@ -297,19 +308,20 @@ int bs_rbd_conn_join(struct rbd_priv *p, char *err, size_t errlen)
 	}
 	list_add_tail(&p->cl_link, &cl->devs);
 	p->cl = cl;
-	pthread_mutex_unlock(&clusters_lock);
+	pthread_mutex_unlock(&bx->clusters_lock);
 	return 0;
 }
 
 void bs_rbd_conn_leave(struct rbd_priv *p, bool abandon)
 {
+	struct bs_rbd_ctx *bx = p->ctx;
 	struct rbd_cluster *cl;
 
-	pthread_mutex_lock(&clusters_lock);
+	pthread_mutex_lock(&bx->clusters_lock);
 	cl = p->cl;
 	list_del(&p->cl_link);
 	p->cl = NULL;
-	pthread_mutex_unlock(&clusters_lock);
+	pthread_mutex_unlock(&bx->clusters_lock);
 	if (cl)
 		cluster_put(cl, abandon, p->close_ms);
 }
@@ -331,34 +343,26 @@ void bs_rbd_conn_leave(struct rbd_priv *p, bool abandon)
  * answer holds them for the OSD timeout, and the opener has other images to serve). */
 #define RBD_OWN_STOP_WAIT_MS 1000u
 
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t work; /* the thread: something queued or due */
-	pthread_cond_t done; /* an attempt ended */
-	bool started;
-	uint64_t busy_since; /* when the running attempt began; 0 = none */
-	struct list_head list;
-} opener = {.lock = PTHREAD_MUTEX_INITIALIZER, .list = LIST_HEAD_INIT(opener.list)};
-
-static void timedwait_ms(pthread_cond_t *cv, uint64_t until)
+static void timedwait_ms(struct bs_rbd_ctx *bx, pthread_cond_t *cv, uint64_t until)
 {
 	struct timespec ts = {.tv_sec = (time_t)(until / 1000u),
 			      .tv_nsec = (long)(until % 1000u) * 1000000L};
 
-	pthread_cond_timedwait(cv, &opener.lock, &ts);
+	pthread_cond_timedwait(cv, &bx->opener.lock, &ts);
 }
 
-/* Under opener.lock: the entry's next attempt at when (monotonic ms). */
+/* Under bx->opener.lock: the entry's next attempt at when (monotonic ms). */
 static void queue_at(struct rbd_retry *r, uint64_t when)
 {
+	struct bs_rbd_ctx *bx = ctx_of_r(r);
 	r->next_ms = when;
 	if (!r->queued)
-		list_add_tail(&r->link, &opener.list);
+		list_add_tail(&r->link, &bx->opener.list);
 	r->queued = true;
-	pthread_cond_signal(&opener.work);
+	pthread_cond_signal(&bx->opener.work);
 }
 
-/* Under opener.lock: the device was fenced; its rejoin, rejoin_after_ms from now (0: only
+/* Under bx->opener.lock: the device was fenced; its rejoin, rejoin_after_ms from now (0: only
  * when asked). */
 static void rejoin_schedule(struct rbd_priv *p)
 {
@@ -378,6 +382,7 @@ static void rejoin_schedule(struct rbd_priv *p)
 /* Under clusters_lock: p's connection was fenced. */
 static void device_fenced(struct rbd_priv *p, unsigned long long gid, const char *what)
 {
+	struct bs_rbd_ctx *bx = p->ctx;
 	struct rbd_retry *r = &p->r;
 	char why[256], when[64];
 
@@ -391,14 +396,14 @@ static void device_fenced(struct rbd_priv *p, unsigned long long gid, const char
 		 gid, what, when);
 	atomic_store(&p->fenced, true); /* before anything else: no request gets through */
 	if (p->o)
-		rbd_own_fenced(p->o, why); /* logs the change */
+		p->own_ops->fenced(p->o, why); /* logs the change */
 	else
 		log_warn("rbd", "%s: fenced: %s", p->name, why);
-	pthread_mutex_lock(&opener.lock);
+	pthread_mutex_lock(&bx->opener.lock);
 	snprintf(r->fenced_why, sizeof(r->fenced_why), "%s", why);
 	if (!r->running && !r->queued && !r->rejoin)
 		rejoin_schedule(p); /* a running attempt does it when it ends (run_end) */
-	pthread_mutex_unlock(&opener.lock);
+	pthread_mutex_unlock(&bx->opener.lock);
 }
 
 /* Under clusters_lock. */
@@ -423,18 +428,19 @@ static void fence_locked(struct rbd_cluster *cl, const char *what)
 
 void bs_rbd_conn_fenced(struct rbd_priv *p, const char *what)
 {
-	pthread_mutex_lock(&clusters_lock);
+	struct bs_rbd_ctx *bx = p->ctx;
+	pthread_mutex_lock(&bx->clusters_lock);
 	if (p->cl)
 		fence_locked(p->cl, what);
-	pthread_mutex_unlock(&clusters_lock);
+	pthread_mutex_unlock(&bx->clusters_lock);
 }
 
-void bs_rbd_conn_fenced_owner(const struct rbd_owner *o, const char *what)
+void bs_rbd_conn_fenced_owner(struct bs_rbd_ctx *bx, const struct rbd_owner *o, const char *what)
 {
 	struct list_head *pos, *d;
 
-	pthread_mutex_lock(&clusters_lock);
-	list_for_each(pos, &clusters)
+	pthread_mutex_lock(&bx->clusters_lock);
+	list_for_each(pos, &bx->clusters)
 	{
 		struct rbd_cluster *cl = list_entry(pos, struct rbd_cluster, link);
 
@@ -442,24 +448,25 @@ void bs_rbd_conn_fenced_owner(const struct rbd_owner *o, const char *what)
 		{
 			if (list_entry(d, struct rbd_priv, cl_link)->o == o) {
 				fence_locked(cl, what); /* takes cl off the list: stop here */
-				pthread_mutex_unlock(&clusters_lock);
+				pthread_mutex_unlock(&bx->clusters_lock);
 				return;
 			}
 		}
 	}
-	pthread_mutex_unlock(&clusters_lock);
+	pthread_mutex_unlock(&bx->clusters_lock);
 }
 
 void bs_rbd_fenced(struct bs_dev *dev, void *rados, const char *what)
 {
 	struct rbd_priv *p = dev && dev->ops == &bs_rbd_ops ? dev->priv : NULL;
+	struct bs_rbd_ctx *bx = ctx_of(p);
 
 	if (!p)
 		return;
-	pthread_mutex_lock(&clusters_lock);
+	pthread_mutex_lock(&bx->clusters_lock);
 	if (p->cl && p->cl->rados == (rados_t)rados) /* not a connection it already left */
 		fence_locked(p->cl, what);
-	pthread_mutex_unlock(&clusters_lock);
+	pthread_mutex_unlock(&bx->clusters_lock);
 }
 
 /* ---- attempts ---- */
@@ -468,11 +475,12 @@ void bs_rbd_fenced(struct bs_dev *dev, void *rados, const char *what)
  * with the entry running (the user cannot change meanwhile), or pinned the same way. */
 static const struct bs_rbd_user *user_of(struct rbd_priv *p)
 {
+	struct bs_rbd_ctx *bx = p->ctx;
 	const struct bs_rbd_user *u;
 
-	pthread_mutex_lock(&opener.lock);
+	pthread_mutex_lock(&bx->opener.lock);
 	u = p->r.user;
-	pthread_mutex_unlock(&opener.lock);
+	pthread_mutex_unlock(&bx->opener.lock);
 	return u;
 }
 
@@ -508,6 +516,7 @@ static int open_attempt(struct bs_dev *dev, char *err, size_t errlen)
  * and sets the lock policy), and the device serves again, standby. */
 static int rejoin_attempt(struct rbd_priv *p, char *err, size_t errlen)
 {
+	struct bs_rbd_ctx *bx = p->ctx;
 	unsigned n;
 	int rc;
 
@@ -519,7 +528,7 @@ static int rejoin_attempt(struct rbd_priv *p, char *err, size_t errlen)
 				 n);
 			return -EBUSY;
 		}
-		if (p->o && !rbd_own_detach(p->o, RBD_OWN_STOP_WAIT_MS)) {
+		if (p->o && !p->own_ops->detach(p->o, RBD_OWN_STOP_WAIT_MS)) {
 			snprintf(err, errlen,
 				 "a lock request sent on the fenced connection is still running");
 			return -EBUSY;
@@ -532,18 +541,18 @@ static int rejoin_attempt(struct rbd_priv *p, char *err, size_t errlen)
 		return rc;
 	rc = user_attach(p, err, errlen);
 	if (rc == 0) {
-		pthread_mutex_lock(&clusters_lock); /* against a new fencing */
+		pthread_mutex_lock(&bx->clusters_lock); /* against a new fencing */
 		if (p->cl->fenced) {		    /* blocklisted again meanwhile: still fenced */
 			snprintf(err, errlen, "the new connection client.%llu was blocklisted too",
 				 (unsigned long long)p->cl->gid);
 			rc = -ESHUTDOWN;
-		} else if (p->o && (rc = rbd_own_attach(p->o, p->image, p->ioctx, true)) < 0) {
+		} else if (p->o && (rc = p->own_ops->attach(p->o, p->image, p->ioctx, true)) < 0) {
 			snprintf(err, errlen, "cannot start the ownership thread: %s",
 				 strerror(-rc));
 		} else {
 			atomic_store(&p->fenced, false); /* serves again, on the new image */
 		}
-		pthread_mutex_unlock(&clusters_lock);
+		pthread_mutex_unlock(&bx->clusters_lock);
 	}
 	if (rc < 0) {
 		user_detach(p);
@@ -552,7 +561,7 @@ static int rejoin_attempt(struct rbd_priv *p, char *err, size_t errlen)
 	return rc;
 }
 
-/* Under opener.lock: an attempt failed with err; queue the next one. */
+/* Under bx->opener.lock: an attempt failed with err; queue the next one. */
 static void retry_failed(struct rbd_retry *r, const char *err)
 {
 	struct rbd_priv *p = r->dev->priv;
@@ -579,22 +588,24 @@ static void retry_failed(struct rbd_retry *r, const char *err)
 	r->kick = false;
 }
 
-/* Under opener.lock: an attempt (or a pin) ends; a device fenced meanwhile gets its rejoin. */
+/* Under bx->opener.lock: an attempt (or a pin) ends; a device fenced meanwhile gets its rejoin. */
 static void run_end(struct rbd_retry *r)
 {
+	struct bs_rbd_ctx *bx = ctx_of_r(r);
 	struct rbd_priv *p = r->dev->priv;
 
 	r->running = false;
 	if (!r->queued && !r->rejoin && atomic_load(&p->fenced))
 		rejoin_schedule(p);
 	if (r->queued)
-		pthread_cond_signal(&opener.work);
-	pthread_cond_broadcast(&opener.done);
+		pthread_cond_signal(&bx->opener.work);
+	pthread_cond_broadcast(&bx->opener.done);
 }
 
-/* Under opener.lock, which it drops around the attempt and the ready callback. */
+/* Under bx->opener.lock, which it drops around the attempt and the ready callback. */
 static void opener_run(struct rbd_retry *r)
 {
+	struct bs_rbd_ctx *bx = ctx_of_r(r);
 	struct rbd_priv *p = r->dev->priv;
 	bool rejoin = r->rejoin;
 	bs_ready_cb cb = NULL;
@@ -604,10 +615,10 @@ static void opener_run(struct rbd_retry *r)
 	list_del(&r->link);
 	r->queued = false;
 	r->running = true;
-	opener.busy_since = bs_rbd_now_ms();
-	pthread_mutex_unlock(&opener.lock);
+	bx->opener.busy_since = bs_rbd_now_ms();
+	pthread_mutex_unlock(&bx->opener.lock);
 	rc = rejoin ? rejoin_attempt(p, err, sizeof(err)) : open_attempt(r->dev, err, sizeof(err));
-	pthread_mutex_lock(&opener.lock);
+	pthread_mutex_lock(&bx->opener.lock);
 	if (rejoin)
 		r->rejoin_attempts++;
 	else
@@ -629,23 +640,24 @@ static void opener_run(struct rbd_retry *r)
 		log_info("rbd", "%s: online after %u attempts", p->name, r->attempts);
 	}
 	if (cb) { /* still running: the device cannot close under it */
-		pthread_mutex_unlock(&opener.lock);
+		pthread_mutex_unlock(&bx->opener.lock);
 		cb(r->dev, r->cb_arg);
-		pthread_mutex_lock(&opener.lock);
+		pthread_mutex_lock(&bx->opener.lock);
 	}
-	opener.busy_since = 0;
+	bx->opener.busy_since = 0;
 	run_end(r);
 }
 
 static void *opener_main(void *arg)
 {
-	(void)arg;
-	pthread_mutex_lock(&opener.lock);
-	for (;;) {
+	struct bs_rbd_ctx *bx = arg;
+
+	pthread_mutex_lock(&bx->opener.lock);
+	while (!bx->opener.stop) { /* stop: the context's last device closed (the list is empty) */
 		struct rbd_retry *best = NULL;
 		struct list_head *pos;
 
-		list_for_each(pos, &opener.list)
+		list_for_each(pos, &bx->opener.list)
 		{
 			struct rbd_retry *r = list_entry(pos, struct rbd_retry, link);
 
@@ -653,53 +665,51 @@ static void *opener_main(void *arg)
 				best = r; /* a running one is pinned (pin()): run_end wakes us */
 		}
 		if (!best)
-			pthread_cond_wait(&opener.work, &opener.lock);
+			pthread_cond_wait(&bx->opener.work, &bx->opener.lock);
 		else if (best->next_ms > bs_rbd_now_ms())
-			timedwait_ms(&opener.work, best->next_ms);
+			timedwait_ms(bx, &bx->opener.work, best->next_ms);
 		else
 			opener_run(best);
 	}
+	pthread_mutex_unlock(&bx->opener.lock);
+	bs_rbd_ctx_thread_end(bx);
 	return NULL;
 }
 
-/* Under opener.lock. Detached, every signal blocked; its conditions on the monotonic clock. */
-static int opener_start(void)
+/* Under bx->opener.lock. Detached, every signal blocked; its conditions on the monotonic clock
+ * (bs_rbd_ctx_new). */
+static int opener_start(struct bs_rbd_ctx *bx)
 {
-	pthread_condattr_t ca;
 	sigset_t all, old;
 	pthread_attr_t a;
 	pthread_t th;
 	int rc;
 
-	if (opener.started)
+	if (bx->opener.started)
 		return 0;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&opener.work, &ca);
-	pthread_cond_init(&opener.done, &ca);
-	pthread_condattr_destroy(&ca);
+	bs_rbd_ctx_thread_start(bx);
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	pthread_attr_init(&a);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	rc = pthread_create(&th, &a, opener_main, NULL);
+	rc = pthread_create(&th, &a, opener_main, bx);
 	pthread_attr_destroy(&a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc) {
-		pthread_cond_destroy(&opener.work);
-		pthread_cond_destroy(&opener.done);
+		bs_rbd_ctx_thread_end(bx); /* a device holds bx: never the last */
 		return -rc;
 	}
 	pthread_setname_np(th, "ix-rbd-opener");
-	opener.started = true;
+	bx->opener.started = true;
 	return 0;
 }
 
-/* Under opener.lock: wait for the first attempt, at most RBD_START_WAIT_MS, and not at all
+/* Under bx->opener.lock: wait for the first attempt, at most RBD_START_WAIT_MS, and not at all
  * while another image's attempt has been stuck that long (a cluster that does not answer must
  * not add connect_timeout_s per LU to the start). */
 static void start_wait(struct rbd_retry *r)
 {
+	struct bs_rbd_ctx *bx = ctx_of_r(r);
 	uint64_t deadline = bs_rbd_now_ms() + RBD_START_WAIT_MS;
 
 	while (r->attempts == 0 || r->running) {
@@ -707,28 +717,30 @@ static void start_wait(struct rbd_retry *r)
 
 		if (now >= deadline)
 			return;
-		if (!r->running && opener.busy_since) {
-			if (now - opener.busy_since >= RBD_START_WAIT_MS)
+		if (!r->running && bx->opener.busy_since) {
+			if (now - bx->opener.busy_since >= RBD_START_WAIT_MS)
 				return;
-			if (opener.busy_since + RBD_START_WAIT_MS < until)
-				until = opener.busy_since + RBD_START_WAIT_MS;
+			if (bx->opener.busy_since + RBD_START_WAIT_MS < until)
+				until = bx->opener.busy_since + RBD_START_WAIT_MS;
 		}
-		timedwait_ms(&opener.done, until);
+		timedwait_ms(bx, &bx->opener.done, until);
 	}
 }
 
-/* Under opener.lock: keep the opener off the entry while the caller works on the device
+/* Under bx->opener.lock: keep the opener off the entry while the caller works on the device
  * (the entry is neither queued nor running), and let it go. */
 static void pin(struct rbd_retry *r)
 {
+	struct bs_rbd_ctx *bx = ctx_of_r(r);
 	while (r->running)
-		pthread_cond_wait(&opener.done, &opener.lock);
+		pthread_cond_wait(&bx->opener.done, &bx->opener.lock);
 	r->running = true;
 }
 
 int bs_rbd_open(struct bs_dev *dev, bool background, char *err, size_t errlen)
 {
 	struct rbd_priv *p = dev->priv;
+	struct bs_rbd_ctx *bx = ctx_of(p);
 	struct rbd_retry *r = &p->r;
 	bool online;
 	int rc;
@@ -736,25 +748,25 @@ int bs_rbd_open(struct bs_dev *dev, bool background, char *err, size_t errlen)
 	r->dev = dev;
 	r->backoff_ms = RBD_RETRY_MIN_MS;
 	snprintf(r->why, sizeof(r->why), "opening");
-	pthread_mutex_lock(&opener.lock);
-	rc = opener_start(); /* rejoins run there, whichever way the image opens */
+	pthread_mutex_lock(&bx->opener.lock);
+	rc = opener_start(bx); /* rejoins run there, whichever way the image opens */
 	if (rc < 0) {
-		pthread_mutex_unlock(&opener.lock);
+		pthread_mutex_unlock(&bx->opener.lock);
 		snprintf(err, errlen, "rbd %s: cannot start the opener thread: %s", p->name,
 			 strerror(-rc));
 		return rc;
 	}
 	if (!background) { /* here, and a failure fails the start */
 		pin(r);
-		pthread_mutex_unlock(&opener.lock);
+		pthread_mutex_unlock(&bx->opener.lock);
 		rc = bs_rbd_attach(dev, err, errlen);
-		pthread_mutex_lock(&opener.lock);
+		pthread_mutex_lock(&bx->opener.lock);
 		r->attempts = 1;
 		r->why[0] = 0;
 		if (rc == 0)
 			atomic_store_explicit(&p->online, true, memory_order_release);
 		run_end(r);
-		pthread_mutex_unlock(&opener.lock);
+		pthread_mutex_unlock(&bx->opener.lock);
 		if (rc == 0)
 			dev->unmap_granularity =
 			    p->obj_size <= UINT32_MAX ? (uint32_t)p->obj_size : 0;
@@ -772,7 +784,7 @@ int bs_rbd_open(struct bs_dev *dev, bool background, char *err, size_t errlen)
 				    : "opening: waiting for another image's attempt");
 	if (!online)
 		log_warn("rbd", "%s: starts offline: %s", p->name, r->why);
-	pthread_mutex_unlock(&opener.lock);
+	pthread_mutex_unlock(&bx->opener.lock);
 	/* the LU reads it once, at its creation: the real object size, else RBD's default */
 	dev->unmap_granularity =
 	    online && p->obj_size <= UINT32_MAX ? (uint32_t)p->obj_size : 4u << 20;
@@ -782,38 +794,40 @@ int bs_rbd_open(struct bs_dev *dev, bool background, char *err, size_t errlen)
 int bs_rbd_on_ready(struct bs_dev *dev, bs_ready_cb cb, void *arg)
 {
 	struct rbd_priv *p = dev->priv;
+	struct bs_rbd_ctx *bx = ctx_of(p);
 	int rc = 0;
 
 	if (!p->background)
 		return 0;
-	pthread_mutex_lock(&opener.lock);
+	pthread_mutex_lock(&bx->opener.lock);
 	if (!atomic_load(&p->online)) {
 		p->r.cb = cb;
 		p->r.cb_arg = arg;
 		rc = 1;
 	}
-	pthread_mutex_unlock(&opener.lock);
+	pthread_mutex_unlock(&bx->opener.lock);
 	return rc;
 }
 
 /* Off the opener's list, and out of a running attempt (bounded by connect_timeout_s). */
 void bs_rbd_open_stop(struct rbd_priv *p)
 {
-	pthread_mutex_lock(&opener.lock);
+	struct bs_rbd_ctx *bx = p->ctx;
+	pthread_mutex_lock(&bx->opener.lock);
 	if (p->r.queued)
 		list_del(&p->r.link);
 	p->r.queued = false;
 	while (p->r.running)
-		pthread_cond_wait(&opener.done, &opener.lock);
-	pthread_mutex_unlock(&opener.lock);
+		pthread_cond_wait(&bx->opener.done, &bx->opener.lock);
+	pthread_mutex_unlock(&bx->opener.lock);
 }
 
-static struct rbd_priv *rbd_of(struct bs_dev *dev)
+static struct rbd_priv *rbd_of(const struct bs_dev *dev)
 {
 	return dev && dev->ops == &bs_rbd_ops ? dev->priv : NULL;
 }
 
-/* The connection's state, under opener.lock. */
+/* The connection's state, under bx->opener.lock. */
 static void conn_status(struct rbd_priv *p, struct bs_rbd_status *st, uint64_t now)
 {
 	const struct rbd_retry *r = &p->r;
@@ -839,12 +853,13 @@ static void conn_status(struct rbd_priv *p, struct bs_rbd_status *st, uint64_t n
 int bs_rbd_status(struct bs_dev *dev, struct bs_rbd_status *st)
 {
 	struct rbd_priv *p = rbd_of(dev);
+	struct bs_rbd_ctx *bx = ctx_of(p);
 	uint64_t now = bs_rbd_now_ms();
 
 	if (!p)
 		return -EINVAL;
 	memset(st, 0, sizeof(*st));
-	pthread_mutex_lock(&opener.lock);
+	pthread_mutex_lock(&bx->opener.lock);
 	st->online = atomic_load(&p->online);
 	st->attempts = p->r.attempts;
 	if (!st->online && p->r.queued && p->r.next_ms > now)
@@ -853,17 +868,18 @@ int bs_rbd_status(struct bs_dev *dev, struct bs_rbd_status *st)
 		snprintf(st->reason, sizeof(st->reason), "%s", p->r.why);
 	else
 		conn_status(p, st, now);
-	pthread_mutex_unlock(&opener.lock);
+	pthread_mutex_unlock(&bx->opener.lock);
 	return 0;
 }
 
 int bs_rbd_retry(struct bs_dev *dev)
 {
 	struct rbd_priv *p = rbd_of(dev);
+	struct bs_rbd_ctx *bx = ctx_of(p);
 
 	if (!p)
 		return -EINVAL;
-	pthread_mutex_lock(&opener.lock);
+	pthread_mutex_lock(&bx->opener.lock);
 	if (atomic_load(&p->online) || !p->background) {
 		/* open: nothing to do (a fenced one rejoins through bs_rbd_rejoin) */
 	} else if (p->r.running) {
@@ -872,19 +888,20 @@ int bs_rbd_retry(struct bs_dev *dev)
 		p->r.backoff_ms = RBD_RETRY_MIN_MS;
 		queue_at(&p->r, 0);
 	}
-	pthread_mutex_unlock(&opener.lock);
+	pthread_mutex_unlock(&bx->opener.lock);
 	return 0;
 }
 
 int bs_rbd_rejoin(struct bs_dev *dev)
 {
 	struct rbd_priv *p = rbd_of(dev);
+	struct bs_rbd_ctx *bx = ctx_of(p);
 	struct rbd_retry *r = p ? &p->r : NULL;
 	int rc = 0;
 
 	if (!p)
 		return -EINVAL;
-	pthread_mutex_lock(&opener.lock);
+	pthread_mutex_lock(&bx->opener.lock);
 	if (!atomic_load(&p->online)) {
 		rc = -EAGAIN; /* not open yet: bs_rbd_retry */
 	} else if (!atomic_load(&p->fenced)) {
@@ -897,7 +914,7 @@ int bs_rbd_rejoin(struct bs_dev *dev)
 		r->backoff_ms = RBD_RETRY_MIN_MS;
 		queue_at(r, 0);
 	}
-	pthread_mutex_unlock(&opener.lock);
+	pthread_mutex_unlock(&bx->opener.lock);
 	return rc;
 }
 
@@ -906,6 +923,7 @@ int bs_rbd_rejoin(struct bs_dev *dev)
 int bs_rbd_attach_user(struct bs_dev *dev, const struct bs_rbd_user *u, char *err, size_t errlen)
 {
 	struct rbd_priv *p = rbd_of(dev);
+	struct bs_rbd_ctx *bx = ctx_of(p);
 	bool now;
 	int rc = 0;
 
@@ -913,31 +931,46 @@ int bs_rbd_attach_user(struct bs_dev *dev, const struct bs_rbd_user *u, char *er
 		snprintf(err, errlen, "not an RBD device");
 		return -EINVAL;
 	}
-	pthread_mutex_lock(&opener.lock);
+	pthread_mutex_lock(&bx->opener.lock);
 	pin(&p->r);
 	p->r.user = u;
 	/* open and serving: attach here; else the open or the rejoin does */
 	now = atomic_load(&p->online) && !atomic_load(&p->fenced) && p->cl;
-	pthread_mutex_unlock(&opener.lock);
+	pthread_mutex_unlock(&bx->opener.lock);
 	if (now)
 		rc = u->attach(u->arg, p->cl->rados, err, errlen);
-	pthread_mutex_lock(&opener.lock);
+	pthread_mutex_lock(&bx->opener.lock);
 	if (rc < 0)
 		p->r.user = NULL;
 	run_end(&p->r);
-	pthread_mutex_unlock(&opener.lock);
+	pthread_mutex_unlock(&bx->opener.lock);
 	return rc;
 }
 
 void bs_rbd_detach_user(struct bs_dev *dev)
 {
 	struct rbd_priv *p = rbd_of(dev);
+	struct bs_rbd_ctx *bx = ctx_of(p);
 
 	if (!p)
 		return;
-	pthread_mutex_lock(&opener.lock);
+	pthread_mutex_lock(&bx->opener.lock);
 	pin(&p->r); /* an attempt that attaches or detaches it ends first */
 	p->r.user = NULL;
 	run_end(&p->r);
-	pthread_mutex_unlock(&opener.lock);
+	pthread_mutex_unlock(&bx->opener.lock);
+}
+
+int bs_rbd_handle(const struct bs_dev *dev, struct bs_rbd_handle *h)
+{
+	struct rbd_priv *p = rbd_of(dev);
+
+	memset(h, 0, sizeof(*h));
+	if (!p)
+		return -EINVAL;
+	h->own = p->o;
+	h->online = atomic_load_explicit(&p->online, memory_order_acquire);
+	h->exclusive = p->c.exclusive_lock;
+	h->name = p->name;
+	return 0;
 }

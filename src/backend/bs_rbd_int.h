@@ -1,7 +1,8 @@
 /* Internal to the RBD backend: bs_rbd.c (the device, its I/O, the helper thread),
- * bs_rbd_conn.c (cluster connections, the opener thread, fencing and rejoin) and bs_rbd_own.c
- * with bs_rbd_handover.c (the ownership of the managed exclusive lock, on each image's
- * ownership thread). Nothing outside src/backend includes this. */
+ * bs_rbd_conn.c (cluster connections, the opener thread, fencing and rejoin) and bs_rbd_ctx.c
+ * (the context they belong to). The ownership of the managed exclusive lock is src/ha/'s
+ * (ha_own.c), reached through p->own_ops (backend/bs_rbd.h). Nothing outside src/backend
+ * includes this. */
 #ifndef IX_BACKEND_BS_RBD_INT_H
 #define IX_BACKEND_BS_RBD_INT_H
 
@@ -14,14 +15,61 @@
 #include <time.h>
 
 #include "backend/bs.h"
+#include "backend/bs_rbd.h"
 #include "util/list.h"
 
 #define RBD_DEFAULT_OSD_TIMEOUT_S 30
 #define RBD_DEFAULT_CONNECT_S	  10
 
-/* A cluster connection, shared by every LU that names the cluster the same way
- * (bs_rbd_conn.c). Every field under clusters_lock. */
+#define RBD_HELPER_QUEUE 64 /* the helper thread's queue (bs_rbd.c) */
+
+struct rbd_job {
+	void (*fn)(void *arg);
+	void *arg;
+};
+
+/* The RBD backend's state of one context (bs_rbd_ctx_new; owned by src/ha/'s context): its
+ * cluster connections, its opener thread and its helper thread. Alive while its owner or an
+ * open device holds it (refs), and until its threads, stopped then, have ended. */
+struct bs_rbd_ctx {
+	pthread_mutex_t life_lock; /* refs, threads */
+	unsigned refs;		   /* the owner's, and one per device from open to close */
+	unsigned threads;	   /* the opener and the helper while they run */
+	bool gone;		   /* refs reached 0: the last thread to end frees it */
+	/* cluster connections (bs_rbd_conn.c) */
+	pthread_mutex_t clusters_lock;
+	pthread_cond_t clusters_cv; /* a connect ended */
+	struct list_head clusters;  /* struct rbd_cluster */
+	/* the opener thread (bs_rbd_conn.c): every field under lock */
+	struct {
+		pthread_mutex_t lock;
+		pthread_cond_t work; /* the thread: something queued or due, or stop */
+		pthread_cond_t done; /* an attempt ended */
+		bool started, stop;
+		uint64_t busy_since; /* when the running attempt began; 0 = none */
+		struct list_head list;
+	} opener;
+	/* the helper thread (bs_rbd.c): every field under lock */
+	struct {
+		pthread_mutex_t lock;
+		pthread_cond_t cond;
+		bool started, stop;
+		unsigned head, n;
+		struct rbd_job q[RBD_HELPER_QUEUE];
+	} helper;
+};
+
+/* A thread of x starts (under its own lock: opener.lock or helper.lock), or ended (its last
+ * act, no lock held): x goes once nothing else holds it. */
+void bs_rbd_ctx_thread_start(struct bs_rbd_ctx *x);
+void bs_rbd_ctx_thread_end(struct bs_rbd_ctx *x);
+/* A device holds x from open to close. */
+void bs_rbd_ctx_get(struct bs_rbd_ctx *x);
+
+/* A cluster connection, shared by every LU of a context that names the cluster the same way
+ * (bs_rbd_conn.c). Every field under the context's clusters_lock. */
 struct rbd_cluster {
+	struct bs_rbd_ctx *ctx;
 	struct list_head link; /* on the list new LUs share from; off once fenced */
 	char *key;	       /* conf \n client \n keyring \n timeouts */
 	rados_t rados;
@@ -63,7 +111,9 @@ struct rbd_priv {
 	rbd_image_t image;
 	uint64_t obj_size;
 	bool exclusive;		     /* rbd.exclusive_lock */
-	struct rbd_owner *o;	     /* with exclusive: from open to close (bs_rbd_own.c) */
+	struct bs_rbd_ctx *ctx;	     /* bs_open_cfg.host->rbd: held from open to close */
+	struct rbd_owner *o;	     /* with exclusive: from open to close (ha/ha_own.c) */
+	const struct bs_own_ops *own_ops; /* what o is asked through (bs_open_cfg.host) */
 	unsigned close_ms;	     /* how long closing may take: the OSD timeout and some */
 	_Atomic uint64_t last_err_s; /* when the last I/O error was logged (monotonic seconds) */
 	atomic_uint quiet_errs;	     /* errors not logged since */
@@ -102,8 +152,6 @@ void bs_rbd_conn_leave(struct rbd_priv *p, bool abandon);
 /* Any thread: p's connection answered ESHUTDOWN (librados' EBLOCKLISTED) to what (a
  * request, taking the lock...): every device on it is fenced and rejoins. */
 void bs_rbd_conn_fenced(struct rbd_priv *p, const char *what);
-/* The same for the device whose ownership is o (its ownership thread knows only o). */
-void bs_rbd_conn_fenced_owner(const struct rbd_owner *o, const char *what);
 /* Open the device: on the opener thread (background, rbd.start_offline) or here. */
 int bs_rbd_open(struct bs_dev *dev, bool background, char *err, size_t errlen);
 /* Off the opener's list, and out of a running attempt (device close). */
@@ -128,42 +176,16 @@ int bs_rbd_reattach(struct bs_dev *dev, char *err, size_t errlen);
  * ownership must be stopped first (rbd_own_detach). */
 void bs_rbd_detach(struct rbd_priv *p);
 
-/* ---- bs_rbd_own.c ---- */
+/* ---- the ownership (ha/ha_own.c, through p->own_ops; o NULL: none) ---- */
 
-/* The ownership state of a device with rbd.exclusive_lock, created at open (before the image
- * is), one of the images of group (bs_open_cfg.owner_group; NULL: on its own): 0 or
- * -ENOMEM. */
-int rbd_own_new(struct rbd_owner **out, const char *name, const struct bs_rbd_cfg *c,
-		const char *group);
-/* The image is open on a connection (io: its pool and namespace there): start the image's
- * ownership thread, which watches the owner record's object on that connection, and then
- * - at the first open (rejoin false): takes the lock (the state is "acquiring" meanwhile) and
- *   writes the owner record, or learns who holds it (standby);
- * - after a rejoin (rejoin true; the caller holds clusters_lock, the new connection not
- *   fenced): puts the new handle under the managed lock policy (rbd_lock_acquire; a lock it
- *   gets so, a free one, is released at once) and goes standby: a rejoined gateway never
- *   takes the lock back by itself. Until the policy is set ("acquiring") rbd_own_io refuses
- *   I/O: a handle without it would take a free lock on its first write.
- * Then it checks the lock every rbd.lock_check_ms. Leaves the fenced state only here. 0 or
- * -errno (the thread cannot start). */
-int rbd_own_attach(struct rbd_owner *o, rbd_image_t image, rados_ioctx_t io, bool rejoin);
-/* Before the image closes or is replaced: stop the thread (its watch goes, a pending
- * take-over's callback gets -ECANCELED) and wait at most wait_ms for it to end. false: it is
- * still in the cluster (the image and its ioctx must not go yet: abandon them, or ask again
- * later, which waits again). Nothing of the thread uses image or io once it returned true. */
-bool rbd_own_detach(struct rbd_owner *o, unsigned wait_ms);
-/* The device lets go of it (a thread still in the cluster keeps it). NULL: nothing. */
-void rbd_own_put(struct rbd_owner *o);
-/* The data path, before an I/O (counted for the hand-over rule): true when it must be refused
- * without asking the cluster (fenced, or a rejoined handle without the managed lock policy
- * yet). o NULL: false. */
-bool rbd_own_io(struct rbd_owner *o);
-/* Any thread, on an I/O result r (0 or -errno): with the managed lock (o != NULL) a refusal
- * because another client owns the image (EROFS) or because this client was fenced (ESHUTDOWN)
- * moves the state and becomes BS_ERR_NOT_OWNER; anything else is returned as it is. */
-int rbd_own_io_result(struct rbd_owner *o, int r);
-/* The connection was fenced (bs_rbd_conn.c, under clusters_lock): the state is fenced, with
- * why (logged once), until the rejoin's rbd_own_attach. */
-void rbd_own_fenced(struct rbd_owner *o, const char *why);
+static inline bool bs_rbd_own_io(const struct rbd_priv *p)
+{
+	return p->o && p->own_ops->io(p->o);
+}
+
+static inline int bs_rbd_own_io_result(const struct rbd_priv *p, int r)
+{
+	return p->o ? p->own_ops->io_result(p->o, r) : r;
+}
 
 #endif

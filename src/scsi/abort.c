@@ -1,7 +1,8 @@
 /* Aborting the tasks of other I_T nexuses (PREEMPT AND ABORT, SPC-4 5.12.11.4.5), see
  * scsi_abort_fn in scsi.h.
  *
- * Every scsi_thread is on a registry (a mutex and a list: slow path, never the data path).
+ * Every scsi_thread is on its target context's registry (scsi_lu_index: a mutex and a list;
+ * slow path, never the data path), and an abort reaches the threads of the LU's context.
  * scsi_abort_start() posts one job to the loop of each thread whose transport set a hook; the
  * job runs the hook there, where the thread's tasks live, and the hook holds the request once
  * for each task it must still wait for. The request counts the jobs and holds in one atomic;
@@ -36,31 +37,41 @@ struct scsi_abort {
 struct abort_job {
 	struct scsi_abort *req;
 	struct scsi_thread *t;
+	struct scsi_lu_index *ix; /* t's registry */
 };
 
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct list_head reg = LIST_HEAD_INIT(reg);
-
-void scsi_abort_thread_add(struct scsi_thread *t)
+void scsi_abort_thread_add(struct scsi_lu_index *ix, struct scsi_thread *t)
 {
-	pthread_mutex_lock(&reg_lock);
-	list_add_tail(&t->abort_link, &reg);
-	pthread_mutex_unlock(&reg_lock);
+	t->ix = ix;
+	if (!ix)
+		return;
+	scsi_lu_index_get(ix);
+	pthread_mutex_lock(&ix->threads_lock);
+	list_add_tail(&t->abort_link, &ix->threads);
+	pthread_mutex_unlock(&ix->threads_lock);
 }
 
 void scsi_abort_thread_del(struct scsi_thread *t)
 {
-	pthread_mutex_lock(&reg_lock);
+	struct scsi_lu_index *ix = t->ix;
+
+	if (!ix)
+		return;
+	pthread_mutex_lock(&ix->threads_lock);
 	list_del(&t->abort_link);
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&ix->threads_lock);
+	t->ix = NULL;
+	scsi_lu_index_put(ix);
 }
 
 void scsi_thread_set_abort(struct scsi_thread *t, scsi_abort_fn fn, void *arg)
 {
-	pthread_mutex_lock(&reg_lock);
+	if (t->ix)
+		pthread_mutex_lock(&t->ix->threads_lock);
 	t->abort_fn = fn;
 	t->abort_arg = arg;
-	pthread_mutex_unlock(&reg_lock);
+	if (t->ix)
+		pthread_mutex_unlock(&t->ix->threads_lock);
 }
 
 struct scsi_lu *scsi_abort_lu(const struct scsi_abort *req)
@@ -117,10 +128,10 @@ static void run_job(void *arg)
 	scsi_abort_fn fn;
 	void *fn_arg;
 
-	pthread_mutex_lock(&reg_lock);
+	pthread_mutex_lock(&j->ix->threads_lock);
 	fn = j->t->abort_fn;
 	fn_arg = j->t->abort_arg;
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&j->ix->threads_lock);
 	if (fn)
 		fn(fn_arg, j->req);
 	scsi_abort_release(j->req);
@@ -154,6 +165,7 @@ static struct scsi_abort *req_new(struct scsi_lu *lu, const struct pr_ua *ports,
 int scsi_abort_start(struct scsi_lu *lu, const struct pr_ua *ports, size_t n, struct ev_loop *reply,
 		     void (*done)(void *arg, bool all), void *arg)
 {
+	struct scsi_lu_index *ix = lu->index; /* NULL: a LU of no target context, no thread */
 	struct scsi_abort *req = req_new(lu, ports, n);
 	struct list_head *pos;
 	unsigned missed = 0;
@@ -164,9 +176,9 @@ int scsi_abort_start(struct scsi_lu *lu, const struct pr_ua *ports, size_t n, st
 	req->done = done;
 	req->arg = arg;
 	atomic_init(&req->pending, 1); /* ours, until every job is posted */
-	pthread_mutex_lock(&reg_lock);
-	list_for_each(pos, &reg)
-	{
+	if (ix)
+		pthread_mutex_lock(&ix->threads_lock);
+	for (pos = ix ? ix->threads.next : NULL; ix && pos != &ix->threads; pos = pos->next) {
 		struct scsi_thread *t = list_entry(pos, struct scsi_thread, abort_link);
 		struct abort_job *j;
 
@@ -176,6 +188,7 @@ int scsi_abort_start(struct scsi_lu *lu, const struct pr_ua *ports, size_t n, st
 		if (j) {
 			j->req = req;
 			j->t = t;
+			j->ix = ix;
 			atomic_fetch_add(&req->pending, 1);
 			if (ev_loop_post(t->loop, run_job, j) == 0)
 				continue;
@@ -185,7 +198,8 @@ int scsi_abort_start(struct scsi_lu *lu, const struct pr_ua *ports, size_t n, st
 		missed++;
 	}
 	req->missed = missed > 0;
-	pthread_mutex_unlock(&reg_lock);
+	if (ix)
+		pthread_mutex_unlock(&ix->threads_lock);
 	if (missed)
 		log_err("scsi",
 			"out of memory: the tasks of preempted nexuses on %u thread(s) are not "

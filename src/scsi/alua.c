@@ -83,6 +83,13 @@ struct scsi_alua *scsi_alua_of(const struct scsi_lun_map *map)
 		   : NULL;
 }
 
+/* States that follow the owner of the LUs' backend (src/ha/): in line with it if it changed. */
+static void ha_follow(const struct scsi_lun_map *map)
+{
+	if (map->ha && map->ha->ops->alua_follow)
+		map->ha->ops->alua_follow((struct scsi_lun_map *)map);
+}
+
 bool scsi_alua_check(struct scsi_cmd *cmd, struct scsi_lu *lu, uint16_t op_flags)
 {
 	struct scsi_alua *a = scsi_alua_of(cmd->map);
@@ -91,14 +98,15 @@ bool scsi_alua_check(struct scsi_cmd *cmd, struct scsi_lu *lu, uint16_t op_flags
 
 	if (!a || !cmd->nexus)
 		return true;
-	scsi_alua_own_follow((struct scsi_lun_map *)cmd->map);
+	ha_follow(cmd->map);
 	g = port_group(a, cmd->nexus->rtpi);
 	/* a port in no group (its portal left the groups in a reload) serves nothing */
 	state = g ? atomic_load_explicit(&g->state, memory_order_relaxed) : SCSI_ALUA_UNAVAILABLE;
 	if (scsi_alua_allows(state, op_flags, &ascq))
 		return true;
 	if (state == SCSI_ALUA_STANDBY && g && g->local && scsi_alua_medium_io(op_flags) &&
-	    scsi_alua_own_implicit((struct scsi_lun_map *)cmd->map, a))
+	    cmd->map->ha && cmd->map->ha->ops->alua_implicit &&
+	    cmd->map->ha->ops->alua_implicit((struct scsi_lun_map *)cmd->map, a))
 		ascq = 0x0a; /* ASYMMETRIC ACCESS STATE TRANSITION: retry, it is coming */
 	scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, ascq);
 	return false;
@@ -161,7 +169,7 @@ int scsi_spc_report_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	uint8_t fmt = cmd->cdb[1] >> 5;
 
 	(void)lu;
-	scsi_alua_own_follow((struct scsi_lun_map *)cmd->map);
+	ha_follow(cmd->map);
 	a = scsi_alua_of(cmd->map);
 	if (!a) { /* ALUA turned off by a reload after the lookup */
 		scsi_fail_cdb(cmd, 1, 4);
@@ -248,7 +256,7 @@ int scsi_spc_set_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		scsi_fail_cdb(cmd, 6, -1);
 		return SCSI_DONE;
 	}
-	scsi_alua_own_follow(map);
+	ha_follow(map);
 	pthread_mutex_lock(&map->alua_lock);
 	a = scsi_alua_of(map);
 	if (!a || !a->explicit_ok) {
@@ -261,9 +269,10 @@ int scsi_spc_set_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		scsi_fail_param(cmd, bad, -1);
 		return SCSI_DONE;
 	}
-	if (atomic_load(&a->town) != ALUA_TOWN_NONE) { /* the states follow RBD locks */
+	if (atomic_load(&a->town) != ALUA_TOWN_NONE && map->ha && map->ha->ops->alua_stpg) {
+		/* the states follow the owner (src/ha/ha_alua.c) */
 		pthread_mutex_unlock(&map->alua_lock);
-		rc = scsi_alua_own_stpg(cmd, a, len);
+		rc = map->ha->ops->alua_stpg(cmd, a, len);
 		if (rc != -ENOENT)
 			return rc;
 		pthread_mutex_lock(&map->alua_lock); /* no lock open after all */
@@ -403,7 +412,8 @@ int scsi_alua_configure(struct scsi_lun_map *map, const struct scsi_alua_cfg *cf
 	pthread_mutex_unlock(&map->alua_lock);
 	if (!same)
 		scsi_alua_post_changed(map, NULL, NULL);
-	scsi_alua_own_configured(map);
+	if (map->ha && map->ha->ops->alua_configured)
+		map->ha->ops->alua_configured(map);
 	return 0;
 }
 
@@ -411,7 +421,7 @@ int scsi_alua_get(const struct scsi_lun_map *map, struct scsi_alua_cfg *out)
 {
 	const struct scsi_alua *a;
 
-	scsi_alua_own_follow((struct scsi_lun_map *)map);
+	ha_follow(map);
 	a = scsi_alua_of(map);
 
 	memset(out, 0, sizeof(*out));

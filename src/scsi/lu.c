@@ -54,8 +54,8 @@ static void make_ids(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg)
 
 /* ---- LU ---- */
 
-/* A backend thread: the backend opened late (RBD started offline). The capacity first, then
- * the medium serves; every nexus gets NOT READY TO READY CHANGE and CAPACITY DATA HAS CHANGED
+/* A backend thread: the backend opened late (a networked one started offline). The capacity first,
+ * then the medium serves; every nexus gets NOT READY TO READY CHANGE and CAPACITY DATA HAS CHANGED
  * (the capacity was unknown until now). */
 static void lu_backend_ready(struct bs_dev *dev, void *arg)
 {
@@ -103,6 +103,9 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 	pthread_mutex_init(&lu->lock, NULL);
 	pthread_mutex_init(&lu->slow_lock, NULL);
 	lu->target_name = strdup(cfg->target_name ? cfg->target_name : "");
+	lu->ha = cfg->ha;
+	if (lu->ha)
+		lu->ha->ops->get(lu->ha);
 	lu->guard = scsi_guard_new();
 	lu->pblocks = 1;
 	list_init(&lu->index_link);
@@ -118,7 +121,8 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 		goto fail;
 	if (!cfg->no_medium) {
 		struct bs_open_cfg oc = {.path = cfg->path,
-					 .rbd = &cfg->rbd,
+					 .backend_cfg = &cfg->bs,
+					 .host = cfg->ha ? cfg->ha->host : NULL,
 					 .owner_group = cfg->target_name,
 					 .size_bytes = cfg->size_bytes,
 					 .block_size = bs,
@@ -134,7 +138,7 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 						     : lu->dev->phys_block_size) / bs;
 		if (lu->pblocks == 0 || (lu->pblocks & (lu->pblocks - 1)))
 			lu->pblocks = 1;
-		/* what a deallocation frees whole: the backend's unit (an RBD object) when it
+		/* what a deallocation frees whole: the backend's unit (a network object) when it
 		 * is a multiple of the physical block, else the physical block */
 		lu->ugran = lu->dev->unmap_granularity / bs;
 		if (lu->ugran < lu->pblocks || lu->ugran % lu->pblocks)
@@ -145,12 +149,14 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 		atomic_fetch_or(&lu->mstate, SCSI_MS_NOT_READY);
 		if (bs_dev_on_ready(lu->dev, lu_backend_ready, lu) == 0)
 			atomic_fetch_and(&lu->mstate, (uint8_t)~SCSI_MS_NOT_READY);
-		scsi_alua_lu_watch(lu, true);
+		if (lu->ha && lu->ha->ops->lu_watch)
+			lu->ha->ops->lu_watch(lu, true);
 	}
 	rc = scsi_pr_lu_attach(lu, cfg, err, errlen);
 	if (rc < 0) {
 		scsi_pr_lu_free(lu);
-		scsi_alua_lu_watch(lu, false);
+		if (lu->ha && lu->ha->ops->lu_watch && lu->dev)
+			lu->ha->ops->lu_watch(lu, false);
 		bs_dev_close(lu->dev);
 		goto fail;
 	}
@@ -167,6 +173,8 @@ fail:
 	free(lu->target_name);
 	pthread_mutex_destroy(&lu->lock);
 	pthread_mutex_destroy(&lu->slow_lock);
+	if (lu->ha)
+		lu->ha->ops->put(lu->ha);
 	free(lu);
 	return rc;
 }
@@ -184,8 +192,12 @@ void scsi_lu_put(struct scsi_lu *lu)
 		scsi_lu_index_del(lu->index, lu);
 	scsi_guard_free(lu->guard);
 	scsi_pr_lu_free(lu); /* first: a shared store uses the device's cluster connection */
-	scsi_alua_lu_watch(lu, false);
+	if (lu->ha && lu->ha->ops->lu_watch && lu->dev)
+		lu->ha->ops->lu_watch(lu, false);
 	bs_dev_close(lu->dev);
+	if (lu->ha)
+		lu->ha->ops->put(lu->ha);
+	scsi_lu_index_put(lu->index); /* last: an abort started meanwhile reads lu->index */
 	pthread_mutex_destroy(&lu->lock);
 	pthread_mutex_destroy(&lu->slow_lock);
 	free(lu->scratch);
@@ -287,6 +299,15 @@ struct scsi_lun_map *scsi_lun_map_new(void)
 	return map;
 }
 
+void scsi_lun_map_set_ha(struct scsi_lun_map *map, struct scsi_ha *ha)
+{
+	if (ha)
+		ha->ops->get(ha);
+	if (map->ha)
+		map->ha->ops->put(map->ha);
+	map->ha = ha;
+}
+
 void scsi_lun_map_free(struct scsi_lun_map *map)
 {
 	if (!map)
@@ -294,6 +315,8 @@ void scsi_lun_map_free(struct scsi_lun_map *map)
 	for (unsigned i = 0; i < SCSI_MAX_LUNS; i++)
 		scsi_lu_put(atomic_load(&map->lus[i]));
 	scsi_alua_map_free(map);
+	if (map->ha)
+		map->ha->ops->put(map->ha);
 	pthread_mutex_destroy(&map->alua_lock);
 	free(map);
 }
@@ -309,7 +332,8 @@ int scsi_lun_map_add(struct scsi_lun_map *map, uint32_t lun, struct scsi_lu *lu)
 		scsi_lu_put(lu);
 		return -EEXIST;
 	}
-	scsi_alua_lu_mapped(map, lu);
+	if (lu->ha && lu->ha->ops->lu_mapped)
+		lu->ha->ops->lu_mapped(map, lu);
 	return 0;
 }
 
@@ -391,7 +415,7 @@ struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *in
 
 /* Undo scsi_itl_attach(): the I_T nexus no longer reaches that LU (nexus loss, or the LUN now
  * names another LU). Runs on the nexus's thread. */
-char scsi_resv_remote_tag;
+const char scsi_resv_remote_tag = 0;
 
 /* What I_T nexus loss ends at lu, under lu->lock: PREVENT MEDIUM REMOVAL and a RESERVE(6)/(10)
  * reservation held through the nexus. True when it released the reservation: the caller
@@ -606,13 +630,13 @@ int scsi_lu_reset(struct scsi_lu *lu, struct scsi_nexus *from)
 	(void)from;
 	scsi_ua_post_others(lu, NULL, 0x29, 0x03); /* LOGICAL UNIT RESET OCCURRED */
 	if (lu->pr_ops && lu->pr_ops->reset)
-		lu->pr_ops->reset(lu); /* the same LU on other gateways (pr_rados.c) */
+		lu->pr_ops->reset(lu); /* the same LU on other gateways (src/ha/ha_pr.c) */
 	return 0;
 }
 
 /* ---- per-thread context ---- */
 
-struct scsi_thread *scsi_thread_new(struct ev_loop *loop)
+struct scsi_thread *scsi_thread_new(struct ev_loop *loop, struct scsi_lu_index *ix)
 {
 	struct scsi_thread *t = calloc(1, sizeof(*t));
 	int err = 0;
@@ -627,7 +651,7 @@ struct scsi_thread *scsi_thread_new(struct ev_loop *loop)
 		free(t);
 		return NULL;
 	}
-	scsi_abort_thread_add(t);
+	scsi_abort_thread_add(ix, t);
 	return t;
 }
 

@@ -1,14 +1,9 @@
-/* The index of a target context's LUs by NAA designator (for EXTENDED COPY). */
+/* The index of a target context's LUs by NAA designator (for EXTENDED COPY); it holds the
+ * context's thread registry too (abort.c). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "scsi/scsi_int.h"
-
-struct scsi_lu_index {
-	atomic_int refs; /* the creator's and one per listed LU */
-	pthread_mutex_t lock;
-	struct list_head lus; /* scsi_lu.index_link */
-};
 
 struct scsi_lu_index *scsi_lu_index_new(void)
 {
@@ -19,7 +14,14 @@ struct scsi_lu_index *scsi_lu_index_new(void)
 	atomic_init(&ix->refs, 1);
 	pthread_mutex_init(&ix->lock, NULL);
 	list_init(&ix->lus);
+	pthread_mutex_init(&ix->threads_lock, NULL);
+	list_init(&ix->threads);
 	return ix;
+}
+
+void scsi_lu_index_get(struct scsi_lu_index *ix)
+{
+	atomic_fetch_add_explicit(&ix->refs, 1, memory_order_relaxed);
 }
 
 void scsi_lu_index_put(struct scsi_lu_index *ix)
@@ -27,6 +29,7 @@ void scsi_lu_index_put(struct scsi_lu_index *ix)
 	if (!ix || atomic_fetch_sub_explicit(&ix->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	pthread_mutex_destroy(&ix->lock);
+	pthread_mutex_destroy(&ix->threads_lock);
 	free(ix);
 }
 
@@ -43,7 +46,6 @@ void scsi_lu_index_del(struct scsi_lu_index *ix, struct scsi_lu *lu)
 	pthread_mutex_lock(&ix->lock);
 	list_del(&lu->index_link);
 	pthread_mutex_unlock(&ix->lock);
-	scsi_lu_index_put(ix);
 }
 
 /* A reference unless the LU is already on its way out (its last reference is gone and it is

@@ -75,8 +75,8 @@ struct pr_state {
 	uint8_t type;	     /* enum pr_type; PR_TYPE_NONE = not reserved */
 	struct pr_reg *regs; /* nregs used of cap */
 	size_t nregs, cap;
-	/* The SPC-2 reservation (RESERVE(6)/(10)) as the shared store keeps it (pr_rados.c):
-	 * the holder's I_T nexus and the RADOS client id of the gateway it was reserved
+	/* The SPC-2 reservation (RESERVE(6)/(10)) as the shared store keeps it (src/ha/ha_pr.c):
+	 * the holder's I_T nexus and the cluster client id of the gateway it was reserved
 	 * through; spc2_iport NULL: none. (The file store holds it in lu->resv_holder only.) */
 	char *spc2_iport, *spc2_tport; /* owned */
 	uint64_t spc2_gid;
@@ -135,7 +135,8 @@ int pr_effects_add_ua(struct pr_effects *fx, const char *iport, const char *tpor
 /* Append a nexus whose tasks are to be aborted (copied). 0 or -ENOMEM. */
 int pr_effects_add_abort(struct pr_effects *fx, const char *iport, const char *tport);
 
-/* Text helpers of the two stored forms (pr_file.c's state file, pr_obj.c's RADOS object). */
+/* Text helpers of the two stored forms (pr_file.c's state file, and the shared store's object:
+ * src/ha/ha_pr_obj.c). */
 struct pr_text {
 	char *p; /* NULL to start; the caller frees it */
 	size_t n, cap;
@@ -196,24 +197,5 @@ bool pr_port_name_ok(const char *s, bool initiator);
 const char *pr_state_inconsistent(const struct pr_state *st);
 /* Append a registration (not a holder): 0, -ENOSPC (PR_MAX_REGS) or -ENOMEM. */
 int pr_state_add_reg(struct pr_state *st, uint64_t key, const struct pr_nexus_id *who);
-
-/* pr_obj.c: the state as one RADOS object shared by gateways (format at the top of pr_obj.c).
- * encode: the state, its epoch and write sequence number and, for a notify payload, the unit
- * attentions (fx NULL or empty for the object itself) into a malloc'ed buffer; 0 or -ENOMEM.
- * decode: 0 with st, v (and fx when not NULL: "ua" lines are then accepted) filled, or -EINVAL with
- * what is wrong in err (st, fx empty), or -ENOMEM. */
-#define PR_OBJ_MAX (256u << 10)
-/* Which state of the object: epoch is random, chosen when the object is created (a removed
- * and recreated object starts a new one), seq counts the writes within the epoch. */
-struct pr_obj_ver {
-	uint64_t epoch, seq;
-};
-int pr_obj_encode(const struct pr_state *st, const struct pr_obj_ver *v,
-		  const struct pr_effects *fx, char **out, size_t *len);
-int pr_obj_decode(const void *buf, size_t len, struct pr_state *st, struct pr_obj_ver *v,
-		  struct pr_effects *fx, char *err, size_t errlen);
-/* The first address of a rados_getaddrs() string as rados_blocklist_add() takes it
- * ("IP:PORT/NONCE"): 0, or -EINVAL if there is none. */
-int pr_rados_client_addr(const char *addrs, char *out, size_t outlen);
 
 #endif

@@ -79,17 +79,9 @@ int scsi_pr_lu_attach(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *e
 		lu->pr_persistent = lu->pr_path != NULL;
 		return 0;
 	}
-#ifdef IX_HAVE_RBD
-	if (cfg->backend == BS_TYPE_RBD && lu->dev)
-		return scsi_pr_rados_open(lu, cfg, err, errlen);
-#endif
-	snprintf(err, errlen, "pr_store \"rados\" needs an RBD LU with its medium%s",
-#ifdef IX_HAVE_RBD
-		 ""
-#else
-		 " (this build has no librados)"
-#endif
-	);
+	if (lu->ha && lu->ha->ops->pr_open)
+		return lu->ha->ops->pr_open(lu, cfg, err, errlen);
+	snprintf(err, errlen, "a shared pr_store needs the high-availability layer");
 	return -EINVAL;
 }
 

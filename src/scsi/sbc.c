@@ -548,7 +548,7 @@ static void lbas_async_done(struct bs_io *io)
 	scsi_cmd_finish(cmd);
 }
 
-/* A backend whose mapping query waits on the network (RBD) answers through the I/O ring. */
+/* A backend whose mapping query waits on the network answers through the I/O ring. */
 static int lbas_async(struct scsi_cmd *cmd, struct scsi_lu *lu, uint64_t lba)
 {
 	struct bs_io *io = &scsi_priv(cmd)->io;

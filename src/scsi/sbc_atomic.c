@@ -100,8 +100,8 @@ static void caw_read_done(struct bs_io *io)
 		       write_flags(cmd, p->lu), excl_write_done);
 }
 
-/* The backend compared and wrote in one operation (RBD: on the OSD, atomic against every
- * client of the image, not only this target's). */
+/* The backend compared and wrote in one operation (a networked one: on its servers, atomic
+ * against every client of the image, not only this target's). */
 static void caw_backend_done(struct bs_io *io)
 {
 	struct scsi_cmd *cmd = scsi_io_cmd(io);

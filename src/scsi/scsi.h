@@ -63,25 +63,17 @@ enum scsi_sense_key {
 /* Configuration of one LU (filled by the target from its config file). */
 /* Where a LU keeps its persistent reservations (scsi_lu_cfg.pr_store). */
 enum scsi_pr_store {
-	SCSI_PR_STORE_FILE = 0,	 /* this process's memory; APTPL state in state_dir */
-	SCSI_PR_STORE_RADOS = 1, /* a RADOS object shared by every gateway of the image */
+	SCSI_PR_STORE_FILE = 0,	  /* this process's memory; APTPL state in state_dir */
+	SCSI_PR_STORE_SHARED = 1, /* a store shared by every gateway of the LU's backend, kept by
+				     the high-availability layer (src/ha/, scsi_ha_ops.pr_open) */
 };
 
-/* The shared store's timeouts (luns[].rbd.pr in the configuration); 0 takes the default. */
-struct scsi_pr_rados_cfg {
-	uint32_t notify_timeout_s; /* a gateway that has not acknowledged a change by then is
-				      blocklisted (5); whole seconds, as RADOS counts a notify's */
-	uint32_t reset_wait_s;	   /* a LOGICAL UNIT RESET waits this long for the other
-				      gateways' acknowledgements (2) */
-	uint32_t retries;	   /* versioned writes lost to other gateways before a
-				      PERSISTENT RESERVE OUT fails (16) */
-	uint32_t blocklist_s;	   /* how long a fenced gateway stays blocklisted (3600) */
-};
+struct scsi_ha;
 
 struct scsi_lu_cfg {
 	enum bs_type backend;
 	const char *path;        /* file or block device; NULL for RAM */
-	struct bs_rbd_cfg rbd; /* BS_TYPE_RBD only */
+	struct bs_backend_cfg bs; /* the settings of a backend that has any (backend/bs_cfg.h) */
 	uint64_t size_bytes;     /* RAM: required; file: created/extended to this size if
 				    nonzero and the file is smaller; block: 0 = device size */
 	uint32_t block_size;     /* 512 or 4096; default 512 */
@@ -114,19 +106,24 @@ struct scsi_lu_cfg {
 				    "<state_dir>/<target_name>.lun<lun>.pr"; NULL = APTPL not
 				    supported (PTPL_C = 0) */
 	enum scsi_pr_store pr_store; /* where persistent reservations live: SCSI_PR_STORE_FILE
-					(in memory, APTPL state in state_dir) or, for an RBD LU
-					exported by several gateways, SCSI_PR_STORE_RADOS (one
-					object next to the image, scsi/pr_rados.c) */
-	struct scsi_pr_rados_cfg pr_rados; /* SCSI_PR_STORE_RADOS only */
+					(in memory, APTPL state in state_dir) or, for a LU
+					exported by several gateways, SCSI_PR_STORE_SHARED
+					(src/ha/ha_pr.c, through ha) */
+	struct scsi_ha *ha; /* the high-availability layer's hooks (src/ha/, see scsi_int.h),
+			       NULL: none (no managed lock, no shared store); the LU holds a
+			       reference from scsi_lu_new() on */
 	struct scsi_lu_index *index; /* where EXTENDED COPY finds this LU by its NAA designator;
 				        NULL = only copies within this LU */
 };
 
 /* The LUs of one target context (a process may hold several), indexed by their VPD 0x83 NAA
- * designator so that EXTENDED COPY can name any of them as source or destination. An LU built
- * with cfg->index set is listed from scsi_lu_new() until it is freed, and keeps the index alive
- * meanwhile; the creator drops its reference with scsi_lu_index_put(). Lookups take a mutex:
- * they happen once per EXTENDED COPY segment, never on the read/write path. */
+ * designator so that EXTENDED COPY can name any of them as source or destination; and the
+ * context's SCSI threads, so that a PREEMPT AND ABORT reaches the tasks of every thread of the
+ * context (abort.c). An LU built with cfg->index set is listed from scsi_lu_new() until it is
+ * freed, a thread made with it from scsi_thread_new() until scsi_thread_free(), and each keeps
+ * the index alive meanwhile; the creator drops its reference with scsi_lu_index_put(). Lookups
+ * take a mutex: they happen once per EXTENDED COPY segment or abort, never on the read/write
+ * path. */
 struct scsi_lu_index *scsi_lu_index_new(void);
 void scsi_lu_index_put(struct scsi_lu_index *ix);
 
@@ -141,6 +138,10 @@ void scsi_lu_get(struct scsi_lu *lu);
 /* LUN map: up to SCSI_MAX_LUNS entries, sparse. */
 #define SCSI_MAX_LUNS 256
 struct scsi_lun_map *scsi_lun_map_new(void);
+/* The high-availability hooks of the map's ALUA states (src/ha/, scsi_int.h): set once, right
+ * after scsi_lun_map_new, before the map is used (the map holds a reference until it is
+ * freed); NULL (the default): none. */
+void scsi_lun_map_set_ha(struct scsi_lun_map *map, struct scsi_ha *ha);
 void scsi_lun_map_free(struct scsi_lun_map *map);
 /* Takes a reference on lu. -EEXIST, -ERANGE. */
 int scsi_lun_map_add(struct scsi_lun_map *map, uint32_t lun, struct scsi_lu *lu);
@@ -182,8 +183,8 @@ struct scsi_alua_group_cfg {
 	uint8_t status;   /* out of scsi_alua_get(): RTPG STATUS CODE (0 none, 1 explicit, 2
 			     implicit); ignored by scsi_alua_configure() */
 	bool preferred;   /* PREF bit */
-	bool local;       /* this gateway's ports ("portals"), not another gateway's: with an RBD
-			     LU's managed exclusive lock its state follows the lock (alua.c) */
+	bool local;	  /* this gateway's ports ("portals"), not another gateway's: with a
+			     LU's managed exclusive lock its state follows the lock (src/ha/) */
 	uint8_t nports;
 	uint16_t ports[SCSI_ALUA_MAX_PORTS]; /* relative target port ids (1..65535), each in
 						one group only; ports on other gateways too */
@@ -194,7 +195,7 @@ struct scsi_alua_cfg {
 	bool explicit_ok; /* SET TARGET PORT GROUPS accepted (INQUIRY TPGS 11b, else 01b) */
 	uint8_t transition_s; /* IMPLICIT TRANSITION TIME reported by REPORT TARGET PORT GROUPS */
 	uint32_t implicit_failover_ms; /* I/O refused on a standby local group for this long
-					  takes over an RBD LU's lock; 0: never (docs/ha.md) */
+					  takes over the LUs' lock; 0: never (docs/ha.md) */
 	struct scsi_alua_group_cfg groups[SCSI_ALUA_MAX_GROUPS];
 };
 
@@ -244,8 +245,10 @@ void scsi_nexus_free(struct scsi_nexus *nx);
  * and meet a PREVENT or reservation of the session it just ended. Nexus's thread only. */
 void scsi_nexus_lost(struct scsi_nexus *nx);
 
-/* Per-thread I/O context, bound to the thread's loop. */
-struct scsi_thread *scsi_thread_new(struct ev_loop *loop);
+/* Per-thread I/O context, bound to the thread's loop; listed in ix (the target context's, see
+ * scsi_lu_index_new; NULL: none, the thread's tasks are then never aborted by another
+ * nexus's PREEMPT AND ABORT). */
+struct scsi_thread *scsi_thread_new(struct ev_loop *loop, struct scsi_lu_index *ix);
 void scsi_thread_free(struct scsi_thread *t);
 
 struct scsi_cmd;

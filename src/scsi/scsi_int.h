@@ -35,7 +35,8 @@ struct scsi_thread {
 	scsi_abort_fn abort_fn; /* the transport's (scsi_thread_set_abort), under the registry's
 				   lock (abort.c) */
 	void *abort_arg;
-	struct list_head abort_link; /* on the registry of threads (abort.c) */
+	struct scsi_lu_index *ix;    /* the target context's registry of threads (abort.c) */
+	struct list_head abort_link; /* on ix->threads */
 	struct list_head sanitizes; /* scsi_sanitize operations driven by this thread */
 	unsigned gslot;		     /* this thread's fast-path counter in every LU's guard */
 	struct list_head slow_free;  /* struct scsi_slow kept for reuse */
@@ -86,6 +87,44 @@ struct scsi_lun_map {
 					     their atomic states (alua.c) */
 	pthread_mutex_t alua_lock;	  /* serialises ALUA changes (never on the data path) */
 	struct scsi_alua *alua_retired;	  /* replaced layouts, freed with the map */
+	struct scsi_ha *ha;		  /* scsi_lun_map_set_ha (held): NULL, or HA's hooks */
+};
+
+/* The high-availability layer's hooks into the core (src/ha/ha.c): ALUA states that follow
+ * the owner of the LUs' shared backend, and a persistent reservation store shared by the
+ * gateways of a LU. The core calls them where it would otherwise know the storage underneath;
+ * a LU (scsi_lu_cfg.ha) or map (scsi_lun_map_set_ha) without them behaves as a single
+ * gateway. struct scsi_ha is the HA context's face to the core (embedded in it); the core
+ * holds a reference for each LU and map that has it (ops->get/put). Every hook but get and
+ * put is optional. */
+struct bs_host;
+struct scsi_alua;
+struct scsi_ha {
+	const struct scsi_ha_ops *ops;
+	struct bs_host *host; /* given to the backend at open (bs_open_cfg.host) */
+};
+struct scsi_ha_ops {
+	void (*get)(struct scsi_ha *ha);
+	void (*put)(struct scsi_ha *ha);
+	/* After the LU's device is open, for cfg->pr_store SCSI_PR_STORE_SHARED: connect the
+	 * shared store (sets lu->pr_ops). 0 or -errno + message. */
+	int (*pr_open)(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err, size_t errlen);
+	/* A LU whose backend may change owner: watch its ownership (on: at creation) or stop
+	 * (before the device closes). */
+	void (*lu_watch)(struct scsi_lu *lu, bool on);
+	/* The LU entered a map (control path). */
+	void (*lu_mapped)(struct scsi_lun_map *map, struct scsi_lu *lu);
+	/* Before a command and REPORT TARGET PORT GROUPS (worker) or a management read (main
+	 * thread): bring the ALUA states in line with the owner if it changed. */
+	void (*alua_follow)(struct scsi_lun_map *map);
+	/* A read or write refused on a standby local group: true while an implicit failover is
+	 * pending (the command then gets 04/0A instead of 04/0B). */
+	bool (*alua_implicit)(struct scsi_lun_map *map, struct scsi_alua *a);
+	/* SET TARGET PORT GROUPS, its parameter list checked: SCSI_DONE or SCSI_ASYNC; -ENOENT
+	 * when the states follow no owner. */
+	int (*alua_stpg)(struct scsi_cmd *cmd, struct scsi_alua *a, uint32_t len);
+	/* The ALUA layout changed (main thread). */
+	void (*alua_configured)(struct scsi_lun_map *map);
 };
 
 struct scsi_lu {
@@ -123,8 +162,9 @@ struct scsi_lu {
 	 * common case. Changed under lock. */
 	atomic_uchar mstate;
 
-	/* ALUA states that follow an RBD lock (alua.c): the LU's map has ALUA; the ownership
-	 * change counter at which this LU's nexuses were last told 2A/06 by the lock's thread. */
+	/* ALUA states that follow the owner of the LU's backend (src/ha/ha_alua.c): the LU's map
+	 * has ALUA; the ownership change counter at which this LU's nexuses were last told 2A/06
+	 * by the ownership's thread. */
 	atomic_bool alua_on;
 	atomic_uint own_told;
 
@@ -138,6 +178,7 @@ struct scsi_lu {
 	atomic_uchar pr_type;			  /* pr.type, for commands without a nexus */
 	char *pr_path;				  /* APTPL state file, NULL = no APTPL */
 	const struct scsi_pr_store_ops *pr_ops;	  /* NULL = the file store (pr_cmd.c) */
+	struct scsi_ha *ha;			  /* scsi_lu_cfg.ha (held), or NULL */
 	void *pr_store;				  /* the store's own state */
 	bool pr_persistent;			  /* PTPL_C: the store keeps state across
 						     restarts (APTPL accepted) */
@@ -212,7 +253,9 @@ typedef int (*scsi_exec_fn)(struct scsi_cmd *cmd, struct scsi_lu *lu);
 #define SCSI_MS_SANITIZE 0x02 /* a sanitize operation is in progress */
 #define SCSI_MS_SAN_FAIL 0x04 /* the last sanitize failed: medium access refused */
 #define SCSI_MS_OFFLINE	 0x08 /* taken offline by the administrator */
-#define SCSI_MS_NOT_READY 0x10 /* the backend is not open yet (RBD started offline) */
+#define SCSI_MS_NOT_READY                                                                          \
+	0x10 /* the backend is not open yet (a networked one started                               \
+		offline) */
 
 /* Flags of a dispatch entry. */
 #define SCSI_F_ABSENT_OK   0x01 /* runs on an absent LUN (lu == NULL) */
@@ -309,11 +352,12 @@ int scsi_spc_report_opcodes(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_report_tmf(struct scsi_cmd *cmd, struct scsi_lu *lu);
 
 /* lu->resv_holder of an LU whose SPC-2 reservation is held through another gateway (the
- * shared store): no nexus of this process, never dereferenced. */
-extern char scsi_resv_remote_tag;
-#define SCSI_RESV_REMOTE ((struct scsi_nexus *)(void *)&scsi_resv_remote_tag)
+ * shared store): no nexus of this process, never dereferenced (the address of a constant,
+ * only compared). */
+extern const char scsi_resv_remote_tag;
+#define SCSI_RESV_REMOTE ((struct scsi_nexus *)(uintptr_t)&scsi_resv_remote_tag)
 
-/* A persistent reservation store other than the file store (pr_rados.c). */
+/* A persistent reservation store other than the file store (the shared one: src/ha/ha_pr.c). */
 struct scsi_pr_store_ops {
 	const char *name;
 	/* PERSISTENT RESERVE OUT of a checked request from cmd->nexus: SCSI_DONE with the status
@@ -341,11 +385,6 @@ int scsi_pr_lu_attach(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *e
 void scsi_pr_adopt_locked(struct scsi_lu *lu, struct pr_state *next, const struct pr_effects *fx);
 /* Status and sense of a PERSISTENT RESERVE OUT result. */
 void scsi_pr_set_result(struct scsi_cmd *cmd, enum pr_result rc);
-#ifdef IX_HAVE_RBD
-/* pr_rados.c */
-int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err,
-		       size_t errlen);
-#endif
 int scsi_spc_pr_in(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_pr_out(struct scsi_cmd *cmd, struct scsi_lu *lu);
 /* LU life: restore APTPL state (-errno and a message when the file is unusable); free. */
@@ -416,27 +455,32 @@ bool scsi_alua_port_group(const struct scsi_lun_map *map, uint16_t rtpi, uint16_
 int scsi_spc_report_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_set_tpgs(struct scsi_cmd *cmd, struct scsi_lu *lu);
 void scsi_alua_map_free(struct scsi_lun_map *map);
-/* An LU that may follow an RBD lock: watch its ownership (lu.c, at creation) or stop (before
- * the device closes). */
-void scsi_alua_lu_watch(struct scsi_lu *lu, bool on);
-/* The LU entered a map (or left it: map NULL). Control path. */
-void scsi_alua_lu_mapped(struct scsi_lun_map *map, struct scsi_lu *lu);
 
 /* abort.c: aborting other nexuses' tasks (see scsi_abort_fn) */
 /* Abort the tasks that the I_T nexuses ports[0..n) have on lu, on every thread of the process.
  * done(arg, all) runs once all of them have left the SCSI layer: posted to reply when reply is
  * not NULL, else on the thread that finishes last (maybe before this returns); all is false
  * when some thread could not be asked (out of memory: its tasks were not aborted). lu is only
- * compared with the tasks' LUs, never dereferenced (no reference is taken: a store's watch
- * callback may start one while the LU is being freed). 0, or -ENOMEM (nothing was started,
+ * compared with the tasks' LUs, and its index read (the threads of its target context), nothing
+ * else (no reference is taken: a store's watch callback may start one while the LU is being
+ * freed; the LU keeps its index until its store is gone). 0, or -ENOMEM (nothing was started,
  * done never runs). */
 int scsi_abort_start(struct scsi_lu *lu, const struct pr_ua *ports, size_t n, struct ev_loop *reply,
 		     void (*done)(void *arg, bool all), void *arg);
-void scsi_abort_thread_add(struct scsi_thread *t);
+void scsi_abort_thread_add(struct scsi_lu_index *ix, struct scsi_thread *t);
 void scsi_abort_thread_del(struct scsi_thread *t);
 
-/* lu_index.c */
+/* lu_index.c (struct scsi_lu_index: the LUs and the threads of a target context) */
+struct scsi_lu_index {
+	atomic_int refs; /* the creator's, one per listed LU and one per listed thread */
+	pthread_mutex_t lock;
+	struct list_head lus;	      /* scsi_lu.index_link */
+	pthread_mutex_t threads_lock; /* the thread list, and each listed thread's abort hook */
+	struct list_head threads;     /* scsi_thread.abort_link (abort.c) */
+};
+void scsi_lu_index_get(struct scsi_lu_index *ix);
 void scsi_lu_index_add(struct scsi_lu_index *ix, struct scsi_lu *lu);
+/* Off the list; the LU keeps its reference until it is freed (scsi_lu_put). */
 void scsi_lu_index_del(struct scsi_lu_index *ix, struct scsi_lu *lu);
 /* The LU whose 16-byte NAA designator is desig, with a reference; NULL if none. */
 struct scsi_lu *scsi_lu_index_find(struct scsi_lu_index *ix, const uint8_t *desig, uint8_t len);

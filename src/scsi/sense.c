@@ -119,20 +119,20 @@ void scsi_fail_errno(struct scsi_cmd *cmd, int err, bool write)
 		 * ACCESSIBLE, TARGET PORT IN STANDBY STATE (a multipath initiator fails over) */
 		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x0b);
 	else if (err == BS_ERR_NOT_READY)
-		/* the backend is not open yet (RBD started offline): LOGICAL UNIT NOT READY,
-		 * MANUAL INTERVENTION REQUIRED, as for the LU's own commands */
+		/* the backend is not open yet (a networked one started offline): LOGICAL UNIT NOT
+		 * READY, MANUAL INTERVENTION REQUIRED, as for the LU's own commands */
 		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x03);
 	else if (err == -ETIMEDOUT)
-		/* a networked backend (RBD) did not answer within its timeout: LOGICAL UNIT
+		/* a networked backend did not answer within its timeout: LOGICAL UNIT
 		 * COMMUNICATION TIME-OUT */
 		scsi_fail(cmd, SCSI_SENSE_HARDWARE_ERROR, 0x08, 0x01);
 	else if (err == -ENOTCONN || err == -ECONNREFUSED || err == -ECONNRESET ||
 		 err == -ESHUTDOWN || err == -EHOSTUNREACH)
-		/* the backend's cluster refused us or fenced us (RBD: blocklisted, -ESHUTDOWN):
+		/* the backend's cluster refused us or fenced us (blocklisted: -ESHUTDOWN):
 		 * LOGICAL UNIT COMMUNICATION FAILURE */
 		scsi_fail(cmd, SCSI_SENSE_HARDWARE_ERROR, 0x08, 0x00);
 	else if (err == -EROFS)
-		/* the backend refuses writes (RBD: another client holds the image's exclusive
+		/* the backend refuses writes (another client holds the image's exclusive
 		 * lock): WRITE PROTECTED */
 		scsi_fail(cmd, SCSI_SENSE_DATA_PROTECT, 0x27, 0x00);
 	else if (write)

@@ -3,6 +3,8 @@
 #include "target/config_int.h"
 
 #include <string.h>
+
+#include "ha/ha.h"
 #include "util/hex.h"
 
 /* ---- LUNs ------------------------------------------------------------------------------ */
@@ -11,7 +13,7 @@ static const char *const backend_names[] = {"ram", "file", "block", "error", "rb
 
 /* "rbd.pr": the timeouts of the shared persistent reservation store (pr_store "rados"; checked
  * in parse_pr_store once that is known). Absent keys stay 0: the store's defaults. */
-#define PRR(f) (struct scsi_pr_rados_cfg, f)
+#define PRR(f) (struct bs_rbd_pr_cfg, f)
 static const struct key rbd_pr_keys[] = {
     KEY_NUM("notify_timeout_s", K_U32, PRR(notify_timeout_s), 1, 60, 0),
     KEY_NUM("reset_wait_s", K_U32, PRR(reset_wait_s), 1, 10, 0),
@@ -23,7 +25,7 @@ static const struct key rbd_pr_keys[] = {
 static int parse_rbd_pr(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
 {
 	struct scsi_lu_cfg *lu =
-	    (struct scsi_lu_cfg *)(void *)((char *)base - offsetof(struct scsi_lu_cfg, rbd));
+	    (struct scsi_lu_cfg *)(void *)((char *)base - offsetof(struct scsi_lu_cfg, bs.rbd));
 	json_t *o = cfg_member(obj, k->name);
 	int rc;
 
@@ -32,7 +34,7 @@ static int parse_rbd_pr(struct cfg_ctx *c, json_t *obj, const struct key *k, voi
 	if ((rc = cfg_want_object(c, k->name, o)))
 		return rc;
 	cfg_push_key(c, k->name);
-	rc = cfg_parse_table(c, o, rbd_pr_keys, &lu->pr_rados);
+	rc = cfg_parse_table(c, o, rbd_pr_keys, &lu->bs.rbd.pr);
 	cfg_pop(c);
 	return rc;
 }
@@ -60,7 +62,7 @@ static const struct key rbd_keys[] = {
 
 static int parse_rbd(struct cfg_ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 {
-	struct bs_rbd_cfg *r = &lu->rbd;
+	struct bs_rbd_cfg *r = &lu->bs.rbd;
 	json_t *o = cfg_member(v, "rbd");
 	int rc;
 
@@ -156,15 +158,15 @@ static int check_lun_conflicts(struct cfg_ctx *c, const struct ix_config *cfg, s
 					    "sharing a backing store needs readonly on both",
 					    l->lu.path, a, b);
 			if (l->lu.backend == BS_TYPE_RBD && x->backend == BS_TYPE_RBD &&
-			    strcmp(l->lu.rbd.pool, x->rbd.pool) == 0 &&
-			    strcmp(l->lu.rbd.image, x->rbd.image) == 0 &&
-			    str_eq0(l->lu.rbd.ns, x->rbd.ns) &&
-			    str_eq0(l->lu.rbd.conf, x->rbd.conf) &&
+			    strcmp(l->lu.bs.rbd.pool, x->bs.rbd.pool) == 0 &&
+			    strcmp(l->lu.bs.rbd.image, x->bs.rbd.image) == 0 &&
+			    str_eq0(l->lu.bs.rbd.ns, x->bs.rbd.ns) &&
+			    str_eq0(l->lu.bs.rbd.conf, x->bs.rbd.conf) &&
 			    !(l->lu.readonly && x->readonly))
 				return cfg_fail(c, "rbd", false,
 					    "image %s/%s is also used by targets[%zu].luns[%zu]; "
 					    "sharing an image needs readonly on both",
-					    l->lu.rbd.pool, l->lu.rbd.image, a, b);
+					    l->lu.bs.rbd.pool, l->lu.bs.rbd.image, a, b);
 			if (l->lu.naa_id && x->naa_id == l->lu.naa_id)
 				return cfg_fail(c, "naa_id", false,
 					    "is also used by targets[%zu].luns[%zu]", a, b);
@@ -188,11 +190,10 @@ static int parse_lun_backend(struct cfg_ctx *c, json_t *v, struct scsi_lu_cfg *l
 	if ((rc = parse_rbd(c, v, lu)))
 		return rc;
 	if (lu->backend == BS_TYPE_RBD) {
-#ifndef IX_HAVE_RBD
-		return cfg_fail(c, "backend", false,
-				"this ix-target was built without the rbd backend "
-				"(meson -Drbd=disabled)");
-#endif
+		if (!ha_have_rbd())
+			return cfg_fail(c, "backend", false,
+					"this ix-target was built without the rbd backend "
+					"(meson -Drbd=disabled)");
 		if (path)
 			return cfg_fail(c, "path", false, "an rbd LUN has no path (see \"rbd\")");
 		/* size: taken from the image; when given, it must match */
@@ -245,12 +246,12 @@ static int parse_pr_store(struct cfg_ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	    (rc = cfg_get_enum(c, v, "pr_store", names, "pr_store", &store)))
 		return rc;
 	lu->pr_store = (enum scsi_pr_store)store;
-	if (lu->pr_store == SCSI_PR_STORE_RADOS && lu->backend != BS_TYPE_RBD)
+	if (lu->pr_store == SCSI_PR_STORE_SHARED && lu->backend != BS_TYPE_RBD)
 		return cfg_fail(c, "pr_store", false, "\"rados\" is for LUNs with backend \"rbd\"");
-	if (lu->pr_store == SCSI_PR_STORE_RADOS && lu->no_medium)
+	if (lu->pr_store == SCSI_PR_STORE_SHARED && lu->no_medium)
 		return cfg_fail(c, "pr_store", false,
 				"\"rados\" needs the image: not with no_medium");
-	if (lu->pr_store != SCSI_PR_STORE_RADOS && cfg_member(cfg_member(v, "rbd"), "pr")) {
+	if (lu->pr_store != SCSI_PR_STORE_SHARED && cfg_member(cfg_member(v, "rbd"), "pr")) {
 		cfg_push_key(c, "rbd");
 		rc = cfg_fail(c, "pr", true, "only with \"pr_store\": \"rados\"");
 		cfg_pop(c);

@@ -103,12 +103,12 @@ static void free_target(struct cfg_target *t)
 		free((char *)lu->serial);
 		free((void *)lu->err_rules);
 		free((char *)lu->state_dir);
-		free((char *)lu->rbd.pool);
-		free((char *)lu->rbd.image);
-		free((char *)lu->rbd.ns);
-		free((char *)lu->rbd.conf);
-		free((char *)lu->rbd.client);
-		free((char *)lu->rbd.keyring);
+		free((char *)lu->bs.rbd.pool);
+		free((char *)lu->bs.rbd.image);
+		free((char *)lu->bs.rbd.ns);
+		free((char *)lu->bs.rbd.conf);
+		free((char *)lu->bs.rbd.client);
+		free((char *)lu->bs.rbd.keyring);
 	}
 	free(t->luns);
 	for (size_t i = 0; t->acls && i < t->nacls; i++) {

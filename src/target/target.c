@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ha/ha.h"
 #include "target/tgt_int.h"
 #include "util/log.h"
 
@@ -507,6 +508,7 @@ int tgt_lu_new(struct ix_target *t, struct cfg_target *ct, struct cfg_lun *cl,
 	cl->lu.target_name = ct->name;
 	cl->lu.lun = cl->lun;
 	cl->lu.index = t->luidx; /* EXTENDED COPY reaches every LU of this target context */
+	cl->lu.ha = ha_scsi(t->ha); /* ownership, ALUA following it, the shared PR store */
 	r = scsi_lu_new(&cl->lu, out, e, sizeof(e));
 	if (r < 0)
 		snprintf(err, errlen, "target %s LUN %u: %s", ct->name, cl->lun,
@@ -529,6 +531,7 @@ int tgt_node_new(struct ix_target *t, struct cfg_target *ct, struct tgt_node **o
 		free(n);
 		return -ENOMEM;
 	}
+	scsi_lun_map_set_ha(n->map, ha_scsi(t->ha));
 	for (size_t j = 0; j < ct->nluns; j++) {
 		struct scsi_lu *lu;
 
@@ -613,7 +616,8 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 	t->gen = calloc(1, sizeof(*t->gen));
 	t->main_loop = ev_loop_new();
 	t->luidx = scsi_lu_index_new();
-	if (!t->gen || !t->main_loop || !t->luidx) {
+	t->ha = ha_ctx_new();
+	if (!t->gen || !t->main_loop || !t->luidx || !t->ha) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -648,7 +652,7 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 			goto fail;
 		}
 		ev_loop_set_poll_us(w->loop, cfg->global.poll_us);
-		w->sthread = scsi_thread_new(w->loop);
+		w->sthread = scsi_thread_new(w->loop, t->luidx);
 		if (!w->sthread) {
 			snprintf(err, errlen,
 				 "cannot set up the I/O context (io_uring) for worker %d", i);
@@ -794,6 +798,7 @@ void ix_target_free(struct ix_target *t)
 	}
 	ev_loop_free(t->main_loop);
 	scsi_lu_index_put(t->luidx); /* freed with the last LU that still holds it */
+	ha_ctx_put(t->ha);	     /* the same */
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }

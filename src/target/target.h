@@ -88,7 +88,7 @@ bool ix_target_lun_writable(struct ix_target *t, const char *target, uint32_t lu
 
 /* A running RBD LUN's managed exclusive lock (rbd.exclusive_lock): its state ("owner",
  * "standby", "fenced", ...) and reason into state/reason; with brk, first break the lock of
- * whoever holds it (librbd blocklists that client) and take it (bs_rbd_break_lock: main thread,
+ * whoever holds it (librbd blocklists that client) and take it (ha_dev_lock: main thread,
  * bounded by the cluster's timeouts). -ENOENT: no such LUN; -EINVAL: not an RBD LUN with
  * exclusive_lock, -EOPNOTSUPP: built without RBD; else -errno with the reason in reason. */
 int ix_target_lun_rbd_lock(struct ix_target *t, const char *target, uint32_t lun, bool brk,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend/bs.h"
+#include "ha/ha.h"
 #include "target/target.h"
 #include "target/tgt_int.h"
 #include "util/log.h"
@@ -271,19 +272,8 @@ int ix_target_lun_rbd_lock(struct ix_target *t, const char *target, uint32_t lun
 	int rc = dev ? 0 : -ENOENT;
 
 	snprintf(reason, rlen, "%s", dev ? "" : "no such LUN, or it has no medium");
-#ifdef IX_HAVE_RBD
-	if (dev && (rc = bs_rbd_state(dev, reason, rlen)) < 0)
-		snprintf(reason, rlen, "not an rbd LUN");
-	if (rc >= 0 && dev && brk)
-		rc = bs_rbd_break_lock(dev, reason, rlen);
-	if (rc >= 0 && dev)
-		snprintf(state, slen, "%s", bs_rbd_state_name(bs_rbd_state(dev, reason, rlen)));
-#else
-	if (dev) {
-		snprintf(reason, rlen, "built without RBD");
-		rc = -EOPNOTSUPP;
-	}
-#endif
+	if (dev)
+		rc = ha_dev_lock(dev, brk, state, slen, reason, rlen);
 	if (n)
 		tgt_node_put(n);
 	return rc < 0 ? rc : 0;
@@ -298,29 +288,23 @@ static struct scsi_lu *lu_of(struct ix_target *t, const char *target, uint32_t l
 
 static void rbd_status(struct bs_dev *dev, struct ix_lun_status *st)
 {
-#ifdef IX_HAVE_RBD
-	struct bs_rbd_status rs;
-	int own;
+	struct ha_dev_status hs;
 
-	if (bs_rbd_status(dev, &rs) < 0)
+	if (ha_dev_status(dev, &hs) < 0)
 		return;
-	st->attempts = rs.attempts;
-	st->next_s = rs.next_s;
-	if (!rs.online) {
+	st->attempts = hs.attempts;
+	st->next_s = hs.next_s;
+	if (hs.offline) {
 		snprintf(st->state, sizeof(st->state), "offline");
-		snprintf(st->reason, sizeof(st->reason), "%s", rs.reason);
+		snprintf(st->reason, sizeof(st->reason), "%s", hs.reason);
 	}
-	own = bs_rbd_state(dev, st->lock_reason, sizeof(st->lock_reason));
-	snprintf(st->lock, sizeof(st->lock), "%s", rs.online ? bs_rbd_state_name(own) : "");
-	snprintf(st->conn, sizeof(st->conn), "%s", rs.conn);
-	snprintf(st->conn_reason, sizeof(st->conn_reason), "%s", rs.conn_reason);
-	st->rejoins = rs.rejoins;
-	st->rejoin_attempts = rs.rejoin_attempts;
-	st->rejoin_next_s = rs.rejoin_next_s;
-#else
-	(void)dev;
-	(void)st;
-#endif
+	snprintf(st->lock, sizeof(st->lock), "%s", hs.lock);
+	snprintf(st->lock_reason, sizeof(st->lock_reason), "%s", hs.lock_reason);
+	snprintf(st->conn, sizeof(st->conn), "%s", hs.conn);
+	snprintf(st->conn_reason, sizeof(st->conn_reason), "%s", hs.conn_reason);
+	st->rejoins = hs.rejoins;
+	st->rejoin_attempts = hs.rejoin_attempts;
+	st->rejoin_next_s = hs.rejoin_next_s;
 }
 
 int ix_target_lun_status(struct ix_target *t, const char *target, uint32_t lun,
@@ -348,12 +332,8 @@ int ix_target_lun_retry(struct ix_target *t, const char *target, uint32_t lun)
 	struct scsi_lu *lu = lu_of(t, target, lun, &n);
 	struct bs_dev *dev = lu ? scsi_lu_dev(lu) : NULL;
 
-#ifdef IX_HAVE_RBD
-	if (dev && dev->ops == &bs_rbd_ops)
-		bs_rbd_retry(dev);
-#else
-	(void)dev;
-#endif
+	if (dev)
+		(void)ha_dev_retry(dev);
 	if (n)
 		tgt_node_put(n);
 	return lu ? 0 : -ENOENT;
@@ -366,13 +346,8 @@ int ix_target_lun_rejoin(struct ix_target *t, const char *target, uint32_t lun)
 	struct bs_dev *dev = lu ? scsi_lu_dev(lu) : NULL;
 	int rc = lu ? -EINVAL : -ENOENT;
 
-#ifdef IX_HAVE_RBD
-	if (dev && dev->ops == &bs_rbd_ops)
-		rc = bs_rbd_rejoin(dev);
-#else
 	if (dev)
-		rc = -EOPNOTSUPP;
-#endif
+		rc = ha_dev_rejoin(dev);
 	if (n)
 		tgt_node_put(n);
 	return rc;

@@ -145,18 +145,20 @@ static bool lu_cfg_same(const struct scsi_lu_cfg *a, const struct scsi_lu_cfg *b
 	       str_same(a->serial, b->serial) && a->naa_id == b->naa_id &&
 	       a->removable == b->removable && a->sanitize_rate == b->sanitize_rate &&
 	       a->offline == b->offline && str_same(a->state_dir, b->state_dir) &&
-	       str_same(a->rbd.pool, b->rbd.pool) && str_same(a->rbd.image, b->rbd.image) &&
-	       str_same(a->rbd.ns, b->rbd.ns) && str_same(a->rbd.conf, b->rbd.conf) &&
-	       str_same(a->rbd.client, b->rbd.client) && str_same(a->rbd.keyring, b->rbd.keyring) &&
-	       a->rbd.osd_op_timeout_s == b->rbd.osd_op_timeout_s &&
-	       a->rbd.start_offline == b->rbd.start_offline &&
-	       a->rbd.connect_timeout_s == b->rbd.connect_timeout_s &&
-	       a->rbd.rejoin_after_ms == b->rbd.rejoin_after_ms &&
-	       a->rbd.exclusive_lock == b->rbd.exclusive_lock &&
-	       a->rbd.lock_check_ms == b->rbd.lock_check_ms &&
-	       a->rbd.handover_timeout_ms == b->rbd.handover_timeout_ms &&
+	       str_same(a->bs.rbd.pool, b->bs.rbd.pool) &&
+	       str_same(a->bs.rbd.image, b->bs.rbd.image) && str_same(a->bs.rbd.ns, b->bs.rbd.ns) &&
+	       str_same(a->bs.rbd.conf, b->bs.rbd.conf) &&
+	       str_same(a->bs.rbd.client, b->bs.rbd.client) &&
+	       str_same(a->bs.rbd.keyring, b->bs.rbd.keyring) &&
+	       a->bs.rbd.osd_op_timeout_s == b->bs.rbd.osd_op_timeout_s &&
+	       a->bs.rbd.start_offline == b->bs.rbd.start_offline &&
+	       a->bs.rbd.connect_timeout_s == b->bs.rbd.connect_timeout_s &&
+	       a->bs.rbd.rejoin_after_ms == b->bs.rbd.rejoin_after_ms &&
+	       a->bs.rbd.exclusive_lock == b->bs.rbd.exclusive_lock &&
+	       a->bs.rbd.lock_check_ms == b->bs.rbd.lock_check_ms &&
+	       a->bs.rbd.handover_timeout_ms == b->bs.rbd.handover_timeout_ms &&
 	       a->pr_store == b->pr_store &&
-	       memcmp(&a->pr_rados, &b->pr_rados, sizeof(a->pr_rados)) == 0;
+	       memcmp(&a->bs.rbd.pr, &b->bs.rbd.pr, sizeof(a->bs.rbd.pr)) == 0;
 }
 
 static int add_change(struct plan *p, struct tgt_node *node, uint32_t lun, struct scsi_lu *add)

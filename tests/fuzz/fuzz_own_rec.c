@@ -1,5 +1,5 @@
 /* libFuzzer harness for RBD ownership's owner record and hand-over messages
- * (backend/bs_own_rec.c): whatever bytes the "ix.own.<image>" object or a notify payload holds,
+ * (backend/ha_own_rec.c): whatever bytes the "ix.own.<image>" object or a notify payload holds,
  * the decoders return 0, -ENOENT (an empty object) or -EINVAL without crashing; on failure
  * the record is empty and the message set; an accepted record or message encodes again to
  * exactly the bytes it came from (the format has one spelling). The record is tried once more
@@ -11,17 +11,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/bs_own_rec.h"
 #include "fuzz_util.h"
+#include "ha/ha_own_rec.h"
 #include "util/bytes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void record(const uint8_t *data, size_t size)
 {
-	struct bs_own_rec r;
-	char err[128] = "", buf[BS_OWN_REC_MAX];
-	int rc = bs_own_rec_decode(data, size, &r, err, sizeof(err)), n;
+	struct ha_own_rec r;
+	char err[128] = "", buf[HA_OWN_REC_MAX];
+	int rc = ha_own_rec_decode(data, size, &r, err, sizeof(err)), n;
 
 	if (rc == -ENOENT && size == 0)
 		return;
@@ -30,7 +30,7 @@ static void record(const uint8_t *data, size_t size)
 			abort();
 		return;
 	}
-	n = bs_own_rec_encode(&r, buf, sizeof(buf));
+	n = ha_own_rec_encode(&r, buf, sizeof(buf));
 	if (n < 0 || (size_t)n != size || memcmp(buf, data, size) != 0)
 		abort();
 }
@@ -49,17 +49,17 @@ static void resummed(const uint8_t *data, size_t size)
 
 static void message(const uint8_t *data, size_t size)
 {
-	struct bs_own_msg m;
-	char buf[BS_OWN_MSG_MAX];
+	struct ha_own_msg m;
+	char buf[HA_OWN_MSG_MAX];
 	int n;
 
-	(void)bs_own_reply_kind(data, size);
-	if (bs_own_msg_decode(data, size, &m) != 0) {
+	(void)ha_own_reply_kind(data, size);
+	if (ha_own_msg_decode(data, size, &m) != 0) {
 		if (m.kind || m.gid || m.group || m.window_ms || m.ask)
 			abort();
 		return;
 	}
-	n = bs_own_msg_encode(&m, buf, sizeof(buf));
+	n = ha_own_msg_encode(&m, buf, sizeof(buf));
 	if (n < 0 || (size_t)n != size || memcmp(buf, data, size) != 0)
 		abort();
 }

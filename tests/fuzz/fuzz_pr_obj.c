@@ -1,4 +1,4 @@
-/* libFuzzer harness for the shared persistent reservation object (scsi/pr_obj.c): whatever
+/* libFuzzer harness for the shared persistent reservation object (scsi/ha_pr_obj.c): whatever
  * bytes a RADOS object or a notify payload holds, the decoder returns 0 or -EINVAL without
  * crashing or leaking; on -EINVAL the state, unit attentions and aborts are empty and the
  * message is set; a state it accepts encodes again to bytes that decode to the same state (a
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "scsi/pr.h"
+#include "ha/ha_pr_obj.h"
 #include "util/bytes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -37,14 +37,14 @@ static void one(const uint8_t *data, size_t size, bool payload)
 {
 	struct pr_state st, again;
 	struct pr_effects fx, fx2;
-	struct pr_obj_ver seq, seq2;
+	struct ha_pr_obj_ver seq, seq2;
 	char err[256] = "", *buf;
 	size_t len;
 	int rc;
 
 	pr_state_init(&st);
 	pr_state_init(&again);
-	rc = pr_obj_decode(data, size, &st, &seq, payload ? &fx : NULL, err, sizeof(err));
+	rc = ha_pr_obj_decode(data, size, &st, &seq, payload ? &fx : NULL, err, sizeof(err));
 	if (rc == -ENOMEM)
 		return;
 	if (rc) {
@@ -53,9 +53,9 @@ static void one(const uint8_t *data, size_t size, bool payload)
 			abort();
 		return;
 	}
-	if (pr_obj_encode(&st, &seq, payload ? &fx : NULL, &buf, &len) == 0) {
-		rc =
-		    pr_obj_decode(buf, len, &again, &seq2, payload ? &fx2 : NULL, err, sizeof(err));
+	if (ha_pr_obj_encode(&st, &seq, payload ? &fx : NULL, &buf, &len) == 0) {
+		rc = ha_pr_obj_decode(buf, len, &again, &seq2, payload ? &fx2 : NULL, err,
+				      sizeof(err));
 		if (rc == -EINVAL || (rc == 0 && (seq2.seq != seq.seq || seq2.epoch != seq.epoch)))
 			abort();
 		if (rc == 0) {

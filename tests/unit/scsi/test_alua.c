@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "scsi/alua_int.h"
+#include "ha/ha_alua.h"
 #include "scsi/scsi_int.h"
 #include "scsi_harness.h"
 
@@ -40,7 +40,7 @@ static void setup(struct aenv *x)
 
 	memset(x, 0, sizeof(*x));
 	x->e.loop = ev_loop_new();
-	x->e.thr = scsi_thread_new(x->e.loop);
+	x->e.thr = scsi_thread_new(x->e.loop, NULL);
 	x->e.map = scsi_lun_map_new();
 	x->e.buf = aligned_alloc(4096, TBUF);
 	CHECK_EQ(scsi_lu_new(&cfg, &lu, err, sizeof(err)), 0);
@@ -552,7 +552,7 @@ static void vpd_ids(const char *tn, uint32_t lun, uint64_t naa_id, uint8_t *naa,
 
 	memset(&x, 0, sizeof(x));
 	x.e.loop = ev_loop_new();
-	x.e.thr = scsi_thread_new(x.e.loop);
+	x.e.thr = scsi_thread_new(x.e.loop, NULL);
 	x.e.map = scsi_lun_map_new();
 	x.e.buf = aligned_alloc(4096, TBUF);
 	CHECK_EQ(scsi_lu_new(&cfg, &lu, err, sizeof(err)), 0);
@@ -617,9 +617,9 @@ static void test_stpg_reservation(struct aenv *x)
 
 /* The states the RBD locks of a target's LUs give its groups (alua_own.c): local group 1
  * (port 1), other gateways' groups 2 (port 2) and 3 (ports 3 and 5). */
-static struct bs_rbd_owner lk(int own, bool free, bool known, uint16_t group, uint16_t port)
+static struct ha_owner lk(int own, bool free, bool known, uint16_t group, uint16_t port)
 {
-	struct bs_rbd_owner o = {.own = own, .free = free, .known = known};
+	struct ha_owner o = {.own = own, .free = free, .known = known};
 
 	if (group)
 		o.groups[o.ngroups++] = group;
@@ -628,14 +628,13 @@ static struct bs_rbd_owner lk(int own, bool free, bool known, uint16_t group, ui
 	return o;
 }
 
-static int own_states(const struct scsi_alua *a, const struct bs_rbd_owner *o, unsigned n,
-		      uint8_t *st)
+static int own_states(const struct scsi_alua *a, const struct ha_owner *o, unsigned n, uint8_t *st)
 {
-	struct alua_own_view v[4];
+	struct ha_alua_view v[4];
 
 	for (unsigned i = 0; i < n; i++)
-		scsi_alua_own_view(a, &o[i], &v[i]);
-	return scsi_alua_own_states(a, v, n, st);
+		ha_alua_view(a, &o[i], &v[i]);
+	return ha_alua_states(a, v, n, st);
 }
 
 #define ST3(x, y, z) CHECK(st[0] == (x) && st[1] == (y) && st[2] == (z))
@@ -652,7 +651,7 @@ static void test_own_states(void)
 	struct scsi_alua_cfg c = {.ngroups = 3, .explicit_ok = true};
 	struct scsi_lun_map *map = scsi_lun_map_new(), *one = scsi_lun_map_new();
 	const struct scsi_alua *a, *a1;
-	struct bs_rbd_owner o[2];
+	struct ha_owner o[2];
 	uint8_t st[SCSI_ALUA_MAX_GROUPS];
 
 	c.groups[0] =
@@ -666,47 +665,47 @@ static void test_own_states(void)
 	a1 = scsi_alua_of(one);
 	CHECK_EQ(own_states(a, o, 0, st), ALUA_TOWN_NONE); /* no lock: the configured states */
 	ST3(KEEP, KEEP, KEEP);
-	o[0] = lk(BS_RBD_OWN_OWNER, false, true, 1, 1);
+	o[0] = lk(HA_OWN_OWNER, false, true, 1, 1);
 	CHECK_EQ(own_states(a, o, 1, st), ALUA_TOWN_OWNER);
 	ST3(AO, SB, SB);
-	o[0] = lk(BS_RBD_OWN_STANDBY, false, true, 3, 0); /* the record names group 3 */
+	o[0] = lk(HA_OWN_STANDBY, false, true, 3, 0); /* the record names group 3 */
 	CHECK_EQ(own_states(a, o, 1, st), ALUA_TOWN_STANDBY);
 	ST3(SB, SB, AO);
-	o[0] = lk(BS_RBD_OWN_STANDBY, false, true, 9, 5); /* ... or one of its ports */
+	o[0] = lk(HA_OWN_STANDBY, false, true, 9, 5); /* ... or one of its ports */
 	own_states(a, o, 1, st);
 	ST3(SB, SB, AO);
-	o[0] = lk(BS_RBD_OWN_STANDBY, true, false, 0, 0); /* nobody holds it */
+	o[0] = lk(HA_OWN_STANDBY, true, false, 0, 0); /* nobody holds it */
 	own_states(a, o, 1, st);
 	ST3(SB, SB, SB);
-	o[0] = lk(BS_RBD_OWN_STANDBY, false, false, 0, 0); /* holder unknown: leave the others */
+	o[0] = lk(HA_OWN_STANDBY, false, false, 0, 0); /* holder unknown: leave the others */
 	own_states(a, o, 1, st);
 	ST3(SB, KEEP, KEEP);
 	CHECK_EQ(own_states(a1, o, 1, st), ALUA_TOWN_STANDBY); /* ... but one other: it */
 	CHECK(st[0] == SB && st[1] == AO);
-	o[0] = lk(BS_RBD_OWN_FENCED, false, true, 1, 1); /* fenced: its stale record is its own */
+	o[0] = lk(HA_OWN_FENCED, false, true, 1, 1); /* fenced: its stale record is its own */
 	CHECK_EQ(own_states(a, o, 1, st), ALUA_TOWN_FENCED);
 	ST3(UN, KEEP, KEEP);
-	o[0] = lk(BS_RBD_OWN_ACQUIRING, false, false, 0, 0);
+	o[0] = lk(HA_OWN_ACQUIRING, false, false, 0, 0);
 	CHECK_EQ(own_states(a, o, 1, st), ALUA_TOWN_MOVING);
 	ST3(TR, KEEP, KEEP);
 	/* two LUs: on one owner, or not */
-	o[0] = lk(BS_RBD_OWN_OWNER, false, true, 1, 1);
-	o[1] = lk(BS_RBD_OWN_OWNER, false, true, 1, 1);
+	o[0] = lk(HA_OWN_OWNER, false, true, 1, 1);
+	o[1] = lk(HA_OWN_OWNER, false, true, 1, 1);
 	CHECK_EQ(own_states(a, o, 2, st), ALUA_TOWN_OWNER);
 	ST3(AO, SB, SB);
-	o[1] = lk(BS_RBD_OWN_STANDBY, false, true, 2, 2);
+	o[1] = lk(HA_OWN_STANDBY, false, true, 2, 2);
 	CHECK_EQ(own_states(a, o, 2, st), ALUA_TOWN_SPLIT);
 	ST3(TR, TR, TR);
-	o[0] = lk(BS_RBD_OWN_STANDBY, false, true, 3, 3);
+	o[0] = lk(HA_OWN_STANDBY, false, true, 3, 3);
 	CHECK_EQ(own_states(a, o, 2, st), ALUA_TOWN_STANDBY);
 	ST3(SB, TR, TR);
-	o[0] = lk(BS_RBD_OWN_STANDBY, false, true, 2, 0);
+	o[0] = lk(HA_OWN_STANDBY, false, true, 2, 0);
 	own_states(a, o, 2, st);
 	ST3(SB, AO, SB);
-	o[0] = lk(BS_RBD_OWN_STANDBY, true, false, 0, 0); /* one free, one held */
+	o[0] = lk(HA_OWN_STANDBY, true, false, 0, 0); /* one free, one held */
 	own_states(a, o, 2, st);
 	ST3(SB, TR, TR);
-	o[1] = lk(BS_RBD_OWN_ACQUIRING, false, false, 0, 0);
+	o[1] = lk(HA_OWN_ACQUIRING, false, false, 0, 0);
 	CHECK_EQ(own_states(a, o, 2, st), ALUA_TOWN_MOVING);
 	ST3(TR, KEEP, KEEP);
 	scsi_lun_map_free(map);

@@ -98,7 +98,7 @@ int main(void)
 
 	memset(&e, 0, sizeof(e)); /* map_ok and anything the harness grows start false */
 	e.loop = ev_loop_new();
-	e.thr = scsi_thread_new(e.loop);
+	e.thr = scsi_thread_new(e.loop, NULL);
 	e.map = scsi_lun_map_new();
 	e.buf = aligned_alloc(4096, TBUF);
 	CHECK(e.loop && e.thr && e.map && e.buf);

@@ -18,6 +18,9 @@ const uint8_t zblk[4096];
 enum { L_PR = 0, L_RM = 1, L_THIN = 2, L_THICK = 3, L_APTPL = 4 };
 
 static char state_dir[64];
+/* The target context: its LUs and its thread (a PREEMPT AND ABORT reaches the context's
+ * threads, abort.c). */
+static struct scsi_lu_index *ctx_ix;
 
 static int add_lu(struct env *e, uint32_t lun, struct scsi_lu_cfg cfg, char *err, size_t errlen)
 {
@@ -26,6 +29,7 @@ static int add_lu(struct env *e, uint32_t lun, struct scsi_lu_cfg cfg, char *err
 
 	cfg.lun = lun;
 	cfg.target_name = "iqn.2024-01.org.example:t1";
+	cfg.index = ctx_ix;
 	rc = scsi_lu_new(&cfg, &lu, err, errlen);
 	if (rc == 0) {
 		CHECK_EQ(scsi_lun_map_add(e->map, lun, lu), 0);
@@ -969,7 +973,8 @@ int main(void)
 
 	memset(&e, 0, sizeof(e)); /* map_ok and anything the harness grows start false */
 	e.loop = ev_loop_new();
-	e.thr = scsi_thread_new(e.loop);
+	ctx_ix = scsi_lu_index_new();
+	e.thr = scsi_thread_new(e.loop, ctx_ix);
 	e.map = scsi_lun_map_new();
 	e.buf = aligned_alloc(4096, TBUF);
 	CHECK_EQ(add_lu(&e, L_PR,
@@ -1004,6 +1009,7 @@ int main(void)
 	scsi_nexus_free(e.nx);
 	scsi_lun_map_free(e.map);
 	scsi_thread_free(e.thr);
+	scsi_lu_index_put(ctx_ix);
 	ev_loop_free(e.loop);
 	free(e.buf);
 	return tap_done();

@@ -38,7 +38,7 @@ static void setup(struct env *e)
 	memset(e, 0, sizeof(*e));
 	e->loop = ev_loop_new();
 	CHECK(e->loop != NULL);
-	e->thr = scsi_thread_new(e->loop);
+	e->thr = scsi_thread_new(e->loop, NULL);
 	CHECK(e->thr != NULL);
 	e->map = scsi_lun_map_new();
 	e->buf = aligned_alloc(4096, TBUF);

@@ -132,7 +132,7 @@ static void setup(struct env *e)
 	int fd;
 
 	e->loop = ev_loop_new();
-	e->thr = scsi_thread_new(e->loop);
+	e->thr = scsi_thread_new(e->loop, NULL);
 	CHECK(e->loop && e->thr);
 	e->map = scsi_lun_map_new();
 	map2 = scsi_lun_map_new();
@@ -639,7 +639,7 @@ static void *worker_main(void *arg)
 	uint8_t rd[10] = {0x28, 0, 0, 0, 0x01, 0xf4, 0, 0, 1, 0};
 
 	w->e.loop = ev_loop_new();
-	w->e.thr = scsi_thread_new(w->e.loop);
+	w->e.thr = scsi_thread_new(w->e.loop, NULL);
 	fill(side, (uint8_t)w->id, 512);
 	for (int done = 0; done < w->iters;) {
 		uint32_t v;

@@ -1045,11 +1045,11 @@ static void test_rbd_defaults(void)
 		if (!cfg)
 			continue;
 		lu = &cfg->targets[0].luns[0].lu;
-		CHECK_EQ(lu->rbd.rejoin_after_ms, want[i]);
-		CHECK_EQ(lu->rbd.lock_check_ms, check[i]);
-		CHECK_EQ(lu->rbd.handover_timeout_ms, handover[i]);
-		CHECK_EQ(lu->rbd.start_offline, i == 0);
-		CHECK_EQ(lu->rbd.osd_op_timeout_s, 0);
+		CHECK_EQ(lu->bs.rbd.rejoin_after_ms, want[i]);
+		CHECK_EQ(lu->bs.rbd.lock_check_ms, check[i]);
+		CHECK_EQ(lu->bs.rbd.handover_timeout_ms, handover[i]);
+		CHECK_EQ(lu->bs.rbd.start_offline, i == 0);
+		CHECK_EQ(lu->bs.rbd.osd_op_timeout_s, 0);
 		cfg_free(cfg);
 	}
 }
@@ -1059,7 +1059,7 @@ static void test_rbd_pr(void)
 {
 	struct ix_config *cfg = NULL;
 	char err[256] = "";
-	const struct scsi_pr_rados_cfg *p;
+	const struct bs_rbd_pr_cfg *p;
 
 	if (no_rbd("\"rbd\"")) {
 		CHECK(load(LUNS("{'lun':0,'backend':'rbd','pr_store':'rados','rbd':{'pool':'p',"
@@ -1079,12 +1079,12 @@ static void test_rbd_pr(void)
 		printf("# %s\n", err);
 		return;
 	}
-	p = &cfg->targets[0].luns[0].lu.pr_rados;
+	p = &cfg->targets[0].luns[0].lu.bs.rbd.pr;
 	CHECK_EQ(p->notify_timeout_s, 15);
 	CHECK_EQ(p->reset_wait_s, 7);
 	CHECK_EQ(p->retries, 3);
 	CHECK_EQ(p->blocklist_s, 120);
-	p = &cfg->targets[0].luns[1].lu.pr_rados;
+	p = &cfg->targets[0].luns[1].lu.bs.rbd.pr;
 	CHECK(p->notify_timeout_s == 0 && p->reset_wait_s == 0 && p->retries == 0 &&
 	      p->blocklist_s == 0);
 	cfg_free(cfg);

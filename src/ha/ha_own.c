@@ -5,10 +5,10 @@
  * client owns the lock (EROFS) or because this client was blocklisted (ESHUTDOWN) becomes
  * BS_ERR_NOT_OWNER and moves the state to standby or fenced; fenced fails every I/O at once,
  * until the device rejoins with a new client (bs_rbd_conn.c fences the whole connection and
- * rejoins; it calls rbd_own_fenced, and rbd_own_attach on the new image). bs_rbd_break_lock()
- * breaks the holder's lock (librbd blocklists it) and takes it; bs_rbd_take_over_async() and
- * bs_rbd_release_async() move it between gateways, asking the holder first
- * (bs_rbd_handover.c; docs/ha.md, "Ownership and failover").
+ * rejoins; it calls rbd_own_fenced, and rbd_own_attach on the new image). ha_own_break_lock()
+ * breaks the holder's lock (librbd blocklists it) and takes it; ha_own_take_over_async() and
+ * ha_own_release_async() move it between gateways, asking the holder first
+ * (ha_handover.c; docs/ha.md, "Ownership and failover").
  *
  * Thread: every image with the lock has one thread of its own ("ix-rbd-own"), started when
  * the image opens and stopped before it closes; a rejoin stops it before the fenced image
@@ -21,8 +21,8 @@
  * standby) or was fenced (the cluster refuses this client: ESHUTDOWN; the thread then fences
  * its whole connection, bs_rbd_conn_fenced_owner), and a standby learns when the holder
  * changes. Workers never wait on the thread; what it learns is read with atomic loads, and
- * every change bumps one counter (bs_rbd_own_changes) that the SCSI layer compares with what
- * its ALUA states were set from. */
+ * every change bumps one counter (the HA context's own_changes, ha_int.h) that ha_alua.c
+ * compares with what its ALUA states were set from. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -33,7 +33,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend/bs_rbd_own_int.h"
+#include "ha/ha_int.h"
+#include "ha/ha_own_int.h"
+#include "ha/ha_policy.h"
 #include "util/log.h"
 
 static const char *const own_names[] = {
@@ -42,19 +44,10 @@ static const char *const own_names[] = {
     [RBD_OWN_FENCED] = "fenced", [RBD_OWN_RELEASING] = "releasing",
 };
 
-/* Every change of any image's state or holder: the SCSI layer compares it with the value its
- * ALUA states were set from (bs_rbd_own_changes). */
-static atomic_uint own_changes;
-
-unsigned bs_rbd_own_changes(void)
-{
-	return atomic_load_explicit(&own_changes, memory_order_acquire);
-}
-
 /* Under o->mu: this image changed; its thread tells the watcher. */
 void rbd_own_changed(struct rbd_owner *o)
 {
-	atomic_fetch_add_explicit(&own_changes, 1, memory_order_release);
+	atomic_fetch_add_explicit(&o->ctx->own_changes, 1, memory_order_release);
 	o->seq++;
 	pthread_cond_broadcast(&o->cv);
 }
@@ -102,7 +95,7 @@ void rbd_own_fenced(struct rbd_owner *o, const char *why)
  * while this thread started). Any thread but under no lock of this file. */
 void rbd_own_blocklisted(struct rbd_owner *o, const char *what)
 {
-	bs_rbd_conn_fenced_owner(o, what);
+	bs_rbd_conn_fenced_owner(o->ctx->host.rbd, o, what);
 	if (atomic_load(&o->own) != RBD_OWN_FENCED)
 		rbd_own_set(o, RBD_OWN_FENCED,
 			    "this gateway's Ceph client was blocklisted (%s refused): I/O refused "
@@ -216,7 +209,7 @@ static uint64_t io_idle(struct rbd_owner *o)
 #define OWN_DECIDE_MS 1000
 
 struct own_group {
-	struct list_head link;	  /* on own_groups */
+	struct list_head link;	  /* on the context's own_groups */
 	struct list_head members; /* rbd_owner.glink */
 	unsigned refs;
 	uint64_t decided_at; /* the last implicit decision: when, for which window, its idle */
@@ -225,9 +218,6 @@ struct own_group {
 	char key[];
 };
 
-static pthread_mutex_t groups_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct list_head own_groups = LIST_HEAD_INIT(own_groups);
-
 static void group_join(struct rbd_owner *o, const char *key)
 {
 	struct list_head *pos;
@@ -235,8 +225,8 @@ static void group_join(struct rbd_owner *o, const char *key)
 
 	if (!key || !key[0])
 		return;
-	pthread_mutex_lock(&groups_lock);
-	list_for_each(pos, &own_groups)
+	pthread_mutex_lock(&o->ctx->groups_lock);
+	list_for_each(pos, &o->ctx->own_groups)
 	{
 		struct own_group *x = list_entry(pos, struct own_group, link);
 
@@ -246,14 +236,14 @@ static void group_join(struct rbd_owner *o, const char *key)
 	if (!g && (g = calloc(1, sizeof(*g) + strlen(key) + 1))) {
 		strcpy(g->key, key);
 		list_init(&g->members);
-		list_add_tail(&g->link, &own_groups);
+		list_add_tail(&g->link, &o->ctx->own_groups);
 	}
 	if (g) { /* without memory: the image answers for itself alone */
 		g->refs++;
 		list_add_tail(&o->glink, &g->members);
 		o->grp = g;
 	}
-	pthread_mutex_unlock(&groups_lock);
+	pthread_mutex_unlock(&o->ctx->groups_lock);
 }
 
 static void group_leave(struct rbd_owner *o)
@@ -262,13 +252,13 @@ static void group_leave(struct rbd_owner *o)
 
 	if (!g)
 		return;
-	pthread_mutex_lock(&groups_lock);
+	pthread_mutex_lock(&o->ctx->groups_lock);
 	list_del(&o->glink);
 	if (--g->refs == 0) {
 		list_del(&g->link);
 		free(g);
 	}
-	pthread_mutex_unlock(&groups_lock);
+	pthread_mutex_unlock(&o->ctx->groups_lock);
 }
 
 /* Another image's idle time, from any thread: 0 while it saw I/O in its current period. */
@@ -291,7 +281,7 @@ uint64_t rbd_own_group_idle(struct rbd_owner *o, uint32_t window)
 
 	if (!g)
 		return idle;
-	pthread_mutex_lock(&groups_lock);
+	pthread_mutex_lock(&o->ctx->groups_lock);
 	if (g->decided_at && now - g->decided_at < OWN_DECIDE_MS && g->window == window) {
 		idle = g->idle;
 	} else {
@@ -310,7 +300,7 @@ uint64_t rbd_own_group_idle(struct rbd_owner *o, uint32_t window)
 		g->window = window;
 		g->idle = idle;
 	}
-	pthread_mutex_unlock(&groups_lock);
+	pthread_mutex_unlock(&o->ctx->groups_lock);
 	return idle;
 }
 
@@ -366,16 +356,17 @@ static void acquire(struct rbd_owner *o)
 static void rejoin_policy(struct rbd_owner *o)
 {
 	char who[128] = "";
-	int rc = rbd_lock_acquire(o->image, RBD_LOCK_MODE_EXCLUSIVE), rel = 0;
+	int rc = rbd_lock_acquire(o->image, RBD_LOCK_MODE_EXCLUSIVE), rel = 0, next;
 
 	if (rc == 0)
 		rel = rbd_lock_release(o->image);
 	atomic_store_explicit(&o->unmanaged, false, memory_order_release); /* set, either way */
-	if (rc == -ESHUTDOWN || rel == -ESHUTDOWN) {
+	next = ha_policy_rejoin(rc, rel);
+	if (next == HA_OWN_FENCED) {
 		rbd_own_blocklisted(o, "setting the lock policy");
 		return;
 	}
-	if (rel < 0) { /* it holds the free lock: say so rather than claim standby */
+	if (next == HA_OWN_OWNER) { /* it holds the free lock: say so rather than claim standby */
 		log_warn("rbd", "%s: releasing the lock taken to set its policy: %s", o->name,
 			 strerror(-rel));
 		rbd_own_took(o, "holds the image's exclusive lock (rejoined; it was free%s)",
@@ -654,14 +645,16 @@ int rbd_own_queue_job(struct rbd_owner *o, struct own_job *j)
 
 /* ---- the device's side (bs_rbd.c) ---- */
 
-int rbd_own_new(struct rbd_owner **out, const char *name, const struct bs_rbd_cfg *c,
-		const char *group)
+int rbd_own_new(struct bs_host *host, struct rbd_owner **out, const char *name,
+		const struct bs_rbd_cfg *c, const char *group)
 {
 	struct rbd_owner *o = calloc(1, sizeof(*o));
 	pthread_condattr_t ca;
 
 	if (!o)
 		return -ENOMEM;
+	o->ctx = ha_ctx_of_host(host);
+	ha_ctx_get(o->ctx);
 	atomic_init(&o->refs, 1);
 	atomic_init(&o->own, RBD_OWN_ACQUIRING);
 	atomic_init(&o->job, false);
@@ -751,7 +744,7 @@ bool rbd_own_detach(struct rbd_owner *o, unsigned wait_ms)
 	while (o->running && rbd_own_now_ms() < end) /* again after a false: a rejoin retries */
 		timedwait(o, end);
 	ended = !o->running;
-	atomic_fetch_add_explicit(&own_changes, 1, memory_order_release); /* closed: not followed */
+	atomic_fetch_add_explicit(&o->ctx->own_changes, 1, memory_order_release); /* closed */
 	pthread_mutex_unlock(&o->mu);
 	return ended;
 }
@@ -761,45 +754,37 @@ void rbd_own_put(struct rbd_owner *o)
 	if (!o || atomic_fetch_sub(&o->refs, 1) != 1)
 		return;
 	group_leave(o);
+	ha_ctx_put(o->ctx);
 	pthread_cond_destroy(&o->cv);
 	pthread_mutex_destroy(&o->mu);
 	pthread_mutex_destroy(&o->hook_mu);
 	free(o);
 }
 
-/* ---- the API (bs.h) ---- */
-
-static struct rbd_priv *rbd_of(const struct bs_dev *dev)
-{
-	return dev && dev->ops == &bs_rbd_ops ? dev->priv : NULL;
-}
-
-static bool online(const struct rbd_priv *p)
-{
-	return atomic_load_explicit(&((struct rbd_priv *)p)->online, memory_order_acquire);
-}
+/* ---- the API (ha_own.h) ---- */
 
 /* The ownership state of dev once its image is open (the device's o: from open to close),
  * else NULL. */
 static struct rbd_owner *owner_of(const struct bs_dev *dev)
 {
-	const struct rbd_priv *p = rbd_of(dev);
+	struct bs_rbd_handle h;
 
-	return p && online(p) ? p->o : NULL;
+	return bs_rbd_handle(dev, &h) == 0 && h.online ? h.own : NULL;
 }
 
-int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
+int ha_own_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
 {
-	const struct rbd_priv *p = rbd_of(dev);
+	struct bs_rbd_handle h;
+	bool rbd = bs_rbd_handle(dev, &h) == 0;
 	struct rbd_owner *o = owner_of(dev);
 	struct own_job j = {.kind = JOB_BREAK};
 	int rc;
 
 	if (!o) {
 		snprintf(msg, msglen,
-			 p && !online(p) ? "%s: the image is not open (the LUN is offline)"
-					 : "not an rbd LUN with exclusive_lock",
-			 p ? p->name : "");
+			 rbd && !h.online ? "%s: the image is not open (the LUN is offline)"
+					  : "not an rbd LUN with exclusive_lock",
+			 rbd ? h.name : "");
 		return -EINVAL;
 	}
 	if (atomic_load(&o->own) == RBD_OWN_ACQUIRING || atomic_load(&o->job)) {
@@ -819,10 +804,10 @@ int bs_rbd_break_lock(struct bs_dev *dev, char *msg, size_t msglen)
 	return j.rc;
 }
 
-int bs_rbd_own_watch(struct bs_dev *dev, void (*fn)(void *arg), void *arg)
+int ha_own_watch(struct bs_dev *dev, void (*fn)(void *arg), void *arg)
 {
-	const struct rbd_priv *p = rbd_of(dev);
-	struct rbd_owner *o = p ? p->o : NULL;
+	struct bs_rbd_handle h;
+	struct rbd_owner *o = bs_rbd_handle(dev, &h) == 0 ? h.own : NULL;
 
 	if (!o)
 		return -EINVAL;
@@ -833,18 +818,18 @@ int bs_rbd_own_watch(struct bs_dev *dev, void (*fn)(void *arg), void *arg)
 	return 0;
 }
 
-int bs_rbd_set_identity(struct bs_dev *dev, const uint16_t *groups, unsigned ngroups,
+int ha_own_set_identity(struct bs_dev *dev, const uint16_t *groups, unsigned ngroups,
 			const uint16_t *ports, unsigned nports)
 {
-	const struct rbd_priv *p = rbd_of(dev);
-	struct rbd_owner *o = p ? p->o : NULL;
+	struct bs_rbd_handle h;
+	struct rbd_owner *o = bs_rbd_handle(dev, &h) == 0 ? h.own : NULL;
 
 	if (!o)
 		return -EINVAL;
-	if (ngroups > BS_OWN_MAX_IDS)
-		ngroups = BS_OWN_MAX_IDS;
-	if (nports > BS_OWN_MAX_IDS)
-		nports = BS_OWN_MAX_IDS;
+	if (ngroups > HA_OWN_MAX_IDS)
+		ngroups = HA_OWN_MAX_IDS;
+	if (nports > HA_OWN_MAX_IDS)
+		nports = HA_OWN_MAX_IDS;
 	pthread_mutex_lock(&o->mu);
 	if (o->ngroups != ngroups || o->nports != nports ||
 	    memcmp(o->groups, groups, ngroups * sizeof(*groups)) ||
@@ -860,7 +845,7 @@ int bs_rbd_set_identity(struct bs_dev *dev, const uint16_t *groups, unsigned ngr
 	return 0;
 }
 
-int bs_rbd_owner(const struct bs_dev *dev, struct bs_rbd_owner *out)
+int ha_own_owner(const struct bs_dev *dev, struct ha_owner *out)
 {
 	struct rbd_owner *o = owner_of(dev);
 
@@ -884,7 +869,7 @@ int bs_rbd_owner(const struct bs_dev *dev, struct bs_rbd_owner *out)
 	return 0;
 }
 
-int bs_rbd_own(const struct bs_dev *dev)
+int ha_own_get(const struct bs_dev *dev)
 {
 	struct rbd_owner *o = owner_of(dev);
 
@@ -915,7 +900,7 @@ static int submit_job(struct rbd_owner *o, const struct own_job *tmpl)
 	return rc;
 }
 
-int bs_rbd_take_over_async(struct bs_dev *dev, int mode, uint32_t window_ms, bs_rbd_take_cb done,
+int ha_own_take_over_async(struct bs_dev *dev, int mode, uint32_t window_ms, ha_take_cb done,
 			   void *arg)
 {
 	struct rbd_owner *o = owner_of(dev);
@@ -926,11 +911,13 @@ int bs_rbd_take_over_async(struct bs_dev *dev, int mode, uint32_t window_ms, bs_
 		return -ESHUTDOWN;
 	if (atomic_load(&o->own) == RBD_OWN_OWNER)
 		return -EALREADY;
-	return submit_job(o, &(struct own_job){.kind = JOB_TAKE, .done = done, .arg = arg,
-					       .mode = mode, .window_ms = window_ms});
+	return submit_job(
+	    o,
+	    &(struct own_job){
+		.kind = JOB_TAKE, .done = done, .arg = arg, .mode = mode, .window_ms = window_ms});
 }
 
-int bs_rbd_release_async(struct bs_dev *dev, uint16_t group, bs_rbd_take_cb done, void *arg)
+int ha_own_release_async(struct bs_dev *dev, uint16_t group, ha_take_cb done, void *arg)
 {
 	struct rbd_owner *o = owner_of(dev);
 
@@ -938,22 +925,21 @@ int bs_rbd_release_async(struct bs_dev *dev, uint16_t group, bs_rbd_take_cb done
 		return -EINVAL;
 	if (atomic_load(&o->own) != RBD_OWN_OWNER)
 		return atomic_load(&o->own) == RBD_OWN_FENCED ? -ESHUTDOWN : -EALREADY;
-	return submit_job(o, &(struct own_job){.kind = JOB_RELEASE, .done = done, .arg = arg,
-					       .group = group});
+	return submit_job(
+	    o, &(struct own_job){.kind = JOB_RELEASE, .done = done, .arg = arg, .group = group});
 }
 
-int bs_rbd_state(struct bs_dev *dev, char *reason, size_t len)
+int ha_own_state(struct bs_dev *dev, char *reason, size_t len)
 {
-	const struct rbd_priv *p = rbd_of(dev);
+	struct bs_rbd_handle h;
 	struct rbd_owner *o = owner_of(dev);
 
-	if (!p)
+	if (bs_rbd_handle(dev, &h) < 0)
 		return -EINVAL;
 	if (!o) {
 		snprintf(reason, len, "%s",
-			 online(p) || !p->c.exclusive_lock
-			     ? "no managed exclusive lock"
-			     : "the image is not open (the LUN is offline)");
+			 h.online || !h.exclusive ? "no managed exclusive lock"
+						  : "the image is not open (the LUN is offline)");
 		return RBD_OWN_NONE;
 	}
 	pthread_mutex_lock(&o->mu);
@@ -962,7 +948,17 @@ int bs_rbd_state(struct bs_dev *dev, char *reason, size_t len)
 	return atomic_load(&o->own);
 }
 
-const char *bs_rbd_state_name(int state)
+const char *ha_own_state_name(int state)
 {
 	return state >= 0 && state <= RBD_OWN_RELEASING ? own_names[state] : "?";
 }
+
+const struct bs_own_ops ha_own_ops = {
+    .create = rbd_own_new,
+    .attach = rbd_own_attach,
+    .detach = rbd_own_detach,
+    .put = rbd_own_put,
+    .io = rbd_own_io,
+    .io_result = rbd_own_io_result,
+    .fenced = rbd_own_fenced,
+};

@@ -1,4 +1,4 @@
-/* Persistent reservation state shared by gateways through one RADOS object (pr_rados.c): the
+/* Persistent reservation state shared by gateways through one RADOS object (ha_pr.c): the
  * object's format, pure (no librados here, so unit tests and the fuzz harness use it as is).
  *
  *   ix-pr-rados <1|2>
@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scsi/pr.h"
+#include "ha/ha_pr_obj.h"
 #include "util/bytes.h"
 
 #define OBJ_MAGIC  "ix-pr-rados 1"
@@ -42,8 +42,8 @@
 
 /* ---- encode ---- */
 
-int pr_obj_encode(const struct pr_state *st, const struct pr_obj_ver *v,
-		  const struct pr_effects *fx, char **out, size_t *len)
+int ha_pr_obj_encode(const struct pr_state *st, const struct ha_pr_obj_ver *v,
+		     const struct pr_effects *fx, char **out, size_t *len)
 {
 	struct pr_text b = {0};
 
@@ -57,10 +57,10 @@ int pr_obj_encode(const struct pr_state *st, const struct pr_obj_ver *v,
 			       st->spc2_tport);
 	for (size_t i = 0; i < st->nregs; i++)
 		pr_text_printf(&b, "reg %016" PRIx64 " %d %s %s\n", st->regs[i].key,
-			  st->regs[i].holder ? 1 : 0, st->regs[i].iport, st->regs[i].tport);
+			       st->regs[i].holder ? 1 : 0, st->regs[i].iport, st->regs[i].tport);
 	for (size_t i = 0; fx && i < fx->nua; i++)
 		pr_text_printf(&b, "ua %02x %02x %s %s\n", fx->ua[i].asc, fx->ua[i].ascq,
-			  fx->ua[i].iport, fx->ua[i].tport);
+			       fx->ua[i].iport, fx->ua[i].tport);
 	for (size_t i = 0; fx && i < fx->nabort; i++)
 		pr_text_printf(&b, "abort %s %s\n", fx->abort[i].iport, fx->abort[i].tport);
 	if (!b.oom)
@@ -99,7 +99,8 @@ static int field(struct dctx *c, const char *line, const char *word, int base, u
 	char msg[64];
 
 	if (strncmp(line, word, n) != 0 || line[n] != ' ' ||
-	    (base == 16 && strlen(line + n + 1) != 16) || pr_parse_u64(line + n + 1, base, max, out)) {
+	    (base == 16 && strlen(line + n + 1) != 16) ||
+	    pr_parse_u64(line + n + 1, base, max, out)) {
 		snprintf(msg, sizeof(msg), "expected \"%s <%s>\"", word,
 			 base == 16 ? "16 hex digits" : "number");
 		return bad(c, msg);
@@ -209,7 +210,8 @@ static int parse_spc2(struct dctx *c, char *line, struct pr_state *st)
 }
 
 /* The header lines after the magic: epoch, seq, generation, aptpl, type. */
-static int parse_head(struct dctx *c, const char *line, struct pr_state *st, struct pr_obj_ver *ver)
+static int parse_head(struct dctx *c, const char *line, struct pr_state *st,
+		      struct ha_pr_obj_ver *ver)
 {
 	uint64_t v;
 	int rc;
@@ -239,7 +241,7 @@ static int parse_head(struct dctx *c, const char *line, struct pr_state *st, str
 	}
 }
 
-static int parse_lines(struct dctx *c, char *text, struct pr_state *st, struct pr_obj_ver *v,
+static int parse_lines(struct dctx *c, char *text, struct pr_state *st, struct ha_pr_obj_ver *v,
 		       struct pr_effects *fx)
 {
 	char *save = NULL, *line;
@@ -283,8 +285,8 @@ static int parse_lines(struct dctx *c, char *text, struct pr_state *st, struct p
 	return why ? bad(c, why) : 0;
 }
 
-int pr_obj_decode(const void *buf, size_t len, struct pr_state *st, struct pr_obj_ver *v,
-		  struct pr_effects *fx, char *err, size_t errlen)
+int ha_pr_obj_decode(const void *buf, size_t len, struct pr_state *st, struct ha_pr_obj_ver *v,
+		     struct pr_effects *fx, char *err, size_t errlen)
 {
 	struct dctx c = {.err = err, .errlen = errlen};
 	char *text, *sum;
@@ -294,8 +296,8 @@ int pr_obj_decode(const void *buf, size_t len, struct pr_state *st, struct pr_ob
 	pr_state_clear(st);
 	if (fx)
 		memset(fx, 0, sizeof(*fx));
-	*v = (struct pr_obj_ver){0, 0};
-	if (len == 0 || len > PR_OBJ_MAX)
+	*v = (struct ha_pr_obj_ver){0, 0};
+	if (len == 0 || len > HA_PR_OBJ_MAX)
 		return bad(&c, len ? "larger than 256 KiB" : "empty");
 	if (memchr(buf, 0, len) || ((const char *)buf)[len - 1] != '\n')
 		return bad(&c, "not text ending in a newline");
@@ -320,7 +322,7 @@ int pr_obj_decode(const void *buf, size_t len, struct pr_state *st, struct pr_ob
 		pr_state_clear(st);
 		if (fx)
 			pr_effects_clear(fx);
-		*v = (struct pr_obj_ver){0, 0};
+		*v = (struct ha_pr_obj_ver){0, 0};
 	}
 	return rc;
 }
@@ -328,7 +330,7 @@ int pr_obj_decode(const void *buf, size_t len, struct pr_state *st, struct pr_ob
 /* rados_getaddrs() gives "[v2:IP:PORT/NONCE,v1:IP:PORT/NONCE]", "v1:IP:PORT/NONCE" or plain
  * "IP:PORT/NONCE" (a client usually has one, "any:"-typed or "v1:"); the blocklist wants
  * "IP:PORT/NONCE". Takes the first address, without its type prefix. */
-int pr_rados_client_addr(const char *addrs, char *out, size_t outlen)
+int ha_pr_client_addr(const char *addrs, char *out, size_t outlen)
 {
 	const char *s = addrs, *colon, *end;
 	size_t n;

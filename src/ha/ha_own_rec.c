@@ -1,4 +1,4 @@
-/* The owner record and hand-over messages of RBD ownership (format in bs_own_rec.h). Strict:
+/* The owner record and hand-over messages of RBD ownership (format in ha_own_rec.h). Strict:
  * a record is accepted only in the exact form the encoder writes, so a damaged or foreign
  * object is never mistaken for an owner. */
 #include <errno.h>
@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/bs_own_rec.h"
+#include "ha/ha_own_rec.h"
 #include "util/bytes.h"
 
 #define REC_MAGIC "ix-own 1\n"
@@ -43,9 +43,9 @@ static int put_ids(char *buf, size_t len, size_t *at, const char *key, const uin
 
 static bool holder_ok(const char *h)
 {
-	size_t n = strnlen(h, BS_OWN_HOLDER_MAX);
+	size_t n = strnlen(h, HA_OWN_HOLDER_MAX);
 
-	if (n == 0 || n == BS_OWN_HOLDER_MAX)
+	if (n == 0 || n == HA_OWN_HOLDER_MAX)
 		return false;
 	for (size_t i = 0; i < n; i++)
 		if (h[i] <= ' ' || h[i] > '~')
@@ -55,7 +55,7 @@ static bool holder_ok(const char *h)
 
 static bool ids_ok(const uint16_t *ids, unsigned n)
 {
-	if (n > BS_OWN_MAX_IDS)
+	if (n > HA_OWN_MAX_IDS)
 		return false;
 	for (unsigned i = 0; i < n; i++)
 		if (ids[i] == 0)
@@ -63,7 +63,7 @@ static bool ids_ok(const uint16_t *ids, unsigned n)
 	return true;
 }
 
-int bs_own_rec_encode(const struct bs_own_rec *r, char *buf, size_t len)
+int ha_own_rec_encode(const struct ha_own_rec *r, char *buf, size_t len)
 {
 	size_t at = 0;
 	int rc;
@@ -170,7 +170,7 @@ static int ids_line(struct rd *d, const char *key, uint16_t *ids, uint8_t *n)
 		const char *end = c ? c : e;
 		uint64_t v;
 
-		if (*n == BS_OWN_MAX_IDS)
+		if (*n == HA_OWN_MAX_IDS)
 			return bad(d, "too many");
 		if (!dec(s, end, 65535, &v) || v == 0)
 			return bad(d, "not an id 1-65535");
@@ -188,7 +188,7 @@ static int holder_line(struct rd *d, char *out)
 
 	if (rc)
 		return rc;
-	if (e - s >= BS_OWN_HOLDER_MAX)
+	if (e - s >= HA_OWN_HOLDER_MAX)
 		return bad(d, "too long");
 	for (const char *c = s; c < e; c++)
 		if (*c <= ' ' || *c > '~') /* a NUL too: the name would not be these bytes */
@@ -198,7 +198,7 @@ static int holder_line(struct rd *d, char *out)
 	return holder_ok(out) ? 0 : bad(d, "not a client name");
 }
 
-static int rec_parse(struct rd *d, struct bs_own_rec *r)
+static int rec_parse(struct rd *d, struct ha_own_rec *r)
 {
 	const char *s, *e, *body = d->p;
 	char want[17];
@@ -229,7 +229,7 @@ static int rec_parse(struct rd *d, struct bs_own_rec *r)
 	return 0;
 }
 
-int bs_own_rec_decode(const void *buf, size_t len, struct bs_own_rec *r, char *err, size_t errlen)
+int ha_own_rec_decode(const void *buf, size_t len, struct ha_own_rec *r, char *err, size_t errlen)
 {
 	struct rd d = {buf, (const char *)buf + len, 0, err, errlen};
 	int rc;
@@ -245,17 +245,17 @@ int bs_own_rec_decode(const void *buf, size_t len, struct bs_own_rec *r, char *e
 
 /* ---- messages ---- */
 
-int bs_own_msg_encode(const struct bs_own_msg *m, char *buf, size_t len)
+int ha_own_msg_encode(const struct ha_own_msg *m, char *buf, size_t len)
 {
 	size_t at = 0;
 	int rc;
 
 	static const char *const asks[] = {"explicit", "implicit", "heal"};
 
-	if (m->kind == BS_OWN_ASK && m->ask <= BS_OWN_HEAL)
+	if (m->kind == HA_OWN_ASK && m->ask <= HA_OWN_HEAL)
 		rc = put(buf, len, &at, "ix-own-ask 1 %s %" PRIu32 " %" PRIu64 "\n", asks[m->ask],
 			 m->window_ms, m->gid);
-	else if (m->kind == BS_OWN_FREE)
+	else if (m->kind == HA_OWN_FREE)
 		rc = put(buf, len, &at, "ix-own-free 1 %u %" PRIu64 "\n", m->group, m->gid);
 	else
 		return -EINVAL;
@@ -274,7 +274,7 @@ static bool word(const char **s, const char *e, const char **ws, const char **we
 }
 
 /* The message's fields into m (left partly set on failure: the caller clears it). */
-static int msg_parse(const char *s, const char *e, struct bs_own_msg *m)
+static int msg_parse(const char *s, const char *e, struct ha_own_msg *m)
 {
 	const char *ws, *we;
 	uint64_t v;
@@ -282,18 +282,18 @@ static int msg_parse(const char *s, const char *e, struct bs_own_msg *m)
 	if (e[-1] == ' ' || !word(&s, e, &ws, &we)) /* one spelling: no trailing space */
 		return -EINVAL;
 	if (we - ws == 10 && memcmp(ws, "ix-own-ask", 10) == 0)
-		m->kind = BS_OWN_ASK;
+		m->kind = HA_OWN_ASK;
 	else if (we - ws == 11 && memcmp(ws, "ix-own-free", 11) == 0)
-		m->kind = BS_OWN_FREE;
+		m->kind = HA_OWN_FREE;
 	else
 		return -EINVAL;
 	if (!word(&s, e, &ws, &we) || we - ws != 1 || *ws != '1' || !word(&s, e, &ws, &we))
 		return -EINVAL;
-	if (m->kind == BS_OWN_ASK) {
+	if (m->kind == HA_OWN_ASK) {
 		if (we - ws == 8 && memcmp(ws, "implicit", 8) == 0)
-			m->ask = BS_OWN_IMPLICIT;
+			m->ask = HA_OWN_IMPLICIT;
 		else if (we - ws == 4 && memcmp(ws, "heal", 4) == 0)
-			m->ask = BS_OWN_HEAL;
+			m->ask = HA_OWN_HEAL;
 		else if (!(we - ws == 8 && memcmp(ws, "explicit", 8) == 0))
 			return -EINVAL;
 		if (!word(&s, e, &ws, &we) || !dec(ws, we, UINT32_MAX, &v))
@@ -309,7 +309,7 @@ static int msg_parse(const char *s, const char *e, struct bs_own_msg *m)
 	return 0;
 }
 
-int bs_own_msg_decode(const void *buf, size_t len, struct bs_own_msg *m)
+int ha_own_msg_decode(const void *buf, size_t len, struct ha_own_msg *m)
 {
 	int rc = -EINVAL;
 
@@ -321,19 +321,12 @@ int bs_own_msg_decode(const void *buf, size_t len, struct bs_own_msg *m)
 	return rc;
 }
 
-enum bs_own_reply bs_own_reply_kind(const void *buf, size_t len)
+enum ha_own_reply ha_own_reply_kind(const void *buf, size_t len)
 {
 	if (len == 8 && memcmp(buf, "released", 8) == 0)
-		return BS_OWN_RELEASED;
+		return HA_OWN_RELEASED;
 	if (len >= 7 && memcmp(buf, "refused", 7) == 0 &&
 	    (len == 7 || ((const char *)buf)[7] == ' '))
-		return BS_OWN_REFUSED;
-	return BS_OWN_NOT_HOLDER;
-}
-
-bool bs_own_may_hand_over(int ask, uint64_t idle_ms, uint32_t window_ms)
-{
-	if (ask == BS_OWN_EXPLICIT)
-		return true;
-	return ask == BS_OWN_IMPLICIT && idle_ms >= window_ms / 2;
+		return HA_OWN_REFUSED;
+	return HA_OWN_NOT_HOLDER;
 }

@@ -5,7 +5,7 @@
  * where the locks of all its LUs with rbd.exclusive_lock are. This gateway holds them all:
  * its (local) groups active/optimized, the others standby. Another gateway holds them all:
  * the local groups standby (unavailable when fenced), the holder's groups (named by its owner
- * record, bs_rbd_owner) active/optimized, the rest standby. A lock being taken or given up
+ * record, ha_own_owner) active/optimized, the rest standby. A lock being taken or given up
  * here: the local groups transitioning. The locks not all on one owner: every group
  * transitioning. The states are brought in line lazily: each command, REPORT TARGET PORT
  * GROUPS and management read compares a counter of ownership changes (one atomic load) with
@@ -13,7 +13,7 @@
  * changed 2A/06 at once (lu_own_changed), so an idle initiator's next command learns of it.
  *
  * Moving the locks: SET TARGET PORT GROUPS asking for a local group to be active takes every
- * lock of the target (bs_rbd_take_over_async on each, the command answered when all have
+ * lock of the target (ha_own_take_over_async on each, the command answered when all have
  * ended); I/O on a standby local group for alua.implicit_failover_ms does the same without a
  * command to answer. */
 #include <errno.h>
@@ -21,36 +21,34 @@
 #include <string.h>
 #include <time.h>
 
-#include "scsi/alua_int.h"
+#include "ha/ha_alua.h"
+#include "ha/ha_int.h"
+#include "ha/ha_policy.h"
 #include "util/log.h"
 
-#define ALUA_HEAL_MS 2000 /* the locks split for this long: heal (below) */
-
 #ifdef IX_HAVE_RBD
-static int lu_owner(const struct scsi_lu *lu, struct bs_rbd_owner *o)
+static int lu_owner(const struct scsi_lu *lu, struct ha_owner *o)
 {
-	int rc = lu && lu->dev ? bs_rbd_owner(lu->dev, o) : -EINVAL;
+	int rc = lu && lu->dev ? ha_own_owner(lu->dev, o) : -EINVAL;
 
-	return rc == 0 && o->own != BS_RBD_OWN_NONE ? 0 : -EINVAL;
+	return rc == 0 && o->own != HA_OWN_NONE ? 0 : -EINVAL;
 }
 
-static unsigned own_changes(void)
-{
-	return bs_rbd_own_changes();
-}
 #else
-static int lu_owner(const struct scsi_lu *lu, struct bs_rbd_owner *o)
+static int lu_owner(const struct scsi_lu *lu, struct ha_owner *o)
 {
 	(void)lu;
 	(void)o;
 	return -EINVAL;
 }
 
-static unsigned own_changes(void)
-{
-	return 0;
-}
 #endif
+
+/* The ownership changes of the context the map's or LU's hooks come from. */
+static unsigned own_changes(const struct scsi_ha *ha)
+{
+	return ha_ctx_changes(ha_ctx_of_scsi(ha));
+}
 
 static uint64_t now_ms(void)
 {
@@ -62,7 +60,7 @@ static uint64_t now_ms(void)
 
 /* ---- the states, from the locks (pure) ---- */
 
-static bool group_is(const struct alua_group *g, const struct bs_rbd_owner *o)
+static bool group_is(const struct alua_group *g, const struct ha_owner *o)
 {
 	for (unsigned i = 0; i < o->ngroups && i < 16; i++)
 		if (o->groups[i] == g->id)
@@ -74,8 +72,7 @@ static bool group_is(const struct alua_group *g, const struct bs_rbd_owner *o)
 	return false;
 }
 
-void scsi_alua_own_view(const struct scsi_alua *a, const struct bs_rbd_owner *o,
-			struct alua_own_view *v)
+void ha_alua_view(const struct scsi_alua *a, const struct ha_owner *o, struct ha_alua_view *v)
 {
 	memset(v, 0, sizeof(*v));
 	v->own = (int8_t)o->own;
@@ -88,7 +85,7 @@ void scsi_alua_own_view(const struct scsi_alua *a, const struct bs_rbd_owner *o,
 }
 
 /* Standby or fenced everywhere here: which remote groups are the holder's? */
-static void remote_states(const struct scsi_alua *a, const struct alua_own_view *v, unsigned n,
+static void remote_states(const struct scsi_alua *a, const struct ha_alua_view *v, unsigned n,
 			  uint8_t *st)
 {
 	unsigned nfree = 0, unknown = 0, remote = 0;
@@ -123,8 +120,7 @@ static void remote_states(const struct scsi_alua *a, const struct alua_own_view 
 	}
 }
 
-int scsi_alua_own_states(const struct scsi_alua *a, const struct alua_own_view *v, unsigned n,
-			 uint8_t *st)
+int ha_alua_states(const struct scsi_alua *a, const struct ha_alua_view *v, unsigned n, uint8_t *st)
 {
 	unsigned owner = 0, fenced = 0, moving = 0;
 	uint8_t mine, others = 0xff;
@@ -134,9 +130,9 @@ int scsi_alua_own_states(const struct scsi_alua *a, const struct alua_own_view *
 	if (n == 0)
 		return ALUA_TOWN_NONE;
 	for (unsigned k = 0; k < n; k++) {
-		owner += v[k].own == BS_RBD_OWN_OWNER;
-		fenced += v[k].own == BS_RBD_OWN_FENCED;
-		moving += v[k].own == BS_RBD_OWN_ACQUIRING || v[k].own == BS_RBD_OWN_RELEASING;
+		owner += v[k].own == HA_OWN_OWNER;
+		fenced += v[k].own == HA_OWN_FENCED;
+		moving += v[k].own == HA_OWN_ACQUIRING || v[k].own == HA_OWN_RELEASING;
 	}
 	if (moving) {
 		mine = SCSI_ALUA_TRANSITIONING;
@@ -174,9 +170,9 @@ static bool group_set(struct alua_group *g, uint8_t state, uint8_t status)
 /* The views of the map's LUs with an open managed lock; a thread that may look LUs up in the
  * map (a worker, or the main thread). */
 static unsigned gather(const struct scsi_lun_map *map, const struct scsi_alua *a,
-		       struct alua_own_view *v, bool *all_free, bool *refused)
+		       struct ha_alua_view *v, bool *all_free, bool *refused)
 {
-	struct bs_rbd_owner o;
+	struct ha_owner o;
 	unsigned n = 0;
 
 	*all_free = true;
@@ -185,7 +181,7 @@ static unsigned gather(const struct scsi_lun_map *map, const struct scsi_alua *a
 		struct scsi_lu *lu = scsi_lun_map_get(map, i);
 
 		if (lu && lu_owner(lu, &o) == 0) {
-			scsi_alua_own_view(a, &o, &v[n++]);
+			ha_alua_view(a, &o, &v[n++]);
 			*all_free &= o.free;
 			*refused |= o.refused;
 		}
@@ -198,9 +194,9 @@ static unsigned gather(const struct scsi_lun_map *map, const struct scsi_alua *a
  * the latest. */
 static void own_sync(struct scsi_lun_map *map, uint8_t status, const struct scsi_nexus *except)
 {
-	struct alua_own_view v[SCSI_MAX_LUNS];
+	struct ha_alua_view v[SCSI_MAX_LUNS];
 	uint8_t st[SCSI_ALUA_MAX_GROUPS];
-	unsigned seen = own_changes(), n;
+	unsigned seen = own_changes(map->ha), n;
 	struct scsi_alua *a;
 	bool changed = false, all_free, refused;
 	int town;
@@ -213,7 +209,7 @@ static void own_sync(struct scsi_lun_map *map, uint8_t status, const struct scsi
 	}
 	atomic_store(&a->changes_seen, seen);
 	n = gather(map, a, v, &all_free, &refused);
-	town = scsi_alua_own_states(a, v, n, st);
+	town = ha_alua_states(a, v, n, st);
 	for (unsigned i = 0; i < a->ngroups; i++)
 		changed |= group_set(&a->g[i], st[i], status);
 	if (town != ALUA_TOWN_STANDBY)
@@ -232,13 +228,13 @@ static void own_sync(struct scsi_lun_map *map, uint8_t status, const struct scsi
 
 static void heal(struct scsi_lun_map *map, struct scsi_alua *a);
 
-void scsi_alua_own_follow(struct scsi_lun_map *map)
+void ha_alua_follow(struct scsi_lun_map *map)
 {
 	struct scsi_alua *a = scsi_alua_of(map);
 
 	if (!a)
 		return;
-	if (own_changes() != atomic_load_explicit(&a->changes_seen, memory_order_relaxed))
+	if (own_changes(map->ha) != atomic_load_explicit(&a->changes_seen, memory_order_relaxed))
 		own_sync(map, ALUA_STATUS_IMPLICIT, NULL);
 	if (atomic_load_explicit(&a->town, memory_order_relaxed) == ALUA_TOWN_SPLIT)
 		heal(map, a);
@@ -250,7 +246,7 @@ void scsi_alua_own_follow(struct scsi_lun_map *map)
 static void lu_own_changed(void *arg)
 {
 	struct scsi_lu *lu = arg;
-	unsigned seen = own_changes();
+	unsigned seen = own_changes(lu->ha);
 
 	if (!atomic_load(&lu->alua_on))
 		return;
@@ -258,11 +254,11 @@ static void lu_own_changed(void *arg)
 	atomic_store(&lu->own_told, seen);
 }
 
-void scsi_alua_lu_watch(struct scsi_lu *lu, bool on)
+void ha_alua_lu_watch(struct scsi_lu *lu, bool on)
 {
 #ifdef IX_HAVE_RBD
 	if (lu->dev)
-		(void)bs_rbd_own_watch(lu->dev, on ? lu_own_changed : NULL, lu);
+		(void)ha_own_watch(lu->dev, on ? lu_own_changed : NULL, lu);
 #else
 	(void)lu;
 	(void)on;
@@ -286,14 +282,14 @@ static void lu_identity(const struct scsi_alua *a, struct scsi_lu *lu)
 			ports[np++] = a->g[i].ports[j];
 	}
 	if (lu->dev)
-		(void)bs_rbd_set_identity(lu->dev, groups, ng, ports, np);
+		(void)ha_own_set_identity(lu->dev, groups, ng, ports, np);
 #else
 	(void)a;
 	(void)lu;
 #endif
 }
 
-void scsi_alua_lu_mapped(struct scsi_lun_map *map, struct scsi_lu *lu)
+void ha_alua_lu_mapped(struct scsi_lun_map *map, struct scsi_lu *lu)
 {
 	const struct scsi_alua *a = scsi_alua_of(map);
 
@@ -301,7 +297,7 @@ void scsi_alua_lu_mapped(struct scsi_lun_map *map, struct scsi_lu *lu)
 	lu_identity(a, lu);
 }
 
-void scsi_alua_own_configured(struct scsi_lun_map *map)
+void ha_alua_configured(struct scsi_lun_map *map)
 {
 	const struct scsi_alua *a = scsi_alua_of(map);
 
@@ -356,9 +352,9 @@ static void move_done(void *arg, int rc)
 /* Take (or, with release, hand over) every lock of the map: done(arg, rc) per LU, or nothing
  * with done NULL. On the command's worker or another thread that may look LUs up. */
 static void move_all(struct scsi_lun_map *map, bool release, int mode, uint32_t arg32,
-		     bs_rbd_take_cb done, void *arg, const char *why)
+		     ha_take_cb done, void *arg, const char *why)
 {
-	struct bs_rbd_owner o;
+	struct ha_owner o;
 
 	for (uint32_t i = 0; i < SCSI_MAX_LUNS; i++) {
 		struct scsi_lu *lu = scsi_lun_map_get(map, i);
@@ -369,8 +365,8 @@ static void move_all(struct scsi_lun_map *map, bool release, int mode, uint32_t 
 		if (done)
 			atomic_fetch_add(&((struct own_move *)arg)->pending, 1);
 #ifdef IX_HAVE_RBD
-		rc = release ? bs_rbd_release_async(lu->dev, (uint16_t)arg32, done, arg)
-			     : bs_rbd_take_over_async(lu->dev, mode, arg32, done, arg);
+		rc = release ? ha_own_release_async(lu->dev, (uint16_t)arg32, done, arg)
+			     : ha_own_take_over_async(lu->dev, mode, arg32, done, arg);
 #else
 		(void)release;
 		(void)mode;
@@ -402,24 +398,30 @@ bool scsi_alua_medium_io(uint16_t op_flags)
  * such commands get 04/0A (the initiator retries: the path is coming); after a refusal 04/0B
  * (the path stays standby, the initiator's ALUA logic uses the holder's), and the holder is
  * asked again after each further implicit_ms of I/O here. */
-bool scsi_alua_own_implicit(struct scsi_lun_map *map, struct scsi_alua *a)
+bool ha_alua_implicit(struct scsi_lun_map *map, struct scsi_alua *a)
 {
 	bool refused = atomic_load(&a->refused);
+	bool standby = atomic_load(&a->town) == ALUA_TOWN_STANDBY;
 	uint64_t now, last;
 
-	if (!a->implicit_ms || atomic_load(&a->town) != ALUA_TOWN_STANDBY)
-		return false;
+	if (ha_policy_implicit(a->implicit_ms, standby, 1, 0, 0) == HA_IMPLICIT_OFF)
+		return false; /* off: the run (sb_last) is left alone */
 	now = now_ms();
 	last = atomic_exchange(&a->sb_last, now);
-	if (last == 0 || now - last > a->implicit_ms) {
+	switch (ha_policy_implicit(a->implicit_ms, standby, now, last, atomic_load(&a->sb_first))) {
+	case HA_IMPLICIT_OFF:
+		return false;
+	case HA_IMPLICIT_START:
 		atomic_store(&a->sb_first, now);
 		return !refused;
-	}
-	if (now - atomic_load(&a->sb_first) < a->implicit_ms)
+	case HA_IMPLICIT_WAIT:
 		return !refused;
+	case HA_IMPLICIT_ASK:
+		break;
+	}
 	log_warn("alua", "I/O on a standby path for %u ms: asking the holder for the locks",
 		 a->implicit_ms);
-	move_all(map, false, BS_RBD_TAKE_IMPLICIT, a->implicit_ms, NULL, NULL, "implicit failover");
+	move_all(map, false, HA_TAKE_IMPLICIT, a->implicit_ms, NULL, NULL, "implicit failover");
 	atomic_store(&a->sb_last, 0);
 	return !refused;
 }
@@ -452,19 +454,19 @@ static enum stpg_want stpg_wants(struct scsi_alua *a, const uint8_t *p, uint32_t
 	return w;
 }
 
-/* The target's locks are split between this gateway and others (or nobody) since ALUA_HEAL_MS
+/* The target's locks are split between this gateway and others (or nobody) since HA_HEAL_MS
  * (an initiator's commands meanwhile get 04/0A, transitioning, and retry): the gateway that
  * holds the lowest-numbered LU's lock takes the others (asking, so their live holders hand
  * them over); one that holds only others asks for that lowest lock to heal (only a holder
  * that does not answer gives it up, broken; a free one is taken). Both at most once per
- * ALUA_HEAL_MS. A start race (two gateways starting at once take one lock each) ends so. */
+ * HA_HEAL_MS. A start race (two gateways starting at once take one lock each) ends so. */
 static void heal(struct scsi_lun_map *map, struct scsi_alua *a)
 {
 	uint64_t now = now_ms(), since = atomic_load(&a->split_since);
 	struct scsi_lu *first = NULL;
-	struct bs_rbd_owner o;
+	struct ha_owner o;
 
-	if (!since || now - since < ALUA_HEAL_MS ||
+	if (!ha_policy_heal_due(since, now) ||
 	    !atomic_compare_exchange_strong(&a->split_since, &since, now))
 		return;
 	for (uint32_t i = 0; i < SCSI_MAX_LUNS && !first; i++) {
@@ -475,12 +477,12 @@ static void heal(struct scsi_lun_map *map, struct scsi_alua *a)
 	}
 	if (!first)
 		return;
-	if (o.own == BS_RBD_OWN_OWNER) {
+	if (ha_policy_heal(o.own) == HA_HEAL_TAKE_OTHERS) {
 		log_warn("alua",
 			 "the target's locks are split between gateways: taking the others "
 			 "(this gateway holds LUN %u's)",
 			 first->lun);
-		move_all(map, false, BS_RBD_TAKE_EXPLICIT, 0, NULL, NULL, "healing a split");
+		move_all(map, false, HA_TAKE_EXPLICIT, 0, NULL, NULL, "healing a split");
 		return;
 	}
 	log_warn("alua",
@@ -488,11 +490,11 @@ static void heal(struct scsi_lun_map *map, struct scsi_alua *a)
 		 "(taken only if nobody or a silent gateway holds it)",
 		 first->lun);
 #ifdef IX_HAVE_RBD
-	(void)bs_rbd_take_over_async(first->dev, BS_RBD_TAKE_HEAL, 0, NULL, NULL);
+	(void)ha_own_take_over_async(first->dev, HA_TAKE_HEAL, 0, NULL, NULL);
 #endif
 }
 
-int scsi_alua_own_stpg(struct scsi_cmd *cmd, struct scsi_alua *a, uint32_t len)
+int ha_alua_stpg(struct scsi_cmd *cmd, struct scsi_alua *a, uint32_t len)
 {
 	struct scsi_lun_map *map = (struct scsi_lun_map *)cmd->map;
 	struct own_move *m;
@@ -500,7 +502,7 @@ int scsi_alua_own_stpg(struct scsi_cmd *cmd, struct scsi_alua *a, uint32_t len)
 	uint16_t to;
 	int town;
 
-	scsi_alua_own_follow(map);
+	ha_alua_follow(map);
 	town = atomic_load(&a->town);
 	if (town == ALUA_TOWN_NONE)
 		return -ENOENT;
@@ -517,8 +519,7 @@ int scsi_alua_own_stpg(struct scsi_cmd *cmd, struct scsi_alua *a, uint32_t len)
 	atomic_init(&m->pending, 1); /* ours, until every LU's move is started */
 	atomic_init(&m->rc, 0);
 	if (w == STPG_TAKE)
-		move_all(map, false, BS_RBD_TAKE_EXPLICIT, 0, move_done, m,
-			 "SET TARGET PORT GROUPS");
+		move_all(map, false, HA_TAKE_EXPLICIT, 0, move_done, m, "SET TARGET PORT GROUPS");
 	else
 		move_all(map, true, 0, to, move_done, m, "SET TARGET PORT GROUPS (hand-over)");
 	move_done(m, 0);

@@ -1,4 +1,4 @@
-/* The RADOS persistent reservation object (src/scsi/pr_obj.c): encode/decode round trips with
+/* The RADOS persistent reservation object (src/scsi/ha_pr_obj.c): encode/decode round trips with
  * and without unit attentions, a hand-written object (the format is a contract between
  * gateways of different builds), and damaged objects, each refused with a message and an
  * empty state. Also the client address taken from rados_getaddrs() output. */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scsi/pr.h"
+#include "ha/ha_pr_obj.h"
 #include "tap.h"
 #include "util/bytes.h"
 
@@ -37,14 +37,14 @@ static void test_round_trip(void)
 	struct pr_ua ua = {(char *)IA, (char *)TA, 0x2a, 0x05};
 	char *buf, err[256];
 	size_t len;
-	struct pr_obj_ver seq;
+	struct ha_pr_obj_ver seq;
 
 	build(&st);
 	pr_state_init(&back);
-	CHECK_EQ(
-	    pr_obj_encode(&st, &(struct pr_obj_ver){0xe1e1e1e1e1e1e1e1ULL, 42}, NULL, &buf, &len),
-	    0);
-	CHECK_EQ(pr_obj_decode(buf, len, &back, &seq, NULL, err, sizeof(err)), 0);
+	CHECK_EQ(ha_pr_obj_encode(&st, &(struct ha_pr_obj_ver){0xe1e1e1e1e1e1e1e1ULL, 42}, NULL,
+				  &buf, &len),
+		 0);
+	CHECK_EQ(ha_pr_obj_decode(buf, len, &back, &seq, NULL, err, sizeof(err)), 0);
 	CHECK_EQ(seq.seq, 42);
 	CHECK_EQ(seq.epoch, 0xe1e1e1e1e1e1e1e1ULL);
 	CHECK_EQ(back.generation, 7);
@@ -61,8 +61,8 @@ static void test_round_trip(void)
 	/* a notify payload: the same plus the unit attentions */
 	fx.ua = &ua;
 	fx.nua = 1;
-	CHECK_EQ(pr_obj_encode(&st, &(struct pr_obj_ver){1, 43}, &fx, &buf, &len), 0);
-	CHECK_EQ(pr_obj_decode(buf, len, &back, &seq, &fback, err, sizeof(err)), 0);
+	CHECK_EQ(ha_pr_obj_encode(&st, &(struct ha_pr_obj_ver){1, 43}, &fx, &buf, &len), 0);
+	CHECK_EQ(ha_pr_obj_decode(buf, len, &back, &seq, &fback, err, sizeof(err)), 0);
 	CHECK_EQ(seq.seq, 43);
 	CHECK_EQ(seq.epoch, 1);
 	CHECK_EQ(fback.nua, 1);
@@ -72,7 +72,7 @@ static void test_round_trip(void)
 	CHECK_EQ(fback.ua[0].ascq, 0x05);
 	pr_effects_clear(&fback);
 	/* ... which the stored object must not hold */
-	CHECK_EQ(pr_obj_decode(buf, len, &back, &seq, NULL, err, sizeof(err)), -EINVAL);
+	CHECK_EQ(ha_pr_obj_decode(buf, len, &back, &seq, NULL, err, sizeof(err)), -EINVAL);
 	CHECK(strstr(err, "unit attention") != NULL);
 	CHECK_EQ(back.nregs, 0);
 	free(buf);
@@ -84,9 +84,9 @@ static void test_round_trip(void)
 
 		fx.abort = ab;
 		fx.nabort = 2;
-		CHECK_EQ(pr_obj_encode(&st, &(struct pr_obj_ver){1, 44}, &fx, &buf, &len), 0);
+		CHECK_EQ(ha_pr_obj_encode(&st, &(struct ha_pr_obj_ver){1, 44}, &fx, &buf, &len), 0);
 		CHECK(strstr(buf, "\nabort " IA " " TA "\nabort " IB " " TB "\n") != NULL);
-		CHECK_EQ(pr_obj_decode(buf, len, &back, &seq, &fback, err, sizeof(err)), 0);
+		CHECK_EQ(ha_pr_obj_decode(buf, len, &back, &seq, &fback, err, sizeof(err)), 0);
 		CHECK_EQ(fback.nua, 1);
 		CHECK_EQ(fback.nabort, 2);
 		CHECK_STR(fback.abort[0].iport, IA);
@@ -95,14 +95,14 @@ static void test_round_trip(void)
 		CHECK_STR(fback.abort[1].tport, TB);
 		CHECK_EQ(back.nregs, 2);
 		pr_effects_clear(&fback);
-		CHECK_EQ(pr_obj_decode(buf, len, &back, &seq, NULL, err, sizeof(err)), -EINVAL);
+		CHECK_EQ(ha_pr_obj_decode(buf, len, &back, &seq, NULL, err, sizeof(err)), -EINVAL);
 		free(buf);
 		/* aborts without unit attentions */
 		fx.nua = 0;
-		CHECK_EQ(pr_obj_encode(&st, &(struct pr_obj_ver){1, 45}, &fx, &buf, &len), 0);
-		CHECK_EQ(pr_obj_decode(buf, len, &back, &seq, NULL, err, sizeof(err)), -EINVAL);
+		CHECK_EQ(ha_pr_obj_encode(&st, &(struct ha_pr_obj_ver){1, 45}, &fx, &buf, &len), 0);
+		CHECK_EQ(ha_pr_obj_decode(buf, len, &back, &seq, NULL, err, sizeof(err)), -EINVAL);
 		CHECK(strstr(err, "an abort line in the stored object") != NULL);
-		CHECK_EQ(pr_obj_decode(buf, len, &back, &seq, &fback, err, sizeof(err)), 0);
+		CHECK_EQ(ha_pr_obj_decode(buf, len, &back, &seq, &fback, err, sizeof(err)), 0);
 		CHECK(fback.nua == 0 && fback.nabort == 2);
 		pr_effects_clear(&fback);
 		free(buf);
@@ -116,22 +116,22 @@ static void test_round_trip(void)
 static void test_spc2(void)
 {
 	struct pr_state st, back;
-	struct pr_obj_ver seq;
+	struct ha_pr_obj_ver seq;
 	char *buf, err[256], text[1024];
 	size_t len;
 	int n;
 
 	build(&st);
 	pr_state_init(&back);
-	CHECK_EQ(pr_obj_encode(&st, &(struct pr_obj_ver){3, 9}, NULL, &buf, &len), 0);
+	CHECK_EQ(ha_pr_obj_encode(&st, &(struct ha_pr_obj_ver){3, 9}, NULL, &buf, &len), 0);
 	CHECK(strncmp(buf, "ix-pr-rados 1\n", 14) == 0);
 	CHECK(strstr(buf, "spc2") == NULL);
 	free(buf);
 	CHECK_EQ(pr_state_set_spc2(&st, IB, TB, 0x4242), 0);
-	CHECK_EQ(pr_obj_encode(&st, &(struct pr_obj_ver){3, 10}, NULL, &buf, &len), 0);
+	CHECK_EQ(ha_pr_obj_encode(&st, &(struct ha_pr_obj_ver){3, 10}, NULL, &buf, &len), 0);
 	CHECK(strncmp(buf, "ix-pr-rados 2\n", 14) == 0);
 	CHECK(strstr(buf, "\ntype 1\nspc2 0000000000004242 " IB " " TB "\nreg ") != NULL);
-	CHECK_EQ(pr_obj_decode(buf, len, &back, &seq, NULL, err, sizeof(err)), 0);
+	CHECK_EQ(ha_pr_obj_decode(buf, len, &back, &seq, NULL, err, sizeof(err)), 0);
 	CHECK_STR(back.spc2_iport, IB);
 	CHECK_STR(back.spc2_tport, TB);
 	CHECK_EQ(back.spc2_gid, 0x4242);
@@ -152,7 +152,7 @@ static void test_spc2(void)
 		     "type 0\nspc2 00000000000000cd " IA " " TA "\n");
 	snprintf(text + n, sizeof(text) - (size_t)n, "sum %016" PRIx64 "\n",
 		 fnv1a64(FNV1A64_INIT, text, (size_t)n));
-	CHECK_EQ(pr_obj_decode(text, strlen(text), &back, &seq, NULL, err, sizeof(err)), 0);
+	CHECK_EQ(ha_pr_obj_decode(text, strlen(text), &back, &seq, NULL, err, sizeof(err)), 0);
 	CHECK_EQ(back.spc2_gid, 0xcd);
 	CHECK_STR(back.spc2_iport, IA);
 	CHECK_EQ(back.nregs, 0);
@@ -160,12 +160,12 @@ static void test_spc2(void)
 	pr_state_clear(&back);
 }
 
-/* Written by hand from the format in pr_obj.c, checksum computed here. */
+/* Written by hand from the format in ha_pr_obj.c, checksum computed here. */
 static void test_hand_written(void)
 {
 	char text[1024], err[256];
 	struct pr_state st;
-	struct pr_obj_ver seq;
+	struct ha_pr_obj_ver seq;
 	int n;
 
 	n = snprintf(text, sizeof(text),
@@ -175,7 +175,7 @@ static void test_hand_written(void)
 	snprintf(text + n, sizeof(text) - (size_t)n, "sum %016" PRIx64 "\n",
 		 fnv1a64(FNV1A64_INIT, text, (size_t)n));
 	pr_state_init(&st);
-	CHECK_EQ(pr_obj_decode(text, strlen(text), &st, &seq, NULL, err, sizeof(err)), 0);
+	CHECK_EQ(ha_pr_obj_decode(text, strlen(text), &st, &seq, NULL, err, sizeof(err)), 0);
 	CHECK_EQ(seq.seq, 5);
 	CHECK_EQ(seq.epoch, 0xab);
 	CHECK_EQ(st.generation, 3);
@@ -190,13 +190,13 @@ static int decode_resummed(const char *body, char *err, size_t errlen)
 {
 	char text[2048];
 	struct pr_state st;
-	struct pr_obj_ver seq;
+	struct ha_pr_obj_ver seq;
 	int n = snprintf(text, sizeof(text), "%s", body), rc;
 
 	snprintf(text + n, sizeof(text) - (size_t)n, "sum %016" PRIx64 "\n",
 		 fnv1a64(FNV1A64_INIT, text, (size_t)n));
 	pr_state_init(&st);
-	rc = pr_obj_decode(text, strlen(text), &st, &seq, NULL, err, errlen);
+	rc = ha_pr_obj_decode(text, strlen(text), &st, &seq, NULL, err, errlen);
 	CHECK_EQ(st.nregs, 0); /* never a partial state */
 	if (rc)
 		CHECK(seq.seq == 0 && seq.epoch == 0);
@@ -292,7 +292,7 @@ static void test_payload_damaged(void)
 	char text[2048], err[256];
 	struct pr_state st;
 	struct pr_effects fx;
-	struct pr_obj_ver seq;
+	struct ha_pr_obj_ver seq;
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		int n = snprintf(text, sizeof(text), "%s", cases[i].body);
@@ -301,7 +301,7 @@ static void test_payload_damaged(void)
 			 fnv1a64(FNV1A64_INIT, text, (size_t)n));
 		pr_state_init(&st);
 		err[0] = 0;
-		CHECK_EQ(pr_obj_decode(text, strlen(text), &st, &seq, &fx, err, sizeof(err)),
+		CHECK_EQ(ha_pr_obj_decode(text, strlen(text), &st, &seq, &fx, err, sizeof(err)),
 			 -EINVAL);
 		CHECK(st.nregs == 0 && fx.nua == 0 && fx.nabort == 0);
 		if (!strstr(err, cases[i].why))
@@ -316,21 +316,21 @@ static void test_bytes(void)
 	struct pr_state st;
 	char *buf, err[256];
 	size_t len;
-	struct pr_obj_ver seq;
+	struct ha_pr_obj_ver seq;
 
 	build(&st);
-	CHECK_EQ(pr_obj_encode(&st, &(struct pr_obj_ver){2, 1}, NULL, &buf, &len), 0);
+	CHECK_EQ(ha_pr_obj_encode(&st, &(struct ha_pr_obj_ver){2, 1}, NULL, &buf, &len), 0);
 	pr_state_clear(&st);
 	buf[len / 2] ^= 0x01; /* one bit anywhere */
-	CHECK_EQ(pr_obj_decode(buf, len, &st, &seq, NULL, err, sizeof(err)), -EINVAL);
+	CHECK_EQ(ha_pr_obj_decode(buf, len, &st, &seq, NULL, err, sizeof(err)), -EINVAL);
 	CHECK(strstr(err, "checksum") != NULL);
 	buf[len / 2] ^= 0x01;
-	CHECK_EQ(pr_obj_decode(buf, len - 1, &st, &seq, NULL, err, sizeof(err)), -EINVAL);
-	CHECK_EQ(pr_obj_decode(buf, 0, &st, &seq, NULL, err, sizeof(err)), -EINVAL);
+	CHECK_EQ(ha_pr_obj_decode(buf, len - 1, &st, &seq, NULL, err, sizeof(err)), -EINVAL);
+	CHECK_EQ(ha_pr_obj_decode(buf, 0, &st, &seq, NULL, err, sizeof(err)), -EINVAL);
 	CHECK(strstr(err, "empty") != NULL);
 	buf[3] = 0;
-	CHECK_EQ(pr_obj_decode(buf, len, &st, &seq, NULL, err, sizeof(err)), -EINVAL);
-	CHECK_EQ(pr_obj_decode("garbage\n", 8, &st, &seq, NULL, err, sizeof(err)), -EINVAL);
+	CHECK_EQ(ha_pr_obj_decode(buf, len, &st, &seq, NULL, err, sizeof(err)), -EINVAL);
+	CHECK_EQ(ha_pr_obj_decode("garbage\n", 8, &st, &seq, NULL, err, sizeof(err)), -EINVAL);
 	CHECK_EQ(st.nregs, 0);
 	free(buf);
 }
@@ -339,17 +339,17 @@ static void test_client_addr(void)
 {
 	char a[64];
 
-	CHECK_EQ(pr_rados_client_addr("[v2:127.0.0.1:0/123,v1:127.0.0.1:0/123]", a, sizeof(a)), 0);
+	CHECK_EQ(ha_pr_client_addr("[v2:127.0.0.1:0/123,v1:127.0.0.1:0/123]", a, sizeof(a)), 0);
 	CHECK_STR(a, "127.0.0.1:0/123");
-	CHECK_EQ(pr_rados_client_addr("[any:10.1.2.3:0/4567]", a, sizeof(a)), 0);
+	CHECK_EQ(ha_pr_client_addr("[any:10.1.2.3:0/4567]", a, sizeof(a)), 0);
 	CHECK_STR(a, "10.1.2.3:0/4567");
-	CHECK_EQ(pr_rados_client_addr("v1:10.1.2.3:6800/99", a, sizeof(a)), 0);
+	CHECK_EQ(ha_pr_client_addr("v1:10.1.2.3:6800/99", a, sizeof(a)), 0);
 	CHECK_STR(a, "10.1.2.3:6800/99");
-	CHECK_EQ(pr_rados_client_addr("10.1.2.3:0/7", a, sizeof(a)), 0);
+	CHECK_EQ(ha_pr_client_addr("10.1.2.3:0/7", a, sizeof(a)), 0);
 	CHECK_STR(a, "10.1.2.3:0/7");
-	CHECK_EQ(pr_rados_client_addr("[]", a, sizeof(a)), -EINVAL);
-	CHECK_EQ(pr_rados_client_addr("nonsense", a, sizeof(a)), -EINVAL);
-	CHECK_EQ(pr_rados_client_addr("10.1.2.3:0/7", a, 5), -EINVAL);
+	CHECK_EQ(ha_pr_client_addr("[]", a, sizeof(a)), -EINVAL);
+	CHECK_EQ(ha_pr_client_addr("nonsense", a, sizeof(a)), -EINVAL);
+	CHECK_EQ(ha_pr_client_addr("10.1.2.3:0/7", a, 5), -EINVAL);
 }
 
 int main(void)

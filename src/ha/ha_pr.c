@@ -1,7 +1,7 @@
 /* Persistent reservations shared by every gateway of an RBD image: the RADOS store.
  *
  * The state of the LU lives in one object next to the image (same pool and namespace, named
- * "ix.pr.<image>", format in pr_obj.c). Each gateway keeps a copy in lu->pr, which the data
+ * "ix.pr.<image>", format in ha_pr_obj.c). Each gateway keeps a copy in lu->pr, which the data
  * path checks as for a single gateway (no RADOS round trip per command), and watches the
  * object.
  *
@@ -41,545 +41,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/bs.h"
-#include "scsi/scsi_int.h"
+#include "backend/bs_rbd.h"
+#include "ha/ha_pr_int.h"
 #include "util/bytes.h"
 #include "util/list.h"
 #include "util/log.h"
-
-/* Defaults of the LU's rbd.pr settings (struct scsi_pr_rados_cfg, docs/configuration.md) */
-#define PR_RADOS_RETRIES       16   /* versioned writes lost to other gateways before giving up */
-#define PR_RADOS_NOTIFY_MS     5000 /* a watcher that has not acknowledged by then is fenced */
-#define PR_RADOS_BLOCKLIST_S   3600 /* how long a fenced gateway stays blocklisted */
-#define PR_RADOS_RESET_WAIT_MS 2000 /* how long a LUN RESET waits for the other gateways */
-#define PR_RADOS_UA_RING       16   /* sequence numbers whose unit attentions were queued here */
-#define RESET_MAGIC	       "ix-lu-reset 1 "
-
-enum pr_job_kind { JOB_OUT = 1, JOB_RELOAD, JOB_RESET, JOB_ACK, JOB_SPC2 };
-
-/* What a JOB_SPC2 does with the SPC-2 reservation (RESERVE(6)/(10)) of the object. */
-enum spc2_op {
-	SPC2_RESERVE = 1, /* take it for the job's nexus */
-	SPC2_RELEASE,	  /* drop it if the job's nexus holds it through this gateway */
-	SPC2_LOST,	  /* the same, for an I_T nexus loss (no command) */
-};
-
-struct pr_job {
-	struct list_head link;
-	enum pr_job_kind kind;
-	int refs;	      /* JOB_RESET: the waiter's and the helper's (under r->mu) */
-	bool finished;	      /* JOB_RESET, under r->mu */
-	struct scsi_cmd *cmd; /* JOB_OUT, JOB_SPC2: the command, answered on its loop (JOB_SPC2
-				 SPC2_LOST: none) */
-	enum spc2_op spc2;
-	struct scsi_lu *lu;
-	struct pr_out req;
-	char iport[PR_MAX_PORT_LEN], tport[PR_MAX_PORT_LEN];
-	char move[PR_MAX_PORT_LEN], move_t[PR_MAX_PORT_LEN]; /* REGISTER AND MOVE's destination */
-	enum pr_result res;
-	struct ev_post post;
-	uint64_t notify_id, handle; /* JOB_ACK: the notify acknowledged once its aborts are done */
-	uint64_t gen;		    /* JOB_ACK: r->conn_gen when the notify came */
-	struct pr_rados *r;	    /* JOB_ACK */
-};
-
-struct pr_rados {
-	struct scsi_lu *lu;
-	struct bs_rbd_user user; /* conn_attach, conn_detach */
-	/* The connection: the helper holds conn_mu around each job, attach and detach take it. */
-	pthread_mutex_t conn_mu;
-	rados_t cluster; /* the RBD device's, while connected */
-	rados_ioctx_t io;
-	bool connected;
-	/* The connection's client id: its gw.<gid> address entry, the notifier id of its own
-	 * notifies, the gateway of an SPC-2 holder reserved through it. Set by conn_attach under
-	 * conn_mu before the watch starts (the watch callbacks read it). */
-	uint64_t gid;
-	uint64_t stale_gid; /* a fenced connection's id: its entry (and SPC-2 holder) fixed on the
-			       next one */
-	char *pool, *ns;    /* where the object is (the image's pool and namespace) */
-	uint64_t watch;
-	bool watching;
-	char oid[300];
-	char gwoid[304];	 /* "<oid>.gw": the gateways' client addresses */
-	char name[400];		 /* pool/[ns/]oid, for messages */
-	pthread_t thread, acker; /* the helper; the thread that acknowledges notifies late */
-	bool acker_started;
-	/* jobs, acks, stop, reload_queued, the local abort's end, conn_gen, acking, and io as
-	 * the acker reads it */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	pthread_cond_t done_cv; /* a JOB_RESET finished, or run_out's local aborts */
-	pthread_cond_t ack_cv;	/* acks not empty, or stop; acking cleared (broadcast) */
-	struct list_head jobs;
-	struct list_head acks; /* JOB_ACK, for the acker */
-	/* Bumped when the store leaves a connection (its watch gone): an ack queued for a
-	 * notify of an older connection is dropped, never sent on the next one. */
-	uint64_t conn_gen;
-	bool acking;	 /* the acker is in rados_notify_ack with io: conn_drop waits */
-	atomic_int refs; /* the LU's, and one per PREEMPT AND ABORT of another gateway in progress
-			    (its end queues the ack: the struct outlives rados_free for it) */
-	uint64_t origin; /* names this store in reset notifies */
-	uint32_t notify_ms, reset_wait_ms, retries, blocklist_s; /* rbd.pr, defaults applied */
-	bool stop, reload_queued;
-	/* under lu->lock */
-	uint64_t epoch; /* of the object lu->pr came from (lu->pr_seq: its sequence) */
-	uint64_t ua_seen[PR_RADOS_UA_RING];
-	unsigned ua_next;
-};
-
-/* ---- the object ---- */
-
-/* A new object's epoch: random, never 0 (0 stands for "no object"). */
-static uint64_t new_epoch(void)
-{
-	uint64_t e = 0;
-
-	while (e == 0)
-		if (getrandom(&e, sizeof(e), 0) != (ssize_t)sizeof(e))
-			e = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)clock();
-	return e;
-}
-
-/* Read and decode the object: 0 (st, v, *ver set; an absent object is the empty state with
- * version 0), -EINVAL (damaged: err says how) or -errno. */
-static int obj_read(struct pr_rados *r, struct pr_state *st, struct pr_obj_ver *v, uint64_t *ver,
-		    char *err, size_t errlen)
-{
-	char *buf = malloc(PR_OBJ_MAX + 1);
-	int n, rc;
-
-	if (!buf)
-		return -ENOMEM;
-	n = rados_read(r->io, r->oid, buf, PR_OBJ_MAX + 1, 0);
-	if (n == -ENOENT) {
-		free(buf);
-		pr_state_clear(st);
-		*v = (struct pr_obj_ver){0, 0}; /* epoch 0: no object */
-		*ver = 0;
-		return 0;
-	}
-	if (n < 0) {
-		snprintf(err, errlen, "%s: read: %s", r->name, strerror(-n));
-		free(buf);
-		return n;
-	}
-	*ver = rados_get_last_version(r->io);
-	rc = pr_obj_decode(buf, (size_t)n, st, v, NULL, err, errlen);
-	free(buf);
-	if (rc == -EINVAL) {
-		char what[400];
-
-		snprintf(what, sizeof(what), "%s", err);
-		snprintf(err, errlen,
-			 "%s: %s (remove it with `rados rm` to drop every "
-			 "reservation of the LU)",
-			 r->name, what);
-	}
-	return rc;
-}
-
-/* Versioned write: 0, -EAGAIN (another gateway wrote since ver: read again) or -errno. */
-static int obj_write(struct pr_rados *r, const struct pr_state *st, const struct pr_obj_ver *v,
-		     uint64_t ver)
-{
-	rados_write_op_t op = rados_create_write_op();
-	char *buf;
-	size_t len;
-	int rc;
-
-	if (!op)
-		return -ENOMEM;
-	rc = pr_obj_encode(st, v, NULL, &buf, &len);
-	if (rc) {
-		rados_release_write_op(op);
-		return rc;
-	}
-	if (ver)
-		rados_write_op_assert_version(op, ver);
-	else
-		rados_write_op_create(op, LIBRADOS_CREATE_EXCLUSIVE, NULL);
-	rados_write_op_write_full(op, buf, len);
-	rc = rados_write_op_operate(op, r->io, r->oid, NULL, 0);
-	rados_release_write_op(op);
-	free(buf);
-	if (rc == -ERANGE || rc == -EOVERFLOW || rc == -ECANCELED || rc == -EEXIST)
-		return -EAGAIN;
-	return rc;
-}
-
-/* ---- adopting a state ---- */
-
-static bool ua_seen_locked(struct pr_rados *r, const struct pr_obj_ver *v)
-{
-	uint64_t seq = v->epoch ^ (v->seq * 0x9e3779b97f4a7c15ull);
-
-	for (unsigned i = 0; i < PR_RADOS_UA_RING; i++)
-		if (r->ua_seen[i] == seq)
-			return true;
-	r->ua_seen[r->ua_next++ % PR_RADOS_UA_RING] = seq;
-	return false;
-}
-
-/* lu->resv_holder from the state's SPC-2 reservation: the nexus of this gateway that holds it,
- * SCSI_RESV_REMOTE when it was made through another gateway (every nexus here conflicts), or
- * NULL. One made through this gateway whose nexus is gone here is NULL too (its loss is on its
- * way to the object: spc2_lost). lu->lock held. */
-static void spc2_publish_locked(struct pr_rados *r)
-{
-	struct scsi_lu *lu = r->lu;
-	struct pr_nexus_id who;
-	struct scsi_nexus *h = NULL;
-	struct list_head *pos;
-
-	if (lu->pr.spc2_iport && lu->pr.spc2_gid != r->gid)
-		h = SCSI_RESV_REMOTE;
-	else if (lu->pr.spc2_iport)
-		list_for_each(pos, &lu->itls)
-		{
-			struct scsi_itl *itl = list_entry(pos, struct scsi_itl, lu_link);
-
-			who = (struct pr_nexus_id){itl->nx->initiator_port, itl->nx->target_port};
-			if (pr_spc2_is(&lu->pr, &who)) {
-				h = itl->nx;
-				break;
-			}
-		}
-	atomic_store(&lu->resv_holder, h);
-}
-
-/* Take st (version v) as the LU's state if it is newer (a later write, or another epoch: the
- * object was removed and created again), and queue the unit attentions of fx unless this
- * version's were queued already. */
-static void adopt(struct pr_rados *r, struct pr_state *st, const struct pr_obj_ver *v,
-		  const struct pr_effects *fx)
-{
-	struct scsi_lu *lu = r->lu;
-	struct pr_effects none = {0};
-	bool newer, uas;
-
-	pthread_mutex_lock(&lu->lock);
-	newer = v->epoch != r->epoch || v->seq > lu->pr_seq;
-	uas = fx && fx->nua && !ua_seen_locked(r, v);
-	if (newer || uas) {
-		if (newer) {
-			scsi_pr_adopt_locked(lu, st, uas ? fx : &none);
-			lu->pr_seq = v->seq;
-			r->epoch = v->epoch;
-			spc2_publish_locked(r);
-		} else {
-			struct pr_state same;
-
-			/* UAs only: publish with the state we have (a copy to swap with). */
-			pr_state_init(&same);
-			if (pr_state_copy(&same, &lu->pr) == 0)
-				scsi_pr_adopt_locked(lu, &same, fx);
-			pr_state_clear(&same);
-		}
-	}
-	pthread_mutex_unlock(&lu->lock);
-}
-
-/* ---- watch and notify ---- */
-
-static void queue_reload(struct pr_rados *r);
-
-/* A LOGICAL UNIT RESET notify ("ix-lu-reset 1 <origin>")? Queues 29/03 here unless it came
- * from this store. */
-static bool reset_payload(struct pr_rados *r, const void *data, size_t len)
-{
-	size_t m = strlen(RESET_MAGIC);
-	char origin[24];
-
-	if (len <= m || memcmp(data, RESET_MAGIC, m) != 0)
-		return false;
-	snprintf(origin, sizeof(origin), "%016llx", (unsigned long long)r->origin);
-	if (len != m + 16 || memcmp((const char *)data + m, origin, 16) != 0)
-		scsi_ua_post_others(r->lu, NULL, 0x29, 0x03); /* another gateway's reset */
-	return true;
-}
-
-/* The store's memory, once nothing uses it: off any connection, no thread, no abort. */
-static void store_free(struct pr_rados *r)
-{
-	pthread_cond_destroy(&r->cv);
-	pthread_cond_destroy(&r->done_cv);
-	pthread_cond_destroy(&r->ack_cv);
-	pthread_mutex_destroy(&r->mu);
-	pthread_mutex_destroy(&r->conn_mu);
-	free(r->pool);
-	free(r->ns);
-	free(r);
-}
-
-/* A reference goes: the LU's (rados_free, or a failed open) or an abort's (remote_aborted).
- * The last one frees the store. */
-static void r_put(struct pr_rados *r)
-{
-	if (atomic_fetch_sub(&r->refs, 1) == 1)
-		store_free(r);
-}
-
-/* A PREEMPT AND ABORT through another gateway: this gateway's tasks of the preempted nexuses
- * are gone (or could not all be asked to go). Any thread. */
-static void remote_aborted(void *arg, bool all)
-{
-	struct pr_job *j = arg;
-	struct pr_rados *r = j->r;
-
-	if (!all) /* the notifier fences this gateway instead: its tasks then cannot write */
-		log_err(
-		    "pr",
-		    "%s: the tasks of nexuses preempted through another gateway could not all "
-		    "be aborted (out of memory): not acknowledging, so that gateway fences this "
-		    "one",
-		    r->name);
-	pthread_mutex_lock(&r->mu);
-	if (all && !r->stop) {
-		list_add_tail(&j->link, &r->acks);
-		pthread_cond_broadcast(&r->ack_cv);
-		j = NULL;
-	}
-	pthread_mutex_unlock(&r->mu);
-	free(j); /* not acknowledged: failed, or the LU is going away */
-	r_put(r);
-}
-
-/* The payload's PREEMPT AND ABORT, from another gateway: abort this gateway's tasks of the
- * preempted nexuses and acknowledge only then (the acker thread does). false: acknowledge
- * now. */
-static bool abort_before_ack(struct pr_rados *r, const struct pr_effects *fx, uint64_t notify_id,
-			     uint64_t handle, uint64_t notifier_id)
-{
-	struct pr_job *j;
-
-	if (!fx->nabort || notifier_id == r->gid) /* its own: run_out aborts those */
-		return false;
-	j = calloc(1, sizeof(*j));
-	if (j) {
-		j->kind = JOB_ACK;
-		j->r = r;
-		j->notify_id = notify_id;
-		j->handle = handle;
-		pthread_mutex_lock(&r->mu);
-		j->gen = r->conn_gen; /* this connection's: dropped if it is left meanwhile */
-		pthread_mutex_unlock(&r->mu);
-		atomic_fetch_add(&r->refs, 1); /* remote_aborted's */
-		if (scsi_abort_start(r->lu, fx->abort, fx->nabort, NULL, remote_aborted, j) == 0)
-			return true;
-		atomic_fetch_sub(&r->refs, 1); /* rados_free waits for this callback: not 0 */
-		free(j);
-	}
-	log_err("pr",
-		"%s: cannot abort the tasks of nexuses preempted through another gateway (out of "
-		"memory): not acknowledging, so that gateway fences this one",
-		r->name);
-	return true;
-}
-
-/* librados' thread: a gateway (maybe this one) changed the state, or reset the LU. */
-static void watch_cb(void *arg, uint64_t notify_id, uint64_t handle, uint64_t notifier_id,
-		     void *data, size_t len)
-{
-	struct pr_rados *r = arg;
-	struct pr_state st;
-	struct pr_effects fx;
-	struct pr_obj_ver v;
-	char err[256] = "out of memory";
-	bool later = false;
-	int rc;
-
-	pr_state_init(&st);
-	if (!reset_payload(r, data, len)) {
-		rc = pr_obj_decode(data, len, &st, &v, &fx, err, sizeof(err));
-		if (rc == 0) {
-			adopt(r, &st, &v, &fx);
-			later = abort_before_ack(r, &fx, notify_id, handle, notifier_id);
-			pr_effects_clear(&fx);
-		} else {
-			log_err("pr", "%s: unreadable notify payload (%s): reading the object",
-				r->name, err);
-			queue_reload(r);
-		}
-	}
-	pr_state_clear(&st);
-	if (later)
-		return;
-	rc = rados_notify_ack(r->io, r->oid, notify_id, handle, NULL, 0);
-	if (rc < 0)
-		log_warn("pr", "%s: notify ack: %s", r->name, strerror(-rc));
-}
-
-/* A blocklisted connection (ESHUTDOWN, librados' EBLOCKLISTED) answered what: the LU's
- * device and every other on that connection are fenced and rejoin. */
-static void check_fenced(struct pr_rados *r, int rc, const char *what)
-{
-	if (rc == -ESHUTDOWN)
-		bs_rbd_fenced(r->lu->dev, r->cluster, what);
-}
-
-static void watch_err_cb(void *arg, uint64_t cookie, int err)
-{
-	struct pr_rados *r = arg;
-
-	(void)cookie;
-	log_warn("pr", "%s: watch lost (%s)%s", r->name, strerror(-err),
-		 err == -ESHUTDOWN ? ": this gateway was blocklisted by another one"
-				   : ": watching and reading it again");
-	check_fenced(r, err, "the reservation object's watch");
-	queue_reload(r);
-}
-
-/* A watch needs the object: create it holding the empty state unless it exists. */
-static int ensure_obj(struct pr_rados *r, char *err, size_t errlen)
-{
-	struct pr_state empty;
-	struct pr_obj_ver v = {new_epoch(), 0};
-	int rc;
-
-	pr_state_init(&empty);
-	rc = obj_write(r, &empty, &v, 0);
-	if (rc == -EAGAIN)
-		return 0; /* there already */
-	if (rc < 0)
-		snprintf(err, errlen, "%s: create: %s", r->name, strerror(-rc));
-	return rc;
-}
-
-static int watch_start(struct pr_rados *r, char *err, size_t errlen)
-{
-	int rc = ensure_obj(r, err, errlen);
-
-	if (rc < 0)
-		return rc;
-	if (r->watching) {
-		rados_unwatch2(r->io, r->watch);
-		r->watching = false;
-	}
-	rc = rados_watch2(r->io, r->oid, &r->watch, watch_cb, watch_err_cb, r);
-	if (rc < 0) {
-		snprintf(err, errlen, "%s: watch: %s", r->name, strerror(-rc));
-		return rc;
-	}
-	r->watching = true;
-	return 0;
-}
-
-/* Every gateway records its client address under its client id as an xattr of "<oid>.gw"
- * (librados has no C call that lists an object's watchers with their addresses), so that a
- * gateway whose watch stays silent can be fenced by the others. */
-static int advertise(struct pr_rados *r, char *err, size_t errlen)
-{
-	char key[32], *addrs = NULL, addr[256];
-	int rc = rados_getaddrs(r->cluster, &addrs);
-
-	if (rc < 0) {
-		snprintf(err, errlen, "%s: rados_getaddrs: %s", r->name, strerror(-rc));
-		return rc;
-	}
-	rc = pr_rados_client_addr(addrs, addr, sizeof(addr));
-	if (rc < 0)
-		snprintf(err, errlen, "%s: cannot parse this client's address \"%.200s\"", r->name,
-			 addrs);
-	free(addrs);
-	if (rc < 0)
-		return rc;
-	snprintf(key, sizeof(key), "gw.%llu", (unsigned long long)r->gid);
-	rc = rados_setxattr(r->io, r->gwoid, key, addr, strlen(addr));
-	if (rc < 0)
-		snprintf(err, errlen, "%s: setxattr %s on %s: %s", r->name, key, r->gwoid,
-			 strerror(-rc));
-	return rc;
-}
-
-/* At a clean stop, and for a fenced connection once on the next: that client's address
- * entry goes (a failure only leaves a stale entry). */
-static void forget_address(struct pr_rados *r, uint64_t gid)
-{
-	char key[32];
-
-	snprintf(key, sizeof(key), "gw.%llu", (unsigned long long)gid);
-	(void)rados_rmxattr(r->io, r->gwoid, key);
-}
-
-/* Blocklist the watcher gid that did not acknowledge: 0 or -errno. */
-static int fence(struct pr_rados *r, uint64_t gid)
-{
-	char key[32], addr[256];
-	int n, rc;
-
-	snprintf(key, sizeof(key), "gw.%llu", (unsigned long long)gid);
-	n = rados_getxattr(r->io, r->gwoid, key, addr, sizeof(addr) - 1);
-	if (n < 0) {
-		log_err("pr",
-			"%s: client.%llu did not acknowledge a reservation change and its "
-			"address is unknown (%s): it cannot be fenced",
-			r->name, (unsigned long long)gid, strerror(-n));
-		return n;
-	}
-	addr[n] = 0;
-	rc = rados_blocklist_add(r->cluster, addr, r->blocklist_s);
-	if (rc == 0)
-		log_warn("pr",
-			 "%s: gateway client.%llu at %s did not acknowledge a reservation "
-			 "change within %u ms: blocklisted for %u s",
-			 r->name, (unsigned long long)gid, addr, r->notify_ms, r->blocklist_s);
-	else
-		log_err("pr", "%s: blocklisting client.%llu at %s: %s", r->name,
-			(unsigned long long)gid, addr, strerror(-rc));
-	return rc;
-}
-
-/* Tell every gateway; fence those that stay silent. 0 or -errno (someone not fenced). With
- * probe not NULL: *probe says whether gateway probe_gid acknowledged (1), did not and was in
- * the notify's timeouts (0: fenced, or rc < 0), or does not watch the object at all (-1). */
-static int notify_probe(struct pr_rados *r, const struct pr_state *st, const struct pr_obj_ver *v,
-			const struct pr_effects *fx, uint64_t probe_gid, int *probe)
-{
-	struct notify_ack_t *acks = NULL;
-	struct notify_timeout_t *tos = NULL;
-	size_t nacks = 0, ntos = 0, rlen = 0, plen;
-	char *reply = NULL, *payload;
-	int rc, nrc;
-
-	if (probe)
-		*probe = 0;
-	rc = pr_obj_encode(st, v, fx, &payload, &plen);
-	if (rc)
-		return rc;
-	nrc = rados_notify2(r->io, r->oid, payload, (int)plen, r->notify_ms, &reply, &rlen);
-	free(payload);
-	if (nrc < 0 && nrc != -ETIMEDOUT) {
-		if (reply)
-			rados_buffer_free(reply);
-		return nrc;
-	}
-	rc = reply ? rados_decode_notify_response(reply, rlen, &acks, &nacks, &tos, &ntos) : 0;
-	if (probe) {
-		*probe = -1;
-		for (size_t i = 0; rc == 0 && i < nacks; i++)
-			if (acks[i].notifier_id == probe_gid)
-				*probe = 1;
-		for (size_t i = 0; rc == 0 && i < ntos; i++)
-			if (tos[i].notifier_id == probe_gid)
-				*probe = 0;
-	}
-	for (size_t i = 0; rc == 0 && i < ntos; i++)
-		rc = fence(r, tos[i].notifier_id);
-	if (reply) {
-		rados_free_notify_response(acks, nacks, tos);
-		rados_buffer_free(reply);
-	}
-	if (rc == 0 && nrc == -ETIMEDOUT && ntos == 0)
-		rc = -ETIMEDOUT; /* timed out, yet nobody to fence named */
-	return rc;
-}
-
-static int notify(struct pr_rados *r, const struct pr_state *st, const struct pr_obj_ver *v,
-		  const struct pr_effects *fx)
-{
-	return notify_probe(r, st, v, fx, 0, NULL);
-}
 
 /* ---- the helper thread ---- */
 
@@ -620,7 +86,7 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 	struct pr_state st;
 	struct pr_effects fx = {0};
 	enum pr_result res = PR_NOMEM;
-	struct pr_obj_ver v, next = {0, 0};
+	struct ha_pr_obj_ver v, next = {0, 0};
 	uint64_t ver;
 	char err[1024] = "";
 	int rc = -EAGAIN;
@@ -631,14 +97,14 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 			log_info("pr", "%s: another gateway wrote first: reading again (%u)",
 				 r->name, i);
 		pr_effects_clear(&fx);
-		rc = obj_read(r, &st, &v, &ver, err, sizeof(err));
+		rc = ha_pr_obj_read(r, &st, &v, &ver, err, sizeof(err));
 		if (rc < 0)
 			break;
 		res = pr_out_apply(&st, &who, &j->req, &fx);
 		if (res != PR_OK || !fx.changed)
 			break;
-		next = (struct pr_obj_ver){v.epoch ? v.epoch : new_epoch(), v.seq + 1};
-		rc = obj_write(r, &st, &next, ver);
+		next = (struct ha_pr_obj_ver){v.epoch ? v.epoch : ha_pr_new_epoch(), v.seq + 1};
+		rc = ha_pr_obj_write(r, &st, &next, ver);
 	}
 	if (rc == 0 && res == PR_OK && fx.changed) {
 		struct pr_state mine;
@@ -646,7 +112,7 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 
 		pr_state_init(&mine);
 		if (pr_state_copy(&mine, &st) == 0)
-			adopt(r, &mine, &next, &fx);
+			ha_pr_adopt(r, &mine, &next, &fx);
 		pr_state_clear(&mine);
 		/* PREEMPT AND ABORT: this gateway's preempted tasks while the others abort theirs
 		 * before they acknowledge the notify */
@@ -655,7 +121,7 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 			if (scsi_abort_start(r->lu, fx.abort, fx.nabort, NULL, local_aborted, &la))
 				la.done = la.all = false;
 		}
-		rc = notify(r, &st, &next, &fx);
+		rc = ha_pr_notify(r, &st, &next, &fx);
 		if (rc < 0)
 			snprintf(err, sizeof(err),
 				 "%s: the change is stored, but a gateway that "
@@ -675,7 +141,7 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 	}
 	if (rc < 0) {
 		log_err("pr", "LUN %u: persistent reservation change failed: %s", r->lu->lun, err);
-		check_fenced(r, rc, "a persistent reservation change");
+		ha_pr_check_fenced(r, rc, "a persistent reservation change");
 		res = PR_NOMEM;
 	}
 	pr_state_clear(&st);
@@ -685,7 +151,7 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 
 /* ---- SPC-2 reservations (RESERVE(6)/(10)) ----
  *
- * One holder for every gateway of the LU, in the object (version 2, pr_obj.c): the holder's
+ * One holder for every gateway of the LU, in the object (version 2, ha_pr_obj.c): the holder's
  * I_T nexus and the RADOS client id (gid) of the gateway it came through. Each gateway checks
  * it from memory (lu->resv_holder: its own holder nexus, or SCSI_RESV_REMOTE when the holder
  * came through another gateway, which every nexus here conflicts with). RESERVE and RELEASE
@@ -701,7 +167,7 @@ static enum pr_result run_out(struct pr_rados *r, struct pr_job *j)
 /* Is the SPC-2 reservation of st held by a nexus that no longer exists? Through this gateway:
  * when no nexus of the LU has its names. Through another: when that gateway does not answer a
  * notify, and then it is fenced first (a gateway that cannot be fenced keeps it). */
-static bool spc2_stale(struct pr_rados *r, const struct pr_state *st, const struct pr_obj_ver *v)
+static bool spc2_stale(struct pr_rados *r, const struct pr_state *st, const struct ha_pr_obj_ver *v)
 {
 	struct scsi_lu *lu = r->lu;
 	struct list_head *pos;
@@ -720,9 +186,9 @@ static bool spc2_stale(struct pr_rados *r, const struct pr_state *st, const stru
 		pthread_mutex_unlock(&lu->lock);
 		return !here;
 	}
-	rc = notify_probe(r, st, v, NULL, st->spc2_gid, &probe);
+	rc = ha_pr_notify_probe(r, st, v, NULL, st->spc2_gid, &probe);
 	if (rc == 0 && probe == -1) /* not watching the object: gone, or cut off */
-		rc = fence(r, st->spc2_gid);
+		rc = ha_pr_fence(r, st->spc2_gid);
 	if (probe == 1)
 		return false;
 	if (rc < 0) {
@@ -743,7 +209,7 @@ static bool spc2_stale(struct pr_rados *r, const struct pr_state *st, const stru
 /* The object's SPC-2 reservation after op from nexus who (NULL: a LUN RESET drops it);
  * *res the command's result, *write whether st changed. 0 or -ENOMEM. */
 static int spc2_apply(struct pr_rados *r, enum spc2_op op, const struct pr_nexus_id *who,
-		      struct pr_state *st, const struct pr_obj_ver *v, enum pr_result *res,
+		      struct pr_state *st, const struct ha_pr_obj_ver *v, enum pr_result *res,
 		      bool *write)
 {
 	*res = PR_OK;
@@ -778,7 +244,7 @@ static enum pr_result run_spc2(struct pr_rados *r, struct pr_job *j)
 {
 	struct pr_nexus_id who = {j ? j->iport : NULL, j ? j->tport : NULL};
 	struct pr_state st;
-	struct pr_obj_ver v, next = {0, 0};
+	struct ha_pr_obj_ver v, next = {0, 0};
 	enum pr_result res = PR_OK;
 	bool write = false;
 	uint64_t ver;
@@ -787,23 +253,23 @@ static enum pr_result run_spc2(struct pr_rados *r, struct pr_job *j)
 
 	pr_state_init(&st);
 	for (uint32_t i = 0; i < r->retries && rc == -EAGAIN; i++) {
-		rc = obj_read(r, &st, &v, &ver, err, sizeof(err));
+		rc = ha_pr_obj_read(r, &st, &v, &ver, err, sizeof(err));
 		if (rc == 0)
 			rc = spc2_apply(r, j ? j->spc2 : SPC2_RELEASE, j ? &who : NULL, &st, &v,
 					&res, &write);
 		if (rc < 0 || !write)
 			break;
-		next = (struct pr_obj_ver){v.epoch ? v.epoch : new_epoch(), v.seq + 1};
-		rc = obj_write(r, &st, &next, ver);
+		next = (struct ha_pr_obj_ver){v.epoch ? v.epoch : ha_pr_new_epoch(), v.seq + 1};
+		rc = ha_pr_obj_write(r, &st, &next, ver);
 	}
 	if (rc == 0 && write) {
 		struct pr_state mine;
 
 		pr_state_init(&mine);
 		if (pr_state_copy(&mine, &st) == 0)
-			adopt(r, &mine, &next, NULL);
+			ha_pr_adopt(r, &mine, &next, NULL);
 		pr_state_clear(&mine);
-		rc = notify(r, &st, &next, NULL);
+		rc = ha_pr_notify(r, &st, &next, NULL);
 		if (rc < 0)
 			snprintf(
 			    err, sizeof(err),
@@ -824,7 +290,7 @@ static enum pr_result run_spc2(struct pr_rados *r, struct pr_job *j)
 static void run_reload(struct pr_rados *r)
 {
 	struct pr_state st;
-	struct pr_obj_ver v;
+	struct ha_pr_obj_ver v;
 	uint64_t ver;
 	char err[1024];
 	int rc;
@@ -833,17 +299,17 @@ static void run_reload(struct pr_rados *r)
 	r->reload_queued = false;
 	pthread_mutex_unlock(&r->mu);
 	pr_state_init(&st);
-	rc = watch_start(r, err, sizeof(err));
+	rc = ha_pr_watch_start(r, err, sizeof(err));
 	if (rc == 0)
-		rc = obj_read(r, &st, &v, &ver, err, sizeof(err));
+		rc = ha_pr_obj_read(r, &st, &v, &ver, err, sizeof(err));
 	if (rc == 0) {
-		adopt(r, &st, &v, NULL);
+		ha_pr_adopt(r, &st, &v, NULL);
 		log_info("pr", "%s: watching again, object at epoch %016llx sequence %llu", r->name,
 			 (unsigned long long)v.epoch, (unsigned long long)v.seq);
 	} else if (rc == -ESHUTDOWN) {
 		log_warn("pr", "LUN %u: %s (blocklisted: read again when the gateway rejoins)",
 			 r->lu->lun, err);
-		check_fenced(r, rc, "reading the reservation object");
+		ha_pr_check_fenced(r, rc, "reading the reservation object");
 	} else {
 		log_err("pr", "LUN %u: %s (the last known state stays in force)", r->lu->lun, err);
 	}
@@ -865,7 +331,7 @@ static void run_reset(struct pr_rados *r)
 	if (rc < 0) {
 		log_warn("pr", "%s: telling the other gateways of a LUN RESET: %s", r->name,
 			 strerror(-rc));
-		check_fenced(r, rc, "a LUN RESET notify");
+		ha_pr_check_fenced(r, rc, "a LUN RESET notify");
 	}
 }
 
@@ -1001,7 +467,7 @@ static void queue_job(struct pr_rados *r, struct pr_job *j)
 	pthread_mutex_unlock(&r->mu);
 }
 
-static void queue_reload(struct pr_rados *r)
+void ha_pr_queue_reload(struct pr_rados *r)
 {
 	struct pr_job *j;
 
@@ -1141,7 +607,7 @@ static void conn_drop(struct pr_rados *r)
 
 /* The helper and the acker stop (the acker sends the acks queued for the current connection
  * first); the jobs the helper did not take go. An abort still in progress holds the store
- * and drops its ack (remote_aborted: stop). */
+ * and drops its ack (ha_pr_remote_aborted: stop). */
 static void threads_stop(struct pr_rados *r)
 {
 	pthread_mutex_lock(&r->mu);
@@ -1169,11 +635,11 @@ static void rados_free(struct scsi_lu *lu)
 	bs_rbd_detach_user(lu->dev); /* no attach or detach after this */
 	threads_stop(r);
 	if (r->connected) {
-		forget_address(r, r->gid);
+		ha_pr_forget_address(r, r->gid);
 		conn_drop(r);
 	}
 	lu->pr_store = NULL;
-	r_put(r); /* the LU's: freed now, or when the last abort in progress ends */
+	ha_pr_put(r); /* the LU's: freed now, or when the last abort in progress ends */
 }
 
 static const struct scsi_pr_store_ops rados_ops = {
@@ -1209,16 +675,16 @@ static bool spc2_held_here(struct pr_rados *r, const struct pr_state *st)
  * gateway could release or check it: the old id watches nothing and has no address entry to
  * fence. One that another gateway took meanwhile (its probe fenced the old connection) is in
  * the object already and stays as it is. 0 (st, v the object's state now) or -errno + err. */
-static int spc2_rejoin(struct pr_rados *r, struct pr_state *st, struct pr_obj_ver *v, uint64_t *ver,
-		       char *err, size_t errlen)
+static int spc2_rejoin(struct pr_rados *r, struct pr_state *st, struct ha_pr_obj_ver *v,
+		       uint64_t *ver, char *err, size_t errlen)
 {
-	struct pr_obj_ver next = {0, 0};
+	struct ha_pr_obj_ver next = {0, 0};
 	struct pr_state mine;
 	bool keep = false;
 	int rc = -EAGAIN;
 
 	for (uint32_t i = 0; i < r->retries && rc == -EAGAIN; i++) {
-		if (i && (rc = obj_read(r, st, v, ver, err, errlen)) < 0)
+		if (i && (rc = ha_pr_obj_read(r, st, v, ver, err, errlen)) < 0)
 			return rc;
 		if (!st->spc2_iport || st->spc2_gid != r->stale_gid)
 			return 0; /* none, or not held through this gateway */
@@ -1227,8 +693,8 @@ static int spc2_rejoin(struct pr_rados *r, struct pr_state *st, struct pr_obj_ve
 			st->spc2_gid = r->gid;
 		else
 			pr_state_set_spc2(st, NULL, NULL, 0);
-		next = (struct pr_obj_ver){v->epoch ? v->epoch : new_epoch(), v->seq + 1};
-		rc = obj_write(r, st, &next, *ver);
+		next = (struct ha_pr_obj_ver){v->epoch ? v->epoch : ha_pr_new_epoch(), v->seq + 1};
+		rc = ha_pr_obj_write(r, st, &next, *ver);
 	}
 	if (rc < 0) {
 		snprintf(err, errlen, "%s: SPC-2 reservation held through client.%llu: write: %s",
@@ -1243,9 +709,9 @@ static int spc2_rejoin(struct pr_rados *r, struct pr_state *st, struct pr_obj_ve
 		      : "is released (its holder has it no more)");
 	pr_state_init(&mine);
 	if (pr_state_copy(&mine, st) == 0)
-		adopt(r, &mine, &next, NULL);
+		ha_pr_adopt(r, &mine, &next, NULL);
 	pr_state_clear(&mine);
-	rc = notify(r, st, &next, NULL);
+	rc = ha_pr_notify(r, st, &next, NULL);
 	if (rc < 0) /* stored: the LU serves with it */
 		log_err(
 		    "pr",
@@ -1262,7 +728,7 @@ static int conn_attach(void *arg, void *rados, char *err, size_t errlen)
 {
 	struct pr_rados *r = arg;
 	struct pr_state st;
-	struct pr_obj_ver v;
+	struct ha_pr_obj_ver v;
 	rados_ioctx_t io;
 	uint64_t ver;
 	int rc;
@@ -1282,21 +748,21 @@ static int conn_attach(void *arg, void *rados, char *err, size_t errlen)
 	r->io = io; /* as the acker reads it */
 	pthread_mutex_unlock(&r->mu);
 	pr_state_init(&st);
-	rc = advertise(r, err, errlen);
+	rc = ha_pr_advertise(r, err, errlen);
 	if (rc == 0)
-		rc = watch_start(r, err, errlen);
+		rc = ha_pr_watch_start(r, err, errlen);
 	if (rc == 0)
-		rc = obj_read(r, &st, &v, &ver, err, errlen);
+		rc = ha_pr_obj_read(r, &st, &v, &ver, err, errlen);
 	if (rc == 0 && r->stale_gid)
 		rc = spc2_rejoin(r, &st, &v, &ver, err, errlen);
 	if (rc == 0) {
-		adopt(r, &st, &v, NULL);
+		ha_pr_adopt(r, &st, &v, NULL);
 		pthread_mutex_lock(&r->lu->lock);
-		spc2_publish_locked(r); /* against this client id, adopted or not */
+		ha_pr_spc2_publish_locked(r); /* against this client id, adopted or not */
 		pthread_mutex_unlock(&r->lu->lock);
 		r->connected = true;
 		if (r->stale_gid) /* the fenced client's address entry */
-			forget_address(r, r->stale_gid);
+			ha_pr_forget_address(r, r->stale_gid);
 		r->stale_gid = 0;
 		log_info("pr",
 			 "LUN %u: %s on client.%llu: %zu registration(s), epoch %016llx "
@@ -1327,9 +793,9 @@ static void conn_detach(void *arg)
 	pthread_mutex_unlock(&r->conn_mu);
 }
 
-int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err, size_t errlen)
+int ha_pr_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *err, size_t errlen)
 {
-	const struct bs_rbd_cfg *c = &cfg->rbd;
+	const struct bs_rbd_cfg *c = &cfg->bs.rbd;
 	struct pr_rados *r = calloc(1, sizeof(*r));
 	int rc;
 
@@ -1341,13 +807,10 @@ int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *
 	r->user = (struct bs_rbd_user){conn_attach, conn_detach, r};
 	/* RADOS counts a notify's timeout in whole seconds (librados divides the milliseconds
 	 * rados_notify2 takes by 1000; 0 is the OSD's default): the settings are seconds */
-	r->notify_ms = cfg->pr_rados.notify_timeout_s ? cfg->pr_rados.notify_timeout_s * 1000u
-						      : PR_RADOS_NOTIFY_MS;
-	r->reset_wait_ms = cfg->pr_rados.reset_wait_s ? cfg->pr_rados.reset_wait_s * 1000u
-						      : PR_RADOS_RESET_WAIT_MS;
-	r->retries = cfg->pr_rados.retries ? cfg->pr_rados.retries : PR_RADOS_RETRIES;
-	r->blocklist_s =
-	    cfg->pr_rados.blocklist_s ? cfg->pr_rados.blocklist_s : PR_RADOS_BLOCKLIST_S;
+	r->notify_ms = c->pr.notify_timeout_s ? c->pr.notify_timeout_s * 1000u : PR_RADOS_NOTIFY_MS;
+	r->reset_wait_ms = c->pr.reset_wait_s ? c->pr.reset_wait_s * 1000u : PR_RADOS_RESET_WAIT_MS;
+	r->retries = c->pr.retries ? c->pr.retries : PR_RADOS_RETRIES;
+	r->blocklist_s = c->pr.blocklist_s ? c->pr.blocklist_s : PR_RADOS_BLOCKLIST_S;
 	snprintf(r->oid, sizeof(r->oid), "ix.pr.%s", c->image);
 	snprintf(r->gwoid, sizeof(r->gwoid), "%s.gw", r->oid);
 	r->origin = fnv1a64(FNV1A64_INIT, &r, sizeof(r)) ^ (uint64_t)time(NULL) ^
@@ -1366,13 +829,13 @@ int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *
 	r->ns = c->ns ? strdup(c->ns) : NULL;
 	if (!r->pool || (c->ns && !r->ns)) {
 		snprintf(err, errlen, "out of memory");
-		r_put(r);
+		ha_pr_put(r);
 		return -ENOMEM;
 	}
 	rc = -pthread_create(&r->thread, NULL, helper, r);
 	if (rc) {
 		snprintf(err, errlen, "%s: helper thread: %s", r->name, strerror(-rc));
-		r_put(r);
+		ha_pr_put(r);
 		return rc;
 	}
 	rc = -pthread_create(&r->acker, NULL, acker, r);
@@ -1384,7 +847,7 @@ int scsi_pr_rados_open(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *
 		rc = bs_rbd_attach_user(lu->dev, &r->user, err, errlen);
 	if (rc) {
 		threads_stop(r);
-		r_put(r); /* an abort a notify started meanwhile holds it until it ends */
+		ha_pr_put(r); /* an abort a notify started meanwhile holds it until it ends */
 		return rc;
 	}
 	lu->pr_store = r;

@@ -1,7 +1,7 @@
 /* RBD ownership between gateways (docs/ha.md, "Ownership and failover"), on each image's
- * ownership thread (bs_rbd_own.c):
+ * ownership thread (ha_own.c):
  *
- * The owner record: the holder of the lock writes "ix.own.<image>" (format in bs_own_rec.h)
+ * The owner record: the holder of the lock writes "ix.own.<image>" (format in ha_own_rec.h)
  * right after taking it and again whenever it no longer names it; a standby reads it while it
  * does not name the lock's current holder, to report the holder's ALUA groups.
  *
@@ -19,16 +19,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/bs_rbd_own_int.h"
+#include "ha/ha_own_int.h"
+#include "ha/ha_policy.h"
 #include "util/log.h"
 
-/* ---- the owner record ("ix.own.<image>", bs_own_rec.h) ---- */
+/* ---- the owner record ("ix.own.<image>", ha_own_rec.h) ---- */
 
 /* Read the record: 0 (r set, *ver its object version; an absent or empty object is
  * -ENOENT, with *ver 0 for absent), -EINVAL (damaged: logged) or -errno. */
-static int rec_read(struct rbd_owner *o, struct bs_own_rec *r, uint64_t *ver)
+static int rec_read(struct rbd_owner *o, struct ha_own_rec *r, uint64_t *ver)
 {
-	char buf[BS_OWN_REC_MAX + 1], err[160];
+	char buf[HA_OWN_REC_MAX + 1], err[160];
 	int n = rados_read(o->io, o->oid, buf, sizeof(buf), 0), rc;
 
 	*ver = 0;
@@ -36,7 +37,7 @@ static int rec_read(struct rbd_owner *o, struct bs_own_rec *r, uint64_t *ver)
 	if (n < 0)
 		return n;
 	*ver = rados_get_last_version(o->io);
-	rc = bs_own_rec_decode(buf, (size_t)n, r, err, sizeof(err));
+	rc = ha_own_rec_decode(buf, (size_t)n, r, err, sizeof(err));
 	if (rc != -EINVAL) {
 		o->rec_err[0] = 0;
 	} else if (strcmp(err, o->rec_err) != 0) { /* the thread's own: no lock */
@@ -52,8 +53,8 @@ static int rec_read(struct rbd_owner *o, struct bs_own_rec *r, uint64_t *ver)
 /* Holding the lock: write this gateway's record, one generation on from the last. */
 void rbd_own_rec_write(struct rbd_owner *o)
 {
-	struct bs_own_rec old, r = {.gid = o->gid};
-	char buf[BS_OWN_REC_MAX];
+	struct ha_own_rec old, r = {.gid = o->gid};
+	char buf[HA_OWN_REC_MAX];
 	uint64_t ver;
 	int rc = -EAGAIN, n;
 
@@ -72,7 +73,7 @@ void rbd_own_rec_write(struct rbd_owner *o)
 		if (rc < 0 && rc != -ENOENT && rc != -EINVAL)
 			break;
 		r.gen = old.gen + 1;
-		n = bs_own_rec_encode(&r, buf, sizeof(buf));
+		n = ha_own_rec_encode(&r, buf, sizeof(buf));
 		if (n < 0 || !(op = rados_create_write_op())) {
 			rc = n < 0 ? n : -ENOMEM;
 			break;
@@ -103,7 +104,7 @@ void rbd_own_rec_write(struct rbd_owner *o)
 /* Not holding it: read the record when it does not name the holder yet. */
 void rbd_own_rec_follow(struct rbd_owner *o)
 {
-	struct bs_own_rec r;
+	struct ha_own_rec r;
 	uint64_t ver;
 	bool stale;
 
@@ -124,7 +125,7 @@ void rbd_own_rec_follow(struct rbd_owner *o)
  * it); write it again if not. */
 void rbd_own_rec_verify(struct rbd_owner *o)
 {
-	struct bs_own_rec r;
+	struct ha_own_rec r;
 	uint64_t ver;
 	bool ok;
 	int rc = rec_read(o, &r, &ver);
@@ -177,16 +178,16 @@ static void watch_cb(void *arg, uint64_t notify_id, uint64_t cookie, uint64_t no
 		     void *data, size_t len)
 {
 	struct rbd_owner *o = arg;
-	struct bs_own_msg m;
+	struct ha_own_msg m;
 	struct own_job *j;
 	int own = atomic_load(&o->own);
 
 	(void)notifier_id;
-	if (bs_own_msg_decode(data, len, &m) < 0 || m.gid == o->gid) {
+	if (ha_own_msg_decode(data, len, &m) < 0 || m.gid == o->gid) {
 		rbd_own_ack(o, notify_id, cookie, "");
 		return;
 	}
-	if (m.kind == BS_OWN_FREE) {
+	if (m.kind == HA_OWN_FREE) {
 		bool idle = false;
 
 		rbd_own_ack(o, notify_id, cookie, "");
@@ -196,7 +197,7 @@ static void watch_cb(void *arg, uint64_t notify_id, uint64_t cookie, uint64_t no
 				atomic_store(&o->job, false);
 				return;
 			}
-			*j = (struct own_job){.kind = JOB_TAKE, .mode = BS_RBD_TAKE_FREE};
+			*j = (struct own_job){.kind = JOB_TAKE, .mode = HA_TAKE_FREE};
 			log_warn("rbd",
 				 "%s: client.%llu released the lock for group %u (this "
 				 "gateway's): taking it",
@@ -274,50 +275,49 @@ void rbd_own_watch_stop(struct rbd_owner *o)
 	o->watching = false;
 }
 
-enum answer { SILENT, RELEASED, REFUSED, ALIVE };
-
 /* Ask the holder to hand over; the answer of whichever watcher held the lock. SILENT: none
  * did within notify_ms (dead, stopped, cut off, or not an ix gateway). ALIVE: the holder
  * (holder_gid, from its record; 0 unknown) answered, but neither released nor refused (it
  * let the lock go a moment ago, or speaks another version): never a reason to break it. */
-static enum answer ask(struct rbd_owner *o, int mode, uint32_t window_ms, uint64_t holder_gid,
-		       char *why, size_t whylen)
+static enum ha_answer ask(struct rbd_owner *o, int mode, uint32_t window_ms, uint64_t holder_gid,
+			  char *why, size_t whylen)
 {
-	struct bs_own_msg m = {.kind = BS_OWN_ASK,
-			       .ask = mode == BS_RBD_TAKE_IMPLICIT ? BS_OWN_IMPLICIT
-				      : mode == BS_RBD_TAKE_HEAL   ? BS_OWN_HEAL
-								   : BS_OWN_EXPLICIT,
+	struct ha_own_msg m = {.kind = HA_OWN_ASK,
+			       .ask = mode == HA_TAKE_IMPLICIT ? HA_OWN_IMPLICIT
+				      : mode == HA_TAKE_HEAL   ? HA_OWN_HEAL
+							       : HA_OWN_EXPLICIT,
 			       .window_ms = window_ms,
 			       .gid = o->gid};
 	struct notify_ack_t *acks = NULL;
 	struct notify_timeout_t *tos = NULL;
 	size_t nacks = 0, ntos = 0, rlen = 0;
-	char msg[BS_OWN_MSG_MAX], *reply = NULL;
-	enum answer a = SILENT;
-	int n = bs_own_msg_encode(&m, msg, sizeof(msg)), rc;
+	char msg[HA_OWN_MSG_MAX], *reply = NULL;
+	enum ha_answer a = HA_ANSWER_SILENT;
+	int n = ha_own_msg_encode(&m, msg, sizeof(msg)), rc;
 
 	if (n < 0)
-		return SILENT;
+		return HA_ANSWER_SILENT;
 	rc = rados_notify2(o->io, o->oid, msg, n, o->notify_ms, &reply, &rlen);
 	if (rc < 0 && rc != -ETIMEDOUT)
 		log_warn("rbd", "%s: asking the holder through %s: %s", o->name, o->oid,
 			 strerror(-rc));
 	if (reply && rados_decode_notify_response(reply, rlen, &acks, &nacks, &tos, &ntos) == 0) {
 		for (size_t i = 0; i < nacks; i++) {
-			enum bs_own_reply k =
-			    bs_own_reply_kind(acks[i].payload, acks[i].payload_len);
+			enum ha_own_reply k =
+			    ha_own_reply_kind(acks[i].payload, acks[i].payload_len);
 
-			if (k == BS_OWN_REFUSED) {
-				a = REFUSED;
+			if (k == HA_OWN_REFUSED) {
+				a = HA_ANSWER_REFUSED;
 				snprintf(why, whylen, "client.%llu: %.*s",
 					 (unsigned long long)acks[i].notifier_id,
 					 (int)acks[i].payload_len, acks[i].payload);
-			} else if (k == BS_OWN_RELEASED && a != REFUSED) {
-				a = RELEASED;
+			} else if (k == HA_OWN_RELEASED && a != HA_ANSWER_REFUSED) {
+				a = HA_ANSWER_RELEASED;
 				snprintf(why, whylen, "client.%llu",
 					 (unsigned long long)acks[i].notifier_id);
-			} else if (holder_gid && acks[i].notifier_id == holder_gid && a == SILENT) {
-				a = ALIVE;
+			} else if (holder_gid && acks[i].notifier_id == holder_gid &&
+				   a == HA_ANSWER_SILENT) {
+				a = HA_ANSWER_ALIVE;
 				snprintf(why, whylen, "client.%llu answered \"%.*s\"",
 					 (unsigned long long)holder_gid,
 					 (int)(acks[i].payload_len > 60 ? 60 : acks[i].payload_len),
@@ -363,6 +363,8 @@ static int take_free(struct rbd_owner *o, const char *how)
 int rbd_own_run_take(struct rbd_owner *o, int mode, uint32_t window_ms)
 {
 	char who[128] = "", again[128], why[192] = "";
+	enum ha_answer a;
+	bool moved;
 	int rc = -EBUSY;
 
 	if (atomic_load(&o->own) == RBD_OWN_FENCED)
@@ -379,34 +381,36 @@ int rbd_own_run_take(struct rbd_owner *o, int mode, uint32_t window_ms)
 				continue;
 			break;
 		}
-		if (mode == BS_RBD_TAKE_FREE) {
+		if (mode == HA_TAKE_FREE) {
 			rc = -EBUSY; /* released for this gateway, yet another took it */
 			break;
 		}
-		switch (ask(o, mode, window_ms, holder_gid(o, who), why, sizeof(why))) {
-		case ALIVE:
-			if (rbd_own_holder(o, again, sizeof(again)) == 0 && strcmp(again, who) != 0)
-				continue; /* it did let it go: ask whoever has it now */
-			log_warn("rbd", "%s: the holder %s is alive but did not hand over (%s)",
-				 o->name, who, why);
-			return -EAGAIN;
-		case REFUSED:
-			if (mode == BS_RBD_TAKE_HEAL) /* it answers: it heals the split itself */
-				return -EAGAIN;
+		a = ask(o, mode, window_ms, holder_gid(o, who), why, sizeof(why));
+		/* did the lock move meanwhile (asked only when the holder did not decide)? */
+		moved = (a == HA_ANSWER_SILENT || a == HA_ANSWER_ALIVE) &&
+			rbd_own_holder(o, again, sizeof(again)) == 0 && strcmp(again, who) != 0;
+		switch (ha_policy_take_step(mode, a, moved)) {
+		case HA_STEP_AGAIN: /* it let it go, or it moved: ask whoever has it now */
+			continue;
+		case HA_STEP_GIVE_UP:
+			if (a == HA_ANSWER_ALIVE)
+				log_warn("rbd",
+					 "%s: the holder %s is alive but did not hand over (%s)",
+					 o->name, who, why);
+			return -EAGAIN; /* alive; or asked to heal, it answers: it heals itself */
+		case HA_STEP_REFUSED:
 			log_warn("rbd", "%s: the holder %s keeps the lock (%s): not taking it",
 				 o->name, who, why);
 			rbd_own_refused_set(o, true);
 			return -EAGAIN;
-		case RELEASED:
+		case HA_STEP_TAKE:
 			rc = take_free(o, "handed over by its holder");
 			if (rc == -EROFS)
 				continue;
 			if (rc == 0)
 				log_warn("rbd", "%s: %s handed the lock over", o->name, why);
 			return rc < 0 ? (rbd_own_take_failed(o, who, rc), rc) : 0;
-		case SILENT:
-			if (rbd_own_holder(o, again, sizeof(again)) == 0 && strcmp(again, who) != 0)
-				continue; /* it moved meanwhile: ask again */
+		case HA_STEP_BREAK:
 			rbd_own_set(o, RBD_OWN_ACQUIRING,
 				    "the holder %s did not answer within %u ms: breaking its lock",
 				    who, o->notify_ms);
@@ -440,7 +444,7 @@ int rbd_own_run_take(struct rbd_owner *o, int mode, uint32_t window_ms)
 void rbd_own_run_asked(struct rbd_owner *o, struct own_job *j, bool closing)
 {
 	static const char *const why[] = {"explicit", "implicit", "heal"};
-	const struct bs_own_msg *m = &j->ask;
+	const struct ha_own_msg *m = &j->ask;
 	char reply[160] = "standby";
 	uint64_t idle = 0;
 	int rc;
@@ -449,10 +453,10 @@ void rbd_own_run_asked(struct rbd_owner *o, struct own_job *j, bool closing)
 		rbd_own_ack(o, j->notify_id, j->cookie, reply);
 		return;
 	}
-	if (m->ask == BS_OWN_IMPLICIT)
+	if (m->ask == HA_OWN_IMPLICIT)
 		idle = rbd_own_group_idle(o, m->window_ms);
-	if (!closing && !bs_own_may_hand_over(m->ask, idle, m->window_ms)) {
-		if (m->ask == BS_OWN_HEAL) {
+	if (!closing && !ha_policy_may_hand_over(m->ask, idle, m->window_ms)) {
+		if (m->ask == HA_OWN_HEAL) {
 			snprintf(reply, sizeof(reply), "refused this gateway holds it and answers");
 			rbd_own_ack(o, j->notify_id, j->cookie, reply);
 			return;
@@ -470,14 +474,14 @@ void rbd_own_run_asked(struct rbd_owner *o, struct own_job *j, bool closing)
 	rbd_own_set(o, RBD_OWN_RELEASING, "handing the lock over to client.%llu (%s)",
 		    (unsigned long long)m->gid,
 		    closing			? "closing"
-		    : m->ask == BS_OWN_IMPLICIT ? "its standby path has the I/O"
+		    : m->ask == HA_OWN_IMPLICIT ? "its standby path has the I/O"
 						: "asked");
 	rc = rbd_lock_release(o->image);
 	if (rc == 0) {
 		o->check_soon = true; /* who holds it now: the next check, in a moment */
 		rbd_own_set(o, RBD_OWN_STANDBY,
 			    "handed the lock over to client.%llu at its request (%s)",
-			    (unsigned long long)m->gid, why[m->ask <= BS_OWN_HEAL ? m->ask : 0]);
+			    (unsigned long long)m->gid, why[m->ask <= HA_OWN_HEAL ? m->ask : 0]);
 		snprintf(reply, sizeof(reply), "released");
 	} else if (rc == -ESHUTDOWN) {
 		rbd_own_blocklisted(o, "handing the lock over");
@@ -495,8 +499,8 @@ void rbd_own_run_asked(struct rbd_owner *o, struct own_job *j, bool closing)
  * which group is to take it (0: none). */
 int rbd_own_run_release(struct rbd_owner *o, uint16_t group)
 {
-	struct bs_own_msg m = {.kind = BS_OWN_FREE, .group = group, .gid = o->gid};
-	char msg[BS_OWN_MSG_MAX], *reply = NULL;
+	struct ha_own_msg m = {.kind = HA_OWN_FREE, .group = group, .gid = o->gid};
+	char msg[HA_OWN_MSG_MAX], *reply = NULL;
 	size_t rlen = 0;
 	int rc, n;
 
@@ -516,7 +520,7 @@ int rbd_own_run_release(struct rbd_owner *o, uint16_t group)
 	o->check_soon = true;
 	rbd_own_set(o, RBD_OWN_STANDBY, "released the lock (SET TARGET PORT GROUPS): %s%.0u",
 		    group ? "for group " : "nobody asked to take it", group);
-	n = bs_own_msg_encode(&m, msg, sizeof(msg));
+	n = ha_own_msg_encode(&m, msg, sizeof(msg));
 	if (n > 0 && rados_notify2(o->io, o->oid, msg, n, o->notify_ms, &reply, &rlen) < 0)
 		log_warn("rbd", "%s: not every gateway heard that the lock is free", o->name);
 	if (reply)

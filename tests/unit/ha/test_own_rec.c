@@ -1,12 +1,12 @@
-/* RBD ownership's owner record and hand-over messages (src/backend/bs_own_rec.c): round
+/* RBD ownership's owner record and hand-over messages (src/ha/ha_own_rec.c): round
  * trips, a hand-written record (the format is a contract between gateways of different
  * builds), damaged records each refused with the line at fault and an empty result, the
- * messages and replies, and the hand-over rule. */
+ * messages and replies (the hand-over rule: test_policy.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/bs_own_rec.h"
+#include "ha/ha_own_rec.h"
 #include "tap.h"
 #include "util/bytes.h"
 
@@ -26,20 +26,20 @@ static size_t with_sum(char *buf, size_t len, const char *body)
 
 static void test_round_trip(void)
 {
-	struct bs_own_rec r = {.gen = 42,
+	struct ha_own_rec r = {.gen = 42,
 			       .gid = 99,
 			       .ngroups = 2,
 			       .nports = 1,
 			       .groups = {2, 65535},
 			       .ports = {7}},
 			  back;
-	char buf[BS_OWN_REC_MAX], err[128];
+	char buf[HA_OWN_REC_MAX], err[128];
 	int n;
 
 	snprintf(r.holder, sizeof(r.holder), "127.0.0.1:0/3723540281");
-	n = bs_own_rec_encode(&r, buf, sizeof(buf));
+	n = ha_own_rec_encode(&r, buf, sizeof(buf));
 	CHECK(n > 0);
-	CHECK_EQ(bs_own_rec_decode(buf, (size_t)n, &back, err, sizeof(err)), 0);
+	CHECK_EQ(ha_own_rec_decode(buf, (size_t)n, &back, err, sizeof(err)), 0);
 	CHECK_EQ(back.gen, 42);
 	CHECK_EQ(back.gid, 99);
 	CHECK_STR(back.holder, "127.0.0.1:0/3723540281");
@@ -50,31 +50,31 @@ static void test_round_trip(void)
 	CHECK_EQ(back.ports[0], 7);
 	/* none: "-" */
 	r.ngroups = r.nports = 0;
-	n = bs_own_rec_encode(&r, buf, sizeof(buf));
+	n = ha_own_rec_encode(&r, buf, sizeof(buf));
 	CHECK(n > 0 && strstr(buf, "groups -\nports -\n") != NULL);
-	CHECK_EQ(bs_own_rec_decode(buf, (size_t)n, &back, err, sizeof(err)), 0);
+	CHECK_EQ(ha_own_rec_decode(buf, (size_t)n, &back, err, sizeof(err)), 0);
 	CHECK_EQ(back.ngroups, 0);
 	CHECK_EQ(back.nports, 0);
 	/* bad fields are not written */
 	r.holder[0] = 0;
-	CHECK_EQ(bs_own_rec_encode(&r, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(ha_own_rec_encode(&r, buf, sizeof(buf)), -EINVAL);
 	snprintf(r.holder, sizeof(r.holder), "a b");
-	CHECK_EQ(bs_own_rec_encode(&r, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(ha_own_rec_encode(&r, buf, sizeof(buf)), -EINVAL);
 	snprintf(r.holder, sizeof(r.holder), "x");
 	r.ngroups = 1;
 	r.groups[0] = 0;
-	CHECK_EQ(bs_own_rec_encode(&r, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(ha_own_rec_encode(&r, buf, sizeof(buf)), -EINVAL);
 	r.groups[0] = 1;
-	CHECK_EQ(bs_own_rec_encode(&r, buf, 20), -ENOSPC);
+	CHECK_EQ(ha_own_rec_encode(&r, buf, 20), -ENOSPC);
 }
 
 static void test_hand_written(void)
 {
-	struct bs_own_rec r;
-	char buf[BS_OWN_REC_MAX], again[BS_OWN_REC_MAX], err[128];
+	struct ha_own_rec r;
+	char buf[HA_OWN_REC_MAX], again[HA_OWN_REC_MAX], err[128];
 	size_t n = with_sum(buf, sizeof(buf), hand);
 
-	CHECK_EQ(bs_own_rec_decode(buf, n, &r, err, sizeof(err)), 0);
+	CHECK_EQ(ha_own_rec_decode(buf, n, &r, err, sizeof(err)), 0);
 	CHECK_EQ(r.gen, 7);
 	CHECK_STR(r.holder, "10.1.2.3:0/123456");
 	CHECK_EQ(r.gid, 4117);
@@ -82,21 +82,21 @@ static void test_hand_written(void)
 	CHECK_EQ(r.groups[1], 3);
 	CHECK_EQ(r.ports[1], 5);
 	/* and the encoder writes exactly that */
-	CHECK_EQ(bs_own_rec_encode(&r, again, sizeof(again)), (int)n);
+	CHECK_EQ(ha_own_rec_encode(&r, again, sizeof(again)), (int)n);
 	CHECK_MEM(again, buf, n);
-	CHECK_EQ(bs_own_rec_decode("", 0, &r, err, sizeof(err)), -ENOENT);
+	CHECK_EQ(ha_own_rec_decode("", 0, &r, err, sizeof(err)), -ENOENT);
 }
 
 /* Each damaged record: -EINVAL, a message naming the line, nothing decoded. */
 static void damaged(const char *body, bool sum, const char *line)
 {
-	struct bs_own_rec r;
-	char buf[BS_OWN_REC_MAX], err[128] = "";
+	struct ha_own_rec r;
+	char buf[HA_OWN_REC_MAX], err[128] = "";
 	size_t n =
 	    sum ? with_sum(buf, sizeof(buf), body) : (size_t)snprintf(buf, sizeof(buf), "%s", body);
 
 	memset(&r, 0xa5, sizeof(r));
-	CHECK_EQ(bs_own_rec_decode(buf, n, &r, err, sizeof(err)), -EINVAL);
+	CHECK_EQ(ha_own_rec_decode(buf, n, &r, err, sizeof(err)), -EINVAL);
 	CHECK(strncmp(err, line, strlen(line)) == 0);
 	CHECK_EQ(r.gen, 0);
 	CHECK_EQ(r.holder[0], 0);
@@ -105,7 +105,7 @@ static void damaged(const char *body, bool sum, const char *line)
 
 static void test_damaged(void)
 {
-	char buf[BS_OWN_REC_MAX];
+	char buf[HA_OWN_REC_MAX];
 	size_t n = with_sum(buf, sizeof(buf), hand);
 
 	damaged("ix-own 2\ngen 1\n", true, "line 1:");
@@ -116,14 +116,14 @@ static void test_damaged(void)
 	{ /* a NUL in the holder (found by the fuzzer): not the name it would decode to */
 		static const char nul[] =
 		    "ix-own 1\ngen 1\nholder a\0b\ngid 1\ngroups -\nports -\n";
-		struct bs_own_rec r;
-		char nb[BS_OWN_REC_MAX], err[128] = "";
+		struct ha_own_rec r;
+		char nb[HA_OWN_REC_MAX], err[128] = "";
 		size_t nn = sizeof(nul) - 1;
 
 		memcpy(nb, nul, nn);
 		nn += (size_t)snprintf(nb + nn, sizeof(nb) - nn, "sum %016llx\n",
 				       (unsigned long long)fnv1a64(FNV1A64_INIT, nb, nn));
-		CHECK_EQ(bs_own_rec_decode(nb, nn, &r, err, sizeof(err)), -EINVAL);
+		CHECK_EQ(ha_own_rec_decode(nb, nn, &r, err, sizeof(err)), -EINVAL);
 		CHECK(strncmp(err, "line 3:", 7) == 0);
 	}
 	damaged("ix-own 1\ngen 1\nholder a\ngid x\ngroups -\nports -\n", true, "line 4:");
@@ -139,84 +139,77 @@ static void test_damaged(void)
 	/* a flipped byte, a missing newline, something after the checksum */
 	buf[12] ^= 1;
 	{
-		struct bs_own_rec r;
+		struct ha_own_rec r;
 		char err[128];
 
-		CHECK_EQ(bs_own_rec_decode(buf, n, &r, err, sizeof(err)), -EINVAL);
+		CHECK_EQ(ha_own_rec_decode(buf, n, &r, err, sizeof(err)), -EINVAL);
 		buf[12] ^= 1;
-		CHECK_EQ(bs_own_rec_decode(buf, n - 1, &r, err, sizeof(err)), -EINVAL);
+		CHECK_EQ(ha_own_rec_decode(buf, n - 1, &r, err, sizeof(err)), -EINVAL);
 		CHECK(strstr(err, "newline") != NULL);
 		buf[n] = 'x';
-		CHECK_EQ(bs_own_rec_decode(buf, n + 1, &r, err, sizeof(err)), -EINVAL);
+		CHECK_EQ(ha_own_rec_decode(buf, n + 1, &r, err, sizeof(err)), -EINVAL);
 		CHECK(strstr(err, "after") != NULL);
-		CHECK_EQ(bs_own_rec_decode(buf, n, &r, err, sizeof(err)), 0);
+		CHECK_EQ(ha_own_rec_decode(buf, n, &r, err, sizeof(err)), 0);
 	}
 }
 
 static void test_msgs(void)
 {
-	struct bs_own_msg m = {.kind = BS_OWN_ASK,
-			       .ask = BS_OWN_IMPLICIT,
+	struct ha_own_msg m = {.kind = HA_OWN_ASK,
+			       .ask = HA_OWN_IMPLICIT,
 			       .window_ms = 3000,
 			       .gid = 4117},
 			  back;
-	char buf[BS_OWN_MSG_MAX];
-	int n = bs_own_msg_encode(&m, buf, sizeof(buf));
+	char buf[HA_OWN_MSG_MAX];
+	int n = ha_own_msg_encode(&m, buf, sizeof(buf));
 
 	CHECK(n > 0);
 	CHECK_MEM(buf, "ix-own-ask 1 implicit 3000 4117\n", (size_t)n);
-	CHECK_EQ(bs_own_msg_decode(buf, (size_t)n, &back), 0);
-	CHECK_EQ(back.kind, BS_OWN_ASK);
-	CHECK_EQ(back.ask, BS_OWN_IMPLICIT);
+	CHECK_EQ(ha_own_msg_decode(buf, (size_t)n, &back), 0);
+	CHECK_EQ(back.kind, HA_OWN_ASK);
+	CHECK_EQ(back.ask, HA_OWN_IMPLICIT);
 	CHECK_EQ(back.window_ms, 3000);
 	CHECK_EQ(back.gid, 4117);
-	m = (struct bs_own_msg){.kind = BS_OWN_FREE, .group = 3, .gid = 18446744073709551615ull};
-	n = bs_own_msg_encode(&m, buf, sizeof(buf));
+	m = (struct ha_own_msg){.kind = HA_OWN_FREE, .group = 3, .gid = 18446744073709551615ull};
+	n = ha_own_msg_encode(&m, buf, sizeof(buf));
 	CHECK_MEM(buf, "ix-own-free 1 3 18446744073709551615\n", (size_t)n);
-	CHECK_EQ(bs_own_msg_decode(buf, (size_t)n, &back), 0);
-	CHECK_EQ(back.kind, BS_OWN_FREE);
+	CHECK_EQ(ha_own_msg_decode(buf, (size_t)n, &back), 0);
+	CHECK_EQ(back.kind, HA_OWN_FREE);
 	CHECK_EQ(back.group, 3);
 	CHECK_EQ(back.gid, 18446744073709551615ull);
-	CHECK_EQ(bs_own_msg_decode("ix-own-ask 1 explicit 0 1\n", 26, &back), 0);
-	CHECK_EQ(back.ask, BS_OWN_EXPLICIT);
-	CHECK_EQ(bs_own_msg_decode("ix-own-ask 1 heal 0 7\n", 22, &back), 0);
-	CHECK_EQ(back.ask, BS_OWN_HEAL);
-	CHECK_EQ(bs_own_msg_encode(&back, buf, sizeof(buf)), 22);
+	CHECK_EQ(ha_own_msg_decode("ix-own-ask 1 explicit 0 1\n", 26, &back), 0);
+	CHECK_EQ(back.ask, HA_OWN_EXPLICIT);
+	CHECK_EQ(ha_own_msg_decode("ix-own-ask 1 heal 0 7\n", 22, &back), 0);
+	CHECK_EQ(back.ask, HA_OWN_HEAL);
+	CHECK_EQ(ha_own_msg_encode(&back, buf, sizeof(buf)), 22);
 	CHECK_MEM(buf, "ix-own-ask 1 heal 0 7\n", 22);
 	/* not messages of this protocol */
-	CHECK_EQ(bs_own_msg_decode("ix-own-ask 1 explicit 0 1", 25, &back), -EINVAL);
-	CHECK_EQ(bs_own_msg_decode("ix-own-ask 2 explicit 0 1\n", 26, &back), -EINVAL);
-	CHECK_EQ(bs_own_msg_decode("ix-own-ask 1 sometimes 0 1\n", 27, &back), -EINVAL);
-	CHECK_EQ(bs_own_msg_decode("ix-own-ask 1 explicit 0 1 2\n", 28, &back), -EINVAL);
-	CHECK_EQ(bs_own_msg_decode("ix-own-free 1 65536 1\n", 22, &back), -EINVAL);
-	CHECK_EQ(bs_own_msg_decode("ix-own-free 1  1\n", 17, &back), -EINVAL);
-	CHECK_EQ(bs_own_msg_decode("ix-lu-reset 1 0123\n", 19, &back), -EINVAL);
+	CHECK_EQ(ha_own_msg_decode("ix-own-ask 1 explicit 0 1", 25, &back), -EINVAL);
+	CHECK_EQ(ha_own_msg_decode("ix-own-ask 2 explicit 0 1\n", 26, &back), -EINVAL);
+	CHECK_EQ(ha_own_msg_decode("ix-own-ask 1 sometimes 0 1\n", 27, &back), -EINVAL);
+	CHECK_EQ(ha_own_msg_decode("ix-own-ask 1 explicit 0 1 2\n", 28, &back), -EINVAL);
+	CHECK_EQ(ha_own_msg_decode("ix-own-free 1 65536 1\n", 22, &back), -EINVAL);
+	CHECK_EQ(ha_own_msg_decode("ix-own-free 1  1\n", 17, &back), -EINVAL);
+	CHECK_EQ(ha_own_msg_decode("ix-lu-reset 1 0123\n", 19, &back), -EINVAL);
 	CHECK_EQ(back.kind, 0);
 	/* found by the fuzzer: a failed decode leaves nothing set; one spelling only */
-	CHECK_EQ(bs_own_msg_decode("ix-own-ask 1\0implicit 3000 4\n", 29, &back), -EINVAL);
+	CHECK_EQ(ha_own_msg_decode("ix-own-ask 1\0implicit 3000 4\n", 29, &back), -EINVAL);
 	CHECK_EQ(back.kind, 0);
-	CHECK_EQ(bs_own_msg_decode("ix-own-free 1 3 411 \n", 21, &back), -EINVAL);
+	CHECK_EQ(ha_own_msg_decode("ix-own-free 1 3 411 \n", 21, &back), -EINVAL);
 	CHECK_EQ(back.gid, 0);
 	m.kind = 0;
-	CHECK_EQ(bs_own_msg_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(ha_own_msg_encode(&m, buf, sizeof(buf)), -EINVAL);
 }
 
-static void test_replies_and_rule(void)
+static void test_replies(void)
 {
-	CHECK_EQ(bs_own_reply_kind("released", 8), BS_OWN_RELEASED);
-	CHECK_EQ(bs_own_reply_kind("refused", 7), BS_OWN_REFUSED);
-	CHECK_EQ(bs_own_reply_kind("refused I/O 200 ms ago", 22), BS_OWN_REFUSED);
-	CHECK_EQ(bs_own_reply_kind("refusedx", 8), BS_OWN_NOT_HOLDER);
-	CHECK_EQ(bs_own_reply_kind("standby", 7), BS_OWN_NOT_HOLDER);
-	CHECK_EQ(bs_own_reply_kind("", 0), BS_OWN_NOT_HOLDER);
-	CHECK_EQ(bs_own_reply_kind("releasedd", 9), BS_OWN_NOT_HOLDER);
-	/* explicit: always; implicit: idle for half the asker's window; heal: never */
-	CHECK(bs_own_may_hand_over(BS_OWN_EXPLICIT, 0, 3000));
-	CHECK(!bs_own_may_hand_over(BS_OWN_IMPLICIT, 0, 3000));
-	CHECK(!bs_own_may_hand_over(BS_OWN_IMPLICIT, 1499, 3000));
-	CHECK(bs_own_may_hand_over(BS_OWN_IMPLICIT, 1500, 3000));
-	CHECK(bs_own_may_hand_over(BS_OWN_IMPLICIT, 60000, 3000));
-	CHECK(!bs_own_may_hand_over(BS_OWN_HEAL, 60000, 3000));
+	CHECK_EQ(ha_own_reply_kind("released", 8), HA_OWN_RELEASED);
+	CHECK_EQ(ha_own_reply_kind("refused", 7), HA_OWN_REFUSED);
+	CHECK_EQ(ha_own_reply_kind("refused I/O 200 ms ago", 22), HA_OWN_REFUSED);
+	CHECK_EQ(ha_own_reply_kind("refusedx", 8), HA_OWN_NOT_HOLDER);
+	CHECK_EQ(ha_own_reply_kind("standby", 7), HA_OWN_NOT_HOLDER);
+	CHECK_EQ(ha_own_reply_kind("", 0), HA_OWN_NOT_HOLDER);
+	CHECK_EQ(ha_own_reply_kind("releasedd", 9), HA_OWN_NOT_HOLDER);
 }
 
 int main(void)
@@ -225,6 +218,6 @@ int main(void)
 	test_hand_written();
 	test_damaged();
 	test_msgs();
-	test_replies_and_rule();
+	test_replies();
 	return tap_done();
 }

@@ -1,5 +1,5 @@
 /* What gateways sharing an RBD image with the managed exclusive lock tell each other through
- * RADOS (bs_rbd_own.c): the owner record and the hand-over messages. Pure codecs, no
+ * RADOS (ha_own.c): the owner record and the hand-over messages. Pure codecs, no
  * librados: unit-tested and fuzzed (tests/fuzz/fuzz_own_rec.c).
  *
  * The owner record is the content of the object "ix.own.<image>" next to the image, written
@@ -18,68 +18,62 @@
  *
  * Messages are notify payloads on that object, one line each:
  *     ix-own-ask 1 explicit|implicit|heal <window_ms> <gid>   a gateway asks the holder to
- *                                                         hand over (see bs_rbd_own.c)
+ *                                                         hand over (see ha_own.c)
  *     ix-own-free 1 <group> <gid>                         the holder released the lock; the
  *                                                         gateway of <group> (0: none) takes it
  * and the watchers' acknowledgements carry one word: "released" (I held it and let it go),
  * "refused" plus a reason (I hold it and keep it), anything else (I do not hold it). */
-#ifndef IX_BACKEND_BS_OWN_REC_H
-#define IX_BACKEND_BS_OWN_REC_H
+#ifndef IX_HA_OWN_REC_H
+#define IX_HA_OWN_REC_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define BS_OWN_MAX_IDS	  16   /* groups, ports */
-#define BS_OWN_HOLDER_MAX 128  /* with its NUL */
-#define BS_OWN_REC_MAX	  1024 /* an encoded record fits */
-#define BS_OWN_MSG_MAX	  96   /* an encoded message fits */
+#define HA_OWN_MAX_IDS	  16   /* groups, ports */
+#define HA_OWN_HOLDER_MAX 128  /* with its NUL */
+#define HA_OWN_REC_MAX	  1024 /* an encoded record fits */
+#define HA_OWN_MSG_MAX	  96   /* an encoded message fits */
 
-struct bs_own_rec {
+struct ha_own_rec {
 	uint64_t gen;
 	uint64_t gid;
-	char holder[BS_OWN_HOLDER_MAX]; /* printable, no spaces, not empty */
+	char holder[HA_OWN_HOLDER_MAX]; /* printable, no spaces, not empty */
 	uint8_t ngroups, nports;
-	uint16_t groups[BS_OWN_MAX_IDS]; /* 1..65535 each */
-	uint16_t ports[BS_OWN_MAX_IDS];	 /* 1..65535 each */
+	uint16_t groups[HA_OWN_MAX_IDS]; /* 1..65535 each */
+	uint16_t ports[HA_OWN_MAX_IDS];	 /* 1..65535 each */
 };
 
 /* Encode into buf (len bytes): the length written, or -ENOSPC / -EINVAL (a field out of
  * range). */
-int bs_own_rec_encode(const struct bs_own_rec *r, char *buf, size_t len);
+int ha_own_rec_encode(const struct ha_own_rec *r, char *buf, size_t len);
 /* Decode len bytes: 0; -ENOENT for an empty object (no record yet); -EINVAL with a message
  * in err (the line at fault) for anything else that is not a record this encoder writes.
  * On failure *r is zeroed. */
-int bs_own_rec_decode(const void *buf, size_t len, struct bs_own_rec *r, char *err, size_t errlen);
+int ha_own_rec_decode(const void *buf, size_t len, struct ha_own_rec *r, char *err, size_t errlen);
 
-enum bs_own_msg_kind { BS_OWN_ASK = 1, BS_OWN_FREE = 2 };
+enum ha_own_msg_kind { HA_OWN_ASK = 1, HA_OWN_FREE = 2 };
 /* Why a gateway asks: SET TARGET PORT GROUPS on its path; I/O on its standby path; or to end
  * a split of a target's locks between gateways (only a holder that does not answer gives it
  * up: it is broken). */
-enum bs_own_ask { BS_OWN_EXPLICIT = 0, BS_OWN_IMPLICIT = 1, BS_OWN_HEAL = 2 };
-struct bs_own_msg {
-	enum bs_own_msg_kind kind;
-	uint8_t ask;	    /* ASK: enum bs_own_ask */
+enum ha_own_ask { HA_OWN_EXPLICIT = 0, HA_OWN_IMPLICIT = 1, HA_OWN_HEAL = 2 };
+struct ha_own_msg {
+	enum ha_own_msg_kind kind;
+	uint8_t ask;	    /* ASK: enum ha_own_ask */
 	uint32_t window_ms; /* ASK: for that long (implicit_failover_ms) */
 	uint16_t group;	    /* FREE: the group whose gateway is to take the lock, 0 none */
 	uint64_t gid;	    /* the sender's RADOS client id */
 };
 
 /* The length written, or -ENOSPC / -EINVAL. */
-int bs_own_msg_encode(const struct bs_own_msg *m, char *buf, size_t len);
+int ha_own_msg_encode(const struct ha_own_msg *m, char *buf, size_t len);
 /* 0 or -EINVAL (not a message of this protocol: it is acknowledged and ignored). */
-int bs_own_msg_decode(const void *buf, size_t len, struct bs_own_msg *m);
+int ha_own_msg_decode(const void *buf, size_t len, struct ha_own_msg *m);
 
 /* A watcher's answer to an ask. */
-enum bs_own_reply { BS_OWN_NOT_HOLDER = 0, BS_OWN_RELEASED, BS_OWN_REFUSED };
-enum bs_own_reply bs_own_reply_kind(const void *buf, size_t len);
+enum ha_own_reply { HA_OWN_NOT_HOLDER = 0, HA_OWN_RELEASED, HA_OWN_REFUSED };
+enum ha_own_reply ha_own_reply_kind(const void *buf, size_t len);
 
-/* May the holder hand the lock over when asked (ask: enum bs_own_ask)? Explicitly (SET
- * TARGET PORT GROUPS on the asker's path): yes. Implicitly (I/O on the asker's standby path
- * for window_ms): only if none of the target's LUs it holds had I/O through it for at least
- * half that window (idle_ms, known to within the lock check interval), i.e. the initiator
- * really moved; a multipath initiator that uses every path keeps its I/O flowing here too,
- * and is refused. To heal a split: never (a holder that answers keeps it). */
-bool bs_own_may_hand_over(int ask, uint64_t idle_ms, uint32_t window_ms);
+/* Whether the holder may hand the lock over: ha_policy_may_hand_over (ha_policy.h). */
 
 #endif
