@@ -66,6 +66,8 @@ IMAGES = ['own0', 'own1']  # LUN 0 and 1 of the target: the hand-over tests move
 HANDOVER_MS = 3000  # rbd.handover_timeout_ms
 IMPLICIT_MS = 2000  # alua.implicit_failover_ms, where a test turns it on
 REJOIN_S = 5  # rbd.rejoin_after_ms (the default): a fenced gateway rejoins this much later
+IMAGE_MIB = 64  # each image's size: the ledger's blocks stay inside it
+LU_BLOCKS = IMAGE_MIB * (1 << 20) // BS
 LEDGER_LBA = 4096
 PROBE_LBA = 2048  # writes expected to be refused go here, never over the ledger's blocks
 AO, ANO, STANDBY, UNAVAIL, TRANS = 0, 1, 2, 3, 0xf
@@ -309,9 +311,14 @@ class Ledger:
         self.mu = threading.Lock()
 
     def new_lba(self):
+        """The next 4 KiB block from LEDGER_LBA on, wrapping round at the LU's end: a writer
+        bounded by time writes as many blocks as the machine is fast, the LU stays the same
+        size (a block written again keeps the data last acknowledged there)."""
         with self.mu:
             lba = self.next
             self.next += 8
+            if self.next + 8 > LU_BLOCKS:
+                self.next = LEDGER_LBA
         return lba
 
     def good(self, lun, lba, data):
@@ -589,7 +596,7 @@ def test_split(tmp, conf, gws, cl):
 
 def scenario(cl, tmp):
     for img in IMAGES:
-        cl.create_image(img, '64M')
+        cl.create_image(img, '%dM' % IMAGE_MIB)
     gws, t0 = {}, time.monotonic()
     try:
         for t in (test_idle, test_three, test_handover, test_planned, test_implicit,
