@@ -369,7 +369,8 @@ fi
 # the same ix build as the interop tests.
 if [ "$RDMA" = 1 ]; then
 	rtests=()
-	for t in $(tests/rdma/run.sh --list); do
+	# the default list leaves out the throughput comparison iser-perf; --filter picks from all
+	for t in $(tests/rdma/run.sh "$([ -n "$FILTER" ] && echo --list-all || echo --list)"); do
 		if [ -z "$FILTER" ] || [[ $t == *$FILTER* ]]; then rtests+=("$t"); fi
 	done
 	if [ ${#rtests[@]} -gt 0 ]; then

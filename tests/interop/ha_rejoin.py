@@ -859,7 +859,7 @@ def phase_offline_pr(gws, tmp, cl):
         if s:
             s.close()
         rc = d.stop()
-        if ixceph.sanitizer_report(d.output()) or rc not in (0, None):
+        if ixtest.sanitizer_report(d.output()) or rc not in (0, None):
             report('FAIL', 'sanitizer-c', 'exit %s; see %s' % (rc, d.log_path))
 
 

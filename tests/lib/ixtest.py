@@ -27,21 +27,39 @@ import time
 import traceback
 
 
+# What ASan, LSan and UBSan print when they find something (tests/lib/sanitizer.sh has the
+# same pattern for the shell tests and tests/run.sh).
+SANITIZER = re.compile(r'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|'
+                       r'SUMMARY: (Address|Undefined|Leak)')
+
+
+def sanitizer_report(text):
+    """True when text (a daemon's log) has a sanitizer report."""
+    return SANITIZER.search(text) is not None
+
+
 class Reporter:
     """report(st, name, detail): one "PASS|FAIL|SKIP TEST.NAME detail" line per check, printed
-    and appended to $IX_RESULTS (tests/run.sh counts those lines); .failed counts the FAILs."""
+    and appended to $IX_RESULTS (tests/run.sh counts those lines); .failed counts the FAILs.
+    check(name, ok, detail) reports PASS or FAIL and returns ok."""
 
     def __init__(self, test):
         self.test = test
         self.failed = 0
 
     def __call__(self, st, name, detail=''):
-        line = '%s %s.%s %s' % (st, self.test, name, detail)
+        line = ('%s %s.%s %s' % (st, self.test, name, detail)).rstrip()
         print(line, flush=True)
         if os.environ.get('IX_RESULTS'):
             with open(os.environ['IX_RESULTS'], 'a') as f:
                 f.write(line + '\n')
         self.failed += st == 'FAIL'
+
+    report = __call__
+
+    def check(self, name, ok, detail=''):
+        self('PASS' if ok else 'FAIL', name, detail)
+        return ok
 
     def main(self, fn):
         """Exit with fn()'s status; an exception escaping fn is one FAIL line, named setup."""
@@ -53,19 +71,27 @@ class Reporter:
 
 
 class Daemon:
-    """An ix-target process of the test's own (for tests that restart it): started on cfg_path
-    with its output in OUT/log_name (tests/run.sh scans OUT/<test>.*.log for sanitizer
-    reports, so name it after the test). Waits until it prints "ix-target: ready"."""
+    """The tests' one ix-target process: started on cfg_path (with --testing when asked) with
+    its output in OUT/log_name (tests/run.sh scans OUT/<test>.*.log for sanitizer reports, so
+    name it after the test; append=True keeps earlier runs' lines, which output() skips).
+    Waits until it prints "ix-target: ready"; DaemonExited if it exits first.
+    tests/lib/ixdaemon.py writes the configuration and picks the ports for it."""
 
-    def __init__(self, cfg_path, log_name, build=None, out=None):
+    def __init__(self, cfg_path, log_name, build=None, out=None, testing=False, append=False,
+                 ready_timeout=30):
         root = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
         build = build or os.environ.get('IX_BUILD', os.path.join(root, 'build'))
         out = out or os.environ.get('IX_OUT', os.path.join(root, 'tests', 'out'))
+        os.makedirs(out, exist_ok=True)
         self.log_path = os.path.join(out, log_name)
-        self.log = open(self.log_path, 'w')
-        self.p = subprocess.Popen([os.path.join(build, 'tools', 'ix-target'), '-c', cfg_path],
+        self.log_start = os.path.getsize(self.log_path) \
+            if append and os.path.exists(self.log_path) else 0
+        self.log = open(self.log_path, 'a' if append else 'w')
+        self.p = subprocess.Popen([os.path.join(build, 'tools', 'ix-target'), '-c', cfg_path] +
+                                  (['--testing'] if testing else []),
                                   stdout=self.log, stderr=subprocess.STDOUT)
-        end = time.monotonic() + 30
+        self.pid = self.p.pid
+        end = time.monotonic() + ready_timeout
         while time.monotonic() < end:
             if 'ix-target: ready' in self.output():
                 return
@@ -76,23 +102,41 @@ class Daemon:
         self.p.kill()
         self.p.wait()
         self.log.close()
-        raise RuntimeError('ix-target not ready after 30 s')
+        raise RuntimeError('ix-target not ready after %d s' % ready_timeout)
 
     def output(self):
-        with open(self.log_path, errors='replace') as f:
-            return f.read()
+        """What this daemon printed (earlier runs' lines in the same file are skipped)."""
+        try:
+            with open(self.log_path, errors='replace') as f:
+                f.seek(self.log_start)
+                return f.read()
+        except OSError:
+            return ''
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def fds(self):
+        return len(os.listdir('/proc/%d/fd' % self.pid))
+
+    def rss_kb(self):
+        with open('/proc/%d/status' % self.pid) as f:
+            for line in f:
+                if line.startswith('VmRSS:'):
+                    return int(line.split()[1])
+        return 0
 
     def kill9(self):
         self.p.send_signal(signal.SIGKILL)
         self.p.wait(10)
         self.log.close()
 
-    def stop(self):
+    def stop(self, timeout=15):
         """SIGTERM; returns the exit status (None if it had to be killed)."""
         if self.p.poll() is None:
             self.p.send_signal(signal.SIGTERM)
             try:
-                self.p.wait(15)
+                self.p.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.p.kill()
                 self.p.wait()
