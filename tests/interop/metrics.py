@@ -37,13 +37,11 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+import ixdaemon  # noqa: E402
 import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
 
-if os.environ.get('IX_PEER', 'ix') != 'ix':
-    print('SKIP: the metrics endpoint is ix-target\'s own (peer is %s)' % os.environ['IX_PEER'],
-          file=sys.stderr)
-    sys.exit(77)
+ixdaemon.skip_unless_ix('the metrics endpoint')
 
 HOST = '127.0.0.1'
 BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))

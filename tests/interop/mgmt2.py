@@ -39,20 +39,18 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+import ixdaemon  # noqa: E402
 import ixiscsi as X  # noqa: E402
+import ixmgmt  # noqa: E402
 import ixtest  # noqa: E402
 
-if os.environ.get('IX_PEER', 'ix') != 'ix':
-    print('SKIP: the management API is ix-target\'s own (peer is %s)' % os.environ['IX_PEER'],
-          file=sys.stderr)
-    sys.exit(77)
+ixdaemon.skip_unless_ix('the management API')
 
 HOST = '127.0.0.1'
 BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
-CTL = os.path.join(BUILD, 'tools', 'ix-ctl')
+CTL, BENCH = ixmgmt.CTL, ixmgmt.BENCH
 T = 'iqn.2026-11.io.ix.test:mask'
 TG = 'iqn.2026-11.io.ix.test:ram-grow'
-BENCH = os.path.join(BUILD, 'tools', 'ix-bench')
 INI_A = 'iqn.2026-11.io.ix.test:mask-a'
 INI_B = 'iqn.2026-11.io.ix.test:mask-b'
 INI_C = 'iqn.2026-11.io.ix.test:mask-c'
@@ -67,30 +65,16 @@ class Env:
 E = Env()
 
 
-def ctl(*args, timeout=60):
-    p = subprocess.run([CTL, '-s', E.sock] + list(args), capture_output=True, text=True,
-                       timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
-
-
-def ctl_json(*args):
-    rc, out, err = ctl('--json', *args)
-    if rc != 0:
-        raise RuntimeError('ix-ctl %s: exit %d: %s' % (' '.join(args), rc, err.strip()))
-    return json.loads(out)
+ctl = ixmgmt.Ctl(lambda: E.sock)  # ctl(*args) -> (exit status, stdout, stderr)
+ctl_json = ctl.json
 
 
 def check(name, ok, detail):
-    R('PASS' if ok else 'FAIL', name, ' | '.join(x.strip() for x in detail.splitlines()))
-    return ok
+    return ixmgmt.check_lines(R, name, ok, detail)
 
 
 def sense_of(sense):
-    if len(sense) >= 4 and sense[0] & 0x7f in (0x72, 0x73):
-        return sense[1] & 0x0f, sense[2], sense[3]
-    if len(sense) >= 14:
-        return sense[2] & 0x0f, sense[12], sense[13]
-    return None
+    return X.sense3(sense)
 
 
 def session(ini):
@@ -319,22 +303,13 @@ def step_target_options():
 
 
 def bench(target, seconds, rng):
-    cmd = [BENCH, '-p', '%s:%d' % (HOST, E.port), '-T', target, '-l', '0', '-I', INI_A,
+    cmd = ['-p', '%s:%d' % (HOST, E.port), '-T', target, '-l', '0', '-I', INI_A,
            '--rw', 'randrw', '--bs', '4k', '-q', '8', '-t', '%ds' % seconds, '--verify',
            '--json', '--quiet', '--range', rng]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return ixmgmt.bench_start(cmd)
 
 
-def bench_result(p, timeout=120):
-    out, err = p.communicate(timeout=timeout)
-    try:
-        j = json.loads(out.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return False, 'exit %d, no JSON result: %s' % (p.returncode, err.strip()[-300:])
-    ios = j['read']['ios'] + j['write']['ios'] if 'read' in j else -1
-    ok = p.returncode == 0 and j['errors'] == 0 and j['miscompares'] == 0 and ios != 0
-    return ok, 'exit %d, %s I/Os, errors %d, miscompares %d, verified %d blocks' % (
-        p.returncode, ios, j['errors'], j['miscompares'], j['verified_blocks'])
+bench_result = ixmgmt.bench_result
 
 
 def step_ram_grow():

@@ -18,20 +18,11 @@ import struct
 import threading
 import time
 
+from ixiscsi import sense3  # noqa: F401 (fmt's, and the tests import it from here)
+
 AO, ANO, STANDBY, UNAVAIL, TRANS = 0, 1, 2, 3, 0xf
 NAMES = {AO: 'AO', ANO: 'ANO', STANDBY: 'standby', UNAVAIL: 'unavailable', TRANS: 'trans'}
 BS = 512
-
-
-def sense3(sense):
-    """(sense key, asc, ascq) of fixed or descriptor sense data, or None."""
-    if not sense or len(sense) < 4:
-        return None
-    if sense[0] & 0x7f in (0x72, 0x73):
-        return sense[1] & 0xf, sense[2], sense[3]
-    if len(sense) < 14:
-        return None
-    return sense[2] & 0xf, sense[12], sense[13]
 
 
 def fmt(st, sense):
@@ -214,7 +205,7 @@ class Ledger:
 
     def write_until_good(self, gw, secs, pause=0.25):
         """One new block written through gw until GOOD or secs: (seconds, {failure: count},
-        'GOOD' or None)."""
+        'GOOD' or 'no GOOD in N s')."""
         t0, seen = time.monotonic(), {}
         lba, data = self.new_lba(), os.urandom(4096)
         while time.monotonic() - t0 < secs:
@@ -224,7 +215,7 @@ class Ledger:
                 return time.monotonic() - t0, seen, 'GOOD'
             seen[fmt(st, sense)] = seen.get(fmt(st, sense), 0) + 1
             time.sleep(pause)
-        return time.monotonic() - t0, seen, None
+        return time.monotonic() - t0, seen, 'no GOOD in %.0f s' % secs
 
     def verify(self, gw):
         """Read every acknowledged block back through gw: (blocks, errors, miscompares)."""
