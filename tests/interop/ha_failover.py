@@ -36,19 +36,16 @@ import sys
 import time
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 import ixceph  # noqa: E402
-import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
-from ixceph import BUILD, OUT, rpc, run  # noqa: E402
-from ixha import AO, STANDBY, UNAVAIL, Initiator, Ledger, fmt, sense3, show  # noqa: E402
+from ixceph import BUILD, rpc, run  # noqa: E402
+import ixha  # noqa: E402
+from ixha import AO, BS, STANDBY, UNAVAIL, Ledger, fmt, sense3, show  # noqa: E402
 
 HOST = '127.0.0.1'
 IQN = 'iqn.2024-01.org.ix.test:failover'
 INITIATOR = 'iqn.2024-01.org.ix.test:failover-client'
-BS = 512
 IMPLICIT_MS = 3000
 BENCH_RANGE = 2 << 20
 LEDGER_LBA = (4 << 20) // BS  # the ledger's writes start above ix-bench's range
@@ -56,36 +53,25 @@ IMAGE_MIB = 64  # the image's size: the ledger's blocks stay inside it
 report = ixtest.Reporter('ha_failover')
 
 
-def check(name, ok, detail):
-    report('PASS' if ok else 'FAIL', name, detail)
-    return ok
+check = report.check
 
 
-class Gateway(Initiator):
+class Gateway(ixha.Gateway):
     """One ix-target: its port, management socket, ALUA group (= tpgt) and one session."""
 
     def __init__(self, tmp, conf, name, group, port=None):
-        self.name, self.group, self.tmp, self.conf = name, group, tmp, conf
-        self.port = port or ixtest.free_port()
-        self.sock = os.path.join(tmp, name + '.sock')
+        self.tmp, self.conf = tmp, conf
+        cfg = self.base(tmp, name, group, port, HOST)
         other = 3 - group
-        cfg = {'global': {'mgmt_socket': self.sock},
-               'portals': [{'name': 'p', 'address': HOST, 'port': self.port, 'tpgt': group}],
-               'targets': [{'name': IQN, 'luns': [
-                   {'lun': 0, 'backend': 'rbd', 'thin': True, 'naa_id': '0x6001405a0f0e0d0c',
-                    'serial': 'ixfailover',
-                    'rbd': {'pool': 'rbd', 'image': 'fo', 'conf': conf,
-                            'exclusive_lock': True, 'osd_op_timeout_s': 5}}],
-                   'alua': {'implicit_failover_ms': IMPLICIT_MS, 'groups': [
-                       {'id': group, 'state': 'standby', 'portals': ['p']},
-                       {'id': other, 'state': 'standby', 'relative_ports': [other]}]}}]}
-        path = os.path.join(tmp, name + '.json')
-        with open(path, 'w') as f:
-            json.dump(cfg, f)
-        self.d = ixtest.Daemon(path, 'ha_failover.ix-target-%s.log' % name, BUILD, OUT)
-        self.s = X.Session(HOST, self.port, initiator=INITIATOR, target=IQN, timeout=30)
-        self.s.login()
-        self.s.lun = 0
+        cfg['targets'] = [{'name': IQN, 'luns': [
+            {'lun': 0, 'backend': 'rbd', 'thin': True, 'naa_id': '0x6001405a0f0e0d0c',
+             'serial': 'ixfailover',
+             'rbd': {'pool': 'rbd', 'image': 'fo', 'conf': conf,
+                     'exclusive_lock': True, 'osd_op_timeout_s': 5}}],
+            'alua': {'implicit_failover_ms': IMPLICIT_MS, 'groups': [
+                {'id': group, 'state': 'standby', 'portals': ['p']},
+                {'id': other, 'state': 'standby', 'relative_ports': [other]}]}}]
+        self.launch('ha_failover', tmp, cfg, IQN, INITIATOR)
 
     def lock_state(self, want=None, secs=30):
         end = time.monotonic() + secs
@@ -98,8 +84,6 @@ class Gateway(Initiator):
                 return st
             time.sleep(0.2)
 
-    def sanitizer_check(self):
-        ixceph.check_sanitizer(report, self.d, self.name)
 
 
 def bench(gw, rw, seed):
@@ -191,10 +175,7 @@ def phase_explicit(tmp, conf, ledger, gws):
 
 def restart(gws, tmp, conf, name):
     old = gws[name]
-    old.close()
-    if old.d.p.poll() is None:
-        old.d.stop()
-    old.sanitizer_check()
+    old.shutdown(report)
     gws[name] = Gateway(tmp, conf, name, old.group, old.port)
     gws[name].lock_state()
     return gws[name]
@@ -281,11 +262,7 @@ def scenario(cl, tmp):
                'total %.0f s' % (ledger.acked, len(ledger.blocks), time.monotonic() - t0))
     finally:
         for g in gws.values():
-            g.close()
-            if g.d.p.poll() is None:
-                g.d.p.send_signal(signal.SIGCONT)
-                g.d.stop()
-            g.sanitizer_check()
+            g.shutdown(report)
 
 
 def main():

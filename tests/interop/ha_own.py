@@ -38,7 +38,6 @@ after each move: 0 errors, 0 miscompares.
 Skips (77) only when Ceph or ix-target is missing. Environment: IX_BUILD, IX_OUT, IX_RESULTS.
 """
 
-import json
 import os
 import signal
 import sys
@@ -46,14 +45,12 @@ import threading
 import time
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 import ixceph  # noqa: E402
-import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
-from ixceph import BUILD, OUT, rpc  # noqa: E402
-from ixha import AO, STANDBY, TRANS, UNAVAIL, Initiator, Ledger, fmt, sense3, show  # noqa: E402
+from ixceph import rpc  # noqa: E402
+import ixha  # noqa: E402
+from ixha import AO, STANDBY, TRANS, UNAVAIL, Ledger, fmt, sense3, show  # noqa: E402
 
 HOST = '127.0.0.1'
 IQN = 'iqn.2024-01.org.ix.test:own'
@@ -71,19 +68,16 @@ PROBE_LBA = 2048  # writes expected to be refused go here, never over the ledger
 report = ixtest.Reporter('ha_own')
 
 
-def check(name, ok, detail):
-    report('PASS' if ok else 'FAIL', name, detail)
-    return ok
+check = report.check
 
 
-class Gateway(Initiator):
+class Gateway(ixha.Gateway):
     """One ix-target: its portal (tpgt = group), management socket and one session."""
 
     def __init__(self, tmp, conf, name, group, groups, port=None, implicit_ms=0, nluns=2,
                  rejoin_ms=None):
-        self.name, self.group, self.tmp, self.conf = name, group, tmp, conf
-        self.port = port or ixtest.free_port()
-        self.sock = os.path.join(tmp, name + '.sock')
+        self.tmp, self.conf = tmp, conf
+        cfg = self.base(tmp, name, group, port, HOST)
         alua = [{'id': group, 'state': 'standby', 'portals': ['p']}]
         alua += [{'id': g, 'state': 'standby', 'relative_ports': [g]}
                  for g in groups if g != group]
@@ -96,18 +90,9 @@ class Gateway(Initiator):
             for lun in luns:
                 lun['rbd']['rejoin_after_ms'] = rejoin_ms
         self.nluns = nluns
-        cfg = {'global': {'mgmt_socket': self.sock},
-               'portals': [{'name': 'p', 'address': HOST, 'port': self.port, 'tpgt': group}],
-               'targets': [{'name': IQN, 'luns': luns,
-                            'alua': {'implicit_failover_ms': implicit_ms,
-                                     'groups': alua}}]}
-        path = os.path.join(tmp, name + '.json')
-        with open(path, 'w') as f:
-            json.dump(cfg, f)
-        self.d = ixtest.Daemon(path, 'ha_own.ix-target-%s.log' % name, BUILD, OUT)
-        self.s = X.Session(HOST, self.port, initiator=INITIATOR, target=IQN, timeout=30)
-        self.s.login()
-        self.s.lun = 0
+        cfg['targets'] = [{'name': IQN, 'luns': luns,
+                           'alua': {'implicit_failover_ms': implicit_ms, 'groups': alua}}]
+        self.launch('ha_own', tmp, cfg, IQN, INITIATOR)
 
     def lock(self, lun=0):
         r = rpc(self.sock, 'iscsi_break_rbd_lock', {'target': IQN, 'lun': lun, 'dry_run': True})
@@ -127,11 +112,7 @@ class Gateway(Initiator):
         return rpc(self.sock, 'iscsi_break_rbd_lock', {'target': IQN, 'lun': lun})
 
     def stop(self):
-        self.close()
-        if self.d.p.poll() is None:
-            self.d.p.send_signal(signal.SIGCONT)
-            self.d.stop()
-        ixceph.check_sanitizer(report, self.d, self.name)
+        self.shutdown(report)
 
 
 def test_idle(tmp, conf, gws):

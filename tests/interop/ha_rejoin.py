@@ -70,21 +70,20 @@ import sys
 import time
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 import ixceph  # noqa: E402
 import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
 from ixceph import BUILD, OUT, rpc, run  # noqa: E402
-from ixha import AO, STANDBY, UNAVAIL, Initiator, Ledger, fmt, parse_keys, sense3, show  # noqa: E402
+import ixha  # noqa: E402
+from ixha import (  # noqa: E402
+    AO, BS, STANDBY, UNAVAIL, Ledger, fmt, parse_keys, sense3, show)
 
 HOST = '127.0.0.1'
 IQN = 'iqn.2024-01.org.ix.test:rejoin'
 IQN_PLAIN = 'iqn.2024-01.org.ix.test:rejoin-plain'  # A only, no ALUA: LUN 0 with the lock, 1 without
 INITIATOR = 'iqn.2024-01.org.ix.test:rejoin-client'
 IMAGE, PLAIN, PLAIN2 = 'rj', 'rjplain', 'rjplain2'
-BS = 512
 IMPLICIT_MS = 3000
 REJOIN_MS = 2000
 HANDOVER_S = 5  # rbd.handover_timeout_ms's default: a holder that does not answer is broken
@@ -101,44 +100,32 @@ def log(msg):
     print('[ha_rejoin %s] %s' % (time.strftime('%H:%M:%S'), msg), file=sys.stderr, flush=True)
 
 
-def check(name, ok, detail):
-    report('PASS' if ok else 'FAIL', name, detail)
-    return ok
+check = report.check
 
 
-class Gateway(Initiator):
+class Gateway(ixha.Gateway):
     """One ix-target with one session kept for the whole test."""
 
     def __init__(self, tmp, conf, name, group, rejoin_ms, implicit_ms, plain=False):
-        self.name, self.group = name, group
-        self.port = ixtest.free_port()
-        self.sock = os.path.join(tmp, name + '.sock')
+        cfg = self.base(tmp, name, group, host=HOST)
         other = 3 - group
-        cfg = {'global': {'mgmt_socket': self.sock},
-               'portals': [{'name': 'p', 'address': HOST, 'port': self.port, 'tpgt': group}],
-               'targets': [{'name': IQN, 'luns': [
-                   {'lun': 0, 'backend': 'rbd', 'thin': True, 'pr_store': 'rados',
-                    'naa_id': '0x6001405a0f0e0d0d', 'serial': 'ixrejoin',
-                    'rbd': {'pool': 'rbd', 'image': IMAGE, 'conf': conf,
-                            'exclusive_lock': True, 'osd_op_timeout_s': 5,
-                            'connect_timeout_s': 3, 'rejoin_after_ms': rejoin_ms}}],
-                   'alua': {'implicit_failover_ms': implicit_ms, 'groups': [
-                       {'id': group, 'state': 'standby', 'portals': ['p']},
-                       {'id': other, 'state': 'standby', 'relative_ports': [other]}]}}]}
+        cfg['targets'] = [{'name': IQN, 'luns': [
+            {'lun': 0, 'backend': 'rbd', 'thin': True, 'pr_store': 'rados',
+             'naa_id': '0x6001405a0f0e0d0d', 'serial': 'ixrejoin',
+             'rbd': {'pool': 'rbd', 'image': IMAGE, 'conf': conf,
+                     'exclusive_lock': True, 'osd_op_timeout_s': 5,
+                     'connect_timeout_s': 3, 'rejoin_after_ms': rejoin_ms}}],
+            'alua': {'implicit_failover_ms': implicit_ms, 'groups': [
+                {'id': group, 'state': 'standby', 'portals': ['p']},
+                {'id': other, 'state': 'standby', 'relative_ports': [other]}]}}]
         if plain:  # the same cluster connection (same conf, client, timeouts): fenced together
             cfg['targets'].append({'name': IQN_PLAIN, 'luns': [
                 {'lun': n, 'backend': 'rbd',
                  'rbd': {'pool': 'rbd', 'image': img, 'conf': conf, 'osd_op_timeout_s': 5,
                          'connect_timeout_s': 3, 'rejoin_after_ms': rejoin_ms,
                          'exclusive_lock': n == 0}} for n, img in ((0, PLAIN), (1, PLAIN2))]})
-        path = os.path.join(tmp, name + '.json')
-        with open(path, 'w') as f:
-            json.dump(cfg, f)
-        self.d = ixtest.Daemon(path, 'ha_rejoin.ix-target-%s.log' % name, BUILD, OUT)
-        self.s = X.Session(HOST, self.port, initiator=INITIATOR, target=IQN, timeout=30,
-                           isid=bytes.fromhex('80000000d00%d' % group))
-        self.s.login()
-        self.s.lun = 0
+        self.launch('ha_rejoin', tmp, cfg, IQN, INITIATOR,
+                    isid=bytes.fromhex('80000000d00%d' % group))
         self.plain = None
         if plain:
             self.plain = X.Session(HOST, self.port, initiator=INITIATOR, target=IQN_PLAIN,
@@ -198,8 +185,6 @@ class Gateway(Initiator):
             except Exception:  # noqa: BLE001
                 pass
 
-    def sanitizer_check(self):
-        ixceph.check_sanitizer(report, self.d, self.name)
 
 
 def rj(st):
@@ -788,11 +773,7 @@ def scenario(cl, tmp):
                            gws['b'].rejoin().get('count'), time.monotonic() - t0))
     finally:
         for g in gws.values():
-            g.close()
-            if g.d.p.poll() is None:
-                g.d.p.send_signal(signal.SIGCONT)
-                g.d.stop()
-            g.sanitizer_check()
+            g.shutdown(report)
 
 
 def main():

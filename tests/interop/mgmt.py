@@ -36,24 +36,18 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
-LIB = os.path.join(ROOT, 'tests', 'lib')
-sys.path.insert(0, LIB)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 import ixdaemon  # noqa: E402
 import ixiscsi as X  # noqa: E402
 import ixmgmt  # noqa: E402
 import ixtest  # noqa: E402
+from ixmgmt import HOST  # noqa: E402
 
 ixdaemon.skip_unless_ix('the management API')
 
-HOST = '127.0.0.1'
-BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
-CTL, BENCH = ixmgmt.CTL, ixmgmt.BENCH
 T1 = 'iqn.2026-11.io.ix.test:mgmt-one'
 T2 = 'iqn.2026-11.io.ix.test:mgmt-two'
 T3 = 'iqn.2026-11.io.ix.test:mgmt-grow'
@@ -61,22 +55,8 @@ INI = 'iqn.2026-11.io.ix.test:mgmt-client'
 RAW = 'iqn.2026-11.io.ix.test:mgmt-raw'  # the raw sessions of step 3 (the bench is INI)
 CHAP_USER, CHAP_SECRET = 'mgmt-user', 'mgmt-secret-0123'
 PY = shutil.which('python3', path='/usr/bin:/bin') or sys.executable  # runnable as nobody
-R = ixtest.Reporter('mgmt')
-
-
-class Env:
-    pass
-
-
-E = Env()
-
-
-ctl = ixmgmt.Ctl(lambda: E.sock)  # ctl(*args) -> (exit status, stdout, stderr)
+R, E, ctl, check = ixmgmt.harness('mgmt')  # ctl(*args) -> (exit status, stdout, stderr)
 ctl_json = ctl.json
-
-
-def check(name, ok, detail):
-    return ixmgmt.check_lines(R, name, ok, detail)
 
 
 def raw(data, timeout=15, close_write=True):
@@ -277,15 +257,7 @@ def step_stats():
 # ---- 3. delete a target with a live session, another target busy ------------------------------
 
 def sendtargets(port):
-    s = X.Session(HOST, port, initiator=INI, timeout=5)
-    s.login(session_type='Discovery')
-    rsp = s.text([('SendTargets', 'All')])
-    data = rsp.data
-    while not rsp.flags & 0x80:
-        rsp = s.text([], ttt=rsp.ttt, itt=rsp.itt)
-        data += rsp.data
-    s.close()
-    return [v for k, v in X.decode_keys(data) if k == 'TargetName']
+    return X.send_targets(HOST, port, INI)
 
 
 def find_session(target, initiator=INI):
@@ -655,38 +627,29 @@ def step_save_restart():
     check('restarted-serves', ok, why)
 
 
-def main():
-    for tool in (CTL, BENCH):
-        if not os.access(tool, os.X_OK):
-            R('FAIL', 'setup', '%s not built' % tool)
-            return 1
-    E.dir = tempfile.mkdtemp(prefix='ix-mgmt-')
+def setup():
     os.chmod(E.dir, 0o711)  # nobody reaches the socket (step 4); the socket's mode decides
     E.sock = os.path.join(E.dir, 'run', 'ix-target.sock')
-    E.cfg = os.path.join(E.dir, 'ix-target.json')
-    E.port = ixtest.free_port()
     E.port2 = ixtest.free_port()
     while E.port2 == E.port:
         E.port2 = ixtest.free_port()
     write_config(E.cfg, E.port, E.sock)
-    E.d = ixtest.Daemon(E.cfg, 'mgmt.daemon.log')
-    try:
-        step_create()
-        step_initiators()
-        step_stats()
-        busy = bench(T2, 0, 30, E.port)
-        step_sessions()
-        step_delete_live()
-        step_bad_input()
-        ok, why = bench_result(busy)
-        check('other-target-undisturbed', ok, 'ix-bench --verify on %s throughout: %s' % (
-            T2, why))
-        step_resize()
-        step_save_restart()
-    finally:
-        E.d.stop()
-        shutil.rmtree(E.dir, ignore_errors=True)
-    return 1 if R.failed else 0
+
+
+def step_busy_other():
+    """Sessions, a target deleted and bad input while ix-bench --verify runs on another."""
+    busy = bench(T2, 0, 30, E.port)
+    for step in (step_sessions, step_delete_live, step_bad_input):
+        step()
+    ok, why = bench_result(busy)
+    check('other-target-undisturbed', ok, 'ix-bench --verify on %s throughout: %s' % (
+        T2, why))
+
+
+def main():
+    return ixmgmt.main(R, E, 'mgmt', setup, (
+        step_create, step_initiators, step_stats, step_busy_other, step_resize,
+        step_save_restart))
 
 
 if __name__ == '__main__':

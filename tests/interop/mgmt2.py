@@ -33,44 +33,22 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 import ixdaemon  # noqa: E402
 import ixiscsi as X  # noqa: E402
 import ixmgmt  # noqa: E402
 import ixtest  # noqa: E402
+from ixmgmt import HOST  # noqa: E402
 
 ixdaemon.skip_unless_ix('the management API')
 
-HOST = '127.0.0.1'
-BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
-CTL, BENCH = ixmgmt.CTL, ixmgmt.BENCH
-T = 'iqn.2026-11.io.ix.test:mask'
-TG = 'iqn.2026-11.io.ix.test:ram-grow'
-INI_A = 'iqn.2026-11.io.ix.test:mask-a'
-INI_B = 'iqn.2026-11.io.ix.test:mask-b'
-INI_C = 'iqn.2026-11.io.ix.test:mask-c'
+T, TG = 'iqn.2026-11.io.ix.test:mask', 'iqn.2026-11.io.ix.test:ram-grow'
+INI_A, INI_B, INI_C = ('iqn.2026-11.io.ix.test:mask-' + c for c in 'abc')
 MIB = 1 << 20
-R = ixtest.Reporter('mgmt2')
-
-
-class Env:
-    pass
-
-
-E = Env()
-
-
-ctl = ixmgmt.Ctl(lambda: E.sock)  # ctl(*args) -> (exit status, stdout, stderr)
+R, E, ctl, check = ixmgmt.harness('mgmt2')  # ctl(*args) -> (exit status, stdout, stderr)
 ctl_json = ctl.json
-
-
-def check(name, ok, detail):
-    return ixmgmt.check_lines(R, name, ok, detail)
 
 
 def sense_of(sense):
@@ -358,34 +336,21 @@ def step_save_restart():
               'identical' if before == after else 'differs', luns, c0, bits))
 
 
-def main():
-    for tool in (CTL, BENCH):
-        if not os.access(tool, os.X_OK):
-            R('FAIL', 'setup', '%s not built' % tool)
-            return 1
-    E.dir = tempfile.mkdtemp(prefix='ix-mgmt2-')
+def setup():
     E.sock = os.path.join(E.dir, 'ix-target.sock')
-    E.cfg = os.path.join(E.dir, 'ix-target.json')
-    E.port = ixtest.free_port()
     with open(E.cfg, 'w') as f:
         json.dump({'global': {'mgmt_socket': E.sock, 'threads': 2},
                    'portals': [{'name': 'base', 'address': HOST, 'port': E.port}]}, f)
-    E.d = ixtest.Daemon(E.cfg, 'mgmt2.daemon.log')
-    try:
-        ixtest.wait_port(HOST, E.port, 10)
-        step_create()
-        step_iscsi_ls()
-        step_raw()
-        step_bad()
-        step_live()
-        step_lun_options()
-        step_target_options()
-        step_ram_grow()
-        step_save_restart()
-    finally:
-        E.d.stop()
-        shutil.rmtree(E.dir, ignore_errors=True)
-    return 1 if R.failed else 0
+
+
+def step_wait_port():
+    ixtest.wait_port(HOST, E.port, 10)
+
+
+def main():
+    return ixmgmt.main(R, E, 'mgmt2', setup, (
+        step_wait_port, step_create, step_iscsi_ls, step_raw, step_bad, step_live,
+        step_lun_options, step_target_options, step_ram_grow, step_save_restart))
 
 
 if __name__ == '__main__':

@@ -35,10 +35,8 @@ HOST = os.environ.get('IX_HOST', '127.0.0.1')
 IQN = 'iqn.2024-01.org.ix.test:pr-aptpl'
 INIT_A = 'iqn.2024-01.org.ix.test:pr-a'
 INIT_B = 'iqn.2024-01.org.ix.test:pr-b'
-ISID_A = bytes.fromhex('80000000a001')
-ISID_B = bytes.fromhex('80000000b002')
-KEY_A = 0x1111222233334444
-KEY_B = 0x5555666677778888
+ISID_A, ISID_B = bytes.fromhex('80000000a001'), bytes.fromhex('80000000b002')
+KEY_A, KEY_B = 0x1111222233334444, 0x5555666677778888
 report = ixtest.Reporter('pr_aptpl')
 
 

@@ -30,15 +30,11 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-LIB = os.path.join(HERE, '..', 'lib')
-sys.path.insert(0, LIB)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
 
-if 'PEER_PORT' not in os.environ:
-    os.execvp('bash', ['bash', os.path.join(LIB, 'with-peer.sh'), 'reload', '300',
-                       sys.executable, os.path.abspath(__file__)] + sys.argv[1:])
+ixtest.with_peer('reload', 300)
 
 if os.environ.get('PEER_KIND') != 'ix' or not os.environ.get('PEER_CONFIG'):
     print('SKIP: config reload is an ix-target feature (peer is %s)' %
@@ -78,15 +74,7 @@ def alive():
 
 
 def listed():
-    s = X.Session(HOST, PORT, initiator=INITIATOR, timeout=5)
-    s.login(session_type='Discovery')
-    rsp = s.text([('SendTargets', 'All')])
-    data = rsp.data
-    while not rsp.flags & 0x80:
-        rsp = s.text([], ttt=rsp.ttt, itt=rsp.itt)
-        data += rsp.data
-    s.close()
-    return [v for k, v in X.decode_keys(data) if k == 'TargetName']
+    return X.send_targets(HOST, PORT, INITIATOR)
 
 
 def wait_for(pred, secs=10):

@@ -188,12 +188,7 @@ def rpc(sock, method, params, timeout=60):
     return json.loads(buf)
 
 
-def check_sanitizer(report, daemon, what):
-    """A FAIL 'sanitizer-WHAT' ('sanitizer' for an empty WHAT) when the daemon's log has a
-    sanitizer report."""
-    if daemon and ixtest.sanitizer_report(daemon.output()):
-        report('FAIL', 'sanitizer-' + what if what else 'sanitizer',
-               'sanitizer report in ' + daemon.log_path)
+check_sanitizer = ixtest.check_sanitizer
 
 
 def step(report, name, fn, *args):

@@ -9,15 +9,21 @@ ledger of acknowledged writes the gateway tests read back after every move.
                                                           PERSISTENT RESERVE OUT / IN
   Initiator                                               a mixin: those commands, READ(16)
                                                           and WRITE(16) on self.s (a session)
+  Gateway                                                 an Initiator with its own daemon:
+                                                          launch() and shutdown()
   Ledger(lu_blocks)                                       (LUN, LBA) -> the data acknowledged
 """
 
+import json
 import os
 import random
+import signal
 import struct
 import threading
 import time
 
+import ixiscsi as X
+import ixtest
 from ixiscsi import sense3  # noqa: F401 (fmt's, and the tests import it from here)
 
 AO, ANO, STANDBY, UNAVAIL, TRANS = 0, 1, 2, 3, 0xf
@@ -156,6 +162,42 @@ class Initiator:
             self.s.close()
         except Exception:  # noqa: BLE001
             pass
+
+
+class Gateway(Initiator):
+    """A test's ix-target gateway (self.name, self.port): the daemon self.d on a configuration
+    of the test's own, and one session self.s to it."""
+
+    def base(self, tmp, name, group, port=None, host='127.0.0.1'):
+        """Names the gateway, picks its port (a free one unless given) and management socket
+        (self.sock in tmp): the configuration's global section and its one portal 'p', whose
+        tpgt is the gateway's ALUA group; the caller adds the targets."""
+        self.name, self.group = name, group
+        self.port = port or ixtest.free_port()
+        self.sock = os.path.join(tmp, name + '.sock')
+        return {'global': {'mgmt_socket': self.sock},
+                'portals': [{'name': 'p', 'address': host, 'port': self.port, 'tpgt': group}]}
+
+    def launch(self, test, tmp, cfg, target, initiator, host='127.0.0.1', **session_kw):
+        """cfg written to TMP/NAME.json, the daemon started on it (its log
+        TEST.ix-target-NAME.log), a session to target logged in."""
+        path = os.path.join(tmp, self.name + '.json')
+        with open(path, 'w') as f:
+            json.dump(cfg, f)
+        self.d = ixtest.Daemon(path, '%s.ix-target-%s.log' % (test, self.name))
+        self.s = X.Session(host, self.port, initiator=initiator, target=target, timeout=30,
+                           **session_kw)
+        self.s.login()
+        self.s.lun = 0
+
+    def shutdown(self, report):
+        """The session closed, the daemon stopped (continued first if it was stopped), its log
+        checked for sanitizer reports."""
+        self.close()
+        if self.d.p.poll() is None:
+            self.d.p.send_signal(signal.SIGCONT)
+            self.d.stop()
+        ixtest.check_sanitizer(report, self.d, self.name)
 
 
 class Ledger:

@@ -744,3 +744,16 @@ class Session:
         if rsp.opcode != OP_LOGOUT_RSP:
             raise ProtocolError('logout answered with ' + rsp.describe())
         return rsp.u8(2)
+
+
+def send_targets(host, port, initiator, timeout=5):
+    """The target names a discovery session's SendTargets=All lists."""
+    s = Session(host, port, initiator=initiator, timeout=timeout)
+    s.login(session_type='Discovery')
+    rsp = s.text([('SendTargets', 'All')])
+    data = rsp.data
+    while not rsp.flags & 0x80:
+        rsp = s.text([], ttt=rsp.ttt, itt=rsp.itt)
+        data += rsp.data
+    s.close()
+    return [v for k, v in decode_keys(data) if k == 'TargetName']

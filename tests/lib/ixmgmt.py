@@ -6,16 +6,28 @@ verified ix-bench run in the background, and checks whose detail spans lines.
   p = bench_start(cmd)           ix-bench (--json --quiet among cmd) in the background;
   ok, detail = bench_result(p)   exit 0, 0 errors, 0 miscompares and some I/O
   check_lines(report, name, ok, detail)
+  main(R, E, 'mgmt', setup, steps)   a management test's main(): see there
+  R, E, ctl, check = harness('mgmt')   the four of a management test: its Reporter, a
+                                 namespace for its state (E.sock: the daemon's socket), ix-ctl
+                                 on E.sock, and check_lines on R
 """
 
 import json
 import os
+import shutil
 import subprocess
+import sys
+import tempfile
+import types
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ixtest  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..'))
 BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
 CTL = os.path.join(BUILD, 'tools', 'ix-ctl')
 BENCH = os.path.join(BUILD, 'tools', 'ix-bench')
+HOST = '127.0.0.1'
 
 
 class Ctl:
@@ -59,3 +71,33 @@ def bench_result(p, timeout=120, with_result=False):
     return ok, 'exit %d, %s I/Os, errors %d, miscompares %d, verified %d blocks%s' % (
         p.returncode, ios, j['errors'], j['miscompares'], j['verified_blocks'],
         ', %s' % j['result'] if with_result else '')
+
+
+def harness(test):
+    """(Reporter, state namespace, Ctl on its .sock, check) of a management test."""
+    report, env = ixtest.Reporter(test), types.SimpleNamespace()
+    return (report, env, Ctl(lambda: env.sock),
+            lambda name, ok, detail: check_lines(report, name, ok, detail))
+
+
+def main(report, env, test, setup, steps):
+    """A management test's main(): ix-ctl and ix-bench built, a temporary directory env.dir,
+    env.cfg and env.port (a free one) for setup() to write the configuration with (it sets
+    env.sock), the daemon env.d on it, each of steps in turn, then the daemon stopped and
+    env.dir removed."""
+    for tool in (CTL, BENCH):
+        if not os.access(tool, os.X_OK):
+            report('FAIL', 'setup', '%s not built' % tool)
+            return 1
+    env.dir = tempfile.mkdtemp(prefix='ix-%s-' % test)
+    env.cfg = os.path.join(env.dir, 'ix-target.json')
+    env.port = ixtest.free_port()
+    setup()
+    env.d = ixtest.Daemon(env.cfg, '%s.daemon.log' % test)
+    try:
+        for step in steps:
+            step()
+    finally:
+        env.d.stop()
+        shutil.rmtree(env.dir, ignore_errors=True)
+    return 1 if report.failed else 0

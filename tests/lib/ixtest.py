@@ -38,6 +38,14 @@ def sanitizer_report(text):
     return SANITIZER.search(text) is not None
 
 
+def check_sanitizer(report, daemon, what):
+    """A FAIL 'sanitizer-WHAT' ('sanitizer' for an empty WHAT) when the daemon's log has a
+    sanitizer report."""
+    if daemon and sanitizer_report(daemon.output()):
+        report('FAIL', 'sanitizer-' + what if what else 'sanitizer',
+               'sanitizer report in ' + daemon.log_path)
+
+
 class Reporter:
     """report(st, name, detail): one "PASS|FAIL|SKIP TEST.NAME detail" line per check, printed
     and appended to $IX_RESULTS (tests/run.sh counts those lines); .failed counts the FAILs.
@@ -153,6 +161,16 @@ class DaemonExited(RuntimeError):
         super().__init__('ix-target exited with %d before it was ready' % status)
         self.status = status
         self.output = output
+
+
+def with_peer(test, secs):
+    """Run the calling script again under tests/lib/with-peer.sh (it starts the peer, IX_PEER
+    ix or tgt, exports PEER_PORT, PEER_IQN, ... and stops it after at most secs), unless that
+    is where it runs already."""
+    if 'PEER_PORT' not in os.environ:
+        lib = os.path.dirname(os.path.abspath(__file__))
+        os.execvp('bash', ['bash', os.path.join(lib, 'with-peer.sh'), test, str(secs),
+                           sys.executable, os.path.abspath(sys.argv[0])] + sys.argv[1:])
 
 
 def free_port():
