@@ -1,11 +1,13 @@
 #!/bin/bash
 # The whole test suite: installs missing Debian packages, builds a normal and an ASan+UBSan
 # tree, runs the unit tests in both, checks that the tree builds with clang, then every interop
-# test (tests/interop/*.sh and *.py) against the real ix-target daemon from the sanitizer build,
-# then the RDMA tier (tests/rdma/: a QEMU guest with Debian's kernel running the Linux
-# initiator, Soft-RoCE, LIO and tgt against the same build). Ends with one line
-# "N passed, N failed, N skipped" and exits non-zero if anything failed. Logs: tests/out/ (the
-# RDMA tier's: tests/out/rdma/).
+# test (tests/interop/*.sh and *.py) against the real ix-target daemon from the sanitizer build
+# (those with a Ceph cluster of their own last, IX_CEPH_JOBS at a time, default 2), then the
+# set-up tier and the RDMA tier (tests/rdma/: a QEMU guest with Debian's kernel running the
+# Linux initiator, Soft-RoCE, LIO and tgt against the same build). Prints the time each tier
+# took, then ends with one line "N passed, N failed, N skipped" and exits non-zero if anything
+# failed. Logs: tests/out/ (the RDMA tier's: tests/out/rdma/). Long forms (the 5-minute soak,
+# iser-perf): docs/testing.md, "The suite's time, and the long forms".
 #
 #   tests/run.sh [--quick | --fresh] [--filter PATTERN] [--peer ix|tgt] [--rdma | --no-rdma]
 #     --quick    no ASan build (interop tests use the normal build), no clang build, no RDMA tier
@@ -37,7 +39,7 @@ while [ $# -gt 0 ]; do
 	--rdma) RDMA=1 ;;
 	--no-rdma) RDMA=0 ;;
 	--no-setup) SETUP=0 ;;
-	-h|--help) sed -n 2,18p "$0"; exit 0 ;;
+	-h|--help) sed -n 2,20p "$0"; exit 0 ;;
 	*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift

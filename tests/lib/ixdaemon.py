@@ -109,3 +109,12 @@ class Daemon:
         except OSError:
             pass
         return problems
+
+
+def finish(results, d):
+    """The end of a test on a Daemon d: the check daemon-alive, a FAIL 'shutdown' for each
+    problem its stop found, and the exit status (1 when a check failed)."""
+    results.check('daemon-alive', d.alive(), 'pid %s' % d.pid)
+    for p in d.stop():
+        results.report('FAIL', 'shutdown', p)
+    sys.exit(1 if results.failed else 0)

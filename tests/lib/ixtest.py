@@ -224,6 +224,25 @@ LUN_ATTRS = {'thin': ('thin', True), 'readonly': ('readonly', True),
              'removable': ('removable', True), 'nomedium': ('no_medium', True)}
 
 
+def lun_attrs(lun, attrs, spec, size_key):
+    """lun with the attributes of a --lun spec (ATTR,ATTR...) set; size= goes to size_key
+    (None: ignored). Returns lun."""
+    for attr in filter(None, attrs.split(',')):
+        if attr.startswith('size='):
+            if size_key:
+                lun[size_key] = '%sM' % attr[5:]
+        elif attr.startswith('phys='):
+            lun['physical_block_size'] = int(attr[5:])
+        elif attr.startswith('sanitize_rate='):
+            lun['sanitize_rate'] = attr[len('sanitize_rate='):]
+        elif attr in LUN_ATTRS:
+            key, val = LUN_ATTRS[attr]
+            lun[key] = val
+        else:
+            raise SystemExit('unknown LUN attribute %r in %r' % (attr, spec))
+    return lun
+
+
 def lun_entries(a):
     """The LUNs of --lun specs, numbered from 0 in order; one RAM LUN by default."""
     if a.rbd:  # one RBD image per LUN role: PREFIX-ROLE
@@ -236,19 +255,8 @@ def lun_entries(a):
                    'rbd': {'pool': pool, 'image': '%s-%s' % (prefix, role), 'conf': conf}}
             if a.rbd_timeout:
                 lun['rbd']['osd_op_timeout_s'] = a.rbd_timeout
-            for attr in filter(None, attrs.split(',')):
-                if attr.startswith('size='):
-                    pass  # the image's size (the caller created it so)
-                elif attr.startswith('phys='):
-                    lun['physical_block_size'] = int(attr[5:])
-                elif attr.startswith('sanitize_rate='):
-                    lun['sanitize_rate'] = attr[len('sanitize_rate='):]
-                elif attr in LUN_ATTRS:
-                    key, val = LUN_ATTRS[attr]
-                    lun[key] = val
-                else:
-                    raise SystemExit('unknown LUN attribute %r in %r' % (attr, spec))
-            luns.append(lun)
+            # size=: the image's size (the caller created it so)
+            luns.append(lun_attrs(lun, attrs, spec, None))
         return luns
     if not a.lun:  # one LUN: RAM, or a file or block device at --path
         lun = {'lun': 0, 'backend': a.backend}
@@ -267,19 +275,7 @@ def lun_entries(a):
     for n, spec in enumerate(a.lun):
         attrs = spec.split(':', 1)[1] if ':' in spec else ''
         lun = {'lun': n, 'backend': 'ram', 'size': '%dM' % a.size}
-        for attr in filter(None, attrs.split(',')):
-            if attr.startswith('size='):
-                lun['size'] = '%sM' % attr[5:]
-            elif attr.startswith('phys='):
-                lun['physical_block_size'] = int(attr[5:])
-            elif attr.startswith('sanitize_rate='):
-                lun['sanitize_rate'] = attr[len('sanitize_rate='):]
-            elif attr in LUN_ATTRS:
-                key, val = LUN_ATTRS[attr]
-                lun[key] = val
-            else:
-                raise SystemExit('unknown LUN attribute %r in %r' % (attr, spec))
-        luns.append(lun)
+        luns.append(lun_attrs(lun, attrs, spec, 'size'))
     return luns
 
 
