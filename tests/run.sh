@@ -51,9 +51,9 @@ PASS=0 FAIL=0 SKIP=0
 FAILED_NAMES=()
 . tests/lib/sanitizer.sh
 # The time each tier took, printed at the end (before the totals line, which stays the last).
-TIERS=() # "name seconds"
+declare -A TIER_SECS
 tier_time() { # NAME START
-	TIERS+=("$1 $((SECONDS - $2))")
+	TIER_SECS[$1]=$((SECONDS - $2))
 }
 tier_start=$SECONDS
 
@@ -392,8 +392,15 @@ else
 fi
 
 [ ${#FAILED_NAMES[@]} -gt 0 ] && echo "failed: ${FAILED_NAMES[*]}"
-total=0
-for t in "${TIERS[@]}"; do total=$((total + ${t#* })); done
-echo "time per tier: $(printf '%s s, ' "${TIERS[@]}" | sed 's/, $//'); total $((total / 60)) min $((total % 60)) s"
+times=() total=0
+for t in deps unit fuzz clang interop ceph setup rdma; do
+	if [ -n "${TIER_SECS[$t]:-}" ]; then
+		times+=("$t ${TIER_SECS[$t]} s")
+		total=$((total + TIER_SECS[$t]))
+	else
+		times+=("$t -")
+	fi
+done
+echo "time per tier: $(printf '%s, ' "${times[@]}")total $((total / 60)) min $((total % 60)) s"
 echo "$PASS passed, $FAIL failed, $SKIP skipped"
 [ "$FAIL" -eq 0 ]
