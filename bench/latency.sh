@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
 	*) ARGS+=("$1"); shift ;;
 	esac
 done
-./scripts/deps.sh >&2
+./scripts/deps.sh --test >&2
 if [ -z "$OLD_REF" ]; then
 	POLL=$(git log -1 --format=%H -i --grep='adaptive poll' -- src/event/loop.c)
 	[ -n "$POLL" ] || { echo "latency.sh: no poll-window commit found; pass --old-ref" >&2; exit 2; }

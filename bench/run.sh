@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # --luns ...rbd... needs the Ceph packages and tgt's bs_rbd as well
-case " $* " in *rbd*) ./scripts/deps.sh --ceph >&2 ;; *) ./scripts/deps.sh >&2 ;; esac
+case " $* " in *rbd*) ./scripts/deps.sh --test --ceph >&2 ;; *) ./scripts/deps.sh --test >&2 ;; esac
 BUILD=${IX_BENCH_BUILD:-build-release}
 if [ ! -d "$BUILD" ]; then
 	meson setup "$BUILD" --buildtype=release >&2

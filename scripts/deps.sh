@@ -1,35 +1,46 @@
 #!/bin/bash
-# Install every Debian package the ix build and tests need, if missing. Idempotent: runs
-# `apt-get update` only when something has to be installed. Needs root (or sudo) to install.
-# With --rdma, also the packages of the RDMA tier (tests/rdma/), which tests/run.sh asks for
-# when it runs that tier; with --fresh, those of the clean-room check (tests/fresh.sh); with
-# --package, those of the Debian package check (tests/package.sh); with --ceph, the
-# single-node Ceph cluster of the RBD tests and benchmarks (tests/ceph/cluster.sh) and tgt's
-# RBD backing store (bench/). Options combine.
+# Install the Debian packages ix needs, if missing. Idempotent: runs `apt-get update` only when
+# something has to be installed. Needs root (or sudo) to install.
+# Without options: what building and running the target needs (the README's first command,
+# scripts/start-target.sh). With --test, also the tests' peers and tools (libiscsi, QEMU, tgt,
+# Prometheus, clang for the clang build and the fuzzers, ...) and the benchmarks' (bench/:
+# iperf3, valgrind, istgt), which tests/run.sh asks for; with --rdma, the packages of the RDMA
+# tier (tests/rdma/), which tests/run.sh asks for when it runs that tier; with --fresh, those
+# of the clean-room check (tests/fresh.sh); with --package, those of the Debian package check
+# (tests/package.sh); with --ceph, the single-node Ceph cluster of the RBD tests and
+# benchmarks (tests/ceph/cluster.sh) and tgt's RBD backing store (bench/). Options combine.
 set -euo pipefail
 
 PKGS=(
-	# build
-	meson ninja-build pkg-config gcc clang libclang-rt-14-dev
+	# build and run: the compiler, meson, and the libraries ix-target links
+	meson ninja-build pkg-config gcc python3
 	libisal-dev libssl-dev liburing-dev libjansson-dev libfuse3-dev libibverbs-dev librdmacm-dev
 	librbd-dev librados-dev # the rbd backend (src/backend/bs_rbd.c)
-	# tests: libiscsi tools + iscsi-test-cu, QEMU iscsi:// block driver, tgt as reference peer
-	libiscsi-bin qemu-utils qemu-block-extra tgt python3
-	# tests/interop/metrics.py: a real Prometheus server scrapes the metrics endpoint; promtool
-	prometheus
-	# ixadm attach (FUSE) and its loop/mkfs/mount acceptance test
-	fuse3 e2fsprogs
-	# tests/run.sh and the interop scripts use these
-	coreutils procps iproute2 mount # mount: losetup, for block-device LUNs
-	# bench/run.sh: the loopback TCP ceiling; bench/insn.py: instructions per I/O;
-	# bench/latency.py: istgt as a second peer
-	iperf3 valgrind istgt
 )
 for opt in "$@"; do
 	case $opt in
+	--test)
+		PKGS+=(
+			# tests/run.sh: the clang build and the fuzzers (libFuzzer, sanitizers)
+			clang libclang-rt-14-dev
+			# libiscsi tools + iscsi-test-cu, QEMU iscsi:// block driver, tgt as reference peer
+			libiscsi-bin qemu-utils qemu-block-extra tgt
+			# tests/interop/metrics.py: a real Prometheus server scrapes the metrics
+			# endpoint; promtool
+			prometheus
+			# ixadm attach (FUSE) and its loop/mkfs/mount acceptance test
+			fuse3 e2fsprogs
+			# tests/run.sh and the interop scripts use these
+			coreutils procps iproute2 mount # mount: losetup, for block-device LUNs
+			# bench/run.sh: the loopback TCP ceiling; bench/insn.py: instructions per I/O;
+			# bench/latency.py: istgt as a second peer
+			iperf3 valgrind istgt
+		)
+		;;
 	--fresh)
-		# tests/fresh.sh, the clean-room check: builds a minimal Debian root, copies HEAD in
-		PKGS+=(mmdebstrap git tar)
+		# tests/fresh.sh, the clean-room check: builds a minimal Debian root, copies HEAD in,
+		# and lists the target the root serves with the host's iscsi-ls
+		PKGS+=(mmdebstrap git tar libiscsi-bin)
 		;;
 	--package)
 		# tests/package.sh: build the Debian package (debian/control's Build-Depends are the
@@ -58,7 +69,7 @@ for opt in "$@"; do
 		)
 		;;
 	*)
-		echo "deps: unknown option $opt (known: --rdma, --fresh, --package, --ceph)" >&2
+		echo "deps: unknown option $opt (known: --test, --rdma, --fresh, --package, --ceph)" >&2
 		exit 2
 		;;
 	esac

@@ -21,7 +21,7 @@ step "$LOG" ./build/tools/ix-target --check -c "$CONFIG"
 IQN=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["targets"][0]["name"])' "$CONFIG")
 cat <<MSG
 ix-target: serving $IQN on 127.0.0.1:3260 (config $CONFIG)
-Connect with libiscsi's tools, for example:
+Connect with libiscsi's tools (package libiscsi-bin; ./tests/run.sh installs it), for example:
   iscsi-ls -s iscsi://127.0.0.1:3260
   iscsi-inq iscsi://127.0.0.1:3260/$IQN/0
   iscsi-readcapacity16 iscsi://127.0.0.1:3260/$IQN/0

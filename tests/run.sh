@@ -1,11 +1,13 @@
 #!/bin/bash
 # The whole test suite: installs missing Debian packages, builds a normal and an ASan+UBSan
 # tree, runs the unit tests in both, checks that the tree builds with clang, then every interop
-# test (tests/interop/*.sh and *.py) against the real ix-target daemon from the sanitizer build,
-# then the RDMA tier (tests/rdma/: a QEMU guest with Debian's kernel running the Linux
-# initiator, Soft-RoCE, LIO and tgt against the same build). Ends with one line
-# "N passed, N failed, N skipped" and exits non-zero if anything failed. Logs: tests/out/ (the
-# RDMA tier's: tests/out/rdma/).
+# test (tests/interop/*.sh and *.py) against the real ix-target daemon from the sanitizer build
+# (those with a Ceph cluster of their own last, IX_CEPH_JOBS at a time, default 2), then the
+# set-up tier and the RDMA tier (tests/rdma/: a QEMU guest with Debian's kernel running the
+# Linux initiator, Soft-RoCE, LIO and tgt against the same build). Prints the time each tier
+# took, then ends with one line "N passed, N failed, N skipped" and exits non-zero if anything
+# failed. Logs: tests/out/ (the RDMA tier's: tests/out/rdma/). Long forms (the 5-minute soak,
+# iser-perf): docs/testing.md, "The suite's time, and the long forms".
 #
 #   tests/run.sh [--quick | --fresh] [--filter PATTERN] [--peer ix|tgt] [--rdma | --no-rdma]
 #     --quick    no ASan build (interop tests use the normal build), no clang build, no RDMA tier
@@ -37,7 +39,7 @@ while [ $# -gt 0 ]; do
 	--rdma) RDMA=1 ;;
 	--no-rdma) RDMA=0 ;;
 	--no-setup) SETUP=0 ;;
-	-h|--help) sed -n 2,18p "$0"; exit 0 ;;
+	-h|--help) sed -n 2,20p "$0"; exit 0 ;;
 	*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -47,6 +49,13 @@ OUT=$ROOT/tests/out
 mkdir -p "$OUT"
 PASS=0 FAIL=0 SKIP=0
 FAILED_NAMES=()
+. tests/lib/sanitizer.sh
+# The time each tier took, printed at the end (before the totals line, which stays the last).
+declare -A TIER_SECS
+tier_time() { # NAME START
+	TIER_SECS[$1]=$((SECONDS - $2))
+}
+tier_start=$SECONDS
 
 # RDMA tier: default on (about 3 minutes from a cold cache; docs/testing.md has the
 # measurements), off with --quick unless --rdma, and against --peer tgt (its tests pick peers).
@@ -66,13 +75,14 @@ SETUP_WHY=
 [ "$SETUP" = 0 ] && [ -z "$SETUP_WHY" ] && SETUP_WHY="--no-setup"
 [ "$PEER" = ix ] || SETUP=0 SETUP_WHY="--peer $PEER"
 
-DEPS_ARGS="--ceph $([ "$RDMA" = 1 ] && echo --rdma) $([ "$SETUP" = 1 ] && echo --fresh --package)"
+DEPS_ARGS="--test --ceph $([ "$RDMA" = 1 ] && echo --rdma) $([ "$SETUP" = 1 ] && echo --fresh --package)"
 if ! ./scripts/deps.sh $DEPS_ARGS >"$OUT/deps.log" 2>&1; then
 	echo "run.sh: FAILED: ./scripts/deps.sh $DEPS_ARGS; last lines of $OUT/deps.log:"
 	tail -20 "$OUT/deps.log" | sed 's/^/  | /'
 	echo "0 passed, 1 failed"
 	exit 1
 fi
+tier_time deps $tier_start
 
 build() { # dir, meson options...: on failure says which command failed, with its log's tail
 	local dir=$1 log; shift
@@ -116,6 +126,7 @@ unit() { # dir label
 	fi
 }
 
+tier_start=$SECONDS
 if ! build build; then
 	echo "0 passed, 1 failed"
 	exit 1
@@ -132,6 +143,9 @@ if [ $QUICK = 0 ]; then
 		FAIL=$((FAIL + 1))
 		FAILED_NAMES+=("build-asan")
 	fi
+fi
+tier_time unit $tier_start # the normal and ASan builds and their unit and corpus tests
+if [ $QUICK = 0 ]; then
 	# The tree must also build with clang (-Werror; clang warns where gcc does not, e.g.
 	# -Wmissing-field-initializers on positional initialisers). One counted check; a clean
 	# build costs ~20 s on 2 cores, an incremental one a few seconds.
@@ -145,6 +159,7 @@ if [ $QUICK = 0 ]; then
 		echo "build (clang): failed"
 		grep -E 'error|FAILED' "$OUT/build-build-clang.log" "$OUT/setup-build-clang.log" 2>/dev/null | head -20
 	fi
+	tier_time clang $start
 fi
 
 # Brief fuzzing (not with --quick): with clang's libFuzzer, each harness of tests/fuzz runs for
@@ -198,7 +213,11 @@ fuzz_brief() {
 	PASS=$((PASS + p)) FAIL=$((FAIL + f))
 	echo "fuzz (clang, ${secs}s each): $p passed, $f failed ($((SECONDS - start))s)"
 }
-[ $QUICK = 0 ] && fuzz_brief
+if [ $QUICK = 0 ]; then
+	tier_start=$SECONDS
+	fuzz_brief
+	tier_time fuzz $tier_start
+fi
 
 # tally LABEL RES LOG RC: count the PASS/FAIL/SKIP lines of RES into p, f, s, and turn an exit
 # status that named no check into one: 77 is a whole-test skip (its reason on a "SKIP:" line of
@@ -235,7 +254,37 @@ report() {
 
 # Interop: every executable tests/interop/*.sh and *.py. Each appends one line per check to
 # $IX_RESULTS ("PASS name", "FAIL name reason", "SKIP name reason") and exits 0 / 1 / 77.
+# The tests that start a Ceph cluster of their own (they import tests/lib/ixceph.py) form the
+# ceph tier, after the others: they mostly wait (for lock checks, timeouts, OSDs), use free
+# ports and temporary directories of their own, and run IX_CEPH_JOBS (default 2) at a time.
 export IX_BUILD=$ROOT/$IXB IX_PEER=$PEER IX_OUT=$OUT
+interop_start() { # TEST NAME: runs it in the background; its exit status goes to interop-NAME.rc
+	local t=$1 name=$2 run=bash
+	[[ $t == *.py ]] && run=python3
+	: >"$OUT/interop-$name.results"
+	# daemon logs of an earlier run must not be judged again
+	rm -f "$OUT/$name".*.log "$OUT/interop-$name.rc"
+	(
+		IX_RESULTS=$OUT/interop-$name.results timeout -k 10 1200 $run "$t" \
+			>"$OUT/interop-$name.log" 2>&1
+		echo $? >"$OUT/interop-$name.rc"
+	) &
+}
+interop_report() { # NAME START: counts and prints a finished test
+	local name=$1 start=$2 n rc
+	local log="$OUT/interop-$name.log" res="$OUT/interop-$name.results"
+	rc=$(cat "$OUT/interop-$name.rc" 2>/dev/null || echo 1)
+	tally "$name" "$res" "$log" "$rc"
+	if ! grep -q '\.sanitizer ' "$res" && ix_sanitizer_found "$OUT/$name".*.log; then
+		echo "FAIL $name.sanitizer report in the daemon's log" >>"$res"
+		f=$((f + 1))
+	fi
+	report "interop $name" "interop-$name" "$res" "$log" "$rc" "$start" \
+		"$(sed -n '/per family/,/(per run/p' "$log")"
+	n=$(grep -c '^SKIP .*pending: ' "$res")
+	[ "$n" -gt 0 ] && echo "  ($n skips of work pending on another branch, listed in the test)"
+}
+interop_tests=() ceph_tests=()
 for t in tests/interop/*.sh tests/interop/*.py; do
 	[ -f "$t" ] && [ -x "$t" ] || continue
 	name=$(basename "$t")
@@ -246,32 +295,50 @@ for t in tests/interop/*.sh tests/interop/*.py; do
 	if [ $FRESH = 1 ] && [[ " $FRESH_TESTS " != *" $name "* ]]; then
 		continue
 	fi
-	log="$OUT/interop-$name.log"
-	res="$OUT/interop-$name.results"
-	: >"$res"
-	rm -f "$OUT/$name".*.log # daemon logs of an earlier run must not be judged again
-	start=$SECONDS
-	case $t in
-	*.py) IX_RESULTS=$res timeout -k 10 1200 python3 "$t" >"$log" 2>&1 ;;
-	*) IX_RESULTS=$res timeout -k 10 1200 bash "$t" >"$log" 2>&1 ;;
-	esac
-	rc=$?
-	tally "$name" "$res" "$log" $rc
-	if ! grep -q '\.sanitizer ' "$res" &&
-		grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$OUT/$name".*.log 2>/dev/null; then
-		echo "FAIL $name.sanitizer report in the daemon's log" >>"$res"
-		f=$((f + 1))
-	fi
-	report "interop $name" "interop-$name" "$res" "$log" $rc $start \
-		"$(sed -n '/per family/,/(per run/p' "$log")"
-	n=$(grep -c '^SKIP .*pending: ' "$res")
-	[ "$n" -gt 0 ] && echo "  ($n skips of work pending on another branch, listed in the test)"
+	if grep -q '^import ixceph' "$t"; then ceph_tests+=("$t"); else interop_tests+=("$t"); fi
 done
+tier_start=$SECONDS
+for t in "${interop_tests[@]}"; do
+	name=$(basename "$t")
+	name=${name%.*}
+	start=$SECONDS
+	interop_start "$t" "$name"
+	wait $!
+	interop_report "$name" "$start"
+done
+[ ${#interop_tests[@]} -gt 0 ] && tier_time interop $tier_start
+# the ceph tier: IX_CEPH_JOBS at a time, each reported as it ends
+tier_start=$SECONDS
+running=()
+for t in "${ceph_tests[@]}" ""; do
+	if [ -n "$t" ]; then
+		name=$(basename "$t")
+		name=${name%.*}
+		interop_start "$t" "$name"
+		running+=("$name:$SECONDS")
+	fi
+	# with a slot free go on starting; after the last, until every test has been reported
+	while [ ${#running[@]} -gt 0 ] &&
+		{ [ ${#running[@]} -ge "${IX_CEPH_JOBS:-2}" ] || [ -z "$t" ]; }; do
+		wait -n
+		left=()
+		for r in "${running[@]}"; do
+			if [ -f "$OUT/interop-${r%%:*}.rc" ]; then
+				interop_report "${r%%:*}" "${r#*:}"
+			else
+				left+=("$r")
+			fi
+		done
+		running=("${left[@]}")
+	done
+done
+[ ${#ceph_tests[@]} -gt 0 ] && tier_time ceph $tier_start
 
 # Set-up tier: the README's two commands in a minimal Debian root (tests/fresh.sh) and the
 # Debian package built, checked, installed and purged (tests/package.sh). They use port 3260 on
 # 127.0.0.1 and test what is committed (HEAD), so uncommitted changes are not in them.
 if [ "$SETUP" = 1 ]; then
+	tier_start=$SECONDS
 	for t in tests/fresh.sh tests/package.sh; do
 		[ -f "$t" ] || continue
 		name=$(basename "$t" .sh)
@@ -295,6 +362,7 @@ if [ "$SETUP" = 1 ]; then
 		tally "$name" "$res" "$log" $rc
 		report "setup $name" "setup-$name" "$res" "$log" $rc $start ""
 	done
+	tier_time setup $tier_start
 else
 	echo "setup: not run ($SETUP_WHY)"
 fi
@@ -303,7 +371,8 @@ fi
 # the same ix build as the interop tests.
 if [ "$RDMA" = 1 ]; then
 	rtests=()
-	for t in $(tests/rdma/run.sh --list); do
+	# the default list leaves out the throughput comparison iser-perf; --filter picks from all
+	for t in $(tests/rdma/run.sh "$([ -n "$FILTER" ] && echo --list-all || echo --list)"); do
 		if [ -z "$FILTER" ] || [[ $t == *$FILTER* ]]; then rtests+=("$t"); fi
 	done
 	if [ ${#rtests[@]} -gt 0 ]; then
@@ -316,11 +385,22 @@ if [ "$RDMA" = 1 ]; then
 		tally rdma "$res" "$OUT/rdma.log" $rc
 		report "rdma ${rtests[*]}" rdma "$res" "$OUT/rdma.log" $rc $start \
 			"$(grep -E '^rdma(: image|: guest ran| [a-z-]+:)' "$OUT/rdma.log")"
+		tier_time rdma $start
 	fi
 else
 	echo "rdma: not run ($RDMA_WHY)"
 fi
 
 [ ${#FAILED_NAMES[@]} -gt 0 ] && echo "failed: ${FAILED_NAMES[*]}"
+times=() total=0
+for t in deps unit fuzz clang interop ceph setup rdma; do
+	if [ -n "${TIER_SECS[$t]:-}" ]; then
+		times+=("$t ${TIER_SECS[$t]} s")
+		total=$((total + TIER_SECS[$t]))
+	else
+		times+=("$t -")
+	fi
+done
+echo "time per tier: $(printf '%s, ' "${times[@]}")total $((total / 60)) min $((total % 60)) s"
 echo "$PASS passed, $FAIL failed, $SKIP skipped"
 [ "$FAIL" -eq 0 ]

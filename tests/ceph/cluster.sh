@@ -44,8 +44,8 @@ TIMEOUT=${CEPH_START_TIMEOUT:-60}
 CONF=$DIR/ceph.conf
 export CEPH_CONF=$CONF
 
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+free_port() { # tests/lib/ixtest.py free-port, the one free-port helper
+	python3 "$(dirname "${BASH_SOURCE[0]}")/../lib/ixtest.py" free-port
 }
 
 # ceph CLI with a bound: a monitor that does not answer must not hang the caller.

@@ -33,7 +33,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'lib'))
+import ixha  # noqa: E402
 import ixiscsi as X  # noqa: E402
+from ixha import parse_rtpg, sense3  # noqa: E402
 import ixtest  # noqa: E402
 
 HOST = '127.0.0.1'
@@ -47,17 +49,6 @@ NOT_READY, UNIT_ATTENTION, ILLEGAL = 2, 6, 5
 def check(name, ok, detail):
     R('PASS' if ok else 'FAIL', name, detail)
     return ok
-
-
-def sense3(sense):
-    """(key, asc, ascq) of fixed or descriptor sense, or None."""
-    if len(sense) < 4:
-        return None
-    if sense[0] & 0x7f in (0x72, 0x73):
-        return sense[1] & 0x0f, sense[2], sense[3]
-    if len(sense) < 14:
-        return None
-    return sense[2] & 0x0f, sense[12], sense[13]
 
 
 def config(path, pa, pb, sock, g2_state='standby'):
@@ -110,34 +101,17 @@ class Path:
         return self.cmd([0] * 6)
 
     def rtpg(self, ext=False):
-        st, data, sn = self.cmd([0xa3, 0x2a if ext else 0x0a, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0],
-                                read_len=1024)
+        st, data, sn = self.cmd(ixha.rtpg_cdb(ext), read_len=1024)
         if st != 0:
             raise X.ProtocolError('REPORT TARGET PORT GROUPS: status %d sense %s' % (st, sn))
         return data
 
     def stpg(self, descs):
-        params = bytes(4) + b''.join(struct.pack('>BBH', s, 0, g) for s, g in descs)
-        cdb = [0xa4, 0x0a, 0, 0, 0, 0] + list(struct.pack('>I', len(params))) + [0, 0]
+        cdb, params = ixha.stpg_cdb(descs)
         return self.cmd(cdb, write_data=params)
 
     def close(self):
         self.s.close()
-
-
-def parse_rtpg(d):
-    """{group: (state, pref, status, [ports])}, ext header (format, transition time) or None."""
-    n = struct.unpack('>I', d[:4])[0] + 4
-    ext = (d[4] >> 4) & 7 == 1
-    off, groups = (8 if ext else 4), {}
-    while off + 8 <= n:
-        cnt = d[off + 7]
-        ports = [struct.unpack('>H', d[off + 10 + 4 * i:off + 12 + 4 * i])[0]
-                 for i in range(cnt)]
-        groups[struct.unpack('>H', d[off + 2:off + 4])[0]] = (
-            d[off] & 0x0f, bool(d[off] & 0x80), d[off + 5], ports)
-        off += 8 + 4 * cnt
-    return groups, ((d[4] >> 4, d[5]) if ext else None), n == len(d)
 
 
 def vpd83(p):

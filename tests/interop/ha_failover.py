@@ -31,63 +31,47 @@ Skips (77) only when Ceph or ix-target is missing. Environment: IX_BUILD, IX_OUT
 
 import json
 import os
-import random
 import signal
-import struct
 import sys
 import time
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 import ixceph  # noqa: E402
-import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
-from ixceph import BUILD, OUT, fmt, rpc, run, sense3  # noqa: E402
+from ixceph import BUILD, rpc, run  # noqa: E402
+import ixha  # noqa: E402
+from ixha import AO, BS, STANDBY, UNAVAIL, Ledger, fmt, sense3, show  # noqa: E402
 
 HOST = '127.0.0.1'
 IQN = 'iqn.2024-01.org.ix.test:failover'
 INITIATOR = 'iqn.2024-01.org.ix.test:failover-client'
-BS = 512
 IMPLICIT_MS = 3000
 BENCH_RANGE = 2 << 20
 LEDGER_LBA = (4 << 20) // BS  # the ledger's writes start above ix-bench's range
-AO, ANO, STANDBY, UNAVAIL, TRANS = 0, 1, 2, 3, 0xf
-NAMES = {AO: 'AO', ANO: 'ANO', STANDBY: 'standby', UNAVAIL: 'unavailable', TRANS: 'trans'}
+IMAGE_MIB = 64  # the image's size: the ledger's blocks stay inside it
 report = ixtest.Reporter('ha_failover')
 
 
-def check(name, ok, detail):
-    report('PASS' if ok else 'FAIL', name, detail)
-    return ok
+check = report.check
 
 
-class Gateway:
+class Gateway(ixha.Gateway):
     """One ix-target: its port, management socket, ALUA group (= tpgt) and one session."""
 
     def __init__(self, tmp, conf, name, group, port=None):
-        self.name, self.group, self.tmp, self.conf = name, group, tmp, conf
-        self.port = port or ixtest.free_port()
-        self.sock = os.path.join(tmp, name + '.sock')
+        self.tmp, self.conf = tmp, conf
+        cfg = self.base(tmp, name, group, port, HOST)
         other = 3 - group
-        cfg = {'global': {'mgmt_socket': self.sock},
-               'portals': [{'name': 'p', 'address': HOST, 'port': self.port, 'tpgt': group}],
-               'targets': [{'name': IQN, 'luns': [
-                   {'lun': 0, 'backend': 'rbd', 'thin': True, 'naa_id': '0x6001405a0f0e0d0c',
-                    'serial': 'ixfailover',
-                    'rbd': {'pool': 'rbd', 'image': 'fo', 'conf': conf,
-                            'exclusive_lock': True, 'osd_op_timeout_s': 5}}],
-                   'alua': {'implicit_failover_ms': IMPLICIT_MS, 'groups': [
-                       {'id': group, 'state': 'standby', 'portals': ['p']},
-                       {'id': other, 'state': 'standby', 'relative_ports': [other]}]}}]}
-        path = os.path.join(tmp, name + '.json')
-        with open(path, 'w') as f:
-            json.dump(cfg, f)
-        self.d = ixtest.Daemon(path, 'ha_failover.ix-target-%s.log' % name, BUILD, OUT)
-        self.s = X.Session(HOST, self.port, initiator=INITIATOR, target=IQN, timeout=30)
-        self.s.login()
-        self.s.lun = 0
+        cfg['targets'] = [{'name': IQN, 'luns': [
+            {'lun': 0, 'backend': 'rbd', 'thin': True, 'naa_id': '0x6001405a0f0e0d0c',
+             'serial': 'ixfailover',
+             'rbd': {'pool': 'rbd', 'image': 'fo', 'conf': conf,
+                     'exclusive_lock': True, 'osd_op_timeout_s': 5}}],
+            'alua': {'implicit_failover_ms': IMPLICIT_MS, 'groups': [
+                {'id': group, 'state': 'standby', 'portals': ['p']},
+                {'id': other, 'state': 'standby', 'relative_ports': [other]}]}}]
+        self.launch('ha_failover', tmp, cfg, IQN, INITIATOR)
 
     def lock_state(self, want=None, secs=30):
         end = time.monotonic() + secs
@@ -100,84 +84,6 @@ class Gateway:
                 return st
             time.sleep(0.2)
 
-    def cmd(self, cdb, **kw):
-        st, data, sense, _ = self.s.scsi_retry_ua(bytes(cdb), **kw)
-        return st, data, sense
-
-    def write(self, lba, data):
-        cdb = bytes([0x8a, 0x08]) + struct.pack('>QIBB', lba, len(data) // BS, 0, 0)
-        st, _, sense = self.cmd(cdb, write_data=data)
-        return st, sense
-
-    def read(self, lba, n):
-        cdb = bytes([0x88, 0]) + struct.pack('>QIBB', lba, n, 0, 0)
-        return self.cmd(cdb, read_len=n * BS)
-
-    def rtpg(self):
-        """{group: state} or the failure."""
-        st, d, sense = self.cmd([0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0], read_len=1024)
-        if st != 0:
-            return fmt(st, sense)
-        n, off, out = struct.unpack('>I', d[:4])[0] + 4, 4, {}
-        while off + 8 <= n:
-            out[struct.unpack('>H', d[off + 2:off + 4])[0]] = d[off] & 0x0f
-            off += 8 + 4 * d[off + 7]
-        return out
-
-    def stpg(self, state, group):
-        params = bytes(4) + struct.pack('>BBH', state, 0, group)
-        cdb = [0xa4, 0x0a, 0, 0, 0, 0] + list(struct.pack('>I', len(params))) + [0, 0]
-        st, _, sense = self.cmd(cdb, write_data=params)
-        return st, sense
-
-    def close(self):
-        try:
-            self.s.close()
-        except Exception:  # noqa: BLE001
-            pass
-
-    def sanitizer_check(self):
-        ixceph.check_sanitizer(report, self.d, self.name)
-
-
-def show(groups):
-    if not isinstance(groups, dict):
-        return str(groups)
-    return ' '.join('g%d=%s' % (g, NAMES.get(s, hex(s))) for g, s in sorted(groups.items()))
-
-
-class Ledger:
-    """What gateways acknowledged: LBA -> the 4 KiB last written there with GOOD."""
-
-    def __init__(self):
-        self.blocks, self.next, self.acked = {}, LEDGER_LBA, 0
-
-    def write_some(self, gw, n):
-        """n new 4 KiB writes (and a rewrite of an old one each time); stops at the first
-        refusal. Returns the number acknowledged and the failure, if any."""
-        for i in range(n):
-            lba = self.next if i % 2 == 0 or not self.blocks else \
-                random.choice(list(self.blocks))
-            if lba == self.next:
-                self.next += 8
-            data = os.urandom(4096)
-            st, sense = gw.write(lba, data)
-            if st != 0:
-                return i, fmt(st, sense)
-            self.blocks[lba] = data
-            self.acked += 1
-        return n, None
-
-    def verify(self, gw):
-        """Read every block back through gw: (blocks, errors, miscompares)."""
-        errors = miscompares = 0
-        for lba, data in sorted(self.blocks.items()):
-            st, got, _ = gw.read(lba, 8)
-            if st != 0:
-                errors += 1
-            elif bytes(got) != data:
-                miscompares += 1
-        return len(self.blocks), errors, miscompares
 
 
 def bench(gw, rw, seed):
@@ -202,28 +108,9 @@ def bench_summary(j):
                j.get('verified_blocks')))
 
 
-def verify_ledger(name, ledger, gw):
-    n, err, mis = ledger.verify(gw)
-    return check(name, n > 0 and err == 0 and mis == 0,
-                 '%d acknowledged blocks (of %d acknowledged writes) read through %s: '
-                 '%d errors, %d miscompares' % (n, ledger.acked, gw.name, err, mis))
-
-
 def wait_takeover(gw, ledger):
     """Write through a standby gw until GOOD: (seconds, senses seen, final result)."""
-    t0, seen = time.monotonic(), {}
-    lba, data = ledger.next, os.urandom(4096)
-    ledger.next += 8
-    while time.monotonic() - t0 < IMPLICIT_MS / 1000 + 15:
-        st, sense = gw.write(lba, data)
-        if st == 0:
-            ledger.blocks[lba] = data
-            ledger.acked += 1
-            return time.monotonic() - t0, seen, 'GOOD'
-        k = fmt(st, sense)
-        seen[k] = seen.get(k, 0) + 1
-        time.sleep(0.25)
-    return time.monotonic() - t0, seen, 'no takeover'
+    return ledger.write_until_good(gw, IMPLICIT_MS / 1000 + 15)
 
 
 def phase_explicit(tmp, conf, ledger, gws):
@@ -252,13 +139,13 @@ def phase_explicit(tmp, conf, ledger, gws):
     check('bench-write-a', rc == 0 and j.get('write', {}).get('bytes') == BENCH_RANGE,
           'ix-bench --rw write --verify through A: exit %d %s %s'
           % (rc, bench_summary(j), err if rc else ''))
-    n, why = ledger.write_some(a, 64)
+    n, why = ledger.write_some(a, 64, rewrite_every=2)
     check('writes-a', n == 64, '%d of 64 writes through A acknowledged %s' % (n, why or ''))
     sb = b.write(LEDGER_LBA, bytes(4096))
     check('standby-refuses', sb[0] == 2 and sense3(sb[1]) in ((2, 4, 0x0b), (2, 4, 0x0a)),
           'a write through standby B before the failover: %s' % fmt(*sb))
     t0 = time.monotonic()
-    st = b.stpg(AO, 2)
+    st = b.stpg((AO, 2))[:2]
     took = time.monotonic() - t0
     rb = b.rtpg()
     check('explicit-stpg', st[0] == 0 and rb == {1: STANDBY, 2: AO} and
@@ -266,7 +153,7 @@ def phase_explicit(tmp, conf, ledger, gws):
           'SET TARGET PORT GROUPS g2=AO through B: %s in %.2f s; B now reports %s'
           % (fmt(*st), took, show(rb)))
     late = os.urandom(4096)
-    lba = random.choice(list(ledger.blocks))
+    lba = ledger.old_lba()
     wa = a.write(lba, late)
     t0, ra = time.monotonic(), a.rtpg()
     while ra != {1: STANDBY, 2: AO} and time.monotonic() - t0 < 3:
@@ -278,7 +165,7 @@ def phase_explicit(tmp, conf, ledger, gws):
     check('old-owner-standby', wa[0] == 2 and sense3(wa[1]) in ((2, 4, 0x0b), (2, 4, 0x0a)) and
           ra == {1: STANDBY, 2: AO} and st_a == 'standby',
           "A's next write: %s; A then says %s and reports %s" % (fmt(*wa), st_a, show(ra)))
-    verify_ledger('explicit-verify', ledger, b)
+    ledger.check(report, 'explicit-verify', b)
     rc, j, err = bench(b, 'read', 4242)
     check('bench-verify-b', rc == 0 and j.get('read', {}).get('bytes') == BENCH_RANGE and
           j.get('errors') == 0 and j.get('miscompares') == 0,
@@ -288,10 +175,7 @@ def phase_explicit(tmp, conf, ledger, gws):
 
 def restart(gws, tmp, conf, name):
     old = gws[name]
-    old.close()
-    if old.d.p.poll() is None:
-        old.d.stop()
-    old.sanitizer_check()
+    old.shutdown(report)
     gws[name] = Gateway(tmp, conf, name, old.group, old.port)
     gws[name].lock_state()
     return gws[name]
@@ -300,10 +184,10 @@ def restart(gws, tmp, conf, name):
 def make_a_owner(tmp, conf, ledger, gws, tag):
     """A restarted, takes the lock back with SET TARGET PORT GROUPS; B restarted (standby)."""
     a = restart(gws, tmp, conf, 'a')
-    st = a.stpg(AO, 1)
+    st = a.stpg((AO, 1))[:2]
     b = restart(gws, tmp, conf, 'b')
     ra, rb = a.rtpg(), b.rtpg()
-    n, why = ledger.write_some(a, 32)
+    n, why = ledger.write_some(a, 32, rewrite_every=2)
     return check(tag + '-setup', st[0] == 0 and ra == {1: AO, 2: STANDBY} and
                  rb == {1: AO, 2: STANDBY} and n == 32,
                  'restarted A took the lock back (%s), restarted B standby: A %s, B %s; %d of '
@@ -323,7 +207,7 @@ def phase_kill(tmp, conf, ledger, gws):
           took < IMPLICIT_MS / 1000 + 10 and seen,
           'after kill -9 of A, writes through B: %s after %.1f s (implicit_failover_ms %d); '
           'refused meanwhile: %s; B reports %s' % (res, took, IMPLICIT_MS, seen, show(rb)))
-    verify_ledger('kill9-verify', ledger, b)
+    ledger.check(report, 'kill9-verify', b)
 
 
 def phase_stop(tmp, conf, ledger, gws):
@@ -337,10 +221,10 @@ def phase_stop(tmp, conf, ledger, gws):
         check('sigstop-implicit', res == 'GOOD' and rb == {1: STANDBY, 2: AO} and seen,
               'A stopped, writes through B: %s after %.1f s; refused meanwhile: %s; B reports '
               '%s' % (res, took, seen, show(rb)))
-        verify_ledger('sigstop-verify', ledger, b)
+        ledger.check(report, 'sigstop-verify', b)
     finally:
         a.d.p.send_signal(signal.SIGCONT)
-    lba = random.choice(list(ledger.blocks))
+    lba = ledger.old_lba()
     late = os.urandom(4096)
     wa = a.write(lba, late)
     ra = a.rtpg()
@@ -348,22 +232,22 @@ def phase_stop(tmp, conf, ledger, gws):
     # 04/0B when the write itself finds the cluster refusing A, 04/0C (unavailable) when A's
     # lock check, overdue after SIGCONT, found it first
     check('sigcont-fenced', wa[0] == 2 and sense3(wa[1]) in ((2, 4, 0x0b), (2, 4, 0x0c)) and
-          ra == {1: UNAVAIL, 2: AO} and st == 0 and bytes(got) == ledger.blocks[lba],
+          ra == {1: UNAVAIL, 2: AO} and st == 0 and bytes(got) == ledger.blocks[(0, lba)],
           "resumed A's first write: %s; A reports %s; the block holds %s"
           % (fmt(*wa), show(ra), 'the acknowledged data' if st == 0 and
-             bytes(got) == ledger.blocks[lba] else "A's late write" if bytes(got) == late
+             bytes(got) == ledger.blocks[(0, lba)] else "A's late write" if bytes(got) == late
              else 'something else (%s)' % fmt(st, b'')))
-    st = a.stpg(AO, 1)
+    st = a.stpg((AO, 1))[:2]
     check('fenced-stpg-refused', st[0] == 2 and sense3(st[1]) == (4, 0x67, 0x0a) and
           b.rtpg() == {1: STANDBY, 2: AO},
           'SET TARGET PORT GROUPS g1=AO through fenced A: %s (want 4/67/0a); B still reports '
           'g2=AO' % fmt(*st))
-    verify_ledger('final-verify', ledger, b)
+    ledger.check(report, 'final-verify', b)
 
 
 def scenario(cl, tmp):
-    cl.create_image('fo', '64M')
-    gws, ledger = {}, Ledger()
+    cl.create_image('fo', '%dM' % IMAGE_MIB)
+    gws, ledger = {}, Ledger(IMAGE_MIB * (1 << 20) // BS, LEDGER_LBA)
     t0 = time.monotonic()
     try:
         for ph in (phase_explicit, phase_kill, phase_stop):
@@ -378,11 +262,7 @@ def scenario(cl, tmp):
                'total %.0f s' % (ledger.acked, len(ledger.blocks), time.monotonic() - t0))
     finally:
         for g in gws.values():
-            g.close()
-            if g.d.p.poll() is None:
-                g.d.p.send_signal(signal.SIGCONT)
-                g.d.stop()
-            g.sanitizer_check()
+            g.shutdown(report)
 
 
 def main():

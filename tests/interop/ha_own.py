@@ -38,60 +38,46 @@ after each move: 0 errors, 0 miscompares.
 Skips (77) only when Ceph or ix-target is missing. Environment: IX_BUILD, IX_OUT, IX_RESULTS.
 """
 
-import json
 import os
-import random
 import signal
-import struct
 import sys
 import threading
 import time
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 import ixceph  # noqa: E402
-import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
-from ixceph import BUILD, OUT, fmt, rpc, sense3  # noqa: E402
+from ixceph import rpc  # noqa: E402
+import ixha  # noqa: E402
+from ixha import AO, STANDBY, TRANS, UNAVAIL, Ledger, fmt, sense3, show  # noqa: E402
 
 HOST = '127.0.0.1'
 IQN = 'iqn.2024-01.org.ix.test:own'
 INITIATOR = 'iqn.2024-01.org.ix.test:own-client'
-BS = 512
 CHECK_MS = 1000   # rbd.lock_check_ms (the default)
 SLACK_S = 1.5     # a loaded machine
 IMAGES = ['own0', 'own1']  # LUN 0 and 1 of the target: the hand-over tests move both
 HANDOVER_MS = 3000  # rbd.handover_timeout_ms
 IMPLICIT_MS = 2000  # alua.implicit_failover_ms, where a test turns it on
 REJOIN_S = 5  # rbd.rejoin_after_ms (the default): a fenced gateway rejoins this much later
+IMAGE_MIB = 64  # each image's size: the ledger's blocks stay inside it
+LU_BLOCKS = IMAGE_MIB * (1 << 20) // 512
 LEDGER_LBA = 4096
 PROBE_LBA = 2048  # writes expected to be refused go here, never over the ledger's blocks
-AO, ANO, STANDBY, UNAVAIL, TRANS = 0, 1, 2, 3, 0xf
-NAMES = {AO: 'AO', ANO: 'ANO', STANDBY: 'standby', UNAVAIL: 'unavailable', TRANS: 'trans'}
 report = ixtest.Reporter('ha_own')
 
 
-def check(name, ok, detail):
-    report('PASS' if ok else 'FAIL', name, detail)
-    return ok
+check = report.check
 
 
-def show(groups):
-    if not isinstance(groups, dict):
-        return str(groups)
-    return ' '.join('g%d=%s' % (g, NAMES.get(s, hex(s))) for g, s in sorted(groups.items()))
-
-
-class Gateway:
+class Gateway(ixha.Gateway):
     """One ix-target: its portal (tpgt = group), management socket and one session."""
 
     def __init__(self, tmp, conf, name, group, groups, port=None, implicit_ms=0, nluns=2,
                  rejoin_ms=None):
-        self.name, self.group, self.tmp, self.conf = name, group, tmp, conf
-        self.port = port or ixtest.free_port()
-        self.sock = os.path.join(tmp, name + '.sock')
+        self.tmp, self.conf = tmp, conf
+        cfg = self.base(tmp, name, group, port, HOST)
         alua = [{'id': group, 'state': 'standby', 'portals': ['p']}]
         alua += [{'id': g, 'state': 'standby', 'relative_ports': [g]}
                  for g in groups if g != group]
@@ -104,18 +90,9 @@ class Gateway:
             for lun in luns:
                 lun['rbd']['rejoin_after_ms'] = rejoin_ms
         self.nluns = nluns
-        cfg = {'global': {'mgmt_socket': self.sock},
-               'portals': [{'name': 'p', 'address': HOST, 'port': self.port, 'tpgt': group}],
-               'targets': [{'name': IQN, 'luns': luns,
-                            'alua': {'implicit_failover_ms': implicit_ms,
-                                     'groups': alua}}]}
-        path = os.path.join(tmp, name + '.json')
-        with open(path, 'w') as f:
-            json.dump(cfg, f)
-        self.d = ixtest.Daemon(path, 'ha_own.ix-target-%s.log' % name, BUILD, OUT)
-        self.s = X.Session(HOST, self.port, initiator=INITIATOR, target=IQN, timeout=30)
-        self.s.login()
-        self.s.lun = 0
+        cfg['targets'] = [{'name': IQN, 'luns': luns,
+                           'alua': {'implicit_failover_ms': implicit_ms, 'groups': alua}}]
+        self.launch('ha_own', tmp, cfg, IQN, INITIATOR)
 
     def lock(self, lun=0):
         r = rpc(self.sock, 'iscsi_break_rbd_lock', {'target': IQN, 'lun': lun, 'dry_run': True})
@@ -134,61 +111,8 @@ class Gateway:
     def break_lock(self, lun=0):
         return rpc(self.sock, 'iscsi_break_rbd_lock', {'target': IQN, 'lun': lun})
 
-    def raw(self, cdb, **kw):
-        """One command, unit attentions included: (status, data, sense)."""
-        st, data, sense, _ = self.s.scsi(bytes(cdb), **kw)
-        return st, data, sense
-
-    def cmd(self, cdb, **kw):
-        st, data, sense, _ = self.s.scsi_retry_ua(bytes(cdb), **kw)
-        return st, data, sense
-
-    def write(self, lba, data, lun=0):
-        cdb = bytes([0x8a, 0x08]) + struct.pack('>QIBB', lba, len(data) // BS, 0, 0)
-        self.s.lun = lun
-        st, _, sense = self.cmd(cdb, write_data=data)
-        self.s.lun = 0
-        return st, sense
-
-    def read(self, lba, n, lun=0):
-        cdb = bytes([0x88, 0]) + struct.pack('>QIBB', lba, n, 0, 0)
-        self.s.lun = lun
-        r = self.cmd(cdb, read_len=n * BS)
-        self.s.lun = 0
-        return r
-
-    def stpg(self, *pairs):
-        """SET TARGET PORT GROUPS with (state, group) descriptors: (status, sense, seconds)."""
-        params = bytes(4) + b''.join(struct.pack('>BBH', st, 0, g) for st, g in pairs)
-        cdb = [0xa4, 0x0a, 0, 0, 0, 0] + list(struct.pack('>I', len(params))) + [0, 0]
-        t0 = time.monotonic()
-        st, _, sense = self.cmd(cdb, write_data=params)
-        return st, sense, time.monotonic() - t0
-
-    def rtpg(self, raw=False):
-        """{group: state} or the failure."""
-        cdb = [0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0]
-        st, d, sense = (self.raw if raw else self.cmd)(cdb, read_len=1024)
-        if st != 0:
-            return fmt(st, sense)
-        n, off, out = struct.unpack('>I', d[:4])[0] + 4, 4, {}
-        while off + 8 <= n:
-            out[struct.unpack('>H', d[off + 2:off + 4])[0]] = d[off] & 0x0f
-            off += 8 + 4 * d[off + 7]
-        return out
-
-    def close(self):
-        try:
-            self.s.close()
-        except Exception:  # noqa: BLE001
-            pass
-
     def stop(self):
-        self.close()
-        if self.d.p.poll() is None:
-            self.d.p.send_signal(signal.SIGCONT)
-            self.d.stop()
-        ixceph.check_sanitizer(report, self.d, self.name)
+        self.shutdown(report)
 
 
 def test_idle(tmp, conf, gws):
@@ -301,55 +225,6 @@ def test_three(tmp, conf, gws, cl):
           'gateways still report %s' % (took, logged[-1:] or 'nothing', shows(got)))
 
 
-class Ledger:
-    """What gateways acknowledged: (LUN, LBA) -> the 4 KiB last written there with GOOD."""
-
-    def __init__(self):
-        self.blocks, self.next, self.acked = {}, LEDGER_LBA, 0
-        self.mu = threading.Lock()
-
-    def new_lba(self):
-        with self.mu:
-            lba = self.next
-            self.next += 8
-        return lba
-
-    def good(self, lun, lba, data):
-        with self.mu:
-            self.blocks[(lun, lba)] = data
-            self.acked += 1
-
-    def write_some(self, gw, n, luns=(0, 1)):
-        """n 4 KiB writes through gw over the LUNs (new blocks and rewrites); stops at the
-        first refusal: (acknowledged, the failure or None)."""
-        for i in range(n):
-            lun = luns[i % len(luns)]
-            with self.mu:
-                old = [k for k in self.blocks if k[0] == lun]
-            lba = random.choice(old)[1] if i % 3 == 2 and old else self.new_lba()
-            data = os.urandom(4096)
-            st, sense = gw.write(lba, data, lun)
-            if st != 0:
-                return i, fmt(st, sense)
-            self.good(lun, lba, data)
-        return n, None
-
-    def verify(self, name, gw):
-        errors = miscompares = 0
-        for (lun, lba), data in sorted(self.blocks.items()):
-            st, got, _ = gw.read(lba, 8, lun)
-            if st != 0:
-                errors += 1
-            elif bytes(got) != data:
-                miscompares += 1
-        luns = sorted({k[0] for k in self.blocks})
-        return check(name, self.blocks and errors == 0 and miscompares == 0,
-                     '%d acknowledged blocks on LUN %s (of %d acknowledged writes) read '
-                     'through %s: %d errors, %d miscompares'
-                     % (len(self.blocks), '+'.join(map(str, luns)), self.acked,
-                        gw.name.upper(), errors, miscompares))
-
-
 def blocklist(cl):
     return {ln.split()[0] for ln in cl.blocklist().splitlines() if ln.strip()}
 
@@ -384,8 +259,8 @@ def test_handover(tmp, conf, gws, cl):
     over: nobody is fenced, and the old holder can take it back the same way."""
     start3(tmp, conf, gws)
     a, b, c = gws['a'], gws['b'], gws['c']
-    ledger, bl0 = Ledger(), blocklist(cl)
-    n, why = ledger.write_some(a, 64)
+    ledger, bl0 = Ledger(LU_BLOCKS, LEDGER_LBA), blocklist(cl)
+    n, why = ledger.write_some(a, 64, (0, 1))
     check('handover-setup', n == 64 and locks(gws) == {'a': 'owner', 'b': 'standby',
                                                        'c': 'standby'},
           '%d of 64 writes through A acknowledged %s; locks %s' % (n, why or '', locks(gws)))
@@ -399,8 +274,8 @@ def test_handover(tmp, conf, gws, cl):
           'SET TARGET PORT GROUPS g2=AO through B: %s in %.2f s; locks %s; after %.1f s %s; '
           'new blocklist entries: %s; a write through A: %s (want 2/04/0b)'
           % (fmt(st, sense), took, lk, took2, shows(got), sorted(bl) or 'none', fmt(*wa)))
-    ledger.verify('handover-verify', b)
-    n, why = ledger.write_some(b, 32)
+    ledger.check(report, 'handover-verify', b)
+    n, why = ledger.write_some(b, 32, (0, 1))
     st, sense, took = a.stpg((AO, 1))
     lk = locks(gws)
     took2, got = wait_rtpg(gws, want3(1), CHECK_MS / 1000 + SLACK_S)
@@ -411,7 +286,7 @@ def test_handover(tmp, conf, gws, cl):
           '%d of 32 writes through B acknowledged; SET TARGET PORT GROUPS g1=AO through A: %s '
           'in %.2f s; locks %s; after %.1f s %s; new blocklist entries: %s'
           % (n, fmt(st, sense), took, lk, took2, shows(got), sorted(bl) or 'none'))
-    ledger.verify('handover-back-verify', a)
+    ledger.check(report, 'handover-back-verify', a)
 
 
 def test_planned(tmp, conf, gws, cl):
@@ -478,7 +353,7 @@ def test_implicit(tmp, conf, gws, cl):
     holder does not answer (SIGSTOP)."""
     start3(tmp, conf, gws, implicit_ms=IMPLICIT_MS)
     a, b, c = gws['a'], gws['b'], gws['c']
-    ledger, bl0 = Ledger(), blocklist(cl)
+    ledger, bl0 = Ledger(LU_BLOCKS, LEDGER_LBA), blocklist(cl)
     secs = IMPLICIT_MS / 1000 * 3 + 1
     oa, ob = {}, {}
     # the initiator writes LUN 1 through A and LUN 0 through B: A refuses for the target as a
@@ -500,7 +375,7 @@ def test_implicit(tmp, conf, gws, cl):
           'blocklist entries: %s'
           % (secs, IMPLICIT_MS, oa['seen'], ob['seen'], lk, len(refused),
              sorted(blocklist(cl) - bl0) or 'none'))
-    ledger.verify('implicit-busy-verify', a)
+    ledger.check(report, 'implicit-busy-verify', a)
     ob = {}
     writer(b, ledger, IMPLICIT_MS / 1000 * 2 + HANDOVER_MS / 1000, ob)
     lk = locks(gws)
@@ -511,7 +386,7 @@ def test_implicit(tmp, conf, gws, cl):
           'writes through B only: %s, GOOD after %s s; locks %s; %s; new blocklist entries: %s'
           % (ob['seen'], '%.1f' % ob['good_at'] if 'good_at' in ob else 'never', lk,
              shows(got), sorted(blocklist(cl) - bl0) or 'none'))
-    ledger.verify('implicit-moved-verify', b)
+    ledger.check(report, 'implicit-moved-verify', b)
     b.d.p.send_signal(signal.SIGSTOP)
     oa = {}
     try:
@@ -536,7 +411,7 @@ def test_implicit(tmp, conf, gws, cl):
     check('implicit-stopped-fenced', wb[0] == 2 and
           sense3(wb[1]) in ((2, 4, 0x0b), (2, 4, 0x0c)) and st_b == 'fenced',
           "continued B's first write: %s; B says %s" % (fmt(*wb), st_b))
-    ledger.verify('implicit-final-verify', a)
+    ledger.check(report, 'implicit-final-verify', a)
 
 
 def test_split(tmp, conf, gws, cl):
@@ -547,8 +422,8 @@ def test_split(tmp, conf, gws, cl):
     breaks LUN 1's alone: holding only that one, B asks for LUN 0's and, A silent, breaks it."""
     start3(tmp, conf, gws)
     a, b, c = gws['a'], gws['b'], gws['c']
-    ledger = Ledger()
-    n, why = ledger.write_some(a, 32)
+    ledger = Ledger(LU_BLOCKS, LEDGER_LBA)
+    n, why = ledger.write_some(a, 32, (0, 1))
     for rnd, lun in (('lun0', 0), ('lun1', 1)):
         if rnd == 'lun1':
             a.stop()
@@ -556,7 +431,7 @@ def test_split(tmp, conf, gws, cl):
             a.wait_lock(None)
             st, sense, took = a.stpg((AO, 1))
             took2, got = wait_rtpg(gws, want3(1), CHECK_MS / 1000 + SLACK_S)
-            n, why = ledger.write_some(a, 32)
+            n, why = ledger.write_some(a, 32, (0, 1))
             check('split-retake', st == 0 and locks(gws) == {'a': 'owner', 'b': 'standby',
                                                             'c': 'standby'} and
                   got == want3(1) and n == 32,
@@ -584,12 +459,12 @@ def test_split(tmp, conf, gws, cl):
               '%d meanwhile: %s; healed %.1f s later: %s; locks %s; B logged: %s'
               % (lun, r.get('result', r.get('error', {})).get('state'), seen, 1 - lun,
                  fmt(*wb) if wb else '-', took2, shows(got), lk, healed[-1:]))
-        ledger.verify('split-%s-verify' % rnd, b)
+        ledger.check(report, 'split-%s-verify' % rnd, b)
 
 
 def scenario(cl, tmp):
     for img in IMAGES:
-        cl.create_image(img, '64M')
+        cl.create_image(img, '%dM' % IMAGE_MIB)
     gws, t0 = {}, time.monotonic()
     try:
         for t in (test_idle, test_three, test_handover, test_planned, test_implicit,

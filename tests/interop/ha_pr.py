@@ -68,6 +68,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
 import ixceph  # noqa: E402
+import ixha  # noqa: E402
 import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
 from ixceph import BUILD, OUT, run  # noqa: E402
@@ -115,14 +116,13 @@ def session(port, ini, isid):
 
 
 def prout(s, sa, rtype, key, sakey):
-    params = struct.pack('>QQ4xB3x', key, sakey, 0)
-    st, _, sense, _ = s.scsi(bytes([0x5f, sa, rtype, 0, 0, 0, 0, 0, len(params), 0]),
-                             write_data=params)
+    cdb, params = ixha.prout_cdb(sa, rtype, key, sakey)
+    st, _, sense, _ = s.scsi(cdb, write_data=params)
     return st, sense or b''
 
 
 def read_reservation(s):
-    st, d, sense, _ = s.scsi(bytes([0x5e, 1, 0, 0, 0, 0, 0, 0, 64, 0]), read_len=64)
+    st, d, sense, _ = s.scsi(ixha.prin_cdb(1, 64), read_len=64)
     if st != 0:
         raise X.ProtocolError('READ RESERVATION status 0x%02x' % st)
     return struct.unpack('>II', d[:8]) + ((struct.unpack('>Q', d[8:16])[0], d[21] & 0xf)
@@ -241,11 +241,10 @@ def step_preempt(pa, pb):
 
 
 def read_keys(s):
-    st, d, sense, _ = s.scsi(bytes([0x5e, 0, 0, 0, 0, 0, 0, 4, 0, 0]), read_len=1024)
+    st, d, sense, _ = s.scsi(ixha.prin_cdb(0), read_len=1024)
     if st != 0:
         raise X.ProtocolError('READ KEYS status 0x%02x' % st)
-    gen, n = struct.unpack('>II', d[:8])
-    return gen, sorted(struct.unpack('>%dQ' % (n // 8), d[8:8 + n]))
+    return ixha.parse_keys(d)
 
 
 def step_race(pa, pb, da, db):

@@ -62,7 +62,6 @@ Skips (77) only when Ceph or ix-target is missing. Environment: IX_BUILD, IX_OUT
 
 import json
 import os
-import random
 import re
 import shutil
 import signal
@@ -71,20 +70,20 @@ import sys
 import time
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 import ixceph  # noqa: E402
 import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
-from ixceph import BUILD, OUT, fmt, rpc, run, sense3  # noqa: E402
+from ixceph import BUILD, OUT, rpc, run  # noqa: E402
+import ixha  # noqa: E402
+from ixha import (  # noqa: E402
+    AO, BS, STANDBY, UNAVAIL, Ledger, fmt, parse_keys, sense3, show)
 
 HOST = '127.0.0.1'
 IQN = 'iqn.2024-01.org.ix.test:rejoin'
 IQN_PLAIN = 'iqn.2024-01.org.ix.test:rejoin-plain'  # A only, no ALUA: LUN 0 with the lock, 1 without
 INITIATOR = 'iqn.2024-01.org.ix.test:rejoin-client'
 IMAGE, PLAIN, PLAIN2 = 'rj', 'rjplain', 'rjplain2'
-BS = 512
 IMPLICIT_MS = 3000
 REJOIN_MS = 2000
 HANDOVER_S = 5  # rbd.handover_timeout_ms's default: a holder that does not answer is broken
@@ -93,8 +92,7 @@ CYCLES = 5
 RSS_SLACK_KB = 8192
 KEY_A, KEY_A2 = 0xaaaa0000aaaa0001, 0xaaaa0000aaaa0002
 KEY_B, KEY_B2 = 0xbbbb0000bbbb0001, 0xbbbb0000bbbb0002
-AO, ANO, STANDBY, UNAVAIL, TRANS = 0, 1, 2, 3, 0xf
-NAMES = {AO: 'AO', ANO: 'ANO', STANDBY: 'standby', UNAVAIL: 'unavailable', TRANS: 'trans'}
+IMAGE_MIB = 64  # IMAGE's size: the ledger's blocks stay inside it
 report = ixtest.Reporter('ha_rejoin')
 
 
@@ -102,44 +100,32 @@ def log(msg):
     print('[ha_rejoin %s] %s' % (time.strftime('%H:%M:%S'), msg), file=sys.stderr, flush=True)
 
 
-def check(name, ok, detail):
-    report('PASS' if ok else 'FAIL', name, detail)
-    return ok
+check = report.check
 
 
-class Gateway:
+class Gateway(ixha.Gateway):
     """One ix-target with one session kept for the whole test."""
 
     def __init__(self, tmp, conf, name, group, rejoin_ms, implicit_ms, plain=False):
-        self.name, self.group = name, group
-        self.port = ixtest.free_port()
-        self.sock = os.path.join(tmp, name + '.sock')
+        cfg = self.base(tmp, name, group, host=HOST)
         other = 3 - group
-        cfg = {'global': {'mgmt_socket': self.sock},
-               'portals': [{'name': 'p', 'address': HOST, 'port': self.port, 'tpgt': group}],
-               'targets': [{'name': IQN, 'luns': [
-                   {'lun': 0, 'backend': 'rbd', 'thin': True, 'pr_store': 'rados',
-                    'naa_id': '0x6001405a0f0e0d0d', 'serial': 'ixrejoin',
-                    'rbd': {'pool': 'rbd', 'image': IMAGE, 'conf': conf,
-                            'exclusive_lock': True, 'osd_op_timeout_s': 5,
-                            'connect_timeout_s': 3, 'rejoin_after_ms': rejoin_ms}}],
-                   'alua': {'implicit_failover_ms': implicit_ms, 'groups': [
-                       {'id': group, 'state': 'standby', 'portals': ['p']},
-                       {'id': other, 'state': 'standby', 'relative_ports': [other]}]}}]}
+        cfg['targets'] = [{'name': IQN, 'luns': [
+            {'lun': 0, 'backend': 'rbd', 'thin': True, 'pr_store': 'rados',
+             'naa_id': '0x6001405a0f0e0d0d', 'serial': 'ixrejoin',
+             'rbd': {'pool': 'rbd', 'image': IMAGE, 'conf': conf,
+                     'exclusive_lock': True, 'osd_op_timeout_s': 5,
+                     'connect_timeout_s': 3, 'rejoin_after_ms': rejoin_ms}}],
+            'alua': {'implicit_failover_ms': implicit_ms, 'groups': [
+                {'id': group, 'state': 'standby', 'portals': ['p']},
+                {'id': other, 'state': 'standby', 'relative_ports': [other]}]}}]
         if plain:  # the same cluster connection (same conf, client, timeouts): fenced together
             cfg['targets'].append({'name': IQN_PLAIN, 'luns': [
                 {'lun': n, 'backend': 'rbd',
                  'rbd': {'pool': 'rbd', 'image': img, 'conf': conf, 'osd_op_timeout_s': 5,
                          'connect_timeout_s': 3, 'rejoin_after_ms': rejoin_ms,
                          'exclusive_lock': n == 0}} for n, img in ((0, PLAIN), (1, PLAIN2))]})
-        path = os.path.join(tmp, name + '.json')
-        with open(path, 'w') as f:
-            json.dump(cfg, f)
-        self.d = ixtest.Daemon(path, 'ha_rejoin.ix-target-%s.log' % name, BUILD, OUT)
-        self.s = X.Session(HOST, self.port, initiator=INITIATOR, target=IQN, timeout=30,
-                           isid=bytes.fromhex('80000000d00%d' % group))
-        self.s.login()
-        self.s.lun = 0
+        self.launch('ha_rejoin', tmp, cfg, IQN, INITIATOR,
+                    isid=bytes.fromhex('80000000d00%d' % group))
         self.plain = None
         if plain:
             self.plain = X.Session(HOST, self.port, initiator=INITIATOR, target=IQN_PLAIN,
@@ -180,52 +166,6 @@ class Gateway:
                          st.get('rejoin', {}).get('count', 0) >= count and
                          st.get('lock', {}).get('state') != 'acquiring', secs, target, lun)
 
-    def raw(self, cdb, **kw):
-        st, data, sense, _ = self.s.scsi(bytes(cdb), **kw)
-        return st, data, sense or b''
-
-    def cmd(self, cdb, **kw):
-        st, data, sense, _ = self.s.scsi_retry_ua(bytes(cdb), **kw)
-        return st, data, sense or b''
-
-    def write(self, lba, data):
-        cdb = bytes([0x8a, 0x08]) + struct.pack('>QIBB', lba, len(data) // BS, 0, 0)
-        st, _, sense = self.cmd(cdb, write_data=data)
-        return st, sense
-
-    def read(self, lba, n):
-        return self.cmd(bytes([0x88, 0]) + struct.pack('>QIBB', lba, n, 0, 0),
-                        read_len=n * BS)
-
-    def rtpg(self):
-        st, d, sense = self.cmd([0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0], read_len=1024)
-        if st != 0:
-            return fmt(st, sense)
-        n, off, out = struct.unpack('>I', d[:4])[0] + 4, 4, {}
-        while off + 8 <= n:
-            out[struct.unpack('>H', d[off + 2:off + 4])[0]] = d[off] & 0x0f
-            off += 8 + 4 * d[off + 7]
-        return out
-
-    def stpg(self, state, group):
-        params = bytes(4) + struct.pack('>BBH', state, 0, group)
-        cdb = [0xa4, 0x0a, 0, 0, 0, 0] + list(struct.pack('>I', len(params))) + [0, 0]
-        st, _, sense = self.cmd(cdb, write_data=params)
-        return st, sense
-
-    def prout(self, sa, rtype, key, sakey):
-        params = struct.pack('>QQ4xB3x', key, sakey, 0)
-        st, _, sense = self.cmd([0x5f, sa, rtype, 0, 0, 0, 0, 0, len(params), 0],
-                                write_data=params)
-        return st, sense
-
-    def read_keys(self):
-        st, d, sense = self.cmd([0x5e, 0, 0, 0, 0, 0, 0, 4, 0, 0], read_len=1024)
-        if st != 0:
-            return fmt(st, sense)
-        gen, n = struct.unpack('>II', d[:8])
-        return gen, sorted(struct.unpack('>%dQ' % (n // 8), d[8:8 + n]))
-
     def resources(self):
         """(open fds, RSS in KiB) of the daemon."""
         pid = self.d.p.pid
@@ -245,14 +185,6 @@ class Gateway:
             except Exception:  # noqa: BLE001
                 pass
 
-    def sanitizer_check(self):
-        ixceph.check_sanitizer(report, self.d, self.name)
-
-
-def show(groups):
-    if not isinstance(groups, dict):
-        return str(groups)
-    return ' '.join('g%d=%s' % (g, NAMES.get(s, hex(s))) for g, s in sorted(groups.items()))
 
 
 def rj(st):
@@ -260,41 +192,6 @@ def rj(st):
     return '%s (count %s%s): %s' % (r.get('state'), r.get('count'),
                                     ', attempts %s' % r['attempts'] if 'attempts' in r else '',
                                     r.get('reason', ''))
-
-
-class Ledger:
-    """What gateways acknowledged: LBA -> the 4 KiB last written there with GOOD."""
-
-    def __init__(self):
-        self.blocks, self.next, self.acked = {}, 0, 0
-
-    def write_some(self, gw, n):
-        for i in range(n):
-            lba = self.next if i % 2 == 0 or not self.blocks else \
-                random.choice(list(self.blocks))
-            if lba == self.next:
-                self.next += 8
-            data = os.urandom(4096)
-            st, sense = gw.write(lba, data)
-            if st != 0:
-                return i, fmt(st, sense)
-            self.blocks[lba] = data
-            self.acked += 1
-        return n, None
-
-    def verify(self, name, gw):
-        errors = miscompares = 0
-        for lba, data in sorted(self.blocks.items()):
-            st, got, _ = gw.read(lba, 8)
-            if st != 0:
-                errors += 1
-            elif bytes(got) != data:
-                miscompares += 1
-        n = len(self.blocks)
-        return check(name, n > 0 and errors == 0 and miscompares == 0,
-                     '%d acknowledged blocks (of %d acknowledged writes) read through %s: '
-                     '%d errors, %d miscompares' % (n, self.acked, gw.name, errors,
-                                                    miscompares))
 
 
 def obj_keys(cl):
@@ -332,7 +229,7 @@ def fence_by(winner, loser, ledger):
     st = (0 if r.get('state') == 'owner' else 1,
           'iscsi_break_rbd_lock through %s: %s (%s)' % (winner.name.upper(), r.get('state'),
                                                       r.get('reason')))
-    w = loser.write(random.choice(list(ledger.blocks)) if ledger.blocks else 0,
+    w = loser.write(ledger.old_lba() or 0,
                     os.urandom(4096))
     return st, w, loser.wait_lock('fenced', 10)
 
@@ -343,7 +240,7 @@ def blocklist(cl):
 
 def stpg_timed(gw):
     t0 = time.monotonic()
-    st = gw.stpg(AO, gw.group)
+    st = gw.stpg((AO, gw.group))[:2]
     return st, time.monotonic() - t0
 
 
@@ -356,7 +253,7 @@ def handover_rejoined(a, b, ledger, cl):
     bl0 = blocklist(cl)
     st1, t1 = stpg_timed(a)
     la, lb = a.wait_lock('owner', 5), b.wait_lock('standby', 5)
-    n1, _ = ledger.write_some(a, 4)
+    n1, _ = ledger.write_some(a, 4, rewrite_every=2)
     check('rejoined-asks', st1[0] == 0 and t1 < HANDOVER_S and la == 'owner' and
           lb == 'standby' and n1 == 4 and not blocklist(cl) - bl0,
           'SET TARGET PORT GROUPS g1=AO through rejoined A: %s in %.2f s; A %s, B %s; %d of 4 '
@@ -364,7 +261,7 @@ def handover_rejoined(a, b, ledger, cl):
           % (fmt(*st1), t1, la, lb, n1, sorted(blocklist(cl) - bl0) or 'none'))
     st2, t2 = stpg_timed(b)
     la, lb = a.wait_lock('standby', 5), b.wait_lock('owner', 5)
-    n2, _ = ledger.write_some(b, 4)
+    n2, _ = ledger.write_some(b, 4, rewrite_every=2)
     check('rejoined-answers', st2[0] == 0 and t2 < HANDOVER_S and la == 'standby' and
           lb == 'owner' and n2 == 4 and not blocklist(cl) - bl0,
           'SET TARGET PORT GROUPS g2=AO through B, rejoined A holding the lock: %s in %.2f s '
@@ -384,7 +281,7 @@ def phase_explicit(gws, ledger, cl):
                                                   rj(a.status())))
     # the reservation state the rejoins must read back
     pr = [a.prout(0, 0, 0, KEY_A), b.prout(0, 0, 0, KEY_B), a.prout(1, 5, KEY_A, 0)]
-    n, why = ledger.write_some(a, 32)
+    n, why = ledger.write_some(a, 32, rewrite_every=2)
     check('setup', all(p[0] == 0 for p in pr) and n == 32,
           'REGISTER through A and B, RESERVE (WE-RO) through A: %s; %d of 32 writes through '
           'A acknowledged %s' % (', '.join(fmt(*p) for p in pr), n, why or ''))
@@ -448,11 +345,11 @@ def phase_explicit(gws, ledger, cl):
     handover_rejoined(a, b, ledger, cl)
     st, w, lk = fence_by(a, b, ledger)
     ra = a.rtpg()
-    n, why = ledger.write_some(a, 16)
+    n, why = ledger.write_some(a, 16, rewrite_every=2)
     check('failback', st[0] == 0 and ra == {1: AO, 2: STANDBY} and lk == 'fenced' and
           n == 16, 'through rejoined A, %s, A reports %s; B write %s, B lock %s; %d of 16 '
           'writes through A acknowledged %s' % (st[1], show(ra), fmt(*w), lk, n, why or ''))
-    ledger.verify('failback-verify', a)
+    ledger.check(report, 'failback-verify', a)
 
 
 def phase_manual(gws, ledger, cl):
@@ -495,25 +392,13 @@ def phase_sigstop(gws, ledger, cl):
     count = a.rejoin().get('count', 0)
     a.d.p.send_signal(signal.SIGSTOP)
     try:
-        t0, seen, res = time.monotonic(), {}, None
-        lba, data = ledger.next, os.urandom(4096)
-        ledger.next += 8
-        while time.monotonic() - t0 < IMPLICIT_MS / 1000 + 20:
-            st, sense = b.write(lba, data)
-            if st == 0:
-                ledger.blocks[lba] = data
-                ledger.acked += 1
-                res = 'GOOD'
-                break
-            seen[fmt(st, sense)] = seen.get(fmt(st, sense), 0) + 1
-            time.sleep(0.25)
-        took = time.monotonic() - t0
+        took, seen, res = ledger.write_until_good(b, IMPLICIT_MS / 1000 + 20)
         check('sigstop-takeover', res == 'GOOD' and b.rtpg() == {1: STANDBY, 2: AO},
               'A stopped, writes through B: %s after %.1f s, refused meanwhile %s'
               % (res, took, seen))
     finally:
         a.d.p.send_signal(signal.SIGCONT)
-    wa = a.write(random.choice(list(ledger.blocks)), os.urandom(4096))
+    wa = a.write(ledger.old_lba(), os.urandom(4096))
     t_fenced = time.monotonic()
     lk = a.wait_lock('fenced', 5)
     took, stat, ok = a.wait_rejoined(count + 1, REJOIN_MS / 1000 + REJOIN_BOUND_S)
@@ -528,13 +413,13 @@ def phase_sigstop(gws, ledger, cl):
           "resumed A's first write %s, lock %s; rejoined after %.1f s: %s, lock %s; then a "
           "write %s" % (fmt(*wa), lk, took, rj(stat), stat.get('lock', {}).get('state'),
                         fmt(*wa2)))
-    ledger.verify('sigstop-verify', b)
+    ledger.check(report, 'sigstop-verify', b)
     # failback, and B (manual) back as standby
     cb = b.rejoin().get('count', 0)
     st, w, lk = fence_by(a, b, ledger)
     r = b.ixctl('lun', 'rejoin', IQN, '0')
     _, stat, ok = b.wait_rejoined(cb + 1, REJOIN_BOUND_S)
-    n, why = ledger.write_some(a, 16)
+    n, why = ledger.write_some(a, 16, rewrite_every=2)
     check('sigstop-failback', st[0] == 0 and lk == 'fenced' and ok and n == 16,
           '%s, B %s, then rejoined by ix-ctl (exit %d): %s; %d of 16 writes through A %s'
           % (st[1], lk, r.returncode, rj(stat), n, why or ''))
@@ -547,9 +432,9 @@ def both_paths(a, b, ledger, cl):
     lock does not bounce (it used to: B broke A's lock, A rejoined, ...)."""
     bl0, seen, good_a, tries, t0 = blocklist(cl), {}, 0, 0, time.monotonic()
     while time.monotonic() - t0 < IMPLICIT_MS / 1000 * 2.5:
-        n, _ = ledger.write_some(a, 1)
+        n, _ = ledger.write_some(a, 1, rewrite_every=2)
         good_a, tries = good_a + n, tries + 1
-        st, sense = b.write(ledger.next, os.urandom(4096))
+        st, sense = b.write(ledger.new_lba(), os.urandom(4096))
         seen[fmt(st, sense)] = seen.get(fmt(st, sense), 0) + 1
         time.sleep(0.1)
     la, lb = a.lock(), b.lock()
@@ -608,10 +493,10 @@ def one_cycle(gws, ledger):
     a, b = gws['a'], gws['b']
     ca, cb = a.rejoin().get('count', 0), b.rejoin().get('count', 0)
     st1, _, lka = fence_by(b, a, ledger)
-    n1, _ = ledger.write_some(b, 4)
+    n1, _ = ledger.write_some(b, 4, rewrite_every=2)
     _, sa, oka = a.wait_rejoined(ca + 1, REJOIN_MS / 1000 + REJOIN_BOUND_S)
     st2, _, lkb = fence_by(a, b, ledger)
-    n2, _ = ledger.write_some(a, 4)
+    n2, _ = ledger.write_some(a, 4, rewrite_every=2)
     r = b.ixctl('lun', 'rejoin', IQN, '0')
     _, sb, okb = b.wait_rejoined(cb + 1, REJOIN_BOUND_S)
     return (st1[0] == 0 and st2[0] == 0 and lka == 'fenced' and lkb == 'fenced' and
@@ -676,8 +561,8 @@ def take_lock(winner, loser, ledger):
     state, loser's)."""
     r = rpc(winner.sock, 'iscsi_break_rbd_lock', {'target': IQN, 'lun': 0})
     if ledger.blocks:
-        lba = random.choice(list(ledger.blocks))
-        loser.write(lba, ledger.blocks[lba])
+        lba = ledger.old_lba()
+        loser.write(lba, ledger.blocks[(0, lba)])
     return (r.get('result') or {}).get('state'), loser.wait_lock('fenced', 10)
 
 
@@ -718,12 +603,10 @@ def phase_spc2(gws, ledger, cl):
     o2, ids = obj_spc2(cl), gw_ids(cl)
     rb = b.cmd(RESERVE6)  # B's nexus while A's holds it: conflict (A answers the probe)
     lk2 = take_lock(a, b, ledger)  # failback: A owner again, B fenced (rejoined by hand below)
-    lba, data = ledger.next, os.urandom(4096)
-    ledger.next += 8
+    lba, data = ledger.new_lba(), os.urandom(4096)
     w = a.write(lba, data)  # the holder's own write
     if w[0] == 0:
-        ledger.blocks[lba] = data
-        ledger.acked += 1
+        ledger.good(0, lba, data)
     rel = a.cmd(RELEASE6)
     o3 = obj_spc2(cl)
     r = b.ixctl('lun', 'rejoin', IQN, '0')
@@ -804,7 +687,7 @@ def phase_spc2(gws, ledger, cl):
 
 def phase_final(gws, ledger, cl):
     a, b = gws['a'], gws['b']
-    ledger.verify('final-verify', a if a.lock() == 'owner' else b)
+    ledger.check(report, 'final-verify', a if a.lock() == 'owner' else b)
     obj, ka, kb = obj_keys(cl), a.read_keys(), b.read_keys()
     check('pr-final', isinstance(obj, tuple) and ka == obj and kb == obj,
           'object %s; READ KEYS through A %s, through B %s' % (obj, ka, kb))
@@ -847,10 +730,7 @@ def phase_offline_pr(gws, tmp, cl):
         s.login()
         st_k, dk, sk, _ = s.scsi_retry_ua(bytes([0x5e, 0, 0, 0, 0, 0, 0, 4, 0, 0]),
                                           read_len=1024)
-        keys = None
-        if st_k == 0:
-            gen, n = struct.unpack('>II', dk[:8])
-            keys = gen, sorted(struct.unpack('>%dQ' % (n // 8), dk[8:8 + n]))
+        keys = parse_keys(dk) if st_k == 0 else None
         obj = obj_keys(cl)
         check('pr-offline-online', r.returncode == 0 and st.get('state') == 'online' and
               keys == obj, 'ix-ctl lun online (exit %d): %s; READ KEYS through C %s, object %s'
@@ -859,16 +739,16 @@ def phase_offline_pr(gws, tmp, cl):
         if s:
             s.close()
         rc = d.stop()
-        if ixceph.sanitizer_report(d.output()) or rc not in (0, None):
+        if ixtest.sanitizer_report(d.output()) or rc not in (0, None):
             report('FAIL', 'sanitizer-c', 'exit %s; see %s' % (rc, d.log_path))
 
 
 def scenario(cl, tmp):
     conf = cl.conf
-    cl.create_image(IMAGE, '64M')
+    cl.create_image(IMAGE, '%dM' % IMAGE_MIB)
     for img in (PLAIN, PLAIN2):
         cl.create_image(img, '16M')
-    gws, ledger = {}, Ledger()
+    gws, ledger = {}, Ledger(IMAGE_MIB * (1 << 20) // BS)
     t0 = time.monotonic()
     try:
         gws['a'] = Gateway(tmp, conf, 'a', 1, REJOIN_MS, 0, plain=True)
@@ -893,11 +773,7 @@ def scenario(cl, tmp):
                            gws['b'].rejoin().get('count'), time.monotonic() - t0))
     finally:
         for g in gws.values():
-            g.close()
-            if g.d.p.poll() is None:
-                g.d.p.send_signal(signal.SIGCONT)
-                g.d.stop()
-            g.sanitizer_check()
+            g.shutdown(report)
 
 
 def main():

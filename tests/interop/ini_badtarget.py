@@ -23,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
 import ixiscsi as X  # noqa: E402
+import ixtest  # noqa: E402
 
 BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
 ACCEPT = os.path.join(BUILD, 'tests', 'integration', 'ini_accept')
@@ -235,7 +236,7 @@ def run_case(case):
         ft.close()
     out = r.stdout + r.stderr
     sys.stderr.write('--- %s\n%s\n' % (case, out))
-    if 'ERROR: AddressSanitizer' in out or 'runtime error:' in out:
+    if ixtest.sanitizer_report(out):
         return 'FAIL', 'sanitizer report'
     if r.returncode < 0:
         return 'FAIL', 'ini_accept killed by signal %d' % -r.returncode

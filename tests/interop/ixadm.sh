@@ -60,9 +60,9 @@ ax_cleanup() {
 ixt_on_exit ax_cleanup
 
 sanitizer_check() { # files...
-	if grep -lE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$@" 2>/dev/null; then
-		ixt_check_fail "ixadm.sanitizer" "sanitizer report from ixadm (see above)"
-		grep -h -A 15 -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$@" | head -60 >&2
+	if ix_sanitizer_found "$@"; then
+		ixt_check_fail "ixadm.sanitizer" "sanitizer report from ixadm (see below)"
+		ix_sanitizer_show "$@"
 	fi
 }
 

@@ -26,6 +26,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
 import ini_badtarget as B  # noqa: E402
 import ixiscsi as X  # noqa: E402
+import ixtest  # noqa: E402
 
 BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
 IXADM = os.path.join(BUILD, 'tools', 'ixadm')
@@ -75,7 +76,7 @@ def ixadm(db, *args, timeout=60):
     except subprocess.TimeoutExpired:
         return None, timeout, 'hung'
     out = r.stdout + r.stderr
-    if 'ERROR: AddressSanitizer' in out or 'ERROR: LeakSanitizer' in out or 'runtime error:' in out:
+    if ixtest.sanitizer_report(out):
         result(False, 'sanitizer', 'report from ixadm %s' % ' '.join(args))
     sys.stderr.write('$ ixadm %s -> %d (%.1f s)\n%s' % (' '.join(args), r.returncode,
                                                        time.monotonic() - t0, out))
@@ -127,8 +128,7 @@ def daemon(db):
         result(rc == 0 and secs < 15, 'daemon.logout', 'exit %s after %.1f s' % (rc, secs))
         rc, _, _ = ixadm(db, '-m', 'session')
         result(rc == 21, 'daemon.gone', 'exit %s (want 21: no sessions)' % rc)
-        if any(s in logs for s in ('ERROR: AddressSanitizer', 'ERROR: LeakSanitizer',
-                                   'runtime error:')):
+        if ixtest.sanitizer_report(logs):
             result(False, 'daemon.sanitizer', 'sanitizer report in the daemon log')
     finally:
         ft.close()

@@ -34,21 +34,14 @@ import time
 import urllib.parse
 import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+import ixdaemon  # noqa: E402
 import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
+from ixmgmt import BENCH, CTL, HOST  # noqa: E402
 
-if os.environ.get('IX_PEER', 'ix') != 'ix':
-    print('SKIP: the metrics endpoint is ix-target\'s own (peer is %s)' % os.environ['IX_PEER'],
-          file=sys.stderr)
-    sys.exit(77)
+ixdaemon.skip_unless_ix('the metrics endpoint')
 
-HOST = '127.0.0.1'
-BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
-CTL = os.path.join(BUILD, 'tools', 'ix-ctl')
-BENCH = os.path.join(BUILD, 'tools', 'ix-bench')
 TGT = 'iqn.2026-11.io.ix.test:metrics'
 INI = 'iqn.2026-11.io.ix.test:metrics-bench'
 R = ixtest.Reporter('metrics')

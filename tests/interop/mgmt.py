@@ -36,26 +36,18 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
-LIB = os.path.join(ROOT, 'tests', 'lib')
-sys.path.insert(0, LIB)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+import ixdaemon  # noqa: E402
 import ixiscsi as X  # noqa: E402
+import ixmgmt  # noqa: E402
 import ixtest  # noqa: E402
+from ixmgmt import HOST  # noqa: E402
 
-if os.environ.get('IX_PEER', 'ix') != 'ix':
-    print('SKIP: the management API is ix-target\'s own (peer is %s)' % os.environ['IX_PEER'],
-          file=sys.stderr)
-    sys.exit(77)
+ixdaemon.skip_unless_ix('the management API')
 
-HOST = '127.0.0.1'
-BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
-CTL = os.path.join(BUILD, 'tools', 'ix-ctl')
-BENCH = os.path.join(BUILD, 'tools', 'ix-bench')
 T1 = 'iqn.2026-11.io.ix.test:mgmt-one'
 T2 = 'iqn.2026-11.io.ix.test:mgmt-two'
 T3 = 'iqn.2026-11.io.ix.test:mgmt-grow'
@@ -63,32 +55,8 @@ INI = 'iqn.2026-11.io.ix.test:mgmt-client'
 RAW = 'iqn.2026-11.io.ix.test:mgmt-raw'  # the raw sessions of step 3 (the bench is INI)
 CHAP_USER, CHAP_SECRET = 'mgmt-user', 'mgmt-secret-0123'
 PY = shutil.which('python3', path='/usr/bin:/bin') or sys.executable  # runnable as nobody
-R = ixtest.Reporter('mgmt')
-
-
-class Env:
-    pass
-
-
-E = Env()
-
-
-def ctl(*args, timeout=60):
-    p = subprocess.run([CTL, '-s', E.sock] + list(args), capture_output=True, text=True,
-                       timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
-
-
-def ctl_json(*args):
-    rc, out, err = ctl('--json', *args)
-    if rc != 0:
-        raise RuntimeError('ix-ctl %s: exit %d: %s' % (' '.join(args), rc, err.strip()))
-    return json.loads(out)
-
-
-def check(name, ok, detail):
-    R('PASS' if ok else 'FAIL', name, ' | '.join(x.strip() for x in detail.splitlines()))
-    return ok
+R, E, ctl, check = ixmgmt.harness('mgmt')  # ctl(*args) -> (exit status, stdout, stderr)
+ctl_json = ctl.json
 
 
 def raw(data, timeout=15, close_write=True):
@@ -145,24 +113,16 @@ def write_config(path, port, sock, extra=None):
 
 
 def bench(target, lun, seconds, port, chap=False, extra=()):
-    cmd = [BENCH, '-p', '%s:%d' % (HOST, port), '-T', target, '-l', str(lun), '-I', INI,
+    cmd = ['-p', '%s:%d' % (HOST, port), '-T', target, '-l', str(lun), '-I', INI,
            '--rw', 'randrw', '--bs', '4k', '-q', '8', '-t', '%ds' % seconds, '--verify',
            '--json', '--quiet'] + list(extra)
     if chap:
         cmd += ['--chap-user', CHAP_USER, '--chap-secret', CHAP_SECRET]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return ixmgmt.bench_start(cmd)
 
 
 def bench_result(p, timeout=120):
-    out, err = p.communicate(timeout=timeout)
-    try:
-        j = json.loads(out.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return False, 'exit %d, no JSON result: %s' % (p.returncode, err.strip()[-300:])
-    ios = j['read']['ios'] + j['write']['ios'] if 'read' in j else -1
-    ok = p.returncode == 0 and j['errors'] == 0 and j['miscompares'] == 0 and ios != 0
-    return ok, 'exit %d, %s I/Os, errors %d, miscompares %d, verified %d blocks, %s' % (
-        p.returncode, ios, j['errors'], j['miscompares'], j['verified_blocks'], j['result'])
+    return ixmgmt.bench_result(p, timeout, with_result=True)
 
 
 # ---- 1. objects from nothing --------------------------------------------------------------
@@ -296,36 +256,8 @@ def step_stats():
 
 # ---- 3. delete a target with a live session, another target busy ------------------------------
 
-def wait_async(s, secs):
-    end = time.monotonic() + secs
-    while True:
-        left = end - time.monotonic()
-        if left <= 0:
-            return 'no Async Message within %d s' % secs
-        try:
-            pdu = s.recv(left)
-        except X.Timeout:
-            continue
-        except X.Closed:
-            return 'connection closed without an Async Message'
-        if pdu.opcode == X.OP_NOP_IN and pdu.itt == X.ALL_ONES:
-            s.answer_target_nop(pdu)
-            continue
-        if pdu.opcode == X.OP_ASYNC:
-            return pdu
-        return 'expected an Async Message, got ' + pdu.describe()
-
-
 def sendtargets(port):
-    s = X.Session(HOST, port, initiator=INI, timeout=5)
-    s.login(session_type='Discovery')
-    rsp = s.text([('SendTargets', 'All')])
-    data = rsp.data
-    while not rsp.flags & 0x80:
-        rsp = s.text([], ttt=rsp.ttt, itt=rsp.itt)
-        data += rsp.data
-    s.close()
-    return [v for k, v in X.decode_keys(data) if k == 'TargetName']
+    return X.send_targets(HOST, port, INI)
 
 
 def find_session(target, initiator=INI):
@@ -355,7 +287,7 @@ def step_sessions():
         s.close()
         return
     rc, out, err = ctl('session', 'logout', str(x['tsih']))
-    pdu = wait_async(s, 10)
+    pdu = X.wait_async(s, 10)
     if isinstance(pdu, str):
         check('session-logout-request', False, 'exit %d; %s' % (rc, pdu))
     else:
@@ -394,7 +326,7 @@ def step_delete_live():
     rc, out, err = ctl('target', 'delete', T1)
     check('delete-target', rc == 0, 'ix-ctl target delete with a live session: exit %d %s' %
           (rc, (out + err).strip()))
-    pdu = wait_async(s, 10)
+    pdu = X.wait_async(s, 10)
     if isinstance(pdu, str):
         check('async-logout-request', False, pdu)
         s.close()
@@ -426,12 +358,7 @@ def step_delete_live():
 # ---- resize under load -----------------------------------------------------------------------
 
 def sense_of(sense):
-    """(key, asc, ascq) of fixed or descriptor sense data."""
-    if len(sense) >= 4 and sense[0] & 0x7f in (0x72, 0x73):
-        return sense[1] & 0x0f, sense[2], sense[3]
-    if len(sense) >= 14:
-        return sense[2] & 0x0f, sense[12], sense[13]
-    return None, None, None
+    return X.sense3(sense) or (None, None, None)
 
 
 def capacity16(s):
@@ -700,38 +627,29 @@ def step_save_restart():
     check('restarted-serves', ok, why)
 
 
-def main():
-    for tool in (CTL, BENCH):
-        if not os.access(tool, os.X_OK):
-            R('FAIL', 'setup', '%s not built' % tool)
-            return 1
-    E.dir = tempfile.mkdtemp(prefix='ix-mgmt-')
+def setup():
     os.chmod(E.dir, 0o711)  # nobody reaches the socket (step 4); the socket's mode decides
     E.sock = os.path.join(E.dir, 'run', 'ix-target.sock')
-    E.cfg = os.path.join(E.dir, 'ix-target.json')
-    E.port = ixtest.free_port()
     E.port2 = ixtest.free_port()
     while E.port2 == E.port:
         E.port2 = ixtest.free_port()
     write_config(E.cfg, E.port, E.sock)
-    E.d = ixtest.Daemon(E.cfg, 'mgmt.daemon.log')
-    try:
-        step_create()
-        step_initiators()
-        step_stats()
-        busy = bench(T2, 0, 30, E.port)
-        step_sessions()
-        step_delete_live()
-        step_bad_input()
-        ok, why = bench_result(busy)
-        check('other-target-undisturbed', ok, 'ix-bench --verify on %s throughout: %s' % (
-            T2, why))
-        step_resize()
-        step_save_restart()
-    finally:
-        E.d.stop()
-        shutil.rmtree(E.dir, ignore_errors=True)
-    return 1 if R.failed else 0
+
+
+def step_busy_other():
+    """Sessions, a target deleted and bad input while ix-bench --verify runs on another."""
+    busy = bench(T2, 0, 30, E.port)
+    for step in (step_sessions, step_delete_live, step_bad_input):
+        step()
+    ok, why = bench_result(busy)
+    check('other-target-undisturbed', ok, 'ix-bench --verify on %s throughout: %s' % (
+        T2, why))
+
+
+def main():
+    return ixmgmt.main(R, E, 'mgmt', setup, (
+        step_create, step_initiators, step_stats, step_busy_other, step_resize,
+        step_save_restart))
 
 
 if __name__ == '__main__':

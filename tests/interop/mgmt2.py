@@ -33,64 +33,26 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+import ixdaemon  # noqa: E402
 import ixiscsi as X  # noqa: E402
+import ixmgmt  # noqa: E402
 import ixtest  # noqa: E402
+from ixmgmt import HOST  # noqa: E402
 
-if os.environ.get('IX_PEER', 'ix') != 'ix':
-    print('SKIP: the management API is ix-target\'s own (peer is %s)' % os.environ['IX_PEER'],
-          file=sys.stderr)
-    sys.exit(77)
+ixdaemon.skip_unless_ix('the management API')
 
-HOST = '127.0.0.1'
-BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
-CTL = os.path.join(BUILD, 'tools', 'ix-ctl')
-T = 'iqn.2026-11.io.ix.test:mask'
-TG = 'iqn.2026-11.io.ix.test:ram-grow'
-BENCH = os.path.join(BUILD, 'tools', 'ix-bench')
-INI_A = 'iqn.2026-11.io.ix.test:mask-a'
-INI_B = 'iqn.2026-11.io.ix.test:mask-b'
-INI_C = 'iqn.2026-11.io.ix.test:mask-c'
+T, TG = 'iqn.2026-11.io.ix.test:mask', 'iqn.2026-11.io.ix.test:ram-grow'
+INI_A, INI_B, INI_C = ('iqn.2026-11.io.ix.test:mask-' + c for c in 'abc')
 MIB = 1 << 20
-R = ixtest.Reporter('mgmt2')
-
-
-class Env:
-    pass
-
-
-E = Env()
-
-
-def ctl(*args, timeout=60):
-    p = subprocess.run([CTL, '-s', E.sock] + list(args), capture_output=True, text=True,
-                       timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
-
-
-def ctl_json(*args):
-    rc, out, err = ctl('--json', *args)
-    if rc != 0:
-        raise RuntimeError('ix-ctl %s: exit %d: %s' % (' '.join(args), rc, err.strip()))
-    return json.loads(out)
-
-
-def check(name, ok, detail):
-    R('PASS' if ok else 'FAIL', name, ' | '.join(x.strip() for x in detail.splitlines()))
-    return ok
+R, E, ctl, check = ixmgmt.harness('mgmt2')  # ctl(*args) -> (exit status, stdout, stderr)
+ctl_json = ctl.json
 
 
 def sense_of(sense):
-    if len(sense) >= 4 and sense[0] & 0x7f in (0x72, 0x73):
-        return sense[1] & 0x0f, sense[2], sense[3]
-    if len(sense) >= 14:
-        return sense[2] & 0x0f, sense[12], sense[13]
-    return None
+    return X.sense3(sense)
 
 
 def session(ini):
@@ -319,22 +281,13 @@ def step_target_options():
 
 
 def bench(target, seconds, rng):
-    cmd = [BENCH, '-p', '%s:%d' % (HOST, E.port), '-T', target, '-l', '0', '-I', INI_A,
+    cmd = ['-p', '%s:%d' % (HOST, E.port), '-T', target, '-l', '0', '-I', INI_A,
            '--rw', 'randrw', '--bs', '4k', '-q', '8', '-t', '%ds' % seconds, '--verify',
            '--json', '--quiet', '--range', rng]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return ixmgmt.bench_start(cmd)
 
 
-def bench_result(p, timeout=120):
-    out, err = p.communicate(timeout=timeout)
-    try:
-        j = json.loads(out.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return False, 'exit %d, no JSON result: %s' % (p.returncode, err.strip()[-300:])
-    ios = j['read']['ios'] + j['write']['ios'] if 'read' in j else -1
-    ok = p.returncode == 0 and j['errors'] == 0 and j['miscompares'] == 0 and ios != 0
-    return ok, 'exit %d, %s I/Os, errors %d, miscompares %d, verified %d blocks' % (
-        p.returncode, ios, j['errors'], j['miscompares'], j['verified_blocks'])
+bench_result = ixmgmt.bench_result
 
 
 def step_ram_grow():
@@ -383,34 +336,21 @@ def step_save_restart():
               'identical' if before == after else 'differs', luns, c0, bits))
 
 
-def main():
-    for tool in (CTL, BENCH):
-        if not os.access(tool, os.X_OK):
-            R('FAIL', 'setup', '%s not built' % tool)
-            return 1
-    E.dir = tempfile.mkdtemp(prefix='ix-mgmt2-')
+def setup():
     E.sock = os.path.join(E.dir, 'ix-target.sock')
-    E.cfg = os.path.join(E.dir, 'ix-target.json')
-    E.port = ixtest.free_port()
     with open(E.cfg, 'w') as f:
         json.dump({'global': {'mgmt_socket': E.sock, 'threads': 2},
                    'portals': [{'name': 'base', 'address': HOST, 'port': E.port}]}, f)
-    E.d = ixtest.Daemon(E.cfg, 'mgmt2.daemon.log')
-    try:
-        ixtest.wait_port(HOST, E.port, 10)
-        step_create()
-        step_iscsi_ls()
-        step_raw()
-        step_bad()
-        step_live()
-        step_lun_options()
-        step_target_options()
-        step_ram_grow()
-        step_save_restart()
-    finally:
-        E.d.stop()
-        shutil.rmtree(E.dir, ignore_errors=True)
-    return 1 if R.failed else 0
+
+
+def step_wait_port():
+    ixtest.wait_port(HOST, E.port, 10)
+
+
+def main():
+    return ixmgmt.main(R, E, 'mgmt2', setup, (
+        step_wait_port, step_create, step_iscsi_ls, step_raw, step_bad, step_live,
+        step_lun_options, step_target_options, step_ram_grow, step_save_restart))
 
 
 if __name__ == '__main__':

@@ -21,13 +21,13 @@ the part they cannot: the restart. ix only; exits 77 against other peers.
 import json
 import os
 import shutil
-import struct
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB = os.path.join(HERE, '..', 'lib')
 sys.path.insert(0, LIB)
+import ixha  # noqa: E402
 import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
 
@@ -35,10 +35,8 @@ HOST = os.environ.get('IX_HOST', '127.0.0.1')
 IQN = 'iqn.2024-01.org.ix.test:pr-aptpl'
 INIT_A = 'iqn.2024-01.org.ix.test:pr-a'
 INIT_B = 'iqn.2024-01.org.ix.test:pr-b'
-ISID_A = bytes.fromhex('80000000a001')
-ISID_B = bytes.fromhex('80000000b002')
-KEY_A = 0x1111222233334444
-KEY_B = 0x5555666677778888
+ISID_A, ISID_B = bytes.fromhex('80000000a001'), bytes.fromhex('80000000b002')
+KEY_A, KEY_B = 0x1111222233334444, 0x5555666677778888
 report = ixtest.Reporter('pr_aptpl')
 
 
@@ -58,32 +56,24 @@ def session(port, initiator, isid):
 
 
 def prout(s, sa, rtype, key, sakey, aptpl):
-    params = struct.pack('>QQ4xB3x', key, sakey, 0x01 if aptpl else 0x00)
-    cdb = bytes([0x5f, sa, rtype, 0, 0, 0, 0, 0, len(params), 0])
+    cdb, params = ixha.prout_cdb(sa, rtype, key, sakey, aptpl)
     st, _, sense, _ = s.scsi(cdb, write_data=params)
     return st, sense
 
 
 def prin(s, sa, alloc=1024):
-    cdb = bytes([0x5e, sa, 0, 0, 0, 0, 0, alloc >> 8, alloc & 0xff, 0])
-    st, data, sense, _ = s.scsi(cdb, read_len=alloc)
+    st, data, sense, _ = s.scsi(ixha.prin_cdb(sa, alloc), read_len=alloc)
     if st != 0:
         raise X.ProtocolError('PERSISTENT RESERVE IN status 0x%02x sense %s' % (st, sense.hex()))
     return data
 
 
 def read_keys(s):
-    d = prin(s, 0)
-    gen, n = struct.unpack('>II', d[:8])
-    return gen, sorted(struct.unpack('>%dQ' % (n // 8), d[8:8 + n]))
+    return ixha.parse_keys(prin(s, 0))
 
 
 def read_reservation(s):
-    d = prin(s, 1)
-    gen, n = struct.unpack('>II', d[:8])
-    if n < 16:
-        return gen, None, None
-    return gen, struct.unpack('>Q', d[8:16])[0], d[21] & 0x0f
+    return ixha.parse_reservation(prin(s, 1))
 
 
 def write1(s):

@@ -14,14 +14,11 @@ import struct
 import sys
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-LIB = os.path.join(HERE, '..', 'lib')
-sys.path.insert(0, LIB)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 import ixiscsi as X  # noqa: E402
+import ixtest  # noqa: E402
 
-if 'PEER_PORT' not in os.environ:
-    os.execvp('bash', ['bash', os.path.join(LIB, 'with-peer.sh'), 'protocol', '300',
-                       sys.executable, os.path.abspath(__file__)] + sys.argv[1:])
+ixtest.with_peer('protocol', 300)
 
 HOST = os.environ.get('IX_HOST', '127.0.0.1')
 PORT = int(os.environ['PEER_PORT'])

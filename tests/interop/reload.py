@@ -30,15 +30,11 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-LIB = os.path.join(HERE, '..', 'lib')
-sys.path.insert(0, LIB)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
 
-if 'PEER_PORT' not in os.environ:
-    os.execvp('bash', ['bash', os.path.join(LIB, 'with-peer.sh'), 'reload', '300',
-                       sys.executable, os.path.abspath(__file__)] + sys.argv[1:])
+ixtest.with_peer('reload', 300)
 
 if os.environ.get('PEER_KIND') != 'ix' or not os.environ.get('PEER_CONFIG'):
     print('SKIP: config reload is an ix-target feature (peer is %s)' %
@@ -78,15 +74,7 @@ def alive():
 
 
 def listed():
-    s = X.Session(HOST, PORT, initiator=INITIATOR, timeout=5)
-    s.login(session_type='Discovery')
-    rsp = s.text([('SendTargets', 'All')])
-    data = rsp.data
-    while not rsp.flags & 0x80:
-        rsp = s.text([], ttt=rsp.ttt, itt=rsp.itt)
-        data += rsp.data
-    s.close()
-    return [v for k, v in X.decode_keys(data) if k == 'TargetName']
+    return X.send_targets(HOST, PORT, INITIATOR)
 
 
 def wait_for(pred, secs=10):
@@ -108,12 +96,7 @@ def session_ok(s, tag):
 
 
 def sense_of(sense):
-    """(key, asc, ascq) of fixed or descriptor sense data."""
-    if len(sense) >= 4 and sense[0] & 0x7f in (0x72, 0x73):
-        return sense[1] & 0x0f, sense[2], sense[3]
-    if len(sense) >= 14:
-        return sense[2] & 0x0f, sense[12], sense[13]
-    return None, None, None
+    return X.sense3(sense) or (None, None, None)
 
 
 def on_lun(s, lun, fn):
@@ -170,32 +153,6 @@ def file_open_by_daemon(path):
         except OSError:
             pass
     return False
-
-
-def wait_async(s, secs):
-    """The next Async Message on s (NOP-In pings answered), or the reason there was none."""
-    end = time.monotonic() + secs
-    while True:
-        left = end - time.monotonic()
-        if left <= 0:
-            return 'no Async Message within %d s' % secs
-        try:
-            pdu = s.recv(left)
-        except X.Timeout:
-            continue
-        except X.Closed:
-            return 'connection closed without an Async Message'
-        if pdu.opcode == X.OP_NOP_IN and pdu.itt == X.ALL_ONES:
-            s.answer_target_nop(pdu)
-            continue
-        if pdu.opcode == X.OP_ASYNC:
-            return pdu
-        return 'expected an Async Message, got ' + pdu.describe()
-
-
-def async_fields(pdu):
-    """(AsyncEvent, Parameter1, Parameter2, Parameter3) of an Async Message."""
-    return (pdu.u8(36),) + struct.unpack_from('>HHH', pdu.bhs, 38)
 
 
 def wait_closed(s, secs):
@@ -258,11 +215,11 @@ def step_add_lun(first):
 
 def step_remove_sessions(rm_a, rm_b, t0, wait_s):
     """3. the two sessions of the removed target: one logs out when asked, one does not."""
-    pdu = wait_async(rm_a, 10)
+    pdu = X.wait_async(rm_a, 10)
     if isinstance(pdu, str):
         report('FAIL', 'removed-target-logout-request', 'session A: ' + pdu)
     else:
-        ev, _, _, p3 = async_fields(pdu)
+        ev, _, _, p3 = X.async_fields(pdu)
         if ev != 1 or p3 != wait_s:
             report('FAIL', 'removed-target-logout-request', 'AsyncEvent %d Parameter3 %d, '
                    'expected 1 (target requests Logout) and %d' % (ev, p3, wait_s))
@@ -281,8 +238,8 @@ def step_remove_sessions(rm_a, rm_b, t0, wait_s):
                     type(e).__name__, e))
     rm_a.close()
 
-    pdu = wait_async(rm_b, 10)
-    if isinstance(pdu, str) or async_fields(pdu)[0] != 1:
+    pdu = X.wait_async(rm_b, 10)
+    if isinstance(pdu, str) or X.async_fields(pdu)[0] != 1:
         report('FAIL', 'removed-target-drop', 'session B: no logout request: %s' % (
             pdu if isinstance(pdu, str) else pdu.describe()))
         rm_b.close()
@@ -290,12 +247,12 @@ def step_remove_sessions(rm_a, rm_b, t0, wait_s):
     err = session_ok(rm_b, 'still-served')
     report('FAIL' if err else 'PASS', 'removed-target-served-until-drop',
            err or 'commands answered after the logout request')
-    pdu = wait_async(rm_b, wait_s + 10)
+    pdu = X.wait_async(rm_b, wait_s + 10)
     t = time.monotonic() - t0
     if isinstance(pdu, str):
         report('FAIL', 'removed-target-drop', 'session B: ' + pdu)
     else:
-        ev, _, t2w, t2r = async_fields(pdu)
+        ev, _, t2w, t2r = X.async_fields(pdu)
         closed = wait_closed(rm_b, 5)
         if ev == 3 and t2r == 0 and wait_s - 0.5 <= t <= wait_s + 5 and closed:
             report('PASS', 'removed-target-drop', 'AsyncEvent 3 (Time2Wait %d, Time2Retain 0) '

@@ -137,7 +137,4 @@ try:
 except Exception:
     traceback.print_exc()
     R.report('FAIL', 'exception', traceback.format_exc().strip().splitlines()[-1][:200])
-R.check('daemon-alive', d.alive(), 'pid %s' % d.pid)
-for p in d.stop():
-    R.report('FAIL', 'shutdown', p)
-sys.exit(1 if R.failed else 0)
+ixdaemon.finish(R, d)

@@ -16,6 +16,7 @@
 # (a timeout), every wait is bounded, and the EXIT trap stops whatever the test started.
 
 IXT_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$IXT_LIB/sanitizer.sh"
 IX_ROOT=${IX_ROOT:-$(cd "$IXT_LIB/../.." && pwd)}
 IX_PEER=${IX_PEER:-ix}
 IX_BUILD=${IX_BUILD:-$IX_ROOT/build}
@@ -305,9 +306,9 @@ peer_check() {
 
 peer_sanitizer_check() {
 	[ -n "$PEER_LOG" ] && [ -f "$PEER_LOG" ] || return 0
-	if grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: (Address|Undefined|Leak)' "$PEER_LOG"; then
+	if ix_sanitizer_found "$PEER_LOG"; then
 		ixt_check_fail "$IXT_NAME.sanitizer" "sanitizer report in $PEER_LOG:"
-		grep -m 20 -E -A 12 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$PEER_LOG" | head -60 >&2
+		ix_sanitizer_show "$PEER_LOG"
 		return 1
 	fi
 	return 0

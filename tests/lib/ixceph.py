@@ -27,6 +27,10 @@ import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import ixtest  # noqa: E402
+from ixha import fmt, sense3  # noqa: E402,F401 (the tests import them from here too)
+
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 CLUSTER_SH = os.path.join(ROOT, 'tests', 'ceph', 'cluster.sh')
 BUILD = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
@@ -124,7 +128,7 @@ class Cluster:
     def dead_conf(self, tmp, name='dead.conf'):
         """A copy of ceph.conf whose monitor address has nobody listening."""
         path = os.path.join(tmp, name)
-        port = free_port()
+        port = ixtest.free_port()
         with open(self.conf) as f, open(path, 'w') as g:
             for line in f:
                 if line.strip().startswith('mon host') or line.strip().startswith('mon_host'):
@@ -141,11 +145,6 @@ class Cluster:
             return None
         d = json.loads(r.stdout)
         return sum(v.get(name, 0) for k, v in d.items() if k.startswith('librbd'))
-
-
-def free_port():
-    import ixtest  # noqa: E402 (tests/lib is on the caller's path)
-    return ixtest.free_port()
 
 
 def rbd_lun(n, image, conf, pool='rbd', **rbd_extra):
@@ -189,34 +188,7 @@ def rpc(sock, method, params, timeout=60):
     return json.loads(buf)
 
 
-def sense3(sense):
-    """(sense key, asc, ascq) of fixed or descriptor sense data, or None."""
-    if not sense or len(sense) < 4:
-        return None
-    if sense[0] & 0x7f in (0x72, 0x73):
-        return sense[1] & 0xf, sense[2], sense[3]
-    if len(sense) < 14:
-        return None
-    return sense[2] & 0xf, sense[12], sense[13]
-
-
-def fmt(st, sense):
-    """'status 0xNN sense K/AA/QQ' for a detail line."""
-    k = sense3(sense) if st == 2 else None
-    return 'status 0x%02x%s' % (st, ' sense %x/%02x/%02x' % k if k else '')
-
-
-def sanitizer_report(text):
-    return 'ERROR: AddressSanitizer' in text or 'runtime error:' in text or \
-        'ERROR: LeakSanitizer' in text
-
-
-def check_sanitizer(report, daemon, what):
-    """A FAIL 'sanitizer-WHAT' ('sanitizer' for an empty WHAT) when the daemon's log has a
-    sanitizer report."""
-    if daemon and sanitizer_report(daemon.output()):
-        report('FAIL', 'sanitizer-' + what if what else 'sanitizer',
-               'sanitizer report in ' + daemon.log_path)
+check_sanitizer = ixtest.check_sanitizer
 
 
 def step(report, name, fn, *args):

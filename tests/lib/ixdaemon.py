@@ -13,20 +13,15 @@ $IX_OUT/NAME.ix-target.log, where tests/run.sh also looks for sanitizer reports.
 
 import json
 import os
-import re
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import ixtest  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
-SANITIZER = re.compile(r'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|'
-                       r'SUMMARY: (Address|Undefined|Leak)')
+Results = ixtest.Reporter  # R = Results('name'); R.report(st, name, detail), R.check(...)
 
 
 def skip_unless_ix(what):
@@ -38,6 +33,8 @@ def skip_unless_ix(what):
 
 
 class Daemon:
+    """cfg written to a temporary file with free ports, run by ixtest.Daemon (the process)."""
+
     def __init__(self, name, cfg, testing=False, host='127.0.0.1'):
         self.name = name
         self.cfg = cfg
@@ -46,14 +43,11 @@ class Daemon:
         self.port = None
         self.proc = None
         self.pid = None
-        out = os.environ.get('IX_OUT', os.path.join(ROOT, 'tests', 'out'))
-        os.makedirs(out, exist_ok=True)
-        self.log = os.path.join(out, '%s.ix-target.log' % name)
+        self.log_name = '%s.ix-target.log' % name
         build = os.environ.get('IX_BUILD', os.path.join(ROOT, 'build'))
         self.bin = os.path.join(build, 'tools', 'ix-target')
         self.tmp = tempfile.mkdtemp(prefix='ixtest.%s.' % name)
         self.cfg_path = os.path.join(self.tmp, 'ix-target.json')
-        self.log_start = 0
 
     def start(self, ready_timeout=30):
         if not os.path.exists(self.bin):
@@ -68,68 +62,46 @@ class Daemon:
                 self.ports[p.get('name', 'default')] = p['port']
             with open(self.cfg_path, 'w') as f:
                 json.dump(self.cfg, f, indent=2)
-            args = [self.bin, '-c', self.cfg_path] + (['--testing'] if self.testing else [])
-            self.log_start = os.path.getsize(self.log) if os.path.exists(self.log) else 0
-            logf = open(self.log, 'a')
-            self.proc = subprocess.Popen(args, stdout=logf, stderr=logf)
-            logf.close()
+            try:
+                self.proc = ixtest.Daemon(self.cfg_path, self.log_name, testing=self.testing,
+                                          append=True, ready_timeout=ready_timeout)
+            except ixtest.DaemonExited as e:
+                if 'Address already in use' not in e.output:
+                    raise RuntimeError('ix-target exited with status %d:\n%s' %
+                                       (e.status, e.output[-2000:]))
+                continue
             self.pid = self.proc.pid
-            deadline = time.monotonic() + ready_timeout
-            while time.monotonic() < deadline:
-                if 'ix-target: ready' in self.log_text():
-                    return self
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.05)
-            if self.proc.poll() is None:
-                raise RuntimeError('ix-target not ready after %ds' % ready_timeout)
-            if 'Address already in use' not in self.log_text():
-                raise RuntimeError('ix-target exited with status %d:\n%s' %
-                                   (self.proc.returncode, self.log_text()[-2000:]))
+            return self
         raise RuntimeError('no free port for ix-target')
 
     def log_text(self):
         """What this daemon logged (earlier runs' lines in the same file are skipped)."""
-        try:
-            with open(self.log, errors='replace') as f:
-                f.seek(self.log_start)
-                return f.read()
-        except OSError:
-            return ''
+        return self.proc.output() if self.proc else ''
 
     def alive(self):
-        return self.proc is not None and self.proc.poll() is None
+        return self.proc is not None and self.proc.alive()
 
     def fds(self):
-        return len(os.listdir('/proc/%d/fd' % self.pid))
+        return self.proc.fds()
 
     def rss_kb(self):
-        with open('/proc/%d/status' % self.pid) as f:
-            for line in f:
-                if line.startswith('VmRSS:'):
-                    return int(line.split()[1])
-        return 0
+        return self.proc.rss_kb()
 
     def stop(self, timeout=15):
         """SIGTERM; the problems found (empty: clean stop, status 0, no sanitizer report)."""
         problems = []
         if self.proc is None:
             return problems
-        if self.proc.poll() is not None:
+        if not self.proc.alive():
             problems.append('ix-target had already exited with status %d' %
-                            self.proc.returncode)
-        else:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                rc = self.proc.wait(timeout)
-                if rc != 0:
-                    problems.append('ix-target exited with status %d after SIGTERM' % rc)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                problems.append('ix-target ignored SIGTERM for %ds' % timeout)
-        if SANITIZER.search(self.log_text()):
-            problems.append('sanitizer report in %s' % self.log)
+                            self.proc.p.returncode)
+        rc = self.proc.stop(timeout)
+        if rc is None:
+            problems.append('ix-target ignored SIGTERM for %ds' % timeout)
+        elif rc != 0 and not problems:
+            problems.append('ix-target exited with status %d after SIGTERM' % rc)
+        if ixtest.sanitizer_report(self.proc.output()):
+            problems.append('sanitizer report in %s' % self.proc.log_path)
         self.proc = None
         try:
             os.remove(self.cfg_path)
@@ -139,22 +111,10 @@ class Daemon:
         return problems
 
 
-class Results:
-    """One "PASS|FAIL|SKIP prefix.name detail" line per check, also into $IX_RESULTS."""
-
-    def __init__(self, prefix):
-        self.prefix = prefix
-        self.failed = 0
-
-    def report(self, status, name, detail=''):
-        line = '%s %s.%s %s' % (status, self.prefix, name, detail)
-        print(line.rstrip(), flush=True)
-        if os.environ.get('IX_RESULTS'):
-            with open(os.environ['IX_RESULTS'], 'a') as f:
-                f.write(line.rstrip() + '\n')
-        if status == 'FAIL':
-            self.failed += 1
-
-    def check(self, name, ok, detail=''):
-        self.report('PASS' if ok else 'FAIL', name, detail)
-        return ok
+def finish(results, d):
+    """The end of a test on a Daemon d: the check daemon-alive, a FAIL 'shutdown' for each
+    problem its stop found, and the exit status (1 when a check failed)."""
+    results.check('daemon-alive', d.alive(), 'pid %s' % d.pid)
+    for p in d.stop():
+        results.report('FAIL', 'shutdown', p)
+    sys.exit(1 if results.failed else 0)

@@ -208,6 +208,44 @@ def sense_key(sense):
     return sense[2] & 0x0f
 
 
+def sense3(sense):
+    """(sense key, asc, ascq) of fixed or descriptor sense data, or None."""
+    if not sense or len(sense) < 4:
+        return None
+    if sense[0] & 0x7f in (0x72, 0x73):
+        return sense[1] & 0xf, sense[2], sense[3]
+    if len(sense) < 14:
+        return None
+    return sense[2] & 0xf, sense[12], sense[13]
+
+
+def wait_async(s, secs):
+    """The next Async Message on session s (NOP-In pings answered), or the reason there was
+    none."""
+    end = time.monotonic() + secs
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            return 'no Async Message within %d s' % secs
+        try:
+            pdu = s.recv(left)
+        except Timeout:
+            continue
+        except Closed:
+            return 'connection closed without an Async Message'
+        if pdu.opcode == OP_NOP_IN and pdu.itt == ALL_ONES:
+            s.answer_target_nop(pdu)
+            continue
+        if pdu.opcode == OP_ASYNC:
+            return pdu
+        return 'expected an Async Message, got ' + pdu.describe()
+
+
+def async_fields(pdu):
+    """(AsyncEvent, Parameter1, Parameter2, Parameter3) of an Async Message."""
+    return (pdu.u8(36),) + struct.unpack_from('>HHH', pdu.bhs, 38)
+
+
 def read10(lba, n):
     """READ(10) CDB for n blocks at lba."""
     return struct.pack('>BBIBHB', 0x28, 0, lba, 0, n, 0)
@@ -706,3 +744,16 @@ class Session:
         if rsp.opcode != OP_LOGOUT_RSP:
             raise ProtocolError('logout answered with ' + rsp.describe())
         return rsp.u8(2)
+
+
+def send_targets(host, port, initiator, timeout=5):
+    """The target names a discovery session's SendTargets=All lists."""
+    s = Session(host, port, initiator=initiator, timeout=timeout)
+    s.login(session_type='Discovery')
+    rsp = s.text([('SendTargets', 'All')])
+    data = rsp.data
+    while not rsp.flags & 0x80:
+        rsp = s.text([], ttt=rsp.ttt, itt=rsp.itt)
+        data += rsp.data
+    s.close()
+    return [v for k, v in decode_keys(data) if k == 'TargetName']

@@ -27,21 +27,47 @@ import time
 import traceback
 
 
+# What ASan, LSan and UBSan print when they find something (tests/lib/sanitizer.sh has the
+# same pattern for the shell tests and tests/run.sh).
+SANITIZER = re.compile(r'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|'
+                       r'SUMMARY: (Address|Undefined|Leak)')
+
+
+def sanitizer_report(text):
+    """True when text (a daemon's log) has a sanitizer report."""
+    return SANITIZER.search(text) is not None
+
+
+def check_sanitizer(report, daemon, what):
+    """A FAIL 'sanitizer-WHAT' ('sanitizer' for an empty WHAT) when the daemon's log has a
+    sanitizer report."""
+    if daemon and sanitizer_report(daemon.output()):
+        report('FAIL', 'sanitizer-' + what if what else 'sanitizer',
+               'sanitizer report in ' + daemon.log_path)
+
+
 class Reporter:
     """report(st, name, detail): one "PASS|FAIL|SKIP TEST.NAME detail" line per check, printed
-    and appended to $IX_RESULTS (tests/run.sh counts those lines); .failed counts the FAILs."""
+    and appended to $IX_RESULTS (tests/run.sh counts those lines); .failed counts the FAILs.
+    check(name, ok, detail) reports PASS or FAIL and returns ok."""
 
     def __init__(self, test):
         self.test = test
         self.failed = 0
 
     def __call__(self, st, name, detail=''):
-        line = '%s %s.%s %s' % (st, self.test, name, detail)
+        line = ('%s %s.%s %s' % (st, self.test, name, detail)).rstrip()
         print(line, flush=True)
         if os.environ.get('IX_RESULTS'):
             with open(os.environ['IX_RESULTS'], 'a') as f:
                 f.write(line + '\n')
         self.failed += st == 'FAIL'
+
+    report = __call__
+
+    def check(self, name, ok, detail=''):
+        self('PASS' if ok else 'FAIL', name, detail)
+        return ok
 
     def main(self, fn):
         """Exit with fn()'s status; an exception escaping fn is one FAIL line, named setup."""
@@ -53,19 +79,27 @@ class Reporter:
 
 
 class Daemon:
-    """An ix-target process of the test's own (for tests that restart it): started on cfg_path
-    with its output in OUT/log_name (tests/run.sh scans OUT/<test>.*.log for sanitizer
-    reports, so name it after the test). Waits until it prints "ix-target: ready"."""
+    """The tests' one ix-target process: started on cfg_path (with --testing when asked) with
+    its output in OUT/log_name (tests/run.sh scans OUT/<test>.*.log for sanitizer reports, so
+    name it after the test; append=True keeps earlier runs' lines, which output() skips).
+    Waits until it prints "ix-target: ready"; DaemonExited if it exits first.
+    tests/lib/ixdaemon.py writes the configuration and picks the ports for it."""
 
-    def __init__(self, cfg_path, log_name, build=None, out=None):
+    def __init__(self, cfg_path, log_name, build=None, out=None, testing=False, append=False,
+                 ready_timeout=30):
         root = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
         build = build or os.environ.get('IX_BUILD', os.path.join(root, 'build'))
         out = out or os.environ.get('IX_OUT', os.path.join(root, 'tests', 'out'))
+        os.makedirs(out, exist_ok=True)
         self.log_path = os.path.join(out, log_name)
-        self.log = open(self.log_path, 'w')
-        self.p = subprocess.Popen([os.path.join(build, 'tools', 'ix-target'), '-c', cfg_path],
+        self.log_start = os.path.getsize(self.log_path) \
+            if append and os.path.exists(self.log_path) else 0
+        self.log = open(self.log_path, 'a' if append else 'w')
+        self.p = subprocess.Popen([os.path.join(build, 'tools', 'ix-target'), '-c', cfg_path] +
+                                  (['--testing'] if testing else []),
                                   stdout=self.log, stderr=subprocess.STDOUT)
-        end = time.monotonic() + 30
+        self.pid = self.p.pid
+        end = time.monotonic() + ready_timeout
         while time.monotonic() < end:
             if 'ix-target: ready' in self.output():
                 return
@@ -76,23 +110,41 @@ class Daemon:
         self.p.kill()
         self.p.wait()
         self.log.close()
-        raise RuntimeError('ix-target not ready after 30 s')
+        raise RuntimeError('ix-target not ready after %d s' % ready_timeout)
 
     def output(self):
-        with open(self.log_path, errors='replace') as f:
-            return f.read()
+        """What this daemon printed (earlier runs' lines in the same file are skipped)."""
+        try:
+            with open(self.log_path, errors='replace') as f:
+                f.seek(self.log_start)
+                return f.read()
+        except OSError:
+            return ''
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def fds(self):
+        return len(os.listdir('/proc/%d/fd' % self.pid))
+
+    def rss_kb(self):
+        with open('/proc/%d/status' % self.pid) as f:
+            for line in f:
+                if line.startswith('VmRSS:'):
+                    return int(line.split()[1])
+        return 0
 
     def kill9(self):
         self.p.send_signal(signal.SIGKILL)
         self.p.wait(10)
         self.log.close()
 
-    def stop(self):
+    def stop(self, timeout=15):
         """SIGTERM; returns the exit status (None if it had to be killed)."""
         if self.p.poll() is None:
             self.p.send_signal(signal.SIGTERM)
             try:
-                self.p.wait(15)
+                self.p.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.p.kill()
                 self.p.wait()
@@ -109,6 +161,16 @@ class DaemonExited(RuntimeError):
         super().__init__('ix-target exited with %d before it was ready' % status)
         self.status = status
         self.output = output
+
+
+def with_peer(test, secs):
+    """Run the calling script again under tests/lib/with-peer.sh (it starts the peer, IX_PEER
+    ix or tgt, exports PEER_PORT, PEER_IQN, ... and stops it after at most secs), unless that
+    is where it runs already."""
+    if 'PEER_PORT' not in os.environ:
+        lib = os.path.dirname(os.path.abspath(__file__))
+        os.execvp('bash', ['bash', os.path.join(lib, 'with-peer.sh'), test, str(secs),
+                           sys.executable, os.path.abspath(sys.argv[0])] + sys.argv[1:])
 
 
 def free_port():
@@ -162,6 +224,25 @@ LUN_ATTRS = {'thin': ('thin', True), 'readonly': ('readonly', True),
              'removable': ('removable', True), 'nomedium': ('no_medium', True)}
 
 
+def lun_attrs(lun, attrs, spec, size_key):
+    """lun with the attributes of a --lun spec (ATTR,ATTR...) set; size= goes to size_key
+    (None: ignored). Returns lun."""
+    for attr in filter(None, attrs.split(',')):
+        if attr.startswith('size='):
+            if size_key:
+                lun[size_key] = '%sM' % attr[5:]
+        elif attr.startswith('phys='):
+            lun['physical_block_size'] = int(attr[5:])
+        elif attr.startswith('sanitize_rate='):
+            lun['sanitize_rate'] = attr[len('sanitize_rate='):]
+        elif attr in LUN_ATTRS:
+            key, val = LUN_ATTRS[attr]
+            lun[key] = val
+        else:
+            raise SystemExit('unknown LUN attribute %r in %r' % (attr, spec))
+    return lun
+
+
 def lun_entries(a):
     """The LUNs of --lun specs, numbered from 0 in order; one RAM LUN by default."""
     if a.rbd:  # one RBD image per LUN role: PREFIX-ROLE
@@ -174,19 +255,8 @@ def lun_entries(a):
                    'rbd': {'pool': pool, 'image': '%s-%s' % (prefix, role), 'conf': conf}}
             if a.rbd_timeout:
                 lun['rbd']['osd_op_timeout_s'] = a.rbd_timeout
-            for attr in filter(None, attrs.split(',')):
-                if attr.startswith('size='):
-                    pass  # the image's size (the caller created it so)
-                elif attr.startswith('phys='):
-                    lun['physical_block_size'] = int(attr[5:])
-                elif attr.startswith('sanitize_rate='):
-                    lun['sanitize_rate'] = attr[len('sanitize_rate='):]
-                elif attr in LUN_ATTRS:
-                    key, val = LUN_ATTRS[attr]
-                    lun[key] = val
-                else:
-                    raise SystemExit('unknown LUN attribute %r in %r' % (attr, spec))
-            luns.append(lun)
+            # size=: the image's size (the caller created it so)
+            luns.append(lun_attrs(lun, attrs, spec, None))
         return luns
     if not a.lun:  # one LUN: RAM, or a file or block device at --path
         lun = {'lun': 0, 'backend': a.backend}
@@ -205,19 +275,7 @@ def lun_entries(a):
     for n, spec in enumerate(a.lun):
         attrs = spec.split(':', 1)[1] if ':' in spec else ''
         lun = {'lun': n, 'backend': 'ram', 'size': '%dM' % a.size}
-        for attr in filter(None, attrs.split(',')):
-            if attr.startswith('size='):
-                lun['size'] = '%sM' % attr[5:]
-            elif attr.startswith('phys='):
-                lun['physical_block_size'] = int(attr[5:])
-            elif attr.startswith('sanitize_rate='):
-                lun['sanitize_rate'] = attr[len('sanitize_rate='):]
-            elif attr in LUN_ATTRS:
-                key, val = LUN_ATTRS[attr]
-                lun[key] = val
-            else:
-                raise SystemExit('unknown LUN attribute %r in %r' % (attr, spec))
-        luns.append(lun)
+        luns.append(lun_attrs(lun, attrs, spec, 'size'))
     return luns
 
 
