@@ -22,53 +22,160 @@ void ix_mgmt_op_cancel(struct ix_mgmt_op *op)
 
 static int m_get_methods(struct call *c);
 
+/* Parameter schemas: {name, type, required, help}, ending with {NULL}. Written once here, they
+ * answer rpc_get_methods {"detail": true} (what ix-ctl call and ix-ctl methods use); each
+ * handler still checks its parameters itself (its messages are part of the interface). */
+#define PEND {NULL, 0, false, NULL}
+#define DRY_RUN {"dry_run", MGMT_T_BOOLEAN, false, "check and report the changes, apply nothing"}
+#define TARGET(req) {"target", MGMT_T_STRING, req, "the target's name (IQN)"}
+#define LUN(req) {"lun", MGMT_T_INTEGER, req, "the LUN number"}
+
+static const struct mgmt_param p_none[] = {PEND};
+static const struct mgmt_param p_methods[] = {
+    {"detail", MGMT_T_BOOLEAN, false, "objects {name, help, params} rather than names"}, PEND};
+static const struct mgmt_param p_apply[] = {
+    {"config", MGMT_T_OBJECT, true, "the whole configuration document"}, DRY_RUN, PEND};
+static const struct mgmt_param p_get_named[] = {
+    {"name", MGMT_T_STRING, false, "only the one of that name"}, PEND};
+static const struct mgmt_param p_create_portal[] = {
+    {"portal", MGMT_T_OBJECT, true, "the portal, as in the file's portals[]"}, DRY_RUN, PEND};
+static const struct mgmt_param p_delete_named[] = {
+    {"name", MGMT_T_STRING, true, "its name"}, DRY_RUN, PEND};
+static const struct mgmt_param p_create_target[] = {
+    {"target", MGMT_T_OBJECT, true, "the target, as in the file's targets[]"}, DRY_RUN, PEND};
+static const struct mgmt_param p_of_target[] = {TARGET(true), PEND};
+static const struct mgmt_param p_create_lun[] = {
+    TARGET(true), {"lun", MGMT_T_OBJECT, true, "the LUN, as in the file's luns[]"}, DRY_RUN,
+    PEND};
+static const struct mgmt_param p_delete_lun[] = {TARGET(true), LUN(true), DRY_RUN, PEND};
+static const struct mgmt_param p_resize_lun[] = {
+    TARGET(true), LUN(true),
+    {"size", MGMT_T_STRING, true, "the new size: bytes, or digits and K/M/G/T/P[iB]"}, DRY_RUN,
+    PEND};
+static const struct mgmt_param p_lun_offline[] = {
+    TARGET(true), LUN(true),
+    {"offline", MGMT_T_BOOLEAN, true, "true: take it offline, false: back online"}, DRY_RUN,
+    PEND};
+static const struct mgmt_param p_lun_options[] = {
+    TARGET(true), LUN(true), {"write_cache", MGMT_T_BOOLEAN, false, "the write cache (WCE)"},
+    {"readonly", MGMT_T_BOOLEAN, false, "read-only"}, DRY_RUN, PEND};
+static const struct mgmt_param p_target_lun_dry[] = {TARGET(true), LUN(true), DRY_RUN, PEND};
+static const struct mgmt_param p_target_lun[] = {TARGET(true), LUN(true), PEND};
+static const struct mgmt_param p_alua_state[] = {
+    TARGET(true), {"group", MGMT_T_INTEGER, true, "the target port group (1-65535)"},
+    {"state", MGMT_T_STRING, true, "the ALUA state"}, PEND};
+static const struct mgmt_param p_create_acl[] = {
+    TARGET(true), {"acl", MGMT_T_OBJECT, true, "the ACL, as in the file's acls[]"}, DRY_RUN,
+    PEND};
+static const struct mgmt_param p_delete_acl[] = {
+    TARGET(true), {"initiator", MGMT_T_STRING, true, "the initiator's name (IQN)"}, DRY_RUN,
+    PEND};
+static const struct mgmt_param p_acl_luns[] = {
+    TARGET(true), {"initiator", MGMT_T_STRING, true, "the initiator's name (IQN)"},
+    {"luns", MGMT_T_ARRAY, false, "the LUNs it sees, as in acls[].luns (null: all)"}, DRY_RUN,
+    PEND};
+#define AUTH_KEYS                                                                              \
+	{"chap", MGMT_T_OBJECT, false, "{user, secret} (null: none)"},                         \
+	    {"mutual_chap", MGMT_T_OBJECT, false, "{user, secret} (null: none)"},             \
+	    {"chap_required", MGMT_T_BOOLEAN, false, "refuse logins without CHAP"},           \
+	    {"chap_algorithms", MGMT_T_ARRAY, false, "the CHAP digests, in order of preference"}
+static const struct mgmt_param p_target_auth[] = {TARGET(true), AUTH_KEYS, DRY_RUN, PEND};
+static const struct mgmt_param p_discovery_auth[] = {AUTH_KEYS, DRY_RUN, PEND};
+static const struct mgmt_param p_target_options[] = {
+    TARGET(true), {"alias", MGMT_T_STRING, false, "the TargetAlias"},
+    {"max_sessions", MGMT_T_INTEGER, false, "sessions at most (0: no bound)"},
+    {"chap_required", MGMT_T_BOOLEAN, false, "refuse logins without CHAP"}, DRY_RUN, PEND};
+static const struct mgmt_param p_save[] = {
+    {"path", MGMT_T_STRING, false, "where (default: the file the daemon was started with)"},
+    PEND};
+static const struct mgmt_param p_sessions[] = {
+    {"target", MGMT_T_STRING, false, "only the sessions to this target"},
+    {"initiator", MGMT_T_STRING, false, "only the sessions of this initiator"}, PEND};
+static const struct mgmt_param p_logout[] = {
+    {"tsih", MGMT_T_INTEGER, true, "the session's TSIH (1-65535)"},
+    {"drop", MGMT_T_BOOLEAN, false, "drop the connections rather than ask for a logout"},
+    {"timeout_ms", MGMT_T_INTEGER, false, "how long the initiator has to log out"}, PEND};
+
 static const struct method {
 	const char *name;
 	int (*fn)(struct call *c);
 	bool changes; /* logged */
+	const struct mgmt_param *params;
+	const char *help;
 } methods[] = {
-    {"rpc_get_methods", m_get_methods, false},
-    {"iscsi_get_config", mgmt_m_get_config, false},
-    {"iscsi_apply_config", mgmt_m_apply_config, true},
-    {"iscsi_get_portals", mgmt_m_get_portals, false},
-    {"iscsi_create_portal", mgmt_m_create_portal, true},
-    {"iscsi_delete_portal", mgmt_m_delete_portal, true},
-    {"iscsi_get_targets", mgmt_m_get_targets, false},
-    {"iscsi_create_target", mgmt_m_create_target, true},
-    {"iscsi_delete_target", mgmt_m_delete_target, true},
-    {"iscsi_get_luns", mgmt_m_get_luns, false},
-    {"iscsi_create_lun", mgmt_m_create_lun, true},
-    {"iscsi_delete_lun", mgmt_m_delete_lun, true},
-    {"iscsi_resize_lun", mgmt_m_resize_lun, true},
-    {"iscsi_set_lun_offline", mgmt_m_set_lun_offline, true},
-    {"iscsi_set_lun_options", mgmt_m_set_lun_options, true},
-    {"iscsi_break_rbd_lock", mgmt_m_break_rbd_lock, true},
-    {"iscsi_rejoin_lun", mgmt_m_rejoin_lun, true},
-    {"iscsi_get_alua", mgmt_m_get_alua, false},
-    {"iscsi_set_alua_state", mgmt_m_set_alua_state, true},
-    {"iscsi_get_acls", mgmt_m_get_acls, false},
-    {"iscsi_create_acl", mgmt_m_create_acl, true},
-    {"iscsi_delete_acl", mgmt_m_delete_acl, true},
-    {"iscsi_set_acl_luns", mgmt_m_set_acl_luns, true},
-    {"iscsi_set_target_auth", mgmt_m_set_target_auth, true},
-    {"iscsi_set_target_options", mgmt_m_set_target_options, true},
-    {"iscsi_get_discovery_auth", mgmt_m_get_discovery_auth, false},
-    {"iscsi_set_discovery_auth", mgmt_m_set_discovery_auth, true},
-    {"save_config", mgmt_m_save_config, true},
-    {"iscsi_get_sessions", mgmt_m_get_sessions, false},
-    {"iscsi_get_stats", mgmt_m_get_stats, false},
-    {"iscsi_logout_session", mgmt_m_logout_session, true},
+    {"rpc_get_methods", m_get_methods, false, p_methods, "the methods this daemon answers"},
+    {"iscsi_get_config", mgmt_m_get_config, false, p_none, "the running configuration"},
+    {"iscsi_apply_config", mgmt_m_apply_config, true, p_apply,
+     "switch to this configuration (applied as the difference)"},
+    {"iscsi_get_portals", mgmt_m_get_portals, false, p_get_named, "the portals"},
+    {"iscsi_create_portal", mgmt_m_create_portal, true, p_create_portal, "add a portal"},
+    {"iscsi_delete_portal", mgmt_m_delete_portal, true, p_delete_named, "remove a portal"},
+    {"iscsi_get_targets", mgmt_m_get_targets, false, p_get_named, "the targets"},
+    {"iscsi_create_target", mgmt_m_create_target, true, p_create_target, "add a target"},
+    {"iscsi_delete_target", mgmt_m_delete_target, true, p_delete_named, "remove a target"},
+    {"iscsi_get_luns", mgmt_m_get_luns, false, p_of_target,
+     "a target's LUNs, each with its running status"},
+    {"iscsi_create_lun", mgmt_m_create_lun, true, p_create_lun, "add a LUN to a target"},
+    {"iscsi_delete_lun", mgmt_m_delete_lun, true, p_delete_lun, "remove a LUN"},
+    {"iscsi_resize_lun", mgmt_m_resize_lun, true, p_resize_lun, "change a LUN's size"},
+    {"iscsi_set_lun_offline", mgmt_m_set_lun_offline, true, p_lun_offline,
+     "take a LUN offline or back online"},
+    {"iscsi_set_lun_options", mgmt_m_set_lun_options, true, p_lun_options,
+     "a LUN's online settings (write_cache, readonly)"},
+    {"iscsi_break_rbd_lock", mgmt_m_break_rbd_lock, true, p_target_lun_dry,
+     "break an RBD LUN's exclusive lock and take it"},
+    {"iscsi_rejoin_lun", mgmt_m_rejoin_lun, true, p_target_lun,
+     "a fenced RBD LUN rejoins the cluster"},
+    {"iscsi_get_alua", mgmt_m_get_alua, false, p_of_target,
+     "a target's ALUA groups and their running states"},
+    {"iscsi_set_alua_state", mgmt_m_set_alua_state, true, p_alua_state,
+     "set a target port group's ALUA state"},
+    {"iscsi_get_acls", mgmt_m_get_acls, false, p_of_target, "a target's ACLs"},
+    {"iscsi_create_acl", mgmt_m_create_acl, true, p_create_acl, "add an ACL to a target"},
+    {"iscsi_delete_acl", mgmt_m_delete_acl, true, p_delete_acl, "remove an ACL"},
+    {"iscsi_set_acl_luns", mgmt_m_set_acl_luns, true, p_acl_luns, "an ACL's LUN masking"},
+    {"iscsi_set_target_auth", mgmt_m_set_target_auth, true, p_target_auth,
+     "a target's authentication keys (null removes one)"},
+    {"iscsi_set_target_options", mgmt_m_set_target_options, true, p_target_options,
+     "a target's online settings"},
+    {"iscsi_get_discovery_auth", mgmt_m_get_discovery_auth, false, p_none,
+     "the discovery sessions' authentication"},
+    {"iscsi_set_discovery_auth", mgmt_m_set_discovery_auth, true, p_discovery_auth,
+     "the discovery sessions' authentication keys (null removes one)"},
+    {"save_config", mgmt_m_save_config, true, p_save, "write the running configuration"},
+    {"iscsi_get_sessions", mgmt_m_get_sessions, false, p_sessions, "the sessions"},
+    {"iscsi_get_stats", mgmt_m_get_stats, false, p_none, "the target's counters"},
+    {"iscsi_logout_session", mgmt_m_logout_session, true, p_logout, "end a session"},
 };
+
+static const char *const type_names[] = {
+    [MGMT_T_STRING] = "string",   [MGMT_T_INTEGER] = "integer", [MGMT_T_BOOLEAN] = "boolean",
+    [MGMT_T_OBJECT] = "object",   [MGMT_T_ARRAY] = "array",
+};
+
+static json_t *method_detail(const struct method *mt)
+{
+	json_t *ps = json_array(), *o;
+
+	for (const struct mgmt_param *p = mt->params; ps && p->name; p++)
+		json_array_append_new(ps, json_pack("{s:s, s:s, s:b, s:s}", "name", p->name, "type",
+						    type_names[p->type], "required", p->required,
+						    "help", p->help));
+	o = json_pack("{s:s, s:s, s:o*}", "name", mt->name, "help", mt->help, "params", ps);
+	return o;
+}
 
 static int m_get_methods(struct call *c)
 {
-	static const char *const keys[] = {NULL};
+	static const char *const keys[] = {"detail", NULL};
+	bool detail = false;
 
-	if (mgmt_p_keys(c, keys) < 0)
+	if (mgmt_p_keys(c, keys) < 0 || mgmt_p_bool(c, "detail", &detail) < 0)
 		return -1;
 	c->result = json_array();
 	for (size_t i = 0; c->result && i < sizeof(methods) / sizeof(methods[0]); i++)
-		json_array_append_new(c->result, json_string(methods[i].name));
+		json_array_append_new(c->result, detail ? method_detail(&methods[i])
+							: json_string(methods[i].name));
 	return 0;
 }
 

@@ -42,6 +42,15 @@ struct ix_mgmt_op {
 	bool stats;               /* iscsi_get_stats rather than iscsi_get_sessions */
 };
 
+/* A method's parameter, declared at its row of the method table (mgmt.c). */
+enum mgmt_ptype { MGMT_T_STRING, MGMT_T_INTEGER, MGMT_T_BOOLEAN, MGMT_T_OBJECT, MGMT_T_ARRAY };
+struct mgmt_param {
+	const char *name; /* NULL: the end of the list */
+	enum mgmt_ptype type;
+	bool required;
+	const char *help;
+};
+
 /* Sets e (code and message) and returns -1. */
 int mgmt_err_set(struct merr *e, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
