@@ -2,7 +2,7 @@
 """Instructions and system calls per I/O in ix-target.
 
   bench/insn.py [--build build-release] [--n 4000] [--workloads read4k-qd1,...,write512k]
-                [--lun ram|file] [--client qemu-img|ix-bench] [--digests]
+                [--lun ram|file] [--client qemu-img|ix-bench] [--digests] [--poll-us 0]
 
 For each workload, ix-target (one worker thread, RAM LUN or --lun file) serves N requests and then 2N from
 qemu-img bench (a fixed request count: 4 KiB at a 1 MiB + 4 KiB stride, QD1 or QD32, or 512 KiB
@@ -67,7 +67,7 @@ def measure(build, work, wl, count, tool, lun, opts):
     wrap = ['valgrind', '--tool=callgrind', '--callgrind-out-file=' + out] \
         if tool == 'callgrind' else []
     t = bench.IxTarget(build, work, 'ix-' + tool, 'prefer-none', threads=1, wrapper=wrap,
-                       ready_timeout=120)
+                       ready_timeout=120, extra_global={'poll_us': opts.poll_us})
     t.start()
     try:
         if tool == 'syscalls':
@@ -103,6 +103,9 @@ def main():
                     help='the initiator (default qemu-img)')
     ap.add_argument('--digests', action='store_true',
                     help='CRC32C header and data digests (needs --client ix-bench)')
+    ap.add_argument('--poll-us', type=int, default=0,
+                    help='global.poll_us of the target (default 0: the poll window spins, and '
+                    'callgrind would count the spinning, which depends on timing)')
     ap.add_argument('--no-syscalls', action='store_true',
                     help='skip the system call count (perf stat)')
     opts = ap.parse_args()

@@ -499,6 +499,6 @@ out:
 
 bool scsi_cmd_abort(struct scsi_cmd *cmd)
 {
-	return scsi_sanitize_abort(cmd);
+	return scsi_sanitize_abort(cmd) || scsi_eject_abort(cmd);
 }
 

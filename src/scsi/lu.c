@@ -413,9 +413,8 @@ struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *in
 	return nx;
 }
 
-/* Undo scsi_itl_attach(): the I_T nexus no longer reaches that LU (nexus loss, or the LUN now
- * names another LU). Runs on the nexus's thread. */
 const char scsi_resv_remote_tag = 0;
+
 
 /* What I_T nexus loss ends at lu, under lu->lock: PREVENT MEDIUM REMOVAL and a RESERVE(6)/(10)
  * reservation held through the nexus. True when it released the reservation: the caller
@@ -437,6 +436,8 @@ static void itl_lost_tell(struct scsi_lu *lu, struct scsi_itl *itl, bool held)
 		lu->pr_ops->spc2_lost(lu, itl->nx);
 }
 
+/* Undo scsi_itl_attach(): the I_T nexus no longer reaches that LU (nexus loss, or the LUN now
+ * names another LU). Runs on the nexus's thread. */
 static void itl_detach(struct scsi_itl *itl)
 {
 	struct scsi_lu *lu = atomic_load(&itl->lu);
@@ -645,6 +646,7 @@ struct scsi_thread *scsi_thread_new(struct ev_loop *loop, struct scsi_lu_index *
 		return NULL;
 	t->loop = loop;
 	list_init(&t->sanitizes);
+	list_init(&t->eject_waits);
 	scsi_slow_thread_init(t);
 	t->bs = bs_thread_new(loop, 0, &err);
 	if (!t->bs) {
@@ -661,6 +663,7 @@ void scsi_thread_free(struct scsi_thread *t)
 		return;
 	scsi_abort_thread_del(t);
 	scsi_sanitize_thread_stop(t);
+	scsi_eject_thread_stop(t);
 	bs_thread_free(t->bs);
 	scsi_slow_thread_fini(t);
 	free(t);

@@ -38,6 +38,7 @@ struct scsi_thread {
 	struct scsi_lu_index *ix;    /* the target context's registry of threads (abort.c) */
 	struct list_head abort_link; /* on ix->threads */
 	struct list_head sanitizes; /* scsi_sanitize operations driven by this thread */
+	struct list_head eject_waits; /* START STOP UNIT waiting for other nexuses' loss (spc.c) */
 	unsigned gslot;		     /* this thread's fast-path counter in every LU's guard */
 	struct list_head slow_free;  /* struct scsi_slow kept for reuse */
 	unsigned nslow_free;
@@ -406,6 +407,9 @@ bool scsi_sanitize_progress(struct scsi_lu *lu, uint16_t *progress);
 bool scsi_sanitize_abort(struct scsi_cmd *cmd);
 /* The thread is going away: stop its sanitize operations (they fail). */
 void scsi_sanitize_thread_stop(struct scsi_thread *t);
+/* spc.c: a START STOP UNIT waiting for other nexuses' prevention to go ends (TASK ABORTED) */
+bool scsi_eject_abort(struct scsi_cmd *cmd);
+void scsi_eject_thread_stop(struct scsi_thread *t);
 
 /* mode.c */
 int scsi_spc_mode_sense(struct scsi_cmd *cmd, struct scsi_lu *lu);

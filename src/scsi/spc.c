@@ -2,6 +2,7 @@
  * READY, REQUEST SENSE, START STOP UNIT, PREVENT ALLOW MEDIUM REMOVAL (removable medium:
  * eject and load), RESERVE/RELEASE, REPORT SUPPORTED OPERATION CODES and REPORT SUPPORTED TASK
  * MANAGEMENT FUNCTIONS. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "scsi/scsi_int.h"
@@ -265,22 +266,63 @@ int scsi_spc_request_sense(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	return SCSI_DONE;
 }
 
-/* SBC-3 5.25. The LU is always in the active power condition: POWER CONDITION values and
- * START without LOEJ change nothing. LOEJ ejects (START = 0) or loads (START = 1) the medium of
- * a removable LU; the backing store stays open, so a loaded medium has the data it had. */
-int scsi_spc_start_stop(struct scsi_cmd *cmd, struct scsi_lu *lu)
-{
-	uint8_t b4 = cmd->cdb[4];
-	bool loej = b4 & 0x02, start = b4 & 0x01;
+/* An eject or load that meets a prevention held only through other I_T nexuses looks again
+ * every SCSI_EJECT_RETRY_MS, up to SCSI_EJECT_WAIT_MS in all, before it answers REMOVAL
+ * PREVENTED: a nexus whose connection has just gone (an initiator that dropped its connection
+ * and logged in again at once) is lost only when its worker has read the close, which can come
+ * a little after the new session's first command. The wait is on the command's own loop (a
+ * timer; SCSI_ASYNC), aborts end it (scsi_cmd_abort), and so does the thread's end. */
+#define SCSI_EJECT_RETRY_MS 10
+#define SCSI_EJECT_WAIT_MS 250
 
-	if ((b4 >> 4) != 0 || !loej)
-		return SCSI_DONE;
-	if (!lu->removable) {
-		scsi_fail_cdb(cmd, 4, 1);
-		return SCSI_DONE;
-	}
+struct scsi_eject_wait {
+	struct ev_timer timer;
+	struct scsi_cmd *cmd;
+	struct list_head link; /* on cmd->thread->eject_waits */
+	unsigned waited_ms;
+};
+
+static int start_stop_locked(struct scsi_cmd *cmd, struct scsi_lu *lu, bool may_wait);
+
+static void eject_wait_end(struct scsi_eject_wait *w)
+{
+	ev_timer_stop(w->cmd->thread->loop, &w->timer);
+	list_del(&w->link);
+	free(w);
+}
+
+static void eject_wait_timer(struct ev_timer *t)
+{
+	struct scsi_eject_wait *w = t->arg;
+	struct scsi_cmd *cmd = w->cmd;
+	struct scsi_lu *lu = scsi_priv(cmd)->lu;
+	bool may_wait;
+
+	w->waited_ms += SCSI_EJECT_RETRY_MS;
+	may_wait = w->waited_ms < SCSI_EJECT_WAIT_MS;
 	pthread_mutex_lock(&lu->lock);
+	if (start_stop_locked(cmd, lu, may_wait) == SCSI_ASYNC) {
+		pthread_mutex_unlock(&lu->lock);
+		ev_timer_start(cmd->thread->loop, &w->timer, SCSI_EJECT_RETRY_MS);
+		return;
+	}
+	/* start_stop_locked() dropped the lock */
+	eject_wait_end(w);
+	scsi_cmd_finish(cmd);
+}
+
+/* Under lu->lock; returns SCSI_ASYNC with the lock held (the caller waits), SCSI_DONE with it
+ * dropped. */
+static int start_stop_locked(struct scsi_cmd *cmd, struct scsi_lu *lu, bool may_wait)
+{
+	struct scsi_itl *itl = scsi_priv(cmd)->itl;
+	bool start = cmd->cdb[4] & 0x01;
+
 	if (lu->prevent) {
+		unsigned others = lu->prevent - (itl && itl->prevent ? 1u : 0u);
+
+		if (may_wait && others == lu->prevent && cmd->thread)
+			return SCSI_ASYNC;
 		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x53, 0x02); /* REMOVAL PREVENTED */
 	} else if (start && !lu->dev) {
 		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x3a, 0x00); /* nothing to load */
@@ -295,6 +337,71 @@ int scsi_spc_start_stop(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	}
 	pthread_mutex_unlock(&lu->lock);
 	return SCSI_DONE;
+}
+
+/* SBC-3 5.25. The LU is always in the active power condition: POWER CONDITION values and
+ * START without LOEJ change nothing. LOEJ ejects (START = 0) or loads (START = 1) the medium of
+ * a removable LU; the backing store stays open, so a loaded medium has the data it had. */
+int scsi_spc_start_stop(struct scsi_cmd *cmd, struct scsi_lu *lu)
+{
+	uint8_t b4 = cmd->cdb[4];
+	bool loej = b4 & 0x02;
+	struct scsi_eject_wait *w;
+
+	if ((b4 >> 4) != 0 || !loej)
+		return SCSI_DONE;
+	if (!lu->removable) {
+		scsi_fail_cdb(cmd, 4, 1);
+		return SCSI_DONE;
+	}
+	pthread_mutex_lock(&lu->lock);
+	if (start_stop_locked(cmd, lu, true) == SCSI_DONE)
+		return SCSI_DONE;
+	pthread_mutex_unlock(&lu->lock);
+	w = calloc(1, sizeof(*w));
+	if (!w) { /* no memory to wait with: answer now */
+		pthread_mutex_lock(&lu->lock);
+		start_stop_locked(cmd, lu, false);
+		return SCSI_DONE;
+	}
+	w->cmd = cmd;
+	ev_timer_init(&w->timer, eject_wait_timer, w);
+	list_add_tail(&w->link, &cmd->thread->eject_waits);
+	ev_timer_start(cmd->thread->loop, &w->timer, SCSI_EJECT_RETRY_MS);
+	return SCSI_ASYNC;
+}
+
+bool scsi_eject_abort(struct scsi_cmd *cmd)
+{
+	struct list_head *pos;
+
+	if (!cmd->thread)
+		return false;
+	list_for_each(pos, &cmd->thread->eject_waits)
+	{
+		struct scsi_eject_wait *w = list_entry(pos, struct scsi_eject_wait, link);
+
+		if (w->cmd == cmd) {
+			eject_wait_end(w);
+			cmd->status = SCSI_STATUS_TASK_ABORTED;
+			scsi_cmd_finish(cmd);
+			return true;
+		}
+	}
+	return false;
+}
+
+void scsi_eject_thread_stop(struct scsi_thread *t)
+{
+	while (!list_empty(&t->eject_waits)) {
+		struct scsi_eject_wait *w =
+		    list_first_entry(&t->eject_waits, struct scsi_eject_wait, link);
+		struct scsi_cmd *cmd = w->cmd;
+
+		eject_wait_end(w);
+		cmd->status = SCSI_STATUS_TASK_ABORTED;
+		scsi_cmd_finish(cmd);
+	}
 }
 
 /* Prevention is per I_T nexus (SBC-3 5.13); removal is prevented while any nexus prevents it.

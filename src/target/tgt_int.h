@@ -50,6 +50,7 @@ struct tgt_worker {
 	struct list_head lstats;        /* struct tgt_lstat, one per (target, LUN, initiator) */
 	struct list_head tstats;        /* struct tgt_tstat, one per target name ("" = none) */
 	uint32_t nlstats, ntstats;
+	bool slots_warned; /* the "statistics slots in use" warning was logged */
 };
 
 /* One configured target as served: its settings and LUN map. Counted: one reference while the

@@ -64,12 +64,10 @@ void tgt_stats_worker_free(struct tgt_worker *w)
 
 static void slot_limit_warn(struct tgt_worker *w)
 {
-	static _Thread_local bool warned;
-
-	if (!warned)
+	if (!w->slots_warned)
 		log_warn("stats", "worker %d: %d statistics slots in use, new ones are not counted",
 			 w->id, TGT_STATS_MAX_SLOTS);
-	warned = true;
+	w->slots_warned = true;
 }
 
 struct tgt_tstat *tgt_tstat_get(struct tgt_worker *w, const char *target)

@@ -178,23 +178,16 @@ static int advertise(struct iser_conn *ic, struct dm_txpdu *p, uint8_t *hdr)
 	return 0;
 }
 
-/* IX_ISER_TEST_LOGOUT_HOLD_MS (tests only, read once): the initiator leaves its CQ unpolled for
- * that long after posting a Logout Request, so that the target's disconnect is read from the CM
- * channel while the Logout Response still sits in the CQ (the race of cm_cb's
- * iser_cq_take_rest, made certain). 0 (unset): no hold. */
+/* IX_ISER_TEST_LOGOUT_HOLD_MS (tests only, read at each Logout Request: no state kept): the
+ * initiator leaves its CQ unpolled for that long after posting a Logout Request, so that the
+ * target's disconnect is read from the CM channel while the Logout Response still sits in the
+ * CQ (the race of cm_cb's iser_cq_take_rest, made certain). 0 (unset): no hold. */
 static uint32_t test_logout_hold_ms(void)
 {
-	static int once;
-	static uint32_t ms;
+	const char *e = getenv("IX_ISER_TEST_LOGOUT_HOLD_MS");
+	unsigned long v = e ? strtoul(e, NULL, 10) : 0;
 
-	if (!once) {
-		const char *e = getenv("IX_ISER_TEST_LOGOUT_HOLD_MS");
-		unsigned long v = e ? strtoul(e, NULL, 10) : 0;
-
-		ms = v > 60000 ? 60000 : (uint32_t)v;
-		once = 1;
-	}
-	return ms;
+	return v > 60000 ? 60000 : (uint32_t)v;
 }
 
 /* 1 posted, 0 no resources (caller backlogs), -errno broken. */

@@ -34,11 +34,11 @@ struct env {
 	bool map_ok; /* commands may answer READs from LU memory (scsi_cmd.data_in_map_ok) */
 };
 
-/* Run one command; returns the number of times done fired (must be 1). cdb_size is the size
- * of the caller's CDB array (t_run() passes sizeof). */
-static inline int t_run_n(struct env *e, struct scsi_nexus *nx, uint32_t lun, const uint8_t *cdb,
-			  size_t cdb_size, uint32_t din_max, const uint8_t *dout, uint32_t dout_len,
-			  struct tcmd *t)
+/* Start one command (it may complete at once or later, from the loop). cdb_size is the size
+ * of the caller's CDB array (t_start() and t_run() pass sizeof). */
+static inline void t_start_n(struct env *e, struct scsi_nexus *nx, uint32_t lun,
+			     const uint8_t *cdb, size_t cdb_size, uint32_t din_max,
+			     const uint8_t *dout, uint32_t dout_len, struct tcmd *t)
 {
 	memset(t, 0, sizeof(*t));
 	memcpy(t->cdb, cdb, cdb_size < 16 ? cdb_size : 16);
@@ -59,12 +59,27 @@ static inline int t_run_n(struct env *e, struct scsi_nexus *nx, uint32_t lun, co
 	t->c.done = t_done;
 	t->c.priv = t;
 	scsi_cmd_exec(&t->c);
+}
+
+/* Turn the loop until t completed or about 20 s passed; returns how often done fired. */
+static inline int t_wait(struct env *e, struct tcmd *t)
+{
 	for (int i = 0; i < 2000 && t->ndone == 0; i++)
 		ev_loop_run_once(e->loop, 10);
 	return t->ndone;
 }
 
+/* Run one command; returns the number of times done fired (must be 1). */
+static inline int t_run_n(struct env *e, struct scsi_nexus *nx, uint32_t lun, const uint8_t *cdb,
+			  size_t cdb_size, uint32_t din_max, const uint8_t *dout, uint32_t dout_len,
+			  struct tcmd *t)
+{
+	t_start_n(e, nx, lun, cdb, cdb_size, din_max, dout, dout_len, t);
+	return t_wait(e, t);
+}
+
 #define t_run(e, nx, lun, cdb, ...) t_run_n(e, nx, lun, cdb, sizeof(cdb), __VA_ARGS__)
+#define t_start(e, nx, lun, cdb, ...) t_start_n(e, nx, lun, cdb, sizeof(cdb), __VA_ARGS__)
 
 /* One table row: CDB in, expected status/sense/data out. */
 struct tc {

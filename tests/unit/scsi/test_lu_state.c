@@ -669,11 +669,46 @@ static void test_removable(struct env *e)
 	CHECK_EQ(t.c.buf[12], 0x3a);
 	t_run(e, a, L_RM, eject, 0, NULL, 0, &t); /* ejecting nothing is fine */
 	CHECK_EQ(t.c.status, 0);
-	/* prevention by B stops A from loading, until B's nexus goes away */
+	/* prevention by B stops A from loading, until B's nexus goes away; A's load looks again
+	   for a while (SCSI_EJECT_WAIT_MS, 250 ms) before REMOVAL PREVENTED, so a nexus lost
+	   meanwhile (a connection whose close its worker has not read yet) lets it through */
 	t_run(e, b, L_RM, prevent, 0, NULL, 0, &t);
 	CHECK_EQ(t.c.status, 0);
-	t_run(e, a, L_RM, load, 0, NULL, 0, &t);
+	uint64_t t0 = ev_now_ms(e->loop);
+	CHECK_EQ(t_run(e, a, L_RM, load, 0, NULL, 0, &t), 1);
 	t_check_sense(&t, 0x5, 0x53, 0x02);
+	uint64_t waited = ev_now_ms(e->loop) - t0;
+	CHECK(waited >= 240 && waited < 2000);
+	t_start(e, a, L_RM, load, 0, NULL, 0, &t);
+	for (int i = 0; i < 3; i++)
+		ev_loop_run_once(e->loop, 10);
+	CHECK_EQ(t.ndone, 0); /* still waiting */
+	scsi_nexus_lost(b);   /* B's nexus goes: its prevention with it */
+	CHECK_EQ(t_wait(e, &t), 1);
+	CHECK_EQ(t.c.status, 0);
+	t_run(e, a, L_RM, B(0x00), 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0); /* loaded */
+	/* a waiting eject ends with TASK ABORTED when aborted */
+	drain_ua(e, b, L_RM); /* the load told B the medium may have changed */
+	t_run(e, b, L_RM, prevent, 0, NULL, 0, &t);
+	CHECK_EQ(t.c.status, 0);
+	t_start(e, a, L_RM, eject, 0, NULL, 0, &t);
+	ev_loop_run_once(e->loop, 5);
+	CHECK_EQ(t.ndone, 0);
+	CHECK(scsi_cmd_abort(&t.c));
+	CHECK_EQ(t.ndone, 1);
+	CHECK_EQ(t.c.status, 0x40);
+	for (int i = 0; i < 30; i++) /* the timer is gone: done never fires twice */
+		ev_loop_run_once(e->loop, 10);
+	CHECK_EQ(t.ndone, 1);
+	/* A's own prevention answers at once */
+	t_run(e, b, L_RM, allow, 0, NULL, 0, &t);
+	t_run(e, a, L_RM, prevent, 0, NULL, 0, &t);
+	t0 = ev_now_ms(e->loop);
+	t_run(e, a, L_RM, eject, 0, NULL, 0, &t);
+	t_check_sense(&t, 0x5, 0x53, 0x02);
+	CHECK(ev_now_ms(e->loop) - t0 < 200);
+	t_run(e, a, L_RM, allow, 0, NULL, 0, &t);
 	scsi_nexus_free(b);
 	t_run(e, a, L_RM, load, 0, NULL, 0, &t);
 	CHECK_EQ(t.c.status, 0);
