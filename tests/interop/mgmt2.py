@@ -23,7 +23,10 @@ C sees nothing (--luns none).
   6. a RAM LUN grows (ix-ctl lun resize) while ix-bench --verify runs on it: a session gets
      CAPACITY DATA HAS CHANGED (6/2A/09) and READ CAPACITY(16) the new size, the bench sees no
      error; growing past its reservation (8 times the size at start) is refused;
-  7. ix-ctl save, a fresh daemon from the saved file: ls --json identical, A's view the same,
+  7. ix-ctl call and methods: rpc_get_methods {"detail": true} declares each method's parameters,
+     ix-ctl call creates and deletes a target with key=value parameters, a wrong type, an
+     unknown key and a missing required one are refused (exit 2) listing the parameters;
+  8. ix-ctl save, a fresh daemon from the saved file: ls --json identical, A's view the same,
      the LUN options kept.
 ix only (the management API is ix-target's own).
 """
@@ -318,6 +321,42 @@ def step_ram_grow():
     rc = ctl('target', 'delete', TG)[0]
 
 
+def step_call():
+    rc, out, err = ctl('rpc', 'rpc_get_methods')
+    names = json.loads(out) if rc == 0 else []
+    rc2, out2, err2 = ctl('rpc', 'rpc_get_methods', '{"detail": true}')
+    detail = json.loads(out2) if rc2 == 0 else []
+    ct = [m for m in detail if m.get('name') == 'iscsi_create_target']
+    ok = (rc == 0 and 'iscsi_create_target' in names and all(isinstance(n, str) for n in names)
+          and [m.get('name') for m in detail] == names and ct and
+          {'name': 'target', 'type': 'object', 'required': True} .items() <=
+          (ct[0]['params'][0] if ct[0]['params'] else {}).items())
+    check('methods-detail', ok, 'rpc_get_methods: %d names; {"detail": true}: %s' % (
+        len(names), ct[0] if ct else err2.strip()))
+    name = 'iqn.2026-11.io.ix.test:called'
+    rc, out, err = ctl('call', 'iscsi_create_target', 'target={"name": "%s"}' % name)
+    rc2, out2, err2 = ctl('rpc', 'iscsi_get_targets', '{"name": "%s"}' % name)
+    check('call-create', rc == 0 and rc2 == 0 and name in out2,
+          'ix-ctl call iscsi_create_target: exit %d %s; iscsi_get_targets: exit %d %s' % (
+              rc, (out + err).strip()[:80], rc2, (out2 + err2).strip()[:80]))
+    rc, out, err = ctl('call', 'iscsi_logout_session', 'tsih=abc')
+    check('call-wrong-type', rc == 2 and 'integer' in err and 'tsih=integer' in err,
+          'tsih=abc: exit %d, %s' % (rc, err.strip().replace('\n', ' | ')))
+    rc, out, err = ctl('call', 'iscsi_get_targets', 'bogus=1')
+    check('call-unknown-key', rc == 2 and "no parameter 'bogus'" in err and 'name=string' in err,
+          'bogus=1: exit %d, %s' % (rc, err.strip().replace('\n', ' | ')))
+    rc, out, err = ctl('call', 'iscsi_delete_target')
+    check('call-missing', rc == 2 and 'needs name' in err,
+          'no name: exit %d, %s' % (rc, err.strip().replace('\n', ' | ')))
+    rc, out, err = ctl('methods')
+    rc2, out2, err2 = ctl('call', 'iscsi_delete_target', 'name=' + name)
+    rc3, out3, err3 = ctl('rpc', 'iscsi_get_targets', '{"name": "%s"}' % name)
+    check('call-methods-delete', rc == 0 and 'iscsi_set_acl_luns' in out and 'luns=array' in out
+          and rc2 == 0 and rc3 == 1,
+          'ix-ctl methods: exit %d, %d lines; call iscsi_delete_target: exit %d; get: exit %d' % (
+              rc, len(out.splitlines()), rc2, rc3))
+
+
 def step_save_restart():
     saved = os.path.join(E.dir, 'saved.json')
     rc, out, err = ctl('save', saved)
@@ -350,7 +389,7 @@ def step_wait_port():
 def main():
     return ixmgmt.main(R, E, 'mgmt2', setup, (
         step_wait_port, step_create, step_iscsi_ls, step_raw, step_bad, step_live,
-        step_lun_options, step_target_options, step_ram_grow, step_save_restart))
+        step_lun_options, step_target_options, step_ram_grow, step_call, step_save_restart))
 
 
 if __name__ == '__main__':
