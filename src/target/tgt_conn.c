@@ -549,8 +549,13 @@ static void conn_closed(struct iscsi_conn *c)
 		tgt_session_unhold(tc->tgt, tc->held); /* freed with the connection */
 	/* the session stays registered (draining) until the tasks still in the backend have
 	   finished and the connection is released: a login with its ISID waits for that */
-	if (tc->sess)
+	if (tc->sess) {
 		tgt_session_drain(tc->tgt, tc->sess);
+		/* MaxConnections is 1: the connection's end is the I_T nexus's loss (PREVENT MEDIUM
+		   REMOVAL, a RESERVE(6)/(10) end now), not only once its tasks have drained and
+		   the session is freed: an initiator that logs in again at once must not meet them */
+		scsi_nexus_lost(tc->sess->nexus);
+	}
 	/* abort every task; those inside the SCSI layer stay listed until they finish (they hold a
 	   reference), so walk the lists rather than drain them */
 	struct list_head *lists[2] = {&tc->active, &tc->order_q}, *pos, *n;
