@@ -876,9 +876,8 @@ static int cmd_acl(int argc, char **argv)
 
 static int cmd_rpc(int argc, char **argv)
 {
-	json_t *params = NULL, *result;
+	json_t *params = NULL;
 	json_error_t je;
-	int r;
 
 	if (argc < 1 || argc > 2)
 		return die_usage("rpc METHOD [PARAMS-JSON]%s", "");
@@ -889,12 +888,8 @@ static int cmd_rpc(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	r = fetch(argv[0], params, &result);
-	if (r)
-		return r;
-	print_json(result);
-	json_decref(result);
-	return 0;
+	/* the result as JSON, with --json or not */
+	return show(argv[0], params, print_json);
 }
 
 static const struct {

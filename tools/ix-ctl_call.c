@@ -138,7 +138,7 @@ bad:
 
 int cmd_call(int argc, char **argv)
 {
-	json_t *methods, *m, *params, *result;
+	json_t *methods, *m, *params;
 	int r;
 
 	if (argc < 1)
@@ -174,12 +174,8 @@ int cmd_call(int argc, char **argv)
 		json_decref(params);
 		return r;
 	}
-	r = fetch(argv[0], params, &result);
-	if (r)
-		return r;
-	print_json(result);
-	json_decref(result);
-	return 0;
+	/* the result as JSON, with --json or not */
+	return show(argv[0], params, print_json);
 }
 
 int cmd_methods(int argc, char **argv)
