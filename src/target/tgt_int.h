@@ -291,6 +291,7 @@ struct ix_target {
 	struct tgt_lu_retire **lu_retires;
 	size_t nlu_retires;
 	struct scsi_lu_index *luidx; /* every LU of this context, by NAA (EXTENDED COPY) */
+	struct tgt_isns *isns;       /* iSNS registration (tgt_isns.h), NULL when off */
 };
 
 /* target.c */
