@@ -586,6 +586,8 @@ static void kick(struct tgt_isns *c)
 		fail(c, "cannot build the registration: %s", strerror(-rc));
 		return;
 	}
+	if (c->op == OP_REG_FULL)
+		c->registered = true; /* it may exist from now on: deregistered at shutdown */
 	c->tx_len = len;
 	c->tx_off = 0;
 	c->st = ST_BUSY;
