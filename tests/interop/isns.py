@@ -12,7 +12,9 @@ pointing at it.
   2. refreshed: an entity isnsadm registers itself expires after the period while ix's entity
      stays, past two periods (ix refreshes every half period);
   3. a target created through ix-ctl appears at the server, one deleted disappears (node and
-     portal group), each within the client's I/O timeout (5 s);
+     portal group), each within the client's I/O timeout (5 s); so do a portal created and
+     deleted (with the portal groups of the targets it serves, tagged with its TPGT) and a
+     changed alias, which state the whole entity again;
   4. isnsd killed and started again on an empty database: ix logs the loss once (no line per
      retry) and is registered again within the bound its back-off gives (tgt_isns.h: 1 s,
      doubling: the next attempt after a down time D comes at most min(D + 1, 30) s after the
@@ -200,9 +202,7 @@ def step_registered(d):
           and n[T1].get('iSCSI alias') == 'isns one', json.dumps(n))
     e = entities().get(ENTITY, {})
     check('registered.entity', e.get('Entity protocol', '').startswith('iSCSI'), json.dumps(e))
-    portals = [(o.get('Portal IP address'), o.get('Portal TCP/UDP port'))
-               for o in listing('portals')]
-    check('registered.portal', (HOST, portal_str()) in portals, portals)
+    check('registered.portal', (HOST, portal_str()) in portals(), portals())
     g = pgs()
     check('registered.portal_groups', all(g.get((x, HOST, portal_str())) == str(TPGT)
                                           for x in want), g)
@@ -236,6 +236,32 @@ def step_changes():
                                                            list(nodes())))
     check('delete.portal_group', not any(k[0] == T1 for k in pgs()) and
           T2 in nodes() and T3 in nodes(), '%s %s' % (pgs(), list(nodes())))
+
+
+def portals():
+    return [(o.get('Portal IP address'), o.get('Portal TCP/UDP port'))
+            for o in listing('portals')]
+
+
+def step_portal_and_alias():
+    """Changes other than a target added or removed state the whole entity again."""
+    p2 = '%d/tcp' % E.portal2_port
+    rc, out = ctl('portal', 'create', 'p2', HOST, str(E.portal2_port), '--tpgt', '7')
+    ok = rc == 0 and wait_for(lambda: (HOST, p2) in portals(), IO_TIMEOUT + 1)
+    check('portal_add.listed', ok, '%s %s' % (out, portals()))
+    g = pgs()
+    check('portal_add.portal_groups', g.get((T2, HOST, p2)) == '7' and
+          g.get((T3, HOST, p2)) == '7' and g.get((T2, HOST, portal_str())) == str(TPGT), g)
+    rc, out = ctl('target', 'set', T2, 'alias=renamed two')
+    ok = rc == 0 and wait_for(lambda: nodes().get(T2, {}).get('iSCSI alias') == 'renamed two',
+                              IO_TIMEOUT + 1)
+    check('alias.changed', ok, '%s %s' % (out, nodes().get(T2)))
+    rc, out = ctl('portal', 'delete', 'p2')
+    ok = rc == 0 and wait_for(lambda: (HOST, p2) not in portals(), IO_TIMEOUT + 1)
+    g = pgs()
+    check('portal_delete.unlisted', ok and not any(k[2] == p2 for k in g) and
+          (HOST, portal_str()) in portals() and {T2, T3} <= set(nodes()),
+          '%s %s %s' % (out, portals(), g))
 
 
 def step_restart(d):
@@ -426,6 +452,9 @@ def main():
     E.portal_port = ixtest.free_port()
     while E.portal_port == E.isns_port:
         E.portal_port = ixtest.free_port()
+    E.portal2_port = ixtest.free_port()
+    while E.portal2_port in (E.isns_port, E.portal_port):
+        E.portal2_port = ixtest.free_port()
     os.makedirs(OUT, exist_ok=True)
     E.isnsd_conf = os.path.join(E.tmp, 'isnsd.conf')
     with open(E.isnsd_conf, 'w') as f:
@@ -445,6 +474,7 @@ def main():
         step_registered(d)
         step_refreshed()
         step_changes()
+        step_portal_and_alias()
         step_restart(d)
         step_shutdown(d)
         d = None
