@@ -272,7 +272,7 @@ enum isns_state {
 
 enum isns_op {
 	OP_REG_FULL,	 /* DevAttrReg, Replace: the entity, its portals, nodes that fit */
-	OP_REG_NODE,	 /* DevAttrReg: one more node */
+	OP_REG_NODES,	 /* DevAttrReg: more nodes */
 	OP_DEREG_NODE,	 /* DevDereg of one node */
 	OP_DEREG_ENTITY, /* DevDereg of the entity (no targets left, or shutdown) */
 	OP_QUERY,	 /* DevAttrQry of the entity: refresh, and is it still known? */
@@ -302,8 +302,8 @@ struct tgt_isns {
 	/* the request in flight */
 	enum isns_op op;
 	uint16_t xid;
-	struct isns_model sent; /* OP_REG_FULL: what it states; OP_REG_NODE, OP_DEREG_NODE: the
-				   node (nodes[0]) */
+	struct isns_model sent; /* OP_REG_FULL: what it states; OP_REG_NODES: the nodes;
+				   OP_DEREG_NODE: the node (nodes[0]) */
 	uint8_t *tx;
 	size_t tx_len, tx_off;
 	uint8_t *rx;
@@ -311,6 +311,7 @@ struct tgt_isns {
 
 	bool stopping, stopped;
 	char problem[256]; /* the failure logged last ("" after a success) */
+	size_t filling;	   /* targets a full registration left out, not registered yet */
 };
 
 static void kick(struct tgt_isns *c);
@@ -348,6 +349,7 @@ __attribute__((format(printf, 2, 3))) static void fail(struct tgt_isns *c, const
 	va_end(ap);
 	close_conn(c);
 	c->have_valid = false;
+	c->filling = 0;
 	if (c->stopping) {
 		log_warn("isns", "iSNS server %s: not deregistered: %s", c->server, what);
 		c->stopped = true;
@@ -424,7 +426,7 @@ static void put_head(struct tgt_isns *c, struct isns_msg *m, const char *source)
 }
 
 /* The whole entity: its attributes and portals, then as many of the wanted nodes (with their
- * portal groups) as fit in one PDU. sent gets what was stated. */
+ * portal groups) as fit in ISNS_REQ_MAX. sent gets what was stated. */
 static int build_full(struct tgt_isns *c, struct isns_msg *m)
 {
 	size_t k = 0;
@@ -462,7 +464,7 @@ static bool next_op(struct tgt_isns *c, struct isns_msg *m)
 		if (!c->registered || !source)
 			return false;
 		c->op = OP_DEREG_ENTITY;
-		isns_msg_init(m, c->tx, ISNS_MAX_PDU, ISNS_DEV_DEREG, 0, xid);
+		isns_msg_init(m, c->tx, ISNS_REQ_MAX, ISNS_DEV_DEREG, 0, xid);
 		isns_put_str(m, ISNS_TAG_ISCSI_NAME, source->name);
 		isns_put_delim(m);
 		isns_put_str(m, ISNS_TAG_ENTITY_ID, c->entity);
@@ -473,7 +475,7 @@ static bool next_op(struct tgt_isns *c, struct isns_msg *m)
 		if (!c->have.nnodes && (c->have_valid || !c->registered))
 			return false;
 		c->op = OP_DEREG_ENTITY;
-		isns_msg_init(m, c->tx, ISNS_MAX_PDU, ISNS_DEV_DEREG, 0, xid);
+		isns_msg_init(m, c->tx, ISNS_REQ_MAX, ISNS_DEV_DEREG, 0, xid);
 		isns_put_str(m, ISNS_TAG_ISCSI_NAME, source ? source->name : "");
 		isns_put_delim(m);
 		isns_put_str(m, ISNS_TAG_ENTITY_ID, c->entity);
@@ -491,33 +493,46 @@ static bool next_op(struct tgt_isns *c, struct isns_msg *m)
 		if (!c->sent.nodes || node_copy(&c->sent.nodes[0], n) < 0)
 			goto nomem;
 		c->sent.nnodes = 1;
-		isns_msg_init(m, c->tx, ISNS_MAX_PDU, ISNS_DEV_DEREG, 0, xid);
+		isns_msg_init(m, c->tx, ISNS_REQ_MAX, ISNS_DEV_DEREG, 0, xid);
 		isns_put_str(m, ISNS_TAG_ISCSI_NAME, n->name);
 		isns_put_delim(m);
 		isns_put_str(m, ISNS_TAG_ISCSI_NAME, n->name);
 		return true;
 	}
 	for (size_t i = 0; i < c->want.nnodes; i++) {
-		const struct isns_node *n = &c->want.nodes[i], *h = model_node(&c->have, n->name);
+		const struct isns_node *h = model_node(&c->have, c->want.nodes[i].name);
 
-		if (h && node_same(n, h))
-			continue;
-		if (h)
+		if (h && !node_same(&c->want.nodes[i], h))
 			goto full; /* alias or portal groups changed */
-		c->op = OP_REG_NODE;
-		c->sent = (struct isns_model){.nodes = calloc(1, sizeof(*c->sent.nodes))};
-		if (!c->sent.nodes || node_copy(&c->sent.nodes[0], n) < 0)
-			goto nomem;
-		c->sent.nnodes = 1;
-		isns_msg_init(m, c->tx, ISNS_MAX_PDU, ISNS_DEV_ATTR_REG, 0, xid);
-		put_head(c, m, c->have.nodes[0].name);
-		put_node(m, n);
-		return true;
 	}
+	/* new nodes: as many as fit in one message */
+	c->op = OP_REG_NODES;
+	c->sent = (struct isns_model){.nodes = calloc(c->want.nnodes, sizeof(*c->sent.nodes))};
+	if (!c->sent.nodes)
+		goto nomem;
+	isns_msg_init(m, c->tx, ISNS_REQ_MAX, ISNS_DEV_ATTR_REG, 0, xid);
+	put_head(c, m, c->have.nodes[0].name);
+	for (size_t i = 0; i < c->want.nnodes && !m->err; i++) {
+		const struct isns_node *n = &c->want.nodes[i];
+		size_t mark = isns_msg_mark(m);
+
+		if (model_node(&c->have, n->name))
+			continue;
+		put_node(m, n);
+		if (m->err == -ENOSPC && c->sent.nnodes > 0) {
+			isns_msg_rewind(m, mark); /* the next message takes it */
+			break;
+		}
+		if (!m->err && node_copy(&c->sent.nodes[c->sent.nnodes++], n) < 0)
+			goto nomem;
+	}
+	if (c->sent.nnodes || m->err)
+		return true;
+	model_free(&c->sent);
 	if (ev_now_ms(c->loop) < c->refresh_at_ms)
 		return false;
 	c->op = OP_QUERY;
-	isns_msg_init(m, c->tx, ISNS_MAX_PDU, ISNS_DEV_ATTR_QRY, 0, xid);
+	isns_msg_init(m, c->tx, ISNS_REQ_MAX, ISNS_DEV_ATTR_QRY, 0, xid);
 	isns_put_str(m, ISNS_TAG_ISCSI_NAME, c->have.nodes[0].name);
 	isns_put_str(m, ISNS_TAG_ENTITY_ID, c->entity);
 	isns_put_delim(m);
@@ -526,7 +541,7 @@ static bool next_op(struct tgt_isns *c, struct isns_msg *m)
 	return true;
 full:
 	c->op = OP_REG_FULL;
-	isns_msg_init(m, c->tx, ISNS_MAX_PDU, ISNS_DEV_ATTR_REG, ISNS_F_REPLACE, xid);
+	isns_msg_init(m, c->tx, ISNS_REQ_MAX, ISNS_DEV_ATTR_REG, ISNS_F_REPLACE, xid);
 	if (build_full(c, m) == -ENOMEM)
 		goto nomem;
 	return true;
@@ -573,6 +588,7 @@ static void kick(struct tgt_isns *c)
 			c->stopped = c->stopping;
 			return;
 		}
+		c->filling = 0; /* nothing left to register */
 		ev_timer_start(c->loop, &c->timer,
 			       c->refresh_at_ms > ev_now_ms(c->loop)
 				   ? c->refresh_at_ms - ev_now_ms(c->loop)
@@ -581,7 +597,7 @@ static void kick(struct tgt_isns *c)
 	}
 	if ((rc = isns_msg_finish(&m, &len)) < 0) {
 		model_free(&c->sent);
-		/* one node that does not fit in a PDU (thousands of portals): nothing to do but
+		/* one node that does not fit in ISNS_REQ_MAX (dozens of portals): nothing to do but
 		   to say so and retry later (a reload may fix it) */
 		fail(c, "cannot build the registration: %s", strerror(-rc));
 		return;
@@ -597,10 +613,14 @@ static void kick(struct tgt_isns *c)
 
 static void log_full(struct tgt_isns *c)
 {
+	char more[64] = "";
+
+	if (c->sent.nnodes < c->want.nnodes)
+		snprintf(more, sizeof(more), " (of %zu: the others follow)", c->want.nnodes);
 	log_info("isns",
-		 "registered with iSNS server %s: entity %s, %zu target%s, %zu portal%s "
+		 "registered with iSNS server %s: entity %s, %zu target%s%s, %zu portal%s "
 		 "(registration period %u s)",
-		 c->server, c->entity, c->sent.nnodes, c->sent.nnodes == 1 ? "" : "s",
+		 c->server, c->entity, c->sent.nnodes, c->sent.nnodes == 1 ? "" : "s", more,
 		 c->sent.nportals, c->sent.nportals == 1 ? "" : "s",
 		 c->granted_s ? c->granted_s : c->period_s);
 }
@@ -629,23 +649,36 @@ static void answered(struct tgt_isns *c, const struct isns_resp *r)
 	switch (c->op) {
 	case OP_REG_FULL:
 		log_full(c);
+		c->filling = c->want.nnodes - c->sent.nnodes;
 		model_free(&c->have);
 		c->have = c->sent;
 		c->sent = (struct isns_model){0};
 		c->have_valid = c->registered = true;
 		break;
-	case OP_REG_NODE: {
-		struct isns_node *n = realloc(c->have.nodes, (c->have.nnodes + 1) * sizeof(*n));
+	case OP_REG_NODES: {
+		size_t k = c->sent.nnodes;
+		struct isns_node *n = realloc(c->have.nodes, (c->have.nnodes + k) * sizeof(*n));
 
 		if (!n) {
 			c->have_valid = false; /* stated whole next time */
 			break;
 		}
 		c->have.nodes = n;
-		c->have.nodes[c->have.nnodes++] = c->sent.nodes[0];
-		c->sent.nnodes = 0;
-		log_info("isns", "iSNS server %s: registered target %s", c->server,
-			 c->have.nodes[c->have.nnodes - 1].name);
+		memcpy(&n[c->have.nnodes], c->sent.nodes, k * sizeof(*n));
+		c->have.nnodes += k;
+		c->sent.nnodes = 0; /* moved */
+		if (c->filling) {
+			c->filling -= k < c->filling ? k : c->filling;
+			if (!c->filling)
+				log_info("isns",
+					 "iSNS server %s: entity %s: all %zu targets registered",
+					 c->server, c->entity, c->have.nnodes);
+		} else if (k == 1) {
+			log_info("isns", "iSNS server %s: registered target %s", c->server,
+				 n[c->have.nnodes - 1].name);
+		} else {
+			log_info("isns", "iSNS server %s: registered %zu targets", c->server, k);
+		}
 		break;
 	}
 	case OP_DEREG_NODE:
@@ -713,7 +746,7 @@ static void on_pdu(struct tgt_isns *c, const uint8_t *pdu, size_t len)
 		return;
 	}
 	static const uint16_t funcs[] = {[OP_REG_FULL] = ISNS_DEV_ATTR_REG,
-					 [OP_REG_NODE] = ISNS_DEV_ATTR_REG,
+					 [OP_REG_NODES] = ISNS_DEV_ATTR_REG,
 					 [OP_DEREG_NODE] = ISNS_DEV_DEREG,
 					 [OP_DEREG_ENTITY] = ISNS_DEV_DEREG,
 					 [OP_QUERY] = ISNS_DEV_ATTR_QRY};
@@ -849,7 +882,7 @@ int tgt_isns_new(struct ev_loop *loop, const struct ix_config *cfg, struct tgt_i
 		host[sizeof(host) - 1] = '\0';
 		snprintf(c->entity, sizeof(c->entity), "ix:%s", host);
 	}
-	c->tx = malloc(ISNS_MAX_PDU);
+	c->tx = malloc(ISNS_REQ_MAX);
 	c->rx = malloc(ISNS_MAX_PDU);
 	if (!c->tx || !c->rx || model_build(cfg, &c->want) < 0) {
 		tgt_isns_free(c);

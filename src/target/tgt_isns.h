@@ -3,9 +3,9 @@
  * portal's TPGT) with the server that global.isns names, and keeps the registration true:
  *
  *   - at start, and after every new connection to the server, one DevAttrReg with the Replace
- *     flag states the whole entity (a registration too large for one PDU registers the rest of
- *     the targets one by one afterwards);
- *   - a reload that adds a target registers it (DevAttrReg), one that removes a target
+ *     flag states the whole entity (a registration larger than ISNS_REQ_MAX registers the rest of
+ *     the targets in further messages);
+ *   - a reload that adds targets registers them (DevAttrReg), one that removes a target
  *     deregisters its node (DevDereg); other changes (portals, aliases, a target's portals)
  *     state the whole entity again; the last target removed deregisters the entity;
  *   - a DevAttrQry of its own entity every half registration period (the period the server
@@ -26,6 +26,8 @@
 #ifndef IX_TARGET_TGT_ISNS_H
 #define IX_TARGET_TGT_ISNS_H
 
+#include "proto/isns.h"
+
 struct ev_loop;
 struct ix_config;
 struct tgt_isns;
@@ -37,6 +39,10 @@ struct tgt_isns;
 	60000u		   /* refresh at least this often (also keeps the connection               \
 			      within open-isns's 300 s idle timeout) */
 #define ISNS_STOP_MS 3000u /* deregistration at shutdown */
+/* Largest request PDU built: open-isns takes messages of at most 8192 bytes, and its answer to
+ * a registration repeats what was registered (plus an index per portal), so a registration
+ * stays well below that; more targets than fit go in further messages. */
+#define ISNS_REQ_MAX (ISNS_HDR_LEN + 6144)
 
 /* A client for cfg's global.isns, or *out = NULL when it is absent or disabled. Nothing is
  * sent before the loop runs. cfg is copied (it may go away). 0 or -ENOMEM. */

@@ -19,7 +19,9 @@ pointing at it.
      retry) and is registered again within the bound its back-off gives (tgt_isns.h: 1 s,
      doubling: the next attempt after a down time D comes at most min(D + 1, 30) s after the
      server is back, plus the 5 s I/O timeout);
-  5. SIGTERM: ix deregisters its entity before it exits (exit status 0);
+  5. SIGTERM: ix deregisters its entity before it exits (exit status 0); the same with 500
+     targets, more than one message holds (the first registration states those that fit, the
+     others follow, as many in each message as fit);
   6. fake servers that answer garbage (junk bytes, another protocol version, an answer to
      another transaction, an error status, 64 KiB of random bytes, a closed connection, a
      header announcing a payload that never comes): ix keeps serving (iscsi-ls logs in and
@@ -292,6 +294,34 @@ def step_shutdown(d):
                                  for x in isns_lines(d, 'info')), isns_lines(d, 'info')[-3:])
 
 
+def step_many():
+    """More targets than one message holds (6 KiB: open-isns takes 8 KiB at most): the first
+    registration states as many as fit, the rest follow in as few DevAttrReg as hold them."""
+    n = 500
+    cfg = ix_config(E.isns_port, E.sock)
+    cfg['global']['isns']['entity'] = ENTITY + '-many'
+    cfg['targets'] = [{'name': '%s-%04d' % (T1, i), 'alias': 'target number %d' % i}
+                      for i in range(n)]
+    path = os.path.join(E.tmp, 'many.json')
+    with open(path, 'w') as f:
+        json.dump(cfg, f)
+    d = ixtest.Daemon(path, 'isns.many.log')
+    try:
+        want = {t['name'] for t in cfg['targets']}
+        ok = wait_for(lambda: want <= set(nodes()), 30, step=1)
+        full = [x for x in isns_lines(d, 'info') if 'registered with' in x]
+        done = [x for x in isns_lines(d, 'info') if 'all %d targets registered' % n in x]
+        check('many.registered', ok and full and '(of %d' % n in full[0] and done,
+              '%d of %d listed; %s' % (len(want & set(nodes())), n, (full + done)[:2]))
+        rc = d.stop()
+        check('many.deregistered', rc == 0 and not want & set(nodes()) and
+              ENTITY + '-many' not in entities(), 'exit %s, %d left' %
+              (rc, len(want & set(nodes()))))
+    finally:
+        if d.p.poll() is None:
+            d.kill9()
+
+
 # ---- 6: a server that answers garbage ----
 
 class FakeServer(threading.Thread):
@@ -478,6 +508,7 @@ def main():
         step_restart(d)
         step_shutdown(d)
         d = None
+        step_many()
         step_garbage()
     finally:
         if d and d.p.poll() is None:
