@@ -649,7 +649,7 @@ static void answered(struct tgt_isns *c, const struct isns_resp *r)
 	switch (c->op) {
 	case OP_REG_FULL:
 		log_full(c);
-		c->filling = c->want.nnodes - c->sent.nnodes;
+		c->filling = c->want.nnodes > c->sent.nnodes ? c->want.nnodes - c->sent.nnodes : 0;
 		model_free(&c->have);
 		c->have = c->sent;
 		c->sent = (struct isns_model){0};
