@@ -35,6 +35,8 @@ for opt in "$@"; do
 			# bench/run.sh: the loopback TCP ceiling; bench/insn.py: instructions per I/O;
 			# bench/latency.py: istgt as a second peer
 			iperf3 valgrind istgt
+			# tests/interop/isns.py: open-isns's iSNS server and isnsadm
+			open-isns-server open-isns-utils
 		)
 		;;
 	--fresh)

@@ -74,6 +74,15 @@ struct cfg_target {
 					 target port ids) */
 };
 
+/* Registration with an iSNS server (RFC 4171; target/tgt_isns.c, docs/isns.md). */
+struct cfg_isns {
+	bool enabled;                 /* "isns" is present and its "enabled" is not false */
+	char *server;                 /* the server's numeric IPv4 or IPv6 address */
+	uint16_t port;                /* default 3205 */
+	uint32_t registration_period_s; /* asked for; the server may grant another; 900 */
+	char *entity;                 /* Entity Identifier; NULL: "ix:" and the host name */
+};
+
 struct cfg_global {
 	int threads;                  /* worker event loops; 0 = one per CPU */
 	uint32_t poll_us;             /* workers' adaptive poll window (ev_loop_set_poll_us) */
@@ -103,6 +112,7 @@ struct cfg_global {
 	char *metrics_listen;         /* Prometheus endpoint "ADDR:PORT", NULL = none */
 	char *mgmt_group;             /* group (name) whose members may use it besides root */
 	char *state_dir;              /* default luns[].state_dir (APTPL reservations), NULL = none */
+	struct cfg_isns isns;         /* iSNS registration, off unless configured */
 };
 
 /* Test-only features: the "testing" section and LUNs with backend "error". A configuration

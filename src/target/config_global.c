@@ -179,6 +179,7 @@ static const struct key global_keys[] = {
     KEY_STR("mgmt_group", GLOBAL(mgmt_group), 32, STR_PRINTABLE),
     KEY_FN("metrics_listen", GLOBAL(metrics_listen), get_metrics_listen),
     KEY_FN("state_dir", GLOBAL(state_dir), state_dir_key),
+    KEY_FN("isns", GLOBAL(isns), cfg_parse_isns),
     /* off: polling pays only on uncontended CPUs (docs/perf.md) */
     KEY_NUM("poll_us", K_U32, GLOBAL(poll_us), 0, 10000, 50), KEY_END};
 #undef GLOBAL

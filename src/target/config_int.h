@@ -8,6 +8,7 @@
  *   config_acl.c      a target's "acls"       config_alua.c     a target's "alua"
  *   config_chap.c     CHAP credentials and algorithms, wherever they appear
  *   config_testing.c  "testing" and the "error" backend's rules (test-only features)
+ *   config_isns.c     "global.isns" (iSNS registration)
  *
  * Every section is parsed from the json_t tree with a struct cfg_ctx that knows the JSON path
  * of the value at hand, so each message names its position in the text (config_json.c).
@@ -199,6 +200,8 @@ int cfg_check_secret_directions(struct cfg_ctx *c);
 /* config_global.c */
 void cfg_global_defaults(struct cfg_global *g);
 int cfg_parse_global(struct cfg_ctx *c, json_t *root, const struct key *k, void *base);
+/* config_isns.c: global.isns */
+int cfg_parse_isns(struct cfg_ctx *c, json_t *g, const struct key *k, void *base);
 /* config_portal.c */
 int cfg_parse_portals(struct cfg_ctx *c, json_t *root, const struct key *k, void *base);
 /* config_target.c */

@@ -131,6 +131,8 @@ void cfg_free(struct ix_config *cfg)
 	free(cfg->global.metrics_listen);
 	free(cfg->global.mgmt_group);
 	free(cfg->global.state_dir);
+	free(cfg->global.isns.server);
+	free(cfg->global.isns.entity);
 	for (size_t i = 0; cfg->portals && i < cfg->nportals; i++) {
 		free(cfg->portals[i].name);
 		free(cfg->portals[i].address);

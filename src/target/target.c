@@ -11,6 +11,7 @@
 
 #include "ha/ha.h"
 #include "target/tgt_int.h"
+#include "target/tgt_isns.h"
 #include "util/log.h"
 
 /* One portal's listeners. portal points into the newest configuration that names it (changed
@@ -673,6 +674,10 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 			goto fail;
 		t->nlctx++;
 	}
+	if ((r = tgt_isns_new(t->main_loop, cfg, &t->isns)) < 0) {
+		snprintf(err, errlen, "global.isns: %s", strerror(-r));
+		goto fail;
+	}
 	*out = t;
 	return 0;
 fail:
@@ -697,6 +702,7 @@ int ix_target_run(struct ix_target *t)
 		}
 	}
 	r = ev_loop_run(t->main_loop);
+	tgt_isns_stop(t->isns); /* deregister while the target still serves */
 	for (int i = 0; i < t->nworkers; i++) {
 		ev_loop_stop(t->workers[i].loop);
 		pthread_join(t->workers[i].thread, NULL);
@@ -792,6 +798,7 @@ void ix_target_free(struct ix_target *t)
 	}
 	free(t->old_gens);
 	faults_free(t);
+	tgt_isns_free(t->isns);
 	if (t->gen) {
 		cfg_free(t->gen->cfg);
 		free(t->gen);

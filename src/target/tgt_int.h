@@ -293,6 +293,7 @@ struct ix_target {
 	size_t nlu_retires;
 	struct scsi_lu_index *luidx; /* every LU of this context, by NAA (EXTENDED COPY) */
 	struct ha_ctx *ha;	     /* high availability (src/ha/): ownership, ALUA, shared PR */
+	struct tgt_isns *isns;       /* iSNS registration (tgt_isns.h), NULL when off */
 };
 
 /* target.c */

@@ -38,6 +38,7 @@
 
 #include "target/target.h"
 #include "target/tgt_int.h"
+#include "target/tgt_isns.h"
 #include "util/log.h"
 
 /* An LU taken out of a LUN map. Workers look LUs up without taking a reference
@@ -558,6 +559,7 @@ int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size
 	for (size_t j = 0; j < ngone; j++)
 		tgt_node_put(gone[j]); /* the configuration's reference */
 	free(gone);
+	tgt_isns_update(t->isns, cfg); /* targets added or removed: tell the iSNS server */
 	return 0;
 }
 
