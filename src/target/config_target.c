@@ -2,8 +2,12 @@
  * parsed by their own files). */
 #include "target/config_int.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "util/addr.h"
 
 /* ---- targets --------------------------------------------------------------------------- */
 
@@ -150,6 +154,157 @@ static int target_alua(struct cfg_ctx *c, json_t *obj, const struct key *k, void
 	return cfg_parse_alua(c, obj, c->cfg, base);
 }
 
+/* ---- redirect ------------------------------------------------------------------------- */
+
+/* A host of a TargetAddress: an IPv4 or IPv6 literal, or a DNS name (RFC 7143 13.8:
+ * "domainname"; letters, digits, '-' and '.', labels of 1..63). */
+static bool redirect_host_ok(const char *h, bool *v6)
+{
+	unsigned char b[16];
+	size_t label = 0;
+
+	*v6 = inet_pton(AF_INET6, h, b) == 1;
+	if (*v6 || inet_pton(AF_INET, h, b) == 1)
+		return true;
+	if (!*h || *h == '.' || *h == '-')
+		return false;
+	for (const char *p = h; *p; p++) {
+		if (*p == '.') {
+			if (label == 0)
+				return false;
+			label = 0;
+			continue;
+		}
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '-') ||
+		    ++label > 63)
+			return false;
+	}
+	return true;
+}
+
+static int redirect_address(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct cfg_redirect *r = base;
+	char host[ADDR_HOST_MAX], buf[300], norm[ADDR_HOST_MAX + 16];
+	const char *s;
+	uint16_t port;
+	int tpgt, rc;
+	bool v6;
+
+	if ((rc = cfg_get_str(c, obj, k->name, 255, STR_REQUIRED | STR_PRINTABLE, &s)))
+		return rc;
+	if (addr_parse_portal(s, 3260, host, sizeof(host), &port, &tpgt) < 0 ||
+	    !redirect_host_ok(host, &v6))
+		return cfg_fail(c, k->name, false,
+				"\"%s\" is not a portal address \"HOST[:PORT][,TPGT]\" (HOST an "
+				"IPv4 address, a bracketed IPv6 address or a DNS name; PORT 1-65535, "
+				"default 3260; TPGT 0-65535)",
+				cfg_esc(s, buf, sizeof(buf)));
+	if (tpgt >= 0)
+		snprintf(norm, sizeof(norm), v6 ? "[%s]:%u,%d" : "%s:%u,%d", host, port, tpgt);
+	else
+		snprintf(norm, sizeof(norm), v6 ? "[%s]:%u" : "%s:%u", host, port);
+	return cfg_dup_str(c, norm, &r->address);
+}
+
+struct redirect_portal_arg {
+	struct cfg_redirect *r;
+	const struct cfg_target *t;
+};
+
+static int one_redirect_portal(struct cfg_ctx *c, json_t *e, size_t i, void *arg)
+{
+	struct redirect_portal_arg *ra = arg;
+	const char *s = json_string_value(e);
+	const struct cfg_portal *p;
+	char buf[128];
+
+	if (!s)
+		return cfg_fail(c, NULL, false, "must be a portal name, not %s", cfg_type_name(e));
+	p = cfg_find_portal(c->cfg, s);
+	if (!p || !cfg_target_on_portal(ra->t, p))
+		return cfg_fail(c, NULL, false, "the target has no portal named \"%s\"",
+				cfg_esc(s, buf, sizeof(buf)));
+	for (size_t j = 0; j < i; j++)
+		if (strcmp(ra->r->portals[j], s) == 0)
+			return cfg_fail(c, NULL, false, "\"%s\" is listed twice", s);
+	return cfg_dup_str(c, s, &ra->r->portals[i]);
+}
+
+static int redirect_portals(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	const struct list_spec portals = {k->name,
+					  "must not be empty (omit it to redirect on every portal)",
+					  sizeof(char *), one_redirect_portal};
+	struct cfg_redirect *r = base;
+	struct redirect_portal_arg ra = {r, (const struct cfg_target *)((const char *)r -
+						offsetof(struct cfg_target, redirect))};
+
+	return cfg_parse_list(c, obj, &portals, (void **)&r->portals, &r->nportals, &ra);
+}
+
+#define REDIRECT(f) (struct cfg_redirect, f)
+static const struct key redirect_keys[] = {
+    {.name = "address",
+     .type = K_FN,
+     .off = offsetof(struct cfg_redirect, address),
+     .flags = KEY_PRESENT,
+     .parse = redirect_address},
+    KEY_BOOL("permanent", REDIRECT(permanent), false),
+    KEY_FN("portals", REDIRECT(portals), redirect_portals),
+    KEY_END};
+#undef REDIRECT
+
+/* A redirection to one of the very portals it applies to would send initiators round in a
+ * loop: refused when the address is that portal's literal address and port. */
+static int check_redirect_loop(struct cfg_ctx *c, const struct cfg_target *t)
+{
+	const struct cfg_redirect *r = &t->redirect;
+	char host[ADDR_HOST_MAX];
+	unsigned char a[16], b[16];
+	uint16_t port;
+	int fam;
+
+	if (addr_parse_portal(r->address, 3260, host, sizeof(host), &port, NULL) < 0)
+		return 0;
+	fam = strchr(host, ':') ? AF_INET6 : AF_INET;
+	if (inet_pton(fam, host, a) != 1)
+		return 0; /* a DNS name: cannot tell here */
+	for (size_t i = 0; i < c->cfg->nportals; i++) {
+		const struct cfg_portal *p = &c->cfg->portals[i];
+
+		if (!cfg_target_on_portal(t, p) || cfg_target_redirect(t, p) != r ||
+		    p->port != port || inet_pton(fam, p->address, b) != 1 ||
+		    memcmp(a, b, fam == AF_INET ? 4 : 16) != 0)
+			continue;
+		return cfg_fail(c, "address", false,
+				"redirects logins arriving at portal \"%s\" (%s port %u) to that "
+				"same portal: they would loop",
+				p->name, p->address, p->port);
+	}
+	return 0;
+}
+
+static int target_redirect(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct cfg_target *t = base;
+	json_t *v = cfg_member(obj, k->name);
+	int rc;
+
+	if (!v)
+		return 0;
+	if ((rc = cfg_want_object(c, k->name, v)))
+		return rc;
+	cfg_push_key(c, k->name);
+	cfg_key_defaults(redirect_keys, &t->redirect);
+	rc = cfg_parse_table(c, v, redirect_keys, &t->redirect);
+	if (!rc)
+		rc = check_redirect_loop(c, t);
+	cfg_pop(c);
+	return rc;
+}
+
 #define TARGET(f) (struct cfg_target, f)
 static const struct key target_keys[] = {
     KEY_FN("name", TARGET(name), target_name),
@@ -163,6 +318,7 @@ static const struct key target_keys[] = {
     KEY_FN("chap_algorithms", TARGET(chap_algs), target_algs),
     KEY_NUM("max_sessions", K_U32, TARGET(max_sessions), 0, 65535, 0),
     KEY_FN("alua", TARGET(alua), target_alua),
+    KEY_FN("redirect", TARGET(redirect), target_redirect),
     KEY_END};
 #undef TARGET
 

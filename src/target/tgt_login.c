@@ -72,6 +72,13 @@ int tgt_login_admit(void *ctx, const struct login_info *li, struct login_grant *
 			 ct->name);
 		return ISCSI_LOGIN_AUTHORIZATION_FAILED;
 	}
+	/* Redirection (RFC 7143 11.13.5) answers this first request, before authentication: the
+	   portal it names authenticates the initiator. Only initiators the ACL admits learn it. */
+	const struct cfg_redirect *rd = cfg_target_redirect(ct, tc->portal);
+	if (rd) {
+		g->redirect = rd->address;
+		return rd->permanent ? ISCSI_LOGIN_TARGET_MOVED_PERM : ISCSI_LOGIN_TARGET_MOVED_TEMP;
+	}
 	g->target_alias = ct->alias;
 	/* an ACL entry's own credential overrides the target's */
 	set_creds(&g->creds, ct->chap_required, acl->chap.secret ? &acl->chap : &ct->chap,
@@ -323,8 +330,10 @@ static int alloc_tasks(struct tgt_conn *tc)
 	return 0;
 }
 
-/* Answer the login with a failure status (la->error says why) and close once it is out. */
-static void login_fail(struct tgt_conn *tc, struct iscsi_hdr *r, uint16_t status)
+/* Answer the login with a failure status (la->error says why; text: a redirection's
+ * TargetAddress, or NULL) and close once it is out. */
+static void login_fail_text(struct tgt_conn *tc, struct iscsi_hdr *r, uint16_t status,
+			    const char *text, uint32_t text_len)
 {
 	struct login_acceptor *la = tc->login;
 	char esc[sizeof(la->info.initiator_name) * 4];
@@ -334,14 +343,19 @@ static void login_fail(struct tgt_conn *tc, struct iscsi_hdr *r, uint16_t status
 	r->login_rsp.csg = r->login_rsp.nsg = 0;
 	tc->worker->logins.refused[ix_login_reason_index(status)]++;
 	tgt_stat_login_refused(tc, ix_login_reason_index(status));
-	log_info("target", "%s: login from %s failed (status 0x%04x): %s", tc->conn->peer,
+	log_info("target", "%s: login from %s %s (status 0x%04x): %s", tc->conn->peer,
 		 log_escape(la->info.initiator_name, sizeof(la->info.initiator_name), esc,
 			    sizeof(esc)),
-		 status, la->error);
+		 (status >> 8) == 1 ? "redirected" : "failed", status, la->error);
 	ev_timer_stop(tc->conn->loop, &tc->login_timer);
-	tgt_send_then_close(tc, r);
+	tgt_send_then_close(tc, r, text, text_len);
 	/* no more input: the connection closes once the response is out */
 	tc->logged_out = true;
+}
+
+static void login_fail(struct tgt_conn *tc, struct iscsi_hdr *r, uint16_t status)
+{
+	login_fail_text(tc, r, status, NULL, 0);
 }
 
 /* The final Login Response: the session enters full feature phase. */
@@ -507,7 +521,10 @@ void tgt_login_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, uint8_t *data
 		}
 	}
 	if (st.status != 0) {
-		login_fail(tc, &r, st.status);
+		bool redirect = (st.status >> 8) == 1;
+
+		login_fail_text(tc, &r, st.status, redirect ? st.text : NULL,
+				redirect ? st.text_len : 0);
 		return;
 	}
 	if (st.final) {
