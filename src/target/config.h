@@ -55,10 +55,19 @@ struct cfg_acl {
 /* Login redirection (RFC 7143 11.13.5; docs/configuration.md "Login redirection"): a
  * normal session's first Login Request is answered 0x0101 (moved temporarily) or 0x0102
  * (moved permanently) with TargetAddress=address, before authentication. */
+struct cfg_redirect_owner {
+	uint16_t group;               /* another gateway's ALUA group (targets[].alua) */
+	char *address;                /* its portal, normalized as cfg_redirect.address */
+};
+
 struct cfg_redirect {
 	char *address;                /* normalized "host:port" or "host:port,tpgt" ("[v6]:port"
-					 for IPv6); NULL = no redirection */
+					 for IPv6); NULL = none (or only owners) */
 	bool permanent;               /* 0x0102 rather than 0x0101; default false */
+	struct cfg_redirect_owner *owners; /* HA: while this gateway's group is not active, to
+					 the active/optimized group's portal (0x0101;
+					 ha_policy_owner_group, docs/ha.md) */
+	size_t nowners;
 	char **portals;               /* only logins arriving at these portals; none = every
 					 portal of the target */
 	size_t nportals;
@@ -173,8 +182,8 @@ const struct cfg_portal *cfg_find_portal(const struct ix_config *cfg, const char
 const struct cfg_acl *cfg_find_acl(const struct cfg_target *t, const char *initiator);
 /* Is the target reachable through this portal? */
 bool cfg_target_on_portal(const struct cfg_target *t, const struct cfg_portal *p);
-/* The redirection a login to t arriving at portal p gets, or NULL (none configured, or not
- * on that portal). */
+/* The redirection a login to t arriving at portal p may get (a fixed address, or owners to
+ * look at), or NULL (none configured, or not on that portal). */
 const struct cfg_redirect *cfg_target_redirect(const struct cfg_target *t,
 					       const struct cfg_portal *p);
 

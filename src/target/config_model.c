@@ -123,6 +123,9 @@ static void free_target(struct cfg_target *t)
 	for (size_t i = 0; t->redirect.portals && i < t->redirect.nportals; i++)
 		free(t->redirect.portals[i]);
 	free(t->redirect.portals);
+	for (size_t i = 0; t->redirect.owners && i < t->redirect.nowners; i++)
+		free(t->redirect.owners[i].address);
+	free(t->redirect.owners);
 }
 
 void cfg_free(struct ix_config *cfg)
@@ -194,7 +197,7 @@ const struct cfg_redirect *cfg_target_redirect(const struct cfg_target *t,
 {
 	const struct cfg_redirect *r = &t->redirect;
 
-	if (!r->address)
+	if (!r->address && !r->nowners)
 		return NULL;
 	if (r->nportals == 0)
 		return r;

@@ -183,20 +183,20 @@ static bool redirect_host_ok(const char *h, bool *v6)
 	return true;
 }
 
-static int redirect_address(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
+/* A portal address member (redirect.address, owners[].address), normalized into *out. */
+static int portal_address(struct cfg_ctx *c, json_t *obj, const char *key, char **out)
 {
-	struct cfg_redirect *r = base;
 	char host[ADDR_HOST_MAX], buf[300], norm[ADDR_HOST_MAX + 16];
 	const char *s;
 	uint16_t port;
 	int tpgt, rc;
 	bool v6;
 
-	if ((rc = cfg_get_str(c, obj, k->name, 255, STR_REQUIRED | STR_PRINTABLE, &s)))
+	if ((rc = cfg_get_str(c, obj, key, 255, STR_REQUIRED | STR_PRINTABLE, &s)))
 		return rc;
 	if (addr_parse_portal(s, 3260, host, sizeof(host), &port, &tpgt) < 0 ||
 	    !redirect_host_ok(host, &v6))
-		return cfg_fail(c, k->name, false,
+		return cfg_fail(c, key, false,
 				"\"%s\" is not a portal address \"HOST[:PORT][,TPGT]\" (HOST an "
 				"IPv4 address, a bracketed IPv6 address or a DNS name; PORT 1-65535, "
 				"default 3260; TPGT 0-65535)",
@@ -205,7 +205,99 @@ static int redirect_address(struct cfg_ctx *c, json_t *obj, const struct key *k,
 		snprintf(norm, sizeof(norm), v6 ? "[%s]:%u,%d" : "%s:%u,%d", host, port, tpgt);
 	else
 		snprintf(norm, sizeof(norm), v6 ? "[%s]:%u" : "%s:%u", host, port);
-	return cfg_dup_str(c, norm, &r->address);
+	return cfg_dup_str(c, norm, out);
+}
+
+static int redirect_address(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct cfg_redirect *r = base;
+
+	return cfg_member(obj, k->name) ? portal_address(c, obj, k->name, &r->address) : 0;
+}
+
+/* The target being parsed, from its redirect member. */
+static const struct cfg_target *redirect_target(const struct cfg_redirect *r)
+{
+	return (const struct cfg_target *)((const char *)r - offsetof(struct cfg_target, redirect));
+}
+
+struct owner_arg {
+	struct cfg_redirect *r;
+	const struct scsi_alua_cfg *alua;
+};
+
+static int owner_group(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct owner_arg *oa = base;
+	struct cfg_redirect_owner *o = &oa->r->owners[oa->r->nowners];
+	const struct scsi_alua_group_cfg *g = NULL;
+	int rc;
+
+	if ((rc = cfg_get_u16(c, obj, k->name, 1, 65535, &o->group)))
+		return rc;
+	for (unsigned i = 0; i < oa->alua->ngroups; i++)
+		if (oa->alua->groups[i].id == o->group)
+			g = &oa->alua->groups[i];
+	if (!g)
+		return cfg_fail(c, k->name, false, "the target has no ALUA group %u (alua.groups)",
+				o->group);
+	if (g->local)
+		return cfg_fail(c, k->name, false,
+				"group %u is this gateway's own (it has \"portals\"): list the other "
+				"gateways' groups",
+				o->group);
+	for (size_t i = 0; i < oa->r->nowners; i++)
+		if (oa->r->owners[i].group == o->group)
+			return cfg_fail(c, k->name, false, "group %u is listed twice", o->group);
+	return 0;
+}
+
+static int owner_address(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	struct owner_arg *oa = base;
+
+	return portal_address(c, obj, k->name, &oa->r->owners[oa->r->nowners].address);
+}
+
+static const struct key owner_keys[] = {
+    {.name = "group", .type = K_FN, .flags = KEY_PRESENT, .parse = owner_group},
+    {.name = "address", .type = K_FN, .flags = KEY_PRESENT, .parse = owner_address},
+    KEY_END};
+
+static int one_owner(struct cfg_ctx *c, json_t *e, size_t i, void *arg)
+{
+	struct owner_arg *oa = arg;
+	int rc;
+
+	oa->r->nowners = i; /* the ones before are parsed; this one is filled in */
+	if ((rc = cfg_want_object(c, NULL, e)) || (rc = cfg_parse_table(c, e, owner_keys, oa)))
+		return rc;
+	oa->r->nowners = i + 1;
+	return 0;
+}
+
+static int redirect_owners(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	const struct list_spec owners = {k->name,
+					 "must not be empty (omit it: no redirection to the owner)",
+					 0, one_owner};
+	struct cfg_redirect *r = base;
+	const struct cfg_target *t = redirect_target(r);
+	struct owner_arg oa = {r, &t->alua};
+	json_t *v = cfg_member(obj, k->name);
+
+	if (!v)
+		return 0;
+	if (t->alua.ngroups == 0)
+		return cfg_fail(c, k->name, false,
+				"needs ALUA groups (the target's \"alua\"): the owner is the gateway "
+				"whose group is active/optimized");
+	if (json_is_array(v) && json_array_size(v) > 0) {
+		r->owners = cfg_alloc_array(c, json_array_size(v), sizeof(*r->owners));
+		if (!r->owners)
+			return -ENOMEM;
+	}
+	return cfg_parse_list(c, obj, &owners, NULL, NULL, &oa);
 }
 
 struct redirect_portal_arg {
@@ -238,20 +330,16 @@ static int redirect_portals(struct cfg_ctx *c, json_t *obj, const struct key *k,
 					  "must not be empty (omit it to redirect on every portal)",
 					  sizeof(char *), one_redirect_portal};
 	struct cfg_redirect *r = base;
-	struct redirect_portal_arg ra = {r, (const struct cfg_target *)((const char *)r -
-						offsetof(struct cfg_target, redirect))};
+	struct redirect_portal_arg ra = {r, redirect_target(r)};
 
 	return cfg_parse_list(c, obj, &portals, (void **)&r->portals, &r->nportals, &ra);
 }
 
 #define REDIRECT(f) (struct cfg_redirect, f)
 static const struct key redirect_keys[] = {
-    {.name = "address",
-     .type = K_FN,
-     .off = offsetof(struct cfg_redirect, address),
-     .flags = KEY_PRESENT,
-     .parse = redirect_address},
+    KEY_FN("address", REDIRECT(address), redirect_address),
     KEY_BOOL("permanent", REDIRECT(permanent), false),
+    KEY_FN("owners", REDIRECT(owners), redirect_owners),
     KEY_FN("portals", REDIRECT(portals), redirect_portals),
     KEY_END};
 #undef REDIRECT
@@ -299,7 +387,15 @@ static int target_redirect(struct cfg_ctx *c, json_t *obj, const struct key *k, 
 	cfg_push_key(c, k->name);
 	cfg_key_defaults(redirect_keys, &t->redirect);
 	rc = cfg_parse_table(c, v, redirect_keys, &t->redirect);
-	if (!rc)
+	if (!rc && !t->redirect.address && !t->redirect.nowners)
+		rc = cfg_fail(c, NULL, false,
+			      "needs \"address\" (send logins there) or \"owners\" (send them to "
+			      "the gateway that owns the LUs)");
+	if (!rc && t->redirect.address && t->redirect.nowners)
+		rc = cfg_fail(c, "owners", false,
+			      "and \"address\" exclude each other: a fixed address sends every "
+			      "login away");
+	if (!rc && t->redirect.address)
 		rc = check_redirect_loop(c, t);
 	cfg_pop(c);
 	return rc;

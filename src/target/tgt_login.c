@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ha/ha_policy.h"
 #include "target/tgt_int.h"
 #include "util/log.h"
 
@@ -29,6 +30,26 @@ static void set_creds(struct auth_creds *cr, bool required, const struct cfg_cha
 	for (int i = 0; i < nalgs && i < 4; i++)
 		cr->algs[i] = algs[i];
 	cr->nalgs = nalgs < 4 ? nalgs : 4;
+}
+
+/* redirect.owners: the portal of the gateway that owns the target's LUs when this one does
+ * not (ha_policy_owner_group on the running ALUA states), or NULL: serve the login here. */
+static const char *owner_address(struct tgt_conn *tc, const struct cfg_target *ct)
+{
+	const struct cfg_redirect *r = &ct->redirect;
+	struct tgt_node *n = tgt_node_get(tc->tgt, ct->name);
+	struct scsi_alua_cfg a;
+	uint16_t group = 0;
+
+	if (!n)
+		return NULL;
+	if (scsi_alua_get(n->map, &a) == 0)
+		group = ha_policy_owner_group(&a, tc->portal->tpgt ? tc->portal->tpgt : 1);
+	tgt_node_put(n);
+	for (size_t i = 0; group && i < r->nowners; i++)
+		if (r->owners[i].group == group)
+			return r->owners[i].address;
+	return NULL;
 }
 
 int tgt_login_admit(void *ctx, const struct login_info *li, struct login_grant *g)
@@ -75,10 +96,13 @@ int tgt_login_admit(void *ctx, const struct login_info *li, struct login_grant *
 	/* Redirection (RFC 7143 11.13.5) answers this first request, before authentication: the
 	   portal it names authenticates the initiator. Only initiators the ACL admits learn it. */
 	const struct cfg_redirect *rd = cfg_target_redirect(ct, tc->portal);
-	if (rd) {
+	if (rd && rd->address) {
 		g->redirect = rd->address;
 		return rd->permanent ? ISCSI_LOGIN_TARGET_MOVED_PERM : ISCSI_LOGIN_TARGET_MOVED_TEMP;
 	}
+	/* HA: the LUs' owner is another gateway (its group active/optimized, ours not active) */
+	if (rd && (g->redirect = owner_address(tc, ct)) != NULL)
+		return ISCSI_LOGIN_TARGET_MOVED_TEMP;
 	g->target_alias = ct->alias;
 	/* an ACL entry's own credential overrides the target's */
 	set_creds(&g->creds, ct->chap_required, acl->chap.secret ? &acl->chap : &ct->chap,

@@ -1195,6 +1195,9 @@ static void test_alua(void)
 /* targets[].redirect: the address's syntax (normalized to HOST:PORT[,TPGT]), its portals,
  * and a redirection that would loop back to the portal it applies to. */
 #define RD_PORTALS "'portals':[{'name':'a','address':'192.0.2.1'},{'name':'b','address':'::1'}],"
+#define RD_ALUA                                                                                    \
+	"'alua':{'groups':[{'id':1,'state':'active/optimized','portals':['a','b']},"               \
+	"{'id':2,'state':'standby','relative_ports':[2]}]}"
 #define RD(body) "{" RD_PORTALS "'targets':[{'name':'iqn.2026-11.io.ix:t'," body "}]}"
 static void test_redirect(void)
 {
@@ -1202,8 +1205,9 @@ static void test_redirect(void)
 	    {RD("'redirect':{'address':'192.0.2.9'}"), NULL},
 	    {RD("'redirect':{'address':'gw-b.example.com:3261,2','permanent':true}"), NULL},
 	    {RD("'redirect':'192.0.2.9'"), "targets[0].redirect: must be an object, not a string"},
-	    {RD("'redirect':{}"), "targets[0].redirect.address: required but missing"},
-	    {RD("'redirect':{'permanent':true}"), "targets[0].redirect.address: required"},
+	    {RD("'redirect':{}"), "targets[0].redirect: needs \"address\" (send logins there) or "
+				 "\"owners\""},
+	    {RD("'redirect':{'permanent':true}"), "targets[0].redirect: needs \"address\""},
 	    {RD("'redirect':{'address':''}"), "targets[0].redirect.address: must not be empty"},
 	    {RD("'redirect':{'address':'192.0.2.9:0'}"), "is not a portal address"},
 	    {RD("'redirect':{'address':'192.0.2.9:65536'}"), "is not a portal address"},
@@ -1229,6 +1233,27 @@ static void test_redirect(void)
 	    {RD("'redirect':{'address':'[::1]:3260,1','portals':['b']}"), "they would loop"},
 	    {RD("'redirect':{'address':'192.0.2.1','portals':['b']}"), NULL},
 	    {RD("'redirect':{'address':'192.0.2.1:3261'}"), NULL},
+	    /* owners: the HA policy (needs the target's ALUA groups) */
+	    {RD("'redirect':{'owners':[{'group':2,'address':'192.0.2.2'}]}"),
+	     "targets[0].redirect.owners: needs ALUA groups"},
+	    {RD(RD_ALUA ",'redirect':{'owners':[{'group':2,'address':'192.0.2.2'}]}"), NULL},
+	    {RD(RD_ALUA ",'redirect':{'owners':[]}"), "targets[0].redirect.owners: must not be empty"},
+	    {RD(RD_ALUA ",'redirect':{'owners':[{'group':1,'address':'192.0.2.2'}]}"),
+	     "targets[0].redirect.owners[0].group: group 1 is this gateway's own"},
+	    {RD(RD_ALUA ",'redirect':{'owners':[{'group':3,'address':'192.0.2.2'}]}"),
+	     "targets[0].redirect.owners[0].group: the target has no ALUA group 3"},
+	    {RD(RD_ALUA ",'redirect':{'owners':[{'group':2}]}"),
+	     "targets[0].redirect.owners[0].address: required but missing"},
+	    {RD(RD_ALUA ",'redirect':{'owners':[{'address':'x'}]}"),
+	     "targets[0].redirect.owners[0].group: required but missing"},
+	    {RD(RD_ALUA ",'redirect':{'owners':[{'group':2,'address':'a b'}]}"),
+	     "targets[0].redirect.owners[0].address: \"a b\" is not a portal address"},
+	    {RD(RD_ALUA ",'redirect':{'owners':[{'group':2,'address':'h'},{'group':2,'address':'h'}]}"),
+	     "targets[0].redirect.owners[1].group: group 2 is listed twice"},
+	    {RD(RD_ALUA ",'redirect':{'owners':[{'group':2,'address':'h','x':1}]}"),
+	     "targets[0].redirect.owners[0].x: unknown key"},
+	    {RD(RD_ALUA ",'redirect':{'address':'h','owners':[{'group':2,'address':'h'}]}"),
+	     "targets[0].redirect.owners: and \"address\" exclude each other"},
 	};
 	struct ix_config *cfg = NULL;
 	const struct cfg_target *t;
@@ -1255,6 +1280,21 @@ static void test_redirect(void)
 	CHECK(t->redirect.permanent);
 	CHECK(cfg_target_redirect(t, &cfg->portals[0]) == NULL);
 	CHECK(cfg_target_redirect(t, &cfg->portals[1]) == &t->redirect);
+	cfg_free(cfg);
+	cfg = NULL;
+	CHECK_EQ(load(RD(RD_ALUA ",'redirect':{'owners':[{'group':2,'address':'[::9]:3262,2'}]}"),
+		      &cfg, err, sizeof(err)),
+		 0);
+	if (cfg) {
+		t = &cfg->targets[0];
+		CHECK(t->redirect.address == NULL);
+		CHECK_EQ(t->redirect.nowners, 1);
+		CHECK_EQ(t->redirect.owners[0].group, 2);
+		CHECK_STR(t->redirect.owners[0].address, "[::9]:3262,2");
+		CHECK(cfg_target_redirect(t, &cfg->portals[0]) == &t->redirect);
+	} else {
+		printf("# %s\n", err);
+	}
 	cfg_free(cfg);
 	cfg = NULL;
 	CHECK_EQ(load(RD("'luns':[]"), &cfg, err, sizeof(err)), 0);
