@@ -18,7 +18,10 @@ itself). Each daemon has its own management socket.
      document and reload path): libiscsi and ixadm follow the 0x0102; ixadm's session dropped
      by B recovers straight at B (A sees no further login);
   5. redirect removed at run time: logins at A are served by A again;
-  6. bad redirections: an address nothing listens on (iscsi-inq and ixadm fail cleanly within
+  6. redirect.owners, the HA policy: with A's ALUA group standby and B's active/optimized (set
+     with ix-ctl alua set, as an RBD lock's owner sets them), A's logins go to B; with A's
+     group active, or nobody's, A serves them;
+  7. bad redirections: an address nothing listens on (iscsi-inq and ixadm fail cleanly within
      their login timeouts, A keeps serving), a malformed address refused by the management API
      with the key's path (the running configuration unchanged), and a loop A -> B -> A that
      ixadm gives up (its bound of redirections) and libiscsi ends.
@@ -141,7 +144,7 @@ def setup():
     E.b_addr = '%s:%d' % (HOST, E.b.port)
     E.a = ixdaemon.Daemon('redirect-a', {
         'global': {'mgmt_socket': sock_a, 'threads': 1},
-        'portals': [{'name': 'a', 'address': HOST}, {'name': 'a2', 'address': HOST}],
+        'portals': [{'name': 'a', 'address': HOST}, {'name': 'a2', 'address': HOST, 'tpgt': 3}],
         'targets': [{'name': IQN, 'luns': lun0(),
                      'redirect': {'address': E.b_addr + ',2', 'portals': ['a']}}]}).start()
     E.a_addr = '%s:%d' % (HOST, E.a.port)
@@ -258,6 +261,43 @@ def step_removed():
           accepted(E.ctl_b) == b0, 'exit %s: %s' % (rc, out))
 
 
+def step_owner():
+    """redirect.owners (the HA policy) with ALUA states set by hand (ix-ctl alua set), as the
+    RBD lock's owner sets them on a gateway group: A's group 1 standby and B's group 2
+    active/optimized sends A's logins to B; A's group active again serves them at A."""
+    rc, out = apply(None)
+    doc = copy.deepcopy(E.ctl_a.json('rpc', 'iscsi_get_config'))
+    doc['targets'][0]['alua'] = {'groups': [
+        {'id': 1, 'state': 'active/optimized', 'portals': ['a', 'a2']},
+        {'id': 2, 'state': 'standby', 'relative_ports': [2]}]}
+    doc['targets'][0]['redirect'] = {'owners': [{'group': 2, 'address': E.b_addr + ',2'}]}
+    rc, out, err = E.ctl_a('rpc', 'iscsi_apply_config', json.dumps({'config': doc}))
+    if not check('owner-apply', rc == 0, out + err):
+        return
+    a0, b0 = accepted(E.ctl_a), accepted(E.ctl_b)
+    rc, out = inq(E.a_addr, INI + '-owner-here')
+    check('owner-here-served', rc == 0 and accepted(E.ctl_a) - a0 == 1 and
+          accepted(E.ctl_b) == b0, 'exit %s: %s' % (rc, out))
+    E.ctl_a('alua', 'set', IQN, '1', 'standby')
+    E.ctl_a('alua', 'set', IQN, '2', 'active/optimized')
+    m0, a0, b0 = moved(E.ctl_a, 'temporarily'), accepted(E.ctl_a), accepted(E.ctl_b)
+    rc, out = inq(E.a_addr, INI + '-owner-b')
+    rc2, out2 = inq(E.a2_addr, INI + '-owner-b2')
+    check('owner-elsewhere-redirected', rc == 0 and rc2 == 0 and
+          moved(E.ctl_a, 'temporarily') - m0 == 2 and accepted(E.ctl_a) == a0 and
+          accepted(E.ctl_b) - b0 == 2, 'exit %s, %s: %s %s' % (rc, rc2, out, out2))
+    E.ctl_a('alua', 'set', IQN, '2', 'standby')
+    m0, a0 = moved(E.ctl_a, 'temporarily'), accepted(E.ctl_a)
+    rc, out = inq(E.a_addr, INI + '-owner-none')
+    # logged in at A, where the standby group answers NOT READY (04/0B): iscsi-inq fails then
+    check('owner-nobody-served', accepted(E.ctl_a) - a0 == 1 and
+          moved(E.ctl_a, 'temporarily') == m0, 'exit %s: %s' % (rc, out))
+    E.ctl_a('alua', 'set', IQN, '1', 'active/optimized')
+    doc['targets'][0].pop('alua')
+    doc['targets'][0].pop('redirect')
+    E.ctl_a('rpc', 'iscsi_apply_config', json.dumps({'config': doc}))
+
+
 def step_bad():
     dead = '%s:%d' % (HOST, ixtest.free_port())
     rc, out = apply({'address': dead})
@@ -299,7 +339,7 @@ def main():
     setup()
     try:
         for step in (step_discovery, step_temporary, step_other_portal, step_permanent,
-                     step_removed, step_bad):
+                     step_removed, step_owner, step_bad):
             try:
                 step()
             except Exception as e:  # noqa: BLE001
