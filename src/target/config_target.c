@@ -395,6 +395,10 @@ static int target_redirect(struct cfg_ctx *c, json_t *obj, const struct key *k, 
 		rc = cfg_fail(c, "owners", false,
 			      "and \"address\" exclude each other: a fixed address sends every "
 			      "login away");
+	if (!rc && t->redirect.nowners && t->redirect.permanent)
+		rc = cfg_fail(c, "permanent", false,
+			      "is for \"address\": a redirection to the owner is always temporary "
+			      "(the owner changes)");
 	if (!rc && t->redirect.address)
 		rc = check_redirect_loop(c, t);
 	cfg_pop(c);

@@ -1252,6 +1252,10 @@ static void test_redirect(void)
 	     "targets[0].redirect.owners[1].group: group 2 is listed twice"},
 	    {RD(RD_ALUA ",'redirect':{'owners':[{'group':2,'address':'h','x':1}]}"),
 	     "targets[0].redirect.owners[0].x: unknown key"},
+	    {RD(RD_ALUA ",'redirect':{'permanent':true,'owners':[{'group':2,'address':'h'}]}"),
+	     "targets[0].redirect.permanent: is for \"address\""},
+	    {RD(RD_ALUA ",'redirect':{'permanent':false,'owners':[{'group':2,'address':'h'}]}"),
+	     NULL},
 	    {RD(RD_ALUA ",'redirect':{'address':'h','owners':[{'group':2,'address':'h'}]}"),
 	     "targets[0].redirect.owners: and \"address\" exclude each other"},
 	};
