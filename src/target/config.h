@@ -63,6 +63,9 @@ struct cfg_redirect_owner {
 struct cfg_redirect {
 	char *address;                /* normalized "host:port" or "host:port,tpgt" ("[v6]:port"
 					 for IPv6); NULL = none (or only owners) */
+	char **addresses;             /* "addresses": several, taken in turn (round-robin),
+					 normalized as address; none = address alone */
+	size_t naddresses;
 	bool permanent;               /* 0x0102 rather than 0x0101; default false */
 	struct cfg_redirect_owner *owners; /* HA: while this gateway's group is not active, to
 					 the active/optimized group's portal (0x0101;

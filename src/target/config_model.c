@@ -120,6 +120,9 @@ static void free_target(struct cfg_target *t)
 	free_chap(&t->chap);
 	free_chap(&t->mutual_chap);
 	free(t->redirect.address);
+	for (size_t i = 0; t->redirect.addresses && i < t->redirect.naddresses; i++)
+		free(t->redirect.addresses[i]);
+	free(t->redirect.addresses);
 	for (size_t i = 0; t->redirect.portals && i < t->redirect.nportals; i++)
 		free(t->redirect.portals[i]);
 	free(t->redirect.portals);
@@ -197,7 +200,7 @@ const struct cfg_redirect *cfg_target_redirect(const struct cfg_target *t,
 {
 	const struct cfg_redirect *r = &t->redirect;
 
-	if (!r->address && !r->nowners)
+	if (!r->address && !r->naddresses && !r->nowners)
 		return NULL;
 	if (r->nportals == 0)
 		return r;

@@ -183,17 +183,15 @@ static bool redirect_host_ok(const char *h, bool *v6)
 	return true;
 }
 
-/* A portal address member (redirect.address, owners[].address), normalized into *out. */
-static int portal_address(struct cfg_ctx *c, json_t *obj, const char *key, char **out)
+/* A portal address s (member key of the current value, or the value itself with key NULL),
+ * normalized into *out. */
+static int normalize_portal(struct cfg_ctx *c, const char *key, const char *s, char **out)
 {
 	char host[ADDR_HOST_MAX], buf[300], norm[ADDR_HOST_MAX + 16];
-	const char *s;
 	uint16_t port;
-	int tpgt, rc;
+	int tpgt;
 	bool v6;
 
-	if ((rc = cfg_get_str(c, obj, key, 255, STR_REQUIRED | STR_PRINTABLE, &s)))
-		return rc;
 	if (addr_parse_portal(s, 3260, host, sizeof(host), &port, &tpgt) < 0 ||
 	    !redirect_host_ok(host, &v6))
 		return cfg_fail(c, key, false,
@@ -208,11 +206,51 @@ static int portal_address(struct cfg_ctx *c, json_t *obj, const char *key, char 
 	return cfg_dup_str(c, norm, out);
 }
 
+/* A portal address member (redirect.address, owners[].address), normalized into *out. */
+static int portal_address(struct cfg_ctx *c, json_t *obj, const char *key, char **out)
+{
+	const char *s;
+	int rc;
+
+	if ((rc = cfg_get_str(c, obj, key, 255, STR_REQUIRED | STR_PRINTABLE, &s)))
+		return rc;
+	return normalize_portal(c, key, s, out);
+}
+
 static int redirect_address(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
 {
 	struct cfg_redirect *r = base;
 
 	return cfg_member(obj, k->name) ? portal_address(c, obj, k->name, &r->address) : 0;
+}
+
+static int one_redirect_address(struct cfg_ctx *c, json_t *e, size_t i, void *arg)
+{
+	struct cfg_redirect *r = arg;
+	const char *s = json_string_value(e);
+	size_t n = s ? json_string_length(e) : 0;
+	int rc;
+
+	if (!s)
+		return cfg_fail(c, NULL, false, "must be a portal address (a string), not %s",
+				cfg_type_name(e));
+	if (n == 0 || n > 255 || strlen(s) != n)
+		return cfg_fail(c, NULL, false, "must be 1 to 255 bytes without NUL");
+	rc = normalize_portal(c, NULL, s, &r->addresses[i]);
+	for (size_t j = 0; !rc && j < i; j++)
+		if (strcmp(r->addresses[j], r->addresses[i]) == 0)
+			rc = cfg_fail(c, NULL, false, "\"%s\" is listed twice", r->addresses[i]);
+	return rc;
+}
+
+static int redirect_addresses(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
+{
+	const struct list_spec addresses = {
+	    k->name, "must not be empty (omit it, or give \"address\")", sizeof(char *),
+	    one_redirect_address};
+	struct cfg_redirect *r = base;
+
+	return cfg_parse_list(c, obj, &addresses, (void **)&r->addresses, &r->naddresses, r);
 }
 
 /* The target being parsed, from its redirect member. */
@@ -338,6 +376,7 @@ static int redirect_portals(struct cfg_ctx *c, json_t *obj, const struct key *k,
 #define REDIRECT(f) (struct cfg_redirect, f)
 static const struct key redirect_keys[] = {
     KEY_FN("address", REDIRECT(address), redirect_address),
+    KEY_FN("addresses", REDIRECT(addresses), redirect_addresses),
     KEY_BOOL("permanent", REDIRECT(permanent), false),
     KEY_FN("owners", REDIRECT(owners), redirect_owners),
     KEY_FN("portals", REDIRECT(portals), redirect_portals),
@@ -346,7 +385,8 @@ static const struct key redirect_keys[] = {
 
 /* A redirection to one of the very portals it applies to would send initiators round in a
  * loop: refused when the address is that portal's literal address and port. */
-static int check_redirect_loop(struct cfg_ctx *c, const struct cfg_target *t)
+static int check_redirect_loop(struct cfg_ctx *c, const struct cfg_target *t, const char *addr,
+			       const char *key)
 {
 	const struct cfg_redirect *r = &t->redirect;
 	char host[ADDR_HOST_MAX];
@@ -354,7 +394,7 @@ static int check_redirect_loop(struct cfg_ctx *c, const struct cfg_target *t)
 	uint16_t port;
 	int fam;
 
-	if (addr_parse_portal(r->address, 3260, host, sizeof(host), &port, NULL) < 0)
+	if (addr_parse_portal(addr, 3260, host, sizeof(host), &port, NULL) < 0)
 		return 0;
 	fam = strchr(host, ':') ? AF_INET6 : AF_INET;
 	if (inet_pton(fam, host, a) != 1)
@@ -366,7 +406,7 @@ static int check_redirect_loop(struct cfg_ctx *c, const struct cfg_target *t)
 		    p->port != port || inet_pton(fam, p->address, b) != 1 ||
 		    memcmp(a, b, fam == AF_INET ? 4 : 16) != 0)
 			continue;
-		return cfg_fail(c, "address", false,
+		return cfg_fail(c, key, false,
 				"redirects logins arriving at portal \"%s\" (%s port %u) to that "
 				"same portal: they would loop",
 				p->name, p->address, p->port);
@@ -387,20 +427,29 @@ static int target_redirect(struct cfg_ctx *c, json_t *obj, const struct key *k, 
 	cfg_push_key(c, k->name);
 	cfg_key_defaults(redirect_keys, &t->redirect);
 	rc = cfg_parse_table(c, v, redirect_keys, &t->redirect);
-	if (!rc && !t->redirect.address && !t->redirect.nowners)
+	if (!rc && !t->redirect.address && !t->redirect.naddresses && !t->redirect.nowners)
 		rc = cfg_fail(c, NULL, false,
-			      "needs \"address\" (send logins there) or \"owners\" (send them to "
-			      "the gateway that owns the LUs)");
-	if (!rc && t->redirect.address && t->redirect.nowners)
+			      "needs \"address\" (send logins there), \"addresses\" (in turn) or "
+			      "\"owners\" (send them to the gateway that owns the LUs)");
+	if (!rc && t->redirect.address && t->redirect.naddresses)
+		rc = cfg_fail(c, "addresses", false, "and \"address\" exclude each other");
+	if (!rc && (t->redirect.address || t->redirect.naddresses) && t->redirect.nowners)
 		rc = cfg_fail(c, "owners", false,
-			      "and \"address\" exclude each other: a fixed address sends every "
-			      "login away");
+			      "and \"address\" / \"addresses\" exclude each other: a fixed address "
+			      "sends every login away");
 	if (!rc && t->redirect.nowners && t->redirect.permanent)
 		rc = cfg_fail(c, "permanent", false,
 			      "is for \"address\": a redirection to the owner is always temporary "
 			      "(the owner changes)");
 	if (!rc && t->redirect.address)
-		rc = check_redirect_loop(c, t);
+		rc = check_redirect_loop(c, t, t->redirect.address, "address");
+	for (size_t i = 0; !rc && i < t->redirect.naddresses; i++) {
+		cfg_push_key(c, "addresses"); /* the message names the element: addresses[i] */
+		cfg_push_idx(c, i);
+		rc = check_redirect_loop(c, t, t->redirect.addresses[i], NULL);
+		cfg_pop(c);
+		cfg_pop(c);
+	}
 	cfg_pop(c);
 	return rc;
 }

@@ -62,6 +62,8 @@ struct tgt_node {
 					   ix_target.lock; fixed once removed) */
 	struct scsi_lun_map *map;
 	atomic_int refs;
+	atomic_uint redirect_next;      /* redirect.addresses: the next one (round-robin over
+					   the logins of every worker) */
 	bool removed;                   /* under ix_target.lock */
 };
 

@@ -52,6 +52,20 @@ static const char *owner_address(struct tgt_conn *tc, const struct cfg_target *c
 	return NULL;
 }
 
+/* redirect.addresses: the next one, in turn over every worker's logins to the target. */
+static const char *next_address(struct tgt_conn *tc, const struct cfg_target *ct)
+{
+	const struct cfg_redirect *r = &ct->redirect;
+	struct tgt_node *n = tgt_node_get(tc->tgt, ct->name);
+	unsigned i = 0;
+
+	if (n) {
+		i = atomic_fetch_add_explicit(&n->redirect_next, 1, memory_order_relaxed);
+		tgt_node_put(n);
+	}
+	return r->addresses[i % r->naddresses];
+}
+
 int tgt_login_admit(void *ctx, const struct login_info *li, struct login_grant *g)
 {
 	struct tgt_conn *tc = ctx;
@@ -96,8 +110,8 @@ int tgt_login_admit(void *ctx, const struct login_info *li, struct login_grant *
 	/* Redirection (RFC 7143 11.13.5) answers this first request, before authentication: the
 	   portal it names authenticates the initiator. Only initiators the ACL admits learn it. */
 	const struct cfg_redirect *rd = cfg_target_redirect(ct, tc->portal);
-	if (rd && rd->address) {
-		g->redirect = rd->address;
+	if (rd && (rd->address || rd->naddresses)) {
+		g->redirect = rd->naddresses ? next_address(tc, ct) : rd->address;
 		return rd->permanent ? ISCSI_LOGIN_TARGET_MOVED_PERM : ISCSI_LOGIN_TARGET_MOVED_TEMP;
 	}
 	/* HA: the LUs' owner is another gateway (its group active/optimized, ours not active) */

@@ -18,10 +18,11 @@ itself). Each daemon has its own management socket.
      document and reload path): libiscsi and ixadm follow the 0x0102; ixadm's session dropped
      by B recovers straight at B (A sees no further login);
   5. redirect removed at run time: logins at A are served by A again;
-  6. redirect.owners, the HA policy: with A's ALUA group standby and B's active/optimized (set
+  6. redirect.addresses: four logins at A go in turn to B and to A's second portal;
+  7. redirect.owners, the HA policy: with A's ALUA group standby and B's active/optimized (set
      with ix-ctl alua set, as an RBD lock's owner sets them), A's logins go to B; with A's
      group active, or nobody's, A serves them;
-  7. bad redirections: an address nothing listens on (iscsi-inq and ixadm fail cleanly within
+  8. bad redirections: an address nothing listens on (iscsi-inq and ixadm fail cleanly within
      their login timeouts, A keeps serving), a malformed address refused by the management API
      with the key's path (the running configuration unchanged), and a loop A -> B -> A that
      ixadm gives up (its bound of redirections) and libiscsi ends.
@@ -261,6 +262,19 @@ def step_removed():
           accepted(E.ctl_b) == b0, 'exit %s: %s' % (rc, out))
 
 
+def step_addresses():
+    """redirect.addresses, taken in turn: B, then A's second portal (not redirected)."""
+    rc, out = apply({'addresses': [E.b_addr + ',2', E.a2_addr + ',3'], 'portals': ['a']})
+    if not check('addresses-apply', rc == 0, out):
+        return
+    m0, a0, b0 = moved(E.ctl_a, 'temporarily'), accepted(E.ctl_a), accepted(E.ctl_b)
+    rcs = [inq(E.a_addr, INI + '-rr%d' % k)[0] for k in range(4)]
+    m1, a1, b1 = moved(E.ctl_a, 'temporarily'), accepted(E.ctl_a), accepted(E.ctl_b)
+    check('addresses-in-turn', rcs == [0] * 4 and m1 - m0 == 4 and a1 - a0 == 2 and
+          b1 - b0 == 2, 'exits %s; A moved +%d (want 4), A accepted +%d (want 2, on its second '
+          'portal), B accepted +%d (want 2)' % (rcs, m1 - m0, a1 - a0, b1 - b0))
+
+
 def step_owner():
     """redirect.owners (the HA policy) with ALUA states set by hand (ix-ctl alua set), as the
     RBD lock's owner sets them on a gateway group: A's group 1 standby and B's group 2
@@ -339,7 +353,7 @@ def main():
     setup()
     try:
         for step in (step_discovery, step_temporary, step_other_portal, step_permanent,
-                     step_removed, step_owner, step_bad):
+                     step_removed, step_addresses, step_owner, step_bad):
             try:
                 step()
             except Exception as e:  # noqa: BLE001

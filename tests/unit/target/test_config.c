@@ -1205,8 +1205,8 @@ static void test_redirect(void)
 	    {RD("'redirect':{'address':'192.0.2.9'}"), NULL},
 	    {RD("'redirect':{'address':'gw-b.example.com:3261,2','permanent':true}"), NULL},
 	    {RD("'redirect':'192.0.2.9'"), "targets[0].redirect: must be an object, not a string"},
-	    {RD("'redirect':{}"), "targets[0].redirect: needs \"address\" (send logins there) or "
-				 "\"owners\""},
+	    {RD("'redirect':{}"), "targets[0].redirect: needs \"address\" (send logins there), "
+				 "\"addresses\" (in turn) or \"owners\""},
 	    {RD("'redirect':{'permanent':true}"), "targets[0].redirect: needs \"address\""},
 	    {RD("'redirect':{'address':''}"), "targets[0].redirect.address: must not be empty"},
 	    {RD("'redirect':{'address':'192.0.2.9:0'}"), "is not a portal address"},
@@ -1233,6 +1233,22 @@ static void test_redirect(void)
 	    {RD("'redirect':{'address':'[::1]:3260,1','portals':['b']}"), "they would loop"},
 	    {RD("'redirect':{'address':'192.0.2.1','portals':['b']}"), NULL},
 	    {RD("'redirect':{'address':'192.0.2.1:3261'}"), NULL},
+	    /* addresses: in turn */
+	    {RD("'redirect':{'addresses':['192.0.2.8','gw.example:3261,2']}"), NULL},
+	    {RD("'redirect':{'addresses':[]}"), "targets[0].redirect.addresses: must not be empty"},
+	    {RD("'redirect':{'addresses':'192.0.2.8'}"),
+	     "targets[0].redirect.addresses: must be an array"},
+	    {RD("'redirect':{'addresses':[7]}"),
+	     "targets[0].redirect.addresses[0]: must be a portal address (a string), not an integer"},
+	    {RD("'redirect':{'addresses':['192.0.2.8','x y']}"),
+	     "targets[0].redirect.addresses[1]: \"x y\" is not a portal address"},
+	    {RD("'redirect':{'addresses':['192.0.2.8','192.0.2.8:3260']}"),
+	     "targets[0].redirect.addresses[1]: \"192.0.2.8:3260\" is listed twice"},
+	    {RD("'redirect':{'addresses':['192.0.2.8','192.0.2.1']}"),
+	     "targets[0].redirect.addresses[1]: redirects logins arriving at portal \"a\""},
+	    {RD("'redirect':{'address':'h','addresses':['192.0.2.8']}"),
+	     "targets[0].redirect.addresses: and \"address\" exclude each other"},
+	    {RD("'redirect':{'addresses':['']}"), "targets[0].redirect.addresses[0]: must be 1 to"},
 	    /* owners: the HA policy (needs the target's ALUA groups) */
 	    {RD("'redirect':{'owners':[{'group':2,'address':'192.0.2.2'}]}"),
 	     "targets[0].redirect.owners: needs ALUA groups"},
@@ -1257,7 +1273,7 @@ static void test_redirect(void)
 	    {RD(RD_ALUA ",'redirect':{'permanent':false,'owners':[{'group':2,'address':'h'}]}"),
 	     NULL},
 	    {RD(RD_ALUA ",'redirect':{'address':'h','owners':[{'group':2,'address':'h'}]}"),
-	     "targets[0].redirect.owners: and \"address\" exclude each other"},
+	     "targets[0].redirect.owners: and \"address\" / \"addresses\" exclude each other"},
 	};
 	struct ix_config *cfg = NULL;
 	const struct cfg_target *t;

@@ -697,6 +697,53 @@ static void test_redirect(void)
 		      NULL);
 	redirect_case(OWNERS("standby", "standby"), "iqn.2026-11.io.ix:unit-ini", 0, NULL);
 #undef OWNERS
+	/* addresses: in turn, login after login (the counter lives in the target's node) */
+	{
+		static const char *const want[] = {"192.0.2.21:3260", "192.0.2.22:3260,2",
+						   "192.0.2.21:3260"};
+		struct harness h;
+
+		memset(&h, 0, sizeof(h));
+		h_prefs_default(&h.prefs);
+		h.target_extra = "\"redirect\": {\"addresses\": [\"192.0.2.21\", "
+				 "\"192.0.2.22:3260,2\"]}";
+		if (h_target(&h, "") < 0) {
+			CHECK(!"set-up");
+			h_teardown(&h);
+			return;
+		}
+		for (int k = 0; k < 3; k++) {
+			struct login_init_req req;
+			struct login_init_cfg lc = {.initiator_name = "iqn.2026-11.io.ix:unit-ini",
+						    .target_name = H_TARGET,
+						    .type = ISCSI_SESSION_NORMAL,
+						    .isid = {0x80, 0, 0, 0, 0, 3},
+						    .cmdsn = 1,
+						    .prefs = &h.prefs};
+			char exp[64];
+			int n;
+
+			if (h.c) {
+				iscsi_conn_put(h.c);
+				h.c = NULL;
+			}
+			h_clear(&h);
+			if (h_connect(&h) < 0 || login_initiator_init(&h.li, &lc) < 0 ||
+			    login_initiator_next(&h.li, &req) < 0) {
+				CHECK(!"connect");
+				break;
+			}
+			req.hdr.itt = 0x1000;
+			h_rx(&h, &req.hdr, req.text, req.text_len);
+			h_idle(&h);
+			struct h_rec *r = h_find(&h, ISCSI_OP_LOGIN_RSP, 0);
+			n = snprintf(exp, sizeof(exp), "TargetAddress=%s", want[k]);
+			CHECK(r && r->h.login_rsp.status == ISCSI_LOGIN_TARGET_MOVED_TEMP &&
+			      r->len == (uint32_t)n + 1 && memcmp(r->data, exp, (size_t)n + 1) == 0);
+			login_initiator_clear(&h.li);
+		}
+		h_teardown(&h);
+	}
 }
 
 int main(void)
