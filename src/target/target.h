@@ -56,13 +56,14 @@ struct ix_session_info {
 
 /* Login outcomes since start, counted by each worker on its own thread and summed when read.
  * refused[] is indexed by ix_login_reason_index(status). */
-#define IX_LOGIN_REASONS 16
+#define IX_LOGIN_REASONS 18
 struct ix_login_stats {
 	uint64_t accepted_normal, accepted_discovery;
 	uint64_t refused[IX_LOGIN_REASONS];
 	uint64_t timeouts; /* connections closed because the login did not complete in time */
 };
-/* 0x0200..0x020b -> 0..11, 0x0300..0x0302 -> 12..14, anything else -> 15. */
+/* 0x0200..0x020b -> 0..11, 0x0300..0x0302 -> 12..14, the redirections 0x0101 and 0x0102 ->
+ * 15 and 16, anything else -> 17. */
 int ix_login_reason_index(uint16_t status);
 /* "authentication_failed", ... for an index (RFC 7143 11.13.5 names, snake case). */
 const char *ix_login_reason_name(int idx);

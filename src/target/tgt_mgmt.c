@@ -102,7 +102,9 @@ int ix_login_reason_index(uint16_t status)
 		return status - 0x0200;
 	if (status >= 0x0300 && status <= 0x0302)
 		return 12 + (status - 0x0300);
-	return 15;
+	if (status == 0x0101 || status == 0x0102)
+		return 15 + (status - 0x0101);
+	return 17;
 }
 
 const char *ix_login_reason_name(int idx)
@@ -115,7 +117,8 @@ const char *ix_login_reason_name(int idx)
 	    "cant_include_in_session",  "session_type_not_supported",
 	    "session_does_not_exist",   "invalid_during_login",
 	    "target_error",	       "service_unavailable",
-	    "out_of_resources",	       "other",
+	    "out_of_resources",	       "moved_temporarily",
+	    "moved_permanently",       "other",
 	};
 	return idx >= 0 && idx < IX_LOGIN_REASONS ? names[idx] : "other";
 }
