@@ -217,9 +217,11 @@ static json_t *call_one(struct ix_mgmt *m, json_t *req, const struct ix_mgmt_cal
 
 	if (!json_is_object(req))
 		return mgmt_error_response(NULL, -32600, "invalid request: not an object", NULL);
-	if (id && !json_is_string(id) && !json_is_integer(id) && !json_is_null(id))
-		return mgmt_error_response(NULL, -32600, "invalid request: id must be a string or an "
-						    "integer", NULL);
+	/* JSON-RPC 2.0: a string, a number or null (null and fractions are discouraged there,
+	 * not forbidden: they are answered, the id echoed) */
+	if (id && !json_is_string(id) && !json_is_number(id) && !json_is_null(id))
+		return mgmt_error_response(NULL, -32600, "invalid request: id must be a string, a "
+						    "number or null", NULL);
 	notification = id == NULL;
 	json_object_foreach(req, key, v)
 	{

@@ -205,43 +205,6 @@ int mgmt_m_logout_session(struct call *c)
 	return 0;
 }
 
-/* A size value as the configuration writes it (bytes, or digits and K/M/G/T/P[iB]); false
- * when it is not one (the loader then says why). */
-static bool parse_size(json_t *v, uint64_t *out)
-{
-	const char *s = json_string_value(v), *p;
-	uint64_t n = 0;
-	int shift = 0;
-
-	if (json_is_integer(v) && json_integer_value(v) >= 0) {
-		*out = (uint64_t)json_integer_value(v);
-		return true;
-	}
-	if (!s || !*s)
-		return false;
-	for (p = s; *p >= '0' && *p <= '9'; p++) {
-		if (n > (UINT64_MAX - 9) / 10)
-			return false;
-		n = n * 10 + (uint64_t)(*p - '0');
-	}
-	if (p == s)
-		return false;
-	switch (*p | 0x20) {
-	case 'k': shift = 10; break;
-	case 'm': shift = 20; break;
-	case 'g': shift = 30; break;
-	case 't': shift = 40; break;
-	case 'p': shift = 50; break;
-	default:
-		if (*p)
-			return false;
-	}
-	if (shift && n > (UINT64_MAX >> shift))
-		return false;
-	*out = n << shift;
-	return true;
-}
-
 int mgmt_m_resize_lun(struct call *c)
 {
 	static const char *const keys[] = {"target", "lun", "size", "dry_run", NULL};
@@ -288,7 +251,14 @@ int mgmt_m_resize_lun(struct call *c)
 		return mgmt_err_set(c->e, MGMT_ERR_INVALID_CONFIG, "LUN %lld of %s is read-only",
 				(long long)json_integer_value(lunv), target);
 	}
-	if (c->m->tgt && parse_size(size, &want) &&
+	if (mgmt_size_value(size, &want) &&
+	    mgmt_size_value(json_object_get(l, "size"), &have) && want == have) {
+		/* the same size, maybe in another notation: no change, nothing rewritten */
+		json_decref(newdoc);
+		c->result = json_pack("{s:b, s:[]}", "changed", 0, "changes");
+		return c->result ? 0 : mgmt_err_set(c->e, -32603, "out of memory");
+	}
+	if (c->m->tgt && mgmt_size_value(size, &want) &&
 	    ix_target_lun_bytes(c->m->tgt, target, (uint32_t)json_integer_value(lunv), &have) ==
 		0 &&
 	    want < have) {
@@ -299,6 +269,9 @@ int mgmt_m_resize_lun(struct call *c)
 				(unsigned long long)want, (unsigned long long)have);
 	}
 	json_object_set(l, "size", size);
+	mgmt_map(c, "params.size", "targets[%ld].luns[%ld].size",
+		 mgmt_find_by(json_object_get(newdoc, "targets"), "name",
+			      json_object_get(t, "name")), i);
 	return mgmt_commit(c, newdoc);
 }
 
