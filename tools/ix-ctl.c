@@ -47,7 +47,7 @@ static void usage(FILE *f)
 		"  lun create TARGET LUN (--ram SIZE | --file PATH [--size SIZE] | --block PATH)\n"
 		"             [--block-size 512|4096] [--readonly] [--thin] [--write-cache]\n"
 		"  lun delete TARGET LUN\n"
-		"  lun resize TARGET LUN SIZE           grow a file, block or RAM LUN online\n"
+		"  lun resize TARGET LUN SIZE           grow a file, block, RAM or RBD LUN online\n"
 		"  lun offline|online TARGET LUN        take a LUN offline (NOT READY) or back\n"
 		"  lun status TARGET                    each LUN's state: online/offline and why, RBD lock\n"
 		"                                       and cluster connection (fenced, rejoining)\n"

@@ -83,6 +83,12 @@ int bs_dev_on_ready(struct bs_dev *dev, bs_ready_cb cb, void *arg)
 	return dev->ops->on_ready ? dev->ops->on_ready(dev, cb, arg) : 0;
 }
 
+void bs_dev_on_resize(struct bs_dev *dev, bs_ready_cb cb, void *arg)
+{
+	if (dev->ops->on_resize)
+		dev->ops->on_resize(dev, cb, arg);
+}
+
 void bs_dev_close(struct bs_dev *dev)
 {
 	if (!dev)

@@ -146,6 +146,10 @@ struct bs_ops {
 	 * device serves now (cb is never called); 1 when it does not yet: cb(dev, arg) runs once,
 	 * on a backend thread, when it does (dev->size is then final), and never after close. */
 	int (*on_ready)(struct bs_dev *dev, bs_ready_cb cb, void *arg);
+	/* Optional, for a backing store another client can resize (an RBD image): from now on,
+	 * each time it has, dev->size holds the new size (a multiple of block_size) before
+	 * cb(dev, arg) runs on a backend thread; never after close. */
+	void (*on_resize)(struct bs_dev *dev, bs_ready_cb cb, void *arg);
 };
 
 struct bs_dev {
@@ -175,6 +179,8 @@ void bs_dev_close(struct bs_dev *dev);
 int bs_dev_grow(struct bs_dev *dev, uint64_t size, char *err, size_t errlen);
 /* See bs_ops.on_ready: 0 = serves now, 1 = cb comes once it does. */
 int bs_dev_on_ready(struct bs_dev *dev, bs_ready_cb cb, void *arg);
+/* See bs_ops.on_resize (nothing when the backend has none). */
+void bs_dev_on_resize(struct bs_dev *dev, bs_ready_cb cb, void *arg);
 
 static inline void bs_submit(struct bs_thread *t, struct bs_io *io)
 {

@@ -237,11 +237,11 @@ int mgmt_m_resize_lun(struct call *c)
 	}
 	l = json_array_get(luns, (size_t)i);
 	backend = json_string_value(json_object_get(l, "backend"));
-	if (!backend ||
-	    (strcmp(backend, "file") && strcmp(backend, "block") && strcmp(backend, "ram"))) {
+	if (!backend || (strcmp(backend, "file") && strcmp(backend, "block") &&
+			 strcmp(backend, "ram") && strcmp(backend, "rbd"))) {
 		mgmt_err_set(c->e, MGMT_ERR_INVALID_CONFIG,
-			 "LUN %lld of %s: only file, block and RAM LUNs grow online (this one is "
-			 "%s)",
+			 "LUN %lld of %s: only file, block, RAM and RBD LUNs grow online (this one "
+			 "is %s)",
 			 (long long)json_integer_value(lunv), target, backend ? backend : "?");
 		json_decref(newdoc); /* backend pointed into it */
 		return -1;

@@ -69,6 +69,18 @@ static void lu_backend_ready(struct bs_dev *dev, void *arg)
 	scsi_ua_post_others(lu, NULL, 0x2a, 0x09);
 }
 
+/* A backend thread: the backing store changed size by itself (an RBD image resized by another
+ * client or gateway; dev->size is already the new one): the capacity follows, every nexus gets
+ * CAPACITY DATA HAS CHANGED, as after scsi_lu_grow. */
+static void lu_backend_resized(struct bs_dev *dev, void *arg)
+{
+	struct scsi_lu *lu = arg;
+	uint64_t n = atomic_load_explicit(&dev->size, memory_order_acquire) / lu->block_size;
+
+	if (atomic_exchange(&lu->nblocks, n) != n)
+		scsi_ua_post_others(lu, NULL, 0x2a, 0x09);
+}
+
 int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, size_t errlen)
 {
 	struct scsi_lu *lu;
@@ -149,6 +161,8 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 		atomic_fetch_or(&lu->mstate, SCSI_MS_NOT_READY);
 		if (bs_dev_on_ready(lu->dev, lu_backend_ready, lu) == 0)
 			atomic_fetch_and(&lu->mstate, (uint8_t)~SCSI_MS_NOT_READY);
+		bs_dev_on_resize(lu->dev, lu_backend_resized, lu);
+		lu_backend_resized(lu->dev, lu); /* a resize before the line above */
 		if (lu->ha && lu->ha->ops->lu_watch)
 			lu->ha->ops->lu_watch(lu, true);
 	}

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Online resize of an RBD LUN served by two gateways (docs/configuration.md, RBD LUNs;
+docs/management.md, iscsi_resize_lun; issue 29, item 2), on a real single-node Ceph cluster.
+
+Two ix-target daemons (A and B) export the same 64 MiB image as LUN 0, each with a management
+socket; a raw session (tests/lib/ixiscsi.py) is logged in through each and has used the LU.
+  1. Ceph's own tool grows the image (`rbd resize --size 128M`): both gateways notice it (librbd's
+     update watch), libiscsi's iscsi-readcapacity16 through each reads 128 MiB, and the
+     existing session of each gets CAPACITY DATA HAS CHANGED (6/2A/09) on its next command;
+  2. gateway A's API grows it (iscsi_resize_lun "192M"): `rbd info` says 192 MiB, both
+     gateways read 192 MiB with iscsi-readcapacity16 and both sessions get 2A/09; a block
+     written past the old end through B reads back the same through A;
+  3. the same size written 201326592 is no change; a smaller size is refused (LUNs only grow
+     online) and the image keeps its 192 MiB;
+  4. the gateways' logs have no sanitizer report.
+"""
+
+import json
+import os
+import struct
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'lib'))
+import ixceph  # noqa: E402
+import ixiscsi as X  # noqa: E402
+import ixtest  # noqa: E402
+from ixceph import BUILD, OUT, run  # noqa: E402
+
+HOST = '127.0.0.1'
+IQN = 'iqn.2024-01.org.ix.test:rbd-resize'
+INI = 'iqn.2024-01.org.ix.test:rbd-resize-client'
+MIB = 1 << 20
+IMAGE = 'grow'
+# librbd tells the watchers of an image right after its header changed; the bound is the
+# OSD timeout the LUNs are configured with (a notification that needs longer is a failure)
+OSD_TIMEOUT_S = 10
+
+report = ixtest.Reporter('rbd_resize')
+
+
+def readcap16(port):
+    """The capacity in bytes libiscsi's iscsi-readcapacity16 reads, or its error text."""
+    r = run(['iscsi-readcapacity16', '-i', INI + '-rc', 'iscsi://%s:%d/%s/0' % (HOST, port, IQN)],
+            30)
+    lba = blen = None
+    for ln in r.stdout.splitlines():
+        k, _, v = ln.partition(':')
+        if k.strip() == 'RETURNED LOGICAL BLOCK ADDRESS':
+            lba = int(v)
+        elif k.strip() == 'LOGICAL BLOCK LENGTH IN BYTES':
+            blen = int(v)
+    if r.returncode != 0 or lba is None or blen is None:
+        return 'exit %d: %s' % (r.returncode, (r.stdout + r.stderr).strip()[-200:])
+    return (lba + 1) * blen
+
+
+def wait_capacity(ports, want):
+    """Each gateway's capacity once all read want, or at the deadline."""
+    end = time.monotonic() + OSD_TIMEOUT_S
+    while True:
+        caps = [readcap16(p) for p in ports]
+        if all(c == want for c in caps) or time.monotonic() > end:
+            return caps
+        time.sleep(0.2)
+
+
+def ua_of(s):
+    """The sense of the session's next TEST UNIT READY: (key, asc, ascq), or 'GOOD'."""
+    st, _, sense, _ = s.scsi(bytes(6))
+    return X.sense3(sense) if st == 2 else ('GOOD' if st == 0 else 'status 0x%02x' % st)
+
+
+def session(port):
+    s = X.Session(HOST, port, initiator=INI, target=IQN, timeout=20)
+    s.login()
+    s.lun = 0
+    for _ in range(4):  # the power-on unit attention first
+        if ua_of(s) == 'GOOD':
+            break
+    return s
+
+
+def image_size(cl):
+    return json.loads(cl.rbd('info', '--format', 'json', 'rbd/' + IMAGE))['size']
+
+
+def scenario(cl, tmp):
+    cl.create_image(IMAGE, '64M')
+    daemons, socks, ports, sess = [], [], [], []
+    try:
+        for name in 'ab':
+            sock = os.path.join(tmp, '%s.sock' % name)
+            port = ixtest.free_port()
+            cfg = ixceph.write_config(
+                os.path.join(tmp, '%s.json' % name), IQN, port,
+                [ixceph.rbd_lun(0, IMAGE, cl.conf, osd_op_timeout_s=OSD_TIMEOUT_S)],
+                host=HOST, glob={'mgmt_socket': sock})
+            daemons.append(ixtest.Daemon(cfg, 'rbd_resize.ix-target-%s.log' % name, BUILD,
+                                         OUT))
+            socks.append(sock)
+            ports.append(port)
+        sess = [session(p) for p in ports]
+        before = [readcap16(p) for p in ports]
+        report.check('start', before == [64 * MIB] * 2,
+                     'iscsi-readcapacity16 through A and B: %s' % before)
+
+        r = cl.try_tool('rbd', 'resize', '--size', '128M', 'rbd/' + IMAGE)
+        caps = wait_capacity(ports, 128 * MIB)
+        uas = [ua_of(s) for s in sess]
+        report.check('rbd-resize-seen', r.returncode == 0 and caps == [128 * MIB] * 2 and
+                     uas == [(6, 0x2a, 0x09)] * 2,
+                     'rbd resize --size 128M: exit %d; iscsi-readcapacity16 A, B: %s; the '
+                     'sessions\' next TUR: %s (want 6/2A/09 each)' % (r.returncode, caps, uas))
+
+        ans = ixceph.rpc(socks[0], 'iscsi_resize_lun', {'target': IQN, 'lun': 0,
+                                                         'size': '192M'})
+        size = image_size(cl)
+        caps = wait_capacity(ports, 192 * MIB)
+        uas = [ua_of(s) for s in sess]
+        report.check('api-grow', ans.get('result', {}).get('changed') is True and
+                     size == 192 * MIB and caps == [192 * MIB] * 2 and
+                     uas == [(6, 0x2a, 0x09)] * 2,
+                     'iscsi_resize_lun 192M through A: %s; rbd info: %s bytes; '
+                     'iscsi-readcapacity16 A, B: %s; next TUR: %s' % (
+                         json.dumps(ans)[:160], size, caps, uas))
+
+        lba = 192 * MIB // 512 - 8
+        data = os.urandom(4096)
+        s_a, s_b = sess
+        st_w, _, sense_w, _ = s_b.scsi(bytes([0x8a, 0x08]) + struct.pack('>QIBB', lba, 8, 0, 0),
+                                       write_data=data)
+        st_r, got, sense_r, _ = s_a.scsi(bytes([0x88, 0]) + struct.pack('>QIBB', lba, 8, 0, 0),
+                                         read_len=4096)
+        report.check('past-old-end', st_w == 0 and st_r == 0 and got == data,
+                     'WRITE(16) FUA at LBA %d through B: status %d %s; READ(16) through A: '
+                     'status %d, %s' % (lba, st_w, X.sense3(sense_w) if st_w else '', st_r,
+                                        'the same bytes' if got == data else 'other bytes'))
+
+        same = ixceph.rpc(socks[0], 'iscsi_resize_lun', {'target': IQN, 'lun': 0,
+                                                          'size': 192 * MIB})
+        smaller = ixceph.rpc(socks[1], 'iscsi_resize_lun', {'target': IQN, 'lun': 0,
+                                                             'size': '64M'})
+        size = image_size(cl)
+        report.check('same-and-smaller',
+                     same.get('result') == {'changed': False, 'changes': []} and
+                     smaller.get('error', {}).get('code') == -32000 and
+                     'only grow' in smaller['error'].get('message', '') and
+                     size == 192 * MIB and readcap16(ports[1]) == 192 * MIB,
+                     'resize to 201326592: %s; to 64M through B: %s; rbd info: %s bytes' % (
+                         json.dumps(same), json.dumps(smaller)[:200], size))
+    finally:
+        for s in sess:
+            s.close()
+        for d, name in zip(daemons, 'ab'):
+            d.stop()
+            ixtest.check_sanitizer(report, d, name)
+
+
+def main():
+    return ixceph.run_with_cluster(report, 'rbd_resize', scenario,
+                                   tools=('iscsi-readcapacity16',))
+
+
+if __name__ == '__main__':
+    report.main(main)
