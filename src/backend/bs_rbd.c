@@ -357,6 +357,14 @@ static void rbd_watch_stop(struct rbd_priv *p)
 		log_warn("rbd", "%s: rbd_update_unwatch: %s", p->name, strerror(-rc));
 }
 
+static int no_progress(uint64_t offset, uint64_t total, void *arg)
+{
+	(void)offset;
+	(void)total;
+	(void)arg;
+	return 0;
+}
+
 /* bs_ops.on_resize. */
 static void rbd_on_resize(struct bs_dev *dev, bs_ready_cb cb, void *arg)
 {
@@ -367,7 +375,8 @@ static void rbd_on_resize(struct bs_dev *dev, bs_ready_cb cb, void *arg)
 }
 
 /* bs_ops.grow (iscsi_resize_lun, a reload with a larger size): rbd_resize, bounded by the OSD
- * timeout; an image another gateway has grown that far already is left alone. Main thread. */
+ * timeout; an image another gateway has grown that far already is left alone. A smaller size
+ * (bs_dev_shrink: iscsi_resize_lun with force) shrinks the image. Main thread. */
 static int rbd_grow(struct bs_dev *dev, uint64_t size, char *err, size_t errlen)
 {
 	struct rbd_priv *p = dev->priv;
@@ -380,8 +389,8 @@ static int rbd_grow(struct bs_dev *dev, uint64_t size, char *err, size_t errlen)
 		return -ENOTCONN;
 	}
 	rc = rbd_get_size(p->image, &have);
-	if (rc == 0 && have < size)
-		rc = rbd_resize(p->image, size);
+	if (rc == 0 && (have < size || size < atomic_load(&dev->size)))
+		rc = rbd_resize2(p->image, size, size < have, no_progress, NULL);
 	io_leave(p);
 	if (rc < 0) {
 		snprintf(err, errlen, "rbd %s: rbd_resize to %llu bytes: %s", p->name,

@@ -50,8 +50,10 @@ static const struct mgmt_param p_create_lun[] = {
 static const struct mgmt_param p_delete_lun[] = {TARGET(true), LUN(true), DRY_RUN, PEND};
 static const struct mgmt_param p_resize_lun[] = {
     TARGET(true), LUN(true),
-    {"size", MGMT_T_STRING, true, "the new size: bytes, or digits and K/M/G/T/P[iB]"}, DRY_RUN,
-    PEND};
+    {"size", MGMT_T_STRING, true, "the new size: bytes, or digits and K/M/G/T/P[iB]"},
+    {"force", MGMT_T_BOOLEAN, false,
+     "RBD: shrink (DANGEROUS: the data past the new end is gone for every gateway)"},
+    DRY_RUN, PEND};
 static const struct mgmt_param p_lun_offline[] = {
     TARGET(true), LUN(true),
     {"offline", MGMT_T_BOOLEAN, true, "true: take it offline, false: back online"}, DRY_RUN,

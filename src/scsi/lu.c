@@ -283,6 +283,30 @@ int scsi_lu_grow(struct scsi_lu *lu, uint64_t bytes, char *err, size_t errlen)
 	return 0;
 }
 
+int scsi_lu_shrink(struct scsi_lu *lu, uint64_t bytes, char *err, size_t errlen)
+{
+	uint64_t was;
+	int r;
+
+	if (!lu->dev) {
+		snprintf(err, errlen, "the LUN has no medium");
+		return -ENOMEDIUM;
+	}
+	if (bytes % lu->block_size || bytes == 0) {
+		snprintf(err, errlen, "%llu bytes: not a multiple of the block size",
+			 (unsigned long long)bytes);
+		return -EINVAL;
+	}
+	was = atomic_exchange(&lu->nblocks, bytes / lu->block_size);
+	r = bs_dev_shrink(lu->dev, bytes, err, errlen);
+	if (r < 0) {
+		lu->nblocks = was;
+		return r;
+	}
+	scsi_ua_post_others(lu, NULL, 0x2a, 0x09); /* CAPACITY DATA HAS CHANGED */
+	return 0;
+}
+
 struct bs_dev *scsi_lu_dev(struct scsi_lu *lu)
 {
 	return lu->dev;

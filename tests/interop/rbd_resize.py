@@ -11,8 +11,11 @@ socket; a raw session (tests/lib/ixiscsi.py) is logged in through each and has u
      gateways read 192 MiB with iscsi-readcapacity16 and both sessions get 2A/09; a block
      written past the old end through B reads back the same through A;
   3. the same size written 201326592 is no change; a smaller size is refused (LUNs only grow
-     online) and the image keeps its 192 MiB;
-  4. the gateways' logs have no sanitizer report.
+     online, naming "force") and the image keeps its 192 MiB; with "force" and "dry_run" too;
+  4. "force": true shrinks it through B to 128 MiB: `rbd info` says so, both gateways read
+     128 MiB and both sessions get 2A/09; a READ past the new end gets LOGICAL BLOCK ADDRESS
+     OUT OF RANGE (5/21/00) through A;
+  5. the gateways' logs have no sanitizer report.
 """
 
 import json
@@ -142,14 +145,34 @@ def scenario(cl, tmp):
                                                           'size': 192 * MIB})
         smaller = ixceph.rpc(socks[1], 'iscsi_resize_lun', {'target': IQN, 'lun': 0,
                                                              'size': '64M'})
+        dry = ixceph.rpc(socks[1], 'iscsi_resize_lun', {'target': IQN, 'lun': 0, 'size': '64M',
+                                                        'force': True, 'dry_run': True})
         size = image_size(cl)
         report.check('same-and-smaller',
                      same.get('result') == {'changed': False, 'changes': []} and
                      smaller.get('error', {}).get('code') == -32000 and
                      'only grow' in smaller['error'].get('message', '') and
+                     '"force"' in smaller['error'].get('message', '') and
+                     dry.get('result', {}).get('dry_run') is True and
                      size == 192 * MIB and readcap16(ports[1]) == 192 * MIB,
-                     'resize to 201326592: %s; to 64M through B: %s; rbd info: %s bytes' % (
-                         json.dumps(same), json.dumps(smaller)[:200], size))
+                     'resize to 201326592: %s; to 64M through B: %s; with force and dry_run: '
+                     '%s; rbd info: %s bytes' % (json.dumps(same), json.dumps(smaller)[:240],
+                                                 json.dumps(dry)[:100], size))
+
+        ans = ixceph.rpc(socks[1], 'iscsi_resize_lun', {'target': IQN, 'lun': 0,
+                                                         'size': '128M', 'force': True})
+        size = image_size(cl)
+        caps = wait_capacity(ports, 128 * MIB)
+        uas = [ua_of(s) for s in sess]
+        st, _, sense, _ = s_a.scsi(bytes([0x88, 0]) + struct.pack('>QIBB', lba, 8, 0, 0),
+                                   read_len=4096)
+        past = X.sense3(sense) if st == 2 else 'status %d' % st
+        report.check('force-shrink', ans.get('result', {}).get('changed') is True and
+                     size == 128 * MIB and caps == [128 * MIB] * 2 and
+                     uas == [(6, 0x2a, 0x09)] * 2 and past == (5, 0x21, 0x00),
+                     'iscsi_resize_lun 128M force through B: %s; rbd info: %s bytes; '
+                     'iscsi-readcapacity16 A, B: %s; next TUR: %s; READ at LBA %d through A: '
+                     '%s (want 5/21/00)' % (json.dumps(ans)[:120], size, caps, uas, lba, past))
     finally:
         for s in sess:
             s.close()
