@@ -15,7 +15,12 @@ socket; a raw session (tests/lib/ixiscsi.py) is logged in through each and has u
   4. "force": true shrinks it through B to 128 MiB: `rbd info` says so, both gateways read
      128 MiB and both sessions get 2A/09; a READ past the new end gets LOGICAL BLOCK ADDRESS
      OUT OF RANGE (5/21/00) through A;
-  5. the gateways' logs have no sanitizer report.
+  5. ix-ctl's RBD form: `ix-ctl lun create IQN 1 --rbd rbd/second --ceph-conf CONF --thin`
+     through A serves the existing 48 MiB image (iscsi-readcapacity16), the same command again
+     is no change, `ix-ctl lun resize IQN 1 96M` grows the image (`rbd info`), and an image
+     that does not exist (`--rbd rbd/missing`) is created offline with the reason in
+     `ix-ctl lun status` (the API does not create images: `rbd create` does);
+  6. the gateways' logs have no sanitizer report.
 """
 
 import json
@@ -43,10 +48,10 @@ OSD_TIMEOUT_S = 10
 report = ixtest.Reporter('rbd_resize')
 
 
-def readcap16(port):
+def readcap16(port, lun=0):
     """The capacity in bytes libiscsi's iscsi-readcapacity16 reads, or its error text."""
-    r = run(['iscsi-readcapacity16', '-i', INI + '-rc', 'iscsi://%s:%d/%s/0' % (HOST, port, IQN)],
-            30)
+    r = run(['iscsi-readcapacity16', '-i', INI + '-rc',
+             'iscsi://%s:%d/%s/%d' % (HOST, port, IQN, lun)], 30)
     lba = blen = None
     for ln in r.stdout.splitlines():
         k, _, v = ln.partition(':')
@@ -87,6 +92,37 @@ def session(port):
 
 def image_size(cl):
     return json.loads(cl.rbd('info', '--format', 'json', 'rbd/' + IMAGE))['size']
+
+
+def ctl(sock, *args):
+    r = run([os.path.join(BUILD, 'tools', 'ix-ctl'), '-s', sock] + list(args), 60)
+    return r.returncode, (r.stdout + r.stderr).strip()
+
+
+def step_ctl_rbd(cl, sock, port):
+    cl.create_image('second', '48M')
+    create = ('lun', 'create', IQN, '1', '--rbd', 'rbd/second', '--ceph-conf', cl.conf,
+              '--thin')
+    rc, out = ctl(sock, *create)
+    cap = readcap16(port, 1)
+    rc2, out2 = ctl(sock, '--json', *create)
+    again = json.loads(out2) if rc2 == 0 else out2
+    rc3, out3 = ctl(sock, 'lun', 'resize', IQN, '1', '96M')
+    size = json.loads(cl.rbd('info', '--format', 'json', 'rbd/second'))['size']
+    cap2 = readcap16(port, 1)
+    report.check('ix-ctl-rbd', rc == 0 and cap == 48 * MIB and
+                 again == {'changed': False, 'changes': []} and rc3 == 0 and
+                 size == 96 * MIB and cap2 == 96 * MIB,
+                 'lun create --rbd rbd/second: exit %d (%s); iscsi-readcapacity16 LUN 1: %s; '
+                 'again: %s; lun resize 96M: exit %d; rbd info: %s bytes, LUN 1 reads %s' % (
+                     rc, out.replace('\n', ' | ')[:120], cap, again, rc3, size, cap2))
+    rc, out = ctl(sock, 'lun', 'create', IQN, '2', '--rbd', 'rbd/missing', '--ceph-conf',
+                  cl.conf)
+    rc2, st = ctl(sock, 'lun', 'status', IQN)
+    line = [x for x in st.splitlines() if x.startswith('lun2 ')]
+    report.check('ix-ctl-rbd-missing', rc == 0 and line and 'offline' in line[0] and
+                 'not found' in line[0],
+                 'lun create --rbd rbd/missing: exit %d; lun status: %s' % (rc, line or st))
 
 
 def scenario(cl, tmp):
@@ -173,6 +209,8 @@ def scenario(cl, tmp):
                      'iscsi_resize_lun 128M force through B: %s; rbd info: %s bytes; '
                      'iscsi-readcapacity16 A, B: %s; next TUR: %s; READ at LBA %d through A: '
                      '%s (want 5/21/00)' % (json.dumps(ans)[:120], size, caps, uas, lba, past))
+
+        step_ctl_rbd(cl, socks[0], ports[0])
     finally:
         for s in sess:
             s.close()
