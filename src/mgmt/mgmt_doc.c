@@ -277,15 +277,28 @@ bool mgmt_same(json_t *a, json_t *b, const char *key)
 	return json_equal(a, b);
 }
 
-/* The key that names the elements of a list of objects (LUNs, ACLs, portals, targets). */
-static const char *elem_key(json_t *e)
+/* The key that names the elements of the list want (the value of key): a target's LUNs by
+ * "lun", its ACLs by "initiator"; NULL for any other list (an ACL's LUN map is one setting,
+ * compared whole). */
+static const char *elem_key(const char *key, json_t *want)
 {
-	static const char *const keys[] = {"lun", "initiator", "name", NULL};
+	size_t i;
+	json_t *e;
 
-	for (int i = 0; keys[i]; i++)
-		if (json_object_get(e, keys[i]))
-			return keys[i];
-	return NULL;
+	if (!key || !json_is_array(want))
+		return NULL;
+	if (strcmp(key, "acls") == 0)
+		return "initiator";
+	if (strcmp(key, "luns") != 0)
+		return NULL;
+	json_array_foreach(want, i, e)
+	{
+		/* an ACL's map ({"lun", "target_lun"} or numbers), not LUN objects */
+		if (!json_is_object(e) || !json_object_get(e, "lun") ||
+		    json_object_get(e, "target_lun"))
+			return NULL;
+	}
+	return "lun";
 }
 
 static void path_add(char *path, size_t cap, const char *fmt, const char *s, long n)
@@ -313,12 +326,12 @@ bool mgmt_covers(json_t *have, json_t *want, const char *key, char *path, size_t
 		return true;
 	}
 	/* a list of named objects: each one named is there and covers what it names */
-	if (json_is_array(want) && json_is_array(have) && json_array_size(want) &&
-	    json_is_object(json_array_get(want, 0)) && elem_key(json_array_get(want, 0))) {
+	if (json_is_array(have) && elem_key(key, want)) {
+		const char *ek = elem_key(key, want);
+
 		json_array_foreach(want, i, v)
 		{
-			const char *ek = elem_key(v);
-			long j = ek ? mgmt_find_by(have, ek, json_object_get(v, ek)) : -1;
+			long j = mgmt_find_by(have, ek, json_object_get(v, ek));
 
 			path_add(path, cap, "[%s%ld]", NULL, (long)i);
 			if (j < 0 || !mgmt_covers(json_array_get(have, (size_t)j), v, key, path, cap))

@@ -63,6 +63,24 @@ static void test_covers(void)
 	snprintf(path, sizeof(path), "params.target");
 	CHECK(!mgmt_covers(have, w5, NULL, path, sizeof(path)));
 	CHECK_STR(path, "params.target.max_sessions");
+	{ /* an ACL's LUN map is one setting: compared whole */
+		json_t *acl = json_loads("{\"initiator\": \"iqn.x:a\", \"luns\": [{\"lun\": 0, "
+					 "\"target_lun\": 2}, {\"target_lun\": 1}]}",
+					 0, NULL);
+		json_t *wa = json_loads("{\"initiator\": \"iqn.x:a\", \"luns\": [{\"lun\": 0, "
+					"\"target_lun\": 2}]}",
+					0, NULL);
+		json_t *wb = json_loads("{\"initiator\": \"iqn.x:a\"}", 0, NULL);
+
+		snprintf(path, sizeof(path), "params.acl");
+		CHECK(!mgmt_covers(acl, wa, NULL, path, sizeof(path)));
+		CHECK_STR(path, "params.acl.luns");
+		snprintf(path, sizeof(path), "params.acl");
+		CHECK(mgmt_covers(acl, wb, NULL, path, sizeof(path)));
+		json_decref(acl);
+		json_decref(wa);
+		json_decref(wb);
+	}
 	json_decref(have);
 	json_decref(w1);
 	json_decref(w2);
