@@ -303,8 +303,9 @@ static void rbd_size_check(struct bs_dev *dev)
 	int rc = rbd_get_size(p->image, &size);
 
 	if (rc < 0) {
-		log_warn("rbd", "%s: the image changed, and its size cannot be read: %s", p->name,
-			 strerror(-rc));
+		if (rc != -ESHUTDOWN) /* blocklisted: the fencing says so */
+			log_warn("rbd", "%s: the image changed, and its size cannot be read: %s",
+				 p->name, strerror(-rc));
 		return;
 	}
 	size -= size % p->cfg_block;
