@@ -131,6 +131,12 @@ struct rbd_priv {
 	atomic_bool fenced;
 	atomic_uint inflight; /* requests between io_enter and librbd's answer */
 	struct rbd_retry r;
+	/* librbd's update watch on the open image (bs_rbd.c, rbd_watch_*): a resize by anyone
+	 * reaches the LU through resize_cb */
+	uint64_t watch_handle;
+	bool watching;
+	_Atomic(bs_ready_cb) resize_cb;
+	void *_Atomic resize_arg;
 };
 
 static inline uint64_t bs_rbd_now_ms(void)

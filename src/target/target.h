@@ -83,6 +83,10 @@ int ix_target_session_end(struct ix_target *t, uint16_t tsih, bool drop, uint32_
 /* The capacity in bytes of a running LUN; -ENOENT when the target or LUN is not served, or it
  * has no medium. */
 int ix_target_lun_bytes(struct ix_target *t, const char *target, uint32_t lun, uint64_t *bytes);
+/* Shrink a running LUN to bytes (scsi_lu_shrink: RBD only; the data past it is gone). Main
+ * thread. -errno + message. */
+int ix_target_lun_shrink(struct ix_target *t, const char *target, uint32_t lun, uint64_t bytes,
+			 char *err, size_t errlen);
 /* Can a running LUN become writable online (scsi_lu_writable)? false also when it is not
  * served. */
 bool ix_target_lun_writable(struct ix_target *t, const char *target, uint32_t lun);

@@ -370,6 +370,23 @@ int ix_target_lun_bytes(struct ix_target *t, const char *target, uint32_t lun, u
 	return lu && *bytes ? 0 : -ENOENT;
 }
 
+int ix_target_lun_shrink(struct ix_target *t, const char *target, uint32_t lun, uint64_t bytes,
+			 char *err, size_t errlen)
+{
+	struct tgt_node *n = tgt_node_get(t, target);
+	struct scsi_lu *lu;
+	int r = -ENOENT;
+
+	snprintf(err, errlen, "no such LUN");
+	if (!n)
+		return -ENOENT;
+	lu = lun < SCSI_MAX_LUNS ? scsi_lun_map_get(n->map, lun) : NULL;
+	if (lu)
+		r = scsi_lu_shrink(lu, bytes, err, errlen);
+	tgt_node_put(n);
+	return r;
+}
+
 bool ix_target_lun_writable(struct ix_target *t, const char *target, uint32_t lun)
 {
 	struct tgt_node *n = tgt_node_get(t, target);
