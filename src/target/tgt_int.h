@@ -190,6 +190,7 @@ struct tgt_task {
 	uint8_t rsp_data[2 + SCSI_SENSE_MAX];
 	uint64_t qos_start, qos_since;  /* QoS: when it may run, since when it waits */
 	bool qos_passed;                /* past its QoS limits (released or not limited) */
+	bool qos_queued;                /* on its worker's QoS queue (qlink) */
 	struct list_head link;          /* conn's active list or order queue */
 	struct tgt_task *hnext;         /* ITT hash chain */
 	/* zero-copy Data-In (sc.data_in points into a RAM LU): the PDUs not yet sent, and the

@@ -28,6 +28,8 @@ uint64_t tgt_qos_cell_take(_Atomic uint64_t *tat, uint64_t rate, uint64_t burst_
 
 	do {
 		base = old > now_ns ? old : now_ns;
+		if (base > UINT64_MAX - inc) /* absurd limits (bytes a second, 64 MiB commands) */
+			base = UINT64_MAX - inc;
 	} while (!atomic_compare_exchange_weak_explicit(tat, &old, base + inc,
 							memory_order_relaxed,
 							memory_order_relaxed));
@@ -230,6 +232,7 @@ static void release(struct tgt_qos_worker *qw, uint64_t now_ns)
 		if (t->qos_start > now_ns)
 			break;
 		list_del(&t->qlink);
+		t->qos_queued = false;
 		t->qos_passed = true;
 		tgt_stats_qos_wait(t, now_ns - t->qos_since);
 		tgt_task_exec(t); /* may free tasks, but only this one can leave the queue */
@@ -255,6 +258,7 @@ static void enqueue(struct tgt_qos_worker *qw, struct tgt_task *t)
 	       list_entry(pos, struct tgt_task, qlink)->qos_start > t->qos_start)
 		pos = pos->prev;
 	list_add(&t->qlink, pos);
+	t->qos_queued = true;
 }
 
 static bool cdb_io(uint8_t op, bool *write)
@@ -352,6 +356,7 @@ bool tgt_qos_hold(struct tgt_task *t)
 void tgt_qos_unqueue(struct tgt_task *t)
 {
 	list_del(&t->qlink);
+	t->qos_queued = false;
 }
 
 /* The limits changed: the waiting tasks are reserved again, in their order, under the new

@@ -107,7 +107,7 @@ void tgt_task_free(struct tgt_task *t)
 		if (req)
 			scsi_abort_release(req);
 	}
-	if (t->state == TASK_QOS_WAIT)
+	if (t->qos_queued) /* (its state may already say TASK_DONE: tgt_respond_aborted) */
 		tgt_qos_unqueue(t);
 	hash_del(tc, t);
 	list_del(&t->link);

@@ -17,11 +17,13 @@ libiscsi's iscsi-perf (reads, 32 in flight, 4 KiB) against one ix-target with tw
   5. initiator  an initiator whose ACL entry limits it to 1000 IOPS and one without a limit,
                 at once on the unlimited LUN 1: the first 1000 within 5 %, the second above
                 5000 (unlimited: iscsi-perf alone reaches far more here);
-  6. abort      a raw session on LUN 2 (1 read IOPS): of three READs the second and third wait;
+  6. write-bps  LUN 3 limited to 4 MiB a second of WRITE: qemu-img bench (QEMU's iscsi driver,
+                64 KiB writes, 16 in flight, a count) measures it within 5 %;
+  7. abort      a raw session on LUN 2 (1 read IOPS): of three READs the second and third wait;
                 a READ to LUN 1 meanwhile is answered at once; ABORT TASK of the third and
                 LUN RESET of LUN 2 are answered at once (< 0.5 s), the aborted READs never;
-                the session still works;
-  7. counters   ix-ctl stats counts the delayed commands and their wait; the Prometheus
+                the session still works; then it closes while READs wait;
+  8. counters   ix-ctl stats counts the delayed commands and their wait; the Prometheus
                 endpoint has ix_lun_qos_delayed_commands_total and
                 ix_lun_qos_wait_seconds_total.
 iscsi-perf has no count bound (it loops over the LU until -t seconds): each run is 3 s (6 s
@@ -53,6 +55,7 @@ HOST = '127.0.0.1'
 TGT = 'iqn.2026-11.io.ix.test:qos'
 INI = 'iqn.2026-11.io.ix.test:qos-'
 N = 2000
+WBPS, WBS = 4 << 20, 65536      # step 6: LUN 3's write_bps, qemu-img's request size
 # A burst of 20 ms lets a limit make up for a scheduling hiccup of that length on this loaded
 # 2-core machine (a worker or a client off the CPU while its queue ran dry loses that time
 # otherwise); it adds at most 40 commands at the start, 0.7 % of a 3 s run at N.
@@ -227,8 +230,41 @@ def step_abort():
         s.lun = 1
         st, _, _, _ = s.scsi_retry_ua(X.read10(0, 1), read_len=512)
         R.check('session-after-abort', st == 0, 'READ after the aborts: status %d' % st)
+        # and the connection ends while READs wait (the daemon's sanitizers watch the frees)
+        s.lun = 2
+        for i in range(3):
+            b = s.scsi_bhs(X.read10(i, 1), 512, read=True)
+            s.cmdsn = (s.cmdsn + 1) & 0xffffffff
+            s.conn.send_pdu(b)
+        time.sleep(0.2)
     finally:
         s.close()
+
+
+def qemu_bench(count):
+    url = 'iscsi://%s:%d/%s-w/3' % (HOST, E['port'], TGT)
+    t0 = time.monotonic()
+    p = subprocess.run(['qemu-img', 'bench', '-f', 'raw', '-t', 'none', '-w', '-d', '16', '-s',
+                        str(WBS), '-c', str(count), url], capture_output=True, text=True,
+                       timeout=120)
+    if p.returncode != 0:
+        raise RuntimeError('qemu-img bench: %s' % p.stderr.strip()[-300:])
+    return time.monotonic() - t0
+
+
+def step_writes():
+    """WRITEs under a byte rate, with a count-bounded client: the difference of a run of c
+    writes and one of 2c is c writes' time (connecting, logging in and the burst cancel out)."""
+    if not shutil.which('qemu-img'):
+        R('FAIL', 'write-bps', 'qemu-img (qemu-utils) is missing: scripts/deps.sh')
+        return
+    c = 3 * WBPS // WBS // 2        # 1.5 s of the limit
+    t1, t2 = qemu_bench(c), qemu_bench(2 * c)
+    rate = c * WBS / (t2 - t1)
+    R.check('write-bps', within(rate, WBPS, 0.05),
+            'LUN 3 limited to %d bytes a second of WRITE: qemu-img bench %d and %d writes of '
+            '%d bytes in %.2f s and %.2f s: %.0f bytes a second' % (WBPS, c, 2 * c, WBS, t1,
+                                                                   t2, rate))
 
 
 def step_counters(mport):
@@ -264,7 +300,10 @@ def run():
                {'lun': 0, 'backend': 'ram', 'size': '64M',
                 'qos': {'read_iops': N, 'burst_ms': BURST}},
                {'lun': 1, 'backend': 'ram', 'size': '64M'},
-               {'lun': 2, 'backend': 'ram', 'size': '1M', 'qos': {'read_iops': 1}}]}]}
+               {'lun': 2, 'backend': 'ram', 'size': '1M', 'qos': {'read_iops': 1}}]},
+               {'name': TGT + '-w', 'luns': [   # no ACLs: qemu-img logs in as QEMU names it
+                   {'lun': 3, 'backend': 'ram', 'size': '16M',
+                    'qos': {'write_bps': WBPS, 'burst_ms': BURST}}]}]}
     d = ixdaemon.Daemon('qos', cfg)
     d.start()
     E['port'] = d.port
@@ -273,6 +312,7 @@ def run():
         step_runtime()
         step_initiator()
         step_abort()
+        step_writes()
         step_counters(mport)
     finally:
         problems = d.stop()
