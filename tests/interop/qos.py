@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """QoS limits (docs/configuration.md, "QoS"; docs/management.md, iscsi_set_qos), measured with
-libiscsi's iscsi-perf (reads, 32 in flight, 4 KiB) against one ix-target with two workers:
+libiscsi's iscsi-perf (reads, 4 KiB; 32 in flight, 128 for a limited session) against one ix-target with two workers:
 
   1. unlimited  LUN 1 alone: its rate B (twice: before and after step 2, the machine's noise);
   2. lun-limit  LUN 0 limited to N = 2000 read IOPS (burst 20 ms) and LUN 1 at the same time, two
@@ -19,6 +19,8 @@ libiscsi's iscsi-perf (reads, 32 in flight, 4 KiB) against one ix-target with tw
                 5000 (unlimited: iscsi-perf alone reaches far more here);
   6. write-bps  LUN 3 limited to 4 MiB a second of WRITE: qemu-img bench (QEMU's iscsi driver,
                 64 KiB writes, 16 in flight, a count) measures it within 5 %;
+                then iscsi_set_qos halves its limit: iscsi-perf 500 within 5 %; wrong calls
+                of iscsi_set_qos are refused with their message and change nothing;
   7. abort      a raw session on LUN 2 (1 read IOPS): of three READs the second and third wait;
                 a READ to LUN 1 meanwhile is answered at once; ABORT TASK of the third and
                 LUN RESET of LUN 2 are answered at once (< 0.5 s), the aborted READs never;
@@ -73,8 +75,12 @@ def ctl(*args):
 
 
 def perf_start(who, lun, secs=3):
+    """iscsi-perf: 32 reads in flight, 128 for a session with a limit (its commands queued
+    ahead cover the client being off the CPU for up to 128 / rate seconds: a limit cannot
+    give back time that its client let pass without asking)."""
     url = 'iscsi://%s:%d/%s/%d' % (HOST, E['port'], TGT, lun)
-    return subprocess.Popen(['iscsi-perf', '-i', INI + who, '-m', '32', '-b', '8', '-t',
+    qd = '32' if who in ('b', 'free') else '128'
+    return subprocess.Popen(['iscsi-perf', '-i', INI + who, '-m', qd, '-b', '8', '-t',
                              str(secs), url], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
 
@@ -165,6 +171,35 @@ def step_initiator():
     R.check('initiator', within(lim, 1000, 0.05) and free > 5000,
             'initiator limited to 1000 IOPS by its ACL entry: %d; another, unlimited, on the '
             'same LUN at once: %d' % (lim, free))
+    rc, out, err = set_qos(initiator=INI + 'lim', qos={'iops': 500, 'burst_ms': BURST})
+    lim, = perf(('lim', 1)) if rc == 0 else (None,)
+    R.check('initiator-runtime', rc == 0 and within(lim, 500, 0.05),
+            'iscsi_set_qos initiator=...lim iops 500: exit %d %s; iscsi-perf %s IOPS' %
+            (rc, err.strip(), lim))
+
+
+def step_method_errors():
+    """Wrong calls are refused with a message and change nothing."""
+    bad = [({'lun': 0, 'qos': {'read_ops': 1}}, 'qos.read_ops: unknown key'),
+           ({'lun': 0, 'qos': {'iops': -5}}, 'qos.iops'),
+           ({'lun': 9, 'qos': {'iops': 5}}, 'no LUN 9'),
+           ({'initiator': INI + 'nobody', 'qos': {'iops': 5}}, 'iscsi_create_acl first'),
+           ({'lun': 0, 'initiator': INI + 'a', 'qos': {}}, 'not both'),
+           ({'lun': 0}, 'params.qos: required')]
+    out = []
+    for kw, want in bad:
+        if 'qos' in kw:
+            rc, _, err = set_qos(**kw)
+        else:   # (ix-ctl call checks required parameters itself: the daemon's answer)
+            rc, _, err = ctl('rpc', 'iscsi_set_qos', json.dumps(dict(kw, target=TGT)))
+        if rc == 0 or want not in err:
+            out.append('%s: exit %d, %r' % (kw, rc, err.strip()[-160:]))
+    rc, cfg, _ = ctl('--json', 'call', 'iscsi_get_config')
+    kept = rc == 0 and json.loads(cfg)['targets'][0]['luns'][0].get('qos', {}) \
+        .get('read_iops') == N // 2
+    R.check('method-errors', not out and kept,
+            '%d wrong calls refused with their message%s; LUN 0 still at %d' %
+            (len(bad), ('; not: ' + ' | '.join(out)) if out else '', N // 2 if kept else -1))
 
 
 def tmf(s, func, lun, rtt=0xffffffff, refcmdsn=0):
@@ -311,6 +346,7 @@ def run():
         step_limits()
         step_runtime()
         step_initiator()
+        step_method_errors()
         step_abort()
         step_writes()
         step_counters(mport)
