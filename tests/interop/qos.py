@@ -313,11 +313,13 @@ def step_counters(mport):
     for name in ('ix_lun_qos_delayed_commands_total', 'ix_lun_qos_wait_seconds_total'):
         m[name] = sum(float(ln.rsplit(' ', 1)[1]) for ln in body.splitlines()
                       if ln.startswith(name + '{') and 'lun="0"' in ln)
-    R.check('counters', delayed > 0 and wait > 0 and
+    rc, text, _ = ctl('stats')
+    line = [ln.strip() for ln in text.splitlines() if ln.strip().startswith('QoS: ')]
+    R.check('counters', delayed > 0 and wait > 0 and line and
             m['ix_lun_qos_delayed_commands_total'] == delayed and
             abs(m['ix_lun_qos_wait_seconds_total'] - wait / 1e6) < 1 + wait / 1e6 * 0.01,
-            'LUN 0: %d commands delayed, %.1f s waited (ix-ctl stats); metrics %s' %
-            (delayed, wait / 1e6, m))
+            'LUN 0: %d commands delayed, %.1f s waited (ix-ctl stats --json); ix-ctl stats: '
+            '%s; metrics %s' % (delayed, wait / 1e6, line[:1], m))
 
 
 def run():
