@@ -156,6 +156,9 @@ static void print_luns(json_t *luns)
 		print_lat(json_object_get(l, "latency"), 0.5);
 		print_lat(json_object_get(l, "latency"), 0.99);
 		printf("\n");
+		if (jint(l, "qos", "delayed")) /* held by QoS limits */
+			printf("  QoS: %lld commands delayed, %.3f s waited\n",
+			       jint(l, "qos", "delayed"), (double)jint(l, "qos", "wait_us") / 1e6);
 	}
 }
 

@@ -200,6 +200,25 @@ static void lun_latency(struct mbuf *b, const struct ix_stats *st)
 	}
 }
 
+/* QoS (target/tgt_qos.c): commands that waited for a limit, and how long. */
+static void lun_qos(struct mbuf *b, const struct ix_stats *st)
+{
+	const char *n = "ix_lun_qos_delayed_commands_total", *w = "ix_lun_qos_wait_seconds_total";
+
+	family(b, n, "counter", "Commands that waited for a QoS limit before they ran.");
+	for (size_t i = 0; i < st->nluns; i++) {
+		mbuf_printf(b, "%s{", n);
+		lun_labels(b, &st->luns[i]);
+		mbuf_printf(b, "} %llu\n", (unsigned long long)st->luns[i].qos_delayed);
+	}
+	family(b, w, "counter", "Time commands waited for QoS limits, summed.");
+	for (size_t i = 0; i < st->nluns; i++) {
+		mbuf_printf(b, "%s{", w);
+		lun_labels(b, &st->luns[i]);
+		mbuf_printf(b, "} %.9f\n", (double)st->luns[i].qos_wait_ns / 1e9);
+	}
+}
+
 /* A family of plain counters, one per row of a table of stats structs. */
 struct counter {
 	const char *name, *help;
@@ -322,6 +341,7 @@ int metrics_format(const struct ix_stats *st, struct mbuf *out)
 	lun_bytes(out, st, false);
 	lun_errors(out, st);
 	lun_latency(out, st);
+	lun_qos(out, st);
 	tgt_counters(out, st);
 	tgt_refused(out, st);
 	tgt_sessions(out, st);
@@ -368,14 +388,16 @@ static json_t *latency_json(const struct ix_lun_stats *l)
 
 static json_t *lun_json(const struct ix_lun_stats *l)
 {
-	return json_pack("{s:s, s:I, s:s, s:{s:I, s:I, s:I}, s:{s:I, s:I}, s:o*, s:o*}",
+	return json_pack("{s:s, s:I, s:s, s:{s:I, s:I, s:I}, s:{s:I, s:I}, s:o*, s:o*, "
+			 "s:{s:I, s:I}}",
 			 "target", l->target, "lun", (json_int_t)l->lun, "initiator",
 			 l->initiator, "commands", "read", (json_int_t)l->cmds_read, "write",
 			 (json_int_t)l->cmds_write, "other", (json_int_t)l->cmds_other, "bytes",
 			 "read", (json_int_t)l->bytes_read, "written",
 			 (json_int_t)l->bytes_written, "errors",
 			 nonzero_map(l->errors, IX_ERR_KINDS, err_name), "latency",
-			 latency_json(l));
+			 latency_json(l), "qos", "delayed", (json_int_t)l->qos_delayed,
+			 "wait_us", (json_int_t)(l->qos_wait_ns / 1000));
 }
 
 /* {NAME: N, ...}: one member per registered transport (dm.h), in registry order. */

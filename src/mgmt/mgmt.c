@@ -98,6 +98,12 @@ static const struct mgmt_param p_logout[] = {
     {"drop", MGMT_T_BOOLEAN, false, "drop the connections rather than ask for a logout"},
     {"timeout_ms", MGMT_T_INTEGER, false, "how long the initiator has to log out"}, PEND};
 
+static const struct mgmt_param p_qos[] = {
+    TARGET(true), {"lun", MGMT_T_INTEGER, false, "the LUN whose limits these are"},
+    {"initiator", MGMT_T_STRING, false, "or the initiator's (its ACL entry), on this target"},
+    {"qos", MGMT_T_OBJECT, true, "the limits, as \"qos\" in the file ({} or null: none)"},
+    DRY_RUN, PEND};
+
 static const struct method {
 	const char *name;
 	int (*fn)(struct call *c);
@@ -148,6 +154,8 @@ static const struct method {
     {"iscsi_get_sessions", mgmt_m_get_sessions, false, p_sessions, "the sessions"},
     {"iscsi_get_stats", mgmt_m_get_stats, false, p_none, "the target's counters"},
     {"iscsi_logout_session", mgmt_m_logout_session, true, p_logout, "end a session"},
+    {"iscsi_set_qos", mgmt_m_set_qos, true, p_qos,
+     "a LUN's or an initiator's QoS limits (configuration.md, QoS)"},
 };
 
 static const char *const type_names[] = {

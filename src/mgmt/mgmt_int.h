@@ -124,6 +124,7 @@ int mgmt_m_save_config(struct call *c);
 int mgmt_m_get_sessions(struct call *c);
 int mgmt_m_get_stats(struct call *c);
 int mgmt_m_logout_session(struct call *c);
+int mgmt_m_set_qos(struct call *c); /* mgmt_m_qos.c */
 int mgmt_m_resize_lun(struct call *c);
 int mgmt_m_set_lun_offline(struct call *c);
 int mgmt_m_rejoin_lun(struct call *c);

@@ -34,9 +34,27 @@ struct cfg_portal {
 				this address; default: the default transport (DM_ID_DEFAULT) */
 };
 
+/* I/O limits ("qos" of a LUN or an ACL entry; target/tgt_qos.c, docs/configuration.md "QoS"):
+ * per second, 0 = no limit; burst_ms: how much unused allowance (in milliseconds of each rate)
+ * may be spent at once. */
+enum cfg_qos_limit {
+	CFG_QOS_READ_IOPS,
+	CFG_QOS_WRITE_IOPS,
+	CFG_QOS_IOPS,      /* reads and writes together */
+	CFG_QOS_READ_BPS,
+	CFG_QOS_WRITE_BPS,
+	CFG_QOS_BPS,
+	CFG_QOS_NLIMITS
+};
+struct cfg_qos {
+	uint64_t limit[CFG_QOS_NLIMITS];
+	uint32_t burst_ms;
+};
+
 struct cfg_lun {
 	uint32_t lun;
 	struct scsi_lu_cfg lu; /* strings and err_rules point into this config */
+	struct cfg_qos qos;    /* "qos": the LUN's limits (all its initiators together) */
 };
 
 struct cfg_acl_lun {
@@ -50,6 +68,7 @@ struct cfg_acl {
 	bool masked;                  /* "luns" given: the initiator sees only these LUNs */
 	struct cfg_acl_lun *luns;     /* LUN masking and mapping (when masked) */
 	size_t nluns;
+	struct cfg_qos qos;           /* "qos": this initiator's limits on the target */
 };
 
 /* Login redirection (RFC 7143 11.13.5; docs/configuration.md "Login redirection"): a

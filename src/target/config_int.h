@@ -213,6 +213,9 @@ int cfg_parse_acl(struct cfg_ctx *c, json_t *v, struct cfg_target *t, size_t idx
 /* config_alua.c: the target's "alua" member (tv is the target's object) */
 int cfg_parse_alua(struct cfg_ctx *c, json_t *tv, const struct ix_config *cfg,
 		   struct cfg_target *t);
+/* config_qos.c: the "qos" member of obj (a LUN or an ACL entry), absent: no limits */
+int cfg_parse_qos(struct cfg_ctx *c, json_t *obj, struct cfg_qos *out);
+int cfg_qos_key(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base);
 /* config_testing.c */
 int cfg_parse_testing(struct cfg_ctx *c, json_t *root, const struct key *k, void *base);
 int cfg_parse_err_rules(struct cfg_ctx *c, json_t *v, struct scsi_lu_cfg *lu);

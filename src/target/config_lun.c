@@ -269,7 +269,7 @@ int cfg_parse_lun(struct cfg_ctx *c, json_t *v, struct ix_config *cfg, size_t ti
 					   "naa_id",	"removable",	 "offline",
 					   "state_dir", "sanitize_rate", "physical_block_size",
 					   "errors",	"rbd",		 "pr_store",
-					   NULL};
+					   "qos",	NULL};
 	struct cfg_target *t = &cfg->targets[ti];
 	struct cfg_lun *l = &t->luns[li];
 	struct scsi_lu_cfg *lu = &l->lu;
@@ -306,7 +306,7 @@ int cfg_parse_lun(struct cfg_ctx *c, json_t *v, struct ix_config *cfg, size_t ti
 	    (rc = cfg_get_strdup(c, v, "product", 16, STR_ASCII, (char **)&lu->product)) ||
 	    (rc = cfg_get_strdup(c, v, "serial", 64, STR_ASCII, (char **)&lu->serial)) ||
 	    (rc = parse_naa_id(c, v, &lu->naa_id)) || (rc = cfg_parse_err_rules(c, v, lu)) ||
-	    (rc = parse_pr_store(c, v, lu)))
+	    (rc = parse_pr_store(c, v, lu)) || (rc = cfg_parse_qos(c, v, &l->qos)))
 		return rc;
 	if (lu->backend == BS_TYPE_ERROR)
 		cfg->test_features = true;

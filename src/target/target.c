@@ -117,6 +117,7 @@ void tgt_node_put(struct tgt_node *n)
 	if (!n || atomic_fetch_sub(&n->refs, 1) != 1)
 		return;
 	scsi_lun_map_free(n->map);
+	tgt_qos_node_free(n->qos);
 	free(n);
 }
 
@@ -557,6 +558,14 @@ int tgt_node_new(struct ix_target *t, struct cfg_target *ct, struct tgt_node **o
 		scsi_lun_map_free(n->map);
 		free(n);
 		return r;
+	}
+	n->qos = tgt_qos_node_new();
+	if (!n->qos || tgt_qos_apply(t, n, ct) < 0) {
+		snprintf(err, errlen, "target %s: QoS limits: out of memory", ct->name);
+		scsi_lun_map_free(n->map);
+		tgt_qos_node_free(n->qos);
+		free(n);
+		return -ENOMEM;
 	}
 	*out = n;
 	return 0;

@@ -126,6 +126,8 @@ struct ix_lun_stats {
 	uint64_t errors[IX_ERR_KINDS];
 	uint64_t lat[IX_LAT_BUCKETS];
 	uint64_t lat_sum_ns;
+	uint64_t qos_delayed;  /* commands that waited for a QoS limit (tgt_qos.c) */
+	uint64_t qos_wait_ns;  /* the time they waited, summed */
 };
 
 /* One target ("" for what belongs to none: discovery sessions, logins to unknown names). */

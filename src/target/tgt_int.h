@@ -13,6 +13,7 @@
 #include "session/login.h"
 #include "target/config.h"
 #include "target/target.h"
+#include "target/tgt_qos.h"
 #include "util/list.h"
 
 #define TGT_MAX_R2T 16
@@ -51,6 +52,7 @@ struct tgt_worker {
 	struct list_head tstats;        /* struct tgt_tstat, one per target name ("" = none) */
 	uint32_t nlstats, ntstats;
 	bool slots_warned; /* the "statistics slots in use" warning was logged */
+	struct tgt_qos_worker qos; /* commands waiting for their QoS start time (tgt_qos.c) */
 };
 
 /* One configured target as served: its settings and LUN map. Counted: one reference while the
@@ -65,6 +67,8 @@ struct tgt_node {
 	atomic_uint redirect_next;      /* redirect.addresses: the next one (round-robin over
 					   the logins of every worker) */
 	bool removed;                   /* under ix_target.lock */
+	atomic_bool qos_on;             /* any QoS limit set: the data path's one test */
+	struct tgt_qos_node *qos;       /* the limits (tgt_qos.h) */
 };
 
 /* One configuration as loaded. A reload keeps the old generations (in ix_target.old_gens)
@@ -129,12 +133,17 @@ struct tgt_session {
 	/* statistics slots in worker's tables, found at the first use (tgt_stats.c) */
 	struct tgt_tstat *tstat;
 	struct tgt_lstat *lstat[SCSI_MAX_LUNS];
+	/* the initiator's QoS entry of node (NULL: none), looked up again when qos_ini_gen is not
+	   the node's ini_gen + 1 (tgt_qos.c) */
+	struct tgt_qos_ini *qos_ini;
+	unsigned qos_ini_gen;
 };
 
 enum tgt_task_state {
 	TASK_FREE = 0,
 	TASK_DATA_OUT,      /* collecting write data */
 	TASK_WAIT_ORDER,    /* waiting for CmdSN order */
+	TASK_QOS_WAIT,      /* waiting in the worker's QoS queue for its start time */
 	TASK_EXEC,          /* in the SCSI layer */
 	TASK_DONE,          /* response queued */
 };
@@ -181,12 +190,16 @@ struct tgt_task {
 	bool counted;                   /* in the session's outstanding count */
 	uint32_t unsol_total;           /* immediate + unsolicited bytes the initiator sends */
 	uint8_t rsp_data[2 + SCSI_SENSE_MAX];
+	uint64_t qos_start, qos_since;  /* QoS: when it may run, since when it waits */
+	bool qos_passed;                /* past its QoS limits (released or not limited) */
+	bool qos_queued;                /* on its worker's QoS queue (qlink) */
 	struct list_head link;          /* conn's active list or order queue */
 	struct tgt_task *hnext;         /* ITT hash chain */
 	/* zero-copy Data-In (sc.data_in points into a RAM LU): the PDUs not yet sent, and the
 	   task's place on tgt_conn.zc_tasks while there are any */
 	struct list_head zc_pdus;
 	struct list_head zc_link;
+	struct list_head qlink;         /* the worker's QoS queue (TASK_QOS_WAIT) */
 };
 
 /* A TMF whose response waits for aborted tasks still inside the SCSI layer. */
@@ -406,6 +419,8 @@ void tgt_scsi_cmd_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddige
 int tgt_data_out_header(struct tgt_conn *tc, const struct iscsi_hdr *h, struct dm_rx_place *place);
 void tgt_data_out_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, bool ddigest_ok);
 void tgt_order_release(struct tgt_conn *tc);
+/* Hand a task whose data is complete to the SCSI layer (QoS: after its wait). */
+void tgt_task_exec(struct tgt_task *t);
 /* A data buffer back to the connection's cache. */
 void tgt_buf_put(struct tgt_conn *tc, uint8_t *b, uint32_t cap);
 /* Answer the task TASK ABORTED (the connection is up). */
@@ -451,6 +466,8 @@ enum tgt_stat_event {
 };
 void tgt_stat_count(struct tgt_conn *tc, enum tgt_stat_event ev, uint64_t n);
 void tgt_stat_login_refused(struct tgt_conn *tc, int reason_idx);
+/* A command waited ns for its QoS start time. */
+void tgt_stats_qos_wait(struct tgt_task *t, uint64_t ns);
 /* A command is answered (status set in t->sc): its counts and latency. */
 void tgt_stats_cmd_done(struct tgt_task *t);
 void tgt_stats_worker_init(struct tgt_worker *w);

@@ -19,6 +19,8 @@
  * - A kept target's ALUA target port groups ("alua") are replaced by the new file's; a group
  *   whose id and configured state are unchanged keeps the state it has now (SET TARGET PORT
  *   GROUPS, iscsi_set_alua_state), and any visible change gives every I_T nexus 2A/06.
+ * - QoS limits ("qos" of LUNs and ACL entries) change in place, commands already waiting
+ *   included (tgt_qos.c).
  * - Portals are matched by name. A new one listens before anything is applied (a portal that
  *   cannot listen fails the reload); a removed one stops listening (connections accepted
  *   through it go on); one whose address, port or transports changed is both (the new
@@ -553,6 +555,10 @@ int ix_target_reload(struct ix_target *t, struct ix_config *cfg, char *err, size
 	tgt_acl_views_reload(t); /* ACL LUN masking of live sessions, once the maps are final */
 	pthread_mutex_unlock(&t->lock);
 	apply_alua(&p);
+	for (size_t i = 0; i < p.nnodes; i++) /* QoS limits change in place */
+		if (tgt_qos_apply(t, p.nodes[i], &cfg->targets[i]) < 0)
+			log_warn("target", "reload: target %s: QoS limits not all applied (out of "
+					   "memory)", cfg->targets[i].name);
 	apply_portals(t, &p);
 	free(p.chg);
 	free(p.grow);

@@ -361,6 +361,11 @@ static void task_exec(struct tgt_task *t)
 	struct tgt_conn *tc = t->tc;
 	struct scsi_cmd *sc = &t->sc;
 
+	/* QoS (tgt_qos.c): without limits on the target, this one test */
+	if (__builtin_expect(atomic_load_explicit(&tc->sess->node->qos_on, memory_order_relaxed),
+			     0) &&
+	    tgt_qos_hold(t))
+		return;
 	memset(sc, 0, sizeof(*sc));
 	sc->thread = tc->worker->sthread;
 	sc->map = tc->sess->node->map;
@@ -386,6 +391,11 @@ static void task_exec(struct tgt_task *t)
 		t->cdb[0], t->edtl);
 	iscsi_conn_get(tc->conn);
 	scsi_cmd_exec(sc);
+}
+
+void tgt_task_exec(struct tgt_task *t)
+{
+	task_exec(t);
 }
 
 /* Answer a command with CHECK CONDITION without executing it. */

@@ -243,6 +243,16 @@ static struct tgt_lstat *task_lstat(struct tgt_task *t)
 	return s->lstat[lun];
 }
 
+void tgt_stats_qos_wait(struct tgt_task *t, uint64_t ns)
+{
+	struct tgt_lstat *ls = ns ? task_lstat(t) : NULL;
+
+	if (!ls)
+		return;
+	ls->v.qos_delayed++;
+	ls->v.qos_wait_ns += ns;
+}
+
 void tgt_stats_cmd_done(struct tgt_task *t)
 {
 	struct tgt_lstat *ls = task_lstat(t);
@@ -388,6 +398,8 @@ static void add_lun(struct ix_lun_stats *a, const struct ix_lun_stats *b)
 	for (int i = 0; i < IX_LAT_BUCKETS; i++)
 		a->lat[i] += b->lat[i];
 	a->lat_sum_ns += b->lat_sum_ns;
+	a->qos_delayed += b->qos_delayed;
+	a->qos_wait_ns += b->qos_wait_ns;
 }
 
 static int cmp_tgt(const void *a, const void *b)

@@ -107,6 +107,8 @@ void tgt_task_free(struct tgt_task *t)
 		if (req)
 			scsi_abort_release(req);
 	}
+	if (t->qos_queued) /* (its state may already say TASK_DONE: tgt_respond_aborted) */
+		tgt_qos_unqueue(t);
 	hash_del(tc, t);
 	list_del(&t->link);
 	if (t->immediate)
@@ -222,7 +224,7 @@ void tgt_task_abort_now(struct tgt_task *t)
 		scsi_cmd_abort(&t->sc); /* may complete it now (scsi_done) */
 		return;
 	}
-	if (t->state != TASK_DATA_OUT && !ordered)
+	if (t->state != TASK_DATA_OUT && t->state != TASK_QOS_WAIT && !ordered)
 		return;
 	tgt_stat_count(tc, TGT_ST_TASK_ABORTED, 1);
 	if (!tc->conn->terminated)

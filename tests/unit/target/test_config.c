@@ -467,6 +467,30 @@ static const struct tcase cases[] = {
     /* other strings */
     {T("'alias':'Lab disk'"), NULL},
     {T("'alias':'a\\u0001'"), "targets[0].alias: contains a control character"},
+    /* QoS (configuration.md, "QoS") */
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','qos':{}}"), NULL},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','qos':{'read_iops':2000,'write_bps':'100M',"
+          "'burst_ms':50}}"),
+     NULL},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','qos':7}"),
+     "targets[0].luns[0].qos: must be an object"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','qos':{'read_ops':1}}"),
+     "targets[0].luns[0].qos.read_ops: unknown key \"read_ops\" (did you mean \"read_iops\"?)"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','qos':{'iops':-1}}"), "qos.iops:"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','qos':{'iops':100000001}}"),
+     "qos.iops: 100000001 is out of range"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','qos':{'bps':'2T'}}"),
+     "qos.bps: is above the largest limit"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','qos':{'read_bps':'fast'}}"),
+     "qos.read_bps: \"fast\" is not a size"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','qos':{'burst_ms':60001}}"),
+     "qos.burst_ms: 60001 is out of range"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','qos':{'iops':'many'}}"), "qos.iops:"},
+    {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i','qos':{'write_iops':10}}]"), NULL},
+    {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i','qos':{'writeiops':10}}]"),
+     "targets[0].acls[0].qos.writeiops: unknown key"},
+    {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i','qos':[]}]"),
+     "targets[0].acls[0].qos: must be an object"},
 };
 
 /* Replace ' with " so the table stays readable. */
@@ -931,6 +955,37 @@ static int load_doc_blocks(const char *page)
 	return n;
 }
 
+static void test_qos(void)
+{
+	const char *json = "{'targets':[{'name':'iqn.2026-11.io.ix:t','luns':[{'lun':3,'backend':"
+			   "'ram','size':'1M','qos':{'read_iops':2000,'write_iops':10,'iops':3000,"
+			   "'read_bps':'1M','write_bps':4096,'bps':'1G','burst_ms':250}},{'lun':"
+			   "4,'backend':'ram','size':'1M'}],'acls':[{'initiator':'iqn.2026-11."
+			   "io.ix:i','qos':{'iops':77}},{'initiator':'iqn.2026-11.io.ix:j'}]}]}";
+	struct ix_config *cfg = NULL;
+	char err[512] = "";
+
+	CHECK_EQ(load(json, &cfg, err, sizeof(err)), 0);
+	if (!cfg)
+		return;
+	const struct cfg_qos *q = &cfg->targets[0].luns[0].qos;
+	CHECK_EQ(q->limit[CFG_QOS_READ_IOPS], 2000);
+	CHECK_EQ(q->limit[CFG_QOS_WRITE_IOPS], 10);
+	CHECK_EQ(q->limit[CFG_QOS_IOPS], 3000);
+	CHECK_EQ(q->limit[CFG_QOS_READ_BPS], 1 << 20);
+	CHECK_EQ(q->limit[CFG_QOS_WRITE_BPS], 4096);
+	CHECK_EQ(q->limit[CFG_QOS_BPS], 1 << 30);
+	CHECK_EQ(q->burst_ms, 250);
+	q = &cfg->targets[0].luns[1].qos;
+	for (int i = 0; i < CFG_QOS_NLIMITS; i++)
+		CHECK_EQ(q->limit[i], 0);
+	CHECK_EQ(q->burst_ms, 0);
+	CHECK_EQ(cfg->targets[0].acls[0].qos.limit[CFG_QOS_IOPS], 77);
+	CHECK_EQ(cfg->targets[0].acls[0].qos.limit[CFG_QOS_READ_IOPS], 0);
+	CHECK_EQ(cfg->targets[0].acls[1].qos.limit[CFG_QOS_IOPS], 0);
+	cfg_free(cfg);
+}
+
 static void test_docs(void)
 {
 	int n = load_doc_blocks("configuration.md"), m = load_doc_blocks("ha.md");
@@ -1340,5 +1395,6 @@ int main(void)
 	test_rbd_defaults();
 	test_rbd_pr();
 	test_redirect();
+	test_qos();
 	return tap_done();
 }
