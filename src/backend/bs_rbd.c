@@ -331,6 +331,11 @@ static int image_open(struct bs_dev *dev, bool reopen, char *err, size_t errlen)
 	}
 	if (c->ns)
 		rados_ioctx_set_namespace(p->ioctx, c->ns);
+	/* A full pool (its quota, or a full cluster) answers a write at once with -EDQUOT or
+	 * -ENOSPC (07/27/07) instead of librados holding it until there is space: FULL_TRY on
+	 * every op of this context, which librbd's image handle inherits. */
+	if (!p->readonly)
+		rados_set_pool_full_try(p->ioctx);
 	rc = p->readonly ? rbd_open_read_only(p->ioctx, c->image, &p->image, NULL)
 			 : rbd_open(p->ioctx, c->image, &p->image, NULL);
 	if (rc < 0) {

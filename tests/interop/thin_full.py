@@ -22,10 +22,7 @@ itself) in 1 MiB WRITE(16)s:
 Needs root (mount); skips (77) with the reason otherwise. The tmpfs is unmounted at the end.
 """
 
-import ctypes
-import ctypes.util
 import os
-import re
 import struct
 import subprocess
 import sys
@@ -60,88 +57,14 @@ def skip(why):
 
 if os.geteuid() != 0:
     skip('mounting the small tmpfs needs root')
-LIBNAME = ctypes.util.find_library('iscsi') or 'libiscsi.so.7'
 try:
-    LIB = ctypes.CDLL(LIBNAME)
+    import ixlibiscsi  # noqa: E402
 except OSError as e:
     skip('libiscsi not installed (%s): scripts/deps.sh' % e)
 
 
-class UnmapList(ctypes.Structure):
-    _fields_ = [('lba', ctypes.c_uint64), ('num', ctypes.c_uint32)]
-
-
-P = ctypes.c_void_p
-LIB.iscsi_create_context.restype = P
-LIB.iscsi_create_context.argtypes = [ctypes.c_char_p]
-LIB.iscsi_set_targetname.argtypes = [P, ctypes.c_char_p]
-LIB.iscsi_set_session_type.argtypes = [P, ctypes.c_int]
-LIB.iscsi_set_header_digest.argtypes = [P, ctypes.c_int]
-LIB.iscsi_full_connect_sync.argtypes = [P, ctypes.c_char_p, ctypes.c_int]
-LIB.iscsi_get_error.restype = ctypes.c_char_p
-LIB.iscsi_get_error.argtypes = [P]
-LIB.iscsi_write16_sync.restype = P
-LIB.iscsi_write16_sync.argtypes = [P, ctypes.c_int, ctypes.c_uint64, ctypes.c_char_p,
-                                   ctypes.c_uint32, ctypes.c_int] + [ctypes.c_int] * 5
-LIB.iscsi_read16_sync.restype = P
-LIB.iscsi_read16_sync.argtypes = [P, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint32,
-                                  ctypes.c_int] + [ctypes.c_int] * 5
-LIB.iscsi_testunitready_sync.restype = P
-LIB.iscsi_testunitready_sync.argtypes = [P, ctypes.c_int]
-LIB.iscsi_unmap_sync.restype = P
-LIB.iscsi_unmap_sync.argtypes = [P, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                 ctypes.POINTER(UnmapList), ctypes.c_int]
-LIB.scsi_free_scsi_task.argtypes = [P]
-LIB.iscsi_logout_sync.argtypes = [P]
-LIB.iscsi_destroy_context.argtypes = [P]
-SENSE_RE = re.compile(r'SENSE KEY:[^(]*\((\d+)\) ASCQ:.*\(0x([0-9a-fA-F]{4})\)')
-
-
-class Libiscsi:
-    """One libiscsi session to LUN 0. Each call returns (status, (key, asc, ascq) or None,
-    libiscsi's error text); status -1 when libiscsi got no task back."""
-
-    def __init__(self, port):
-        self.ctx = LIB.iscsi_create_context(INITIATOR.encode())
-        LIB.iscsi_set_targetname(self.ctx, IQN.encode())
-        LIB.iscsi_set_session_type(self.ctx, 2)     # ISCSI_SESSION_NORMAL
-        LIB.iscsi_set_header_digest(self.ctx, 0)    # ISCSI_HEADER_DIGEST_NONE
-        if LIB.iscsi_full_connect_sync(self.ctx, b'127.0.0.1:%d' % port, 0) != 0:
-            raise RuntimeError('libiscsi connect: ' + self.error())
-
-    def error(self):
-        return (LIB.iscsi_get_error(self.ctx) or b'').decode(errors='replace')
-
-    def _done(self, task):
-        if not task:
-            return -1, None, self.error()
-        status = ctypes.c_int.from_address(task).value   # struct scsi_task's first member
-        LIB.scsi_free_scsi_task(task)
-        if status != 2:
-            return status, None, ''
-        err = self.error()
-        m = SENSE_RE.search(err)
-        sense = (int(m.group(1)), int(m.group(2)[:2], 16), int(m.group(2)[2:], 16)) \
-            if m else None
-        return status, sense, err
-
-    def write(self, lba, data):
-        return self._done(LIB.iscsi_write16_sync(self.ctx, 0, lba, data, len(data), BS,
-                                                 0, 0, 0, 0, 0))
-
-    def read(self, lba, n):
-        return self._done(LIB.iscsi_read16_sync(self.ctx, 0, lba, n, BS, 0, 0, 0, 0, 0))
-
-    def tur(self):
-        return self._done(LIB.iscsi_testunitready_sync(self.ctx, 0))
-
-    def unmap(self, lba, blocks):
-        lst = (UnmapList * 1)(UnmapList(lba, blocks))
-        return self._done(LIB.iscsi_unmap_sync(self.ctx, 0, 0, 0, lst, 1))
-
-    def close(self):
-        LIB.iscsi_logout_sync(self.ctx)
-        LIB.iscsi_destroy_context(self.ctx)
+def Libiscsi(port):
+    return ixlibiscsi.Libiscsi(port, IQN, INITIATOR)
 
 
 SOFT = (6, 0x38, 0x07)
