@@ -100,7 +100,7 @@ struct bs_io {
 struct bs_space {
 	uint64_t total; /* the store's capacity (> 0) */
 	uint64_t avail; /* what the store can still allocate (<= total) */
-	uint64_t used;	/* what this device holds of it */
+	uint64_t used;	/* what this device holds of it; UINT64_MAX: not known */
 };
 
 struct bs_open_cfg {

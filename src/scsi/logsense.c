@@ -38,7 +38,7 @@ static uint32_t page_lbp(struct scsi_lu *lu, uint16_t ptr, uint8_t *d)
 	if (sp.total) {
 		if (ptr <= 0x0001)
 			n += lbp_param(d + n, 0x0001, sp.avail, lu, 0x02);
-		if (ptr <= 0x0002)
+		if (ptr <= 0x0002 && sp.used != UINT64_MAX)
 			n += lbp_param(d + n, 0x0002, sp.used, lu, 0x01);
 	}
 	put_be16(d + 2, (uint16_t)(n - 4));

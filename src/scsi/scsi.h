@@ -376,7 +376,8 @@ struct bs_dev *scsi_lu_dev(struct scsi_lu *lu);
  * of the LU, and any that attaches later, gets THIN PROVISIONING SOFT THRESHOLD REACHED
  * (6/38/07) once; the threshold is re-armed by a sample below it. */
 struct scsi_lu_space {
-	uint64_t total, avail, used; /* bytes, as struct bs_space; total 0: not known */
+	uint64_t total, avail, used; /* bytes, as struct bs_space (used UINT64_MAX: not known);
+					total 0: no sample yet */
 	uint8_t threshold;	     /* percent, 0: none */
 	bool over;		     /* the last sample was at or above the threshold */
 };

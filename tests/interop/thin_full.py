@@ -18,7 +18,8 @@ itself) in 1 MiB WRITE(16)s:
   - the UNMAP took the store below the threshold, which re-arms it: filling past it again
     gives a second 6/38/07;
   - the Logical Block Provisioning log page (LOG SENSE 0x0C) and VPD 0xB2 (raw client) show
-    the counts the file system has, in 1 MiB threshold sets, and the threshold.
+    the counts the file system has, in 1 MiB threshold sets, and the threshold; the
+    Prometheus endpoint the same bytes (ix_lun_space_*_bytes, ix_lun_thin_threshold_reached).
 Needs root (mount); skips (77) with the reason otherwise. The tmpfs is unmounted at the end.
 """
 
@@ -29,11 +30,13 @@ import sys
 import tempfile
 import time
 import traceback
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'lib'))
 import ixdaemon  # noqa: E402
 import ixiscsi as X  # noqa: E402
+import ixtest  # noqa: E402
 
 ixdaemon.skip_unless_ix('the thin provisioning soft threshold')
 
@@ -149,7 +152,7 @@ def log_counts(s):
     return out
 
 
-def checks_pages(port, mnt, lu_path):
+def checks_pages(port, mport, mnt, lu_path):
     s = raw_session(port)
     st, data, _, _ = s.scsi(bytes([0x12, 1, 0xb2, 0, 255, 0]), read_len=255)
     R.check('vpd-b2', st == 0 and data[4] == 11 and data[7] == THRESHOLD and
@@ -169,6 +172,21 @@ def checks_pages(port, mnt, lu_path):
             'holds %d MiB' % (got, avail, used))
     s.logout()
     s.close()
+    with urllib.request.urlopen('http://127.0.0.1:%d/metrics' % mport, timeout=10) as r:
+        body = r.read().decode()
+    vals = {}
+    for line in body.splitlines():
+        for name in ('ix_lun_space_total_bytes', 'ix_lun_space_available_bytes',
+                     'ix_lun_space_used_bytes', 'ix_lun_thin_threshold_reached'):
+            if line.startswith('%s{target="%s",lun="0"} ' % (name, IQN)):
+                vals[name] = int(line.split()[-1])
+    sv = os.statvfs(mnt)
+    want = {'ix_lun_space_total_bytes': sv.f_blocks * sv.f_frsize,
+            'ix_lun_space_available_bytes': sv.f_bavail * sv.f_frsize,
+            'ix_lun_space_used_bytes': os.stat(lu_path).st_blocks * 512,
+            'ix_lun_thin_threshold_reached': int(fs_used_pct(mnt) >= THRESHOLD)}
+    R.check('metrics', len(vals) == 4 and all(abs(vals[k] - want[k]) <= MiB for k in want),
+            'Prometheus %s; the file system says %s' % (vals, want))
 
 
 def run(mnt):
@@ -176,7 +194,8 @@ def run(mnt):
     lu_path = os.path.join(mnt, 'lu.img')
     with open(filler, 'wb') as f:
         f.write(b'\xf1' * FILLER_MIB * MiB)
-    cfg = {'global': {'threads': 2},
+    mport = ixtest.free_port()
+    cfg = {'global': {'threads': 2, 'metrics_listen': '127.0.0.1:%d' % mport},
            'targets': [{'name': IQN, 'luns': [
                {'lun': 0, 'backend': 'file', 'path': lu_path, 'size': '%dM' % LU_MIB,
                 'thin': True, 'thin_threshold': THRESHOLD}]}]}
@@ -244,7 +263,7 @@ def run(mnt):
                 'again (%d in all)' % ('seen' if ok else 'not seen', w.soft))
         R.check('no-other-errors', not w.other, '; '.join(w.other[:5]))
         li.close()
-        checks_pages(d.port, mnt, lu_path)
+        checks_pages(d.port, mport, mnt, lu_path)
     except Exception:
         traceback.print_exc()
         R.report('FAIL', 'exception', traceback.format_exc().strip().splitlines()[-1])
