@@ -131,7 +131,13 @@ struct rbd_priv {
 	atomic_bool fenced;
 	atomic_uint inflight; /* requests between io_enter and librbd's answer */
 	struct rbd_retry r;
+	/* How full the pool is (bs_ops.space): the last sample, taken on the helper thread at
+	 * most every RBD_SPACE_MS; sp_busy while a sample is queued or running (close waits). */
+	_Atomic uint64_t sp_total, sp_avail, sp_when_ms;
+	atomic_bool sp_busy;
 };
+
+#define RBD_SPACE_MS 10000 /* how often the pool's space is asked for at most */
 
 static inline uint64_t bs_rbd_now_ms(void)
 {

@@ -7,7 +7,10 @@ librados holds a write to a full pool until there is space; ix opens its images 
 FULL_TRY (docs/configuration.md, "When the store is full"), so the OSD answers such a write at
 once with EDQUOT (quota) or ENOSPC (full cluster), which the initiator sees as DATA PROTECT,
 SPACE ALLOCATION FAILED WRITE PROTECT (07/27/07). Through libiscsi (tests/lib/ixlibiscsi.py):
-  1. `ceph osd pool set-quota rbd max_bytes 24M`; 1 MiB WRITE(16)s until the monitor flags
+  1. `ceph osd pool set-quota rbd max_bytes 24M` ("thin_threshold": 50): writes past half of
+     it, then the soft threshold's unit attention (6/38/07) within 30 s (the backend asks
+     the cluster every 10 s) and the Prometheus gauges (the store's size is the quota); then
+     1 MiB WRITE(16)s until the monitor flags
      the pool full_quota (Ceph's own reaction, polled for at most 60 s), then a write: 07/27/07
      within the documented bound (osd_op_timeout_s, 10 s here), never a hang;
   2. the LU still serves reads (what was written reads back);
@@ -24,6 +27,7 @@ import os
 import struct
 import sys
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
@@ -42,6 +46,9 @@ QUOTA_MIB = 24
 OSD_TIMEOUT_S = 10      # rbd.osd_op_timeout_s: the documented bound of any write
 FLAG_WAIT_S = 60        # how long Ceph may take to flag the pool (its stats period)
 FULL = (7, 0x27, 0x07)
+SOFT = (6, 0x38, 0x07)
+THRESHOLD = 50
+SOFT_WAIT_S = 30        # 2 x the backend's sampling period of a pool (10 s) and the stats lag
 report = ixtest.Reporter('rbd_full')
 
 
@@ -61,10 +68,39 @@ def pool_flags(cl, pool='rbd'):
     return set()
 
 
+SEEN = {'soft': 0}
+
+
 def timed_write(li, i):
-    t0 = time.monotonic()
-    st, sense, err = li.write(i * (MiB // BS), chunk(i))
+    """A write; the soft threshold's unit attention is counted and the write retried."""
+    for _ in range(3):
+        t0 = time.monotonic()
+        st, sense, err = li.write(i * (MiB // BS), chunk(i))
+        if sense != SOFT:
+            break
+        SEEN['soft'] += 1
     return st, sense, err, time.monotonic() - t0
+
+
+def wait_soft(li):
+    end = time.monotonic() + SOFT_WAIT_S
+    while time.monotonic() < end:
+        st, sense, err = li.tur()
+        if sense == SOFT:
+            SEEN['soft'] += 1
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def metrics(mport):
+    with urllib.request.urlopen('http://%s:%d/metrics' % (HOST, mport), timeout=10) as r:
+        body = r.read().decode()
+    vals = {}
+    for line in body.splitlines():
+        if line.startswith('ix_lun_') and ('{target="%s",lun="0"}' % IQN) in line:
+            vals[line.split('{')[0]] = int(line.split()[-1])
+    return vals
 
 
 def until_flag(cl, li, flag, start):
@@ -110,15 +146,29 @@ def write_again(cl, li, i, flag, what):
 def scenario(cl, tmp):
     import ixlibiscsi
     cl.create_image('full', '%dM' % IMAGE_MIB)
-    port = ixtest.free_port()
-    path = ixceph.write_config(os.path.join(tmp, 'rbd_full.json'), IQN, port,
-                               [ixceph.rbd_lun(0, 'full', cl.conf,
-                                               osd_op_timeout_s=OSD_TIMEOUT_S)], host=HOST)
+    port, mport = ixtest.free_port(), ixtest.free_port()
+    lun = ixceph.rbd_lun(0, 'full', cl.conf, osd_op_timeout_s=OSD_TIMEOUT_S)
+    lun['thin_threshold'] = THRESHOLD
+    path = ixceph.write_config(os.path.join(tmp, 'rbd_full.json'), IQN, port, [lun], host=HOST,
+                               glob={'metrics_listen': '%s:%d' % (HOST, mport)})
     d = ixtest.Daemon(path, 'rbd_full.ix-target.log', BUILD, OUT)
     try:
         li = ixlibiscsi.Libiscsi(port, IQN, INITIATOR)
         cl.tool('ceph', 'osd', 'pool', 'set-quota', 'rbd', 'max_bytes', str(QUOTA_MIB * MiB))
-        i, failed = until_flag(cl, li, 'full_quota', 0)
+        # past the soft threshold (half the quota), then the unit attention, once
+        n = QUOTA_MIB * (THRESHOLD + 15) // 100
+        for k in range(n):
+            timed_write(li, k)
+        ok = wait_soft(li)
+        check('soft-threshold-ua', ok and SEEN['soft'] == 1,
+              '6/38/07 %s within %d s of %d MiB written to a pool with a %d MiB quota '
+              '(%d in all)' % ('seen' if ok else 'not seen', SOFT_WAIT_S, n, QUOTA_MIB,
+                               SEEN['soft']))
+        m = metrics(mport)
+        check('metrics', m.get('ix_lun_space_total_bytes') == QUOTA_MIB * MiB and
+              m.get('ix_lun_thin_threshold_reached') == 1 and
+              'ix_lun_space_used_bytes' not in m, 'Prometheus %s' % m)
+        i, failed = until_flag(cl, li, 'full_quota', n)
         flagged = 'full_quota' in pool_flags(cl)
         check('quota-flagged', flagged or failed is not None,
               'pool flags after %d MiB: %s; first failed write: %s' %
@@ -127,6 +177,8 @@ def scenario(cl, tmp):
             st, sense, err, took = failed
             check('quota-first-failure', sense == FULL and took < OSD_TIMEOUT_S,
                   'status %d sense %s in %.2f s' % (st, sense, took))
+        check('soft-threshold-once', SEEN['soft'] == 1,
+              '6/38/07 seen %d times up to the quota' % SEEN['soft'])
         bounded_full(li, i, 'quota')
         st, sense, err = li.read(0, 8 * BS)
         check('quota-reads', st == 0, 'READ(16) status %d %s' % (st, err))
