@@ -17,13 +17,17 @@ itself) in 1 MiB WRITE(16)s:
     half through libiscsi, makes the failed write succeed again;
   - the UNMAP took the store below the threshold, which re-arms it: filling past it again
     gives a second 6/38/07;
+  - a reload (SIGHUP) raising thin_threshold above the use re-arms it without a unit
+    attention; one lowering it again gives 6/38/07 at once;
   - the Logical Block Provisioning log page (LOG SENSE 0x0C) and VPD 0xB2 (raw client) show
     the counts the file system has, in 1 MiB threshold sets, and the threshold; the
     Prometheus endpoint the same bytes (ix_lun_space_*_bytes, ix_lun_thin_threshold_reached).
 Needs root (mount); skips (77) with the reason otherwise. The tmpfs is unmounted at the end.
 """
 
+import json
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -189,6 +193,26 @@ def checks_pages(port, mport, mnt, lu_path):
             'Prometheus %s; the file system says %s' % (vals, want))
 
 
+def reload_threshold(d, li, w):
+    """SIGHUP with thin_threshold changed: above the store's use it is re-armed (no unit
+    attention), back below it the unit attention comes at once."""
+    for pct, want in ((95, None), (THRESHOLD, SOFT)):
+        d.cfg['targets'][0]['luns'][0]['thin_threshold'] = pct
+        with open(d.cfg_path, 'w') as f:
+            json.dump(d.cfg, f)
+        line = 'LUN 0: thin_threshold %d%%' % pct
+        os.kill(d.pid, signal.SIGHUP)
+        end = time.monotonic() + 10
+        while line not in d.log_text() and time.monotonic() < end:
+            time.sleep(0.1)
+        st, sense, err = li.tur()
+        if sense == SOFT:
+            w.soft += 1
+        R.check('reload-%d' % pct, line in d.log_text() and sense == want,
+                'log %s "%s"; then TEST UNIT READY status %d sense %s (want %s)' %
+                ('has' if line in d.log_text() else 'lacks', line, st, sense, want))
+
+
 def run(mnt):
     filler = os.path.join(mnt, 'filler')
     lu_path = os.path.join(mnt, 'lu.img')
@@ -261,6 +285,7 @@ def run(mnt):
         R.check('re-armed', ok and w.soft == soft + 1,
                 'a second 6/38/07 %s after the store went below the threshold and past it '
                 'again (%d in all)' % ('seen' if ok else 'not seen', w.soft))
+        reload_threshold(d, li, w)
         R.check('no-other-errors', not w.other, '; '.join(w.other[:5]))
         li.close()
         checks_pages(d.port, mport, mnt, lu_path)
