@@ -264,13 +264,16 @@ static int helper_start(struct bs_rbd_ctx *bx)
 	return 0;
 }
 
-static int helper_post(struct bs_rbd_ctx *bx, void (*fn)(void *arg), void *arg)
+/* Queue a job; -EBUSY when more than room jobs are queued (background work leaves half of
+ * the queue to the commands). */
+static int helper_post_room(struct bs_rbd_ctx *bx, void (*fn)(void *arg), void *arg,
+			    unsigned room)
 {
 	int rc;
 
 	pthread_mutex_lock(&bx->helper.lock);
 	rc = helper_start(bx);
-	if (rc == 0 && bx->helper.n == RBD_HELPER_QUEUE)
+	if (rc == 0 && bx->helper.n >= room)
 		rc = -EBUSY;
 	if (rc == 0) {
 		bx->helper.q[(bx->helper.head + bx->helper.n) % RBD_HELPER_QUEUE] =
@@ -280,6 +283,11 @@ static int helper_post(struct bs_rbd_ctx *bx, void (*fn)(void *arg), void *arg)
 	}
 	pthread_mutex_unlock(&bx->helper.lock);
 	return rc;
+}
+
+static int helper_post(struct bs_rbd_ctx *bx, void (*fn)(void *arg), void *arg)
+{
+	return helper_post_room(bx, fn, arg, RBD_HELPER_QUEUE);
 }
 
 /* ---- opening the image ---- */
@@ -576,7 +584,7 @@ static int rbd_space(struct bs_dev *dev, struct bs_space *out)
 		return -EAGAIN;
 	if (bs_rbd_now_ms() - atomic_load(&p->sp_when_ms) >= RBD_SPACE_MS &&
 	    atomic_compare_exchange_strong(&p->sp_busy, &idle, true) &&
-	    helper_post(p->ctx, space_job, p) < 0)
+	    helper_post_room(p->ctx, space_job, p, RBD_HELPER_QUEUE / 2) < 0)
 		atomic_store(&p->sp_busy, false);
 	out->total = atomic_load(&p->sp_total);
 	out->avail = atomic_load(&p->sp_avail);
