@@ -21,7 +21,8 @@ itself) in 1 MiB WRITE(16)s:
     attention; one lowering it again gives 6/38/07 at once;
   - the Logical Block Provisioning log page (LOG SENSE 0x0C) and VPD 0xB2 (raw client) show
     the counts the file system has, in 1 MiB threshold sets, and the threshold; the
-    Prometheus endpoint the same bytes (ix_lun_space_*_bytes, ix_lun_thin_threshold_reached).
+    Prometheus endpoint the same bytes (ix_lun_space_*_bytes, ix_lun_thin_threshold_reached),
+    and `ix-ctl stats` its row of the store's space.
 Needs root (mount); skips (77) with the reason otherwise. The tmpfs is unmounted at the end.
 """
 
@@ -156,7 +157,7 @@ def log_counts(s):
     return out
 
 
-def checks_pages(port, mport, mnt, lu_path):
+def checks_pages(port, mport, sock, mnt, lu_path):
     s = raw_session(port)
     st, data, _, _ = s.scsi(bytes([0x12, 1, 0xb2, 0, 255, 0]), read_len=255)
     R.check('vpd-b2', st == 0 and data[4] == 11 and data[7] == THRESHOLD and
@@ -191,6 +192,16 @@ def checks_pages(port, mport, mnt, lu_path):
             'ix_lun_thin_threshold_reached': int(fs_used_pct(mnt) >= THRESHOLD)}
     R.check('metrics', len(vals) == 4 and all(abs(vals[k] - want[k]) <= MiB for k in want),
             'Prometheus %s; the file system says %s' % (vals, want))
+    p = subprocess.run([os.path.join(os.environ.get('IX_BUILD', os.path.join(HERE, '..', '..',
+                                                                          'build')),
+                                     'tools', 'ix-ctl'), '-s', sock, 'stats'],
+                       capture_output=True, text=True, timeout=30)
+    row = [ln.split() for ln in p.stdout.splitlines() if ln.startswith(IQN + ' ')]
+    row = row[-1] if row else []
+    R.check('ix-ctl-stats', p.returncode == 0 and len(row) == 7 and
+            abs(float(row[2]) - FS_MIB) < 0.1 and row[5] == '%d%%' % THRESHOLD and
+            row[6] == ('yes' if fs_used_pct(mnt) >= THRESHOLD else 'no'),
+            'exit %d, space row %s' % (p.returncode, row))
 
 
 def reload_threshold(d, li, w):
@@ -219,7 +230,9 @@ def run(mnt):
     with open(filler, 'wb') as f:
         f.write(b'\xf1' * FILLER_MIB * MiB)
     mport = ixtest.free_port()
-    cfg = {'global': {'threads': 2, 'metrics_listen': '127.0.0.1:%d' % mport},
+    sock = os.path.join(mnt, 'ix.sock')
+    cfg = {'global': {'threads': 2, 'metrics_listen': '127.0.0.1:%d' % mport,
+                      'mgmt_socket': sock},
            'targets': [{'name': IQN, 'luns': [
                {'lun': 0, 'backend': 'file', 'path': lu_path, 'size': '%dM' % LU_MIB,
                 'thin': True, 'thin_threshold': THRESHOLD}]}]}
@@ -288,7 +301,7 @@ def run(mnt):
         reload_threshold(d, li, w)
         R.check('no-other-errors', not w.other, '; '.join(w.other[:5]))
         li.close()
-        checks_pages(d.port, mport, mnt, lu_path)
+        checks_pages(d.port, mport, sock, mnt, lu_path)
     except Exception:
         traceback.print_exc()
         R.report('FAIL', 'exception', traceback.format_exc().strip().splitlines()[-1])
