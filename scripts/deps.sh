@@ -62,6 +62,8 @@ for opt in "$@"; do
 			# come with multipath-tools), sg_rtpg/sg_raw/sg_stpg to look at and drive ALUA per
 			# path
 			multipath-tools dmsetup sg3-utils
+			# tests/rdma/tests/isns.sh: isnsd and isnsadm in the guest, for iscsiadm -t isns
+			open-isns-server open-isns-utils
 		)
 		;;
 	--ceph)

@@ -44,10 +44,15 @@ static void usage(FILE *f)
 		"  target create NAME [--alias TEXT] [--portal NAME]...\n"
 		"  target delete NAME\n"
 		"  target set NAME alias=TEXT max_sessions=N chap_required=on|off (or =default)\n"
-		"  lun create TARGET LUN (--ram SIZE | --file PATH [--size SIZE] | --block PATH)\n"
+		"  lun create TARGET LUN (--ram SIZE | --file PATH [--size SIZE] | --block PATH |\n"
+		"             --rbd POOL/[NAMESPACE/]IMAGE [--ceph-conf PATH] [--ceph-client ID]\n"
+		"             [--keyring PATH] [--exclusive-lock]) (an RBD image must exist:\n"
+		"             rbd create --size SIZE POOL/IMAGE)\n"
 		"             [--block-size 512|4096] [--readonly] [--thin] [--write-cache]\n"
 		"  lun delete TARGET LUN\n"
-		"  lun resize TARGET LUN SIZE           grow a file, block or RAM LUN online\n"
+		"  lun resize TARGET LUN SIZE [--force] grow a file, block, RAM or RBD LUN online\n"
+		"                                       (--force: shrink an RBD LUN, DANGEROUS: the\n"
+		"                                       data past the new end is gone)\n"
 		"  lun offline|online TARGET LUN        take a LUN offline (NOT READY) or back\n"
 		"  lun status TARGET                    each LUN's state: online/offline and why, RBD lock\n"
 		"                                       and cluster connection (fenced, rejoining)\n"
@@ -671,6 +676,41 @@ static int cmd_lun_status(const char *target)
 	return 0;
 }
 
+/* --rbd POOL/IMAGE or POOL/NAMESPACE/IMAGE into rbd's pool, namespace and image; -1 when it is
+ * neither (the daemon checks the names themselves). */
+static int rbd_spec(const char *s, json_t *rbd)
+{
+	const char *a = strchr(s, '/'), *b = a ? strchr(a + 1, '/') : NULL;
+
+	if (!a || a == s || !a[1] || (b && (b == a + 1 || !b[1] || strchr(b + 1, '/'))))
+		return -1;
+	json_object_set_new(rbd, "pool", json_stringn(s, (size_t)(a - s)));
+	if (b) {
+		json_object_set_new(rbd, "namespace", json_stringn(a + 1, (size_t)(b - a - 1)));
+		json_object_set_new(rbd, "image", json_string(b + 1));
+	} else {
+		json_object_set_new(rbd, "image", json_string(a + 1));
+	}
+	return 0;
+}
+
+/* An option of the rbd section (--ceph-conf, --ceph-client, --keyring, --exclusive-lock), or
+ * NULL. */
+static const char *rbd_option(const char *o, bool *takes_value)
+{
+	static const char *const opts[][2] = {{"--ceph-conf", "conf"},
+					      {"--ceph-client", "client"},
+					      {"--keyring", "keyring"},
+					      {"--exclusive-lock", "exclusive_lock"}};
+
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+		if (strcmp(o, opts[i][0]) == 0) {
+			*takes_value = strcmp(opts[i][1], "exclusive_lock") != 0;
+			return opts[i][1];
+		}
+	return NULL;
+}
+
 static int cmd_lun(int argc, char **argv)
 {
 	long long n, v;
@@ -683,17 +723,28 @@ static int cmd_lun(int argc, char **argv)
 	if (argc >= 3 && strcmp(argv[0], "set") == 0)
 		return cmd_lun_set(argc, argv);
 	if (argc >= 3 && strcmp(argv[0], "create") == 0) {
-		json_t *l;
-		const char *backend = NULL;
+		json_t *l, *rbd = json_object();
+		const char *backend = NULL, *rk;
+		bool rv;
 
 		if (parse_int(argv[2], 0, 255, &n) < 0)
-			return die_usage("bad LUN number '%s' (0-255)", argv[2]);
+			return json_decref(rbd), die_usage("bad LUN number '%s' (0-255)", argv[2]);
 		l = json_pack("{s:I}", "lun", (json_int_t)n);
+		json_object_set_new(l, "rbd", rbd); /* removed below unless used */
 		for (int i = 3; i < argc; i++) {
 			const char *o = argv[i];
 			bool has = i + 1 < argc;
 
-			if (strcmp(o, "--ram") == 0 && has) {
+			if (strcmp(o, "--rbd") == 0 && has) {
+				backend = "rbd";
+				if (rbd_spec(argv[++i], rbd) < 0) {
+					json_decref(l);
+					return die_usage("--rbd POOL/IMAGE or POOL/NAMESPACE/IMAGE, not "
+							 "'%s'", argv[i]);
+				}
+			} else if ((rk = rbd_option(o, &rv)) && (has || !rv)) {
+				json_object_set_new(rbd, rk, rv ? json_string(argv[++i]) : json_true());
+			} else if (strcmp(o, "--ram") == 0 && has) {
 				backend = "ram";
 				json_object_set_new(l, "size", size_value(argv[++i]));
 			} else if ((strcmp(o, "--file") == 0 || strcmp(o, "--block") == 0) && has) {
@@ -718,9 +769,16 @@ static int cmd_lun(int argc, char **argv)
 		}
 		if (!backend) {
 			json_decref(l);
-			return die_usage("lun create: one of --ram SIZE, --file PATH, --block PATH%s",
-					 "");
+			return die_usage("lun create: one of --ram SIZE, --file PATH, --block PATH, "
+					 "--rbd POOL/IMAGE%s", "");
 		}
+		if (strcmp(backend, "rbd") && json_object_size(rbd)) {
+			json_decref(l);
+			return die_usage("lun create: --ceph-conf, --ceph-client, --keyring and "
+					 "--exclusive-lock go with --rbd%s", "");
+		}
+		if (strcmp(backend, "rbd"))
+			json_object_del(l, "rbd");
 		{ /* the order a person would write: lun, backend, then the rest */
 			json_t *o = json_pack("{s:I, s:s}", "lun", (json_int_t)n, "backend", backend);
 			json_object_update_missing(o, l);
@@ -730,13 +788,17 @@ static int cmd_lun(int argc, char **argv)
 		return run("iscsi_create_lun", json_pack("{s:s, s:o}", "target", argv[1], "lun", l),
 			   "LUN created");
 	}
-	if (argc == 4 && strcmp(argv[0], "resize") == 0) {
+	if ((argc == 4 || (argc == 5 && strcmp(argv[4], "--force") == 0)) &&
+	    strcmp(argv[0], "resize") == 0) {
+		json_t *p;
+
 		if (parse_int(argv[2], 0, 255, &n) < 0)
 			return die_usage("bad LUN number '%s' (0-255)", argv[2]);
-		return run("iscsi_resize_lun",
-			   json_pack("{s:s, s:I, s:o}", "target", argv[1], "lun", (json_int_t)n,
-				     "size", size_value(argv[3])),
-			   "LUN resized");
+		p = json_pack("{s:s, s:I, s:o}", "target", argv[1], "lun", (json_int_t)n, "size",
+			      size_value(argv[3]));
+		if (p && argc == 5)
+			json_object_set_new(p, "force", json_true());
+		return run("iscsi_resize_lun", p, "LUN resized");
 	}
 	if (argc == 3 && (strcmp(argv[0], "offline") == 0 || strcmp(argv[0], "online") == 0)) {
 		bool off = strcmp(argv[0], "offline") == 0;

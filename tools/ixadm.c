@@ -13,7 +13,7 @@
 static const char usage_text[] =
 	"usage: ixadm [--db DIR] -m MODE [options]\n"
 	"\n"
-	"  ixadm -m discovery -t st -p IP[:PORT] [-I tcp|iser|auto] [-o new|old|delete|nonpersistent]... [-l]\n"
+	"  ixadm -m discovery -t st|isns -p IP[:PORT] [-I tcp|iser|auto] [-o new|old|delete|nonpersistent]... [-l]\n"
 	"        [-n discovery.sendtargets.auth.KEY -v VALUE]...\n"
 	"  ixadm -m node                                   list the records\n"
 	"  ixadm -m node [-T IQN] [-p IP[:PORT]] -l | -u | -o show | -o delete\n"

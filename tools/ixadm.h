@@ -66,6 +66,7 @@ struct ax_portal {
 	char host[AX_HOST_MAX]; /* without IPv6 brackets */
 	uint16_t port;
 	int tpgt;               /* -1 unknown */
+	bool port_given;        /* the text named the port */
 };
 /* "host", "host:port", "[v6]:port", each optionally ",tpgt". 0 or -EINVAL. */
 int ax_portal_parse(const char *s, struct ax_portal *p);
@@ -249,10 +250,14 @@ void ax_status_str(const struct ix_scsi_cmd *cmd, char *buf, size_t len);
 
 /* ---------------------------------------------------------------- global options */
 
+#define AX_ISNS_PORT	   3205	 /* iSNS's port, when -p names none */
+#define AX_ISNS_TIMEOUT_MS 10000 /* the whole iSNS exchange */
+
 struct ax_opts {
 	const char *db;
 	const char *mode;          /* discovery, node, session, io, attach, detach */
 	const char *type;          /* -t */
+	bool isns;                 /* -t isns: -p names the iSNS server */
 	const char *portal_arg;    /* -p */
 	struct ax_portal portal;
 	bool have_portal;

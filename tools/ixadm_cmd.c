@@ -80,6 +80,12 @@ int ax_discover(struct ax_opts *o, struct ix_discovery **out, char *err, size_t 
 			 strerror(-r));
 		return AX_ERR_IDBM;
 	}
+	if (o->isns) {
+		char server[AX_HOST_MAX + 16];
+		ax_portal_str(&o->portal, server, sizeof(server));
+		r = ix_sync_discover_isns(server, initiator, AX_ISNS_TIMEOUT_MS, out, err, errlen);
+		return r ? ax_errno_exit(r) : AX_OK;
+	}
 	ix_session_opts_default(&so);
 	so.initiator_name = initiator;
 	ax_portal_str(&o->portal, portal, sizeof(portal));
@@ -97,7 +103,7 @@ int ax_discover(struct ax_opts *o, struct ix_discovery **out, char *err, size_t 
 	return r ? ax_errno_exit(r) : AX_OK;
 }
 
-/* The records a SendTargets answer describes (invalid names and addresses are reported and
+/* The records a SendTargets (or iSNS) answer describes (invalid names and addresses are reported and
  * skipped: they come from the wire). */
 static int disc_records(const struct ax_opts *o, const struct ix_discovery *d,
 			struct node_list *out)
@@ -127,7 +133,8 @@ static int disc_records(const struct ax_opts *o, const struct ix_discovery *d,
 			r.tpgt = t->naddrs ? p.tpgt : -1;
 			snprintf(r.disc_address, sizeof(r.disc_address), "%s", o->portal.host);
 			r.disc_port = o->portal.port;
-			snprintf(r.disc_type, sizeof(r.disc_type), "send_targets");
+			snprintf(r.disc_type, sizeof(r.disc_type), "%s",
+				 o->isns ? "isns" : "send_targets");
 			if (o->iface)
 				snprintf(r.transport, sizeof(r.transport), "%s", o->iface);
 			if ((size_t)out->n == cap) {
@@ -209,15 +216,23 @@ int ax_mode_discovery(struct ax_opts *o)
 	int rc, n;
 
 	if (!o->type) {
-		ax_err("-t sendtargets (st) is required");
+		ax_err("-t sendtargets (st) or -t isns is required");
 		return AX_ERR_INVAL;
 	}
-	if (strcmp(o->type, "st") && strcmp(o->type, "sendtargets")) {
-		ax_err("discovery type \"%s\" is not supported (sendtargets only)", o->type);
+	o->isns = strcmp(o->type, "isns") == 0;
+	if (!o->isns && strcmp(o->type, "st") && strcmp(o->type, "sendtargets")) {
+		ax_err("discovery type \"%s\" is not supported (sendtargets or isns)", o->type);
 		return AX_ERR_OP_NOT_SUPP;
 	}
 	if (!o->have_portal) {
-		ax_err("-p IP[:PORT] is required");
+		ax_err(o->isns ? "-p SERVER[:PORT] (the iSNS server) is required" :
+				 "-p IP[:PORT] is required");
+		return AX_ERR_INVAL;
+	}
+	if (o->isns && !o->portal.port_given)
+		o->portal.port = AX_ISNS_PORT;
+	if (o->isns && o->nnames) {
+		ax_err("discovery settings (-n) apply to sendtargets only");
 		return AX_ERR_INVAL;
 	}
 	if (o->iface && strcmp(o->iface, "tcp") && strcmp(o->iface, "iser") &&

@@ -33,7 +33,7 @@ struct node_key {
 
 static const char *const startup_ch[] = {"manual", "automatic", NULL};
 static const char *const transport_ch[] = {"tcp", "iser", "auto", NULL};
-static const char *const disc_ch[] = {"static", "send_targets", NULL};
+static const char *const disc_ch[] = {"static", "send_targets", "isns", NULL};
 static const char *const auth_ch[] = {"None", "CHAP", NULL};
 static const char *const digest_ch[] = {"None", "CRC32C", "CRC32C,None", "None,CRC32C", NULL};
 static const char *const yesno_ch[] = {"Yes", "No", NULL};

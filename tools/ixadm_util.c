@@ -122,6 +122,7 @@ int ax_portal_parse(const char *in, struct ax_portal *p)
 	strcpy(buf, in);
 	p->port = 3260;
 	p->tpgt = -1;
+	p->port_given = false;
 	comma = strrchr(buf, ',');
 	if (comma) {
 		*comma = 0;
@@ -148,6 +149,7 @@ int ax_portal_parse(const char *in, struct ax_portal *p)
 		if (ax_parse_num(port, 1, 65535, &v) < 0)
 			return -EINVAL;
 		p->port = (uint16_t)v;
+		p->port_given = true;
 	}
 	if (!ax_host_ok(host))
 		return -EINVAL;

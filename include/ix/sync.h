@@ -26,6 +26,15 @@ int ix_sync_discover(struct ix_ctx *ctx, const struct ix_session_opts *opts,
 		     struct ix_discovery **out, char *errmsg, size_t errlen);
 void ix_discovery_free(struct ix_discovery *d);
 
+/* iSNS discovery (RFC 4171): ask the iSNS server at server ("HOST", "HOST:PORT", "[IPv6]:PORT";
+ * port 3205 by default) which targets the initiator initiator_name may see, and the
+ * "address:port,tag" of each one's portal groups. The server's discovery domains decide what
+ * an initiator sees; an initiator the server does not know is registered for the query and
+ * deregistered after it. Blocks at most timeout_ms (no context: its own connection); *out as
+ * for ix_sync_discover. 0 or -errno (-EACCES: the server refused the source). */
+int ix_sync_discover_isns(const char *server, const char *initiator_name, int timeout_ms,
+			  struct ix_discovery **out, char *errmsg, size_t errlen);
+
 /* The context a session belongs to. */
 struct ix_ctx *ix_session_ctx(struct ix_session *s);
 

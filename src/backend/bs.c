@@ -83,6 +83,35 @@ int bs_dev_on_ready(struct bs_dev *dev, bs_ready_cb cb, void *arg)
 	return dev->ops->on_ready ? dev->ops->on_ready(dev, cb, arg) : 0;
 }
 
+int bs_dev_shrink(struct bs_dev *dev, uint64_t size, char *err, size_t errlen)
+{
+	int r;
+
+	if (!dev->ops->grow || !dev->ops->on_resize) {
+		snprintf(err, errlen, "a %s backend cannot shrink online", dev->ops->name);
+		return -EOPNOTSUPP;
+	}
+	if (dev->readonly) {
+		snprintf(err, errlen, "the LUN is read-only");
+		return -EROFS;
+	}
+	if (size == 0 || size % dev->block_size || size >= dev->size) {
+		snprintf(err, errlen, "%llu bytes: not a smaller multiple of the block size",
+			 (unsigned long long)size);
+		return -EINVAL;
+	}
+	r = dev->ops->grow(dev, size, err, errlen);
+	if (r == 0)
+		dev->size = size;
+	return r;
+}
+
+void bs_dev_on_resize(struct bs_dev *dev, bs_ready_cb cb, void *arg)
+{
+	if (dev->ops->on_resize)
+		dev->ops->on_resize(dev, cb, arg);
+}
+
 void bs_dev_close(struct bs_dev *dev)
 {
 	if (!dev)

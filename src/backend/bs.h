@@ -149,7 +149,8 @@ struct bs_ops {
 	bool (*compare_write_ok)(struct bs_dev *dev, uint64_t offset, uint64_t len);
 	/* Make the backing store hold at least size bytes (a regular file is extended, a block
 	 * device must already be that large; RAM maps more of its reservation). Main thread,
-	 * while I/O goes on. NULL: the backend cannot grow. -errno + message. */
+	 * while I/O goes on. NULL: the backend cannot grow. -errno + message. A backend with
+	 * on_resize (a store other clients resize too) also takes a smaller size (bs_dev_shrink). */
 	int (*grow)(struct bs_dev *dev, uint64_t size, char *err, size_t errlen);
 	/* Optional, for a backend whose open may finish later (RBD started offline): 0 when the
 	 * device serves now (cb is never called); 1 when it does not yet: cb(dev, arg) runs once,
@@ -159,6 +160,10 @@ struct bs_ops {
 	 * backend that must ask a cluster answers from its last sample); called off the data
 	 * path, on any thread, while I/O goes on. 0, -EAGAIN (nothing known yet), -errno. */
 	int (*space)(struct bs_dev *dev, struct bs_space *out);
+	/* Optional, for a backing store another client can resize (an RBD image): from now on,
+	 * each time it has, dev->size holds the new size (a multiple of block_size) before
+	 * cb(dev, arg) runs on a backend thread; never after close. */
+	void (*on_resize)(struct bs_dev *dev, bs_ready_cb cb, void *arg);
 };
 
 struct bs_dev {
@@ -186,10 +191,15 @@ void bs_dev_close(struct bs_dev *dev);
 /* Grow the device to size bytes (a multiple of the block size, larger than now): the backing
  * store first, then dev->size. -EOPNOTSUPP when the backend cannot. */
 int bs_dev_grow(struct bs_dev *dev, uint64_t size, char *err, size_t errlen);
+/* Shrink the device to size bytes (a multiple of the block size, smaller than now, > 0): the
+ * data past it is gone. Only a backend with on_resize (RBD); -EOPNOTSUPP otherwise. */
+int bs_dev_shrink(struct bs_dev *dev, uint64_t size, char *err, size_t errlen);
 /* See bs_ops.on_ready: 0 = serves now, 1 = cb comes once it does. */
 int bs_dev_on_ready(struct bs_dev *dev, bs_ready_cb cb, void *arg);
 /* See bs_ops.space: -EOPNOTSUPP when the backend cannot tell. */
 int bs_dev_space(struct bs_dev *dev, struct bs_space *out);
+/* See bs_ops.on_resize (nothing when the backend has none). */
+void bs_dev_on_resize(struct bs_dev *dev, bs_ready_cb cb, void *arg);
 
 static inline void bs_submit(struct bs_thread *t, struct bs_io *io)
 {

@@ -290,6 +290,126 @@ static int helper_post(struct bs_rbd_ctx *bx, void (*fn)(void *arg), void *arg)
 	return helper_post_room(bx, fn, arg, RBD_HELPER_QUEUE);
 }
 
+/* ---- the image's size: grown through the API, or by anyone (librbd's update watch) ----
+ *
+ * Every gateway of an image keeps an update watch on it: librbd calls rbd_watch_cb on one of
+ * its threads after the image's header changed (a resize through any client: `rbd resize`,
+ * another gateway, this one). The size is asked there (Ceph's own rbd-nbd does the same from
+ * its watch callback), published in dev->size with one atomic store, and the LU, told through
+ * resize_cb, moves its capacity (one atomic store, read by the data path with a plain load)
+ * and posts CAPACITY DATA HAS CHANGED. A shrink by someone else is followed too (the blocks
+ * past the new end are gone whatever the LU says), with a warning. */
+
+static bool io_enter(struct rbd_priv *p);
+static void io_leave(struct rbd_priv *p);
+
+static void rbd_size_check(struct bs_dev *dev)
+{
+	struct rbd_priv *p = dev->priv;
+	uint64_t size, was;
+	bs_ready_cb cb;
+	int rc = rbd_get_size(p->image, &size);
+
+	if (rc < 0) {
+		if (rc != -ESHUTDOWN) /* blocklisted: the fencing says so */
+			log_warn("rbd", "%s: the image changed, and its size cannot be read: %s",
+				 p->name, strerror(-rc));
+		return;
+	}
+	size -= size % p->cfg_block;
+	if (size < p->cfg_block) {
+		log_warn("rbd", "%s: the image shrank below one block: the LU keeps its capacity",
+			 p->name);
+		return;
+	}
+	was = atomic_exchange(&dev->size, size);
+	if (size == was)
+		return;
+	if (size < was)
+		log_warn("rbd", "%s: the image shrank from %llu to %llu bytes (by another client): "
+			 "the LU's capacity follows, the blocks past the new end are gone",
+			 p->name, (unsigned long long)was, (unsigned long long)size);
+	else
+		log_info("rbd", "%s: the image grew from %llu to %llu bytes", p->name,
+			 (unsigned long long)was, (unsigned long long)size);
+	cb = atomic_load_explicit(&p->resize_cb, memory_order_acquire);
+	if (cb)
+		cb(dev, atomic_load_explicit(&p->resize_arg, memory_order_acquire));
+}
+
+static void rbd_watch_cb(void *arg)
+{
+	rbd_size_check(arg);
+}
+
+/* The open image gets its update watch (a failure only loses the notices, said in the log). */
+static void rbd_watch_start(struct bs_dev *dev)
+{
+	struct rbd_priv *p = dev->priv;
+	int rc = rbd_update_watch(p->image, &p->watch_handle, rbd_watch_cb, dev);
+
+	p->watching = rc == 0;
+	if (rc < 0)
+		log_warn("rbd", "%s: rbd_update_watch: %s: a resize by another client will not be "
+			 "noticed", p->name, strerror(-rc));
+}
+
+/* Before the image closes: no callback runs after this returns (librbd waits for them). */
+static void rbd_watch_stop(struct rbd_priv *p)
+{
+	int rc;
+
+	if (!p->watching)
+		return;
+	p->watching = false;
+	if ((rc = rbd_update_unwatch(p->image, p->watch_handle)) < 0)
+		log_warn("rbd", "%s: rbd_update_unwatch: %s", p->name, strerror(-rc));
+}
+
+static int no_progress(uint64_t offset, uint64_t total, void *arg)
+{
+	(void)offset;
+	(void)total;
+	(void)arg;
+	return 0;
+}
+
+/* bs_ops.on_resize. */
+static void rbd_on_resize(struct bs_dev *dev, bs_ready_cb cb, void *arg)
+{
+	struct rbd_priv *p = dev->priv;
+
+	atomic_store_explicit(&p->resize_arg, arg, memory_order_release);
+	atomic_store_explicit(&p->resize_cb, cb, memory_order_release);
+}
+
+/* bs_ops.grow (iscsi_resize_lun, a reload with a larger size): rbd_resize, bounded by the OSD
+ * timeout; an image another gateway has grown that far already is left alone. A smaller size
+ * (bs_dev_shrink: iscsi_resize_lun with force) shrinks the image. Main thread. */
+static int rbd_grow(struct bs_dev *dev, uint64_t size, char *err, size_t errlen)
+{
+	struct rbd_priv *p = dev->priv;
+	uint64_t have = 0;
+	int rc;
+
+	if (!atomic_load_explicit(&p->online, memory_order_acquire) || !io_enter(p)) {
+		snprintf(err, errlen, "rbd %s: the image is not open here (%s)", p->name,
+			 atomic_load(&p->fenced) ? "fenced" : "not connected yet");
+		return -ENOTCONN;
+	}
+	rc = rbd_get_size(p->image, &have);
+	if (rc == 0 && (have < size || size < atomic_load(&dev->size)))
+		rc = rbd_resize2(p->image, size, size < have, no_progress, NULL);
+	io_leave(p);
+	if (rc < 0) {
+		snprintf(err, errlen, "rbd %s: rbd_resize to %llu bytes: %s", p->name,
+			 (unsigned long long)size, strerror(-rc));
+		return rc;
+	}
+	log_info("rbd", "%s: resized to %llu bytes", p->name, (unsigned long long)size);
+	return 0;
+}
+
 /* ---- opening the image ---- */
 
 static void cfg_free(struct bs_rbd_cfg *c)
@@ -357,7 +477,9 @@ static int image_open(struct bs_dev *dev, bool reopen, char *err, size_t errlen)
 		snprintf(err, errlen, "rbd %s: rbd_stat: %s", p->name, strerror(-rc));
 		goto fail_image;
 	}
-	if (reopen ? info.size < dev->size : p->cfg_size && p->cfg_size != info.size) {
+	/* a configured size is the least the image has: it may have grown since (rbd resize,
+	 * another gateway) */
+	if (reopen ? info.size < dev->size : p->cfg_size > info.size) {
 		snprintf(err, errlen, "rbd %s: the image has %llu bytes, %s %llu", p->name,
 			 (unsigned long long)info.size,
 			 reopen ? "the LU serves" : "the configuration says",
@@ -373,6 +495,9 @@ static int image_open(struct bs_dev *dev, bool reopen, char *err, size_t errlen)
 	p->obj_size = info.obj_size;
 	if (!reopen)
 		dev->size = info.size - info.size % p->cfg_block;
+	rbd_watch_start(dev);
+	if (reopen) /* grown while this gateway was fenced */
+		rbd_size_check(dev);
 	log_info("rbd", "%s: %llu bytes, %llu-byte objects%s, client.%llu", p->name,
 		 (unsigned long long)info.size, (unsigned long long)info.obj_size,
 		 c->exclusive_lock && !p->readonly ? ", managed exclusive lock" : "",
@@ -481,6 +606,7 @@ void bs_rbd_detach(struct rbd_priv *p)
 
 	if (!p->cl)
 		return;
+	rbd_watch_stop(p);
 	if (rbd_aio_create_completion(NULL, NULL, &c) < 0) {
 		rc = rbd_close(p->image);
 	} else if ((rc = rbd_aio_close(p->image, c)) < 0) {
@@ -518,9 +644,6 @@ void bs_rbd_attach_undo(struct rbd_priv *p)
 }
 
 /* ---- how full the pool is (bs_ops.space) ---- */
-
-static bool io_enter(struct rbd_priv *p);
-static void io_leave(struct rbd_priv *p);
 
 /* The pool's quota in bytes (0: none) from the monitor; 0 when it cannot be asked. */
 static uint64_t pool_quota(struct rbd_priv *p)
@@ -903,4 +1026,6 @@ const struct bs_ops bs_rbd_ops = {
     .compare_write_ok = rbd_compare_write_ok,
     .on_ready = bs_rbd_on_ready,
     .space = rbd_space,
+    .grow = rbd_grow,
+    .on_resize = rbd_on_resize,
 };

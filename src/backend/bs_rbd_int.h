@@ -135,6 +135,12 @@ struct rbd_priv {
 	 * most every RBD_SPACE_MS; sp_busy while a sample is queued or running (close waits). */
 	_Atomic uint64_t sp_total, sp_avail, sp_when_ms;
 	atomic_bool sp_busy;
+	/* librbd's update watch on the open image (bs_rbd.c, rbd_watch_*): a resize by anyone
+	 * reaches the LU through resize_cb */
+	uint64_t watch_handle;
+	bool watching;
+	_Atomic(bs_ready_cb) resize_cb;
+	void *_Atomic resize_arg;
 };
 
 #define RBD_SPACE_MS 10000 /* how often the pool's space is asked for at most */

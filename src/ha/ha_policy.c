@@ -5,6 +5,26 @@
 
 #include "ha/ha_own.h"
 #include "ha/ha_own_rec.h"
+#include "scsi/scsi.h"
+
+uint16_t ha_policy_owner_group(const struct scsi_alua_cfg *a, uint16_t port)
+{
+	const struct scsi_alua_group_cfg *own = NULL;
+
+	for (unsigned i = 0; i < a->ngroups && !own; i++)
+		for (unsigned j = 0; j < a->groups[i].nports; j++)
+			if (a->groups[i].local && a->groups[i].ports[j] == port) {
+				own = &a->groups[i];
+				break;
+			}
+	if (!own || own->state == SCSI_ALUA_ACTIVE_OPTIMIZED ||
+	    own->state == SCSI_ALUA_ACTIVE_NON_OPTIMIZED)
+		return 0;
+	for (unsigned i = 0; i < a->ngroups; i++)
+		if (!a->groups[i].local && a->groups[i].state == SCSI_ALUA_ACTIVE_OPTIMIZED)
+			return a->groups[i].id;
+	return 0;
+}
 
 bool ha_policy_may_hand_over(int ask, uint64_t idle_ms, uint32_t window_ms)
 {

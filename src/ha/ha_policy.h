@@ -72,4 +72,14 @@ enum ha_heal ha_policy_heal(int first_own);
  * gateway never takes the lock back by itself, only a take-over does. */
 int ha_policy_rejoin(int acquire_rc, int release_rc);
 
+struct scsi_alua_cfg;
+/* Login redirection to the owner (targets[].redirect.owners, docs/ha.md "Redirecting logins
+ * to the owner"): a normal session's login arriving at relative target port `port` of this
+ * gateway, with the target's running ALUA groups a (scsi_alua_get: on an RBD image with the
+ * lock, the states follow the lock's owner). The id of the group to send it to: the first
+ * active/optimized group that is not this gateway's; 0 (serve it here) when the port's own
+ * group is active (optimized or not), when the port is in no local group, or when no other
+ * gateway's group is active/optimized (nobody owns it: a login here may be what takes it). */
+uint16_t ha_policy_owner_group(const struct scsi_alua_cfg *a, uint16_t port);
+
 #endif

@@ -107,6 +107,9 @@ struct ix_session {
 	uint32_t login_itt;
 	char host[ADDR_HOST_MAX];       /* where the next attempt goes (redirects change it) */
 	uint16_t port;
+	char home_host[ADDR_HOST_MAX];  /* where recovery starts: the configured portal, or
+					   the last permanent redirection's (RFC 7143 11.13.5) */
+	uint16_t home_port;
 	int redirects;
 	uint32_t attempts;              /* failed attempts of the current login / recovery */
 	uint32_t recoveries;

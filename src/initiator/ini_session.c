@@ -504,10 +504,17 @@ void ini_login_rx(struct ix_session *s, const struct iscsi_hdr *h, uint8_t *data
 			attempt_failed(s, -EPROTO);
 			return;
 		}
-		log_info("initiator", "%s:%u redirects to %s", s->host, s->port,
+		log_info("initiator", "%s:%u redirects %s to %s", s->host, s->port,
+			 s->login->status == ISCSI_LOGIN_TARGET_MOVED_PERM ? "permanently"
+									   : "temporarily",
 			 s->login->redirect);
 		snprintf(s->host, sizeof(s->host), "%s", host);
 		s->port = port;
+		if (s->login->status == ISCSI_LOGIN_TARGET_MOVED_PERM) {
+			/* moved permanently: later logins of this session (recovery) go there */
+			snprintf(s->home_host, sizeof(s->home_host), "%s", host);
+			s->home_port = port;
+		}
 		drop_conn(s);
 		free_login(s);
 		ev_timer_stop(s->ctx->loop, &s->login_timer);
@@ -557,8 +564,10 @@ void ini_conn_lost(struct ix_session *s, int err, const char *why)
 	}
 	s->recovering = true;
 	s->attempts = 0;
-	/* a temporary redirection is forgotten: recovery starts at the configured portal */
-	addr_parse_portal(s->opts.portal, INI_DEF_PORT, s->host, sizeof(s->host), &s->port, NULL);
+	/* a temporary redirection is forgotten: recovery starts at the configured portal, or
+	   where a permanent one sent the session */
+	snprintf(s->host, sizeof(s->host), "%s", s->home_host);
+	s->port = s->home_port;
 	ev_timer_start(loop, &s->replace_timer, s->opts.replacement_timeout_ms);
 	s->state = INI_BACKOFF;
 	ev_timer_start(loop, &s->retry_timer, s->opts.retry_delay_ms);
@@ -635,7 +644,11 @@ int ix_session_login(struct ix_session *s, ix_session_cb cb, void *arg)
 	s->redirects = 0;
 	s->recovering = false;
 	s->error[0] = 0;
-	addr_parse_portal(s->opts.portal, INI_DEF_PORT, s->host, sizeof(s->host), &s->port, NULL);
+	if (!s->home_host[0])
+		addr_parse_portal(s->opts.portal, INI_DEF_PORT, s->home_host,
+				  sizeof(s->home_host), &s->home_port, NULL);
+	snprintf(s->host, sizeof(s->host), "%s", s->home_host);
+	s->port = s->home_port;
 	hold(s);
 	start_attempt(s);
 	release(s);

@@ -50,8 +50,10 @@ static const struct mgmt_param p_create_lun[] = {
 static const struct mgmt_param p_delete_lun[] = {TARGET(true), LUN(true), DRY_RUN, PEND};
 static const struct mgmt_param p_resize_lun[] = {
     TARGET(true), LUN(true),
-    {"size", MGMT_T_STRING, true, "the new size: bytes, or digits and K/M/G/T/P[iB]"}, DRY_RUN,
-    PEND};
+    {"size", MGMT_T_STRING, true, "the new size: bytes, or digits and K/M/G/T/P[iB]"},
+    {"force", MGMT_T_BOOLEAN, false,
+     "RBD: shrink (DANGEROUS: the data past the new end is gone for every gateway)"},
+    DRY_RUN, PEND};
 static const struct mgmt_param p_lun_offline[] = {
     TARGET(true), LUN(true),
     {"offline", MGMT_T_BOOLEAN, true, "true: take it offline, false: back online"}, DRY_RUN,
@@ -217,9 +219,11 @@ static json_t *call_one(struct ix_mgmt *m, json_t *req, const struct ix_mgmt_cal
 
 	if (!json_is_object(req))
 		return mgmt_error_response(NULL, -32600, "invalid request: not an object", NULL);
-	if (id && !json_is_string(id) && !json_is_integer(id) && !json_is_null(id))
-		return mgmt_error_response(NULL, -32600, "invalid request: id must be a string or an "
-						    "integer", NULL);
+	/* JSON-RPC 2.0: a string, a number or null (null and fractions are discouraged there,
+	 * not forbidden: they are answered, the id echoed) */
+	if (id && !json_is_string(id) && !json_is_number(id) && !json_is_null(id))
+		return mgmt_error_response(NULL, -32600, "invalid request: id must be a string, a "
+						    "number or null", NULL);
 	notification = id == NULL;
 	json_object_foreach(req, key, v)
 	{

@@ -155,6 +155,194 @@ long mgmt_find_by(json_t *a, const char *key, json_t *v)
 	return -1;
 }
 
+/* ---- errors at the request's path --------------------------------------------------------- */
+
+bool mgmt_remap_path(char *msg, size_t cap, const char *doc, const char *req)
+{
+	const char *colon = strstr(msg, ": ");
+	size_t dl = strlen(doc), pl;
+	char out[1024];
+
+	if (!colon || cap == 0)
+		return false;
+	pl = (size_t)(colon - msg);
+	for (size_t i = 0; i < pl; i++)
+		if (msg[i] == ' ')
+			return false; /* not a path */
+	if (dl) {
+		if (pl < dl || strncmp(msg, doc, dl) != 0 ||
+		    (msg[dl] != '.' && msg[dl] != '[' && msg[dl] != ':'))
+			return false;
+		snprintf(out, sizeof(out), "%s%.*s: %s (%.*s in the configuration)", req,
+			 (int)(pl - dl), msg + dl, colon + 2, (int)pl, msg);
+	} else {
+		snprintf(out, sizeof(out), "%s.%.*s: %s", req, (int)pl, msg, colon + 2);
+	}
+	snprintf(msg, cap, "%s", out);
+	return true;
+}
+
+/* ---- comparing by value ------------------------------------------------------------------- */
+
+bool mgmt_size_value(json_t *v, uint64_t *out)
+{
+	static const char units[] = "KMGTP";
+	const char *s = json_string_value(v), *p, *u;
+	uint64_t n = 0;
+	unsigned shift = 0;
+
+	if (json_is_integer(v)) {
+		if (json_integer_value(v) < 0)
+			return false;
+		*out = (uint64_t)json_integer_value(v);
+		return true;
+	}
+	if (!s || *s < '0' || *s > '9')
+		return false;
+	for (p = s; *p >= '0' && *p <= '9'; p++) {
+		if (n > (UINT64_MAX - 9) / 10)
+			return false;
+		n = n * 10 + (uint64_t)(*p - '0');
+	}
+	if (*p) {
+		char up = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+		if (!(u = strchr(units, up)))
+			return false;
+		shift = 10 * (unsigned)(u - units + 1);
+		p++;
+		if (p[0] == 'i' && p[1] == 'B')
+			p += 2;
+		if (*p)
+			return false;
+	}
+	if (shift && n > (UINT64_MAX >> shift))
+		return false;
+	*out = n << shift;
+	return true;
+}
+
+/* The configuration's keys whose values are sizes ("64M" and 67108864 are one value). */
+static bool size_key(const char *key)
+{
+	return key && (strcmp(key, "size") == 0 || strcmp(key, "sanitize_rate") == 0 ||
+		       strcmp(key, "max_connection_memory") == 0);
+}
+
+/* A member; null counts as absent (as the loader reads it). */
+static json_t *member(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	return json_is_null(v) ? NULL : v;
+}
+
+bool mgmt_same(json_t *a, json_t *b, const char *key)
+{
+	const char *k;
+	json_t *v;
+	uint64_t x, y;
+	size_t i;
+
+	if (json_is_null(a))
+		a = NULL;
+	if (json_is_null(b))
+		b = NULL;
+	if (!a || !b)
+		return a == b;
+	if (size_key(key) && mgmt_size_value(a, &x) && mgmt_size_value(b, &y))
+		return x == y;
+	if (json_is_object(a) && json_is_object(b)) {
+		json_object_foreach(a, k, v)
+		{
+			if (!mgmt_same(v, member(b, k), k))
+				return false;
+		}
+		json_object_foreach(b, k, v)
+		{
+			if (!member(a, k) && !json_is_null(v))
+				return false;
+		}
+		return true;
+	}
+	if (json_is_array(a) && json_is_array(b)) {
+		if (json_array_size(a) != json_array_size(b))
+			return false;
+		json_array_foreach(a, i, v)
+		{
+			if (!mgmt_same(v, json_array_get(b, i), key))
+				return false;
+		}
+		return true;
+	}
+	return json_equal(a, b);
+}
+
+/* The key that names the elements of the list want (the value of key): a target's LUNs by
+ * "lun", its ACLs by "initiator"; NULL for any other list (an ACL's LUN map is one setting,
+ * compared whole). */
+static const char *elem_key(const char *key, json_t *want)
+{
+	size_t i;
+	json_t *e;
+
+	if (!key || !json_is_array(want))
+		return NULL;
+	if (strcmp(key, "acls") == 0)
+		return "initiator";
+	if (strcmp(key, "luns") != 0)
+		return NULL;
+	json_array_foreach(want, i, e)
+	{
+		/* an ACL's map ({"lun", "target_lun"} or numbers), not LUN objects */
+		if (!json_is_object(e) || !json_object_get(e, "lun") ||
+		    json_object_get(e, "target_lun"))
+			return NULL;
+	}
+	return "lun";
+}
+
+static void path_add(char *path, size_t cap, const char *fmt, const char *s, long n)
+{
+	size_t len = strlen(path);
+
+	if (len < cap)
+		snprintf(path + len, cap - len, fmt, s ? s : "", n);
+}
+
+bool mgmt_covers(json_t *have, json_t *want, const char *key, char *path, size_t cap)
+{
+	size_t len = strlen(path), i;
+	const char *k;
+	json_t *v;
+
+	if (json_is_object(want) && json_is_object(have)) {
+		json_object_foreach(want, k, v)
+		{
+			path_add(path, cap, ".%s", k, 0);
+			if (!mgmt_covers(member(have, k), v, k, path, cap))
+				return false;
+			path[len] = '\0';
+		}
+		return true;
+	}
+	/* a list of named objects: each one named is there and covers what it names */
+	if (json_is_array(have) && elem_key(key, want)) {
+		const char *ek = elem_key(key, want);
+
+		json_array_foreach(want, i, v)
+		{
+			long j = mgmt_find_by(have, ek, json_object_get(v, ek));
+
+			path_add(path, cap, "[%s%ld]", NULL, (long)i);
+			if (j < 0 || !mgmt_covers(json_array_get(have, (size_t)j), v, key, path, cap))
+				return false;
+			path[len] = '\0';
+		}
+		return true;
+	}
+	return mgmt_same(have, want, key);
+}
+
 static void diff_list(json_t *out, json_t *olda, json_t *newa, const char *key, const char *type,
 		      const char *target);
 
@@ -187,7 +375,7 @@ static void diff_target(json_t *out, json_t *o, json_t *n)
 	json_object_foreach(n, key, v)
 	{
 		if (strcmp(key, "luns") && strcmp(key, "acls") &&
-		    !json_equal(v, json_object_get(o, key) ? json_object_get(o, key) : json_null()))
+		    !mgmt_same(v, json_object_get(o, key), key))
 			other = true;
 	}
 	json_object_foreach(o, key, v)
@@ -213,7 +401,7 @@ static void diff_list(json_t *out, json_t *olda, json_t *newa, const char *key, 
 			change(out, "add", type, target, json_object_get(e, key));
 		else if (strcmp(type, "target") == 0)
 			diff_target(out, json_array_get(olda, (size_t)j), e);
-		else if (!json_equal(e, json_array_get(olda, (size_t)j)))
+		else if (!mgmt_same(e, json_array_get(olda, (size_t)j), NULL))
 			change(out, "change", type, target, json_object_get(e, key));
 	}
 	json_array_foreach(olda, i, e)
@@ -239,12 +427,13 @@ static json_t *diff_docs(json_t *o, json_t *n)
 	json_object_foreach(n, key, v)
 	{
 		if (strcmp(key, "portals") && strcmp(key, "targets") &&
-		    !json_equal(v, json_object_get(o, key) ? json_object_get(o, key) : json_null()))
+		    !mgmt_same(v, json_object_get(o, key), key))
 			change(out, "change", key, NULL, NULL);
 	}
 	json_object_foreach(o, key, v)
 	{
-		if (strcmp(key, "portals") && strcmp(key, "targets") && !json_object_get(n, key))
+		if (strcmp(key, "portals") && strcmp(key, "targets") && !json_object_get(n, key) &&
+		    !json_is_null(v))
 			change(out, "change", key, NULL, NULL);
 	}
 	return out;
@@ -400,11 +589,26 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
+/* The directory path is in. */
+static void parent_dir(const char *path, char *dir, size_t cap)
+{
+	char *slash;
+
+	snprintf(dir, cap, "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash == dir)
+		dir[1] = '\0';
+	else if (slash)
+		*slash = '\0';
+	else
+		snprintf(dir, cap, ".");
+}
+
 /* The document to path, atomically: PATH.tmp written and fsynced, renamed over path, the
  * directory fsynced. Mode 0600: it holds CHAP secrets. */
 int mgmt_save_doc(json_t *doc, const char *path, char *err, size_t errlen)
 {
-	char tmp[4200], dir[4200], *slash;
+	char tmp[4200], dir[4200];
 	char *text = json_dumps(doc, JSON_INDENT(2));
 	int fd, r = 0, dfd;
 
@@ -417,9 +621,18 @@ int mgmt_save_doc(json_t *doc, const char *path, char *err, size_t errlen)
 	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
+		struct stat st;
+
 		r = -errno;
-		snprintf(err, errlen, "%s: %s", tmp, strerror(-r));
 		free(text);
+		parent_dir(path, dir, sizeof(dir));
+		if (r == -ENOENT && stat(dir, &st) < 0)
+			snprintf(err, errlen, "%s: the directory %s does not exist", path, dir);
+		else if (r == -ENOTDIR || (r == -ENOENT && !S_ISDIR(st.st_mode)))
+			snprintf(err, errlen, "%s: %s is not a directory", path, dir);
+		else
+			snprintf(err, errlen, "%s: cannot create its temporary copy %s: %s", path, tmp,
+				 strerror(-r));
 		return r;
 	}
 	if ((r = write_all(fd, text, strlen(text))) == 0 && (r = write_all(fd, "\n", 1)) == 0 &&
@@ -435,14 +648,7 @@ int mgmt_save_doc(json_t *doc, const char *path, char *err, size_t errlen)
 		unlink(tmp);
 		return r;
 	}
-	snprintf(dir, sizeof(dir), "%s", path);
-	slash = strrchr(dir, '/');
-	if (slash == dir)
-		dir[1] = '\0';
-	else if (slash)
-		*slash = '\0';
-	else
-		snprintf(dir, sizeof(dir), ".");
+	parent_dir(path, dir, sizeof(dir));
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd >= 0) {
 		if (fsync(dfd) < 0)

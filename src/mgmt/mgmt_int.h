@@ -21,8 +21,18 @@ struct merr {
 	json_t *data;
 };
 
+/* Where a part of the request lands in the document: an error the whole document's validation
+ * finds at doc (a JSON path prefix) is reported at req, the request's own path. */
+#define MGMT_MAX_MAP 8
+struct mgmt_pmap {
+	char doc[128];
+	char req[64];
+};
+
 struct call {
 	struct ix_mgmt *m;
+	struct mgmt_pmap map[MGMT_MAX_MAP];
+	int nmap;
 	json_t *params; /* an object (empty when absent) */
 	json_t *result;
 	struct merr *e;
@@ -60,6 +70,14 @@ int mgmt_normalize(json_t *doc);
 long mgmt_find_by(json_t *a, const char *key, json_t *v);
 int mgmt_apply_doc(struct ix_mgmt *m, json_t *newdoc, bool dry_run, bool strict_global, json_t **result, struct merr *e);
 int mgmt_save_doc(json_t *doc, const char *path, char *err, size_t errlen);
+/* A size as the configuration writes it (bytes, or digits and K/M/G/T/P[iB], powers of 1024). */
+bool mgmt_size_value(json_t *v, uint64_t *out);
+/* a and b (the values of key, NULL at the top) are the same setting: sizes by value, null as
+ * absent, objects and lists member by member. */
+bool mgmt_same(json_t *a, json_t *b, const char *key);
+/* Everything want names is so in have (lists of named objects: each element named is there and
+ * covered). False with path (a JSON path appended to what it holds) at the first difference. */
+bool mgmt_covers(json_t *have, json_t *want, const char *key, char *path, size_t cap);
 
 /* Parameters and changes to the document (mgmt_m_config.c). A missing required parameter or a
  * wrong type is -32602. */
@@ -69,6 +87,12 @@ int mgmt_p_bool(struct call *c, const char *key, bool *out);
 int mgmt_p_keys(struct call *c, const char *const *keys);
 json_t *mgmt_find_target(json_t *doc, const char *name);
 int mgmt_commit(struct call *c, json_t *newdoc);
+/* Record that params' req lands at the document path docfmt (printf). */
+void mgmt_map(struct call *c, const char *req, const char *docfmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* msg ("PATH: why") about the document path doc..., rewritten to name req... instead (and the
+ * document's path after it); false when msg is not about doc. doc "" matches every path. */
+bool mgmt_remap_path(char *msg, size_t cap, const char *doc, const char *req);
 json_t *mgmt_lun_status(struct ix_target *tgt, const char *target, json_t *lun);
 
 /* JSON-RPC answers (mgmt.c). */

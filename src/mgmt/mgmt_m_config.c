@@ -4,6 +4,7 @@
 #include "mgmt/metrics.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,15 +97,45 @@ json_t *mgmt_find_target(json_t *doc, const char *name)
 	return i < 0 ? NULL : json_array_get(t, (size_t)i);
 }
 
+void mgmt_map(struct call *c, const char *req, const char *docfmt, ...)
+{
+	va_list ap;
+
+	if (c->nmap >= MGMT_MAX_MAP)
+		return;
+	snprintf(c->map[c->nmap].req, sizeof(c->map[c->nmap].req), "%s", req);
+	va_start(ap, docfmt);
+	vsnprintf(c->map[c->nmap].doc, sizeof(c->map[c->nmap].doc), docfmt, ap);
+	va_end(ap);
+	c->nmap++;
+}
+
+/* Index of the target named name in doc's targets, or -1. */
+static long target_index(json_t *doc, const char *name)
+{
+	json_t *n = json_string(name);
+	long i = mgmt_find_by(json_object_get(doc, "targets"), "name", n);
+
+	json_decref(n);
+	return i;
+}
+
 int mgmt_commit(struct call *c, json_t *newdoc)
 {
 	bool dry_run;
+	int r;
 
 	if (mgmt_p_bool(c, "dry_run", &dry_run) < 0) {
 		json_decref(newdoc);
 		return -1;
 	}
-	return mgmt_apply_doc(c->m, newdoc, dry_run, true, &c->result, c->e);
+	r = mgmt_apply_doc(c->m, newdoc, dry_run, true, &c->result, c->e);
+	/* the whole document's validation names its own paths: name the request's where the
+	 * error is in what the request gave */
+	for (int i = 0; r < 0 && c->e->code == MGMT_ERR_INVALID_CONFIG && i < c->nmap; i++)
+		if (mgmt_remap_path(c->e->msg, sizeof(c->e->msg), c->map[i].doc, c->map[i].req))
+			break;
+	return r;
 }
 
 static json_t *unchanged(void)
@@ -112,37 +143,45 @@ static json_t *unchanged(void)
 	return json_pack("{s:b, s:[]}", "changed", 0, "changes");
 }
 
-/* Create obj in the array at doc[akey] (of the target named target, when set), keyed by key:
- * the same object again is success without change; another one under the same key is an
- * error. */
+/* Create obj (params.<pname>) in the array at doc[akey] (of the target named target, when set),
+ * keyed by key. What exists already under that key is success without change when it has every
+ * setting the request names (a provisioning script can be run again); a named setting with
+ * another value is an error naming it. */
 static int create_in(struct call *c, const char *target, const char *akey, const char *key,
-		     const char *type, json_t *obj)
+		     const char *type, const char *pname, json_t *obj)
 {
 	json_t *newdoc = json_deep_copy(c->m->doc), *parent = newdoc, *a;
-	long i;
+	char path[256];
+	long i, ti = -1;
 
 	if (!newdoc)
 		return mgmt_err_set(c->e, -32603, "out of memory");
-	if (target && !(parent = mgmt_find_target(newdoc, target))) {
+	if (target && (ti = target_index(newdoc, target)) < 0) {
 		json_decref(newdoc);
 		return mgmt_err_set(c->e, MGMT_ERR_NOT_FOUND, "no target named \"%s\"", target);
 	}
+	if (target)
+		parent = json_array_get(json_object_get(newdoc, "targets"), (size_t)ti);
 	if (!(a = doc_array(parent, akey))) {
 		json_decref(newdoc);
 		return mgmt_err_set(c->e, -32603, "out of memory");
 	}
 	i = mgmt_find_by(a, key, json_object_get(obj, key));
 	if (i >= 0) {
-		bool same = json_equal(json_array_get(a, (size_t)i), obj);
 		char *k = json_dumps(json_object_get(obj, key), JSON_ENCODE_ANY);
+		bool same;
+
+		snprintf(path, sizeof(path), "params.%s", pname);
+		same = mgmt_covers(json_array_get(a, (size_t)i), obj, NULL, path, sizeof(path));
 		json_decref(newdoc);
 		if (same) {
 			free(k);
 			c->result = unchanged();
 			return c->result ? 0 : mgmt_err_set(c->e, -32603, "out of memory");
 		}
-		mgmt_err_set(c->e, MGMT_ERR_EXISTS, "%s %s%s%s already exists with other settings", type,
-			 k ? k : "?", target ? " of target " : "", target ? target : "");
+		mgmt_err_set(c->e, MGMT_ERR_EXISTS,
+			     "%s: %s %s%s%s already exists with another value of this setting", path,
+			     type, k ? k : "?", target ? " of target " : "", target ? target : "");
 		free(k);
 		return -1;
 	}
@@ -150,6 +189,11 @@ static int create_in(struct call *c, const char *target, const char *akey, const
 		json_decref(newdoc);
 		return mgmt_err_set(c->e, -32603, "out of memory");
 	}
+	snprintf(path, sizeof(path), "params.%s", pname);
+	if (target)
+		mgmt_map(c, path, "targets[%ld].%s[%zu]", ti, akey, json_array_size(a) - 1);
+	else
+		mgmt_map(c, path, "%s[%zu]", akey, json_array_size(a) - 1);
 	return mgmt_commit(c, newdoc);
 }
 
@@ -234,7 +278,7 @@ static int create_top(struct call *c, const char *akey, const char *what)
 		return -1;
 	if (!json_is_string(json_object_get(o, "name")))
 		return mgmt_err_set(c->e, -32602, "params.%s.name: required (a string)", what);
-	return create_in(c, NULL, akey, "name", what, o);
+	return create_in(c, NULL, akey, "name", what, what, o);
 }
 
 /* iscsi_delete_portal / iscsi_delete_target: params.name of the top-level list akey. */
@@ -347,7 +391,7 @@ int mgmt_m_create_lun(struct call *c)
 		return -1;
 	if (!json_is_integer(json_object_get(l, "lun")))
 		return mgmt_err_set(c->e, -32602, "params.lun.lun: required (an integer)");
-	return create_in(c, target, "luns", "lun", "LUN", l);
+	return create_in(c, target, "luns", "lun", "LUN", "lun", l);
 }
 
 int mgmt_m_delete_lun(struct call *c)
@@ -374,7 +418,7 @@ int mgmt_m_create_acl(struct call *c)
 		return -1;
 	if (!json_is_string(json_object_get(a, "initiator")))
 		return mgmt_err_set(c->e, -32602, "params.acl.initiator: required (a string)");
-	return create_in(c, target, "acls", "initiator", "ACL", a);
+	return create_in(c, target, "acls", "initiator", "ACL", "acl", a);
 }
 
 int mgmt_m_delete_acl(struct call *c)
@@ -415,6 +459,7 @@ int mgmt_m_set_acl_luns(struct call *c)
 		return mgmt_err_set(c->e, MGMT_ERR_NOT_FOUND, "no %s \"%s\"%s%s", t ? "ACL" : "target",
 				t ? ini : target, t ? " in target " : "", t ? target : "");
 	}
+	mgmt_map(c, "params.luns", "targets[%ld].acls[%ld].luns", target_index(newdoc, target), i);
 	if (json_is_null(l))
 		json_object_del(json_array_get(acls, (size_t)i), "luns");
 	else if (json_object_set(json_array_get(acls, (size_t)i), "luns", l) < 0) {
@@ -428,16 +473,19 @@ int mgmt_m_set_acl_luns(struct call *c)
  * value; null removes it (back to the default). */
 /* The keys names[] of obj (in newdoc) that params give: each one given replaces the value, null
  * removes it (back to the default); then commit. Takes newdoc. */
-static int set_keys(struct call *c, json_t *obj, json_t *newdoc, const char *const *names,
-		    const char *list)
+static int set_keys(struct call *c, json_t *obj, const char *docpath, json_t *newdoc,
+		    const char *const *names, const char *list)
 {
 	bool any = false;
+	char req[64];
 
 	for (int i = 0; names[i]; i++) {
 		json_t *v = json_object_get(c->params, names[i]);
 		if (!v)
 			continue;
 		any = true;
+		snprintf(req, sizeof(req), "params.%s", names[i]);
+		mgmt_map(c, req, "%s.%s", docpath, names[i]);
 		if (json_is_null(v))
 			json_object_del(obj, names[i]);
 		else if (json_object_set(obj, names[i], v) < 0) {
@@ -452,12 +500,12 @@ static int set_keys(struct call *c, json_t *obj, json_t *newdoc, const char *con
 	return mgmt_commit(c, newdoc);
 }
 
-static int set_auth(struct call *c, json_t *obj, json_t *newdoc)
+static int set_auth(struct call *c, json_t *obj, const char *docpath, json_t *newdoc)
 {
 	static const char *const auth[] = {"chap", "mutual_chap", "chap_required",
 					   "chap_algorithms", NULL};
 
-	return set_keys(c, obj, newdoc, auth, "chap, mutual_chap, chap_required, chap_algorithms");
+	return set_keys(c, obj, docpath, newdoc, auth, "chap, mutual_chap, chap_required, chap_algorithms");
 }
 
 /* Target settings that apply online (to logins from then on). */
@@ -468,6 +516,7 @@ int mgmt_m_set_target_options(struct call *c)
 	static const char *const opts[] = {"alias", "max_sessions", "chap_required", NULL};
 	const char *target;
 	json_t *newdoc, *t;
+	char docpath[64];
 
 	if (mgmt_p_keys(c, keys) < 0 || mgmt_p_str(c, "target", true, &target) < 0)
 		return -1;
@@ -477,11 +526,13 @@ int mgmt_m_set_target_options(struct call *c)
 		json_decref(newdoc);
 		return mgmt_err_set(c->e, MGMT_ERR_NOT_FOUND, "no target named \"%s\"", target);
 	}
-	return set_keys(c, t, newdoc, opts, "alias, max_sessions, chap_required");
+	snprintf(docpath, sizeof(docpath), "targets[%ld]", target_index(newdoc, target));
+	return set_keys(c, t, docpath, newdoc, opts, "alias, max_sessions, chap_required");
 }
 
-/* The object of LUN params.lun of target in doc, or NULL with the error set. */
-static json_t *lun_obj(struct call *c, json_t *doc, const char *target)
+/* The object of LUN params.lun of target in doc (its path in docpath), or NULL with the error
+ * set. */
+static json_t *lun_obj(struct call *c, json_t *doc, const char *target, char *docpath, size_t cap)
 {
 	json_t *lunv = json_object_get(c->params, "lun"), *t, *num;
 	long i;
@@ -500,6 +551,8 @@ static json_t *lun_obj(struct call *c, json_t *doc, const char *target)
 	if (i < 0)
 		mgmt_err_set(c->e, MGMT_ERR_NOT_FOUND, "no LUN %lld in target %s",
 			 (long long)json_integer_value(lunv), target);
+	else
+		snprintf(docpath, cap, "targets[%ld].luns[%ld]", target_index(doc, target), i);
 	return i < 0 ? NULL : json_array_get(json_object_get(t, "luns"), (size_t)i);
 }
 
@@ -525,16 +578,18 @@ int mgmt_m_set_lun_options(struct call *c)
 	static const char *const opts[] = {"write_cache", "readonly", NULL};
 	const char *target;
 	json_t *newdoc, *l;
+	char docpath[96];
 
 	if (mgmt_p_keys(c, keys) < 0 || mgmt_p_str(c, "target", true, &target) < 0)
 		return -1;
 	if (!(newdoc = json_deep_copy(c->m->doc)))
 		return mgmt_err_set(c->e, -32603, "out of memory");
-	if (!(l = lun_obj(c, newdoc, target)) || check_writable(c, target) < 0) {
+	if (!(l = lun_obj(c, newdoc, target, docpath, sizeof(docpath))) ||
+	    check_writable(c, target) < 0) {
 		json_decref(newdoc);
 		return -1;
 	}
-	return set_keys(c, l, newdoc, opts, "write_cache, readonly");
+	return set_keys(c, l, docpath, newdoc, opts, "write_cache, readonly");
 }
 
 int mgmt_m_set_target_auth(struct call *c)
@@ -544,6 +599,7 @@ int mgmt_m_set_target_auth(struct call *c)
 					   NULL};
 	const char *target;
 	json_t *newdoc, *t;
+	char docpath[64];
 
 	if (mgmt_p_keys(c, keys) < 0 || mgmt_p_str(c, "target", true, &target) < 0)
 		return -1;
@@ -553,7 +609,8 @@ int mgmt_m_set_target_auth(struct call *c)
 		json_decref(newdoc);
 		return mgmt_err_set(c->e, MGMT_ERR_NOT_FOUND, "no target named \"%s\"", target);
 	}
-	return set_auth(c, t, newdoc);
+	snprintf(docpath, sizeof(docpath), "targets[%ld]", target_index(newdoc, target));
+	return set_auth(c, t, docpath, newdoc);
 }
 
 int mgmt_m_set_discovery_auth(struct call *c)
@@ -580,7 +637,7 @@ int mgmt_m_set_discovery_auth(struct call *c)
 		json_decref(newdoc);
 		return mgmt_err_set(c->e, -32603, "out of memory");
 	}
-	return set_auth(c, d, newdoc);
+	return set_auth(c, d, "global.discovery", newdoc);
 }
 
 int mgmt_m_get_discovery_auth(struct call *c)
@@ -606,6 +663,7 @@ int mgmt_m_apply_config(struct call *c)
 		json_decref(newdoc);
 		return mgmt_err_set(c->e, -32603, "out of memory");
 	}
+	mgmt_map(c, "params.config", "%s", "");
 	return mgmt_commit(c, newdoc);
 }
 

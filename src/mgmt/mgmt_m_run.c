@@ -205,53 +205,54 @@ int mgmt_m_logout_session(struct call *c)
 	return 0;
 }
 
-/* A size value as the configuration writes it (bytes, or digits and K/M/G/T/P[iB]); false
- * when it is not one (the loader then says why). */
-static bool parse_size(json_t *v, uint64_t *out)
+/* iscsi_resize_lun with force, smaller, of a running RBD LUN: the new document (size set) is
+ * validated first, then the LU and its image shrink (every gateway of the image follows through
+ * librbd's update watch), then the document is committed (the reload finds the LU that size
+ * already). Takes newdoc. */
+static int shrink_lun(struct call *c, json_t *newdoc, const char *target, uint32_t lun,
+		      uint64_t want)
 {
-	const char *s = json_string_value(v), *p;
-	uint64_t n = 0;
-	int shift = 0;
+	json_t *check = json_deep_copy(newdoc), *res = NULL;
+	bool dry_run = json_is_true(json_object_get(c->params, "dry_run"));
+	char err[512];
+	int r;
 
-	if (json_is_integer(v) && json_integer_value(v) >= 0) {
-		*out = (uint64_t)json_integer_value(v);
-		return true;
+	if (!check || mgmt_apply_doc(c->m, check, true, true, &res, c->e) < 0) {
+		if (!check)
+			mgmt_err_set(c->e, -32603, "out of memory");
+		for (int i = 0; check && i < c->nmap; i++)
+			if (mgmt_remap_path(c->e->msg, sizeof(c->e->msg), c->map[i].doc,
+					    c->map[i].req))
+				break;
+		json_decref(newdoc);
+		return -1;
 	}
-	if (!s || !*s)
-		return false;
-	for (p = s; *p >= '0' && *p <= '9'; p++) {
-		if (n > (UINT64_MAX - 9) / 10)
-			return false;
-		n = n * 10 + (uint64_t)(*p - '0');
+	json_decref(res);
+	if (dry_run)
+		return mgmt_commit(c, newdoc);
+	r = ix_target_lun_shrink(c->m->tgt, target, lun, want, err, sizeof(err));
+	if (r < 0) {
+		json_decref(newdoc);
+		return mgmt_err_set(c->e, MGMT_ERR_APPLY, "LUN %u of %s: cannot shrink: %s", lun,
+				    target, err);
 	}
-	if (p == s)
-		return false;
-	switch (*p | 0x20) {
-	case 'k': shift = 10; break;
-	case 'm': shift = 20; break;
-	case 'g': shift = 30; break;
-	case 't': shift = 40; break;
-	case 'p': shift = 50; break;
-	default:
-		if (*p)
-			return false;
-	}
-	if (shift && n > (UINT64_MAX >> shift))
-		return false;
-	*out = n << shift;
-	return true;
+	log_warn("mgmt", "target %s LUN %u: shrunk to %llu bytes (force): the data past it is gone",
+		 target, lun, (unsigned long long)want);
+	return mgmt_commit(c, newdoc);
 }
 
 int mgmt_m_resize_lun(struct call *c)
 {
-	static const char *const keys[] = {"target", "lun", "size", "dry_run", NULL};
+	static const char *const keys[] = {"target", "lun", "size", "force", "dry_run", NULL};
 	json_t *lunv = json_object_get(c->params, "lun"), *size = json_object_get(c->params, "size");
 	json_t *newdoc, *t, *l, *luns, *num;
 	const char *target, *backend;
 	uint64_t want, have;
+	bool force;
 	long i;
 
-	if (mgmt_p_keys(c, keys) < 0 || mgmt_p_str(c, "target", true, &target) < 0)
+	if (mgmt_p_keys(c, keys) < 0 || mgmt_p_str(c, "target", true, &target) < 0 ||
+	    mgmt_p_bool(c, "force", &force) < 0)
 		return -1;
 	if (!json_is_integer(lunv))
 		return mgmt_err_set(c->e, -32602, "params.lun: required (an integer)");
@@ -274,11 +275,11 @@ int mgmt_m_resize_lun(struct call *c)
 	}
 	l = json_array_get(luns, (size_t)i);
 	backend = json_string_value(json_object_get(l, "backend"));
-	if (!backend ||
-	    (strcmp(backend, "file") && strcmp(backend, "block") && strcmp(backend, "ram"))) {
+	if (!backend || (strcmp(backend, "file") && strcmp(backend, "block") &&
+			 strcmp(backend, "ram") && strcmp(backend, "rbd"))) {
 		mgmt_err_set(c->e, MGMT_ERR_INVALID_CONFIG,
-			 "LUN %lld of %s: only file, block and RAM LUNs grow online (this one is "
-			 "%s)",
+			 "LUN %lld of %s: only file, block, RAM and RBD LUNs grow online (this one "
+			 "is %s)",
 			 (long long)json_integer_value(lunv), target, backend ? backend : "?");
 		json_decref(newdoc); /* backend pointed into it */
 		return -1;
@@ -288,17 +289,40 @@ int mgmt_m_resize_lun(struct call *c)
 		return mgmt_err_set(c->e, MGMT_ERR_INVALID_CONFIG, "LUN %lld of %s is read-only",
 				(long long)json_integer_value(lunv), target);
 	}
-	if (c->m->tgt && parse_size(size, &want) &&
+	if (c->m->tgt && mgmt_size_value(size, &want) &&
 	    ix_target_lun_bytes(c->m->tgt, target, (uint32_t)json_integer_value(lunv), &have) ==
 		0 &&
 	    want < have) {
+		bool rbd = strcmp(backend, "rbd") == 0;
+
+		if (force && rbd) {
+			json_object_set(l, "size", size);
+			mgmt_map(c, "params.size", "targets[%ld].luns[%ld].size",
+				 mgmt_find_by(json_object_get(newdoc, "targets"), "name",
+					      json_object_get(t, "name")), i);
+			return shrink_lun(c, newdoc, target, (uint32_t)json_integer_value(lunv),
+					  want);
+		}
 		json_decref(newdoc);
 		return mgmt_err_set(c->e, MGMT_ERR_INVALID_CONFIG,
 				"LUN %lld of %s: %llu bytes is smaller than its %llu: LUNs only grow "
-				"online", (long long)json_integer_value(lunv), target,
-				(unsigned long long)want, (unsigned long long)have);
+				"online%s", (long long)json_integer_value(lunv), target,
+				(unsigned long long)want, (unsigned long long)have,
+				rbd ? " (an RBD LUN shrinks with \"force\": true, losing the data "
+				      "past the new end)"
+				    : "");
+	}
+	if (mgmt_size_value(size, &want) &&
+	    mgmt_size_value(json_object_get(l, "size"), &have) && want == have) {
+		/* the same size, maybe in another notation: no change, nothing rewritten */
+		json_decref(newdoc);
+		c->result = json_pack("{s:b, s:[]}", "changed", 0, "changes");
+		return c->result ? 0 : mgmt_err_set(c->e, -32603, "out of memory");
 	}
 	json_object_set(l, "size", size);
+	mgmt_map(c, "params.size", "targets[%ld].luns[%ld].size",
+		 mgmt_find_by(json_object_get(newdoc, "targets"), "name",
+			      json_object_get(t, "name")), i);
 	return mgmt_commit(c, newdoc);
 }
 

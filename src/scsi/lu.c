@@ -69,6 +69,18 @@ static void lu_backend_ready(struct bs_dev *dev, void *arg)
 	scsi_ua_post_others(lu, NULL, 0x2a, 0x09);
 }
 
+/* A backend thread: the backing store changed size by itself (an RBD image resized by another
+ * client or gateway; dev->size is already the new one): the capacity follows, every nexus gets
+ * CAPACITY DATA HAS CHANGED, as after scsi_lu_grow. */
+static void lu_backend_resized(struct bs_dev *dev, void *arg)
+{
+	struct scsi_lu *lu = arg;
+	uint64_t n = atomic_load_explicit(&dev->size, memory_order_acquire) / lu->block_size;
+
+	if (atomic_exchange(&lu->nblocks, n) != n)
+		scsi_ua_post_others(lu, NULL, 0x2a, 0x09);
+}
+
 int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, size_t errlen)
 {
 	struct scsi_lu *lu;
@@ -150,6 +162,8 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 		atomic_fetch_or(&lu->mstate, SCSI_MS_NOT_READY);
 		if (bs_dev_on_ready(lu->dev, lu_backend_ready, lu) == 0)
 			atomic_fetch_and(&lu->mstate, (uint8_t)~SCSI_MS_NOT_READY);
+		bs_dev_on_resize(lu->dev, lu_backend_resized, lu);
+		lu_backend_resized(lu->dev, lu); /* a resize before the line above */
 		if (lu->ha && lu->ha->ops->lu_watch)
 			lu->ha->ops->lu_watch(lu, true);
 		(void)scsi_lu_space_poll(lu); /* the first sample, before the first command */
@@ -267,6 +281,30 @@ int scsi_lu_grow(struct scsi_lu *lu, uint64_t bytes, char *err, size_t errlen)
 		return r;
 	/* the backend takes I/O up to the new end before the first command may ask for it */
 	lu->nblocks = bytes / lu->block_size;
+	scsi_ua_post_others(lu, NULL, 0x2a, 0x09); /* CAPACITY DATA HAS CHANGED */
+	return 0;
+}
+
+int scsi_lu_shrink(struct scsi_lu *lu, uint64_t bytes, char *err, size_t errlen)
+{
+	uint64_t was;
+	int r;
+
+	if (!lu->dev) {
+		snprintf(err, errlen, "the LUN has no medium");
+		return -ENOMEDIUM;
+	}
+	if (bytes % lu->block_size || bytes == 0) {
+		snprintf(err, errlen, "%llu bytes: not a multiple of the block size",
+			 (unsigned long long)bytes);
+		return -EINVAL;
+	}
+	was = atomic_exchange(&lu->nblocks, bytes / lu->block_size);
+	r = bs_dev_shrink(lu->dev, bytes, err, errlen);
+	if (r < 0) {
+		lu->nblocks = was;
+		return r;
+	}
 	scsi_ua_post_others(lu, NULL, 0x2a, 0x09); /* CAPACITY DATA HAS CHANGED */
 	return 0;
 }

@@ -353,6 +353,10 @@ uint64_t scsi_lu_num_blocks(const struct scsi_lu *lu);
  * backend first (bs_dev_grow), then the capacity, then the unit attention CAPACITY DATA HAS
  * CHANGED (6/2A/09) for every I_T nexus that has used it. Main thread. -errno + message. */
 int scsi_lu_grow(struct scsi_lu *lu, uint64_t bytes, char *err, size_t errlen);
+/* Shrink the LU to bytes (an RBD LUN: iscsi_resize_lun with force): the capacity first (no new
+ * command reaches past it), then the backend (bs_dev_shrink; the capacity is restored if it
+ * fails), then CAPACITY DATA HAS CHANGED for every nexus. Main thread. -errno + message. */
+int scsi_lu_shrink(struct scsi_lu *lu, uint64_t bytes, char *err, size_t errlen);
 /* Take the LU offline (medium commands get NOT READY, OFFLINE 04/12; INQUIRY, REPORT LUNS and
  * the like still answer) or back online (every nexus that used it gets NOT READY TO READY
  * CHANGE, 6/28/00). Any thread. */

@@ -99,6 +99,16 @@ static uint16_t handle_keys(struct login_acceptor *la, uint8_t csg, struct text_
 	if (!la->first_seen) {
 		uint16_t st = first_request(la, kv, n);
 		la->first_seen = true;
+		if ((st >> 8) == 1) {
+			/* redirection: the new address goes in the response's text */
+			if (!la->grant.redirect ||
+			    text_out_add(out, "TargetAddress", la->grant.redirect) < 0)
+				return ix_fail(la, ISCSI_LOGIN_TARGET_ERROR,
+					       "redirection without a usable TargetAddress");
+			snprintf(la->error, sizeof(la->error), "target moved %s to %s",
+				 st == ISCSI_LOGIN_TARGET_MOVED_PERM ? "permanently" : "temporarily",
+				 la->grant.redirect);
+		}
 		if (st)
 			return st;
 		if (la->info.type == ISCSI_SESSION_NORMAL)
@@ -255,6 +265,10 @@ void login_acceptor_step(struct login_acceptor *la, const struct iscsi_hdr *h, u
 	text_out_init(&out, la->out_buf, sizeof(la->out_buf));
 	step->status = handle_keys(la, rq->csg, &out, &auth_done);
 	text_accum_reset(&la->accum);
+	if ((step->status >> 8) == 1) {
+		step->text = la->out_buf;
+		step->text_len = (uint32_t)out.len;
+	}
 	if (step->status)
 		return;
 	step->csg = rq->csg;

@@ -36,13 +36,15 @@ struct login_info {
 struct login_grant {
 	uint16_t tpgt;
 	const char *target_alias;       /* NULL = none */
+	const char *redirect;           /* with admit's 0x0101/0x0102: the TargetAddress */
 	struct auth_creds creds;
 	const struct neg_prefs *prefs;
 };
 
 struct login_policy {
 	/* Resolve names: return 0 and fill grant, or a login status (0x0203 unknown target,
-	   0x0202 not authorized, ...). */
+	   0x0202 not authorized, ...); a redirection (0x0101, 0x0102) sets grant->redirect,
+	   which the response carries as TargetAddress (RFC 7143 11.13.5). */
 	int (*admit)(void *ctx, const struct login_info *li, struct login_grant *grant);
 	void *ctx;
 };
@@ -70,7 +72,8 @@ void login_acceptor_clear(struct login_acceptor *la);
 
 /* Result of one Login Request. */
 struct login_step {
-	uint16_t status;                /* 0 or a login failure status: send it and close */
+	uint16_t status;                /* 0 or a login failure status: send it (with text, for
+					   a redirection) and close */
 	bool transit;                   /* response T bit */
 	bool cont;                      /* response C bit */
 	uint8_t csg, nsg;

@@ -52,6 +52,30 @@ struct cfg_acl {
 	size_t nluns;
 };
 
+/* Login redirection (RFC 7143 11.13.5; docs/configuration.md "Login redirection"): a
+ * normal session's first Login Request is answered 0x0101 (moved temporarily) or 0x0102
+ * (moved permanently) with TargetAddress=address, before authentication. */
+struct cfg_redirect_owner {
+	uint16_t group;               /* another gateway's ALUA group (targets[].alua) */
+	char *address;                /* its portal, normalized as cfg_redirect.address */
+};
+
+struct cfg_redirect {
+	char *address;                /* normalized "host:port" or "host:port,tpgt" ("[v6]:port"
+					 for IPv6); NULL = none (or only owners) */
+	char **addresses;             /* "addresses": several, taken in turn (round-robin),
+					 normalized as address; none = address alone */
+	size_t naddresses;
+	bool permanent;               /* 0x0102 rather than 0x0101; default false */
+	struct cfg_redirect_owner *owners; /* HA: while this gateway's group is not active, to
+					 the active/optimized group's portal (0x0101;
+					 ha_policy_owner_group, docs/ha.md) */
+	size_t nowners;
+	char **portals;               /* only logins arriving at these portals; none = every
+					 portal of the target */
+	size_t nportals;
+};
+
 struct cfg_target {
 	char *name;                   /* IQN */
 	char *alias;                  /* TargetAlias, optional */
@@ -69,6 +93,7 @@ struct cfg_target {
 	int nchap_algs;
 	uint32_t max_sessions;        /* sessions with this target at once, 0 = only the global
 					 limits; default 0 */
+	struct cfg_redirect redirect; /* "redirect": send logins elsewhere */
 	struct scsi_alua_cfg alua;    /* ALUA target port groups ("alua"); ngroups 0 = none.
 					 Local portals are resolved to their TPGTs (the relative
 					 target port ids) */
@@ -160,5 +185,9 @@ const struct cfg_portal *cfg_find_portal(const struct ix_config *cfg, const char
 const struct cfg_acl *cfg_find_acl(const struct cfg_target *t, const char *initiator);
 /* Is the target reachable through this portal? */
 bool cfg_target_on_portal(const struct cfg_target *t, const struct cfg_portal *p);
+/* The redirection a login to t arriving at portal p may get (a fixed address, or owners to
+ * look at), or NULL (none configured, or not on that portal). */
+const struct cfg_redirect *cfg_target_redirect(const struct cfg_target *t,
+					       const struct cfg_portal *p);
 
 #endif

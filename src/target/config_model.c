@@ -119,6 +119,16 @@ static void free_target(struct cfg_target *t)
 	free(t->acls);
 	free_chap(&t->chap);
 	free_chap(&t->mutual_chap);
+	free(t->redirect.address);
+	for (size_t i = 0; t->redirect.addresses && i < t->redirect.naddresses; i++)
+		free(t->redirect.addresses[i]);
+	free(t->redirect.addresses);
+	for (size_t i = 0; t->redirect.portals && i < t->redirect.nportals; i++)
+		free(t->redirect.portals[i]);
+	free(t->redirect.portals);
+	for (size_t i = 0; t->redirect.owners && i < t->redirect.nowners; i++)
+		free(t->redirect.owners[i].address);
+	free(t->redirect.owners);
 }
 
 void cfg_free(struct ix_config *cfg)
@@ -183,4 +193,19 @@ bool cfg_target_on_portal(const struct cfg_target *t, const struct cfg_portal *p
 		if (strcmp(t->portals[i], p->name) == 0)
 			return true;
 	return false;
+}
+
+const struct cfg_redirect *cfg_target_redirect(const struct cfg_target *t,
+					       const struct cfg_portal *p)
+{
+	const struct cfg_redirect *r = &t->redirect;
+
+	if (!r->address && !r->naddresses && !r->nowners)
+		return NULL;
+	if (r->nportals == 0)
+		return r;
+	for (size_t i = 0; i < r->nportals; i++)
+		if (strcmp(r->portals[i], p->name) == 0)
+			return r;
+	return NULL;
 }

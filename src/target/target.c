@@ -526,6 +526,7 @@ int tgt_node_new(struct ix_target *t, struct cfg_target *ct, struct tgt_node **o
 	if (!n)
 		return -ENOMEM;
 	atomic_init(&n->refs, 1);
+	atomic_init(&n->redirect_next, 0);
 	n->cfg = ct;
 	n->map = scsi_lun_map_new();
 	if (!n->map) {

@@ -56,13 +56,14 @@ struct ix_session_info {
 
 /* Login outcomes since start, counted by each worker on its own thread and summed when read.
  * refused[] is indexed by ix_login_reason_index(status). */
-#define IX_LOGIN_REASONS 16
+#define IX_LOGIN_REASONS 18
 struct ix_login_stats {
 	uint64_t accepted_normal, accepted_discovery;
 	uint64_t refused[IX_LOGIN_REASONS];
 	uint64_t timeouts; /* connections closed because the login did not complete in time */
 };
-/* 0x0200..0x020b -> 0..11, 0x0300..0x0302 -> 12..14, anything else -> 15. */
+/* 0x0200..0x020b -> 0..11, 0x0300..0x0302 -> 12..14, the redirections 0x0101 and 0x0102 ->
+ * 15 and 16, anything else -> 17. */
 int ix_login_reason_index(uint16_t status);
 /* "authentication_failed", ... for an index (RFC 7143 11.13.5 names, snake case). */
 const char *ix_login_reason_name(int idx);
@@ -82,6 +83,10 @@ int ix_target_session_end(struct ix_target *t, uint16_t tsih, bool drop, uint32_
 /* The capacity in bytes of a running LUN; -ENOENT when the target or LUN is not served, or it
  * has no medium. */
 int ix_target_lun_bytes(struct ix_target *t, const char *target, uint32_t lun, uint64_t *bytes);
+/* Shrink a running LUN to bytes (scsi_lu_shrink: RBD only; the data past it is gone). Main
+ * thread. -errno + message. */
+int ix_target_lun_shrink(struct ix_target *t, const char *target, uint32_t lun, uint64_t bytes,
+			 char *err, size_t errlen);
 /* Can a running LUN become writable online (scsi_lu_writable)? false also when it is not
  * served. */
 bool ix_target_lun_writable(struct ix_target *t, const char *target, uint32_t lun);

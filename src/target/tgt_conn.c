@@ -174,9 +174,10 @@ int tgt_send(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data, uint32_
 	return send_copy(tc, h, data, len, false);
 }
 
-int tgt_send_then_close(struct tgt_conn *tc, struct iscsi_hdr *h)
+int tgt_send_then_close(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data,
+			uint32_t len)
 {
-	return send_copy(tc, h, NULL, 0, true);
+	return send_copy(tc, h, data, len, true);
 }
 
 void tgt_send_reject(struct tgt_conn *tc, uint8_t reason, const uint8_t *bhs)

@@ -62,6 +62,8 @@ struct tgt_node {
 					   ix_target.lock; fixed once removed) */
 	struct scsi_lun_map *map;
 	atomic_int refs;
+	atomic_uint redirect_next;      /* redirect.addresses: the next one (round-robin over
+					   the logins of every worker) */
 	bool removed;                   /* under ix_target.lock */
 };
 
@@ -376,7 +378,8 @@ void tgt_conn_accept(struct tgt_worker *w, struct dm_incoming *in, const struct 
 void tgt_conn_gone(struct ix_target *t);
 int tgt_send(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data, uint32_t len);
 /* Send a PDU without data, then close the connection once it is on the wire. */
-int tgt_send_then_close(struct tgt_conn *tc, struct iscsi_hdr *h);
+int tgt_send_then_close(struct tgt_conn *tc, struct iscsi_hdr *h, const void *data,
+			uint32_t len);
 void tgt_stamp(struct tgt_conn *tc, struct iscsi_hdr *h, bool advance_statsn);
 void tgt_send_reject(struct tgt_conn *tc, uint8_t reason, const uint8_t *bhs);
 void tgt_session_update_window(struct tgt_session *s);

@@ -401,7 +401,21 @@ static void connect_server(struct tgt_isns *c)
 
 /* ---- messages ---- */
 
-static void put_node(struct isns_msg *m, const struct isns_node *n)
+static bool node_has_pg(const struct isns_node *n, const struct isns_portal *p)
+{
+	for (size_t i = 0; i < n->npgs; i++)
+		if (n->pgs[i].port == p->port && memcmp(n->pgs[i].ip, p->ip, 16) == 0)
+			return true;
+	return false;
+}
+
+/* A node with its portal groups: one tagged with the portal's TPGT for each portal it is
+ * reachable through, and one with a NULL tag (no access, RFC 4171 3.4) for each other portal
+ * of the entity: without it a server gives a node and portal registered together a portal
+ * group of tag 1 (RFC 4171 5.6.5.1; open-isns does), which would lead initiators to a portal
+ * the target's `portals` list does not name. */
+static void put_node(struct isns_msg *m, const struct isns_node *n,
+		     const struct isns_model *entity)
 {
 	isns_put_str(m, ISNS_TAG_ISCSI_NAME, n->name);
 	isns_put_u32(m, ISNS_TAG_ISCSI_NODE_TYPE, ISNS_NODE_TARGET);
@@ -412,6 +426,14 @@ static void put_node(struct isns_msg *m, const struct isns_node *n)
 		isns_put(m, ISNS_TAG_PG_PORTAL_IP, n->pgs[i].ip, 16);
 		isns_put_u32(m, ISNS_TAG_PG_PORTAL_PORT, n->pgs[i].port);
 		isns_put_u32(m, ISNS_TAG_PG_TAG, n->pgs[i].tag);
+	}
+	for (size_t i = 0; i < entity->nportals; i++) {
+		if (node_has_pg(n, &entity->portals[i]))
+			continue;
+		isns_put_str(m, ISNS_TAG_PG_ISCSI_NAME, n->name);
+		isns_put(m, ISNS_TAG_PG_PORTAL_IP, entity->portals[i].ip, 16);
+		isns_put_u32(m, ISNS_TAG_PG_PORTAL_PORT, entity->portals[i].port);
+		isns_put_empty(m, ISNS_TAG_PG_TAG);
 	}
 }
 
@@ -441,7 +463,7 @@ static int build_full(struct tgt_isns *c, struct isns_msg *m)
 	for (; k < c->want.nnodes && !m->err; k++) {
 		size_t mark = isns_msg_mark(m);
 
-		put_node(m, &c->want.nodes[k]);
+		put_node(m, &c->want.nodes[k], &c->want);
 		if (m->err == -ENOSPC && k > 0) {
 			isns_msg_rewind(m, mark); /* the rest follows node by node */
 			break;
@@ -518,7 +540,7 @@ static bool next_op(struct tgt_isns *c, struct isns_msg *m)
 
 		if (model_node(&c->have, n->name))
 			continue;
-		put_node(m, n);
+		put_node(m, n, &c->want);
 		if (m->err == -ENOSPC && c->sent.nnodes > 0) {
 			isns_msg_rewind(m, mark); /* the next message takes it */
 			break;

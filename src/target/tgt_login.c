@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ha/ha_policy.h"
 #include "target/tgt_int.h"
 #include "util/log.h"
 
@@ -29,6 +30,40 @@ static void set_creds(struct auth_creds *cr, bool required, const struct cfg_cha
 	for (int i = 0; i < nalgs && i < 4; i++)
 		cr->algs[i] = algs[i];
 	cr->nalgs = nalgs < 4 ? nalgs : 4;
+}
+
+/* redirect.owners: the portal of the gateway that owns the target's LUs when this one does
+ * not (ha_policy_owner_group on the running ALUA states), or NULL: serve the login here. */
+static const char *owner_address(struct tgt_conn *tc, const struct cfg_target *ct)
+{
+	const struct cfg_redirect *r = &ct->redirect;
+	struct tgt_node *n = tgt_node_get(tc->tgt, ct->name);
+	struct scsi_alua_cfg a;
+	uint16_t group = 0;
+
+	if (!n)
+		return NULL;
+	if (scsi_alua_get(n->map, &a) == 0)
+		group = ha_policy_owner_group(&a, tc->portal->tpgt ? tc->portal->tpgt : 1);
+	tgt_node_put(n);
+	for (size_t i = 0; group && i < r->nowners; i++)
+		if (r->owners[i].group == group)
+			return r->owners[i].address;
+	return NULL;
+}
+
+/* redirect.addresses: the next one, in turn over every worker's logins to the target. */
+static const char *next_address(struct tgt_conn *tc, const struct cfg_target *ct)
+{
+	const struct cfg_redirect *r = &ct->redirect;
+	struct tgt_node *n = tgt_node_get(tc->tgt, ct->name);
+	unsigned i = 0;
+
+	if (n) {
+		i = atomic_fetch_add_explicit(&n->redirect_next, 1, memory_order_relaxed);
+		tgt_node_put(n);
+	}
+	return r->addresses[i % r->naddresses];
 }
 
 int tgt_login_admit(void *ctx, const struct login_info *li, struct login_grant *g)
@@ -72,6 +107,16 @@ int tgt_login_admit(void *ctx, const struct login_info *li, struct login_grant *
 			 ct->name);
 		return ISCSI_LOGIN_AUTHORIZATION_FAILED;
 	}
+	/* Redirection (RFC 7143 11.13.5) answers this first request, before authentication: the
+	   portal it names authenticates the initiator. Only initiators the ACL admits learn it. */
+	const struct cfg_redirect *rd = cfg_target_redirect(ct, tc->portal);
+	if (rd && (rd->address || rd->naddresses)) {
+		g->redirect = rd->naddresses ? next_address(tc, ct) : rd->address;
+		return rd->permanent ? ISCSI_LOGIN_TARGET_MOVED_PERM : ISCSI_LOGIN_TARGET_MOVED_TEMP;
+	}
+	/* HA: the LUs' owner is another gateway (its group active/optimized, ours not active) */
+	if (rd && (g->redirect = owner_address(tc, ct)) != NULL)
+		return ISCSI_LOGIN_TARGET_MOVED_TEMP;
 	g->target_alias = ct->alias;
 	/* an ACL entry's own credential overrides the target's */
 	set_creds(&g->creds, ct->chap_required, acl->chap.secret ? &acl->chap : &ct->chap,
@@ -323,8 +368,10 @@ static int alloc_tasks(struct tgt_conn *tc)
 	return 0;
 }
 
-/* Answer the login with a failure status (la->error says why) and close once it is out. */
-static void login_fail(struct tgt_conn *tc, struct iscsi_hdr *r, uint16_t status)
+/* Answer the login with a failure status (la->error says why; text: a redirection's
+ * TargetAddress, or NULL) and close once it is out. */
+static void login_fail_text(struct tgt_conn *tc, struct iscsi_hdr *r, uint16_t status,
+			    const char *text, uint32_t text_len)
 {
 	struct login_acceptor *la = tc->login;
 	char esc[sizeof(la->info.initiator_name) * 4];
@@ -334,14 +381,19 @@ static void login_fail(struct tgt_conn *tc, struct iscsi_hdr *r, uint16_t status
 	r->login_rsp.csg = r->login_rsp.nsg = 0;
 	tc->worker->logins.refused[ix_login_reason_index(status)]++;
 	tgt_stat_login_refused(tc, ix_login_reason_index(status));
-	log_info("target", "%s: login from %s failed (status 0x%04x): %s", tc->conn->peer,
+	log_info("target", "%s: login from %s %s (status 0x%04x): %s", tc->conn->peer,
 		 log_escape(la->info.initiator_name, sizeof(la->info.initiator_name), esc,
 			    sizeof(esc)),
-		 status, la->error);
+		 (status >> 8) == 1 ? "redirected" : "failed", status, la->error);
 	ev_timer_stop(tc->conn->loop, &tc->login_timer);
-	tgt_send_then_close(tc, r);
+	tgt_send_then_close(tc, r, text, text_len);
 	/* no more input: the connection closes once the response is out */
 	tc->logged_out = true;
+}
+
+static void login_fail(struct tgt_conn *tc, struct iscsi_hdr *r, uint16_t status)
+{
+	login_fail_text(tc, r, status, NULL, 0);
 }
 
 /* The final Login Response: the session enters full feature phase. */
@@ -507,7 +559,10 @@ void tgt_login_pdu(struct tgt_conn *tc, const struct iscsi_hdr *h, uint8_t *data
 		}
 	}
 	if (st.status != 0) {
-		login_fail(tc, &r, st.status);
+		bool redirect = (st.status >> 8) == 1;
+
+		login_fail_text(tc, &r, st.status, redirect ? st.text : NULL,
+				redirect ? st.text_len : 0);
 		return;
 	}
 	if (st.final) {

@@ -102,7 +102,9 @@ int ix_login_reason_index(uint16_t status)
 		return status - 0x0200;
 	if (status >= 0x0300 && status <= 0x0302)
 		return 12 + (status - 0x0300);
-	return 15;
+	if (status == 0x0101 || status == 0x0102)
+		return 15 + (status - 0x0101);
+	return 17;
 }
 
 const char *ix_login_reason_name(int idx)
@@ -115,7 +117,8 @@ const char *ix_login_reason_name(int idx)
 	    "cant_include_in_session",  "session_type_not_supported",
 	    "session_does_not_exist",   "invalid_during_login",
 	    "target_error",	       "service_unavailable",
-	    "out_of_resources",	       "other",
+	    "out_of_resources",	       "moved_temporarily",
+	    "moved_permanently",       "other",
 	};
 	return idx >= 0 && idx < IX_LOGIN_REASONS ? names[idx] : "other";
 }
@@ -365,6 +368,23 @@ int ix_target_lun_bytes(struct ix_target *t, const char *target, uint32_t lun, u
 	*bytes = lu ? scsi_lu_num_blocks(lu) * scsi_lu_block_size(lu) : 0;
 	tgt_node_put(n);
 	return lu && *bytes ? 0 : -ENOENT;
+}
+
+int ix_target_lun_shrink(struct ix_target *t, const char *target, uint32_t lun, uint64_t bytes,
+			 char *err, size_t errlen)
+{
+	struct tgt_node *n = tgt_node_get(t, target);
+	struct scsi_lu *lu;
+	int r = -ENOENT;
+
+	snprintf(err, errlen, "no such LUN");
+	if (!n)
+		return -ENOENT;
+	lu = lun < SCSI_MAX_LUNS ? scsi_lun_map_get(n->map, lun) : NULL;
+	if (lu)
+		r = scsi_lu_shrink(lu, bytes, err, errlen);
+	tgt_node_put(n);
+	return r;
 }
 
 bool ix_target_lun_writable(struct ix_target *t, const char *target, uint32_t lun)

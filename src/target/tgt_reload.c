@@ -211,7 +211,7 @@ static int plan_grow(struct plan *p, const struct cfg_target *ct, const struct c
 	if (cl->lu.size_bytes != old->lu.size_bytes && cl->lu.size_bytes != 0 &&
 	    cl->lu.size_bytes != have) {
 		if ((cl->lu.backend != BS_TYPE_FILE && cl->lu.backend != BS_TYPE_BLOCK &&
-		     cl->lu.backend != BS_TYPE_RAM) ||
+		     cl->lu.backend != BS_TYPE_RAM && cl->lu.backend != BS_TYPE_RBD) ||
 		    cl->lu.size_bytes < have)
 			return 0;
 		bytes = cl->lu.size_bytes;

@@ -20,11 +20,13 @@
  * reads the clock once (CLOCK_MONOTONIC, the same clock as the loop's). About 100 instructions
  * per command in all (callgrind, docs/perf.md).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "target/tgt_int.h"
@@ -106,7 +108,7 @@ static struct tgt_lstat *lstat_get(struct tgt_worker *w, const char *target,
 	{
 		ls = list_entry(pos, struct tgt_lstat, link);
 		if (ls->v.lun == lun && strcmp(ls->v.target, target) == 0 &&
-		    strcmp(ls->v.initiator, initiator) == 0)
+		    strcasecmp(ls->v.initiator, initiator) == 0)
 			return ls;
 	}
 	if (w->nlstats >= TGT_STATS_MAX_SLOTS) {
@@ -117,7 +119,9 @@ static struct tgt_lstat *lstat_get(struct tgt_worker *w, const char *target,
 	if (!ls)
 		return NULL;
 	snprintf(ls->v.target, sizeof(ls->v.target), "%s", target);
-	snprintf(ls->v.initiator, sizeof(ls->v.initiator), "%s", initiator);
+	/* iSCSI names compare case-insensitively (ACLs match so): one initiator, one series */
+	for (size_t i = 0; initiator[i] && i + 1 < sizeof(ls->v.initiator); i++)
+		ls->v.initiator[i] = (char)tolower((unsigned char)initiator[i]);
 	ls->v.lun = lun;
 	list_add_tail(&ls->link, &w->lstats);
 	w->nlstats++;

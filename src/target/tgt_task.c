@@ -156,7 +156,7 @@ static void tmf_respond(struct tgt_conn *tc, struct tgt_tmf *m)
 		/* A cold reset drops the connection (RFC 7143 11.5.1), after the response. */
 		if (m->cold_reset) {
 			log_info("target", "%s: TARGET COLD RESET", tc->conn->peer);
-			tgt_send_then_close(tc, &r);
+			tgt_send_then_close(tc, &r, NULL, 0);
 		} else {
 			tgt_send(tc, &r, NULL, 0);
 		}

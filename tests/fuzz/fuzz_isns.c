@@ -10,13 +10,18 @@
  *    again with isns_put() gives back the same bytes up to where the iterator stopped;
  *  - a string value that isns_attr_str() accepts is as long as strlen() says and has no
  *    control characters; isns_resp_has_str() finds it when it follows the Delimiter;
- *  - isns_put_str() of the input's first bytes pads to a multiple of 4 with a NUL after them.
+ *  - isns_put_str() of the input's first bytes pads to a multiple of 4 with a NUL after them;
+ *  - the same attributes read as the answer to an initiator's discovery query
+ *    (initiator/ini_isns.c) give targets with a non-empty name, 1 to IX_MAX_ADDRS addresses
+ *    each, every address NUL-terminated within its field, or -EBADMSG with no result.
  */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "initiator/ini_isns.h"
+#include "ix/sync.h"
 #include "proto/isns.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -70,6 +75,28 @@ static void walk(const struct isns_resp *r, const uint8_t *pdu, size_t len)
 	(void)isns_resp_has_str(r, ISNS_TAG_ENTITY_ID, "ix:fuzz");
 }
 
+static void discovery(const struct isns_resp *r)
+{
+	struct ix_discovery *d = NULL;
+	int rc = ini_isns_parse_targets(r, &d);
+
+	if (rc == -EBADMSG && d == NULL)
+		return;
+	if (rc != 0 || !d)
+		abort();
+	for (int i = 0; i < d->ntargets; i++) {
+		const struct ix_discovered_target *t = &d->targets[i];
+
+		if (!t->name[0] || !memchr(t->name, 0, sizeof(t->name)) || t->naddrs < 1 ||
+		    t->naddrs > IX_MAX_ADDRS)
+			abort();
+		for (int k = 0; k < t->naddrs; k++)
+			if (!memchr(t->addrs[k], 0, sizeof(t->addrs[k])) || !strchr(t->addrs[k], ','))
+				abort();
+	}
+	ix_discovery_free(d);
+}
+
 static void try_parse(const uint8_t *pdu, size_t len, uint16_t func, uint16_t xid)
 {
 	struct isns_resp r;
@@ -82,6 +109,7 @@ static void try_parse(const uint8_t *pdu, size_t len, uint16_t func, uint16_t xi
 			abort();
 		(void)isns_status_name(r.status, name, sizeof(name));
 		walk(&r, pdu, len);
+		discovery(&r);
 	} else if (rc != -EBADMSG && rc != -EPROTO) {
 		abort();
 	}

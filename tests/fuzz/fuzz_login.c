@@ -11,7 +11,8 @@
  * 2 mutual CHAP required, 3 CHAP configured but optional), bit 2 CHAP required for discovery,
  * bits 3-4 HeaderDigest preference, bits 5-6 DataDigest preference, bit 7 the target also
  * proposes keys (not declare-only). TargetNames containing "unknown" are not found (0x0203),
- * InitiatorNames containing "denied" are not authorized (0x0202).
+ * InitiatorNames containing "denied" are not authorized (0x0202), TargetNames containing "moved"
+ * are redirected (0x0101, or 0x0102 with "movedperm"; RFC 7143 11.13.5).
  *
  * Properties checked beyond "no crash":
  *  - a completed login with authentication required has authenticated (CHAP responses to the
@@ -72,6 +73,11 @@ static int admit(void *ctx, const struct login_info *li, struct login_grant *g)
 	}
 	if (strstr(li->target_name, "unknown"))
 		return ISCSI_LOGIN_NOT_FOUND;
+	if (strstr(li->target_name, "moved")) {
+		g->redirect = "192.0.2.1:3260,1";
+		return strstr(li->target_name, "movedperm") ? ISCSI_LOGIN_TARGET_MOVED_PERM
+							    : ISCSI_LOGIN_TARGET_MOVED_TEMP;
+	}
 	g->target_alias = "fuzz";
 	if (auth)
 		creds(&g->creds, auth != 3, auth == 2);
@@ -86,6 +92,14 @@ static void check_step(const struct login_acceptor *la, const struct iscsi_hdr *
 	if (st->status) {
 		if (!la->error[0])
 			abort();
+		/* a redirection carries exactly its TargetAddress; other failures no text */
+		if ((st->status >> 8) == 1) {
+			static const char want[] = "TargetAddress=192.0.2.1:3260,1";
+			if (st->text_len != sizeof(want) || memcmp(st->text, want, sizeof(want)))
+				abort();
+		} else if (st->text_len) {
+			abort();
+		}
 		return;
 	}
 	fuzz_check_our_text(st->text, st->text_len);

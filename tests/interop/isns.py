@@ -28,7 +28,12 @@ pointing at it.
      lists the LUN again and again meanwhile), retries with back-off (its registrations keep
      arriving, well-formed), logs a failure only when it changes, and stops at once on
      SIGTERM, a request pending or not;
-  7. bad global.isns values are refused by ix-target --check with the key's path.
+  7. bad global.isns values are refused by ix-target --check with the key's path;
+  8. ixadm -m discovery -t isns finds the targets and portals (its records say isns, it logs
+     in through one), deregisters the initiator it registered for the query, fails cleanly
+     without a server, finds all 500 targets of step 5 (node by node: isnsd cannot answer
+     them in one message), and sees only what the server's discovery domains let it see: a
+     target restricted to one portal is not found at the entity's other portal.
 ix only (the target's own client): exits 77 against other peers, or without open-isns.
 """
 
@@ -57,6 +62,7 @@ if os.environ.get('IX_PEER', 'ix') != 'ix':
 ISNSD = shutil.which('isnsd', path='/usr/sbin:/sbin:/usr/bin')
 ISNSADM = shutil.which('isnsadm', path='/usr/sbin:/sbin:/usr/bin')
 ISCSI_LS = shutil.which('iscsi-ls')
+IXADM = os.path.join(os.environ.get('IX_BUILD', os.path.join(ROOT, 'build')), 'tools', 'ixadm')
 if not ISNSD or not ISNSADM or not ISCSI_LS:
     print('SKIP: needs isnsd, isnsadm (open-isns-server, open-isns-utils) and iscsi-ls '
           '(libiscsi-bin)', file=sys.stderr)
@@ -179,10 +185,13 @@ def ix_config(isns_port, sock):
     }
 
 
-def start_ix(isns_port, log_name):
+def start_ix(isns_port, log_name, edit=None):
     cfg = os.path.join(E.tmp, log_name + '.json')
+    c = ix_config(isns_port, E.sock)
+    if edit:
+        edit(c)
     with open(cfg, 'w') as f:
-        json.dump(ix_config(isns_port, E.sock), f, indent=2)
+        json.dump(c, f, indent=2)
     return ixtest.Daemon(cfg, log_name)
 
 
@@ -283,6 +292,96 @@ def step_restart(d):
     check('restart.no_log_flood', 1 <= len(new) <= 2, new)
 
 
+# ---- ixadm's iSNS discovery ----
+
+INI_A = 'iqn.2026-11.io.ix.test:ixadm-a'
+INI_B = 'iqn.2026-11.io.ix.test:ixadm-b'
+
+
+def ixadm(db, *args):
+    p = subprocess.run([IXADM, '--db', db] + list(args), capture_output=True, text=True,
+                       timeout=60)
+    out = p.stdout + p.stderr
+    if ixtest.sanitizer_report(out):
+        check('ixadm.sanitizer', False, out[-2000:])
+    return p.returncode, p.stdout, p.stderr
+
+
+def ixadm_db(name, initiator):
+    db = os.path.join(E.tmp, name)
+    os.makedirs(db, exist_ok=True)
+    with open(os.path.join(db, 'initiatorname.iscsi'), 'w') as f:
+        f.write('InitiatorName=%s\n' % initiator)
+    return db
+
+
+def discovered(out):
+    """ixadm's discovery lines ("ADDR:PORT,TPGT IQN") as a set of (portal, name)."""
+    return {tuple(x.split()) for x in out.splitlines() if len(x.split()) == 2}
+
+
+def step_ixadm():
+    """ixadm -m discovery -t isns finds the targets and portals ix registered, stores node
+    records whose discovery type is isns, and logs in through one of them."""
+    db = ixadm_db('adm-a', INI_A)
+    want = {('%s:%d,%d' % (HOST, E.portal_port, TPGT), T2),
+            ('%s:%d,%d' % (HOST, E.portal_port, TPGT), T3)}
+    rc, out, err = ixadm(db, '-m', 'discovery', '-t', 'isns', '-p',
+                         '%s:%d' % (HOST, E.isns_port))
+    check('ixadm.discovery', rc == 0 and discovered(out) == want,
+          'rc %s out %r err %r' % (rc, out, err))
+    rc, out, err = ixadm(db, '-m', 'node', '-T', T2, '-o', 'show')
+    check('ixadm.record', rc == 0 and re.search(r'node.discovery_type = isns', out) and
+          re.search(r'node.discovery_port = %d' % E.isns_port, out), out + err)
+    rc, out, err = ixadm(db, '-m', 'node', '-T', T2, '-l')
+    ok = rc == 0
+    rc2, out2 = ctl('sessions', '-v')
+    check('ixadm.login', ok and INI_A in out2, 'login %r %r; sessions %r' % (out, err, out2))
+    rc, out, err = ixadm(db, '-m', 'node', '-T', T2, '-u')
+    check('ixadm.logout', rc == 0, out + err)
+    # the initiator was registered for the query only: it is gone again
+    check('ixadm.deregistered', INI_A not in nodes(), list(nodes()))
+    # the wrong port, a server that is not there: a clear error, exit status not 0
+    rc, out, err = ixadm(db, '-m', 'discovery', '-t', 'isns', '-p',
+                         '%s:%d' % (HOST, E.portal2_port))
+    check('ixadm.no_server', rc != 0 and 'connecting to' in err, 'rc %s %r' % (rc, err))
+
+
+def step_discovery_domains():
+    """The server's discovery domains decide what an initiator sees (on a fresh isnsd and ix,
+    after the shutdown step: open-isns keeps a domain's members out of the default domain
+    after the domain is gone). dd1 holds T1 and initiator A; T2 is in no domain, so it is in
+    the default one, with initiator B, which is in none either. A second portal q that only
+    T1 names: T2 is not found there (ix registers a portal group without a tag for it; a
+    server would otherwise give the pair the default tag 1)."""
+    def edit(c):
+        c['portals'].append({'name': 'q', 'address': HOST, 'port': E.portal2_port,
+                             'tpgt': 9})
+        c['targets'][0]['portals'] = ['p', 'q']
+        c['targets'][1]['portals'] = ['p']
+    stop_isnsd()
+    start_isnsd()
+    d = start_ix(E.isns_port, 'isns.dd.ix.log', edit)
+    try:
+        ok = wait_for(lambda: {T1, T2} <= set(nodes()), 10)
+        check('dd.registered', ok, list(nodes()))
+        rc, out = isnsadm('--dd-register', 'dd-name=ixdd1', 'member-name=' + T1,
+                          'member-name=' + INI_A)
+        check('dd.created', rc == 0, out)
+        got = {}
+        for ini, name in ((INI_A, 'adm-dd-a'), (INI_B, 'adm-dd-b')):
+            rc, out, err = ixadm(ixadm_db(name, ini), '-m', 'discovery', '-t', 'isns', '-p',
+                                 '%s:%d' % (HOST, E.isns_port), '-o', 'nonpersistent')
+            got[ini] = (rc, discovered(out), err)
+        p = '%s:%d,%d' % (HOST, E.portal_port, TPGT)
+        q = '%s:%d,9' % (HOST, E.portal2_port)
+        check('dd.member_sees_its_domain', got[INI_A][:2] == (0, {(p, T1), (q, T1)}),
+              got[INI_A])
+        check('dd.others_see_the_default', got[INI_B][:2] == (0, {(p, T2)}), got[INI_B])
+    finally:
+        check('dd.ix_stops', d.stop() == 0, 'ix-target exit status')
+
+
 def step_shutdown(d):
     t = time.monotonic()
     rc = d.stop()
@@ -313,6 +412,12 @@ def step_many():
         done = [x for x in isns_lines(d, 'info') if 'all %d targets registered' % n in x]
         check('many.registered', ok and full and '(of %d' % n in full[0] and done,
               '%d of %d listed; %s' % (len(want & set(nodes())), n, (full + done)[:2]))
+        # ixadm's discovery of them all: one answer from open-isns of ~60 KiB
+        rc, out, err = ixadm(ixadm_db('adm-many', INI_B), '-m', 'discovery', '-t', 'isns',
+                             '-p', '%s:%d' % (HOST, E.isns_port), '-o', 'nonpersistent')
+        got = {t for _, t in discovered(out)}
+        check('many.ixadm_discovery', rc == 0 and want <= got,
+              'rc %s, %d of %d found; %s' % (rc, len(want & got), n, err[-300:]))
         rc = d.stop()
         check('many.deregistered', rc == 0 and not want & set(nodes()) and
               ENTITY + '-many' not in entities(), 'exit %s, %d left' %
@@ -495,7 +600,7 @@ def main():
     E.adm_conf = os.path.join(E.tmp, 'isnsadm.conf')
     with open(E.adm_conf, 'w') as f:
         f.write('ServerAddress = %s:%d\nSourceName = iqn.2026-11.io.ix.test:isnsadm\n'
-                'Security = 0\n' % (HOST, E.isns_port))
+                'Security = 0\nControlSocket = %s/isnsctl\n' % (HOST, E.isns_port, E.tmp))
     d = None
     try:
         step_config_errors()
@@ -506,8 +611,10 @@ def main():
         step_changes()
         step_portal_and_alias()
         step_restart(d)
+        step_ixadm()
         step_shutdown(d)
         d = None
+        step_discovery_domains()
         step_many()
         step_garbage()
     finally:

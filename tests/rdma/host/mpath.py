@@ -18,7 +18,9 @@ Files in the share:
   NAME.host.skip     written instead when Ceph or ix-target is missing: the reason (the guest
                      part then skips as a whole)
   NAME.req.N         a request from the guest (N = 1, 2, ...; written to NAME.req.N.tmp and
-                     renamed), one line: "kill a", "stop a", "cont a", "restart a", "state"
+                     renamed), one line: "kill a", "stop a", "cont a", "restart a", "state",
+                     "rbd-resize SIZE" (Ceph's `rbd resize`), "api-resize b SIZE"
+                     (iscsi_resize_lun through that gateway)
   NAME.rsp.N         the answer: "OK detail" or "FAIL reason", written the same way
   NAME.host.times    what was done when, in seconds since the host part started (monotonic)
 The watcher polls every 50 ms, so the guest's marker and the host's action are at most that
@@ -97,7 +99,7 @@ class Gateway:
     listed by its relative port. Default implicit_failover_ms (the documented default)."""
 
     def __init__(self, tmp, conf, name, group, port):
-        self.name, self.group, self.port = name, group, port
+        self.name, self.group, self.port, self.conf = name, group, port, conf
         self.sock = os.path.join(tmp, name + '.sock')
         self.log_path = os.path.join(SHARE, '%s.ix-target-%s.log' % (NAME, name))
         other = 3 - group
@@ -186,9 +188,21 @@ def act(gws, line):
     verb, who = words[0], words[1] if len(words) > 1 else ''
     if verb == 'state':
         return 'OK ' + ' '.join('%s=%s' % (n, g.lock_state(5)) for n, g in sorted(gws.items()))
+    if verb == 'rbd-resize':
+        r = subprocess.run(['rbd', 'resize', '--size', who, 'rbd/' + IMAGE], timeout=60,
+                           capture_output=True, text=True,
+                           env=dict(os.environ, CEPH_CONF=gws['a'].conf))
+        times('rbd resize --size %s: exit %d' % (who, r.returncode))
+        return ('OK rbd resize --size %s' % who if r.returncode == 0 else
+                'FAIL rbd resize: ' + r.stderr.strip()[-200:])
     g = gws.get(who)
     if g is None:
         return 'FAIL unknown gateway %r' % who
+    if verb == 'api-resize' and len(words) == 3:
+        ans = rpc(g.sock, 'iscsi_resize_lun', {'target': IQN, 'lun': 0, 'size': words[2]})
+        times('iscsi_resize_lun %s through %s: %s' % (words[2], who, json.dumps(ans)[:120]))
+        return ('OK iscsi_resize_lun %s through %s' % (words[2], who) if 'result' in ans else
+                'FAIL iscsi_resize_lun: %s' % json.dumps(ans.get('error'))[:200])
     if verb == 'kill':
         if not g.alive():
             return 'FAIL gateway %s is not running' % who

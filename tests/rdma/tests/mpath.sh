@@ -25,7 +25,12 @@
 #     04/0C once a knows: the writes a still held from before the stop fail against the
 #     blocklist the moment it resumes), the host says a is fenced, the verify pass finds every
 #     acknowledged block intact; a restarted reports standby.
-#  5. the map logs out cleanly; no I/O error on the dm device in the kernel log.
+#  5. online resize (issue 29): the host grows the image with Ceph's own `rbd resize` (256 ->
+#     320 MiB), then through gateway b's API (iscsi_resize_lun, 384 MiB): each time the kernel
+#     logs CAPACITY DATA HAS CHANGED for both paths (each gateway posts 6/2A/09), each path
+#     reads the new size after its rescan, `multipathd resize map` grows the map, and 1 MiB
+#     written through the map past the old end reads back the same;
+#  6. the map logs out cleanly; no I/O error on the dm device in the kernel log.
 . /mnt/ix/tests/rdma/guest/lib.sh
 
 [ -f "$IXR_OUT/$IX_TEST.net" ] || ixr_skip_all "no network to the host part (run through tests/rdma/run.sh)"
@@ -335,7 +340,46 @@ fio_verify kill9 0 1801 # the first region too, after everything
 ixr_host "restart a" 180 || ixr_fail sigstop-restart "$IXR_HOST_RSP"
 check_a_rejoined sigstop
 
-# ---- 5. the end ----------------------------------------------------------------------------------------
+# ---- 5. online resize --------------------------------------------------------------------------------
+hctl_of() { basename "$(readlink -f "/sys/block/$1/device")"; }
+bytes_of() { echo $(($(cat "/sys/block/$1/size") * 512)); }
+ua_count() { dmesg | grep -c "$(hctl_of "$1"): Capacity data has changed"; }
+resize_step() { # TAG REQUEST BYTES
+	ua_a=$(ua_count "$DA") ua_b=$(ua_count "$DB") old=$(blockdev --getsize64 "$DEV")
+	dmesg_mark "resize $1"
+	if ! ixr_host "$2"; then
+		ixr_fail "$1" "host: $IXR_HOST_RSP"
+		return
+	fi
+	# the multipathd checker's TUR on each path (every polling interval, 5 s) meets the UA
+	if ixr_wait 30 sh -c "[ \$(dmesg | grep -c '$(hctl_of "$DA"): Capacity data has changed') -gt $ua_a ] && [ \$(dmesg | grep -c '$(hctl_of "$DB"): Capacity data has changed') -gt $ua_b ]"; then
+		ixr_pass "$1-ua" "the kernel logged CAPACITY DATA HAS CHANGED on $DA ($(hctl_of "$DA")) and $DB ($(hctl_of "$DB"))"
+	else
+		ixr_fail "$1-ua" "CAPACITY DATA HAS CHANGED logged $(($(ua_count "$DA") - ua_a)) times on $DA, $(($(ua_count "$DB") - ua_b)) on $DB"
+	fi
+	for d in "$DA" "$DB"; do echo 1 >"/sys/block/$d/device/rescan"; done
+	sa=$(bytes_of "$DA") sb=$(bytes_of "$DB")
+	/sbin/multipathd resize map "$MAP" >&2 2>&1
+	ixr_wait 10 sh -c "[ \$(blockdev --getsize64 $DEV) = $3 ]"
+	sm=$(blockdev --getsize64 "$DEV")
+	if [ "$sa" = "$3" ] && [ "$sb" = "$3" ] && [ "$sm" = "$3" ]; then
+		ixr_pass "$1-size" "paths $DA $sa, $DB $sb bytes, the map $sm (was $old)"
+	else
+		ixr_fail "$1-size" "want $3: paths $DA $sa, $DB $sb bytes, the map $sm (was $old)"
+	fi
+	head -c 1048576 /dev/urandom >/run/resize.bin
+	dd if=/run/resize.bin of="$DEV" bs=1M seek=$((old / 1048576)) count=1 oflag=direct 2>/dev/null &&
+		dd if="$DEV" of=/run/resize.back bs=1M skip=$((old / 1048576)) count=1 iflag=direct 2>/dev/null
+	if cmp -s /run/resize.bin /run/resize.back; then
+		ixr_pass "$1-io" "1 MiB written through the map at $old (the old end) reads back the same"
+	else
+		ixr_fail "$1-io" "1 MiB at $old through the map did not read back the same"
+	fi
+}
+resize_step resize-rbd "rbd-resize 320M" $((320 * 1048576))
+resize_step resize-api "api-resize b 384M" $((384 * 1048576))
+
+# ---- 6. the end ----------------------------------------------------------------------------------------
 dmesg_mark end
 dmesg >"$IXR_OUT/$IX_TEST.dmesg.log"
 dm=$(basename "$(readlink -f "$DEV")")

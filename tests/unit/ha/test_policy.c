@@ -15,6 +15,7 @@
 #include "ha/ha_own.h"
 #include "ha/ha_own_rec.h"
 #include "ha/ha_policy.h"
+#include "scsi/scsi.h"
 #include "tap.h"
 
 #define N(t) (sizeof(t) / sizeof((t)[0]))
@@ -184,6 +185,49 @@ static void test_rejoin(void)
 	}
 }
 
+/* Login redirection to the owner: three gateways' groups (1 here with ports 1 and 5, 2 and 3
+ * elsewhere), their states as the lock's owner makes them. */
+static void test_owner_group(void)
+{
+	enum { AO = SCSI_ALUA_ACTIVE_OPTIMIZED, AN = SCSI_ALUA_ACTIVE_NON_OPTIMIZED,
+	       SB = SCSI_ALUA_STANDBY, UA = SCSI_ALUA_UNAVAILABLE, TR = SCSI_ALUA_TRANSITIONING };
+	static const struct {
+		uint8_t s1, s2, s3;
+		uint16_t port, want;
+		const char *rule;
+	} t[] = {
+	    {AO, SB, SB, 1, 0, "this gateway owns it: served here"},
+	    {AN, AO, SB, 1, 0, "this gateway active/non-optimized: served here (multipath)"},
+	    {SB, AO, SB, 1, 2, "owned by gateway 2: sent there"},
+	    {SB, SB, AO, 5, 3, "owned by gateway 3, login on the second local port: sent there"},
+	    {UA, AO, SB, 1, 2, "unavailable here (fenced): sent to the owner"},
+	    {TR, SB, AO, 1, 3, "transitioning here: sent to the owner"},
+	    {SB, SB, SB, 1, 0, "nobody owns it: served here (a login may be what takes it)"},
+	    {SB, AN, SB, 1, 0, "the other gateway only active/non-optimized: served here"},
+	    {SB, AO, SB, 2, 0, "port 2 is not this gateway's: served (no local group)"},
+	    {SB, AO, SB, 9, 0, "a port in no group: served"},
+	    {SB, AO, AO, 1, 2, "two owners (a split): the first"},
+	};
+
+	for (size_t i = 0; i < N(t); i++) {
+		struct scsi_alua_cfg a = {.ngroups = 3};
+
+		a.groups[0] = (struct scsi_alua_group_cfg){
+		    .id = 1, .state = t[i].s1, .local = true, .nports = 2, .ports = {1, 5}};
+		a.groups[1] = (struct scsi_alua_group_cfg){
+		    .id = 2, .state = t[i].s2, .nports = 1, .ports = {2}};
+		a.groups[2] = (struct scsi_alua_group_cfg){
+		    .id = 3, .state = t[i].s3, .nports = 1, .ports = {3}};
+		uint16_t got = ha_policy_owner_group(&a, t[i].port);
+
+		if (got != t[i].want)
+			printf("# %s\n", t[i].rule);
+		CHECK_EQ(got, t[i].want);
+	}
+	struct scsi_alua_cfg none = {.ngroups = 0};
+	CHECK_EQ(ha_policy_owner_group(&none, 1), 0);
+}
+
 int main(void)
 {
 	test_may_hand_over();
@@ -191,5 +235,6 @@ int main(void)
 	test_implicit();
 	test_heal();
 	test_rejoin();
+	test_owner_group();
 	return tap_done();
 }

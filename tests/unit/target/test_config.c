@@ -1203,6 +1203,136 @@ static void test_alua(void)
 	}
 }
 
+/* targets[].redirect: the address's syntax (normalized to HOST:PORT[,TPGT]), its portals,
+ * and a redirection that would loop back to the portal it applies to. */
+#define RD_PORTALS "'portals':[{'name':'a','address':'192.0.2.1'},{'name':'b','address':'::1'}],"
+#define RD_ALUA                                                                                    \
+	"'alua':{'groups':[{'id':1,'state':'active/optimized','portals':['a','b']},"               \
+	"{'id':2,'state':'standby','relative_ports':[2]}]}"
+#define RD(body) "{" RD_PORTALS "'targets':[{'name':'iqn.2026-11.io.ix:t'," body "}]}"
+static void test_redirect(void)
+{
+	static const struct tcase bad[] = {
+	    {RD("'redirect':{'address':'192.0.2.9'}"), NULL},
+	    {RD("'redirect':{'address':'gw-b.example.com:3261,2','permanent':true}"), NULL},
+	    {RD("'redirect':'192.0.2.9'"), "targets[0].redirect: must be an object, not a string"},
+	    {RD("'redirect':{}"), "targets[0].redirect: needs \"address\" (send logins there), "
+				 "\"addresses\" (in turn) or \"owners\""},
+	    {RD("'redirect':{'permanent':true}"), "targets[0].redirect: needs \"address\""},
+	    {RD("'redirect':{'address':''}"), "targets[0].redirect.address: must not be empty"},
+	    {RD("'redirect':{'address':'192.0.2.9:0'}"), "is not a portal address"},
+	    {RD("'redirect':{'address':'192.0.2.9:65536'}"), "is not a portal address"},
+	    {RD("'redirect':{'address':'192.0.2.9,70000'}"), "is not a portal address"},
+	    {RD("'redirect':{'address':'[::1'}"), "is not a portal address"},
+	    {RD("'redirect':{'address':'bad_host'}"), "is not a portal address"},
+	    {RD("'redirect':{'address':'-x.example'}"), "is not a portal address"},
+	    {RD("'redirect':{'address':'a..b'}"), "is not a portal address"},
+	    {RD("'redirect':{'address':'h TargetName=x'}"), "is not a portal address"},
+	    {RD("'redirect':{'address':'192.0.2.9','permanent':1}"),
+	     "targets[0].redirect.permanent: must be"},
+	    {RD("'redirect':{'address':'192.0.2.9','port':3260}"),
+	     "targets[0].redirect.port: unknown key"},
+	    {RD("'redirect':{'address':'192.0.2.9','portals':[]}"),
+	     "targets[0].redirect.portals: must not be empty"},
+	    {RD("'redirect':{'address':'192.0.2.9','portals':['c']}"),
+	     "targets[0].redirect.portals[0]: the target has no portal named \"c\""},
+	    {RD("'portals':['b'],'redirect':{'address':'192.0.2.9','portals':['a']}"),
+	     "targets[0].redirect.portals[0]: the target has no portal named \"a\""},
+	    {RD("'redirect':{'address':'192.0.2.9','portals':['a','a']}"), "listed twice"},
+	    {RD("'redirect':{'address':'192.0.2.1'}"),
+	     "targets[0].redirect.address: redirects logins arriving at portal \"a\""},
+	    {RD("'redirect':{'address':'[::1]:3260,1','portals':['b']}"), "they would loop"},
+	    {RD("'redirect':{'address':'192.0.2.1','portals':['b']}"), NULL},
+	    {RD("'redirect':{'address':'192.0.2.1:3261'}"), NULL},
+	    /* addresses: in turn */
+	    {RD("'redirect':{'addresses':['192.0.2.8','gw.example:3261,2']}"), NULL},
+	    {RD("'redirect':{'addresses':[]}"), "targets[0].redirect.addresses: must not be empty"},
+	    {RD("'redirect':{'addresses':'192.0.2.8'}"),
+	     "targets[0].redirect.addresses: must be an array"},
+	    {RD("'redirect':{'addresses':[7]}"),
+	     "targets[0].redirect.addresses[0]: must be a portal address (a string), not an integer"},
+	    {RD("'redirect':{'addresses':['192.0.2.8','x y']}"),
+	     "targets[0].redirect.addresses[1]: \"x y\" is not a portal address"},
+	    {RD("'redirect':{'addresses':['192.0.2.8','192.0.2.8:3260']}"),
+	     "targets[0].redirect.addresses[1]: \"192.0.2.8:3260\" is listed twice"},
+	    {RD("'redirect':{'addresses':['192.0.2.8','192.0.2.1']}"),
+	     "targets[0].redirect.addresses[1]: redirects logins arriving at portal \"a\""},
+	    {RD("'redirect':{'address':'h','addresses':['192.0.2.8']}"),
+	     "targets[0].redirect.addresses: and \"address\" exclude each other"},
+	    {RD("'redirect':{'addresses':['']}"), "targets[0].redirect.addresses[0]: must be 1 to"},
+	    /* owners: the HA policy (needs the target's ALUA groups) */
+	    {RD("'redirect':{'owners':[{'group':2,'address':'192.0.2.2'}]}"),
+	     "targets[0].redirect.owners: needs ALUA groups"},
+	    {RD(RD_ALUA ",'redirect':{'owners':[{'group':2,'address':'192.0.2.2'}]}"), NULL},
+	    {RD(RD_ALUA ",'redirect':{'owners':[]}"), "targets[0].redirect.owners: must not be empty"},
+	    {RD(RD_ALUA ",'redirect':{'owners':[{'group':1,'address':'192.0.2.2'}]}"),
+	     "targets[0].redirect.owners[0].group: group 1 is this gateway's own"},
+	    {RD(RD_ALUA ",'redirect':{'owners':[{'group':3,'address':'192.0.2.2'}]}"),
+	     "targets[0].redirect.owners[0].group: the target has no ALUA group 3"},
+	    {RD(RD_ALUA ",'redirect':{'owners':[{'group':2}]}"),
+	     "targets[0].redirect.owners[0].address: required but missing"},
+	    {RD(RD_ALUA ",'redirect':{'owners':[{'address':'x'}]}"),
+	     "targets[0].redirect.owners[0].group: required but missing"},
+	    {RD(RD_ALUA ",'redirect':{'owners':[{'group':2,'address':'a b'}]}"),
+	     "targets[0].redirect.owners[0].address: \"a b\" is not a portal address"},
+	    {RD(RD_ALUA ",'redirect':{'owners':[{'group':2,'address':'h'},{'group':2,'address':'h'}]}"),
+	     "targets[0].redirect.owners[1].group: group 2 is listed twice"},
+	    {RD(RD_ALUA ",'redirect':{'owners':[{'group':2,'address':'h','x':1}]}"),
+	     "targets[0].redirect.owners[0].x: unknown key"},
+	    {RD(RD_ALUA ",'redirect':{'permanent':true,'owners':[{'group':2,'address':'h'}]}"),
+	     "targets[0].redirect.permanent: is for \"address\""},
+	    {RD(RD_ALUA ",'redirect':{'permanent':false,'owners':[{'group':2,'address':'h'}]}"),
+	     NULL},
+	    {RD(RD_ALUA ",'redirect':{'address':'h','owners':[{'group':2,'address':'h'}]}"),
+	     "targets[0].redirect.owners: and \"address\" / \"addresses\" exclude each other"},
+	};
+	struct ix_config *cfg = NULL;
+	const struct cfg_target *t;
+	char err[256] = "";
+
+	printf("# redirect\n");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		check_case(&bad[i]);
+	CHECK_EQ(load(RD("'redirect':{'address':'::2'}}, {'name':'iqn.2026-11.io.ix:u',"
+			 "'redirect':{'address':'gw.example,7','permanent':true,'portals':['b']}"),
+		      &cfg, err, sizeof(err)),
+		 0);
+	if (!cfg) {
+		printf("# %s\n", err);
+		return;
+	}
+	t = &cfg->targets[0];
+	CHECK_STR(t->redirect.address, "[::2]:3260");
+	CHECK(!t->redirect.permanent);
+	CHECK(cfg_target_redirect(t, &cfg->portals[0]) == &t->redirect);
+	CHECK(cfg_target_redirect(t, &cfg->portals[1]) == &t->redirect);
+	t = &cfg->targets[1];
+	CHECK_STR(t->redirect.address, "gw.example:3260,7");
+	CHECK(t->redirect.permanent);
+	CHECK(cfg_target_redirect(t, &cfg->portals[0]) == NULL);
+	CHECK(cfg_target_redirect(t, &cfg->portals[1]) == &t->redirect);
+	cfg_free(cfg);
+	cfg = NULL;
+	CHECK_EQ(load(RD(RD_ALUA ",'redirect':{'owners':[{'group':2,'address':'[::9]:3262,2'}]}"),
+		      &cfg, err, sizeof(err)),
+		 0);
+	if (cfg) {
+		t = &cfg->targets[0];
+		CHECK(t->redirect.address == NULL);
+		CHECK_EQ(t->redirect.nowners, 1);
+		CHECK_EQ(t->redirect.owners[0].group, 2);
+		CHECK_STR(t->redirect.owners[0].address, "[::9]:3262,2");
+		CHECK(cfg_target_redirect(t, &cfg->portals[0]) == &t->redirect);
+	} else {
+		printf("# %s\n", err);
+	}
+	cfg_free(cfg);
+	cfg = NULL;
+	CHECK_EQ(load(RD("'luns':[]"), &cfg, err, sizeof(err)), 0);
+	CHECK(cfg && !cfg_target_redirect(&cfg->targets[0], &cfg->portals[0]));
+	cfg_free(cfg);
+}
+
 int main(void)
 {
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -1220,5 +1350,6 @@ int main(void)
 	test_alua();
 	test_rbd_defaults();
 	test_rbd_pr();
+	test_redirect();
 	return tap_done();
 }

@@ -612,6 +612,140 @@ static void test_logout(void)
 	h_teardown(&h);
 }
 
+/* RFC 7143 11.13.5 / 6.2: a redirected target answers the first Login Request with status
+ * class 1 (0x0101 temporarily, 0x0102 permanently) and TargetAddress in the text, before
+ * any authentication (the target below requires CHAP; the initiator offers none), then
+ * closes; ix's initiator reads the address from it (-EXDEV). An initiator the ACL refuses
+ * gets 0x0202, not the address. */
+static void redirect_case(const char *target_extra, const char *ini, uint16_t want_status,
+			  const char *want_addr)
+{
+	struct harness h;
+	struct login_init_req req;
+	struct login_init_cfg lc = {
+		.initiator_name = ini,
+		.target_name = H_TARGET,
+		.type = ISCSI_SESSION_NORMAL,
+		.isid = {0x80, 0, 0, 0, 0, 2},
+		.cmdsn = 1,
+	};
+
+	memset(&h, 0, sizeof(h));
+	h_prefs_default(&h.prefs);
+	lc.prefs = &h.prefs;
+	h.target_extra = target_extra;
+	if (h_target(&h, "") < 0 || h_connect(&h) < 0 ||
+	    login_initiator_init(&h.li, &lc) < 0 || login_initiator_next(&h.li, &req) < 0) {
+		CHECK(!"set-up");
+		h_teardown(&h);
+		return;
+	}
+	req.hdr.itt = 0x1000;
+	h_rx(&h, &req.hdr, req.text, req.text_len);
+	h_idle(&h);
+	struct h_rec *r = h_find(&h, ISCSI_OP_LOGIN_RSP, 0);
+	CHECK(r != NULL);
+	if (r) {
+		char want[300];
+		int n = snprintf(want, sizeof(want), "TargetAddress=%s", want_addr ? want_addr : "");
+
+		CHECK_EQ(r->h.login_rsp.status, want_status);
+		if (want_status)
+			CHECK_EQ(r->h.login_rsp.transit, 0);
+		if (want_addr) {
+			CHECK(r->len == (uint32_t)n + 1 && memcmp(r->data, want, (size_t)n + 1) == 0);
+			CHECK_EQ(login_initiator_recv(&h.li, &r->h, r->data, r->len), -EXDEV);
+			CHECK_STR(h.li.redirect, want_addr);
+		} else {
+			CHECK(r->len == 0 || !memmem(r->data, r->len, "TargetAddress", 13));
+		}
+	}
+	CHECK_EQ(h.terminated, want_status ? 1 : 0);
+	CHECK(h.tc == NULL || h.tc->sess == NULL);
+	login_initiator_clear(&h.li);
+	h_teardown(&h);
+}
+
+static void test_redirect(void)
+{
+	printf("# login redirection\n");
+	redirect_case("\"chap\": {\"user\": \"u\", \"secret\": \"0123456789abcdef\"}, "
+		      "\"redirect\": {\"address\": \"192.0.2.7:3261,3\"}",
+		      "iqn.2026-11.io.ix:unit-ini", ISCSI_LOGIN_TARGET_MOVED_TEMP,
+		      "192.0.2.7:3261,3");
+	redirect_case("\"redirect\": {\"address\": \"[2001:db8::5]\", \"permanent\": true}",
+		      "iqn.2026-11.io.ix:unit-ini", ISCSI_LOGIN_TARGET_MOVED_PERM,
+		      "[2001:db8::5]:3260");
+	redirect_case("\"acls\": [{\"initiator\": \"iqn.2026-11.io.ix:other\"}], "
+		      "\"redirect\": {\"address\": \"gw-b.example:3260\"}",
+		      "iqn.2026-11.io.ix:unit-ini", ISCSI_LOGIN_AUTHORIZATION_FAILED, NULL);
+	/* only on portal "p" (the one the harness's connection arrives at): redirected */
+	redirect_case("\"redirect\": {\"address\": \"192.0.2.7\", \"portals\": [\"p\"]}",
+		      "iqn.2026-11.io.ix:unit-ini", ISCSI_LOGIN_TARGET_MOVED_TEMP,
+		      "192.0.2.7:3260");
+	/* HA (redirect.owners): this gateway's group 1 (portal "p") standby, gateway 2's group
+	   active/optimized: sent to group 2's portal; this gateway active: served here */
+#define OWNERS(s1, s2)                                                                             \
+	"\"alua\": {\"groups\": [{\"id\": 1, \"state\": \"" s1 "\", \"portals\": [\"p\"]}, "              \
+	"{\"id\": 2, \"state\": \"" s2 "\", \"relative_ports\": [2]}]}, "                          \
+	"\"redirect\": {\"owners\": [{\"group\": 2, \"address\": \"192.0.2.8:3260,2\"}]}"
+	redirect_case(OWNERS("standby", "active/optimized"), "iqn.2026-11.io.ix:unit-ini",
+		      ISCSI_LOGIN_TARGET_MOVED_TEMP, "192.0.2.8:3260,2");
+	redirect_case(OWNERS("unavailable", "active/optimized"), "iqn.2026-11.io.ix:unit-ini",
+		      ISCSI_LOGIN_TARGET_MOVED_TEMP, "192.0.2.8:3260,2");
+	redirect_case(OWNERS("active/optimized", "standby"), "iqn.2026-11.io.ix:unit-ini", 0,
+		      NULL);
+	redirect_case(OWNERS("standby", "standby"), "iqn.2026-11.io.ix:unit-ini", 0, NULL);
+#undef OWNERS
+	/* addresses: in turn, login after login (the counter lives in the target's node) */
+	{
+		static const char *const want[] = {"192.0.2.21:3260", "192.0.2.22:3260,2",
+						   "192.0.2.21:3260"};
+		struct harness h;
+
+		memset(&h, 0, sizeof(h));
+		h_prefs_default(&h.prefs);
+		h.target_extra = "\"redirect\": {\"addresses\": [\"192.0.2.21\", "
+				 "\"192.0.2.22:3260,2\"]}";
+		if (h_target(&h, "") < 0) {
+			CHECK(!"set-up");
+			h_teardown(&h);
+			return;
+		}
+		for (int k = 0; k < 3; k++) {
+			struct login_init_req req;
+			struct login_init_cfg lc = {.initiator_name = "iqn.2026-11.io.ix:unit-ini",
+						    .target_name = H_TARGET,
+						    .type = ISCSI_SESSION_NORMAL,
+						    .isid = {0x80, 0, 0, 0, 0, 3},
+						    .cmdsn = 1,
+						    .prefs = &h.prefs};
+			char exp[64];
+			int n;
+
+			if (h.c) {
+				iscsi_conn_put(h.c);
+				h.c = NULL;
+			}
+			h_clear(&h);
+			if (h_connect(&h) < 0 || login_initiator_init(&h.li, &lc) < 0 ||
+			    login_initiator_next(&h.li, &req) < 0) {
+				CHECK(!"connect");
+				break;
+			}
+			req.hdr.itt = 0x1000;
+			h_rx(&h, &req.hdr, req.text, req.text_len);
+			h_idle(&h);
+			struct h_rec *r = h_find(&h, ISCSI_OP_LOGIN_RSP, 0);
+			n = snprintf(exp, sizeof(exp), "TargetAddress=%s", want[k]);
+			CHECK(r && r->h.login_rsp.status == ISCSI_LOGIN_TARGET_MOVED_TEMP &&
+			      r->len == (uint32_t)n + 1 && memcmp(r->data, exp, (size_t)n + 1) == 0);
+			login_initiator_clear(&h.li);
+		}
+		h_teardown(&h);
+	}
+}
+
 int main(void)
 {
 	ix_log_set_level(getenv("IX_TEST_VERBOSE") ? 4 : 0);
@@ -629,5 +763,6 @@ int main(void)
 	test_residuals();
 	test_nop();
 	test_logout();
+	test_redirect();
 	return tap_done();
 }

@@ -53,6 +53,7 @@ struct harness {
 	uint32_t cmdsn, expstatsn, itt;
 	struct login_initiator li;
 	struct neg_prefs prefs;  /* the initiator's */
+	const char *target_extra; /* more members of the target (JSON, no leading comma) */
 };
 
 static struct harness *h_cur; /* the fake datamover's recorder (single-threaded) */
@@ -279,8 +280,9 @@ static int h_target(struct harness *h, const char *global_extra)
 		 "{\"lun\": 0, \"backend\": \"ram\", \"size\": \"1M\", \"block_size\": 512},"
 		 "{\"lun\": 1, \"backend\": \"error\", \"size\": \"1M\", \"block_size\": 512,"
 		 " \"errors\": [{\"op\": \"any\", \"error\": \"none\", \"delay_ms\": 60, "
-		 "\"lba\": 100, \"blocks\": 8}]}]}]}",
-		 *global_extra ? ", " : "", global_extra);
+		 "\"lba\": 100, \"blocks\": 8}]}]%s%s}]}",
+		 *global_extra ? ", " : "", global_extra, h->target_extra ? ", " : "",
+		 h->target_extra ? h->target_extra : "");
 	r = cfg_load_string(json, "unit", &cfg, err, sizeof(err));
 	if (r < 0) {
 		printf("# config: %s\n", err);
