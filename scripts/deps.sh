@@ -70,6 +70,8 @@ for opt in "$@"; do
 		PKGS+=(
 			# tests/ceph/cluster.sh: monitor, OSD, ceph/rbd CLI; tgt's bs_rbd for bench/
 			ceph-mon ceph-osd ceph-common tgt-rbd
+			# cluster.sh --mgr: pool statistics, so quotas are enforced (rbd_full.py)
+			ceph-mgr
 		)
 		;;
 	*)

@@ -162,6 +162,35 @@ static void print_luns(json_t *luns)
 	}
 }
 
+/* How full each LUN's backing store is (thin provisioning), when any backend tells. */
+static void print_space(json_t *space)
+{
+	size_t i;
+	json_t *s;
+
+	if (!json_array_size(space))
+		return;
+	printf("\n%-32s %3s %12s %12s %12s %9s %8s\n", "TARGET", "LUN", "STORE-MIB", "FREE-MIB",
+	       "USED-MIB", "THRESHOLD", "REACHED");
+	json_array_foreach(space, i, s)
+	{
+		json_t *used = json_object_get(s, "used_bytes");
+
+		printf("%-32s %3lld %12.1f %12.1f ", json_string_value(json_object_get(s, "target")),
+		       jint(s, "lun", NULL), (double)jint(s, "total_bytes", NULL) / 1048576.0,
+		       (double)jint(s, "available_bytes", NULL) / 1048576.0);
+		if (used)
+			printf("%12.1f", (double)json_integer_value(used) / 1048576.0);
+		else
+			printf("%12s", "-");
+		if (jint(s, "thin_threshold", NULL))
+			printf(" %8lld%%", jint(s, "thin_threshold", NULL));
+		else
+			printf(" %9s", "-");
+		printf(" %8s\n", json_is_true(json_object_get(s, "threshold_reached")) ? "yes" : "no");
+	}
+}
+
 int cmd_stats(int argc, char **argv)
 {
 	json_t *result, *logins, *refs, *v;
@@ -198,6 +227,7 @@ int cmd_stats(int argc, char **argv)
 	       jint(json_object_get(result, "sessions"), "discovery", NULL));
 	print_targets(json_object_get(result, "targets"));
 	print_luns(json_object_get(result, "luns"));
+	print_space(json_object_get(result, "space"));
 	json_decref(result);
 	return 0;
 }

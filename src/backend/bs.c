@@ -223,3 +223,10 @@ int bs_dev_grow(struct bs_dev *dev, uint64_t size, char *err, size_t errlen)
 		dev->size = size;
 	return r;
 }
+
+int bs_dev_space(struct bs_dev *dev, struct bs_space *out)
+{
+	if (!dev || !dev->ops->space)
+		return -EOPNOTSUPP;
+	return dev->ops->space(dev, out);
+}

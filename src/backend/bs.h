@@ -94,6 +94,15 @@ struct bs_io {
 #define BS_CAP_COMPARE_WRITE  0x10 /* BS_OP_COMPARE_WRITE, within compare_write_ok() ranges */
 #define BS_CAP_LBA_ASYNC      0x20 /* BS_OP_LBA_STATUS (instead of the synchronous lba_status) */
 
+/* How full a device's backing store is (bs_ops.space), in bytes. The store is what the
+ * device allocates from and may share with others: the file system of a file LUN, the pool of
+ * an RBD image. */
+struct bs_space {
+	uint64_t total; /* the store's capacity (> 0) */
+	uint64_t avail; /* what the store can still allocate (<= total) */
+	uint64_t used;	/* what this device holds of it; UINT64_MAX: not known */
+};
+
 struct bs_open_cfg {
 	const char *path;
 	const void *backend_cfg; /* the backend's own settings (rbd: pool, image, cluster, as in
@@ -147,6 +156,10 @@ struct bs_ops {
 	 * device serves now (cb is never called); 1 when it does not yet: cb(dev, arg) runs once,
 	 * on a backend thread, when it does (dev->size is then final), and never after close. */
 	int (*on_ready)(struct bs_dev *dev, bs_ready_cb cb, void *arg);
+	/* Optional: how full the backing store is. Cheap and never waits on the network (a
+	 * backend that must ask a cluster answers from its last sample); called off the data
+	 * path, on any thread, while I/O goes on. 0, -EAGAIN (nothing known yet), -errno. */
+	int (*space)(struct bs_dev *dev, struct bs_space *out);
 	/* Optional, for a backing store another client can resize (an RBD image): from now on,
 	 * each time it has, dev->size holds the new size (a multiple of block_size) before
 	 * cb(dev, arg) runs on a backend thread; never after close. */
@@ -183,6 +196,8 @@ int bs_dev_grow(struct bs_dev *dev, uint64_t size, char *err, size_t errlen);
 int bs_dev_shrink(struct bs_dev *dev, uint64_t size, char *err, size_t errlen);
 /* See bs_ops.on_ready: 0 = serves now, 1 = cb comes once it does. */
 int bs_dev_on_ready(struct bs_dev *dev, bs_ready_cb cb, void *arg);
+/* See bs_ops.space: -EOPNOTSUPP when the backend cannot tell. */
+int bs_dev_space(struct bs_dev *dev, struct bs_space *out);
 /* See bs_ops.on_resize (nothing when the backend has none). */
 void bs_dev_on_resize(struct bs_dev *dev, bs_ready_cb cb, void *arg);
 

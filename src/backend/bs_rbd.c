@@ -264,13 +264,16 @@ static int helper_start(struct bs_rbd_ctx *bx)
 	return 0;
 }
 
-static int helper_post(struct bs_rbd_ctx *bx, void (*fn)(void *arg), void *arg)
+/* Queue a job; -EBUSY when more than room jobs are queued (background work leaves half of
+ * the queue to the commands). */
+static int helper_post_room(struct bs_rbd_ctx *bx, void (*fn)(void *arg), void *arg,
+			    unsigned room)
 {
 	int rc;
 
 	pthread_mutex_lock(&bx->helper.lock);
 	rc = helper_start(bx);
-	if (rc == 0 && bx->helper.n == RBD_HELPER_QUEUE)
+	if (rc == 0 && bx->helper.n >= room)
 		rc = -EBUSY;
 	if (rc == 0) {
 		bx->helper.q[(bx->helper.head + bx->helper.n) % RBD_HELPER_QUEUE] =
@@ -280,6 +283,11 @@ static int helper_post(struct bs_rbd_ctx *bx, void (*fn)(void *arg), void *arg)
 	}
 	pthread_mutex_unlock(&bx->helper.lock);
 	return rc;
+}
+
+static int helper_post(struct bs_rbd_ctx *bx, void (*fn)(void *arg), void *arg)
+{
+	return helper_post_room(bx, fn, arg, RBD_HELPER_QUEUE);
 }
 
 /* ---- the image's size: grown through the API, or by anyone (librbd's update watch) ----
@@ -451,6 +459,11 @@ static int image_open(struct bs_dev *dev, bool reopen, char *err, size_t errlen)
 	}
 	if (c->ns)
 		rados_ioctx_set_namespace(p->ioctx, c->ns);
+	/* A full pool (its quota, or a full cluster) answers a write at once with -EDQUOT or
+	 * -ENOSPC (07/27/07) instead of librados holding it until there is space: FULL_TRY on
+	 * every op of this context, which librbd's image handle inherits. */
+	if (!p->readonly)
+		rados_set_pool_full_try(p->ioctx);
 	rc = p->readonly ? rbd_open_read_only(p->ioctx, c->image, &p->image, NULL)
 			 : rbd_open(p->ioctx, c->image, &p->image, NULL);
 	if (rc < 0) {
@@ -630,10 +643,86 @@ void bs_rbd_attach_undo(struct rbd_priv *p)
 	}
 }
 
+/* ---- how full the pool is (bs_ops.space) ---- */
+
+/* The pool's quota in bytes (0: none) from the monitor; 0 when it cannot be asked. */
+static uint64_t pool_quota(struct rbd_priv *p)
+{
+	char cmd[400], *out = NULL, *outs = NULL;
+	const char *argv[1] = {cmd};
+	size_t outlen = 0, outslen = 0;
+	uint64_t q = 0;
+	const char *at;
+
+	if (strpbrk(p->c.pool, "\"\\") || /* names are printable; these would need escaping */
+	    snprintf(cmd, sizeof(cmd),
+		     "{\"prefix\": \"osd pool get-quota\", \"pool\": \"%s\", \"format\": \"json\"}",
+		     p->c.pool) >= (int)sizeof(cmd))
+		return 0;
+	if (rados_mon_command(p->cl->rados, argv, 1, "", 0, &out, &outlen, &outs, &outslen) == 0 &&
+	    out && (at = strstr(out, "\"quota_max_bytes\":")))
+		q = strtoull(at + strlen("\"quota_max_bytes\":"), NULL, 10);
+	rados_buffer_free(out);
+	rados_buffer_free(outs);
+	return q;
+}
+
+/* The helper thread: the pool's usage and quota, the cluster's size. Without a manager the
+ * cluster reports no statistics (size 0): nothing is known then. */
+static void space_job(void *arg)
+{
+	struct rbd_priv *p = arg;
+	struct rados_pool_stat_t ps;
+	struct rados_cluster_stat_t cs;
+
+	if (io_enter(p)) {
+		if (rados_cluster_stat(p->cl->rados, &cs) == 0 && cs.kb &&
+		    rados_ioctx_pool_stat(p->ioctx, &ps) == 0) {
+			uint64_t quota = pool_quota(p), total = cs.kb * 1024,
+				 avail = cs.kb_avail * 1024;
+
+			if (quota) { /* the quota counts the bytes stored in the pool */
+				uint64_t left = quota > ps.num_bytes ? quota - ps.num_bytes : 0;
+
+				total = quota;
+				avail = left < avail ? left : avail;
+			}
+			atomic_store(&p->sp_avail, avail < total ? avail : total);
+			atomic_store(&p->sp_total, total);
+		}
+		io_leave(p);
+	}
+	atomic_store(&p->sp_when_ms, bs_rbd_now_ms());
+	atomic_store(&p->sp_busy, false);
+}
+
+/* The last sample; a new one queued on the helper thread when it is older than
+ * RBD_SPACE_MS. Never waits. */
+static int rbd_space(struct bs_dev *dev, struct bs_space *out)
+{
+	struct rbd_priv *p = dev->priv;
+	bool idle = false;
+
+	if (!atomic_load_explicit(&p->online, memory_order_acquire))
+		return -EAGAIN;
+	if (bs_rbd_now_ms() - atomic_load(&p->sp_when_ms) >= RBD_SPACE_MS &&
+	    atomic_compare_exchange_strong(&p->sp_busy, &idle, true) &&
+	    helper_post_room(p->ctx, space_job, p, RBD_HELPER_QUEUE / 2) < 0)
+		atomic_store(&p->sp_busy, false);
+	out->total = atomic_load(&p->sp_total);
+	out->avail = atomic_load(&p->sp_avail);
+	out->used = UINT64_MAX; /* what the image holds: a query per object, not asked */
+	return out->total ? 0 : -EAGAIN;
+}
+
 static void rbd_dev_close(struct bs_dev *dev)
 {
 	struct rbd_priv *p = dev->priv;
+	uint64_t end = bs_rbd_now_ms() + p->close_ms;
 
+	/* a space sample queued or running holds p (bounded by the cluster's timeouts) */
+	while (atomic_load(&p->sp_busy) && bs_rbd_now_ms() < end)
+		usleep(10000);
 	bs_rbd_open_stop(p);
 	if (atomic_load_explicit(&p->online, memory_order_acquire))
 		bs_rbd_attach_undo(p); /* without an image (a rejoin failed half-way): o only */
@@ -936,6 +1025,7 @@ const struct bs_ops bs_rbd_ops = {
     .submit = rbd_submit,
     .compare_write_ok = rbd_compare_write_ok,
     .on_ready = bs_rbd_on_ready,
+    .space = rbd_space,
     .grow = rbd_grow,
     .on_resize = rbd_on_resize,
 };

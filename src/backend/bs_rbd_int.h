@@ -131,6 +131,10 @@ struct rbd_priv {
 	atomic_bool fenced;
 	atomic_uint inflight; /* requests between io_enter and librbd's answer */
 	struct rbd_retry r;
+	/* How full the pool is (bs_ops.space): the last sample, taken on the helper thread at
+	 * most every RBD_SPACE_MS; sp_busy while a sample is queued or running (close waits). */
+	_Atomic uint64_t sp_total, sp_avail, sp_when_ms;
+	atomic_bool sp_busy;
 	/* librbd's update watch on the open image (bs_rbd.c, rbd_watch_*): a resize by anyone
 	 * reaches the LU through resize_cb */
 	uint64_t watch_handle;
@@ -138,6 +142,8 @@ struct rbd_priv {
 	_Atomic(bs_ready_cb) resize_cb;
 	void *_Atomic resize_arg;
 };
+
+#define RBD_SPACE_MS 10000 /* how often the pool's space is asked for at most */
 
 static inline uint64_t bs_rbd_now_ms(void)
 {

@@ -334,6 +334,36 @@ static void worker_counters(struct mbuf *b, const struct ix_stats *st)
 			    (double)st->workers[i].poll_ns / 1e9);
 }
 
+/* How full each LUN's backing store is (thin provisioning: docs/configuration.md). */
+static void lun_space(struct mbuf *b, const struct ix_stats *st)
+{
+	static const struct {
+		const char *name, *help;
+	} fam[] = {
+	    {"ix_lun_space_total_bytes",
+	     "Size of the LUN's backing store (its file system, its pool's quota or cluster)."},
+	    {"ix_lun_space_available_bytes", "Bytes the LUN's backing store can still allocate."},
+	    {"ix_lun_space_used_bytes", "Bytes the LUN holds in its backing store."},
+	    {"ix_lun_thin_threshold_reached",
+	     "1 while the store's use is at or above the LUN's thin_threshold."},
+	};
+
+	for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+		family(b, fam[f].name, "gauge", fam[f].help);
+		for (size_t i = 0; i < st->nspaces; i++) {
+			const struct ix_space_stats *s = &st->spaces[i];
+			uint64_t v = f == 0 ? s->total : f == 1 ? s->avail : f == 2 ? s->used
+										: s->reached;
+
+			if (f == 2 && s->used == UINT64_MAX)
+				continue;
+			mbuf_printf(b, "%s{target=\"", fam[f].name);
+			metrics_escape_label(b, s->target);
+			mbuf_printf(b, "\",lun=\"%u\"} %llu\n", s->lun, (unsigned long long)v);
+		}
+	}
+}
+
 int metrics_format(const struct ix_stats *st, struct mbuf *out)
 {
 	lun_commands(out, st);
@@ -342,6 +372,7 @@ int metrics_format(const struct ix_stats *st, struct mbuf *out)
 	lun_errors(out, st);
 	lun_latency(out, st);
 	lun_qos(out, st);
+	lun_space(out, st);
 	tgt_counters(out, st);
 	tgt_refused(out, st);
 	tgt_sessions(out, st);
@@ -435,9 +466,21 @@ static json_t *logins_json(const struct ix_login_stats *l)
 			 (json_int_t)l->timeouts);
 }
 
+static json_t *space_json(const struct ix_space_stats *s)
+{
+	json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:i, s:b}", "target", s->target, "lun",
+			      (json_int_t)s->lun, "total_bytes", (json_int_t)s->total,
+			      "available_bytes", (json_int_t)s->avail, "thin_threshold",
+			      (int)s->threshold, "threshold_reached", s->reached);
+
+	if (o && s->used != UINT64_MAX)
+		json_object_set_new(o, "used_bytes", json_integer((json_int_t)s->used));
+	return o;
+}
+
 json_t *metrics_json(const struct ix_stats *st)
 {
-	json_t *tg = json_array(), *lu = json_array(), *wk = json_array();
+	json_t *tg = json_array(), *lu = json_array(), *wk = json_array(), *sp = json_array();
 	uint64_t normal[DM_MAX_TRANSPORTS] = {0};
 	json_int_t disc = 0;
 
@@ -460,7 +503,9 @@ json_t *metrics_json(const struct ix_stats *st)
 				  "poller_hits", (json_int_t)w->poller_hits, "poll_backoffs", (json_int_t)w->poll_backoffs, "poll_seconds",
 				  (double)w->poll_ns / 1e9));
 	}
-	return json_pack("{s:o*, s:{s:o*, s:I}, s:o*, s:o*, s:o*}", "logins",
+	for (size_t i = 0; sp && i < st->nspaces; i++)
+		json_array_append_new(sp, space_json(&st->spaces[i]));
+	return json_pack("{s:o*, s:{s:o*, s:I}, s:o*, s:o*, s:o*, s:o*}", "logins",
 			 logins_json(&st->logins), "sessions", "normal", by_transport(normal),
-			 "discovery", disc, "targets", tg, "luns", lu, "workers", wk);
+			 "discovery", disc, "targets", tg, "luns", lu, "workers", wk, "space", sp);
 }

@@ -104,6 +104,7 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 	lu->no_medium = cfg->no_medium;
 	lu->removable = cfg->removable || cfg->no_medium;
 	lu->sanitize_rate = cfg->sanitize_rate;
+	atomic_init(&lu->thin_thr, cfg->thin_threshold <= 99 ? cfg->thin_threshold : 0);
 	atomic_init(&lu->mstate, (cfg->no_medium ? 0 : SCSI_MS_LOADED) |
 				     (cfg->offline ? SCSI_MS_OFFLINE : 0));
 	atomic_init(&lu->swp, false);
@@ -165,6 +166,7 @@ int scsi_lu_new(const struct scsi_lu_cfg *cfg, struct scsi_lu **out, char *err, 
 		lu_backend_resized(lu->dev, lu); /* a resize before the line above */
 		if (lu->ha && lu->ha->ops->lu_watch)
 			lu->ha->ops->lu_watch(lu, true);
+		(void)scsi_lu_space_poll(lu); /* the first sample, before the first command */
 	}
 	rc = scsi_pr_lu_attach(lu, cfg, err, errlen);
 	if (rc < 0) {
@@ -608,6 +610,7 @@ struct scsi_itl *scsi_itl_attach(struct scsi_nexus *nx, uint32_t lun, struct scs
 		scsi_pr_itl_attach_locked(lu, itl);
 		scsi_ua_add_locked(itl, 0x29,
 				   0x00); /* POWER ON, RESET, OR BUS DEVICE RESET OCCURRED */
+		scsi_thin_itl_attach_locked(lu, itl);
 		atomic_store_explicit(&itl->lu, lu, memory_order_release);
 	}
 	pthread_mutex_unlock(&lu->lock);

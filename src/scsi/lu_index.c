@@ -82,3 +82,22 @@ struct scsi_lu *scsi_lu_index_find(struct scsi_lu_index *ix, const uint8_t *desi
 	pthread_mutex_unlock(&ix->lock);
 	return found;
 }
+
+void scsi_lu_index_space_poll(struct scsi_lu_index *ix)
+{
+	struct list_head *pos;
+
+	if (!ix)
+		return;
+	/* Under the index lock: an LU whose last reference went waits in scsi_lu_index_del
+	 * before its device closes, so the sample never meets a closed device. */
+	pthread_mutex_lock(&ix->lock);
+	list_for_each(pos, &ix->lus)
+	{
+		struct scsi_lu *lu = list_entry(pos, struct scsi_lu, index_link);
+
+		if (lu->dev && lu->dev->ops->space && atomic_load(&lu->refs) > 0)
+			(void)scsi_lu_space_poll(lu);
+	}
+	pthread_mutex_unlock(&ix->lock);
+}

@@ -6,10 +6,21 @@
  * then read as zeros), and is refused on a fully provisioned LU (LBPWS 0); otherwise it writes
  * the pattern, or zeros for NDOB. A NUMBER OF LOGICAL BLOCKS of zero
  * means "to the last block" (WSNZ = 0), within MAXIMUM WRITE SAME LENGTH. ANCHOR is refused
- * (ANC_SUP = 0): no backend keeps an anchored state apart from mapped or deallocated. */
+ * (ANC_SUP = 0): no backend keeps an anchored state apart from mapped or deallocated.
+ *
+ * The soft threshold (SBC-3 4.7.3.6): a timer of the target samples how full each LU's
+ * backing store is (bs_dev_space: a file LU's file system, an RBD image's pool); when a
+ * sample of a thin LU finds the store's use at or above the configured percentage, each I_T
+ * nexus gets THIN PROVISIONING SOFT THRESHOLD REACHED (6/38/07) once, and a nexus that
+ * attaches while it is so gets it too; a sample below the threshold re-arms it. The hard
+ * limit needs nothing here: a write the store cannot hold fails with ENOSPC or EDQUOT, which
+ * scsi_fail_errno turns into SPACE ALLOCATION FAILED WRITE PROTECT (7/27/07). */
+#include <errno.h>
+
 #include <string.h>
 
 #include "scsi/scsi_int.h"
+#include "util/log.h"
 
 /* ---- UNMAP ---- */
 
@@ -143,4 +154,134 @@ int scsi_sbc_write_same(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		scsi_submit_io(cmd, BS_OP_WRITE_SAME, lba * bs, n * bs, cmd->buf, flags,
 			       scsi_io_done_write);
 	return SCSI_ASYNC;
+}
+
+/* ---- soft threshold ---- */
+
+bool scsi_thin_lbp_log(const struct scsi_lu *lu)
+{
+	return lu->lbpme && lu->dev && lu->dev->ops->space;
+}
+
+uint8_t scsi_thin_exponent(const struct scsi_lu *lu)
+{
+	uint8_t e = 0;
+
+	if (!scsi_thin_lbp_log(lu))
+		return 0;
+	while ((lu->block_size << e) < (1u << 20))
+		e++;
+	return e;
+}
+
+static bool thin_reached(const struct scsi_lu *lu)
+{
+	uint64_t total = atomic_load(&lu->sp_total), avail = atomic_load(&lu->sp_avail);
+	unsigned thr = atomic_load(&lu->thin_thr);
+
+	if (!lu->lbpme || !thr || !total || avail > total)
+		return false;
+	/* in use / total >= thr / 100, without overflow for any 64-bit size */
+	return (double)(total - avail) * 100.0 >= (double)total * thr;
+}
+
+static void thin_check_locked(struct scsi_lu *lu)
+{
+	bool over = thin_reached(lu);
+	struct list_head *pos;
+
+	if (over == lu->thin_over)
+		return;
+	lu->thin_over = over;
+	list_for_each(pos, &lu->itls)
+	{
+		struct scsi_itl *itl = list_entry(pos, struct scsi_itl, lu_link);
+
+		if (!over)
+			itl->thin_told = false; /* re-armed */
+		else if (!itl->thin_told) {
+			itl->thin_told = true;
+			scsi_ua_add_locked(itl, 0x38, 0x07);
+		}
+	}
+}
+
+void scsi_thin_itl_attach_locked(struct scsi_lu *lu, struct scsi_itl *itl)
+{
+	itl->thin_told = lu->thin_over;
+	if (lu->thin_over)
+		scsi_ua_add_locked(itl, 0x38, 0x07);
+}
+
+static void thin_log(struct scsi_lu *lu, bool was)
+{
+	struct scsi_lu_space sp;
+
+	scsi_lu_space_get(lu, &sp);
+	if (sp.over == was)
+		return;
+	if (sp.over)
+		log_warn("scsi",
+			 "target %s LUN %u: thin provisioning soft threshold (%u%%) reached: %llu of "
+			 "%llu bytes of the backing store in use",
+			 lu->target_name, lu->lun, sp.threshold,
+			 (unsigned long long)(sp.total - sp.avail), (unsigned long long)sp.total);
+	else if (sp.threshold)
+		log_info("scsi", "target %s LUN %u: backing store below the soft threshold (%u%%)",
+			 lu->target_name, lu->lun, sp.threshold);
+	else
+		log_info("scsi", "target %s LUN %u: soft threshold off", lu->target_name, lu->lun);
+}
+
+void scsi_lu_space_update(struct scsi_lu *lu, uint64_t total, uint64_t avail, uint64_t used)
+{
+	bool was;
+
+	pthread_mutex_lock(&lu->lock);
+	was = lu->thin_over;
+	atomic_store(&lu->sp_avail, avail < total ? avail : total);
+	atomic_store(&lu->sp_used, used);
+	atomic_store(&lu->sp_total, total);
+	thin_check_locked(lu);
+	pthread_mutex_unlock(&lu->lock);
+	thin_log(lu, was);
+}
+
+int scsi_lu_space_poll(struct scsi_lu *lu)
+{
+	struct bs_space sp;
+	int r;
+
+	if (atomic_load(&lu->mstate) & SCSI_MS_NOT_READY)
+		return -EAGAIN;
+	r = bs_dev_space(lu->dev, &sp);
+	if (r == 0)
+		scsi_lu_space_update(lu, sp.total, sp.avail, sp.used);
+	return r;
+}
+
+void scsi_lu_space_get(struct scsi_lu *lu, struct scsi_lu_space *out)
+{
+	pthread_mutex_lock(&lu->lock);
+	out->total = atomic_load(&lu->sp_total);
+	out->avail = atomic_load(&lu->sp_avail);
+	out->used = atomic_load(&lu->sp_used);
+	out->threshold = atomic_load(&lu->thin_thr);
+	out->over = lu->thin_over;
+	pthread_mutex_unlock(&lu->lock);
+}
+
+int scsi_lu_set_thin_threshold(struct scsi_lu *lu, unsigned percent)
+{
+	bool was;
+
+	if (percent > 99)
+		return -EINVAL;
+	pthread_mutex_lock(&lu->lock);
+	was = lu->thin_over;
+	atomic_store(&lu->thin_thr, (uint8_t)percent);
+	thin_check_locked(lu);
+	pthread_mutex_unlock(&lu->lock);
+	thin_log(lu, was);
+	return 0;
 }

@@ -91,6 +91,8 @@ struct scsi_lu_cfg {
 				    READY, LOGICAL UNIT NOT READY, OFFLINE (04/12) */
 	uint64_t sanitize_rate;  /* bytes per second a SANITIZE OVERWRITE may write; 0 = as
 				    fast as the backend goes */
+	uint8_t thin_threshold;  /* thin: the soft threshold, a percentage (1..99) of the
+				    backing store in use; 0 = none (scsi_lu_space_update) */
 	const char *vendor;      /* INQUIRY T10 vendor, default "IX" */
 	const char *product;     /* default "ix-disk" */
 	const char *serial;      /* VPD 0x80; default derived from the naa id */
@@ -369,5 +371,30 @@ bool scsi_lu_writable(const struct scsi_lu *lu);
 uint32_t scsi_lu_block_size(const struct scsi_lu *lu);
 /* The LU's backend device (NULL without medium). */
 struct bs_dev *scsi_lu_dev(struct scsi_lu *lu);
+
+/* Thin provisioning: how full the LU's backing store is, and its soft threshold (SBC-3
+ * 4.7.3.6; src/scsi/sbc_thin.c). Nothing here is on the data path: the store is sampled by
+ * a timer of the target (scsi_lu_index_space_poll, which calls bs_dev_space and then
+ * scsi_lu_space_update); the commands read the last sample. When a sample of a thin LU with a
+ * threshold finds the store's use (total - avail) at or above the threshold, every I_T nexus
+ * of the LU, and any that attaches later, gets THIN PROVISIONING SOFT THRESHOLD REACHED
+ * (6/38/07) once; the threshold is re-armed by a sample below it. */
+struct scsi_lu_space {
+	uint64_t total, avail, used; /* bytes, as struct bs_space (used UINT64_MAX: not known);
+					total 0: no sample yet */
+	uint8_t threshold;	     /* percent, 0: none */
+	bool over;		     /* the last sample was at or above the threshold */
+};
+/* Take a sample (any thread; takes lu->lock). */
+void scsi_lu_space_update(struct scsi_lu *lu, uint64_t total, uint64_t avail, uint64_t used);
+/* Sample the LU's backend now: 0, or the -errno of bs_dev_space (nothing changes then). */
+int scsi_lu_space_poll(struct scsi_lu *lu);
+/* Sample every LU of the index whose backend can tell (the target's timer, main thread). */
+void scsi_lu_index_space_poll(struct scsi_lu_index *ix);
+/* The last sample. */
+void scsi_lu_space_get(struct scsi_lu *lu, struct scsi_lu_space *out);
+/* Change the threshold while the LU serves (a reload): 0 turns it off; checked against the
+ * last sample at once. -EINVAL above 99. */
+int scsi_lu_set_thin_threshold(struct scsi_lu *lu, unsigned percent);
 
 #endif

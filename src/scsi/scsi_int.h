@@ -65,6 +65,8 @@ struct scsi_itl {
 	struct list_head lu_link; /* on lu->itls, under lu->lock */
 	uint8_t n_ua;		  /* under lu->lock */
 	bool prevent;		  /* PREVENT MEDIUM REMOVAL through this nexus, under lu->lock */
+	bool thin_told;		  /* told THIN PROVISIONING SOFT THRESHOLD REACHED since the
+				     threshold was last re-armed (sbc_thin.c), under lu->lock */
 	uint8_t ua[SCSI_UA_QUEUE][2];
 	uint8_t copy_next;	  /* next copy_log slot to overwrite */
 	struct scsi_copy_status copy_log[SCSI_COPY_LOG];
@@ -143,6 +145,12 @@ struct scsi_lu {
 	bool lbprz;
 	uint32_t pblocks; /* logical blocks per physical block (a power of two) */
 	uint32_t ugran;	  /* OPTIMAL UNMAP GRANULARITY in logical blocks (>= pblocks) */
+	/* How full the backing store is (sbc_thin.c): the last sample of bs_dev_space, in bytes
+	 * (sp_total 0: none yet), and the soft threshold, a percentage of the store in use (0:
+	 * none); thin_over (under lock): the last sample was at or above it. */
+	_Atomic uint64_t sp_total, sp_avail, sp_used;
+	atomic_uchar thin_thr;
+	bool thin_over;
 	struct scsi_guard *guard;     /* ranges of atomic commands, see guard.h */
 	struct scsi_lu_index *index;  /* the LUs of the process, for EXTENDED COPY; may be NULL */
 	struct list_head index_link;  /* on index->lus, under its lock */
@@ -429,6 +437,17 @@ int scsi_sbc_read_defect_data(struct scsi_cmd *cmd, struct scsi_lu *lu);
 /* sbc_thin.c */
 int scsi_sbc_unmap(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_sbc_write_same(struct scsi_cmd *cmd, struct scsi_lu *lu);
+/* Has the LU the Logical Block Provisioning log page and thresholds (thin, and its backend
+ * tells how full its store is)? */
+bool scsi_thin_lbp_log(const struct scsi_lu *lu);
+/* THRESHOLD EXPONENT: a threshold set is 2^this logical blocks (1 MiB); 0 without the log
+ * page. */
+uint8_t scsi_thin_exponent(const struct scsi_lu *lu);
+/* A nexus attaches to the LU (lu->lock held): told the soft threshold is reached if it is. */
+void scsi_thin_itl_attach_locked(struct scsi_lu *lu, struct scsi_itl *itl);
+
+/* logsense.c */
+int scsi_spc_log_sense(struct scsi_cmd *cmd, struct scsi_lu *lu);
 
 /* sbc_atomic.c: the commands that hold their range exclusively */
 int scsi_sbc_compare_and_write(struct scsi_cmd *cmd, struct scsi_lu *lu);

@@ -158,11 +158,18 @@ static uint32_t vpd_page(struct scsi_cmd *cmd, const struct scsi_lu *lu, uint8_t
 		return 64;
 	case 0xb2:
 		put_be16(d + 2, 4);
+		/* THRESHOLD EXPONENT: the unit of the Logical Block Provisioning log page's
+		 * resource counts; 0 (no thresholds) without that page */
+		d[4] = scsi_thin_exponent(lu);
 		if (lu->lbpme)
 			d[5] = 0x80 | 0x40 | 0x20; /* LBPU, LBPWS, LBPWS10 */
 		if (lu->lbprz)
 			d[5] |= 0x04;		/* LBPRZ */
 		d[6] = lu->lbpme ? 0x02 : 0x00; /* thin / full provisioning */
+		/* THRESHOLD PERCENTAGE (SBC-4): the soft threshold, percent of the store in use
+		 * (thin LUs only); DP 0: no provisioning group descriptor */
+		if (d[4])
+			d[7] = atomic_load(&lu->thin_thr);
 		return 8;
 	default:
 		return 0;

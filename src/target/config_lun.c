@@ -260,6 +260,23 @@ static int parse_pr_store(struct cfg_ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 	return 0;
 }
 
+/* "thin_threshold": the soft threshold of a thin LUN, a percentage (1..99) of its backing
+ * store in use (docs/configuration.md). */
+static int parse_thin_threshold(struct cfg_ctx *c, json_t *v, struct scsi_lu_cfg *lu)
+{
+	uint32_t pct = 0;
+	int rc;
+
+	if (!cfg_member(v, "thin_threshold"))
+		return 0;
+	if ((rc = cfg_get_u32(c, v, "thin_threshold", 1, 99, &pct)))
+		return rc;
+	if (!lu->thin)
+		return cfg_fail(c, "thin_threshold", true, "only for a thin LUN (\"thin\": true)");
+	lu->thin_threshold = (uint8_t)pct;
+	return 0;
+}
+
 int cfg_parse_lun(struct cfg_ctx *c, json_t *v, struct ix_config *cfg, size_t ti, size_t li)
 {
 	static const char *const keys[] = {"lun",	"backend",	 "path",
@@ -269,7 +286,7 @@ int cfg_parse_lun(struct cfg_ctx *c, json_t *v, struct ix_config *cfg, size_t ti
 					   "naa_id",	"removable",	 "offline",
 					   "state_dir", "sanitize_rate", "physical_block_size",
 					   "errors",	"rbd",		 "pr_store",
-					   "qos",	NULL};
+					   "qos",	"thin_threshold", NULL};
 	struct cfg_target *t = &cfg->targets[ti];
 	struct cfg_lun *l = &t->luns[li];
 	struct scsi_lu_cfg *lu = &l->lu;
@@ -307,6 +324,8 @@ int cfg_parse_lun(struct cfg_ctx *c, json_t *v, struct ix_config *cfg, size_t ti
 	    (rc = cfg_get_strdup(c, v, "serial", 64, STR_ASCII, (char **)&lu->serial)) ||
 	    (rc = parse_naa_id(c, v, &lu->naa_id)) || (rc = cfg_parse_err_rules(c, v, lu)) ||
 	    (rc = parse_pr_store(c, v, lu)) || (rc = cfg_parse_qos(c, v, &l->qos)))
+		return rc;
+	if ((rc = parse_thin_threshold(c, v, lu)))
 		return rc;
 	if (lu->backend == BS_TYPE_ERROR)
 		cfg->test_features = true;

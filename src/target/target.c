@@ -696,6 +696,14 @@ fail:
 	return r;
 }
 
+static void space_poll(struct ev_timer *tm)
+{
+	struct ix_target *t = tm->arg;
+
+	scsi_lu_index_space_poll(t->luidx);
+	ev_timer_start(t->main_loop, tm, TGT_SPACE_POLL_MS);
+}
+
 int ix_target_run(struct ix_target *t)
 {
 	int r;
@@ -711,7 +719,10 @@ int ix_target_run(struct ix_target *t)
 			return -r;
 		}
 	}
+	ev_timer_init(&t->space_timer, space_poll, t);
+	ev_timer_start(t->main_loop, &t->space_timer, TGT_SPACE_POLL_MS);
 	r = ev_loop_run(t->main_loop);
+	ev_timer_stop(t->main_loop, &t->space_timer);
 	tgt_isns_stop(t->isns); /* deregister while the target still serves */
 	for (int i = 0; i < t->nworkers; i++) {
 		ev_loop_stop(t->workers[i].loop);

@@ -153,6 +153,17 @@ struct ix_worker_stats {
 	uint64_t poll_ns;       /* time spent polling */
 };
 
+/* How full one LUN's backing store is (thin provisioning, src/scsi/sbc_thin.c): the last
+ * sample, taken each second; only LUNs whose backend tells. */
+struct ix_space_stats {
+	char target[224];
+	uint32_t lun;
+	uint64_t total, avail; /* bytes of the store (a file system, a pool) and still free */
+	uint64_t used;	       /* bytes the LUN holds of it; UINT64_MAX: not known */
+	uint8_t threshold;     /* thin_threshold in percent, 0: none */
+	bool reached;	       /* the store's use is at or above the threshold */
+};
+
 struct ix_stats {
 	struct ix_login_stats logins; /* over all targets */
 	struct ix_tgt_stats *tgts;
@@ -161,6 +172,8 @@ struct ix_stats {
 	size_t nluns;
 	struct ix_worker_stats *workers; /* by id */
 	size_t nworkers;
+	struct ix_space_stats *spaces; /* by target and LUN */
+	size_t nspaces;
 };
 void ix_stats_free(struct ix_stats *st);
 

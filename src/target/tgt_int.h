@@ -309,7 +309,12 @@ struct ix_target {
 	struct scsi_lu_index *luidx; /* every LU of this context, by NAA (EXTENDED COPY) */
 	struct ha_ctx *ha;	     /* high availability (src/ha/): ownership, ALUA, shared PR */
 	struct tgt_isns *isns;       /* iSNS registration (tgt_isns.h), NULL when off */
+	struct ev_timer space_timer; /* samples how full the LUs' stores are (main thread) */
 };
+
+/* How often the main thread samples how full each LU's backing store is (thin provisioning
+ * soft threshold, the space metrics): docs/configuration.md "thin_threshold". */
+#define TGT_SPACE_POLL_MS 1000
 
 /* target.c */
 struct tgt_cfg_gen *tgt_gen_current(struct ix_target *t);

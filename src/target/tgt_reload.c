@@ -14,8 +14,9 @@
  *   and every I_T nexus that used the target's LUs gets REPORTED LUNS DATA HAS CHANGED. A file,
  *   block or RAM LUN whose size alone grew is grown in place (its nexuses get CAPACITY DATA HAS
  *   CHANGED); write_cache and readonly change in place (MODE PARAMETERS CHANGED, 2A/01; a
- *   LUN configured readonly at start stays read-only); a LUN listed in both files with other
- *   settings keeps running as it was (a restart applies them).
+ *   LUN configured readonly at start stays read-only), and so does thin_threshold (checked
+ *   against the last sample at once); a LUN listed in both files with other settings keeps
+ *   running as it was (a restart applies them).
  * - A kept target's ALUA target port groups ("alua") are replaced by the new file's; a group
  *   whose id and configured state are unchanged keeps the state it has now (SET TARGET PORT
  *   GROUPS, iscsi_set_alua_state), and any visible change gives every I_T nexus 2A/06.
@@ -68,6 +69,7 @@ struct lun_grow {
 	int offline;     /* -1: stays, else the new state */
 	int wce;         /* write_cache: -1 stays, else the new value */
 	int readonly;    /* -1 stays, else the new value */
+	int thin_thr;    /* thin_threshold: -1 stays, else the new value */
 	const char *target;
 	uint32_t lun;
 };
@@ -160,7 +162,7 @@ static bool lu_cfg_same(const struct scsi_lu_cfg *a, const struct scsi_lu_cfg *b
 	       a->bs.rbd.exclusive_lock == b->bs.rbd.exclusive_lock &&
 	       a->bs.rbd.lock_check_ms == b->bs.rbd.lock_check_ms &&
 	       a->bs.rbd.handover_timeout_ms == b->bs.rbd.handover_timeout_ms &&
-	       a->pr_store == b->pr_store &&
+	       a->pr_store == b->pr_store && a->thin_threshold == b->thin_threshold &&
 	       memcmp(&a->bs.rbd.pr, &b->bs.rbd.pr, sizeof(a->bs.rbd.pr)) == 0;
 }
 
@@ -204,6 +206,7 @@ static int plan_grow(struct plan *p, const struct cfg_target *ct, const struct c
 	same_size.offline = old->lu.offline;
 	same_size.write_cache = old->lu.write_cache;
 	same_size.readonly = old->lu.readonly;
+	same_size.thin_threshold = old->lu.thin_threshold;
 	if (!lu_cfg_same(&old->lu, &same_size) ||
 	    (old->lu.readonly && !cl->lu.readonly && !scsi_lu_writable(lu)))
 		return 0;
@@ -216,7 +219,8 @@ static int plan_grow(struct plan *p, const struct cfg_target *ct, const struct c
 		bytes = cl->lu.size_bytes;
 	}
 	if (!bytes && cl->lu.offline == scsi_lu_offline(lu) &&
-	    old->lu.write_cache == cl->lu.write_cache && old->lu.readonly == cl->lu.readonly)
+	    old->lu.write_cache == cl->lu.write_cache && old->lu.readonly == cl->lu.readonly &&
+	    old->lu.thin_threshold == cl->lu.thin_threshold)
 		return 1;
 	g = realloc(p->grow, (p->ngrow + 1) * sizeof(*g));
 	if (!g)
@@ -228,6 +232,8 @@ static int plan_grow(struct plan *p, const struct cfg_target *ct, const struct c
 	    .offline = cl->lu.offline == scsi_lu_offline(lu) ? -1 : cl->lu.offline,
 	    .wce = setting(old->lu.write_cache, cl->lu.write_cache),
 	    .readonly = setting(old->lu.readonly, cl->lu.readonly),
+	    .thin_thr = old->lu.thin_threshold == cl->lu.thin_threshold ? -1
+									: cl->lu.thin_threshold,
 	    .target = ct->name,
 	    .lun = cl->lun};
 	return 1;
@@ -265,6 +271,10 @@ static int plan_do_grows(struct plan *p, char *err, size_t errlen)
 		}
 		if (r == 0 && (g->wce >= 0 || g->readonly >= 0))
 			lu_set_options(g);
+		if (r == 0 && g->thin_thr >= 0 &&
+		    scsi_lu_set_thin_threshold(g->lu, (unsigned)g->thin_thr) == 0)
+			log_info("target", "target %s LUN %u: thin_threshold %d%%", g->target,
+				 g->lun, g->thin_thr);
 		if (!g->bytes)
 			continue;
 		if (r < 0) {

@@ -292,6 +292,7 @@ struct stats_part {
 struct stats_snap {
 	ix_stats_cb cb;
 	void *arg;
+	struct ix_target *t;
 };
 
 void ix_stats_free(struct ix_stats *st)
@@ -299,10 +300,12 @@ void ix_stats_free(struct ix_stats *st)
 	free(st->tgts);
 	free(st->luns);
 	free(st->workers);
+	free(st->spaces);
 	st->tgts = NULL;
 	st->luns = NULL;
 	st->workers = NULL;
-	st->ntgts = st->nluns = st->nworkers = 0;
+	st->spaces = NULL;
+	st->ntgts = st->nluns = st->nworkers = st->nspaces = 0;
 }
 
 static struct ix_tgt_stats *copy_tgt_find(struct ix_stats *st, const char *name)
@@ -480,6 +483,51 @@ static int merge_parts(const struct stats_part *parts, int nparts, struct ix_sta
 	return 0;
 }
 
+/* The last space sample of every LUN whose backend tells (main thread: the node table). */
+static int space_rows(struct ix_target *t, struct ix_stats *st)
+{
+	size_t n = 0, cap = 0;
+	int r = 0;
+
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->nnodes && r == 0; i++) {
+		const struct tgt_node *nd = t->nodes[i];
+
+		for (uint32_t l = 0; l < SCSI_MAX_LUNS; l++) {
+			struct scsi_lu *lu = scsi_lun_map_get(nd->map, l);
+			struct ix_space_stats *row;
+			struct scsi_lu_space sp;
+
+			if (!lu)
+				continue;
+			scsi_lu_space_get(lu, &sp);
+			if (!sp.total)
+				continue;
+			if (n == cap) {
+				cap = cap ? 2 * cap : 16;
+				row = realloc(st->spaces, cap * sizeof(*row));
+				if (!row) {
+					r = -ENOMEM;
+					break;
+				}
+				st->spaces = row;
+			}
+			row = &st->spaces[n++];
+			memset(row, 0, sizeof(*row));
+			snprintf(row->target, sizeof(row->target), "%s", nd->cfg->name);
+			row->lun = l;
+			row->total = sp.total;
+			row->avail = sp.avail;
+			row->used = sp.used;
+			row->threshold = sp.threshold;
+			row->reached = sp.over;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	st->nspaces = n;
+	return r;
+}
+
 static void snap_done(void *arg, void *parts_, int nparts)
 {
 	struct stats_snap *sn = arg;
@@ -489,7 +537,8 @@ static void snap_done(void *arg, void *parts_, int nparts)
 	if (merge_parts(parts, nparts, &st) < 0) {
 		log_warn("stats", "statistics lost (out of memory)");
 		memset(&st, 0, sizeof(st));
-	}
+	} else if (space_rows(sn->t, &st) < 0)
+		log_warn("stats", "space statistics lost (out of memory)");
 	sn->cb(sn->arg, &st);
 	ix_stats_free(&st);
 	for (int i = 0; i < nparts; i++)
@@ -515,6 +564,7 @@ int ix_target_stats(struct ix_target *t, ix_stats_cb cb, void *arg)
 		return -ENOMEM;
 	sn->cb = cb;
 	sn->arg = arg;
+	sn->t = t;
 	r = tgt_gather(t, sizeof(struct stats_part), snap_worker, snap_done, sn);
 	if (r < 0)
 		free(sn);

@@ -4,12 +4,14 @@
 # files) under one folder, every daemon stopped by the PID in its PID file. Debian 12's Ceph
 # 16.2 packages (scripts/deps.sh --ceph). Facts behind the shape: shared/docs/ceph.md.
 #
-#   cluster.sh start DIR [--store memstore|bluestore] [--pool NAME]
+#   cluster.sh start DIR [--store memstore|bluestore] [--pool NAME] [--mgr]
 #       Start a fresh cluster in DIR (created; must not hold a running one) and create the pool
 #       NAME (default rbd, size 1, initialised for RBD). Prints `export CEPH_CONF=DIR/ceph.conf`
 #       on stdout; every ceph/rbd command needs that variable. memstore (the default) keeps
 #       the data in the OSD's memory (it grows with the data touched) and starts in ~10 s;
 #       bluestore keeps it in a sparse 10 GiB file in DIR and survives an OSD restart.
+#       --mgr starts a manager too (package ceph-mgr), without which the monitor gets no pool
+#       statistics and enforces no pool quota (tests/interop/rbd_full.py).
 #   cluster.sh stop DIR         stop every daemon of DIR (SIGTERM, SIGKILL after 10 s)
 #   cluster.sh osd-stop DIR     stop the OSD only (SIGTERM; memstore saves its data then)
 #   cluster.sh osd-kill DIR     SIGKILL the OSD (bluestore only: memstore loses its data)
@@ -31,8 +33,10 @@ DIR=$2
 shift 2
 STORE=memstore
 POOL=rbd
+MGR=
 while [ $# -gt 0 ]; do
 	case $1 in
+	--mgr) MGR=1 ;;
 	--store) STORE=$2; shift ;;
 	--pool) POOL=$2; shift ;;
 	*) usage ;;
@@ -95,6 +99,21 @@ start_osd() {
 	wait_osd_up
 }
 
+# The manager (--mgr): pool statistics every second, so that a pool quota is enforced soon.
+start_mgr() {
+	local deadline=$((SECONDS + TIMEOUT))
+	command -v ceph-mgr >/dev/null || die "--mgr needs ceph-mgr (scripts/deps.sh --ceph)"
+	mkdir -p "$DIR/mgr.x"
+	ceph_ auth get-or-create mgr.x mon 'allow profile mgr' osd 'allow *' \
+		-o "$DIR/mgr.x/keyring" >/dev/null || die "ceph auth get-or-create mgr.x failed"
+	ceph-mgr -i x || die "ceph-mgr -i x failed; see $DIR/log/mgr.x.log"
+	until ceph_ mgr stat -f json 2>/dev/null | grep -q '"available": *true'; do
+		[ -n "$(pid_of mgr.x)" ] || die "ceph-mgr exited; see $DIR/log/mgr.x.log"
+		[ $SECONDS -lt $deadline ] || die "the manager is not available after ${TIMEOUT} s"
+		sleep 0.5
+	done
+}
+
 do_start() {
 	local p1 p2 fsid key uuid deadline
 	command -v ceph-mon >/dev/null && command -v ceph-osd >/dev/null && command -v rbd >/dev/null ||
@@ -146,6 +165,11 @@ memstore device bytes = 4294967296
 bluestore block create = true
 bluestore block size = 10737418240
 osd memory target = 1073741824
+[mgr]
+admin socket = $DIR/run/\$name.asok
+mgr data = $DIR/\$name
+keyring = $DIR/\$name/keyring
+mgr stats period = 1
 EOF
 	log "cluster in $DIR ($STORE), monitor on 127.0.0.1:$p2 (v2) / $p1 (v1)"
 	ceph-authtool --create-keyring "$DIR/keyring" --gen-key -n mon. --cap mon 'allow *' >/dev/null
@@ -175,18 +199,20 @@ EOF
 	ceph_ osd pool create "$POOL" 8 8 >/dev/null 2>&1 || die "ceph osd pool create $POOL failed"
 	ceph_ osd pool set "$POOL" size 1 --yes-i-really-mean-it >/dev/null 2>&1 || true
 	timeout 60 rbd pool init "$POOL" || die "rbd pool init $POOL failed"
+	[ -z "$MGR" ] || start_mgr
 	log "cluster up in $SECONDS s: mon pid $(pid_of mon.a), osd pid $(pid_of osd.0), pool $POOL"
 	echo "export CEPH_CONF=$CONF"
 }
 
 case $CMD in
 start)
-	trap 'rc=$?; if [ $rc != 0 ]; then stop_one osd.0 TERM; stop_one mon.a TERM; fi' EXIT
+	trap 'rc=$?; if [ $rc != 0 ]; then stop_one mgr.x TERM; stop_one osd.0 TERM; stop_one mon.a TERM; fi' EXIT
 	do_start
 	trap - EXIT
 	;;
 stop)
 	[ -d "$DIR" ] || exit 0
+	stop_one mgr.x TERM
 	stop_one osd.0 TERM
 	stop_one mon.a TERM
 	;;

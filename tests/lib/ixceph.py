@@ -63,10 +63,11 @@ class Cluster:
     """One single-node cluster (tests/ceph/cluster.sh) in a folder of its own: on tmpfs
     (/dev/shm) when there is one, so that bluestore's synced writes cost no disk I/O."""
 
-    def __init__(self, name, store='memstore'):
+    def __init__(self, name, store='memstore', mgr=False):
         shm = '/dev/shm' if os.path.isdir('/dev/shm') else None
         self.path = tempfile.mkdtemp(prefix='ixtest.%s-ceph.' % name, dir=shm)
         self.store = store
+        self.mgr = mgr    # cluster.sh --mgr: a manager (pool statistics, quotas)
         self.conf = os.path.join(self.path, 'ceph.conf')
         self.env = dict(os.environ, CEPH_CONF=self.conf)
 
@@ -79,7 +80,8 @@ class Cluster:
 
     def start(self, timeout=300):
         t0 = time.monotonic()
-        self.sh('start', '--store', self.store, timeout=timeout)
+        self.sh('start', '--store', self.store, *(['--mgr'] if self.mgr else []),
+                timeout=timeout)
         return time.monotonic() - t0
 
     def stop(self, timeout=120):
@@ -203,7 +205,7 @@ def step(report, name, fn, *args):
 
 
 def run_with_cluster(report, name, body, store='memstore', tools=(), built=('ix-target',),
-                     detail='single-node cluster (%s) up in %.0f s'):
+                     detail='single-node cluster (%s) up in %.0f s', mgr=False):
     """The usual main(): skip (77) when skip_reason() says so; start a cluster, report it as
     the check 'cluster' (a start that fails is that check's FAIL), run body(cl, tmp) with a
     temp folder of the test's own, then stop the cluster and remove both folders whatever
@@ -214,7 +216,7 @@ def run_with_cluster(report, name, body, store='memstore', tools=(), built=('ix-
         return 77
     os.makedirs(OUT, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix='ixtest.%s.' % name, dir='/tmp')
-    cl = Cluster(name, store)
+    cl = Cluster(name, store, mgr=mgr)
     try:
         try:
             took = cl.start()

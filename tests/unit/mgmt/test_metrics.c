@@ -80,6 +80,40 @@ static void test_format(void)
 	mbuf_free(&b);
 }
 
+/* The space of the LUNs' stores: gauges per target and LUN; a used count not known is left
+ * out. */
+static void test_space(void)
+{
+	struct ix_space_stats sp[2] = {
+	    {.lun = 0, .total = 1000, .avail = 150, .used = 800, .threshold = 80, .reached = true},
+	    {.lun = 5, .total = 4096, .avail = 4096, .used = UINT64_MAX}};
+	struct ix_stats st = {.spaces = sp, .nspaces = 2};
+	struct mbuf b = {0};
+	json_t *j, *a;
+
+	strcpy(sp[0].target, "iqn.x:\"t\"");
+	strcpy(sp[1].target, "iqn.x:u");
+	CHECK_EQ(metrics_format(&st, &b), 0);
+	CHECK(strstr(b.p, "# TYPE ix_lun_space_available_bytes gauge\n") != NULL);
+	CHECK(strstr(b.p, "ix_lun_space_total_bytes{target=\"iqn.x:\\\"t\\\"\",lun=\"0\"} 1000\n"));
+	CHECK(strstr(b.p, "ix_lun_space_available_bytes{target=\"iqn.x:u\",lun=\"5\"} 4096\n"));
+	CHECK(strstr(b.p, "ix_lun_space_used_bytes{target=\"iqn.x:\\\"t\\\"\",lun=\"0\"} 800\n"));
+	CHECK(strstr(b.p, "ix_lun_space_used_bytes{target=\"iqn.x:u\"") == NULL);
+	CHECK(strstr(b.p, "ix_lun_thin_threshold_reached{target=\"iqn.x:\\\"t\\\"\",lun=\"0\"} 1\n"));
+	CHECK(strstr(b.p, "ix_lun_thin_threshold_reached{target=\"iqn.x:u\",lun=\"5\"} 0\n"));
+	mbuf_free(&b);
+	j = metrics_json(&st);
+	a = json_object_get(j, "space");
+	CHECK_EQ(json_array_size(a), 2);
+	CHECK_EQ(json_integer_value(json_object_get(json_array_get(a, 0), "used_bytes")), 800);
+	CHECK(json_is_true(json_object_get(json_array_get(a, 0), "threshold_reached")));
+	CHECK_EQ(json_integer_value(json_object_get(json_array_get(a, 0), "thin_threshold")), 80);
+	CHECK(json_object_get(json_array_get(a, 1), "used_bytes") == NULL);
+	CHECK_EQ(json_integer_value(json_object_get(json_array_get(a, 1), "available_bytes")),
+		 4096);
+	json_decref(j);
+}
+
 static void test_parse(void)
 {
 	struct http_req rq;
@@ -108,6 +142,7 @@ int main(void)
 	test_buckets();
 	test_escape();
 	test_format();
+	test_space();
 	test_parse();
 	return tap_done();
 }

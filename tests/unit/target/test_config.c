@@ -232,6 +232,15 @@ static const struct tcase cases[] = {
      "luns[0].block_size: 1024 is not supported: use 512 or 4096"},
     {LUNS("{'lun':0,'backend':'ram','size':4096,'block_size':0}"), "0 is not supported"},
     {LUNS("{'lun':0,'backend':'ram','size':4096,'physical_block_size':512}"), NULL},
+    {LUNS("{'lun':0,'backend':'ram','size':4096,'thin':true,'thin_threshold':1}"), NULL},
+    {LUNS("{'lun':0,'backend':'ram','size':4096,'thin_threshold':80}"),
+     "targets[0].luns[0].thin_threshold: only for a thin LUN (\"thin\": true)"},
+    {LUNS("{'lun':0,'backend':'ram','size':4096,'thin':true,'thin_threshold':0}"),
+     "luns[0].thin_threshold: 0 is out of range (1 to 99)"},
+    {LUNS("{'lun':0,'backend':'ram','size':4096,'thin':true,'thin_threshold':100}"),
+     "100 is out of range (1 to 99)"},
+    {LUNS("{'lun':0,'backend':'ram','size':4096,'thin':true,'thin_threshold':'80%'}"),
+     "luns[0].thin_threshold: must be"},
     {LUNS("{'lun':0,'backend':'ram','size':4096,'physical_block_size':16384}"), NULL},
     {LUNS("{'lun':0,'backend':'ram','size':8192,'block_size':4096,'physical_block_size':512}"),
      "luns[0].physical_block_size: 512 is not a power-of-two multiple of block_size (4096)"},
@@ -689,7 +698,8 @@ static const char full[] =
     " 'targets': ["
     "  {'name': 'iqn.2026-11.io.ix:a', 'alias': 'disk a', 'portals': ['v6'],"
     "   'luns': [{'lun': 3, 'backend': 'file', 'path': '/var/lib/ix/a.img', 'size': '10G',"
-    "             'thin': true, 'write_cache': true, 'block_size': 4096},"
+    "             'thin': true, 'write_cache': true, 'block_size': 4096,"
+    "             'thin_threshold': 75},"
     "            {'lun': 0, 'backend': 'ram', 'size': 1048576, 'vendor': 'ACME',"
     "             'product': 'fast', 'serial': 'SN1', 'naa_id': '6001405abcdef012',"
     "             'removable': true, 'sanitize_rate': '8M', 'state_dir': '/srv/pr'}],"
@@ -765,6 +775,7 @@ static void test_values(void)
 	CHECK_EQ(lu->size_bytes, 10ull << 30);
 	CHECK_EQ(lu->block_size, 4096);
 	CHECK(lu->thin && lu->write_cache && !lu->readonly && !lu->no_medium);
+	CHECK_EQ(lu->thin_threshold, 75);
 	CHECK(lu->target_name == a->name);
 	CHECK(lu->vendor == NULL && lu->product == NULL && lu->serial == NULL && !lu->naa_id);
 	CHECK(!lu->removable && lu->sanitize_rate == 0);
