@@ -62,6 +62,9 @@ for opt in "$@"; do
 			# come with multipath-tools), sg_rtpg/sg_raw/sg_stpg to look at and drive ALUA per
 			# path
 			multipath-tools dmsetup sg3-utils
+			# tests/rdma/tests/odx.sh: ddpt's ODX copies (POPULATE TOKEN / WRITE USING
+			# TOKEN) through the kernel initiator
+			ddpt
 		)
 		;;
 	--ceph)
