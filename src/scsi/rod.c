@@ -107,7 +107,7 @@ void scsi_rod_lu_free(struct scsi_lu *lu)
 }
 
 /* Move slot s from VALID (state v) to DEAD with ascq; false if someone else changed it. */
-static bool kill(struct scsi_lu *lu, struct scsi_rod_slot *s, uint64_t v, uint8_t ascq)
+static bool slot_kill(struct scsi_lu *lu, struct scsi_rod_slot *s, uint64_t v, uint8_t ascq)
 {
 	if (!atomic_compare_exchange_strong_explicit(&s->state, &v, ST(ST_GEN(v), ascq, ROD_DEAD),
 						     memory_order_acq_rel, memory_order_relaxed))
@@ -145,7 +145,7 @@ void scsi_rod_written(struct scsi_lu *lu, uint64_t lba, uint64_t n)
 			if (m && lba < a + m && a < lba + n) {
 				/* a failed CAS: the slot changed meanwhile (a new token is newer
 				 * than this write) */
-				kill(lu, s, v, TOK_CANCELLED);
+				slot_kill(lu, s, v, TOK_CANCELLED);
 				break;
 			}
 		}
@@ -159,7 +159,7 @@ void scsi_rod_lu_reset(struct scsi_lu *lu)
 	for (unsigned i = 0; t && i < SCSI_ROD_SLOTS; i++) {
 		uint64_t v = atomic_load_explicit(&t->slot[i].state, memory_order_acquire);
 
-		while (ST_STATE(v) == ROD_VALID && !kill(lu, &t->slot[i], v, TOK_REVOKED))
+		while (ST_STATE(v) == ROD_VALID && !slot_kill(lu, &t->slot[i], v, TOK_REVOKED))
 			v = atomic_load_explicit(&t->slot[i].state, memory_order_acquire);
 	}
 }
@@ -176,7 +176,7 @@ static int slot_take(struct scsi_lu *lu, struct scsi_rod_table *t, uint64_t *gen
 			uint64_t v = atomic_load_explicit(&s->state, memory_order_acquire);
 
 			if (pass == 1 && ST_STATE(v) == ROD_VALID && expired(s, now) &&
-			    kill(lu, s, v, TOK_EXPIRED))
+			    slot_kill(lu, s, v, TOK_EXPIRED))
 				v = atomic_load_explicit(&s->state, memory_order_acquire);
 			if (ST_STATE(v) != ROD_FREE && (pass == 0 || ST_STATE(v) != ROD_DEAD))
 				continue;
@@ -277,7 +277,7 @@ static bool token_resolve(struct scsi_cmd *cmd, struct scsi_lu *lu, const uint8_
 		token_fail(cmd, TOK_UNKNOWN); /* never made here, or its slot was reused */
 		return false;
 	}
-	if (ST_STATE(v) == ROD_VALID && expired(s, now_ms()) && kill(src, s, v, TOK_EXPIRED))
+	if (ST_STATE(v) == ROD_VALID && expired(s, now_ms()) && slot_kill(src, s, v, TOK_EXPIRED))
 		v = atomic_load_explicit(&s->state, memory_order_acquire);
 	if (ST_STATE(v) != ROD_VALID) {
 		scsi_lu_put(src);
@@ -598,7 +598,7 @@ static void wut_next(struct scsi_cmd *cmd)
 			uint64_t v = atomic_load_explicit(&slot->state, memory_order_acquire);
 
 			if (ST_STATE(v) == ROD_VALID && ST_GEN(v) == s->rod_gen)
-				kill(s->src, slot, v, TOK_DELETED);
+				slot_kill(s->src, slot, v, TOK_DELETED);
 		}
 		wut_finish(cmd);
 		return;
