@@ -42,7 +42,7 @@ PROGRAMS=(/usr/sbin/ip /usr/bin/rdma /usr/bin/kmod
 	/usr/bin/fio /usr/sbin/mke2fs /usr/sbin/e2fsck
 	/sbin/multipath /sbin/multipathd /sbin/dmsetup /sbin/kpartx /usr/bin/udevadm /usr/lib/udev/scsi_id
 	/usr/bin/sg_rtpg /usr/bin/sg_stpg /usr/bin/sg_raw /usr/bin/sg_inq /usr/bin/sg_vpd /usr/bin/sg_turs
-	/usr/bin/ddpt)
+	/usr/bin/ddpt /usr/bin/sg_reset)
 # Names under which kmod and e2fsprogs are called.
 LINKS=(/usr/sbin/modprobe:/usr/bin/kmod /usr/sbin/mkfs.ext4:/usr/sbin/mke2fs
 	/usr/sbin/fsck.ext4:/usr/sbin/e2fsck /usr/lib/systemd/systemd-udevd:/usr/bin/udevadm)

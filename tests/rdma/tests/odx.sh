@@ -11,7 +11,8 @@
 # counters by 16 MiB, so they are the right ones). A one-block WRITE into a token's
 # source range between POPULATE TOKEN and WRITE USING TOKEN makes the latter fail with ILLEGAL
 # REQUEST, INVALID TOKEN OPERATION, TOKEN CANCELLED (05/23/08) and write nothing; the same
-# without the write succeeds. ddpt's own ODX copy (ddpt --odx) is tried too: ddpt 0.97 writes
+# without the write succeeds; after sg_reset -d (LOGICAL UNIT RESET) of the source, a token made
+# before it is refused with TOKEN REVOKED (05/23/06). ddpt's own ODX copy (ddpt --odx) is tried too: ddpt 0.97 writes
 # its block device range descriptors one byte early (at byte 15 of the POPULATE TOKEN list and
 # 535 of the WRITE USING TOKEN list; SBC-3 puts them at 16 and 536), so ix reads a range 256
 # times too long and refuses it with LBA OUT OF RANGE: that outcome is reported as a SKIP naming
@@ -201,6 +202,25 @@ if populate "$SG0" 302 /run/b.bin 4096:1024 8192:1024 && write_using "$SG1" 303 
 	fi
 else
 	ixr_fail token-used "the copy without a write failed: $(tail -4 /run/sg.out | tr '\n' ' ')"
+fi
+
+# A LOGICAL UNIT RESET of the source (the kernel's device reset) revokes its tokens.
+if populate "$SG0" 304 /run/c.bin 0:1024; then
+	if [ -x /usr/bin/sg_reset ]; then
+		sg_reset -N -d "$SG0" >&2 2>&1
+		sg_turs "$SG0" >/dev/null 2>&1 # the reset's unit attention, if the kernel left it
+		write_using "$SG1" 305 /run/c.bin 0 40000:1024
+		rc=$?
+		if [ "$rc" != 0 ] && grep -qi 'token revoked' /run/sg.out; then
+			ixr_pass token-revoked "WRITE USING TOKEN after sg_reset -d of the source: $(grep -i -m1 'token revoked' /run/sg.out | tr -s ' ')"
+		else
+			ixr_fail token-revoked "expected INVALID TOKEN OPERATION, TOKEN REVOKED; sg_raw exit $rc: $(tail -4 /run/sg.out | tr '\n' ' ')"
+		fi
+	else
+		ixr_skip token-revoked "sg_reset is not in the guest image (tests/rdma/build-image.sh)"
+	fi
+else
+	ixr_fail token-revoked "POPULATE TOKEN failed: $(tail -4 /run/sg.out | tr '\n' ' ')"
 fi
 
 # ddpt's own ODX full copy (its limits come from the VPD page ix answers)
