@@ -17,29 +17,55 @@
 # 535 of the WRITE USING TOKEN list; SBC-3 puts them at 16 and 536), so ix reads a range 256
 # times too long and refuses it with LBA OUT OF RANGE: that outcome is reported as a SKIP naming
 # the peer's bug, any other failure as a FAIL, a success is checked with cmp.
+#
+# With IXR_ODX_HOST=1 (tests/rdma/tests/odx-rbd.sh) the target is not started here: the host part
+# (tests/rdma/host/odx_rbd.py) runs ix-target with two RBD images of one Ceph cluster as the
+# LUNs, the guest reaches it as IXR_PORTAL1, and the host part answers "stats" requests with
+# ix-ctl's output.
 . /mnt/ix/tests/rdma/guest/lib.sh
 IQN=iqn.2026-11.io.ix.rdma:odx
 SOCK=/run/ix-odx.sock
 CTL=/mnt/build/tools/ix-ctl
-[ -x "$IXR_IX_BIN" ] || ixr_skip_all "ix-target not built in the shared build dir ($IXR_IX_BIN)"
-[ -x "$CTL" ] || ixr_skip_all "ix-ctl not built in the shared build dir ($CTL)"
+HOSTED=${IXR_ODX_HOST:-0}
 [ -x /usr/bin/ddpt ] || ixr_skip_all "ddpt is not in the guest image (tests/rdma/build-image.sh)"
-
-cat >/run/ix-target.json <<-JSON
-	{
-	  "global": { "log_level": "info", "mgmt_socket": "$SOCK" },
-	  "portals": [ { "name": "rdma-net", "address": "$RDMA_IP", "port": 3260,
-	                 "transports": ["tcp"] } ],
-	  "targets": [
-	    { "name": "$IQN", "luns": [ { "lun": 0, "backend": "ram", "size": "64M" },
-	                               { "lun": 1, "backend": "ram", "size": "64M" } ] }
-	  ]
-	}
-JSON
-ixr_ix_start || ixr_exit
+if [ "$HOSTED" = 1 ]; then
+	[ -f "$IXR_OUT/$IX_TEST.net" ] || ixr_skip_all "no network to the host part (run through tests/rdma/run.sh)"
+	. "$IXR_OUT/$IX_TEST.net"
+	if ! ixr_host_ready 400; then
+		ixr_fail host "$IXR_HOST_READY"
+		ixr_exit
+	fi
+	read -r IQN DETAIL <"$IXR_OUT/$IX_TEST.host.ready"
+	ixr_pass host "ix-target on the host: $IQN, $DETAIL"
+	PORTAL=$IXR_PORTAL1
+else
+	[ -x "$IXR_IX_BIN" ] || ixr_skip_all "ix-target not built in the shared build dir ($IXR_IX_BIN)"
+	[ -x "$CTL" ] || ixr_skip_all "ix-ctl not built in the shared build dir ($CTL)"
+	cat >/run/ix-target.json <<-JSON
+		{
+		  "global": { "log_level": "info", "mgmt_socket": "$SOCK" },
+		  "portals": [ { "name": "rdma-net", "address": "$RDMA_IP", "port": 3260,
+		                 "transports": ["tcp"] } ],
+		  "targets": [
+		    { "name": "$IQN", "luns": [ { "lun": 0, "backend": "ram", "size": "64M" },
+		                               { "lun": 1, "backend": "ram", "size": "64M" } ] }
+		  ]
+		}
+	JSON
+	ixr_ix_start || ixr_exit
+	PORTAL=$RDMA_IP:3260
+fi
 ixr_iscsid_start || { ixr_fail iscsid "iscsid did not start"; ixr_exit; }
-ixr_check login timeout 90 /usr/sbin/iscsiadm -m discovery -o new -o old -t st -I default \
-	-p "$RDMA_IP:3260" -l || ixr_exit
+if [ "$HOSTED" = 1 ]; then
+	# a node record for the portal as the guest reaches it (discovery would name the host's
+	# 127.0.0.1)
+	/usr/sbin/iscsiadm -m node -o new -T "$IQN" -p "$PORTAL" >&2 ||
+		ixr_fail node "iscsiadm -m node -o new $PORTAL"
+	ixr_check login timeout 90 /usr/sbin/iscsiadm -m node -T "$IQN" -p "$PORTAL" -l || ixr_exit
+else
+	ixr_check login timeout 90 /usr/sbin/iscsiadm -m discovery -o new -o old -t st -I default \
+		-p "$PORTAL" -l || ixr_exit
+fi
 
 # lun_dev LUN KIND: /dev/NAME of the session's LUN (KIND block or scsi_generic)
 lun_dev() {
@@ -62,7 +88,11 @@ fi
 
 # mib LUN COLUMN: the MiB counter (7 read, 8 written) of this initiator on LUN in ix-ctl stats
 mib() {
-	IX_CTL_SOCKET=$SOCK "$CTL" stats 2>/dev/null |
+	if [ "$HOSTED" = 1 ]; then
+		ixr_host stats >/dev/null 2>&1 && printf '%s\n' "$IXR_HOST_RSP"
+	else
+		IX_CTL_SOCKET=$SOCK "$CTL" stats 2>/dev/null
+	fi |
 		awk -v t="$IQN" -v l="$1" -v i="$IXR_INITIATOR" -v c="$2" \
 			'$1 == t && $2 == l && $3 == i { s += $c } END { printf "%.1f\n", s }'
 }
@@ -237,5 +267,5 @@ else
 fi
 
 ixr_kernel_logout
-ixr_ix_finish
+[ "$HOSTED" = 1 ] || ixr_ix_finish
 ixr_exit
