@@ -62,6 +62,8 @@
 #define ST_ASCQ(v)	  ((uint8_t)((v) >> 8))
 #define ST_STATE(v)	  ((uint8_t)(v))
 
+_Static_assert(SCSI_ROD_SLOTS <= 256, "a slot number fits scsi_copy_status.rod_slot");
+
 #define COPY_DONE_GOOD	0x01
 #define COPY_DONE_ERROR 0x02
 
@@ -485,7 +487,7 @@ static int populate(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		cs->sa = 0x10;
 		cs->status = COPY_DONE_GOOD;
 		cs->blocks = total;
-		cs->rod_slot = (uint16_t)slot;
+		cs->rod_slot = (uint8_t)slot;
 		cs->rod_gen = gen;
 	}
 	return SCSI_DONE;

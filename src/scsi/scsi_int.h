@@ -46,7 +46,7 @@ struct scsi_thread {
 
 /* The last EXTENDED COPY statuses of one I_T_L nexus, for RECEIVE COPY RESULTS (LID1). Only
  * the nexus' own thread touches them. */
-#define SCSI_COPY_LOG 4
+#define SCSI_COPY_LOG 2
 struct scsi_copy_status {
 	bool valid;
 	bool lid4;	   /* POPULATE TOKEN / WRITE USING TOKEN (RECEIVE ROD TOKEN INFORMATION) */
@@ -54,17 +54,17 @@ struct scsi_copy_status {
 	uint8_t status;	   /* COPY MANAGER STATUS: 1 done, 2 done with errors */
 	uint32_t list_id;  /* 8 bits for EXTENDED COPY(LID1), 32 for the token commands */
 	uint16_t segments; /* SEGMENTS PROCESSED */
-	uint64_t blocks;   /* TRANSFER COUNT, in blocks */
 	uint8_t key, asc, ascq; /* lid4: the sense of a command that failed */
-	uint16_t rod_slot;	/* POPULATE TOKEN: the token made (rod.c) */
-	uint64_t rod_gen;
+	uint8_t rod_slot;	/* POPULATE TOKEN: the token made (rod.c), its slot ... */
+	uint64_t blocks;	/* TRANSFER COUNT, in blocks */
+	uint64_t rod_gen;	/* ... and generation */
 };
 
 /* ROD tokens (rod.c): the live tokens of one source LU. A slot's state word is
  * gen << 16 | ascq << 8 | SCSI_ROD_*; its ranges are written while it is FILLING and only
  * read once the state says VALID (release/acquire), so writes on any thread can look at them
  * without a lock. */
-#define SCSI_ROD_SLOTS	32
+#define SCSI_ROD_SLOTS	32 /* fits scsi_copy_status.rod_slot */
 #define SCSI_ROD_RANGES 16
 struct scsi_rod_slot {
 	_Atomic uint64_t state;
