@@ -64,6 +64,9 @@ for opt in "$@"; do
 			multipath-tools dmsetup sg3-utils
 			# tests/rdma/tests/isns.sh: isnsd and isnsadm in the guest, for iscsiadm -t isns
 			open-isns-server open-isns-utils
+			# tests/rdma/tests/odx.sh: ddpt's ODX copies (POPULATE TOKEN / WRITE USING
+			# TOKEN) through the kernel initiator
+			ddpt
 		)
 		;;
 	--ceph)

@@ -146,12 +146,29 @@ static const struct scsi_op pr_out_ops[] = {
 	{                                                                                          \
 		sa, 0x1f, b2, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0                    \
 	}
+/* POPULATE TOKEN and WRITE USING TOKEN (SBC-3): LIST IDENTIFIER in bytes 6-9, GROUP NUMBER. */
+#define U_TOKEN(sa)                                                                                \
+	{                                                                                          \
+		0x83, sa, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0      \
+	}
 static const struct scsi_op tpc_out_ops[] = {
     {.fn = scsi_spc_extended_copy,
      .name = "EXTENDED COPY(LID1)",
      .cdb_len = 16,
      .sa = 0x00,
      .usage = U_XCOPY(0x83, 0)},
+    {.fn = scsi_sbc_populate_token,
+     .name = "POPULATE TOKEN",
+     .cdb_len = 16,
+     .flags = F_RD,
+     .sa = 0x10,
+     .usage = U_TOKEN(0x10)},
+    {.fn = scsi_sbc_write_using_token,
+     .name = "WRITE USING TOKEN",
+     .cdb_len = 16,
+     .flags = F_WR,
+     .sa = 0x11,
+     .usage = U_TOKEN(0x11)},
 };
 
 static const struct scsi_op tpc_in_ops[] = {
@@ -167,6 +184,12 @@ static const struct scsi_op tpc_in_ops[] = {
      .flags = F_PR,
      .sa = 0x03,
      .usage = U_XCOPY(0x84, 0)},
+    {.fn = scsi_spc_rod_token_info,
+     .name = "RECEIVE ROD TOKEN INFORMATION",
+     .cdb_len = 16,
+     .flags = F_PR,
+     .sa = 0x07,
+     .usage = {0x84, 0x07, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0}},
 };
 
 static const struct scsi_op op_table[256] = {
@@ -502,6 +525,8 @@ out:
 
 bool scsi_cmd_abort(struct scsi_cmd *cmd)
 {
+	if (scsi_copy_abort(cmd))
+		return false; /* it stops after the chunk in flight, with TASK ABORTED */
 	return scsi_sanitize_abort(cmd) || scsi_eject_abort(cmd);
 }
 

@@ -216,6 +216,7 @@ void scsi_lu_put(struct scsi_lu *lu)
 	scsi_lu_index_put(lu->index); /* last: an abort started meanwhile reads lu->index */
 	pthread_mutex_destroy(&lu->lock);
 	pthread_mutex_destroy(&lu->slow_lock);
+	scsi_rod_lu_free(lu);
 	free(lu->scratch);
 	free(lu->target_name);
 	free(lu);
@@ -671,6 +672,7 @@ int scsi_lu_reset(struct scsi_lu *lu, struct scsi_nexus *from)
 	 * initiator with several paths sees the reset on each; libiscsi MultipathIO.Reset). */
 	(void)from;
 	scsi_ua_post_others(lu, NULL, 0x29, 0x03); /* LOGICAL UNIT RESET OCCURRED */
+	scsi_rod_lu_reset(lu); /* its ROD tokens are revoked */
 	if (lu->pr_ops && lu->pr_ops->reset)
 		lu->pr_ops->reset(lu); /* the same LU on other gateways (src/ha/ha_pr.c) */
 	return 0;

@@ -2,6 +2,8 @@
  * context's thread registry too (abort.c). */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "scsi/scsi_int.h"
 
@@ -12,6 +14,13 @@ struct scsi_lu_index *scsi_lu_index_new(void)
 	if (!ix)
 		return NULL;
 	atomic_init(&ix->refs, 1);
+	if (getrandom(ix->id, sizeof(ix->id), 0) != (ssize_t)sizeof(ix->id)) {
+		struct timespec ts; /* no entropy: unique enough to tell contexts apart */
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		memcpy(ix->id, &ts, sizeof(ts) < sizeof(ix->id) ? sizeof(ts) : sizeof(ix->id));
+		memcpy(ix->id + 8, &ix, sizeof(ix));
+	}
 	pthread_mutex_init(&ix->lock, NULL);
 	list_init(&ix->lus);
 	pthread_mutex_init(&ix->threads_lock, NULL);

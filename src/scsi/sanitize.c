@@ -265,6 +265,7 @@ int scsi_sbc_sanitize(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	}
 	lu->san = s;
 	atomic_fetch_or(&lu->mstate, SCSI_MS_SANITIZE);
+	scsi_rod_lu_reset(lu); /* the data its ROD tokens represent goes */
 	pthread_mutex_unlock(&lu->lock);
 	scsi_lu_get(lu);
 	if (s->thread) {

@@ -43,6 +43,10 @@ void scsi_submit_io_lu(struct scsi_cmd *cmd, struct scsi_lu *lu, uint8_t op, uin
 	uint32_t bs = lu->block_size;
 	int rc;
 
+	/* A write cancels the ROD tokens of what it changes (rod.c); one load without tokens. */
+	if (op != BS_OP_READ && op != BS_OP_FLUSH && op != BS_OP_LBA_STATUS &&
+	    atomic_load_explicit(&lu->rod_live, memory_order_acquire))
+		scsi_rod_written(lu, off / bs, (len + bs - 1) / bs);
 	io->dev = lu->dev;
 	io->op = op;
 	io->offset = off;
@@ -94,6 +98,10 @@ int scsi_sync_io(struct scsi_lu *lu, uint8_t op, uint64_t off, uint64_t len, uin
 	    .cb = sync_cb,
 	};
 
+	if (op != BS_OP_READ && op != BS_OP_FLUSH && op != BS_OP_LBA_STATUS &&
+	    atomic_load_explicit(&lu->rod_live, memory_order_acquire))
+		scsi_rod_written(lu, off / lu->block_size,
+				 (len + lu->block_size - 1) / lu->block_size);
 	/* Without a thread every backend completes before returning. */
 	bs_submit(NULL, &io);
 	return io.result;

@@ -314,8 +314,9 @@ void scsi_cmd_exec(struct scsi_cmd *cmd);
 /* ABORT TASK and friends for a command that has not completed yet: a command the SCSI layer is
  * only waiting on (a SANITIZE without IMMED; the operation itself continues, as SBC-4 requires)
  * completes at once through cmd->done with TASK ABORTED and this returns true. For any other
- * command returns false: it completes normally and soon (backend I/O in flight). Call on the
- * submitting thread. */
+ * command returns false: it completes normally and soon (backend I/O in flight); a copy
+ * (EXTENDED COPY, WRITE USING TOKEN) stops after its chunk in flight and completes with TASK
+ * ABORTED. Call on the submitting thread. */
 bool scsi_cmd_abort(struct scsi_cmd *cmd);
 
 /* Tasks of other I_T nexuses that a command aborts (PERSISTENT RESERVE OUT PREEMPT AND

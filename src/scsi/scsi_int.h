@@ -49,10 +49,37 @@ struct scsi_thread {
 #define SCSI_COPY_LOG 2
 struct scsi_copy_status {
 	bool valid;
-	uint8_t list_id;
-	uint8_t status;	  /* COPY MANAGER STATUS: 1 done, 2 done with errors */
+	bool lid4;	   /* POPULATE TOKEN / WRITE USING TOKEN (RECEIVE ROD TOKEN INFORMATION) */
+	uint8_t sa;	   /* the originating command's service action (lid4) */
+	uint8_t status;	   /* COPY MANAGER STATUS: 1 done, 2 done with errors */
+	uint32_t list_id;  /* 8 bits for EXTENDED COPY(LID1), 32 for the token commands */
 	uint16_t segments; /* SEGMENTS PROCESSED */
-	uint64_t blocks;   /* TRANSFER COUNT, in blocks */
+	uint8_t key, asc, ascq; /* lid4: the sense of a command that failed */
+	uint8_t rod_slot;	/* POPULATE TOKEN: the token made (rod.c), its slot ... */
+	uint64_t blocks;	/* TRANSFER COUNT, in blocks */
+	uint64_t rod_gen;	/* ... and generation */
+};
+
+/* ROD tokens (rod.c): the live tokens of one source LU. A slot's state word is
+ * gen << 16 | ascq << 8 | SCSI_ROD_*; its ranges are written while it is FILLING and only
+ * read once the state says VALID (release/acquire), so writes on any thread can look at them
+ * without a lock. */
+#define SCSI_ROD_SLOTS	32 /* fits scsi_copy_status.rod_slot */
+#define SCSI_ROD_RANGES 16
+struct scsi_rod_slot {
+	_Atomic uint64_t state;
+	_Atomic uint64_t lba[SCSI_ROD_RANGES];
+	_Atomic uint32_t nblk[SCSI_ROD_RANGES];
+	atomic_uint nranges;
+	atomic_uint timeout_s;	     /* inactivity timeout */
+	_Atomic uint64_t last_use_ms; /* CLOCK_MONOTONIC */
+	_Atomic uint64_t nonce[2];
+	atomic_uint type;
+	_Atomic uint64_t blocks;
+};
+struct scsi_rod_table {
+	uint8_t cm_id[16]; /* the copy manager's identity in its tokens (the index's) */
+	struct scsi_rod_slot slot[SCSI_ROD_SLOTS];
 };
 
 /* Per I_T nexus, per LUN: the I_T_L nexus. */
@@ -195,6 +222,11 @@ struct scsi_lu {
 	struct scsi_sanitize *san;		  /* the sanitize operation in progress */
 	bool san_fail_ause;			  /* the failed sanitize allowed EXIT FAILURE MODE */
 
+	/* ROD tokens made from this LU (rod.c): allocated at the first POPULATE TOKEN; writes
+	 * look at them only while rod_live (the VALID ones) is not 0. */
+	atomic_uint rod_live;
+	_Atomic(struct scsi_rod_table *) rod;
+
 	/* COMPARE AND WRITE and VERIFY(BYTCHK): one at a time, synchronous, on scratch. */
 	pthread_mutex_t slow_lock;
 	uint8_t *scratch; /* SCSI_SCRATCH_BYTES, aligned */
@@ -234,6 +266,18 @@ struct scsi_slow {
 	uint32_t cscd_off;	   /* offset of the CSCD descriptor list */
 	uint16_t ncscd;
 	bool backward; /* the copy overlaps itself forwards: chunks go from the end */
+	bool copying;  /* an EXTENDED COPY or WRITE USING TOKEN moving data (abortable) */
+	bool aborted;  /* scsi_cmd_abort asked it to stop at the next chunk */
+	/* WRITE USING TOKEN: the token's source ranges, where the copy is in them and in the
+	 * destination's range descriptors */
+	uint16_t rod_slot;
+	uint64_t rod_gen;
+	uint8_t nsrc, src_i, ndst, dst_i;
+	uint64_t src_lba[SCSI_ROD_RANGES];
+	uint32_t src_n[SCSI_ROD_RANGES];
+	uint64_t src_off, dst_off; /* blocks done in the current source and destination range */
+	uint64_t rod_left;	   /* blocks of the token still to copy */
+	uint32_t dst_list;	   /* offset of the range descriptors in the parameter data */
 };
 
 _Static_assert(sizeof(struct scsi_priv) <= sizeof(((struct scsi_cmd *)0)->internal),
@@ -461,6 +505,22 @@ int scsi_spc_extended_copy(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_copy_status(struct scsi_cmd *cmd, struct scsi_lu *lu);
 int scsi_spc_copy_op_params(struct scsi_cmd *cmd, struct scsi_lu *lu);
 
+/* rod.c: POPULATE TOKEN, WRITE USING TOKEN, RECEIVE ROD TOKEN INFORMATION */
+int scsi_sbc_populate_token(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_sbc_write_using_token(struct scsi_cmd *cmd, struct scsi_lu *lu);
+int scsi_spc_rod_token_info(struct scsi_cmd *cmd, struct scsi_lu *lu);
+/* The third-party copy VPD page (0x8F) into d (at least 512 bytes); its length. */
+uint32_t scsi_rod_vpd(const struct scsi_lu *lu, uint8_t *d);
+/* Blocks [lba, lba + n) of lu are about to change: the tokens that represent any of them are
+ * cancelled. Only called while lu->rod_live is not 0. */
+void scsi_rod_written(struct scsi_lu *lu, uint64_t lba, uint64_t n);
+/* A logical unit reset, a sanitize: every token of lu is revoked. */
+void scsi_rod_lu_reset(struct scsi_lu *lu);
+void scsi_rod_lu_free(struct scsi_lu *lu);
+/* A copy (EXTENDED COPY, WRITE USING TOKEN) asked to stop: true if cmd is one (it then ends
+ * with TASK ABORTED after its chunk in flight). */
+bool scsi_copy_abort(struct scsi_cmd *cmd);
+
 /* alua.c */
 /* Does a command with these op flags run in this asymmetric access state? If not, *ascq is the
  * ASCQ of the NOT READY 04/xx it gets (0x0a transitioning, 0x0b standby, 0x0c unavailable,
@@ -496,6 +556,7 @@ void scsi_abort_thread_del(struct scsi_thread *t);
 /* lu_index.c (struct scsi_lu_index: the LUs and the threads of a target context) */
 struct scsi_lu_index {
 	atomic_int refs; /* the creator's, one per listed LU and one per listed thread */
+	uint8_t id[16];	 /* random: the copy manager's identity in its ROD tokens (rod.c) */
 	pthread_mutex_t lock;
 	struct list_head lus;	      /* scsi_lu.index_link */
 	pthread_mutex_t threads_lock; /* the thread list, and each listed thread's abort hook */

@@ -36,7 +36,7 @@ static uint32_t inquiry_std(const struct scsi_lu *lu, const struct scsi_lun_map 
 	d[2] = 0x06;	    /* SPC-4 */
 	d[3] = 0x10 | 0x02; /* HISUP, RESPONSE DATA FORMAT 2 */
 	d[4] = 96 - 5;
-	/* 3PC: EXTENDED COPY; TPGS: ALUA (an absent LU has none) */
+	/* 3PC: EXTENDED COPY, POPULATE TOKEN / WRITE USING TOKEN; TPGS: ALUA (an absent LU has none) */
 	d[5] = (uint8_t)(0x08 | scsi_alua_tpgs(lu ? map : NULL) << 4);
 	d[7] = 0x02; /* CMDQUE */
 	put_ascii(d + 8, 8, lu ? lu->vendor : "IX");
@@ -131,7 +131,7 @@ static uint32_t vpd_block_limits(const struct scsi_lu *lu, uint8_t *d)
 
 static uint32_t vpd_page(struct scsi_cmd *cmd, const struct scsi_lu *lu, uint8_t page, uint8_t *d)
 {
-	static const uint8_t pages[] = {0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2};
+	static const uint8_t pages[] = {0x00, 0x80, 0x83, 0x8f, 0xb0, 0xb1, 0xb2};
 	size_t n;
 
 	d[1] = page;
@@ -147,6 +147,8 @@ static uint32_t vpd_page(struct scsi_cmd *cmd, const struct scsi_lu *lu, uint8_t
 		return 4 + (uint32_t)n;
 	case 0x83:
 		return vpd_device_id(cmd, lu, d);
+	case 0x8f:
+		return scsi_rod_vpd(lu, d);
 	case 0xb0:
 		return vpd_block_limits(lu, d);
 	case 0xb1:

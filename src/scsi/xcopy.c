@@ -161,10 +161,12 @@ static void record(struct scsi_cmd *cmd, uint8_t status)
 		return;
 	cs = &itl->copy_log[itl->copy_next];
 	for (unsigned i = 0; i < SCSI_COPY_LOG; i++)
-		if (itl->copy_log[i].valid && itl->copy_log[i].list_id == d[0])
+		if (itl->copy_log[i].valid && !itl->copy_log[i].lid4 &&
+		    itl->copy_log[i].list_id == d[0])
 			cs = &itl->copy_log[i]; /* a list identifier is reused: replace it */
 	if (cs == &itl->copy_log[itl->copy_next])
 		itl->copy_next = (uint8_t)((itl->copy_next + 1) % SCSI_COPY_LOG);
+	memset(cs, 0, sizeof(*cs));
 	cs->valid = true;
 	cs->list_id = d[0];
 	cs->status = status;
@@ -174,6 +176,7 @@ static void record(struct scsi_cmd *cmd, uint8_t status)
 
 static void xc_finish(struct scsi_cmd *cmd)
 {
+	scsi_priv(cmd)->slow->copying = false;
 	record(cmd, cmd->status == SCSI_STATUS_GOOD ? XC_DONE_GOOD : XC_DONE_ERROR);
 	scsi_cmd_finish(cmd);
 }
@@ -231,6 +234,11 @@ static void chunk_next(struct scsi_cmd *cmd)
 	uint64_t n = get_be16(seg + 10), left = n - s->seg_done;
 	uint32_t bs = s->src->block_size, max = SCSI_BOUNCE_BYTES / bs;
 
+	if (s->aborted) { /* ABORT TASK, a reset: stop between chunks (scsi_copy_abort) */
+		cmd->status = SCSI_STATUS_TASK_ABORTED;
+		xc_finish(cmd);
+		return;
+	}
 	if (left == 0) {
 		scsi_lu_put(s->src);
 		scsi_lu_put(s->dst);
@@ -358,6 +366,7 @@ int scsi_spc_extended_copy(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	}
 	if (!check_lists(cmd, d, clen, slen, s))
 		return SCSI_DONE;
+	s->copying = true;
 	seg_next(cmd);
 	return SCSI_ASYNC;
 }
@@ -372,7 +381,7 @@ int scsi_spc_copy_status(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	for (unsigned i = 0; itl && i < SCSI_COPY_LOG; i++) {
 		const struct scsi_copy_status *cs = &itl->copy_log[i];
 
-		if (!cs->valid || cs->list_id != cmd->cdb[2])
+		if (!cs->valid || cs->lid4 || cs->list_id != cmd->cdb[2])
 			continue;
 		uint64_t bytes = cs->blocks * lu->block_size;
 

@@ -35,14 +35,14 @@ MODULES=(virtio_pci virtio_net 9pnet_virtio 9p dummy veth crc32c_generic crc32c-
 
 # Host programs copied in (with their libraries). Each must exist: scripts/deps.sh --rdma installs
 # the packages (iproute2, kmod, ibverbs-utils, rdmacm-utils, open-iscsi, tgt, fio, e2fsprogs,
-# multipath-tools, dmsetup, sg3-utils, open-isns-server, open-isns-utils).
+# multipath-tools, dmsetup, sg3-utils, open-isns-server, open-isns-utils, ddpt).
 PROGRAMS=(/usr/sbin/ip /usr/bin/rdma /usr/bin/kmod
 	/usr/bin/ibv_devices /usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong /usr/bin/rping
 	/usr/sbin/iscsiadm /usr/sbin/iscsid /usr/sbin/tgtd /usr/sbin/tgtadm
 	/usr/bin/fio /usr/sbin/mke2fs /usr/sbin/e2fsck
 	/sbin/multipath /sbin/multipathd /sbin/dmsetup /sbin/kpartx /usr/bin/udevadm /usr/lib/udev/scsi_id
 	/usr/bin/sg_rtpg /usr/bin/sg_stpg /usr/bin/sg_raw /usr/bin/sg_inq /usr/bin/sg_vpd /usr/bin/sg_turs
-	/usr/sbin/isnsd /usr/sbin/isnsadm)
+	/usr/sbin/isnsd /usr/sbin/isnsadm /usr/bin/ddpt /usr/bin/sg_reset)
 # Names under which kmod and e2fsprogs are called.
 LINKS=(/usr/sbin/modprobe:/usr/bin/kmod /usr/sbin/mkfs.ext4:/usr/sbin/mke2fs
 	/usr/sbin/fsck.ext4:/usr/sbin/e2fsck /usr/lib/systemd/systemd-udevd:/usr/bin/udevadm)
