@@ -64,6 +64,10 @@ for opt in "$@"; do
 			multipath-tools dmsetup sg3-utils
 			# tests/rdma/tests/isns.sh: isnsd and isnsadm in the guest, for iscsiadm -t isns
 			open-isns-server open-isns-utils
+			# tests/rdma/tests/iwarp.sh: Debian's kernel has no Soft-iWARP, so build-image.sh
+			# builds siw.ko from the kernel's own source against its headers (make, from the
+			# build packages, drives it)
+			linux-headers-amd64 linux-source-6.1 make
 		)
 		;;
 	--ceph)
