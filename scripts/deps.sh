@@ -67,6 +67,10 @@ for opt in "$@"; do
 			# tests/rdma/tests/odx.sh: ddpt's ODX copies (POPULATE TOKEN / WRITE USING
 			# TOKEN) through the kernel initiator
 			ddpt
+			# tests/rdma/tests/iwarp.sh: Debian's kernel has no Soft-iWARP, so build-image.sh
+			# builds siw.ko from the kernel's own source against its headers (make, from the
+			# build packages, drives it)
+			linux-headers-amd64 linux-source-6.1 make
 		)
 		;;
 	--ceph)

@@ -23,13 +23,19 @@ static int add_target(struct tgt_conn *tc, const struct ix_config *cfg, const st
 		      struct text_out *o)
 {
 	int r = text_out_add(o, "TargetName", ct->name);
+	int xport = dm_transport_id(tc->conn->dm);
+
+	if (xport < 0)
+		xport = DM_ID_DEFAULT;
 
 	for (size_t i = 0; r == 0 && i < cfg->nportals; i++) {
 		const struct cfg_portal *p = &cfg->portals[i];
 		char addr[128];
-		/* portals that serve the default transport (TCP) only: an iSER-only portal
-		   is not reached by an address alone */
-		if (!cfg_target_on_portal(ct, p) || !(p->transports & (1u << DM_ID_DEFAULT)))
+		/* portals that serve the transport this discovery session runs on: an
+		   initiator discovering over TCP is not sent to an iSER-only portal, one
+		   discovering over iSER learns the iSER portals (on iWARP, where iSER and TCP
+		   cannot share a port, those are other ports than TCP's) */
+		if (!cfg_target_on_portal(ct, p) || !(p->transports & (1u << xport)))
 			continue;
 		if (is_wildcard(p->address)) {
 			/* the address the initiator reached us on: c->local is "[v6]:port" or

@@ -27,7 +27,7 @@ die() { printf 'build-image: ERROR: %s\n' "$*" >&2; exit 1; }
 # of rdma_rxe but it asks the crypto API for it (without it: "rdma_rxe: failed to add").
 MODULES=(virtio_pci virtio_net 9pnet_virtio 9p dummy veth crc32c_generic crc32c-intel
 	crc32_generic crc32-pclmul
-	ib_core ib_uverbs ib_umad iw_cm ib_cm rdma_cm rdma_ucm rdma_rxe
+	ib_core ib_uverbs ib_umad iw_cm ib_cm rdma_cm rdma_ucm rdma_rxe siw
 	scsi_mod sd_mod sg scsi_transport_iscsi libiscsi libiscsi_tcp iscsi_tcp ib_iser
 	configfs target_core_mod target_core_file target_core_iblock iscsi_target_mod ib_isert
 	loop ext4
@@ -58,10 +58,11 @@ UDEV_FILES=(/usr/lib/udev/kpartx_id
 	/usr/lib/udev/rules.d/60-block.rules /usr/lib/udev/rules.d/60-multipath.rules
 	/usr/lib/udev/rules.d/60-persistent-storage.rules
 	/usr/lib/udev/rules.d/60-persistent-storage-dm.rules /usr/lib/udev/rules.d/95-dm-notify.rules)
-# Loaded with dlopen, so ldd does not list them: the Soft-RoCE verbs provider, and
+# Loaded with dlopen, so ldd does not list them: the Soft-RoCE and Soft-iWARP verbs providers, and
 # multipath-tools' path checkers and prioritizers (tur, alua, const, sysfs: the ones the
 # mpath test's multipath.conf and the built-in defaults name).
 PROVIDER=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
+PROVIDER_SIW=/usr/lib/x86_64-linux-gnu/libibverbs/libsiw-rdmav34.so
 PLUGINS=(/lib/multipath/libchecktur.so /lib/multipath/libcheckdirectio.so
 	/lib/multipath/libprioalua.so /lib/multipath/libprioconst.so /lib/multipath/libpriosysfs.so)
 # Libraries the ix binaries built on the host need (they run in the guest from the 9p share;
@@ -72,7 +73,7 @@ IX_LIBS=(libisal.so.2 libcrypto.so.3 liburing.so.2 libjansson.so.4
 	libasan.so.8 libubsan.so.1 libm.so.6 libgcc_s.so.1 libstdc++.so.6 libibverbs.so.1 librdmacm.so.1
 	libfuse3.so.3 librbd.so.1 librados.so.2)
 
-for p in "${PROGRAMS[@]}" "$PROVIDER" "${PLUGINS[@]}" "${UDEV_FILES[@]}" /usr/bin/busybox; do
+for p in "${PROGRAMS[@]}" "$PROVIDER" "$PROVIDER_SIW" "${PLUGINS[@]}" "${UDEV_FILES[@]}" /usr/bin/busybox; do
 	[ -e "$p" ] || die "$p is missing: run scripts/deps.sh --rdma"
 done
 case $(file -L /usr/bin/busybox) in
@@ -92,7 +93,7 @@ usrpath() {
 # libraries, ix's libraries.
 host_files() {
 	local f
-	for f in "${PROGRAMS[@]}" "$PROVIDER" "${PLUGINS[@]}"; do
+	for f in "${PROGRAMS[@]}" "$PROVIDER" "$PROVIDER_SIW" "${PLUGINS[@]}"; do
 		echo "$f"
 		ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'
 	done
@@ -102,6 +103,7 @@ host_files() {
 	done
 	echo /usr/bin/busybox
 	echo /etc/libibverbs.d/rxe.driver
+	echo /etc/libibverbs.d/siw.driver
 	printf '%s\n' "${UDEV_FILES[@]}"
 }
 
@@ -169,6 +171,36 @@ dpkg-deb --fsys-tarfile "$DEB" | tar -x -C "$WORK" --wildcards './boot/vmlinuz-*
 KVER=$(ls "$WORK/lib/modules" | head -1)
 [ -n "$KVER" ] && [ -f "$WORK/boot/vmlinuz-$KVER" ] || die "no kernel in $DEB"
 depmod -b "$WORK" "$KVER" || die "depmod on the unpacked modules failed"
+
+# ---- Soft-iWARP: Debian's kernels are built without it (CONFIG_RDMA_SIW is not set, 6.1 and
+# 6.12 alike), so siw.ko is built here from Debian's own kernel source of the same version
+# (linux-source-X.Y) against the guest kernel's headers (linux-headers-$KVER), as an external
+# module, once per kernel version (kept in the cache). Nothing of it is in this repository.
+if ! modprobe -d "$WORK" -S "$KVER" --show-depends siw >/dev/null 2>&1; then
+	SIW=$CACHE/siw-$KVER-$KVER_PKG.ko
+	if [ ! -f "$SIW" ]; then
+		SERIES=$(echo "$KVER" | cut -d. -f1,2)
+		need=()
+		[ -d "/usr/src/linux-headers-$KVER" ] || need+=("linux-headers-$KVER")
+		[ "$(dpkg-query -W -f '${Version}' "linux-source-$SERIES" 2>/dev/null)" = "$KVER_PKG" ] ||
+			need+=("linux-source-$SERIES=$KVER_PKG")
+		if [ ${#need[@]} -gt 0 ]; then
+			say "installing ${need[*]} (the guest kernel's siw module is built from them)"
+			apt-get install -y -q "${need[@]}" >&2 || die "apt-get install ${need[*]} failed"
+		fi
+		say "building siw.ko for $KVER from linux-source-$SERIES"
+		mkdir -p "$WORK/siw"
+		tar -xJf "/usr/src/linux-source-$SERIES.tar.xz" -C "$WORK/siw" --strip-components=5 \
+			--wildcards "linux-source-$SERIES/drivers/infiniband/sw/siw/*" ||
+			die "cannot unpack siw from /usr/src/linux-source-$SERIES.tar.xz"
+		make -s -C "/usr/src/linux-headers-$KVER" M="$WORK/siw" CONFIG_RDMA_SIW=m modules >&2 ||
+			die "building siw.ko failed"
+		cp "$WORK/siw/siw.ko" "$SIW.tmp" && mv "$SIW.tmp" "$SIW"
+	fi
+	mkdir -p "$WORK/lib/modules/$KVER/extra"
+	cp "$SIW" "$WORK/lib/modules/$KVER/extra/siw.ko"
+	depmod -b "$WORK" "$KVER" || die "depmod with siw.ko failed"
+fi
 
 # ---- initramfs tree -----------------------------------------------------------------------------
 R=$WORK/root

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,6 +41,9 @@ static void established(struct iscsi_conn *c)
 	struct iser_conn *ic = iser_of(c);
 
 	ic->established = true;
+	log_info("iser", "%s: connected on %s (%s), %u RDMA Read%s outstanding at most", c->peer,
+		 ibv_get_device_name(ic->id->verbs->device), ic->iwarp ? "iWARP" : "InfiniBand/RoCE",
+		 ic->ord, ic->ord == 1 ? "" : "s");
 	for (int i = 0; i < ic->nearly && !c->terminated; i++) {
 		iser_handle_recv(c, ic->early[i], ic->early_len[i]);
 		if (!c->terminated && iser_post_recv(ic, ic->early[i]) < 0)
@@ -230,6 +234,35 @@ static void iser_reject(struct dm_incoming *in)
 	free(req);
 }
 
+/* Registered memory counts against RLIMIT_MEMLOCK with some providers: Soft-iWARP (siw)
+ * counts it even for root, and a guest's default of 8 MiB does not hold one connection's rings
+ * and an initiator's buffer pool. Raise the limit to unlimited where the process may (the
+ * systemd units say LimitMEMLOCK=infinity too), else the soft limit to the hard one, as
+ * rdma-core asks of RDMA applications; logged when it changes, so once per process. */
+static void memlock_raise(void)
+{
+	struct rlimit rl, want = {RLIM_INFINITY, RLIM_INFINITY};
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return;
+	if (setrlimit(RLIMIT_MEMLOCK, &want) < 0) {
+		if (rl.rlim_cur == rl.rlim_max)
+			return;
+		want.rlim_cur = want.rlim_max = rl.rlim_max;
+		if (setrlimit(RLIMIT_MEMLOCK, &want) < 0)
+			return;
+	}
+	if (want.rlim_cur == RLIM_INFINITY)
+		log_info("iser", "locked-memory limit (RLIMIT_MEMLOCK) raised from %llu KiB to "
+				 "unlimited for RDMA memory registrations",
+			 (unsigned long long)rl.rlim_cur / 1024);
+	else
+		log_info("iser", "locked-memory limit (RLIMIT_MEMLOCK) raised from %llu to %llu KiB "
+				 "(its hard limit) for RDMA memory registrations",
+			 (unsigned long long)rl.rlim_cur / 1024,
+			 (unsigned long long)want.rlim_cur / 1024);
+}
+
 static int setup(struct iser_conn *ic, struct rdma_cm_id *id, uint32_t rd_depth)
 {
 	struct ibv_qp_init_attr qa = {0};
@@ -239,9 +272,12 @@ static int setup(struct iser_conn *ic, struct rdma_cm_id *id, uint32_t rd_depth)
 
 	if (ibv_query_device(verbs, &da) || ibv_query_port(verbs, id->port_num, &pa))
 		return -EIO;
+	memlock_raise();
 	/* one RDMA Read carries at most the port's message size (rxe: 8 MiB); the task buffer is
 	   one registration and one SGE, so no other limit applies */
 	ic->max_msg = pa.max_msg_sz ? pa.max_msg_sz : 1u << 20;
+	ic->iwarp = verbs->device->transport_type == IBV_TRANSPORT_IWARP;
+	ic->local_access = IBV_ACCESS_LOCAL_WRITE | (ic->iwarp ? IBV_ACCESS_REMOTE_WRITE : 0);
 	ic->pd = ibv_alloc_pd(verbs);
 	ic->cc = ic->pd ? ibv_create_comp_channel(verbs) : NULL;
 	if (!ic->cc)
@@ -280,8 +316,13 @@ static int setup(struct iser_conn *ic, struct rdma_cm_id *id, uint32_t rd_depth)
 	}
 	ic->rx_mr = ibv_reg_mr(ic->pd, ic->rx_area, (size_t)NRX * RX_SIZE, IBV_ACCESS_LOCAL_WRITE);
 	ic->tx_mr = ibv_reg_mr(ic->pd, ic->tx_area, (size_t)NTX * TX_SIZE, IBV_ACCESS_LOCAL_WRITE);
-	if (!ic->rx_mr || !ic->tx_mr)
-		return -EIO;
+	if (!ic->rx_mr || !ic->tx_mr) {
+		int e = errno ? errno : EIO;
+		log_warn("iser", "cannot register %zu KiB of send and receive rings: %s%s",
+			 ((size_t)NRX * RX_SIZE + (size_t)NTX * TX_SIZE) / 1024, strerror(e),
+			 e == ENOMEM ? " (the locked-memory limit, ulimit -l, may be too low)" : "");
+		return -e;
+	}
 	ic->tx_free = -1;
 	for (int i = NTX - 1; i >= 0; i--)
 		iser_tx_give(ic, i);

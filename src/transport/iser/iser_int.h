@@ -108,6 +108,10 @@ struct iser_conn {
 	uint32_t ord;           /* RDMA Reads we may have outstanding */
 	uint32_t reads_out;
 	uint32_t max_msg;       /* largest RDMA message the port carries (split reads at it) */
+	int local_access;       /* access flags of the target's task buffers (iser_mr_get): on
+				   iWARP an RDMA Read's sink must allow remote writes, since the
+				   Read Response is placed as a tagged write (RFC 5040 4.4) */
+	bool iwarp;             /* the device's transport is iWARP */
 
 	uint8_t *rx_area;
 	struct ibv_mr *rx_mr;

@@ -84,7 +84,7 @@ struct mr_ent *iser_mr_get(struct iser_conn *ic, void *base, size_t size)
 		ibv_dereg_mr(victim->mr);
 		victim->mr = NULL;
 	}
-	victim->mr = ibv_reg_mr(ic->pd, base, size, IBV_ACCESS_LOCAL_WRITE);
+	victim->mr = ibv_reg_mr(ic->pd, base, size, ic->local_access);
 	if (!victim->mr)
 		return NULL;
 	victim->base = base;
