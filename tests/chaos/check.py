@@ -19,6 +19,12 @@ Checks:
               the write started), or after X's Ceph client was blocklisted (`ceph osd blocklist
               ls`: the entry's expiry less Ceph's default 1 h) with no "owner" line of X since
   no-owner    a write acknowledged through a gateway that never logged "owner" before
+  pr-write    the unregistered initiator's write acknowledged while the reservation was held
+              (not between a RELEASE's start and the next GOOD RESERVE's end), or one that
+              the reservation refused (or that it never made) found in its blocks
+  pr-disagree READ RESERVATION through every gateway at once: two answered differently (one
+              gateway alone, cut off from the cluster or stopped by a fault then, or rejoining
+              after it: counted in a note, docs/ha.md "Bad days")
 Availability (not a violation): for each fault, the seconds from its start to the next
 acknowledged write; p50/p99/max per kind.
 """
@@ -183,6 +189,62 @@ def check(events, image):
                          '%.3f) after its Ceph client was blocklisted at %.3f, with no "owner" '
                          'since' % (e['blk'], e['seq'], x, e['t0'], tb)))
 
+    # persistent reservations: the unregistered initiator's writes are refused while a
+    # reservation is held (gaps: from a RELEASE's start to the next GOOD RESERVE's end, and
+    # before the first), a refused write never reaches the image, every gateway reports the
+    # same reservation
+    prs = sorted((e for e in events if e.get('type') == 'pr' and e.get('what') in
+                  ('release', 'reserve')), key=lambda e: e['t0'])
+    gaps, start = [], float('-inf')
+    for e in prs:
+        if e['what'] == 'release' and start is None:
+            start = e['t0']
+        elif e['what'] == 'reserve' and e['result'] == 'ok' and start is not None:
+            gaps.append((start, e['t1']))
+            start = None
+    if start is not None:
+        gaps.append((start, float('inf')))
+    intr = [e for e in events if e.get('type') == 'intruder']
+    refused = {}
+    for e in intr:
+        refused[(e['blk'], e['seq'])] = e['result'] == 'conflict'
+        if e['result'] == 'ok' and not any(e['t1'] > a and e['t0'] < b for a, b in gaps):
+            viol.append(('pr-write', 'the unregistered initiator\'s write (block %d seq %d) '
+                         'through %s at %.3f was acknowledged while the reservation was held'
+                         % (e['blk'], e['seq'], e['path'], e['t0'])))
+    nintr = cfg.get('intruder_blocks', 0)
+    for blk in range(nblocks, min(nblocks + nintr, len(image) // bsz)):
+        v = chaosblk.parse(image[blk * bsz:(blk + 1) * bsz], blk)
+        if v is None:
+            continue
+        if v == 'bad' or v[0] != 2 or refused.get((blk, v[1]), True):
+            viol.append(('pr-write', 'block %d (the unregistered initiator\'s) holds %s, a '
+                         'write the reservation refused (or none it made)' % (blk, show(v))))
+    # a gateway cut off from the cluster keeps the last state it knew (docs/ha.md, persistent
+    # reservations, "Bad days": the others blocklist it, so no write can use it) until it
+    # rejoins after the fault: a disagreement of its alone then is counted, not a violation
+    t = cfg.get('timeouts', {})
+    slack = t.get('rejoin_after_ms', 5000) / 1000 + t.get('osd_op_timeout_s', 30) + 2
+    cut = [(f['target'], f['t0'], f['t1'] + slack) for f in events if f.get('type') == 'fault'
+           and f.get('kind') in ('part-ceph', 'stop')]
+    stale_cut = 0
+    for e in events:
+        if e.get('type') == 'pr-views':
+            good = {k: tuple(v) for k, v in e['views'].items() if isinstance(v, list)}
+            if len(set(good.values())) <= 1:
+                continue
+            odd = [g for g in good if list(good.values()).count(good[g]) == 1]
+            if len(good) >= 3 and len(odd) == 1 and any(
+                    g == odd[0] and a <= e['t0'] <= b for g, a, b in cut):
+                stale_cut += 1
+                continue
+            viol.append(('pr-disagree', 'READ RESERVATION at %.3f: %s' % (
+                e['t0'], ', '.join('%s %s' % kv for kv in sorted(e['views'].items())))))
+    if stale_cut:
+        notes.append('%d READ RESERVATION rounds where only a gateway cut off from the cluster '
+                     '(or stopped) answered its last known state (docs/ha.md, "Bad days")'
+                     % stale_cut)
+
     # availability
     acks = sorted(e['t1'] for e in ops if e['op'] == 'write' and e['outcome'] == 'ok')
     faults = [e for e in events if e.get('type') == 'fault']
@@ -201,6 +263,13 @@ def check(events, image):
     counts = {}
     for k, _ in viol:
         counts[k] = counts.get(k, 0) + 1
+    for e in intr:
+        k = 'intruder-%s' % e['result'].split(' sense')[0]
+        outcomes[k] = outcomes.get(k, 0) + 1
+    for e in events:
+        if e.get('type') == 'pr' and e.get('what') != 'register':
+            k = '%s-%s' % (e['what'], 'ok' if e['result'] == 'ok' else 'not')
+            outcomes[k] = outcomes.get(k, 0) + 1
     stats = {'ops': len(ops), 'outcomes': outcomes, 'faults': kinds,
              'blocks_checked': blocks_checked, 'violations': counts,
              'blocklisted': sum(len(v) for v in fenced_at.values()),
@@ -221,7 +290,7 @@ def summary(res):
            'blocks checked in the image: %d; owner lines: %d; blocklist entries: %d'
            % (s['blocks_checked'], s['lock_moves'], s['blocklisted']),
            'violations: %s' % (', '.join('%s %d' % kv for kv in sorted(s['violations'].items()))
-                               or '0 lost, 0 dual-writer, 0 stale reads, 0 corrupt')]
+                               or '0 lost, 0 dual-writer, 0 stale reads, 0 corrupt, 0 PR violations')]
     for k, r in sorted(s['recovery'].items()):
         out.append('recovery after %-12s n=%-3d p50 %.1f s  p99 %.1f s  max %.1f s'
                    % (k, r['n'], r['p50'], r['p99'], r['max']))

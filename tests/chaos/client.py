@@ -41,6 +41,12 @@ BS = 512
 SECTORS = chaosblk.BLOCK // BS
 
 
+def isid(rng):
+    """A random-type ISID (RFC 7143 11.12.5) from the seed."""
+    return bytes([0x80, 0x00]) + rng.getrandbits(24).to_bytes(3, 'big') + \
+        bytes([rng.getrandbits(8)])
+
+
 def now():
     return time.monotonic(), time.time()
 
@@ -53,8 +59,11 @@ def sense_str(sense):
 class Path:
     """One gateway's path: its session (None while dead)."""
 
-    def __init__(self, cl, name, host, port, group):
+    def __init__(self, cl, name, host, port, group, initiator=None, isid=None, key=0):
         self.cl, self.name, self.host, self.port, self.group = cl, name, host, port, group
+        self.initiator = initiator or cl.cfg['initiator']
+        self.isid = isid  # fixed: a new login is the same I_T nexus (its registration stays)
+        self.key = key  # registered with this key at each login (0: never)
         self.s = None
         self.dead_since = None  # monotonic time the path went dead (None: up or never tried)
         self.last_try = -1e9
@@ -68,8 +77,9 @@ class Path:
             return False
         self.last_try = t
         try:
-            s = X.Session(self.host, self.port, initiator=self.cl.cfg['initiator'],
-                          target=self.cl.cfg['target'], timeout=self.cl.cfg['login_s'])
+            s = X.Session(self.host, self.port, initiator=self.initiator,
+                          target=self.cl.cfg['target'], timeout=self.cl.cfg['login_s'],
+                          isid=self.isid)
             s.login()
             s.lun = 0
         except Exception as e:  # noqa: BLE001
@@ -78,8 +88,20 @@ class Path:
                 self.dead_since = t
             return False
         self.s, self.dead_since = s, None
-        self.cl.event('path', path=self.name, what='logged in')
-        return True
+        self.cl.event('path', path=self.name, what='logged in', ini=self.initiator[-8:])
+        if self.key:
+            self.register()
+        return self.s is not None
+
+    def register(self):
+        """REGISTER AND IGNORE EXISTING KEY with self.key on this nexus."""
+        cdb, params = ixha.prout_cdb(6, 0, 0, self.key)
+        for _ in range(3):
+            r = self.scsi(cdb, self.cl.cfg['cmd_s'], write_data=params)
+            if r is None or not (r[0] == 2 and ixha.sense3(r[2])[0] == 6):
+                break
+        self.cl.event('pr', what='register', path=self.name, ini=self.initiator[-8:],
+                      result='unknown' if r is None else ixha.fmt(r[0], r[2]))
 
     def down(self, why):
         if self.s is not None:
@@ -109,8 +131,10 @@ class Client:
         self.cfg = cfg
         self.rng = random.Random(cfg['seed'])
         self.hist = open(cfg['history'], 'a', buffering=1)
-        self.paths = [Path(self, p['name'], p['host'], p['port'], p['group'])
-                      for p in cfg['paths']]
+        self.mu = threading.Lock()
+        self.key = cfg.get('pr_key', 0)
+        self.paths = [Path(self, p['name'], p['host'], p['port'], p['group'],
+                           isid=isid(self.rng), key=self.key) for p in cfg['paths']]
         self.active = None
         self.seq = 0
         self.last_stpg = -1e9
@@ -121,7 +145,8 @@ class Client:
         if 't0' not in kw:
             m, w = now()
             kw.update(m=round(m, 4), t=round(w, 4))
-        self.hist.write(json.dumps(kw) + '\n')
+        with self.mu:
+            self.hist.write(json.dumps(kw) + '\n')
 
     # -- path choice
     def survey(self):
@@ -233,6 +258,9 @@ class Client:
             k = ixha.sense3(sense) if st == 2 and sense else None
             if k and k[0] == 6:
                 continue
+            if st == 0x18 and p.key:  # preempted (PR traffic): register this nexus again
+                p.register()
+                continue
             if k and k[:2] == (2, 0x04) and k[2] in (0x0b, 0x0c):
                 self.active = None
                 continue
@@ -281,10 +309,122 @@ class Client:
                     pass
 
 
+class PrActor:
+    """Persistent-reservation traffic beside the client's I/O: nexuses of the client's own
+    (other ISIDs, registered with its key) hold a Write Exclusive - Registrants Only
+    reservation and move it between gateways (RELEASE through the holder's path and RESERVE
+    through another; or PREEMPT through another, which also removes the client's other
+    registrations: its I/O registers again on RESERVATION CONFLICT), READ RESERVATION goes
+    through every gateway at once (they must agree), and an unregistered initiator writes its
+    own blocks through a random gateway (the reservation must refuse it, except while it is
+    released). Every step is a history event."""
+
+    def __init__(self, cl):
+        self.cl, cfg = cl, cl.cfg
+        self.rng = random.Random(cfg['seed'] + 1)
+        self.mine = [Path(cl, p['name'], p['host'], p['port'], p['group'],
+                          isid=isid(self.rng), key=cl.key) for p in cfg['paths']]
+        self.intruder = [Path(cl, p['name'], p['host'], p['port'], p['group'],
+                              initiator=cfg['intruder'], isid=isid(self.rng))
+                         for p in cfg['paths']]
+        self.holder = None
+        self.seq = 0
+
+    def prout(self, p, sa, sakey=0, what='', retry=False):
+        cdb, params = ixha.prout_cdb(sa, 5, self.cl.key, sakey)
+        m0, w0 = now()
+        r = None
+        for _ in range(3):
+            r = p.scsi(cdb, self.cl.cfg['cmd_s'], write_data=params)
+            if r is None or not (r[0] == 2 and ixha.sense3(r[2])[0] == 6):
+                break
+        if r is not None and r[0] == 0x18 and not retry:  # preempted meanwhile: register
+            p.register()
+            return self.prout(p, sa, sakey, what, True)
+        res = 'unknown' if r is None else 'ok' if r[0] == 0 else ixha.fmt(r[0], r[2])
+        self.cl.event('pr', what=what, path=p.name, m0=round(m0, 4), t0=round(w0, 4),
+                      t1=round(time.time(), 4), result=res)
+        return res
+
+    def views(self):
+        out = {}
+
+        def ask(p):
+            for _ in range(3):
+                r = p.scsi(ixha.prin_cdb(1, 64), self.cl.cfg['rtpg_s'], read_len=64)
+                if r is None:
+                    return
+                if r[0] == 0:
+                    _, key, typ = ixha.parse_reservation(r[1])
+                    out[p.name] = [key, typ]
+                    return
+                if not (r[0] == 2 and ixha.sense3(r[2])[0] == 6):
+                    out[p.name] = ixha.fmt(r[0], r[2])
+                    return
+        m0, w0 = now()
+        ths = [threading.Thread(target=ask, args=(p,)) for p in self.mine]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join()
+        self.cl.event('pr-views', m0=round(m0, 4), t0=round(w0, 4), t1=round(time.time(), 4),
+                      views=out)
+
+    def intrude(self):
+        # mostly through the path the client uses (the others refuse it as standby first)
+        act = self.cl.active
+        p = self.rng.choice(self.intruder)
+        if act is not None and self.rng.random() < 0.8:
+            p = self.intruder[self.cl.paths.index(act)]
+        blk = self.cl.cfg['blocks'] + self.rng.randrange(self.cl.cfg['intruder_blocks'])
+        self.seq += 1
+        data = chaosblk.make(blk, 2, self.seq)
+        cdb = bytes([0x8a, 0]) + struct.pack('>QIBB', blk * SECTORS, SECTORS, 0, 0)
+        m0, w0 = now()
+        r = None
+        for _ in range(3):
+            r = p.scsi(cdb, self.cl.cfg['cmd_s'], write_data=data)
+            if r is None or not (r[0] == 2 and ixha.sense3(r[2])[0] == 6):
+                break
+        res = 'unknown' if r is None else 'ok' if r[0] == 0 else \
+            'conflict' if r[0] == 0x18 else ixha.fmt(r[0], r[2])
+        self.cl.event('intruder', blk=blk, writer=2, seq=self.seq, path=p.name,
+                      m0=round(m0, 4), t0=round(w0, 4), t1=round(time.time(), 4), result=res)
+
+    def churn(self):
+        others = [p for p in self.mine if p is not self.holder]
+        q = self.rng.choice(others)
+        if self.holder is not None and self.rng.random() < 0.25:
+            if self.prout(q, 4, self.cl.key, 'preempt') == 'ok':
+                self.holder = q
+            return
+        if self.holder is not None:
+            self.prout(self.holder, 2, 0, 'release')
+        if self.prout(q, 1, 0, 'reserve') == 'ok':
+            self.holder = q
+
+    def run(self):
+        n = 0
+        while not os.path.exists(self.cl.cfg['stop_file']):
+            n += 1
+            self.views()
+            self.intrude()
+            if n % 3 == 1:
+                self.churn()
+            time.sleep(self.cl.cfg['pr_pause_s'])
+
+
 def main():
     with open(sys.argv[1]) as f:
         cfg = json.load(f)
-    Client(cfg).run()
+    cl = Client(cfg)
+    pr = None
+    if cfg.get('pr_key'):
+        pr = threading.Thread(target=PrActor(cl).run, daemon=True)
+        pr.start()
+    cl.run()
+    if pr is not None:
+        pr.join(cfg['op_timeout_s'])
     return 0
 
 

@@ -171,8 +171,63 @@ def torn_block():
     return kinds(res) == ['corrupt'], res['violations']
 
 
+def pr_history():
+    h = H()
+    h.ev[0]['intruder_blocks'] = 2
+    h.image += bytes(2 * chaosblk.BLOCK)
+    h.lock('g1', 999)
+    h.ev.append({'type': 'pr', 'what': 'reserve', 'path': 'g1', 't0': 1000, 't1': 1000.1,
+                 'result': 'ok'})
+    return h
+
+
+def intruder(h, t, result, seq, blk=NBLK):
+    h.ev.append({'type': 'intruder', 'blk': blk, 'writer': 2, 'seq': seq, 'path': 'g1',
+                 't0': t, 't1': t + 0.01, 'result': result})
+
+
+def pr_clean():
+    h = pr_history()
+    intruder(h, 999.5, 'ok', 1)      # before the first reservation
+    intruder(h, 1001, 'conflict', 2)
+    h.ev.append({'type': 'pr', 'what': 'release', 'path': 'g1', 't0': 1002, 't1': 1002.1,
+                 'result': 'ok'})
+    intruder(h, 1002.5, 'ok', 3)     # released
+    h.ev.append({'type': 'pr', 'what': 'reserve', 'path': 'g2', 't0': 1003, 't1': 1003.1,
+                 'result': 'ok'})
+    h.image[NBLK * chaosblk.BLOCK:(NBLK + 1) * chaosblk.BLOCK] = chaosblk.make(NBLK, 2, 3)
+    h.ev.append({'type': 'pr-views', 't0': 1004, 't1': 1004.1,
+                 'views': {'g1': [7, 5], 'g2': [7, 5], 'g3': 'status 0x02 sense 2/04/0a'}})
+    res = h.run()
+    return res['ok'], res['violations'] or 'no violations'
+
+
+def pr_write_reserved():
+    h = pr_history()
+    intruder(h, 1001, 'ok', 1)
+    res = h.run()
+    return kinds(res) == ['pr-write'], res['violations']
+
+
+def pr_refused_landed():
+    h = pr_history()
+    intruder(h, 1001, 'conflict', 1, blk=NBLK + 1)
+    h.image[(NBLK + 1) * chaosblk.BLOCK:] = chaosblk.make(NBLK + 1, 2, 1)
+    res = h.run()
+    return kinds(res) == ['pr-write'], res['violations']
+
+
+def pr_disagree():
+    h = pr_history()
+    h.ev.append({'type': 'pr-views', 't0': 1004, 't1': 1004.1,
+                 'views': {'g1': [7, 5], 'g2': [None, None]}})
+    res = h.run()
+    return kinds(res) == ['pr-disagree'], res['violations']
+
+
 TESTS = [clean, lost_write, lost_zeros, delayed_write, dual_writer, dual_writer_handed_back,
-         blocklisted_writer, no_owner, stale_read, torn_block]
+         blocklisted_writer, no_owner, stale_read, torn_block, pr_clean, pr_write_reserved,
+         pr_refused_landed, pr_disagree]
 
 
 def main():
