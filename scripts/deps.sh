@@ -68,6 +68,9 @@ for opt in "$@"; do
 		PKGS+=(
 			# tests/ceph/cluster.sh: monitor, OSD, ceph/rbd CLI; tgt's bs_rbd for bench/
 			ceph-mon ceph-osd ceph-common tgt-rbd
+			# tests/chaos/chaos.py (and tests/interop/chaos_short.py): nft drop rules in the
+			# gateways' network namespaces cut a gateway's link to Ceph or to the client
+			nftables
 		)
 		;;
 	*)

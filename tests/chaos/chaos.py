@@ -18,8 +18,9 @@ below (TIMEOUTS) as ha_*.py configure them. The client (tests/chaos/client.py) r
 
 Faults (drawn with the seed, one at a time with a pause between, or two at once):
   kill         kill -9 of a gateway, restarted 1-5 s later
-  stop         SIGSTOP of a gateway past every timeout (the client's command timeout plus the
-               hand-over timeout plus slack), then SIGCONT
+  stop         SIGSTOP of a gateway, then SIGCONT: half of them past every timeout (the
+               client's command and replacement timeouts, the hand-over timeout, 2-6 s more),
+               the others 0.5-4 s (shorter than any: nothing should move)
   part-ceph    a gateway's link to Ceph dropped (nft) for 3-15 s
   part-client  a gateway's link to the client dropped (nft) for 3-15 s
   osd-restart  the OSD stopped (SIGTERM: memstore keeps its data) and started again
@@ -394,9 +395,12 @@ class Run:
                     time.sleep(self.rng.uniform(1, 5))
                     g.start()
                 elif kind == 'stop':
+                    # half of them past every timeout (the client's command timeout, its
+                    # replacement timeout, the hand-over), the rest shorter than any
                     ct = client_timeouts()
-                    secs = ct['cmd_s'] + TIMEOUTS['handover_timeout_ms'] / 1000 + \
-                        self.rng.uniform(2, 6)
+                    secs = ct['cmd_s'] + ct['replacement_s'] + \
+                        TIMEOUTS['handover_timeout_ms'] / 1000 + self.rng.uniform(2, 6) \
+                        if self.rng.random() < 0.5 else self.rng.uniform(0.5, 4)
                     g.signal(signal.SIGSTOP)
                     applied()
                     time.sleep(secs)
