@@ -22,6 +22,10 @@ Checks:
   pr-write    the unregistered initiator's write acknowledged while the reservation was held
               (not between a RELEASE's start and the next GOOD RESERVE's end), or one that
               the reservation refused (or that it never made) found in its blocks
+  alua        after a fault (with no other fault until then), no round of REPORT TARGET
+              PORT GROUPS through every gateway at once in which all that answered (two or
+              more) named the same one group active/optimized, within rejoin_after_ms + two
+              lock checks + osd_op_timeout_s + 2 s of its end
   pr-disagree READ RESERVATION through every gateway at once: two answered differently (one
               gateway alone, cut off from the cluster or stopped by a fault then, or rejoining
               after it: counted in a note, docs/ha.md "Bad days")
@@ -245,6 +249,33 @@ def check(events, image):
                      '(or stopped) answered its last known state (docs/ha.md, "Bad days")'
                      % stale_cut)
 
+    # ALUA: after each fault every gateway that answers reports the same one group
+    # active/optimized within the bound (a stopped or cut-off gateway is fenced when it comes
+    # back, rejoins after rejoin_after_ms and learns the holder at its next lock checks),
+    # unless the next fault comes first
+    bound = t.get('rejoin_after_ms', 5000) / 1000 + 2 * t.get('lock_check_ms', 1000) / 1000 + \
+        t.get('osd_op_timeout_s', 30) + 2
+    rounds = sorted((e for e in events if e.get('type') == 'alua-views'),
+                    key=lambda e: e['t0'])
+    fl = sorted((e for e in events if e.get('type') == 'fault'), key=lambda e: e['t0'])
+    alua_judged = 0
+    for i, f in enumerate(fl):
+        end = f['t1'] + bound
+        if not rounds or any(g['t0'] < end and g['t1'] > f['t0'] for g in fl if g is not f) \
+                or rounds[-1]['t0'] < end:
+            continue
+        alua_judged += 1
+        win = [r for r in rounds if f['t1'] <= r['t0'] <= end]
+
+        def agree(r):
+            ao = [frozenset(g for g, st in v.items() if st == 'AO') for v in r['views'].values()]
+            return len(ao) >= 2 and len(set(ao)) == 1 and len(ao[0]) == 1
+        if not any(agree(r) for r in win):
+            last = win[-1]['views'] if win else 'no answers'
+            viol.append(('alua', 'after %s of %s (over at %.3f) the gateways did not agree on '
+                         'one active/optimized group within %.0f s: last %s'
+                         % (f['kind'], f.get('target'), f['t1'], bound, last)))
+
     # availability
     acks = sorted(e['t1'] for e in ops if e['op'] == 'write' and e['outcome'] == 'ok')
     faults = [e for e in events if e.get('type') == 'fault']
@@ -273,6 +304,7 @@ def check(events, image):
     stats = {'ops': len(ops), 'outcomes': outcomes, 'faults': kinds,
              'blocks_checked': blocks_checked, 'violations': counts,
              'blocklisted': sum(len(v) for v in fenced_at.values()),
+             'alua_judged': alua_judged,
              'lock_moves': sum(len(v) for v in owner.values()),
              'recovery': {k: {'n': len(v), 'p50': pct(v, 50), 'p99': pct(v, 99),
                               'max': max(v)} for k, v in avail.items()}}
@@ -287,8 +319,9 @@ def summary(res):
                                                          sorted(s['outcomes'].items()))),
            'faults: %s' % (', '.join('%s %d' % kv for kv in sorted(s['faults'].items()))
                            or 'none'),
-           'blocks checked in the image: %d; owner lines: %d; blocklist entries: %d'
-           % (s['blocks_checked'], s['lock_moves'], s['blocklisted']),
+           'blocks checked in the image: %d; owner lines: %d; blocklist entries: %d; faults '
+           'judged for ALUA agreement: %d' % (s['blocks_checked'], s['lock_moves'],
+                                             s['blocklisted'], s['alua_judged']),
            'violations: %s' % (', '.join('%s %d' % kv for kv in sorted(s['violations'].items()))
                                or '0 lost, 0 dual-writer, 0 stale reads, 0 corrupt, 0 PR violations')]
     for k, r in sorted(s['recovery'].items()):

@@ -370,6 +370,31 @@ class PrActor:
         self.cl.event('pr-views', m0=round(m0, 4), t0=round(w0, 4), t1=round(time.time(), 4),
                       views=out)
 
+    def alua_views(self):
+        """REPORT TARGET PORT GROUPS through every gateway at once (the checker wants them to
+        agree on the owner soon after each fault)."""
+        out = {}
+
+        def ask(p):
+            for _ in range(3):
+                r = p.scsi(ixha.rtpg_cdb(), self.cl.cfg['rtpg_s'], read_len=1024)
+                if r is None:
+                    return
+                if r[0] == 0:
+                    out[p.name] = {str(g): ixha.NAMES.get(st, hex(st))
+                                   for g, st in ixha.rtpg_states(r[1]).items()}
+                    return
+                if not (r[0] == 2 and ixha.sense3(r[2])[0] == 6):
+                    return
+        m0, w0 = now()
+        ths = [threading.Thread(target=ask, args=(p,)) for p in self.mine]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join()
+        self.cl.event('alua-views', m0=round(m0, 4), t0=round(w0, 4),
+                      t1=round(time.time(), 4), views=out)
+
     def intrude(self):
         # mostly through the path the client uses (the others refuse it as standby first)
         act = self.cl.active
@@ -407,6 +432,7 @@ class PrActor:
         n = 0
         while not os.path.exists(self.cl.cfg['stop_file']):
             n += 1
+            self.alua_views()
             self.views()
             self.intrude()
             if n % 3 == 1:

@@ -225,9 +225,32 @@ def pr_disagree():
     return kinds(res) == ['pr-disagree'], res['violations']
 
 
+def alua_rounds(split):
+    h = H()
+    h.ev[0]['timeouts'] = {'rejoin_after_ms': 1000, 'lock_check_ms': 1000, 'osd_op_timeout_s': 1}
+    h.lock('g1', 999)
+    h.ev.append({'type': 'fault', 'kind': 'stop', 'target': 'g2', 't0': 1000, 't1': 1001})
+    for i in range(12):
+        v = {'g1': {'1': 'AO', '2': 'standby'}, 'g2': {'1': 'AO', '2': 'standby'}}
+        if split:
+            v['g2'] = {'1': 'standby', '2': 'AO'}
+        h.ev.append({'type': 'alua-views', 't0': 1001 + i, 't1': 1001.1 + i, 'views': v})
+    return h.run()
+
+
+def alua_agree():
+    res = alua_rounds(False)
+    return res['ok'] and res['stats']['alua_judged'] == 1, res['violations'] or 'agree'
+
+
+def alua_split():
+    res = alua_rounds(True)
+    return kinds(res) == ['alua'], res['violations']
+
+
 TESTS = [clean, lost_write, lost_zeros, delayed_write, dual_writer, dual_writer_handed_back,
          blocklisted_writer, no_owner, stale_read, torn_block, pr_clean, pr_write_reserved,
-         pr_refused_landed, pr_disagree]
+         pr_refused_landed, pr_disagree, alua_agree, alua_split]
 
 
 def main():

@@ -7,7 +7,7 @@ tests/chaos/check.py over the history and `rbd export` of the image.
 
 Checks: run (the harness set up, injected faults and finished), acked (the client had writes
 acknowledged and faults happened: a run that did nothing cannot pass), lost / dual-writer /
-stale-read / corrupt / no-owner / pr-write / pr-disagree (none of each, check.py's
+stale-read / corrupt / no-owner / pr-write / pr-disagree / alua (none of each, check.py's
 categories; the client's persistent-reservation traffic runs beside its I/O), sanitizer (no report in any
 gateway's log). The summary (recovery per fault kind) is in the details and in
 OUT/chaos-<seed>/summary.txt. The long run: docs/testing.md, "The long forms".
@@ -62,7 +62,7 @@ def main():
                      '; '.join('%s p50 %.1f max %.1f s' % (k, v['p50'], v['max'])
                                for k, v in sorted(s['recovery'].items()))))
     for kind in ('lost', 'dual-writer', 'stale-read', 'corrupt', 'no-owner', 'pr-write',
-                 'pr-disagree'):
+                 'pr-disagree', 'alua'):
         vs = [t for k, t in res['violations'] if k == kind]
         report.check(kind, not vs, '%d found%s' % (len(vs), (': ' + vs[0]) if vs else
                                                    ' (%d blocks in the image)'
