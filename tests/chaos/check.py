@@ -22,13 +22,15 @@ Checks:
   pr-write    the unregistered initiator's write acknowledged while the reservation was held
               (not between a RELEASE's start and the next GOOD RESERVE's end), or one that
               the reservation refused (or that it never made) found in its blocks
-  alua        after a fault (with no other fault until then), no round of REPORT TARGET
-              PORT GROUPS through every gateway at once in which all that answered (two or
-              more) named the same one group active/optimized, within rejoin_after_ms + two
-              lock checks + osd_op_timeout_s + 2 s of its end
-  pr-disagree READ RESERVATION through every gateway at once: two answered differently (one
-              gateway alone, cut off from the cluster or stopped by a fault then, or rejoining
-              after it: counted in a note, docs/ha.md "Bad days")
+  alua        after a fault, no round of REPORT TARGET PORT GROUPS through every gateway at
+              once in which all that answered (two or more) named the same one group
+              active/optimized, within rejoin_after_ms + two lock checks + osd_op_timeout_s
+              + 2 s of its end (not judged when the next fault came first without such a
+              round, or for two faults at once)
+  pr-disagree READ RESERVATION through every gateway at once: two answered differently (when
+              the gateways that a fault cut off from the cluster or stopped then, or that are
+              rejoining after it, are the only ones that differ: counted in a note,
+              docs/ha.md "Bad days")
 Availability (not a violation): for each fault, the seconds from its start to the next
 acknowledged write; p50/p99/max per kind.
 """
@@ -237,16 +239,16 @@ def check(events, image):
             good = {k: tuple(v) for k, v in e['views'].items() if isinstance(v, list)}
             if len(set(good.values())) <= 1:
                 continue
-            odd = [g for g in good if list(good.values()).count(good[g]) == 1]
-            if len(good) >= 3 and len(odd) == 1 and any(
-                    g == odd[0] and a <= e['t0'] <= b for g, a, b in cut):
+            uncut = {g: v for g, v in good.items()
+                     if not any(c == g and a <= e['t0'] <= b for c, a, b in cut)}
+            if len(uncut) < len(good) and len(set(uncut.values())) <= 1:
                 stale_cut += 1
                 continue
             viol.append(('pr-disagree', 'READ RESERVATION at %.3f: %s' % (
                 e['t0'], ', '.join('%s %s' % kv for kv in sorted(e['views'].items())))))
     if stale_cut:
-        notes.append('%d READ RESERVATION rounds where only a gateway cut off from the cluster '
-                     '(or stopped) answered its last known state (docs/ha.md, "Bad days")'
+        notes.append('%d READ RESERVATION rounds where only gateways cut off from the cluster '
+                     '(or stopped) answered their last known state (docs/ha.md, "Bad days")'
                      % stale_cut)
 
     # ALUA: after each fault every gateway that answers reports the same one group
@@ -259,22 +261,25 @@ def check(events, image):
                     key=lambda e: e['t0'])
     fl = sorted((e for e in events if e.get('type') == 'fault'), key=lambda e: e['t0'])
     alua_judged = 0
-    for i, f in enumerate(fl):
+    def agree(r):
+        ao = [frozenset(g for g, st in v.items() if st == 'AO') for v in r['views'].values()]
+        return len(ao) >= 2 and len(set(ao)) == 1 and len(ao[0]) == 1
+    for f in fl:
         end = f['t1'] + bound
-        if not rounds or any(g['t0'] < end and g['t1'] > f['t0'] for g in fl if g is not f) \
-                or rounds[-1]['t0'] < end:
+        if any(g['t0'] < f['t1'] and g['t1'] > f['t0'] for g in fl if g is not f):
+            continue  # overlapping faults (two at once): not judged
+        nxt = min([g['t0'] for g in fl if g['t0'] >= f['t1']] + [float('inf')])
+        win = [r for r in rounds if f['t1'] <= r['t0'] <= min(end, nxt)]
+        if any(agree(r) for r in win):
+            alua_judged += 1
             continue
+        if nxt < end or not rounds or rounds[-1]['t0'] < end:
+            continue  # the next fault (or the end of the run) came first: not judged
         alua_judged += 1
-        win = [r for r in rounds if f['t1'] <= r['t0'] <= end]
-
-        def agree(r):
-            ao = [frozenset(g for g, st in v.items() if st == 'AO') for v in r['views'].values()]
-            return len(ao) >= 2 and len(set(ao)) == 1 and len(ao[0]) == 1
-        if not any(agree(r) for r in win):
-            last = win[-1]['views'] if win else 'no answers'
-            viol.append(('alua', 'after %s of %s (over at %.3f) the gateways did not agree on '
-                         'one active/optimized group within %.0f s: last %s'
-                         % (f['kind'], f.get('target'), f['t1'], bound, last)))
+        last = win[-1]['views'] if win else 'no answers'
+        viol.append(('alua', 'after %s of %s (over at %.3f) the gateways did not agree on '
+                     'one active/optimized group within %.0f s: last %s'
+                     % (f['kind'], f.get('target'), f['t1'], bound, last)))
 
     # availability
     acks = sorted(e['t1'] for e in ops if e['op'] == 'write' and e['outcome'] == 'ok')

@@ -217,6 +217,20 @@ def pr_refused_landed():
     return kinds(res) == ['pr-write'], res['violations']
 
 
+def pr_stale_cut():
+    """Two gateways cut off from the cluster answer the old state, the one still connected
+    the new one: a note, not a violation."""
+    h = pr_history()
+    h.ev[0]['timeouts'] = {'rejoin_after_ms': 1000, 'osd_op_timeout_s': 1}
+    for g in ('g2', 'g3'):
+        h.ev.append({'type': 'fault', 'kind': 'part-ceph', 'target': g, 't0': 1001,
+                     't1': 1003})
+    h.ev.append({'type': 'pr-views', 't0': 1004, 't1': 1004.1,
+                 'views': {'g1': [None, None], 'g2': [7, 5], 'g3': [7, 5]}})
+    res = h.run()
+    return res['ok'] and res['notes'], res['violations'] or res['notes']
+
+
 def pr_disagree():
     h = pr_history()
     h.ev.append({'type': 'pr-views', 't0': 1004, 't1': 1004.1,
@@ -250,7 +264,7 @@ def alua_split():
 
 TESTS = [clean, lost_write, lost_zeros, delayed_write, dual_writer, dual_writer_handed_back,
          blocklisted_writer, no_owner, stale_read, torn_block, pr_clean, pr_write_reserved,
-         pr_refused_landed, pr_disagree, alua_agree, alua_split]
+         pr_refused_landed, pr_stale_cut, pr_disagree, alua_agree, alua_split]
 
 
 def main():

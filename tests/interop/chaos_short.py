@@ -61,12 +61,26 @@ def main():
                      acked, s['ops'], s['faults'],
                      '; '.join('%s p50 %.1f max %.1f s' % (k, v['p50'], v['max'])
                                for k, v in sorted(s['recovery'].items()))))
+    o = s['outcomes']
+    what = {'lost': '%d blocks of the image' % s['blocks_checked'],
+            'stale-read': '%d reads' % o.get('read-ok', 0),
+            'corrupt': '%d blocks, %d reads' % (s['blocks_checked'], o.get('read-ok', 0)),
+            'dual-writer': '%d acknowledged writes, %d owner lines, %d blocklist entries'
+                           % (acked, s['lock_moves'], s['blocklisted']),
+            'no-owner': '%d acknowledged writes' % acked,
+            'pr-write': "%d of the unregistered initiator's writes refused, %d acknowledged "
+                        "(while released)" % (o.get('intruder-conflict', 0),
+                                              o.get('intruder-ok', 0)),
+            'pr-disagree': '%d reservation moves' % (o.get('reserve-ok', 0) +
+                                                      o.get('preempt-ok', 0)),
+            'alua': '%d faults judged' % s['alua_judged']}
     for kind in ('lost', 'dual-writer', 'stale-read', 'corrupt', 'no-owner', 'pr-write',
                  'pr-disagree', 'alua'):
         vs = [t for k, t in res['violations'] if k == kind]
-        report.check(kind, not vs, '%d found%s' % (len(vs), (': ' + vs[0]) if vs else
-                                                   ' (%d blocks in the image)'
-                                                   % s['blocks_checked']))
+        report.check(kind, not vs, '%d found in %s%s' % (len(vs), what[kind],
+                                                          (': ' + vs[0]) if vs else ''))
+    for n in res['notes']:
+        print('note: ' + n)
     bad = [p for p in glob.glob(os.path.join(out, 'g*.log'))
            if ixtest.sanitizer_report(open(p, errors='replace').read())]
     report.check('sanitizer', not bad, 'sanitizer report in %s' % ', '.join(bad) if bad else
