@@ -213,8 +213,8 @@ class Net:
 class NsCluster(ixceph.Cluster):
     """The single-node cluster, run and asked inside the ceph namespace."""
 
-    def __init__(self, ns):
-        super().__init__('chaos', 'memstore')
+    def __init__(self, ns, store):
+        super().__init__('chaos', store)
         self.ns = ns
 
     def sh(self, cmd, *args, timeout=300):
@@ -496,9 +496,9 @@ class Run:
     def setup(self):
         sweep()
         self.net.setup()
-        self.cl = NsCluster(self.net.ceph)
+        self.cl = NsCluster(self.net.ceph, self.args.store)
         t0 = time.monotonic()
-        self.cl.sh('start', '--store', 'memstore', '--addr', BRIDGE_IP)
+        self.cl.sh('start', '--store', self.args.store, '--addr', BRIDGE_IP)
         self.cl.create_image(IMAGE, '%dM' % IMAGE_MIB)
         log('cluster up in %.0f s' % (time.monotonic() - t0))
         self.gws = [Gw(self, i) for i in range(1, NGW + 1)]
@@ -609,6 +609,8 @@ def parse_args(argv):
     ap.add_argument('--ops', type=int, default=1000000, help='at most this many operations')
     ap.add_argument('--traffic', default='io,pr', help='io, or io,pr: persistent '
                     'reservations too')
+    ap.add_argument('--store', default='memstore', choices=('memstore', 'bluestore'),
+                    help="the OSD's object store (bluestore: a sparse file in /dev/shm)")
     ap.add_argument('--rate', type=float, default=200, help='at most this many operations a '
                     'second')
     a = ap.parse_args(argv)
