@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The short chaos run (docs/ha.md, "HA under chaos"): tests/chaos/chaos.py with a fixed seed
-for DURATION_S seconds of faults (kill -9 and restart, SIGSTOP past every timeout, partitions
-gateway-Ceph and client-gateway, two at once) against three gateways of one RBD image in
+for DURATION_S seconds of faults (kill -9 and restart, SIGSTOP, partitions gateway-Ceph and
+client-gateway, two at once) against three gateways of one RBD image in
 network namespaces of their own, its multipath client writing and reading 4 KiB blocks; then
 tests/chaos/check.py over the history and `rbd export` of the image.
 
@@ -31,6 +31,8 @@ import check  # noqa: E402
 
 SEED = int(os.environ.get('CHAOS_SEED', '26'))
 DURATION_S = float(os.environ.get('CHAOS_DURATION', '75'))
+# the gateway faults: they move the lock (OSD and monitor restarts are in the long run's mix;
+# with them in 75 s this seed's run never moved it)
 FAULTS = 'kill,stop,part-ceph,part-client,double'
 report = ixtest.Reporter('chaos_short')
 
