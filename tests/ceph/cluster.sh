@@ -4,7 +4,7 @@
 # files) under one folder, every daemon stopped by the PID in its PID file. Debian 12's Ceph
 # 16.2 packages (scripts/deps.sh --ceph). Facts behind the shape: shared/docs/ceph.md.
 #
-#   cluster.sh start DIR [--store memstore|bluestore] [--pool NAME] [--mgr]
+#   cluster.sh start DIR [--store memstore|bluestore] [--pool NAME] [--mgr] [--addr IP]
 #       Start a fresh cluster in DIR (created; must not hold a running one) and create the pool
 #       NAME (default rbd, size 1, initialised for RBD). Prints `export CEPH_CONF=DIR/ceph.conf`
 #       on stdout; every ceph/rbd command needs that variable. memstore (the default) keeps
@@ -12,6 +12,8 @@
 #       bluestore keeps it in a sparse 10 GiB file in DIR and survives an OSD restart.
 #       --mgr starts a manager too (package ceph-mgr), without which the monitor gets no pool
 #       statistics and enforces no pool quota (tests/interop/rbd_full.py).
+#       --addr: the address the daemons use (default 127.0.0.1; tests/chaos/chaos.py runs the
+#       cluster in a network namespace of its own, on its bridge's address).
 #   cluster.sh stop DIR         stop every daemon of DIR (SIGTERM, SIGKILL after 10 s)
 #   cluster.sh osd-stop DIR     stop the OSD only (SIGTERM; memstore saves its data then)
 #   cluster.sh osd-kill DIR     SIGKILL the OSD (bluestore only: memstore loses its data)
@@ -23,7 +25,7 @@
 # start fails half-way). Needs root only to bind nothing privileged: any user works.
 set -euo pipefail
 
-usage() { sed -n 2,22p "$0" >&2; exit 2; }
+usage() { sed -n 2,24p "$0" >&2; exit 2; }
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 log() { echo "[ceph $(date +%H:%M:%S)] $*" >&2; }
 
@@ -34,11 +36,13 @@ shift 2
 STORE=memstore
 POOL=rbd
 MGR=
+ADDR=127.0.0.1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--mgr) MGR=1 ;;
 	--store) STORE=$2; shift ;;
 	--pool) POOL=$2; shift ;;
+	--addr) ADDR=$2; shift ;;
 	*) usage ;;
 	esac
 	shift
@@ -128,8 +132,8 @@ do_start() {
 	cat >"$CONF" <<EOF
 [global]
 fsid = $fsid
-mon host = [v2:127.0.0.1:$p2,v1:127.0.0.1:$p1]
-public addr = 127.0.0.1
+mon host = [v2:$ADDR:$p2,v1:$ADDR:$p1]
+public addr = $ADDR
 auth cluster required = cephx
 auth service required = cephx
 auth client required = cephx
@@ -171,11 +175,11 @@ mgr data = $DIR/\$name
 keyring = $DIR/\$name/keyring
 mgr stats period = 1
 EOF
-	log "cluster in $DIR ($STORE), monitor on 127.0.0.1:$p2 (v2) / $p1 (v1)"
+	log "cluster in $DIR ($STORE), monitor on $ADDR:$p2 (v2) / $p1 (v1)"
 	ceph-authtool --create-keyring "$DIR/keyring" --gen-key -n mon. --cap mon 'allow *' >/dev/null
 	ceph-authtool "$DIR/keyring" --gen-key -n client.admin --cap mon 'allow *' \
 		--cap osd 'allow *' --cap mgr 'allow *' >/dev/null
-	monmaptool --create --fsid "$fsid" --addv a "[v2:127.0.0.1:$p2,v1:127.0.0.1:$p1]" \
+	monmaptool --create --fsid "$fsid" --addv a "[v2:$ADDR:$p2,v1:$ADDR:$p1]" \
 		"$DIR/monmap" >/dev/null
 	ceph-mon --mkfs -i a --monmap "$DIR/monmap" --keyring "$DIR/keyring" ||
 		die "ceph-mon --mkfs failed"

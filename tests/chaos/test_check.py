@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""Unit tests of the chaos checker (tests/chaos/check.py) on hand-made histories and images:
+it must flag a lost write, a delayed write landing over a newer one, a dual-writer window (by
+the lock lines and by the blocklist), a write acknowledged by a gateway that never owned the
+lock, a stale read and a torn block, and pass a clean history. TAP output (meson's unit
+suite runs it: tests/unit/meson.build)."""
+
+import datetime
+import os
+import sys
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import chaosblk  # noqa: E402
+import check  # noqa: E402
+
+NBLK = 8
+
+
+class H:
+    """A history being written: operations one after another, 1 s apart unless told."""
+
+    def __init__(self):
+        self.ev = [{'type': 'config', 't': 0, 'blocks': NBLK, 'block_size': chaosblk.BLOCK,
+                    'gateways': {'g1': '10.77.0.11', 'g2': '10.77.0.12'}}]
+        self.n, self.seq, self.t = 0, 0, 1000.0
+        self.image = bytearray(NBLK * chaosblk.BLOCK)
+
+    def lock(self, gw, t, state='owner'):
+        self.ev.append({'type': 'lock', 'gw': gw, 't': t, 'state': state})
+
+    def write(self, blk, outcome='ok', path='g1', apply=True, t=None):
+        """A write of the next value to blk; apply: the image gets it (as Ceph would)."""
+        self.n += 1
+        self.seq += 1
+        self.t = t if t is not None else self.t + 1
+        self.ev.append({'type': 'op', 'op': 'write', 'n': self.n, 'blk': blk, 'writer': 1,
+                        'seq': self.seq, 'outcome': outcome, 'path': path, 'm0': self.t,
+                        't0': self.t, 't1': self.t + 0.01})
+        if apply:
+            self.put(blk, self.seq)
+        return self.seq
+
+    def put(self, blk, seq):
+        self.image[blk * chaosblk.BLOCK:(blk + 1) * chaosblk.BLOCK] = \
+            chaosblk.make(blk, 1, seq)
+
+    def read(self, blk, got, path='g1'):
+        self.n += 1
+        self.t += 1
+        self.ev.append({'type': 'op', 'op': 'read', 'n': self.n, 'blk': blk, 'outcome': 'ok',
+                        'path': path, 'm0': self.t, 't0': self.t, 't1': self.t + 0.01,
+                        'got': got})
+
+    def run(self):
+        return check.check(self.ev, bytes(self.image))
+
+
+def kinds(res):
+    return sorted({k for k, _ in res['violations']})
+
+
+def clean():
+    h = H()
+    h.lock('g1', 999)
+    a = h.write(0)
+    h.write(1)
+    h.read(0, [1, a])
+    h.write(0)
+    h.write(2, outcome='unknown')                  # applied, not acknowledged: allowed
+    h.write(3, outcome='unknown', apply=False)     # not applied: zeros allowed
+    h.lock('g2', h.t + 0.5)
+    h.write(1, path='g2')
+    h.read(3, None, path='g2')
+    h.ev.append({'type': 'fault', 'kind': 'kill', 't0': h.t + 0.2, 't1': h.t + 3})
+    h.write(4, path='g2', t=h.t + 5)
+    res = h.run()
+    r = res['stats']['recovery'].get('kill', {})
+    return res['ok'] and abs(r.get('max', 0) - 4.81) < 0.01, \
+        '%s; recovery %s' % (res['violations'] or 'no violations', r)
+
+
+def lost_write():
+    h = H()
+    h.lock('g1', 999)
+    h.write(0)
+    h.write(0, apply=False)  # acknowledged, never reached the image
+    res = h.run()
+    return kinds(res) == ['lost'], res['violations']
+
+
+def lost_zeros():
+    h = H()
+    h.lock('g1', 999)
+    h.write(5, apply=False)
+    res = h.run()
+    return kinds(res) == ['lost'], res['violations']
+
+
+def delayed_write():
+    """A write whose outcome was unknown lands after a newer one was acknowledged."""
+    h = H()
+    h.lock('g1', 999)
+    old = h.write(0, outcome='unknown', apply=False)
+    h.write(0)
+    h.put(0, old)
+    res = h.run()
+    return kinds(res) == ['lost'], res['violations']
+
+
+def dual_writer():
+    h = H()
+    h.lock('g1', 999)
+    h.write(0)
+    h.lock('g2', h.t + 0.5)      # g2 took the lock
+    h.write(1, path='g1')        # ...and g1 still acknowledged a write sent after that
+    res = h.run()
+    return kinds(res) == ['dual-writer'], res['violations']
+
+
+def dual_writer_handed_back():
+    """g1 took the lock back before the write: no violation."""
+    h = H()
+    h.lock('g1', 999)
+    h.lock('g2', 1000.5)
+    h.lock('g1', 1001.5)
+    h.write(1, path='g1', t=1002)
+    res = h.run()
+    return res['ok'], res['violations'] or 'no violations'
+
+
+def blocklisted_writer():
+    h = H()
+    h.lock('g1', 999)
+    h.write(0)
+    t = h.t + 0.5 + check.BLOCKLIST_EXPIRE_S
+    until = datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime(
+        '%Y-%m-%dT%H:%M:%S.%f+0000')
+    h.ev.append({'type': 'blocklist', 'addr': '10.77.0.11:0/12345', 'until': until})
+    h.write(1, path='g1')
+    res = h.run()
+    return kinds(res) == ['dual-writer'] and 'blocklisted' in res['violations'][0][1], \
+        res['violations']
+
+
+def no_owner():
+    h = H()
+    h.lock('g1', 999)
+    h.write(0, path='g2')
+    res = h.run()
+    return kinds(res) == ['no-owner'], res['violations']
+
+
+def stale_read():
+    h = H()
+    h.lock('g1', 999)
+    a = h.write(0)
+    h.write(0)
+    h.read(0, [1, a])
+    res = h.run()
+    return kinds(res) == ['stale-read'], res['violations']
+
+
+def torn_block():
+    h = H()
+    h.lock('g1', 999)
+    h.write(0)
+    h.image[100] ^= 0xff
+    res = h.run()
+    return kinds(res) == ['corrupt'], res['violations']
+
+
+def pr_history():
+    h = H()
+    h.ev[0]['intruder_blocks'] = 2
+    h.image += bytes(2 * chaosblk.BLOCK)
+    h.lock('g1', 999)
+    h.ev.append({'type': 'pr', 'what': 'reserve', 'path': 'g1', 't0': 1000, 't1': 1000.1,
+                 'result': 'ok'})
+    return h
+
+
+def intruder(h, t, result, seq, blk=NBLK):
+    h.ev.append({'type': 'intruder', 'blk': blk, 'writer': 2, 'seq': seq, 'path': 'g1',
+                 't0': t, 't1': t + 0.01, 'result': result})
+
+
+def pr_clean():
+    h = pr_history()
+    intruder(h, 999.5, 'ok', 1)      # before the first reservation
+    intruder(h, 1001, 'conflict', 2)
+    h.ev.append({'type': 'pr', 'what': 'release', 'path': 'g1', 't0': 1002, 't1': 1002.1,
+                 'result': 'ok'})
+    intruder(h, 1002.5, 'ok', 3)     # released
+    h.ev.append({'type': 'pr', 'what': 'reserve', 'path': 'g2', 't0': 1003, 't1': 1003.1,
+                 'result': 'ok'})
+    h.image[NBLK * chaosblk.BLOCK:(NBLK + 1) * chaosblk.BLOCK] = chaosblk.make(NBLK, 2, 3)
+    h.ev.append({'type': 'pr-views', 't0': 1004, 't1': 1004.1,
+                 'views': {'g1': [7, 5], 'g2': [7, 5], 'g3': 'status 0x02 sense 2/04/0a'}})
+    res = h.run()
+    return res['ok'], res['violations'] or 'no violations'
+
+
+def pr_write_reserved():
+    h = pr_history()
+    intruder(h, 1001, 'ok', 1)
+    res = h.run()
+    return kinds(res) == ['pr-write'], res['violations']
+
+
+def pr_refused_landed():
+    h = pr_history()
+    intruder(h, 1001, 'conflict', 1, blk=NBLK + 1)
+    h.image[(NBLK + 1) * chaosblk.BLOCK:] = chaosblk.make(NBLK + 1, 2, 1)
+    res = h.run()
+    return kinds(res) == ['pr-write'], res['violations']
+
+
+def pr_stale_cut():
+    """Two gateways cut off from the cluster answer the old state, the one still connected
+    the new one: a note, not a violation."""
+    h = pr_history()
+    h.ev[0]['timeouts'] = {'rejoin_after_ms': 1000, 'osd_op_timeout_s': 1}
+    for g in ('g2', 'g3'):
+        h.ev.append({'type': 'fault', 'kind': 'part-ceph', 'target': g, 't0': 1001,
+                     't1': 1003})
+    h.ev.append({'type': 'pr-views', 't0': 1004, 't1': 1004.1,
+                 'views': {'g1': [None, None], 'g2': [7, 5], 'g3': [7, 5]}})
+    res = h.run()
+    return res['ok'] and res['notes'], res['violations'] or res['notes']
+
+
+def pr_disagree():
+    h = pr_history()
+    h.ev.append({'type': 'pr-views', 't0': 1004, 't1': 1004.1,
+                 'views': {'g1': [7, 5], 'g2': [None, None]}})
+    res = h.run()
+    return kinds(res) == ['pr-disagree'], res['violations']
+
+
+def alua_rounds(split):
+    h = H()
+    h.ev[0]['timeouts'] = {'rejoin_after_ms': 1000, 'lock_check_ms': 1000, 'osd_op_timeout_s': 1}
+    h.lock('g1', 999)
+    h.ev.append({'type': 'fault', 'kind': 'stop', 'target': 'g2', 't0': 1000, 't1': 1001})
+    for i in range(12):
+        v = {'g1': {'1': 'AO', '2': 'standby'}, 'g2': {'1': 'AO', '2': 'standby'}}
+        if split:
+            v['g2'] = {'1': 'standby', '2': 'AO'}
+        h.ev.append({'type': 'alua-views', 't0': 1001 + i, 't1': 1001.1 + i, 'views': v})
+    return h.run()
+
+
+def alua_agree():
+    res = alua_rounds(False)
+    return res['ok'] and res['stats']['alua_judged'] == 1, res['violations'] or 'agree'
+
+
+def alua_split():
+    res = alua_rounds(True)
+    return kinds(res) == ['alua'], res['violations']
+
+
+TESTS = [clean, lost_write, lost_zeros, delayed_write, dual_writer, dual_writer_handed_back,
+         blocklisted_writer, no_owner, stale_read, torn_block, pr_clean, pr_write_reserved,
+         pr_refused_landed, pr_stale_cut, pr_disagree, alua_agree, alua_split]
+
+
+def main():
+    print('1..%d' % len(TESTS))
+    failed = 0
+    for i, t in enumerate(TESTS, 1):
+        try:
+            ok, detail = t()
+        except Exception:  # noqa: BLE001
+            ok, detail = False, traceback.format_exc()
+        print('%s %d - %s' % ('ok' if ok else 'not ok', i, t.__name__))
+        if not ok:
+            failed += 1
+            print('# ' + str(detail).replace('\n', '\n# '))
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
