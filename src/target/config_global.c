@@ -52,14 +52,11 @@ static int parse_negotiation(struct cfg_ctx *c, json_t *g, const struct key *k, 
 {
 	struct neg_prefs *p = cfg_key_at(k, base);
 	struct iscsi_sess_params *s = &p->sess;
-	json_t *v = cfg_member(g, k->name);
-	int rc;
+	json_t *v;
+	int rc = cfg_enter_object(c, g, k->name, &v);
 
-	if (!v)
-		return 0;
-	if ((rc = cfg_want_object(c, k->name, v)))
+	if (rc <= 0)
 		return rc;
-	cfg_push_key(c, k->name);
 	if ((rc = cfg_parse_table(c, v, negotiation_keys, p)))
 		goto out;
 	if (s->first_burst_length > s->max_burst_length)
@@ -89,14 +86,11 @@ static const struct key discovery_keys[] = {
 static int parse_discovery(struct cfg_ctx *c, json_t *g, const struct key *k, void *base)
 {
 	struct cfg_global *out = base;
-	json_t *v = cfg_member(g, k->name);
-	int rc;
+	json_t *v;
+	int rc = cfg_enter_object(c, g, k->name, &v);
 
-	if (!v)
-		return 0;
-	if ((rc = cfg_want_object(c, k->name, v)))
+	if (rc <= 0)
 		return rc;
-	cfg_push_key(c, k->name);
 	out->discovery_chap_required = cfg_member(v, "chap") != NULL;
 	if ((rc = cfg_parse_table(c, v, discovery_keys, out)))
 		goto out;
@@ -199,14 +193,11 @@ void cfg_global_defaults(struct cfg_global *g)
 int cfg_parse_global(struct cfg_ctx *c, json_t *root, const struct key *k, void *base)
 {
 	struct cfg_global *g = cfg_key_at(k, base);
-	json_t *v = cfg_member(root, k->name);
-	int rc;
+	json_t *v;
+	int rc = cfg_enter_object(c, root, k->name, &v);
 
-	if (!v)
-		return 0;
-	if ((rc = cfg_want_object(c, k->name, v)))
+	if (rc <= 0)
 		return rc;
-	cfg_push_key(c, k->name);
 	if ((rc = cfg_parse_table(c, v, global_keys, g)))
 		goto out;
 	/* one command of the largest size the target serves must fit */

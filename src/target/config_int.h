@@ -76,6 +76,10 @@ json_t *cfg_member(json_t *obj, const char *key);
 /* Reject members not among allowed (NULL-terminated), so a typo cannot pass silently. */
 int cfg_check_keys(struct cfg_ctx *c, json_t *obj, const char *const *allowed);
 int cfg_want_object(struct cfg_ctx *c, const char *key, json_t *v);
+/* An optional object member key of obj: 0 when it is absent (*v NULL), 1 when it is an object
+ * (*v set, key pushed so that messages name it: the caller pops it), or the error of a member
+ * that is not an object. */
+int cfg_enter_object(struct cfg_ctx *c, json_t *obj, const char *key, json_t **v);
 int cfg_want_array(struct cfg_ctx *c, const char *key, json_t *v);
 int cfg_get_bool(struct cfg_ctx *c, json_t *obj, const char *key, bool *out);
 /* Integer in [min, max]. */

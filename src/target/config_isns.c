@@ -42,14 +42,11 @@ static const struct key isns_keys[] = {
 int cfg_parse_isns(struct cfg_ctx *c, json_t *g, const struct key *k, void *base)
 {
 	struct cfg_isns *out = cfg_key_at(k, base);
-	json_t *v = cfg_member(g, k->name);
-	int rc;
+	json_t *v;
+	int rc = cfg_enter_object(c, g, k->name, &v);
 
-	if (!v)
-		return 0;
-	if ((rc = cfg_want_object(c, k->name, v)))
+	if (rc <= 0)
 		return rc;
-	cfg_push_key(c, k->name);
 	cfg_key_defaults(isns_keys, out);
 	rc = cfg_parse_table(c, v, isns_keys, out);
 	cfg_pop(c);

@@ -140,6 +140,19 @@ int cfg_want_object(struct cfg_ctx *c, const char *key, json_t *v)
 	return 0;
 }
 
+int cfg_enter_object(struct cfg_ctx *c, json_t *obj, const char *key, json_t **v)
+{
+	int rc;
+
+	*v = cfg_member(obj, key);
+	if (!*v)
+		return 0;
+	if ((rc = cfg_want_object(c, key, *v)))
+		return rc;
+	cfg_push_key(c, key);
+	return 1;
+}
+
 int cfg_want_array(struct cfg_ctx *c, const char *key, json_t *v)
 {
 	if (!json_is_array(v))

@@ -417,14 +417,11 @@ static int check_redirect_loop(struct cfg_ctx *c, const struct cfg_target *t, co
 static int target_redirect(struct cfg_ctx *c, json_t *obj, const struct key *k, void *base)
 {
 	struct cfg_target *t = base;
-	json_t *v = cfg_member(obj, k->name);
-	int rc;
+	json_t *v;
+	int rc = cfg_enter_object(c, obj, k->name, &v);
 
-	if (!v)
-		return 0;
-	if ((rc = cfg_want_object(c, k->name, v)))
+	if (rc <= 0)
 		return rc;
-	cfg_push_key(c, k->name);
 	cfg_key_defaults(redirect_keys, &t->redirect);
 	rc = cfg_parse_table(c, v, redirect_keys, &t->redirect);
 	if (!rc && !t->redirect.address && !t->redirect.naddresses && !t->redirect.nowners)

@@ -452,6 +452,25 @@ ixr_kernel_io() {
 	return 0
 }
 
+# ixr_accept_run LABEL ARGS...: tests/integration/ini_accept ($ACCEPT) with ARGS; its PASS/FAIL
+# lines become this test's LABEL.NAME results (ini-iser.sh, iwarp.sh).
+ixr_accept_run() {
+	label=$1
+	shift
+	ixr_log "+ ini_accept $*"
+	timeout 300 "$ACCEPT" "$@" >/run/accept.out 2>/run/accept.err
+	rc=$?
+	cat /run/accept.out /run/accept.err >&2
+	seen=0
+	while read -r st name rest; do
+		case $st in
+		PASS) ixr_pass "$label.$name" "$rest"; seen=1 ;;
+		FAIL) ixr_fail "$label.${name%:}" "$rest"; seen=1 ;;
+		esac
+	done </run/accept.out
+	[ $seen = 1 ] || ixr_fail "$label.run" "ini_accept exited $rc without results: $(tail -3 /run/accept.err | tr '\n' ' ')"
+}
+
 ixr_kernel_logout() {
 	ixr_check logout timeout 60 /usr/sbin/iscsiadm -m node -u
 }

@@ -17,23 +17,6 @@ ACCEPT=/mnt/build/tests/integration/ini_accept
 [ -x "$ACCEPT" ] || ixr_skip_all "ini_accept not built in the shared build dir ($ACCEPT)"
 [ -x "$IXR_IX_BIN" ] || ixr_skip_all "ix-target not built in the shared build dir ($IXR_IX_BIN)"
 
-# run LABEL ARGS...: ini_accept's PASS/FAIL lines become this test's results
-run() {
-	label=$1
-	shift
-	ixr_log "+ ini_accept $*"
-	timeout 300 "$ACCEPT" "$@" >/run/accept.out 2>/run/accept.err
-	rc=$?
-	cat /run/accept.out /run/accept.err >&2
-	seen=0
-	while read -r st name rest; do
-		case $st in
-		PASS) ixr_pass "$label.$name" "$rest"; seen=1 ;;
-		FAIL) ixr_fail "$label.${name%:}" "$rest"; seen=1 ;;
-		esac
-	done </run/accept.out
-	[ $seen = 1 ] || ixr_fail "$label.run" "ini_accept exited $rc without results: $(tail -3 /run/accept.err | tr '\n' ' ')"
-}
 
 # logout_race LABEL race|no-race ARGS...: see the header. "race": the target must have
 # disconnected during the hold (else the check proved nothing); "no-race": it must not have.
@@ -73,7 +56,7 @@ if ixr_tgt_start iser "$TIQN" 128; then
 		# the RC connection itself never came up: no iSCSI PDU was exchanged
 		ixr_skip tgt "tgtd did not accept the RDMA CM connection (no iSCSI PDU exchanged; tgtd logs 'rdma_create_qp failed, Invalid argument' while accepting; the kernel initiator reaches it: tgt-iser.sh)"
 	else
-		run tgt -I iser -i "$IXR_INITIATOR" -p "$RDMA_IP:3260" -T "$TIQN" -l 1 discover login io
+		ixr_accept_run tgt -I iser -i "$IXR_INITIATOR" -p "$RDMA_IP:3260" -T "$TIQN" -l 1 discover login io
 	fi
 	ixr_tgt_stop
 else
@@ -85,7 +68,7 @@ IQN=iqn.2026-11.io.ix.rdma:ini
 ixr_ix_config "$IQN" 128M '"tcp", "iser"'
 if ixr_ix_start; then
 	p0=$(ixr_rxe_pkts)
-	run ix -I iser -p "$RDMA_IP:3260" -T "$IQN" -l 0 discover login io tmf
+	ixr_accept_run ix -I iser -p "$RDMA_IP:3260" -T "$IQN" -l 0 discover login io tmf
 	logout_race ix no-race -I iser -p "$RDMA_IP:3260" -T "$IQN" -l 0
 	p1=$(ixr_rxe_pkts)
 	if [ $((p1 - p0)) -ge 32768 ]; then
@@ -101,14 +84,14 @@ fi
 # 2. -I auto against a TCP-only portal: falls back to TCP
 ixr_ix_config "$IQN" 64M '"tcp"'
 if ixr_ix_start; then
-	run auto -I auto -p "$RDMA_IP:3260" -T "$IQN" -l 0 login
+	ixr_accept_run auto -I auto -p "$RDMA_IP:3260" -T "$IQN" -l 0 login
 	ixr_stop ix-target 15
 fi
 
 # 4. LIO with isert
 LIQN=iqn.2026-11.io.ix.rdma:lio
 if ixr_lio_start "$LIQN" 128 1; then
-	run lio -I iser -p "$RDMA_IP:3260" -T "$LIQN" -l 0 discover login io
+	ixr_accept_run lio -I iser -p "$RDMA_IP:3260" -T "$LIQN" -l 0 discover login io
 	logout_race lio race -I iser -p "$RDMA_IP:3260" -T "$LIQN" -l 0
 	ixr_lio_stop
 else

@@ -37,23 +37,6 @@ sleep 1
 ixr_check rping timeout 60 /usr/bin/rping -c -a "$SIW_IP" -C 20 -V -S 4096
 ixr_daemon_exit rping-server 10
 
-# ini_accept's PASS/FAIL lines become this test's results (as in ini-iser.sh)
-run() {
-	label=$1
-	shift
-	ixr_log "+ ini_accept $*"
-	timeout 300 "$ACCEPT" "$@" >/run/accept.out 2>/run/accept.err
-	rc=$?
-	cat /run/accept.out /run/accept.err >&2
-	seen=0
-	while read -r st name rest; do
-		case $st in
-		PASS) ixr_pass "$label.$name" "$rest"; seen=1 ;;
-		FAIL) ixr_fail "$label.${name%:}" "$rest"; seen=1 ;;
-		esac
-	done </run/accept.out
-	[ $seen = 1 ] || ixr_fail "$label.run" "ini_accept exited $rc without results: $(tail -3 /run/accept.err | tr '\n' ' ')"
-}
 
 # 1. ix's initiator against ix's target. siw's connections are kernel TCP connections, so iSER
 # and TCP cannot listen on the same address and port (EADDRINUSE: the host's port space is
@@ -68,7 +51,7 @@ cat >/run/ix-target.json <<-JSON
 	}
 JSON
 if ixr_ix_start; then
-	run ix -I iser -p "$SIW_IP:3260" -T "$IQN" -l 0 discover login io tmf
+	ixr_accept_run ix -I iser -p "$SIW_IP:3260" -T "$IQN" -l 0 discover login io tmf
 	n=$(grep -c 'connected on siw0 (iWARP)' "$IXR_IX_LOG")
 	if [ "$n" -ge 2 ]; then
 		ixr_pass ix.on-siw "ix-target: $n iSER connections on siw0 (iWARP): $(grep -m1 'connected on siw0' "$IXR_IX_LOG")"
@@ -109,7 +92,7 @@ LIQN=iqn.2026-11.io.ix.rdma:iwarp-lio
 if ixr_lio_start "$LIQN" 128 0; then
 	np=$IXR_LIO/iscsi/$LIQN/tpgt_1/np/$SIW_IP:3260
 	if err=$(sh -c "echo 1 >$np/iser" 2>&1); then
-		run lio -I iser -p "$SIW_IP:3260" -T "$LIQN" -l 0 discover login io
+		ixr_accept_run lio -I iser -p "$SIW_IP:3260" -T "$LIQN" -l 0 discover login io
 	elif echo "$err" | grep -q 'Address already in use'; then
 		ixr_skip lio "LIO cannot listen for iSER on siw0: its isert portal shares $SIW_IP:3260 with its TCP portal, and siw's listener is a kernel TCP socket ($err); LIO has no iSER-only portal"
 	else
