@@ -127,11 +127,19 @@ fail() {
 	echo "deps: packages wanted: ${missing[*]}" >&2
 	exit 1
 }
+# open-isns-server's postinst makes the server's key with `isnsd --init`, which names the server
+# after this machine and fails when the host name does not resolve (a Debian installation maps
+# it in /etc/hosts; say so rather than leave dpkg half done)
+for p in "${missing[@]}"; do
+	if [ "$p" = open-isns-server ] && ! getent hosts "$(hostname)" >/dev/null; then
+		fail "the host name $(hostname) does not resolve, which open-isns-server's set-up needs: add \"127.0.1.1 $(hostname)\" to /etc/hosts, as the Debian installer does"
+	fi
+done
 $SUDO apt-get update -q || fail "apt-get update"
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" ||
 	fail "apt-get install -y --no-install-recommends ${missing[*]}"
 # A service installed just now and enabled by its package would start at the next boot and
-# hold a port (tgt and istgt: 3260; prometheus: 9090, a test starts its own): disable the ones
+# hold a port (tgt and istgt: 3260; prometheus: 9090, isnsd: 3205, a test starts its own): disable the ones
 # this script brought in (systemd machines only).
 if [ -d /run/systemd/system ]; then
 	for p in "${missing[@]}"; do
@@ -140,6 +148,7 @@ if [ -d /run/systemd/system ]; then
 		istgt) $SUDO systemctl disable --now istgt.service >/dev/null 2>&1 || true ;;
 		prometheus) $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true ;;
 		multipath-tools) $SUDO systemctl disable --now multipathd.service multipathd.socket >/dev/null 2>&1 || true ;;
+		open-isns-server) $SUDO systemctl disable --now isnsd.service isnsd.socket >/dev/null 2>&1 || true ;;
 		esac
 	done
 fi

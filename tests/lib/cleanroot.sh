@@ -67,6 +67,11 @@ cleanroot_new() {
 		return 1
 	}
 	cp -L /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
+	# the machine's own name resolves, as on a Debian installation (the installer writes these
+	# lines; mmdebstrap's minbase has none): some packages' set-up needs it (open-isns-server's
+	# key generation)
+	printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n' \
+		"$(hostname)" >"$dir/etc/hosts"
 	# mmdebstrap wrote the sources it was given to /etc/apt/sources.list; no apt lists are kept
 	# in the tarball (it is minbase: apt-get update runs inside, as on a new machine)
 	return 0
