@@ -9,7 +9,7 @@
 # test runner calls it after every test, so a test that is killed leaves nothing behind.
 
 RDMA_IP=10.99.0.1
-SIW_IP=10.98.0.1 # Soft-iWARP's siw0 (main.sh)
+SIW_IP=10.98.0.1 # Soft-iWARP's siw0, which only iwarp.sh sets up (ixr_siw_up)
 IXR_INITIATOR=iqn.2026-11.io.ix.rdma:guest
 IXR_OUT=/mnt/out
 IXR_RUN=/run/ix-rdma
@@ -413,6 +413,7 @@ ixr_cleanup_all() {
 		rm -f "$IXR_RUN/pids" "$IXR_RUN"/*.pid
 	fi
 	grep -q ' /mnt/disk ' /proc/mounts && umount -f /mnt/disk
+	ixr_siw_down
 	return 0
 }
 
@@ -469,6 +470,22 @@ ixr_accept_run() {
 		esac
 	done </run/accept.out
 	[ $seen = 1 ] || ixr_fail "$label.run" "ini_accept exited $rc without results: $(tail -3 /run/accept.err | tr '\n' ' ')"
+}
+
+# ixr_siw_up: Soft-iWARP for the iwarp test only: siw0 on dummy1, $SIW_IP/24. Not at boot: an
+# iWARP device's listeners are the host's TCP sockets, so with siw0 present a wildcard RDMA CM
+# listen on a port that TCP also serves (tgtd --iser on 3260) fails with EADDRINUSE.
+# ixr_siw_down (also in ixr_cleanup_all) removes both.
+ixr_siw_up() {
+	/usr/sbin/ip link add dummy1 type dummy &&
+		/usr/sbin/ip addr add "$SIW_IP/24" dev dummy1 &&
+		/usr/sbin/ip link set dummy1 mtu 9000 up &&
+		/usr/bin/rdma link add siw0 type siw netdev dummy1
+}
+ixr_siw_down() {
+	/usr/bin/rdma link delete siw0 2>/dev/null
+	/usr/sbin/ip link del dummy1 2>/dev/null
+	return 0
 }
 
 ixr_kernel_logout() {

@@ -1,7 +1,6 @@
 #!/bin/sh
 # Runs inside the RDMA tier's guest (busybox sh), started by /init once the shares are mounted.
-# Sets up the network, Soft-RoCE (rxe0 on dummy0, 10.99.0.1/24, MTU 9000) and Soft-iWARP (siw0
-# on dummy1, 10.98.0.1/24), then runs each
+# Sets up the network and Soft-RoCE (rxe0 on dummy0, 10.99.0.1/24, MTU 9000), then runs each
 # test named in /mnt/out/plan ("NAME TIMEOUT_SECONDS [PATH]" per line) from tests/rdma/tests/NAME.sh
 # (or from PATH in the repository), one after the other, each under its own timeout. Per test it
 # leaves in the share:
@@ -22,13 +21,6 @@ hostname ixguest
 	/usr/sbin/ip link set dummy0 mtu 9000 up ||
 	say "FATAL: cannot configure dummy0"
 /usr/bin/rdma link add rxe0 type rxe netdev dummy0 || say "FATAL: rdma link add rxe0 failed"
-# Soft-iWARP (siw0) on a second dummy device, 10.98.0.1/24: the iWARP tests (iwarp.sh) reach
-# it at $SIW_IP, so the RDMA CM picks siw0 there and rxe0 at $RDMA_IP
-/usr/sbin/ip link add dummy1 type dummy &&
-	/usr/sbin/ip addr add "$SIW_IP/24" dev dummy1 &&
-	/usr/sbin/ip link set dummy1 mtu 9000 up &&
-	/usr/bin/rdma link add siw0 type siw netdev dummy1 ||
-	say "siw0 could not be set up: the iWARP tests will say so"
 # a NIC only when a test has a host part (tests/rdma/run.sh): QEMU user networking, the guest
 # at 10.0.2.15; the host's gateways are reached through guestfwd addresses (NAME.net)
 if [ -e /sys/class/net/eth0 ]; then
@@ -36,7 +28,7 @@ if [ -e /sys/class/net/eth0 ]; then
 		say "FATAL: cannot configure eth0"
 	say "eth0 up at $(up) s"
 fi
-say "network, rxe0 and siw0 ready at $(up) s"
+say "network and rxe0 ready at $(up) s"
 
 if [ ! -f "$OUT/plan" ]; then
 	say "FATAL: no plan file in the share"

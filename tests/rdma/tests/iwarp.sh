@@ -1,6 +1,7 @@
 #!/bin/sh
 # timeout: 900
-# iSER over iWARP: Soft-iWARP (siw0 on dummy1, $SIW_IP; main.sh) instead of Soft-RoCE. iWARP
+# iSER over iWARP: Soft-iWARP (siw0 on dummy1, $SIW_IP; set up here, removed after by
+# ixr_cleanup_all) instead of Soft-RoCE. iWARP
 # differs where iSER cares: the connection is set up over TCP with MPA (the initiator sends
 # first), an RDMA Read's sink must be registered for remote writes (the Read Response is
 # placed like a tagged write), IRD/ORD are negotiated in MPA. Checked here:
@@ -20,6 +21,10 @@ ACCEPT=/mnt/build/tests/integration/ini_accept
 [ -x "$IXR_IX_BIN" ] || ixr_skip_all "ix-target not built in the shared build dir ($IXR_IX_BIN)"
 
 # 0. the fabric
+if ! err=$(ixr_siw_up 2>&1); then
+	ixr_fail siw-setup "siw0 on dummy1 ($SIW_IP): $err"
+	ixr_exit
+fi
 if ! /usr/bin/rdma link show siw0/1 2>/dev/null | grep -q 'state ACTIVE'; then
 	ixr_fail siw-link "siw0 is not there or not active: $(/usr/bin/rdma link show 2>&1 | tr '\n' ' ')"
 	ixr_exit
