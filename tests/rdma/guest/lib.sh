@@ -207,8 +207,10 @@ ixr_host_ready() {
 # "restart a", "state") through the share and wait (default 120 s) for its answer; IXR_HOST_RSP
 # is the answer without its OK/FAIL word. Returns 0 for OK. Call it directly, not in $(...).
 ixr_host() {
-	seq=$(($(cat "$IXR_RUN/host.seq" 2>/dev/null || echo 0) + 1))
-	echo "$seq" >"$IXR_RUN/host.seq"
+	# numbered per test: each test's host part counts its requests from 1 (mpath's and
+	# odx-rbd's in one boot)
+	seq=$(($(cat "$IXR_RUN/$IX_TEST.host.seq" 2>/dev/null || echo 0) + 1))
+	echo "$seq" >"$IXR_RUN/$IX_TEST.host.seq"
 	echo "$1" >"$IXR_OUT/$IX_TEST.req.$seq.tmp"
 	mv "$IXR_OUT/$IX_TEST.req.$seq.tmp" "$IXR_OUT/$IX_TEST.req.$seq"
 	ixr_log "host request $seq: $1"
