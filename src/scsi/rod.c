@@ -377,13 +377,20 @@ static const uint8_t *param_list(struct scsi_cmd *cmd, uint32_t min, bool *done)
 	return cmd->buf;
 }
 
-/* The block device range descriptors at d + off, rlen bytes: checked against lu's capacity.
- * Returns their total of blocks, or UINT64_MAX with the command failed. */
+/* The block device range descriptors at d + off, whose length the 2-byte field at d + len_field
+ * gives (*rlen): within the parameter list, then checked against lu's capacity. Returns their
+ * total of blocks, or UINT64_MAX with the command failed. */
 static uint64_t ranges_check(struct scsi_cmd *cmd, const struct scsi_lu *lu, const uint8_t *d,
-			     uint32_t off, uint32_t rlen, uint32_t len_field)
+			     uint32_t off, uint32_t len_field, uint32_t *rlen_out)
 {
 	uint64_t total = 0, cap = atomic_load_explicit(&lu->nblocks, memory_order_acquire);
+	uint32_t rlen = get_be16(d + len_field);
 
+	*rlen_out = rlen;
+	if (off + rlen > get_be32(cmd->cdb + 10)) {
+		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x1a, 0x00);
+		return UINT64_MAX;
+	}
 	if (rlen == 0 || rlen % RANGE_LEN) {
 		scsi_fail_param(cmd, len_field, -1);
 		return UINT64_MAX;
@@ -441,12 +448,7 @@ static int populate(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		scsi_fail_param(cmd, 4, -1);
 		return SCSI_DONE;
 	}
-	rlen = get_be16(d + 14);
-	if (PT_HDR + rlen > get_be32(cmd->cdb + 10)) {
-		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x1a, 0x00);
-		return SCSI_DONE;
-	}
-	total = ranges_check(cmd, lu, d, PT_HDR, rlen, 14);
+	total = ranges_check(cmd, lu, d, PT_HDR, 14, &rlen);
 	if (total == UINT64_MAX)
 		return SCSI_DONE;
 	t = table_get(lu);
@@ -656,12 +658,7 @@ static int write_using_token(struct scsi_cmd *cmd, struct scsi_lu *lu)
 		return SCSI_DONE;
 	if (list_busy(cmd, list_id))
 		return SCSI_DONE;
-	rlen = get_be16(d + 534);
-	if (WUT_HDR + rlen > get_be32(cmd->cdb + 10)) {
-		scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x1a, 0x00);
-		return SCSI_DONE;
-	}
-	total = ranges_check(cmd, lu, d, WUT_HDR, rlen, 534);
+	total = ranges_check(cmd, lu, d, WUT_HDR, 534, &rlen);
 	if (total == UINT64_MAX)
 		return SCSI_DONE;
 	tok = d + 16;
