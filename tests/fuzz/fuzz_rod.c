@@ -21,21 +21,13 @@
 #include <string.h>
 
 #include "scsi/scsi.h"
+#include "fuzz_scsi_cmd.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define MAX_CMDS 32
 #define MAX_LIST 2048
 
-struct fcmd {
-	struct scsi_cmd c;
-	int ndone;
-};
-
-static void on_done(struct scsi_cmd *c)
-{
-	((struct fcmd *)c->priv)->ndone++;
-}
 
 static void lu_add(struct scsi_lun_map *map, struct scsi_lu_index *ix, uint32_t lun,
 		   uint64_t blocks)
@@ -53,26 +45,6 @@ static void lu_add(struct scsi_lun_map *map, struct scsi_lu_index *ix, uint32_t 
 	if (scsi_lu_new(&cfg, &lu, err, sizeof(err)) != 0 || scsi_lun_map_add(map, lun, lu) != 0)
 		abort(); /* fixed, valid configuration */
 	scsi_lu_put(lu);
-}
-
-static void check_result(const struct fcmd *f)
-{
-	const struct scsi_cmd *c = &f->c;
-
-	if (f->ndone != 1)
-		abort();
-	if (c->data_in_len > c->data_in_max || c->data_in_len > c->buf_len)
-		abort();
-	if (c->sense_len > SCSI_SENSE_MAX)
-		abort();
-	if (c->status == SCSI_STATUS_CHECK_CONDITION) {
-		uint8_t code = c->sense[0] & 0x7f;
-
-		if (c->sense_len < 8 || (code != 0x70 && code != 0x72))
-			abort();
-	} else if (c->sense_len != 0) {
-		abort();
-	}
 }
 
 static uint32_t be32(const uint8_t *p)
@@ -105,11 +77,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				       .lun_field = scsi_lun_encode(lun),
 				       .cdb = tur,
 				       .cdb_len = 16,
-				       .done = on_done}};
+				       .done = fcmd_done}};
 
 		f.c.priv = &f;
 		scsi_cmd_exec(&f.c);
-		check_result(&f);
+		fcmd_check(&f);
 	}
 	for (int n = 0; n < MAX_CMDS && size - off >= 4; n++) {
 		uint8_t flags = data[off], op = (flags >> 2) & 3, cdb[16] = {0};
@@ -182,10 +154,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		f.c.buf_len = len;
 		f.c.data_out_len = op == 2 ? 0 : len;
 		f.c.data_in_max = op == 2 ? len : 0;
-		f.c.done = on_done;
+		f.c.done = fcmd_done;
 		f.c.priv = &f;
 		scsi_cmd_exec(&f.c);
-		check_result(&f);
+		fcmd_check(&f);
 		if (op == 2 && f.c.status == SCSI_STATUS_GOOD && f.c.data_in_len >= 32) {
 			uint32_t avail = be32(f.c.data_in);
 			uint32_t at = 32u + f.c.data_in[13];

@@ -27,21 +27,13 @@
 #include <string.h>
 
 #include "scsi/scsi.h"
+#include "fuzz_scsi_cmd.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define MAX_CMDS 64
 #define MAX_CDB	 64
 
-struct fcmd {
-	struct scsi_cmd c;
-	int ndone;
-};
-
-static void on_done(struct scsi_cmd *c)
-{
-	((struct fcmd *)c->priv)->ndone++;
-}
 
 static struct scsi_lu *lu_new(const struct scsi_lu_cfg *cfg_in, uint32_t lun)
 {
@@ -85,26 +77,6 @@ static struct scsi_lun_map *map_new(void)
 	if (scsi_alua_configure(map, &alua) != 0)
 		abort();
 	return map;
-}
-
-static void check_result(const struct fcmd *f)
-{
-	const struct scsi_cmd *c = &f->c;
-
-	if (f->ndone != 1)
-		abort();
-	if (c->data_in_len > c->data_in_max || c->data_in_len > c->buf_len)
-		abort();
-	if (c->sense_len > SCSI_SENSE_MAX)
-		abort();
-	if (c->status == SCSI_STATUS_CHECK_CONDITION) {
-		uint8_t code = c->sense[0] & 0x7f;
-
-		if (c->sense_len < 8 || (code != 0x70 && code != 0x72))
-			abort();
-	} else if (c->sense_len != 0) {
-		abort();
-	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -164,10 +136,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		f.c.buf_len = buf ? edtl : 0;
 		f.c.data_out_len = (flags & 0x10) ? f.c.buf_len : 0;
 		f.c.data_in_max = (flags & 0x08) ? f.c.buf_len : 0;
-		f.c.done = on_done;
+		f.c.done = fcmd_done;
 		f.c.priv = &f;
 		scsi_cmd_exec(&f.c);
-		check_result(&f);
+		fcmd_check(&f);
 		free(buf);
 		free(cdb);
 	}
