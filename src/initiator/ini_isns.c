@@ -93,7 +93,7 @@ static struct ix_discovered_target *node_find(struct parse *ps, const char *name
 	return NULL;
 }
 
-/* A new node by name (or the one of that name seen before); NULL and *err on failure. */
+/* A new node by name (or the one of that name seen before): its index, or -1 with *err set. */
 static long node_add(struct parse *ps, const char *name, int *err)
 {
 	struct ix_discovered_target *t = node_find(ps, name);
@@ -643,16 +643,13 @@ int ix_sync_discover_isns(const char *server, const char *initiator_name, int ti
 			rc = parse_err(&c, ini_isns_parse_targets(&r, out));
 	}
 	if (registered) {
-		/* best effort: the server drops the entity after its registration period anyway */
+		/* best effort: the server drops the entity after its registration period anyway;
+		   the message stays the query's (a failed clean-up overwrote a failure's reason) */
 		char keep[256];
-		int r2;
 
 		snprintf(keep, sizeof(keep), "%s", c.err);
-		r2 = reg(&c, initiator_name, ISNS_DEV_DEREG);
-		if (rc == 0 && r2 < 0) {
-			/* the answer stands; what failed is only the clean-up */
-			snprintf(c.err, c.errlen, "%s", keep);
-		}
+		reg(&c, initiator_name, ISNS_DEV_DEREG);
+		snprintf(c.err, c.errlen, "%s", keep);
 	}
 	if (c.fd >= 0)
 		close(c.fd);
