@@ -10,11 +10,14 @@
 # requiring CRC32C header digests (libiscsi 1.19 implements HeaderDigest but not DataDigest,
 # so data digests cannot be forced on it; malformed.py covers them). Both runs must agree.
 #
-#   iscsi-test-cu.sh [--peer ix|tgt|both] [--no-digest-run] [FAMILY | FAMILY.TEST ...]
+#   iscsi-test-cu.sh [--peer ix|tgt|both] [--no-digest-run] [--exclude FAMILY[.TEST]]...
+#                    [FAMILY | FAMILY.TEST ...]
 #     --peer both     run against ix, then tgt, and print the two side by side (only ix's
 #                     results count); default: IX_PEER (ix)
 #     FAMILY...       only these families or tests (e.g. CompareAndWrite, iSCSITMF,
 #                     WriteSame10.Unmap); default: all
+#     --exclude X     leave out family or test X (repeatable; rbd.py leaves out Sanitize.Reset,
+#                     two minutes of the test tool's sleeps the plain run already covers)
 #   IX_CU_TIMEOUT     seconds per iscsi-test-cu invocation (default 300)
 #   IX_CU_TAG         name of the ix run in results and logs (default ix; tests/interop/rbd.sh
 #                     runs the suite with PEER_BACKEND=rbd as "rbd")
@@ -31,10 +34,12 @@ ixt_init iscsi-test-cu
 PEER_MODE=$IX_PEER
 DIGEST_RUN=1
 SELECT=()
+EXCLUDE=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--peer) PEER_MODE=$2; shift ;;
 	--no-digest-run) DIGEST_RUN=0 ;;
+	--exclude) EXCLUDE+=("$2"); shift ;;
 	-h | --help) sed -n 2,25p "$0"; exit 0 ;;
 	*) SELECT+=("$1") ;;
 	esac
@@ -115,14 +120,19 @@ done < <(grep -E '^(SCSI|iSCSI)\.[^.]+\.[^.]+$' "$list")
 
 selected() { # FAMILY TEST
 	local s
+	for s in "${EXCLUDE[@]}"; do
+		[ "$s" = "$1" ] || [ "$s" = "$1.$2" ] && return 1
+	done
 	[ ${#SELECT[@]} = 0 ] && return 0
 	for s in "${SELECT[@]}"; do
 		[ "$s" = "$1" ] || [ "$s" = "$1.$2" ] && return 0
 	done
 	return 1
 }
-for s in "${SELECT[@]}"; do
+for s in "${SELECT[@]}" "${EXCLUDE[@]}"; do
 	[ -n "${FAM_TESTS[${s%%.*}]+x}" ] || ixt_die "no family ${s%%.*} in iscsi-test-cu -l"
+	[[ $s != *.* ]] || [[ " ${FAM_TESTS[${s%%.*}]} " == *" ${s#*.} "* ]] ||
+		ixt_die "no test $s in iscsi-test-cu -l"
 done
 
 declare -A ALLOWED

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# ix-suite: parallel (it mostly waits out isnsd's periods; free ports, its own temporary directory)
 """iSNS registration (RFC 4171, docs/isns.md) against open-isns: isnsd as the server, isnsadm
 to look at what it holds.
 

@@ -3,7 +3,7 @@
 stopped here, in /dev/shm; bluestore on a sparse file, so the OSD can be restarted with its
 data).
 
-  1. iscsi-test-cu, the whole suite with --dataloss, every LUN an RBD image
+  1. iscsi-test-cu, the whole suite with --dataloss but Sanitize.Reset (its sleeps), every LUN an RBD image
      (tests/interop/iscsi-test-cu.sh with PEER_BACKEND=rbd, results named cu.rbd.*; skips
      judged against cu-allowed-skips.txt like the RAM run);
   2. QEMU's iscsi:// driver writes 64 MiB of random data and reads it back; `rbd export` of the
@@ -126,7 +126,11 @@ def ix_bench(port, lun, args, timeout):
 def step_cu(cl):
     env = dict(cl.env, PEER_BACKEND='rbd', IX_CU_TAG='rbd', IX_PEER='ix')
     t0 = time.monotonic()
-    r = subprocess.run([os.path.join(HERE, 'iscsi-test-cu.sh'), '--no-digest-run'], env=env,
+    # Sanitize.Reset is two minutes of the test tool's sleep(60) (the sanitize itself takes
+    # seconds); the reset semantics it checks are the SCSI layer's, which the plain run of
+    # iscsi-test-cu.sh covers. Every other SANITIZE test runs on the image.
+    r = subprocess.run([os.path.join(HERE, 'iscsi-test-cu.sh'), '--no-digest-run',
+                        '--exclude', 'Sanitize.Reset'], env=env,
                        timeout=900, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     tail = r.stdout.strip().splitlines()
     summary = [ln for ln in tail if ln.strip().startswith('total')]
