@@ -259,7 +259,7 @@ report() {
 # ceph tier, after the others: they mostly wait (for lock checks, timeouts, OSDs), use free
 # ports and temporary directories of their own, and run IX_CEPH_JOBS (default 3) at a time.
 # Other tests that mostly wait on a peer's timers and use only free ports and temporary
-# directories of their own join them with a line "# ix-suite: parallel" (isns.py).
+# directories of their own join them with a line "# ix-suite: parallel" (isns.py, iscsi-test-cu.sh).
 export IX_BUILD=$ROOT/$IXB IX_PEER=$PEER IX_OUT=$OUT
 interop_start() { # TEST NAME: runs it in the background; its exit status goes to interop-NAME.rc
 	local t=$1 name=$2 run=bash
@@ -306,7 +306,7 @@ for t in tests/interop/*.sh tests/interop/*.py; do
 done
 # The longest start first, so that none of them is left to run alone at the end (measured in a
 # CI run, docs/testing.md); the others follow in name order.
-LONG_FIRST="rbd chaos_short ha_own ha_rejoin isns rbd_full ha_pr"
+LONG_FIRST="rbd iscsi-test-cu chaos_short ha_own ha_rejoin isns rbd_full ha_pr"
 ordered=()
 for n in $LONG_FIRST; do
 	for t in "${ceph_tests[@]}"; do

@@ -1,4 +1,5 @@
 #!/bin/bash
+# ix-suite: parallel (the test tool mostly sleeps: Sanitize.Reset alone waits two minutes; free ports)
 # libiscsi's conformance suite, all of it: every test `iscsi-test-cu -l` lists (SCSI.* and
 # iSCSI.*), with --dataloss and --allow-sanitize, against the real daemon. Each test is
 # classified on its own output into PASS / FAIL / SKIP-with-reason (CUnit counts a skipped
@@ -40,7 +41,7 @@ while [ $# -gt 0 ]; do
 	--peer) PEER_MODE=$2; shift ;;
 	--no-digest-run) DIGEST_RUN=0 ;;
 	--exclude) EXCLUDE+=("$2"); shift ;;
-	-h | --help) sed -n 2,25p "$0"; exit 0 ;;
+	-h | --help) sed -n 3,27p "$0"; exit 0 ;;
 	*) SELECT+=("$1") ;;
 	esac
 	shift
