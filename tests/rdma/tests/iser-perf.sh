@@ -1,5 +1,6 @@
 #!/bin/sh
 # timeout: 600
+# on-demand: a measurement (about 200 s), not in tests/rdma/run.sh --list
 # iSER throughput in the TCG guest (a comparison, never a prediction of real hardware): the
 # Linux kernel iSER initiator's fio (1 MiB sequential write QD16, 4 KiB random write QD16,
 # 1 MiB sequential read QD16; 15 s each) against the ix target and against LIO with isert in

@@ -1,0 +1,131 @@
+#!/bin/sh
+# timeout: 900
+# on-demand: a measurement (about 5 minutes), not in tests/rdma/run.sh --list
+# What a target's process spends per byte over iSER and over TCP (issue 28 item 3: the seeds'
+# headline was "512 KiB reads at 1390 MB/s and 28 % CPU against 590 MB/s at 85 % over TCP").
+# In this TCG guest Soft-RoCE is slower than TCP for every target, so throughput cannot show
+# it; the CPU-seconds a target's process spends per GiB moved can. In one boot, for each
+# target and transport: the Linux kernel initiator (open-iscsi; iface iser or default) logs
+# in, and fio moves IXR_CPU_BYTES (default 256m) with 512 KiB sequential writes, then as many
+# reads, at QD16 (O_DIRECT, libaio; a count of bytes, not a time). Per run the reason holds:
+# MiB/s, the target process's CPU-seconds per GiB (utime + stime of /proc/PID/stat before and
+# after; ix-target, tgtd; user and system apart: Soft-RoCE is the kernel's software RNIC, so
+# work a hardware RNIC does (copies, ICRC) can be charged to the process whose system call
+# started it, while its user time is its own), and the whole guest's busy CPU-seconds per GiB (/proc/stat: every
+# CPU's time but idle and iowait; it includes fio, the initiator, Soft-RoCE's copies and, for
+# LIO, the target, whose work is in kernel threads: LIO gets only this figure). A check
+# passes when its run moved every byte without an error and the counters were read; the
+# summary lines at the end put the rows side by side. docs/perf.md, "iSER: CPU per GiB".
+. /mnt/ix/tests/rdma/guest/lib.sh
+BYTES=${IXR_CPU_BYTES:-256m}
+[ -x "$IXR_IX_BIN" ] || ixr_skip_all "ix-target not built in the shared build dir ($IXR_IX_BIN)"
+HZ=$(getconf CLK_TCK 2>/dev/null || echo 100)
+SUMMARY=$IXR_RUN/iser-cpu.summary
+: >"$SUMMARY"
+
+proc_ticks() { # PID: "utime stime" in clock ticks (fields 14 and 15; comm has no spaces here)
+	[ -n "$1" ] && [ -r "/proc/$1/stat" ] || { echo "-1 -1"; return; }
+	awk '{ print $14, $15 }' "/proc/$1/stat"
+}
+busy_ticks() { # every CPU's time but idle and iowait (the "cpu" line of /proc/stat)
+	awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat
+}
+
+# run LABEL RW PID: fio RW of $BYTES in 512 KiB blocks at QD16 on $IXR_DISK; PID is the target
+# process to account (empty for LIO)
+run() {
+	label=$1 rw=$2 pid=$3
+	chk=$label.$rw-512k
+	log=$IXR_OUT/$IX_TEST.$chk.log
+	ixr_log "+ fio $rw bs=512k QD16 $BYTES on $IXR_DISK ($label)"
+	t0=$(proc_ticks "$pid") b0=$(busy_ticks) s0=$(cut -d' ' -f1 /proc/uptime)
+	/usr/bin/fio --name="$chk" --filename="$IXR_DISK" --size="$BYTES" --bs=512k --iodepth=16 \
+		--ioengine=libaio --direct=1 --thread --rw="$rw" >"$log" 2>&1
+	rc=$?
+	t1=$(proc_ticks "$pid") b1=$(busy_ticks) s1=$(cut -d' ' -f1 /proc/uptime)
+	if [ $rc != 0 ] || ! grep -q 'err= 0' "$log"; then
+		ixr_fail "$chk" "fio exited $rc: $(grep -m1 -iE 'error' "$log")"
+		tail -20 "$log" >&2
+		return 1
+	fi
+	if [ -n "$pid" ] && { [ "${t0%% *}" -lt 0 ] || [ "${t1%% *}" -lt 0 ]; }; then
+		ixr_fail "$chk" "the target process $pid is gone"
+		return 1
+	fi
+	line=$(awk -v b="$BYTES" -v u0="${t0%% *}" -v u1="${t1%% *}" -v k0="${t0#* }" \
+		-v k1="${t1#* }" -v b0="$b0" -v b1="$b1" -v s0="$s0" -v s1="$s1" -v hz="$HZ" \
+		-v own="${pid:+1}" 'BEGIN {
+		n = b + 0; u = substr(b, length(b)); if (u == "m") n *= 1048576; if (u == "g") n *= 1073741824
+		gib = n / 1073741824; secs = s1 - s0
+		printf "%.1f MiB/s in %.1f s", n / 1048576 / secs, secs
+		if (own) printf ", target process %.2f CPU-s/GiB (user %.2f, system %.2f)",
+			(u1 - u0 + k1 - k0) / hz / gib, (u1 - u0) / hz / gib, (k1 - k0) / hz / gib
+		printf ", guest %.2f CPU-s/GiB", (b1 - b0) / hz / gib }')
+	ixr_pass "$chk" "$line"
+	echo "$chk: $line" >>"$SUMMARY"
+}
+
+kernel_runs() { # LABEL IFACE PID
+	if ! ixr_check "$1.login" timeout 90 /usr/sbin/iscsiadm -m discovery -o new -o old -t st \
+		-I "$2" -p "$RDMA_IP:3260" -l; then
+		return 1
+	fi
+	if ! ixr_session_disk; then
+		ixr_fail "$1.disk" "no SCSI disk appeared"
+		ixr_logout_all
+		return 1
+	fi
+	p0=$(ixr_rxe_pkts)
+	run "$1" write "$3"
+	run "$1" read "$3"
+	p1=$(ixr_rxe_pkts)
+	# iSER moved 2 x BYTES over rxe0 (4 KiB RoCE payloads); TCP moved none of it there
+	if [ "$2" = iser ]; then
+		if [ $((p1 - p0)) -ge 65536 ]; then
+			ixr_pass "$1.over-rdma" "rxe0 packets $p0 -> $p1"
+		else
+			ixr_fail "$1.over-rdma" "rxe0 packets $p0 -> $p1: the I/O did not go over RDMA"
+		fi
+	elif [ $((p1 - p0)) -ge 65536 ]; then
+		ixr_fail "$1.over-tcp" "rxe0 packets $p0 -> $p1 during a TCP session"
+	fi
+	ixr_logout_all
+}
+
+ixr_iscsid_start || { ixr_fail iscsid "iscsid did not start"; ixr_exit; }
+
+IQN=iqn.2026-11.io.ix.rdma:cpu
+ixr_ix_config "$IQN" 640M '"tcp", "iser"'
+if ixr_ix_start; then
+	kernel_runs ix-tcp default "$(ixr_pid ix-target)"
+	kernel_runs ix-iser iser "$(ixr_pid ix-target)"
+	ixr_ix_finish
+fi
+
+# tgt: one daemon per transport (ixr_tgt_start binds one LLD); a 640 MiB file LUN in /dev/shm
+for lld in iscsi iser; do
+	iface=default
+	[ $lld = iser ] && iface=iser
+	if ixr_tgt_start $lld iqn.2026-11.io.ix.rdma:tgt-cpu 640; then
+		kernel_runs tgt-$lld $iface "$(ixr_pid tgtd)"
+	else
+		ixr_fail tgt-$lld.target "tgtd ($lld) could not be set up"
+	fi
+	ixr_tgt_stop
+done
+
+# LIO: kernel threads; the guest's figure only
+for iser in 0 1; do
+	label=lio-tcp iface=default
+	[ $iser = 1 ] && label=lio-iser iface=iser
+	if ixr_lio_start iqn.2026-11.io.ix.rdma:lio-cpu 640 $iser; then
+		kernel_runs $label $iface ""
+	else
+		ixr_fail $label.target "LIO could not be set up"
+	fi
+	ixr_lio_stop
+done
+
+ixr_log "summary (bytes per run: $BYTES, CLK_TCK $HZ):"
+while read -r l; do ixr_log "  $l"; done <"$SUMMARY"
+ixr_exit
