@@ -69,6 +69,14 @@ static int children_of(struct rbd_priv *p, const char *snap, unsigned *n)
 	return rc;
 }
 
+static int no_progress(uint64_t offset, uint64_t total, void *arg)
+{
+	(void)offset;
+	(void)total;
+	(void)arg;
+	return 0;
+}
+
 static int snap_exists(struct rbd_priv *p, struct bs_snap_req *req)
 {
 	bool e = false;
@@ -212,7 +220,10 @@ static int run(struct rbd_priv *p, struct bs_snap_req *req)
 
 	switch (req->op) {
 	case BS_SNAP_CREATE:
-		rc = rbd_snap_create(p->image, req->name);
+		/* the LU's writes are held and drained by the target already: librbd's own
+		 * quiesce round (a notification to every watcher of the image) would only wait */
+		rc = rbd_snap_create2(p->image, req->name, RBD_SNAP_CREATE_SKIP_QUIESCE,
+				      no_progress, NULL);
 		if (rc == -EEXIST)
 			return fail(req, rc, "rbd %s: a snapshot named %s exists already", p->name,
 				    req->name);

@@ -171,7 +171,8 @@ static int owner_check(struct snap_op *o, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: the image is not open here: %s", o->lu_name, hs.reason);
 		return -ENOTCONN;
 	}
-	if (hs.lock[0] && strcmp(hs.lock, "owner") != 0) {
+	/* "open": no managed lock (every gateway writes: only this one's writes are held) */
+	if (hs.lock[0] && strcmp(hs.lock, "owner") != 0 && strcmp(hs.lock, "open") != 0) {
 		snprintf(err, errlen,
 			 "%s: this gateway does not hold the image's exclusive lock (%s): take the "
 			 "snapshot through the gateway that owns it",
@@ -263,5 +264,9 @@ int ix_target_lun_snap(struct ix_target *t, const char *target, uint32_t lun,
 		return rc;
 	}
 	o->held = true;
+	log_info("target", "%s: %s: %s (at most %u ms)", o->lu_name, o->req.name,
+		 a->op == BS_SNAP_CREATE ? "writes held for a snapshot"
+					 : "not ready for a rollback",
+		 a->timeout_ms);
 	return 0;
 }
