@@ -25,7 +25,9 @@ One ix-target serves a 32 MiB image as LUN 0 (RBD) and a RAM LUN 1.
   7. timeout: the OSD stopped (SIGSTOP) with a write in flight, iscsi_create_snapshot with
      timeout_ms 1000 answers -32006 after about 1 s naming the bound; once the OSD goes on
      the stuck write and new ones are GOOD and no snapshot was made;
-  8. the gateway's log has no sanitizer report.
+  8. two more gateways of another image with rbd.exclusive_lock: the standby refuses the
+     snapshot (-32003, naming its lock state), the holder takes it (`rbd snap ls`);
+  9. the gateways' logs have no sanitizer report.
 """
 
 import hashlib
@@ -311,6 +313,55 @@ def step_timeout(cl, sock, port):
                  'snap ls: %s' % (c, m[:160], took, res.get('w'), after, ceph))
 
 
+def lock_state(sock, iqn):
+    r = ixceph.rpc(sock, 'iscsi_break_rbd_lock', {'target': iqn, 'lun': 0, 'dry_run': True})
+    return r.get('result', {}).get('state')
+
+
+def wait_lock(sock, iqn, want, secs=30):
+    end = time.monotonic() + secs
+    while True:
+        st = lock_state(sock, iqn)
+        if st == want or time.monotonic() > end:
+            return st
+        time.sleep(0.1)
+
+
+def step_group(cl, tmp):
+    """Two gateways of one image with the managed exclusive lock: the holder takes the
+    snapshot, the standby refuses it naming the lock."""
+    iqn = IQN + '-grp'
+    cl.create_image('grp', '16M')
+    ds, socks, sts = [], [], []
+    try:
+        for name in 'ab':
+            sock = os.path.join(tmp, 'g%s.sock' % name)
+            cfg = ixceph.write_config(
+                os.path.join(tmp, 'g%s.json' % name), iqn, ixtest.free_port(),
+                [ixceph.rbd_lun(0, 'grp', cl.conf, osd_op_timeout_s=OSD_TIMEOUT_S,
+                                exclusive_lock=True)],
+                host=HOST, glob={'mgmt_socket': sock})
+            ds.append(ixtest.Daemon(cfg, 'rbd_snap.ix-target-g%s.log' % name, BUILD, OUT))
+            socks.append(sock)
+            sts.append(wait_lock(sock, iqn, 'owner' if name == 'a' else 'standby'))
+        standby = ixceph.rpc(socks[1], 'iscsi_create_snapshot',
+                             {'target': iqn, 'lun': 0, 'name': 'g1'})
+        owner = ixceph.rpc(socks[0], 'iscsi_create_snapshot',
+                           {'target': iqn, 'lun': 0, 'name': 'g1'})
+        ceph = [x['name'] for x in json.loads(cl.rbd('snap', 'ls', '--format', 'json',
+                                                      'rbd/grp'))]
+        c, m = err(standby)
+        report.check('group-holder', sts == ['owner', 'standby'] and c == -32003 and
+                     'exclusive lock (standby)' in m and
+                     owner.get('result', {}).get('snapshot') == 'g1' and ceph == ['g1'],
+                     'lock states A, B: %s; through B: %s %r; through A: %s; rbd snap ls: %s' % (
+                         sts, c, m[:160], json.dumps(owner)[:100], ceph))
+    finally:
+        for d, name in zip(ds, 'ab'):
+            d.stop()
+            ixtest.check_sanitizer(report, d, 'ix-target-g' + name)
+
+
 def scenario(cl, tmp):
     cl.create_image(IMAGE, '32M')
     sock = os.path.join(tmp, 'a.sock')
@@ -333,6 +384,7 @@ def scenario(cl, tmp):
     finally:
         d.stop()
         ixtest.check_sanitizer(report, d, 'ix-target')
+    ixceph.step(report, 'group-holder', step_group, cl, tmp)
 
 
 def main():
