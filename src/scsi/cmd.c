@@ -429,7 +429,10 @@ static bool medium_ok(struct scsi_cmd *cmd, const struct scsi_op *op, uint8_t ms
 }
 
 /* The generic checks; returns false with status set if the command must not run. */
-static bool precheck(struct scsi_cmd *cmd, const struct scsi_op *op, struct scsi_lu *lu)
+/* inlined into both callers: the command path keeps it inline (scsi_cmd_rerun is the cold one) */
+static inline __attribute__((always_inline)) bool precheck(struct scsi_cmd *cmd,
+							  const struct scsi_op *op,
+							  struct scsi_lu *lu)
 {
 	struct scsi_priv *p = scsi_priv(cmd);
 	struct scsi_nexus *holder;
@@ -475,6 +478,16 @@ static bool precheck(struct scsi_cmd *cmd, const struct scsi_op *op, struct scsi
 		return false;
 	}
 	return true;
+}
+
+/* A write command counted in its I_T_L nexus until it completes, for a drain (hold.c): the
+ * nexus's thread is the only writer, so a plain load and store. */
+static inline void count_write(struct scsi_priv *p)
+{
+	p->counted = true;
+	atomic_store_explicit(&p->itl->wr_inflight,
+			      atomic_load_explicit(&p->itl->wr_inflight, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 }
 
 void scsi_cmd_exec(struct scsi_cmd *cmd)
@@ -526,12 +539,18 @@ void scsi_cmd_exec(struct scsi_cmd *cmd)
 			scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x20, 0x00);
 		goto out;
 	}
+	if (lu && !precheck(cmd, op, lu)) {
+		if (p->held) { /* a write while the LU holds them: it waits (hold.c) */
+			p->held = false;
+			scsi_hold_park(cmd, op);
+			return;
+		}
+		goto out;
+	}
 	if (!lu && !cdb_fields_ok(cmd, op))
 		goto out;
-	if (lu) {
-		scsi_cmd_rerun(cmd, op);
-		return;
-	}
+	if ((op->flags & SCSI_F_WRITE) && p->itl)
+		count_write(p);
 	if (op->fn(cmd, lu) == SCSI_ASYNC)
 		return;
 out:
@@ -544,7 +563,7 @@ void scsi_cmd_rerun(struct scsi_cmd *cmd, const struct scsi_op *op)
 	struct scsi_lu *lu = p->lu;
 
 	if (!precheck(cmd, op, lu)) {
-		if (p->held) { /* a write while the LU holds them: it waits */
+		if (p->held) { /* held again */
 			p->held = false;
 			scsi_hold_park(cmd, op);
 			return;
@@ -552,12 +571,8 @@ void scsi_cmd_rerun(struct scsi_cmd *cmd, const struct scsi_op *op)
 		scsi_cmd_finish(cmd);
 		return;
 	}
-	if ((op->flags & SCSI_F_WRITE) && p->itl) { /* counted for a drain (hold.c) */
-		p->counted = true;
-		atomic_store_explicit(&p->itl->wr_inflight,
-				      atomic_load_explicit(&p->itl->wr_inflight, memory_order_relaxed) + 1,
-				      memory_order_relaxed);
-	}
+	if ((op->flags & SCSI_F_WRITE) && p->itl)
+		count_write(p);
 	if (op->fn(cmd, lu) == SCSI_ASYNC)
 		return;
 	scsi_cmd_finish(cmd);
