@@ -55,9 +55,11 @@ static void sc_finish(struct snap_call *s, json_t *result, int code, const char 
 {
 	json_t *resp = NULL;
 
-	if (!s->op.cancelled && s->op.id)
-		resp = result ? mgmt_result_response(s->op.id, result)
+	if (!s->op.cancelled && s->op.id) {
+		resp = result ? mgmt_result_response(s->op.id, result) /* takes result */
 			      : mgmt_error_response(s->op.id, code, msg, NULL);
+		result = NULL;
+	}
 	if (!s->op.cancelled)
 		s->op.done(s->op.arg, resp);
 	json_decref(resp);
