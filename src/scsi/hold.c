@@ -209,10 +209,12 @@ int scsi_lu_quiesce(struct scsi_lu *lu, struct ev_loop *loop, unsigned timeout_m
 	if (!q)
 		return -ENOMEM;
 	pthread_mutex_lock(&lu->lock);
-	if (lu->quiescing) {
+	if (lu->quiescing || (atomic_load(&lu->mstate) & SCSI_MS_SANITIZE)) {
+		/* a SANITIZE writes in the background, with no command in flight */
+		rc = lu->quiescing ? -EBUSY : -EINPROGRESS;
 		pthread_mutex_unlock(&lu->lock);
 		free(q);
-		return -EBUSY;
+		return rc;
 	}
 	lu->quiescing = true;
 	atomic_fetch_or_explicit(&lu->mstate, busy ? SCSI_MS_BUSY : SCSI_MS_HOLD,

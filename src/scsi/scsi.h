@@ -369,7 +369,8 @@ bool scsi_lu_offline(const struct scsi_lu *lu);
  * Then the writes already running drain: cb(arg, 0) runs on loop once none is left, and the
  * LU stays quiesced until scsi_lu_resume. If they have not drained within timeout_ms the
  * quiesce ends by itself (the held writes run, nothing is refused any more) and cb gets
- * -ETIMEDOUT. -EBUSY when the LU is quiesced already, -ENOMEDIUM without medium, -ENOMEM.
+ * -ETIMEDOUT. -EBUSY when the LU is quiesced already, -EINPROGRESS while a SANITIZE runs
+ * (it writes with no command in flight), -ENOMEDIUM without medium, -ENOMEM.
  * Main thread (loop is its loop); cb is never called before this returns. */
 typedef void (*scsi_quiesce_cb)(void *arg, int rc);
 int scsi_lu_quiesce(struct scsi_lu *lu, struct ev_loop *loop, unsigned timeout_ms, bool busy,

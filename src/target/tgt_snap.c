@@ -259,7 +259,9 @@ int ix_target_lun_snap(struct ix_target *t, const char *target, uint32_t lun,
 	rc = scsi_lu_quiesce(lu, o->loop, a->timeout_ms, a->op == BS_SNAP_ROLLBACK, on_quiesced, o);
 	if (rc < 0) {
 		snprintf(err, errlen, "%s: %s", o->lu_name,
-			 rc == -EBUSY ? "a snapshot or a rollback of it is under way" : strerror(-rc));
+			 rc == -EBUSY	     ? "a snapshot or a rollback of it is under way"
+			 : rc == -EINPROGRESS ? "a SANITIZE of it is in progress"
+					      : strerror(-rc));
 		op_free(o);
 		return rc;
 	}

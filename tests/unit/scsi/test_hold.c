@@ -180,6 +180,11 @@ int main(void)
 	t_run(&e, e.nx, 0, B(0x00), 0, NULL, 0, &a);
 	CHECK_EQ(a.c.status, 0);
 
+	printf("# a SANITIZE in progress: refused (it writes with no command in flight)\n");
+	atomic_fetch_or(&lu->mstate, SCSI_MS_SANITIZE);
+	CHECK_EQ(scsi_lu_quiesce(lu, e.loop, 1000, false, q_cb, &q), -EINPROGRESS);
+	atomic_fetch_and(&lu->mstate, (uint8_t)~SCSI_MS_SANITIZE);
+
 	printf("# no medium: refused\n");
 	{
 		struct scsi_lu *nm;
