@@ -16,7 +16,8 @@ One ix-target serves a 32 MiB image as LUN 0 (RBD) and a RAM LUN 1.
      back exactly `rbd export rbd/img@s1`, and so does `rbd export rbd/clone`;
   4. rollback: after an overwrite, iscsi_rollback_snapshot is refused while a session uses the
      LU (naming "force"); with "force" it runs while another session polls TEST UNIT READY
-     (every answer GOOD, NOT READY 04/07 or the unit attention 6/28/00); the sessions' next
+     (every answer GOOD, NOT READY 04/07 or the unit attention 6/28/00, and 04/07 at least
+     once: the rollback takes tens of milliseconds, a poll a fraction of one); the sessions' next
      command gets 6/28/00; `rbd export rbd/img` equals the snapshot again;
   5. delete: refused while the clone exists (naming the clone), done once the clone's LUN and
      image are gone; `rbd snap ls` is empty;
@@ -242,7 +243,8 @@ def step_rollback(cl, sock, port, tmp, snap):
     c, m = err(refused)
     report.check('rollback', st == 0 and c == -32003 and 'force' in m and
                  ans.get('result', {}).get('snapshot') == 's1' and after_s == (6, 0x28, 0) and
-                 ua_p and set(kinds) <= allowed and rst == 0 and got == want0 and
+                 ua_p and set(kinds) <= allowed and (2, 4, 7) in seen and rst == 0 and
+                 got == want0 and
                  now == sha(snap),
                  'overwrite: status %d; without force: %s %r; with force: %s; polling TUR saw '
                  '%s (%d answers, %d NOT READY 04/07); next TUR: %s and %s; block 0 %s the '
