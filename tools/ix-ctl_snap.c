@@ -14,11 +14,11 @@ static void print_list(json_t *a)
 	if (json_array_size(a) == 0)
 		printf("no snapshots\n");
 	json_array_foreach(a, i, s)
-	printf("%s id %lld size %lld%s%s\n", json_string_value(json_object_get(s, "name")),
-	       (long long)json_integer_value(json_object_get(s, "id")),
-	       (long long)json_integer_value(json_object_get(s, "size")),
-	       json_is_true(json_object_get(s, "protected")) ? " protected" : "",
-	       json_integer_value(json_object_get(s, "clones")) ? " (has clones)" : "");
+	    printf("%s id %lld size %lld%s%s\n", json_string_value(json_object_get(s, "name")),
+		   (long long)json_integer_value(json_object_get(s, "id")),
+		   (long long)json_integer_value(json_object_get(s, "size")),
+		   json_is_true(json_object_get(s, "protected")) ? " protected" : "",
+		   json_integer_value(json_object_get(s, "clones")) ? " (has clones)" : "");
 }
 
 /* A call whose result is printed as one line (or JSON). */
@@ -94,7 +94,8 @@ int cmd_snap(int argc, char **argv)
 			if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
 				if (timeout_opt(p, argv[++i]) < 0)
 					return json_decref(p),
-					       die_usage("bad --timeout '%s' (100-600000 ms)", argv[i]);
+					       die_usage("bad --timeout '%s' (100-600000 ms)",
+							 argv[i]);
 			} else if (rb && strcmp(argv[i], "--force") == 0) {
 				json_object_set_new(p, "force", json_true());
 			} else {

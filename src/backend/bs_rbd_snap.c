@@ -258,8 +258,8 @@ static void snap_job(void *arg)
 
 	free(j);
 	if (!gate_enter(p)) {
-		req->result = fail(req, -ENOTCONN, "rbd %s: fenced (blocklisted): rejoin first",
-				   p->name);
+		req->result =
+		    fail(req, -ENOTCONN, "rbd %s: fenced (blocklisted): rejoin first", p->name);
 	} else {
 		req->result = run(p, req);
 		if (req->result == -ESHUTDOWN)
@@ -285,8 +285,8 @@ int bs_rbd_snap(struct bs_dev *dev, struct bs_snap_req *req)
 
 	snprintf(req->image, sizeof(req->image), "%s", p->name);
 	if (!atomic_load_explicit(&p->online, memory_order_acquire))
-		return fail(req, -ENOTCONN, "rbd %s: the image is not open here (ix-ctl lun status)",
-			    p->name);
+		return fail(req, -ENOTCONN,
+			    "rbd %s: the image is not open here (ix-ctl lun status)", p->name);
 	if ((req->op != BS_SNAP_LIST && req->op != BS_SNAP_CLONE) && p->readonly)
 		return fail(req, -EROFS, "rbd %s: the LUN is read-only", p->name);
 	j = malloc(sizeof(*j));

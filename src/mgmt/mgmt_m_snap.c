@@ -15,8 +15,8 @@
 #include "util/log.h"
 
 #define SNAP_TIMEOUT_MS_DEFAULT 10000
-#define SNAP_TIMEOUT_MS_MIN 100
-#define SNAP_TIMEOUT_MS_MAX 600000
+#define SNAP_TIMEOUT_MS_MIN	100
+#define SNAP_TIMEOUT_MS_MAX	600000
 
 bool mgmt_rbd_name_ok(const char *s, char *why, size_t cap)
 {
@@ -35,8 +35,10 @@ bool mgmt_rbd_name_ok(const char *s, char *why, size_t cap)
 
 		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
 		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-')) {
-			snprintf(why, cap, "letters, digits, '.', '_' and '-' only (character %zu is "
-				 "not)", i + 1);
+			snprintf(why, cap,
+				 "letters, digits, '.', '_' and '-' only (character %zu is "
+				 "not)",
+				 i + 1);
 			return false;
 		}
 	}
@@ -93,12 +95,13 @@ static void clone_lun(struct snap_call *s, const struct ix_snap_result *r)
 	if (mgmt_m_create_lun(&c) < 0) {
 		char msg[1200];
 
-		snprintf(msg, sizeof(msg),
-			 "the clone %s/%s was made, but its LUN could not be created: %s (the image "
-			 "stays: delete it with rbd rm, or add it with iscsi_create_lun)",
-			 json_string_value(json_object_get(json_object_get(lun, "rbd"), "pool")),
-			 json_string_value(json_object_get(json_object_get(lun, "rbd"), "image")),
-			 e.msg);
+		snprintf(
+		    msg, sizeof(msg),
+		    "the clone %s/%s was made, but its LUN could not be created: %s (the image "
+		    "stays: delete it with rbd rm, or add it with iscsi_create_lun)",
+		    json_string_value(json_object_get(json_object_get(lun, "rbd"), "pool")),
+		    json_string_value(json_object_get(json_object_get(lun, "rbd"), "image")),
+		    e.msg);
 		json_decref(e.data);
 		json_decref(c.result);
 		sc_finish(s, NULL, MGMT_ERR_APPLY, msg);
@@ -119,16 +122,17 @@ static void snap_done(void *arg, const struct ix_snap_result *r)
 
 	if (r->rc < 0) {
 		sc_finish(s, NULL,
-			  r->rc == -ENOENT		      ? MGMT_ERR_NOT_FOUND
-			  : r->rc == -EEXIST		      ? MGMT_ERR_EXISTS
-			  : r->rc == -ETIMEDOUT		      ? MGMT_ERR_LIMIT
-							      : MGMT_ERR_APPLY,
+			  r->rc == -ENOENT	? MGMT_ERR_NOT_FOUND
+			  : r->rc == -EEXIST	? MGMT_ERR_EXISTS
+			  : r->rc == -ETIMEDOUT ? MGMT_ERR_LIMIT
+						: MGMT_ERR_APPLY,
 			  r->err ? r->err : strerror(-r->rc));
 		return;
 	}
 	switch (s->kind) {
 	case BS_SNAP_CREATE:
-		sc_finish(s, json_pack("{s:s, s:i}", "snapshot", s->name, "held_ms", (int)r->held_ms),
+		sc_finish(s,
+			  json_pack("{s:s, s:i}", "snapshot", s->name, "held_ms", (int)r->held_ms),
 			  0, NULL);
 		return;
 	case BS_SNAP_LIST:
@@ -138,9 +142,9 @@ static void snap_done(void *arg, const struct ix_snap_result *r)
 		sc_finish(s, json_pack("{s:s, s:b}", "snapshot", s->name, "deleted", 1), 0, NULL);
 		return;
 	case BS_SNAP_ROLLBACK:
-		sc_finish(s, json_pack("{s:s, s:i}", "snapshot", s->name, "offline_ms",
-				       (int)r->held_ms),
-			  0, NULL);
+		sc_finish(
+		    s, json_pack("{s:s, s:i}", "snapshot", s->name, "offline_ms", (int)r->held_ms),
+		    0, NULL);
 		return;
 	case BS_SNAP_CLONE:
 		clone_lun(s, r);
@@ -220,8 +224,9 @@ static int start(struct call *c, int kind, const char *target, const char *name,
 	}
 	if (!c->done) {
 		json_decref(clone_params);
-		return mgmt_err_set(c->e, -32600, "snapshot methods cannot be part of a batch "
-						  "(send each alone)");
+		return mgmt_err_set(c->e, -32600,
+				    "snapshot methods cannot be part of a batch "
+				    "(send each alone)");
 	}
 	s = calloc(1, sizeof(*s));
 	if (!s) {
@@ -246,7 +251,7 @@ static int start(struct call *c, int kind, const char *target, const char *name,
 		json_decref(s->clone_params);
 		free(s);
 		return mgmt_err_set(c->e,
-				    rc == -ENOENT      ? MGMT_ERR_NOT_FOUND
+				    rc == -ENOENT	? MGMT_ERR_NOT_FOUND
 				    : rc == -EOPNOTSUPP ? MGMT_ERR_INVALID_CONFIG
 							: MGMT_ERR_APPLY,
 				    "%s", err);
@@ -318,7 +323,7 @@ int mgmt_m_rollback_snapshot(struct call *c)
 
 int mgmt_m_clone_snapshot(struct call *c)
 {
-	static const char *const keys[] = {"target", "lun",	   "name", "image",
+	static const char *const keys[] = {"target", "lun",	   "name",    "image",
 					   "pool",   "new_target", "new_lun", NULL};
 	json_t *newlun = json_object_get(c->params, "new_lun"), *src, *l, *params;
 	const char *target, *name, *image, *pool, *nt;

@@ -145,9 +145,8 @@ static unsigned wr_inflight(struct scsi_lu *lu)
 	unsigned n = 0;
 
 	pthread_mutex_lock(&lu->lock);
-	list_for_each(pos, &lu->itls)
-	n += atomic_load_explicit(&list_entry(pos, struct scsi_itl, lu_link)->wr_inflight,
-				  memory_order_acquire);
+	list_for_each(pos, &lu->itls) n += atomic_load_explicit(
+	    &list_entry(pos, struct scsi_itl, lu_link)->wr_inflight, memory_order_acquire);
 	pthread_mutex_unlock(&lu->lock);
 	return n;
 }
@@ -250,8 +249,7 @@ unsigned scsi_lu_nexus_count(struct scsi_lu *lu)
 	unsigned n = 0;
 
 	pthread_mutex_lock(&lu->lock);
-	list_for_each(pos, &lu->itls)
-	n++;
+	list_for_each(pos, &lu->itls) n++;
 	pthread_mutex_unlock(&lu->lock);
 	return n;
 }

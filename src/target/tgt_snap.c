@@ -27,13 +27,13 @@ struct snap_op {
 	struct scsi_lu *lu; /* referenced until the op ends */
 	struct bs_dev *dev;
 	struct bs_snap_req req;
-	struct ev_post post;	 /* the backend's answer, to the main loop */
+	struct ev_post post;	  /* the backend's answer, to the main loop */
 	struct ev_timer deadline; /* CREATE: the hold's bound */
-	uint64_t start_ms;	 /* the hold began */
+	uint64_t start_ms;	  /* the hold began */
 	unsigned timeout_ms;
-	bool held;	/* the LU is quiesced */
-	bool answered;	/* cb has run (the deadline answered first) */
-	bool cleanup;	/* the request running is the removal of an abandoned snapshot */
+	bool held;     /* the LU is quiesced */
+	bool answered; /* cb has run (the deadline answered first) */
+	bool cleanup;  /* the request running is the removal of an abandoned snapshot */
 	char lu_name[300];
 	ix_snap_cb cb;
 	void *arg;
@@ -49,13 +49,13 @@ static void op_free(struct snap_op *o)
 
 static void answer(struct snap_op *o, int rc, const char *err)
 {
-	struct ix_snap_result r = {.rc = rc,
-				   .err = err,
-				   .list = o->req.list,
-				   .n = o->req.n,
-				   .protected_now = o->req.protected_now,
-				   .held_ms = o->start_ms ? (unsigned)(ev_now_ms(o->loop) - o->start_ms)
-							  : 0};
+	struct ix_snap_result r = {
+	    .rc = rc,
+	    .err = err,
+	    .list = o->req.list,
+	    .n = o->req.n,
+	    .protected_now = o->req.protected_now,
+	    .held_ms = o->start_ms ? (unsigned)(ev_now_ms(o->loop) - o->start_ms) : 0};
 
 	o->answered = true;
 	o->cb(o->arg, &r);
@@ -259,7 +259,7 @@ int ix_target_lun_snap(struct ix_target *t, const char *target, uint32_t lun,
 	rc = scsi_lu_quiesce(lu, o->loop, a->timeout_ms, a->op == BS_SNAP_ROLLBACK, on_quiesced, o);
 	if (rc < 0) {
 		snprintf(err, errlen, "%s: %s", o->lu_name,
-			 rc == -EBUSY	     ? "a snapshot or a rollback of it is under way"
+			 rc == -EBUSY	      ? "a snapshot or a rollback of it is under way"
 			 : rc == -EINPROGRESS ? "a SANITIZE of it is in progress"
 					      : strerror(-rc));
 		op_free(o);

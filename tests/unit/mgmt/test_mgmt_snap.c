@@ -50,7 +50,7 @@ static void test_names(void)
 	CHECK(!mgmt_rbd_name_ok(NULL, why, sizeof(why)));
 	CHECK(!mgmt_rbd_name_ok(".hidden", why, sizeof(why)));
 	CHECK(!mgmt_rbd_name_ok("-opt", why, sizeof(why)));
-	CHECK(!mgmt_rbd_name_ok("a/b", why, sizeof(why))); /* RBD's pool/image separator */
+	CHECK(!mgmt_rbd_name_ok("a/b", why, sizeof(why)));	/* RBD's pool/image separator */
 	CHECK(!mgmt_rbd_name_ok("img@snap", why, sizeof(why))); /* and image@snapshot */
 	CHECK(!mgmt_rbd_name_ok("a b", why, sizeof(why)));
 	CHECK(!mgmt_rbd_name_ok("caf\xc3\xa9", why, sizeof(why)));
@@ -84,8 +84,9 @@ static void test_methods(void)
 
 	refused(m, "iscsi_create_snapshot", "{\"target\": \"" T "\", \"lun\": 1}", -32602,
 		"params.name: required");
-	refused(m, "iscsi_create_snapshot", "{\"target\": \"" T "\", \"lun\": 1, \"name\": \"a@b\"}",
-		-32602, "params.name: letters, digits");
+	refused(m, "iscsi_create_snapshot",
+		"{\"target\": \"" T "\", \"lun\": 1, \"name\": \"a@b\"}", -32602,
+		"params.name: letters, digits");
 	refused(m, "iscsi_create_snapshot", "{\"target\": \"" T "\", \"lun\": 1, \"name\": 7}",
 		-32602, "params.name: must be a string");
 	refused(m, "iscsi_create_snapshot",
@@ -97,10 +98,11 @@ static void test_methods(void)
 	refused(m, "iscsi_create_snapshot",
 		"{\"target\": \"" T "\", \"lun\": 1, \"name\": \"s\", \"wait\": 1}", -32602,
 		"wait");
-	refused(m, "iscsi_create_snapshot", "{\"target\": \"" T "\", \"lun\": \"1\", \"name\": \"s\"}",
-		-32602, "params.lun");
-	refused(m, "iscsi_create_snapshot", "{\"target\": \"iqn.x:none\", \"lun\": 1, \"name\": \"s\"}",
-		-32002, "no target named");
+	refused(m, "iscsi_create_snapshot",
+		"{\"target\": \"" T "\", \"lun\": \"1\", \"name\": \"s\"}", -32602, "params.lun");
+	refused(m, "iscsi_create_snapshot",
+		"{\"target\": \"iqn.x:none\", \"lun\": 1, \"name\": \"s\"}", -32002,
+		"no target named");
 	refused(m, "iscsi_create_snapshot", "{\"target\": \"" T "\", \"lun\": 9, \"name\": \"s\"}",
 		-32002, "no LUN 9");
 	refused(m, "iscsi_create_snapshot", "{\"target\": \"" T "\", \"lun\": 0, \"name\": \"s\"}",

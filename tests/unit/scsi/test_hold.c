@@ -13,10 +13,10 @@
 
 const uint8_t zblk[4096];
 
-#define SLOW_LBA 100 /* writes here stay in flight SLOW_MS */
-#define SLOW_MS 400
+#define SLOW_LBA  100 /* writes here stay in flight SLOW_MS */
+#define SLOW_MS	  400
 #define STUCK_LBA 200 /* writes here stay in flight STUCK_MS */
-#define STUCK_MS 3000
+#define STUCK_MS  3000
 
 struct qres {
 	int calls, rc;
@@ -48,16 +48,32 @@ static void turn(struct env *e, const int *flag, int ms)
 
 static void wr(struct env *e, uint32_t lba, struct tcmd *t)
 {
-	uint8_t cdb[10] = {0x2a, 0, (uint8_t)(lba >> 24), (uint8_t)(lba >> 16), (uint8_t)(lba >> 8),
-			   (uint8_t)lba, 0, 0, 1, 0};
+	uint8_t cdb[10] = {0x2a,
+			   0,
+			   (uint8_t)(lba >> 24),
+			   (uint8_t)(lba >> 16),
+			   (uint8_t)(lba >> 8),
+			   (uint8_t)lba,
+			   0,
+			   0,
+			   1,
+			   0};
 
 	t_start(e, e->nx, 0, cdb, 0, zblk, 512, t);
 }
 
 static void rd(struct env *e, uint32_t lba, struct tcmd *t)
 {
-	uint8_t cdb[10] = {0x28, 0, (uint8_t)(lba >> 24), (uint8_t)(lba >> 16), (uint8_t)(lba >> 8),
-			   (uint8_t)lba, 0, 0, 1, 0};
+	uint8_t cdb[10] = {0x28,
+			   0,
+			   (uint8_t)(lba >> 24),
+			   (uint8_t)(lba >> 16),
+			   (uint8_t)(lba >> 8),
+			   (uint8_t)lba,
+			   0,
+			   0,
+			   1,
+			   0};
 
 	t_start(e, e->nx, 0, cdb, 512, NULL, 0, t);
 }
@@ -81,11 +97,11 @@ int main(void)
 	e.map = scsi_lun_map_new();
 	e.buf = aligned_alloc(4096, TBUF);
 	CHECK_EQ(scsi_lu_new(&(struct scsi_lu_cfg){.backend = BS_TYPE_ERROR,
-						    .size_bytes = 1 << 20,
-						    .err_rules = rules,
-						    .n_err_rules = 2,
-						    .target_name = "iqn.2024-01.org.example:t1",
-						    .index = ix},
+						   .size_bytes = 1 << 20,
+						   .err_rules = rules,
+						   .n_err_rules = 2,
+						   .target_name = "iqn.2024-01.org.example:t1",
+						   .index = ix},
 			     &lu, err, sizeof(err)),
 		 0);
 	CHECK_EQ(scsi_lun_map_add(e.map, 0, lu), 0);
@@ -189,9 +205,9 @@ int main(void)
 	{
 		struct scsi_lu *nm;
 
-		CHECK_EQ(scsi_lu_new(&(struct scsi_lu_cfg){.no_medium = true}, &nm, err,
-				     sizeof(err)),
-			 0);
+		CHECK_EQ(
+		    scsi_lu_new(&(struct scsi_lu_cfg){.no_medium = true}, &nm, err, sizeof(err)),
+		    0);
 		CHECK_EQ(scsi_lu_quiesce(nm, e.loop, 1000, false, q_cb, &q), -ENOMEDIUM);
 		scsi_lu_put(nm);
 	}
