@@ -58,6 +58,12 @@ static void usage(FILE *f)
 		"                                       and cluster connection (fenced, rejoining)\n"
 		"  lun rejoin TARGET LUN                a fenced RBD LUN rejoins the cluster now\n"
 		"  lun set TARGET LUN write_cache=on|off|default readonly=on|off|default\n"
+		"  snap create TARGET LUN NAME [--timeout MS]  crash-consistent RBD snapshot\n"
+		"  snap ls TARGET LUN                   an RBD LUN's snapshots\n"
+		"  snap delete TARGET LUN NAME\n"
+		"  snap rollback TARGET LUN NAME [--force] [--timeout MS]\n"
+		"  snap clone TARGET LUN NAME IMAGE NEW_LUN [--pool POOL] [--target TARGET]\n"
+		"                                       clone into a new image served as a LUN\n"
 		"  acl create TARGET INITIATOR [--chap-user USER --chap-secret SECRET]\n"
 		"             [--luns LUN[=TARGET_LUN],...|none]\n"
 		"  acl luns TARGET INITIATOR all|none|LUN[=TARGET_LUN],...\n"
@@ -962,7 +968,7 @@ static const struct {
     {"portal", cmd_portal}, {"target", cmd_target},	{"lun", cmd_lun},
     {"acl", cmd_acl},	    {"sessions", cmd_sessions}, {"session", cmd_session},
     {"stats", cmd_stats},   {"alua", cmd_alua},		{"call", cmd_call},
-    {"methods", cmd_methods},
+    {"methods", cmd_methods}, {"snap", cmd_snap},
 };
 
 int main(int argc, char **argv)

@@ -106,6 +106,16 @@ int bs_dev_shrink(struct bs_dev *dev, uint64_t size, char *err, size_t errlen)
 	return r;
 }
 
+int bs_dev_snap(struct bs_dev *dev, struct bs_snap_req *req)
+{
+	if (!dev->ops->snap) {
+		snprintf(req->err, sizeof(req->err), "a %s LUN has no snapshots (only RBD LUNs)",
+			 dev->ops->name);
+		return -EOPNOTSUPP;
+	}
+	return dev->ops->snap(dev, req);
+}
+
 void bs_dev_on_resize(struct bs_dev *dev, bs_ready_cb cb, void *arg)
 {
 	if (dev->ops->on_resize)

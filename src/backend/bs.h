@@ -120,6 +120,44 @@ struct bs_open_cfg {
 	uint32_t n_err_rules;
 };
 
+/* Snapshots and clones of a backing store that has them (RBD; bs_ops.snap, docs/snapshots.md).
+ * The caller fills op and its names, and done; the backend runs the request on a thread of its
+ * own (never the caller's loop, never a worker's) and calls done(req) there with result (0 or
+ * -errno) and, on failure, a message in err. */
+enum bs_snap_op {
+	BS_SNAP_CREATE,	  /* name */
+	BS_SNAP_LIST,	  /* out: list, n (malloc'd, the caller frees list) */
+	BS_SNAP_REMOVE,	  /* name; refused (-EBUSY) while protected or with clones */
+	BS_SNAP_ROLLBACK, /* name: the image's data and size become the snapshot's */
+	BS_SNAP_CLONE,	  /* name into clone_pool/clone_image (pool "": the image's own);
+			     protects the snapshot first when only clone v1 is possible */
+};
+
+#define BS_SNAP_NAME_MAX 128
+
+struct bs_snap_info {
+	char name[BS_SNAP_NAME_MAX];
+	uint64_t id, size;
+	bool protect; /* protected (clone v1 children need it) */
+	unsigned children;
+};
+
+struct bs_snap_req {
+	enum bs_snap_op op;
+	char name[BS_SNAP_NAME_MAX];
+	char clone_pool[BS_SNAP_NAME_MAX];
+	char clone_image[BS_SNAP_NAME_MAX];
+	void (*done)(struct bs_snap_req *req);
+	void *arg;
+	/* out */
+	int result;
+	char err[256];
+	struct bs_snap_info *list;
+	size_t n;
+	bool protected_now; /* CLONE: the snapshot was protected for it (clone v1) */
+	char image[BS_SNAP_NAME_MAX * 2]; /* the device's pool/[ns/]image, for messages */
+};
+
 struct bs_ops {
 	const char *name;
 	enum bs_type type;
@@ -164,6 +202,10 @@ struct bs_ops {
 	 * each time it has, dev->size holds the new size (a multiple of block_size) before
 	 * cb(dev, arg) runs on a backend thread; never after close. */
 	void (*on_resize)(struct bs_dev *dev, bs_ready_cb cb, void *arg);
+	/* Optional: start a snapshot request (struct bs_snap_req); 0 when done will be called,
+	 * else -errno with the reason in req->err and done not called. Any thread; the device
+	 * must stay open until done. */
+	int (*snap)(struct bs_dev *dev, struct bs_snap_req *req);
 };
 
 struct bs_dev {
@@ -198,6 +240,8 @@ int bs_dev_shrink(struct bs_dev *dev, uint64_t size, char *err, size_t errlen);
 int bs_dev_on_ready(struct bs_dev *dev, bs_ready_cb cb, void *arg);
 /* See bs_ops.space: -EOPNOTSUPP when the backend cannot tell. */
 int bs_dev_space(struct bs_dev *dev, struct bs_space *out);
+/* See bs_ops.snap: -EOPNOTSUPP (message in req->err) when the backend has no snapshots. */
+int bs_dev_snap(struct bs_dev *dev, struct bs_snap_req *req);
 /* See bs_ops.on_resize (nothing when the backend has none). */
 void bs_dev_on_resize(struct bs_dev *dev, bs_ready_cb cb, void *arg);
 

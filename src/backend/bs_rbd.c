@@ -290,6 +290,11 @@ static int helper_post(struct bs_rbd_ctx *bx, void (*fn)(void *arg), void *arg)
 	return helper_post_room(bx, fn, arg, RBD_HELPER_QUEUE);
 }
 
+int bs_rbd_helper_post(struct bs_rbd_ctx *bx, void (*fn)(void *arg), void *arg)
+{
+	return helper_post_room(bx, fn, arg, RBD_HELPER_QUEUE / 2); /* leave room to commands */
+}
+
 /* ---- the image's size: grown through the API, or by anyone (librbd's update watch) ----
  *
  * Every gateway of an image keeps an update watch on it: librbd calls rbd_watch_cb on one of
@@ -1028,4 +1033,5 @@ const struct bs_ops bs_rbd_ops = {
     .space = rbd_space,
     .grow = rbd_grow,
     .on_resize = rbd_on_resize,
+    .snap = bs_rbd_snap,
 };

@@ -188,6 +188,15 @@ int bs_rbd_reattach(struct bs_dev *dev, char *err, size_t errlen);
  * ownership must be stopped first (rbd_own_detach). */
 void bs_rbd_detach(struct rbd_priv *p);
 
+/* Queue fn(arg) on the context's helper thread (librbd calls without an asynchronous form);
+ * -EBUSY when its queue is half full. */
+int bs_rbd_helper_post(struct bs_rbd_ctx *bx, void (*fn)(void *arg), void *arg);
+
+/* ---- bs_rbd_snap.c ---- */
+
+/* bs_ops.snap: snapshots and clones, on the helper thread. */
+int bs_rbd_snap(struct bs_dev *dev, struct bs_snap_req *req);
+
 /* ---- the ownership (ha/ha_own.c, through p->own_ops; o NULL: none) ---- */
 
 static inline bool bs_rbd_own_io(const struct rbd_priv *p)

@@ -104,6 +104,24 @@ static const struct mgmt_param p_qos[] = {
     {"qos", MGMT_T_OBJECT, true, "the limits, as \"qos\" in the file ({} or null: none)"},
     DRY_RUN, PEND};
 
+#define SNAP_NAME(req) {"name", MGMT_T_STRING, req, "the snapshot's name"}
+#define SNAP_TIMEOUT                                                                           \
+	{"timeout_ms", MGMT_T_INTEGER, false,                                                  \
+	 "how long writes may be held (default 10000): then aborted, I/O resumed"}
+static const struct mgmt_param p_snap_create[] = {TARGET(true), LUN(true), SNAP_NAME(true),
+						  SNAP_TIMEOUT, PEND};
+static const struct mgmt_param p_snap_delete[] = {TARGET(true), LUN(true), SNAP_NAME(true),
+						  PEND};
+static const struct mgmt_param p_snap_rollback[] = {
+    TARGET(true), LUN(true), SNAP_NAME(true),
+    {"force", MGMT_T_BOOLEAN, false, "even while I_T nexuses use the LUN"}, SNAP_TIMEOUT, PEND};
+static const struct mgmt_param p_snap_clone[] = {
+    TARGET(true), LUN(true), SNAP_NAME(true),
+    {"image", MGMT_T_STRING, true, "the new image"},
+    {"pool", MGMT_T_STRING, false, "its pool (default: the source's)"},
+    {"new_lun", MGMT_T_INTEGER, true, "the LUN that serves it"},
+    {"new_target", MGMT_T_STRING, false, "in this target (default: the source's)"}, PEND};
+
 static const struct method {
 	const char *name;
 	int (*fn)(struct call *c);
@@ -134,6 +152,16 @@ static const struct method {
      "break an RBD LUN's exclusive lock and take it"},
     {"iscsi_rejoin_lun", mgmt_m_rejoin_lun, true, p_target_lun,
      "a fenced RBD LUN rejoins the cluster"},
+    {"iscsi_create_snapshot", mgmt_m_create_snapshot, true, p_snap_create,
+     "a crash-consistent snapshot of an RBD LUN"},
+    {"iscsi_get_snapshots", mgmt_m_get_snapshots, false, p_target_lun,
+     "an RBD LUN's snapshots"},
+    {"iscsi_delete_snapshot", mgmt_m_delete_snapshot, true, p_snap_delete,
+     "delete a snapshot (not while protected or cloned)"},
+    {"iscsi_rollback_snapshot", mgmt_m_rollback_snapshot, true, p_snap_rollback,
+     "an RBD LUN's data back to a snapshot's"},
+    {"iscsi_clone_snapshot", mgmt_m_clone_snapshot, true, p_snap_clone,
+     "clone a snapshot into a new image served as a new LUN"},
     {"iscsi_get_alua", mgmt_m_get_alua, false, p_of_target,
      "a target's ALUA groups and their running states"},
     {"iscsi_set_alua_state", mgmt_m_set_alua_state, true, p_alua_state,

@@ -130,6 +130,14 @@ int mgmt_m_set_lun_offline(struct call *c);
 int mgmt_m_rejoin_lun(struct call *c);
 int mgmt_m_break_rbd_lock(struct call *c);
 int mgmt_m_get_alua(struct call *c);
+/* mgmt_m_snap.c */
+int mgmt_m_create_snapshot(struct call *c);
+int mgmt_m_get_snapshots(struct call *c);
+int mgmt_m_delete_snapshot(struct call *c);
+int mgmt_m_rollback_snapshot(struct call *c);
+int mgmt_m_clone_snapshot(struct call *c);
+/* A snapshot, image or pool name the snapshot methods accept: false with why. */
+bool mgmt_rbd_name_ok(const char *s, char *why, size_t cap);
 int mgmt_m_set_alua_state(struct call *c);
 
 #endif

@@ -349,8 +349,13 @@ void scsi_put_data(struct scsi_cmd *cmd, const void *data, uint32_t len, uint32_
 
 void scsi_cmd_finish(struct scsi_cmd *cmd)
 {
-	struct scsi_lu *lu = scsi_priv(cmd)->lu;
+	struct scsi_priv *p = scsi_priv(cmd);
+	struct scsi_lu *lu = p->lu;
 
+	if (p->counted) /* the nexus's thread: the only writer */
+		atomic_store_explicit(&p->itl->wr_inflight,
+				      atomic_load_explicit(&p->itl->wr_inflight, memory_order_relaxed) - 1,
+				      memory_order_release);
 	scsi_slow_put(cmd);
 	cmd->done(cmd);
 	scsi_lu_put(lu);
@@ -400,6 +405,10 @@ static bool medium_ok(struct scsi_cmd *cmd, const struct scsi_op *op, uint8_t ms
 		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x12); /* LOGICAL UNIT NOT READY, OFFLINE */
 		return false;
 	}
+	if (ms & SCSI_MS_BUSY) { /* a rollback runs (hold.c) */
+		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x07); /* OPERATION IN PROGRESS */
+		return false;
+	}
 	if (ms & SCSI_MS_NOT_READY) { /* the backend is not open yet: see docs/configuration.md */
 		scsi_fail(cmd, SCSI_SENSE_NOT_READY, 0x04, 0x03); /* MANUAL INTERVENTION REQUIRED */
 		return false;
@@ -412,11 +421,18 @@ static bool medium_ok(struct scsi_cmd *cmd, const struct scsi_op *op, uint8_t ms
 		scsi_fail(cmd, SCSI_SENSE_MEDIUM_ERROR, 0x31, 0x03); /* SANITIZE COMMAND FAILED */
 		return false;
 	}
+	if ((ms & SCSI_MS_HOLD) && (op->flags & SCSI_F_WRITE) && cmd->thread) {
+		scsi_priv(cmd)->held = true; /* waits for the hold to end (hold.c) */
+		return false;
+	}
 	return true;
 }
 
 /* The generic checks; returns false with status set if the command must not run. */
-static bool precheck(struct scsi_cmd *cmd, const struct scsi_op *op, struct scsi_lu *lu)
+/* inlined into both callers: the command path keeps it inline (scsi_cmd_rerun is the cold one) */
+static inline __attribute__((always_inline)) bool precheck(struct scsi_cmd *cmd,
+							  const struct scsi_op *op,
+							  struct scsi_lu *lu)
 {
 	struct scsi_priv *p = scsi_priv(cmd);
 	struct scsi_nexus *holder;
@@ -462,6 +478,16 @@ static bool precheck(struct scsi_cmd *cmd, const struct scsi_op *op, struct scsi
 		return false;
 	}
 	return true;
+}
+
+/* A write command counted in its I_T_L nexus until it completes, for a drain (hold.c): the
+ * nexus's thread is the only writer, so a plain load and store. */
+static inline void count_write(struct scsi_priv *p)
+{
+	p->counted = true;
+	atomic_store_explicit(&p->itl->wr_inflight,
+			      atomic_load_explicit(&p->itl->wr_inflight, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 }
 
 void scsi_cmd_exec(struct scsi_cmd *cmd)
@@ -513,13 +539,42 @@ void scsi_cmd_exec(struct scsi_cmd *cmd)
 			scsi_fail(cmd, SCSI_SENSE_ILLEGAL_REQUEST, 0x20, 0x00);
 		goto out;
 	}
-	if (lu && !precheck(cmd, op, lu))
+	if (lu && !precheck(cmd, op, lu)) {
+		if (p->held) { /* a write while the LU holds them: it waits (hold.c) */
+			p->held = false;
+			scsi_hold_park(cmd, op);
+			return;
+		}
 		goto out;
+	}
 	if (!lu && !cdb_fields_ok(cmd, op))
 		goto out;
+	if ((op->flags & SCSI_F_WRITE) && p->itl)
+		count_write(p);
 	if (op->fn(cmd, lu) == SCSI_ASYNC)
 		return;
 out:
+	scsi_cmd_finish(cmd);
+}
+
+void scsi_cmd_rerun(struct scsi_cmd *cmd, const struct scsi_op *op)
+{
+	struct scsi_priv *p = scsi_priv(cmd);
+	struct scsi_lu *lu = p->lu;
+
+	if (!precheck(cmd, op, lu)) {
+		if (p->held) { /* held again */
+			p->held = false;
+			scsi_hold_park(cmd, op);
+			return;
+		}
+		scsi_cmd_finish(cmd);
+		return;
+	}
+	if ((op->flags & SCSI_F_WRITE) && p->itl)
+		count_write(p);
+	if (op->fn(cmd, lu) == SCSI_ASYNC)
+		return;
 	scsi_cmd_finish(cmd);
 }
 
@@ -527,6 +582,6 @@ bool scsi_cmd_abort(struct scsi_cmd *cmd)
 {
 	if (scsi_copy_abort(cmd))
 		return false; /* it stops after the chunk in flight, with TASK ABORTED */
-	return scsi_sanitize_abort(cmd) || scsi_eject_abort(cmd);
+	return scsi_sanitize_abort(cmd) || scsi_eject_abort(cmd) || scsi_hold_abort(cmd);
 }
 

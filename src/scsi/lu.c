@@ -448,6 +448,7 @@ struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *in
 	for (unsigned i = 0; i < SCSI_MAX_LUNS; i++) {
 		atomic_init(&nx->itl[i].lu, NULL);
 		atomic_init(&nx->itl[i].ua_pending, false);
+		atomic_init(&nx->itl[i].wr_inflight, 0);
 		nx->itl[i].nx = nx;
 		list_init(&nx->itl[i].lu_link);
 	}
@@ -690,6 +691,7 @@ struct scsi_thread *scsi_thread_new(struct ev_loop *loop, struct scsi_lu_index *
 	t->loop = loop;
 	list_init(&t->sanitizes);
 	list_init(&t->eject_waits);
+	list_init(&t->hold_waits);
 	scsi_slow_thread_init(t);
 	t->bs = bs_thread_new(loop, 0, &err);
 	if (!t->bs) {
@@ -707,6 +709,7 @@ void scsi_thread_free(struct scsi_thread *t)
 	scsi_abort_thread_del(t);
 	scsi_sanitize_thread_stop(t);
 	scsi_eject_thread_stop(t);
+	scsi_hold_thread_stop(t);
 	bs_thread_free(t->bs);
 	scsi_slow_thread_fini(t);
 	free(t);

@@ -363,6 +363,25 @@ int scsi_lu_shrink(struct scsi_lu *lu, uint64_t bytes, char *err, size_t errlen)
  * CHANGE, 6/28/00). Any thread. */
 void scsi_lu_set_offline(struct scsi_lu *lu, bool offline);
 bool scsi_lu_offline(const struct scsi_lu *lu);
+/* Quiesce the LU's writes for a snapshot or a rollback (hold.c; docs/snapshots.md). busy
+ * false: new write commands wait (queued on their threads, not failed); busy true: every
+ * medium command gets NOT READY, LOGICAL UNIT NOT READY, OPERATION IN PROGRESS (02/04/07).
+ * Then the writes already running drain: cb(arg, 0) runs on loop once none is left, and the
+ * LU stays quiesced until scsi_lu_resume. If they have not drained within timeout_ms the
+ * quiesce ends by itself (the held writes run, nothing is refused any more) and cb gets
+ * -ETIMEDOUT. -EBUSY when the LU is quiesced already, -EINPROGRESS while a SANITIZE runs
+ * (it writes with no command in flight), -ENOMEDIUM without medium, -ENOMEM.
+ * Main thread (loop is its loop); cb is never called before this returns. */
+typedef void (*scsi_quiesce_cb)(void *arg, int rc);
+int scsi_lu_quiesce(struct scsi_lu *lu, struct ev_loop *loop, unsigned timeout_ms, bool busy,
+		    scsi_quiesce_cb cb, void *arg);
+/* End a quiesce that drained: held writes run, refused commands are served again; with
+ * changed (after a rollback) every I_T nexus that used the LU gets NOT READY TO READY
+ * CHANGE, MEDIUM MAY HAVE CHANGED (6/28/00). */
+void scsi_lu_resume(struct scsi_lu *lu, bool changed);
+/* I_T nexuses that have used the LU and still exist (a rollback refuses them unless
+ * forced). */
+unsigned scsi_lu_nexus_count(struct scsi_lu *lu);
 /* Change the write cache (WCE, current and default) and the write protection (readonly) of an
  * LU while it serves; -1 leaves one as it is. Every I_T nexus that used the LU gets MODE
  * PARAMETERS CHANGED (6/2A/01) when either changed. An LU whose backend was opened read-only

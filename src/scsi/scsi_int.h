@@ -39,6 +39,7 @@ struct scsi_thread {
 	struct list_head abort_link; /* on ix->threads */
 	struct list_head sanitizes; /* scsi_sanitize operations driven by this thread */
 	struct list_head eject_waits; /* START STOP UNIT waiting for other nexuses' loss (spc.c) */
+	struct list_head hold_waits;  /* writes waiting for their LU's hold to end (hold.c) */
 	unsigned gslot;		     /* this thread's fast-path counter in every LU's guard */
 	struct list_head slow_free;  /* struct scsi_slow kept for reuse */
 	unsigned nslow_free;
@@ -97,6 +98,10 @@ struct scsi_itl {
 	uint8_t ua[SCSI_UA_QUEUE][2];
 	uint8_t copy_next;	  /* next copy_log slot to overwrite */
 	struct scsi_copy_status copy_log[SCSI_COPY_LOG];
+	/* write commands of this nexus in the LU (between precheck and completion): changed by
+	 * the nexus's thread only (a relaxed load and store, no read-modify-write), read by a
+	 * drain (hold.c) under lu->lock */
+	atomic_uint wr_inflight;
 };
 
 struct scsi_nexus {
@@ -227,6 +232,10 @@ struct scsi_lu {
 	atomic_uint rod_live;
 	_Atomic(struct scsi_rod_table *) rod;
 
+	/* A hold or a busy state (SCSI_MS_HOLD, SCSI_MS_BUSY) set by scsi_lu_quiesce, until
+	 * scsi_lu_resume or its timeout (hold.c); under lock */
+	bool quiescing;
+
 	/* COMPARE AND WRITE and VERIFY(BYTCHK): one at a time, synchronous, on scratch. */
 	pthread_mutex_t slow_lock;
 	uint8_t *scratch; /* SCSI_SCRATCH_BYTES, aligned */
@@ -246,6 +255,8 @@ struct scsi_priv {
 	uint8_t stage;
 	uint8_t gmode; /* the guard range held (guard.c) */
 	bool excl;     /* holds its LU range exclusively: its I/O bypasses the guard */
+	bool counted;  /* a write counted in itl->wr_inflight until it completes (hold.c) */
+	bool held;     /* precheck: a write that must wait for the LU's hold to end */
 };
 
 /* Slow-path context of a command: its guard range when it waits or holds one, and the state
@@ -309,6 +320,9 @@ typedef int (*scsi_exec_fn)(struct scsi_cmd *cmd, struct scsi_lu *lu);
 #define SCSI_MS_NOT_READY                                                                          \
 	0x10 /* the backend is not open yet (a networked one started                               \
 		offline) */
+#define SCSI_MS_HOLD 0x20 /* new writes wait (a snapshot is being taken, hold.c) */
+#define SCSI_MS_BUSY 0x40 /* medium commands get NOT READY, OPERATION IN PROGRESS (04/07): a
+			     rollback runs (hold.c) */
 
 /* Flags of a dispatch entry. */
 #define SCSI_F_ABSENT_OK   0x01 /* runs on an absent LUN (lu == NULL) */
@@ -462,6 +476,14 @@ void scsi_sanitize_thread_stop(struct scsi_thread *t);
 /* spc.c: a START STOP UNIT waiting for other nexuses' prevention to go ends (TASK ABORTED) */
 bool scsi_eject_abort(struct scsi_cmd *cmd);
 void scsi_eject_thread_stop(struct scsi_thread *t);
+
+/* hold.c: a write met SCSI_MS_HOLD (precheck set p->held): it waits on its thread and runs
+ * again (scsi_cmd_rerun) once the hold ends. Always completes the command eventually. */
+void scsi_hold_park(struct scsi_cmd *cmd, const struct scsi_op *op);
+bool scsi_hold_abort(struct scsi_cmd *cmd);
+void scsi_hold_thread_stop(struct scsi_thread *t);
+/* cmd.c: run a parked command from its checks on */
+void scsi_cmd_rerun(struct scsi_cmd *cmd, const struct scsi_op *op);
 
 /* mode.c */
 int scsi_spc_mode_sense(struct scsi_cmd *cmd, struct scsi_lu *lu);

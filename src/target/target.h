@@ -213,6 +213,35 @@ int ix_target_lun_retry(struct ix_target *t, const char *target, uint32_t lun);
  * RBD. Main thread. */
 int ix_target_lun_rejoin(struct ix_target *t, const char *target, uint32_t lun);
 
+/* Snapshots and clones of a running RBD LUN (tgt_snap.c, docs/snapshots.md). op is an enum
+ * bs_snap_op (backend/bs.h). CREATE holds the LU's new writes and drains the running ones
+ * first (bounded by timeout_ms, then aborted and the writes resumed); ROLLBACK takes the LU
+ * offline on this gateway first (NOT READY, OPERATION IN PROGRESS) and refuses while I_T
+ * nexuses use it unless force, and posts NOT READY TO READY CHANGE after; the others leave the
+ * LU alone. 0: cb runs later on the main loop, with rc 0 or -errno and a message, the list of
+ * a LIST, and how long the LU's writes were held (held_ms); else -errno with the reason in err
+ * (no such LUN, not an RBD LUN, quiesced already, nexuses using it, not the lock's owner) and
+ * cb is never called. Main thread. */
+struct bs_snap_info;
+struct ix_snap_args {
+	int op;
+	const char *name, *clone_pool, *clone_image;
+	unsigned timeout_ms;
+	bool force;
+};
+struct ix_snap_result {
+	int rc;
+	const char *err;
+	const struct bs_snap_info *list;
+	size_t n;
+	bool protected_now; /* CLONE: the snapshot was protected for a v1 clone */
+	unsigned held_ms;   /* CREATE, ROLLBACK: how long writes were held or refused */
+};
+typedef void (*ix_snap_cb)(void *arg, const struct ix_snap_result *res);
+int ix_target_lun_snap(struct ix_target *t, const char *target, uint32_t lun,
+		       const struct ix_snap_args *a, ix_snap_cb cb, void *arg, char *err,
+		       size_t errlen);
+
 /* The main loop (for tools that add their own watches, e.g. signalfd). */
 struct ev_loop *ix_target_main_loop(struct ix_target *t);
 

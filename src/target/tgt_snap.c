@@ -1,0 +1,274 @@
+/* Snapshots and clones of a running RBD LUN (target.h: ix_target_lun_snap;
+ * docs/snapshots.md). The main loop drives each request: the LU's quiesce (scsi/hold.c), the
+ * backend's request on its helper thread (bs_ops.snap, backend/bs_rbd_snap.c), whose end is
+ * posted back here, then the LU's resume and the caller's callback.
+ *
+ * A snapshot (CREATE) is bounded by timeout_ms from the moment the hold starts: the drain of
+ * the writes in flight, then rbd_snap_create. If the drain does not end in time the hold ends
+ * and nothing is created; if the cluster has not answered rbd_snap_create in time the writes
+ * resume at once, the caller gets the error, and a snapshot that is made after all is deleted
+ * (it may hold writes acknowledged after the hold ended: not the crash-consistent point). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/bs.h"
+#include "event/loop.h"
+#include "ha/ha.h"
+#include "scsi/scsi.h"
+#include "target/target.h"
+#include "target/tgt_int.h"
+#include "util/log.h"
+
+struct snap_op {
+	struct ix_target *t;
+	struct ev_loop *loop;
+	struct scsi_lu *lu; /* referenced until the op ends */
+	struct bs_dev *dev;
+	struct bs_snap_req req;
+	struct ev_post post;	  /* the backend's answer, to the main loop */
+	struct ev_timer deadline; /* CREATE: the hold's bound */
+	uint64_t start_ms;	  /* the hold began */
+	unsigned timeout_ms;
+	bool held;     /* the LU is quiesced */
+	bool answered; /* cb has run (the deadline answered first) */
+	bool cleanup;  /* the request running is the removal of an abandoned snapshot */
+	char lu_name[300];
+	ix_snap_cb cb;
+	void *arg;
+};
+
+static void op_free(struct snap_op *o)
+{
+	ev_timer_stop(o->loop, &o->deadline);
+	scsi_lu_put(o->lu);
+	free(o->req.list);
+	free(o);
+}
+
+static void answer(struct snap_op *o, int rc, const char *err)
+{
+	struct ix_snap_result r = {
+	    .rc = rc,
+	    .err = err,
+	    .list = o->req.list,
+	    .n = o->req.n,
+	    .protected_now = o->req.protected_now,
+	    .held_ms = o->start_ms ? (unsigned)(ev_now_ms(o->loop) - o->start_ms) : 0};
+
+	o->answered = true;
+	o->cb(o->arg, &r);
+}
+
+static void resume(struct snap_op *o, bool changed)
+{
+	if (!o->held)
+		return;
+	o->held = false;
+	scsi_lu_resume(o->lu, changed);
+}
+
+/* Main loop: the backend's answer. */
+static void on_result(void *arg)
+{
+	struct snap_op *o = arg;
+
+	if (o->cleanup) {
+		if (o->req.result < 0)
+			log_warn("target", "%s: the abandoned snapshot %s could not be deleted: %s",
+				 o->lu_name, o->req.name, o->req.err);
+		op_free(o);
+		return;
+	}
+	ev_timer_stop(o->loop, &o->deadline);
+	if (o->answered) { /* the deadline ended the hold: the snapshot is not the consistent
+			      point, it goes */
+		if (o->req.result == 0 && o->req.op == BS_SNAP_CREATE) {
+			log_warn("target", "%s: snapshot %s was made after its deadline: deleted",
+				 o->lu_name, o->req.name);
+			o->cleanup = true;
+			o->req.op = BS_SNAP_REMOVE;
+			if (bs_dev_snap(o->dev, &o->req) == 0)
+				return;
+			log_warn("target", "%s: cannot delete snapshot %s: %s", o->lu_name,
+				 o->req.name, o->req.err);
+		}
+		op_free(o);
+		return;
+	}
+	/* a rollback changed the medium, also when it failed half-way */
+	resume(o, o->req.op == BS_SNAP_ROLLBACK);
+	answer(o, o->req.result, o->req.result < 0 ? o->req.err : NULL);
+	op_free(o);
+}
+
+/* The backend's helper thread. */
+static void on_done(struct bs_snap_req *req)
+{
+	struct snap_op *o = req->arg;
+
+	ev_loop_post_node(o->loop, &o->post, on_result, o);
+}
+
+static void on_deadline(struct ev_timer *tm)
+{
+	struct snap_op *o = tm->arg;
+	char err[1024];
+
+	/* only while rbd_snap_create runs (the drain has its own bound) */
+	snprintf(err, sizeof(err),
+		 "%s: the cluster did not create snapshot %s within %u ms: aborted, writes "
+		 "resumed (a snapshot made later is deleted)",
+		 o->lu_name, o->req.name, o->timeout_ms);
+	log_warn("target", "%s", err);
+	resume(o, false);
+	answer(o, -ETIMEDOUT, err);
+	/* o lives on until the backend answers (on_result) */
+}
+
+/* Main loop: the LU's writes drained (rc 0), or not within the bound. */
+static void on_quiesced(void *arg, int rc)
+{
+	struct snap_op *o = arg;
+	uint64_t spent;
+	char err[1024];
+
+	if (rc < 0) {
+		o->held = false; /* the quiesce ended it itself */
+		snprintf(err, sizeof(err),
+			 "%s: the writes in flight did not complete within %u ms: %s aborted, "
+			 "I/O resumed",
+			 o->lu_name, o->timeout_ms,
+			 o->req.op == BS_SNAP_CREATE ? "snapshot" : "rollback");
+		answer(o, rc, err);
+		op_free(o);
+		return;
+	}
+	if (bs_dev_snap(o->dev, &o->req) < 0) {
+		resume(o, false);
+		answer(o, -EIO, o->req.err);
+		op_free(o);
+		return;
+	}
+	/* a rollback is not bounded: the LU stays NOT READY until the image is rolled back */
+	if (o->req.op == BS_SNAP_CREATE) {
+		spent = ev_now_ms(o->loop) - o->start_ms;
+		ev_timer_start(o->loop, &o->deadline,
+			       spent < o->timeout_ms ? o->timeout_ms - spent : 0);
+	}
+}
+
+/* With the managed exclusive lock only its owner has writes in flight (and may create
+ * snapshots): this gateway must be it. */
+static int owner_check(struct snap_op *o, char *err, size_t errlen)
+{
+	struct ha_dev_status hs;
+
+	if (ha_dev_status(o->dev, &hs) < 0)
+		return 0;
+	if (hs.offline) {
+		snprintf(err, errlen, "%s: the image is not open here: %s", o->lu_name, hs.reason);
+		return -ENOTCONN;
+	}
+	/* "open": no managed lock (every gateway writes: only this one's writes are held) */
+	if (hs.lock[0] && strcmp(hs.lock, "owner") != 0 && strcmp(hs.lock, "open") != 0) {
+		snprintf(err, errlen,
+			 "%s: this gateway does not hold the image's exclusive lock (%s): take the "
+			 "snapshot through the gateway that owns it",
+			 o->lu_name, hs.lock);
+		return -EPERM;
+	}
+	return 0;
+}
+
+int ix_target_lun_snap(struct ix_target *t, const char *target, uint32_t lun,
+		       const struct ix_snap_args *a, ix_snap_cb cb, void *arg, char *err,
+		       size_t errlen)
+{
+	struct tgt_node *n = tgt_node_get(t, target);
+	struct scsi_lu *lu = n && lun < SCSI_MAX_LUNS ? scsi_lun_map_get(n->map, lun) : NULL;
+	struct snap_op *o;
+	bool quiesce = a->op == BS_SNAP_CREATE || a->op == BS_SNAP_ROLLBACK;
+	unsigned users;
+	int rc;
+
+	if (!lu) {
+		if (n)
+			tgt_node_put(n);
+		snprintf(err, errlen, "%s: no LUN %u", target, lun);
+		return -ENOENT;
+	}
+	if (!scsi_lu_dev(lu)) {
+		tgt_node_put(n);
+		snprintf(err, errlen, "%s LUN %u: no medium", target, lun);
+		return -ENOMEDIUM;
+	}
+	o = calloc(1, sizeof(*o));
+	if (!o) {
+		tgt_node_put(n);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	scsi_lu_get(lu);
+	tgt_node_put(n);
+	o->t = t;
+	o->loop = ix_target_main_loop(t);
+	o->lu = lu;
+	o->dev = scsi_lu_dev(lu);
+	o->cb = cb;
+	o->arg = arg;
+	o->timeout_ms = a->timeout_ms;
+	snprintf(o->lu_name, sizeof(o->lu_name), "%s LUN %u", target, lun);
+	ev_timer_init(&o->deadline, on_deadline, o);
+	o->req.op = (enum bs_snap_op)a->op;
+	o->req.done = on_done;
+	o->req.arg = o;
+	snprintf(o->req.name, sizeof(o->req.name), "%s", a->name ? a->name : "");
+	snprintf(o->req.clone_pool, sizeof(o->req.clone_pool), "%s",
+		 a->clone_pool ? a->clone_pool : "");
+	snprintf(o->req.clone_image, sizeof(o->req.clone_image), "%s",
+		 a->clone_image ? a->clone_image : "");
+	if (!o->dev->ops->snap) {
+		snprintf(err, errlen, "%s: a %s LUN has no snapshots (only RBD LUNs)", o->lu_name,
+			 o->dev->ops->name);
+		op_free(o);
+		return -EOPNOTSUPP;
+	}
+	if (quiesce && (rc = owner_check(o, err, errlen)) < 0) {
+		op_free(o);
+		return rc;
+	}
+	if (a->op == BS_SNAP_ROLLBACK && !a->force && (users = scsi_lu_nexus_count(lu)) > 0) {
+		snprintf(err, errlen,
+			 "%s: %u I_T nexus(es) use the LU: a rollback changes the data under them "
+			 "(log them out first, or force)",
+			 o->lu_name, users);
+		op_free(o);
+		return -EBUSY;
+	}
+	if (!quiesce) {
+		rc = bs_dev_snap(o->dev, &o->req);
+		if (rc < 0) {
+			snprintf(err, errlen, "%s", o->req.err);
+			op_free(o);
+		}
+		return rc;
+	}
+	o->start_ms = ev_now_ms(o->loop);
+	rc = scsi_lu_quiesce(lu, o->loop, a->timeout_ms, a->op == BS_SNAP_ROLLBACK, on_quiesced, o);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: %s", o->lu_name,
+			 rc == -EBUSY	      ? "a snapshot or a rollback of it is under way"
+			 : rc == -EINPROGRESS ? "a SANITIZE of it is in progress"
+					      : strerror(-rc));
+		op_free(o);
+		return rc;
+	}
+	o->held = true;
+	log_info("target", "%s: %s: %s (at most %u ms)", o->lu_name, o->req.name,
+		 a->op == BS_SNAP_CREATE ? "writes held for a snapshot"
+					 : "not ready for a rollback",
+		 a->timeout_ms);
+	return 0;
+}
