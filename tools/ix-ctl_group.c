@@ -2,6 +2,8 @@
  *   group status                                    members, generations, health, LUN locks
  *   group member add NAME --portal ADDR[:PORT] [--portal ...] [--id N]
  *   group member remove NAME
+ *   group init MEMBER [--pool P] [--namespace N] [--object O] [--ceph-conf PATH]
+ *              [--ceph-client ID] [--keyring PATH]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,8 +97,32 @@ static int member_add(int argc, char **argv)
 	return run("group_add_member", params, "member added");
 }
 
+static int init(int argc, char **argv)
+{
+	static const char *const opts[][2] = {
+	    {"--pool", "pool"},		{"--namespace", "namespace"}, {"--object", "object"},
+	    {"--ceph-conf", "conf"},	{"--ceph-client", "client"},  {"--keyring", "keyring"}};
+	json_t *g = json_pack("{s:s}", "member", argv[0]);
+
+	for (int i = 1; i < argc; i++) {
+		size_t k = 0;
+		while (k < sizeof(opts) / sizeof(opts[0]) && strcmp(argv[i], opts[k][0]) != 0)
+			k++;
+		if (k == sizeof(opts) / sizeof(opts[0]) || i + 1 >= argc) {
+			json_decref(g);
+			return die_usage("group init MEMBER [--pool P] [--namespace N] [--object O] "
+					 "[--ceph-conf PATH] [--ceph-client ID] [--keyring PATH]%s",
+					 "");
+		}
+		json_object_set_new(g, opts[k][1], json_string(argv[++i]));
+	}
+	return run("group_init", json_pack("{s:o}", "group", g), "group document written");
+}
+
 int cmd_group(int argc, char **argv)
 {
+	if (argc >= 2 && strcmp(argv[0], "init") == 0)
+		return init(argc - 1, argv + 1);
 	if (argc == 1 && strcmp(argv[0], "status") == 0)
 		return show("group_get_status", json_object(), print_status);
 	if (argc >= 3 && strcmp(argv[0], "member") == 0 && strcmp(argv[1], "add") == 0)
@@ -105,6 +131,6 @@ int cmd_group(int argc, char **argv)
 		return run("group_remove_member", json_pack("{s:s}", "name", argv[2]),
 			   "member removed");
 	return die_usage("group status | group member add NAME --portal ADDRESS[:PORT] | group "
-			 "member remove NAME%s",
+			 "member remove NAME | group init MEMBER [options]%s",
 			 "");
 }

@@ -288,7 +288,7 @@ int main(int argc, char **argv)
 	metrics_server_free(metrics);
 	rpc_server_free(rpc);
 	free((char *)rpc_path);
+	ix_mgmt_free(sc.mgmt); /* first: a group's watch is on the target's main loop */
 	ix_target_free(tgt);
-	ix_mgmt_free(sc.mgmt);
 	return r < 0 ? 1 : 0;
 }

@@ -110,6 +110,11 @@ static const struct mgmt_param p_group_add[] = {
     {"id", MGMT_T_INTEGER, false, "its id (tpgt, ALUA group), default the highest + 1"}, DRY_RUN,
     PEND};
 
+static const struct mgmt_param p_group_init[] = {
+    {"group", MGMT_T_OBJECT, true,
+     "where and who: {pool, namespace, object, member, conf, client, keyring}"},
+    DRY_RUN, PEND};
+
 static const struct method {
 	const char *name;
 	int (*fn)(struct call *c);
@@ -167,6 +172,8 @@ static const struct method {
     {"group_add_member", mgmt_m_group_member_add, true, p_group_add, "add a gateway to the group"},
     {"group_remove_member", mgmt_m_group_member_remove, true, p_delete_named,
      "remove a gateway from the group"},
+    {"group_init", mgmt_m_group_init, true, p_group_init,
+     "write a first group document from this gateway's configuration"},
 };
 
 static const char *const type_names[] = {

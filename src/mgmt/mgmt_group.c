@@ -25,6 +25,7 @@ struct mgmt_group {
 	uint64_t ver;          /* the object version read last (applied or not) */
 	uint64_t failed_gen;   /* the generation that could not be applied, 0 none */
 	char error[1024];      /* why ("" none) */
+	char read_error[1024]; /* the last failed read's message, logged once */
 	char *status;          /* the status object's text written last (without its time) */
 	struct ix_mgmt *m;
 	struct ev_loop *loop;
@@ -294,8 +295,8 @@ static int apply(struct mgmt_group *g, json_t *d, uint64_t ver)
 	return 0;
 }
 
-/* Read the object; apply it when it changed. */
-static void refresh(struct mgmt_group *g)
+/* Read the object; apply it when it changed (force: even when it did not). */
+static void refresh(struct mgmt_group *g, bool force)
 {
 	char why[1024], *text;
 	size_t len;
@@ -305,11 +306,16 @@ static void refresh(struct mgmt_group *g)
 
 	rc = ha_group_read(g->h, &text, &len, &ver, why, sizeof(why));
 	if (rc < 0) {
-		log_warn("group", "%s (still serving generation %llu)", why,
-			 (unsigned long long)ha_group_generation(g->doc));
+		if (strcmp(why, g->read_error) != 0)
+			log_warn("group", "%s (still serving generation %llu)", why,
+				 (unsigned long long)ha_group_generation(g->doc));
+		snprintf(g->read_error, sizeof(g->read_error), "%s", why);
 		return;
 	}
-	if (ver == g->ver) {
+	if (g->read_error[0])
+		log_info("group", "%s: readable again", ha_group_name(g->h));
+	g->read_error[0] = '\0';
+	if (ver == g->ver && !force) {
 		free(text);
 		return;
 	}
@@ -323,7 +329,8 @@ static void refresh(struct mgmt_group *g)
 		set_error(g, 0, msg); /* its generation unknown */
 		return;
 	}
-	if (ha_group_generation(d) == ha_group_generation(g->doc) && json_equal(d, g->doc)) {
+	if (!force && ha_group_generation(d) == ha_group_generation(g->doc) &&
+	    json_equal(d, g->doc)) {
 		g->ver = ver;
 		json_decref(d);
 		return;
@@ -352,7 +359,7 @@ static void on_event(struct ev_io *w, uint32_t revents)
 			 ha_group_name(g->h));
 		watch_again(g);
 	}
-	refresh(g);
+	refresh(g, false);
 	status_put(g);
 }
 
@@ -361,7 +368,7 @@ static void on_timer(struct ev_timer *t)
 	struct mgmt_group *g = t->arg;
 
 	watch_again(g);
-	refresh(g);
+	refresh(g, false);
 	status_put(g);
 	ev_timer_start(g->loop, &g->timer, g->ref.poll_ms);
 }
@@ -511,10 +518,8 @@ int mgmt_group_reload(struct mgmt_group *g, char *err, size_t errlen)
 	json_decref(g->local);
 	g->local = l;
 	g->ref.poll_ms = ref.poll_ms;
-	g->ver = 0; /* read and apply again, whatever the version */
-	json_decref(g->doc);
-	g->doc = NULL;
-	refresh(g);
+	g->error[0] = '\0';
+	refresh(g, true); /* read and apply again, whatever the version */
 	status_put(g);
 	if (g->error[0]) {
 		snprintf(err, errlen, "%s", g->error);
@@ -587,7 +592,8 @@ int mgmt_group_commit(struct call *c, json_t *newdoc, bool dry_run)
 	} else {
 		g->failed_gen = 0;
 		g->error[0] = '\0';
-		json_object_set_new(c->result, "generation",
+		if (c->result)
+			json_object_set_new(c->result, "generation",
 				    json_integer((json_int_t)ha_group_generation(written)));
 	}
 	ha_group_notify(g->h);
@@ -761,7 +767,7 @@ static int member_edit(struct call *c, bool add)
 					      (json_int_t)ha_group_generation(d));
 			json_decref(d);
 			ha_group_notify(g->h);
-			refresh(g);
+			refresh(g, false);
 			status_put(g);
 			return 0;
 		}
@@ -778,4 +784,128 @@ int mgmt_m_group_member_add(struct call *c)
 int mgmt_m_group_member_remove(struct call *c)
 {
 	return member_edit(c, false);
+}
+
+/* ---- a first document from this gateway's configuration ---- */
+
+static int ref_param(struct call *c, json_t *p, struct ha_group_ref *ref, char *err, size_t errlen)
+{
+	json_t *l = json_pack("{s:O}", "group", p);
+	int rc;
+
+	if (!l)
+		return -ENOMEM;
+	rc = ha_group_ref_parse(l, ref, err, errlen);
+	json_decref(l);
+	(void)c;
+	return rc;
+}
+
+/* The document a gateway's running configuration makes, as member 1 of a new group. */
+static json_t *first_doc(json_t *cur, const char *member, char *err, size_t errlen)
+{
+	json_t *d = NULL, *ps = json_array(), *ts = json_array(), *g = json_object(), *p, *t, *v;
+	const char *k;
+	size_t i;
+
+	if (!ps || !ts || !g)
+		goto oom;
+	json_array_foreach(json_object_get(cur, "portals"), i, p)
+	{
+		json_t *np = json_pack("{s:O}", "address", json_object_get(p, "address"));
+		if (!np || json_array_append_new(ps, np) < 0)
+			goto oom;
+		if ((v = json_object_get(p, "port")))
+			json_object_set(np, "port", v);
+		if ((v = json_object_get(p, "transports")))
+			json_object_set(np, "transports", v);
+	}
+	json_object_foreach(json_object_get(cur, "global"), k, v)
+		if (!ha_group_global_local(k) && json_object_set(g, k, v) < 0)
+			goto oom;
+	json_array_foreach(json_object_get(cur, "targets"), i, t)
+	{
+		json_t *nt = json_deep_copy(t), *a;
+		if (!nt || json_array_append_new(ts, nt) < 0)
+			goto oom;
+		if (json_object_get(nt, "portals") || json_object_get(nt, "redirect")) {
+			snprintf(err, errlen,
+				 "targets[%zu]: its portals or redirect are per gateway: remove them "
+				 "first (a group's target is on every portal of its members)",
+				 i);
+			goto fail;
+		}
+		a = json_object_get(nt, "alua");
+		if (json_is_object(a)) {
+			json_object_del(a, "groups");
+			if (json_object_size(a) == 0)
+				json_object_del(nt, "alua");
+		}
+	}
+	d = json_pack("{s:s, s:i, s:i, s:O, s:[{s:s, s:i, s:O}], s:O}", "kind", HA_GROUP_KIND,
+		      "version", 1, "generation", 1, "global", g, "members", "name", member, "id",
+		      1, "portals", ps, "targets", ts);
+	if (!d)
+		goto oom;
+	json_decref(ps);
+	json_decref(ts);
+	json_decref(g);
+	return d;
+oom:
+	snprintf(err, errlen, "out of memory");
+fail:
+	json_decref(ps);
+	json_decref(ts);
+	json_decref(g);
+	return NULL;
+}
+
+int mgmt_m_group_init(struct call *c)
+{
+	static const char *const keys[] = {"group", "dry_run", NULL};
+	struct ha_group_ref ref;
+	struct ha_group *h = NULL;
+	json_t *p = NULL, *d;
+	char err[1024], *text;
+	bool dry_run;
+	int rc;
+
+	if (mgmt_p_keys(c, keys) < 0 || mgmt_p_obj(c, "group", &p) < 0 ||
+	    mgmt_p_bool(c, "dry_run", &dry_run) < 0)
+		return -1;
+	if (c->m->group)
+		return mgmt_err_set(c->e, MGMT_ERR_EXISTS,
+				    "this gateway is in a group already: its document is %s",
+				    ha_group_name(c->m->group->h));
+	if (ref_param(c, p, &ref, err, sizeof(err)))
+		return mgmt_err_set(c->e, -32602, "params.%s", err);
+	if (!(d = first_doc(c->m->doc, ref.member, err, sizeof(err))))
+		return mgmt_err_set(c->e, MGMT_ERR_INVALID_CONFIG, "%s", err);
+	if ((rc = mgmt_group_validate(d, NULL, ref.member, err, sizeof(err)))) {
+		json_decref(d);
+		return mgmt_err_set(c->e, MGMT_ERR_INVALID_CONFIG, "%s", err);
+	}
+	if (dry_run) {
+		c->result = json_pack("{s:b, s:i, s:I}", "changed", 1, "generation", 1, "targets",
+				      (json_int_t)json_array_size(json_object_get(d, "targets")));
+		json_decref(d);
+		return 0;
+	}
+	text = json_dumps(d, JSON_INDENT(2));
+	rc = text ? ha_group_open(&ref, &h, err, sizeof(err)) : -ENOMEM;
+	if (rc == 0)
+		rc = ha_group_write(h, text, strlen(text), 0, err, sizeof(err));
+	if (rc == -ECANCELED)
+		snprintf(err, sizeof(err), "group %s exists already: not overwritten",
+			 ha_group_name(h));
+	free(text);
+	ha_group_close(h);
+	if (rc == 0)
+		c->result = json_pack("{s:b, s:i, s:I}", "changed", 1, "generation", 1, "targets",
+				      (json_int_t)json_array_size(json_object_get(d, "targets")));
+	json_decref(d);
+	if (rc)
+		return mgmt_err_set(c->e, rc == -ECANCELED ? MGMT_ERR_EXISTS : MGMT_ERR_IO, "%s",
+				    err);
+	return 0;
 }

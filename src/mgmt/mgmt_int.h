@@ -137,5 +137,6 @@ int mgmt_group_commit(struct call *c, json_t *newdoc, bool dry_run);
 int mgmt_m_group_status(struct call *c);
 int mgmt_m_group_member_add(struct call *c);
 int mgmt_m_group_member_remove(struct call *c);
+int mgmt_m_group_init(struct call *c);
 
 #endif

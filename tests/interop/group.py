@@ -29,6 +29,10 @@ log in through a standby path, so they use the first).
               `ix-ctl group status` through A says C failed that generation and why;
   members     `ix-ctl group member add D --portal ...` then `group member remove D`: every
               gateway's REPORT TARGET PORT GROUPS lists group 4 then not;
+  init        a gateway with an ordinary file writes a first document of its own
+              (`ix-ctl group init gw-x --object ix.group2`): `rados get` shows it (generation 1,
+              member gw-x with the gateway's portal, its target); a second init is refused;
+              started again from a local file naming that group, it serves the same LUN;
   no sanitizer report in any gateway's log.
 Skips (77) only when Ceph, the libiscsi tools or ix-target are missing.
 """
@@ -366,11 +370,54 @@ def scenario(cl, tmp):
                      'group member add gw-d through A (rc %d %s): group 4 on every gateway '
                      'after %.1f s; group member remove gw-d through B (rc %d %s): gone after '
                      '%.1f s' % (rc, out[:80], took, rc2, out2[:80], took2))
+        step_init(cl, tmp)
     finally:
         for g in gws:
             if g.d:
                 g.d.stop()
                 ixtest.check_sanitizer(report, g.d, g.name)
+
+
+def step_init(cl, tmp):
+    port, sock = ixtest.free_port(), os.path.join(tmp, 'x.sock')
+    iqn = 'iqn.2024-01.org.ix.test:group-init'
+    plain = os.path.join(tmp, 'x-plain.json')
+    with open(plain, 'w') as f:
+        json.dump({'global': {'mgmt_socket': sock},
+                   'portals': [{'name': 'p', 'address': HOST, 'port': port}],
+                   'targets': [{'name': iqn, 'luns': [{'lun': 0, 'backend': 'ram',
+                                                       'size': '4M'}]}]}, f)
+    d = ixtest.Daemon(plain, 'group.ix-target-x.log', BUILD)
+    try:
+        rc, out = ctl(sock, 'group', 'init', 'gw-x', '--object', 'ix.group2', '--ceph-conf',
+                      cl.conf)
+        rc2, out2 = ctl(sock, 'group', 'init', 'gw-x', '--object', 'ix.group2',
+                        '--ceph-conf', cl.conf)
+    finally:
+        d.stop()
+        ixtest.check_sanitizer(report, d, 'x-plain')
+    doc = json.loads(cl.rados('-p', 'rbd', 'get', 'ix.group2', '-'))
+    local = os.path.join(tmp, 'x.json')
+    with open(local, 'w') as f:
+        json.dump({'group': {'object': 'ix.group2', 'member': 'gw-x', 'conf': cl.conf},
+                   'global': {'mgmt_socket': sock}}, f)
+    d = ixtest.Daemon(local, 'group.ix-target-x.log', BUILD, append=True)
+    try:
+        r = run(['iscsi-readcapacity16', '-i', INI,
+                 'iscsi://%s:%d/%s/0' % (HOST, port, iqn)], 30)
+    finally:
+        d.stop()
+        ixtest.check_sanitizer(report, d, 'x-group')
+    m = doc.get('members', [{}])[0]
+    report.check('init', rc == 0 and doc.get('generation') == 1 and m.get('name') == 'gw-x' and
+                 m.get('portals') == [{'address': HOST, 'port': port}] and
+                 [t['name'] for t in doc.get('targets', [])] == [iqn] and
+                 rc2 == 1 and 'exists already' in out2 and r.returncode == 0,
+                 'ix-ctl group init through a plain gateway: rc %d (%s); rados get: generation '
+                 '%s, members %s, targets %s; again: rc %d (%s); the gateway from a local file '
+                 'naming the group: iscsi-readcapacity16 exit %d' %
+                 (rc, out[:60], doc.get('generation'), doc.get('members'),
+                  [t['name'] for t in doc.get('targets', [])], rc2, out2[:80], r.returncode))
 
 
 def main():
