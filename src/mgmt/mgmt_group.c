@@ -891,6 +891,10 @@ int mgmt_m_group_init(struct call *c)
 		json_decref(d);
 		return 0;
 	}
+	if (c->m->no_save) { /* fuzzing: no cluster either */
+		json_decref(d);
+		return mgmt_err_set(c->e, MGMT_ERR_IO, "writing is disabled");
+	}
 	text = json_dumps(d, JSON_INDENT(2));
 	rc = text ? ha_group_open(&ref, &h, err, sizeof(err)) : -ENOMEM;
 	if (rc == 0)
