@@ -69,8 +69,9 @@ report = ixtest.Reporter('group')
 
 
 def ctl(sock, *args):
+    """ix-ctl's exit status and its output on one line (for the result lines)."""
     r = run([os.path.join(BUILD, 'tools', 'ix-ctl'), '-s', sock] + list(args), 60)
-    return r.returncode, (r.stdout + r.stderr).strip()
+    return r.returncode, ' '.join((r.stdout + r.stderr).split())
 
 
 def readcap(port, lun, ini=INI):
