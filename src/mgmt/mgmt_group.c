@@ -152,6 +152,15 @@ int mgmt_group_edit(const struct mgmt_group_io *io, json_t *base, json_t *olde, 
 			json_decref(nd);
 			return rc;
 		}
+		/* nothing to change in the document: no new generation */
+		json_object_set(nd, "generation", json_object_get(fresh, "generation"));
+		if (json_equal(nd, fresh)) {
+			json_decref(nd);
+			*written = fresh;
+			return 0;
+		}
+		json_object_set_new(nd, "generation",
+				    json_integer((json_int_t)ha_group_generation(fresh) + 1));
 		json_decref(fresh);
 		if (dry_run) {
 			*written = nd;
