@@ -758,6 +758,52 @@ int mgmt_m_group_status(struct call *c)
 	return 0;
 }
 
+/* The membership change in the document d: name added (with portals, id idv or the highest
+ * + 1) or removed (from the targets' lists too). -1 with c->e set. */
+static int member_change(struct call *c, json_t *d, const char *name, bool add, json_t *portals,
+			 json_t *idv)
+{
+	json_t *ms = json_object_get(d, "members"), *m, *t;
+	json_int_t id = 0;
+	long found = -1;
+	size_t i;
+
+	if (add) {
+		if (ha_group_member_id(d, name))
+			return mgmt_err_set(c->e, MGMT_ERR_EXISTS, "member %s is in the group already",
+					    name);
+		if (json_is_integer(idv))
+			id = json_integer_value(idv);
+		else
+			json_array_foreach(ms, i, m)
+				if (json_integer_value(json_object_get(m, "id")) >= id)
+					id = json_integer_value(json_object_get(m, "id")) + 1;
+		return json_array_append_new(ms, json_pack("{s:s, s:I, s:O}", "name", name, "id",
+							   id, "portals", portals)) < 0
+			       ? mgmt_err_set(c->e, -32603, "out of memory")
+			       : 0;
+	}
+	json_array_foreach(ms, i, m)
+		if (strcmp(json_string_value(json_object_get(m, "name")), name) == 0)
+			found = (long)i;
+	if (found < 0)
+		return mgmt_err_set(c->e, MGMT_ERR_NOT_FOUND, "no member named %s", name);
+	json_array_remove(ms, (size_t)found);
+	/* and from the targets' lists (a list left empty: the target goes to nobody, refused
+	   by the checks) */
+	json_array_foreach(json_object_get(d, "targets"), i, t)
+	{
+		json_t *tm = json_object_get(t, "members"), *v;
+		size_t j;
+		json_array_foreach(tm, j, v)
+			if (strcmp(json_string_value(v), name) == 0) {
+				json_array_remove(tm, j);
+				break;
+			}
+	}
+	return 0;
+}
+
 /* Add or remove a member: an edit of the document itself (not of this gateway's targets). */
 static int member_edit(struct call *c, bool add)
 {
@@ -781,11 +827,10 @@ static int member_edit(struct call *c, bool add)
 		return mgmt_err_set(c->e, MGMT_ERR_INVALID_CONFIG,
 				    "%s is this gateway: remove it through another member", name);
 	for (int try = 0; try < EDIT_TRIES && rc == -ECANCELED; try++) {
-		json_t *d, *ms, *m;
+		json_t *d;
 		char *text;
-		size_t len, i;
+		size_t len;
 		uint64_t ver;
-		json_int_t id = 0;
 
 		if (ha_group_read(g->h, &text, &len, &ver, err, sizeof(err)) < 0)
 			return mgmt_err_set(c->e, MGMT_ERR_IO, "%s", err);
@@ -794,48 +839,9 @@ static int member_edit(struct call *c, bool add)
 		if (!d)
 			return mgmt_err_set(c->e, MGMT_ERR_INVALID_CONFIG,
 					    "the group document is damaged: %s", err);
-		ms = json_object_get(d, "members");
-		if (add) {
-			if (ha_group_member_id(d, name)) {
-				json_decref(d);
-				return mgmt_err_set(c->e, MGMT_ERR_EXISTS,
-						    "member %s is in the group already", name);
-			}
-			if (json_is_integer(idv))
-				id = json_integer_value(idv);
-			else
-				json_array_foreach(ms, i, m)
-					if (json_integer_value(json_object_get(m, "id")) > id)
-						id = json_integer_value(json_object_get(m, "id"));
-			if (!json_is_integer(idv))
-				id++;
-			json_array_append_new(ms, json_pack("{s:s, s:I, s:O}", "name", name, "id",
-							    id, "portals", portals));
-		} else {
-			long found = -1;
-			json_t *t;
-
-			json_array_foreach(ms, i, m)
-				if (strcmp(json_string_value(json_object_get(m, "name")), name) == 0)
-					found = (long)i;
-			if (found < 0) {
-				json_decref(d);
-				return mgmt_err_set(c->e, MGMT_ERR_NOT_FOUND,
-						    "no member named %s", name);
-			}
-			json_array_remove(ms, (size_t)found);
-			/* and from the targets' lists (a list left empty: the target goes to
-			   nobody, refused by the checks) */
-			json_array_foreach(json_object_get(d, "targets"), i, t)
-			{
-				json_t *tm = json_object_get(t, "members"), *v;
-				size_t j;
-				json_array_foreach(tm, j, v)
-					if (strcmp(json_string_value(v), name) == 0) {
-						json_array_remove(tm, j);
-						break;
-					}
-			}
+		if (member_change(c, d, name, add, portals, idv) < 0) {
+			json_decref(d);
+			return -1;
 		}
 		json_object_set_new(d, "generation",
 				    json_integer((json_int_t)ha_group_generation(d) + 1));
