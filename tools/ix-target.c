@@ -144,6 +144,7 @@ int main(int argc, char **argv)
 	struct ix_config *cfg;
 	struct ix_target *tgt;
 	struct sigctx sc = {0};
+	struct mgmt_group *group = NULL;
 	char err[1024];
 	sigset_t mask;
 
@@ -180,7 +181,15 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	r = ix_mgmt_load(config, &cfg, &doc, err, sizeof(err));
+	/* signals are taken through a signalfd on the main loop; block them in every thread
+	   (before loading: a group's configuration starts librados' threads) */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	r = ix_mgmt_load_any(config, &cfg, &doc, &group, err, sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "ix-target: %s\n", err);
 		return 1;
@@ -188,12 +197,14 @@ int main(int argc, char **argv)
 	if (check_testing(cfg, config, sc.testing, err, sizeof(err)) < 0) {
 		fprintf(stderr, "ix-target: %s\n", err);
 		cfg_free(cfg);
+		mgmt_group_free(group);
 		json_decref(doc);
 		return 1;
 	}
 	if (check) {
 		printf("ix-target: %s: configuration is valid\n", config ? config : "(built-in)");
 		cfg_free(cfg);
+		mgmt_group_free(group);
 		json_decref(doc);
 		return 0;
 	}
@@ -205,6 +216,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "ix-target: global.mgmt_group: no group named \"%s\"\n",
 				cfg->global.mgmt_group);
 			cfg_free(cfg);
+			mgmt_group_free(group);
 			json_decref(doc);
 			return 1;
 		}
@@ -212,29 +224,41 @@ int main(int argc, char **argv)
 	}
 	ix_log_set_level(level >= 0 ? level : cfg->global.log_level);
 
-	/* signals are taken through a signalfd on the main loop; block them in every thread */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &mask, NULL);
-	signal(SIGPIPE, SIG_IGN);
 
 	/* cfg belongs to the target from here: the socket path is copied first */
 	if ((rpc_path && !(rpc_path = strdup(rpc_path))) ||
 	    (cfg->global.metrics_listen &&
 	     !(metrics_listen = strdup(cfg->global.metrics_listen)))) {
 		fprintf(stderr, "ix-target: out of memory\n");
+		mgmt_group_free(group);
 		return 1;
 	}
 	r = ix_target_new(cfg, &tgt, err, sizeof(err));
+	if (r < 0 && group) {
+		/* a group's generation this gateway cannot serve: the last good one it kept */
+		char why[1024];
+		json_t *gdoc;
+
+		snprintf(why, sizeof(why), "%s", err[0] ? err : strerror(-r));
+		if (mgmt_group_fallback(group, why, &cfg, &gdoc, err, sizeof(err)) == 0) {
+			json_decref(doc);
+			doc = gdoc;
+			r = ix_target_new(cfg, &tgt, err, sizeof(err));
+		} else {
+			fprintf(stderr, "ix-target: %s\n", err);
+			snprintf(err, sizeof(err), "%s", why);
+		}
+	}
 	if (r < 0) {
 		fprintf(stderr, "ix-target: %s\n", err[0] ? err : strerror(-r));
 		json_decref(doc);
+		mgmt_group_free(group);
 		return 1;
 	}
 	{
-		struct ix_mgmt_opts mo = {.config_path = config, .testing = sc.testing};
+		struct ix_mgmt_opts mo = {.config_path = config, .testing = sc.testing,
+					  .group = group};
+		group = NULL; /* ix_mgmt_new's */
 		r = ix_mgmt_new(tgt, doc, &mo, &sc.mgmt);
 	}
 	if (r == 0 && rpc_path)
@@ -280,7 +304,7 @@ int main(int argc, char **argv)
 	metrics_server_free(metrics);
 	rpc_server_free(rpc);
 	free((char *)rpc_path);
+	ix_mgmt_free(sc.mgmt); /* first: a group's watch is on the target's main loop */
 	ix_target_free(tgt);
-	ix_mgmt_free(sc.mgmt);
 	return r < 0 ? 1 : 0;
 }
