@@ -36,6 +36,13 @@ int iscsi_conn_set_ctrl_cap(struct iscsi_conn *c, uint32_t cap)
 	return 0;
 }
 
+void iscsi_conn_ctrl_release(struct iscsi_conn *c)
+{
+	free(c->ctrl_buf);
+	c->ctrl_buf = NULL;
+	c->ctrl_alloc = 0;
+}
+
 /* ctrl_buf holds at least len (<= ctrl_cap) bytes: 0 or -ENOMEM. Grown in powers of two from
  * 8 KiB (a Login PDU's limit), so an idle connection keeps what its logins needed. */
 __attribute__((noinline, cold)) static int ctrl_grow(struct iscsi_conn *c, uint32_t len)

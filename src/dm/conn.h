@@ -109,6 +109,9 @@ void iscsi_conn_put(struct iscsi_conn *c);
 /* Raise the control payload limit (at the switch to full feature phase); the buffer grows to
  * it only when a PDU needs it. 0. */
 int iscsi_conn_set_ctrl_cap(struct iscsi_conn *c, uint32_t cap);
+/* Free the control buffer (nothing received points into it any more): the next control
+ * payload allocates it again. An idle session's NOP pings carry none. */
+void iscsi_conn_ctrl_release(struct iscsi_conn *c);
 
 /* Terminate (idempotent): the transport stops, role_ops->closed runs once. */
 void iscsi_conn_close(struct iscsi_conn *c, const char *why);

@@ -510,6 +510,8 @@ static void login_complete(struct tgt_conn *tc, struct iscsi_hdr *r, const char 
 	login_acceptor_clear(la);
 	free(la);
 	tc->login = NULL;
+	/* the login's payloads are parsed: most sessions never receive another (8 KiB each) */
+	iscsi_conn_ctrl_release(tc->conn);
 	if (tc->gen->cfg->global.nop_interval_ms)
 		ev_timer_start(tc->conn->loop, &tc->nop_timer,
 			       tc->gen->cfg->global.nop_interval_ms);
