@@ -467,16 +467,8 @@ static void rx_got(struct iscsi_conn *c, struct tcp_conn *t, ssize_t n)
 		ev_poller_start(c->loop, &t->rxp);
 }
 
-/* Receive what the socket holds. A recv that returns less than asked for has emptied the
- * socket (for now): we go back to the loop instead of asking again only to hear EAGAIN (the
- * watch is level-triggered, so data arriving meanwhile wakes us up). That saves one system
- * call per wake-up, a quarter of them at queue depth 1. */
 static void tcp_read_staged(struct iscsi_conn *c, struct tcp_conn *t);
 
-/* Receive into a staging buffer taken for this call only: the thread's shared one when no
- * other connection's receive holds it, else the connection's own (allocated on first need).
- * Whatever it received is consumed before it returns (unless the connection was terminated
- * meanwhile), so nothing staged outlives the call. */
 /* tcp_read when the thread's stage is taken or absent. */
 __attribute__((noinline, cold)) static void tcp_read_other(struct iscsi_conn *c,
 							  struct tcp_conn *t)
@@ -496,6 +488,10 @@ __attribute__((noinline, cold)) static void tcp_read_other(struct iscsi_conn *c,
 	t->stage_off = t->stage_len = 0;
 }
 
+/* Receive into a staging buffer taken for this call only: the thread's shared one when no
+ * other connection's receive holds it, else the connection's own (allocated on first need).
+ * Whatever it received is consumed before it returns (unless the connection was terminated
+ * meanwhile), so nothing staged outlives the call. */
 static void tcp_read(struct iscsi_conn *c)
 {
 	struct tcp_conn *t = tcp_of(c);
@@ -513,6 +509,10 @@ static void tcp_read(struct iscsi_conn *c)
 	t->stage_off = t->stage_len = 0;
 }
 
+/* Receive what the socket holds, into t->stage. A recv that returns less than asked for has
+ * emptied the socket (for now): we go back to the loop instead of asking again only to hear
+ * EAGAIN (the watch is level-triggered, so data arriving meanwhile wakes us up). That saves
+ * one system call per wake-up, a quarter of them at queue depth 1. */
 static void tcp_read_staged(struct iscsi_conn *c, struct tcp_conn *t)
 {
 	bool drained = false;
