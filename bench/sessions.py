@@ -4,7 +4,8 @@ a VDI farm does to a gateway, hundreds to thousands of sessions, mostly idle, lo
 once after a failover or a boot storm. A benchmark, not a test: it prints numbers.
 
     bench/sessions.py [--build build-release] [--sessions 1000] [--idle-secs 10]
-                      [--busy-secs 5] [--no-chap] [--max-pending N] [--json FILE]
+                      [--busy-secs 5] [--no-chap] [--max-pending N] [--peer ix|tgt]
+                      [--json FILE]
 
 One ix-target (RAM LUN of 256 MiB, one portal on loopback, global.max_connections above the
 count) and, per storm (without CHAP, then with one-way CHAP on the target):
@@ -17,10 +18,11 @@ count) and, per storm (without CHAP, then with one-way CHAP on the target):
   4. the target's CPU over --idle-secs with every session logged in and idle (utime+stime);
   5. the same busy load with the N idle sessions logged in: IOPS and p99 against step 1.
 The client runs on the same 2 cores as the target, so the storm's rate is bounded by both;
-every initiator connects from 127.0.0.1, which the target's login-flood guard (one source
-holding half of a worker's login slots gives way to itself) treats as one host: raise
-global.max_pending_logins (--max-pending) to see the target without its guard. Results:
-docs/perf.md, "Many sessions".
+every initiator connects from 127.0.0.1. ix-target holds connections beyond
+global.max_pending_logins in the listen backlog (--max-pending changes the limit). --peer tgt
+runs the same against tgtd (bench/bench.py's TgtTarget: its LUN 1, a 1 GiB file on tmpfs or
+the temporary directory; CHAP through tgtadm's account). The storm client and ix-bench come
+from --build either way. Results: docs/perf.md, "Many sessions".
 """
 
 import argparse
@@ -65,7 +67,7 @@ def rss_kib(pid):
 
 def start_target(build, tmp, port, n, chap, max_pending):
     cfg = {
-        'global': {'max_connections': n + 256},
+        'global': {'max_connections': n + 256, 'max_sessions': max(1024, n + 16)},
         'portals': [{'name': 'p', 'address': '127.0.0.1', 'port': port}],
         'targets': [{'name': IQN, 'luns': [{'lun': 0, 'backend': 'ram', 'size': '256M'}]}],
     }
@@ -89,8 +91,43 @@ def start_target(build, tmp, port, n, chap, max_pending):
     raise RuntimeError('ix-target did not listen (%s)' % path)
 
 
-def busy(build, port, secs, chap):
-    cmd = [os.path.join(build, 'tools', 'ix-bench'), '-p', '127.0.0.1:%d' % port, '-T', IQN,
+class Peer:
+    """The target under test: pid, port, iqn, lun, stop()."""
+
+
+def start_peer(args, tmp, port, chap):
+    if args.peer == 'ix':
+        p = Peer()
+        p.proc = start_target(args.build, tmp, port, args.sessions, chap, args.max_pending)
+        p.pid, p.port, p.iqn, p.lun = p.proc.pid, port, IQN, 0
+        p.log = os.path.join(tmp, 'ix-target.log')
+
+        def stop():
+            p.proc.send_signal(signal.SIGTERM)
+            try:
+                p.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.proc.kill()
+        p.stop = stop
+        return p
+    sys.path.insert(0, HERE)
+    import bench as B  # noqa: E402  (tgtd set-up of the side-by-side benchmark)
+    t = B.TgtTarget(tmp)
+    t.start()
+    if chap:
+        t.adm('--op', 'new', '--mode', 'account', '--user', 'storm', '--password',
+              'storm-secret-16')
+        t.adm('--op', 'bind', '--mode', 'account', '--tid', '1', '--user', 'storm')
+    p = Peer()
+    p.proc, p.pid, p.port, p.iqn, p.lun = t.proc, t.proc.pid, t.port, B.IQN, t.luns['ram']
+    p.log = t.log
+    p.stop = t.stop
+    return p
+
+
+def busy(build, peer, secs, chap):
+    cmd = [os.path.join(build, 'tools', 'ix-bench'), '-p', '127.0.0.1:%d' % peer.port,
+           '-T', peer.iqn, '-l', str(peer.lun),
            '--sessions', '2', '-q', '16', '--rw', 'randread', '--bs', '4k', '-t', '%ds' % secs,
            '--json', '--quiet', '-I', 'iqn.2026-11.io.ix.bench:busy']
     if chap:
@@ -107,14 +144,14 @@ def busy(build, port, secs, chap):
 def storm(args, chap):
     tmp = tempfile.mkdtemp(prefix='ix-sessions-')
     port = free_port()
-    t = start_target(args.build, tmp, port, args.sessions, chap, args.max_pending)
-    res = {'chap': chap, 'sessions': args.sessions}
+    t = start_peer(args, tmp, port, chap)
+    res = {'chap': chap, 'sessions': args.sessions, 'peer': args.peer}
     try:
         time.sleep(0.5)
-        res['busy_alone'] = busy(args.build, port, args.busy_secs, chap)
+        res['busy_alone'] = busy(args.build, t, args.busy_secs, chap)
         rss0 = rss_kib(t.pid)
-        cmd = [os.path.join(args.build, 'bench', 'sess_storm'), '-p', '127.0.0.1:%d' % port,
-               '-T', IQN, '-n', str(args.sessions),
+        cmd = [os.path.join(args.build, 'bench', 'sess_storm'), '-p', '127.0.0.1:%d' % t.port,
+               '-T', t.iqn, '-n', str(args.sessions),
                '--idle', str(args.idle_secs + args.busy_secs + 10)]
         if chap:
             cmd += ['--chap-user', 'storm', '--chap-secret', 'storm-secret-16']
@@ -130,18 +167,14 @@ def storm(args, chap):
         time.sleep(args.idle_secs)
         c1, w1 = proc_cpu_s(t.pid), time.monotonic()
         res['idle_cpu_percent'] = round((c1 - c0) / (w1 - w0) * 100, 2)
-        res['busy_with_idle'] = busy(args.build, port, args.busy_secs, chap)
+        res['busy_with_idle'] = busy(args.build, t, args.busy_secs, chap)
         for line in s.stdout:
             ev = json.loads(line)
             res[ev['event']] = ev
         s.wait(timeout=120)
     finally:
-        t.send_signal(signal.SIGTERM)
-        try:
-            t.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            t.kill()
-    with open(os.path.join(tmp, 'ix-target.log')) as f:
+        t.stop()
+    with open(t.log) as f:
         res['target_warnings'] = [x.strip()[:200] for x in f if ' warn ' in x][:5]
     return res
 
@@ -156,6 +189,8 @@ def main():
     ap.add_argument('--no-chap', action='store_true', help='only the storm without CHAP')
     ap.add_argument('--max-pending', type=int, default=0,
                     help='global.max_pending_logins (default: the target\'s own)')
+    ap.add_argument('--peer', default='ix', choices=['ix', 'tgt'],
+                    help='the target: ix-target of --build, or tgtd')
     ap.add_argument('--json', help='write the results here too')
     args = ap.parse_args()
     if not os.path.exists(os.path.join(args.build, 'bench', 'sess_storm')):
@@ -167,13 +202,13 @@ def main():
     results = [storm(args, False)]
     if not args.no_chap:
         results.append(storm(args, True))
-    print('%-5s %9s %7s %8s %8s %8s %9s %9s %11s %11s %9s %9s' % (
-        'chap', 'sessions', 'ok', 'logins/s', 'last s', 'p99 ms', 'KiB/sess', 'idle CPU',
+    print('%-4s %-5s %9s %7s %8s %8s %8s %9s %9s %11s %11s %9s %9s' % (
+        'peer', 'chap', 'sessions', 'ok', 'logins/s', 'last s', 'p99 ms', 'KiB/sess', 'idle CPU',
         'busy IOPS', 'w/ idle', 'p99 us', 'w/ idle'))
     for r in results:
         st = r['storm']
-        print('%-5s %9d %7d %8.0f %8.2f %8.1f %9s %8.2f%% %11.0f %11.0f %9.0f %9.0f' % (
-            'yes' if r['chap'] else 'no', r['sessions'], st['ok'], st['logins_per_s'],
+        print('%-4s %-5s %9d %7d %8.0f %8.2f %8.1f %9s %8.2f%% %11.0f %11.0f %9.0f %9.0f' % (
+            r['peer'], 'yes' if r['chap'] else 'no', r['sessions'], st['ok'], st['logins_per_s'],
             st['seconds'], st['p99_ms'], r['rss_kib']['per_session'], r['idle_cpu_percent'],
             r['busy_alone']['iops'], r['busy_with_idle']['iops'], r['busy_alone']['p99_us'],
             r['busy_with_idle']['p99_us']))

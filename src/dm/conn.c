@@ -25,33 +25,68 @@ struct iscsi_conn *iscsi_conn_new(const struct dm_ops *dm, struct ev_loop *loop,
 	c->params.max_recv_dsl = 8192;
 	c->params.max_xmit_dsl = 8192;
 	list_init(&c->tx_free);
-	c->tx_pool = calloc(ISCSI_CONN_TXPOOL, sizeof(*c->tx_pool));
 	c->ctrl_cap = 8192;
-	c->ctrl_buf = malloc(c->ctrl_cap);
-	if (!c->tx_pool || !c->ctrl_buf) {
-		free(c->tx_pool);
-		free(c->ctrl_buf);
-		free(c);
-		return NULL;
-	}
-	for (int i = 0; i < ISCSI_CONN_TXPOOL; i++) {
-		c->tx_pool[i].pooled = true;
-		list_add_tail(&c->tx_pool[i].link, &c->tx_free);
-	}
 	return c;
 }
 
 int iscsi_conn_set_ctrl_cap(struct iscsi_conn *c, uint32_t cap)
 {
+	if (cap > c->ctrl_cap)
+		c->ctrl_cap = cap;
+	return 0;
+}
+
+void iscsi_conn_ctrl_release(struct iscsi_conn *c)
+{
+	free(c->ctrl_buf);
+	c->ctrl_buf = NULL;
+	c->ctrl_alloc = 0;
+}
+
+/* ctrl_buf holds at least len (<= ctrl_cap) bytes: 0 or -ENOMEM. Grown in powers of two from
+ * 8 KiB (a Login PDU's limit), so an idle connection keeps what its logins needed. */
+__attribute__((noinline, cold)) static int ctrl_grow(struct iscsi_conn *c, uint32_t len)
+{
+	uint32_t n = 8192;
 	uint8_t *b;
 
-	if (cap <= c->ctrl_cap)
-		return 0;
-	b = realloc(c->ctrl_buf, cap);
+	while (n < len)
+		n *= 2;
+	if (n > c->ctrl_cap)
+		n = c->ctrl_cap;
+	b = malloc(n); /* the old contents are not needed: no realloc copy */
 	if (!b)
 		return -ENOMEM;
+	free(c->ctrl_buf);
 	c->ctrl_buf = b;
-	c->ctrl_cap = cap;
+	c->ctrl_alloc = n;
+	return 0;
+}
+
+static inline int ctrl_reserve(struct iscsi_conn *c, uint32_t len)
+{
+	return len <= c->ctrl_alloc ? 0 : ctrl_grow(c, len);
+}
+
+struct dm_txchunk {
+	struct dm_txchunk *next;
+	struct dm_txpdu p[ISCSI_CONN_TXCHUNK];
+};
+
+/* One more chunk of pooled descriptors on tx_free: 0 or -ENOMEM. */
+__attribute__((noinline, cold)) static int tx_grow(struct iscsi_conn *c)
+{
+	struct dm_txchunk *k = calloc(1, sizeof(*k));
+
+	if (!k)
+		return -ENOMEM;
+	k->next = c->tx_chunks;
+	c->tx_chunks = k;
+	c->tx_pooled += ISCSI_CONN_TXCHUNK;
+	for (int i = 0; i < ISCSI_CONN_TXCHUNK; i++) {
+		k->p[i].pooled = true;
+		list_add_tail(&k->p[i].link, &c->tx_free);
+	}
 	return 0;
 }
 
@@ -68,7 +103,12 @@ static void conn_free(void *arg)
 		c->role_ops->release(c);
 	if (c->dm->release)
 		c->dm->release(c);
-	free(c->tx_pool);
+	while (c->tx_chunks) {
+		struct dm_txchunk *k = c->tx_chunks;
+
+		c->tx_chunks = k->next;
+		free(k);
+	}
 	free(c->ctrl_buf);
 	free(c);
 }
@@ -101,6 +141,8 @@ struct dm_txpdu *iscsi_txpdu_get(struct iscsi_conn *c)
 {
 	struct dm_txpdu *p;
 
+	if (list_empty(&c->tx_free) && c->tx_pooled < ISCSI_CONN_TXPOOL)
+		(void)tx_grow(c); /* else (out of memory too) a single allocation below */
 	if (!list_empty(&c->tx_free)) {
 		p = list_first_entry(&c->tx_free, struct dm_txpdu, link);
 		list_del(&p->link);
@@ -182,6 +224,8 @@ int dm_rx_header(struct iscsi_conn *c, const uint8_t *bhs, const uint8_t *ahs, u
 		/* (placed data the role does not want is simply left where it is) */
 		if (c->rx_hdr.dlength > c->ctrl_cap)
 			return -EMSGSIZE;
+		if (ctrl_reserve(c, c->rx_hdr.dlength) < 0)
+			return -ENOMEM;
 		place->buf = c->ctrl_buf;
 		place->len = c->rx_hdr.dlength;
 	}

@@ -42,7 +42,11 @@ struct iscsi_role_ops {
 	void (*release)(struct iscsi_conn *c);
 };
 
+/* The transmit PDU pool: grown on demand by ISCSI_CONN_TXCHUNK descriptors up to
+ * ISCSI_CONN_TXPOOL (an idle connection holds one chunk), then single allocations. */
 #define ISCSI_CONN_TXPOOL 256
+#define ISCSI_CONN_TXCHUNK 16
+struct dm_txchunk;
 
 struct iscsi_conn {
 	const struct dm_ops *dm;
@@ -64,8 +68,11 @@ struct iscsi_conn {
 	/* receive: the PDU in flight */
 	struct iscsi_hdr rx_hdr;
 	uint8_t rx_bhs[ISCSI_BHS_LEN];  /* raw header, for Reject */
-	uint8_t *ctrl_buf;              /* control payloads (login, text, NOP, ...) */
+	/* control payloads (login, text, NOP, ...): allocated on first use and grown to the
+	   largest received so far (ctrl_alloc bytes), up to ctrl_cap */
+	uint8_t *ctrl_buf;
 	uint32_t ctrl_cap;
+	uint32_t ctrl_alloc;
 	uint8_t *rx_data;
 	uint32_t rx_dlen;
 	uint8_t rx_ahs[ISCSI_MAX_CDB_LEN + 16];
@@ -77,7 +84,8 @@ struct iscsi_conn {
 
 	/* transmit PDU pool */
 	struct list_head tx_free;
-	struct dm_txpdu *tx_pool;
+	struct dm_txchunk *tx_chunks;
+	uint32_t tx_pooled;             /* descriptors in tx_chunks */
 	uint32_t tx_outstanding;
 
 	struct ev_defer free_defer;
@@ -90,16 +98,20 @@ static inline void *iscsi_conn_priv(struct iscsi_conn *c)
 	return c->priv;
 }
 
-/* Allocate a connection for transport dm on loop. ctrl_cap is the initial control buffer size
- * (8192 during login). */
+/* Allocate a connection for transport dm on loop. ctrl_cap, the largest control payload
+ * received, is 8192 during login; the buffer itself is allocated on first use. */
 struct iscsi_conn *iscsi_conn_new(const struct dm_ops *dm, struct ev_loop *loop,
 				  enum iscsi_role role, const struct iscsi_role_ops *ops,
 				  void *role_priv);
 void iscsi_conn_get(struct iscsi_conn *c);
 void iscsi_conn_put(struct iscsi_conn *c);
 
-/* Grow the control buffer (at the switch to full feature phase). 0 or -ENOMEM. */
+/* Raise the control payload limit (at the switch to full feature phase); the buffer grows to
+ * it only when a PDU needs it. 0. */
 int iscsi_conn_set_ctrl_cap(struct iscsi_conn *c, uint32_t cap);
+/* Free the control buffer (nothing received points into it any more): the next control
+ * payload allocates it again. An idle session's NOP pings carry none. */
+void iscsi_conn_ctrl_release(struct iscsi_conn *c);
 
 /* Terminate (idempotent): the transport stops, role_ops->closed runs once. */
 void iscsi_conn_close(struct iscsi_conn *c, const char *why);

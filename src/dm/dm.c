@@ -70,6 +70,17 @@ void dm_listener_pause(struct dm_listener *l, unsigned ms)
 		l->dm->listener_pause(l, ms);
 }
 
+bool dm_listener_can_hold(const struct dm_listener *l)
+{
+	return l->dm->listener_pause && l->dm->listener_resume;
+}
+
+void dm_listener_resume(struct dm_listener *l)
+{
+	if (l->dm->listener_resume)
+		l->dm->listener_resume(l);
+}
+
 void dm_listener_free(struct dm_listener *l)
 {
 	if (l)

@@ -145,6 +145,17 @@ struct dm_incoming {
 typedef void (*dm_incoming_cb)(struct dm_incoming *in, void *arg);
 
 /* What a new connection is for. */
+/* A receive staging buffer shared by the connections of one thread (transports that read a
+ * byte stream in bulk: TCP). A connection uses it only inside one receive call and leaves it
+ * empty, so an idle connection holds none; busy marks it taken (a nested receive of another
+ * connection then uses a buffer of its own). Owned by the thread's role object. */
+#define DM_RX_STAGE_SIZE (64 * 1024)
+struct dm_rx_stage {
+	uint8_t *buf;                       /* size bytes, DM_RX_STAGE_SIZE for TCP's use */
+	uint32_t size;
+	bool busy;
+};
+
 struct dm_conn_setup {
 	struct ev_loop *loop;               /* the connection's thread */
 	enum iscsi_role role;
@@ -156,6 +167,9 @@ struct dm_conn_setup {
 	/* connect only: the transport is up (err 0) or could not come up (-errno; the role then
 	   closes the connection). Runs once, on the loop, never inside connect(). */
 	void (*up)(struct iscsi_conn *c, int err);
+	/* optional: the thread's shared receive stage (NULL: the connection allocates its own
+	   on first receive) */
+	struct dm_rx_stage *stage;
 };
 
 struct dm_ops {
@@ -211,9 +225,11 @@ struct dm_ops {
 	/* Connection establishment (see above); called through the dm_* functions below. */
 	int (*listen)(struct ev_loop *loop, const char *addr, uint16_t port, dm_incoming_cb cb,
 		      void *arg, struct dm_listener **out);
-	/* Optional: stop taking requests for ms (the caller is overloaded); they wait in the
-	   transport's backlog. */
+	/* Optional: stop taking requests for ms (the caller is overloaded), 0 = until
+	   listener_resume; they wait in the transport's backlog. */
 	void (*listener_pause)(struct dm_listener *l, unsigned ms);
+	/* Optional (with listener_pause): take requests again at once. */
+	void (*listener_resume)(struct dm_listener *l);
 	void (*listener_free)(struct dm_listener *l);
 	struct iscsi_conn *(*accept)(struct dm_incoming *in, const struct dm_conn_setup *cs);
 	void (*reject)(struct dm_incoming *in);
@@ -290,6 +306,9 @@ const struct dm_wrapper *dm_find_wrapper(const char *name);
 int dm_listen(const struct dm_ops *dm, struct ev_loop *loop, const char *addr, uint16_t port,
 	      dm_incoming_cb cb, void *arg, struct dm_listener **out);
 void dm_listener_pause(struct dm_listener *l, unsigned ms);
+/* Can the listener be paused until dm_listener_resume (pause with ms 0)? */
+bool dm_listener_can_hold(const struct dm_listener *l);
+void dm_listener_resume(struct dm_listener *l);
 void dm_listener_free(struct dm_listener *l); /* NULL is fine */
 /* Make in a connection on cs->loop (the calling thread). in is consumed either way; NULL when
  * the connection could not be set up (the request was refused; logged). The role starts it

@@ -453,6 +453,7 @@ static bool global_key_live(const char *key)
 					   "max_sessions_per_initiator",
 					   "max_connections",
 					   "max_pending_logins",
+					   "login_grace_ms",
 					   "login_timeout_ms",
 					   "discovery_idle_timeout_ms",
 					   "max_connection_memory",

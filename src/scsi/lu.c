@@ -445,13 +445,6 @@ struct scsi_nexus *scsi_nexus_new(const struct scsi_lun_map *map, const char *in
 		free(nx);
 		return NULL;
 	}
-	for (unsigned i = 0; i < SCSI_MAX_LUNS; i++) {
-		atomic_init(&nx->itl[i].lu, NULL);
-		atomic_init(&nx->itl[i].ua_pending, false);
-		atomic_init(&nx->itl[i].wr_inflight, 0);
-		nx->itl[i].nx = nx;
-		list_init(&nx->itl[i].lu_link);
-	}
 	return nx;
 }
 
@@ -482,7 +475,7 @@ static void itl_lost_tell(struct scsi_lu *lu, struct scsi_itl *itl, bool held)
  * names another LU). Runs on the nexus's thread. */
 static void itl_detach(struct scsi_itl *itl)
 {
-	struct scsi_lu *lu = atomic_load(&itl->lu);
+	struct scsi_lu *lu = itl ? atomic_load(&itl->lu) : NULL;
 	bool held;
 
 	if (!lu)
@@ -501,8 +494,8 @@ static void itl_detach(struct scsi_itl *itl)
 void scsi_nexus_lost(struct scsi_nexus *nx)
 {
 	for (unsigned i = 0; nx && i < SCSI_MAX_LUNS; i++) {
-		struct scsi_itl *itl = &nx->itl[i];
-		struct scsi_lu *lu = atomic_load(&itl->lu);
+		struct scsi_itl *itl = nx->itl[i];
+		struct scsi_lu *lu = itl ? atomic_load(&itl->lu) : NULL;
 		bool held;
 
 		if (!lu)
@@ -518,8 +511,10 @@ void scsi_nexus_free(struct scsi_nexus *nx)
 {
 	if (!nx)
 		return;
-	for (unsigned i = 0; i < SCSI_MAX_LUNS; i++)
-		itl_detach(&nx->itl[i]);
+	for (unsigned i = 0; i < SCSI_MAX_LUNS; i++) {
+		itl_detach(nx->itl[i]);
+		free(nx->itl[i]);
+	}
 	free(nx->view);
 	free(nx->initiator_port);
 	free(nx->target_port);
@@ -547,8 +542,8 @@ static bool view_same(const uint16_t *a, const uint16_t *b)
 static void view_changed(struct scsi_nexus *nx)
 {
 	for (uint32_t i = 0; i < SCSI_MAX_LUNS; i++) {
-		struct scsi_itl *itl = &nx->itl[i];
-		struct scsi_lu *lu = atomic_load(&itl->lu);
+		struct scsi_itl *itl = nx->itl[i];
+		struct scsi_lu *lu = itl ? atomic_load(&itl->lu) : NULL;
 		if (!lu)
 			continue;
 		if (scsi_lun_map_get(nx->map, scsi_nexus_map_lun(nx, i)) != lu) {
@@ -596,9 +591,22 @@ void scsi_ua_add_locked(struct scsi_itl *itl, uint8_t asc, uint8_t ascq)
 
 struct scsi_itl *scsi_itl_attach(struct scsi_nexus *nx, uint32_t lun, struct scsi_lu *lu)
 {
-	struct scsi_itl *itl = &nx->itl[lun];
+	struct scsi_itl *itl = nx->itl[lun];
+	struct scsi_lu *cur;
 
-	struct scsi_lu *cur = atomic_load_explicit(&itl->lu, memory_order_acquire);
+	if (!itl) {
+		/* the LUN's first command through this nexus (its thread's) */
+		itl = calloc(1, sizeof(*itl));
+		if (!itl)
+			return NULL;
+		atomic_init(&itl->lu, NULL);
+		atomic_init(&itl->ua_pending, false);
+		atomic_init(&itl->wr_inflight, 0);
+		itl->nx = nx;
+		list_init(&itl->lu_link);
+		nx->itl[lun] = itl;
+	}
+	cur = atomic_load_explicit(&itl->lu, memory_order_acquire);
 
 	if (cur == lu)
 		return itl;

@@ -111,7 +111,9 @@ struct scsi_nexus {
 	uint16_t rtpi; /* RELATIVE TARGET PORT IDENTIFIER (the TPGT; 1 if that is 0) */
 	uint16_t *view; /* LUN masking (scsi_nexus_set_view): map LUN + 1 per LUN, 0 = hidden;
 			   NULL = the whole map. Read and changed on the nexus's thread only */
-	struct scsi_itl itl[SCSI_MAX_LUNS];
+	/* one per LUN, allocated at its first command (scsi_itl_attach) and kept until the nexus
+	   is freed: an I_T nexus that never reached a LUN holds only the pointers */
+	struct scsi_itl *itl[SCSI_MAX_LUNS];
 };
 
 struct scsi_alua;

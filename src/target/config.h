@@ -142,6 +142,8 @@ struct cfg_global {
 	uint32_t max_sessions_per_initiator; /* per InitiatorName, 0 = unlimited; default 64 */
 	uint32_t max_connections;     /* TCP connections open at once; default 2048 */
 	uint32_t max_pending_logins;  /* connections not yet in full feature phase; 128 */
+	uint32_t login_grace_ms;      /* while those are full: a login idle this long (no
+					 Login PDU) makes room; default 1000 */
 	uint32_t discovery_idle_timeout_ms; /* close discovery sessions idle this long, 0 = never;
 					      default 30000 */
 	uint64_t max_connection_memory; /* data buffers one connection may hold; 128 MiB */

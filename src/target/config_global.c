@@ -162,6 +162,7 @@ static const struct key global_keys[] = {
     KEY_NUM("max_sessions_per_initiator", K_U32, GLOBAL(max_sessions_per_initiator), 0, 65535, 64),
     KEY_NUM("max_connections", K_U32, GLOBAL(max_connections), 1, 1u << 20, 2048),
     KEY_NUM("max_pending_logins", K_U32, GLOBAL(max_pending_logins), 1, 65535, 128),
+    KEY_NUM("login_grace_ms", K_U32, GLOBAL(login_grace_ms), 10, MAX_TIMEOUT_MS, 1000),
     KEY_NUM("discovery_idle_timeout_ms", K_U32, GLOBAL(discovery_idle_timeout_ms), 0,
 	    MAX_TIMEOUT_MS, 30000),
     /* range checked after the section: 64M to 1T */

@@ -385,6 +385,7 @@ static struct tgt_worker *accept_admit(struct ix_target *t)
 	}
 	atomic_fetch_add(&t->nconns_open, 1);
 	atomic_fetch_add(&t->accept_in_transit, 1);
+	atomic_fetch_add(&t->npending_logins, 1);
 	return &t->workers[t->next_worker++ % t->nworkers];
 }
 
@@ -393,12 +394,77 @@ static void accept_undo(struct ix_target *t)
 {
 	tgt_conn_gone(t);
 	atomic_fetch_sub(&t->accept_in_transit, 1);
+	tgt_login_slot_free(t);
 }
 
 static void listeners_pause(struct listener_ctx *lc, unsigned ms)
 {
 	for (size_t i = 0; i < lc->nl; i++)
 		dm_listener_pause(lc->l[i], ms);
+}
+
+/* ---- the login gate (global.max_pending_logins) ---- */
+
+/* How often the main thread looks whether there is room again while the gate is closed. */
+#define TGT_LOGIN_GATE_TICK_MS 5
+
+/* Hold (or release) every listener that can be held until released. */
+static void listeners_hold(struct ix_target *t, bool hold)
+{
+	for (size_t i = 0; i < t->nlctx; i++)
+		for (size_t j = 0; t->lctx[i] && j < t->lctx[i]->nl; j++) {
+			struct dm_listener *l = t->lctx[i]->l[j];
+
+			if (!dm_listener_can_hold(l))
+				continue;
+			if (hold)
+				dm_listener_pause(l, 0);
+			else
+				dm_listener_resume(l);
+		}
+}
+
+static void evict_on_worker(void *arg)
+{
+	tgt_login_evict_stale(arg);
+}
+
+/* While the gate is closed: open it once a login has finished (or gone); every quarter of
+ * global.login_grace_ms, ask the workers to close logins idle for longer than it. */
+static void login_gate_tick(struct ev_timer *tm)
+{
+	struct ix_target *t = tm->arg;
+	const struct cfg_global *g = &t->gen->cfg->global;
+	uint32_t every = g->login_grace_ms / 4 / TGT_LOGIN_GATE_TICK_MS;
+
+	if (atomic_load(&t->npending_logins) < g->max_pending_logins) {
+		t->login_gate = false;
+		listeners_hold(t, false);
+		return;
+	}
+	if (++t->login_gate_ticks % (every ? every : 1) == 0)
+		for (int i = 0; i < t->nworkers; i++)
+			(void)ev_loop_post(t->workers[i].loop, evict_on_worker, &t->workers[i]);
+	ev_timer_start(t->main_loop, tm, TGT_LOGIN_GATE_TICK_MS);
+}
+
+void tgt_login_gate_check(struct ix_target *t)
+{
+	uint32_t limit = t->gen->cfg->global.max_pending_logins;
+	uint64_t quiet;
+
+	if (t->login_gate || !limit || atomic_load(&t->npending_logins) < limit)
+		return;
+	t->login_gate = true;
+	t->login_gate_ticks = 0;
+	listeners_hold(t, true);
+	if (tgt_ratelimit_ok(&t->login_gate_rl, ev_now_ms(t->main_loop), &quiet))
+		log_info("target",
+			 "login limit: %u connections logging in (global.max_pending_logins): "
+			 "accepting more as they finish; the others wait in the listen backlog "
+			 "(%llu more times in the last second)",
+			 limit, (unsigned long long)quiet);
+	ev_timer_start(t->main_loop, &t->login_gate_timer, TGT_LOGIN_GATE_TICK_MS);
 }
 
 /* A connection request on one of a portal's listeners (main thread). */
@@ -422,6 +488,7 @@ static void on_incoming(struct dm_incoming *in, void *arg)
 		free(m);
 		accept_undo(t);
 	}
+	tgt_login_gate_check(t);
 }
 
 static void log_portal(const struct cfg_portal *p, const char *what, const char *transport)
@@ -663,6 +730,12 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 			goto fail;
 		}
 		ev_loop_set_poll_us(w->loop, cfg->global.poll_us);
+		w->stage.buf = malloc(DM_RX_STAGE_SIZE);
+		if (!w->stage.buf) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		w->stage.size = DM_RX_STAGE_SIZE;
 		w->sthread = scsi_thread_new(w->loop, t->luidx);
 		if (!w->sthread) {
 			snprintf(err, errlen,
@@ -721,8 +794,10 @@ int ix_target_run(struct ix_target *t)
 	}
 	ev_timer_init(&t->space_timer, space_poll, t);
 	ev_timer_start(t->main_loop, &t->space_timer, TGT_SPACE_POLL_MS);
+	ev_timer_init(&t->login_gate_timer, login_gate_tick, t);
 	r = ev_loop_run(t->main_loop);
 	ev_timer_stop(t->main_loop, &t->space_timer);
+	ev_timer_stop(t->main_loop, &t->login_gate_timer);
 	tgt_isns_stop(t->isns); /* deregister while the target still serves */
 	for (int i = 0; i < t->nworkers; i++) {
 		ev_loop_stop(t->workers[i].loop);
@@ -804,6 +879,7 @@ void ix_target_free(struct ix_target *t)
 			idle = ev_loop_run_once(w->loop, 5) == 0 ? idle + 1 : 0;
 		scsi_thread_free(t->workers[i].sthread);
 		ev_loop_free(t->workers[i].loop);
+		free(w->stage.buf);
 		tgt_stats_worker_free(w);
 	}
 	free(t->workers);

@@ -585,9 +585,14 @@ static void conn_release(struct iscsi_conn *c)
 	for (int i = 0; i < 16; i++)
 		for (int j = 0; j < TGT_BUF_CACHE; j++)
 			free(tc->buf_cache[i][j]);
-	for (uint32_t i = 0; tc->tasks && i < tc->ntasks; i++)
-		free(tc->tasks[i].buf);
-	free(tc->tasks);
+	while (tc->task_chunks) {
+		struct tgt_task_chunk *k = tc->task_chunks;
+
+		tc->task_chunks = k->next;
+		for (int i = 0; i < TGT_TASK_CHUNK; i++)
+			free(k->t[i].buf);
+		free(k);
+	}
 	free(tc->text_rsp);
 	free(tc->text_req);
 	tgt_conn_gone(tc->tgt);
@@ -640,6 +645,7 @@ static void tc_started(struct tgt_conn *tc, struct iscsi_conn *c)
 	w->nconns++;
 	list_add_tail(&tc->wlink, &w->conns);
 	list_add_tail(&tc->plink, &w->login_fresh);
+	tc->login_since_ms = ev_now_ms(w->loop);
 	tc->pending = true;
 	w->npending++;
 	ev_timer_init(&tc->login_timer, tgt_login_timeout, tc);
@@ -662,11 +668,13 @@ void tgt_conn_accept(struct tgt_worker *w, struct dm_incoming *in, const struct 
 		.ops = &tgt_role_ops,
 		.role_priv = tc,
 		.as = tgt_conn_ops(w->tgt, in->dm),
+		.stage = &w->stage,
 	};
 	struct iscsi_conn *c;
 
 	if (!tc) {
 		dm_reject(in);
+		tgt_login_slot_free(w->tgt);
 		tgt_conn_gone(w->tgt);
 		return;
 	}
@@ -674,6 +682,7 @@ void tgt_conn_accept(struct tgt_worker *w, struct dm_incoming *in, const struct 
 	if (!c) {
 		free(tc->login);
 		free(tc);
+		tgt_login_slot_free(w->tgt);
 		tgt_conn_gone(w->tgt);
 		return;
 	}

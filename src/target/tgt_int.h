@@ -53,6 +53,7 @@ struct tgt_worker {
 	uint32_t nlstats, ntstats;
 	bool slots_warned; /* the "statistics slots in use" warning was logged */
 	struct tgt_qos_worker qos; /* commands waiting for their QoS start time (tgt_qos.c) */
+	struct dm_rx_stage stage;  /* the receive staging buffer its connections share */
 };
 
 /* One configured target as served: its settings and LUN map. Counted: one reference while the
@@ -202,6 +203,12 @@ struct tgt_task {
 	struct list_head qlink;         /* the worker's QoS queue (TASK_QOS_WAIT) */
 };
 
+#define TGT_TASK_CHUNK 8
+struct tgt_task_chunk {
+	struct tgt_task_chunk *next;
+	struct tgt_task t[TGT_TASK_CHUNK];
+};
+
 /* A TMF whose response waits for aborted tasks still inside the SCSI layer. */
 struct tgt_tmf {
 	uint32_t itt;
@@ -232,9 +239,10 @@ struct tgt_conn {
 	/* DM_CAP_PEER_CLOSES: the final response went out, the initiator is to close; closed by
 	   the target itself after TGT_PEER_CLOSE_MS */
 	struct ev_timer close_timer;
-	/* tasks */
-	struct tgt_task *tasks;
-	uint32_t ntasks;
+	/* tasks: allocated on demand by TGT_TASK_CHUNK (an idle session holds none) up to
+	   task_cap, the CmdSN window plus the immediate ones, and kept until the end */
+	struct tgt_task_chunk *task_chunks;
+	uint32_t ntasks, task_cap;
 	struct list_head free_tasks;
 	struct list_head active;        /* tasks with ITT in use */
 	struct list_head order_q;       /* CmdSN-ordered waiting tasks */
@@ -274,6 +282,7 @@ struct tgt_conn {
 	/* limits */
 	struct list_head plink;         /* worker's login_fresh / login_active list */
 	bool pending, login_pdu_seen;
+	uint64_t login_since_ms;        /* accepted, or its last whole Login PDU */
 	struct ev_timer idle_timer;     /* discovery sessions: global.discovery_idle_timeout_ms */
 };
 
@@ -284,6 +293,15 @@ struct ix_target {
 	void *fault[DM_MAX_TRANSPORTS];
 	atomic_uint nconns_open;        /* accepted and not yet released (max_connections) */
 	atomic_uint accept_in_transit;  /* posted to a worker, not yet picked up */
+	/* global.max_pending_logins: connections accepted (in transit to a worker included) and
+	   not yet in full feature phase nor closed. At the limit the main thread stops taking
+	   connections from the listeners (the kernel's listen backlog holds them) until there is
+	   room again (the login gate, tgt_login.c) */
+	atomic_uint npending_logins;
+	bool login_gate;                /* main thread's: listeners held */
+	struct ev_timer login_gate_timer;
+	uint32_t login_gate_ticks;
+	struct tgt_ratelimit login_gate_rl;
 	struct tgt_ratelimit accept_rl; /* main thread's */
 	struct tgt_cfg_gen *gen;        /* current generation */
 	struct tgt_node **nodes;        /* for gen */
@@ -384,6 +402,14 @@ int tgt_gather(struct ix_target *t, size_t part_size,
 	       void (*done)(void *arg, void *parts, int n), void *arg);
 void tgt_login_stats_add(struct ix_login_stats *a, const struct ix_login_stats *b);
 
+/* tgt_login.c: the login gate (main thread). After a connection was admitted: holds the
+ * listeners while global.max_pending_logins connections are logging in. */
+void tgt_login_gate_check(struct ix_target *t);
+/* A connection counted in npending_logins left the count (any thread). */
+void tgt_login_slot_free(struct ix_target *t);
+/* On w's thread: close logins idle past global.login_grace_ms, oldest first. */
+void tgt_login_evict_stale(struct tgt_worker *w);
+
 /* tgt_conn.c */
 /* On w's thread: make the connection request in (consumed) a connection of portal. */
 void tgt_conn_accept(struct tgt_worker *w, struct dm_incoming *in, const struct cfg_portal *portal);
@@ -436,6 +462,8 @@ void tgt_respond_aborted(struct tgt_task *task);
 void tgt_cmdsn_consume(struct tgt_conn *tc, uint32_t sn);
 
 /* tgt_task.c: the task table and task management */
+/* One more chunk of task slots on tc->free_tasks: 0, -ENOSPC (task_cap reached), -ENOMEM. */
+int tgt_task_grow(struct tgt_conn *tc);
 struct tgt_task *tgt_task_alloc(struct tgt_conn *tc, bool immediate);
 struct tgt_task *tgt_task_find(struct tgt_conn *tc, uint32_t itt);
 void tgt_task_hash_add(struct tgt_conn *tc, struct tgt_task *task); /* findable by its ITT */

@@ -152,6 +152,11 @@ static uint32_t pending_share(const struct tgt_worker *w, const struct ix_config
 	return n ? (n + k - 1) / k : 0;
 }
 
+void tgt_login_slot_free(struct ix_target *t)
+{
+	atomic_fetch_sub(&t->npending_logins, 1);
+}
+
 void tgt_login_pending_del(struct tgt_conn *tc)
 {
 	if (!tc->pending)
@@ -159,6 +164,7 @@ void tgt_login_pending_del(struct tgt_conn *tc)
 	list_del(&tc->plink);
 	tc->pending = false;
 	tc->worker->npending--;
+	tgt_login_slot_free(tc->tgt);
 }
 
 /* A whole Login PDU arrived: the connection becomes the most recently active one. */
@@ -169,6 +175,73 @@ static void pending_touch(struct tgt_conn *tc)
 	list_del(&tc->plink);
 	list_add_tail(&tc->plink, &tc->worker->login_active);
 	tc->login_pdu_seen = true;
+	tc->login_since_ms = ev_now_ms(tc->conn->loop);
+}
+
+/* Close old, a login that makes room for others (why: for the log). */
+static void evict(struct tgt_worker *w, struct tgt_conn *old, const struct ix_config *cfg,
+		  const char *why)
+{
+	uint64_t quiet;
+
+	tgt_login_pending_del(old);
+	if (tgt_ratelimit_ok(&w->evict_rl, ev_now_ms(w->loop), &quiet))
+		log_warn("target",
+			 "%s: login limit: %u connections logging in on this worker "
+			 "(global.max_pending_logins %u): %s (%llu more closed in the last second)",
+			 old->conn->peer, pending_share(w, cfg), cfg->global.max_pending_logins, why,
+			 (unsigned long long)quiet);
+	iscsi_conn_close(old->conn, NULL);
+}
+
+/* Close the logins of l (least recently active first) that have been idle for
+ * global.login_grace_ms: no whole Login PDU since they were accepted, or since their last one
+ * (whose answer went out at once). Each is read first (a worker busy accepting may not have
+ * read its socket yet); a login held for an old session waits for the target, not idle. */
+static void evict_stale_list(struct tgt_worker *w, struct list_head *l,
+			     const struct ix_config *cfg, uint64_t now)
+{
+	uint32_t grace = cfg->global.login_grace_ms;
+	struct list_head *pos = l->next;
+	char why[160];
+
+	while (pos != l) {
+		struct tgt_conn *tc = list_entry(pos, struct tgt_conn, plink);
+		struct iscsi_conn *c = tc->conn;
+		bool stale;
+
+		if (tc->held) {
+			pos = pos->next;
+			continue;
+		}
+		if (now - tc->login_since_ms < grace)
+			break; /* the rest are younger */
+		iscsi_conn_get(c);
+		if (c->dm->rx_poll)
+			c->dm->rx_poll(c);
+		/* (a Login PDU it had sent moved it on with a new time; a bad one closed it) */
+		stale = tc->pending && !c->terminated && !tc->held &&
+			now - tc->login_since_ms >= grace;
+		if (stale) {
+			snprintf(why, sizeof(why),
+				 "closing a login idle for %llu ms%s (global.login_grace_ms %u)",
+				 (unsigned long long)(now - tc->login_since_ms),
+				 tc->login_pdu_seen ? "" : ", which never sent a whole Login PDU",
+				 grace);
+			evict(w, tc, cfg, why);
+		}
+		iscsi_conn_put(c);
+		pos = l->next; /* the list may have changed: from its head again */
+	}
+}
+
+void tgt_login_evict_stale(struct tgt_worker *w)
+{
+	const struct ix_config *cfg = tgt_gen_current(w->tgt)->cfg;
+	uint64_t now = ev_now_ms(w->loop);
+
+	evict_stale_list(w, &w->login_fresh, cfg, now);
+	evict_stale_list(w, &w->login_active, cfg, now);
 }
 
 /* Before accepting another connection: if the worker's share of connections that have not
@@ -235,29 +308,29 @@ static struct tgt_conn *pending_victim(struct tgt_worker *w)
 	return NULL;
 }
 
+/* Before a new connection starts its login on w. The main thread holds the listeners while
+ * global.max_pending_logins connections are logging in (tgt_login_gate_check), so a worker
+ * normally stays within its share: at the share, logins idle past global.login_grace_ms make
+ * room. Past twice the share (connections of a transport whose listener cannot be held, which
+ * are then not held back), the least active login gives way at once, as before the gate. */
 void tgt_login_make_room(struct tgt_worker *w, const struct ix_config *cfg, const char *peer)
 {
 	uint32_t share = pending_share(w, cfg);
 
-	while (share && w->npending >= share) {
+	if (!share || w->npending < share)
+		return;
+	tgt_login_evict_stale(w);
+	while (w->npending >= 2 * share) {
 		struct tgt_conn *old = source_victim(w, share, peer);
-		uint64_t quiet;
 
 		if (!old)
 			old = pending_victim(w);
 		if (!old)
 			break;
-
-		tgt_login_pending_del(old);
-		if (tgt_ratelimit_ok(&w->evict_rl, ev_now_ms(w->loop), &quiet))
-			log_warn("target",
-				 "%s: login limit: %u connections logging in on this worker "
-				 "(global.max_pending_logins %u): dropping the least active one%s "
-				 "(%llu more dropped in the last second)",
-				 old->conn->peer, share, cfg->global.max_pending_logins,
-				 old->login_pdu_seen ? "" : ", which never sent a whole Login PDU",
-				 (unsigned long long)quiet);
-		iscsi_conn_close(old->conn, NULL);
+		evict(w, old, cfg,
+		      old->login_pdu_seen ? "dropping the least active one"
+					  : "dropping the least active one, which never sent a whole "
+					    "Login PDU");
 	}
 }
 
@@ -355,16 +428,10 @@ static int enter_ffp(struct tgt_conn *tc)
 	return session_start(tc, s);
 }
 
+/* The task slots come on demand (tgt_task_alloc): an idle session holds none. */
 static int alloc_tasks(struct tgt_conn *tc)
 {
-	tc->ntasks = tc->sess->depth + TGT_IMMEDIATE_EXTRA;
-	tc->tasks = calloc(tc->ntasks, sizeof(*tc->tasks));
-	if (!tc->tasks)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < tc->ntasks; i++) {
-		tc->tasks[i].tc = tc;
-		list_add_tail(&tc->tasks[i].link, &tc->free_tasks);
-	}
+	tc->task_cap = tc->sess->depth + TGT_IMMEDIATE_EXTRA;
 	return 0;
 }
 
@@ -443,6 +510,8 @@ static void login_complete(struct tgt_conn *tc, struct iscsi_hdr *r, const char 
 	login_acceptor_clear(la);
 	free(la);
 	tc->login = NULL;
+	/* the login's payloads are parsed: most sessions never receive another (8 KiB each) */
+	iscsi_conn_ctrl_release(tc->conn);
 	if (tc->gen->cfg->global.nop_interval_ms)
 		ev_timer_start(tc->conn->loop, &tc->nop_timer,
 			       tc->gen->cfg->global.nop_interval_ms);

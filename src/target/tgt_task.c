@@ -2,6 +2,7 @@
  * management: TMF requests (ABORT TASK, ABORT TASK SET, CLEAR TASK SET, LUN RESET, TARGET
  * WARM/COLD RESET) and aborts asked by other I_T nexuses (PREEMPT AND ABORT). RFC 7143
  * sections 11.5-11.6. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,11 +44,29 @@ static void hash_del(struct tgt_conn *tc, struct tgt_task *task)
 		}
 }
 
+__attribute__((noinline, cold)) int tgt_task_grow(struct tgt_conn *tc)
+{
+	struct tgt_task_chunk *k;
+
+	if (tc->ntasks >= tc->task_cap)
+		return -ENOSPC;
+	k = calloc(1, sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	k->next = tc->task_chunks;
+	tc->task_chunks = k;
+	for (int i = 0; i < TGT_TASK_CHUNK && tc->ntasks < tc->task_cap; i++, tc->ntasks++) {
+		k->t[i].tc = tc;
+		list_add_tail(&k->t[i].link, &tc->free_tasks);
+	}
+	return 0;
+}
+
 struct tgt_task *tgt_task_alloc(struct tgt_conn *tc, bool immediate)
 {
 	struct tgt_task *t;
 
-	if (list_empty(&tc->free_tasks))
+	if (list_empty(&tc->free_tasks) && tgt_task_grow(tc) < 0)
 		return NULL;
 	if (immediate && tc->imm_in_use >= TGT_IMMEDIATE_EXTRA)
 		return NULL;

@@ -17,7 +17,11 @@
 #include "util/bytes.h"
 #include "util/log.h"
 
-#define TCP_STAGE_SIZE (64 * 1024)
+#define TCP_STAGE_SIZE DM_RX_STAGE_SIZE
+/* Connections the kernel completes and queues while the target does not accept (a login
+ * storm held back by global.max_pending_logins): as many as it allows, which is
+ * net.core.somaxconn (4096 by default since Linux 5.4). */
+#define TCP_LISTEN_BACKLOG 65535
 #define TCP_DIRECT_MIN 8192      /* payload this large skips the staging copy */
 #define TCP_MAX_AHS (255 * 4)
 #define TCP_IOV_MAX 512
@@ -70,7 +74,11 @@ struct tcp_conn {
 	struct tcp_connector cn;
 	void (*up)(struct iscsi_conn *c, int err);
 
-	uint8_t stage[TCP_STAGE_SIZE];  /* receive staging, in the connection's one allocation */
+	/* receive staging, used inside one tcp_read only and left empty: the thread's shared
+	   one (dm_conn_setup.stage) when free, else own (allocated on first need) */
+	struct dm_rx_stage *shared;
+	uint8_t *own_stage;
+	uint8_t *stage;                 /* the one this tcp_read uses */
 };
 
 /* A queued PDU's scratch (dm_txpdu.xport), set when tcp_queue takes it. */
@@ -459,13 +467,54 @@ static void rx_got(struct iscsi_conn *c, struct tcp_conn *t, ssize_t n)
 		ev_poller_start(c->loop, &t->rxp);
 }
 
-/* Receive what the socket holds. A recv that returns less than asked for has emptied the
- * socket (for now): we go back to the loop instead of asking again only to hear EAGAIN (the
- * watch is level-triggered, so data arriving meanwhile wakes us up). That saves one system
- * call per wake-up, a quarter of them at queue depth 1. */
+static void tcp_read_staged(struct iscsi_conn *c, struct tcp_conn *t);
+
+/* tcp_read when the thread's stage is taken or absent. */
+__attribute__((noinline, cold)) static void tcp_read_other(struct iscsi_conn *c,
+							  struct tcp_conn *t)
+{
+	if (t->stage) {
+		/* nested in its own receive: the outer one's buffer, as it is */
+		tcp_read_staged(c, t);
+		return;
+	}
+	if (!t->own_stage && !(t->own_stage = malloc(TCP_STAGE_SIZE))) {
+		dm_conn_failed(c, -ENOMEM);
+		return;
+	}
+	t->stage = t->own_stage;
+	tcp_read_staged(c, t);
+	t->stage = NULL;
+	t->stage_off = t->stage_len = 0;
+}
+
+/* Receive into a staging buffer taken for this call only: the thread's shared one when no
+ * other connection's receive holds it, else the connection's own (allocated on first need).
+ * Whatever it received is consumed before it returns (unless the connection was terminated
+ * meanwhile), so nothing staged outlives the call. */
 static void tcp_read(struct iscsi_conn *c)
 {
 	struct tcp_conn *t = tcp_of(c);
+	struct dm_rx_stage *sh = t->shared;
+
+	if (!sh || sh->busy || t->stage) {
+		tcp_read_other(c, t);
+		return;
+	}
+	sh->busy = true;
+	t->stage = sh->buf;
+	tcp_read_staged(c, t);
+	sh->busy = false;
+	t->stage = NULL;
+	t->stage_off = t->stage_len = 0;
+}
+
+/* Receive what the socket holds, into t->stage. A recv that returns less than asked for has
+ * emptied the socket (for now): we go back to the loop instead of asking again only to hear
+ * EAGAIN (the watch is level-triggered, so data arriving meanwhile wakes us up). That saves
+ * one system call per wake-up, a quarter of them at queue depth 1. */
+static void tcp_read_staged(struct iscsi_conn *c, struct tcp_conn *t)
+{
 	bool drained = false;
 
 	/* The budget counts receives (fairness between the worker's connections); whatever was
@@ -646,9 +695,16 @@ static struct iscsi_conn *conn_alloc(const struct dm_conn_setup *cs)
 		return NULL;
 	t = tcp_of(c);
 	t->fd = -1;
+	/* (a stage too small for TCP's reads is not used) */
+	t->shared = cs->stage && cs->stage->size >= TCP_STAGE_SIZE ? cs->stage : NULL;
 	list_init(&t->txq);
 	rx_reset(t);
 	return c;
+}
+
+static void tcp_release(struct iscsi_conn *c)
+{
+	free(tcp_of(c)->own_stage);
 }
 
 /* Free a connection the role never saw (its callbacks must not run). */
@@ -783,7 +839,19 @@ static void tcp_listener_pause(struct dm_listener *dl, unsigned ms)
 	struct tcp_listener *l = (struct tcp_listener *)dl;
 
 	ev_io_stop(l->loop, &l->io);
-	ev_timer_start(l->loop, &l->pause, ms);
+	if (ms)
+		ev_timer_start(l->loop, &l->pause, ms);
+	else
+		ev_timer_stop(l->loop, &l->pause);
+}
+
+static void tcp_listener_resume(struct dm_listener *dl)
+{
+	struct tcp_listener *l = (struct tcp_listener *)dl;
+
+	ev_timer_stop(l->loop, &l->pause);
+	if (!l->io.active)
+		ev_io_start(l->loop, &l->io, EPOLLIN);
 }
 
 /* One accepted socket: 0, or -errno when the listener should stop for now. */
@@ -850,7 +918,7 @@ static int listen_socket(const char *addr, uint16_t port)
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (ss.ss_family == AF_INET6)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 1024) < 0) {
+	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, TCP_LISTEN_BACKLOG) < 0) {
 		r = -errno;
 		close(fd);
 		return r;
@@ -909,9 +977,11 @@ const struct dm_ops tcp_dm_ops = {
 	.terminate = tcp_terminate,
 	.tx_busy = tcp_tx_busy,
 	.rx_poll = tcp_rx_poll,
+	.release = tcp_release,
 	.tx_abort_at = tcp_tx_abort_at,
 	.listen = tcp_listen,
 	.listener_pause = tcp_listener_pause,
+	.listener_resume = tcp_listener_resume,
 	.listener_free = tcp_listener_free,
 	.accept = tcp_accept,
 	.reject = tcp_reject,
