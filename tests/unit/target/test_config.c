@@ -299,7 +299,9 @@ static const struct tcase cases[] = {
     {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'12345678901234567'}"),
      "luns[0].naa_id: \"12345678901234567\" is not a non-zero hex number of up to 16"},
     {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'0x123456789012345678'}"),
-     "luns[0].naa_id: is 20 bytes long, the limit is 18"},
+     "luns[0].naa_id: \"0x123456789012345678\" is not a non-zero hex number of up to 16"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'0x60014054fc1071d7e2f4df095c8925a6f'}"),
+     "luns[0].naa_id: is 35 bytes long, the limit is 34"},
     {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'abc'},"
 	  "{'lun':1,'backend':'ram','size':'1M','naa_id':'0xABC'}"),
      "luns[1].naa_id: is also used by targets[0].luns[0]"},
@@ -349,6 +351,11 @@ static const struct tcase cases[] = {
     {T("'portals':['nope']"), "targets[0].portals[0]: no portal is named \"nope\""},
     {T("'portals':[]"), "targets[0].portals: must not be empty"},
     {T("'portals':['default','default']"), "targets[0].portals[1]: \"default\" is listed twice"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'0x60014054fc1071d7e2f4df095c8925a6'}"), NULL},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'50014054fc1071d7e2f4df095c8925a6'}"),
+     "a 32-digit designator is NAA 6 (its first digit is 6)"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'60014054fc1071d7e2f4'}"),
+     "is not a non-zero hex number of up to 16 digits, or of 32"},
     /* CHAP */
     {T("'chap':{'user':'u','secret':'s'}"), NULL},
     {T("'chap':{'user':'u','secret':''}"), "targets[0].chap.secret: must not be empty"},
