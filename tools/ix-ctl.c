@@ -73,6 +73,14 @@ static void usage(FILE *f)
 		"  alua set TARGET GROUP STATE          change a group's state (active/optimized,\n"
 		"                                       active/non-optimized, standby, unavailable,\n"
 		"                                       offline, transitioning)\n"
+		"  group status                         the gateway group: members, generations,\n"
+		"                                       health, LUN locks\n"
+		"  group member add NAME --portal ADDR[:PORT]... [--id N]\n"
+		"  group member remove NAME\n"
+		"  group init MEMBER [--pool P] [--namespace N] [--object O] [--ceph-conf PATH]\n"
+		"             [--ceph-client ID] [--keyring PATH]\n"
+		"                                       write a first group document from this\n"
+		"                                       gateway's targets (never over one)\n"
 		"options:\n"
 		"  -s, --socket PATH   the daemon's socket (default $IX_CTL_SOCKET or %s)\n"
 		"  --json              print the JSON result (or error) instead of text\n"
@@ -962,7 +970,7 @@ static const struct {
     {"portal", cmd_portal}, {"target", cmd_target},	{"lun", cmd_lun},
     {"acl", cmd_acl},	    {"sessions", cmd_sessions}, {"session", cmd_session},
     {"stats", cmd_stats},   {"alua", cmd_alua},		{"call", cmd_call},
-    {"methods", cmd_methods},
+    {"methods", cmd_methods}, {"group", cmd_group},
 };
 
 int main(int argc, char **argv)

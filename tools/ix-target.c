@@ -144,6 +144,7 @@ int main(int argc, char **argv)
 	struct ix_config *cfg;
 	struct ix_target *tgt;
 	struct sigctx sc = {0};
+	struct mgmt_group *group = NULL;
 	char err[1024];
 	sigset_t mask;
 
@@ -180,7 +181,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	r = ix_mgmt_load(config, &cfg, &doc, err, sizeof(err));
+	r = ix_mgmt_load_any(config, &cfg, &doc, &group, err, sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "ix-target: %s\n", err);
 		return 1;
@@ -188,12 +189,14 @@ int main(int argc, char **argv)
 	if (check_testing(cfg, config, sc.testing, err, sizeof(err)) < 0) {
 		fprintf(stderr, "ix-target: %s\n", err);
 		cfg_free(cfg);
+		mgmt_group_free(group);
 		json_decref(doc);
 		return 1;
 	}
 	if (check) {
 		printf("ix-target: %s: configuration is valid\n", config ? config : "(built-in)");
 		cfg_free(cfg);
+		mgmt_group_free(group);
 		json_decref(doc);
 		return 0;
 	}
@@ -205,6 +208,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "ix-target: global.mgmt_group: no group named \"%s\"\n",
 				cfg->global.mgmt_group);
 			cfg_free(cfg);
+			mgmt_group_free(group);
 			json_decref(doc);
 			return 1;
 		}
@@ -225,16 +229,20 @@ int main(int argc, char **argv)
 	    (cfg->global.metrics_listen &&
 	     !(metrics_listen = strdup(cfg->global.metrics_listen)))) {
 		fprintf(stderr, "ix-target: out of memory\n");
+		mgmt_group_free(group);
 		return 1;
 	}
 	r = ix_target_new(cfg, &tgt, err, sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "ix-target: %s\n", err[0] ? err : strerror(-r));
 		json_decref(doc);
+		mgmt_group_free(group);
 		return 1;
 	}
 	{
-		struct ix_mgmt_opts mo = {.config_path = config, .testing = sc.testing};
+		struct ix_mgmt_opts mo = {.config_path = config, .testing = sc.testing,
+					  .group = group};
+		group = NULL; /* ix_mgmt_new's */
 		r = ix_mgmt_new(tgt, doc, &mo, &sc.mgmt);
 	}
 	if (r == 0 && rpc_path)
@@ -280,7 +288,7 @@ int main(int argc, char **argv)
 	metrics_server_free(metrics);
 	rpc_server_free(rpc);
 	free((char *)rpc_path);
+	ix_mgmt_free(sc.mgmt); /* first: a group's watch is on the target's main loop */
 	ix_target_free(tgt);
-	ix_mgmt_free(sc.mgmt);
 	return r < 0 ? 1 : 0;
 }

@@ -104,6 +104,17 @@ static const struct mgmt_param p_qos[] = {
     {"qos", MGMT_T_OBJECT, true, "the limits, as \"qos\" in the file ({} or null: none)"},
     DRY_RUN, PEND};
 
+static const struct mgmt_param p_group_add[] = {
+    {"name", MGMT_T_STRING, true, "the member's name"},
+    {"portals", MGMT_T_ARRAY, true, "its portals: [{address, port, transports}]"},
+    {"id", MGMT_T_INTEGER, false, "its id (tpgt, ALUA group), default the highest + 1"}, DRY_RUN,
+    PEND};
+
+static const struct mgmt_param p_group_init[] = {
+    {"group", MGMT_T_OBJECT, true,
+     "where and who: {pool, namespace, object, member, conf, client, keyring}"},
+    DRY_RUN, PEND};
+
 static const struct method {
 	const char *name;
 	int (*fn)(struct call *c);
@@ -156,6 +167,13 @@ static const struct method {
     {"iscsi_logout_session", mgmt_m_logout_session, true, p_logout, "end a session"},
     {"iscsi_set_qos", mgmt_m_set_qos, true, p_qos,
      "a LUN's or an initiator's QoS limits (configuration.md, QoS)"},
+    {"group_get_status", mgmt_m_group_status, false, p_none,
+     "the gateway group: its members, their applied generation, health and LUN locks"},
+    {"group_add_member", mgmt_m_group_member_add, true, p_group_add, "add a gateway to the group"},
+    {"group_remove_member", mgmt_m_group_member_remove, true, p_delete_named,
+     "remove a gateway from the group"},
+    {"group_init", mgmt_m_group_init, true, p_group_init,
+     "write a first group document from this gateway's configuration"},
 };
 
 static const char *const type_names[] = {

@@ -30,11 +30,20 @@ struct ix_mgmt_opts {
 				    NULL = the built-in default */
 	bool testing;            /* test-only features allowed (ix-target --testing) */
 	bool no_save;            /* save_config refused (fuzzing) */
+	struct mgmt_group *group; /* from ix_mgmt_load_any: ix_mgmt_new takes it */
 };
 
 /* Load a configuration file: the validated configuration and its document. -errno with a
  * message "FILE:LINE:COL: path: ..." in err. path NULL: the built-in default. */
 int ix_mgmt_load(const char *path, struct ix_config **cfg, json_t **doc, char *err, size_t errlen);
+
+/* The same for a local file that may name a gateway group ("group": docs/ha.md): then the
+ * configuration derives from the group's document in RADOS and *grp is set (for
+ * ix_mgmt_opts.group; mgmt_group_free when not passed on); else *grp is NULL. */
+struct mgmt_group;
+int ix_mgmt_load_any(const char *path, struct ix_config **cfg, json_t **doc,
+		     struct mgmt_group **grp, char *err, size_t errlen);
+void mgmt_group_free(struct mgmt_group *g);
 
 /* t may be NULL: changes are validated and kept but nothing is served (tests, fuzzing). Takes
  * the document. */
@@ -75,6 +84,7 @@ enum {
 	MGMT_ERR_IO = -32004,             /* save: the file could not be written */
 	MGMT_ERR_DENIED = -32005,         /* the caller may not use the socket */
 	MGMT_ERR_LIMIT = -32006,          /* a bound was exceeded (size, connections, time) */
+	MGMT_ERR_CONFLICT = -32007,       /* group: changed through another gateway meanwhile */
 };
 
 /* Limits of the JSON-RPC framing (rpc.c). */

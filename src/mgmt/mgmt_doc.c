@@ -1,6 +1,7 @@
 /* Runtime management: the configuration document: loading, the differences between two
  * documents, applying one, reloading the file and saving (mgmt_int.h). */
 #include "mgmt/mgmt_int.h"
+#include "mgmt/mgmt_group.h"
 #include "mgmt/metrics.h"
 
 #include <errno.h>
@@ -86,6 +87,10 @@ int ix_mgmt_new(struct ix_target *t, json_t *doc, const struct ix_mgmt_opts *o,
 	m->doc = doc;
 	m->testing = o->testing;
 	m->no_save = o->no_save;
+	if (o->group) {
+		m->group = o->group;
+		mgmt_group_start(o->group, m, t ? ix_target_main_loop(t) : NULL);
+	}
 	*out = m;
 	return 0;
 }
@@ -94,6 +99,7 @@ void ix_mgmt_free(struct ix_mgmt *m)
 {
 	if (!m)
 		return;
+	mgmt_group_free(m->group);
 	json_decref(m->doc);
 	free(m->config_path);
 	free(m);
@@ -556,6 +562,8 @@ int ix_mgmt_reload_file(struct ix_mgmt *m, char *err, size_t errlen)
 	struct merr e = {0};
 	int r;
 
+	if (m->group)
+		return mgmt_group_reload(m->group, err, errlen);
 	if (!m->config_path) {
 		snprintf(err, errlen, "no configuration file to reload");
 		return -ENOENT;

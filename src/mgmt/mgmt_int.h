@@ -12,6 +12,7 @@ struct ix_mgmt {
 	char *config_path;
 	bool testing;
 	bool no_save;
+	struct mgmt_group *group; /* in a gateway group: the document is in RADOS (mgmt_group.c) */
 };
 
 /* An error to answer: code, message, optional data (owned). */
@@ -131,5 +132,11 @@ int mgmt_m_rejoin_lun(struct call *c);
 int mgmt_m_break_rbd_lock(struct call *c);
 int mgmt_m_get_alua(struct call *c);
 int mgmt_m_set_alua_state(struct call *c);
+/* The gateway group (mgmt_group.c): an edit of a member goes to the group's document. */
+int mgmt_group_commit(struct call *c, json_t *newdoc, bool dry_run);
+int mgmt_m_group_status(struct call *c);
+int mgmt_m_group_member_add(struct call *c);
+int mgmt_m_group_member_remove(struct call *c);
+int mgmt_m_group_init(struct call *c);
 
 #endif

@@ -129,7 +129,8 @@ int mgmt_commit(struct call *c, json_t *newdoc)
 		json_decref(newdoc);
 		return -1;
 	}
-	r = mgmt_apply_doc(c->m, newdoc, dry_run, true, &c->result, c->e);
+	r = c->m->group ? mgmt_group_commit(c, newdoc, dry_run)
+			: mgmt_apply_doc(c->m, newdoc, dry_run, true, &c->result, c->e);
 	/* the whole document's validation names its own paths: name the request's where the
 	 * error is in what the request gave */
 	for (int i = 0; r < 0 && c->e->code == MGMT_ERR_INVALID_CONFIG && i < c->nmap; i++)
@@ -686,6 +687,10 @@ int mgmt_m_save_config(struct call *c)
 		return mgmt_err_set(c->e, -32602, "params.path: must be an absolute path");
 	if (c->m->no_save)
 		return mgmt_err_set(c->e, MGMT_ERR_IO, "saving is disabled");
+	if (c->m->group)
+		return mgmt_err_set(c->e, MGMT_ERR_INVALID_CONFIG,
+				    "a gateway of a group keeps its configuration in the group's "
+				    "document in RADOS: every change is saved there already");
 	r = mgmt_save_doc(c->m->doc, path, err, sizeof(err));
 	if (r < 0)
 		return mgmt_err_set(c->e, MGMT_ERR_IO, "%s", err);

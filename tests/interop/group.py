@@ -1,0 +1,431 @@
+#!/usr/bin/env python3
+"""The gateway group (docs/ha.md "The gateway group"; issue 29, item 1) on a real single-node
+Ceph cluster: three ix-target daemons (A, B, C) started from small local files (a "group"
+section and a management socket, no targets) take two targets from one group document in
+RADOS, written with Ceph's own `rados put`: one with an RBD LUN (active on every gateway), one
+with an RBD LUN with exclusive_lock (its ALUA states follow the lock; libiscsi's tools cannot
+log in through a standby path, so they use the first).
+  start       every gateway serves the target: libiscsi's iscsi-inq reads the same LU (NAA)
+              designator through each, and a relative target port designator;
+  rtpg        REPORT TARGET PORT GROUPS through each gateway gives one table per target:
+              groups 1, 2, 3 with ports [1], [2], [3] (derived from the membership, written
+              nowhere), the same states on every gateway (all active/optimized; for the lock
+              target only the lock holder's group);
+  rados-json  `rados get` returns exactly the bytes that were put;
+  edit        `ix-ctl lun create` through A adds a LUN to the group: iscsi-readcapacity16
+              reads it through B and C within the bound (the notify, plus one poll interval
+              of slack), and `rados get` shows the new generation with the LUN;
+  acl         `ix-ctl acl create` with a CHAP secret through B: A and C refuse an initiator
+              without CHAP, and no gateway's log holds the secret;
+  stale       an admin's `rados put` (no notify) reaches the gateways at their poll; C, whose
+              poll is long, still has the older generation: an edit of the same target
+              through C is refused with the conflict error (-32007), nothing written;
+  concurrent  A and B add a LUN to the same target at the same moment, three times: each
+              answer is a success or the conflict error, at least one wins, and the document
+              holds exactly the winners' LUNs (no lost update);
+  catch-up    C stopped, a LUN added through A, C started again: C serves it at once;
+  bad-gen     a generation that moves C's portal to an address C does not have: A and B apply
+              it, C keeps serving the last good one (its old portal, without the new LUN) and
+              `ix-ctl group status` through A says C failed that generation and why;
+  members     `ix-ctl group member add D --portal ...` then `group member remove D`: every
+              gateway's REPORT TARGET PORT GROUPS lists group 4 then not;
+  init        a gateway with an ordinary file writes a first document of its own
+              (`ix-ctl group init gw-x --object ix.group2`): `rados get` shows it (generation 1,
+              member gw-x with the gateway's portal, its target); a second init is refused;
+              started again from a local file naming that group, it serves the same LUN;
+  no sanitizer report in any gateway's log.
+Skips (77) only when Ceph, the libiscsi tools or ix-target are missing.
+"""
+
+import json
+import os
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'lib'))
+import ixceph  # noqa: E402
+import ixha  # noqa: E402
+import ixiscsi as X  # noqa: E402
+import ixtest  # noqa: E402
+from ixceph import BUILD, run, rpc  # noqa: E402
+
+HOST = '127.0.0.1'
+IQN = 'iqn.2024-01.org.ix.test:group'
+INI = 'iqn.2024-01.org.ix.test:group-client'
+CHAP_INI = 'iqn.2024-01.org.ix.test:group-chap'
+SECRET = 'grp-Secret-7f3a9c21'
+OBJ = 'ix.group'
+NAA = '0x6001405a9b8c7d6e'
+LOCK_IQN = 'iqn.2024-01.org.ix.test:group-lock'
+NAA_LOCK = '0x6001405a9b8c7d6f'
+POLL_MS = 500            # group.poll_ms of A and B
+SLOW_POLL_MS = 60000     # C's: only the notify (or a restart) tells it
+LOCK_CHECK_MS = 1000     # rbd.lock_check_ms, the default
+MIB = 1 << 20
+
+report = ixtest.Reporter('group')
+
+
+def ctl(sock, *args):
+    """ix-ctl's exit status and its output on one line (for the result lines)."""
+    r = run([os.path.join(BUILD, 'tools', 'ix-ctl'), '-s', sock] + list(args), 60)
+    return r.returncode, ' '.join((r.stdout + r.stderr).split())
+
+
+def readcap(port, lun, ini=INI):
+    """Capacity in bytes through libiscsi's iscsi-readcapacity16, or None."""
+    r = run(['iscsi-readcapacity16', '-i', ini,
+             'iscsi://%s:%d/%s/%d' % (HOST, port, IQN, lun)], 30)
+    lba = blen = None
+    for ln in r.stdout.splitlines():
+        k, _, v = ln.partition(':')
+        if k.strip() == 'RETURNED LOGICAL BLOCK ADDRESS':
+            lba = int(v)
+        elif k.strip() == 'LOGICAL BLOCK LENGTH IN BYTES':
+            blen = int(v)
+    return (lba + 1) * blen if r.returncode == 0 and lba is not None and blen else None
+
+
+def inq83(port):
+    """iscsi-inq's device identification page through a gateway: (the LU's NAA designator
+    block, the relative target port designator block, exit status)."""
+    r = run(['iscsi-inq', '-i', INI, '-e', '1', '-c', '131',
+             'iscsi://%s:%d/%s/0' % (HOST, port, IQN)], 30, errors='replace')
+    descs = r.stdout.split('DEVICE DESIGNATOR')[1:]
+    lu = [d.strip() for d in descs if 'LOGICAL_UNIT' in d and 'NAA' in d]
+    rel = [d.strip() for d in descs if 'RELATIVE_TARGET_PORT' in d]
+    return (lu[0] if lu else None), (rel[0] if rel else None), r.returncode, r.stdout
+
+
+def rtpg(port, iqn=IQN):
+    """{group: (state, [ports])} through a raw session (unit attentions taken), or the error
+    text."""
+    try:
+        s = X.Session(HOST, port, initiator=INI + '-rtpg', target=iqn)
+        s.login()
+        for _ in range(4):
+            st, data, sense, _ = s.scsi(ixha.rtpg_cdb(), read_len=1024)
+            if st != 2 or X.sense3(sense)[0] != 6:
+                break
+        s.close()
+    except Exception as e:  # noqa: BLE001
+        return 'error: %s' % e
+    if st != 0:
+        return ixha.fmt(st, sense)
+    groups, _, _ = ixha.parse_rtpg(data)
+    return {g: (v[0], v[3]) for g, v in groups.items()}
+
+
+def doc_get(cl):
+    return cl.rados('-p', 'rbd', 'get', OBJ, '-')
+
+
+def wait(fn, secs, step=0.1):
+    """fn() until it is truthy or secs passed: (value, seconds)."""
+    t0 = time.monotonic()
+    while True:
+        v = fn()
+        if v or time.monotonic() - t0 > secs:
+            return v, time.monotonic() - t0
+        time.sleep(step)
+
+
+class Gw:
+    def __init__(self, tmp, conf, name, poll_ms):
+        self.name, self.tmp, self.conf, self.poll_ms = name, tmp, conf, poll_ms
+        self.port = ixtest.free_port()
+        self.sock = os.path.join(tmp, '%s.sock' % name)
+        self.cfg = os.path.join(tmp, '%s.json' % name)
+        self.d = None
+
+    def write_local(self):
+        with open(self.cfg, 'w') as f:
+            json.dump({'group': {'pool': 'rbd', 'object': OBJ, 'member': self.name,
+                                 'conf': self.conf, 'poll_ms': self.poll_ms},
+                       'global': {'mgmt_socket': self.sock}}, f, indent=1)
+
+    def start(self, append=False):
+        self.write_local()
+        self.d = ixtest.Daemon(self.cfg, 'group.ix-target-%s.log' % self.name, BUILD,
+                               append=append)
+
+
+def document(gws, gen, extra_luns=(), acls=None, portals=None):
+    members = [{'name': g.name, 'id': i + 1,
+                'portals': [{'address': HOST, 'port': g.port}] if not portals or
+                g.name not in portals else portals[g.name]}
+               for i, g in enumerate(gws)]
+    luns = [{'lun': 0, 'backend': 'rbd', 'thin': True, 'naa_id': NAA,
+             'rbd': {'pool': 'rbd', 'image': 'grp0', 'conf': gws[0].conf,
+                     'osd_op_timeout_s': 10}}]
+    luns += [{'lun': n, 'backend': 'ram', 'size': '8M'} for n in extra_luns]
+    t = {'name': IQN, 'luns': luns}
+    if acls is not None:
+        t['acls'] = acls
+    # the LU whose lock decides ALUA (libiscsi's tools cannot log in through a standby
+    # path, so the tools use the other target, active everywhere)
+    lt = {'name': LOCK_IQN, 'luns': [{'lun': 0, 'backend': 'rbd', 'thin': True,
+                                      'naa_id': NAA_LOCK,
+                                      'rbd': {'pool': 'rbd', 'image': 'grp1',
+                                              'conf': gws[0].conf, 'exclusive_lock': True,
+                                              'osd_op_timeout_s': 10}}]}
+    return {'kind': 'ix-group', 'version': 1, 'generation': gen,
+            'global': {'nop_interval_ms': 5000}, 'members': members, 'targets': [t, lt]}
+
+
+def put(cl, doc):
+    text = json.dumps(doc, indent=1)
+    cl.rados('-p', 'rbd', 'put', OBJ, '-', data=text.encode())
+    return text
+
+
+def luns_in(cl):
+    d = json.loads(doc_get(cl))
+    return d['generation'], sorted(lu['lun'] for lu in d['targets'][0]['luns'])
+
+
+def scenario(cl, tmp):
+    cl.create_image('grp0', '16M')
+    cl.create_image('grp1', '16M')
+    gws = [Gw(tmp, cl.conf, 'gw-a', POLL_MS), Gw(tmp, cl.conf, 'gw-b', POLL_MS),
+           Gw(tmp, cl.conf, 'gw-c', SLOW_POLL_MS)]
+    a, b, c = gws
+    text = put(cl, document(gws, 1))
+    bound = 2.0 + POLL_MS / 1000.0   # a notify's delivery (2 s bound) or one poll
+    try:
+        for g in gws:
+            g.start()
+        # start: one LU identity, each gateway its own relative port
+        ids = {g.name: inq83(g.port) for g in gws}
+        lus = {n: v[0] for n, v in ids.items()}
+        rels = {n: v[1] is not None for n, v in ids.items()}
+        report.check('start', len(set(lus.values())) == 1 and None not in lus.values() and
+                     all(rels.values()) and all(v[2] == 0 for v in ids.values()),
+                     'iscsi-inq VPD 0x83 through A, B, C: exit %s; one LU designator (NAA): %s; '
+                     'a relative target port designator on each: %s (its value: rtpg)' %
+                     ([v[2] for v in ids.values()],
+                      'the same' if len(set(lus.values())) == 1 else 'NOT the same: %s' % lus,
+                      rels))
+
+        # rtpg: one table everywhere (the lock target's once the lock settled)
+        want_ports = {1: [1], 2: [2], 3: [3]}
+
+        def same_tables(iqn, one_ao):
+            t = {g.name: rtpg(g.port, iqn) for g in gws}
+            ok = all(isinstance(v, dict) and {k: p for k, (s, p) in v.items()} == want_ports
+                     for v in t.values()) and len({json.dumps(v, sort_keys=True)
+                                                   for v in t.values()}) == 1
+            if ok and one_ao:
+                ok = [s for s, _ in t['gw-a'].values()].count(ixha.AO) == 1
+            elif ok:
+                ok = all(s == ixha.AO for s, _ in t['gw-a'].values())
+            return t if ok else None
+        tabs, took = wait(lambda: same_tables(IQN, False), 5)
+        ltabs, ltook = wait(lambda: same_tables(LOCK_IQN, True),
+                            3 * LOCK_CHECK_MS / 1000.0 + 5)
+        report.check('rtpg', tabs is not None and ltabs is not None,
+                     'REPORT TARGET PORT GROUPS through A, B, C agree: %s after %.1f s: %s; '
+                     '%s (exclusive_lock) after %.1f s: %s' %
+                     (IQN, took, ixha.show({k: v[0] for k, v in tabs['gw-a'].items()})
+                      if tabs else {g.name: rtpg(g.port) for g in gws},
+                      LOCK_IQN, ltook,
+                      ixha.show({k: v[0] for k, v in ltabs['gw-a'].items()})
+                      if ltabs else {g.name: rtpg(g.port, LOCK_IQN) for g in gws}))
+
+        got = doc_get(cl)
+        report.check('rados-json', got == text,
+                     '`rados get %s` is the %d bytes put' % (OBJ, len(text)))
+
+        # edit through A reaches B and C
+        rc, out = ctl(a.sock, 'lun', 'create', IQN, '1', '--ram', '8M')
+        caps, took = wait(lambda: all(readcap(g.port, 1) == 8 * MIB for g in (b, c)), bound)
+        gen, luns = luns_in(cl)
+        report.check('edit', rc == 0 and caps and gen == 2 and luns == [0, 1],
+                     'ix-ctl lun create through A: rc %d (%s); B and C read 8 MiB on LUN 1 '
+                     'after %.2f s (bound %.1f s); rados get: generation %d, LUNs %s' %
+                     (rc, out[:100], took, bound, gen, luns))
+
+        # acl with CHAP through B: enforced on A and C, never logged
+        rc, out = ctl(b.sock, 'acl', 'create', IQN, CHAP_INI, '--chap-user', 'grpuser',
+                      '--chap-secret', SECRET)
+        refused, took = wait(lambda: all(readcap(g.port, 0, CHAP_INI) is None
+                                         for g in (a, c)), bound)
+        logs = ''.join(g.d.output() for g in gws)
+        report.check('acl', rc == 0 and refused and SECRET not in logs and
+                     SECRET in doc_get(cl),
+                     'ix-ctl acl create with CHAP through B: rc %d (%s); A and C refuse '
+                     '%s without CHAP after %.2f s; secret in a log: %s' %
+                     (rc, out[:100], CHAP_INI, took, SECRET in logs))
+        rc, out = ctl(a.sock, 'acl', 'delete', IQN, CHAP_INI)
+
+        # stale: an admin's rados put, no notify; C (long poll) edits on its old generation
+        d = json.loads(doc_get(cl))
+        d['generation'] += 1
+        d['targets'][0]['luns'].append({'lun': 5, 'backend': 'ram', 'size': '8M'})
+        put(cl, d)
+        seen, took = wait(lambda: all(readcap(g.port, 5) == 8 * MIB for g in (a, b)),
+                          POLL_MS / 1000.0 + bound)
+        before = doc_get(cl)
+        rc, out = ctl(c.sock, '--json', 'lun', 'create', IQN, '2', '--ram', '8M')
+        report.check('stale', seen and rc == 1 and '-32007' in out and 'conflict' in out and
+                     doc_get(cl) == before,
+                     'rados put of generation %d: A and B serve LUN 5 after %.2f s (their '
+                     'poll); an edit of the target through C (still on the older '
+                     'generation): rc %d %s; object unchanged: %s' %
+                     (d['generation'], took, rc, out[:200], doc_get(cl) == before))
+
+        # concurrent edits of one target through A and B
+        outcomes = []
+        for k in range(3):
+            res = {}
+            la, lb = 10 + 2 * k, 11 + 2 * k
+
+            def edit(g, lun):
+                res[g.name] = rpc(g.sock, 'iscsi_create_lun',
+                                  {'target': IQN, 'lun': {'lun': lun, 'backend': 'ram',
+                                                          'size': '8M'}})
+            ths = [threading.Thread(target=edit, args=(a, la)),
+                   threading.Thread(target=edit, args=(b, lb))]
+            for t in ths:
+                t.start()
+            for t in ths:
+                t.join()
+            won = [lun for g, lun in ((a, la), (b, lb)) if 'result' in res[g.name]]
+            lost = [g.name for g in (a, b) if res[g.name].get('error', {}).get('code') ==
+                    -32007]
+            _, luns = luns_in(cl)
+            outcomes.append((won, lost, [x for x in luns if x in (la, lb)], res))
+            time.sleep(bound)   # both gateways apply the winner before the next round
+        ok = all(len(w) + len(lo) == 2 and w and sorted(w) == present
+                 for w, lo, present, _ in outcomes)
+        report.check('concurrent', ok,
+                     '3 rounds of A and B adding a LUN to %s at once: winners %s, conflict '
+                     'errors %s, LUNs in the document %s' %
+                     (IQN, [o[0] for o in outcomes], [o[1] for o in outcomes],
+                      [o[2] for o in outcomes]) +
+                     ('' if ok else '; answers %s' % [json.dumps(o[3])[:300] for o in outcomes]))
+
+        # catch-up: C down during an edit
+        c.d.stop()
+        rc, out = ctl(a.sock, 'lun', 'create', IQN, '6', '--ram', '8M')
+        c.start(append=True)
+        cap = readcap(c.port, 6)
+        report.check('catch-up', rc == 0 and cap == 8 * MIB,
+                     'C stopped, LUN 6 added through A (rc %d %s), C started: LUN 6 %s' %
+                     (rc, out[:80], cap))
+
+        # bad generation for C: its portal moved to an address it does not have
+        d = json.loads(doc_get(cl))
+        gen_good = d['generation']
+        d['generation'] += 1
+        d['members'][2]['portals'] = [{'address': '192.0.2.99', 'port': c.port}]
+        d['targets'][0]['luns'].append({'lun': 7, 'backend': 'ram', 'size': '8M'})
+        put(cl, d)
+        # A and B find it at their poll; then an edit through A tells C (a notify)
+        wait(lambda: all(readcap(g.port, 7) == 8 * MIB for g in (a, b)),
+             POLL_MS / 1000.0 + bound)
+        rc, out = ctl(a.sock, 'target', 'set', IQN, 'alias=grp')
+
+        def c_failed():
+            r = rpc(a.sock, 'group_get_status', {}).get('result', {})
+            m = [x for x in r.get('members', []) if x.get('name') == 'gw-c']
+            # the alias edit made another generation on top, with the same portal of C's
+            return m and (m[0].get('failed_generation') or 0) >= d['generation'] and m[0] \
+                or None
+        st, took = wait(c_failed, bound, 0.2)
+        ab7 = [readcap(g.port, 7) for g in (a, b)]
+        c0, c7 = readcap(c.port, 0), readcap(c.port, 7)
+        rc2, text_status = ctl(a.sock, 'group', 'status')
+        report.check('bad-gen', st is not None and st.get('health') == 'error' and
+                     st.get('generation') == gen_good and ab7 == [8 * MIB] * 2 and
+                     c0 is not None and c7 is None and 'gw-c' in text_status and
+                     'error' in text_status,
+                     'generation %d moves C to 192.0.2.99: A, B LUN 7 %s; C still serves its '
+                     'generation (%s) on its old portal (LUN 0 %s, LUN 7 %s); status of C '
+                     'through A after %.1f s: %s; ix-ctl group status: %s' %
+                     (d['generation'], ab7, st and st.get('generation'), c0, c7, took,
+                      json.dumps(st)[:300], text_status[:400]))
+        # repair C's portal
+        d = json.loads(doc_get(cl))
+        d['generation'] += 1
+        d['members'][2]['portals'] = [{'address': HOST, 'port': c.port}]
+        put(cl, d)
+        wait(lambda: readcap(a.port, 0) and
+             rpc(a.sock, 'group_get_status', {}).get('result', {}).get('generation') ==
+             d['generation'], POLL_MS / 1000.0 + bound)
+        time.sleep(POLL_MS / 1000.0)   # B's poll too
+        ctl(a.sock, 'target', 'set', IQN, 'alias=grp2')
+
+        # members: add D, then remove it
+        dport = ixtest.free_port()
+        rc, out = ctl(a.sock, 'group', 'member', 'add', 'gw-d', '--portal',
+                      '%s:%d' % (HOST, dport))
+        has4, took = wait(lambda: all(isinstance(t, dict) and 4 in t
+                                      for t in (rtpg(g.port) for g in gws)), bound, 0.2)
+        rc2, out2 = ctl(b.sock, 'group', 'member', 'remove', 'gw-d')
+        no4, took2 = wait(lambda: all(isinstance(t, dict) and 4 not in t and 3 in t
+                                      for t in (rtpg(g.port) for g in gws)), bound, 0.2)
+        report.check('members', rc == 0 and rc2 == 0 and has4 and no4,
+                     'group member add gw-d through A (rc %d %s): group 4 on every gateway '
+                     'after %.1f s; group member remove gw-d through B (rc %d %s): gone after '
+                     '%.1f s' % (rc, out[:80], took, rc2, out2[:80], took2))
+        step_init(cl, tmp)
+    finally:
+        for g in gws:
+            if g.d:
+                g.d.stop()
+                ixtest.check_sanitizer(report, g.d, g.name)
+
+
+def step_init(cl, tmp):
+    port, sock = ixtest.free_port(), os.path.join(tmp, 'x.sock')
+    iqn = 'iqn.2024-01.org.ix.test:group-init'
+    plain = os.path.join(tmp, 'x-plain.json')
+    with open(plain, 'w') as f:
+        json.dump({'global': {'mgmt_socket': sock},
+                   'portals': [{'name': 'p', 'address': HOST, 'port': port}],
+                   'targets': [{'name': iqn, 'luns': [{'lun': 0, 'backend': 'ram',
+                                                       'size': '4M'}]}]}, f)
+    d = ixtest.Daemon(plain, 'group.ix-target-x.log', BUILD)
+    try:
+        rc, out = ctl(sock, 'group', 'init', 'gw-x', '--object', 'ix.group2', '--ceph-conf',
+                      cl.conf)
+        rc2, out2 = ctl(sock, 'group', 'init', 'gw-x', '--object', 'ix.group2',
+                        '--ceph-conf', cl.conf)
+    finally:
+        d.stop()
+        ixtest.check_sanitizer(report, d, 'x-plain')
+    doc = json.loads(cl.rados('-p', 'rbd', 'get', 'ix.group2', '-'))
+    local = os.path.join(tmp, 'x.json')
+    with open(local, 'w') as f:
+        json.dump({'group': {'object': 'ix.group2', 'member': 'gw-x', 'conf': cl.conf},
+                   'global': {'mgmt_socket': sock}}, f)
+    d = ixtest.Daemon(local, 'group.ix-target-x.log', BUILD, append=True)
+    try:
+        r = run(['iscsi-readcapacity16', '-i', INI,
+                 'iscsi://%s:%d/%s/0' % (HOST, port, iqn)], 30)
+    finally:
+        d.stop()
+        ixtest.check_sanitizer(report, d, 'x-group')
+    m = doc.get('members', [{}])[0]
+    report.check('init', rc == 0 and doc.get('generation') == 1 and m.get('name') == 'gw-x' and
+                 m.get('portals') == [{'address': HOST, 'port': port}] and
+                 [t['name'] for t in doc.get('targets', [])] == [iqn] and
+                 rc2 == 1 and 'exists already' in out2 and r.returncode == 0,
+                 'ix-ctl group init through a plain gateway: rc %d (%s); rados get: generation '
+                 '%s, members %s, targets %s; again: rc %d (%s); the gateway from a local file '
+                 'naming the group: iscsi-readcapacity16 exit %d' %
+                 (rc, out[:60], doc.get('generation'), doc.get('members'),
+                  [t['name'] for t in doc.get('targets', [])], rc2, out2[:80], r.returncode))
+
+
+def main():
+    return ixceph.run_with_cluster(report, 'group', scenario,
+                                   tools=('iscsi-inq', 'iscsi-readcapacity16'),
+                                   built=('ix-target', 'ix-ctl'))
+
+
+if __name__ == '__main__':
+    report.main(main)
