@@ -27,6 +27,7 @@ int cmd_alua(int argc, char **argv);
 int cmd_save(int argc, char **argv);
 int cmd_call(int argc, char **argv);
 int cmd_methods(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 int cmd_group(int argc, char **argv); /* ix-ctl_group.c */
 
 #endif
