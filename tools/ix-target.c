@@ -181,6 +181,14 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/* signals are taken through a signalfd on the main loop; block them in every thread
+	   (before loading: a group's configuration starts librados' threads) */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
 	r = ix_mgmt_load_any(config, &cfg, &doc, &group, err, sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "ix-target: %s\n", err);
@@ -216,13 +224,6 @@ int main(int argc, char **argv)
 	}
 	ix_log_set_level(level >= 0 ? level : cfg->global.log_level);
 
-	/* signals are taken through a signalfd on the main loop; block them in every thread */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &mask, NULL);
-	signal(SIGPIPE, SIG_IGN);
 
 	/* cfg belongs to the target from here: the socket path is copied first */
 	if ((rpc_path && !(rpc_path = strdup(rpc_path))) ||

@@ -433,10 +433,7 @@ int mgmt_group_load(const char *path, json_t *local, struct ix_config **cfg, jso
 		 (unsigned long long)ha_group_generation(d));
 	return 0;
 failst:
-	/* the others see why this member does not serve */
-	snprintf(g->error, sizeof(g->error), "not started: %s", err);
-	g->failed_gen = ha_group_generation(d);
-	status_put(g);
+	/* no status written: this may be `ix-target --check` beside a gateway that serves */
 fail:
 	json_decref(d);
 	json_decref(e);

@@ -29,16 +29,21 @@ log in through a standby path, so they use the first).
               `ix-ctl group status` through A says C failed that generation and why;
   members     `ix-ctl group member add D --portal ...` then `group member remove D`: every
               gateway's REPORT TARGET PORT GROUPS lists group 4 then not;
+  dry-run     `--dry-run` checks every member (a new member whose portal is no address is
+              refused naming it) and writes nothing;
+  sighup      SIGHUP re-reads the local file and the document;
   init        a gateway with an ordinary file writes a first document of its own
               (`ix-ctl group init gw-x --object ix.group2`): `rados get` shows it (generation 1,
               member gw-x with the gateway's portal, its target); a second init is refused;
               started again from a local file naming that group, it serves the same LUN;
-  no sanitizer report in any gateway's log.
+  stop        SIGTERM stops every gateway cleanly (exit 0), and no sanitizer report is in
+              any gateway's log.
 Skips (77) only when Ceph, the libiscsi tools or ix-target are missing.
 """
 
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -371,12 +376,34 @@ def scenario(cl, tmp):
                      'group member add gw-d through A (rc %d %s): group 4 on every gateway '
                      'after %.1f s; group member remove gw-d through B (rc %d %s): gone after '
                      '%.1f s' % (rc, out[:80], took, rc2, out2[:80], took2))
+        # dry_run checks every member: a member whose derived configuration is invalid
+        before = doc_get(cl)
+        rc, out = ctl(a.sock, '--dry-run', 'group', 'member', 'add', 'gw-e', '--portal',
+                      'no-such-address:3260')
+        rc2, out2 = ctl(b.sock, '--dry-run', 'lun', 'create', IQN, '40', '--ram', '8M')
+        report.check('dry-run', rc == 1 and 'member gw-e' in out and rc2 == 0 and
+                     doc_get(cl) == before and readcap(a.port, 40) is None,
+                     'dry run of adding gw-e with a portal that is no address: rc %d (%s); '
+                     'dry run of a LUN: rc %d (%s); document unchanged: %s' %
+                     (rc, out[:160], rc2, out2[:100], doc_get(cl) == before))
+
+        # SIGHUP: the local file and the document again
+        a.d.p.send_signal(signal.SIGHUP)
+        hup, took = wait(lambda: 'configuration reloaded' in a.d.output(), bound)
+        report.check('sighup', hup and readcap(a.port, 1) == 8 * MIB,
+                     'SIGHUP to A: reloaded after %.1f s, LUN 1 %s' %
+                     (took, readcap(a.port, 1)))
+
         step_init(cl, tmp)
     finally:
+        codes = {}
         for g in gws:
             if g.d:
-                g.d.stop()
+                codes[g.name] = g.d.stop()
                 ixtest.check_sanitizer(report, g.d, g.name)
+        report.check('stop', all(c == 0 for c in codes.values()),
+                     'SIGTERM: exit status %s (0: a clean stop, the watch and the status '
+                     'objects closed)' % codes)
 
 
 def step_init(cl, tmp):
