@@ -828,7 +828,10 @@ int cephiscsi_import(const char *text, size_t len, const struct cephiscsi_opts *
 	}
 	m.in = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
 	if (!m.in) {
-		snprintf(err, errlen, "not JSON: %s (line %d, column %d)", je.text, je.line,
+		/* jansson quotes the text "near" the error: it may be a password */
+		const char *near = strstr(je.text, " near ");
+		snprintf(err, errlen, "not JSON: %.*s (line %d, column %d)",
+			 near ? (int)(near - je.text) : (int)strlen(je.text), je.text, je.line,
 			 je.column);
 		return -EINVAL;
 	}

@@ -380,6 +380,8 @@ static void test_refused(void)
 	    {"{\"version\": 11, \"targets\": []}", "\"targets\" is not an object"},
 	    {"{\"version\": 11, \"discovery_auth\": \"x\"}", "\"discovery_auth\" is not an object"},
 	    {"{\"version\": 11, \"version\": 11}", "duplicate"},
+	    /* the parser's "near" text is not quoted: it could be a password */
+	    {"{\"version\": 11, \"discovery_auth\": {\"password\": \"pw-123\" x}}", "not JSON"},
 	};
 	char err[512];
 
@@ -389,6 +391,7 @@ static void test_refused(void)
 		int rc = cephiscsi_import(cases[i].in, strlen(cases[i].in), NULL, &doc, &notes, err,
 					  sizeof(err));
 		CHECK(rc == -EINVAL && doc == NULL && notes == NULL && strstr(err, cases[i].want));
+		CHECK(strstr(err, "pw-123") == NULL);
 		if (!strstr(err, cases[i].want))
 			printf("# %s -> %s\n", cases[i].in, err);
 	}
