@@ -22,10 +22,14 @@ files naming that group serve it.
   masking     win1 sees only disk_2, as its LUN 0 (its size), and no LUN 1; client1 sees both;
   discovery   SendTargets needs the discovery CHAP credential; with it, client1 is shown only
               the target whose ACL lists it;
+  encrypted   passwords ceph-iscsi encrypted with the gateways' RSA key (OAEP, SHA-256 as it
+              writes them, SHA-1 as its older versions did; here encrypted by the openssl
+              tool) are carried over with --key, and without it the client is left out, noted;
   no sanitizer report in either gateway's log.
 Skips (77) only when Ceph, the libiscsi tools or ix-target/ix-ctl are missing.
 """
 
+import base64
 import json
 import os
 import string
@@ -128,6 +132,41 @@ class Gw:
         self.d = ixtest.Daemon(self.cfg, 'cephiscsi_import.ix-target-%s.log' % name, BUILD)
 
 
+def step_encrypted(tmp, gwconf):
+    key, pub = os.path.join(tmp, 'iscsi-gateway.key'), os.path.join(tmp, 'iscsi-gateway-pub.key')
+    run(['openssl', 'genrsa', '-out', key, '2048'], 60)
+    run(['openssl', 'rsa', '-in', key, '-pubout', '-out', pub], 60)
+
+    def enc(text, md):
+        opts = ['-pkeyopt', 'rsa_padding_mode:oaep']
+        if md:
+            opts += ['-pkeyopt', 'rsa_oaep_md:' + md, '-pkeyopt', 'rsa_mgf1_md:' + md]
+        r = subprocess.run(['openssl', 'pkeyutl', '-encrypt', '-pubin', '-inkey', pub] + opts,
+                           input=text.encode(), capture_output=True, timeout=60)
+        return base64.b64encode(r.stdout).decode()
+    d = json.loads(json.dumps(gwconf))
+    a = d['targets'][T1]['clients']['iqn.1994-05.com.redhat:client1']['auth']
+    want = (a['password'], a['mutual_password'])
+    a.update(password=enc(a['password'], 'sha256'), password_encryption_enabled=True,
+             mutual_password=enc(a['mutual_password'], None),
+             mutual_password_encryption_enabled=True)
+    path = os.path.join(tmp, 'encrypted.conf')
+    with open(path, 'w') as f:
+        json.dump(d, f)
+    rc, out, err = ctl('import', 'ceph-iscsi', '--file', path, '--key', key, '--out', '-')
+    acl = [x for x in json.loads(out)['targets'][0]['acls']
+           if x['initiator'] == 'iqn.1994-05.com.redhat:client1'] if rc == 0 else []
+    got = (acl[0]['chap']['secret'], acl[0]['mutual_chap']['secret']) if acl else None
+    rc2, out2, err2 = ctl('import', 'ceph-iscsi', '--file', path, '--out', '-')
+    left = rc2 == 0 and 'client1' not in out2 and \
+        'client iqn.1994-05.com.redhat:client1: CHAP password is encrypted' in err2
+    report.check('encrypted', rc == 0 and got == want and left and
+                 not any(w in err + err2 for w in want),
+                 'ix-ctl import --key: exit %d, client1\'s CHAP and mutual CHAP decrypted '
+                 '(OAEP SHA-256, SHA-1): %s; without --key: exit %d, client1 left out and noted: '
+                 '%s' % (rc, got == want, rc2, left))
+
+
 def scenario(cl, tmp):
     gwconf = json.load(open(DATA))
     clients = {c: a['auth'] for t in gwconf['targets'].values()
@@ -171,6 +210,7 @@ def scenario(cl, tmp):
                  'document: %s' % (rc2, ' '.join(err2.split())[-80:], after == doc, rc3,
                                    ondisk == doc))
 
+    step_encrypted(tmp, gwconf)
     gws = []
     try:
         for name in ('ceph-gw-1.lab', 'ceph-gw-2.lab'):
