@@ -27,6 +27,7 @@
 #include <strings.h>
 
 #include "proto/chap.h"
+#include "target/config.h"
 
 #define MAX_GW 64         /* members of a group at most */
 #define MAX_PORTALS 16    /* portals of a member at most */
@@ -384,6 +385,17 @@ static bool cred_of(struct imp *m, json_t *auth, const char *which, const char *
 		}
 		pass = plain;
 	}
+	bool ctl = false;
+	for (const char *p = user; *p; p++)
+		ctl = ctl || (unsigned char)*p < 0x20 || *p == 0x7f;
+	if (ctl || strlen(user) != json_string_length(json_object_get(auth, ku)) ||
+	    (!json_is_true(json_object_get(auth, ke)) &&
+	     strlen(pass) != json_string_length(json_object_get(auth, kp)))) {
+		note(m, "%s: %s user name with a control character, or a password with a NUL: not "
+			"carried over", what, label);
+		memset(plain, 0, sizeof(plain));
+		return false;
+	}
 	if (strlen(user) > 255 || strlen(pass) > CHAP_MAX_SECRET_LEN) {
 		note(m, "%s: %s user name or password longer than ix takes (255): not carried over",
 		     what, label);
@@ -571,7 +583,12 @@ static void build_acls(struct imp *m, json_t *tg, const char *iqn, json_t *t, js
 		char what[600];
 		bool ok;
 
-		snprintf(what, sizeof(what), "target %s, client %s", iqn, keys[i]);
+		snprintf(what, sizeof(what), "target %s, client %.230s", iqn, keys[i]);
+		const char *why = cfg_iscsi_name_error(keys[i]);
+		if (why) {
+			note(m, "%s: not a valid iSCSI name (%s): left out", what, why);
+			continue;
+		}
 		ok = cred_of(m, auth, "", what, &chap);
 		ok = ok && cred_of(m, auth, "mutual_", what, &mchap);
 		if (!ok) {
@@ -650,7 +667,12 @@ static json_t *build_target(struct imp *m, const char *iqn)
 	size_t n, known, nd;
 	char what[600];
 
-	snprintf(what, sizeof(what), "target %s", iqn);
+	snprintf(what, sizeof(what), "target %.230s", iqn);
+	if (cfg_iscsi_name_error(iqn)) {
+		note(m, "%s: not a valid iSCSI name (%s): not carried over", what,
+		     cfg_iscsi_name_error(iqn));
+		return NULL;
+	}
 	if (!json_is_object(tg)) {
 		note(m, "%s: not an object: not carried over", what);
 		return NULL;

@@ -380,6 +380,7 @@ static void test_refused(void)
 	    {"{\"version\": 11, \"targets\": []}", "\"targets\" is not an object"},
 	    {"{\"version\": 11, \"discovery_auth\": \"x\"}", "\"discovery_auth\" is not an object"},
 	    {"{\"version\": 11, \"version\": 11}", "duplicate"},
+	    {"{\"version\": 11, \"discovery_auth\": {\"password\": \"a\\u0000b\"}}", "not JSON"},
 	    /* the parser's "near" text is not quoted: it could be a password */
 	    {"{\"version\": 11, \"discovery_auth\": {\"password\": \"pw-123\" x}}", "not JSON"},
 	};
@@ -410,6 +411,44 @@ static void test_refused(void)
 	json_decref(notes);
 }
 
+/* names and credentials ix's loader would refuse are noted and left out, so that the rest of
+ * the group still loads */
+static void test_bad_names(void)
+{
+	static const char in[] =
+	    "{\"version\": 11, \"targets\": {"
+	    " \"iqn.2026-01.lab:t\": {\"ip_list\": [\"192.0.2.1\"],"
+	    "  \"portals\": {\"gw\": {\"portal_ip_addresses\": [\"192.0.2.1\"]}},"
+	    "  \"disks\": {},"
+	    "  \"clients\": {"
+	    "   \"not an iqn\": {\"auth\": {\"username\": \"user00001\", \"password\": \"pass-000001\"}},"
+	    "   \"iqn.2026-01.lab:ctl\": {\"auth\": {\"username\": \"us\\ter00001\","
+	    "      \"password\": \"pass-000002\"}},"
+	    "   \"iqn.2026-01.lab:good\": {\"auth\": {\"username\": \"user00004\","
+	    "      \"password\": \"pass-000004\"}}}},"
+	    " \"bad target name\": {\"ip_list\": [\"192.0.2.1\"],"
+	    "  \"portals\": {\"gw\": {\"portal_ip_addresses\": [\"192.0.2.1\"]}}}}}";
+	json_t *doc = NULL, *notes = NULL;
+	char err[512] = "";
+
+	printf("# names and credentials ix refuses\n");
+	CHECK_EQ(cephiscsi_import(in, strlen(in), NULL, &doc, &notes, err, sizeof(err)), 0);
+	if (!doc) {
+		printf("# %s\n", err);
+		return;
+	}
+	CHECK_EQ(count(doc, "targets"), 1);
+	CHECK_EQ(count(doc, "targets.0.acls"), 1);
+	CHECK_STR(str(doc, "targets.0.acls.0.initiator"), "iqn.2026-01.lab:good");
+	CHECK_EQ(noted(notes, "client not an iqn: not a valid iSCSI name", NULL), 1);
+	CHECK_EQ(noted(notes, "client iqn.2026-01.lab:ctl: CHAP user name with a control", NULL), 1);
+	CHECK_EQ(noted(notes, "target bad target name: not a valid iSCSI name", NULL), 1);
+	CHECK_EQ(noted(notes, "pass-00000", NULL), 0);
+	loads_everywhere(doc);
+	json_decref(doc);
+	json_decref(notes);
+}
+
 int main(void)
 {
 	test_naa();
@@ -417,5 +456,6 @@ int main(void)
 	test_two_targets();
 	test_edge();
 	test_refused();
+	test_bad_names();
 	return tap_done();
 }
