@@ -234,6 +234,21 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	r = ix_target_new(cfg, &tgt, err, sizeof(err));
+	if (r < 0 && group) {
+		/* a group's generation this gateway cannot serve: the last good one it kept */
+		char why[1024];
+		json_t *gdoc;
+
+		snprintf(why, sizeof(why), "%s", err[0] ? err : strerror(-r));
+		if (mgmt_group_fallback(group, why, &cfg, &gdoc, err, sizeof(err)) == 0) {
+			json_decref(doc);
+			doc = gdoc;
+			r = ix_target_new(cfg, &tgt, err, sizeof(err));
+		} else {
+			fprintf(stderr, "ix-target: %s\n", err);
+			snprintf(err, sizeof(err), "%s", why);
+		}
+	}
 	if (r < 0) {
 		fprintf(stderr, "ix-target: %s\n", err[0] ? err : strerror(-r));
 		json_decref(doc);

@@ -44,6 +44,9 @@ struct mgmt_group;
 int ix_mgmt_load_any(const char *path, struct ix_config **cfg, json_t **doc,
 		     struct mgmt_group **grp, char *err, size_t errlen);
 void mgmt_group_free(struct mgmt_group *g);
+/* The last good document's configuration instead (ix_target_new refused the first). */
+int mgmt_group_fallback(struct mgmt_group *g, const char *why, struct ix_config **cfg,
+			json_t **doc, char *err, size_t errlen);
 
 /* t may be NULL: changes are validated and kept but nothing is served (tests, fuzzing). Takes
  * the document. */

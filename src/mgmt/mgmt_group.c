@@ -152,6 +152,15 @@ int mgmt_group_edit(const struct mgmt_group_io *io, json_t *base, json_t *olde, 
 			json_decref(nd);
 			return rc;
 		}
+		/* nothing to change in the document: no new generation */
+		json_object_set(nd, "generation", json_object_get(fresh, "generation"));
+		if (json_equal(nd, fresh)) {
+			json_decref(nd);
+			*written = fresh;
+			return 0;
+		}
+		json_object_set_new(nd, "generation",
+				    json_integer((json_int_t)ha_group_generation(fresh) + 1));
 		json_decref(fresh);
 		if (dry_run) {
 			*written = nd;
@@ -249,6 +258,77 @@ out:
 	json_decref(s);
 }
 
+/* ---- the last good document, on disk ---- */
+
+/* "<state_dir>/ix-group.<member>.json" when the local file's global has a state_dir. */
+static bool cache_path(const struct mgmt_group *g, char *buf, size_t cap)
+{
+	const char *dir = json_string_value(
+		json_object_get(json_object_get(g->local, "global"), "state_dir"));
+
+	return dir && dir[0] &&
+	       (size_t)snprintf(buf, cap, "%s/ix-group.%s.json", dir, g->ref.member) < cap;
+}
+
+/* Kept where the gateway keeps its state (mode 0600: it holds CHAP secrets), so that a
+ * gateway that cannot apply the group's generation when it starts serves this one. */
+static void cache_save(struct mgmt_group *g)
+{
+	char path[4200], err[512];
+
+	if (g->doc && cache_path(g, path, sizeof(path)) &&
+	    mgmt_save_doc(g->doc, path, err, sizeof(err)) < 0)
+		log_warn("group", "cannot keep the last good document: %s", err);
+}
+
+int mgmt_group_fallback(struct mgmt_group *g, const char *why, struct ix_config **cfg,
+			json_t **doc, char *err, size_t errlen)
+{
+	char path[4200], msg[1024];
+	json_error_t je;
+	json_t *d, *e = NULL;
+	uint64_t failed = ha_group_generation(g->doc);
+	char *text;
+	int rc;
+
+	*cfg = NULL;
+	*doc = NULL;
+	if (!cache_path(g, path, sizeof(path))) {
+		snprintf(err, errlen, "no last good document kept (no global.state_dir)");
+		return -ENOENT;
+	}
+	d = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+	text = d ? json_dumps(d, JSON_COMPACT) : NULL;
+	json_decref(d);
+	d = text ? parse_doc(text, strlen(text), msg, sizeof(msg)) : NULL;
+	free(text);
+	if (!d) {
+		snprintf(err, errlen, "%s: no usable last good document", path);
+		return -ENOENT;
+	}
+	if ((rc = ha_group_derive(g->local, d, g->ref.member, &e, msg, sizeof(msg))) ||
+	    (rc = load_derived(e, g->ref.member, cfg, msg, sizeof(msg))) < 0 ||
+	    (rc = mgmt_normalize(e)) < 0) {
+		snprintf(err, errlen, "%s: %s", path, msg);
+		json_decref(d);
+		json_decref(e);
+		cfg_free(*cfg);
+		*cfg = NULL;
+		return rc < 0 ? rc : -EINVAL;
+	}
+	json_decref(g->doc);
+	g->doc = d;
+	g->failed_gen = failed;
+	snprintf(g->error, sizeof(g->error), "at start: %s", why);
+	log_err("group",
+		"%s: generation %llu not applied at start (%s): serving generation %llu, the last "
+		"good one (%s)",
+		ha_group_name(g->h), (unsigned long long)failed, why,
+		(unsigned long long)ha_group_generation(d), path);
+	*doc = e;
+	return 0;
+}
+
 /* ---- following the document ---- */
 
 static void set_error(struct mgmt_group *g, uint64_t gen, const char *why)
@@ -292,6 +372,7 @@ static int apply(struct mgmt_group *g, json_t *d, uint64_t ver)
 	g->doc = d;
 	g->failed_gen = 0;
 	g->error[0] = '\0';
+	cache_save(g);
 	return 0;
 }
 
@@ -389,7 +470,7 @@ int mgmt_group_load(const char *path, json_t *local, struct ix_config **cfg, jso
 		    struct mgmt_group **out, char *err, size_t errlen)
 {
 	struct mgmt_group *g = calloc(1, sizeof(*g));
-	char why[1024], *text = NULL;
+	char why[1024], msg[1024], *text = NULL;
 	json_t *d = NULL, *e = NULL;
 	size_t len;
 	int rc;
@@ -434,6 +515,16 @@ int mgmt_group_load(const char *path, json_t *local, struct ix_config **cfg, jso
 	return 0;
 failst:
 	/* no status written: this may be `ix-target --check` beside a gateway that serves */
+	json_decref(g->doc);
+	g->doc = d; /* the generation that failed */
+	d = NULL;
+	snprintf(why, sizeof(why), "%s", err);
+	if (mgmt_group_fallback(g, why, cfg, doc, msg, sizeof(msg)) == 0) {
+		json_decref(e);
+		*out = g;
+		return 0;
+	}
+	snprintf(err, errlen, "%s (and %s)", why, msg);
 fail:
 	json_decref(d);
 	json_decref(e);
@@ -473,6 +564,8 @@ int mgmt_group_start(struct mgmt_group *g, struct ix_mgmt *m, struct ev_loop *lo
 		g->io_on = true;
 	ev_timer_init(&g->timer, on_timer, g);
 	ev_timer_start(loop, &g->timer, g->ref.poll_ms);
+	if (!g->error[0])
+		cache_save(g);
 	status_put(g);
 	return 0;
 }
@@ -589,6 +682,7 @@ int mgmt_group_commit(struct call *c, json_t *newdoc, bool dry_run)
 	} else {
 		g->failed_gen = 0;
 		g->error[0] = '\0';
+		cache_save(g);
 		if (c->result)
 			json_object_set_new(c->result, "generation",
 				    json_integer((json_int_t)ha_group_generation(written)));
@@ -664,6 +758,52 @@ int mgmt_m_group_status(struct call *c)
 	return 0;
 }
 
+/* The membership change in the document d: name added (with portals, id idv or the highest
+ * + 1) or removed (from the targets' lists too). -1 with c->e set. */
+static int member_change(struct call *c, json_t *d, const char *name, bool add, json_t *portals,
+			 json_t *idv)
+{
+	json_t *ms = json_object_get(d, "members"), *m, *t;
+	json_int_t id = 0;
+	long found = -1;
+	size_t i;
+
+	if (add) {
+		if (ha_group_member_id(d, name))
+			return mgmt_err_set(c->e, MGMT_ERR_EXISTS, "member %s is in the group already",
+					    name);
+		if (json_is_integer(idv))
+			id = json_integer_value(idv);
+		else
+			json_array_foreach(ms, i, m)
+				if (json_integer_value(json_object_get(m, "id")) >= id)
+					id = json_integer_value(json_object_get(m, "id")) + 1;
+		return json_array_append_new(ms, json_pack("{s:s, s:I, s:O}", "name", name, "id",
+							   id, "portals", portals)) < 0
+			       ? mgmt_err_set(c->e, -32603, "out of memory")
+			       : 0;
+	}
+	json_array_foreach(ms, i, m)
+		if (strcmp(json_string_value(json_object_get(m, "name")), name) == 0)
+			found = (long)i;
+	if (found < 0)
+		return mgmt_err_set(c->e, MGMT_ERR_NOT_FOUND, "no member named %s", name);
+	json_array_remove(ms, (size_t)found);
+	/* and from the targets' lists (a list left empty: the target goes to nobody, refused
+	   by the checks) */
+	json_array_foreach(json_object_get(d, "targets"), i, t)
+	{
+		json_t *tm = json_object_get(t, "members"), *v;
+		size_t j;
+		json_array_foreach(tm, j, v)
+			if (strcmp(json_string_value(v), name) == 0) {
+				json_array_remove(tm, j);
+				break;
+			}
+	}
+	return 0;
+}
+
 /* Add or remove a member: an edit of the document itself (not of this gateway's targets). */
 static int member_edit(struct call *c, bool add)
 {
@@ -687,11 +827,10 @@ static int member_edit(struct call *c, bool add)
 		return mgmt_err_set(c->e, MGMT_ERR_INVALID_CONFIG,
 				    "%s is this gateway: remove it through another member", name);
 	for (int try = 0; try < EDIT_TRIES && rc == -ECANCELED; try++) {
-		json_t *d, *ms, *m;
+		json_t *d;
 		char *text;
-		size_t len, i;
+		size_t len;
 		uint64_t ver;
-		json_int_t id = 0;
 
 		if (ha_group_read(g->h, &text, &len, &ver, err, sizeof(err)) < 0)
 			return mgmt_err_set(c->e, MGMT_ERR_IO, "%s", err);
@@ -700,48 +839,9 @@ static int member_edit(struct call *c, bool add)
 		if (!d)
 			return mgmt_err_set(c->e, MGMT_ERR_INVALID_CONFIG,
 					    "the group document is damaged: %s", err);
-		ms = json_object_get(d, "members");
-		if (add) {
-			if (ha_group_member_id(d, name)) {
-				json_decref(d);
-				return mgmt_err_set(c->e, MGMT_ERR_EXISTS,
-						    "member %s is in the group already", name);
-			}
-			if (json_is_integer(idv))
-				id = json_integer_value(idv);
-			else
-				json_array_foreach(ms, i, m)
-					if (json_integer_value(json_object_get(m, "id")) > id)
-						id = json_integer_value(json_object_get(m, "id"));
-			if (!json_is_integer(idv))
-				id++;
-			json_array_append_new(ms, json_pack("{s:s, s:I, s:O}", "name", name, "id",
-							    id, "portals", portals));
-		} else {
-			long found = -1;
-			json_t *t;
-
-			json_array_foreach(ms, i, m)
-				if (strcmp(json_string_value(json_object_get(m, "name")), name) == 0)
-					found = (long)i;
-			if (found < 0) {
-				json_decref(d);
-				return mgmt_err_set(c->e, MGMT_ERR_NOT_FOUND,
-						    "no member named %s", name);
-			}
-			json_array_remove(ms, (size_t)found);
-			/* and from the targets' lists (a list left empty: the target goes to
-			   nobody, refused by the checks) */
-			json_array_foreach(json_object_get(d, "targets"), i, t)
-			{
-				json_t *tm = json_object_get(t, "members"), *v;
-				size_t j;
-				json_array_foreach(tm, j, v)
-					if (strcmp(json_string_value(v), name) == 0) {
-						json_array_remove(tm, j);
-						break;
-					}
-			}
+		if (member_change(c, d, name, add, portals, idv) < 0) {
+			json_decref(d);
+			return -1;
 		}
 		json_object_set_new(d, "generation",
 				    json_integer((json_int_t)ha_group_generation(d) + 1));

@@ -46,6 +46,11 @@ int mgmt_group_edit(const struct mgmt_group_io *io, json_t *base, json_t *olde, 
  * validated. */
 int mgmt_group_load(const char *path, json_t *local, struct ix_config **cfg, json_t **doc,
 		    struct mgmt_group **out, char *err, size_t errlen);
+/* The configuration of the last good document this gateway kept (global.state_dir of its
+ * local file), in place of one that cannot be served (why: the reason, recorded in the
+ * status). 0 with *cfg and *doc, or -errno with err. */
+int mgmt_group_fallback(struct mgmt_group *g, const char *why, struct ix_config **cfg,
+			json_t **doc, char *err, size_t errlen);
 /* m serves it: the watch, the poll, the status object. loop NULL: no watching (tests). */
 int mgmt_group_start(struct mgmt_group *g, struct ix_mgmt *m, struct ev_loop *loop);
 void mgmt_group_free(struct mgmt_group *g);

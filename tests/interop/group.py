@@ -27,6 +27,8 @@ log in through a standby path, so they use the first).
   bad-gen     a generation that moves C's portal to an address C does not have: A and B apply
               it, C keeps serving the last good one (its old portal, without the new LUN) and
               `ix-ctl group status` through A says C failed that generation and why;
+  restart-last-good  C restarted on that generation starts on the last good one it kept in
+              its state_dir (mode 0600), and its status says why;
   members     `ix-ctl group member add D --portal ...` then `group member remove D`: every
               gateway's REPORT TARGET PORT GROUPS lists group 4 then not;
   dry-run     `--dry-run` checks every member (a new member whose portal is no address is
@@ -144,12 +146,17 @@ class Gw:
         self.sock = os.path.join(tmp, '%s.sock' % name)
         self.cfg = os.path.join(tmp, '%s.json' % name)
         self.d = None
+        self.state = None   # global.state_dir: where it keeps the last good document
 
     def write_local(self):
+        glob = {'mgmt_socket': self.sock}
+        if self.state:
+            os.makedirs(self.state, exist_ok=True)
+            glob['state_dir'] = self.state
         with open(self.cfg, 'w') as f:
             json.dump({'group': {'pool': 'rbd', 'object': OBJ, 'member': self.name,
                                  'conf': self.conf, 'poll_ms': self.poll_ms},
-                       'global': {'mgmt_socket': self.sock}}, f, indent=1)
+                       'global': glob}, f, indent=1)
 
     def start(self, append=False):
         self.write_local()
@@ -197,6 +204,7 @@ def scenario(cl, tmp):
     gws = [Gw(tmp, cl.conf, 'gw-a', POLL_MS), Gw(tmp, cl.conf, 'gw-b', POLL_MS),
            Gw(tmp, cl.conf, 'gw-c', SLOW_POLL_MS)]
     a, b, c = gws
+    c.state = os.path.join(tmp, 'c-state')
     text = put(cl, document(gws, 1))
     bound = 2.0 + POLL_MS / 1000.0   # a notify's delivery (2 s bound) or one poll
     try:
@@ -352,6 +360,22 @@ def scenario(cl, tmp):
                      'through A after %.1f s: %s; ix-ctl group status: %s' %
                      (d['generation'], ab7, st and st.get('generation'), c0, c7, took,
                       json.dumps(st)[:300], text_status[:400]))
+        # C restarted on that generation: it starts on the last good one it kept
+        c.d.stop()
+        c.start(append=True)
+        st2, took = wait(c_failed, bound, 0.2)
+        c0, c7 = readcap(c.port, 0), readcap(c.port, 7)
+        kept = os.path.join(c.state, 'ix-group.gw-c.json')
+        mode = oct(os.stat(kept).st_mode & 0o777) if os.path.exists(kept) else None
+        report.check('restart-last-good', st2 is not None and
+                     'at start' in (st2.get('error') or '') and
+                     st2.get('generation') == gen_good and c0 is not None and c7 is None and
+                     mode == '0o600',
+                     'C restarted while the group\'s generation moves it away: serves '
+                     'generation %s (LUN 0 %s, LUN 7 %s) from %s (mode %s); its status: %s' %
+                     (st2 and st2.get('generation'), c0, c7, kept, mode,
+                      json.dumps(st2)[:240]))
+
         # repair C's portal
         d = json.loads(doc_get(cl))
         d['generation'] += 1

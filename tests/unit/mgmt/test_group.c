@@ -374,6 +374,14 @@ static void test_cas(void)
 	CHECK_EQ(ha_group_generation(w), 4);
 	json_decref(w);
 
+	/* an edit that changes nothing in the document: no new generation, nothing written */
+	free(s.text);
+	s = (struct stub){.text = strdup(DOC), .ver = 10};
+	CHECK_EQ(mgmt_group_edit(&io, base, olde, olde, l, "gw-a", false, &w, err, sizeof(err)), 0);
+	CHECK_EQ(s.writes, 0);
+	CHECK_EQ(ha_group_generation(w), 3);
+	json_decref(w);
+
 	/* dry run: every check, nothing written */
 	free(s.text);
 	s = (struct stub){.text = strdup(DOC), .ver = 10};
