@@ -507,8 +507,17 @@ static json_t *build_lun(struct imp *m, const char *iqn, const char *key, long l
 	}
 	set(m, l, "vendor", json_string(LIO_VENDOR));
 	set(m, l, "product", json_string(LIO_TCMU_PRODUCT));
-	if (json_object_size(json_object_get(disk, "controls")))
-		note_controls(m, json_object_get(disk, "controls"), what);
+	/* tcmu-runner's osd_op_timeout is the LUN's rbd.osd_op_timeout_s (both default 30);
+	   the other controls are noted */
+	json_t *controls = json_deep_copy(json_object_get(disk, "controls"));
+	json_t *ot = json_object_get(controls, "osd_op_timeout");
+	if (json_is_integer(ot) && json_integer_value(ot) >= 1 && json_integer_value(ot) <= 3600) {
+		set(m, rbd, "osd_op_timeout_s", json_integer(json_integer_value(ot)));
+		json_object_del(controls, "osd_op_timeout");
+	}
+	if (json_object_size(controls))
+		note_controls(m, controls, what);
+	json_decref(controls);
 	return l;
 }
 

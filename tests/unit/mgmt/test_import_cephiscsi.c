@@ -277,6 +277,7 @@ static void test_two_targets(void)
 	CHECK_STR(str(d, "targets.1.name"), "iqn.2003-01.com.redhat.iscsi-gw:ceph-igw2");
 	CHECK_EQ(count(d, "targets.1.members"), 2);
 	CHECK_STR(str(d, "targets.1.luns.0.rbd.image"), "disk_3");
+	CHECK_EQ(num(d, "targets.1.luns.0.rbd.osd_op_timeout_s"), 20); /* its control */
 	CHECK_STR(str(d, "targets.1.luns.0.naa_id"), "0x6001405c61e8a2f0b3d47c9a5e47d9f3");
 	CHECK_STR(str(d, "targets.1.acls.0.initiator"), "iqn.1994-05.com.redhat:client2");
 	CHECK_STR(str(d, "targets.1.acls.0.mutual_chap.user"), "tgtmutual2");
