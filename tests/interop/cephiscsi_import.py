@@ -20,6 +20,9 @@ files naming that group serve it.
               (per-ACL mutual CHAP); the other client's credential, or a wrong secret, makes
               libiscsi reject the target;
   masking     win1 sees only disk_2, as its LUN 0 (its size), and no LUN 1; client1 sees both;
+  ports       VPD 0x83's relative target port through each gateway (a raw session with the
+              client's CHAP): the first target keeps the TPG tags LIO had (ip_list order), the
+              second, whose ip_list had the other order, uses the member ids (as noted);
   discovery   SendTargets needs the discovery CHAP credential; with it, client1 is shown only
               the target whose ACL lists it;
   encrypted   passwords ceph-iscsi encrypted with the gateways' RSA key (OAEP, SHA-256 as it
@@ -39,6 +42,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'lib'))
 import ixceph  # noqa: E402
+import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
 from ixceph import BUILD, run  # noqa: E402
 
@@ -111,6 +115,29 @@ def readcap(ini, u):
     if r.returncode or lba is None or not blen:
         return 'exit %d: %s' % (r.returncode, ' '.join((r.stdout + r.stderr).split())[-120:])
     return (lba + 1) * blen
+
+
+def rel_port(port, iqn, ini, cred):
+    """The relative target port id in VPD 0x83 through a raw session, or an error text."""
+    try:
+        s = X.Session(HOST, port, initiator=ini, target=iqn, timeout=20)
+        s.login(chap=cred)
+        for _ in range(4):   # the power-on unit attention first
+            st, data, _, _ = s.scsi(bytes([0x12, 1, 0x83, 1, 0, 0]), read_len=256)
+            if st == 0:
+                break
+        s.close()
+    except Exception as e:  # noqa: BLE001
+        return 'error: %s' % e
+    if st != 0:
+        return 'status 0x%02x' % st
+    off, end = 4, 4 + int.from_bytes(data[2:4], 'big')
+    while off + 4 <= min(end, len(data)):
+        dlen = data[off + 3]
+        if data[off + 1] & 0x0f == 4 and data[off + 1] & 0x30 == 0x10:
+            return int.from_bytes(data[off + 4 + 2:off + 4 + 4], 'big')
+        off += 4 + dlen
+    return 'no relative target port designator'
 
 
 def ctl(*args):
@@ -207,7 +234,9 @@ def scenario(cl, tmp):
     report.check('no-clobber', rc2 == 1 and 'exists already' in err2 and after == doc and
                  rc3 == 0 and ondisk == doc and oct(os.stat(path).st_mode & 0o777) == '0o600',
                  'a second import: exit %d (%s), object unchanged: %s; --out: exit %d, the same '
-                 'document: %s' % (rc2, ' '.join(err2.split())[-80:], after == doc, rc3,
+                 'document: %s' % (rc2, ''.join(ln for ln in err2.splitlines()
+                                                 if 'exists already' in ln)[:90],
+                                   after == doc, rc3,
                                    ondisk == doc))
 
     step_encrypted(tmp, gwconf)
@@ -285,6 +314,24 @@ def scenario(cl, tmp):
                      caps['client1 LUN 1'] == SIZES['disk_2'] * MIB,
                      'iscsi-readcapacity16 through %s: %s (disk_1 %d MiB, disk_2 %d MiB)' %
                      (gws[0].name, caps, SIZES['disk_1'], SIZES['disk_2']))
+
+        # LIO's tags: each target's ip_list order; ix: the member ids (the first target's)
+        ports = {(g.name, iqn): rel_port(g.port, iqn, ini, cred(ini)) for g in gws
+                 for iqn, ini in ((T1, c1), (T2, c2))}
+        lio = {}
+        for iqn in (T1, T2):
+            t = gwconf['targets'][iqn]
+            order = []
+            for ip in t['ip_list']:
+                order += [h for h, v in t['portals'].items()
+                          if ip in v['portal_ip_addresses'] and h not in order]
+            lio.update({(h, iqn): k + 1 for k, h in enumerate(order)})
+        report.check('ports', all(ports[(g.name, T1)] == lio[(g.name, T1)] for g in gws) and
+                     [ports[(g.name, T2)] for g in gws] == [1, 2] and
+                     all(ports[(g.name, T2)] != lio[(g.name, T2)] for g in gws),
+                     'relative target port ids (gateway, target): %s; LIO had %s' %
+                     ({'%s %s' % (k[0], k[1][-4:]): v for k, v in ports.items()},
+                      {'%s %s' % (k[0], k[1][-4:]): v for k, v in lio.items()}))
 
         da = gwconf['discovery_auth']
         r_ok = run(['iscsi-ls', '-i', c1, 'iscsi://%s%%%s@%s:%d' %
