@@ -79,6 +79,9 @@ for opt in "$@"; do
 			ceph-mon ceph-osd ceph-common tgt-rbd
 			# cluster.sh --mgr: pool statistics, so quotas are enforced (rbd_full.py)
 			ceph-mgr
+			# tests/interop/cephiscsi_import.py: encrypts CHAP passwords with an RSA key as
+			# ceph-iscsi does, for ix-ctl import --key
+			openssl
 			# tests/chaos/chaos.py (and tests/interop/chaos_short.py): nft drop rules in the
 			# gateways' network namespaces cut a gateway's link to Ceph or to the client
 			nftables

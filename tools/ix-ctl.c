@@ -87,6 +87,13 @@ static void usage(FILE *f)
 		"             [--ceph-client ID] [--keyring PATH]\n"
 		"                                       write a first group document from this\n"
 		"                                       gateway's targets (never over one)\n"
+		"  import ceph-iscsi [--file F | --pool P --object O] [--out F | --to-pool P\n"
+		"             --to-object O] [--force] [--ceph-conf PATH] [--ceph-client ID]\n"
+		"             [--keyring PATH] [--namespace NS] [--key PATH] [--rbd-conf PATH]\n"
+		"             [--rbd-client ID] [--exclusive-lock]\n"
+		"                                       a ceph-iscsi gateway.conf (default\n"
+		"                                       rbd/gateway.conf) as a group document\n"
+		"                                       (default rbd/ix.group; no daemon needed)\n"
 		"options:\n"
 		"  -s, --socket PATH   the daemon's socket (default $IX_CTL_SOCKET or %s)\n"
 		"  --json              print the JSON result (or error) instead of text\n"
@@ -977,7 +984,7 @@ static const struct {
     {"acl", cmd_acl},	    {"sessions", cmd_sessions}, {"session", cmd_session},
     {"stats", cmd_stats},   {"alua", cmd_alua},		{"call", cmd_call},
     {"methods", cmd_methods}, {"snap", cmd_snap},
-    {"group", cmd_group},
+    {"group", cmd_group},	{"import", cmd_import},
 };
 
 int main(int argc, char **argv)

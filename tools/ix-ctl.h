@@ -28,6 +28,7 @@ int cmd_save(int argc, char **argv);
 int cmd_call(int argc, char **argv);
 int cmd_methods(int argc, char **argv);
 int cmd_snap(int argc, char **argv); /* ix-ctl_snap.c */
+int cmd_import(int argc, char **argv);
 int cmd_group(int argc, char **argv); /* ix-ctl_group.c */
 
 #endif

@@ -30,7 +30,9 @@ static void make_ids(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg)
 	h = fnv1a64(h, &cfg->lun, sizeof(cfg->lun));
 	/* A configured naa_id alone decides the whole designator (and the default serial), so the
 	 * gateways that export one image under any target name or LUN present one LU. */
-	if (cfg->naa_id)
+	if (cfg->has_naa_ext)
+		lo = cfg->naa_ext;
+	else if (cfg->naa_id)
 		lo = fnv1a64(fnv1a64(FNV1A64_INIT, &cfg->naa_id, sizeof(cfg->naa_id)), "ix-naa-ext",
 			     10);
 	else

@@ -99,6 +99,10 @@ struct scsi_lu_cfg {
 	uint64_t naa_id;         /* VPD 0x83 NAA IEEE Registered (type 6 uses the low 60 bits
 				    plus a second 64-bit word); 0 = derived from a hash of
 				    target name and LUN */
+	uint64_t naa_ext;        /* the designator's second 64-bit word when naa_id was given
+				    with all 32 digits (has_naa_ext), e.g. LIO's for a disk
+				    moved from ceph-iscsi; else derived from naa_id */
+	bool has_naa_ext;
 	const struct bs_err_rule *err_rules; /* BS_TYPE_ERROR only; borrowed until
 						  scsi_lu_new() returns */
 	uint32_t n_err_rules;

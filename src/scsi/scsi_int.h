@@ -191,7 +191,7 @@ struct scsi_lu {
 	char vendor[9];
 	char product[17];
 	char revision[5];
-	char serial[33];
+	char serial[65];
 	char *target_name;
 	uint8_t naa[16]; /* NAA 6 designator */
 

@@ -65,6 +65,8 @@ struct cfg_acl_lun {
 struct cfg_acl {
 	char *initiator;              /* initiator IQN allowed to log in */
 	struct cfg_chap chap;         /* its CHAP credential (overrides the target's) */
+	struct cfg_chap mutual_chap;  /* the target's credential toward this initiator for
+					 mutual CHAP (overrides the target's mutual_chap) */
 	bool masked;                  /* "luns" given: the initiator sees only these LUNs */
 	struct cfg_acl_lun *luns;     /* LUN masking and mapping (when masked) */
 	size_t nluns;

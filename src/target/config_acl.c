@@ -63,6 +63,7 @@ static int acl_luns_key(struct cfg_ctx *c, json_t *obj, const struct key *k, voi
 static const struct key acl_keys[] = {
     KEY_FN("initiator", (struct cfg_acl, initiator), iscsi_name_key),
     KEY_FN("chap", (struct cfg_acl, chap), cfg_chap_key),
+    KEY_FN("mutual_chap", (struct cfg_acl, mutual_chap), cfg_mutual_chap_key),
     KEY_FN("luns", (struct cfg_acl, luns), acl_luns_key),
     KEY_FN("qos", (struct cfg_acl, qos), cfg_qos_key), KEY_END};
 

@@ -104,31 +104,40 @@ out:
 	return rc;
 }
 
-static int parse_naa_id(struct cfg_ctx *c, json_t *v, uint64_t *out)
+/* "naa_id": up to 16 hex digits (the designator's first 64 bits; the rest derived), or
+ * exactly 32 (the whole 16-byte NAA 6 designator, e.g. the one LIO showed for a disk). */
+static int parse_naa_id(struct cfg_ctx *c, json_t *v, struct scsi_lu_cfg *lu)
 {
 	const char *s, *h;
 	char buf[64];
 	size_t n;
-	int rc = cfg_get_str(c, v, "naa_id", 18, STR_PRINTABLE, &s);
+	uint64_t w[2] = {0, 0};
+	int rc = cfg_get_str(c, v, "naa_id", 34, STR_PRINTABLE, &s);
 
 	if (rc || !s)
 		return rc;
 	h = strncmp(s, "0x", 2) == 0 ? s + 2 : s;
 	n = strlen(h);
-	if (n > 16)
+	if (n > 16 && n != 32)
 		n = 0;
-	*out = 0;
 	for (size_t i = 0; i < n; i++) {
 		int d = hex_digit(h[i]);
 		if (d < 0)
 			n = 0;
 		else
-			*out = *out << 4 | (uint64_t)d;
+			w[n == 32 && i >= 16] = w[n == 32 && i >= 16] << 4 | (uint64_t)d;
 	}
-	if (n == 0 || *out == 0)
+	if (n == 0 || w[0] == 0)
 		return cfg_fail(c, "naa_id", false,
-			    "\"%s\" is not a non-zero hex number of up to 16 digits",
+			    "\"%s\" is not a non-zero hex number of up to 16 digits, or of 32",
 			    cfg_esc(s, buf, sizeof(buf)));
+	if (n == 32 && w[0] >> 60 != 6)
+		return cfg_fail(c, "naa_id", false,
+			    "\"%s\": a 32-digit designator is NAA 6 (its first digit is 6)",
+			    cfg_esc(s, buf, sizeof(buf)));
+	lu->naa_id = w[0];
+	lu->naa_ext = w[1];
+	lu->has_naa_ext = n == 32;
 	return 0;
 }
 
@@ -167,7 +176,8 @@ static int check_lun_conflicts(struct cfg_ctx *c, const struct ix_config *cfg, s
 					    "image %s/%s is also used by targets[%zu].luns[%zu]; "
 					    "sharing an image needs readonly on both",
 					    l->lu.bs.rbd.pool, l->lu.bs.rbd.image, a, b);
-			if (l->lu.naa_id && x->naa_id == l->lu.naa_id)
+			if (l->lu.naa_id && x->naa_id == l->lu.naa_id &&
+			    x->has_naa_ext == l->lu.has_naa_ext && x->naa_ext == l->lu.naa_ext)
 				return cfg_fail(c, "naa_id", false,
 					    "is also used by targets[%zu].luns[%zu]", a, b);
 		}
@@ -322,7 +332,7 @@ int cfg_parse_lun(struct cfg_ctx *c, json_t *v, struct ix_config *cfg, size_t ti
 	    (rc = cfg_get_strdup(c, v, "vendor", 8, STR_ASCII, (char **)&lu->vendor)) ||
 	    (rc = cfg_get_strdup(c, v, "product", 16, STR_ASCII, (char **)&lu->product)) ||
 	    (rc = cfg_get_strdup(c, v, "serial", 64, STR_ASCII, (char **)&lu->serial)) ||
-	    (rc = parse_naa_id(c, v, &lu->naa_id)) || (rc = cfg_parse_err_rules(c, v, lu)) ||
+	    (rc = parse_naa_id(c, v, lu)) || (rc = cfg_parse_err_rules(c, v, lu)) ||
 	    (rc = parse_pr_store(c, v, lu)) || (rc = cfg_parse_qos(c, v, &l->qos)))
 		return rc;
 	if ((rc = parse_thin_threshold(c, v, lu)))

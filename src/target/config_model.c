@@ -114,6 +114,7 @@ static void free_target(struct cfg_target *t)
 	for (size_t i = 0; t->acls && i < t->nacls; i++) {
 		free(t->acls[i].initiator);
 		free_chap(&t->acls[i].chap);
+		free_chap(&t->acls[i].mutual_chap);
 		free(t->acls[i].luns);
 	}
 	free(t->acls);

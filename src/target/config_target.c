@@ -73,6 +73,18 @@ static int check_target_chap(struct cfg_ctx *c, struct cfg_target *t)
 		return cfg_fail(c, "mutual_chap", false,
 			    "mutual CHAP needs one-way CHAP as well (\"chap\" or an ACL's "
 			    "\"chap\"): the initiator authenticates first");
+	for (size_t i = 0; i < t->nacls; i++) {
+		if (!t->acls[i].mutual_chap.secret || t->acls[i].chap.secret || t->chap.secret)
+			continue;
+		cfg_push_key(c, "acls");
+		cfg_push_idx(c, i);
+		cfg_fail(c, "mutual_chap", false,
+			 "mutual CHAP needs one-way CHAP as well (this ACL's \"chap\" or the "
+			 "target's): the initiator authenticates first");
+		cfg_pop(c);
+		cfg_pop(c);
+		return -EINVAL;
+	}
 	if (!t->chap_required || t->chap.secret)
 		return 0;
 	if (t->nacls == 0)

@@ -118,9 +118,10 @@ int tgt_login_admit(void *ctx, const struct login_info *li, struct login_grant *
 	if (rd && (g->redirect = owner_address(tc, ct)) != NULL)
 		return ISCSI_LOGIN_TARGET_MOVED_TEMP;
 	g->target_alias = ct->alias;
-	/* an ACL entry's own credential overrides the target's */
+	/* an ACL entry's own credentials (one-way, mutual) override the target's */
 	set_creds(&g->creds, ct->chap_required, acl->chap.secret ? &acl->chap : &ct->chap,
-		  &ct->mutual_chap, ct->chap_algs, ct->nchap_algs);
+		  acl->mutual_chap.secret ? &acl->mutual_chap : &ct->mutual_chap, ct->chap_algs,
+		  ct->nchap_algs);
 	return 0;
 }
 

@@ -148,6 +148,7 @@ static bool lu_cfg_same(const struct scsi_lu_cfg *a, const struct scsi_lu_cfg *b
 	       a->write_cache == b->write_cache && a->no_medium == b->no_medium &&
 	       str_same(a->vendor, b->vendor) && str_same(a->product, b->product) &&
 	       str_same(a->serial, b->serial) && a->naa_id == b->naa_id &&
+	       a->has_naa_ext == b->has_naa_ext && a->naa_ext == b->naa_ext &&
 	       a->removable == b->removable && a->sanitize_rate == b->sanitize_rate &&
 	       a->offline == b->offline && str_same(a->state_dir, b->state_dir) &&
 	       str_same(a->bs.rbd.pool, b->bs.rbd.pool) &&

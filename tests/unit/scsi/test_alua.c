@@ -536,13 +536,17 @@ static void test_rsoc(struct aenv *x)
 
 /* Two gateways that export one image: the same naa_id under other target names and LUNs gives
  * the same VPD 0x83 NAA designator and the same VPD 0x80 serial; without it they differ. */
-static void vpd_ids(const char *tn, uint32_t lun, uint64_t naa_id, uint8_t *naa, char *serial)
+static void vpd_ids_ext(const char *tn, uint32_t lun, uint64_t naa_id, const uint64_t *naa_ext,
+			const char *serial_cfg, uint8_t *naa, char *serial)
 {
 	struct scsi_lu_cfg cfg = {.backend = BS_TYPE_RAM,
 				  .size_bytes = 64 << 10,
 				  .target_name = tn,
 				  .lun = lun,
-				  .naa_id = naa_id};
+				  .naa_id = naa_id,
+				  .naa_ext = naa_ext ? *naa_ext : 0,
+				  .has_naa_ext = naa_ext != NULL,
+				  .serial = serial_cfg};
 	static const uint8_t vpd83[16] = {0x12, 1, 0x83, 0x01, 0, 0};
 	static const uint8_t vpd80[16] = {0x12, 1, 0x80, 0x01, 0, 0};
 	struct aenv x;
@@ -569,10 +573,15 @@ static void vpd_ids(const char *tn, uint32_t lun, uint64_t naa_id, uint8_t *naa,
 	teardown(&x);
 }
 
+static void vpd_ids(const char *tn, uint32_t lun, uint64_t naa_id, uint8_t *naa, char *serial)
+{
+	vpd_ids_ext(tn, lun, naa_id, NULL, NULL, naa, serial);
+}
+
 static void test_lu_identity(void)
 {
 	uint8_t n1[16], n2[16], n3[16];
-	char s1[40], s2[40], s3[40];
+	char s1[80], s2[80], s3[80];
 
 	printf("# one LU identity on two gateways\n");
 	vpd_ids("iqn.2024-01.org.example:gw1", 0, 0x6001405abcdef012ULL, n1, s1);
@@ -583,6 +592,18 @@ static void test_lu_identity(void)
 	CHECK(memcmp(n1, n3, 16) != 0);
 	CHECK(strcmp(s1, s3) != 0);
 	CHECK_EQ(n1[0] >> 4, 6); /* NAA 6 */
+	/* all 32 digits given (naa_ext): the designator is exactly those 16 bytes */
+	{
+		static const uint8_t want[16] = {0x60, 0x01, 0x40, 0x54, 0xfc, 0x10, 0x71, 0xd7,
+						 0xe2, 0xf4, 0xdf, 0x09, 0x5c, 0x89, 0x25, 0xa6};
+		uint64_t ext = 0xe2f4df095c8925a6ULL;
+
+		vpd_ids_ext("iqn.2024-01.org.example:gw1", 0, 0x60014054fc1071d7ULL, &ext,
+			    "4fc1071d-7e2f-4df0-95c8-925a617e2d62", n1, s1);
+		CHECK_MEM(n1, want, 16);
+		/* a serial of up to 64 characters is shown whole (LIO's are 36: a UUID) */
+		CHECK_STR(s1, "4fc1071d-7e2f-4df0-95c8-925a617e2d62");
+	}
 }
 
 /* SET TARGET PORT GROUPS is in the write class of the persistent reservation conflict table

@@ -299,7 +299,9 @@ static const struct tcase cases[] = {
     {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'12345678901234567'}"),
      "luns[0].naa_id: \"12345678901234567\" is not a non-zero hex number of up to 16"},
     {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'0x123456789012345678'}"),
-     "luns[0].naa_id: is 20 bytes long, the limit is 18"},
+     "luns[0].naa_id: \"0x123456789012345678\" is not a non-zero hex number of up to 16"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'0x60014054fc1071d7e2f4df095c8925a6f'}"),
+     "luns[0].naa_id: is 35 bytes long, the limit is 34"},
     {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'abc'},"
 	  "{'lun':1,'backend':'ram','size':'1M','naa_id':'0xABC'}"),
      "luns[1].naa_id: is also used by targets[0].luns[0]"},
@@ -349,6 +351,11 @@ static const struct tcase cases[] = {
     {T("'portals':['nope']"), "targets[0].portals[0]: no portal is named \"nope\""},
     {T("'portals':[]"), "targets[0].portals: must not be empty"},
     {T("'portals':['default','default']"), "targets[0].portals[1]: \"default\" is listed twice"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'0x60014054fc1071d7e2f4df095c8925a6'}"), NULL},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'50014054fc1071d7e2f4df095c8925a6'}"),
+     "a 32-digit designator is NAA 6 (its first digit is 6)"},
+    {LUNS("{'lun':0,'backend':'ram','size':'1M','naa_id':'60014054fc1071d7e2f4'}"),
+     "is not a non-zero hex number of up to 16 digits, or of 32"},
     /* CHAP */
     {T("'chap':{'user':'u','secret':'s'}"), NULL},
     {T("'chap':{'user':'u','secret':''}"), "targets[0].chap.secret: must not be empty"},
@@ -375,6 +382,21 @@ static const struct tcase cases[] = {
     {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i','chap':{'user':'u','secret':'x'}}],"
        "'mutual_chap':{'user':'t','secret':'y'}"),
      NULL},
+    {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i','chap':{'user':'u','secret':'x'},"
+       "'mutual_chap':{'user':'t','secret':'y'}}]"),
+     NULL},
+    {T("'chap':{'user':'u','secret':'x'},'acls':[{'initiator':'iqn.2026-11.io.ix:i',"
+       "'mutual_chap':{'user':'t','secret':'y'}}]"),
+     NULL},
+    {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i','mutual_chap':{'user':'t','secret':'y'}}]"),
+     "targets[0].acls[0].mutual_chap: mutual CHAP needs one-way CHAP as well"},
+    {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i','chap':{'user':'u','secret':'x'},"
+       "'mutual_chap':{'user':'t','secret':'x'}}]"),
+     "targets[0].acls[0].mutual_chap.secret: the mutual CHAP secret equals the one-way "
+     "secret at targets[0].acls[0].chap.secret"},
+    {T("'acls':[{'initiator':'iqn.2026-11.io.ix:i','chap':{'user':'u','secret':'x'},"
+       "'mutual_chap':{'user':'t'}}]"),
+     "targets[0].acls[0].mutual_chap.secret: required when \"user\" is set"},
     {T("'chap_required':true"),
      "targets[0].chap_required: is true but the target has no CHAP credential"},
     {T("'chap_required':false,'chap':{'user':'u','secret':'s'}"), NULL},
@@ -704,7 +726,8 @@ static const char full[] =
     "             'product': 'fast', 'serial': 'SN1', 'naa_id': '6001405abcdef012',"
     "             'removable': true, 'sanitize_rate': '8M', 'state_dir': '/srv/pr'}],"
     "   'acls': [{'initiator': 'iqn.1994-05.com.redhat:client',"
-    "             'chap': {'user': 'client', 'secret': 'clientsecret'}},"
+    "             'chap': {'user': 'client', 'secret': 'clientsecret'},"
+    "             'mutual_chap': {'user': 'tgt-a', 'secret': 'aclmutualsecret'}},"
     "            {'initiator': 'iqn.1994-05.com.redhat:other'}],"
     "   'chap': {'user': 'any', 'secret': 'anysecret123'},"
     "   'mutual_chap': {'user': 'tgt', 'secret': 'targetsecret'},"
@@ -803,6 +826,10 @@ static void test_values(void)
 	acl = cfg_find_acl(a, "iqn.1994-05.com.redhat:client");
 	CHECK(acl == &a->acls[0]);
 	CHECK(acl && acl->chap.secret && strcmp(acl->chap.secret, "clientsecret") == 0);
+	CHECK(acl && acl->mutual_chap.user && strcmp(acl->mutual_chap.user, "tgt-a") == 0);
+	CHECK(acl && acl->mutual_chap.secret &&
+	      strcmp(acl->mutual_chap.secret, "aclmutualsecret") == 0);
+	CHECK(a->acls[1].mutual_chap.secret == NULL);
 	CHECK(cfg_find_acl(a, "iqn.1994-05.com.redhat:other") == &a->acls[1]);
 	CHECK(cfg_find_acl(a, "iqn.1994-05.com.redhat:stranger") == NULL);
 	CHECK_STR(a->chap.user, "any");

@@ -746,6 +746,62 @@ static void test_redirect(void)
 	}
 }
 
+/* Mutual CHAP per ACL (acls[].mutual_chap): the target proves the ACL's own credential to
+ * that initiator, the target's mutual_chap to the others; the initiator (session/auth.c)
+ * refuses a target that proves another secret. */
+static int chap_login(const char *target_extra, const char *mutual_user,
+		      const char *mutual_secret)
+{
+	struct harness h;
+	struct auth_creds cr = {.required = true,
+				.user = "ini",
+				.secret = (const uint8_t *)"ini-secret-0123",
+				.secret_len = 15,
+				.mutual_user = mutual_user,
+				.mutual_secret = (const uint8_t *)mutual_secret,
+				.mutual_secret_len = strlen(mutual_secret)};
+	int r;
+
+	memset(&h, 0, sizeof(h));
+	h_prefs_default(&h.prefs);
+	h.target_extra = target_extra;
+	h.creds = &cr;
+	r = h_target(&h, "");
+	if (r == 0)
+		r = h_connect(&h);
+	if (r == 0)
+		r = h_login(&h);
+	if (r == 0 && (!h.tc || !h.tc->sess))
+		r = -EPROTO;
+	h_teardown(&h);
+	return r;
+}
+
+static void test_acl_mutual_chap(void)
+{
+#define ACL(m)                                                                                   \
+	"\"mutual_chap\": {\"user\": \"tgt\", \"secret\": \"target-secret-01\"}, "          \
+	"\"acls\": [{\"initiator\": \"iqn.2026-11.io.ix:unit-ini\", "                           \
+	"\"chap\": {\"user\": \"ini\", \"secret\": \"ini-secret-0123\"}" m "}]"
+	printf("# mutual CHAP per ACL\n");
+	CHECK_EQ(chap_login(ACL(", \"mutual_chap\": {\"user\": \"acl-tgt\", "
+				 "\"secret\": \"acl-mutual-sec\"}"),
+			    "acl-tgt", "acl-mutual-sec"),
+		 0);
+	/* the ACL's credential replaces the target's: the target's name and secret are not
+	   what it proves */
+	CHECK(chap_login(ACL(", \"mutual_chap\": {\"user\": \"acl-tgt\", "
+			     "\"secret\": \"acl-mutual-sec\"}"),
+			 "tgt", "target-secret-01") < 0);
+	CHECK(chap_login(ACL(", \"mutual_chap\": {\"user\": \"acl-tgt\", "
+			     "\"secret\": \"acl-mutual-sec\"}"),
+			 "acl-tgt", "target-secret-01") < 0);
+	/* no ACL mutual_chap: the target's */
+	CHECK_EQ(chap_login(ACL(""), "tgt", "target-secret-01"), 0);
+	CHECK(chap_login(ACL(""), "acl-tgt", "acl-mutual-sec") < 0);
+#undef ACL
+}
+
 int main(void)
 {
 	ix_log_set_level(getenv("IX_TEST_VERBOSE") ? 4 : 0);
@@ -764,5 +820,6 @@ int main(void)
 	test_nop();
 	test_logout();
 	test_redirect();
+	test_acl_mutual_chap();
 	return tap_done();
 }

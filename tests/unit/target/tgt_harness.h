@@ -54,6 +54,7 @@ struct harness {
 	struct login_initiator li;
 	struct neg_prefs prefs;  /* the initiator's */
 	const char *target_extra; /* more members of the target (JSON, no leading comma) */
+	const struct auth_creds *creds; /* the initiator's CHAP credentials (NULL: none) */
 };
 
 static struct harness *h_cur; /* the fake datamover's recorder (single-threaded) */
@@ -347,6 +348,7 @@ static int h_login(struct harness *h)
 		.type = ISCSI_SESSION_NORMAL,
 		.isid = {0x80, 0, 0, 0, 0, 1},
 		.cmdsn = 1,
+		.creds = h->creds,
 		.prefs = &h->prefs,
 	};
 	struct login_init_req req;
