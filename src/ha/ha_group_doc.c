@@ -397,6 +397,17 @@ static int derive_portals(json_t *local, json_t *m, unsigned id, const char *mem
 				json_decref(ps);
 				return fail(err, errlen, "portals[%zu]: must be an object", i);
 			}
+			if (!json_object_get(p, "name")) {
+				/* named as the member's own would be, so that the ALUA group can
+				 * list it (the config's portals are referred to by name) */
+				char name[HA_GROUP_NAME_MAX + 16];
+
+				snprintf(name, sizeof(name), "%s-%zu", member, i + 1);
+				if (json_object_set_new(p, "name", json_string(name)) < 0) {
+					json_decref(ps);
+					return -ENOMEM;
+				}
+			}
 			if (!tg || json_is_null(tg)) {
 				json_object_set_new(p, "tpgt", json_integer(id));
 			} else if (!json_is_integer(tg) || json_integer_value(tg) != (json_int_t)id) {

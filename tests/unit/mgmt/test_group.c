@@ -229,6 +229,15 @@ static void test_derive(void)
 		 1);
 	CHECK_EQ(loads(e), 0);
 	json_decref(e);
+	/* a local portal without a name is named as the member's own would be, and the ALUA
+	 * group lists it (it was a NULL in the group's portals: "out of memory") */
+	json_object_set_new(l, "portals", js("[{\"address\": \"127.0.0.1\", \"port\": 3262}]"));
+	CHECK_EQ(ha_group_derive(l, d, "gw-a", &e, err, sizeof(err)), 0);
+	CHECK_STR(json_string_value(json_object_get(
+		      json_array_get(json_object_get(e, "portals"), 0), "name")),
+		  "gw-a-1");
+	CHECK_EQ(loads(e), 0);
+	json_decref(e);
 	json_object_set_new(l, "portals",
 			    js("[{\"name\": \"p\", \"address\": \"127.0.0.1\", \"tpgt\": 9}]"));
 	CHECK_EQ(ha_group_derive(l, d, "gw-a", &e, err, sizeof(err)), -EINVAL);
