@@ -10,11 +10,17 @@ A benchmark, not a test (not in any suite). It starts the project's single-node 
 one image and writes it end to end once (`rbd bench`, 4 MiB sequential writes), then for each
 row and repetition runs, against that same image:
   fio-rbd     fio's rbd engine (librbd in fio's process): the reference, ratio 1.00
+  fio-rbd+cache  the same with librbd's default cache (write rows only; --no-cache-row
+              drops it): rbd_cache true with the writearound policy completes a write before
+              the OSD has it (4 KiB QD1 writes in ~25 us), which no gateway that honours FUA
+              and SYNCHRONIZE CACHE may do; shown, never the reference
   rbd-bench   `rbd bench` (librbd in rbd's process)
   ix/CLIENT   ix-target's RBD LUN (librbd's async API) through iscsi-perf, qemu-img bench and
               ix-bench, each where it can do the row (iscsi-perf reads only; qemu-img bench
               sequential or strided only)
   tgt/CLIENT  tgtd with --bstype rbd (Debian package tgt-rbd), the same clients
+Every librbd user but fio-rbd+cache runs with rbd_cache = false (a copy of the cluster's
+ceph.conf with that line; ix sets it itself): a write completes once the OSD has committed it.
 Rows: 4 KiB random read and write at QD1 and QD32, 1 MiB sequential read and write at QD8, and
 the strided 4 KiB write at QD32 of docs/perf.md (4 KiB every 1 MiB + 4 KiB).
 
@@ -99,7 +105,12 @@ class Cluster:
         self.conf = os.path.join(self.dir, 'ceph.conf')
         self.sh = os.path.join(ROOT, 'tests', 'ceph', 'cluster.sh')
         self.image_mb = image_mb
-        self.env = dict(os.environ, CEPH_CONF=self.conf)
+        # every librbd user (fio, rbd, tgtd; ix sets it itself) runs with the cache off, as ix
+        # does: with librbd's default (rbd_cache true, policy writearound) a write completes
+        # before the OSD has it, which a gateway that honours FUA cannot do
+        self.conf_nocache = os.path.join(self.dir, 'ceph-nocache.conf')
+        self.env = dict(os.environ, CEPH_CONF=self.conf_nocache)
+        self.env_cache = dict(os.environ, CEPH_CONF=self.conf)
 
     def start(self):
         r = subprocess.run([self.sh, 'start', self.dir, '--store', 'bluestore'],
@@ -107,6 +118,12 @@ class Cluster:
         if r.returncode != 0:
             raise SystemExit('Ceph cluster did not start (scripts/deps.sh --ceph installs it):\n'
                              + r.stderr[-2000:])
+        with open(self.conf) as f:
+            text = f.read()
+        if '[client]' not in text:
+            raise SystemExit('%s has no [client] section' % self.conf)
+        with open(self.conf_nocache, 'w') as f:
+            f.write(text.replace('[client]', '[client]\nrbd cache = false', 1))
         subprocess.run(['rbd', 'create', '--size', '%dM' % self.image_mb, 'rbd/' + IMAGE],
                        check=True, timeout=60, env=self.env)
         t0 = time.monotonic()
@@ -207,10 +224,10 @@ def fio_cmd(row, n, out, image_bytes):
             '--output-format=json', '--output=' + out]
 
 
-def fio_once(row, n, cl, work):
+def fio_once(row, n, cl, work, cache=False):
     out = os.path.join(work, 'fio.json')
     c0 = children_cpu()
-    run(fio_cmd(row, n, out, cl.image_mb * MiB), 600, cl.env)
+    run(fio_cmd(row, n, out, cl.image_mb * MiB), 600, cl.env_cache if cache else cl.env)
     cpu = children_cpu() - c0
     with open(out) as f:
         j = json.load(f)['jobs'][0]
@@ -218,11 +235,11 @@ def fio_once(row, n, cl, work):
     return d['total_ios'], d['runtime'] / 1000.0, cpu
 
 
-def client_fio(row, n, cl, work, osd):
+def client_fio(row, n, cl, work, osd, cache=False):
     n0 = max(row['qd'] * 4, n // 10)
-    ops0, _, cpu0 = fio_once(row, n0, cl, work)
+    ops0, _, cpu0 = fio_once(row, n0, cl, work, cache)
     o0 = pid_cpu(osd)
-    ops, secs, cpu = fio_once(row, n, cl, work)
+    ops, secs, cpu = fio_once(row, n, cl, work, cache)
     o1 = pid_cpu(osd)
     per = (cpu - cpu0) / (ops - ops0) if ops > ops0 else None
     return {'ops': ops, 'bytes': ops * row['bs'], 'secs': secs,
@@ -341,6 +358,11 @@ def one_rep(rows, cl, targets, work, opts, rep):
         except bench.ClientError as e:
             log('%s fio-rbd: %s' % (row['name'], e))
         secs = max(2, round(out['fio-rbd']['secs'])) if 'fio-rbd' in out else 5
+        if row['rw'] == 'write' and opts.with_cache:
+            try:
+                out['fio-rbd+cache'] = client_fio(row, n, cl, work, osd, cache=True)
+            except bench.ClientError as e:
+                log('%s fio-rbd+cache: %s' % (row['name'], e))
         try:
             r = client_rbd_bench(row, n, cl, work, osd)
             if r:
@@ -422,6 +444,8 @@ def main():
     ap.add_argument('--image-mb', type=int, default=1024)
     ap.add_argument('--ix-poll-us', type=int, default=None,
                     help='ix-target\'s poll_us (default: its own default)')
+    ap.add_argument('--no-cache-row', dest='with_cache', action='store_false',
+                    help='no fio-rbd+cache rows (fio with librbd\'s default cache, writes)')
     ap.add_argument('--json', help='write every run\'s figures there')
     opts = ap.parse_args()
     rows = ROWS if opts.rows == 'all' else [r for r in ROWS if r['name'] in
@@ -450,8 +474,7 @@ def main():
             targets.append(IxRbd(opts.build, work, cl.conf, opts.ix_poll_us))
         if 'tgt' in peers:
             t = bench.TgtTarget(work)
-            t.rbd = (cl.conf, IMAGE)
-            os.environ['CEPH_CONF'] = cl.conf
+            t.rbd = (cl.conf_nocache, IMAGE)
             targets.append(t)
         for t in targets:
             t.start()
