@@ -15,8 +15,6 @@
  * Durability: librbd's cache is turned off for our handles (rbd_cache = false), so librbd
  * completes a write only once the OSDs have committed it; FUA needs nothing more, and
  * SYNCHRONIZE CACHE is an rbd_aio_flush (cheap without a cache, kept for its ordering).
- * Writes go out of the command's own buffer (rbd_disable_zero_copy_writes = false): the
- * buffer is not touched from submit to io->cb, and librbd completes only once it has let go.
  *
  * Thin provisioning: RBD images are sparse (an object exists once written). A discard frees
  * whole objects and zeroes partial ones (rbd_skip_partial_discard = false), so deallocated
