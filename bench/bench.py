@@ -494,6 +494,13 @@ class Ceph:
         if r.returncode != 0:
             raise SystemExit('Ceph cluster did not start (scripts/deps.sh --ceph installs it):\n'
                              + r.stderr[-2000:])
+        # tgt's bs_rbd sets no cache option: librbd's default (writearound) would complete its
+        # writes before the OSD has them; it gets the cache off, as ix sets for itself
+        with open(self.conf) as f:
+            text = f.read()
+        self.conf_nocache = os.path.join(self.dir, 'ceph-nocache.conf')
+        with open(self.conf_nocache, 'w') as f:
+            f.write(text.replace('[client]', '[client]\nrbd cache = false', 1))
         env = dict(os.environ, CEPH_CONF=self.conf)
         for img in ('bench-ix', 'bench-tgt'):
             subprocess.run(['rbd', 'create', '--size', '%dM' % (LUN_SIZE // MiB), 'rbd/' + img],
@@ -658,7 +665,7 @@ def main():
         if 'rbd' in luns:
             ceph = start_ceph()
             ix.rbd = (ceph.conf, 'bench-ix')
-            tgt.rbd = (ceph.conf, 'bench-tgt')
+            tgt.rbd = (ceph.conf_nocache, 'bench-tgt')
         for t in targets:
             t.start()
         for t in targets:

@@ -95,6 +95,11 @@ static int cluster_connect(const struct bs_rbd_cfg *c, rados_t *out, char *err, 
 	/* Partial discards are zeroed whole (no rounding to 64 KiB): LBPRZ stays true. The
 	 * option is newer than some librbd builds; without it the default already zeroes. */
 	(void)rados_conf_set(r, "rbd_discard_granularity_bytes", "0");
+	/* librbd keeps copying each write into a buffer of its own (rbd_disable_zero_copy_writes
+	 * stays true): without the copy 1 MiB writes cost 0.87x the CPU, but librbd 16.2.15 then
+	 * never completes a write it refuses in its exclusive-lock layer (EROFS on a standby
+	 * gateway: rbd_fence.py hung), and the worker waits for it forever
+	 * (docs/perf.md, "RBD at librbd's limit"). */
 	rc = rados_connect(r);
 	if (rc < 0) {
 		snprintf(err, errlen,
