@@ -73,7 +73,7 @@ struct ha_own_msg {
 	uint64_t gid;	    /* the sender's RADOS client id */
 	uint32_t lun;	    /* SNAP: the LUN of target */
 	char target[HA_OWN_TARGET_MAX]; /* SNAP: printable, no spaces, not empty */
-	char name[HA_OWN_SNAP_MAX];	/* SNAP: letters, digits, '.', '_', '-'; not first '.', '-' */
+	char name[HA_OWN_SNAP_MAX]; /* SNAP: letters, digits, '.', '_', '-'; not first '.', '-' */
 };
 
 /* The length written, or -ENOSPC / -EINVAL. */
