@@ -176,7 +176,8 @@ static bool my_group(struct rbd_owner *o, uint16_t group)
 
 struct ha_snap_req {
 	struct rbd_owner *o; /* referenced until answered */
-	uint64_t notify_id, cookie;
+	uint64_t notify_id, cookie, gid;
+	char name[HA_OWN_SNAP_MAX];
 };
 
 void ha_snap_req_answer(struct ha_snap_req *r, int rc, unsigned held_ms, const char *msg)
@@ -200,6 +201,9 @@ void ha_snap_req_answer(struct ha_snap_req *r, int rc, unsigned held_ms, const c
 	if (arc < 0)
 		log_warn("rbd", "%s: answering a snapshot request on %s: %s", o->name, o->oid,
 			 strerror(-arc));
+	else
+		log_info("rbd", "%s: snapshot %s for client.%llu: answered %.*s", o->name, r->name,
+			 (unsigned long long)r->gid, n, reply);
 	rbd_own_put(o);
 	free(r);
 }
@@ -220,7 +224,8 @@ static void snap_asked(struct rbd_owner *o, const struct ha_own_msg *m, uint64_t
 		return;
 	}
 	atomic_fetch_add(&o->refs, 1);
-	*r = (struct ha_snap_req){.o = o, .notify_id = notify_id, .cookie = cookie};
+	*r = (struct ha_snap_req){.o = o, .notify_id = notify_id, .cookie = cookie, .gid = m->gid};
+	snprintf(r->name, sizeof(r->name), "%s", m->name);
 	log_info("rbd",
 		 "%s: client.%llu asks for snapshot %s of %s LUN %u (this gateway holds the lock)",
 		 o->name, (unsigned long long)m->gid, m->name, m->target, m->lun);

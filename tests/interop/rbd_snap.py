@@ -403,6 +403,14 @@ def step_group(cl, tmp):
             took = time.monotonic() - t0
         finally:
             os.kill(ds[0].pid, signal.SIGCONT)
+        # A runs the request once it goes on (too late for B): let it end before A stops
+        # (a daemon stopped during a snapshot does not wait for it: snapshots.md, Not yet)
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            with open(ds[0].log_path, errors='replace') as f:
+                if 'snapshot g3 for client' in f.read():
+                    break
+            time.sleep(0.1)
         c, m = err(stuck)
         bound = -(-(300 + HANDOVER_MS) // 1000)  # whole seconds (librados' notify timeout)
         report.check('group-holder-silent', c == -32006 and 'did not answer' in m and
