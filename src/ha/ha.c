@@ -71,6 +71,7 @@ struct ha_ctx *ha_ctx_new(void)
 #endif
 	atomic_init(&c->own_changes, 0);
 	pthread_mutex_init(&c->groups_lock, NULL);
+	pthread_mutex_init(&c->snap_mu, NULL);
 	list_init(&c->own_groups);
 	return c;
 }
@@ -88,6 +89,7 @@ void ha_ctx_put(struct ha_ctx *c)
 	bs_rbd_ctx_put(c->host.rbd); /* its threads end once its last device has closed */
 #endif
 	pthread_mutex_destroy(&c->groups_lock);
+	pthread_mutex_destroy(&c->snap_mu);
 	free(c);
 }
 
@@ -181,3 +183,30 @@ int ha_dev_rejoin(struct bs_dev *dev)
 	return -EOPNOTSUPP;
 #endif
 }
+
+void ha_set_snap_handler(struct ha_ctx *c, ha_snap_handler fn, void *arg)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->snap_mu);
+	c->snap_fn = fn;
+	c->snap_arg = arg;
+	pthread_mutex_unlock(&c->snap_mu);
+}
+
+#ifndef IX_HAVE_RBD
+int ha_dev_snap_forward(struct bs_dev *dev, const char *target, uint32_t lun, const char *name,
+			unsigned timeout_ms, ha_snap_answer_cb cb, void *arg, unsigned *bound_ms,
+			char *err, size_t errlen)
+{
+	(void)dev, (void)target, (void)lun, (void)name, (void)timeout_ms, (void)cb, (void)arg;
+	*bound_ms = 0;
+	snprintf(err, errlen, "built without RBD");
+	return -EOPNOTSUPP;
+}
+
+void ha_snap_req_answer(struct ha_snap_req *r, int rc, unsigned held_ms, const char *msg)
+{
+	(void)r, (void)rc, (void)held_ms, (void)msg; /* never made without RBD */
+}
+#endif

@@ -73,6 +73,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct bs_dev;
 struct ha_ctx;
@@ -113,5 +114,28 @@ int ha_dev_retry(struct bs_dev *dev);
 /* Fenced: rejoin now (ix-ctl lun rejoin): 0 started; -EALREADY not fenced; -EAGAIN not open
  * yet; -EINVAL another backend; -EOPNOTSUPP built without RBD. */
 int ha_dev_rejoin(struct bs_dev *dev);
+
+/* Snapshots between the gateways of one image with rbd.exclusive_lock (docs/snapshots.md,
+ * "Several gateways of one image"), over the owner record's object (ha_handover.c).
+ *
+ * A standby asks the lock's holder to take a snapshot of LUN lun of target (the same names on
+ * every gateway of the group) within timeout_ms: 0 sent, and cb is called exactly once, on
+ * any thread, with the holder's answer (rc 0 and held_ms, or -errno and its message), or
+ * -ETIMEDOUT (no answer within timeout_ms plus rbd.handover_timeout_ms), -EHOSTUNREACH (no
+ * gateway holds the lock); *bound_ms: that bound. -EPERM (err set): this gateway is not a standby
+ * of a managed lock; -EOPNOTSUPP built without RBD. */
+typedef void (*ha_snap_answer_cb)(void *arg, int rc, unsigned held_ms, const char *msg);
+int ha_dev_snap_forward(struct bs_dev *dev, const char *target, uint32_t lun, const char *name,
+			unsigned timeout_ms, ha_snap_answer_cb cb, void *arg, unsigned *bound_ms,
+			char *err, size_t errlen);
+/* The holder's side: a request from a standby, to be answered exactly once
+ * (ha_snap_req_answer, any thread). The handler runs on librados' thread and must not wait:
+ * it queues the request for the target's main loop. Set by the target after ha_ctx_new, and
+ * cleared (fn NULL) before the target goes: no call of fn is running or starts after that. */
+struct ha_snap_req;
+typedef void (*ha_snap_handler)(void *arg, struct ha_snap_req *r, const char *target, uint32_t lun,
+				const char *name, unsigned timeout_ms);
+void ha_set_snap_handler(struct ha_ctx *c, ha_snap_handler fn, void *arg);
+void ha_snap_req_answer(struct ha_snap_req *r, int rc, unsigned held_ms, const char *msg);
 
 #endif

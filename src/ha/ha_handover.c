@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ha/ha_int.h"
 #include "ha/ha_own_int.h"
 #include "ha/ha_policy.h"
 #include "util/log.h"
@@ -171,6 +172,191 @@ static bool my_group(struct rbd_owner *o, uint16_t group)
 	return mine;
 }
 
+/* ---- snapshot requests (ha.h: ha_dev_snap_forward; docs/snapshots.md) ---- */
+
+struct ha_snap_req {
+	struct rbd_owner *o; /* referenced until answered */
+	uint64_t notify_id, cookie, gid;
+	char name[HA_OWN_SNAP_MAX];
+};
+
+void ha_snap_req_answer(struct ha_snap_req *r, int rc, unsigned held_ms, const char *msg)
+{
+	struct rbd_owner *o = r->o;
+	char reply[HA_OWN_MSG_MAX], cut[HA_OWN_MSG_MAX - 32];
+	int n, arc = 0;
+
+	snprintf(cut, sizeof(cut), "%s", msg && msg[0] ? msg : strerror(rc < 0 ? -rc : EIO));
+	n = ha_own_snap_reply_encode(rc < 0 && rc > -4096 ? rc
+				     : rc		  ? -EIO
+							  : 0,
+				     held_ms, cut, reply, sizeof(reply));
+	if (n < 0)
+		n = snprintf(reply, sizeof(reply), "snap-failed %d the answer cannot be encoded",
+			     EIO);
+	pthread_mutex_lock(&o->mu); /* the image's ioctx lives while attached */
+	if (o->attached)
+		arc = rados_notify_ack(o->io, o->oid, r->notify_id, r->cookie, reply, n);
+	pthread_mutex_unlock(&o->mu);
+	if (arc < 0)
+		log_warn("rbd", "%s: answering a snapshot request on %s: %s", o->name, o->oid,
+			 strerror(-arc));
+	else
+		log_info("rbd", "%s: snapshot %s for client.%llu: answered %.*s", o->name, r->name,
+			 (unsigned long long)r->gid, n, reply);
+	rbd_own_put(o);
+	free(r);
+}
+
+/* librados' thread: a standby asks for a snapshot. The holder hands it to the target (which
+ * answers later, from its main loop); anyone else answers at once (not the holder). */
+static void snap_asked(struct rbd_owner *o, const struct ha_own_msg *m, uint64_t notify_id,
+		       uint64_t cookie, int own)
+{
+	struct ha_ctx *c = o->ctx;
+	struct ha_snap_req *r;
+
+	if (own != RBD_OWN_OWNER || !(r = calloc(1, sizeof(*r)))) {
+		rbd_own_ack(o, notify_id, cookie,
+			    own == RBD_OWN_OWNER    ? "snap-failed 12 out of memory"
+			    : own == RBD_OWN_FENCED ? "fenced"
+						    : "standby");
+		return;
+	}
+	atomic_fetch_add(&o->refs, 1);
+	*r = (struct ha_snap_req){.o = o, .notify_id = notify_id, .cookie = cookie, .gid = m->gid};
+	snprintf(r->name, sizeof(r->name), "%s", m->name);
+	log_info("rbd",
+		 "%s: client.%llu asks for snapshot %s of %s LUN %u (this gateway holds the lock)",
+		 o->name, (unsigned long long)m->gid, m->name, m->target, m->lun);
+	pthread_mutex_lock(&c->snap_mu);
+	if (c->snap_fn) {
+		c->snap_fn(c->snap_arg, r, m->target, m->lun, m->name, m->window_ms);
+		r = NULL;
+	}
+	pthread_mutex_unlock(&c->snap_mu);
+	if (r)
+		ha_snap_req_answer(r, -ESHUTDOWN, 0, "the lock's holder is stopping its target");
+}
+
+struct snap_fwd {
+	struct rbd_owner *o; /* referenced until the answer */
+	rados_completion_t comp;
+	char *reply;
+	size_t rlen;
+	unsigned bound_ms;
+	ha_snap_answer_cb cb;
+	void *arg;
+};
+
+/* librados' thread: the notify ended (every watcher answered, or the bound passed). */
+static void fwd_done(rados_completion_t comp, void *arg)
+{
+	struct snap_fwd *f = arg;
+	struct notify_ack_t *acks = NULL;
+	struct notify_timeout_t *tos = NULL;
+	size_t nacks = 0, ntos = 0;
+	char msg[HA_OWN_MSG_MAX] = "", out[HA_OWN_MSG_MAX + 256];
+	unsigned held = 0;
+	int rc = rados_aio_get_return_value(comp), hrc = 0;
+	bool got = false;
+
+	if (f->reply &&
+	    rados_decode_notify_response(f->reply, f->rlen, &acks, &nacks, &tos, &ntos) == 0) {
+		for (size_t i = 0; i < nacks && !got; i++)
+			got = acks[i].payload &&
+			      ha_own_snap_reply_decode(acks[i].payload, acks[i].payload_len, &hrc,
+						       &held, msg, sizeof(msg)) == 0;
+		rados_free_notify_response(acks, nacks, tos);
+	}
+	if (got) {
+		f->cb(f->arg, hrc, held, hrc ? msg : NULL);
+	} else if (rc == -ETIMEDOUT || ntos) {
+		snprintf(out, sizeof(out),
+			 "%s: the lock's holder did not answer within %u ms (it may take the "
+			 "snapshot still: rbd snap ls tells)",
+			 f->o->name, f->bound_ms);
+		f->cb(f->arg, -ETIMEDOUT, 0, out);
+	} else if (rc < 0) {
+		snprintf(out, sizeof(out), "%s: asking the lock's holder through %s: %s",
+			 f->o->name, f->o->oid, strerror(-rc));
+		f->cb(f->arg, rc, 0, out);
+	} else {
+		snprintf(out, sizeof(out),
+			 "%s: no gateway holds the image's exclusive lock (%zu answered, none "
+			 "the holder): try again once one does",
+			 f->o->name, nacks);
+		f->cb(f->arg, -EHOSTUNREACH, 0, out);
+	}
+	if (f->reply)
+		rados_buffer_free(f->reply);
+	rados_aio_release(comp);
+	rbd_own_put(f->o);
+	free(f);
+}
+
+int ha_dev_snap_forward(struct bs_dev *dev, const char *target, uint32_t lun, const char *name,
+			unsigned timeout_ms, ha_snap_answer_cb cb, void *arg, unsigned *bound_ms,
+			char *err, size_t errlen)
+{
+	struct bs_rbd_handle h;
+	struct rbd_owner *o = bs_rbd_handle(dev, &h) == 0 && h.online ? h.own : NULL;
+	struct ha_own_msg m = {.kind = HA_OWN_SNAP, .window_ms = timeout_ms, .lun = lun};
+	char msg[HA_OWN_MSG_MAX];
+	struct snap_fwd *f;
+	int n, rc;
+
+	if (!o || atomic_load(&o->own) != RBD_OWN_STANDBY) {
+		snprintf(err, errlen, "not a standby of an image with exclusive_lock");
+		return -EPERM;
+	}
+	m.gid = o->gid;
+	snprintf(m.target, sizeof(m.target), "%s", target);
+	snprintf(m.name, sizeof(m.name), "%s", name);
+	n = strlen(target) < sizeof(m.target) && strlen(name) < sizeof(m.name)
+		? ha_own_msg_encode(&m, msg, sizeof(msg))
+		: -EINVAL;
+	if (n < 0) {
+		snprintf(err, errlen,
+			 "%s: the target's or the snapshot's name cannot be sent to the lock's "
+			 "holder",
+			 o->name);
+		return -EINVAL;
+	}
+	if (!(f = calloc(1, sizeof(*f)))) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	/* librados counts a notify's timeout in whole seconds (rounded down): round up */
+	*f = (struct snap_fwd){.o = o,
+			       .bound_ms = (timeout_ms + o->notify_ms + 999) / 1000 * 1000,
+			       .cb = cb,
+			       .arg = arg};
+	*bound_ms = f->bound_ms;
+	atomic_fetch_add(&o->refs, 2); /* f's, and this call's own */
+	rc = rados_aio_create_completion2(f, fwd_done, &f->comp);
+	if (rc == 0) {
+		pthread_mutex_lock(&o->mu); /* the image's ioctx lives while attached */
+		rc = o->attached ? rados_aio_notify(o->io, o->oid, f->comp, msg, n, f->bound_ms,
+						    &f->reply, &f->rlen)
+				 : -ENOTCONN;
+		pthread_mutex_unlock(&o->mu);
+		if (rc < 0)
+			rados_aio_release(f->comp);
+	}
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: asking the lock's holder through %s: %s", o->name,
+			 o->oid, strerror(-rc));
+		rbd_own_put(o);
+		free(f);
+	} else {
+		log_info("rbd", "%s: snapshot %s: asked the lock's holder (at most %u ms)", o->name,
+			 name, *bound_ms);
+	}
+	rbd_own_put(o);
+	return rc;
+}
+
 /* librados' thread: a request or notice from a gateway (maybe this one). Never waits on the
  * owner's thread: a request to the holder is queued (its answer comes from the thread once it
  * has released the lock, or not); every other message is answered here at once. */
@@ -207,6 +393,10 @@ static void watch_cb(void *arg, uint64_t notify_id, uint64_t cookie, uint64_t no
 				free(j);
 			}
 		}
+		return;
+	}
+	if (m.kind == HA_OWN_SNAP) {
+		snap_asked(o, &m, notify_id, cookie, own);
 		return;
 	}
 	/* holding the lock, or about to hold it or give it up: the thread answers once that is

@@ -32,6 +32,10 @@ struct ha_ctx {
 	 * the list and every group's members, refs and decision under groups_lock. */
 	pthread_mutex_t groups_lock;
 	struct list_head own_groups;
+	/* Snapshot requests from other gateways (ha_set_snap_handler): called under snap_mu. */
+	pthread_mutex_t snap_mu;
+	ha_snap_handler snap_fn;
+	void *snap_arg;
 };
 
 static inline struct ha_ctx *ha_ctx_of_scsi(const struct scsi_ha *s)

@@ -245,6 +245,32 @@ int ha_own_rec_decode(const void *buf, size_t len, struct ha_own_rec *r, char *e
 
 /* ---- messages ---- */
 
+/* A snapshot request's target: 1 to HA_OWN_TARGET_MAX - 1 printable bytes, no space. */
+static bool target_ok(const char *s, size_t n)
+{
+	if (n == 0 || n >= HA_OWN_TARGET_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] <= ' ' || (unsigned char)s[i] >= 0x7f)
+			return false;
+	return true;
+}
+
+/* A snapshot's name as the management API takes it (mgmt_rbd_name_ok). */
+static bool snap_name_ok(const char *s, size_t n)
+{
+	if (n == 0 || n >= HA_OWN_SNAP_MAX || s[0] == '.' || s[0] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
+			return false;
+	}
+	return true;
+}
+
 int ha_own_msg_encode(const struct ha_own_msg *m, char *buf, size_t len)
 {
 	size_t at = 0;
@@ -257,6 +283,10 @@ int ha_own_msg_encode(const struct ha_own_msg *m, char *buf, size_t len)
 			 m->window_ms, m->gid);
 	else if (m->kind == HA_OWN_FREE)
 		rc = put(buf, len, &at, "ix-own-free 1 %u %" PRIu64 "\n", m->group, m->gid);
+	else if (m->kind == HA_OWN_SNAP && target_ok(m->target, strlen(m->target)) &&
+		 snap_name_ok(m->name, strlen(m->name)))
+		rc = put(buf, len, &at, "ix-own-snap 1 %" PRIu32 " %" PRIu64 " %" PRIu32 " %s %s\n",
+			 m->window_ms, m->gid, m->lun, m->target, m->name);
 	else
 		return -EINVAL;
 	return rc ? rc : (int)at;
@@ -285,10 +315,28 @@ static int msg_parse(const char *s, const char *e, struct ha_own_msg *m)
 		m->kind = HA_OWN_ASK;
 	else if (we - ws == 11 && memcmp(ws, "ix-own-free", 11) == 0)
 		m->kind = HA_OWN_FREE;
+	else if (we - ws == 11 && memcmp(ws, "ix-own-snap", 11) == 0)
+		m->kind = HA_OWN_SNAP;
 	else
 		return -EINVAL;
 	if (!word(&s, e, &ws, &we) || we - ws != 1 || *ws != '1' || !word(&s, e, &ws, &we))
 		return -EINVAL;
+	if (m->kind == HA_OWN_SNAP) {
+		if (!dec(ws, we, UINT32_MAX, &v))
+			return -EINVAL;
+		m->window_ms = (uint32_t)v;
+		if (!word(&s, e, &ws, &we) || !dec(ws, we, UINT64_MAX, &m->gid) ||
+		    !word(&s, e, &ws, &we) || !dec(ws, we, UINT32_MAX, &v))
+			return -EINVAL;
+		m->lun = (uint32_t)v;
+		if (!word(&s, e, &ws, &we) || !target_ok(ws, (size_t)(we - ws)))
+			return -EINVAL;
+		memcpy(m->target, ws, (size_t)(we - ws));
+		if (!word(&s, e, &ws, &we) || !snap_name_ok(ws, (size_t)(we - ws)) || s != e)
+			return -EINVAL;
+		memcpy(m->name, ws, (size_t)(we - ws));
+		return 0;
+	}
 	if (m->kind == HA_OWN_ASK) {
 		if (we - ws == 8 && memcmp(ws, "implicit", 8) == 0)
 			m->ask = HA_OWN_IMPLICIT;
@@ -329,4 +377,45 @@ enum ha_own_reply ha_own_reply_kind(const void *buf, size_t len)
 	    (len == 7 || ((const char *)buf)[7] == ' '))
 		return HA_OWN_REFUSED;
 	return HA_OWN_NOT_HOLDER;
+}
+
+int ha_own_snap_reply_encode(int rc, unsigned held_ms, const char *msg, char *buf, size_t len)
+{
+	size_t at = 0;
+	int r;
+
+	if (rc == 0)
+		r = put(buf, len, &at, "snap-done %u", held_ms);
+	else if (rc < 0 && rc > -4096)
+		r = put(buf, len, &at, "snap-failed %d %s", -rc, msg && msg[0] ? msg : "failed");
+	else
+		return -EINVAL;
+	return r ? r : (int)at;
+}
+
+int ha_own_snap_reply_decode(const void *buf, size_t len, int *rc, unsigned *held_ms, char *msg,
+			     size_t msglen)
+{
+	const char *s = buf, *e = s + len, *ws, *we;
+	uint64_t v;
+
+	*rc = 0;
+	*held_ms = 0;
+	if (msglen)
+		msg[0] = 0;
+	if (len == 0 || s[len - 1] == ' ' || memchr(buf, 0, len) || !word(&s, e, &ws, &we))
+		return -EINVAL;
+	if (we - ws == 9 && memcmp(ws, "snap-done", 9) == 0) {
+		if (!word(&s, e, &ws, &we) || !dec(ws, we, UINT32_MAX, &v) || s != e)
+			return -EINVAL;
+		*held_ms = (unsigned)v;
+		return 0;
+	}
+	if (!(we - ws == 11 && memcmp(ws, "snap-failed", 11) == 0) || !word(&s, e, &ws, &we) ||
+	    !dec(ws, we, 4095, &v) || v == 0 || s == e)
+		return -EINVAL;
+	*rc = -(int)v;
+	if (msglen)
+		snprintf(msg, msglen, "%.*s", (int)(e - s), s);
+	return 0;
 }

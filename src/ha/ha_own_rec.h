@@ -21,8 +21,14 @@
  *                                                         hand over (see ha_own.c)
  *     ix-own-free 1 <group> <gid>                         the holder released the lock; the
  *                                                         gateway of <group> (0: none) takes it
- * and the watchers' acknowledgements carry one word: "released" (I held it and let it go),
- * "refused" plus a reason (I hold it and keep it), anything else (I do not hold it). */
+ *     ix-own-snap 1 <timeout_ms> <gid> <lun> <target> <name>
+ *                                                         a standby asks the holder to take a
+ *                                                         snapshot of LUN <lun> of <target>
+ *                                                         (docs/snapshots.md)
+ * and the watchers' acknowledgements of an ask carry one word: "released" (I held it and let
+ * it go), "refused" plus a reason (I hold it and keep it), anything else (I do not hold it).
+ * The holder acknowledges a snapshot request with "snap-done <held_ms>" or
+ * "snap-failed <errno> <message>" (ha_own_snap_reply_decode); anything else: not the holder. */
 #ifndef IX_HA_OWN_REC_H
 #define IX_HA_OWN_REC_H
 
@@ -33,7 +39,9 @@
 #define HA_OWN_MAX_IDS	  16   /* groups, ports */
 #define HA_OWN_HOLDER_MAX 128  /* with its NUL */
 #define HA_OWN_REC_MAX	  1024 /* an encoded record fits */
-#define HA_OWN_MSG_MAX	  96   /* an encoded message fits */
+#define HA_OWN_MSG_MAX	  512  /* an encoded message fits */
+#define HA_OWN_TARGET_MAX 224  /* a snapshot request's target name, with its NUL */
+#define HA_OWN_SNAP_MAX	  128  /* a snapshot's name, with its NUL */
 
 struct ha_own_rec {
 	uint64_t gen;
@@ -52,7 +60,7 @@ int ha_own_rec_encode(const struct ha_own_rec *r, char *buf, size_t len);
  * On failure *r is zeroed. */
 int ha_own_rec_decode(const void *buf, size_t len, struct ha_own_rec *r, char *err, size_t errlen);
 
-enum ha_own_msg_kind { HA_OWN_ASK = 1, HA_OWN_FREE = 2 };
+enum ha_own_msg_kind { HA_OWN_ASK = 1, HA_OWN_FREE = 2, HA_OWN_SNAP = 3 };
 /* Why a gateway asks: SET TARGET PORT GROUPS on its path; I/O on its standby path; or to end
  * a split of a target's locks between gateways (only a holder that does not answer gives it
  * up: it is broken). */
@@ -60,9 +68,12 @@ enum ha_own_ask { HA_OWN_EXPLICIT = 0, HA_OWN_IMPLICIT = 1, HA_OWN_HEAL = 2 };
 struct ha_own_msg {
 	enum ha_own_msg_kind kind;
 	uint8_t ask;	    /* ASK: enum ha_own_ask */
-	uint32_t window_ms; /* ASK: for that long (implicit_failover_ms) */
+	uint32_t window_ms; /* ASK: for that long (implicit_failover_ms); SNAP: timeout_ms */
 	uint16_t group;	    /* FREE: the group whose gateway is to take the lock, 0 none */
 	uint64_t gid;	    /* the sender's RADOS client id */
+	uint32_t lun;	    /* SNAP: the LUN of target */
+	char target[HA_OWN_TARGET_MAX]; /* SNAP: printable, no spaces, not empty */
+	char name[HA_OWN_SNAP_MAX]; /* SNAP: letters, digits, '.', '_', '-'; not first '.', '-' */
 };
 
 /* The length written, or -ENOSPC / -EINVAL. */
@@ -73,6 +84,13 @@ int ha_own_msg_decode(const void *buf, size_t len, struct ha_own_msg *m);
 /* A watcher's answer to an ask. */
 enum ha_own_reply { HA_OWN_NOT_HOLDER = 0, HA_OWN_RELEASED, HA_OWN_REFUSED };
 enum ha_own_reply ha_own_reply_kind(const void *buf, size_t len);
+
+/* The holder's answer to a snapshot request: 0 with *rc 0 and *held_ms ("snap-done"), or
+ * with *rc -errno and the holder's message in msg ("snap-failed"); -EINVAL: not such an
+ * answer (not the holder, or not one of ours). The encoder: the length written or -ENOSPC. */
+int ha_own_snap_reply_encode(int rc, unsigned held_ms, const char *msg, char *buf, size_t len);
+int ha_own_snap_reply_decode(const void *buf, size_t len, int *rc, unsigned *held_ms, char *msg,
+			     size_t msglen);
 
 /* Whether the holder may hand the lock over: ha_policy_may_hand_over (ha_policy.h). */
 

@@ -699,6 +699,7 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 		r = -ENOMEM;
 		goto fail;
 	}
+	ha_set_snap_handler(t->ha, tgt_snap_asked, t);
 	t->gen->cfg = cfg;
 	t->next_tsih = (uint16_t)(getpid() & 0x3fff);
 	r = build_nodes(t, cfg, err, errlen);
@@ -863,6 +864,7 @@ void ix_target_free(struct ix_target *t)
 {
 	if (!t)
 		return;
+	ha_set_snap_handler(t->ha, NULL, NULL); /* no request of another gateway after this */
 	for (size_t i = 0; i < t->nlctx; i++)
 		tgt_portal_close(t->lctx[i]);
 	free(t->lctx);

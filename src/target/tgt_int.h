@@ -506,6 +506,12 @@ void tgt_stats_cmd_done(struct tgt_task *t);
 void tgt_stats_worker_init(struct tgt_worker *w);
 void tgt_stats_worker_free(struct tgt_worker *w);
 
+/* tgt_snap.c: a snapshot request from another gateway of an image this one holds the lock
+ * of (ha_set_snap_handler; librados' thread: queued for the main loop). arg: the target. */
+struct ha_snap_req;
+void tgt_snap_asked(void *arg, struct ha_snap_req *r, const char *target, uint32_t lun,
+		    const char *name, unsigned timeout_ms);
+
 /* tgt_text.c */
 void tgt_text(struct tgt_conn *tc, const struct iscsi_hdr *h, uint8_t *data, uint32_t dlen);
 

@@ -34,6 +34,10 @@ struct snap_op {
 	bool held;     /* the LU is quiesced */
 	bool answered; /* cb has run (the deadline answered first) */
 	bool cleanup;  /* the request running is the removal of an abandoned snapshot */
+	bool fwd;      /* CREATE sent to the lock's holder (ha_dev_snap_forward) */
+	int fwd_rc;    /* its answer */
+	unsigned fwd_held_ms;
+	char fwd_err[600];
 	char lu_name[300];
 	ix_snap_cb cb;
 	void *arg;
@@ -49,13 +53,15 @@ static void op_free(struct snap_op *o)
 
 static void answer(struct snap_op *o, int rc, const char *err)
 {
-	struct ix_snap_result r = {
-	    .rc = rc,
-	    .err = err,
-	    .list = o->req.list,
-	    .n = o->req.n,
-	    .protected_now = o->req.protected_now,
-	    .held_ms = o->start_ms ? (unsigned)(ev_now_ms(o->loop) - o->start_ms) : 0};
+	struct ix_snap_result r = {.rc = rc,
+				   .err = err,
+				   .list = o->req.list,
+				   .n = o->req.n,
+				   .protected_now = o->req.protected_now,
+				   .held_ms = o->fwd ? o->fwd_held_ms
+					      : o->start_ms
+						  ? (unsigned)(ev_now_ms(o->loop) - o->start_ms)
+						  : 0};
 
 	o->answered = true;
 	o->cb(o->arg, &r);
@@ -182,6 +188,122 @@ static int owner_check(struct snap_op *o, char *err, size_t errlen)
 	return 0;
 }
 
+/* ---- a snapshot on a standby: the lock's holder takes it ---- */
+
+/* Main loop: the holder's answer (or why none came). */
+static void on_fwd_result(void *arg)
+{
+	struct snap_op *o = arg;
+
+	ev_timer_stop(o->loop, &o->deadline);
+	if (!o->answered)
+		answer(o, o->fwd_rc, o->fwd_rc < 0 ? o->fwd_err : NULL);
+	op_free(o);
+}
+
+/* Any thread (librados'): the holder answered, or the notify's bound passed. */
+static void on_fwd_answer(void *arg, int rc, unsigned held_ms, const char *msg)
+{
+	struct snap_op *o = arg;
+
+	o->fwd_rc = rc;
+	o->fwd_held_ms = held_ms;
+	snprintf(o->fwd_err, sizeof(o->fwd_err), "%s", msg ? msg : "");
+	ev_loop_post_node(o->loop, &o->post, on_fwd_result, o);
+}
+
+/* librados did not end the notify within its bound (the cluster unreachable): answer; o lives
+ * on until librados does. */
+static void on_fwd_deadline(struct ev_timer *tm)
+{
+	struct snap_op *o = tm->arg;
+	char err[700];
+
+	snprintf(err, sizeof(err),
+		 "%s: the request to the lock's holder did not end within %u ms (it may take the "
+		 "snapshot still: rbd snap ls tells)",
+		 o->lu_name, o->timeout_ms);
+	log_warn("target", "%s", err);
+	answer(o, -ETIMEDOUT, err);
+}
+
+static int forward(struct snap_op *o, const char *target, uint32_t lun, char *err, size_t errlen)
+{
+	unsigned bound = 0;
+	int rc;
+
+	o->fwd = true;
+	ev_timer_init(&o->deadline, on_fwd_deadline, o);
+	rc = ha_dev_snap_forward(o->dev, target, lun, o->req.name, o->timeout_ms, on_fwd_answer, o,
+				 &bound, err, errlen);
+	if (rc < 0)
+		return rc;
+	/* librados' own bound plus a second for its answer to arrive */
+	o->timeout_ms = bound + 1000;
+	ev_timer_start(o->loop, &o->deadline, o->timeout_ms);
+	log_info("target", "%s: %s: this gateway is a standby: the lock's holder takes it",
+		 o->lu_name, o->req.name);
+	return 0;
+}
+
+/* ---- a request from another gateway (this one holds the lock) ---- */
+
+struct snap_in {
+	struct ev_post post;
+	struct ix_target *t;
+	struct ha_snap_req *r;
+	char target[256], name[BS_SNAP_NAME_MAX];
+	uint32_t lun;
+	unsigned timeout_ms;
+};
+
+static void snap_in_done(void *arg, const struct ix_snap_result *res)
+{
+	struct snap_in *in = arg;
+
+	ha_snap_req_answer(in->r, res->rc, res->held_ms, res->err);
+	free(in);
+}
+
+/* Main loop: run it as if asked through this gateway's API (not forwarded again). */
+static void snap_in_run(void *arg)
+{
+	struct snap_in *in = arg;
+	struct ix_snap_args a = {.op = BS_SNAP_CREATE,
+				 .name = in->name,
+				 .timeout_ms = in->timeout_ms,
+				 .no_forward = true};
+	char err[1024];
+	int rc;
+
+	if (a.timeout_ms < 100 || a.timeout_ms > 600000) {
+		ha_snap_req_answer(in->r, -EINVAL, 0, "timeout_ms out of range (100 to 600000)");
+		free(in);
+		return;
+	}
+	rc = ix_target_lun_snap(in->t, in->target, in->lun, &a, snap_in_done, in, err, sizeof(err));
+	if (rc < 0) {
+		ha_snap_req_answer(in->r, rc, 0, err);
+		free(in);
+	}
+}
+
+void tgt_snap_asked(void *arg, struct ha_snap_req *r, const char *target, uint32_t lun,
+		    const char *name, unsigned timeout_ms)
+{
+	struct ix_target *t = arg;
+	struct snap_in *in = calloc(1, sizeof(*in));
+
+	if (!in) {
+		ha_snap_req_answer(r, -ENOMEM, 0, "out of memory");
+		return;
+	}
+	*in = (struct snap_in){.t = t, .r = r, .lun = lun, .timeout_ms = timeout_ms};
+	snprintf(in->target, sizeof(in->target), "%s", target);
+	snprintf(in->name, sizeof(in->name), "%s", name);
+	ev_loop_post_node(ix_target_main_loop(t), &in->post, snap_in_run, in);
+}
+
 int ix_target_lun_snap(struct ix_target *t, const char *target, uint32_t lun,
 		       const struct ix_snap_args *a, ix_snap_cb cb, void *arg, char *err,
 		       size_t errlen)
@@ -236,6 +358,15 @@ int ix_target_lun_snap(struct ix_target *t, const char *target, uint32_t lun,
 		return -EOPNOTSUPP;
 	}
 	if (quiesce && (rc = owner_check(o, err, errlen)) < 0) {
+		char ferr[512];
+
+		if (rc == -EPERM && a->op == BS_SNAP_CREATE && !a->no_forward) {
+			rc = forward(o, target, lun, ferr, sizeof(ferr));
+			if (rc == 0)
+				return 0;
+			if (rc != -EPERM) /* else: not a standby (acquiring, fenced): as it was */
+				snprintf(err, errlen, "%s", ferr);
+		}
 		op_free(o);
 		return rc;
 	}

@@ -26,8 +26,13 @@ One ix-target serves a 32 MiB image as LUN 0 (RBD) and a RAM LUN 1.
   7. timeout: the OSD stopped (SIGSTOP) with a write in flight, iscsi_create_snapshot with
      timeout_ms 1000 answers -32006 after about 1 s naming the bound; once the OSD goes on
      the stuck write and new ones are GOOD and no snapshot was made;
-  8. two more gateways of another image with rbd.exclusive_lock: the standby refuses the
-     snapshot (-32003, naming its lock state), the holder takes it (`rbd snap ls`);
+  8. two more gateways of another image with rbd.exclusive_lock, A holding the lock and two
+     writers on A as in 1: iscsi_create_snapshot sent to the standby B is forwarded to A,
+     which holds, drains and snapshots: `rbd export rbd/grp@g1` holds a prefix of each
+     writer's blocks as in 1, no write fails, `rbd snap ls` shows it; the same name again
+     through B gets A's -32001; A stopped (SIGSTOP), a snapshot through B with timeout_ms 300
+     answers -32006 "did not answer" after timeout_ms + rbd.handover_timeout_ms (rounded up
+     to whole seconds, librados' unit for a notify's timeout);
   9. the gateways' logs have no sanitizer report.
 """
 
@@ -57,12 +62,13 @@ WRITES = 400          # per writer
 REGION = 4 * MIB      # each writer's region
 BLK = 4096
 OSD_TIMEOUT_S = 10
+HANDOVER_MS = 2000    # rbd.handover_timeout_ms of the group's gateways (bounds a forward)
 
 report = ixtest.Reporter('rbd_snap')
 
 
-def session(port, lun=0, tag=''):
-    s = X.Session(HOST, port, initiator=INI + tag, target=IQN, timeout=30)
+def session(port, lun=0, tag='', target=IQN):
+    s = X.Session(HOST, port, initiator=INI + tag, target=target, timeout=30)
     s.login()
     s.lun = lun
     for _ in range(4):  # the power-on unit attention first
@@ -93,9 +99,9 @@ def read(s, lba, n):
 
 
 class Writer(threading.Thread):
-    def __init__(self, port, w):
+    def __init__(self, port, w, target=IQN):
         super().__init__(daemon=True)
-        self.s = session(port, tag='-w%d' % w)
+        self.s = session(port, tag='-w%d' % w, target=target)
         self.w = w
         self.acked = 0
         self.bad = []
@@ -336,34 +342,87 @@ def wait_lock(sock, iqn, want, secs=30):
 
 
 def step_group(cl, tmp):
-    """Two gateways of one image with the managed exclusive lock: the holder takes the
-    snapshot, the standby refuses it naming the lock."""
+    """Two gateways of one image with the managed exclusive lock, A holding it, writers on
+    A: a snapshot sent to the standby B is taken by A (held and drained there) and holds a
+    prefix of each writer's blocks; the holder's errors reach B's caller; a holder that does
+    not answer (stopped) gives B's caller -32006 within its bound, never a hang."""
     iqn = IQN + '-grp'
     cl.create_image('grp', '16M')
-    ds, socks, sts = [], [], []
+    ds, socks, ports, sts = [], [], [], []
     try:
         for name in 'ab':
             sock = os.path.join(tmp, 'g%s.sock' % name)
+            ports.append(ixtest.free_port())
             cfg = ixceph.write_config(
-                os.path.join(tmp, 'g%s.json' % name), iqn, ixtest.free_port(),
+                os.path.join(tmp, 'g%s.json' % name), iqn, ports[-1],
                 [ixceph.rbd_lun(0, 'grp', cl.conf, osd_op_timeout_s=OSD_TIMEOUT_S,
-                                exclusive_lock=True)],
+                                exclusive_lock=True, handover_timeout_ms=HANDOVER_MS)],
                 host=HOST, glob={'mgmt_socket': sock})
             ds.append(ixtest.Daemon(cfg, 'rbd_snap.ix-target-g%s.log' % name, BUILD, OUT))
             socks.append(sock)
             sts.append(wait_lock(sock, iqn, 'owner' if name == 'a' else 'standby'))
+        ws = [Writer(ports[0], w, iqn) for w in range(2)]
+        for w in ws:
+            w.start()
+        end = time.monotonic() + 120
+        while min(w.acked for w in ws) < WRITES // 4 and time.monotonic() < end:
+            time.sleep(0.005)
+        before = [w.acked for w in ws]
         standby = ixceph.rpc(socks[1], 'iscsi_create_snapshot',
-                             {'target': iqn, 'lun': 0, 'name': 'g1'})
+                             {'target': iqn, 'lun': 0, 'name': 'g1'}, timeout=120)
+        after = [w.acked for w in ws]
+        for w in ws:
+            w.join(120)
+            w.s.close()
+        dup = ixceph.rpc(socks[1], 'iscsi_create_snapshot',
+                         {'target': iqn, 'lun': 0, 'name': 'g1'}, timeout=120)
         owner = ixceph.rpc(socks[0], 'iscsi_create_snapshot',
-                           {'target': iqn, 'lun': 0, 'name': 'g1'})
+                           {'target': iqn, 'lun': 0, 'name': 'g2'})
         ceph = [x['name'] for x in json.loads(cl.rbd('snap', 'ls', '--format', 'json',
                                                       'rbd/grp'))]
-        c, m = err(standby)
-        report.check('group-holder', sts == ['owner', 'standby'] and c == -32003 and
-                     'exclusive lock (standby)' in m and
-                     owner.get('result', {}).get('snapshot') == 'g1' and ceph == ['g1'],
-                     'lock states A, B: %s; through B: %s %r; through A: %s; rbd snap ls: %s' % (
-                         sts, c, m[:160], json.dumps(owner)[:100], ceph))
+        path = os.path.join(tmp, 'grp-g1.raw')
+        cl.rbd('export', 'rbd/grp@g1', path)
+        with open(path, 'rb') as f:
+            data = f.read()
+        ks = [prefix_of(data, w) for w in range(2)]
+        bad = [b for w in ws for b in w.bad]
+        held = standby.get('result', {}).get('held_ms')
+        prefix = all(isinstance(k, int) and before[w] <= k <= after[w] + 1
+                     for w, k in enumerate(ks))
+        c, m = err(dup)
+        report.check('group-forward', sts == ['owner', 'standby'] and
+                     standby.get('result', {}).get('snapshot') == 'g1' and
+                     isinstance(held, int) and prefix and not bad and c == -32001 and
+                     owner.get('result', {}).get('snapshot') == 'g2' and ceph == ['g1', 'g2'],
+                     'lock states A, B: %s; through B (standby) under load: %s; acked before '
+                     '%s, after %s, in g1 %s; failed writes %s; g1 again through B: %s %r; '
+                     'g2 through A: %s; rbd snap ls: %s' % (
+                         sts, json.dumps(standby)[:160], before, after, ks, bad[:3], c,
+                         m[:120], json.dumps(owner)[:100], ceph))
+        # the holder stopped: B's caller gets -32006 within timeout_ms + the hand-over bound
+        os.kill(ds[0].pid, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            stuck = ixceph.rpc(socks[1], 'iscsi_create_snapshot',
+                               {'target': iqn, 'lun': 0, 'name': 'g3', 'timeout_ms': 300},
+                               timeout=60)
+            took = time.monotonic() - t0
+        finally:
+            os.kill(ds[0].pid, signal.SIGCONT)
+        # A runs the request once it goes on (too late for B): let it end before A stops
+        # (a daemon stopped during a snapshot does not wait for it: snapshots.md, Not yet)
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            with open(ds[0].log_path, errors='replace') as f:
+                if 'snapshot g3 for client' in f.read():
+                    break
+            time.sleep(0.1)
+        c, m = err(stuck)
+        bound = -(-(300 + HANDOVER_MS) // 1000)  # whole seconds (librados' notify timeout)
+        report.check('group-holder-silent', c == -32006 and 'did not answer' in m and
+                     bound * 0.9 <= took < bound + 3,
+                     'the holder stopped: through B with timeout_ms 300: %s %r after %.2f s '
+                     '(bound %.1f s)' % (c, m[:160], took, bound))
     finally:
         for d, name in zip(ds, 'ab'):
             d.stop()
@@ -392,7 +451,7 @@ def scenario(cl, tmp):
     finally:
         d.stop()
         ixtest.check_sanitizer(report, d, 'ix-target')
-    ixceph.step(report, 'group-holder', step_group, cl, tmp)
+    ixceph.step(report, 'group-forward', step_group, cl, tmp)
 
 
 def main():

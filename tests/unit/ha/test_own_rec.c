@@ -212,6 +212,68 @@ static void test_replies(void)
 	CHECK_EQ(ha_own_reply_kind("releasedd", 9), HA_OWN_NOT_HOLDER);
 }
 
+static void test_snap(void)
+{
+	struct ha_own_msg m = {.kind = HA_OWN_SNAP, .window_ms = 10000, .gid = 4117, .lun = 3},
+			  back;
+	char buf[HA_OWN_MSG_MAX], msg[64];
+	unsigned held;
+	int n, rc;
+	static const char want[] = "ix-own-snap 1 10000 4117 3 iqn.2024-01.org.ix:t s1.a_b-c\n";
+
+	snprintf(m.target, sizeof(m.target), "iqn.2024-01.org.ix:t");
+	snprintf(m.name, sizeof(m.name), "s1.a_b-c");
+	n = ha_own_msg_encode(&m, buf, sizeof(buf));
+	CHECK_EQ(n, (int)sizeof(want) - 1);
+	CHECK_MEM(buf, want, sizeof(want) - 1);
+	CHECK_EQ(ha_own_msg_decode(buf, (size_t)n, &back), 0);
+	CHECK_EQ(back.kind, HA_OWN_SNAP);
+	CHECK_EQ(back.window_ms, 10000);
+	CHECK_EQ(back.gid, 4117);
+	CHECK_EQ(back.lun, 3);
+	CHECK_STR(back.target, "iqn.2024-01.org.ix:t");
+	CHECK_STR(back.name, "s1.a_b-c");
+	/* a name the API would refuse, a target with a space, a missing or extra field */
+	snprintf(m.name, sizeof(m.name), "-s");
+	CHECK_EQ(ha_own_msg_encode(&m, buf, sizeof(buf)), -EINVAL);
+	snprintf(m.name, sizeof(m.name), "s");
+	snprintf(m.target, sizeof(m.target), "a b");
+	CHECK_EQ(ha_own_msg_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(ha_own_msg_decode("ix-own-snap 1 10 4 0 t s/x\n", 27, &back), -EINVAL);
+	CHECK_EQ(back.kind, 0);
+	CHECK_EQ(ha_own_msg_decode("ix-own-snap 1 10 4 0 t\n", 23, &back), -EINVAL);
+	CHECK_EQ(ha_own_msg_decode("ix-own-snap 1 10 4 0 t s x\n", 27, &back), -EINVAL);
+	CHECK_EQ(ha_own_msg_decode("ix-own-snap 1 10 4 4294967296 t s\n", 34, &back), -EINVAL);
+	CHECK_EQ(ha_own_msg_decode("ix-own-snap 1 10 4 0 t\x01 s\n", 25, &back), -EINVAL);
+	CHECK_EQ(ha_own_msg_decode("ix-own-snap 1 10 4 0 t s\n", 25, &back), 0);
+	CHECK_STR(back.name, "s");
+	/* the holder's answers */
+	n = ha_own_snap_reply_encode(0, 812, NULL, buf, sizeof(buf));
+	CHECK_MEM(buf, "snap-done 812", (size_t)n);
+	CHECK_EQ(ha_own_snap_reply_decode(buf, (size_t)n, &rc, &held, msg, sizeof(msg)), 0);
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(held, 812);
+	n = ha_own_snap_reply_encode(-EEXIST, 0, "t LUN 0: snapshot s exists", buf, sizeof(buf));
+	CHECK_EQ(ha_own_snap_reply_decode(buf, (size_t)n, &rc, &held, msg, sizeof(msg)), 0);
+	CHECK_EQ(rc, -EEXIST);
+	CHECK_STR(msg, "t LUN 0: snapshot s exists");
+	CHECK_EQ(ha_own_snap_reply_decode("standby", 7, &rc, &held, msg, sizeof(msg)), -EINVAL);
+	CHECK_EQ(ha_own_snap_reply_decode("", 0, &rc, &held, msg, sizeof(msg)), -EINVAL);
+	CHECK_EQ(ha_own_snap_reply_decode("snap-done", 9, &rc, &held, msg, sizeof(msg)), -EINVAL);
+	CHECK_EQ(ha_own_snap_reply_decode("snap-done 1 2", 13, &rc, &held, msg, sizeof(msg)),
+		 -EINVAL);
+	CHECK_EQ(ha_own_snap_reply_decode("snap-failed 0 x", 15, &rc, &held, msg, sizeof(msg)),
+		 -EINVAL);
+	CHECK_EQ(ha_own_snap_reply_decode("snap-failed 5", 13, &rc, &held, msg, sizeof(msg)),
+		 -EINVAL);
+	CHECK_EQ(ha_own_snap_reply_decode("snap-failed 4096 x", 18, &rc, &held, msg, sizeof(msg)),
+		 -EINVAL);
+	CHECK_EQ(ha_own_snap_reply_encode(1, 0, "x", buf, sizeof(buf)), -EINVAL);
+	/* a long message is cut to the caller's buffer */
+	CHECK_EQ(ha_own_snap_reply_decode("snap-failed 5 0123456789", 24, &rc, &held, msg, 5), 0);
+	CHECK_STR(msg, "0123");
+}
+
 int main(void)
 {
 	test_round_trip();
@@ -219,5 +281,6 @@ int main(void)
 	test_damaged();
 	test_msgs();
 	test_replies();
+	test_snap();
 	return tap_done();
 }
