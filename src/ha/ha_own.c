@@ -323,12 +323,91 @@ void rbd_own_took(struct rbd_owner *o, const char *fmt, const char *who)
 	rbd_own_set(o, RBD_OWN_OWNER, fmt, who);
 }
 
+/* Under o->mu: wait for a change until the CLOCK_MONOTONIC time until (ms). */
+static void timedwait(struct rbd_owner *o, uint64_t until)
+{
+	struct timespec ts = {.tv_sec = (time_t)(until / 1000u),
+			      .tv_nsec = (long)(until % 1000u) * 1000000L};
+
+	pthread_cond_timedwait(&o->cv, &o->mu, &ts);
+}
+
+/* At open, the lock held by this gateway's own previous instance (a restart: its record names
+ * the holder, another client than this one, with this gateway's local groups)? That client is
+ * gone or on its way out; it is broken at once rather than asked. The identity comes when the
+ * LU is mapped into its target, which may be a moment after the image opened: waited for at
+ * most one lock check interval; without it the start asks, as for any holder. */
+static bool previous_instance(struct rbd_owner *o, const char *who)
+{
+	uint64_t until = rbd_own_now_ms() + o->check_ms;
+	bool same;
+
+	rbd_own_holder_set(o, who);
+	rbd_own_rec_follow(o);
+	pthread_mutex_lock(&o->mu);
+	while (!o->identified && !o->stop && rbd_own_now_ms() < until)
+		timedwait(o, until);
+	same = o->ngroups > 0 && strcmp(o->rec.holder, who) == 0 && o->rec.gid != o->gid &&
+	       o->rec.ngroups == o->ngroups &&
+	       memcmp(o->rec.groups, o->groups, o->ngroups * sizeof(o->groups[0])) == 0;
+	pthread_mutex_unlock(&o->mu);
+	return same;
+}
+
+/* At open, the lock held: a holder that is this gateway's previous instance is broken (librbd
+ * blocklists it: it can never write again) and the lock taken; any other holder is asked as a
+ * heal asks (a live holder always refuses, one that does not answer within handover_timeout_ms
+ * is broken and the lock taken). Without this, rbd_lock_acquire waits for the dead client's
+ * watch on the image header to time out (osd_client_watch_timeout, 30 s) before it breaks the
+ * lock itself, and the gateway stays acquiring (its groups transitioning) all that time. 0:
+ * this gateway holds the lock; else the caller goes on as with a live holder. */
+static int acquire_held(struct rbd_owner *o, const char *who)
+{
+	int rc;
+
+	if (previous_instance(o, who)) {
+		rbd_own_set(o, RBD_OWN_ACQUIRING,
+			    "the lock is held by this gateway's previous instance %s: breaking it",
+			    who);
+		rc = rbd_lock_break(o->image, RBD_LOCK_MODE_EXCLUSIVE, who);
+		if (rc == 0)
+			rc = rbd_lock_acquire(o->image, RBD_LOCK_MODE_EXCLUSIVE);
+		if (rc == 0) {
+			rbd_own_took(o, "holds the image's exclusive lock (broke its previous "
+					"instance %s's)",
+				     who);
+			log_warn("rbd", "%s: took the lock from this gateway's previous instance %s "
+					"(blocklisted)",
+				 o->name, who);
+			return 0;
+		}
+		if (rc == -ESHUTDOWN)
+			return rc;
+		log_warn("rbd", "%s: breaking the previous instance's lock: %s; asking the holder",
+			 o->name, strerror(-rc));
+	}
+	log_warn("rbd", "%s: the lock is held by %s: asking it (a holder that does not answer "
+			"within %u ms is broken)",
+		 o->name, who, o->notify_ms);
+	return rbd_own_run_take(o, HA_TAKE_HEAL, 0);
+}
+
 /* At open: take the lock, or learn who holds it. */
 static void acquire(struct rbd_owner *o)
 {
 	char who[128];
-	int rc = rbd_lock_acquire(o->image, RBD_LOCK_MODE_EXCLUSIVE);
+	int rc = rbd_own_holder(o, who, sizeof(who));
 
+	if (rc == 0 && who[0]) {
+		rc = acquire_held(o, who);
+		if (rc == 0 || atomic_load(&o->own) == RBD_OWN_FENCED)
+			return;
+		if (rc == -ESHUTDOWN) {
+			rbd_own_blocklisted(o, "taking the lock");
+			return;
+		}
+	}
+	rc = rbd_lock_acquire(o->image, RBD_LOCK_MODE_EXCLUSIVE);
 	if (rc == 0) {
 		rbd_own_took(o, "holds the image's exclusive lock%s", "");
 		return;
@@ -526,14 +605,6 @@ static void run_job(struct rbd_owner *o, struct own_job *j)
 	case JOB_BREAK:
 		job_end(o, j, run_break(o, j->msg, sizeof(j->msg)));
 	}
-}
-
-static void timedwait(struct rbd_owner *o, uint64_t until)
-{
-	struct timespec ts = {.tv_sec = (time_t)(until / 1000u),
-			      .tv_nsec = (long)(until % 1000u) * 1000000L};
-
-	pthread_cond_timedwait(&o->cv, &o->mu, &ts);
 }
 
 /* Under o->mu, which it drops: tell the watcher of the changes since the last call. */
@@ -831,6 +902,10 @@ int ha_own_set_identity(struct bs_dev *dev, const uint16_t *groups, unsigned ngr
 	if (nports > HA_OWN_MAX_IDS)
 		nports = HA_OWN_MAX_IDS;
 	pthread_mutex_lock(&o->mu);
+	if (!o->identified) {
+		o->identified = true;
+		pthread_cond_broadcast(&o->cv);
+	}
 	if (o->ngroups != ngroups || o->nports != nports ||
 	    memcmp(o->groups, groups, ngroups * sizeof(*groups)) ||
 	    memcmp(o->ports, ports, nports * sizeof(*ports))) {

@@ -98,6 +98,7 @@ struct rbd_owner {
 	bool rec_dirty;		 /* the identity changed while holding: write the record again */
 	char rec_err[160];	 /* why the record could not be read last time (logged once) */
 	uint8_t ngroups, nports; /* this gateway's identity (ha_own_set_identity) */
+	bool identified;	 /* ha_own_set_identity was called (even with no groups) */
 	uint16_t groups[HA_OWN_MAX_IDS], ports[HA_OWN_MAX_IDS];
 	/* ha_own_watch: called by the thread, under hook_mu, when seq moved */
 	pthread_mutex_t hook_mu;
