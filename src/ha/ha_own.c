@@ -103,14 +103,52 @@ void rbd_own_blocklisted(struct rbd_owner *o, const char *what)
 			    what);
 }
 
+#ifdef IX_CHAOS_BREAK_LOST_LOCK
+/* The broken build's break: the lock's cls entry on the image header removed for the locker
+ * whose address is who, nobody blocklisted (what librbd's rbd_lock_break never does). */
+int chaos_break_unfenced(struct rbd_owner *o, const char *who)
+{
+	char id[64], oid[96], tag[64], clients[256], cookies[256], addrs[256];
+	size_t tl = sizeof(tag), cl = sizeof(clients), kl = sizeof(cookies), al = sizeof(addrs);
+	const char *c = clients, *k = cookies, *a = addrs;
+	int excl, n, rc = rbd_get_id(o->image, id, sizeof(id));
+
+	if (rc < 0)
+		return rc;
+	snprintf(oid, sizeof(oid), "rbd_header.%s", id);
+	n = (int)rados_list_lockers(o->io, oid, "rbd_lock", &excl, tag, &tl, clients, &cl,
+				    cookies, &kl, addrs, &al);
+	if (n < 0) {
+		log_warn("rbd", "%s: CHAOS BREAK lost-lock: listing the lockers: %s", o->name,
+			 strerror(-n));
+		return n;
+	}
+	for (int i = 0; i < n; i++) {
+		if (n == 1 || strstr(a, who) || strstr(who, a)) {
+			log_warn("rbd", "%s: CHAOS BREAK lost-lock: removing %s's lock without "
+					"blocklisting it",
+				 o->name, who);
+			return rados_break_lock(o->io, oid, "rbd_lock", c, k);
+		}
+		c += strlen(c) + 1;
+		k += strlen(k) + 1;
+		a += strlen(a) + 1;
+	}
+	log_warn("rbd", "%s: CHAOS BREAK lost-lock: %s not among %d locker(s)", o->name, who, n);
+	return -ENOENT;
+}
+#endif
+
 int rbd_own_io_result(struct rbd_owner *o, int r)
 {
 	if (!o || (r != -EROFS && r != -ESHUTDOWN))
 		return r;
 	if (r == -ESHUTDOWN && atomic_load(&o->own) != RBD_OWN_FENCED)
 		rbd_own_blocklisted(o, "a request"); /* bs_rbd.c fenced the connection already */
+#ifndef IX_CHAOS_BREAK_LOST_LOCK /* the broken build never steps down */
 	else if (r == -EROFS && atomic_load(&o->own) == RBD_OWN_OWNER)
 		rbd_own_set(o, RBD_OWN_STANDBY, "another client holds the image's exclusive lock");
+#endif
 	return BS_ERR_NOT_OWNER;
 }
 
@@ -553,6 +591,12 @@ static void check(struct rbd_owner *o)
 	(void)io_idle(o);
 	if (own == RBD_OWN_STANDBY)
 		rbd_own_rec_follow(o);
+#ifdef IX_CHAOS_BREAK_LOST_LOCK /* the broken build never steps down */
+	if (own == RBD_OWN_OWNER && (!me[0] || strcmp(who, me) != 0))
+		log_warn("rbd", "%s: CHAOS BREAK lost-lock: lost the lock (held by %s), staying owner",
+			 o->name, who[0] ? who : "nobody");
+	else
+#endif
 	if (own == RBD_OWN_OWNER && (!me[0] || strcmp(who, me) != 0))
 		rbd_own_set(o, RBD_OWN_STANDBY,
 			    "lost the image's exclusive lock (noticed by the lock "

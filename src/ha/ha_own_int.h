@@ -108,6 +108,14 @@ struct rbd_owner {
 
 struct own_group;
 
+#ifdef IX_CHAOS_BREAK_LOST_LOCK
+/* A DELIBERATELY BROKEN build (meson -Dchaos_break=lost-lock, tests/chaos/breaks.sh): a lock
+ * is broken without blocklisting its holder (the cls lock removed directly), and a holder
+ * that lost its lock never steps down, so it keeps writing. Never in a real build. */
+int chaos_break_unfenced(struct rbd_owner *o, const char *who);
+#define rbd_lock_break(image, mode, who) chaos_break_unfenced(o, (who))
+#endif
+
 /* ---- ha_own.c: what the RBD backend calls through ha_own_ops (struct bs_own_ops) ---- */
 
 /* The ownership state of a device with rbd.exclusive_lock, created at open (before the image

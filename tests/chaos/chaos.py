@@ -21,7 +21,7 @@ Faults (drawn with the seed, one at a time with a pause between, or two at once)
   stop         SIGSTOP of a gateway, then SIGCONT: half of them past every timeout (the
                client's command and replacement timeouts, the hand-over timeout, 2-6 s more),
                the others 0.5-4 s (shorter than any: nothing should move)
-  part-ceph    a gateway's link to Ceph dropped (nft) for 3-15 s
+  part-ceph    a gateway's link to Ceph dropped (nft) for osd_op_timeout_s + 1 (6) to 15 s
   part-client  a gateway's link to the client dropped (nft) for 3-15 s
   osd-restart  the OSD stopped (SIGTERM: memstore keeps its data) and started again
   mon-restart  the monitor stopped (SIGTERM) and started again
@@ -408,7 +408,10 @@ class Run:
                     detail += ', %.1f s' % secs
                 else:
                     link = 'ceph' if kind == 'part-ceph' else 'cli'
-                    secs = self.rng.uniform(3, 15)
+                    # a cut from Ceph shorter than the OSD op timeout is one TCP hides (the
+                    # writes in flight land when it heals): longer, so that they fail
+                    secs = self.rng.uniform(TIMEOUTS['osd_op_timeout_s'] + 1 if
+                                            kind == 'part-ceph' else 3, 15)
                     self.net.cut(gi, link)
                     applied()
                     time.sleep(secs)
