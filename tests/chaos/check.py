@@ -34,7 +34,8 @@ Checks:
   pr-ua       a registrant a PREEMPT removed was not told: its I_T nexus (on whichever gateway
               it is) registered again (after RESERVATION CONFLICT) without first getting a
               unit attention RESERVATIONS PREEMPTED (6/2A/04; 6/2A/05 RESERVATIONS RELEASED or
-              a 6/29/xx reset, which SPC-4 ranks above it, also count); not judged when the
+              a 6/29/xx reset, which SPC-4 ranks above it, also count); judged by a
+              registration the gateway answered, sent after the PREEMPT ended; not judged when the
               nexus logged in again meanwhile, counted in a note when its gateway was cut off
               from the cluster or stopped meanwhile (docs/ha.md, "Bad days")
   pr-disagree READ RESERVATION through every gateway at once: two answered differently (when
@@ -372,7 +373,10 @@ def check_preempt_ua(events, cut, viol):
         elif ty == 'path' and nx in pending and e.get('what') == 'logged in':
             del pending[nx]  # a new login: that nexus's unit attentions start again
         elif ty == 'pr' and e.get('what') == 'register' and nx:
-            if nx in pending:
+            # judged by a registration the gateway answered that was sent after the PREEMPT
+            # was over (one sent before it answers an earlier conflict)
+            if nx in pending and e.get('result') != 'unknown' and \
+                    e.get('t0', e.get('t')) >= pending[nx]['t1']:
                 pre = pending.pop(nx)
                 judged += 1
                 gw = nx.rsplit('/', 1)[-1]

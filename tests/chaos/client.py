@@ -116,12 +116,14 @@ class Path:
     def register(self):
         """REGISTER AND IGNORE EXISTING KEY with self.key on this nexus."""
         cdb, params = ixha.prout_cdb(6, 0, 0, self.key)
+        m0, w0 = now()
         for _ in range(3):
             r = self.scsi(cdb, self.cl.cfg['cmd_s'], write_data=params)
             if r is None or not (r[0] == 2 and ixha.sense3(r[2])[0] == 6):
                 break
         self.cl.event('pr', what='register', path=self.name, ini=self.initiator[-8:],
-                      nexus=self.nexus(),
+                      nexus=self.nexus(), m0=round(m0, 4), t0=round(w0, 4),
+                      t1=round(time.time(), 4),
                       result='unknown' if r is None else ixha.fmt(r[0], r[2]))
 
     def down(self, why):

@@ -308,7 +308,13 @@ def preempt_history(ua, cut=False, relogin=False):
     if relogin:
         h.ev.append({'type': 'path', 'what': 'logged in', 'nexus': 'B/g2', 'path': 'g2',
                      't': 1001.8})
-    h.ev.append({'type': 'pr', 'what': 'register', 'nexus': 'B/g2', 't': 1002,
+    # a registration sent before the PREEMPT (answering an earlier conflict) and one that
+    # timed out say nothing
+    h.ev.append({'type': 'pr', 'what': 'register', 'nexus': 'B/g2', 't0': 1000.9, 't': 1001.3,
+                 'result': 'status 0x00'})
+    h.ev.append({'type': 'pr', 'what': 'register', 'nexus': 'B/g2', 't0': 1001.7, 't': 1001.9,
+                 'result': 'unknown'})
+    h.ev.append({'type': 'pr', 'what': 'register', 'nexus': 'B/g2', 't0': 1002, 't': 1002.1,
                  'result': 'status 0x00'})
     return h.run()
 
