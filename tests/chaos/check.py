@@ -26,7 +26,8 @@ Checks:
               once in which all that answered (two or more) named the same one group
               active/optimized, within rejoin_after_ms + two lock checks + osd_op_timeout_s
               + 2 s of its end (not judged when the next fault came first without such a
-              round, or for two faults at once)
+              round, or for two faults at once); or, outside every fault and that bound,
+              two gateways that each reported their own group active/optimized at once
   pr-full-status
               after a fault, no round of READ FULL STATUS through every gateway at once in
               which all that answered (two or more) returned the same registrations and
@@ -298,6 +299,19 @@ def check(events, image):
 
     alua_judged, bad = judge(rounds, agree, 'one active/optimized group', lambda r: r['views'])
     viol += [('alua', b) for b in bad]
+    # two gateways that each call their own group (gN: group N) active/optimized in one round
+    # claim the lock both; never outside a fault and its bound (a stopped holder answers from
+    # its old state for a moment after SIGCONT, before it finds itself fenced)
+    claims = 0
+    for r in rounds:
+        own = sorted(g for g, v in r['views'].items() if v.get(g[1:]) == 'AO')
+        if len(own) < 2 or any(f['t0'] <= r['t0'] <= f['t1'] + bound for f in fl):
+            continue
+        claims += 1
+        if claims <= 5:
+            viol.append(('alua', 'at %.3f %s each reported its own group active/optimized '
+                         '(two gateways claim the lock), outside any fault\'s window: %s'
+                         % (r['t0'], ' and '.join(own), r['views'])))
 
     # READ FULL STATUS: the same registrations and reservation through every gateway that
     # answers, after each fault, within the same bound

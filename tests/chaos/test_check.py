@@ -253,6 +253,24 @@ def alua_rounds(split):
     return h.run()
 
 
+def alua_two_claims():
+    """Long after the fault, g1 and g2 each call their own group active/optimized."""
+    h = H()
+    h.ev[0]['timeouts'] = {'rejoin_after_ms': 1000, 'lock_check_ms': 1000, 'osd_op_timeout_s': 1}
+    h.lock('g1', 999)
+    h.ev.append({'type': 'fault', 'kind': 'stop', 'target': 'g1', 't0': 1000, 't1': 1001})
+    for i in range(3):  # inside the fault's bound: a resumed holder's moment, not judged
+        h.ev.append({'type': 'alua-views', 't0': 1001 + i, 't1': 1001.1 + i,
+                     'views': {'g1': {'1': 'AO', '2': 'standby'},
+                               'g2': {'1': 'standby', '2': 'AO'}}})
+    ok_so_far = h.run()['ok']
+    h.ev.append({'type': 'alua-views', 't0': 1030, 't1': 1030.1,
+                 'views': {'g1': {'1': 'AO', '2': 'standby'}, 'g2': {'1': 'standby', '2': 'AO'}}})
+    res = h.run()
+    return ok_so_far and kinds(res) == ['alua'] and \
+        sum('claim' in v for _, v in res['violations']) == 1, res['violations']
+
+
 def alua_agree():
     res = alua_rounds(False)
     return res['ok'] and res['stats']['alua_judged'] == 1, res['violations'] or 'agree'
@@ -343,7 +361,7 @@ def preempt_relogin():
 TESTS = [clean, lost_write, lost_zeros, delayed_write, dual_writer, dual_writer_handed_back,
          blocklisted_writer, no_owner, stale_read, torn_block, pr_clean, pr_write_reserved,
          pr_refused_landed, pr_stale_cut, pr_disagree, alua_agree, alua_split,
-         full_status_agree, full_status_differ, preempt_told, preempt_not_told,
+         alua_two_claims, full_status_agree, full_status_differ, preempt_told, preempt_not_told,
          preempt_not_told_cut, preempt_relogin]
 
 
