@@ -240,7 +240,14 @@ class Client:
         self.last_stpg = t
         cdb, params = ixha.stpg_cdb([(ixha.AO, p.group)])
         m0, w0 = now()
-        r = p.scsi(cdb, self.cfg['stpg_s'], write_data=params)
+        for _ in range(4):
+            r = p.scsi(cdb, self.cfg['stpg_s'], write_data=params)
+            if r is not None and r[0] == 0x18 and p.key:
+                # SET TARGET PORT GROUPS is in the write class: a nexus a PREEMPT removed
+                # gets RESERVATION CONFLICT; register it again and ask again
+                p.register()
+            elif not (r is not None and r[0] == 2 and ixha.sense3(r[2])[0] == 6):
+                break  # a unit attention: again, at once, as the kernel does
         m1, w1 = now()
         res = 'unknown' if r is None else ixha.fmt(r[0], r[2])
         self.event('stpg', path=p.name, m0=round(m0, 4), t0=round(w0, 4), t1=round(w1, 4),
