@@ -110,8 +110,11 @@ struct own_group;
 
 #ifdef IX_CHAOS_BREAK_LOST_LOCK
 /* A DELIBERATELY BROKEN build (meson -Dchaos_break=lost-lock, tests/chaos/breaks.sh): a lock
- * is broken without blocklisting its holder (the cls lock removed directly), and a holder
- * that lost its lock never steps down, so it keeps writing. Never in a real build. */
+ * is broken without blocklisting its holder (the cls lock removed directly), a holder that
+ * lost its lock never steps down, so it keeps writing, it never answers a hand-over request
+ * (so its lock is broken), and (ha_pr_store.c) a gateway that misses a reservation change is
+ * not blocklisted either (that fence alone stopped the old holder in the first try). Never in
+ * a real build. */
 int chaos_break_unfenced(struct rbd_owner *o, const char *who);
 #define rbd_lock_break(image, mode, who) chaos_break_unfenced(o, (who))
 #endif
