@@ -53,7 +53,7 @@ first = min(e.get('t0', e.get('t')) for e in ops) if ops else 0
 found = {}
 for kind, text in res['violations']:
     ts = [float(x) for x in re.findall(r'\b1\d{9}\.\d+', text)]
-    at = min(ts) if ts else None
+    at = ts[0] if ts else None  # the first time a text names is the event flagged
     if kind not in found or (at is not None and (found[kind] is None or at < found[kind])):
         found[kind] = at
 for kind, at in sorted(found.items(), key=lambda kv: kv[1] or 1e12):
