@@ -937,6 +937,41 @@ static int rbd_start(struct rbd_priv *p, struct bs_io *io, rbd_completion_t c)
 	return -EINVAL;
 }
 
+#ifdef IX_CHAOS_BREAK_EARLY_ACK
+/* A DELIBERATELY BROKEN build (meson -Dchaos_break=early-ack, tests/chaos/breaks.sh): a write
+ * is answered GOOD as soon as it is handed to librbd (a copy of its data), before librbd
+ * completes it; its result is never looked at. Never in a real build. */
+static void chaos_late_done(rbd_completion_t c, void *arg)
+{
+	rbd_aio_release(c);
+	free(arg);
+}
+
+static int chaos_early_ack(struct rbd_priv *p, struct bs_io *io, struct rbd_thread *rt,
+			   rbd_completion_t c)
+{
+	rbd_completion_t late;
+	char *copy = malloc(io->len);
+	int rc = copy ? rbd_aio_create_completion(copy, chaos_late_done, &late) : -ENOMEM;
+
+	if (rc < 0) {
+		free(copy);
+		return rc;
+	}
+	memcpy(copy, io->buf, io->len);
+	rc = rbd_aio_write(p->image, io->offset, (size_t)io->len, copy, late);
+	if (rc < 0) {
+		rbd_aio_release(late);
+		free(copy);
+		return rc;
+	}
+	rbd_aio_release(c);
+	io->result = io_result(p, 0);
+	rt_push(rt, io);
+	return 0;
+}
+#endif
+
 static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io)
 {
 	struct rbd_priv *p = dev->priv;
@@ -988,6 +1023,11 @@ static void rbd_submit(struct bs_dev *dev, struct bs_thread *t, struct bs_io *io
 	}
 	if (rt)
 		rt->inflight++;
+#ifdef IX_CHAOS_BREAK_EARLY_ACK
+	if (rt && io->op == BS_OP_WRITE)
+		rc = chaos_early_ack(p, io, rt, c);
+	else
+#endif
 	rc = rbd_start(p, io, c);
 	if (rc < 0) { /* not started: no callback will come */
 		rbd_aio_release(c);

@@ -103,14 +103,52 @@ void rbd_own_blocklisted(struct rbd_owner *o, const char *what)
 			    what);
 }
 
+#ifdef IX_CHAOS_BREAK_LOST_LOCK
+/* The broken build's break: the lock's cls entry on the image header removed for the locker
+ * whose address is who, nobody blocklisted (what librbd's rbd_lock_break never does). */
+int chaos_break_unfenced(struct rbd_owner *o, const char *who)
+{
+	char id[64], oid[96], tag[64], clients[256], cookies[256], addrs[256];
+	size_t tl = sizeof(tag), cl = sizeof(clients), kl = sizeof(cookies), al = sizeof(addrs);
+	const char *c = clients, *k = cookies, *a = addrs;
+	int excl, n, rc = rbd_get_id(o->image, id, sizeof(id));
+
+	if (rc < 0)
+		return rc;
+	snprintf(oid, sizeof(oid), "rbd_header.%s", id);
+	n = (int)rados_list_lockers(o->io, oid, "rbd_lock", &excl, tag, &tl, clients, &cl,
+				    cookies, &kl, addrs, &al);
+	if (n < 0) {
+		log_warn("rbd", "%s: CHAOS BREAK lost-lock: listing the lockers: %s", o->name,
+			 strerror(-n));
+		return n;
+	}
+	for (int i = 0; i < n; i++) {
+		if (n == 1 || strstr(a, who) || strstr(who, a)) {
+			log_warn("rbd", "%s: CHAOS BREAK lost-lock: removing %s's lock without "
+					"blocklisting it",
+				 o->name, who);
+			return rados_break_lock(o->io, oid, "rbd_lock", c, k);
+		}
+		c += strlen(c) + 1;
+		k += strlen(k) + 1;
+		a += strlen(a) + 1;
+	}
+	log_warn("rbd", "%s: CHAOS BREAK lost-lock: %s not among %d locker(s)", o->name, who, n);
+	return -ENOENT;
+}
+#endif
+
 int rbd_own_io_result(struct rbd_owner *o, int r)
 {
 	if (!o || (r != -EROFS && r != -ESHUTDOWN))
 		return r;
 	if (r == -ESHUTDOWN && atomic_load(&o->own) != RBD_OWN_FENCED)
 		rbd_own_blocklisted(o, "a request"); /* bs_rbd.c fenced the connection already */
+#ifndef IX_CHAOS_BREAK_LOST_LOCK /* the broken build never steps down */
 	else if (r == -EROFS && atomic_load(&o->own) == RBD_OWN_OWNER)
 		rbd_own_set(o, RBD_OWN_STANDBY, "another client holds the image's exclusive lock");
+#endif
 	return BS_ERR_NOT_OWNER;
 }
 
@@ -323,12 +361,91 @@ void rbd_own_took(struct rbd_owner *o, const char *fmt, const char *who)
 	rbd_own_set(o, RBD_OWN_OWNER, fmt, who);
 }
 
+/* Under o->mu: wait for a change until the CLOCK_MONOTONIC time until (ms). */
+static void timedwait(struct rbd_owner *o, uint64_t until)
+{
+	struct timespec ts = {.tv_sec = (time_t)(until / 1000u),
+			      .tv_nsec = (long)(until % 1000u) * 1000000L};
+
+	pthread_cond_timedwait(&o->cv, &o->mu, &ts);
+}
+
+/* At open, the lock held by this gateway's own previous instance (a restart: its record names
+ * the holder, another client than this one, with this gateway's local groups)? That client is
+ * gone or on its way out; it is broken at once rather than asked. The identity comes when the
+ * LU is mapped into its target, which may be a moment after the image opened: waited for at
+ * most one lock check interval; without it the start asks, as for any holder. */
+static bool previous_instance(struct rbd_owner *o, const char *who)
+{
+	uint64_t until = rbd_own_now_ms() + o->check_ms;
+	bool same;
+
+	rbd_own_holder_set(o, who);
+	rbd_own_rec_follow(o);
+	pthread_mutex_lock(&o->mu);
+	while (!o->identified && !o->stop && rbd_own_now_ms() < until)
+		timedwait(o, until);
+	same = o->ngroups > 0 && strcmp(o->rec.holder, who) == 0 && o->rec.gid != o->gid &&
+	       o->rec.ngroups == o->ngroups &&
+	       memcmp(o->rec.groups, o->groups, o->ngroups * sizeof(o->groups[0])) == 0;
+	pthread_mutex_unlock(&o->mu);
+	return same;
+}
+
+/* At open, the lock held: a holder that is this gateway's previous instance is broken (librbd
+ * blocklists it: it can never write again) and the lock taken; any other holder is asked as a
+ * heal asks (a live holder always refuses, one that does not answer within handover_timeout_ms
+ * is broken and the lock taken). Without this, rbd_lock_acquire waits for the dead client's
+ * watch on the image header to time out (osd_client_watch_timeout, 30 s) before it breaks the
+ * lock itself, and the gateway stays acquiring (its groups transitioning) all that time. 0:
+ * this gateway holds the lock; else the caller goes on as with a live holder. */
+static int acquire_held(struct rbd_owner *o, const char *who)
+{
+	int rc;
+
+	if (previous_instance(o, who)) {
+		rbd_own_set(o, RBD_OWN_ACQUIRING,
+			    "the lock is held by this gateway's previous instance %s: breaking it",
+			    who);
+		rc = rbd_lock_break(o->image, RBD_LOCK_MODE_EXCLUSIVE, who);
+		if (rc == 0)
+			rc = rbd_lock_acquire(o->image, RBD_LOCK_MODE_EXCLUSIVE);
+		if (rc == 0) {
+			rbd_own_took(o, "holds the image's exclusive lock (broke its previous "
+					"instance %s's)",
+				     who);
+			log_warn("rbd", "%s: took the lock from this gateway's previous instance %s "
+					"(blocklisted)",
+				 o->name, who);
+			return 0;
+		}
+		if (rc == -ESHUTDOWN)
+			return rc;
+		log_warn("rbd", "%s: breaking the previous instance's lock: %s; asking the holder",
+			 o->name, strerror(-rc));
+	}
+	log_warn("rbd", "%s: the lock is held by %s: asking it (a holder that does not answer "
+			"within %u ms is broken)",
+		 o->name, who, o->notify_ms);
+	return rbd_own_run_take(o, HA_TAKE_HEAL, 0);
+}
+
 /* At open: take the lock, or learn who holds it. */
 static void acquire(struct rbd_owner *o)
 {
 	char who[128];
-	int rc = rbd_lock_acquire(o->image, RBD_LOCK_MODE_EXCLUSIVE);
+	int rc = rbd_own_holder(o, who, sizeof(who));
 
+	if (rc == 0 && who[0]) {
+		rc = acquire_held(o, who);
+		if (rc == 0 || atomic_load(&o->own) == RBD_OWN_FENCED)
+			return;
+		if (rc == -ESHUTDOWN) {
+			rbd_own_blocklisted(o, "taking the lock");
+			return;
+		}
+	}
+	rc = rbd_lock_acquire(o->image, RBD_LOCK_MODE_EXCLUSIVE);
 	if (rc == 0) {
 		rbd_own_took(o, "holds the image's exclusive lock%s", "");
 		return;
@@ -474,6 +591,12 @@ static void check(struct rbd_owner *o)
 	(void)io_idle(o);
 	if (own == RBD_OWN_STANDBY)
 		rbd_own_rec_follow(o);
+#ifdef IX_CHAOS_BREAK_LOST_LOCK /* the broken build never steps down */
+	if (own == RBD_OWN_OWNER && (!me[0] || strcmp(who, me) != 0))
+		log_warn("rbd", "%s: CHAOS BREAK lost-lock: lost the lock (held by %s), staying owner",
+			 o->name, who[0] ? who : "nobody");
+	else
+#endif
 	if (own == RBD_OWN_OWNER && (!me[0] || strcmp(who, me) != 0))
 		rbd_own_set(o, RBD_OWN_STANDBY,
 			    "lost the image's exclusive lock (noticed by the lock "
@@ -526,14 +649,6 @@ static void run_job(struct rbd_owner *o, struct own_job *j)
 	case JOB_BREAK:
 		job_end(o, j, run_break(o, j->msg, sizeof(j->msg)));
 	}
-}
-
-static void timedwait(struct rbd_owner *o, uint64_t until)
-{
-	struct timespec ts = {.tv_sec = (time_t)(until / 1000u),
-			      .tv_nsec = (long)(until % 1000u) * 1000000L};
-
-	pthread_cond_timedwait(&o->cv, &o->mu, &ts);
 }
 
 /* Under o->mu, which it drops: tell the watcher of the changes since the last call. */
@@ -618,6 +733,14 @@ static void *own_main(void *arg)
  * answered either way. */
 void rbd_own_queue_front(struct rbd_owner *o, struct own_job *j)
 {
+#ifdef IX_CHAOS_BREAK_LOST_LOCK /* the broken build never hands over: it does not answer */
+	if (j->kind == JOB_ASKED) {
+		log_warn("rbd", "%s: CHAOS BREAK lost-lock: not answering a hand-over request",
+			 o->name);
+		free(j);
+		return;
+	}
+#endif
 	pthread_mutex_lock(&o->mu);
 	if (!o->attached || o->stop) {
 		pthread_mutex_unlock(&o->mu);
@@ -831,6 +954,10 @@ int ha_own_set_identity(struct bs_dev *dev, const uint16_t *groups, unsigned ngr
 	if (nports > HA_OWN_MAX_IDS)
 		nports = HA_OWN_MAX_IDS;
 	pthread_mutex_lock(&o->mu);
+	if (!o->identified) {
+		o->identified = true;
+		pthread_cond_broadcast(&o->cv);
+	}
 	if (o->ngroups != ngroups || o->nports != nports ||
 	    memcmp(o->groups, groups, ngroups * sizeof(*groups)) ||
 	    memcmp(o->ports, ports, nports * sizeof(*ports))) {

@@ -98,6 +98,7 @@ struct rbd_owner {
 	bool rec_dirty;		 /* the identity changed while holding: write the record again */
 	char rec_err[160];	 /* why the record could not be read last time (logged once) */
 	uint8_t ngroups, nports; /* this gateway's identity (ha_own_set_identity) */
+	bool identified;	 /* ha_own_set_identity was called (even with no groups) */
 	uint16_t groups[HA_OWN_MAX_IDS], ports[HA_OWN_MAX_IDS];
 	/* ha_own_watch: called by the thread, under hook_mu, when seq moved */
 	pthread_mutex_t hook_mu;
@@ -106,6 +107,17 @@ struct rbd_owner {
 };
 
 struct own_group;
+
+#ifdef IX_CHAOS_BREAK_LOST_LOCK
+/* A DELIBERATELY BROKEN build (meson -Dchaos_break=lost-lock, tests/chaos/breaks.sh): a lock
+ * is broken without blocklisting its holder (the cls lock removed directly), a holder that
+ * lost its lock never steps down, so it keeps writing, it never answers a hand-over request
+ * (so its lock is broken), and (ha_pr_store.c) a gateway that misses a reservation change is
+ * not blocklisted either (that fence alone stopped the old holder in the first try). Never in
+ * a real build. */
+int chaos_break_unfenced(struct rbd_owner *o, const char *who);
+#define rbd_lock_break(image, mode, who) chaos_break_unfenced(o, (who))
+#endif
 
 /* ---- ha_own.c: what the RBD backend calls through ha_own_ops (struct bs_own_ops) ---- */
 

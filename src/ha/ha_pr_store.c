@@ -397,6 +397,11 @@ int ha_pr_fence(struct pr_rados *r, uint64_t gid)
 	char key[32], addr[256];
 	int n, rc;
 
+#ifdef IX_CHAOS_BREAK_LOST_LOCK /* a DELIBERATELY BROKEN build: no fence (ha_own_int.h) */
+	log_warn("pr", "%s: CHAOS BREAK lost-lock: client.%llu not fenced", r->name,
+		 (unsigned long long)gid);
+	return 0;
+#endif
 	snprintf(key, sizeof(key), "gw.%llu", (unsigned long long)gid);
 	n = rados_getxattr(r->io, r->gwoid, key, addr, sizeof(addr) - 1);
 	if (n < 0) {
@@ -467,5 +472,12 @@ int ha_pr_notify_probe(struct pr_rados *r, const struct pr_state *st, const stru
 int ha_pr_notify(struct pr_rados *r, const struct pr_state *st, const struct ha_pr_obj_ver *v,
 		 const struct pr_effects *fx)
 {
+#ifdef IX_CHAOS_BREAK_PR_NO_NOTIFY /* a DELIBERATELY BROKEN build (tests/chaos/breaks.sh) */
+	(void)st;
+	(void)v;
+	(void)fx;
+	log_warn("pr", "%s: CHAOS BREAK pr-no-notify: the other gateways are not told", r->name);
+	return 0;
+#endif
 	return ha_pr_notify_probe(r, st, v, fx, 0, NULL);
 }

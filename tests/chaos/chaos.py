@@ -21,17 +21,21 @@ Faults (drawn with the seed, one at a time with a pause between, or two at once)
   stop         SIGSTOP of a gateway, then SIGCONT: half of them past every timeout (the
                client's command and replacement timeouts, the hand-over timeout, 2-6 s more),
                the others 0.5-4 s (shorter than any: nothing should move)
-  part-ceph    a gateway's link to Ceph dropped (nft) for 3-15 s
+  part-ceph    a gateway's link to Ceph dropped (nft) for osd_op_timeout_s + 1 (6) to 15 s
   part-client  a gateway's link to the client dropped (nft) for 3-15 s
   osd-restart  the OSD stopped (SIGTERM: memstore keeps its data) and started again
   mon-restart  the monitor stopped (SIGTERM) and started again
+  slow         slow storage: the gateway's link to Ceph held to 512 kbit/s (tc tbf, up to
+               4 s of queue) for 3-15 s; half of the time the gateway is also killed -9 at a
+               random moment in it (a crash while its writes wait for the cluster), and
+               restarted once the link is fast again
   double       two of the above (not the same gateway) at once
 The OSD runs bluestore (a sparse file in /dev/shm) when osd-restart is in the mix, memstore
 otherwise (--store chooses): with memstore, after four OSD restarts ~10 s apart the PGs stayed
 "queued for pg" and the cluster never answered again (Ceph 16.2, seen once; bluestore took
-the same restarts). Slow storage (a
-delay on the gateway-Ceph link) is not built: this kernel has no sch_netem (a delaying TCP
-proxy between gateway and cluster would do it). Half of the gateway faults hit the gateway
+the same restarts). Slow storage is a rate limit (tbf) rather than a fixed delay: this
+kernel has no sch_netem; a rate below the client's write rate builds a queue, which delays
+every request behind it. Half of the gateway faults hit the gateway
 that holds the lock (its log's last "owner" line), the rest a random one.
 
 Traffic (--traffic io,pr, the default): the client's I/O, and beside it persistent
@@ -76,7 +80,8 @@ NGW = 3
 BRIDGE_IP = '10.77.0.1'
 TIMEOUTS = {'lock_check_ms': 1000, 'handover_timeout_ms': 3000, 'osd_op_timeout_s': 5,
             'rejoin_after_ms': 2000, 'implicit_failover_ms': 3000, 'pr_notify_timeout_s': 2}
-FAULTS = ['kill', 'stop', 'part-ceph', 'part-client', 'osd-restart', 'mon-restart', 'double']
+FAULTS = ['kill', 'stop', 'part-ceph', 'part-client', 'osd-restart', 'mon-restart', 'slow',
+          'double']
 DEFAULT_FAULTS = FAULTS
 PREFIX = 'ixc'
 TRANSITION_S = 15  # alua.transition_time: the IMPLICIT TRANSITION TIME the client waits
@@ -191,6 +196,16 @@ class Net:
            % (link, dev))
         sh('ip', 'netns', 'exec', g, 'nft', 'add rule inet ixchaos %s_out oifname "%s" drop'
            % (link, dev))
+
+    def slow(self, i, on):
+        """The gateway's link to Ceph (its side, egress: the writes' data) rate-limited, or
+        not any more."""
+        g = self.gw[i - 1]
+        if on:
+            sh('ip', 'netns', 'exec', g, 'tc', 'qdisc', 'replace', 'dev', 'e0', 'root', 'tbf',
+               'rate', '512kbit', 'burst', '32kb', 'latency', '4s')
+        else:
+            sh('ip', 'netns', 'exec', g, 'tc', 'qdisc', 'del', 'dev', 'e0', 'root', check=False)
 
     def heal(self, i, link):
         g = self.gw[i - 1]
@@ -385,11 +400,25 @@ class Run:
         target = None
         detail = ''
         try:
-            if kind in ('kill', 'stop', 'part-ceph', 'part-client'):
+            if kind in ('kill', 'stop', 'part-ceph', 'part-client', 'slow'):
                 g = self.gws[gi - 1]
                 target = g.name
                 detail = 'owner' if self.owner() == g.name else 'not owner'
-                if kind == 'kill':
+                if kind == 'slow':
+                    secs = self.rng.uniform(3, 15)
+                    crash = self.rng.uniform(0.5, secs) if self.rng.random() < 0.5 else None
+                    self.net.slow(gi, True)
+                    applied()
+                    if crash is not None:
+                        time.sleep(crash)
+                        g.kill9()
+                        detail += ', killed after %.1f s' % crash
+                    time.sleep(secs - (crash or 0))
+                    self.net.slow(gi, False)
+                    if crash is not None:
+                        g.start()
+                    detail += ', %.1f s' % secs
+                elif kind == 'kill':
                     g.kill9()
                     applied()
                     time.sleep(self.rng.uniform(1, 5))
@@ -408,7 +437,10 @@ class Run:
                     detail += ', %.1f s' % secs
                 else:
                     link = 'ceph' if kind == 'part-ceph' else 'cli'
-                    secs = self.rng.uniform(3, 15)
+                    # a cut from Ceph shorter than the OSD op timeout is one TCP hides (the
+                    # writes in flight land when it heals): longer, so that they fail
+                    secs = self.rng.uniform(TIMEOUTS['osd_op_timeout_s'] + 1 if
+                                            kind == 'part-ceph' else 3, 15)
                     self.net.cut(gi, link)
                     applied()
                     time.sleep(secs)

@@ -26,7 +26,19 @@ Checks:
               once in which all that answered (two or more) named the same one group
               active/optimized, within rejoin_after_ms + two lock checks + osd_op_timeout_s
               + 2 s of its end (not judged when the next fault came first without such a
-              round, or for two faults at once)
+              round, or for two faults at once); or, outside every fault and that bound,
+              two gateways that each reported their own group active/optimized at once
+  pr-full-status
+              after a fault, no round of READ FULL STATUS through every gateway at once in
+              which all that answered (two or more) returned the same registrations and
+              reservation (the generation aside), within the ALUA bound below (judged as alua)
+  pr-ua       a registrant a PREEMPT removed was not told: its I_T nexus (on whichever gateway
+              it is) registered again (after RESERVATION CONFLICT) without first getting a
+              unit attention RESERVATIONS PREEMPTED (6/2A/04; 6/2A/05 RESERVATIONS RELEASED or
+              a 6/29/xx reset, which SPC-4 ranks above it, also count); judged by a
+              registration the gateway answered, sent after the PREEMPT ended; not judged when the
+              nexus logged in again meanwhile, counted in a note when its gateway was cut off
+              from the cluster or stopped meanwhile (docs/ha.md, "Bad days")
   pr-disagree READ RESERVATION through every gateway at once: two answered differently (when
               the gateways that a fault cut off from the cluster or stopped then, or that are
               rejoining after it, are the only ones that differ: counted in a note,
@@ -260,26 +272,63 @@ def check(events, image):
     rounds = sorted((e for e in events if e.get('type') == 'alua-views'),
                     key=lambda e: e['t0'])
     fl = sorted((e for e in events if e.get('type') == 'fault'), key=lambda e: e['t0'])
-    alua_judged = 0
     def agree(r):
         ao = [frozenset(g for g, st in v.items() if st == 'AO') for v in r['views'].values()]
         return len(ao) >= 2 and len(set(ao)) == 1 and len(ao[0]) == 1
-    for f in fl:
-        end = f['t1'] + bound
-        if any(g['t0'] < f['t1'] and g['t1'] > f['t0'] for g in fl if g is not f):
-            continue  # overlapping faults (two at once): not judged
-        nxt = min([g['t0'] for g in fl if g['t0'] >= f['t1']] + [float('inf')])
-        win = [r for r in rounds if f['t1'] <= r['t0'] <= min(end, nxt)]
-        if any(agree(r) for r in win):
-            alua_judged += 1
+    def judge(rounds, agree, what, show):
+        """After each fault (not two at once), a round that agrees within the bound, unless
+        the next fault or the run's end comes first: (faults judged, violations)."""
+        judged, bad = 0, []
+        for f in fl:
+            end = f['t1'] + bound
+            if any(g['t0'] < f['t1'] and g['t1'] > f['t0'] for g in fl if g is not f):
+                continue  # overlapping faults (two at once): not judged
+            nxt = min([g['t0'] for g in fl if g['t0'] >= f['t1']] + [float('inf')])
+            win = [r for r in rounds if f['t1'] <= r['t0'] <= min(end, nxt)]
+            if any(agree(r) for r in win):
+                judged += 1
+                continue
+            if nxt < end or not rounds or rounds[-1]['t0'] < end:
+                continue  # the next fault (or the end of the run) came first: not judged
+            judged += 1
+            last = show(win[-1]) if win else 'no answers'
+            bad.append('after %s of %s (over at %.3f) the gateways did not agree on %s within '
+                       '%.0f s: last %s' % (f['kind'], f.get('target'), f['t1'], what, bound,
+                                            last))
+        return judged, bad
+
+    alua_judged, bad = judge(rounds, agree, 'one active/optimized group', lambda r: r['views'])
+    viol += [('alua', b) for b in bad]
+    # two gateways that each call their own group (gN: group N) active/optimized in one round
+    # claim the lock both; never outside a fault and its bound (a stopped holder answers from
+    # its old state for a moment after SIGCONT, before it finds itself fenced)
+    claims = 0
+    for r in rounds:
+        own = sorted(g for g, v in r['views'].items() if v.get(g[1:]) == 'AO')
+        if len(own) < 2 or any(f['t0'] <= r['t0'] <= f['t1'] + bound for f in fl):
             continue
-        if nxt < end or not rounds or rounds[-1]['t0'] < end:
-            continue  # the next fault (or the end of the run) came first: not judged
-        alua_judged += 1
-        last = win[-1]['views'] if win else 'no answers'
-        viol.append(('alua', 'after %s of %s (over at %.3f) the gateways did not agree on '
-                     'one active/optimized group within %.0f s: last %s'
-                     % (f['kind'], f.get('target'), f['t1'], bound, last)))
+        claims += 1
+        if claims <= 5:
+            viol.append(('alua', 'at %.3f %s each reported its own group active/optimized '
+                         '(two gateways claim the lock), outside any fault\'s window: %s'
+                         % (r['t0'], ' and '.join(own), r['views'])))
+
+    # READ FULL STATUS: the same registrations and reservation through every gateway that
+    # answers, after each fault, within the same bound
+    def full_agree(r):
+        good = [json.dumps(v) for v in r.get('full', {}).values() if isinstance(v, list)]
+        return len(good) >= 2 and len(set(good)) == 1
+    prounds = sorted((e for e in events if e.get('type') == 'pr-views' and 'full' in e),
+                     key=lambda e: e['t0'])
+    full_judged, bad = judge(prounds, full_agree, 'READ FULL STATUS', lambda r: r['full'])
+    viol += [('pr-full-status', b) for b in bad]
+
+    # a preempted registrant is told (a unit attention) before it registers again
+    ua_judged, ua_cut = check_preempt_ua(events, cut, viol)
+    if ua_cut:
+        notes.append('%d preempted nexuses on a gateway cut off from the cluster (or stopped) '
+                     'registered again without the unit attention (docs/ha.md, "Bad days")'
+                     % ua_cut)
 
     # availability
     acks = sorted(e['t1'] for e in ops if e['op'] == 'write' and e['outcome'] == 'ok')
@@ -309,11 +358,55 @@ def check(events, image):
     stats = {'ops': len(ops), 'outcomes': outcomes, 'faults': kinds,
              'blocks_checked': blocks_checked, 'violations': counts,
              'blocklisted': sum(len(v) for v in fenced_at.values()),
-             'alua_judged': alua_judged,
+             'alua_judged': alua_judged, 'full_judged': full_judged,
+             'ua_judged': ua_judged,
              'lock_moves': sum(len(v) for v in owner.values()),
              'recovery': {k: {'n': len(v), 'p50': pct(v, 50), 'p99': pct(v, 99),
                               'max': max(v)} for k, v in avail.items()}}
     return {'ok': not viol, 'violations': viol, 'notes': notes, 'stats': stats}
+
+
+UA_TOLD = ('6/2a/04', '6/2a/05', '6/29/')  # preempted, released; a reset ranks above them
+
+
+def check_preempt_ua(events, cut, viol):
+    """pr-ua: every nexus of the client's key that a GOOD PREEMPT removed (all but the
+    preempting one that were registered then) gets a unit attention that tells it before its
+    next registration. (judged, excused because its gateway was cut off); viol gets the rest."""
+    evs = sorted((e for e in events if e.get('type') in ('pr', 'ua', 'path', 'gw-start')
+                  and ('t0' in e or 't' in e)), key=lambda e: e.get('t0', e.get('t')))
+    registered, pending, judged, excused = set(), {}, 0, 0
+
+    def when(e):
+        return e.get('t0', e.get('t'))
+    for e in evs:
+        ty, nx = e['type'], e.get('nexus')
+        if ty == 'ua' and nx in pending and e['sense'].startswith(UA_TOLD):
+            del pending[nx]
+            judged += 1
+        elif ty == 'path' and nx in pending and e.get('what') == 'logged in':
+            del pending[nx]  # a new login: that nexus's unit attentions start again
+        elif ty == 'pr' and e.get('what') == 'register' and nx:
+            # judged by a registration the gateway answered that was sent after the PREEMPT
+            # was over (one sent before it answers an earlier conflict)
+            if nx in pending and e.get('result') != 'unknown' and \
+                    e.get('t0', e.get('t')) >= pending[nx]['t1']:
+                pre = pending.pop(nx)
+                judged += 1
+                gw = nx.rsplit('/', 1)[-1]
+                if any(c == gw and a <= when(e) and b >= pre['t0'] for c, a, b in cut):
+                    excused += 1
+                else:
+                    viol.append(('pr-ua', '%s was removed by the PREEMPT through %s at %.3f '
+                                 'but registered again at %.3f without a unit attention '
+                                 '(6/2A/04) before' % (nx, pre['path'], pre['t0'], when(e))))
+            if e.get('result') == 'status 0x00':
+                registered.add(nx)
+        elif ty == 'pr' and e.get('what') == 'preempt' and e.get('result') == 'ok':
+            for other in registered - {nx}:
+                pending.setdefault(other, e)
+            registered &= {nx}
+    return judged, excused
 
 
 def summary(res):
@@ -325,8 +418,10 @@ def summary(res):
            'faults: %s' % (', '.join('%s %d' % kv for kv in sorted(s['faults'].items()))
                            or 'none'),
            'blocks checked in the image: %d; owner lines: %d; blocklist entries: %d; faults '
-           'judged for ALUA agreement: %d' % (s['blocks_checked'], s['lock_moves'],
-                                             s['blocklisted'], s['alua_judged']),
+           'judged for ALUA agreement: %d, for READ FULL STATUS agreement: %d; preempted '
+           'nexuses judged for their unit attention: %d'
+           % (s['blocks_checked'], s['lock_moves'], s['blocklisted'], s['alua_judged'],
+              s.get('full_judged', 0), s.get('ua_judged', 0)),
            'violations: %s' % (', '.join('%s %d' % kv for kv in sorted(s['violations'].items()))
                                or '0 lost, 0 dual-writer, 0 stale reads, 0 corrupt, 0 PR violations')]
     for k, r in sorted(s['recovery'].items()):

@@ -47,6 +47,25 @@ def isid(rng):
         bytes([rng.getrandbits(8)])
 
 
+def parse_full_status(d):
+    """READ FULL STATUS parameter data (SPC-4 6.16.5) as a sorted list of [key, R_HOLDER,
+    ALL_TG_PT, scope/type (of the holder), relative target port, TransportID (hex)]: the
+    generation left out (gateways agree on the registrations, not on when they counted)."""
+    d = bytes(d)
+    if len(d) < 8:
+        return 'short: %d bytes' % len(d)
+    end, at, out = min(len(d), 8 + struct.unpack('>I', d[4:8])[0]), 8, []
+    while at + 24 <= end:
+        key, flags, st = struct.unpack('>QxxxxBB', d[at:at + 14])
+        rel, tlen = struct.unpack('>H', d[at + 18:at + 20])[0], \
+            struct.unpack('>I', d[at + 20:at + 24])[0]
+        tid = d[at + 24:at + 24 + tlen].rstrip(b'\0').hex()
+        out.append(['%016x' % key, flags & 1, (flags >> 1) & 1, st if flags & 1 else 0, rel,
+                    tid])
+        at += 24 + tlen
+    return sorted(out)
+
+
 def now():
     return time.monotonic(), time.time()
 
@@ -88,7 +107,8 @@ class Path:
                 self.dead_since = t
             return False
         self.s, self.dead_since = s, None
-        self.cl.event('path', path=self.name, what='logged in', ini=self.initiator[-8:])
+        self.cl.event('path', path=self.name, what='logged in', ini=self.initiator[-8:],
+                      nexus=self.nexus())
         if self.key:
             self.register()
         return self.s is not None
@@ -96,11 +116,14 @@ class Path:
     def register(self):
         """REGISTER AND IGNORE EXISTING KEY with self.key on this nexus."""
         cdb, params = ixha.prout_cdb(6, 0, 0, self.key)
+        m0, w0 = now()
         for _ in range(3):
             r = self.scsi(cdb, self.cl.cfg['cmd_s'], write_data=params)
             if r is None or not (r[0] == 2 and ixha.sense3(r[2])[0] == 6):
                 break
         self.cl.event('pr', what='register', path=self.name, ini=self.initiator[-8:],
+                      nexus=self.nexus(), m0=round(m0, 4), t0=round(w0, 4),
+                      t1=round(time.time(), 4),
                       result='unknown' if r is None else ixha.fmt(r[0], r[2]))
 
     def down(self, why):
@@ -120,10 +143,16 @@ class Path:
             return None
         try:
             st, data, sense, _ = self.s.scsi(bytes(cdb), timeout=timeout, **kw)
-            return st, data, sense or b''
         except Exception as e:  # noqa: BLE001
             self.down(type(e).__name__)
             return None
+        if st == 2 and sense and ixha.sense3(sense)[0] == 6:  # every unit attention seen
+            self.cl.event('ua', nexus=self.nexus(), path=self.name, sense=sense_str(sense))
+        return st, data, sense or b''
+
+    def nexus(self):
+        """This path's I_T nexus, as the history names it: initiator/ISID/gateway."""
+        return '%s/%s/%s' % (self.initiator[-8:], (self.isid or b'').hex(), self.name)
 
 
 class Client:
@@ -211,7 +240,14 @@ class Client:
         self.last_stpg = t
         cdb, params = ixha.stpg_cdb([(ixha.AO, p.group)])
         m0, w0 = now()
-        r = p.scsi(cdb, self.cfg['stpg_s'], write_data=params)
+        for _ in range(4):
+            r = p.scsi(cdb, self.cfg['stpg_s'], write_data=params)
+            if r is not None and r[0] == 0x18 and p.key:
+                # SET TARGET PORT GROUPS is in the write class: a nexus a PREEMPT removed
+                # gets RESERVATION CONFLICT; register it again and ask again
+                p.register()
+            elif not (r is not None and r[0] == 2 and ixha.sense3(r[2])[0] == 6):
+                break  # a unit attention: again, at once, as the kernel does
         m1, w1 = now()
         res = 'unknown' if r is None else ixha.fmt(r[0], r[2])
         self.event('stpg', path=p.name, m0=round(m0, 4), t0=round(w0, 4), t1=round(w1, 4),
@@ -342,12 +378,13 @@ class PrActor:
             p.register()
             return self.prout(p, sa, sakey, what, True)
         res = 'unknown' if r is None else 'ok' if r[0] == 0 else ixha.fmt(r[0], r[2])
-        self.cl.event('pr', what=what, path=p.name, m0=round(m0, 4), t0=round(w0, 4),
-                      t1=round(time.time(), 4), result=res)
+        self.cl.event('pr', what=what, path=p.name, nexus=p.nexus(), m0=round(m0, 4),
+                      t0=round(w0, 4), t1=round(time.time(), 4), result=res)
         return res
 
     def views(self):
-        out = {}
+        """READ RESERVATION, then READ FULL STATUS, through every gateway at once."""
+        out, full = {}, {}
 
         def ask(p):
             for _ in range(3):
@@ -357,9 +394,19 @@ class PrActor:
                 if r[0] == 0:
                     _, key, typ = ixha.parse_reservation(r[1])
                     out[p.name] = [key, typ]
-                    return
+                    break
                 if not (r[0] == 2 and ixha.sense3(r[2])[0] == 6):
                     out[p.name] = ixha.fmt(r[0], r[2])
+                    return
+            for _ in range(3):
+                r = p.scsi(ixha.prin_cdb(3, 4096), self.cl.cfg['rtpg_s'], read_len=4096)
+                if r is None:
+                    return
+                if r[0] == 0:
+                    full[p.name] = parse_full_status(r[1])
+                    return
+                if not (r[0] == 2 and ixha.sense3(r[2])[0] == 6):
+                    full[p.name] = ixha.fmt(r[0], r[2])
                     return
         m0, w0 = now()
         ths = [threading.Thread(target=ask, args=(p,)) for p in self.mine]
@@ -368,7 +415,7 @@ class PrActor:
         for t in ths:
             t.join()
         self.cl.event('pr-views', m0=round(m0, 4), t0=round(w0, 4), t1=round(time.time(), 4),
-                      views=out)
+                      views=out, full=full)
 
     def alua_views(self):
         """REPORT TARGET PORT GROUPS through every gateway at once (the checker wants them to

@@ -2,7 +2,8 @@
 """Unit tests of the chaos checker (tests/chaos/check.py) on hand-made histories and images:
 it must flag a lost write, a delayed write landing over a newer one, a dual-writer window (by
 the lock lines and by the blocklist), a write acknowledged by a gateway that never owned the
-lock, a stale read and a torn block, and pass a clean history. TAP output (meson's unit
+lock, a stale read and a torn block, READ FULL STATUS that differs after a fault, a
+preempted registrant not told by a unit attention, and pass a clean history. TAP output (meson's unit
 suite runs it: tests/unit/meson.build)."""
 
 import datetime
@@ -252,6 +253,24 @@ def alua_rounds(split):
     return h.run()
 
 
+def alua_two_claims():
+    """Long after the fault, g1 and g2 each call their own group active/optimized."""
+    h = H()
+    h.ev[0]['timeouts'] = {'rejoin_after_ms': 1000, 'lock_check_ms': 1000, 'osd_op_timeout_s': 1}
+    h.lock('g1', 999)
+    h.ev.append({'type': 'fault', 'kind': 'stop', 'target': 'g1', 't0': 1000, 't1': 1001})
+    for i in range(3):  # inside the fault's bound: a resumed holder's moment, not judged
+        h.ev.append({'type': 'alua-views', 't0': 1001 + i, 't1': 1001.1 + i,
+                     'views': {'g1': {'1': 'AO', '2': 'standby'},
+                               'g2': {'1': 'standby', '2': 'AO'}}})
+    ok_so_far = h.run()['ok']
+    h.ev.append({'type': 'alua-views', 't0': 1030, 't1': 1030.1,
+                 'views': {'g1': {'1': 'AO', '2': 'standby'}, 'g2': {'1': 'standby', '2': 'AO'}}})
+    res = h.run()
+    return ok_so_far and kinds(res) == ['alua'] and \
+        sum('claim' in v for _, v in res['violations']) == 1, res['violations']
+
+
 def alua_agree():
     res = alua_rounds(False)
     return res['ok'] and res['stats']['alua_judged'] == 1, res['violations'] or 'agree'
@@ -262,9 +281,88 @@ def alua_split():
     return kinds(res) == ['alua'], res['violations']
 
 
+def full_rounds(differ):
+    h = H()
+    h.ev[0]['timeouts'] = {'rejoin_after_ms': 1000, 'lock_check_ms': 1000, 'osd_op_timeout_s': 1}
+    h.lock('g1', 999)
+    h.ev.append({'type': 'fault', 'kind': 'kill', 'target': 'g2', 't0': 1000, 't1': 1001})
+    regs = [['00000000000000aa', 1, 0, 5, 1, '05'], ['00000000000000aa', 0, 0, 0, 2, '06']]
+    for i in range(12):
+        full = {'g1': regs, 'g2': regs, 'g3': 'status 0x02 sense 2/04/0b'}
+        if differ:  # g2 never learnt that the second registration went
+            full = {'g1': regs[:1], 'g2': regs}
+        h.ev.append({'type': 'pr-views', 't0': 1001 + i, 't1': 1001.1 + i,
+                     'views': {'g1': [170, 5], 'g2': [170, 5]}, 'full': full})
+    return h.run()
+
+
+def full_status_agree():
+    res = full_rounds(False)
+    return res['ok'] and res['stats']['full_judged'] == 1, res['violations'] or 'agree'
+
+
+def full_status_differ():
+    res = full_rounds(True)
+    return kinds(res) == ['pr-full-status'], res['violations']
+
+
+def preempt_history(ua, cut=False, relogin=False):
+    """Nexuses A (g1), B (g2) and C (g3) register; A preempts; B gets ua (or not) and
+    registers again after its conflict; C is never heard of again (nothing to judge)."""
+    h = H()
+    h.lock('g1', 999)
+    for t, nx in ((1000, 'A'), (1000.1, 'B'), (1000.2, 'C')):
+        h.ev.append({'type': 'pr', 'what': 'register', 'nexus': nx + '/g%d' % (ord(nx) - 64),
+                     't': t, 'result': 'status 0x00'})
+    h.ev.append({'type': 'pr', 'what': 'preempt', 'nexus': 'A/g1', 'path': 'g1', 't0': 1001,
+                 't1': 1001.2, 'result': 'ok'})
+    h.ev.append({'type': 'ua', 'nexus': 'B/g2', 'path': 'g2', 't': 1001.5,
+                 'sense': '6/2a/06'})  # an ALUA change does not tell it
+    if ua:
+        h.ev.append({'type': 'ua', 'nexus': 'B/g2', 'path': 'g2', 't': 1001.6, 'sense': ua})
+    if cut:
+        h.ev.append({'type': 'fault', 'kind': 'part-ceph', 'target': 'g2', 't0': 1000.5,
+                     't1': 1003})
+    if relogin:
+        h.ev.append({'type': 'path', 'what': 'logged in', 'nexus': 'B/g2', 'path': 'g2',
+                     't': 1001.8})
+    # a registration sent before the PREEMPT (answering an earlier conflict) and one that
+    # timed out say nothing
+    h.ev.append({'type': 'pr', 'what': 'register', 'nexus': 'B/g2', 't0': 1000.9, 't': 1001.3,
+                 'result': 'status 0x00'})
+    h.ev.append({'type': 'pr', 'what': 'register', 'nexus': 'B/g2', 't0': 1001.7, 't': 1001.9,
+                 'result': 'unknown'})
+    h.ev.append({'type': 'pr', 'what': 'register', 'nexus': 'B/g2', 't0': 1002, 't': 1002.1,
+                 'result': 'status 0x00'})
+    return h.run()
+
+
+def preempt_told():
+    res = preempt_history('6/2a/04')
+    return res['ok'] and res['stats']['ua_judged'] == 1, res['violations'] or 'told'
+
+
+def preempt_not_told():
+    res = preempt_history(None)
+    return kinds(res) == ['pr-ua'] and 'B/g2' in res['violations'][0][1], res['violations']
+
+
+def preempt_not_told_cut():
+    res = preempt_history(None, cut=True)
+    return res['ok'] and any('preempted nexuses' in n for n in res['notes']), \
+        (res['violations'], res['notes'])
+
+
+def preempt_relogin():
+    res = preempt_history(None, relogin=True)
+    return res['ok'] and res['stats']['ua_judged'] == 0, res['violations'] or 'not judged'
+
+
 TESTS = [clean, lost_write, lost_zeros, delayed_write, dual_writer, dual_writer_handed_back,
          blocklisted_writer, no_owner, stale_read, torn_block, pr_clean, pr_write_reserved,
-         pr_refused_landed, pr_stale_cut, pr_disagree, alua_agree, alua_split]
+         pr_refused_landed, pr_stale_cut, pr_disagree, alua_agree, alua_split,
+         alua_two_claims, full_status_agree, full_status_differ, preempt_told, preempt_not_told,
+         preempt_not_told_cut, preempt_relogin]
 
 
 def main():

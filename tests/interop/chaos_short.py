@@ -7,7 +7,8 @@ tests/chaos/check.py over the history and `rbd export` of the image.
 
 Checks: run (the harness set up, injected faults and finished), acked (the client had writes
 acknowledged and faults happened: a run that did nothing cannot pass), lost / dual-writer /
-stale-read / corrupt / no-owner / pr-write / pr-disagree / alua (none of each, check.py's
+stale-read / corrupt / no-owner / pr-write / pr-disagree / pr-full-status / pr-ua / alua
+(none of each, check.py's
 categories; the client's persistent-reservation traffic runs beside its I/O), sanitizer (no report in any
 gateway's log). The summary (recovery per fault kind) is in the details and in
 OUT/chaos-<seed>/summary.txt. The long run: docs/testing.md, "The long forms".
@@ -75,9 +76,11 @@ def main():
                                               o.get('intruder-ok', 0)),
             'pr-disagree': '%d reservation moves' % (o.get('reserve-ok', 0) +
                                                       o.get('preempt-ok', 0)),
-            'alua': '%d faults judged' % s['alua_judged']}
+            'alua': '%d faults judged' % s['alua_judged'],
+            'pr-full-status': '%d faults judged' % s['full_judged'],
+            'pr-ua': '%d preempted nexuses judged' % s['ua_judged']}
     for kind in ('lost', 'dual-writer', 'stale-read', 'corrupt', 'no-owner', 'pr-write',
-                 'pr-disagree', 'alua'):
+                 'pr-disagree', 'pr-full-status', 'pr-ua', 'alua'):
         vs = [t for k, t in res['violations'] if k == kind]
         report.check(kind, not vs, '%d found in %s%s' % (len(vs), what[kind],
                                                           (': ' + vs[0]) if vs else ''))

@@ -21,6 +21,13 @@ ix-bench --verify run with the same seed checks it through B.
      through A; kill -9 A; writes through B get NOT READY (04/0A transitioning or 04/0B) and
      then GOOD within IMPLICIT_MS plus the holder's answer timeout (5 s) and slack; B verifies
      the ledger;
+  r. kill -9 and restart at once: A owns, B standby; kill -9 A and start it again at once on
+     the same port; writes through the restarted A get GOOD within handover_timeout_ms +
+     lock_check_ms and slack after it is up (it breaks its previous instance's lock, or asks
+     and breaks a holder that does not answer), not after the dead client's watch times out
+     (osd_client_watch_timeout, 30 s: what rbd_lock_acquire alone waited for); exactly one new
+     `ceph osd blocklist ls` entry (the old client), B reports group 1 active/optimized, and
+     the restarted A reads every acknowledged block back;
   c. SIGSTOP: the same with A stopped instead of killed; after SIGCONT A's first write fails
      (02/04/0B, fenced; 0C when its overdue lock check noticed first), A reports group 1
      unavailable and group 2 active/optimized, the image keeps the acknowledged data, and SET
@@ -47,6 +54,8 @@ HOST = '127.0.0.1'
 IQN = 'iqn.2024-01.org.ix.test:failover'
 INITIATOR = 'iqn.2024-01.org.ix.test:failover-client'
 IMPLICIT_MS = 3000
+HANDOVER_MS = 5000  # rbd.handover_timeout_ms and rbd.lock_check_ms: their defaults
+LOCK_CHECK_MS = 1000
 BENCH_RANGE = 2 << 20
 LEDGER_LBA = (4 << 20) // BS  # the ledger's writes start above ix-bench's range
 IMAGE_MIB = 64  # the image's size: the ledger's blocks stay inside it
@@ -210,6 +219,43 @@ def phase_kill(tmp, conf, ledger, gws):
     ledger.check(report, 'kill9-verify', b)
 
 
+def blocklist(cl):
+    return {ln.split()[0] for ln in cl.blocklist().splitlines() if ln.strip()}
+
+
+def phase_kill_restart(cl):
+    def phase(tmp, conf, ledger, gws):
+        if not make_a_owner(tmp, conf, ledger, gws, 'kill9-restart'):
+            return
+        a, b = gws['a'], gws['b']
+        bl0 = blocklist(cl)
+        a.close()
+        a.d.kill9()
+        t_kill = time.monotonic()
+        a = gws['a'] = Gateway(tmp, conf, 'a', 1, a.port)
+        up = time.monotonic() - t_kill
+        # bounded by what the restarted gateway may wait for: one hand-over request
+        # (handover_timeout_ms) and a lock check, not by the dead client's watch timeout
+        bound = (HANDOVER_MS + LOCK_CHECK_MS) / 1000 + 3
+        took, seen, res = ledger.write_until_good(a, 40)
+        st_a, rb = a.lock_state(), b.rtpg()
+        new = blocklist(cl) - bl0
+        with open(a.d.log_path, errors='replace') as f:
+            how = [ln.split(' rbd/fo: ', 1)[-1].strip() for ln in f
+                   if 'previous instance' in ln or 'blocklisted)' in ln][:1]
+        check('kill9-restart-owner', res == 'GOOD' and took < bound and st_a == 'owner' and
+              rb == {1: AO, 2: STANDBY} and len(new) == 1,
+              'A killed and restarted at once (up and logged in %.1f s after the kill): its '
+              'first acknowledged write %.1f s later (bound %.0f s = handover_timeout_ms %d + '
+              'lock_check_ms %d + 3 s; the dead client\'s watch times out after 30 s); '
+              'refused meanwhile: %s; A %s, B reports %s; new blocklist entries: %s; A\'s log: %s'
+              % (up, took, bound, HANDOVER_MS, LOCK_CHECK_MS, seen, st_a, show(rb),
+                 sorted(new), how[0] if how else '-'))
+        ledger.check(report, 'kill9-restart-verify', a)
+    phase.__name__ = 'phase_kill_restart'
+    return phase
+
+
 def phase_stop(tmp, conf, ledger, gws):
     if not make_a_owner(tmp, conf, ledger, gws, 'sigstop'):
         return
@@ -250,7 +296,7 @@ def scenario(cl, tmp):
     gws, ledger = {}, Ledger(IMAGE_MIB * (1 << 20) // BS, LEDGER_LBA)
     t0 = time.monotonic()
     try:
-        for ph in (phase_explicit, phase_kill, phase_stop):
+        for ph in (phase_explicit, phase_kill, phase_kill_restart(cl), phase_stop):
             try:
                 ph(tmp, cl.conf, ledger, gws)
             except Exception as e:  # noqa: BLE001
