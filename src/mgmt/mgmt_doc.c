@@ -120,7 +120,7 @@ int mgmt_err_set(struct merr *e, int code, const char *fmt, ...)
 
 /* The loader's messages start with "NAME:LINE:COL: ": positions in a document the caller never
  * saw mean nothing, the JSON path that follows does. */
-static const char *strip_position(const char *msg, const char *name)
+const char *mgmt_strip_position(const char *msg, const char *name)
 {
 	size_t n = strlen(name);
 	const char *p = msg;
@@ -133,7 +133,7 @@ static const char *strip_position(const char *msg, const char *name)
 		while (*p >= '0' && *p <= '9')
 			p++;
 		if (p == d || *p != ':')
-			return msg + n + 1;
+			return msg + n + 1 + (msg[n + 1] == ' ');
 		p++;
 	}
 	return *p == ' ' ? p + 1 : p;
@@ -511,7 +511,7 @@ int mgmt_apply_doc(struct ix_mgmt *m, json_t *newdoc, bool dry_run, bool strict_
 	free(text);
 	if (r < 0) {
 		json_decref(newdoc);
-		return mgmt_err_set(e, MGMT_ERR_INVALID_CONFIG, "%s", strip_position(err, name));
+		return mgmt_err_set(e, MGMT_ERR_INVALID_CONFIG, "%s", mgmt_strip_position(err, name));
 	}
 	if (cfg->test_features && !m->testing) {
 		cfg_free(cfg);

@@ -36,26 +36,6 @@ struct mgmt_group {
 
 /* ---- checks ---- */
 
-/* The loader's "NAME:LINE:COL: " prefix off (positions in a derived text mean nothing). */
-static const char *after_position(const char *msg, const char *name)
-{
-	size_t n = strlen(name);
-	const char *p = msg;
-
-	if (strncmp(p, name, n) != 0 || p[n] != ':')
-		return msg;
-	p += n + 1;
-	for (int field = 0; field < 2; field++) {
-		const char *d = p;
-		while (*p >= '0' && *p <= '9')
-			p++;
-		if (p == d || *p != ':')
-			return msg + n + 1 + (msg[n + 1] == ' ');
-		p++;
-	}
-	return *p == ' ' ? p + 1 : p;
-}
-
 static int load_derived(json_t *e, const char *name, struct ix_config **cfg, char *err,
 			size_t errlen)
 {
@@ -67,7 +47,7 @@ static int load_derived(json_t *e, const char *name, struct ix_config **cfg, cha
 	rc = cfg_load_string(text, name, cfg, msg, sizeof(msg));
 	free(text);
 	if (rc < 0)
-		snprintf(err, errlen, "member %s: %s", name, after_position(msg, name));
+		snprintf(err, errlen, "member %s: %s", name, mgmt_strip_position(msg, name));
 	return rc;
 }
 

@@ -76,6 +76,9 @@ bool mgmt_size_value(json_t *v, uint64_t *out);
 /* a and b (the values of key, NULL at the top) are the same setting: sizes by value, null as
  * absent, objects and lists member by member. */
 bool mgmt_same(json_t *a, json_t *b, const char *key);
+/* The configuration loader's message without its "NAME:LINE:COL: " prefix (positions in a
+ * document the caller never saw mean nothing; the JSON path that follows does). */
+const char *mgmt_strip_position(const char *msg, const char *name);
 /* Everything want names is so in have (lists of named objects: each element named is there and
  * covered). False with path (a JSON path appended to what it holds) at the first difference. */
 bool mgmt_covers(json_t *have, json_t *want, const char *key, char *path, size_t cap);

@@ -104,17 +104,7 @@ def identity(ini, u):
 
 
 def readcap(ini, u):
-    r = run(['iscsi-readcapacity16', '-i', ini, u], 30)
-    lba = blen = None
-    for ln in r.stdout.splitlines():
-        k, _, v = ln.partition(':')
-        if k.strip() == 'RETURNED LOGICAL BLOCK ADDRESS':
-            lba = int(v)
-        elif k.strip() == 'LOGICAL BLOCK LENGTH IN BYTES':
-            blen = int(v)
-    if r.returncode or lba is None or not blen:
-        return 'exit %d: %s' % (r.returncode, ' '.join((r.stdout + r.stderr).split())[-120:])
-    return (lba + 1) * blen
+    return ixtest.readcap16(ini, u)
 
 
 def rel_port(port, iqn, ini, cred):

@@ -83,16 +83,8 @@ def ctl(sock, *args):
 
 def readcap(port, lun, ini=INI):
     """Capacity in bytes through libiscsi's iscsi-readcapacity16, or None."""
-    r = run(['iscsi-readcapacity16', '-i', ini,
-             'iscsi://%s:%d/%s/%d' % (HOST, port, IQN, lun)], 30)
-    lba = blen = None
-    for ln in r.stdout.splitlines():
-        k, _, v = ln.partition(':')
-        if k.strip() == 'RETURNED LOGICAL BLOCK ADDRESS':
-            lba = int(v)
-        elif k.strip() == 'LOGICAL BLOCK LENGTH IN BYTES':
-            blen = int(v)
-    return (lba + 1) * blen if r.returncode == 0 and lba is not None and blen else None
+    c = ixtest.readcap16(ini, 'iscsi://%s:%d/%s/%d' % (HOST, port, IQN, lun))
+    return c if isinstance(c, int) else None
 
 
 def inq83(port):

@@ -50,18 +50,7 @@ report = ixtest.Reporter('rbd_resize')
 
 def readcap16(port, lun=0):
     """The capacity in bytes libiscsi's iscsi-readcapacity16 reads, or its error text."""
-    r = run(['iscsi-readcapacity16', '-i', INI + '-rc',
-             'iscsi://%s:%d/%s/%d' % (HOST, port, IQN, lun)], 30)
-    lba = blen = None
-    for ln in r.stdout.splitlines():
-        k, _, v = ln.partition(':')
-        if k.strip() == 'RETURNED LOGICAL BLOCK ADDRESS':
-            lba = int(v)
-        elif k.strip() == 'LOGICAL BLOCK LENGTH IN BYTES':
-            blen = int(v)
-    if r.returncode != 0 or lba is None or blen is None:
-        return 'exit %d: %s' % (r.returncode, (r.stdout + r.stderr).strip()[-200:])
-    return (lba + 1) * blen
+    return ixtest.readcap16(INI + '-rc', 'iscsi://%s:%d/%s/%d' % (HOST, port, IQN, lun))
 
 
 def wait_capacity(ports, want):

@@ -224,6 +224,26 @@ LUN_ATTRS = {'thin': ('thin', True), 'readonly': ('readonly', True),
              'removable': ('removable', True), 'nomedium': ('no_medium', True)}
 
 
+def readcap16(initiator, url, timeout=30):
+    """The capacity in bytes libiscsi's iscsi-readcapacity16 reads at url (an iscsi:// URL) as
+    initiator, or the text of its failure (a str: its exit status and output's tail)."""
+    try:
+        r = subprocess.run(['iscsi-readcapacity16', '-i', initiator, url], timeout=timeout,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except subprocess.TimeoutExpired:
+        return 'timed out after %d s' % timeout
+    lba = blen = None
+    for ln in r.stdout.splitlines():
+        k, _, v = ln.partition(':')
+        if k.strip() == 'RETURNED LOGICAL BLOCK ADDRESS':
+            lba = int(v)
+        elif k.strip() == 'LOGICAL BLOCK LENGTH IN BYTES':
+            blen = int(v)
+    if r.returncode != 0 or lba is None or not blen:
+        return 'exit %d: %s' % (r.returncode, ' '.join((r.stdout + r.stderr).split())[-200:])
+    return (lba + 1) * blen
+
+
 def lun_attrs(lun, attrs, spec, size_key):
     """lun with the attributes of a --lun spec (ATTR,ATTR...) set; size= goes to size_key
     (None: ignored). Returns lun."""
