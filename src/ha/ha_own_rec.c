@@ -287,6 +287,12 @@ int ha_own_msg_encode(const struct ha_own_msg *m, char *buf, size_t len)
 		 snap_name_ok(m->name, strlen(m->name)))
 		rc = put(buf, len, &at, "ix-own-snap 1 %" PRIu32 " %" PRIu64 " %" PRIu32 " %s %s\n",
 			 m->window_ms, m->gid, m->lun, m->target, m->name);
+	else if (m->kind == HA_OWN_OFFLINE && target_ok(m->target, strlen(m->target)))
+		rc = put(buf, len, &at, "ix-own-offline 1 %" PRIu32 " %" PRIu64 " %" PRIu32 " %s\n",
+			 m->window_ms, m->gid, m->lun, m->target);
+	else if (m->kind == HA_OWN_ONLINE && target_ok(m->target, strlen(m->target)))
+		rc = put(buf, len, &at, "ix-own-online 1 %u %" PRIu64 " %" PRIu32 " %s\n",
+			 m->changed ? 1u : 0u, m->gid, m->lun, m->target);
 	else
 		return -EINVAL;
 	return rc ? rc : (int)at;
@@ -317,6 +323,10 @@ static int msg_parse(const char *s, const char *e, struct ha_own_msg *m)
 		m->kind = HA_OWN_FREE;
 	else if (we - ws == 11 && memcmp(ws, "ix-own-snap", 11) == 0)
 		m->kind = HA_OWN_SNAP;
+	else if (we - ws == 14 && memcmp(ws, "ix-own-offline", 14) == 0)
+		m->kind = HA_OWN_OFFLINE;
+	else if (we - ws == 13 && memcmp(ws, "ix-own-online", 13) == 0)
+		m->kind = HA_OWN_ONLINE;
 	else
 		return -EINVAL;
 	if (!word(&s, e, &ws, &we) || we - ws != 1 || *ws != '1' || !word(&s, e, &ws, &we))
@@ -335,6 +345,23 @@ static int msg_parse(const char *s, const char *e, struct ha_own_msg *m)
 		if (!word(&s, e, &ws, &we) || !snap_name_ok(ws, (size_t)(we - ws)) || s != e)
 			return -EINVAL;
 		memcpy(m->name, ws, (size_t)(we - ws));
+		return 0;
+	}
+	if (m->kind == HA_OWN_OFFLINE || m->kind == HA_OWN_ONLINE) {
+		/* offline: the bound in ms; online: whether the medium changed (0 or 1) */
+		if (!dec(ws, we, m->kind == HA_OWN_ONLINE ? 1 : UINT32_MAX, &v))
+			return -EINVAL;
+		if (m->kind == HA_OWN_ONLINE)
+			m->changed = v == 1;
+		else
+			m->window_ms = (uint32_t)v;
+		if (!word(&s, e, &ws, &we) || !dec(ws, we, UINT64_MAX, &m->gid) ||
+		    !word(&s, e, &ws, &we) || !dec(ws, we, UINT32_MAX, &v))
+			return -EINVAL;
+		m->lun = (uint32_t)v;
+		if (!word(&s, e, &ws, &we) || !target_ok(ws, (size_t)(we - ws)) || s != e)
+			return -EINVAL;
+		memcpy(m->target, ws, (size_t)(we - ws));
 		return 0;
 	}
 	if (m->kind == HA_OWN_ASK) {
@@ -417,5 +444,50 @@ int ha_own_snap_reply_decode(const void *buf, size_t len, int *rc, unsigned *hel
 	*rc = -(int)v;
 	if (msglen)
 		snprintf(msg, msglen, "%.*s", (int)(e - s), s);
+	return 0;
+}
+
+int ha_own_offline_reply_encode(int rc, unsigned users, const char *who, char *buf, size_t len)
+{
+	size_t at = 0;
+	int r;
+
+	if (rc == 0 && who && target_ok(who, strlen(who)) && strlen(who) < HA_OWN_WHO_MAX)
+		r = put(buf, len, &at, "offline %u %s", users, who);
+	else if (rc < 0 && rc > -4096)
+		r = put(buf, len, &at, "offline-failed %d %s", -rc, who && who[0] ? who : "failed");
+	else
+		return -EINVAL;
+	return r ? r : (int)at;
+}
+
+int ha_own_offline_reply_decode(const void *buf, size_t len, int *rc, unsigned *users, char *who,
+				size_t wholen)
+{
+	const char *s = buf, *e = s + len, *ws, *we;
+	uint64_t v;
+
+	*rc = 0;
+	*users = 0;
+	if (wholen)
+		who[0] = 0;
+	if (len == 0 || s[len - 1] == ' ' || memchr(buf, 0, len) || !word(&s, e, &ws, &we))
+		return -EINVAL;
+	if (we - ws == 7 && memcmp(ws, "offline", 7) == 0) {
+		if (!word(&s, e, &ws, &we) || !dec(ws, we, UINT32_MAX, &v) ||
+		    !word(&s, e, &ws, &we) || s != e || (size_t)(we - ws) >= HA_OWN_WHO_MAX ||
+		    !target_ok(ws, (size_t)(we - ws)))
+			return -EINVAL;
+		*users = (unsigned)v;
+		if (wholen)
+			snprintf(who, wholen, "%.*s", (int)(we - ws), ws);
+		return 0;
+	}
+	if (!(we - ws == 14 && memcmp(ws, "offline-failed", 14) == 0) || !word(&s, e, &ws, &we) ||
+	    !dec(ws, we, 4095, &v) || v == 0 || s == e)
+		return -EINVAL;
+	*rc = -(int)v;
+	if (wholen)
+		snprintf(who, wholen, "%.*s", (int)(e - s), s);
 	return 0;
 }

@@ -25,10 +25,19 @@
  *                                                         a standby asks the holder to take a
  *                                                         snapshot of LUN <lun> of <target>
  *                                                         (docs/snapshots.md)
+ *     ix-own-offline 1 <bound_ms> <gid> <lun> <target>     the holder is about to roll LUN
+ *                                                         <lun> of <target> back: every
+ *                                                         gateway takes it offline (NOT READY
+ *                                                         04/07) for at most <bound_ms>
+ *     ix-own-online 1 <changed> <gid> <lun> <target>       the rollback ended (<changed> 1) or
+ *                                                         was refused (0): back online
  * and the watchers' acknowledgements of an ask carry one word: "released" (I held it and let
  * it go), "refused" plus a reason (I hold it and keep it), anything else (I do not hold it).
  * The holder acknowledges a snapshot request with "snap-done <held_ms>" or
- * "snap-failed <errno> <message>" (ha_own_snap_reply_decode); anything else: not the holder. */
+ * "snap-failed <errno> <message>" (ha_own_snap_reply_decode); anything else: not the holder.
+ * A gateway answers "offline" with "offline <nexuses> <who>" (the I_T nexuses that use the LU
+ * there, and the gateway's name: its first portal) or "offline-failed <errno> <message>"
+ * (ha_own_offline_reply_decode); an "online" gets an empty answer. */
 #ifndef IX_HA_OWN_REC_H
 #define IX_HA_OWN_REC_H
 
@@ -42,6 +51,7 @@
 #define HA_OWN_MSG_MAX	  512  /* an encoded message fits */
 #define HA_OWN_TARGET_MAX 224  /* a snapshot request's target name, with its NUL */
 #define HA_OWN_SNAP_MAX	  128  /* a snapshot's name, with its NUL */
+#define HA_OWN_WHO_MAX	  128  /* a gateway's name in an "offline" answer, with its NUL */
 
 struct ha_own_rec {
 	uint64_t gen;
@@ -60,7 +70,13 @@ int ha_own_rec_encode(const struct ha_own_rec *r, char *buf, size_t len);
  * On failure *r is zeroed. */
 int ha_own_rec_decode(const void *buf, size_t len, struct ha_own_rec *r, char *err, size_t errlen);
 
-enum ha_own_msg_kind { HA_OWN_ASK = 1, HA_OWN_FREE = 2, HA_OWN_SNAP = 3 };
+enum ha_own_msg_kind {
+	HA_OWN_ASK = 1,
+	HA_OWN_FREE = 2,
+	HA_OWN_SNAP = 3,
+	HA_OWN_OFFLINE = 4,
+	HA_OWN_ONLINE = 5
+};
 /* Why a gateway asks: SET TARGET PORT GROUPS on its path; I/O on its standby path; or to end
  * a split of a target's locks between gateways (only a holder that does not answer gives it
  * up: it is broken). */
@@ -68,11 +84,13 @@ enum ha_own_ask { HA_OWN_EXPLICIT = 0, HA_OWN_IMPLICIT = 1, HA_OWN_HEAL = 2 };
 struct ha_own_msg {
 	enum ha_own_msg_kind kind;
 	uint8_t ask;	    /* ASK: enum ha_own_ask */
-	uint32_t window_ms; /* ASK: for that long (implicit_failover_ms); SNAP: timeout_ms */
+	uint32_t window_ms; /* ASK: for that long (implicit_failover_ms); SNAP: timeout_ms;
+			       OFFLINE: the bound after which the LU comes back by itself */
+	bool changed;	    /* ONLINE: the medium changed (6/28/00 to every nexus) */
 	uint16_t group;	    /* FREE: the group whose gateway is to take the lock, 0 none */
 	uint64_t gid;	    /* the sender's RADOS client id */
-	uint32_t lun;	    /* SNAP: the LUN of target */
-	char target[HA_OWN_TARGET_MAX]; /* SNAP: printable, no spaces, not empty */
+	uint32_t lun;	    /* SNAP, OFFLINE, ONLINE: the LUN of target */
+	char target[HA_OWN_TARGET_MAX]; /* SNAP, OFFLINE, ONLINE: printable, no spaces, not empty */
 	char name[HA_OWN_SNAP_MAX]; /* SNAP: letters, digits, '.', '_', '-'; not first '.', '-' */
 };
 
@@ -91,6 +109,14 @@ enum ha_own_reply ha_own_reply_kind(const void *buf, size_t len);
 int ha_own_snap_reply_encode(int rc, unsigned held_ms, const char *msg, char *buf, size_t len);
 int ha_own_snap_reply_decode(const void *buf, size_t len, int *rc, unsigned *held_ms, char *msg,
 			     size_t msglen);
+
+/* A gateway's answer to "offline": 0 with *rc 0, *users and its name in who ("offline"), or
+ * *rc -errno and its message in who ("offline-failed"); -EINVAL: neither. The encoder: who is
+ * the name (rc 0: printable, no spaces, shorter than HA_OWN_WHO_MAX) or the message; the
+ * length written, -ENOSPC or -EINVAL. */
+int ha_own_offline_reply_encode(int rc, unsigned users, const char *who, char *buf, size_t len);
+int ha_own_offline_reply_decode(const void *buf, size_t len, int *rc, unsigned *users, char *who,
+				size_t wholen);
 
 /* Whether the holder may hand the lock over: ha_policy_may_hand_over (ha_policy.h). */
 

@@ -2,7 +2,7 @@
  * (backend/ha_own_rec.c): whatever bytes the "ix.own.<image>" object or a notify payload holds,
  * the decoders return 0, -ENOENT (an empty object) or -EINVAL without crashing; on failure
  * the record is empty and the message set (also a snapshot request, and the holder's answer
- * to one); an accepted record or message encodes again to
+ * to one, and the "offline"/"online" notices of a rollback with the answer to one); an accepted record or message encodes again to
  * exactly the bytes it came from (the format has one spelling). The record is tried once more
  * with a correct checksum line put in place of the last line, so that the fuzzer reaches the
  * line parser without having to forge FNV-1a sums. */
@@ -84,11 +84,31 @@ static void snap_reply(const uint8_t *data, size_t size)
 		abort();
 }
 
+/* A gateway's answer to "offline": accepted ones encode back to the same bytes. */
+static void offline_reply(const uint8_t *data, size_t size)
+{
+	char who[HA_OWN_MSG_MAX], buf[HA_OWN_MSG_MAX + 32];
+	unsigned users;
+	int rc, n;
+
+	if (ha_own_offline_reply_decode(data, size, &rc, &users, who, sizeof(who)) != 0) {
+		if (rc || users || who[0])
+			abort();
+		return;
+	}
+	if (rc > 0 || rc <= -4096 || (rc < 0 && users) || size >= sizeof(who) - 16)
+		return;
+	n = ha_own_offline_reply_encode(rc, users, who, buf, sizeof(buf));
+	if (n < 0 || (size_t)n != size || memcmp(buf, data, size) != 0)
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	record(data, size);
 	resummed(data, size);
 	message(data, size);
 	snap_reply(data, size);
+	offline_reply(data, size);
 	return 0;
 }

@@ -274,6 +274,78 @@ static void test_snap(void)
 	CHECK_STR(msg, "0123");
 }
 
+static void test_offline(void)
+{
+	struct ha_own_msg m = {.kind = HA_OWN_OFFLINE, .window_ms = 12000, .gid = 4117, .lun = 2},
+			  back;
+	char buf[HA_OWN_MSG_MAX], who[HA_OWN_WHO_MAX];
+	unsigned users;
+	int n, rc;
+	static const char off[] = "ix-own-offline 1 12000 4117 2 iqn.2024-01.org.ix:t\n";
+	static const char on[] = "ix-own-online 1 1 4117 2 iqn.2024-01.org.ix:t\n";
+
+	snprintf(m.target, sizeof(m.target), "iqn.2024-01.org.ix:t");
+	n = ha_own_msg_encode(&m, buf, sizeof(buf));
+	CHECK_EQ(n, (int)sizeof(off) - 1);
+	CHECK_MEM(buf, off, sizeof(off) - 1);
+	CHECK_EQ(ha_own_msg_decode(buf, (size_t)n, &back), 0);
+	CHECK_EQ(back.kind, HA_OWN_OFFLINE);
+	CHECK_EQ(back.window_ms, 12000);
+	CHECK_EQ(back.gid, 4117);
+	CHECK_EQ(back.lun, 2);
+	CHECK_STR(back.target, "iqn.2024-01.org.ix:t");
+	m.kind = HA_OWN_ONLINE;
+	m.changed = true;
+	n = ha_own_msg_encode(&m, buf, sizeof(buf));
+	CHECK_EQ(n, (int)sizeof(on) - 1);
+	CHECK_MEM(buf, on, sizeof(on) - 1);
+	CHECK_EQ(ha_own_msg_decode(buf, (size_t)n, &back), 0);
+	CHECK_EQ(back.kind, HA_OWN_ONLINE);
+	CHECK_EQ(back.changed, true);
+	CHECK_EQ(back.window_ms, 0);
+	CHECK_EQ(ha_own_msg_decode("ix-own-online 1 0 4 0 t\n", 24, &back), 0);
+	CHECK_EQ(back.changed, false);
+	/* a changed flag other than 0 or 1, a missing or extra field, a bad target */
+	CHECK_EQ(ha_own_msg_decode("ix-own-online 1 2 4 0 t\n", 24, &back), -EINVAL);
+	CHECK_EQ(back.kind, 0);
+	CHECK_EQ(ha_own_msg_decode("ix-own-online 1 1 4 0\n", 22, &back), -EINVAL);
+	CHECK_EQ(ha_own_msg_decode("ix-own-offline 1 10 4 0 t x\n", 28, &back), -EINVAL);
+	CHECK_EQ(ha_own_msg_decode("ix-own-offline 1 4294967296 4 0 t\n", 34, &back), -EINVAL);
+	CHECK_EQ(ha_own_msg_decode("ix-own-offline 1 10 4 0 t\x01\n", 26, &back), -EINVAL);
+	CHECK_EQ(ha_own_msg_decode("ix-own-offline 2 10 4 0 t\n", 26, &back), -EINVAL);
+	snprintf(m.target, sizeof(m.target), "a b");
+	CHECK_EQ(ha_own_msg_encode(&m, buf, sizeof(buf)), -EINVAL);
+	/* the answers */
+	n = ha_own_offline_reply_encode(0, 3, "127.0.0.1:3261", buf, sizeof(buf));
+	CHECK_MEM(buf, "offline 3 127.0.0.1:3261", (size_t)n);
+	CHECK_EQ(ha_own_offline_reply_decode(buf, (size_t)n, &rc, &users, who, sizeof(who)), 0);
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(users, 3);
+	CHECK_STR(who, "127.0.0.1:3261");
+	n = ha_own_offline_reply_encode(-EBUSY, 0, "t LUN 0: a snapshot is under way", buf,
+					sizeof(buf));
+	CHECK_EQ(ha_own_offline_reply_decode(buf, (size_t)n, &rc, &users, who, sizeof(who)), 0);
+	CHECK_EQ(rc, -EBUSY);
+	CHECK_STR(who, "t LUN 0: a snapshot is under way");
+	CHECK_EQ(ha_own_offline_reply_encode(0, 1, "a b", buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(ha_own_offline_reply_encode(0, 1, "", buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(ha_own_offline_reply_encode(1, 1, "x", buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(ha_own_offline_reply_decode("", 0, &rc, &users, who, sizeof(who)), -EINVAL);
+	CHECK_EQ(ha_own_offline_reply_decode("offline 1", 9, &rc, &users, who, sizeof(who)),
+		 -EINVAL);
+	CHECK_EQ(ha_own_offline_reply_decode("offline 1 a b", 13, &rc, &users, who, sizeof(who)),
+		 -EINVAL);
+	CHECK_EQ(ha_own_offline_reply_decode("offline x a", 11, &rc, &users, who, sizeof(who)),
+		 -EINVAL);
+	CHECK_EQ(ha_own_offline_reply_decode("offline-failed 0 x", 18, &rc, &users, who,
+					     sizeof(who)),
+		 -EINVAL);
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(ha_own_offline_reply_decode("snap-done 1", 11, &rc, &users, who, sizeof(who)),
+		 -EINVAL);
+	CHECK_EQ(ha_own_offline_reply_decode("standby", 7, &rc, &users, who, sizeof(who)), -EINVAL);
+}
+
 int main(void)
 {
 	test_round_trip();
@@ -282,5 +354,6 @@ int main(void)
 	test_msgs();
 	test_replies();
 	test_snap();
+	test_offline();
 	return tap_done();
 }
