@@ -194,7 +194,37 @@ void ha_set_snap_handler(struct ha_ctx *c, ha_snap_handler fn, void *arg)
 	pthread_mutex_unlock(&c->snap_mu);
 }
 
+void ha_set_offline_handler(struct ha_ctx *c, ha_offline_handler fn, void *arg)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->snap_mu);
+	c->off_fn = fn;
+	c->off_arg = arg;
+	pthread_mutex_unlock(&c->snap_mu);
+}
+
 #ifndef IX_HAVE_RBD
+int ha_dev_lu_offline(struct bs_dev *dev, const char *target, uint32_t lun, unsigned timeout_ms,
+		      ha_offline_cb cb, void *arg, unsigned *bound_ms, char *err, size_t errlen)
+{
+	(void)dev, (void)target, (void)lun, (void)timeout_ms, (void)cb, (void)arg;
+	*bound_ms = 0;
+	snprintf(err, errlen, "built without RBD");
+	return -EPERM;
+}
+
+int ha_dev_lu_online(struct bs_dev *dev, const char *target, uint32_t lun, bool changed)
+{
+	(void)dev, (void)target, (void)lun, (void)changed;
+	return -EOPNOTSUPP;
+}
+
+void ha_offline_req_answer(struct ha_snap_req *r, int rc, unsigned users, const char *who)
+{
+	(void)r, (void)rc, (void)users, (void)who; /* never made without RBD */
+}
+
 int ha_dev_snap_forward(struct bs_dev *dev, const char *target, uint32_t lun, const char *name,
 			unsigned timeout_ms, ha_snap_answer_cb cb, void *arg, unsigned *bound_ms,
 			char *err, size_t errlen)

@@ -138,4 +138,37 @@ typedef void (*ha_snap_handler)(void *arg, struct ha_snap_req *r, const char *ta
 void ha_set_snap_handler(struct ha_ctx *c, ha_snap_handler fn, void *arg);
 void ha_snap_req_answer(struct ha_snap_req *r, int rc, unsigned held_ms, const char *msg);
 
+/* A rollback by the lock's holder (docs/snapshots.md, "Several gateways of one image"): before
+ * it, every other gateway of the image takes LUN lun of target offline (NOT READY 04/07) for
+ * at most timeout_ms plus rbd.handover_timeout_ms and answers with the I_T nexuses that use it
+ * there; after it (or when it is refused) they go back online, with 6/28/00 when changed.
+ *
+ * offline: 0 sent, and cb runs exactly once, on any thread, with rc 0 and each other gateway's
+ * answer (n of them, gid, rc 0 with users and its name in who, or -errno with a message in
+ * who; timed_out: none within the notify's bound), or rc < 0 and msg (the notify failed);
+ * *bound_ms: the notify's bound. -EPERM (err set): this gateway does not hold a managed lock,
+ * or was built without RBD (nothing to tell: the rollback is local).
+ * online: sent without waiting for answers (0, or -errno: the gateways come back by their
+ * bound). */
+struct ha_offline_ans {
+	uint64_t gid;
+	int rc;
+	unsigned users;
+	bool timed_out;
+	char who[128];
+};
+typedef void (*ha_offline_cb)(void *arg, int rc, const struct ha_offline_ans *a, size_t n,
+			      const char *msg);
+int ha_dev_lu_offline(struct bs_dev *dev, const char *target, uint32_t lun, unsigned timeout_ms,
+		      ha_offline_cb cb, void *arg, unsigned *bound_ms, char *err, size_t errlen);
+int ha_dev_lu_online(struct bs_dev *dev, const char *target, uint32_t lun, bool changed);
+/* Another gateway's side: fn gets an "offline" (online false; answered once with
+ * ha_offline_req_answer, any thread) or an "online" (r NULL: answered already). Like
+ * ha_set_snap_handler: librados' thread, must not wait; cleared before the target goes. */
+typedef void (*ha_offline_handler)(void *arg, struct ha_snap_req *r, const char *target,
+				   uint32_t lun, bool online, bool changed, unsigned bound_ms);
+void ha_set_offline_handler(struct ha_ctx *c, ha_offline_handler fn, void *arg);
+/* rc 0: users and this gateway's name who; else -errno and a message in who. */
+void ha_offline_req_answer(struct ha_snap_req *r, int rc, unsigned users, const char *who);
+
 #endif

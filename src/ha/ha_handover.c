@@ -357,6 +357,228 @@ int ha_dev_snap_forward(struct bs_dev *dev, const char *target, uint32_t lun, co
 	return rc;
 }
 
+/* ---- a rollback's notices (ha.h: ha_dev_lu_offline; docs/snapshots.md) ---- */
+
+void ha_offline_req_answer(struct ha_snap_req *r, int rc, unsigned users, const char *who)
+{
+	struct rbd_owner *o = r->o;
+	char reply[HA_OWN_MSG_MAX], cut[HA_OWN_MSG_MAX - 32];
+	int n, arc = 0;
+
+	snprintf(cut, sizeof(cut), "%s", who && who[0] ? who : rc ? strerror(-rc) : "-");
+	n = ha_own_offline_reply_encode(rc < 0 && rc > -4096 ? rc : rc ? -EIO : 0, users, cut,
+					reply, sizeof(reply));
+	if (n < 0)
+		n = snprintf(reply, sizeof(reply), "offline-failed %d the answer cannot be encoded",
+			     EIO);
+	pthread_mutex_lock(&o->mu); /* the image's ioctx lives while attached */
+	if (o->attached)
+		arc = rados_notify_ack(o->io, o->oid, r->notify_id, r->cookie, reply, n);
+	pthread_mutex_unlock(&o->mu);
+	if (arc < 0)
+		log_warn("rbd", "%s: answering a rollback's offline notice on %s: %s", o->name,
+			 o->oid, strerror(-arc));
+	else
+		log_info("rbd", "%s: offline for client.%llu's rollback: answered %.*s", o->name,
+			 (unsigned long long)r->gid, n, reply);
+	rbd_own_put(o);
+	free(r);
+}
+
+/* librados' thread: the holder's offline or online notice; the target handles it on its main
+ * loop. An online notice is answered at once. */
+static void offline_asked(struct rbd_owner *o, const struct ha_own_msg *m, uint64_t notify_id,
+			  uint64_t cookie)
+{
+	struct ha_ctx *c = o->ctx;
+	struct ha_snap_req *r = NULL;
+	bool online = m->kind == HA_OWN_ONLINE;
+
+	if (online) {
+		rbd_own_ack(o, notify_id, cookie, "");
+	} else {
+		if (!(r = calloc(1, sizeof(*r)))) {
+			rbd_own_ack(o, notify_id, cookie, "offline-failed 12 out of memory");
+			return;
+		}
+		atomic_fetch_add(&o->refs, 1);
+		*r = (struct ha_snap_req){
+		    .o = o, .notify_id = notify_id, .cookie = cookie, .gid = m->gid};
+	}
+	log_info("rbd", "%s: client.%llu: %s LUN %u %s", o->name, (unsigned long long)m->gid,
+		 m->target, m->lun,
+		 online ? (m->changed ? "back online after its rollback"
+				      : "back online (its rollback did not happen)")
+			: "offline for a rollback by the lock's holder");
+	pthread_mutex_lock(&c->snap_mu);
+	if (c->off_fn) {
+		c->off_fn(c->off_arg, r, m->target, m->lun, online, m->changed, m->window_ms);
+		r = NULL;
+	}
+	pthread_mutex_unlock(&c->snap_mu);
+	if (r)
+		ha_offline_req_answer(r, -ESHUTDOWN, 0, "this gateway is stopping its target");
+}
+
+struct off_note {
+	struct rbd_owner *o; /* referenced until the notify ends */
+	rados_completion_t comp;
+	char *reply;
+	size_t rlen;
+	ha_offline_cb cb; /* NULL: an online notice */
+	void *arg;
+};
+
+/* librados' thread: every other gateway answered the notice, or the bound passed. */
+static void off_done(rados_completion_t comp, void *arg)
+{
+	struct off_note *f = arg;
+	struct notify_ack_t *acks = NULL;
+	struct notify_timeout_t *tos = NULL;
+	size_t nacks = 0, ntos = 0, n = 0;
+	struct ha_offline_ans *a = NULL;
+	char out[HA_OWN_MSG_MAX + 256];
+	int rc = rados_aio_get_return_value(comp);
+
+	if (!f->cb) {
+		if (rc < 0 && rc != -ETIMEDOUT)
+			log_warn("rbd", "%s: the online notice through %s: %s (the gateways come "
+					"back by their bound)",
+				 f->o->name, f->o->oid, strerror(-rc));
+	} else if (f->reply && rados_decode_notify_response(f->reply, f->rlen, &acks, &nacks, &tos,
+							    &ntos) == 0) {
+		a = calloc(nacks + ntos + 1, sizeof(*a));
+		for (size_t i = 0; a && i < nacks; i++) {
+			struct ha_offline_ans *x = &a[n];
+
+			if (acks[i].notifier_id == f->o->gid)
+				continue; /* this gateway */
+			x->gid = acks[i].notifier_id;
+			if (!acks[i].payload ||
+			    ha_own_offline_reply_decode(acks[i].payload, acks[i].payload_len, &x->rc,
+							&x->users, x->who, sizeof(x->who)) < 0) {
+				x->rc = -EPROTO;
+				snprintf(x->who, sizeof(x->who),
+					 "answered without going offline (not this ix version?)");
+			}
+			n++;
+		}
+		for (size_t i = 0; a && i < ntos; i++) {
+			if (tos[i].notifier_id == f->o->gid)
+				continue;
+			a[n].gid = tos[i].notifier_id;
+			a[n].timed_out = true;
+			a[n].rc = -ETIMEDOUT;
+			n++;
+		}
+		rados_free_notify_response(acks, nacks, tos);
+		if (a)
+			f->cb(f->arg, 0, a, n, NULL);
+		else
+			f->cb(f->arg, -ENOMEM, NULL, 0, "out of memory");
+		free(a);
+	} else {
+		snprintf(out, sizeof(out), "%s: telling the other gateways through %s: %s",
+			 f->o->name, f->o->oid, strerror(rc < 0 ? -rc : EIO));
+		f->cb(f->arg, rc < 0 ? rc : -EIO, NULL, 0, out);
+	}
+	if (f->reply)
+		rados_buffer_free(f->reply);
+	rados_aio_release(comp);
+	rbd_own_put(f->o);
+	free(f);
+}
+
+/* Send m to every watcher of the owner record (bound: the notify's, whole seconds). */
+static int off_send(struct rbd_owner *o, struct ha_own_msg *m, unsigned notify_ms,
+		    ha_offline_cb cb, void *arg, char *err, size_t errlen)
+{
+	char msg[HA_OWN_MSG_MAX];
+	struct off_note *f;
+	int n, rc;
+
+	m->gid = o->gid;
+	n = ha_own_msg_encode(m, msg, sizeof(msg));
+	if (n < 0) {
+		snprintf(err, errlen, "%s: the target's name cannot be sent to the other gateways",
+			 o->name);
+		return -EINVAL;
+	}
+	if (!(f = calloc(1, sizeof(*f)))) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	*f = (struct off_note){.o = o, .cb = cb, .arg = arg};
+	atomic_fetch_add(&o->refs, 1);
+	rc = rados_aio_create_completion2(f, off_done, &f->comp);
+	if (rc == 0) {
+		pthread_mutex_lock(&o->mu); /* the image's ioctx lives while attached */
+		rc = o->attached ? rados_aio_notify(o->io, o->oid, f->comp, msg, n, notify_ms,
+						    &f->reply, &f->rlen)
+				 : -ENOTCONN;
+		pthread_mutex_unlock(&o->mu);
+		if (rc < 0)
+			rados_aio_release(f->comp);
+	}
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: telling the other gateways through %s: %s", o->name,
+			 o->oid, strerror(-rc));
+		rbd_own_put(o);
+		free(f);
+	}
+	return rc;
+}
+
+int ha_dev_lu_offline(struct bs_dev *dev, const char *target, uint32_t lun, unsigned timeout_ms,
+		      ha_offline_cb cb, void *arg, unsigned *bound_ms, char *err, size_t errlen)
+{
+	struct bs_rbd_handle h;
+	struct rbd_owner *o = bs_rbd_handle(dev, &h) == 0 && h.online ? h.own : NULL;
+	struct ha_own_msg m = {.kind = HA_OWN_OFFLINE, .lun = lun};
+	int rc;
+
+	*bound_ms = 0;
+	if (!o || atomic_load(&o->own) != RBD_OWN_OWNER) {
+		snprintf(err, errlen, "not the holder of an image with exclusive_lock");
+		return -EPERM;
+	}
+	if (strlen(target) >= sizeof(m.target)) {
+		snprintf(err, errlen, "%s: the target's name is too long to send", o->name);
+		return -EINVAL;
+	}
+	snprintf(m.target, sizeof(m.target), "%s", target);
+	/* each gateway's own bound: the call's, plus the hand-over's (a dead holder) */
+	m.window_ms = timeout_ms + o->notify_ms;
+	/* librados counts a notify's timeout in whole seconds (rounded down): round up */
+	*bound_ms = (o->notify_ms + 999) / 1000 * 1000;
+	atomic_fetch_add(&o->refs, 1);
+	rc = off_send(o, &m, *bound_ms, cb, arg, err, errlen);
+	if (rc == 0)
+		log_info("rbd", "%s: %s LUN %u: the other gateways take it offline (at most %u ms)",
+			 o->name, target, lun, *bound_ms);
+	rbd_own_put(o);
+	return rc;
+}
+
+int ha_dev_lu_online(struct bs_dev *dev, const char *target, uint32_t lun, bool changed)
+{
+	struct bs_rbd_handle h;
+	struct rbd_owner *o = bs_rbd_handle(dev, &h) == 0 && h.online ? h.own : NULL;
+	struct ha_own_msg m = {.kind = HA_OWN_ONLINE, .lun = lun, .changed = changed};
+	char err[512];
+	int rc;
+
+	if (!o || strlen(target) >= sizeof(m.target))
+		return -EINVAL;
+	snprintf(m.target, sizeof(m.target), "%s", target);
+	atomic_fetch_add(&o->refs, 1);
+	rc = off_send(o, &m, (o->notify_ms + 999) / 1000 * 1000, NULL, NULL, err, sizeof(err));
+	if (rc < 0)
+		log_warn("rbd", "%s (the other gateways come back by their bound)", err);
+	rbd_own_put(o);
+	return rc;
+}
+
 /* librados' thread: a request or notice from a gateway (maybe this one). Never waits on the
  * owner's thread: a request to the holder is queued (its answer comes from the thread once it
  * has released the lock, or not); every other message is answered here at once. */
@@ -397,6 +619,10 @@ static void watch_cb(void *arg, uint64_t notify_id, uint64_t cookie, uint64_t no
 	}
 	if (m.kind == HA_OWN_SNAP) {
 		snap_asked(o, &m, notify_id, cookie, own);
+		return;
+	}
+	if (m.kind == HA_OWN_OFFLINE || m.kind == HA_OWN_ONLINE) {
+		offline_asked(o, &m, notify_id, cookie);
 		return;
 	}
 	/* holding the lock, or about to hold it or give it up: the thread answers once that is

@@ -36,6 +36,8 @@ struct ha_ctx {
 	pthread_mutex_t snap_mu;
 	ha_snap_handler snap_fn;
 	void *snap_arg;
+	ha_offline_handler off_fn; /* a rollback's offline/online notices, also under snap_mu */
+	void *off_arg;
 };
 
 static inline struct ha_ctx *ha_ctx_of_scsi(const struct scsi_ha *s)

@@ -690,6 +690,7 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 		return -ENOMEM;
 	pthread_mutex_init(&t->lock, NULL);
 	list_init(&t->sessions);
+	list_init(&t->snap_offline);
 	list_init(&t->held_logins);
 	t->gen = calloc(1, sizeof(*t->gen));
 	t->main_loop = ev_loop_new();
@@ -700,6 +701,7 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 		goto fail;
 	}
 	ha_set_snap_handler(t->ha, tgt_snap_asked, t);
+	ha_set_offline_handler(t->ha, tgt_snap_offline_asked, t);
 	t->gen->cfg = cfg;
 	t->next_tsih = (uint16_t)(getpid() & 0x3fff);
 	r = build_nodes(t, cfg, err, errlen);
@@ -865,6 +867,8 @@ void ix_target_free(struct ix_target *t)
 	if (!t)
 		return;
 	ha_set_snap_handler(t->ha, NULL, NULL); /* no request of another gateway after this */
+	ha_set_offline_handler(t->ha, NULL, NULL);
+	tgt_snap_offline_stop(t);
 	for (size_t i = 0; i < t->nlctx; i++)
 		tgt_portal_close(t->lctx[i]);
 	free(t->lctx);

@@ -326,6 +326,8 @@ struct ix_target {
 	size_t nlu_retires;
 	struct scsi_lu_index *luidx; /* every LU of this context, by NAA (EXTENDED COPY) */
 	struct ha_ctx *ha;	     /* high availability (src/ha/): ownership, ALUA, shared PR */
+	struct list_head snap_offline; /* LUs offline for another gateway's rollback (tgt_snap.c,
+					  main thread) */
 	struct tgt_isns *isns;       /* iSNS registration (tgt_isns.h), NULL when off */
 	struct ev_timer space_timer; /* samples how full the LUs' stores are (main thread) */
 };
@@ -511,6 +513,12 @@ void tgt_stats_worker_free(struct tgt_worker *w);
 struct ha_snap_req;
 void tgt_snap_asked(void *arg, struct ha_snap_req *r, const char *target, uint32_t lun,
 		    const char *name, unsigned timeout_ms);
+/* The lock's holder of an image rolls one of its LUs back: it goes offline here, and back
+ * (ha_set_offline_handler; librados' thread: queued for the main loop). arg: the target. */
+void tgt_snap_offline_asked(void *arg, struct ha_snap_req *r, const char *target, uint32_t lun,
+			    bool online, bool changed, unsigned bound_ms);
+/* At the target's end (its main loop stopped): the LUs still offline come back. */
+void tgt_snap_offline_stop(struct ix_target *t);
 
 /* tgt_text.c */
 void tgt_text(struct tgt_conn *tc, const struct iscsi_hdr *h, uint8_t *data, uint32_t dlen);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/bs.h"
 #include "event/loop.h"
@@ -38,6 +39,15 @@ struct snap_op {
 	int fwd_rc;    /* its answer */
 	unsigned fwd_held_ms;
 	char fwd_err[600];
+	/* ROLLBACK with the managed lock: the other gateways were told to go offline (they are
+	   told to come back when it ends, whatever happens) */
+	bool remote;
+	bool force;
+	int off_rc; /* their answers: 0 go on, or why not */
+	unsigned off_bound;
+	char off_err[1024];
+	char target[256];
+	uint32_t lun;
 	char lu_name[300];
 	ix_snap_cb cb;
 	void *arg;
@@ -65,6 +75,15 @@ static void answer(struct snap_op *o, int rc, const char *err)
 
 	o->answered = true;
 	o->cb(o->arg, &r);
+}
+
+/* The other gateways come back online (changed: 6/28/00 on each of their nexuses). */
+static void remote_online(struct snap_op *o, bool changed)
+{
+	if (!o->remote)
+		return;
+	o->remote = false;
+	ha_dev_lu_online(o->dev, o->target, o->lun, changed);
 }
 
 static void resume(struct snap_op *o, bool changed)
@@ -105,6 +124,7 @@ static void on_result(void *arg)
 	}
 	/* a rollback changed the medium, also when it failed half-way */
 	resume(o, o->req.op == BS_SNAP_ROLLBACK);
+	remote_online(o, o->req.op == BS_SNAP_ROLLBACK);
 	answer(o, o->req.result, o->req.result < 0 ? o->req.err : NULL);
 	op_free(o);
 }
@@ -147,12 +167,14 @@ static void on_quiesced(void *arg, int rc)
 			 "I/O resumed",
 			 o->lu_name, o->timeout_ms,
 			 o->req.op == BS_SNAP_CREATE ? "snapshot" : "rollback");
+		remote_online(o, false);
 		answer(o, rc, err);
 		op_free(o);
 		return;
 	}
 	if (bs_dev_snap(o->dev, &o->req) < 0) {
 		resume(o, false);
+		remote_online(o, false);
 		answer(o, -EIO, o->req.err);
 		op_free(o);
 		return;
@@ -304,6 +326,143 @@ void tgt_snap_asked(void *arg, struct ha_snap_req *r, const char *target, uint32
 	ev_loop_post_node(ix_target_main_loop(t), &in->post, snap_in_run, in);
 }
 
+/* Hold the LU (CREATE) or take it offline (ROLLBACK) here; on_quiesced goes on. */
+static int start_quiesce(struct snap_op *o, char *err, size_t errlen)
+{
+	bool rb = o->req.op == BS_SNAP_ROLLBACK;
+	int rc;
+
+	ev_timer_init(&o->deadline, on_deadline, o);
+	o->start_ms = ev_now_ms(o->loop);
+	rc = scsi_lu_quiesce(o->lu, o->loop, o->timeout_ms, rb, on_quiesced, o);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: %s", o->lu_name,
+			 rc == -EBUSY	      ? "a snapshot or a rollback of it is under way"
+			 : rc == -EINPROGRESS ? "a SANITIZE of it is in progress"
+					      : strerror(-rc));
+		return rc;
+	}
+	o->held = true;
+	log_info("target", "%s: %s: %s (at most %u ms)", o->lu_name, o->req.name,
+		 rb ? "not ready for a rollback" : "writes held for a snapshot", o->timeout_ms);
+	return 0;
+}
+
+/* ---- a rollback with the managed lock: the other gateways go offline first ---- */
+
+/* Main loop: every other gateway answered (or the notify's bound passed). */
+static void on_off_result(void *arg)
+{
+	struct snap_op *o = arg;
+	char err[1024];
+
+	ev_timer_stop(o->loop, &o->deadline);
+	if (o->answered) { /* on_off_deadline answered the caller */
+		remote_online(o, false);
+		op_free(o);
+		return;
+	}
+	if (o->off_rc < 0) {
+		log_warn("target", "%s", o->off_err);
+		remote_online(o, false);
+		answer(o, o->off_rc, o->off_err);
+		op_free(o);
+		return;
+	}
+	if (o->off_err[0])
+		log_warn("target", "%s", o->off_err); /* forced past them */
+	if (start_quiesce(o, err, sizeof(err)) < 0) {
+		remote_online(o, false);
+		answer(o, -EBUSY, err);
+		op_free(o);
+	}
+}
+
+/* Any thread (librados'): the other gateways' answers. Refused when any has users, failed,
+ * or did not answer, unless forced. */
+static void on_off_answer(void *arg, int rc, const struct ha_offline_ans *a, size_t n,
+			  const char *msg)
+{
+	struct snap_op *o = arg;
+	char list[512] = "";
+	size_t at = 0, len = sizeof(list);
+	unsigned users = 0, failed = 0;
+
+	o->off_err[0] = 0;
+	if (rc < 0) {
+		o->off_rc = o->force ? 0 : rc;
+		snprintf(o->off_err, sizeof(o->off_err), "%.300s: %.500s%s", o->lu_name,
+			 msg ? msg : strerror(-rc),
+			 o->force ? " (forced: rolled back anyway)" : ": rollback refused");
+		ev_loop_post_node(o->loop, &o->post, on_off_result, o);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int w = 0;
+
+		if (a[i].timed_out) {
+			w = snprintf(list + at, len - at,
+				     "%sgateway client.%llu did not answer within %u ms",
+				     at ? "; " : "", (unsigned long long)a[i].gid, o->off_bound);
+		} else if (a[i].rc < 0) {
+			failed++;
+			w = snprintf(list + at, len - at,
+				     "%sgateway client.%llu could not take it offline: %s",
+				     at ? "; " : "", (unsigned long long)a[i].gid, a[i].who);
+		} else if (a[i].users) {
+			users += a[i].users;
+			w = snprintf(list + at, len - at,
+				     "%sgateway %s (client.%llu): %u I_T nexus(es) use the LU",
+				     at ? "; " : "", a[i].who, (unsigned long long)a[i].gid,
+				     a[i].users);
+		}
+		if (w > 0)
+			at = at + (size_t)w < len ? at + (size_t)w : len - 1;
+	}
+	if (at)
+		snprintf(o->off_err, sizeof(o->off_err), "%.300s: %.511s%s", o->lu_name, list,
+			 o->force ? " (forced: rolled back anyway)"
+			 : users || failed
+			     ? ": a rollback changes the data under them (log them out first, or "
+			       "force)"
+			     : ": its I_T nexuses are unknown (force to roll back anyway)");
+	o->off_rc = o->force || !at ? 0 : users || failed ? -EBUSY : -ETIMEDOUT;
+	ev_loop_post_node(o->loop, &o->post, on_off_result, o);
+}
+
+/* librados did not end the notify within its bound: answer; o lives on until it does. */
+static void on_off_deadline(struct ev_timer *tm)
+{
+	struct snap_op *o = tm->arg;
+	char err[700];
+
+	snprintf(err, sizeof(err),
+		 "%s: the other gateways of the image were not told within %u ms: rollback "
+		 "refused",
+		 o->lu_name, o->timeout_ms);
+	log_warn("target", "%s", err);
+	answer(o, -ETIMEDOUT, err);
+}
+
+/* 0: the other gateways are being told (on_off_result goes on); -EPERM: this gateway holds
+ * no managed lock (nobody to tell); else -errno with err. */
+static int tell_offline(struct snap_op *o, char *err, size_t errlen)
+{
+	unsigned bound = 0;
+	int rc;
+
+	ev_timer_init(&o->deadline, on_off_deadline, o);
+	rc = ha_dev_lu_offline(o->dev, o->target, o->lun, o->timeout_ms, on_off_answer, o, &bound,
+			       err, errlen);
+	if (rc < 0)
+		return rc;
+	o->remote = true;
+	o->off_bound = bound;
+	/* librados' own bound plus a second for its answer to arrive */
+	ev_timer_start(o->loop, &o->deadline, bound + 1000);
+	return 0;
+}
+
 int ix_target_lun_snap(struct ix_target *t, const char *target, uint32_t lun,
 		       const struct ix_snap_args *a, ix_snap_cb cb, void *arg, char *err,
 		       size_t errlen)
@@ -342,6 +501,9 @@ int ix_target_lun_snap(struct ix_target *t, const char *target, uint32_t lun,
 	o->arg = arg;
 	o->timeout_ms = a->timeout_ms;
 	snprintf(o->lu_name, sizeof(o->lu_name), "%s LUN %u", target, lun);
+	snprintf(o->target, sizeof(o->target), "%s", target);
+	o->lun = lun;
+	o->force = a->force;
 	ev_timer_init(&o->deadline, on_deadline, o);
 	o->req.op = (enum bs_snap_op)a->op;
 	o->req.done = on_done;
@@ -386,20 +548,218 @@ int ix_target_lun_snap(struct ix_target *t, const char *target, uint32_t lun,
 		}
 		return rc;
 	}
-	o->start_ms = ev_now_ms(o->loop);
-	rc = scsi_lu_quiesce(lu, o->loop, a->timeout_ms, a->op == BS_SNAP_ROLLBACK, on_quiesced, o);
-	if (rc < 0) {
-		snprintf(err, errlen, "%s: %s", o->lu_name,
-			 rc == -EBUSY	      ? "a snapshot or a rollback of it is under way"
-			 : rc == -EINPROGRESS ? "a SANITIZE of it is in progress"
-					      : strerror(-rc));
-		op_free(o);
-		return rc;
+	if (a->op == BS_SNAP_ROLLBACK) {
+		rc = tell_offline(o, err, errlen);
+		if (rc == 0)
+			return 0; /* on_off_result goes on */
+		if (rc != -EPERM) {
+			op_free(o);
+			return rc;
+		}
+		/* no managed lock held here: a rollback of this gateway alone */
 	}
-	o->held = true;
-	log_info("target", "%s: %s: %s (at most %u ms)", o->lu_name, o->req.name,
-		 a->op == BS_SNAP_CREATE ? "writes held for a snapshot"
-					 : "not ready for a rollback",
-		 a->timeout_ms);
-	return 0;
+	rc = start_quiesce(o, err, errlen);
+	if (rc < 0)
+		op_free(o);
+	return rc;
+}
+
+/* ---- another gateway rolls an LU of this one back (it holds the image's lock) ---- */
+
+/* An LU offline here for the holder's rollback, on t->snap_offline (main thread). */
+struct lu_off {
+	struct list_head link;
+	struct ix_target *t;
+	struct scsi_lu *lu; /* referenced */
+	struct ha_snap_req *r; /* the offline notice, until answered */
+	struct ev_timer bound; /* back online by itself then */
+	unsigned bound_ms;
+	bool draining;	       /* scsi_lu_quiesce's cb has not run yet */
+	bool online_early;     /* the online notice came while draining */
+	bool changed;	       /* with it: the medium changed */
+	char target[256];
+	uint32_t lun;
+};
+
+/* A notice queued for the main loop. */
+struct off_in {
+	struct ev_post post;
+	struct ix_target *t;
+	struct ha_snap_req *r;
+	char target[256];
+	uint32_t lun;
+	bool online, changed;
+	unsigned bound_ms;
+};
+
+/* This gateway's name in its answer: its first portal (address:port). */
+static void gateway_name(struct ix_target *t, char *out, size_t len)
+{
+	const struct cfg_portal *p = t->nlctx ? tgt_portal_cfg(t->lctx[0]) : NULL;
+
+	if (p && p->address && p->address[0])
+		snprintf(out, len, "%s:%u", p->address, p->port);
+	else
+		snprintf(out, len, "pid-%ld", (long)getpid());
+}
+
+static void lu_off_free(struct lu_off *e)
+{
+	ev_timer_stop(ix_target_main_loop(e->t), &e->bound);
+	list_del(&e->link);
+	scsi_lu_put(e->lu);
+	free(e);
+}
+
+static void lu_off_online(struct lu_off *e, bool changed, const char *why)
+{
+	log_info("target", "%s LUN %u: back online (%s)%s", e->target, e->lun, why,
+		 changed ? ": MEDIUM MAY HAVE CHANGED to every I_T nexus" : "");
+	scsi_lu_resume(e->lu, changed);
+	lu_off_free(e);
+}
+
+/* Main loop: the holder never said "online" within the bound (dead, or cut off). */
+static void on_lu_off_bound(struct ev_timer *tm)
+{
+	struct lu_off *e = tm->arg;
+
+	log_warn("target",
+		 "%s LUN %u: no word from the lock's holder within %u ms of its rollback: back "
+		 "online by itself",
+		 e->target, e->lun, e->bound_ms);
+	lu_off_online(e, true, "the rollback's bound passed");
+}
+
+/* Main loop: the LU's writes drained here (rc 0: it is offline), or not. */
+static void on_lu_off_quiesced(void *arg, int rc)
+{
+	struct lu_off *e = arg;
+	char who[400];
+
+	e->draining = false;
+	if (rc < 0) { /* the quiesce ended itself */
+		snprintf(who, sizeof(who), "%s LUN %u: its writes did not drain in %u ms",
+			 e->target, e->lun, e->bound_ms);
+		ha_offline_req_answer(e->r, rc, 0, who);
+		lu_off_free(e);
+		return;
+	}
+	gateway_name(e->t, who, sizeof(who));
+	ha_offline_req_answer(e->r, 0, scsi_lu_nexus_count(e->lu), who);
+	e->r = NULL;
+	if (e->online_early) {
+		lu_off_online(e, e->changed, "the holder's online notice");
+		return;
+	}
+	ev_timer_start(ix_target_main_loop(e->t), &e->bound, e->bound_ms);
+}
+
+static struct lu_off *lu_off_find(struct ix_target *t, const char *target, uint32_t lun)
+{
+	struct list_head *pos;
+
+	list_for_each(pos, &t->snap_offline)
+	{
+		struct lu_off *e = list_entry(pos, struct lu_off, link);
+
+		if (e->lun == lun && strcmp(e->target, target) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+static void off_in_run(void *arg)
+{
+	struct off_in *in = arg;
+	struct ix_target *t = in->t;
+	struct lu_off *e = lu_off_find(t, in->target, in->lun);
+	struct tgt_node *n;
+	struct scsi_lu *lu;
+	char who[400];
+	int rc;
+
+	if (in->online) {
+		if (e && e->draining) {
+			e->online_early = true;
+			e->changed = in->changed;
+		} else if (e) {
+			lu_off_online(e, in->changed, "the holder's online notice");
+		}
+		free(in);
+		return;
+	}
+	if (e) {
+		snprintf(who, sizeof(who), "%s LUN %u: offline for a rollback already", in->target,
+			 in->lun);
+		ha_offline_req_answer(in->r, -EBUSY, 0, who);
+		free(in);
+		return;
+	}
+	n = tgt_node_get(t, in->target);
+	lu = n && in->lun < SCSI_MAX_LUNS ? scsi_lun_map_get(n->map, in->lun) : NULL;
+	if (!lu || !scsi_lu_dev(lu) || !(e = calloc(1, sizeof(*e)))) {
+		if (n)
+			tgt_node_put(n);
+		gateway_name(t, who, sizeof(who)); /* not served here: nobody uses it here */
+		ha_offline_req_answer(in->r, 0, 0, who);
+		free(in);
+		return;
+	}
+	scsi_lu_get(lu);
+	tgt_node_put(n);
+	*e = (struct lu_off){.t = t, .lu = lu, .r = in->r, .bound_ms = in->bound_ms, .lun = in->lun};
+	snprintf(e->target, sizeof(e->target), "%s", in->target);
+	ev_timer_init(&e->bound, on_lu_off_bound, e);
+	list_add_tail(&e->link, &t->snap_offline);
+	e->draining = true;
+	rc = scsi_lu_quiesce(lu, ix_target_main_loop(t), in->bound_ms, true, on_lu_off_quiesced, e);
+	if (rc < 0) {
+		e->draining = false;
+		snprintf(who, sizeof(who), "%s LUN %u: %s", in->target, in->lun,
+			 rc == -EBUSY	      ? "a snapshot or a rollback of it is under way here"
+			 : rc == -EINPROGRESS ? "a SANITIZE of it is in progress here"
+					      : strerror(-rc));
+		ha_offline_req_answer(in->r, rc, 0, who);
+		lu_off_free(e);
+	} else {
+		log_info("target", "%s LUN %u: offline for a rollback by the lock's holder (at most "
+				   "%u ms)",
+			 in->target, in->lun, in->bound_ms);
+	}
+	free(in);
+}
+
+void tgt_snap_offline_asked(void *arg, struct ha_snap_req *r, const char *target, uint32_t lun,
+			    bool online, bool changed, unsigned bound_ms)
+{
+	struct ix_target *t = arg;
+	struct off_in *in = calloc(1, sizeof(*in));
+
+	if (!in) {
+		if (r)
+			ha_offline_req_answer(r, -ENOMEM, 0, "out of memory");
+		return;
+	}
+	*in = (struct off_in){.t = t,
+			      .r = r,
+			      .lun = lun,
+			      .online = online,
+			      .changed = changed,
+			      .bound_ms = bound_ms};
+	snprintf(in->target, sizeof(in->target), "%s", target);
+	ev_loop_post_node(ix_target_main_loop(t), &in->post, off_in_run, in);
+}
+
+void tgt_snap_offline_stop(struct ix_target *t)
+{
+	struct list_head *pos, *nx;
+
+	for (pos = t->snap_offline.next; pos != &t->snap_offline; pos = nx) {
+		struct lu_off *e = list_entry(pos, struct lu_off, link);
+
+		nx = pos->next;
+		if (!e->draining) /* else its quiesce still points at it: left */
+			lu_off_online(e, true, "the target stops");
+	}
 }

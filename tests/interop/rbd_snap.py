@@ -423,10 +423,77 @@ def step_group(cl, tmp):
                      bound * 0.9 <= took < bound + 3,
                      'the holder stopped: through B with timeout_ms 300: %s %r after %.2f s '
                      '(bound %.1f s)' % (c, m[:160], took, bound))
+        group_rollback(iqn, socks, ports)
     finally:
         for d, name in zip(ds, 'ab'):
             d.stop()
             ixtest.check_sanitizer(report, d, 'ix-target-g' + name)
+
+
+def poll_until_ua(s, seen, stop, secs=15):
+    """TEST UNIT READY on s into seen until stop is set and the MEDIUM MAY HAVE CHANGED
+    unit attention came (or secs passed after stop)."""
+    end = None
+    while True:
+        seen.append(tur(s))
+        if stop.is_set():
+            end = end or time.monotonic() + secs
+            if (6, 0x28, 0) in seen or time.monotonic() > end:
+                return
+
+
+def group_rollback(iqn, socks, ports):
+    """A rollback through the holder A of an image that B also serves: with a session on B
+    only and no force it is refused, naming B, and B's LU comes back with nothing changed
+    (no unit attention); forced, both A's and B's LUs answer NOT READY 04/07 during it and
+    MEDIUM MAY HAVE CHANGED after."""
+    st_a = wait_lock(socks[0], iqn, 'owner')
+    pb = session(ports[1], tag='-pollb', target=iqn)
+    t0 = time.monotonic()
+    refused = ixceph.rpc(socks[0], 'iscsi_rollback_snapshot',
+                         {'target': iqn, 'lun': 0, 'name': 'g1'}, timeout=120)
+    took = time.monotonic() - t0
+    seen_r = []
+    end = time.monotonic() + 15
+    while time.monotonic() < end:  # the online notice is on its way: B's LU comes back
+        seen_r.append(tur(pb))
+        if seen_r[-1] != (2, 4, 7):
+            break
+    c, m = err(refused)
+    b_name = '%s:%d' % (HOST, ports[1])
+    report.check('group-rollback-refused',
+                 st_a == 'owner' and c == -32003 and b_name in m and 'force' in m and
+                 seen_r[-1] == 'GOOD',
+                 'A %s; a session on B only, rollback through A without force: %s %r after '
+                 '%.2f s; then B\'s TUR: %s' % (st_a, c, m[:200], took, seen_r[-3:]))
+    pa = session(ports[0], tag='-polla', target=iqn)
+    seen = {'a': [], 'b': []}
+    stop = threading.Event()
+    ths = [threading.Thread(target=poll_until_ua, args=(x, seen[k], stop), daemon=True)
+           for k, x in (('a', pa), ('b', pb))]
+    for th in ths:
+        th.start()
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    ans = ixceph.rpc(socks[0], 'iscsi_rollback_snapshot',
+                     {'target': iqn, 'lun': 0, 'name': 'g1', 'force': True}, timeout=120)
+    took = time.monotonic() - t0
+    stop.set()
+    for th in ths:
+        th.join(30)
+    pa.close()
+    pb.close()
+    allowed = {'GOOD', (2, 4, 7), (6, 0x28, 0)}
+    ok = all((2, 4, 7) in v and (6, 0x28, 0) in v and
+             v.index((2, 4, 7)) < len(v) - 1 - v[::-1].index((6, 0x28, 0)) and
+             set(v) <= allowed for v in seen.values())
+    report.check('group-rollback-forced',
+                 ans.get('result', {}).get('snapshot') == 'g1' and ok,
+                 'forced through A: %s after %.2f s; polling TUR on A saw %s (%d NOT READY '
+                 '04/07), on B %s (%d NOT READY 04/07)' % (
+                     json.dumps(ans)[:120], took, sorted(set(map(str, seen['a']))),
+                     seen['a'].count((2, 4, 7)), sorted(set(map(str, seen['b']))),
+                     seen['b'].count((2, 4, 7))))
 
 
 def scenario(cl, tmp):
