@@ -287,6 +287,11 @@ int ha_own_msg_encode(const struct ha_own_msg *m, char *buf, size_t len)
 		 snap_name_ok(m->name, strlen(m->name)))
 		rc = put(buf, len, &at, "ix-own-snap 1 %" PRIu32 " %" PRIu64 " %" PRIu32 " %s %s\n",
 			 m->window_ms, m->gid, m->lun, m->target, m->name);
+	else if (m->kind == HA_OWN_ROLLBACK && target_ok(m->target, strlen(m->target)) &&
+		 snap_name_ok(m->name, strlen(m->name)))
+		rc = put(buf, len, &at,
+			 "ix-own-rollback 1 %" PRIu32 " %" PRIu64 " %" PRIu32 " %u %s %s\n",
+			 m->window_ms, m->gid, m->lun, m->changed ? 1u : 0u, m->target, m->name);
 	else if (m->kind == HA_OWN_OFFLINE && target_ok(m->target, strlen(m->target)))
 		rc = put(buf, len, &at, "ix-own-offline 1 %" PRIu32 " %" PRIu64 " %" PRIu32 " %s\n",
 			 m->window_ms, m->gid, m->lun, m->target);
@@ -323,6 +328,8 @@ static int msg_parse(const char *s, const char *e, struct ha_own_msg *m)
 		m->kind = HA_OWN_FREE;
 	else if (we - ws == 11 && memcmp(ws, "ix-own-snap", 11) == 0)
 		m->kind = HA_OWN_SNAP;
+	else if (we - ws == 15 && memcmp(ws, "ix-own-rollback", 15) == 0)
+		m->kind = HA_OWN_ROLLBACK;
 	else if (we - ws == 14 && memcmp(ws, "ix-own-offline", 14) == 0)
 		m->kind = HA_OWN_OFFLINE;
 	else if (we - ws == 13 && memcmp(ws, "ix-own-online", 13) == 0)
@@ -331,7 +338,7 @@ static int msg_parse(const char *s, const char *e, struct ha_own_msg *m)
 		return -EINVAL;
 	if (!word(&s, e, &ws, &we) || we - ws != 1 || *ws != '1' || !word(&s, e, &ws, &we))
 		return -EINVAL;
-	if (m->kind == HA_OWN_SNAP) {
+	if (m->kind == HA_OWN_SNAP || m->kind == HA_OWN_ROLLBACK) {
 		if (!dec(ws, we, UINT32_MAX, &v))
 			return -EINVAL;
 		m->window_ms = (uint32_t)v;
@@ -339,6 +346,11 @@ static int msg_parse(const char *s, const char *e, struct ha_own_msg *m)
 		    !word(&s, e, &ws, &we) || !dec(ws, we, UINT32_MAX, &v))
 			return -EINVAL;
 		m->lun = (uint32_t)v;
+		if (m->kind == HA_OWN_ROLLBACK) {
+			if (!word(&s, e, &ws, &we) || !dec(ws, we, 1, &v))
+				return -EINVAL;
+			m->changed = v == 1;
+		}
 		if (!word(&s, e, &ws, &we) || !target_ok(ws, (size_t)(we - ws)))
 			return -EINVAL;
 		memcpy(m->target, ws, (size_t)(we - ws));

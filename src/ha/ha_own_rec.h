@@ -25,6 +25,11 @@
  *                                                         a standby asks the holder to take a
  *                                                         snapshot of LUN <lun> of <target>
  *                                                         (docs/snapshots.md)
+ *     ix-own-rollback 1 <timeout_ms> <gid> <lun> <force> <target> <name>
+ *                                                         a standby asks the holder to roll
+ *                                                         LUN <lun> back to snapshot <name>
+ *                                                         (<force> 0 or 1; answered as a
+ *                                                         snapshot request is)
  *     ix-own-offline 1 <bound_ms> <gid> <lun> <target>     the holder is about to roll LUN
  *                                                         <lun> of <target> back: every
  *                                                         gateway takes it offline (NOT READY
@@ -75,7 +80,8 @@ enum ha_own_msg_kind {
 	HA_OWN_FREE = 2,
 	HA_OWN_SNAP = 3,
 	HA_OWN_OFFLINE = 4,
-	HA_OWN_ONLINE = 5
+	HA_OWN_ONLINE = 5,
+	HA_OWN_ROLLBACK = 6
 };
 /* Why a gateway asks: SET TARGET PORT GROUPS on its path; I/O on its standby path; or to end
  * a split of a target's locks between gateways (only a holder that does not answer gives it
@@ -84,14 +90,15 @@ enum ha_own_ask { HA_OWN_EXPLICIT = 0, HA_OWN_IMPLICIT = 1, HA_OWN_HEAL = 2 };
 struct ha_own_msg {
 	enum ha_own_msg_kind kind;
 	uint8_t ask;	    /* ASK: enum ha_own_ask */
-	uint32_t window_ms; /* ASK: for that long (implicit_failover_ms); SNAP: timeout_ms;
+	uint32_t window_ms; /* ASK: for that long (implicit_failover_ms); SNAP, ROLLBACK: timeout_ms;
 			       OFFLINE: the bound after which the LU comes back by itself */
-	bool changed;	    /* ONLINE: the medium changed (6/28/00 to every nexus) */
+	bool changed;	    /* ONLINE: the medium changed (6/28/00 to every nexus);
+			       ROLLBACK: forced (nexuses or not) */
 	uint16_t group;	    /* FREE: the group whose gateway is to take the lock, 0 none */
 	uint64_t gid;	    /* the sender's RADOS client id */
 	uint32_t lun;	    /* SNAP, OFFLINE, ONLINE: the LUN of target */
 	char target[HA_OWN_TARGET_MAX]; /* SNAP, OFFLINE, ONLINE: printable, no spaces, not empty */
-	char name[HA_OWN_SNAP_MAX]; /* SNAP: letters, digits, '.', '_', '-'; not first '.', '-' */
+	char name[HA_OWN_SNAP_MAX]; /* SNAP, ROLLBACK: letters, digits, '.', '_', '-'; not first '.', '-' */
 };
 
 /* The length written, or -ENOSPC / -EINVAL. */

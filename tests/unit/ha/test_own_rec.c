@@ -315,6 +315,33 @@ static void test_offline(void)
 	CHECK_EQ(ha_own_msg_decode("ix-own-offline 2 10 4 0 t\n", 26, &back), -EINVAL);
 	snprintf(m.target, sizeof(m.target), "a b");
 	CHECK_EQ(ha_own_msg_encode(&m, buf, sizeof(buf)), -EINVAL);
+	/* a standby's rollback request */
+	{
+		struct ha_own_msg r = {.kind = HA_OWN_ROLLBACK,
+				       .window_ms = 10000,
+				       .gid = 4117,
+				       .lun = 1,
+				       .changed = true};
+		static const char rb[] = "ix-own-rollback 1 10000 4117 1 1 t g1\n";
+
+		snprintf(r.target, sizeof(r.target), "t");
+		snprintf(r.name, sizeof(r.name), "g1");
+		n = ha_own_msg_encode(&r, buf, sizeof(buf));
+		CHECK_EQ(n, (int)sizeof(rb) - 1);
+		CHECK_MEM(buf, rb, sizeof(rb) - 1);
+		CHECK_EQ(ha_own_msg_decode(buf, (size_t)n, &back), 0);
+		CHECK_EQ(back.kind, HA_OWN_ROLLBACK);
+		CHECK_EQ(back.changed, true);
+		CHECK_EQ(back.lun, 1);
+		CHECK_STR(back.name, "g1");
+		CHECK_EQ(ha_own_msg_decode("ix-own-rollback 1 10 4 0 0 t s\n", 31, &back), 0);
+		CHECK_EQ(back.changed, false);
+		CHECK_EQ(ha_own_msg_decode("ix-own-rollback 1 10 4 0 2 t s\n", 31, &back),
+			 -EINVAL);
+		CHECK_EQ(ha_own_msg_decode("ix-own-rollback 1 10 4 0 t s\n", 29, &back), -EINVAL);
+		CHECK_EQ(ha_own_msg_decode("ix-own-rollback 1 10 4 0 1 t -s\n", 32, &back),
+			 -EINVAL);
+	}
 	/* the answers */
 	n = ha_own_offline_reply_encode(0, 3, "127.0.0.1:3261", buf, sizeof(buf));
 	CHECK_MEM(buf, "offline 3 127.0.0.1:3261", (size_t)n);
