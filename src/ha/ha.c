@@ -226,10 +226,11 @@ void ha_offline_req_answer(struct ha_snap_req *r, int rc, unsigned users, const 
 }
 
 int ha_dev_snap_forward(struct bs_dev *dev, const char *target, uint32_t lun, const char *name,
-			unsigned timeout_ms, ha_snap_answer_cb cb, void *arg, unsigned *bound_ms,
-			char *err, size_t errlen)
+			enum ha_snap_what what, unsigned timeout_ms, ha_snap_answer_cb cb,
+			void *arg, unsigned *bound_ms, char *err, size_t errlen)
 {
 	(void)dev, (void)target, (void)lun, (void)name, (void)timeout_ms, (void)cb, (void)arg;
+	(void)what;
 	*bound_ms = 0;
 	snprintf(err, errlen, "built without RBD");
 	return -EOPNOTSUPP;

@@ -125,16 +125,20 @@ int ha_dev_rejoin(struct bs_dev *dev);
  * gateway holds the lock); *bound_ms: that bound. -EPERM (err set): this gateway is not a standby
  * of a managed lock; -EOPNOTSUPP built without RBD. */
 typedef void (*ha_snap_answer_cb)(void *arg, int rc, unsigned held_ms, const char *msg);
+/* what a forwarded request asks for: a snapshot, or a rollback to one (the holder tells every
+ * gateway: ha_dev_lu_offline), forced or not; a rollback's bound has one more
+ * rbd.handover_timeout_ms (the holder's own notice to the gateways) */
+enum ha_snap_what { HA_SNAP_CREATE = 0, HA_SNAP_ROLLBACK = 1, HA_SNAP_ROLLBACK_FORCE = 2 };
 int ha_dev_snap_forward(struct bs_dev *dev, const char *target, uint32_t lun, const char *name,
-			unsigned timeout_ms, ha_snap_answer_cb cb, void *arg, unsigned *bound_ms,
-			char *err, size_t errlen);
+			enum ha_snap_what what, unsigned timeout_ms, ha_snap_answer_cb cb,
+			void *arg, unsigned *bound_ms, char *err, size_t errlen);
 /* The holder's side: a request from a standby, to be answered exactly once
  * (ha_snap_req_answer, any thread). The handler runs on librados' thread and must not wait:
  * it queues the request for the target's main loop. Set by the target after ha_ctx_new, and
  * cleared (fn NULL) before the target goes: no call of fn is running or starts after that. */
 struct ha_snap_req;
 typedef void (*ha_snap_handler)(void *arg, struct ha_snap_req *r, const char *target, uint32_t lun,
-				const char *name, unsigned timeout_ms);
+				const char *name, enum ha_snap_what what, unsigned timeout_ms);
 void ha_set_snap_handler(struct ha_ctx *c, ha_snap_handler fn, void *arg);
 void ha_snap_req_answer(struct ha_snap_req *r, int rc, unsigned held_ms, const char *msg);
 

@@ -227,11 +227,17 @@ static void snap_asked(struct rbd_owner *o, const struct ha_own_msg *m, uint64_t
 	*r = (struct ha_snap_req){.o = o, .notify_id = notify_id, .cookie = cookie, .gid = m->gid};
 	snprintf(r->name, sizeof(r->name), "%s", m->name);
 	log_info("rbd",
-		 "%s: client.%llu asks for snapshot %s of %s LUN %u (this gateway holds the lock)",
-		 o->name, (unsigned long long)m->gid, m->name, m->target, m->lun);
+		 "%s: client.%llu asks for %s %s of %s LUN %u (this gateway holds the lock)",
+		 o->name, (unsigned long long)m->gid,
+		 m->kind == HA_OWN_ROLLBACK ? "rollback to snapshot" : "snapshot", m->name,
+		 m->target, m->lun);
 	pthread_mutex_lock(&c->snap_mu);
 	if (c->snap_fn) {
-		c->snap_fn(c->snap_arg, r, m->target, m->lun, m->name, m->window_ms);
+		c->snap_fn(c->snap_arg, r, m->target, m->lun, m->name,
+			   m->kind == HA_OWN_ROLLBACK
+			       ? (m->changed ? HA_SNAP_ROLLBACK_FORCE : HA_SNAP_ROLLBACK)
+			       : HA_SNAP_CREATE,
+			   m->window_ms);
 		r = NULL;
 	}
 	pthread_mutex_unlock(&c->snap_mu);
@@ -296,12 +302,15 @@ static void fwd_done(rados_completion_t comp, void *arg)
 }
 
 int ha_dev_snap_forward(struct bs_dev *dev, const char *target, uint32_t lun, const char *name,
-			unsigned timeout_ms, ha_snap_answer_cb cb, void *arg, unsigned *bound_ms,
-			char *err, size_t errlen)
+			enum ha_snap_what what, unsigned timeout_ms, ha_snap_answer_cb cb,
+			void *arg, unsigned *bound_ms, char *err, size_t errlen)
 {
 	struct bs_rbd_handle h;
 	struct rbd_owner *o = bs_rbd_handle(dev, &h) == 0 && h.online ? h.own : NULL;
-	struct ha_own_msg m = {.kind = HA_OWN_SNAP, .window_ms = timeout_ms, .lun = lun};
+	struct ha_own_msg m = {.kind = what == HA_SNAP_CREATE ? HA_OWN_SNAP : HA_OWN_ROLLBACK,
+			       .window_ms = timeout_ms,
+			       .lun = lun,
+			       .changed = what == HA_SNAP_ROLLBACK_FORCE};
 	char msg[HA_OWN_MSG_MAX];
 	struct snap_fwd *f;
 	int n, rc;
@@ -329,7 +338,9 @@ int ha_dev_snap_forward(struct bs_dev *dev, const char *target, uint32_t lun, co
 	}
 	/* librados counts a notify's timeout in whole seconds (rounded down): round up */
 	*f = (struct snap_fwd){.o = o,
-			       .bound_ms = (timeout_ms + o->notify_ms + 999) / 1000 * 1000,
+			       .bound_ms = (timeout_ms + o->notify_ms +
+					    (what == HA_SNAP_CREATE ? 0 : o->notify_ms + 999) + 999) /
+					   1000 * 1000,
 			       .cb = cb,
 			       .arg = arg};
 	*bound_ms = f->bound_ms;
@@ -617,7 +628,7 @@ static void watch_cb(void *arg, uint64_t notify_id, uint64_t cookie, uint64_t no
 		}
 		return;
 	}
-	if (m.kind == HA_OWN_SNAP) {
+	if (m.kind == HA_OWN_SNAP || m.kind == HA_OWN_ROLLBACK) {
 		snap_asked(o, &m, notify_id, cookie, own);
 		return;
 	}

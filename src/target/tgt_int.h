@@ -511,8 +511,9 @@ void tgt_stats_worker_free(struct tgt_worker *w);
 /* tgt_snap.c: a snapshot request from another gateway of an image this one holds the lock
  * of (ha_set_snap_handler; librados' thread: queued for the main loop). arg: the target. */
 struct ha_snap_req;
+enum ha_snap_what;
 void tgt_snap_asked(void *arg, struct ha_snap_req *r, const char *target, uint32_t lun,
-		    const char *name, unsigned timeout_ms);
+		    const char *name, enum ha_snap_what what, unsigned timeout_ms);
 /* The lock's holder of an image rolls one of its LUs back: it goes offline here, and back
  * (ha_set_offline_handler; librados' thread: queued for the main loop). arg: the target. */
 void tgt_snap_offline_asked(void *arg, struct ha_snap_req *r, const char *target, uint32_t lun,

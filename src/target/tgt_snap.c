@@ -256,8 +256,11 @@ static int forward(struct snap_op *o, const char *target, uint32_t lun, char *er
 
 	o->fwd = true;
 	ev_timer_init(&o->deadline, on_fwd_deadline, o);
-	rc = ha_dev_snap_forward(o->dev, target, lun, o->req.name, o->timeout_ms, on_fwd_answer, o,
-				 &bound, err, errlen);
+	rc = ha_dev_snap_forward(o->dev, target, lun, o->req.name,
+				 o->req.op == BS_SNAP_CREATE ? HA_SNAP_CREATE
+				 : o->force		     ? HA_SNAP_ROLLBACK_FORCE
+							     : HA_SNAP_ROLLBACK,
+				 o->timeout_ms, on_fwd_answer, o, &bound, err, errlen);
 	if (rc < 0)
 		return rc;
 	/* librados' own bound plus a second for its answer to arrive */
@@ -277,6 +280,8 @@ struct snap_in {
 	char target[256], name[BS_SNAP_NAME_MAX];
 	uint32_t lun;
 	unsigned timeout_ms;
+	int op;
+	bool force;
 };
 
 static void snap_in_done(void *arg, const struct ix_snap_result *res)
@@ -291,7 +296,8 @@ static void snap_in_done(void *arg, const struct ix_snap_result *res)
 static void snap_in_run(void *arg)
 {
 	struct snap_in *in = arg;
-	struct ix_snap_args a = {.op = BS_SNAP_CREATE,
+	struct ix_snap_args a = {.op = in->op,
+				 .force = in->force,
 				 .name = in->name,
 				 .timeout_ms = in->timeout_ms,
 				 .no_forward = true};
@@ -311,7 +317,7 @@ static void snap_in_run(void *arg)
 }
 
 void tgt_snap_asked(void *arg, struct ha_snap_req *r, const char *target, uint32_t lun,
-		    const char *name, unsigned timeout_ms)
+		    const char *name, enum ha_snap_what what, unsigned timeout_ms)
 {
 	struct ix_target *t = arg;
 	struct snap_in *in = calloc(1, sizeof(*in));
@@ -320,7 +326,12 @@ void tgt_snap_asked(void *arg, struct ha_snap_req *r, const char *target, uint32
 		ha_snap_req_answer(r, -ENOMEM, 0, "out of memory");
 		return;
 	}
-	*in = (struct snap_in){.t = t, .r = r, .lun = lun, .timeout_ms = timeout_ms};
+	*in = (struct snap_in){.t = t,
+			       .r = r,
+			       .lun = lun,
+			       .timeout_ms = timeout_ms,
+			       .op = what == HA_SNAP_CREATE ? BS_SNAP_CREATE : BS_SNAP_ROLLBACK,
+			       .force = what == HA_SNAP_ROLLBACK_FORCE};
 	snprintf(in->target, sizeof(in->target), "%s", target);
 	snprintf(in->name, sizeof(in->name), "%s", name);
 	ev_loop_post_node(ix_target_main_loop(t), &in->post, snap_in_run, in);
@@ -522,7 +533,7 @@ int ix_target_lun_snap(struct ix_target *t, const char *target, uint32_t lun,
 	if (quiesce && (rc = owner_check(o, err, errlen)) < 0) {
 		char ferr[512];
 
-		if (rc == -EPERM && a->op == BS_SNAP_CREATE && !a->no_forward) {
+		if (rc == -EPERM && !a->no_forward) { /* CREATE or ROLLBACK: the holder does it */
 			rc = forward(o, target, lun, ferr, sizeof(ferr));
 			if (rc == 0)
 				return 0;

@@ -494,6 +494,28 @@ def group_rollback(iqn, socks, ports):
                      json.dumps(ans)[:120], took, sorted(set(map(str, seen['a']))),
                      seen['a'].count((2, 4, 7)), sorted(set(map(str, seen['b']))),
                      seen['b'].count((2, 4, 7))))
+    # sent to the standby B: forwarded to A, which tells B (offline, then online)
+    pb = session(ports[1], tag='-pollb2', target=iqn)
+    seen_b, stop = [], threading.Event()
+    th = threading.Thread(target=poll_until_ua, args=(pb, seen_b, stop), daemon=True)
+    th.start()
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    fwd = ixceph.rpc(socks[1], 'iscsi_rollback_snapshot',
+                     {'target': iqn, 'lun': 0, 'name': 'g1', 'force': True}, timeout=120)
+    took = time.monotonic() - t0
+    stop.set()
+    th.join(30)
+    pb.close()
+    ok = ((2, 4, 7) in seen_b and (6, 0x28, 0) in seen_b and
+          seen_b.index((2, 4, 7)) < len(seen_b) - 1 - seen_b[::-1].index((6, 0x28, 0)) and
+          set(seen_b) <= allowed)
+    report.check('group-rollback-forwarded',
+                 fwd.get('result', {}).get('snapshot') == 'g1' and ok,
+                 'forced through the standby B: %s after %.2f s; polling TUR on B saw %s '
+                 '(%d NOT READY 04/07)' % (json.dumps(fwd)[:120], took,
+                                           sorted(set(map(str, seen_b))),
+                                           seen_b.count((2, 4, 7))))
 
 
 def scenario(cl, tmp):
