@@ -221,16 +221,18 @@ int ix_target_lun_rejoin(struct ix_target *t, const char *target, uint32_t lun);
  * LU alone. 0: cb runs later on the main loop, with rc 0 or -errno and a message, the list of
  * a LIST, and how long the LU's writes were held (held_ms); else -errno with the reason in err
  * (no such LUN, not an RBD LUN, quiesced already, nexuses using it, not the lock's owner) and
- * cb is never called. A CREATE on a standby of an image with the managed exclusive lock is
- * sent to the lock's holder (unless no_forward), which takes it; cb gets its answer. Main
- * thread. */
+ * cb is never called. A CREATE or ROLLBACK on a standby of an image with the managed
+ * exclusive lock is sent to the lock's holder (unless no_forward), which does it; cb gets its
+ * answer. A ROLLBACK on the holder takes the LU offline on every other gateway of the image
+ * first (refused, through cb, while any has nexuses on it, unless force) and brings them
+ * back after (docs/snapshots.md). Main thread. */
 struct bs_snap_info;
 struct ix_snap_args {
 	int op;
 	const char *name, *clone_pool, *clone_image;
 	unsigned timeout_ms;
 	bool force;
-	bool no_forward; /* CREATE on a standby: refuse, not ask the holder */
+	bool no_forward; /* CREATE, ROLLBACK on a standby: refuse, not ask the holder */
 };
 struct ix_snap_result {
 	int rc;
