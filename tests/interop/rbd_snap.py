@@ -424,6 +424,7 @@ def step_group(cl, tmp):
                      'the holder stopped: through B with timeout_ms 300: %s %r after %.2f s '
                      '(bound %.1f s)' % (c, m[:160], took, bound))
         group_rollback(iqn, socks, ports)
+        group_rollback_holder_stopped(iqn, socks, ports, ds)
     finally:
         for d, name in zip(ds, 'ab'):
             d.stop()
@@ -516,6 +517,66 @@ def group_rollback(iqn, socks, ports):
                  '(%d NOT READY 04/07)' % (json.dumps(fwd)[:120], took,
                                            sorted(set(map(str, seen_b))),
                                            seen_b.count((2, 4, 7))))
+
+
+def group_rollback_holder_stopped(iqn, socks, ports, ds):
+    """The holder A stopped (SIGSTOP) in the middle of a forced rollback, after it told B to go
+    offline: B does not stay offline, it comes back by itself with MEDIUM MAY HAVE CHANGED once
+    its own bound (timeout_ms + rbd.handover_timeout_ms) has passed, while A is still stopped.
+    The window between A's two notices is short (the rollback of a small image), so A is
+    stopped as soon as B answers NOT READY 04/07; a try in which A had already said "online"
+    (B's unit attention came before A was stopped) is repeated, three tries at most."""
+    timeout_ms = 500
+    window = (timeout_ms + HANDOVER_MS) / 1000.0
+    detail = 'no try'
+    for attempt in range(3):
+        pb = session(ports[1], tag='-pollb3%d' % attempt, target=iqn)
+        seen, times, stopped = [], [], {}
+        done = threading.Event()
+        res = {}
+
+        def call():
+            res['ans'] = ixceph.rpc(socks[0], 'iscsi_rollback_snapshot',
+                                    {'target': iqn, 'lun': 0, 'name': 'g1', 'force': True,
+                                     'timeout_ms': timeout_ms}, timeout=120)
+            done.set()
+
+        th = threading.Thread(target=call, daemon=True)
+        th.start()
+        end = time.monotonic() + 30
+        try:
+            while time.monotonic() < end:
+                r = tur(pb)
+                seen.append(r)
+                times.append(time.monotonic())
+                if r == (2, 4, 7) and 'at' not in stopped:
+                    os.kill(ds[0].pid, signal.SIGSTOP)
+                    stopped['at'] = time.monotonic()
+                if r == (6, 0x28, 0) or (done.is_set() and 'at' not in stopped):
+                    break
+        finally:
+            if 'at' in stopped:
+                os.kill(ds[0].pid, signal.SIGCONT)
+        th.join(60)
+        pb.close()
+        with open(ds[1].log_path, errors='replace') as f:
+            by_itself = 'back online by itself' in f.read()
+        ua = (6, 0x28, 0) in seen
+        first_off = times[seen.index((2, 4, 7))] if (2, 4, 7) in seen else None
+        ua_at = times[seen.index((6, 0x28, 0))] if ua else None
+        detail = ('try %d: B saw %s; A stopped %s after B\'s first 04/07; B\'s unit attention '
+                  '%s after it (its window %.1f s); "back online by itself" in B\'s log: %s; '
+                  'A\'s answer once resumed: %s' % (
+                      attempt + 1, sorted(set(map(str, seen))),
+                      '%.3f s' % (stopped['at'] - first_off) if 'at' in stopped else 'never',
+                      '%.2f s' % (ua_at - first_off) if ua and first_off else 'never', window,
+                      by_itself, json.dumps(res.get('ans'))[:100]))
+        if 'at' in stopped and ua and ua_at - first_off < window * 0.9:
+            continue  # A had finished before it was stopped: its own "online" came
+        break
+    ok = ('at' in stopped and ua and by_itself and
+          window * 0.9 <= ua_at - first_off < window + 5 and ua_at > stopped['at'])
+    report.check('group-rollback-holder-stopped', ok, detail)
 
 
 def scenario(cl, tmp):
