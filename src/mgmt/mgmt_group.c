@@ -394,6 +394,13 @@ static void refresh(struct mgmt_group *g, bool force)
 	    json_equal(d, g->doc)) {
 		g->ver = ver;
 		json_decref(d);
+		if (g->error[0]) { /* the last good document put back: nothing left failing */
+			log_info("group", "%s: generation %llu again, the one served",
+				 ha_group_name(g->h),
+				 (unsigned long long)ha_group_generation(g->doc));
+			g->error[0] = '\0';
+			g->failed_gen = 0;
+		}
 		return;
 	}
 	apply(g, d, ver);

@@ -29,6 +29,12 @@ log in through a standby path, so they use the first).
               `ix-ctl group status` through A says C failed that generation and why;
   restart-last-good  C restarted on that generation starts on the last good one it kept in
               its state_dir (mode 0600), and its status says why;
+  damaged-json, damaged-check  `rados put` of text that is not JSON, then of a document that
+              fails the checks (two members with one id): every gateway keeps serving its
+              last good generation (iscsi-inq, iscsi-readcapacity16), A and B log it once
+              each and say it in their status, `ix-ctl group status` says why;
+  damaged-repaired  the last good document put back: no error left, health ok, and an edit
+              through B is served by A and B;
   members     `ix-ctl group member add D --portal ...` then `group member remove D`: every
               gateway's REPORT TARGET PORT GROUPS lists group 4 then not;
   dry-run     `--dry-run` checks every member (a new member whose portal is no address is
@@ -379,6 +385,8 @@ def scenario(cl, tmp):
         time.sleep(POLL_MS / 1000.0)   # B's poll too
         ctl(a.sock, 'target', 'set', IQN, 'alias=grp2')
 
+        step_damaged(cl, gws, bound)
+
         # members: add D, then remove it
         dport = ixtest.free_port()
         rc, out = ctl(a.sock, 'group', 'member', 'add', 'gw-d', '--portal',
@@ -420,6 +428,64 @@ def scenario(cl, tmp):
         report.check('stop', all(c == 0 for c in codes.values()),
                      'SIGTERM: exit status %s (0: a clean stop, the watch and the status '
                      'objects closed)' % codes)
+
+
+def step_damaged(cl, gws, bound):
+    """A damaged object (not JSON; JSON that fails the document's checks) is refused: every
+    gateway keeps serving its last good generation, A and B (which poll) log it once each and
+    say it in their status, `ix-ctl group status` says why; the good document put back is the
+    one served again, with no error left."""
+    a, b = gws[0], gws[1]
+    good = doc_get(cl)
+    gen_good = json.loads(good)['generation']
+    naa0 = inq83(a.port)[0]
+
+    def errors():
+        r = rpc(a.sock, 'group_get_status', {}).get('result', {})
+        return {x.get('name'): x.get('error') for x in r.get('members', [])}
+
+    def refused(text, what, name):
+        cl.rados('-p', 'rbd', 'put', OBJ, '-', data=text.encode())
+        seen, took = wait(lambda: all(what in (errors().get(g.name) or '') for g in (a, b)),
+                          POLL_MS / 1000.0 + bound, 0.2)
+        time.sleep(3 * POLL_MS / 1000.0)   # three more polls: still one log line each
+        naa = [inq83(g.port)[0] for g in gws]
+        caps = [readcap(g.port, 0) for g in gws]
+        gens = [rpc(g.sock, 'group_get_status', {}).get('result', {}).get('generation')
+                for g in gws]
+        logs = [g.d.output().count(what) for g in (a, b)]
+        rc, text_status = ctl(a.sock, 'group', 'status')
+        report.check(name, seen and naa0 is not None and naa == [naa0] * 3 and
+                     all(caps) and logs == [1, 1] and rc == 0 and
+                     'the document cannot be used' in text_status and what in text_status,
+                     'rados put of %r: A and B say "%s" after %.1f s; every gateway still '
+                     'serves (iscsi-inq NAA the same: %s, LUN 0 %s); log lines in A, B: %s; '
+                     'ix-ctl group status (rc %d): %s' %
+                     (text[:40], what, took, naa == [naa0] * 3, caps, logs, rc,
+                      text_status[:400]))
+        return gens
+
+    refused('this is not JSON {', 'the document is damaged: not valid JSON', 'damaged-json')
+    d = json.loads(good)
+    d['generation'] = gen_good + 1
+    d['members'][1]['id'] = d['members'][0]['id']
+    refused(json.dumps(d, indent=1), "members[1].id: 1 is members[0]'s", 'damaged-check')
+    # the last good document put back: served, no error left anywhere
+    cl.rados('-p', 'rbd', 'put', OBJ, '-', data=good.encode())
+    clear, took = wait(lambda: all(errors().get(g.name) is None for g in (a, b)),
+                       POLL_MS / 1000.0 + bound, 0.2)
+    r = rpc(a.sock, 'group_get_status', {}).get('result', {})
+    health = {x.get('name'): x.get('health') for x in r.get('members', [])}
+    rc, out = ctl(b.sock, 'lun', 'create', IQN, '41', '--ram', '8M')
+    cap41, took2 = wait(lambda: all(readcap(g.port, 41) == 8 * MIB for g in (a, b)),
+                        POLL_MS / 1000.0 + bound, 0.2)
+    ctl(a.sock, 'lun', 'delete', IQN, '41')
+    report.check('damaged-repaired', clear and r.get('generation') == gen_good and
+                 health.get('gw-a') == 'ok' and health.get('gw-b') == 'ok' and rc == 0 and
+                 cap41,
+                 'the last good document (generation %d) put back: A and B without an error '
+                 'after %.1f s, health %s; an edit through B then (rc %d %s) served by A and '
+                 'B after %.1f s' % (gen_good, took, health, rc, out[:80], took2))
 
 
 def step_init(cl, tmp):
