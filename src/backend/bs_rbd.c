@@ -446,6 +446,28 @@ static int cfg_dup(struct bs_rbd_cfg *d, const struct bs_rbd_cfg *s)
 /* The connection, the image and its size: p->cl, ioctx, image, obj_size, and dev->size at
  * the first open (a reopen wants an image at least as large, and keeps the size). Blocking
  * (bounded by connect_timeout_s and the OSD timeout). -errno + message. */
+/* Without the managed lock, librbd's own exclusive lock moves to this client at its first
+ * write: it asks the holder, and a holder that is gone (a gateway killed with kill -9) counts
+ * as alive until the OSDs drop its watch (osd_client_watch_timeout, 30 s by default), so that
+ * write waits as long. Say so at open, the one moment it can be seen without asking on the
+ * data path (docs/configuration.md, RBD LUNs). */
+static void lock_held_note(struct rbd_priv *p)
+{
+	char *owners[4];
+	size_t n = 4;
+	rbd_lock_mode_t mode;
+
+	if (rbd_lock_get_owners(p->image, &mode, owners, &n) < 0 || n == 0)
+		return; /* free, or no exclusive-lock feature */
+	log_info("rbd",
+		 "%s: librbd's exclusive lock is held by %s: this gateway's first write asks it "
+		 "for the lock and, if that client is gone (a gateway stopped without a clean "
+		 "stop), waits until the OSDs expire its watch (osd_client_watch_timeout, 30 s "
+		 "by default)",
+		 p->name, owners[0]);
+	rbd_lock_get_owners_cleanup(owners, n);
+}
+
 static int image_open(struct bs_dev *dev, bool reopen, char *err, size_t errlen)
 {
 	struct rbd_priv *p = dev->priv;
@@ -501,6 +523,8 @@ static int image_open(struct bs_dev *dev, bool reopen, char *err, size_t errlen)
 	if (!reopen)
 		dev->size = info.size - info.size % p->cfg_block;
 	rbd_watch_start(dev);
+	if (!c->exclusive_lock && !p->readonly)
+		lock_held_note(p);
 	if (reopen) /* grown while this gateway was fenced */
 		rbd_size_check(dev);
 	log_info("rbd", "%s: %llu bytes, %llu-byte objects%s, client.%llu", p->name,

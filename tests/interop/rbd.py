@@ -16,6 +16,8 @@ data).
      perf counters through ix-target's admin socket), a miscompare names the byte;
   6. durability: WRITE(16) with FUA and plain writes followed by SYNCHRONIZE CACHE, each
      acknowledged, then kill -9 of ix-target; `rbd export` must hold every acknowledged block;
+     ix-target started again logs at open that librbd's exclusive lock is held by the dead
+     instance (its first write waits until the OSDs expire that watch; the time is reported);
   7. start errors with rbd.start_offline false: a missing image, a cluster nobody answers for
      (connect_timeout_s 3): ix-target exits at start with a message naming it, in time (the
      default, start_offline true, starts such LUs offline: tests/interop/rbd_offline.py);
@@ -239,6 +241,30 @@ def step_durability(cl, daemon, port, tmp):
                len(bad), len(acked), bad[0]))
 
 
+def step_kill9_restart(cfg, port):
+    """ix-target started again after the kill -9 of step_durability: the dead instance still
+    holds librbd's exclusive lock (no managed lock here), so the first write waits until the
+    OSDs expire its watch; the log says so at open, naming the holder."""
+    d = ixtest.Daemon(cfg, 'rbd.ix-target-restart.log', BUILD, OUT)
+    try:
+        what = "librbd's exclusive lock is held by"
+        t0 = time.monotonic()
+        while what not in d.output() and time.monotonic() - t0 < 10:
+            time.sleep(0.1)
+        line = [ln for ln in d.output().splitlines() if what in ln]
+        s = session(port, timeout=90)
+        t0 = time.monotonic()
+        scsi_ok(s, 0, 'WRITE(16)', cdb_write16(0, 8, False), write_data=os.urandom(4096))
+        took = time.monotonic() - t0
+        s.close()
+        report('PASS' if line else 'FAIL', 'kill9-restart-log',
+               'restarted after kill -9: the first write took %.1f s; the log at open: %s' %
+               (took, line[0][-260:] if line else 'no line naming the lock\'s holder'))
+    finally:
+        d.stop()
+        ixtest_check_log(d, 'restart')
+
+
 def step_caw(cl, daemon, port, tmp):
     """A one-block COMPARE AND WRITE goes to librbd's compare-and-write (the OSD compares:
     atomic for every client of the image); a miscompare reports the offset of the first
@@ -431,6 +457,7 @@ def scenario(cl, tmp):
         step('osd-restart', step_osd_restart, cl, port, tmp)
         step('caw', step_caw, cl, daemon, port, tmp)
         step('durability', step_durability, cl, daemon, port, tmp)
+        step('kill9-restart', step_kill9_restart, cfg, port)
         if daemon.p.poll() is None:
             daemon.stop()
         ixtest_check_log(daemon, 'main')
