@@ -44,6 +44,9 @@ log in through a standby path, so they use the first).
               (`ix-ctl group init gw-x --object ix.group2`): `rados get` shows it (generation 1,
               member gw-x with the gateway's portal, its target); a second init is refused;
               started again from a local file naming that group, it serves the same LUN;
+  recipe      docs/ha.md's "from scratch in five commands": a document with two members by
+              `rados put`, two gateways, a target and an RBD LUN with the lock created through
+              one: both report the two derived groups, the holder's active/optimized;
   stop        SIGTERM stops every gateway cleanly (exit 0), and no sanitizer report is in
               any gateway's log.
 Skips (77) only when Ceph, the libiscsi tools or ix-target are missing.
@@ -419,6 +422,7 @@ def scenario(cl, tmp):
                      (took, readcap(a.port, 1)))
 
         step_init(cl, tmp)
+        step_recipe(cl, tmp)
     finally:
         codes = {}
         for g in gws:
@@ -486,6 +490,49 @@ def step_damaged(cl, gws, bound):
                  'the last good document (generation %d) put back: A and B without an error '
                  'after %.1f s, health %s; an edit through B then (rc %d %s) served by A and '
                  'B after %.1f s' % (gen_good, took, health, rc, out[:80], took2))
+
+
+def step_recipe(cl, tmp):
+    """docs/ha.md's "From scratch in five commands", as written there (the addresses, ports and
+    ceph.conf this machine's): an image, a first document with members only by `rados put`,
+    two gateways from local files, a target and an RBD LUN with the lock through one gateway:
+    both report the same two derived groups, one active/optimized (the lock's holder)."""
+    iqn = 'iqn.2024-01.org.ix.test:group-recipe'
+    cl.rbd('create', '--size', '16M', 'rbd/recipe')
+    gws = [Gw(tmp, cl.conf, 'gw-r%d' % i, POLL_MS) for i in (1, 2)]
+    doc = {'kind': 'ix-group', 'version': 1, 'generation': 1,
+           'members': [{'name': g.name, 'id': i + 1,
+                        'portals': [{'address': HOST, 'port': g.port}]}
+                       for i, g in enumerate(gws)]}
+    cl.rados('-p', 'rbd', 'put', 'ix.group3', '-', data=json.dumps(doc).encode())
+    try:
+        for g in gws:
+            with open(g.cfg, 'w') as f:
+                json.dump({'group': {'pool': 'rbd', 'object': 'ix.group3', 'member': g.name,
+                                     'conf': cl.conf, 'poll_ms': POLL_MS},
+                           'global': {'mgmt_socket': g.sock}}, f)
+            g.d = ixtest.Daemon(g.cfg, 'group.ix-target-%s.log' % g.name, BUILD)
+        rc, out = ctl(gws[0].sock, 'target', 'create', iqn)
+        rc2, out2 = ctl(gws[0].sock, 'lun', 'create', iqn, '0', '--rbd', 'rbd/recipe',
+                        '--ceph-conf', cl.conf, '--exclusive-lock')
+
+        def agree():
+            t = [rtpg(g.port, iqn) for g in gws]
+            ok = all(isinstance(x, dict) and sorted(x) == [1, 2] for x in t) and \
+                t[0] == t[1] and sorted(v[0] for v in t[0].values()) == sorted([ixha.AO, ixha.STANDBY])
+            return t if ok else None
+        t, took = wait(agree, 2.0 + 2 * LOCK_CHECK_MS / 1000.0 + 2, 0.2)
+        report.check('recipe', rc == 0 and rc2 == 0 and t is not None,
+                     'rados put of a document with two members, two gateways, then through '
+                     'the first: target create (rc %d %s), lun create --rbd --exclusive-lock '
+                     '(rc %d %s); REPORT TARGET PORT GROUPS through both after %.1f s: %s' %
+                     (rc, out[:60], rc2, out2[:80], took,
+                      [rtpg(g.port, iqn) for g in gws] if t is None else t[0]))
+    finally:
+        for g in gws:
+            if g.d:
+                g.d.stop()
+                ixtest.check_sanitizer(report, g.d, g.name)
 
 
 def step_init(cl, tmp):
