@@ -183,7 +183,18 @@ EOF
 		"$DIR/monmap" >/dev/null
 	ceph-mon --mkfs -i a --monmap "$DIR/monmap" --keyring "$DIR/keyring" ||
 		die "ceph-mon --mkfs failed"
-	ceph-mon -i a || die "ceph-mon -i a failed; see $DIR/log/mon.a.log"
+	if ! ceph-mon -i a; then
+		# the ports were free when picked; another test of the parallel tier may have bound
+		# one since: start again with other ports (twice at most)
+		if [ "${BIND_RETRIES:-0}" -lt 2 ] && [ -z "$(pid_of mon.a)" ] &&
+			grep -q 'Address already in use' "$DIR/log/mon.a.log" 2>/dev/null; then
+			BIND_RETRIES=$((${BIND_RETRIES:-0} + 1))
+			log "a monitor port was taken since it was picked: again with other ports"
+			do_start
+			return
+		fi
+		die "ceph-mon -i a failed; see $DIR/log/mon.a.log"
+	fi
 	deadline=$((SECONDS + TIMEOUT))
 	until ceph_ mon stat >/dev/null 2>&1; do
 		[ -n "$(pid_of mon.a)" ] || die "ceph-mon exited; see $DIR/log/mon.a.log"
