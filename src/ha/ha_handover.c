@@ -245,6 +245,26 @@ static void snap_asked(struct rbd_owner *o, const struct ha_own_msg *m, uint64_t
 		ha_snap_req_answer(r, -ESHUTDOWN, 0, "the lock's holder is stopping its target");
 }
 
+/* An asynchronous notify on the image's owner record object: done(arg) runs on librados'
+ * thread when every watcher answered or ms passed (the reply in *reply, *rlen). 0 or -errno
+ * (nothing in flight then). */
+static int notify_async(struct rbd_owner *o, const char *msg, size_t n, unsigned ms,
+			rados_callback_t done, void *arg, rados_completion_t *comp, char **reply,
+			size_t *rlen)
+{
+	int rc = rados_aio_create_completion2(arg, done, comp);
+
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&o->mu); /* the image's ioctx lives while attached */
+	rc = o->attached ? rados_aio_notify(o->io, o->oid, *comp, msg, n, ms, reply, rlen)
+			 : -ENOTCONN;
+	pthread_mutex_unlock(&o->mu);
+	if (rc < 0)
+		rados_aio_release(*comp);
+	return rc;
+}
+
 struct snap_fwd {
 	struct rbd_owner *o; /* referenced until the answer */
 	rados_completion_t comp;
@@ -345,16 +365,8 @@ int ha_dev_snap_forward(struct bs_dev *dev, const char *target, uint32_t lun, co
 			       .arg = arg};
 	*bound_ms = f->bound_ms;
 	atomic_fetch_add(&o->refs, 2); /* f's, and this call's own */
-	rc = rados_aio_create_completion2(f, fwd_done, &f->comp);
-	if (rc == 0) {
-		pthread_mutex_lock(&o->mu); /* the image's ioctx lives while attached */
-		rc = o->attached ? rados_aio_notify(o->io, o->oid, f->comp, msg, n, f->bound_ms,
-						    &f->reply, &f->rlen)
-				 : -ENOTCONN;
-		pthread_mutex_unlock(&o->mu);
-		if (rc < 0)
-			rados_aio_release(f->comp);
-	}
+	rc = notify_async(o, msg, (size_t)n, f->bound_ms, fwd_done, f, &f->comp, &f->reply,
+			  &f->rlen);
 	if (rc < 0) {
 		snprintf(err, errlen, "%s: asking the lock's holder through %s: %s", o->name,
 			 o->oid, strerror(-rc));
@@ -521,16 +533,7 @@ static int off_send(struct rbd_owner *o, struct ha_own_msg *m, unsigned notify_m
 	}
 	*f = (struct off_note){.o = o, .cb = cb, .arg = arg};
 	atomic_fetch_add(&o->refs, 1);
-	rc = rados_aio_create_completion2(f, off_done, &f->comp);
-	if (rc == 0) {
-		pthread_mutex_lock(&o->mu); /* the image's ioctx lives while attached */
-		rc = o->attached ? rados_aio_notify(o->io, o->oid, f->comp, msg, n, notify_ms,
-						    &f->reply, &f->rlen)
-				 : -ENOTCONN;
-		pthread_mutex_unlock(&o->mu);
-		if (rc < 0)
-			rados_aio_release(f->comp);
-	}
+	rc = notify_async(o, msg, (size_t)n, notify_ms, off_done, f, &f->comp, &f->reply, &f->rlen);
 	if (rc < 0) {
 		snprintf(err, errlen, "%s: telling the other gateways through %s: %s", o->name,
 			 o->oid, strerror(-rc));
