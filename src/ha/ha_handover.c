@@ -160,6 +160,22 @@ void rbd_own_ack(struct rbd_owner *o, uint64_t notify_id, uint64_t cookie, const
 			 strerror(-rc));
 }
 
+/* The same from another thread than librados' (an answer the main loop made later): only while
+ * the image is attached, whose ioctx lives that long. */
+static int ack_attached(struct rbd_owner *o, uint64_t notify_id, uint64_t cookie,
+			const char *reply, int n, const char *what)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&o->mu);
+	if (o->attached)
+		rc = rados_notify_ack(o->io, o->oid, notify_id, cookie, reply, n);
+	pthread_mutex_unlock(&o->mu);
+	if (rc < 0)
+		log_warn("rbd", "%s: answering %s on %s: %s", o->name, what, o->oid, strerror(-rc));
+	return rc;
+}
+
 /* Does this gateway's identity include group? */
 static bool my_group(struct rbd_owner *o, uint16_t group)
 {
@@ -184,7 +200,7 @@ void ha_snap_req_answer(struct ha_snap_req *r, int rc, unsigned held_ms, const c
 {
 	struct rbd_owner *o = r->o;
 	char reply[HA_OWN_MSG_MAX], cut[HA_OWN_MSG_MAX - 32];
-	int n, arc = 0;
+	int n;
 
 	snprintf(cut, sizeof(cut), "%s", msg && msg[0] ? msg : strerror(rc < 0 ? -rc : EIO));
 	n = ha_own_snap_reply_encode(rc < 0 && rc > -4096 ? rc
@@ -194,14 +210,7 @@ void ha_snap_req_answer(struct ha_snap_req *r, int rc, unsigned held_ms, const c
 	if (n < 0)
 		n = snprintf(reply, sizeof(reply), "snap-failed %d the answer cannot be encoded",
 			     EIO);
-	pthread_mutex_lock(&o->mu); /* the image's ioctx lives while attached */
-	if (o->attached)
-		arc = rados_notify_ack(o->io, o->oid, r->notify_id, r->cookie, reply, n);
-	pthread_mutex_unlock(&o->mu);
-	if (arc < 0)
-		log_warn("rbd", "%s: answering a snapshot request on %s: %s", o->name, o->oid,
-			 strerror(-arc));
-	else
+	if (ack_attached(o, r->notify_id, r->cookie, reply, n, "a snapshot request") == 0)
 		log_info("rbd", "%s: snapshot %s for client.%llu: answered %.*s", o->name, r->name,
 			 (unsigned long long)r->gid, n, reply);
 	rbd_own_put(o);
@@ -386,7 +395,7 @@ void ha_offline_req_answer(struct ha_snap_req *r, int rc, unsigned users, const 
 {
 	struct rbd_owner *o = r->o;
 	char reply[HA_OWN_MSG_MAX], cut[HA_OWN_MSG_MAX - 32];
-	int n, arc = 0;
+	int n;
 
 	snprintf(cut, sizeof(cut), "%s", who && who[0] ? who : rc ? strerror(-rc) : "-");
 	n = ha_own_offline_reply_encode(rc < 0 && rc > -4096 ? rc : rc ? -EIO : 0, users, cut,
@@ -394,14 +403,7 @@ void ha_offline_req_answer(struct ha_snap_req *r, int rc, unsigned users, const 
 	if (n < 0)
 		n = snprintf(reply, sizeof(reply), "offline-failed %d the answer cannot be encoded",
 			     EIO);
-	pthread_mutex_lock(&o->mu); /* the image's ioctx lives while attached */
-	if (o->attached)
-		arc = rados_notify_ack(o->io, o->oid, r->notify_id, r->cookie, reply, n);
-	pthread_mutex_unlock(&o->mu);
-	if (arc < 0)
-		log_warn("rbd", "%s: answering a rollback's offline notice on %s: %s", o->name,
-			 o->oid, strerror(-arc));
-	else
+	if (ack_attached(o, r->notify_id, r->cookie, reply, n, "a rollback's offline notice") == 0)
 		log_info("rbd", "%s: offline for client.%llu's rollback: answered %.*s", o->name,
 			 (unsigned long long)r->gid, n, reply);
 	rbd_own_put(o);
