@@ -99,35 +99,47 @@ class IxTarget(Target):
         self.luns = {'ram': 0, 'file': 1}
         self.rbd = None                 # (ceph.conf, image): LUN 2 is that RBD image
 
+    stop_timeout = 15
+
+    def config(self):
+        """The configuration for self.port: a RAM LUN, a file LUN and, with self.rbd, the
+        image as LUN 2."""
+        img = os.path.join(self.work, self.name + '-file.img')
+        cfg = {
+            'global': {'log_level': 'info',   # one line per login: digests check
+                       'threads': self.threads,
+                       # iscsi-perf always offers HeaderDigest=None,CRC32C, so the
+                       # target decides: 'crc32c' for the digest instance
+                       'negotiation': {'header_digest': self.header_digest,
+                                       'data_digest': 'prefer-none'},
+                       **self.extra_global},
+            'portals': [{'name': 'bench', 'address': '127.0.0.1', 'port': self.port}],
+            'targets': [{'name': IQN, 'luns': [
+                {'lun': 0, 'backend': 'ram', 'size': '%d' % LUN_SIZE},
+                {'lun': 1, 'backend': 'file', 'path': img, 'size': '%d' % LUN_SIZE,
+                 'write_cache': True},
+            ]}],
+        }
+        if self.rbd:
+            self.luns['rbd'] = 2
+            cfg['targets'][0]['luns'].append(
+                {'lun': 2, 'backend': 'rbd', 'thin': True,
+                 'rbd': {'pool': 'rbd', 'image': self.rbd[1], 'conf': self.rbd[0]}})
+        return cfg
+
+    def ready(self, text):
+        return 'ix-target: ready' in text
+
     def start(self):
+        """Start on a free port (another one when it was taken meanwhile, five tries) and
+        wait for the ready line, at most ready_timeout seconds."""
         if not os.access(self.bin, os.X_OK):
             raise SystemExit('ix-target not built at %s' % self.bin)
-        img = os.path.join(self.work, self.name + '-file.img')
         for attempt in range(5):
             self.port = ixtest.free_port()
-            cfg = {
-                'global': {'log_level': 'info',   # one line per login: digests check
-                           'threads': self.threads,
-                           # iscsi-perf always offers HeaderDigest=None,CRC32C, so the
-                           # target decides: 'crc32c' for the digest instance
-                           'negotiation': {'header_digest': self.header_digest,
-                                           'data_digest': 'prefer-none'},
-                           **self.extra_global},
-                'portals': [{'name': 'bench', 'address': '127.0.0.1', 'port': self.port}],
-                'targets': [{'name': IQN, 'luns': [
-                    {'lun': 0, 'backend': 'ram', 'size': '%d' % LUN_SIZE},
-                    {'lun': 1, 'backend': 'file', 'path': img, 'size': '%d' % LUN_SIZE,
-                     'write_cache': True},
-                ]}],
-            }
-            if self.rbd:
-                self.luns['rbd'] = 2
-                cfg['targets'][0]['luns'].append(
-                    {'lun': 2, 'backend': 'rbd', 'thin': True,
-                     'rbd': {'pool': 'rbd', 'image': self.rbd[1], 'conf': self.rbd[0]}})
             path = os.path.join(self.work, self.name + '.json')
             with open(path, 'w') as f:
-                json.dump(cfg, f, indent=2)
+                json.dump(self.config(), f, indent=2)
             self.log = os.path.join(self.work, self.name + '.log')
             lf = open(self.log, 'w')
             self.proc = subprocess.Popen(self.wrapper + [self.bin, '-c', path], stdout=lf,
@@ -136,7 +148,7 @@ class IxTarget(Target):
             deadline = time.monotonic() + self.ready_timeout
             while time.monotonic() < deadline:
                 text = open(self.log, errors='replace').read()
-                if 'ix-target: ready' in text:
+                if self.ready(text):
                     log('%s: ix-target pid %d on port %d, HeaderDigest %s' % (
                         self.name, self.proc.pid, self.port, self.header_digest))
                     return
@@ -158,7 +170,7 @@ class IxTarget(Target):
                     pid = int(f.read().split()[0])
             os.kill(pid, signal.SIGTERM)
             try:
-                self.proc.wait(15 + 4 * bool(self.wrapper) * 15)
+                self.proc.wait(self.stop_timeout + 4 * bool(self.wrapper) * 15)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()

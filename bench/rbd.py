@@ -45,7 +45,6 @@ import os
 import re
 import resource
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -143,59 +142,25 @@ class Cluster:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class IxRbd(bench.Target):
+class IxRbd(bench.IxTarget):
     """ix-target with one LUN: the image (LUN 0), librbd's async API, no managed lock."""
-    kind = 'ix'
-    name = 'ix'
+    stop_timeout = 60
 
     def __init__(self, build, work, conf, poll_us):
-        self.bin = os.path.join(ROOT, build, 'tools', 'ix-target')
-        self.work, self.conf, self.poll_us = work, conf, poll_us
+        extra = {} if poll_us is None else {'poll_us': poll_us}
+        super().__init__(build, work, ready_timeout=60, extra_global=extra)
+        self.conf = conf
         self.luns = {'rbd': 0}
 
-    def start(self):
-        if not os.access(self.bin, os.X_OK):
-            raise SystemExit('ix-target not built at %s' % self.bin)
-        for _ in range(5):
-            self.port = bench.ixtest.free_port()
-            g = {'log_level': 'info', 'negotiation': {'header_digest': 'prefer-none',
-                                                      'data_digest': 'prefer-none'}}
-            if self.poll_us is not None:
-                g['poll_us'] = self.poll_us
-            cfg = {'global': g,
-                   'portals': [{'name': 'bench', 'address': '127.0.0.1', 'port': self.port}],
-                   'targets': [{'name': bench.IQN, 'luns': [
-                       {'lun': 0, 'backend': 'rbd', 'thin': True,
-                        'rbd': {'pool': 'rbd', 'image': IMAGE, 'conf': self.conf}}]}]}
-            path = os.path.join(self.work, 'ix.json')
-            with open(path, 'w') as f:
-                json.dump(cfg, f, indent=2)
-            self.log = os.path.join(self.work, 'ix.log')
-            with open(self.log, 'w') as lf:
-                self.proc = subprocess.Popen([self.bin, '-c', path], stdout=lf, stderr=lf)
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                text = open(self.log, errors='replace').read()
-                if 'ix-target: ready' in text and 'online' in text:
-                    log('ix-target pid %d on port %d' % (self.proc.pid, self.port))
-                    return
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.1)
-            text = open(self.log, errors='replace').read()
-            self.stop()
-            if 'ddress already in use' not in text:
-                raise SystemExit('ix-target did not start:\n' + text[-2000:])
-        raise SystemExit('ix-target: no free port after 5 tries')
+    def config(self):
+        cfg = super().config()
+        cfg['targets'][0]['luns'] = [{'lun': 0, 'backend': 'rbd', 'thin': True,
+                                      'rbd': {'pool': 'rbd', 'image': IMAGE,
+                                              'conf': self.conf}}]
+        return cfg
 
-    def stop(self):
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+    def ready(self, text):
+        return 'ix-target: ready' in text and 'online' in text
 
 
 # ----------------------------------------------------------------------------- the clients
