@@ -140,20 +140,44 @@ void ha_pr_spc2_publish_locked(struct pr_rados *r)
 
 /* Take st (version v) as the LU's state if it is newer (a later write, or another epoch: the
  * object was removed and created again), and queue the unit attentions of fx unless this
- * version's were queued already. */
+ * version's were queued already. A newer state that does not follow the one held (read
+ * again after a watch error, a rejoin, a notify that skipped a version) or comes without
+ * effects brings changes this gateway was not told of: the unit attentions they established
+ * for its registrants are derived from the two states (pr_missed_effects), so that a
+ * registrant preempted while this gateway was cut off or fenced is told all the same. */
 void ha_pr_adopt(struct pr_rados *r, struct pr_state *st, const struct ha_pr_obj_ver *v,
 		 const struct pr_effects *fx)
 {
 	struct scsi_lu *lu = r->lu;
-	struct pr_effects none = {0};
-	bool newer, uas;
+	struct pr_effects none = {0}, missed = {0};
+	const struct pr_effects *use;
+	bool newer, uas, gap;
 
 	pthread_mutex_lock(&lu->lock);
 	newer = v->epoch != r->epoch || v->seq > lu->pr_seq;
 	uas = fx && fx->nua && !ua_seen_locked(r, v);
+	gap = newer && (!fx || v->epoch != r->epoch || v->seq != lu->pr_seq + 1);
+	if (gap) {
+		int rc = pr_missed_effects(&lu->pr, st, &missed);
+
+		for (size_t i = 0; rc == 0 && uas && i < fx->nua; i++)
+			rc = pr_effects_add_ua(&missed, fx->ua[i].iport, fx->ua[i].tport,
+					       fx->ua[i].asc, fx->ua[i].ascq);
+		if (rc < 0)
+			log_err("pr", "%s: the unit attentions of changes made while this gateway "
+				      "was not told: out of memory",
+				r->name);
+		if (missed.nua)
+			log_info("pr",
+				 "%s: %zu unit attention(s) for registrants, from changes this "
+				 "gateway was not told of (sequence %llu to %llu)",
+				 r->name, missed.nua, (unsigned long long)lu->pr_seq,
+				 (unsigned long long)v->seq);
+	}
+	use = gap && missed.nua ? &missed : uas ? fx : &none;
 	if (newer || uas) {
 		if (newer) {
-			scsi_pr_adopt_locked(lu, st, uas ? fx : &none);
+			scsi_pr_adopt_locked(lu, st, use);
 			lu->pr_seq = v->seq;
 			r->epoch = v->epoch;
 			ha_pr_spc2_publish_locked(r);
@@ -168,6 +192,7 @@ void ha_pr_adopt(struct pr_rados *r, struct pr_state *st, const struct ha_pr_obj
 		}
 	}
 	pthread_mutex_unlock(&lu->lock);
+	pr_effects_clear(&missed);
 }
 
 /* ---- watch and notify ---- */

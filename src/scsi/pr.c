@@ -196,6 +196,30 @@ int pr_effects_add_ua(struct pr_effects *fx, const char *iport, const char *tpor
 	return ua_list_add(&fx->ua, &fx->nua, &fx->cap, iport, tport, asc, ascq);
 }
 
+int pr_missed_effects(const struct pr_state *old, const struct pr_state *next,
+		      struct pr_effects *fx)
+{
+	bool gone = old->type != PR_TYPE_NONE && next->type != old->type &&
+		    (next->type != PR_TYPE_NONE || old->type == PR_WE_RO || old->type == PR_EA_RO ||
+		     pr_type_all_registrants(old->type));
+	/* PREEMPT never removes the preempting registration: a state with none left is a CLEAR */
+	uint8_t removed = next->nregs == 0 ? 0x03 : 0x05;
+
+	for (size_t i = 0; i < old->nregs; i++) {
+		const struct pr_reg *r = &old->regs[i];
+		struct pr_nexus_id who = {r->iport, r->tport};
+		int rc = 0;
+
+		if (pr_find(next, &who) < 0) /* REGISTRATIONS (or, CLEAR: RESERVATIONS) PREEMPTED */
+			rc = pr_effects_add_ua(fx, r->iport, r->tport, 0x2a, removed);
+		else if (gone) /* RESERVATIONS RELEASED */
+			rc = pr_effects_add_ua(fx, r->iport, r->tport, 0x2a, 0x04);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 int pr_effects_add_abort(struct pr_effects *fx, const char *iport, const char *tport)
 {
 	return ua_list_add(&fx->abort, &fx->nabort, &fx->abort_cap, iport, tport, 0, 0);

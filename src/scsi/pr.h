@@ -132,6 +132,15 @@ bool pr_spc2_is(const struct pr_state *st, const struct pr_nexus_id *who);
 /* Append a unit attention for the nexus (iport, tport) (copied). 0 or -ENOMEM. */
 int pr_effects_add_ua(struct pr_effects *fx, const char *iport, const char *tport, uint8_t asc,
 		      uint8_t ascq);
+/* The unit attentions a change from old to next established for the registrants, for a
+ * holder of old that missed how it came about (a gateway that reads a state it was not told
+ * of: cut from the cluster, fenced, its watch lost): REGISTRATIONS PREEMPTED (2A/05) to each
+ * registration of old that next lacks (RESERVATIONS PREEMPTED, 2A/03, when none is left: a
+ * CLEAR); RESERVATIONS RELEASED (2A/04) to the remaining ones when the reservation's type
+ * changed, or a registrants-only or all-registrants one is gone. Appended to fx; 0 or
+ * -ENOMEM. */
+int pr_missed_effects(const struct pr_state *old, const struct pr_state *next,
+		      struct pr_effects *fx);
 /* Append a nexus whose tasks are to be aborted (copied). 0 or -ENOMEM. */
 int pr_effects_add_abort(struct pr_effects *fx, const char *iport, const char *tport);
 

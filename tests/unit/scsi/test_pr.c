@@ -690,6 +690,87 @@ static void test_limits(void)
 	pr_state_clear(&st);
 }
 
+/* ---- what a gateway that was not told derives (pr_missed_effects) ---- */
+
+static bool has_ua(const struct pr_effects *fx, const char *iport, const char *tport,
+		   uint8_t asc, uint8_t ascq)
+{
+	for (size_t i = 0; i < fx->nua; i++)
+		if (strcmp(fx->ua[i].iport, iport) == 0 && strcmp(fx->ua[i].tport, tport) == 0 &&
+		    fx->ua[i].asc == asc && fx->ua[i].ascq == ascq)
+			return true;
+	return false;
+}
+
+/* Apply req through nexus who to a copy of *st; the unit attentions the command established
+ * (told) must be exactly those derived from the two states (missed), but for the issuing
+ * nexus's own: it is on the gateway that made the change (another target port), never on one
+ * that missed it. *st becomes the new state. */
+static void missed_matches(struct pr_state *st, int who, uint8_t sa, uint8_t type,
+			   uint64_t key, uint64_t sakey, const char *what)
+{
+	struct pr_out req = {.sa = sa, .type = type, .key = key, .sakey = sakey};
+	struct pr_effects told, missed = {0};
+	struct pr_state next;
+	size_t n = 0, m = 0;
+	bool same = true;
+
+	pr_state_init(&next);
+	CHECK_EQ(pr_state_copy(&next, st), 0);
+	CHECK_EQ(pr_out_apply(&next, &NX[who], &req, &told), PR_OK);
+	CHECK_EQ(pr_missed_effects(st, &next, &missed), 0);
+	for (size_t i = 0; i < told.nua; i++) {
+		if (strcmp(told.ua[i].iport, NX[who].iport) == 0 &&
+		    strcmp(told.ua[i].tport, NX[who].tport) == 0)
+			continue;
+		n++;
+		same = same && has_ua(&missed, told.ua[i].iport, told.ua[i].tport, told.ua[i].asc,
+				      told.ua[i].ascq);
+	}
+	for (size_t i = 0; i < missed.nua; i++)
+		if (strcmp(missed.ua[i].iport, NX[who].iport) != 0 ||
+		    strcmp(missed.ua[i].tport, NX[who].tport) != 0)
+			m++;
+	printf("# %s: %zu told, %zu derived\n", what, n, m);
+	CHECK(same);
+	CHECK_EQ(m, n);
+	pr_effects_clear(&told);
+	pr_effects_clear(&missed);
+	pr_state_clear(st);
+	*st = next;
+}
+
+static void test_missed(void)
+{
+	struct pr_state st, same;
+	struct pr_effects fx = {0};
+
+	printf("# the unit attentions of a change a gateway was not told of\n");
+	pr_state_init(&st);
+	apply_ok(&st, A, PR_OUT_REGISTER, 0, 0, KA);
+	apply_ok(&st, B, PR_OUT_REGISTER, 0, 0, KB);
+	apply_ok(&st, C, PR_OUT_REGISTER, 0, 0, KC);
+	apply_ok(&st, B, PR_OUT_RESERVE, PR_WE_RO, KB, 0);
+	/* nothing changed: nothing to tell */
+	pr_state_init(&same);
+	CHECK_EQ(pr_state_copy(&same, &st), 0);
+	CHECK_EQ(pr_missed_effects(&st, &same, &fx), 0);
+	CHECK_EQ(fx.nua, 0);
+	pr_state_clear(&same);
+	missed_matches(&st, A, PR_OUT_PREEMPT, PR_WE_RO, KA, KC, "PREEMPT of a registrant's key");
+	apply_ok(&st, C, PR_OUT_REGISTER, 0, 0, KC);
+	missed_matches(&st, B, PR_OUT_RELEASE, PR_WE_RO, KB, 0,
+		       "RELEASE of a registrants-only reservation");
+	apply_ok(&st, B, PR_OUT_RESERVE, PR_WE, KB, 0);
+	missed_matches(&st, B, PR_OUT_RELEASE, PR_WE, KB, 0, "RELEASE of Write Exclusive");
+	apply_ok(&st, B, PR_OUT_RESERVE, PR_WE, KB, 0);
+	missed_matches(&st, A, PR_OUT_PREEMPT, PR_EA, KA, KB,
+		       "PREEMPT of the holder, another type");
+	apply_ok(&st, B, PR_OUT_REGISTER, 0, 0, KB);
+	missed_matches(&st, C, PR_OUT_CLEAR, 0, KC, 0, "CLEAR");
+	pr_state_clear(&st);
+}
+
 int main(void)
 {
 	for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
@@ -697,6 +778,7 @@ int main(void)
 	test_conflict_table();
 	test_in_data();
 	test_preempt_abort();
+	test_missed();
 	test_transport_id();
 	test_file();
 	test_limits();
