@@ -527,10 +527,10 @@ static int image_open(struct bs_dev *dev, bool reopen, char *err, size_t errlen)
 		lock_held_note(p);
 	if (reopen) /* grown while this gateway was fenced */
 		rbd_size_check(dev);
-	log_info("rbd", "%s: %llu bytes, %llu-byte objects%s, client.%llu", p->name,
+	log_info("rbd", "%s: %llu bytes, %llu-byte objects%s, client.%llu at %s", p->name,
 		 (unsigned long long)info.size, (unsigned long long)info.obj_size,
 		 c->exclusive_lock && !p->readonly ? ", managed exclusive lock" : "",
-		 (unsigned long long)p->cl->gid);
+		 (unsigned long long)p->cl->gid, p->cl->addr[0] ? p->cl->addr : "(address unknown)");
 	return 0;
 fail_image:
 	rbd_close(p->image);

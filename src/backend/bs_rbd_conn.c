@@ -116,6 +116,20 @@ fail:
 	return rc;
 }
 
+/* The new connection's client id and address, for the log lines that name it (an operator
+ * matches them with `ceph osd blocklist ls`). */
+static void cluster_identify(struct rbd_cluster *cl)
+{
+	char *addrs = NULL;
+
+	cl->gid = rados_get_instance_id(cl->rados);
+	cl->addr[0] = 0;
+	if (rados_getaddrs(cl->rados, &addrs) == 0 && addrs) {
+		snprintf(cl->addr, sizeof(cl->addr), "%s", addrs);
+		free(addrs);
+	}
+}
+
 /* The connection for c: a shared one, or a new one (NULL with *rcp and a message). */
 static struct rbd_cluster *cluster_get(struct bs_rbd_ctx *bx, const struct bs_rbd_cfg *c, char *err,
 				       size_t errlen, int *rcp)
@@ -168,7 +182,7 @@ again:
 	if (rc < 0)
 		list_del(&cl->link);
 	else
-		cl->gid = rados_get_instance_id(cl->rados);
+		cluster_identify(cl);
 	pthread_cond_broadcast(&bx->clusters_cv);
 	pthread_mutex_unlock(&bx->clusters_lock);
 	if (rc < 0) {

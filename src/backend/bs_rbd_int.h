@@ -75,6 +75,8 @@ struct rbd_cluster {
 	rados_t rados;
 	unsigned refs;
 	uint64_t gid;	 /* this client's id (client.<gid>), for messages */
+	char addr[128];	 /* its address as rados_getaddrs() gives it ("" if not known): what
+			  * `ceph osd blocklist ls` names when this client is fenced */
 	bool connecting; /* rados_connect runs (without the lock): others of the key wait */
 	bool abandoned;	 /* an image of it did not close: never rados_shutdown (it could hang) */
 	bool fenced;	 /* blocklisted: its devices rejoin through a new connection */

@@ -346,10 +346,15 @@ class Gw:
 
 LOCK_RE = re.compile(r'^(\d+\.\d+) +\S+ +rbd +(\S+): (open|acquiring|owner|standby|fenced|'
                      r'releasing): (.*)$')
+# bs_rbd.c at every open of the image, a rejoin's included: the Ceph client the gateway's I/O
+# goes through from then on, and its address (what `ceph osd blocklist ls` names)
+CLIENT_RE = re.compile(r'^(\d+\.\d+) +\S+ +rbd +\S+: \d+ bytes, .* client\.(\d+) at \S*?'
+                       r'(\d+\.\d+\.\d+\.\d+:\d+/\d+)')
 
 
 def lock_events(name, path):
-    """The lock-state lines of a gateway's log (ha_own.c's rbd_own_set) as history events."""
+    """The lock-state lines of a gateway's log (ha_own.c's rbd_own_set), and the Ceph client
+    each open of the image went through (bs_rbd.c), as history events."""
     out = []
     try:
         with open(path, errors='replace') as f:
@@ -358,6 +363,11 @@ def lock_events(name, path):
                 if m:
                     out.append({'type': 'lock', 'gw': name, 't': float(m.group(1)),
                                 'state': m.group(3), 'why': m.group(4)[:200]})
+                    continue
+                m = CLIENT_RE.match(ln.rstrip('\n'))
+                if m:
+                    out.append({'type': 'client', 'gw': name, 't': float(m.group(1)),
+                                'gid': int(m.group(2)), 'addr': m.group(3)})
     except OSError:
         pass
     return out

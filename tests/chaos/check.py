@@ -34,7 +34,7 @@ Checks:
               reservation (the generation aside), within the ALUA bound below (judged as alua)
   pr-ua       a registrant a PREEMPT removed was not told: its I_T nexus (on whichever gateway
               it is) registered again (after RESERVATION CONFLICT) without first getting a
-              unit attention RESERVATIONS PREEMPTED (6/2A/04; 6/2A/05 RESERVATIONS RELEASED or
+              unit attention REGISTRATIONS PREEMPTED (6/2A/05; 6/2A/04 RESERVATIONS RELEASED or
               a 6/29/xx reset, which SPC-4 ranks above it, also count); judged by a
               registration the gateway answered, sent after the PREEMPT ended; not judged when the
               nexus logged in again meanwhile, counted in a note when its gateway was cut off
@@ -172,14 +172,36 @@ def check(events, image):
     for e in events:
         if e.get('type') == 'lock' and e.get('state') == 'owner':
             owner.setdefault(e['gw'], []).append(e['t'])
-    fenced_at = {}
+    # each gateway's Ceph clients (an open of the image logs the client and its address; a
+    # restart or a rejoin opens it through a new one): a blocklist entry fences the client it
+    # names, i.e. the gateway whose I/O went through that address; an address no gateway
+    # logged (a history without client lines) is taken as the gateway of its IP, at once
+    clients = {}
+    for e in events:
+        if e.get('type') == 'client':
+            clients.setdefault(e['gw'], []).append((e['t'], e['addr']))
+    for v in clients.values():
+        v.sort()
+    addr_gw = {a: g for g, v in clients.items() for _, a in v}
+
+    def client_at(g, t):
+        """The address gateway g's I/O went through at t (None: not known)."""
+        c = [a for tc, a in clients.get(g, []) if tc <= t]
+        return c[-1] if c else None
+    fenced_at = {}   # gateway -> [(time, address or None)]
     for e in events:
         if e.get('type') == 'blocklist':
-            g = gw_ip.get(e['addr'].split(':')[0])
+            a = e['addr']
+            g = addr_gw.get(a)
+            exact = g is not None
+            if not exact:
+                g = gw_ip.get(a.split(':')[0])
             t = blocklist_time(e.get('until', ''))
             if g and t:
-                fenced_at.setdefault(g, []).append(t)
-    for ts in list(owner.values()) + list(fenced_at.values()):
+                fenced_at.setdefault(g, []).append((t, a if exact else None))
+    for ts in owner.values():
+        ts.sort()
+    for ts in fenced_at.values():
         ts.sort()
 
     def latest(ts, before):
@@ -201,7 +223,13 @@ def check(events, image):
                 viol.append(('dual-writer', 'block %d seq %d acknowledged through %s (sent at '
                              '%.3f) after %s took the lock at %.3f (%s last took it at %.3f)'
                              % (e['blk'], e['seq'], x, e['t0'], y, ty, x, tx)))
-        tb = latest(fenced_at.get(x, []), e['t0'])
+        # a blocklisting of the client x's I/O went through (or of an unknown one of x's
+        # IP) after x last took the lock; one of an earlier client of x (a killed instance
+        # blocklisted later by a reservation change it could not acknowledge) fences nothing
+        cur = client_at(x, e['t0'])
+        tbs = [tb for tb, a in fenced_at.get(x, []) if tb <= e['t0'] and
+               (a is None or cur is None or a == cur)]
+        tb = tbs[-1] if tbs else None
         if tb is not None and tb > tx:
             viol.append(('dual-writer', 'block %d seq %d acknowledged through %s (sent at '
                          '%.3f) after its Ceph client was blocklisted at %.3f, with no "owner" '
@@ -245,6 +273,16 @@ def check(events, image):
     slack = t.get('rejoin_after_ms', 5000) / 1000 + t.get('osd_op_timeout_s', 30) + 2
     cut = [(f['target'], f['t0'], f['t1'] + slack) for f in events if f.get('type') == 'fault'
            and f.get('kind') in ('part-ceph', 'stop')]
+    # ... and a gateway whose client was blocklisted answers from its last state until it
+    # opens the image again through a new client (its rejoin, or a restart): it cannot read
+    # the object meanwhile, and may learn of the blocklisting late (an OSD down then)
+    stale = list(cut)
+    for g, ts in fenced_at.items():
+        for tb, a in ts:
+            if a is None or a != client_at(g, tb):
+                continue
+            nxt = [tc for tc, _ in clients.get(g, []) if tc > tb]
+            stale.append((g, tb, nxt[0] if nxt else float('inf')))
     stale_cut = 0
     for e in events:
         if e.get('type') == 'pr-views':
@@ -252,7 +290,7 @@ def check(events, image):
             if len(set(good.values())) <= 1:
                 continue
             uncut = {g: v for g, v in good.items()
-                     if not any(c == g and a <= e['t0'] <= b for c, a, b in cut)}
+                     if not any(c == g and a <= e['t0'] <= b for c, a, b in stale)}
             if len(uncut) < len(good) and len(set(uncut.values())) <= 1:
                 stale_cut += 1
                 continue
@@ -366,7 +404,8 @@ def check(events, image):
     return {'ok': not viol, 'violations': viol, 'notes': notes, 'stats': stats}
 
 
-UA_TOLD = ('6/2a/04', '6/2a/05', '6/29/')  # preempted, released; a reset ranks above them
+UA_TOLD = ('6/2a/05', '6/2a/04', '6/29/')  # registrations preempted, reservations released;
+# a reset ranks above them
 
 
 def check_preempt_ua(events, cut, viol):
@@ -399,7 +438,7 @@ def check_preempt_ua(events, cut, viol):
                 else:
                     viol.append(('pr-ua', '%s was removed by the PREEMPT through %s at %.3f '
                                  'but registered again at %.3f without a unit attention '
-                                 '(6/2A/04) before' % (nx, pre['path'], pre['t0'], when(e))))
+                                 '(6/2A/05) before' % (nx, pre['path'], pre['t0'], when(e))))
             if e.get('result') == 'status 0x00':
                 registered.add(nx)
         elif ty == 'pr' and e.get('what') == 'preempt' and e.get('result') == 'ok':

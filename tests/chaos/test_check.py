@@ -145,6 +145,41 @@ def blocklisted_writer():
         res['violations']
 
 
+def blocklist_at(h, t, addr):
+    until = datetime.datetime.fromtimestamp(t + check.BLOCKLIST_EXPIRE_S,
+                                            datetime.timezone.utc).strftime(
+        '%Y-%m-%dT%H:%M:%S.%f+0000')
+    h.ev.append({'type': 'blocklist', 'addr': addr, 'until': until})
+
+
+def blocklisted_client_current():
+    """g1's I/O goes through 10.77.0.11:0/222 (its client line), which is blocklisted: its
+    later write is a violation."""
+    h = H()
+    h.ev.append({'type': 'client', 'gw': 'g1', 't': 998, 'gid': 5, 'addr': '10.77.0.11:0/111'})
+    h.ev.append({'type': 'client', 'gw': 'g1', 't': 998.5, 'gid': 6, 'addr': '10.77.0.11:0/222'})
+    h.lock('g1', 999)
+    h.write(0)
+    blocklist_at(h, h.t + 0.5, '10.77.0.11:0/222')
+    h.write(1, path='g1')
+    res = h.run()
+    return kinds(res) == ['dual-writer'], res['violations']
+
+
+def blocklisted_client_earlier():
+    """The blocklisted address is g1's earlier client (a killed instance, fenced later by a
+    reservation change it could not acknowledge): g1's current client writes on."""
+    h = H()
+    h.ev.append({'type': 'client', 'gw': 'g1', 't': 998, 'gid': 5, 'addr': '10.77.0.11:0/111'})
+    h.ev.append({'type': 'client', 'gw': 'g1', 't': 998.5, 'gid': 6, 'addr': '10.77.0.11:0/222'})
+    h.lock('g1', 999)
+    h.write(0)
+    blocklist_at(h, h.t + 0.5, '10.77.0.11:0/111')
+    h.write(1, path='g1')
+    res = h.run()
+    return res['ok'], res['violations'] or 'no violations'
+
+
 def no_owner():
     h = H()
     h.lock('g1', 999)
@@ -230,6 +265,25 @@ def pr_stale_cut():
                  'views': {'g1': [None, None], 'g2': [7, 5], 'g3': [7, 5]}})
     res = h.run()
     return res['ok'] and res['notes'], res['violations'] or res['notes']
+
+
+def pr_stale_blocklisted():
+    """g2's client was blocklisted at 1002 (not during a fault of its own); it answers its last
+    state until it opens the image through a new client (1010): a note; after that, a
+    violation."""
+    h = pr_history()
+    h.ev[0]['timeouts'] = {'rejoin_after_ms': 1000, 'osd_op_timeout_s': 1}
+    h.ev.append({'type': 'client', 'gw': 'g2', 't': 990, 'gid': 7, 'addr': '10.77.0.12:0/7'})
+    blocklist_at(h, 1002, '10.77.0.12:0/7')
+    h.ev.append({'type': 'pr-views', 't0': 1008, 't1': 1008.1,
+                 'views': {'g1': [None, None], 'g2': [7, 5]}})
+    h.ev.append({'type': 'client', 'gw': 'g2', 't': 1010, 'gid': 8, 'addr': '10.77.0.12:0/8'})
+    ok1 = h.run()
+    h.ev.append({'type': 'pr-views', 't0': 1011, 't1': 1011.1,
+                 'views': {'g1': [None, None], 'g2': [7, 5]}})
+    res = h.run()
+    return ok1['ok'] and ok1['notes'] and kinds(res) == ['pr-disagree'], \
+        (ok1['violations'] or ok1['notes'], res['violations'])
 
 
 def pr_disagree():
@@ -359,7 +413,8 @@ def preempt_relogin():
 
 
 TESTS = [clean, lost_write, lost_zeros, delayed_write, dual_writer, dual_writer_handed_back,
-         blocklisted_writer, no_owner, stale_read, torn_block, pr_clean, pr_write_reserved,
+         blocklisted_writer, blocklisted_client_current, blocklisted_client_earlier,
+         pr_stale_blocklisted, no_owner, stale_read, torn_block, pr_clean, pr_write_reserved,
          pr_refused_landed, pr_stale_cut, pr_disagree, alua_agree, alua_split,
          alua_two_claims, full_status_agree, full_status_differ, preempt_told, preempt_not_told,
          preempt_not_told_cut, preempt_relogin]
