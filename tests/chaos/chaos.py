@@ -33,8 +33,9 @@ Faults (drawn with the seed, one at a time with a pause between, or two at once)
   double       two of the above (not the same gateway) at once
 --first KIND,... brings these faults first, in that order, each on the gateway holding the lock
 (3-8 s apart, as the others; its times drawn with the seed), before the random draw; there
-"slow-kill" is a slow fault whose gateway is always killed in it (the short run's way of
-having one crash under slow storage whatever its seed draws).
+"slow-kill" is a slow fault whose gateway is always killed in it, its link held to 64 kbit/s
+(a 4 KiB write ~0.5 s on the wire, so that the crash finds one on its way): the short run's
+way of having one crash under slow storage, with writes in flight, whatever its seed draws.
 The OSD runs bluestore (a sparse file in /dev/shm) when osd-restart is in the mix, memstore
 otherwise (--store chooses): with memstore, after four OSD restarts ~10 s apart the PGs stayed
 "queued for pg" and the cluster never answered again (Ceph 16.2, seen once; bluestore took
@@ -203,13 +204,13 @@ class Net:
         sh('ip', 'netns', 'exec', g, 'nft', 'add rule inet ixchaos %s_out oifname "%s" drop'
            % (link, dev))
 
-    def slow(self, i, on):
+    def slow(self, i, on, rate='512kbit'):
         """The gateway's link to Ceph (its side, egress: the writes' data) rate-limited, or
         not any more."""
         g = self.gw[i - 1]
         if on:
             sh('ip', 'netns', 'exec', g, 'tc', 'qdisc', 'replace', 'dev', 'e0', 'root', 'tbf',
-               'rate', '512kbit', 'burst', '32kb', 'latency', '4s')
+               'rate', rate, 'burst', '32kb', 'latency', '4s')
         else:
             sh('ip', 'netns', 'exec', g, 'tc', 'qdisc', 'del', 'dev', 'e0', 'root', check=False)
 
@@ -418,7 +419,11 @@ class Run:
                     secs = self.rng.uniform(3, 15)
                     crash = self.rng.uniform(0.5, secs) if always_kill or \
                         self.rng.random() < 0.5 else None
-                    self.net.slow(gi, True)
+                    # slow-kill: slower, so that a 4 KiB write takes ~0.5 s to leave and the
+                    # crash finds one on its way almost whenever it comes (at 512 kbit/s
+                    # about half the time: each read of the client's waits behind the
+                    # writes before it, so few are ever queued)
+                    self.net.slow(gi, True, '64kbit' if always_kill else '512kbit')
                     applied()
                     if crash is not None:
                         time.sleep(crash)
@@ -428,7 +433,7 @@ class Run:
                     self.net.slow(gi, False)
                     if crash is not None:
                         g.start()
-                    detail += ', %.1f s' % secs
+                    detail += ', %.1f s%s' % (secs, ' at 64 kbit/s' if always_kill else '')
                 elif kind == 'kill':
                     g.kill9()
                     applied()
