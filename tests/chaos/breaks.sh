@@ -2,8 +2,9 @@
 # The checker against deliberately broken builds (docs/ha.md, "HA under chaos"): for each break
 # named (default: all three), build ix-target with meson -Dchaos_break=BREAK into
 # build-break-BREAK (the option compiles the fault in; the default, none, compiles no such
-# code), run the short chaos run on it (chaos_short.py's seed, duration and faults unless
-# CHAOS_SEED / CHAOS_DURATION / CHAOS_FAULTS say otherwise) and report which checker categories
+# code), run the short chaos run on it (chaos_short.py's seed, duration, faults and first fault
+# unless CHAOS_SEED / CHAOS_DURATION / CHAOS_FAULTS / CHAOS_FIRST say otherwise; CHAOS_FIRST=
+# empty for none) and report which checker categories
 # flagged it, and how far into the run (seconds of client operations, operations) each first did.
 #
 #   tests/chaos/breaks.sh [lost-lock] [early-ack] [pr-no-notify]     (root: network namespaces)
@@ -19,7 +20,8 @@ cd "$(dirname "$0")/../.."
 ROOT=$PWD
 SEED=${CHAOS_SEED:-26}
 DURATION=${CHAOS_DURATION:-75}
-FAULTS=${CHAOS_FAULTS:-kill,stop,part-ceph,part-client,double}
+FAULTS=${CHAOS_FAULTS:-kill,stop,part-ceph,part-client,slow,double}
+FIRST=${CHAOS_FIRST-slow-kill}
 breaks=("$@")
 [ ${#breaks[@]} -gt 0 ] || breaks=(lost-lock early-ack pr-no-notify)
 status=0
@@ -36,9 +38,10 @@ for b in "${breaks[@]}"; do
 	ninja -C "$dir" tools/ix-target >/dev/null || exit 2
 	out=$ROOT/tests/out/break-$b
 	mkdir -p "$out"
-	echo "== $b: chaos.py --seed $SEED --duration $DURATION --faults $FAULTS (output in $out)"
+	echo "== $b: chaos.py --seed $SEED --duration $DURATION --faults $FAULTS --first '$FIRST'" \
+		"(output in $out)"
 	IX_BUILD=$dir IX_OUT=$out python3 tests/chaos/chaos.py --seed "$SEED" \
-		--duration "$DURATION" --faults "$FAULTS" >"$out/chaos.txt" 2>&1
+		--duration "$DURATION" --faults "$FAULTS" --first "$FIRST" >"$out/chaos.txt" 2>&1
 	rc=$?
 	grep -E '^chaos check|^violations' "$out/chaos.txt"
 	python3 - "$out/chaos-$SEED/history.jsonl" "$out/chaos-$SEED/image.bin" "$b" <<'EOF' || status=1

@@ -3,7 +3,8 @@
 a history for tests/chaos/check.py (docs/ha.md, "HA under chaos"; issue 26). Root only (network
 namespaces).
 
-  tests/chaos/chaos.py --seed S --duration SECONDS [--faults kill,stop,...] [--ops N]
+  tests/chaos/chaos.py --seed S --duration SECONDS [--faults kill,stop,...] [--first KIND,...]
+                       [--ops N]
 
 Network: namespaces of its own, named ixc<pid>-*: "ceph" holds a bridge (10.77.0.1/24) on whose
 address the single-node cluster runs (tests/ceph/cluster.sh --addr, memstore); g1, g2, g3 each
@@ -30,6 +31,11 @@ Faults (drawn with the seed, one at a time with a pause between, or two at once)
                random moment in it (a crash while its writes wait for the cluster), and
                restarted once the link is fast again
   double       two of the above (not the same gateway) at once
+--first KIND,... brings these faults first, in that order, each on the gateway holding the lock
+(3-8 s apart, as the others; its times drawn with the seed), before the random draw; there
+"slow-kill" is a slow fault whose gateway is always killed in it, its link held to 64 kbit/s
+(a 4 KiB write ~0.5 s on the wire, so that the crash finds one on its way): the short run's
+way of having one crash under slow storage, with writes in flight, whatever its seed draws.
 The OSD runs bluestore (a sparse file in /dev/shm) when osd-restart is in the mix, memstore
 otherwise (--store chooses): with memstore, after four OSD restarts ~10 s apart the PGs stayed
 "queued for pg" and the cluster never answered again (Ceph 16.2, seen once; bluestore took
@@ -83,6 +89,7 @@ TIMEOUTS = {'lock_check_ms': 1000, 'handover_timeout_ms': 3000, 'osd_op_timeout_
 FAULTS = ['kill', 'stop', 'part-ceph', 'part-client', 'osd-restart', 'mon-restart', 'slow',
           'double']
 DEFAULT_FAULTS = FAULTS
+FIRST = [k for k in FAULTS if k != 'double'] + ['slow-kill']  # what --first may name
 PREFIX = 'ixc'
 TRANSITION_S = 15  # alua.transition_time: the IMPLICIT TRANSITION TIME the client waits
 
@@ -197,13 +204,13 @@ class Net:
         sh('ip', 'netns', 'exec', g, 'nft', 'add rule inet ixchaos %s_out oifname "%s" drop'
            % (link, dev))
 
-    def slow(self, i, on):
+    def slow(self, i, on, rate='512kbit'):
         """The gateway's link to Ceph (its side, egress: the writes' data) rate-limited, or
         not any more."""
         g = self.gw[i - 1]
         if on:
             sh('ip', 'netns', 'exec', g, 'tc', 'qdisc', 'replace', 'dev', 'e0', 'root', 'tbf',
-               'rate', '512kbit', 'burst', '32kb', 'latency', '4s')
+               'rate', rate, 'burst', '32kb', 'latency', '4s')
         else:
             sh('ip', 'netns', 'exec', g, 'tc', 'qdisc', 'del', 'dev', 'e0', 'root', check=False)
 
@@ -402,8 +409,12 @@ class Run:
     # faults: each returns after it healed; event 'fault' with t0/t1
     def fault(self, kind, gi=None):
         """One fault, until it healed; its event: t0 when it took effect (the signal sent,
-        the rule in place, the daemon gone), t1 when it was over."""
+        the rule in place, the daemon gone), t1 when it was over. "slow-kill" is "slow" with
+        the kill always (its event says kind "slow")."""
         at = {}
+        always_kill = kind == 'slow-kill'
+        if always_kill:
+            kind = 'slow'
 
         def applied():
             at['t0'], at['m0'] = time.time(), time.monotonic()
@@ -416,8 +427,13 @@ class Run:
                 detail = 'owner' if self.owner() == g.name else 'not owner'
                 if kind == 'slow':
                     secs = self.rng.uniform(3, 15)
-                    crash = self.rng.uniform(0.5, secs) if self.rng.random() < 0.5 else None
-                    self.net.slow(gi, True)
+                    crash = self.rng.uniform(0.5, secs) if always_kill or \
+                        self.rng.random() < 0.5 else None
+                    # slow-kill: slower, so that a 4 KiB write takes ~0.5 s to leave and the
+                    # crash finds one on its way almost whenever it comes (at 512 kbit/s
+                    # about half the time: each read of the client's waits behind the
+                    # writes before it, so few are ever queued)
+                    self.net.slow(gi, True, '64kbit' if always_kill else '512kbit')
                     applied()
                     if crash is not None:
                         time.sleep(crash)
@@ -427,7 +443,7 @@ class Run:
                     self.net.slow(gi, False)
                     if crash is not None:
                         g.start()
-                    detail += ', %.1f s' % secs
+                    detail += ', %.1f s%s' % (secs, ' at 64 kbit/s' if always_kill else '')
                 elif kind == 'kill':
                     g.kill9()
                     applied()
@@ -511,6 +527,16 @@ class Run:
     def faults(self, end):
         kinds = self.args.faults
         singles = [k for k in kinds if k != 'double'] or ['kill']
+        for k in self.args.first:
+            # --first: on the holder (a random gateway while none holds the lock yet)
+            time.sleep(self.rng.uniform(3, 8))
+            if time.monotonic() >= end or self.client.poll() is not None:
+                return
+            gi = None
+            if k not in ('osd-restart', 'mon-restart'):
+                own = self.owner()
+                gi = int(own[1:]) if own else self.rng.randrange(1, NGW + 1)
+            self.one(k, gi)
         while time.monotonic() < end:
             time.sleep(self.rng.uniform(3, 8))
             if time.monotonic() >= end or self.client.poll() is not None:
@@ -611,6 +637,7 @@ class Run:
         with open(self.hist_path, 'w') as f:
             f.write(json.dumps({'type': 'config', 't': 0, 'seed': self.args.seed,
                                 'duration': self.args.duration, 'faults': self.args.faults,
+                                'first': self.args.first,
                                 'blocks': BLOCKS, 'block_size': 4096,
                                 'intruder_blocks': INTRUDER_BLOCKS, 'timeouts': TIMEOUTS,
                                 'client': client_timeouts(),
@@ -648,6 +675,8 @@ def parse_args(argv):
     ap.add_argument('--seed', type=int, default=None)
     ap.add_argument('--duration', type=float, default=120, help='seconds of faults')
     ap.add_argument('--faults', default=','.join(DEFAULT_FAULTS))
+    ap.add_argument('--first', default='', help='faults brought first, in this order, each '
+                    'on the lock holder: %s' % ','.join(FIRST))
     ap.add_argument('--ops', type=int, default=1000000, help='at most this many operations')
     ap.add_argument('--traffic', default='io,pr', help='io, or io,pr: persistent '
                     'reservations too')
@@ -660,11 +689,15 @@ def parse_args(argv):
     if a.seed is None:
         a.seed = random.SystemRandom().randrange(1 << 31)
     a.faults = [f for f in a.faults.split(',') if f]
-    if a.store is None:
-        a.store = 'bluestore' if 'osd-restart' in a.faults else 'memstore'
     bad = [f for f in a.faults if f not in FAULTS]
     if bad:
         ap.error('unknown fault(s) %s: choose from %s' % (','.join(bad), ','.join(FAULTS)))
+    a.first = [f for f in a.first.split(',') if f]
+    bad = [f for f in a.first if f not in FIRST]
+    if bad:
+        ap.error('unknown --first fault(s) %s: choose from %s' % (','.join(bad), ','.join(FIRST)))
+    if a.store is None:
+        a.store = 'bluestore' if 'osd-restart' in a.faults + a.first else 'memstore'
     return a
 
 
@@ -678,8 +711,9 @@ def main(argv=None):
         print('SKIP: ' + why, file=sys.stderr)
         return 77
     r = Run(a)
-    log('seed %d, %.0f s, faults %s; output in %s' % (a.seed, a.duration, ','.join(a.faults),
-                                                      r.out))
+    log('seed %d, %.0f s, faults %s%s; output in %s' % (
+        a.seed, a.duration, ','.join(a.faults),
+        ' (first %s)' % ','.join(a.first) if a.first else '', r.out))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(2))
     try:
         r.setup()

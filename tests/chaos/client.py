@@ -20,6 +20,12 @@ operations, until the stop file appears. Every operation is one JSON line of the
 its outcome (ok; error: every attempt was refused, with the last sense; unknown: an attempt
 timed out or lost its connection and none succeeded), the attempt that decided it (path,
 monotonic and wall start/end) and every attempt.
+
+A verifying client: when a path dies (its command timed out or its connection broke), the
+blocks of the last READBACK writes acknowledged through it are read back first, through
+whichever path is then active ("verify": true in their history lines): a write its gateway
+acknowledged but never made durable shows there as a stale read, rather than only when the
+random workload happens to read that block before writing it again.
 """
 
 import json
@@ -38,6 +44,7 @@ import ixha  # noqa: E402
 import ixiscsi as X  # noqa: E402
 
 BS = 512
+READBACK = 16  # a dead path's last acknowledged writes read back
 SECTORS = chaosblk.BLOCK // BS
 
 
@@ -136,6 +143,7 @@ class Path:
         if self.dead_since is None:
             self.dead_since = time.monotonic()
         self.cl.event('path', path=self.name, what='dead: ' + why)
+        self.cl.path_died(self)
 
     def scsi(self, cdb, timeout, **kw):
         """(status, data, sense) or None when the answer is unknown (the path is then dead)."""
@@ -168,6 +176,15 @@ class Client:
         self.seq = 0
         self.last_stpg = -1e9
         self.trans_since = {}  # path -> when its gateway first said its group transitions
+        self.recent = {}  # I/O path name -> its last READBACK acknowledged writes' blocks
+        self.verify = []  # blocks to read back next (a path died)
+
+    def path_died(self, p):
+        """The I/O path p died: its last acknowledged writes are read back next (any thread
+        may call it: list operations are atomic)."""
+        if p in self.paths:
+            blks = self.recent.pop(p.name, [])
+            self.verify.extend(blks)
 
     def event(self, etype, **kw):
         kw['type'] = etype
@@ -315,16 +332,27 @@ class Client:
             if ahead > 0:
                 time.sleep(ahead)
             n += 1
-            blk = self.rng.randrange(cfg['blocks'])
-            if self.rng.random() < cfg['write_ratio']:
+            verify = bool(self.verify)
+            if verify:  # a dead path's last acknowledged writes first
+                blk, write = self.verify.pop(0), False
+            else:
+                blk = self.rng.randrange(cfg['blocks'])
+                write = self.rng.random() < cfg['write_ratio']
+            if write:
                 self.seq += 1
                 out, a, attempts, _ = self.op('write', blk,
                                               chaosblk.make(blk, cfg['writer'], self.seq))
                 rec = {'op': 'write', 'n': n, 'blk': blk, 'writer': cfg['writer'],
                        'seq': self.seq}
+                if out == 'ok' and a:
+                    r = self.recent.setdefault(a['path'], [])
+                    r.append(blk)
+                    del r[:-READBACK]
             else:
                 out, a, attempts, got = self.op('read', blk)
                 rec = {'op': 'read', 'n': n, 'blk': blk}
+                if verify:
+                    rec['verify'] = True
                 if out == 'ok':
                     v = chaosblk.parse(got, blk)
                     rec['got'] = v if v in (None, 'bad') else list(v)

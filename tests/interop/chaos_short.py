@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The short chaos run (docs/ha.md, "HA under chaos"): tests/chaos/chaos.py with a fixed seed
 for DURATION_S seconds of faults (kill -9 and restart, SIGSTOP, partitions gateway-Ceph and
-client-gateway, two at once) against three gateways of one RBD image in
+client-gateway, slow storage, two at once; the first a slow link of the lock holder's to Ceph
+with the holder killed in it, so that every run has a crash while writes wait for the
+cluster, which is what catches a gateway that acknowledges before librbd completes) against
+three gateways of one RBD image in
 network namespaces of their own, its multipath client writing and reading 4 KiB blocks; then
 tests/chaos/check.py over the history and `rbd export` of the image.
 
@@ -15,7 +18,8 @@ OUT/chaos-<seed>/summary.txt. The long run: docs/testing.md, "The long forms".
 
 Skips (77) when not root (network namespaces), Ceph, nft or ix-target is missing.
 Environment: IX_BUILD, IX_OUT, IX_RESULTS; CHAOS_SEED and CHAOS_DURATION override the seed and
-the seconds of faults.
+the seconds of faults. tests/chaos/breaks.sh runs the same seed, duration and faults (keep
+them in step).
 """
 
 import glob
@@ -33,8 +37,10 @@ import check  # noqa: E402
 SEED = int(os.environ.get('CHAOS_SEED', '26'))
 DURATION_S = float(os.environ.get('CHAOS_DURATION', '75'))
 # the gateway faults: they move the lock (OSD and monitor restarts are in the long run's mix;
-# with them in 75 s this seed's run never moved it)
-FAULTS = 'kill,stop,part-ceph,part-client,double'
+# with them in 75 s this seed's run never moved it); slow storage in the mix and first, on the
+# holder, with the kill (chaos.py --first slow-kill)
+FAULTS = 'kill,stop,part-ceph,part-client,slow,double'
+FIRST = 'slow-kill'
 report = ixtest.Reporter('chaos_short')
 
 
@@ -48,13 +54,14 @@ def main():
         return 77
     out = os.path.join(ixceph.OUT, 'chaos-%d' % SEED)
     r = subprocess.run([sys.executable, os.path.join(HERE, '..', 'chaos', 'chaos.py'),
-                        '--seed', str(SEED), '--duration', str(DURATION_S), '--faults', FAULTS],
+                        '--seed', str(SEED), '--duration', str(DURATION_S), '--faults', FAULTS,
+                        '--first', FIRST],
                        stdout=subprocess.PIPE, text=True, timeout=DURATION_S + 900)
     print(r.stdout, flush=True)
     hist, image = os.path.join(out, 'history.jsonl'), os.path.join(out, 'image.bin')
     if not report.check('run', r.returncode in (0, 1) and os.path.exists(image),
-                        'chaos.py --seed %d --duration %.0f --faults %s: exit %d (output in %s)'
-                        % (SEED, DURATION_S, FAULTS, r.returncode, out)):
+                        'chaos.py --seed %d --duration %.0f --faults %s --first %s: exit %d '
+                        '(output in %s)' % (SEED, DURATION_S, FAULTS, FIRST, r.returncode, out)):
         return 1
     res = check.check_files(hist, image)
     s = res['stats']
