@@ -31,6 +31,7 @@ struct snap_op {
 	struct ev_post post;	  /* the backend's answer, to the main loop */
 	struct ev_timer deadline; /* CREATE: the hold's bound */
 	uint64_t start_ms;	  /* the hold began */
+	uint64_t drained_ms;	  /* CREATE: the writes in flight drained (0: not yet) */
 	unsigned timeout_ms;
 	bool held;     /* the LU is quiesced */
 	bool answered; /* cb has run (the deadline answered first) */
@@ -71,8 +72,18 @@ static void answer(struct snap_op *o, int rc, const char *err)
 				   .held_ms = o->fwd ? o->fwd_held_ms
 					      : o->start_ms
 						  ? (unsigned)(ev_now_ms(o->loop) - o->start_ms)
-						  : 0};
+						  : 0,
+				   .parts = !o->fwd && o->req.op == BS_SNAP_CREATE && o->drained_ms,
+				   .drain_ms = o->drained_ms ? (unsigned)(o->drained_ms - o->start_ms)
+							     : 0,
+				   .create_ms = o->req.call_ms};
 
+	if (r.parts && rc == 0)
+		log_info("target",
+			 "%s: snapshot %s: writes held %u ms (drain %u ms, rbd_snap_create2 %u ms, "
+			 "the rest %d ms)",
+			 o->lu_name, o->req.name, r.held_ms, r.drain_ms, r.create_ms,
+			 (int)r.held_ms - (int)r.drain_ms - (int)r.create_ms);
 	o->answered = true;
 	o->cb(o->arg, &r);
 }
@@ -172,6 +183,8 @@ static void on_quiesced(void *arg, int rc)
 		op_free(o);
 		return;
 	}
+	if (o->req.op == BS_SNAP_CREATE)
+		o->drained_ms = ev_now_ms(o->loop);
 	if (bs_dev_snap(o->dev, &o->req) < 0) {
 		resume(o, false);
 		remote_online(o, false);
