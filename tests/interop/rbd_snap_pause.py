@@ -35,6 +35,7 @@ from the running monitor (`ceph daemon mon.a config get`). Checks, per series:
   * under-1s: with the lowered interval (read back from the monitor) every pause, ix's and
     librbd's, is under 1 s: the acceptance's "less than 1 s" (with the default interval a
     snapshot right after another monitor update pauses librbd alone and ix about 1 s).
+Then `ix-ctl snap create` through A shows the parts, through B held_ms alone (forwarded).
 The gateways' logs have no sanitizer report.
 """
 
@@ -317,6 +318,17 @@ def scenario(cl, tmp):
                                  interval, set_to, max(ixp),
                                  '%.0f ms' % max(ref[0]) if ref[0] else 'not measured',
                                  bound))
+        # ix-ctl shows the parts where the answer has them (taken here) and held_ms alone
+        # where it has not (forwarded)
+        outs = [ixceph.run([os.path.join(BUILD, 'tools', 'ix-ctl'), '-s', sock, 'snap',
+                            'create', IQN, '0', 'ctl-' + name], 60)
+                for sock, name in zip(socks, 'ab')]
+        txt = [(r.stdout + r.stderr).strip() for r in outs]
+        report.check('ix-ctl', all(r.returncode == 0 for r in outs) and
+                     'drain' in txt[0] and 'rbd_snap_create2' in txt[0] and
+                     'writes held' in txt[1] and 'drain' not in txt[1],
+                     'ix-ctl snap create through A: %r; through B: %r' % (txt[0][:160],
+                                                                          txt[1][:160]))
     finally:
         for d, name in zip(ds, 'ab'):
             d.stop()
