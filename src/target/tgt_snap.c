@@ -32,6 +32,9 @@ struct snap_op {
 	struct ev_timer deadline; /* CREATE: the hold's bound */
 	uint64_t start_ms;	  /* the hold began */
 	uint64_t drained_ms;	  /* CREATE: the writes in flight drained (0: not yet) */
+	unsigned create_ms;	  /* CREATE: the backend's call took (read in on_result only: the
+				     helper thread writes req.call_ms until it posts) */
+	bool created;		  /* create_ms is known */
 	unsigned timeout_ms;
 	bool held;     /* the LU is quiesced */
 	bool answered; /* cb has run (the deadline answered first) */
@@ -73,10 +76,10 @@ static void answer(struct snap_op *o, int rc, const char *err)
 					      : o->start_ms
 						  ? (unsigned)(ev_now_ms(o->loop) - o->start_ms)
 						  : 0,
-				   .parts = !o->fwd && o->req.op == BS_SNAP_CREATE && o->drained_ms,
+				   .parts = !o->fwd && o->req.op == BS_SNAP_CREATE && o->created,
 				   .drain_ms = o->drained_ms ? (unsigned)(o->drained_ms - o->start_ms)
 							     : 0,
-				   .create_ms = o->req.call_ms};
+				   .create_ms = o->create_ms};
 
 	if (r.parts && rc == 0)
 		log_info("target",
@@ -133,6 +136,8 @@ static void on_result(void *arg)
 		op_free(o);
 		return;
 	}
+	o->create_ms = o->req.call_ms;
+	o->created = o->drained_ms != 0;
 	/* a rollback changed the medium, also when it failed half-way */
 	resume(o, o->req.op == BS_SNAP_ROLLBACK);
 	remote_online(o, o->req.op == BS_SNAP_ROLLBACK);
