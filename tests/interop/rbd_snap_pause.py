@@ -26,7 +26,9 @@ from the running monitor (`ceph daemon mon.a config get`). Checks, per series:
   * ix's own share: for the snapshots taken on A, held_ms - create_ms (the drain of the write
     in flight and the resume: everything but rbd_snap_create2) is at most the writer's
     slowest write outside the snapshots (the drain waits for one such write) plus OWN_SLACK_MS
-    for the hops between threads; drain_ms likewise;
+    for the hops between threads; drain_ms likewise; and, as the writer saw it, its pause
+    minus create_ms is at most twice that write (the one drained, and its own held write
+    that runs after the resume) plus OWN_SLACK_MS;
   * the pause, ix (pause-*) and librbd alone (librbd-*; SKIP without python3-rbd): at most
     paxos_propose_interval + paxos_min_wait + MARGIN_S for every snapshot: the monitor's wait
     for its next commit (paxos_propose_interval after its last one, or paxos_min_wait when
@@ -243,17 +245,25 @@ def check_series(label, interval, min_wait, ix, ref, ref_err):
     on_a = [r for r, s in zip(res, snaps) if s['via'] == 'A']
     own = [r.get('held_ms', 0) - r.get('create_ms', 0) for r in on_a]
     own_bound = ix['slowest_ms'] + OWN_SLACK_MS
+    # as the writer saw it: its held write waited for the drain, the call and the resume,
+    # then ran (one more write)
+    seen = [s['pause_ms'] - r.get('create_ms', 0) for r, s in zip(res, snaps)
+            if s['via'] == 'A']
+    seen_bound = 2 * ix['slowest_ms'] + OWN_SLACK_MS
     report.check('own-share-' + label,
                  on_a and all('create_ms' in r and 'drain_ms' in r for r in on_a) and
                  all(x <= own_bound for x in own) and
                  all(r['drain_ms'] <= own_bound for r in on_a) and
+                 all(x <= seen_bound for x in seen) and
                  all('create_ms' not in r for r, s in zip(res, snaps) if s['via'] == 'B'),
                  'through A: held_ms %s = drain_ms %s + create_ms %s + the rest; held - create '
                  '%s ms <= %.0f ms (the writer\'s slowest write outside the snapshots %.1f ms, '
-                 'median %.1f ms, + %d ms); through B (forwarded): held_ms %s' % (
+                 'median %.1f ms, + %d ms); the writer\'s pause - create %s ms <= %.0f ms (twice '
+                 'that write + %d ms); through B (forwarded): held_ms %s' % (
                      [r.get('held_ms') for r in on_a], [r.get('drain_ms') for r in on_a],
                      [r.get('create_ms') for r in on_a], own, own_bound, ix['slowest_ms'],
-                     ix['median_ms'], OWN_SLACK_MS,
+                     ix['median_ms'], OWN_SLACK_MS, ['%.0f' % x for x in seen], seen_bound,
+                     OWN_SLACK_MS,
                      [r.get('held_ms') for r, s in zip(res, snaps) if s['via'] == 'B']))
     pauses = [s['pause_ms'] for s in snaps]
     side = ('librbd alone (rbd snap create): %s ms (its writer\'s median %.1f ms, p99 %.1f ms)'
