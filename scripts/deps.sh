@@ -85,6 +85,9 @@ for opt in "$@"; do
 			# tests/chaos/chaos.py (and tests/interop/chaos_short.py): nft drop rules in the
 			# gateways' network namespaces cut a gateway's link to Ceph or to the client
 			nftables
+			# tests/interop/rbd_snap_pause.py: tests/ceph/librbd_writer.py, a librbd client
+			# with no ix in between, the reference for a snapshot's pause
+			python3-rbd
 		)
 		;;
 	*)

@@ -36,7 +36,12 @@ static int act(const char *method, json_t *params, const char *what)
 		print_json(r);
 	} else {
 		printf("%s %s", what, json_string_value(json_object_get(r, "snapshot")));
-		if (json_object_get(r, "held_ms"))
+		if (json_object_get(r, "held_ms") && json_object_get(r, "create_ms"))
+			printf(" (writes held %lld ms: drain %lld ms, rbd_snap_create2 %lld ms)",
+			       (long long)json_integer_value(json_object_get(r, "held_ms")),
+			       (long long)json_integer_value(json_object_get(r, "drain_ms")),
+			       (long long)json_integer_value(json_object_get(r, "create_ms")));
+		else if (json_object_get(r, "held_ms"))
 			printf(" (writes held %lld ms)",
 			       (long long)json_integer_value(json_object_get(r, "held_ms")));
 		if (json_object_get(r, "offline_ms"))

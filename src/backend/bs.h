@@ -155,6 +155,7 @@ struct bs_snap_req {
 	struct bs_snap_info *list;
 	size_t n;
 	bool protected_now; /* CLONE: the snapshot was protected for it (clone v1) */
+	uint32_t call_ms;   /* CREATE: how long the cluster's call took (rbd_snap_create2) */
 	char image[BS_SNAP_NAME_MAX * 2]; /* the device's pool/[ns/]image, for messages */
 };
 

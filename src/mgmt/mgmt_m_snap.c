@@ -131,9 +131,17 @@ static void snap_done(void *arg, const struct ix_snap_result *r)
 	}
 	switch (s->kind) {
 	case BS_SNAP_CREATE:
-		sc_finish(s,
-			  json_pack("{s:s, s:i}", "snapshot", s->name, "held_ms", (int)r->held_ms),
-			  0, NULL);
+		if (r->parts)
+			sc_finish(s,
+				  json_pack("{s:s, s:i, s:i, s:i}", "snapshot", s->name, "held_ms",
+					    (int)r->held_ms, "drain_ms", (int)r->drain_ms,
+					    "create_ms", (int)r->create_ms),
+				  0, NULL);
+		else /* forwarded: the holder's answer has held_ms only */
+			sc_finish(s,
+				  json_pack("{s:s, s:i}", "snapshot", s->name, "held_ms",
+					    (int)r->held_ms),
+				  0, NULL);
 		return;
 	case BS_SNAP_LIST:
 		sc_finish(s, list_json(r), 0, NULL);

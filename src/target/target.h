@@ -241,6 +241,11 @@ struct ix_snap_result {
 	size_t n;
 	bool protected_now; /* CLONE: the snapshot was protected for a v1 clone */
 	unsigned held_ms;   /* CREATE, ROLLBACK: how long writes were held or refused */
+	/* CREATE taken here (not forwarded): the parts of held_ms, from the hold's start to the
+	   writes in flight drained, and the cluster's call (rbd_snap_create2); the rest is the
+	   resume and the hops between threads */
+	bool parts;
+	unsigned drain_ms, create_ms;
 };
 typedef void (*ix_snap_cb)(void *arg, const struct ix_snap_result *res);
 int ix_target_lun_snap(struct ix_target *t, const char *target, uint32_t lun,

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/bs.h"
@@ -30,7 +31,13 @@ struct snap_op {
 	struct bs_snap_req req;
 	struct ev_post post;	  /* the backend's answer, to the main loop */
 	struct ev_timer deadline; /* CREATE: the hold's bound */
-	uint64_t start_ms;	  /* the hold began */
+	uint64_t start_ms;	  /* the hold began (the loop's time: the deadline's) */
+	/* what the answer reports, read from the clock itself (the loop's time is that of its
+	   iteration's start): the hold began, the writes in flight drained (0: not yet) */
+	uint64_t t_start, t_drained;
+	unsigned create_ms;	  /* CREATE: the backend's call took (read in on_result only: the
+				     helper thread writes req.call_ms until it posts) */
+	bool created;		  /* create_ms is known */
 	unsigned timeout_ms;
 	bool held;     /* the LU is quiesced */
 	bool answered; /* cb has run (the deadline answered first) */
@@ -53,6 +60,14 @@ struct snap_op {
 	void *arg;
 };
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 static void op_free(struct snap_op *o)
 {
 	ev_timer_stop(o->loop, &o->deadline);
@@ -68,11 +83,19 @@ static void answer(struct snap_op *o, int rc, const char *err)
 				   .list = o->req.list,
 				   .n = o->req.n,
 				   .protected_now = o->req.protected_now,
-				   .held_ms = o->fwd ? o->fwd_held_ms
-					      : o->start_ms
-						  ? (unsigned)(ev_now_ms(o->loop) - o->start_ms)
-						  : 0};
+				   .held_ms = o->fwd	    ? o->fwd_held_ms
+					      : o->t_start ? (unsigned)(mono_ms() - o->t_start)
+							   : 0,
+				   .parts = !o->fwd && o->req.op == BS_SNAP_CREATE && o->created,
+				   .drain_ms = o->t_drained ? (unsigned)(o->t_drained - o->t_start) : 0,
+				   .create_ms = o->create_ms};
 
+	if (r.parts && rc == 0)
+		log_info("target",
+			 "%s: snapshot %s: writes held %u ms (drain %u ms, rbd_snap_create2 %u ms, "
+			 "the rest %d ms)",
+			 o->lu_name, o->req.name, r.held_ms, r.drain_ms, r.create_ms,
+			 (int)r.held_ms - (int)r.drain_ms - (int)r.create_ms);
 	o->answered = true;
 	o->cb(o->arg, &r);
 }
@@ -122,6 +145,8 @@ static void on_result(void *arg)
 		op_free(o);
 		return;
 	}
+	o->create_ms = o->req.call_ms;
+	o->created = o->t_drained != 0;
 	/* a rollback changed the medium, also when it failed half-way */
 	resume(o, o->req.op == BS_SNAP_ROLLBACK);
 	remote_online(o, o->req.op == BS_SNAP_ROLLBACK);
@@ -172,6 +197,8 @@ static void on_quiesced(void *arg, int rc)
 		op_free(o);
 		return;
 	}
+	if (o->req.op == BS_SNAP_CREATE)
+		o->t_drained = mono_ms();
 	if (bs_dev_snap(o->dev, &o->req) < 0) {
 		resume(o, false);
 		remote_online(o, false);
@@ -345,6 +372,7 @@ static int start_quiesce(struct snap_op *o, char *err, size_t errlen)
 
 	ev_timer_init(&o->deadline, on_deadline, o);
 	o->start_ms = ev_now_ms(o->loop);
+	o->t_start = mono_ms();
 	rc = scsi_lu_quiesce(o->lu, o->loop, o->timeout_ms, rb, on_quiesced, o);
 	if (rc < 0) {
 		snprintf(err, errlen, "%s: %s", o->lu_name,
