@@ -236,7 +236,7 @@ def scenario(cl, tmp):
             elif ok:
                 ok = all(s == ixha.AO for s, _ in t['gw-a'].values())
             return t if ok else None
-        tabs, took = wait(lambda: same_tables(IQN, False), 5)
+        tabs, took = wait(lambda: same_tables(IQN, False), 5)  # static: a loaded machine
         ltabs, ltook = wait(lambda: same_tables(LOCK_IQN, True),
                             3 * LOCK_CHECK_MS / 1000.0 + 5)
         report.check('rtpg', tabs is not None and ltabs is not None,
@@ -311,7 +311,10 @@ def scenario(cl, tmp):
                     -32007]
             _, luns = luns_in(cl)
             outcomes.append((won, lost, [x for x in luns if x in (la, lb)], res))
-            time.sleep(bound)   # both gateways apply the winner before the next round
+            # both gateways apply the winner before the next round (polled, bounded by a notify
+            # or a poll)
+            wait(lambda: all(readcap(g.port, lun) == 8 * MIB for g in (a, b) for lun in won),
+                 bound)
         ok = all(len(w) + len(lo) == 2 and w and sorted(w) == present
                  for w, lo, present, _ in outcomes)
         report.check('concurrent', ok,

@@ -60,6 +60,7 @@ SLACK_S = 1.5     # a loaded machine
 IMAGES = ['own0', 'own1']  # LUN 0 and 1 of the target: the hand-over tests move both
 HANDOVER_MS = 3000  # rbd.handover_timeout_ms
 IMPLICIT_MS = 2000  # alua.implicit_failover_ms, where a test turns it on
+HEAL_S = 2  # HA_HEAL_MS (src/ha/ha_policy.h): split locks are healed this much later
 REJOIN_S = 5  # rbd.rejoin_after_ms (the default): a fenced gateway rejoins this much later
 IMAGE_MIB = 64  # each image's size: the ledger's blocks stay inside it
 LU_BLOCKS = IMAGE_MIB * (1 << 20) // 512
@@ -212,13 +213,13 @@ def test_three(tmp, conf, gws, cl):
     t0 = time.monotonic()
     while time.monotonic() - t0 < CHECK_MS / 1000 * 2 + SLACK_S + 5:
         rec = cl.try_tool('rados', '-p', 'rbd', 'get', 'ix.own.' + IMAGES[0], '-', timeout=30)
-        if rec.stdout.startswith('ix-own 1\n'):
+        logged = [ln for ln in gws['c'].d.output().splitlines()
+                  if 'ix.own.' + IMAGES[0] in ln and 'writing it again' in ln]
+        if rec.stdout.startswith('ix-own 1\n') and logged:  # the log line may come after
             break
         time.sleep(0.2)
     took = time.monotonic() - t0
-    logged = [ln for ln in gws['c'].d.output().splitlines()
-              if 'ix.own.' + IMAGES[0] in ln and 'writing it again' in ln]
-    took2, got = wait_rtpg(gws, want, 5)
+    took2, got = wait_rtpg(gws, want, CHECK_MS / 1000 * 2 + SLACK_S)
     check('three-record-damaged', put.returncode == 0 and rec.stdout.startswith('ix-own 1\n')
           and 'groups 3\n' in rec.stdout and logged and got == want,
           'after `rados put` of garbage, C wrote the record again in %.1f s (log: %s); the '
@@ -297,8 +298,10 @@ def test_planned(tmp, conf, gws, cl):
     bl0 = blocklist(cl)
     st, sense, took = a.stpg((STANDBY, 1), (AO, 3))
     t0 = time.monotonic()
+    # the hand-over is asked for at once; at worst it waits out handover_timeout_ms and C's
+    # next two lock checks
     while locks(gws) != {'a': 'standby', 'b': 'standby', 'c': 'owner'} and \
-            time.monotonic() - t0 < 10:
+            time.monotonic() - t0 < HANDOVER_MS / 1000 + 2 * CHECK_MS / 1000 + SLACK_S:
         time.sleep(0.1)
     lk = locks(gws)
     took2, got = wait_rtpg(gws, want3(3), CHECK_MS / 1000 + SLACK_S)
@@ -440,7 +443,10 @@ def test_split(tmp, conf, gws, cl):
                   % (fmt(st, sense), took, locks(gws), shows(got), n, why or ''))
         r = b.break_lock(lun)
         t0, seen, wb = time.monotonic(), {}, None
-        while time.monotonic() - t0 < 1.5:  # transitioning while split (healing waits 2 s)
+        # transitioning while split: from the lock check that sees the split until the heal
+        # (HA_HEAL_MS later); polled until both gateways and B's write showed it
+        while time.monotonic() - t0 < CHECK_MS / 1000 + HEAL_S + SLACK_S and \
+                not ('b' in seen and 'c' in seen and wb is not None):
             for nm in 'bc':
                 g = gws[nm].rtpg()
                 if isinstance(g, dict) and TRANS in g.values():
@@ -449,7 +455,8 @@ def test_split(tmp, conf, gws, cl):
                 wb = b.write(PROBE_LBA, os.urandom(4096), 1 - lun)
             time.sleep(0.1)
         want = {n: want3(2)[n] for n in 'bc'}
-        took2, got = wait_rtpg({n: gws[n] for n in 'bc'}, want, 2 + HANDOVER_MS / 1000 + 5)
+        took2, got = wait_rtpg({n: gws[n] for n in 'bc'}, want,
+                              HEAL_S + HANDOVER_MS / 1000 + 5)
         lk = locks({n: gws[n] for n in 'bc'})
         healed = [ln for ln in b.d.output().splitlines() if 'locks are split' in ln]
         check('split-%s' % rnd, 'b' in seen and 'c' in seen and wb and wb[0] == 2 and

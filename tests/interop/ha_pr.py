@@ -88,6 +88,9 @@ CU_FAMILIES = ['MultipathIO', 'PrinReadKeys', 'PrinServiceactionRange',
                'PrinReportCapabilities', 'ProutRegister', 'ProutReserve', 'ProutClear',
                'ProutPreempt', 'Reserve6']
 NOTIFY_S = 2  # the LUN's rbd.pr.notify_timeout_s (the default is 5)
+DEAD_BOUND_S = NOTIFY_S + 8  # a dead holder's reservation goes: the notify timeout, the
+# blocklist, the lock's break on a loaded machine
+LOG_WAIT_S = 10  # a log line the gateway writes once it has answered, on a loaded machine
 
 report = ixtest.Reporter('ha_pr')
 
@@ -475,6 +478,17 @@ def lun_reset(s):
             return pdu.u8(2)
 
 
+def log_lines(d, pred, secs=LOG_WAIT_S):
+    """The lines of d's log that pred accepts, polled for until one shows or secs pass (the
+    gateway logs after it answers: how soon depends on the machine, not on a timeout)."""
+    end = time.monotonic() + secs
+    while True:
+        lines = [ln for ln in d.output().splitlines() if pred(ln)]
+        if lines or time.monotonic() > end:
+            return lines
+        time.sleep(0.1)
+
+
 def reserve_within(s, secs):
     """RESERVE(6) again until GOOD or secs pass: (status, seconds)."""
     t0 = time.monotonic()
@@ -506,11 +520,12 @@ def step_spc2(cl, da, pa, pb, tmp):
         took = time.monotonic() - t0
         w1 = write1(s1)[0]
         check('spc2-release', rel2 == 0 and w2a == 0x18 and rel1 == 0 and w2b == 0 and
-              res2 == 0 and res1 == 0x18 and w1 == 0x18 and took < 1.5,
+              res2 == 0 and res1 == 0x18 and w1 == 0x18 and took < NOTIFY_S - 0.5,
               'RELEASE by 2 (not the holder) 0x%02x, 2 still refused 0x%02x; RELEASE by 1 '
               '0x%02x, WRITE of 2 through B 0x%02x; RESERVE of 2 through B 0x%02x; RESERVE of '
-              '1 through A 0x%02x in %.2f s (B answers for its holder), WRITE of 1 0x%02x' % (
-                  rel2, w2a, rel1, w2b, res2, res1, took, w1))
+              '1 through A 0x%02x in %.2f s (B answers for its holder, well within the notify '
+              'timeout of %d s), WRITE of 1 0x%02x'
+              % (rel2, w2a, rel1, w2b, res2, res1, took, NOTIFY_S, w1))
         s2.close()  # I_T nexus loss of the holder, on B
         st, took = reserve_within(s1, 10)
         check('spc2-nexus-loss', st == 0,
@@ -535,7 +550,7 @@ def step_spc2(cl, da, pa, pb, tmp):
         r3 = cmd_status(s3, RESERVE6)
         dc.kill9()
         s3.close()
-        st, took = reserve_within(s1, 20)
+        st, took = reserve_within(s1, DEAD_BOUND_S + 10)
         text = da.output()
         released = [ln for ln in text.splitlines()
                     if 'which did not answer and is now fenced: released' in ln]
@@ -543,7 +558,7 @@ def step_spc2(cl, da, pa, pb, tmp):
         addr = fenced[-1] if fenced else None
         bl = cl.blocklist()
         check('spc2-dead-holder', r3 == 0 and st == 0 and
-              NOTIFY_S - 0.5 <= took < NOTIFY_S + 8 and released and addr and addr in bl,
+              NOTIFY_S - 0.5 <= took < DEAD_BOUND_S and released and addr and addr in bl,
               'RESERVE of 2 through C 0x%02x; C killed; RESERVE of 1 through A 0x%02x after '
               '%.1f s (notify timeout %d s); C\'s address %s %s; A\'s log: %s' % (
                   r3, st, took, NOTIFY_S, addr, 'blocklisted' if addr and addr in bl else
@@ -569,9 +584,7 @@ def step_damaged(cl, da, pa, pb, tmp):
         check('damaged-out', st == 2 and ka == (4, 0x44, 0),
               'REGISTER through A on a garbage object: status 0x%02x sense %s (want HARDWARE '
               'ERROR 44/00)' % (st, ka))
-        time.sleep(0.2)
-        text = da.output()
-        line = [ln for ln in text.splitlines() if OBJ in ln and 'rados rm' in ln]
+        line = log_lines(da, lambda ln: OBJ in ln and 'rados rm' in ln)
         check('damaged-log', bool(line), 'A\'s log names the object and what to do: %s'
               % (line[-1][-160:] if line else 'no such line'))
         st, _ = write1(s2)
@@ -624,9 +637,8 @@ def step_fence(cl, da, db, pa, pb):
         check('fence-b-write', st == 2 and ka is not None and ka[0] == 4,
               'WRITE through B once it runs again: status 0x%02x sense %s (want HARDWARE ERROR)'
               % (st, ka))
-        time.sleep(0.5)
-        check('fence-b-log', 'blocklisted' in db.output() or
-              'transport endpoint shutdown' in db.output(),
+        check('fence-b-log', log_lines(db, lambda ln: 'blocklisted' in ln or
+                                       'transport endpoint shutdown' in ln),
               'B\'s log says it was fenced')
     finally:
         s1.close()

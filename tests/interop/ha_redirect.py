@@ -33,6 +33,11 @@ HOST = '127.0.0.1'
 IQN = 'iqn.2026-11.io.ix.test:ha-redirect'
 INITIATOR = 'iqn.2026-11.io.ix.test:ha-redirect-client'
 IMAGE = 'redir0'
+HANDOVER_MS = 3000  # rbd.handover_timeout_ms
+LOCK_CHECK_MS = 1000  # rbd.lock_check_ms (the default)
+SLACK_S = 5  # a loaded 2-core machine
+# every gateway reports the owner within a hand-over and two lock checks
+RTPG_BOUND_S = HANDOVER_MS / 1000 + 2 * LOCK_CHECK_MS / 1000 + SLACK_S
 report = ixtest.Reporter('ha_redirect')
 check = report.check
 
@@ -51,7 +56,7 @@ class Gateway(ixha.Gateway):
                       'serial': 'ixredir0',
                       'rbd': {'pool': 'rbd', 'image': IMAGE, 'conf': conf,
                               'exclusive_lock': True, 'osd_op_timeout_s': 5,
-                              'handover_timeout_ms': 3000}}],
+                              'handover_timeout_ms': HANDOVER_MS}}],
             'alua': {'groups': [
                 {'id': group, 'state': 'standby', 'portals': ['p', 'r']},
                 {'id': other_group, 'state': 'standby',
@@ -127,7 +132,7 @@ def scenario(cl, tmp):
         b = Gateway(tmp, cl.conf, 'b', 2, pb, rb, 1, ra)
         gws.append(b)
         st_b = b.wait_lock()
-        got = wait_rtpg(gws, {1: AO, 2: STANDBY}, 10)
+        got = wait_rtpg(gws, {1: AO, 2: STANDBY}, RTPG_BOUND_S)
         if not check('setup', st_a == 'owner' and st_b == 'standby' and
                      all(v == {1: AO, 2: STANDBY} for v in got.values()),
                      'A %s, B %s; %s' % (st_a, st_b, '; '.join(
@@ -136,7 +141,7 @@ def scenario(cl, tmp):
         login_goes('a-owns-b-redirects', b, a, INITIATOR + '-1')
         login_goes('a-owns-a-serves', a, None, INITIATOR + '-2')
         st, sense, took = b.stpg((AO, 2))
-        got = wait_rtpg(gws, {1: STANDBY, 2: AO}, 10)
+        got = wait_rtpg(gws, {1: STANDBY, 2: AO}, RTPG_BOUND_S)
         if not check('handover', st == 0 and b.lock() == 'owner' and
                      all(v == {1: STANDBY, 2: AO} for v in got.values()),
                      'STPG g2=AO through B: %s in %.1f s; locks A %s B %s; %s'

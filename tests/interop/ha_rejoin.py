@@ -90,6 +90,12 @@ HANDOVER_S = 5  # rbd.handover_timeout_ms's default: a holder that does not answ
 REJOIN_BOUND_S = 15  # a rejoin on a loaded 2-core machine: detach, connect, open, watch, read
 CYCLES = 5
 RSS_SLACK_KB = 8192
+LOCK_CHECK_S = 1  # rbd.lock_check_ms's default
+SLACK_S = 4  # a loaded 2-core machine, added to bounds derived from the configuration
+# a hand-over answered at once shows within a lock check; a fenced gateway's refused write
+# or its next lock check finds the blocklist (a Ceph round trip each: twice the slack)
+STATE_S = LOCK_CHECK_S + SLACK_S
+FENCED_S = 2 * (LOCK_CHECK_S + SLACK_S)
 KEY_A, KEY_A2 = 0xaaaa0000aaaa0001, 0xaaaa0000aaaa0002
 KEY_B, KEY_B2 = 0xbbbb0000bbbb0001, 0xbbbb0000bbbb0002
 IMAGE_MIB = 64  # IMAGE's size: the ledger's blocks stay inside it
@@ -231,7 +237,7 @@ def fence_by(winner, loser, ledger):
                                                       r.get('reason')))
     w = loser.write(ledger.old_lba() or 0,
                     os.urandom(4096))
-    return st, w, loser.wait_lock('fenced', 10)
+    return st, w, loser.wait_lock('fenced', FENCED_S)
 
 
 def blocklist(cl):
@@ -252,7 +258,7 @@ def handover_rejoined(a, b, ledger, cl):
     break A's lock after it). Nobody is fenced either time."""
     bl0 = blocklist(cl)
     st1, t1 = stpg_timed(a)
-    la, lb = a.wait_lock('owner', 5), b.wait_lock('standby', 5)
+    la, lb = a.wait_lock('owner', STATE_S), b.wait_lock('standby', STATE_S)
     n1, _ = ledger.write_some(a, 4, rewrite_every=2)
     check('rejoined-asks', st1[0] == 0 and t1 < HANDOVER_S and la == 'owner' and
           lb == 'standby' and n1 == 4 and not blocklist(cl) - bl0,
@@ -260,7 +266,7 @@ def handover_rejoined(a, b, ledger, cl):
           'writes through A acknowledged; new blocklist entries: %s'
           % (fmt(*st1), t1, la, lb, n1, sorted(blocklist(cl) - bl0) or 'none'))
     st2, t2 = stpg_timed(b)
-    la, lb = a.wait_lock('standby', 5), b.wait_lock('owner', 5)
+    la, lb = a.wait_lock('standby', STATE_S), b.wait_lock('owner', STATE_S)
     n2, _ = ledger.write_some(b, 4, rewrite_every=2)
     check('rejoined-answers', st2[0] == 0 and t2 < HANDOVER_S and la == 'standby' and
           lb == 'owner' and n2 == 4 and not blocklist(cl) - bl0,
@@ -400,7 +406,7 @@ def phase_sigstop(gws, ledger, cl):
         a.d.p.send_signal(signal.SIGCONT)
     wa = a.write(ledger.old_lba(), os.urandom(4096))
     t_fenced = time.monotonic()
-    lk = a.wait_lock('fenced', 5)
+    lk = a.wait_lock('fenced', STATE_S)
     took, stat, ok = a.wait_rejoined(count + 1, REJOIN_MS / 1000 + REJOIN_BOUND_S)
     took = time.monotonic() - t_fenced
     wa2 = a.write(0, os.urandom(4096))
@@ -567,7 +573,7 @@ def take_lock(winner, loser, ledger):
     if ledger.blocks:
         lba = ledger.old_lba()
         loser.write(lba, ledger.blocks[(0, lba)])
-    return (r.get('result') or {}).get('state'), loser.wait_lock('fenced', 10)
+    return (r.get('result') or {}).get('state'), loser.wait_lock('fenced', FENCED_S)
 
 
 def second_session(gw, isid):

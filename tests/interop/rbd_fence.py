@@ -36,6 +36,8 @@ HOST = '127.0.0.1'
 IQN = 'iqn.2024-01.org.ix.test:fence'
 INITIATOR = 'iqn.2024-01.org.ix.test:fence-client'
 BS = 512
+LOCK_CHECK_MS = 1000  # rbd.lock_check_ms (the default)
+SLACK_S = 4  # a loaded 2-core machine
 report = ixtest.Reporter('rbd_fence')
 
 
@@ -123,7 +125,12 @@ def fence(cl, tmp):
         t0 = time.monotonic()
         w = write16(sa, 0, late)
         took = time.monotonic() - t0
-        st, why = lock_state(ma, 'fenced', 5)
+        # the refused write itself, or A's next lock check, finds it fenced
+        st, why = lock_state(ma, 'fenced', LOCK_CHECK_MS / 1000 + SLACK_S)
+        end = time.monotonic() + SLACK_S  # its log line may follow the state
+        while not ('fenced' in a.output() and 'blocklisted' in a.output()) and \
+                time.monotonic() < end:
+            time.sleep(0.1)
         logged = 'fenced' in a.output() and 'blocklisted' in a.output()
         check('fenced', w[0] == 2 and sense3(w[1]) == (2, 4, 0x0b) and st == 'fenced' and
               logged, 'A write %s after %.1f s; state %s (%s); log line %s' % (
