@@ -756,6 +756,8 @@ static int conn_attach(void *arg, void *rados, char *err, size_t errlen)
 	if (rc == 0 && r->stale_gid)
 		rc = spc2_rejoin(r, &st, &v, &ver, err, errlen);
 	if (rc == 0) {
+		size_t nregs = st.nregs; /* st holds the old state once adopted */
+
 		ha_pr_adopt(r, &st, &v, NULL);
 		pthread_mutex_lock(&r->lu->lock);
 		ha_pr_spc2_publish_locked(r); /* against this client id, adopted or not */
@@ -767,7 +769,7 @@ static int conn_attach(void *arg, void *rados, char *err, size_t errlen)
 		log_info("pr",
 			 "LUN %u: %s on client.%llu: %zu registration(s), epoch %016llx "
 			 "sequence %llu",
-			 r->lu->lun, r->name, (unsigned long long)r->gid, st.nregs,
+			 r->lu->lun, r->name, (unsigned long long)r->gid, nregs,
 			 (unsigned long long)v.epoch, (unsigned long long)v.seq);
 	} else {
 		conn_drop(r);
