@@ -152,31 +152,30 @@ def blocklist_at(h, t, addr):
     h.ev.append({'type': 'blocklist', 'addr': addr, 'until': until})
 
 
-def blocklisted_client_current():
-    """g1's I/O goes through 10.77.0.11:0/222 (its client line), which is blocklisted: its
-    later write is a violation."""
+def blocklisted_client(which):
+    """g1's I/O went through 10.77.0.11:0/111, then through 10.77.0.11:0/222 (its client
+    lines: a restart); `which` of them is blocklisted after g1 took the lock, then g1
+    acknowledges a write."""
     h = H()
     h.ev.append({'type': 'client', 'gw': 'g1', 't': 998, 'gid': 5, 'addr': '10.77.0.11:0/111'})
     h.ev.append({'type': 'client', 'gw': 'g1', 't': 998.5, 'gid': 6, 'addr': '10.77.0.11:0/222'})
     h.lock('g1', 999)
     h.write(0)
-    blocklist_at(h, h.t + 0.5, '10.77.0.11:0/222')
+    blocklist_at(h, h.t + 0.5, which)
     h.write(1, path='g1')
-    res = h.run()
+    return h.run()
+
+
+def blocklisted_client_current():
+    """The current client is blocklisted: the later write is a violation."""
+    res = blocklisted_client('10.77.0.11:0/222')
     return kinds(res) == ['dual-writer'], res['violations']
 
 
 def blocklisted_client_earlier():
-    """The blocklisted address is g1's earlier client (a killed instance, fenced later by a
-    reservation change it could not acknowledge): g1's current client writes on."""
-    h = H()
-    h.ev.append({'type': 'client', 'gw': 'g1', 't': 998, 'gid': 5, 'addr': '10.77.0.11:0/111'})
-    h.ev.append({'type': 'client', 'gw': 'g1', 't': 998.5, 'gid': 6, 'addr': '10.77.0.11:0/222'})
-    h.lock('g1', 999)
-    h.write(0)
-    blocklist_at(h, h.t + 0.5, '10.77.0.11:0/111')
-    h.write(1, path='g1')
-    res = h.run()
+    """The earlier client (a killed instance, fenced later by a reservation change it could
+    not acknowledge) is blocklisted: that fences nothing alive."""
+    res = blocklisted_client('10.77.0.11:0/111')
     return res['ok'], res['violations'] or 'no violations'
 
 
