@@ -87,17 +87,10 @@ def log(msg):
 class Gateway(ixha.Gateway):
     def __init__(self, tmp, conf, name, group, initiator):
         cfg = self.base(tmp, name, group, host=HOST)
-        other = 3 - group
-        cfg['targets'] = [{'name': IQN, 'luns': [
-            {'lun': 0, 'backend': 'rbd', 'thin': True, 'pr_store': 'rados',
-             'naa_id': '0x6001405a0f0e0d0e', 'serial': 'ixprua',
-             'rbd': {'pool': 'rbd', 'image': IMAGE, 'conf': conf,
-                     'exclusive_lock': True, 'osd_op_timeout_s': OSD_OP_S,
-                     'connect_timeout_s': CONNECT_S, 'rejoin_after_ms': 0,
-                     'pr': {'notify_timeout_s': NOTIFY_S}}}],
-            'alua': {'groups': [
-                {'id': group, 'state': 'standby', 'portals': ['p']},
-                {'id': other, 'state': 'standby', 'relative_ports': [other]}]}}]
+        cfg['targets'] = [self.rbd_pr_target(
+            IQN, IMAGE, conf, '0x6001405a0f0e0d0e', 'ixprua',
+            rbd={'osd_op_timeout_s': OSD_OP_S, 'connect_timeout_s': CONNECT_S,
+                 'rejoin_after_ms': 0, 'pr': {'notify_timeout_s': NOTIFY_S}})]
         self.launch('ha_pr_ua', tmp, cfg, IQN, initiator,
                     isid=bytes.fromhex('80000000e00%d' % group))
 

@@ -114,16 +114,10 @@ class Gateway(ixha.Gateway):
 
     def __init__(self, tmp, conf, name, group, rejoin_ms, implicit_ms, plain=False):
         cfg = self.base(tmp, name, group, host=HOST)
-        other = 3 - group
-        cfg['targets'] = [{'name': IQN, 'luns': [
-            {'lun': 0, 'backend': 'rbd', 'thin': True, 'pr_store': 'rados',
-             'naa_id': '0x6001405a0f0e0d0d', 'serial': 'ixrejoin',
-             'rbd': {'pool': 'rbd', 'image': IMAGE, 'conf': conf,
-                     'exclusive_lock': True, 'osd_op_timeout_s': 5,
-                     'connect_timeout_s': 3, 'rejoin_after_ms': rejoin_ms}}],
-            'alua': {'implicit_failover_ms': implicit_ms, 'groups': [
-                {'id': group, 'state': 'standby', 'portals': ['p']},
-                {'id': other, 'state': 'standby', 'relative_ports': [other]}]}}]
+        cfg['targets'] = [self.rbd_pr_target(
+            IQN, IMAGE, conf, '0x6001405a0f0e0d0d', 'ixrejoin',
+            rbd={'osd_op_timeout_s': 5, 'connect_timeout_s': 3, 'rejoin_after_ms': rejoin_ms},
+            alua={'implicit_failover_ms': implicit_ms})]
         if plain:  # the same cluster connection (same conf, client, timeouts): fenced together
             cfg['targets'].append({'name': IQN_PLAIN, 'luns': [
                 {'lun': n, 'backend': 'rbd',

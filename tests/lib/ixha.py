@@ -178,6 +178,20 @@ class Gateway(Initiator):
         return {'global': {'mgmt_socket': self.sock},
                 'portals': [{'name': 'p', 'address': host, 'port': self.port, 'tpgt': group}]}
 
+    def rbd_pr_target(self, iqn, image, conf, naa, serial, rbd=None, alua=None):
+        """The target of a two-gateway test on one image: LUN 0 on it with exclusive_lock and
+        pr_store rados (more rbd keys in rbd), ALUA group self.group on this gateway's portal
+        and the other one's (3 - group) by its relative port, both standby at start (more alua
+        keys in alua)."""
+        other = 3 - self.group
+        return {'name': iqn, 'luns': [
+            {'lun': 0, 'backend': 'rbd', 'thin': True, 'pr_store': 'rados', 'naa_id': naa,
+             'serial': serial, 'rbd': {'pool': 'rbd', 'image': image, 'conf': conf,
+                                       'exclusive_lock': True, **(rbd or {})}}],
+            'alua': {**(alua or {}), 'groups': [
+                {'id': self.group, 'state': 'standby', 'portals': ['p']},
+                {'id': other, 'state': 'standby', 'relative_ports': [other]}]}}
+
     def launch(self, test, tmp, cfg, target, initiator, host='127.0.0.1', **session_kw):
         """cfg written to TMP/NAME.json, the daemon started on it (its log
         TEST.ix-target-NAME.log), a session to target logged in."""
