@@ -206,6 +206,8 @@ static bool spc2_stale(struct pr_rados *r, const struct pr_state *st, const stru
 	return true;
 }
 
+static bool spc2_held_here(struct pr_rados *r, const struct pr_state *st);
+
 /* The object's SPC-2 reservation after op from nexus who (NULL: a LUN RESET drops it);
  * *res the command's result, *write whether st changed. 0 or -ENOMEM. */
 static int spc2_apply(struct pr_rados *r, enum spc2_op op, const struct pr_nexus_id *who,
@@ -230,7 +232,11 @@ static int spc2_apply(struct pr_rados *r, enum spc2_op op, const struct pr_nexus
 	}
 	if (pr_spc2_is(st, who) && st->spc2_gid == r->gid)
 		return 0; /* held already */
-	if (st->spc2_iport && !spc2_stale(r, st, v)) {
+	/* held through this gateway by a nexus that holds it here no more: its loss (or
+	 * release) happened after this job was queued, and its own job, behind this one, would
+	 * release it in the object: it is released */
+	if (st->spc2_iport && !(st->spc2_gid == r->gid && !spc2_held_here(r, st)) &&
+	    !spc2_stale(r, st, v)) {
 		*res = PR_CONFLICT;
 		return 0;
 	}
