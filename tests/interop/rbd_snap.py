@@ -327,20 +327,6 @@ def step_timeout(cl, sock, port):
                  'snap ls: %s' % (c, m[:160], took, res.get('w'), after, ceph))
 
 
-def lock_state(sock, iqn):
-    r = ixceph.rpc(sock, 'iscsi_break_rbd_lock', {'target': iqn, 'lun': 0, 'dry_run': True})
-    return r.get('result', {}).get('state')
-
-
-def wait_lock(sock, iqn, want, secs=30):
-    end = time.monotonic() + secs
-    while True:
-        st = lock_state(sock, iqn)
-        if st == want or time.monotonic() > end:
-            return st
-        time.sleep(0.1)
-
-
 def step_group(cl, tmp):
     """Two gateways of one image with the managed exclusive lock, A holding it, writers on
     A: a snapshot sent to the standby B is taken by A (held and drained there) and holds a
@@ -348,19 +334,12 @@ def step_group(cl, tmp):
     not answer (stopped) gives B's caller -32006 within its bound, never a hang."""
     iqn = IQN + '-grp'
     cl.create_image('grp', '16M')
-    ds, socks, ports, sts = [], [], [], []
+    ds = []
     try:
-        for name in 'ab':
-            sock = os.path.join(tmp, 'g%s.sock' % name)
-            ports.append(ixtest.free_port())
-            cfg = ixceph.write_config(
-                os.path.join(tmp, 'g%s.json' % name), iqn, ports[-1],
-                [ixceph.rbd_lun(0, 'grp', cl.conf, osd_op_timeout_s=OSD_TIMEOUT_S,
-                                exclusive_lock=True, handover_timeout_ms=HANDOVER_MS)],
-                host=HOST, glob={'mgmt_socket': sock})
-            ds.append(ixtest.Daemon(cfg, 'rbd_snap.ix-target-g%s.log' % name, BUILD, OUT))
-            socks.append(sock)
-            sts.append(wait_lock(sock, iqn, 'owner' if name == 'a' else 'standby'))
+        socks, ports, sts = ixceph.lock_pair(ds, tmp, iqn, 'grp', cl.conf, 'rbd_snap',
+                                             prefix='g', host=HOST,
+                                             osd_op_timeout_s=OSD_TIMEOUT_S,
+                                             handover_timeout_ms=HANDOVER_MS)
         ws = [Writer(ports[0], w, iqn) for w in range(2)]
         for w in ws:
             w.start()
@@ -448,7 +427,7 @@ def group_rollback(iqn, socks, ports):
     only and no force it is refused, naming B, and B's LU comes back with nothing changed
     (no unit attention); forced, both A's and B's LUs answer NOT READY 04/07 during it and
     MEDIUM MAY HAVE CHANGED after."""
-    st_a = wait_lock(socks[0], iqn, 'owner')
+    st_a = ixceph.wait_lock(socks[0], iqn, 'owner')
     pb = session(ports[1], tag='-pollb', target=iqn)
     t0 = time.monotonic()
     refused = ixceph.rpc(socks[0], 'iscsi_rollback_snapshot',

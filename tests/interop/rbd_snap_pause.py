@@ -57,7 +57,7 @@ sys.path.insert(0, os.path.join(HERE, '..', 'lib'))
 import ixceph  # noqa: E402
 import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
-from ixceph import BUILD, OUT  # noqa: E402
+from ixceph import BUILD  # noqa: E402
 
 HOST = '127.0.0.1'
 IQN = 'iqn.2024-01.org.ix.test:rbd-snap-pause'
@@ -293,26 +293,10 @@ def scenario(cl, tmp):
     py = rbd_python()
     cl.create_image('img', IMG_SIZE)
     cl.create_image('ref', IMG_SIZE)
-    ds, socks, ports = [], [], []
+    ds = []
     try:
-        for name in 'ab':
-            sock = os.path.join(tmp, '%s.sock' % name)
-            ports.append(ixtest.free_port())
-            cfg = ixceph.write_config(
-                os.path.join(tmp, '%s.json' % name), IQN, ports[-1],
-                [ixceph.rbd_lun(0, 'img', cl.conf, exclusive_lock=True,
-                                handover_timeout_ms=HANDOVER_MS)],
-                host=HOST, glob={'mgmt_socket': sock})
-            ds.append(ixtest.Daemon(cfg, 'rbd_snap_pause.ix-target-%s.log' % name, BUILD, OUT))
-            socks.append(sock)
-            want = 'owner' if name == 'a' else 'standby'
-            end = time.monotonic() + 30
-            while time.monotonic() < end:
-                r = ixceph.rpc(sock, 'iscsi_break_rbd_lock',
-                               {'target': IQN, 'lun': 0, 'dry_run': True})
-                if r.get('result', {}).get('state') == want:
-                    break
-                time.sleep(0.1)
+        socks, ports, _ = ixceph.lock_pair(ds, tmp, IQN, 'img', cl.conf, 'rbd_snap_pause',
+                                           host=HOST, handover_timeout_ms=HANDOVER_MS)
         written = 0
         for label, set_to in (('default', None), ('lowered', LOW_INTERVAL)):
             if set_to is not None:

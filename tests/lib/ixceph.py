@@ -190,6 +190,42 @@ def rpc(sock, method, params, timeout=60):
     return json.loads(buf)
 
 
+def lock_state(sock, iqn, lun=0):
+    """The LUN's lock state as the gateway behind sock sees it (owner, standby, acquiring,
+    fenced, ...): iscsi_break_rbd_lock with dry_run, which breaks nothing."""
+    r = rpc(sock, 'iscsi_break_rbd_lock', {'target': iqn, 'lun': lun, 'dry_run': True})
+    return r.get('result', {}).get('state')
+
+
+def wait_lock(sock, iqn, want, secs=30, lun=0):
+    """lock_state polled until it is want or secs have passed; the last state seen."""
+    end = time.monotonic() + secs
+    while True:
+        st = lock_state(sock, iqn, lun)
+        if st == want or time.monotonic() > end:
+            return st
+        time.sleep(0.1)
+
+
+def lock_pair(ds, tmp, iqn, image, conf, test, prefix='', host='127.0.0.1', **rbd):
+    """Gateways a and b of one image with the managed exclusive lock (LUN 0; more of its
+    "rbd" section in rbd), each with a management socket, started in turn so that a takes the
+    lock and b stands by; each daemon is appended to ds as soon as it runs (the caller stops
+    them). Returns (sockets, ports, the lock states seen)."""
+    socks, ports, sts = [], [], []
+    for name in 'ab':
+        sock = os.path.join(tmp, '%s%s.sock' % (prefix, name))
+        ports.append(ixtest.free_port())
+        cfg = write_config(os.path.join(tmp, '%s%s.json' % (prefix, name)), iqn, ports[-1],
+                           [rbd_lun(0, image, conf, exclusive_lock=True, **rbd)], host=host,
+                           glob={'mgmt_socket': sock})
+        ds.append(ixtest.Daemon(cfg, '%s.ix-target-%s%s.log' % (test, prefix, name), BUILD,
+                                OUT))
+        socks.append(sock)
+        sts.append(wait_lock(sock, iqn, 'owner' if name == 'a' else 'standby'))
+    return socks, ports, sts
+
+
 check_sanitizer = ixtest.check_sanitizer
 
 
