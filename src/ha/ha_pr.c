@@ -214,6 +214,8 @@ static int spc2_apply(struct pr_rados *r, enum spc2_op op, const struct pr_nexus
 		      struct pr_state *st, const struct ha_pr_obj_ver *v, enum pr_result *res,
 		      bool *write)
 {
+	bool gone_here;
+
 	*res = PR_OK;
 	*write = false;
 	if (!who) { /* LOGICAL UNIT RESET */
@@ -235,8 +237,8 @@ static int spc2_apply(struct pr_rados *r, enum spc2_op op, const struct pr_nexus
 	/* held through this gateway by a nexus that holds it here no more: its loss (or
 	 * release) happened after this job was queued, and its own job, behind this one, would
 	 * release it in the object: it is released */
-	if (st->spc2_iport && !(st->spc2_gid == r->gid && !spc2_held_here(r, st)) &&
-	    !spc2_stale(r, st, v)) {
+	gone_here = st->spc2_iport && st->spc2_gid == r->gid && !spc2_held_here(r, st);
+	if (st->spc2_iport && !gone_here && !spc2_stale(r, st, v)) {
 		*res = PR_CONFLICT;
 		return 0;
 	}
