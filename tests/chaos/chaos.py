@@ -51,7 +51,8 @@ READ RESERVATION through every gateway at once, an unregistered initiator's writ
 
 Output in OUT/chaos-<seed>/ (OUT: IX_OUT or tests/out): history.jsonl (the client's operations,
 the faults with start and end, each gateway's start/exit and lock-state lines from its log, the
-blocklist), image.bin (`rbd export`), g1.log... (the gateways), and the checker's summary on
+blocklist, and osdwatch.py's lines: the OSD map each blocklist entry entered and when the OSD
+had each map), image.bin (`rbd export`), g1.log... (the gateways), and the checker's summary on
 stdout. Exit 0 when the checker found nothing, 1 when it did, 2 when the run itself failed,
 77 when it cannot run here (not root, no Ceph, ix-target not built).
 """
@@ -399,6 +400,7 @@ class Run:
         self.cl = None
         self.gws = []
         self.client = None
+        self.osdwatch = None
         self.busy = set()  # what a fault holds now: 'g1'.., 'ceph'
 
     def event(self, etype, **kw):
@@ -569,9 +571,46 @@ class Run:
         self.cl.sh('start', '--store', self.args.store, '--addr', BRIDGE_IP)
         self.cl.create_image(IMAGE, '%dM' % IMAGE_MIB)
         log('cluster up in %.0f s' % (time.monotonic() - t0))
+        self.start_osdwatch()
         self.gws = [Gw(self, i) for i in range(1, NGW + 1)]
         for g in self.gws:
             g.start()
+
+    def start_osdwatch(self):
+        """osdwatch.py in the cluster's namespace: when each blocklist entry entered the OSD
+        map and when the OSD had each map (the checker judges a fenced gateway's writes by
+        the OSD's enforcement); without Debian's python3-rados the checker falls back to the
+        monitor's time of each entry, which is stricter."""
+        self.osdwatch_out = os.path.join(self.tmp, 'osdwatch.jsonl')
+        self.osdwatch_stop = os.path.join(self.tmp, 'osdwatch.stop')
+        py = next((p for p in (sys.executable, '/usr/bin/python3') if subprocess.run(
+            [p, '-c', 'import rados'], capture_output=True).returncode == 0), None)
+        if py is None:
+            log('osdwatch: no python3-rados; blocklistings judged from the monitor\'s time')
+            return
+        self.osdwatch = subprocess.Popen(
+            ['ip', 'netns', 'exec', self.net.ceph, py, os.path.join(HERE, 'osdwatch.py'),
+             self.cl.conf, os.path.join(self.cl.path, 'run', 'osd.0.asok'), self.osdwatch_out,
+             self.osdwatch_stop], env=self.cl.env)
+
+    def stop_osdwatch(self):
+        """Its lines, once it has seen the blocklist as it is at the end."""
+        if self.osdwatch is None:
+            return []
+        time.sleep(1)
+        with open(self.osdwatch_stop, 'w'):
+            pass
+        try:
+            self.osdwatch.wait(30)
+        except subprocess.TimeoutExpired:
+            self.osdwatch.kill()
+            self.osdwatch.wait()
+        self.osdwatch = None
+        try:
+            with open(self.osdwatch_out) as f:
+                return [json.loads(ln) for ln in f if ln.strip()]
+        except OSError:
+            return []
 
     def start_client(self):
         ct = client_timeouts()
@@ -606,6 +645,7 @@ class Run:
         for g in self.gws:
             g.signal(signal.SIGCONT)
         bl = self.cl.blocklist()
+        watched = self.stop_osdwatch()
         for ln in bl.splitlines():
             parts = ln.split()
             if len(parts) >= 2 and ':' in parts[0]:
@@ -625,7 +665,7 @@ class Run:
                 if i == 2:
                     self.keep_cluster_logs()
                     raise
-        evs = list(self.events)
+        evs = list(self.events) + watched
         for g in self.gws:
             evs += lock_events(g.name, g.log_path)
         try:
@@ -653,9 +693,10 @@ class Run:
             log('keeping the cluster logs: %s' % e)
 
     def teardown(self):
-        if self.client is not None and self.client.poll() is None:
-            self.client.kill()
-            self.client.wait()
+        for p in (self.client, self.osdwatch):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
         for g in self.gws:
             try:
                 if g.alive():

@@ -16,8 +16,12 @@ Checks:
               or a later not-acknowledged write
   dual-writer a write acknowledged through gateway X that was sent after another gateway Y had
               taken the lock (Y's log says "owner" later than X's last "owner" line, and before
-              the write started), or after X's Ceph client was blocklisted (`ceph osd blocklist
-              ls`: the entry's expiry less Ceph's default 1 h) with no "owner" line of X since
+              the write started), or after X's Ceph client was blocklisted with no "owner" line
+              of X since: blocklisted from the time the OSD had the map that carries the entry
+              (osdwatch.py's lines: an OSD refuses the client from that map on and applies
+              what reached it before; writes sent between the monitor's entry and then are
+              counted in a note), else from the monitor's time (`ceph osd blocklist ls`: the
+              entry's expiry less Ceph's default 1 h)
   no-owner    a write acknowledged through a gateway that never logged "owner" before
   pr-write    the unregistered initiator's write acknowledged while the reservation was held
               (not between a RELEASE's start and the next GOOD RESERVE's end), or one that
@@ -188,7 +192,25 @@ def check(events, image):
         """The address gateway g's I/O went through at t (None: not known)."""
         c = [a for tc, a in clients.get(g, []) if tc <= t]
         return c[-1] if c else None
-    fenced_at = {}   # gateway -> [(time, address or None)]
+    # when the OSD enforced each entry (osdwatch.py): the map that first carries it, and the
+    # first time the OSD was seen to have that map; an OSD refuses a blocklisted client only
+    # from then on, and applies what reached it before. An entry the watcher did not see (an
+    # older history, no python3-rados) counts from the monitor's time, which is earlier.
+    entry_epoch = {}
+    osd_maps = []
+    for e in events:
+        if e.get('type') == 'map-entry':
+            entry_epoch.setdefault(e['addr'], e['epoch'])
+        elif e.get('type') == 'osd-map' and isinstance(e.get('epoch'), int):
+            osd_maps.append((e['t'], e['epoch']))
+    osd_maps.sort()
+
+    def enforced(addr, t_mon):
+        ep = entry_epoch.get(addr)
+        if ep is None:
+            return t_mon
+        return next((max(t, t_mon) for t, oe in osd_maps if oe >= ep), t_mon)
+    fenced_at = {}   # gateway -> [(monitor's time, address or None, OSD's time)]
     for e in events:
         if e.get('type') == 'blocklist':
             a = e['addr']
@@ -198,11 +220,12 @@ def check(events, image):
                 g = gw_ip.get(a.split(':')[0])
             t = blocklist_time(e.get('until', ''))
             if g and t:
-                fenced_at.setdefault(g, []).append((t, a if exact else None))
+                fenced_at.setdefault(g, []).append((t, a if exact else None, enforced(a, t)))
     for ts in owner.values():
         ts.sort()
     for ts in fenced_at.values():
         ts.sort()
+    before_osd = []  # writes sent between the monitor's entry and the OSD's map
 
     def latest(ts, before):
         c = [t for t in ts if t <= before]
@@ -227,13 +250,24 @@ def check(events, image):
         # IP) after x last took the lock; one of an earlier client of x (a killed instance
         # blocklisted later by a reservation change it could not acknowledge) fences nothing
         cur = client_at(x, e['t0'])
-        tbs = [tb for tb, a in fenced_at.get(x, []) if tb <= e['t0'] and
+        tbs = [(tb, te) for tb, a, te in fenced_at.get(x, []) if tb <= e['t0'] and tb > tx and
                (a is None or cur is None or a == cur)]
-        tb = tbs[-1] if tbs else None
-        if tb is not None and tb > tx:
+        if any(te <= e['t0'] for _, te in tbs):
+            tb, te = [b for b in tbs if b[1] <= e['t0']][-1]
             viol.append(('dual-writer', 'block %d seq %d acknowledged through %s (sent at '
-                         '%.3f) after its Ceph client was blocklisted at %.3f, with no "owner" '
-                         'since' % (e['blk'], e['seq'], x, e['t0'], tb)))
+                         '%.3f) after its Ceph client was blocklisted (monitor %.3f, the OSD '
+                         'had the map by %.3f), with no "owner" since'
+                         % (e['blk'], e['seq'], x, e['t0'], tb, te)))
+        elif tbs:
+            before_osd.append((e, tbs[-1]))
+    if before_osd:
+        e, (tb, te) = before_osd[0]
+        notes.append('%d write(s) acknowledged by a gateway whose client the monitor had '
+                     'blocklisted before they were sent, but sent before the OSD had the map '
+                     'that carries the entry (an OSD applies what reaches it before that map; '
+                     'the first: block %d seq %d through %s sent at %.3f, monitor %.3f, OSD '
+                     'by %.3f)' % (len(before_osd), e['blk'], e['seq'], e['path'], e['t0'],
+                                   tb, te))
 
     # persistent reservations: the unregistered initiator's writes are refused while a
     # reservation is held (gaps: from a RELEASE's start to the next GOOD RESERVE's end, and
@@ -278,7 +312,7 @@ def check(events, image):
     # the object meanwhile, and may learn of the blocklisting late (an OSD down then)
     stale = list(cut)
     for g, ts in fenced_at.items():
-        for tb, a in ts:
+        for tb, a, _ in ts:
             if a is None or a != client_at(g, tb):
                 continue
             nxt = [tc for tc, _ in clients.get(g, []) if tc > tb]

@@ -179,6 +179,47 @@ def blocklisted_client_earlier():
     return res['ok'], res['violations'] or 'no violations'
 
 
+def blocklisted_osd(sent_after_s, osd_has=True):
+    """g1's client is blocklisted at the monitor at tb; the entry is in map 7, which the OSD
+    had 2 s later (osdwatch.py's lines; with osd_has False it never reported it); g1
+    acknowledges a write sent sent_after_s after tb."""
+    h = H()
+    addr = '10.77.0.11:0/222'
+    h.ev.append({'type': 'client', 'gw': 'g1', 't': 998, 'gid': 6, 'addr': addr})
+    h.lock('g1', 999)
+    h.write(0)
+    tb = h.t + 0.5
+    blocklist_at(h, tb, addr)
+    h.ev.append({'type': 'osd-map', 't': tb - 1, 'epoch': 6})
+    h.ev.append({'type': 'map-entry', 't': tb + 0.3, 'epoch': 7, 'addr': addr})
+    if osd_has:
+        h.ev.append({'type': 'osd-map', 't': tb + 2, 'epoch': 7})
+    h.write(1, path='g1', t=tb + sent_after_s)
+    return h.run()
+
+
+def blocklisted_before_osd_map():
+    """Sent after the monitor's entry, before the OSD had its map: applied by the OSD as
+    Ceph does, counted in a note, not a violation."""
+    res = blocklisted_osd(1)
+    return res['ok'] and any('before the OSD had the map' in n for n in res['notes']), \
+        (res['violations'], res['notes'])
+
+
+def blocklisted_after_osd_map():
+    """Sent after the OSD had the map with the entry: a violation."""
+    res = blocklisted_osd(3)
+    return kinds(res) == ['dual-writer'] and 'the OSD had the map' in res['violations'][0][1], \
+        res['violations']
+
+
+def blocklisted_osd_unknown():
+    """The OSD never reported the map (the watcher's lines end first): judged from the
+    monitor's time, the stricter."""
+    res = blocklisted_osd(1, osd_has=False)
+    return kinds(res) == ['dual-writer'], res['violations']
+
+
 def no_owner():
     h = H()
     h.lock('g1', 999)
@@ -413,6 +454,7 @@ def preempt_relogin():
 
 TESTS = [clean, lost_write, lost_zeros, delayed_write, dual_writer, dual_writer_handed_back,
          blocklisted_writer, blocklisted_client_current, blocklisted_client_earlier,
+         blocklisted_before_osd_map, blocklisted_after_osd_map, blocklisted_osd_unknown,
          pr_stale_blocklisted, no_owner, stale_read, torn_block, pr_clean, pr_write_reserved,
          pr_refused_landed, pr_stale_cut, pr_disagree, alua_agree, alua_split,
          alua_two_claims, full_status_agree, full_status_differ, preempt_told, preempt_not_told,
