@@ -27,9 +27,12 @@ Faults (drawn with the seed, one at a time with a pause between, or two at once)
   osd-restart  the OSD stopped (SIGTERM: memstore keeps its data) and started again
   mon-restart  the monitor stopped (SIGTERM) and started again
   slow         slow storage: the gateway's link to Ceph held to 512 kbit/s (tc tbf, up to
-               4 s of queue) for 3-15 s; half of the time the gateway is also killed -9 at a
-               random moment in it (a crash while its writes wait for the cluster), and
-               restarted once the link is fast again
+               4 s of queue) for 3-15 s; half of the time the gateway's host also crashes at
+               a random moment in it (a crash while its writes wait for the cluster): kill -9,
+               and its TCP connections to Ceph aborted (`ss -K`) and the link's queue dropped,
+               so that what its kernel had not sent is lost as in a power failure (after a
+               kill -9 alone the kernel would still send it); restarted once the link is fast
+               again
   double       two of the above (not the same gateway) at once
 --first KIND,... brings these faults first, in that order, each on the gateway holding the lock
 (3-8 s apart, as the others; its times drawn with the seed), before the random draw; there
@@ -214,6 +217,18 @@ class Net:
                'rate', rate, 'burst', '32kb', 'latency', '4s')
         else:
             sh('ip', 'netns', 'exec', g, 'tc', 'qdisc', 'del', 'dev', 'e0', 'root', check=False)
+
+    def crash_link(self, i, rate):
+        """What a crash of the gateway's host does to its connections to Ceph, after its
+        process was killed: a kill -9 alone leaves the kernel to send what the process had
+        written to its sockets (an orphaned TCP socket keeps sending, the link's queue
+        drains), so writes that had left the process would still reach the OSD. Abort the
+        sockets (`ss -K`: their queues discarded) and replace the link's queue (the queued
+        packets dropped), keeping it at rate: nothing the host had not sent arrives."""
+        g = self.gw[i - 1]
+        sh('ip', 'netns', 'exec', g, 'ss', '-K', '-t', 'dst', BRIDGE_IP, check=False)
+        sh('ip', 'netns', 'exec', g, 'tc', 'qdisc', 'del', 'dev', 'e0', 'root', check=False)
+        self.slow(i, True, rate)
 
     def heal(self, i, link):
         g = self.gw[i - 1]
@@ -435,11 +450,13 @@ class Run:
                     # crash finds one on its way almost whenever it comes (at 512 kbit/s
                     # about half the time: each read of the client's waits behind the
                     # writes before it, so few are ever queued)
-                    self.net.slow(gi, True, '64kbit' if always_kill else '512kbit')
+                    rate = '64kbit' if always_kill else '512kbit'
+                    self.net.slow(gi, True, rate)
                     applied()
                     if crash is not None:
                         time.sleep(crash)
                         g.kill9()
+                        self.net.crash_link(gi, rate)
                         detail += ', killed after %.1f s' % crash
                     time.sleep(secs - (crash or 0))
                     self.net.slow(gi, False)
@@ -497,7 +514,8 @@ class Run:
         """The gateway whose log last said "owner" (None: none yet)."""
         best = (0, None)
         for g in self.gws:
-            evs = [e for e in lock_events(g.name, g.log_path)]
+            # lock-state lines only (the log's client lines, which have no state, too)
+            evs = [e for e in lock_events(g.name, g.log_path) if 'state' in e]
             if evs and evs[-1]['state'] == 'owner' and evs[-1]['t'] > best[0]:
                 best = (evs[-1]['t'], g.name)
         return best[1]
