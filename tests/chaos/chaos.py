@@ -375,6 +375,15 @@ CLIENT_RE = re.compile(r'^(\d+\.\d+) +\S+ +rbd +\S+: \d+ bytes, .* client\.(\d+)
                        r'(\d+\.\d+\.\d+\.\d+:\d+/\d+)')
 
 
+def wait_or_kill(p, secs):
+    """Wait secs for process p to end, then kill it."""
+    try:
+        p.wait(secs)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
 def lock_events(name, path):
     """The lock-state lines of a gateway's log (ha_own.c's rbd_own_set), and the Ceph client
     each open of the image went through (bs_rbd.c), as history events."""
@@ -618,11 +627,7 @@ class Run:
         time.sleep(1)
         with open(self.osdwatch_stop, 'w'):
             pass
-        try:
-            self.osdwatch.wait(30)
-        except subprocess.TimeoutExpired:
-            self.osdwatch.kill()
-            self.osdwatch.wait()
+        wait_or_kill(self.osdwatch, 30)
         self.osdwatch = None
         try:
             with open(self.osdwatch_out) as f:
@@ -652,11 +657,7 @@ class Run:
         blocklist, write the history."""
         with open(self.client_cfg['stop_file'], 'w'):
             pass
-        try:
-            self.client.wait(client_timeouts()['op_timeout_s'] + 30)
-        except subprocess.TimeoutExpired:
-            self.client.kill()
-            self.client.wait()
+        wait_or_kill(self.client, client_timeouts()['op_timeout_s'] + 30)
         for i in range(1, NGW + 1):
             self.net.heal(i, 'ceph')
             self.net.heal(i, 'cli')
