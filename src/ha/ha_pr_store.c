@@ -154,7 +154,7 @@ void ha_pr_adopt(struct pr_rados *r, struct pr_state *st, const struct ha_pr_obj
 	bool newer, uas, gap;
 
 	pthread_mutex_lock(&lu->lock);
-	newer = v->epoch != r->epoch || v->seq > lu->pr_seq;
+	newer = v->epoch != r->epoch || v->seq > lu->pr_seq || lu->pr_unread;
 	uas = fx && fx->nua && !ua_seen_locked(r, v);
 	gap = newer && (!fx || v->epoch != r->epoch || v->seq != lu->pr_seq + 1);
 	if (gap) {

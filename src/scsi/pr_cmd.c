@@ -79,8 +79,12 @@ int scsi_pr_lu_attach(struct scsi_lu *lu, const struct scsi_lu_cfg *cfg, char *e
 		lu->pr_persistent = lu->pr_path != NULL;
 		return 0;
 	}
-	if (lu->ha && lu->ha->ops->pr_open)
+	if (lu->ha && lu->ha->ops->pr_open) {
+		pthread_mutex_lock(&lu->lock);
+		lu->pr_unread = true; /* until the store's first state (scsi_pr_adopt_locked) */
+		pthread_mutex_unlock(&lu->lock);
 		return lu->ha->ops->pr_open(lu, cfg, err, errlen);
+	}
 	snprintf(err, errlen, "a shared pr_store needs the high-availability layer");
 	return -EINVAL;
 }
@@ -133,6 +137,7 @@ void scsi_pr_adopt_locked(struct scsi_lu *lu, struct pr_state *next, const struc
 
 	lu->pr = *next;
 	*next = tmp;
+	lu->pr_unread = false;
 	publish_locked(lu, fx);
 }
 
@@ -178,6 +183,13 @@ int scsi_spc_pr_in(struct scsi_cmd *cmd, struct scsi_lu *lu)
 	if (cap > cmd->buf_len)
 		cap = cmd->buf_len;
 	pthread_mutex_lock(&lu->lock);
+	if (lu->pr_unread) {
+		/* a shared store not read yet (the image not open): no state to report; as the
+		 * LU's other commands while it is offline, LOGICAL UNIT NOT READY */
+		pthread_mutex_unlock(&lu->lock);
+		scsi_fail_errno(cmd, BS_ERR_NOT_READY, false);
+		return SCSI_DONE;
+	}
 	switch (cmd->cdb[1] & 0x1f) {
 	case PR_IN_READ_KEYS:
 		n = pr_in_read_keys(&lu->pr, cmd->buf, cap);

@@ -226,6 +226,9 @@ struct scsi_lu {
 	bool pr_persistent;			  /* PTPL_C: the store keeps state across
 						     restarts (APTPL accepted) */
 	uint64_t pr_seq; /* the shared store's write sequence of lu->pr (under lock) */
+	bool pr_unread;	 /* the shared store has not given lu->pr a state yet (its object
+			    not read: the image not open): PERSISTENT RESERVE IN answers NOT
+			    READY, not an empty state (under lock) */
 	struct scsi_sanitize *san;		  /* the sanitize operation in progress */
 	bool san_fail_ause;			  /* the failed sanitize allowed EXIT FAILURE MODE */
 

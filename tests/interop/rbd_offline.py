@@ -10,10 +10,14 @@ itself (tests/ceph/cluster.sh, ~10 s).
      not found", LUN 2 "offline" with "cluster unreachable: ...", LUN 1 "online"; ix-ctl ls
      and ix-ctl lun status show the reasons;
   3. TEST UNIT READY and READ CAPACITY on LUN 0 get NOT READY, MANUAL INTERVENTION REQUIRED
-     (02/04/03); INQUIRY and REPORT LUNS still answer; the RAM LUN reads back what it wrote;
+     (02/04/03), and so does PERSISTENT RESERVE IN (LUN 0 keeps its reservations in RADOS,
+     "pr_store": "rados", whose object it cannot read yet: an empty answer would say "no
+     reservation" while other gateways hold one); INQUIRY and REPORT LUNS still answer; the
+     RAM LUN reads back what it wrote;
   4. `rbd create` of the image: LUN 0 comes online by itself within the back-off (1 s doubling
      to 60 s), the session that saw NOT READY gets UNIT ATTENTION (28/00 NOT READY TO READY
-     CHANGE, 2A/09 CAPACITY DATA HAS CHANGED), then the new capacity; ix-bench --verify random
+     CHANGE, 2A/09 CAPACITY DATA HAS CHANGED), then the new capacity and READ RESERVATION
+     (no reservation: the object was created empty); ix-bench --verify random
      writes then reads with 0 errors;
   5. LUN 2's ceph.conf is pointed at the real monitor, then `ix-ctl lun online`: it opens at
      once (well before the next attempt the back-off had planned);
@@ -71,6 +75,7 @@ TUR = bytes(6)
 RC10 = bytes([0x25]) + bytes(9)
 INQ = bytes([0x12, 0, 0, 0, 96, 0])
 REPORT_LUNS = bytes([0xa0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0])
+PR_IN_READ_RESERVATION = bytes([0x5e, 0x01, 0, 0, 0, 0, 0, 0, 24, 0])
 
 
 def ctl(sock, *args):
@@ -122,6 +127,11 @@ def step_offline_start(d, sock, port):
           'TUR %s; READ CAPACITY(10) %s' % (fmt(tur[0], tur[2]), fmt(rc10[0], rc10[2])))
     check('offline-inquiry', inq[0] == 0 and len(inq[1]) >= 36 and rl[0] == 0 and
           luns == [0, 1, 2], 'INQUIRY status 0x%02x; REPORT LUNS %s' % (inq[0], luns))
+    # LUN 0 keeps its reservations in RADOS ("pr_store": "rados"), not read yet: no state to
+    # report (an empty one would say "no reservation" while other gateways hold one)
+    pri = s.scsi(PR_IN_READ_RESERVATION, read_len=24)
+    check('offline-pr-in-not-ready', pri[0] == 2 and sense3(pri[2]) == (2, 4, 3),
+          'PERSISTENT RESERVE IN (READ RESERVATION) %s' % fmt(pri[0], pri[2]))
     s.lun = 1
     data = os.urandom(8192)
     w = s.scsi_retry_ua(bytes([0x8a, 0]) + struct.pack('>QIBB', 8, 16, 0, 0), write_data=data)
@@ -155,6 +165,10 @@ def step_image_created(cl, sock, port, s):
     check('unit-attention', seen[:2] == ['28/00', '2a/09'] and st_ == 0 and
           blocks == 32 * 2048,
           'UAs %s, then TUR %s; READ CAPACITY: %s blocks' % (seen, fmt(st_, sn), blocks))
+    pri = s.scsi(PR_IN_READ_RESERVATION, read_len=24)
+    check('online-pr-in', pri[0] == 0 and len(pri[1]) >= 8 and pri[1][4:8] == bytes(4),
+          'PERSISTENT RESERVE IN (READ RESERVATION) %s, %d bytes, additional length %s'
+          % (fmt(pri[0], pri[2]), len(pri[1]), pri[1][4:8].hex()))
     s.close()
     cmd = [os.path.join(BUILD, 'tools', 'ix-bench'), '-p', '%s:%d' % (HOST, port), '-T', IQN,
            '-l', '0', '--quiet', '--json', '--rw', 'randwrite', '--verify', '-q', '16', '-t',
@@ -212,7 +226,8 @@ def scenario(cl, tmp):
         return
     sock = os.path.join(tmp, 'ix.sock')
     path, port = write_cfg(tmp, 'main', sock, [
-        rbd_lun(0, 'late', conf), {'lun': 1, 'backend': 'ram', 'size': '16M'},
+        dict(rbd_lun(0, 'late', conf), pr_store='rados'),
+        {'lun': 1, 'backend': 'ram', 'size': '16M'},
         rbd_lun(2, 'other', dead, connect_timeout_s=3)])
     t0 = time.monotonic()
     d = ixtest.Daemon(path, 'rbd_offline.ix-target.log', BUILD, OUT)
