@@ -3,7 +3,7 @@
 
   bench/rbd.py [--build build-release] [--reps 3] [--scale 1.0] [--rows all|NAME,...]
                [--peers ix,tgt] [--clients iscsi-perf,qemu-img,ix-bench] [--image-mb 1024]
-               [--ix-poll-us N] [--json FILE]
+               [--ix-poll-us N] [--at-rate] [--json FILE]
 
 A benchmark, not a test (not in any suite). It starts the project's single-node Ceph cluster
 (tests/ceph/cluster.sh: one monitor, one OSD, bluestore on a sparse file in /dev/shm), creates
@@ -15,6 +15,10 @@ row and repetition runs, against that same image:
               the OSD has it (4 KiB QD1 writes in ~25 us), which no gateway that honours FUA
               and SYNCHRONIZE CACHE may do; shown, never the reference
   rbd-bench   `rbd bench` (librbd in rbd's process)
+  fio-rbd@ix  (--at-rate) fio again, held (--rate_iops) to the rate the first ix client of the
+              row reached in that repetition: librbd's and the messenger's threads cost more
+              per I/O at a lower rate (less batching), so a gateway's CPU per I/O compares
+              with fio's at the same rate
   ix/CLIENT   ix-target's RBD LUN (librbd's async API) through iscsi-perf, qemu-img bench and
               ix-bench, each where it can do the row (iscsi-perf reads only; qemu-img bench
               sequential or strided only)
@@ -177,7 +181,7 @@ def run(cmd, timeout, env=None):
     return text
 
 
-def fio_cmd(row, n, out, image_bytes):
+def fio_cmd(row, n, out, image_bytes, rate=None):
     rw = {('read', 'rand'): 'randread', ('write', 'rand'): 'randwrite',
           ('read', 'seq'): 'read', ('write', 'seq'): 'write'}.get((row['rw'], row['pattern']))
     if row['pattern'] == 'stride':
@@ -186,13 +190,15 @@ def fio_cmd(row, n, out, image_bytes):
             '--rbdname=' + IMAGE, '--rw=' + rw, '--bs=%d' % row['bs'],
             '--iodepth=%d' % row['qd'], '--size=%d' % image_bytes,
             '--io_size=%d' % (n * row['bs']), '--norandommap', '--randrepeat=0',
-            '--output-format=json', '--output=' + out]
+            '--output-format=json', '--output=' + out] + \
+        (['--rate_iops=%d' % rate] if rate else [])
 
 
-def fio_once(row, n, cl, work, cache=False):
+def fio_once(row, n, cl, work, cache=False, rate=None):
     out = os.path.join(work, 'fio.json')
     c0 = children_cpu()
-    run(fio_cmd(row, n, out, cl.image_mb * MiB), 600, cl.env_cache if cache else cl.env)
+    run(fio_cmd(row, n, out, cl.image_mb * MiB, rate), 600,
+        cl.env_cache if cache else cl.env)
     cpu = children_cpu() - c0
     with open(out) as f:
         j = json.load(f)['jobs'][0]
@@ -200,11 +206,11 @@ def fio_once(row, n, cl, work, cache=False):
     return d['total_ios'], d['runtime'] / 1000.0, cpu
 
 
-def client_fio(row, n, cl, work, osd, cache=False):
+def client_fio(row, n, cl, work, osd, cache=False, rate=None):
     n0 = max(row['qd'] * 4, n // 10)
-    ops0, _, cpu0 = fio_once(row, n0, cl, work, cache)
+    ops0, _, cpu0 = fio_once(row, n0, cl, work, cache, rate)
     o0 = pid_cpu(osd)
-    ops, secs, cpu = fio_once(row, n, cl, work, cache)
+    ops, secs, cpu = fio_once(row, n, cl, work, cache, rate)
     o1 = pid_cpu(osd)
     per = (cpu - cpu0) / (ops - ops0) if ops > ops0 else None
     return {'ops': ops, 'bytes': ops * row['bs'], 'secs': secs,
@@ -345,6 +351,16 @@ def one_rep(rows, cl, targets, work, opts, rep):
                     continue
                 if r:
                     out[key] = r
+        ix = next((out['ix/' + c] for c in opts.clients if 'ix/' + c in out), None)
+        if opts.at_rate and ix:
+            # fio held to the rate the gateway reached: CPU per I/O falls as the rate rises
+            # (librbd's and the messenger's threads batch more), so the two compare only at
+            # one rate
+            try:
+                out['fio-rbd@ix'] = client_fio(row, n, cl, work, osd,
+                                               rate=max(1, int(ix['ops'] / ix['secs'])))
+            except bench.ClientError as e:
+                log('%s fio-rbd@ix: %s' % (row['name'], e))
         for k, r in out.items():
             r['value'] = r['ops'] / r['secs'] if row['bs'] < MiB else \
                 r['bytes'] / r['secs'] / MiB
@@ -411,6 +427,8 @@ def main():
                     help='ix-target\'s poll_us (default: its own default)')
     ap.add_argument('--no-cache-row', dest='with_cache', action='store_false',
                     help='no fio-rbd+cache rows (fio with librbd\'s default cache, writes)')
+    ap.add_argument('--at-rate', action='store_true',
+                    help='also fio held to the rate the first ix client reached (fio-rbd@ix)')
     ap.add_argument('--json', help='write every run\'s figures there')
     opts = ap.parse_args()
     rows = ROWS if opts.rows == 'all' else [r for r in ROWS if r['name'] in
