@@ -610,8 +610,7 @@ class Run:
         monitor's time of each entry, which is stricter."""
         self.osdwatch_out = os.path.join(self.tmp, 'osdwatch.jsonl')
         self.osdwatch_stop = os.path.join(self.tmp, 'osdwatch.stop')
-        py = next((p for p in (sys.executable, '/usr/bin/python3') if subprocess.run(
-            [p, '-c', 'import rados'], capture_output=True).returncode == 0), None)
+        py = ixceph.ceph_python()
         if py is None:
             log('osdwatch: no python3-rados; blocklistings judged from the monitor\'s time')
             return

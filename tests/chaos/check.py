@@ -252,8 +252,9 @@ def check(events, image):
         cur = client_at(x, e['t0'])
         tbs = [(tb, te) for tb, a, te in fenced_at.get(x, []) if tb <= e['t0'] and tb > tx and
                (a is None or cur is None or a == cur)]
-        if any(te <= e['t0'] for _, te in tbs):
-            tb, te = [b for b in tbs if b[1] <= e['t0']][-1]
+        enforced_by_t0 = [b for b in tbs if b[1] <= e['t0']]
+        if enforced_by_t0:
+            tb, te = enforced_by_t0[-1]
             viol.append(('dual-writer', 'block %d seq %d acknowledged through %s (sent at '
                          '%.3f) after its Ceph client was blocklisted (monitor %.3f, the OSD '
                          'had the map by %.3f), with no "owner" since'

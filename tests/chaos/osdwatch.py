@@ -29,6 +29,17 @@ POLL_S = 0.1
 MON_TIMEOUT_S = 2
 
 
+def recv_exact(s, n):
+    """n bytes from socket s (OSError when it closes first)."""
+    buf = b''
+    while len(buf) < n:
+        c = s.recv(n - len(buf))
+        if not c:
+            raise OSError('short answer')
+        buf += c
+    return buf
+
+
 def asok(path, cmd):
     """One admin socket command (Ceph's protocol: the JSON command and a NUL, then a 4-byte
     big-endian length and the answer)."""
@@ -37,20 +48,8 @@ def asok(path, cmd):
     try:
         s.connect(path)
         s.sendall(json.dumps(cmd).encode() + b'\0')
-        hdr = b''
-        while len(hdr) < 4:
-            c = s.recv(4 - len(hdr))
-            if not c:
-                raise OSError('short answer')
-            hdr += c
-        n = struct.unpack('>I', hdr)[0]
-        body = b''
-        while len(body) < n:
-            c = s.recv(n - len(body))
-            if not c:
-                raise OSError('short answer')
-            body += c
-        return json.loads(body)
+        n = struct.unpack('>I', recv_exact(s, 4))[0]
+        return json.loads(recv_exact(s, n))
     finally:
         s.close()
 

@@ -39,6 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..'))
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
 import ixceph  # noqa: E402
+import ixha  # noqa: E402
 import ixiscsi as X  # noqa: E402
 import ixtest  # noqa: E402
 from ixceph import BUILD, OUT, fmt, rpc, run, sense3  # noqa: E402
@@ -75,7 +76,7 @@ TUR = bytes(6)
 RC10 = bytes([0x25]) + bytes(9)
 INQ = bytes([0x12, 0, 0, 0, 96, 0])
 REPORT_LUNS = bytes([0xa0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0])
-PR_IN_READ_RESERVATION = bytes([0x5e, 0x01, 0, 0, 0, 0, 0, 0, 24, 0])
+PR_IN_READ_RESERVATION = ixha.prin_cdb(1, 24)
 
 
 def ctl(sock, *args):

@@ -77,16 +77,6 @@ WRITER = os.path.join(HERE, '..', 'ceph', 'librbd_writer.py')
 report = ixtest.Reporter('rbd_snap_pause')
 
 
-def rbd_python():
-    """An interpreter that imports Debian's python3-rbd (the system one; this one may be
-    another), or None."""
-    for py in (sys.executable, '/usr/bin/python3'):
-        if py and os.access(py, os.X_OK) and subprocess.run(
-                [py, '-c', 'import rados, rbd'], capture_output=True).returncode == 0:
-            return py
-    return None
-
-
 def mon_value(cl, key):
     """The running monitor's value of key (its admin socket)."""
     return float(json.loads(cl.tool('ceph', 'daemon', 'mon.a', 'config', 'get', key))[key])
@@ -290,7 +280,7 @@ def check_series(label, interval, min_wait, ix, ref, ref_err):
 
 
 def scenario(cl, tmp):
-    py = rbd_python()
+    py = ixceph.ceph_python(('rados', 'rbd'))
     cl.create_image('img', IMG_SIZE)
     cl.create_image('ref', IMG_SIZE)
     ds = []

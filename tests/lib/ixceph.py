@@ -43,6 +43,17 @@ def run(cmd, timeout, **kw):
     return subprocess.run(cmd, timeout=timeout, capture_output=True, text=True, **kw)
 
 
+def ceph_python(modules=('rados',)):
+    """An interpreter that imports Debian's Ceph bindings (python3-rados, python3-rbd) named
+    in modules: this one, or the system one when this one is another; None without them."""
+    code = 'import ' + ', '.join(modules)
+    for py in (sys.executable, '/usr/bin/python3'):
+        if py and os.access(py, os.X_OK) and subprocess.run(
+                [py, '-c', code], capture_output=True).returncode == 0:
+            return py
+    return None
+
+
 def skip_reason(tools=(), built=('ix-target',)):
     """Why the test cannot run here, or None: a Ceph package missing (scripts/deps.sh --ceph
     installs them), another tool missing, or an ix binary not built in IX_BUILD."""
