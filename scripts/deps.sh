@@ -88,6 +88,9 @@ for opt in "$@"; do
 			# tests/interop/rbd_snap_pause.py: tests/ceph/librbd_writer.py, a librbd client
 			# with no ix in between, the reference for a snapshot's pause
 			python3-rbd
+			# tests/chaos/osdwatch.py: the OSD map each blocklist entry entered and when the
+			# OSD had it, for the chaos checker (python3-rbd pulls it in; named for itself)
+			python3-rados
 		)
 		;;
 	*)
