@@ -5,6 +5,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "target/tgt_int.h"
 #include "util/bytes.h"
@@ -153,7 +156,7 @@ bool tgt_conn_trim(struct tgt_conn *tc)
 static void trim_tick(struct ev_timer *tm)
 {
 	struct tgt_worker *w = tm->arg;
-	uint64_t now = ev_now_ns(w->loop), next = UINT64_MAX;
+	uint64_t now = ev_now_ns(w->loop), next = UINT64_MAX, trims = w->trims;
 	struct list_head *pos;
 
 	list_for_each(pos, &w->conns)
@@ -182,6 +185,13 @@ static void trim_tick(struct ev_timer *tm)
 		if (wait < next)
 			next = wait;
 	}
+#ifdef __GLIBC__
+	/* the chunks and buffers are small enough to live inside the C library's heaps, which
+	   keep freed memory; give its whole free pages back to the system (the quiet moment
+	   after a trim; at most once a tick) */
+	if (w->trims != trims)
+		malloc_trim(0);
+#endif
 	if (next != UINT64_MAX)
 		ev_timer_start(w->loop, tm, next ? next : 1);
 }
