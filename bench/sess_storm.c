@@ -10,8 +10,9 @@
  *   {"event":"logged_in","n":N,"ok":K,"failed":F,"first_error":"...","seconds":S,
  *    "logins_per_s":R,"p50_ms":..,"p99_ms":..,"max_ms":..}
  * (times from the start of the storm to each login's completion), then keeps the sessions
- * With --burst K, every session logged in first sends K WRITE(10)s of 4 KiB at once (each to
- * its own blocks, from block 8 * K * index on) and waits for them, as a host does at boot,
+ * With --burst K, every session logged in first sends K WRITE(10)s of 4 KiB at once (to LBAs
+ * 0, 8, ... 8 * (K - 1), the same for every session, so the LUN's memory the target touches
+ * does not grow with N) and waits for them, as a host does at boot,
  * printing {"event":"busy_done","ios":I,"errors":E,"seconds":S}. Then it keeps the sessions
  * idle for SECS seconds (the library answers the target's NOP-Ins), prints
  *   {"event":"idle_done"} and logs every session out, printing {"event":"logged_out",...}.
@@ -102,7 +103,7 @@ static void run_burst(struct ix_ctx *ctx, struct storm *st, int k)
 			continue;
 		for (int j = 0; j < k; j++) {
 			struct ix_scsi_cmd *c = &cmds[(size_t)i * (size_t)k + (size_t)j];
-			uint32_t lba = (uint32_t)((i * k + j) * 8);
+			uint32_t lba = (uint32_t)j * 8;
 			uint8_t cdb[10] = {0x2a, 0, (uint8_t)(lba >> 24), (uint8_t)(lba >> 16),
 					   (uint8_t)(lba >> 8), (uint8_t)lba, 0, 0, 8, 0};
 
