@@ -2,7 +2,7 @@
  * hypervisor cluster or a VDI farm logging in after a failover or a boot storm).
  *
  *   sess_storm -p HOST:PORT -T IQN -n N [-I PREFIX] [--chap-user U --chap-secret S]
- *              [--idle SECS] [--login-timeout MS]
+ *              [--idle SECS] [--login-timeout MS] [--burst K]
  *
  * Opens N sessions on one ix_ctx (one thread, the library's event loop) and starts all N
  * logins at once, each initiator named PREFIX:NNNNN (so N initiators, as N hosts would be).
@@ -10,6 +10,10 @@
  *   {"event":"logged_in","n":N,"ok":K,"failed":F,"first_error":"...","seconds":S,
  *    "logins_per_s":R,"p50_ms":..,"p99_ms":..,"max_ms":..}
  * (times from the start of the storm to each login's completion), then keeps the sessions
+ * With --burst K, every session logged in first sends K WRITE(10)s of 4 KiB at once (to LBAs
+ * 0, 8, ... 8 * (K - 1), the same for every session, so the LUN's memory the target touches
+ * does not grow with N) and waits for them, as a host does at boot,
+ * printing {"event":"busy_done","ios":I,"errors":E,"seconds":S}. Then it keeps the sessions
  * idle for SECS seconds (the library answers the target's NOP-Ins), prints
  *   {"event":"idle_done"} and logs every session out, printing {"event":"logged_out",...}.
  * Uses only the public API (include/ix). Exit 0 when every login succeeded. */
@@ -66,6 +70,64 @@ static int cmp_d(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The --burst phase: K commands a session, all submitted at once. */
+struct burst {
+	int pending, errors;
+};
+
+static void burst_done(struct ix_scsi_cmd *cmd)
+{
+	struct burst *b = cmd->arg;
+
+	if (cmd->err || cmd->status)
+		b->errors++;
+	b->pending--;
+}
+
+/* Every logged-in session submits k 4 KiB writes at once; the context serves them until all
+ * are done (or 60 s). Prints the busy_done event. */
+static void run_burst(struct ix_ctx *ctx, struct storm *st, int k)
+{
+	struct ix_scsi_cmd *cmds = calloc((size_t)st->n * (size_t)k, sizeof(*cmds));
+	uint8_t *buf = calloc(1, 4096);
+	struct burst b = {0};
+	double t0 = now_ms();
+	int ios = 0;
+
+	if (!cmds || !buf) {
+		fprintf(stderr, "sess_storm: out of memory for the burst\n");
+		exit(2);
+	}
+	for (int i = 0; i < st->n; i++) {
+		if (st->v[i].err != 0)
+			continue;
+		for (int j = 0; j < k; j++) {
+			struct ix_scsi_cmd *c = &cmds[(size_t)i * (size_t)k + (size_t)j];
+			uint32_t lba = (uint32_t)j * 8;
+			uint8_t cdb[10] = {0x2a, 0, (uint8_t)(lba >> 24), (uint8_t)(lba >> 16),
+					   (uint8_t)(lba >> 8), (uint8_t)lba, 0, 0, 8, 0};
+
+			ix_scsi_cmd_init(c, 0, cdb, 10, IX_DIR_WRITE, buf, 4096, burst_done, &b);
+			if (ix_scsi_submit(st->v[i].s, c) == 0) {
+				b.pending++;
+				ios++;
+			} else {
+				b.errors++;
+			}
+		}
+	}
+	while (b.pending > 0 && now_ms() < t0 + 60000)
+		ix_ctx_service(ctx, 50);
+	printf("{\"event\":\"busy_done\",\"ios\":%d,\"errors\":%d,\"pending\":%d,"
+	       "\"seconds\":%.3f}\n",
+	       ios, b.errors, b.pending, (now_ms() - t0) / 1e3);
+	fflush(stdout);
+	if (b.pending == 0) { /* (else the library still refers to them: kept) */
+		free(cmds);
+		free(buf);
+	}
+}
+
 static void json_str(const char *s)
 {
 	putchar('"');
@@ -90,7 +152,8 @@ static void wait_all(struct ix_ctx *ctx, struct storm *st, double deadline)
 static void usage(void)
 {
 	fprintf(stderr, "usage: sess_storm -p HOST:PORT -T IQN -n N [-I PREFIX] "
-			"[--chap-user U --chap-secret S] [--idle SECS] [--login-timeout MS]\n");
+			"[--chap-user U --chap-secret S] [--idle SECS] [--login-timeout MS] "
+			"[--burst K]\n");
 	exit(2);
 }
 
@@ -101,11 +164,12 @@ int main(int argc, char **argv)
 	    {"chap-secret", required_argument, NULL, 'k'},
 	    {"idle", required_argument, NULL, 'i'},
 	    {"login-timeout", required_argument, NULL, 'L'},
+	    {"burst", required_argument, NULL, 'b'},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *portal = NULL, *target = NULL, *prefix = "iqn.2026-11.io.ix.bench:host";
 	const char *chap_user = NULL, *chap_secret = NULL;
-	int n = 0, idle_s = 10, login_timeout_ms = 60000, c, ok = 0;
+	int n = 0, idle_s = 10, login_timeout_ms = 60000, c, ok = 0, burst = 0;
 	struct storm st = {0};
 	struct ix_ctx *ctx;
 	struct rlimit rl;
@@ -121,10 +185,12 @@ int main(int argc, char **argv)
 		case 'k': chap_secret = optarg; break;
 		case 'i': idle_s = atoi(optarg); break;
 		case 'L': login_timeout_ms = atoi(optarg); break;
+		case 'b': burst = atoi(optarg); break;
 		default: usage();
 		}
 	}
-	if (!portal || !target || n <= 0 || n > 100000 || idle_s < 0 || login_timeout_ms <= 0)
+	if (!portal || !target || n <= 0 || n > 100000 || idle_s < 0 || login_timeout_ms <= 0 ||
+	    burst < 0 || burst > 1024)
 		usage();
 	/* a descriptor per session, and some */
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)n + 64) {
@@ -156,7 +222,7 @@ int main(int argc, char **argv)
 		o.initiator_name = x->name;
 		o.target_name = target;
 		o.portal = portal;
-		o.queue_depth = 1;
+		o.queue_depth = burst > 1 ? (uint32_t)burst : 1;
 		o.login_timeout_ms = (uint32_t)login_timeout_ms;
 		o.chap.user = chap_user;
 		o.chap.secret = chap_secret;
@@ -205,6 +271,8 @@ int main(int argc, char **argv)
 		       k ? t[(k * 99) / 100 < k ? (k * 99) / 100 : k - 1] : 0.0, k ? t[k - 1] : 0.0);
 		fflush(stdout);
 	}
+	if (burst)
+		run_burst(ctx, &st, burst);
 	{
 		double end = now_ms() + idle_s * 1e3;
 

@@ -5,7 +5,7 @@ once after a failover or a boot storm. A benchmark, not a test: it prints number
 
     bench/sessions.py [--build build-release] [--sessions 1000] [--idle-secs 10]
                       [--busy-secs 5] [--no-chap] [--max-pending N] [--peer ix|tgt]
-                      [--json FILE]
+                      [--once-busy K [--idle-release-ms MS]] [--json FILE]
 
 One ix-target (RAM LUN of 256 MiB, one portal on loopback, global.max_connections above the
 count) and, per storm (without CHAP, then with one-way CHAP on the target):
@@ -17,6 +17,11 @@ count) and, per storm (without CHAP, then with one-way CHAP on the target):
   3. the target's RSS before and after (VmRSS of /proc/PID/status): bytes per idle session;
   4. the target's CPU over --idle-secs with every session logged in and idle (utime+stime);
   5. the same busy load with the N idle sessions logged in: IOPS and p99 against step 1.
+With --once-busy K every session, once logged in, writes K x 4 KiB at once and waits for them
+(a host's boot: the target allocates task slots, descriptors and buffers for them), then is
+idle: the RSS per session right after that burst ("busy") and after
+global.idle_release_ms (--idle-release-ms, 2000 by default here; 9/8 of it and a second more)
+("quiet"), when the target has given back what the burst made it pool.
 The client runs on the same 2 cores as the target, so the storm's rate is bounded by both;
 every initiator connects from 127.0.0.1. ix-target holds connections beyond
 global.max_pending_logins in the listen backlog (--max-pending changes the limit). --peer tgt
@@ -65,7 +70,7 @@ def rss_kib(pid):
     return 0
 
 
-def start_target(build, tmp, port, n, chap, max_pending):
+def start_target(build, tmp, port, n, chap, max_pending, idle_release_ms=None):
     cfg = {
         'global': {'max_connections': n + 256, 'max_sessions': max(1024, n + 16)},
         'portals': [{'name': 'p', 'address': '127.0.0.1', 'port': port}],
@@ -73,6 +78,8 @@ def start_target(build, tmp, port, n, chap, max_pending):
     }
     if max_pending:
         cfg['global']['max_pending_logins'] = max_pending
+    if idle_release_ms:
+        cfg['global']['idle_release_ms'] = idle_release_ms
     if chap:
         cfg['targets'][0]['chap'] = {'user': 'storm', 'secret': 'storm-secret-16'}
         cfg['targets'][0]['chap_required'] = True
@@ -98,7 +105,8 @@ class Peer:
 def start_peer(args, tmp, port, chap):
     if args.peer == 'ix':
         p = Peer()
-        p.proc = start_target(args.build, tmp, port, args.sessions, chap, args.max_pending)
+        p.proc = start_target(args.target_build or args.build, tmp, port, args.sessions, chap, args.max_pending,
+                              args.idle_release_ms if args.once_busy else None)
         p.pid, p.port, p.iqn, p.lun = p.proc.pid, port, IQN, 0
         p.log = os.path.join(tmp, 'ix-target.log')
 
@@ -152,15 +160,31 @@ def storm(args, chap):
         rss0 = rss_kib(t.pid)
         cmd = [os.path.join(args.build, 'bench', 'sess_storm'), '-p', '127.0.0.1:%d' % t.port,
                '-T', t.iqn, '-n', str(args.sessions),
-               '--idle', str(args.idle_secs + args.busy_secs + 10)]
+               '--idle', str(args.idle_secs + args.busy_secs + 10 +
+                             ((args.idle_release_ms or 2000) * 9 // 8000 + 2
+                              if args.once_busy else 0))]
+        if args.once_busy:
+            cmd += ['--burst', str(args.once_busy)]
         if chap:
             cmd += ['--chap-user', 'storm', '--chap-secret', 'storm-secret-16']
         s = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         res['storm'] = json.loads(s.stdout.readline())
         log('storm (chap %s): %s' % (chap, res['storm']))
+        ok = res['storm']['ok']
+        if args.once_busy:
+            res['busy_done'] = json.loads(s.stdout.readline())
+            log('burst: %s' % res['busy_done'])
+            time.sleep(0.2)
+            rb = rss_kib(t.pid)
+            time.sleep((args.idle_release_ms or 2000) * 9 / 8000 + 1)
+            rq = rss_kib(t.pid)
+            res['once_busy_kib'] = {
+                'busy': rb, 'quiet': rq,
+                'busy_per_session': round((rb - rss0) / ok, 1) if ok else None,
+                'quiet_per_session': round((rq - rss0) / ok, 1) if ok else None}
+            log('once busy: %s' % res['once_busy_kib'])
         time.sleep(1)
         rss1 = rss_kib(t.pid)
-        ok = res['storm']['ok']
         res['rss_kib'] = {'before': rss0, 'after': rss1,
                           'per_session': round((rss1 - rss0) / ok, 1) if ok else None}
         c0, w0 = proc_cpu_s(t.pid), time.monotonic()
@@ -191,6 +215,13 @@ def main():
                     help='global.max_pending_logins (default: the target\'s own)')
     ap.add_argument('--peer', default='ix', choices=['ix', 'tgt'],
                     help='the target: ix-target of --build, or tgtd')
+    ap.add_argument('--once-busy', type=int, default=0, metavar='K',
+                    help='each session writes K x 4 KiB at once after its login, then idles')
+    ap.add_argument('--idle-release-ms', type=int, default=2000,
+                    help='global.idle_release_ms with --once-busy (ix only; 0: not set, for '
+                    'a build without it: the bench still waits as for 2000)')
+    ap.add_argument('--target-build', help='ix-target from this build (default --build; '
+                    'the clients always come from --build)')
     ap.add_argument('--json', help='write the results here too')
     args = ap.parse_args()
     if not os.path.exists(os.path.join(args.build, 'bench', 'sess_storm')):
@@ -212,6 +243,12 @@ def main():
             st['seconds'], st['p99_ms'], r['rss_kib']['per_session'], r['idle_cpu_percent'],
             r['busy_alone']['iops'], r['busy_with_idle']['iops'], r['busy_alone']['p99_us'],
             r['busy_with_idle']['p99_us']))
+        if 'once_busy_kib' in r:
+            ob = r['once_busy_kib']
+            print('      once busy (%d x 4 KiB writes a session, %s): %s KiB/sess right after, '
+                  '%s KiB/sess after idle_release_ms %d' % (
+                      args.once_busy, r['busy_done'], ob['busy_per_session'],
+                      ob['quiet_per_session'], args.idle_release_ms))
         if st['failed']:
             print('      %d logins failed: %s; target: %s' % (st['failed'], st['first_error'],
                                                            r['target_warnings'][:2]))

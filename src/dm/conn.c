@@ -70,6 +70,7 @@ static inline int ctrl_reserve(struct iscsi_conn *c, uint32_t len)
 
 struct dm_txchunk {
 	struct dm_txchunk *next;
+	uint32_t nfree; /* iscsi_conn_tx_trim's count */
 	struct dm_txpdu p[ISCSI_CONN_TXCHUNK];
 };
 
@@ -87,7 +88,46 @@ __attribute__((noinline, cold)) static int tx_grow(struct iscsi_conn *c)
 		k->p[i].pooled = true;
 		list_add_tail(&k->p[i].link, &c->tx_free);
 	}
+	if (k->next && c->role_ops->tx_grown)
+		c->role_ops->tx_grown(c);
 	return 0;
+}
+
+uint32_t iscsi_conn_tx_trim(struct iscsi_conn *c)
+{
+	struct dm_txchunk *k, **pp;
+	struct list_head *pos;
+	uint32_t left = 0, freed = 0;
+
+	/* a descriptor is free when it is on tx_free */
+	for (k = c->tx_chunks; k; k = k->next)
+		k->nfree = 0;
+	list_for_each(pos, &c->tx_free)
+	{
+		uintptr_t a = (uintptr_t)list_entry(pos, struct dm_txpdu, link);
+
+		for (k = c->tx_chunks; k; k = k->next)
+			if (a >= (uintptr_t)k->p && a < (uintptr_t)(k->p + ISCSI_CONN_TXCHUNK)) {
+				k->nfree++;
+				break;
+			}
+	}
+	for (k = c->tx_chunks; k; k = k->next)
+		left += k->nfree < ISCSI_CONN_TXCHUNK;
+	for (pp = &c->tx_chunks; (k = *pp);) {
+		if (k->nfree < ISCSI_CONN_TXCHUNK || left < 1) {
+			left += k->nfree == ISCSI_CONN_TXCHUNK; /* kept */
+			pp = &k->next;
+			continue;
+		}
+		for (int i = 0; i < ISCSI_CONN_TXCHUNK; i++)
+			list_del(&k->p[i].link);
+		c->tx_pooled -= ISCSI_CONN_TXCHUNK;
+		freed += ISCSI_CONN_TXCHUNK;
+		*pp = k->next;
+		free(k);
+	}
+	return freed;
 }
 
 void iscsi_conn_get(struct iscsi_conn *c)

@@ -40,6 +40,9 @@ struct iscsi_role_ops {
 	void (*closed)(struct iscsi_conn *c);
 	/* The memory is about to be freed. */
 	void (*release)(struct iscsi_conn *c);
+	/* Optional: the transmit pool took a chunk beyond its first (the role may give it back
+	   later with iscsi_conn_tx_trim). */
+	void (*tx_grown)(struct iscsi_conn *c);
 };
 
 /* The transmit PDU pool: grown on demand by ISCSI_CONN_TXCHUNK descriptors up to
@@ -118,6 +121,9 @@ void iscsi_conn_close(struct iscsi_conn *c, const char *why);
 
 /* Take a tx PDU (zeroed header, no data) from the pool, or malloc one if the pool is empty. */
 struct dm_txpdu *iscsi_txpdu_get(struct iscsi_conn *c);
+/* Give back the transmit pool's chunks whose descriptors are all free, keeping one chunk
+ * (and every chunk with a descriptor in use): the number of descriptors freed. */
+uint32_t iscsi_conn_tx_trim(struct iscsi_conn *c);
 /* Return it (the default sent callback does this). */
 void iscsi_txpdu_put(struct iscsi_conn *c, struct dm_txpdu *p);
 void iscsi_txpdu_sent_default(struct dm_txpdu *p, int err);

@@ -323,6 +323,19 @@ static void worker_counters(struct mbuf *b, const struct ix_stats *st)
 	    {"ix_worker_poll_backoffs_total",
 	     "Poll windows shut because other threads wanted the worker's CPU.",
 	     offsetof(struct ix_worker_stats, poll_backoffs)},
+	    {"ix_worker_trims_total",
+	     "Quiet connections that gave pooled memory back (global.idle_release_ms).",
+	     offsetof(struct ix_worker_stats, trims)},
+	};
+	static const struct counter gs[] = {
+	    {"ix_worker_task_slots", "Task slots the worker's connections hold.",
+	     offsetof(struct ix_worker_stats, task_slots)},
+	    {"ix_worker_pdu_descriptors",
+	     "Transmit PDU descriptors the worker's connections hold in their pools.",
+	     offsetof(struct ix_worker_stats, pdu_descriptors)},
+	    {"ix_worker_buffer_bytes",
+	     "Data buffers the worker's connections hold: in use, cached, on free task slots.",
+	     offsetof(struct ix_worker_stats, buffer_bytes)},
 	};
 	const char *n = "ix_worker_poll_seconds_total";
 
@@ -332,6 +345,13 @@ static void worker_counters(struct mbuf *b, const struct ix_stats *st)
 	for (size_t i = 0; i < st->nworkers; i++)
 		mbuf_printf(b, "%s{worker=\"%d\"} %.9f\n", n, st->workers[i].id,
 			    (double)st->workers[i].poll_ns / 1e9);
+	for (size_t c = 0; c < sizeof(gs) / sizeof(gs[0]); c++) {
+		family(b, gs[c].name, "gauge", gs[c].help);
+		for (size_t i = 0; i < st->nworkers; i++)
+			mbuf_printf(b, "%s{worker=\"%d\"} %llu\n", gs[c].name, st->workers[i].id,
+				    (unsigned long long)*(const uint64_t *)((const char *)&st->workers[i] +
+									      gs[c].off));
+	}
 }
 
 /* How full each LUN's backing store is (thin provisioning: docs/configuration.md). */
@@ -498,10 +518,13 @@ json_t *metrics_json(const struct ix_stats *st)
 	for (size_t i = 0; wk && i < st->nworkers; i++) {
 		const struct ix_worker_stats *w = &st->workers[i];
 		json_array_append_new(
-		    wk, json_pack("{s:i, s:I, s:I, s:I, s:I, s:f}", "id", w->id, "sleeps",
-				  (json_int_t)w->sleeps, "poll_hits", (json_int_t)w->poll_hits,
-				  "poller_hits", (json_int_t)w->poller_hits, "poll_backoffs", (json_int_t)w->poll_backoffs, "poll_seconds",
-				  (double)w->poll_ns / 1e9));
+		    wk, json_pack("{s:i, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I}", "id", w->id,
+				  "sleeps", (json_int_t)w->sleeps, "poll_hits",
+				  (json_int_t)w->poll_hits, "poller_hits", (json_int_t)w->poller_hits,
+				  "poll_backoffs", (json_int_t)w->poll_backoffs, "poll_seconds",
+				  (double)w->poll_ns / 1e9, "task_slots", (json_int_t)w->task_slots,
+				  "pdu_descriptors", (json_int_t)w->pdu_descriptors, "buffer_bytes",
+				  (json_int_t)w->buffer_bytes, "trims", (json_int_t)w->trims));
 	}
 	for (size_t i = 0; sp && i < st->nspaces; i++)
 		json_array_append_new(sp, space_json(&st->spaces[i]));

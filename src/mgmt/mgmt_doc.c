@@ -457,6 +457,7 @@ static bool global_key_live(const char *key)
 					   "login_timeout_ms",
 					   "discovery_idle_timeout_ms",
 					   "max_connection_memory",
+					   "idle_release_ms",
 					   "discovery",
 					   NULL};
 	for (int i = 0; live[i]; i++)

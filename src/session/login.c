@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/log.h"
@@ -11,12 +12,37 @@ void login_acceptor_init(struct login_acceptor *la, const struct login_policy *p
 {
 	memset(la, 0, sizeof(*la));
 	la->policy = *policy;
-	text_accum_init(&la->accum, la->accum_buf, sizeof(la->accum_buf));
+	text_accum_init(&la->accum, NULL, 0);
 }
 
 void login_acceptor_clear(struct login_acceptor *la)
 {
 	auth_clear(&la->auth);
+	free(la->accum_buf);
+	la->accum_buf = NULL;
+	text_accum_init(&la->accum, NULL, 0);
+}
+
+/* Room for dlen more bytes of request text (and the spare byte text_accum keeps): 0, or
+ * -ENOSPC past LOGIN_MAX_TEXT (text_accum_append then refuses it as before), -ENOMEM. */
+static int accum_reserve(struct login_acceptor *la, uint32_t dlen)
+{
+	size_t need = la->accum.len + dlen + 1, cap = 1024;
+	char *b;
+
+	if (need <= la->accum.cap)
+		return 0;
+	if (need > LOGIN_MAX_TEXT)
+		return -ENOSPC;
+	while (cap < need)
+		cap *= 2;
+	b = realloc(la->accum_buf, cap);
+	if (!b)
+		return -ENOMEM;
+	la->accum_buf = b;
+	la->accum.buf = b;
+	la->accum.cap = cap;
+	return 0;
 }
 
 static bool is_declarative_login_key(const char *k)
@@ -252,6 +278,10 @@ void login_acceptor_step(struct login_acceptor *la, const struct iscsi_hdr *h, u
 	step->nsg = rq->nsg;
 	if ((step->status = step_check(la, rq)) != 0)
 		return;
+	if (accum_reserve(la, dlen) == -ENOMEM) {
+		step->status = ix_fail(la, ISCSI_LOGIN_OUT_OF_RESOURCES, "out of memory");
+		return;
+	}
 	if (text_accum_append(&la->accum, data, dlen) < 0) {
 		step->status = ix_fail(la, ISCSI_LOGIN_OUT_OF_RESOURCES, "login text too long");
 		return;

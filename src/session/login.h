@@ -60,14 +60,18 @@ struct login_acceptor {
 	uint8_t stage;                  /* current stage (CSG expected) */
 	bool complete;                  /* final response sent with NSG=3 */
 	bool proposed;                  /* operational proposals sent */
+	/* the request's text across C=1 PDUs: allocated at the size the PDUs received so far
+	   need (a power of two from 1 KiB, at most LOGIN_MAX_TEXT), freed by
+	   login_acceptor_clear */
 	struct text_accum accum;
-	char accum_buf[LOGIN_MAX_TEXT];
+	char *accum_buf;
 	char out_buf[8192];             /* response text (one PDU) */
 	uint32_t out_len;
 	char error[200];
 };
 
 void login_acceptor_init(struct login_acceptor *la, const struct login_policy *policy);
+/* Free what the acceptor holds (its text buffer, the authentication state). */
 void login_acceptor_clear(struct login_acceptor *la);
 
 /* Result of one Login Request. */

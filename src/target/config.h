@@ -149,6 +149,9 @@ struct cfg_global {
 	uint32_t discovery_idle_timeout_ms; /* close discovery sessions idle this long, 0 = never;
 					      default 30000 */
 	uint64_t max_connection_memory; /* data buffers one connection may hold; 128 MiB */
+	uint32_t idle_release_ms;     /* a session with no command this long gives back its
+					 pooled task slots, PDU descriptors and data buffers
+					 but the first chunk; 0 = never; default 60000 */
 	struct neg_prefs neg;         /* negotiation preferences (see session/keys.h) */
 	/* Discovery sessions. */
 	struct cfg_chap discovery_chap;

@@ -167,6 +167,7 @@ static const struct key global_keys[] = {
 	    MAX_TIMEOUT_MS, 30000),
     /* range checked after the section: 64M to 1T */
     KEY_SIZE("max_connection_memory", GLOBAL(max_connection_memory), 128ull << 20),
+    KEY_NUM("idle_release_ms", K_U32, GLOBAL(idle_release_ms), 0, MAX_TIMEOUT_MS, 60000),
     KEY_FN("negotiation", GLOBAL(neg), parse_negotiation),
     KEY_FN("discovery", GLOBAL(discovery_chap), parse_discovery),
     KEY_STR("mgmt_socket", GLOBAL(mgmt_socket), sizeof(((struct sockaddr_un *)0)->sun_path) - 1,

@@ -727,6 +727,7 @@ int ix_target_new(struct ix_config *cfg, struct ix_target **out, char *err, size
 		list_init(&w->login_fresh);
 		list_init(&w->login_active);
 		tgt_stats_worker_init(w);
+		tgt_trim_worker_init(w);
 		w->loop = ev_loop_new();
 		if (!w->loop) {
 			r = -ENOMEM;
@@ -883,6 +884,8 @@ void ix_target_free(struct ix_target *t)
 
 		for (int k = 0, idle = 0; w->loop && k < 200 && idle < 3; k++)
 			idle = ev_loop_run_once(w->loop, 5) == 0 ? idle + 1 : 0;
+		if (w->loop)
+			ev_timer_stop(w->loop, &w->trim_timer);
 		scsi_thread_free(t->workers[i].sthread);
 		ev_loop_free(t->workers[i].loop);
 		free(w->stage.buf);

@@ -151,6 +151,12 @@ struct ix_worker_stats {
 	uint64_t poller_hits;   /* of those, answered by a poller (a busy socket's recv, a CQ) */
 	uint64_t poll_backoffs; /* windows shut because other threads wanted the CPU */
 	uint64_t poll_ns;       /* time spent polling */
+	/* what its connections hold now, pooled for commands (global.idle_release_ms gives it
+	   back once they are quiet) */
+	uint64_t task_slots;       /* task slots allocated */
+	uint64_t pdu_descriptors;  /* pooled transmit PDU descriptors */
+	uint64_t buffer_bytes;     /* data buffers: in use, cached, on free task slots */
+	uint64_t trims;            /* connections that gave pooled memory back, since start */
 };
 
 /* How full one LUN's backing store is (thin provisioning, src/scsi/sbc_thin.c): the last

@@ -599,11 +599,21 @@ static void conn_release(struct iscsi_conn *c)
 	free(tc);
 }
 
+/* The transmit pool grew past its first chunk: given back when the connection is quiet. */
+static void conn_tx_grown(struct iscsi_conn *c)
+{
+	struct tgt_conn *tc = c->role_priv;
+
+	if (!tc->trim_due)
+		tgt_trim_arm(tc);
+}
+
 static const struct iscsi_role_ops tgt_role_ops = {
 	.rx_header = rx_header,
 	.rx_pdu = rx_pdu,
 	.closed = conn_closed,
 	.release = conn_release,
+	.tx_grown = conn_tx_grown,
 };
 
 /* peer: "addr:port" of the new connection for the login limit ("" if unknown). */

@@ -54,6 +54,11 @@ struct tgt_worker {
 	bool slots_warned; /* the "statistics slots in use" warning was logged */
 	struct tgt_qos_worker qos; /* commands waiting for their QoS start time (tgt_qos.c) */
 	struct dm_rx_stage stage;  /* the receive staging buffer its connections share */
+	/* giving back what busy connections pooled, once they are quiet for
+	   global.idle_release_ms (tgt_task.c): runs only while some connection holds more than
+	   an idle one (tgt_conn.trim_due) */
+	struct ev_timer trim_timer;
+	uint64_t trims; /* connections that gave memory back */
 };
 
 /* One configured target as served: its settings and LUN map. Counted: one reference while the
@@ -206,6 +211,8 @@ struct tgt_task {
 #define TGT_TASK_CHUNK 8
 struct tgt_task_chunk {
 	struct tgt_task_chunk *next;
+	uint32_t n;     /* slots in use of t[] (the last chunk up to task_cap may have fewer) */
+	uint32_t nfree; /* tgt_task_trim's count */
 	struct tgt_task t[TGT_TASK_CHUNK];
 };
 
@@ -240,10 +247,13 @@ struct tgt_conn {
 	   the target itself after TGT_PEER_CLOSE_MS */
 	struct ev_timer close_timer;
 	/* tasks: allocated on demand by TGT_TASK_CHUNK (an idle session holds none) up to
-	   task_cap, the CmdSN window plus the immediate ones, and kept until the end */
+	   task_cap, the CmdSN window plus the immediate ones; given back but the first chunk
+	   once no command has come for global.idle_release_ms (tgt_conn_trim) */
 	struct tgt_task_chunk *task_chunks;
 	uint32_t ntasks, task_cap;
 	struct list_head free_tasks;
+	uint64_t last_cmd_ns;           /* the loop's clock at the last SCSI command */
+	bool trim_due;                  /* holds pooled memory to give back when quiet */
 	struct list_head active;        /* tasks with ITT in use */
 	struct list_head order_q;       /* CmdSN-ordered waiting tasks */
 	struct list_head zc_tasks;      /* tasks with zero-copy Data-In still queued */
@@ -456,6 +466,10 @@ void tgt_order_release(struct tgt_conn *tc);
 void tgt_task_exec(struct tgt_task *t);
 /* A data buffer back to the connection's cache. */
 void tgt_buf_put(struct tgt_conn *tc, uint8_t *b, uint32_t cap);
+/* Free a buffer of the live connection (the transport may have it registered). */
+void tgt_buf_release(struct tgt_conn *tc, uint8_t *b, uint32_t cap);
+/* Free every buffer nothing uses (the cache and free task slots' buffers). */
+void tgt_buf_trim(struct tgt_conn *tc);
 /* Answer the task TASK ABORTED (the connection is up). */
 void tgt_respond_aborted(struct tgt_task *task);
 /* The request with CmdSN sn (checked in the window, not immediate) is done with without going
@@ -466,6 +480,22 @@ void tgt_cmdsn_consume(struct tgt_conn *tc, uint32_t sn);
 /* tgt_task.c: the task table and task management */
 /* One more chunk of task slots on tc->free_tasks: 0, -ENOSPC (task_cap reached), -ENOMEM. */
 int tgt_task_grow(struct tgt_conn *tc);
+/* Free the chunks of task slots whose slots are all free, so that at least keep chunks stay
+ * (a chunk with a slot in use always stays): the number of slots freed. */
+uint32_t tgt_task_trim(struct tgt_conn *tc, uint32_t keep);
+/* Giving memory back after a quiet period (global.idle_release_ms). tc pooled more than an
+ * idle connection holds (a second chunk of task slots or PDU descriptors, a data buffer):
+ * mark it and make sure its worker's trim timer runs. Called where the memory is allocated
+ * (cold paths), never per command. */
+void tgt_trim_arm(struct tgt_conn *tc);
+/* Give back what tc pooled and nothing uses: cached data buffers and those of free task
+ * slots, task slots and PDU descriptors beyond the first chunk. True if nothing it pooled is
+ * left beyond that (else a slot or descriptor is in use). */
+bool tgt_conn_trim(struct tgt_conn *tc);
+/* ms until a connection whose last command came at last_ns (the loop's clock, ns) has been
+ * quiet for quiet_ms; 0: it has. */
+uint64_t tgt_trim_wait_ms(uint64_t now_ns, uint64_t last_ns, uint32_t quiet_ms);
+void tgt_trim_worker_init(struct tgt_worker *w);
 struct tgt_task *tgt_task_alloc(struct tgt_conn *tc, bool immediate);
 struct tgt_task *tgt_task_find(struct tgt_conn *tc, uint32_t itt);
 void tgt_task_hash_add(struct tgt_conn *tc, struct tgt_task *task); /* findable by its ITT */

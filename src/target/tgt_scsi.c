@@ -30,7 +30,7 @@ static int buf_class(uint32_t size)
 }
 
 /* Free a buffer of the live connection (the transport may have it registered). */
-static void buf_release(struct tgt_conn *tc, uint8_t *b, uint32_t cap)
+void tgt_buf_release(struct tgt_conn *tc, uint8_t *b, uint32_t cap)
 {
 	if (!b)
 		return;
@@ -41,19 +41,19 @@ static void buf_release(struct tgt_conn *tc, uint8_t *b, uint32_t cap)
 }
 
 /* Give back every buffer nothing uses (the cache and idle task slots' small buffers). */
-static void buf_trim(struct tgt_conn *tc)
+void tgt_buf_trim(struct tgt_conn *tc)
 {
 	struct list_head *pos;
 
 	for (int c = 0; c < 16; c++)
 		for (int i = 0; i < TGT_BUF_CACHE; i++) {
-			buf_release(tc, tc->buf_cache[c][i], 4096u << c);
+			tgt_buf_release(tc, tc->buf_cache[c][i], 4096u << c);
 			tc->buf_cache[c][i] = NULL;
 		}
 	for (pos = tc->free_tasks.next; pos != &tc->free_tasks; pos = pos->next) {
 		struct tgt_task *t = list_entry(pos, struct tgt_task, link);
 
-		buf_release(tc, t->buf, t->buf_cap);
+		tgt_buf_release(tc, t->buf, t->buf_cap);
 		t->buf = NULL;
 		t->buf_cap = 0;
 	}
@@ -77,15 +77,18 @@ static uint8_t *buf_get(struct tgt_conn *tc, uint32_t size, uint32_t *cap, bool 
 		}
 	*cap = 4096u << c;
 	if (limit && tc->buf_bytes + *cap > limit) {
-		buf_trim(tc);
+		tgt_buf_trim(tc);
 		if (tc->buf_bytes + *cap > limit) {
 			*over = true;
 			return NULL;
 		}
 	}
 	b = malloc(*cap);
-	if (b)
+	if (b) {
 		tc->buf_bytes += *cap;
+		if (!tc->trim_due)
+			tgt_trim_arm(tc); /* given back when the connection is quiet */
+	}
 	return b;
 }
 
@@ -101,7 +104,7 @@ void tgt_buf_put(struct tgt_conn *tc, uint8_t *b, uint32_t cap)
 			tc->buf_cache[c][i] = b;
 			return;
 		}
-	buf_release(tc, b, cap);
+	tgt_buf_release(tc, b, cap);
 }
 
 /* ---------------------------------------------------------------- responses */
@@ -603,6 +606,7 @@ static void cmd_task_init(struct tgt_conn *tc, struct tgt_task *t, const struct 
 	const struct iscsi_scsi_cmd *cmd = &h->cmd;
 
 	t->start_ns = ev_now_ns(tc->conn->loop);
+	tc->last_cmd_ns = t->start_ns; /* (the quiet period: tgt_conn_trim) */
 	t->itt = h->itt;
 	t->cmdsn = cmd->cmdsn;
 	t->edtl = cmd->edtl;

@@ -339,6 +339,7 @@ static void copy_sessions(struct tgt_worker *w, struct ix_stats *st)
 static void copy_loop(struct tgt_worker *w, struct ix_worker_stats *ws)
 {
 	struct ev_loop_stats ls;
+	struct list_head *pos;
 
 	ev_loop_get_stats(w->loop, &ls);
 	ws->id = w->id;
@@ -347,6 +348,15 @@ static void copy_loop(struct tgt_worker *w, struct ix_worker_stats *ws)
 	ws->poller_hits = ls.poller_hits;
 	ws->poll_backoffs = ls.backoffs;
 	ws->poll_ns = ls.poll_ns;
+	list_for_each(pos, &w->conns)
+	{
+		const struct tgt_conn *tc = list_entry(pos, struct tgt_conn, wlink);
+
+		ws->task_slots += tc->ntasks;
+		ws->pdu_descriptors += tc->conn ? tc->conn->tx_pooled : 0;
+		ws->buffer_bytes += tc->buf_bytes;
+	}
+	ws->trims = w->trims;
 }
 
 static int copy_worker(struct tgt_worker *w, struct ix_stats *st)

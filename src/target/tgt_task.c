@@ -5,6 +5,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "target/tgt_int.h"
 #include "util/bytes.h"
@@ -58,8 +61,156 @@ __attribute__((noinline, cold)) int tgt_task_grow(struct tgt_conn *tc)
 	for (int i = 0; i < TGT_TASK_CHUNK && tc->ntasks < tc->task_cap; i++, tc->ntasks++) {
 		k->t[i].tc = tc;
 		list_add_tail(&k->t[i].link, &tc->free_tasks);
+		k->n++;
 	}
+	if (k->next && !tc->trim_due) /* more than the first chunk: given back when quiet */
+		tgt_trim_arm(tc);
 	return 0;
+}
+
+/* The chunk holding slot t (NULL if none: not a pooled slot). */
+static struct tgt_task_chunk *task_chunk_of(struct tgt_conn *tc, const struct tgt_task *t)
+{
+	uintptr_t a = (uintptr_t)t;
+
+	for (struct tgt_task_chunk *k = tc->task_chunks; k; k = k->next)
+		if (a >= (uintptr_t)k->t && a < (uintptr_t)(k->t + TGT_TASK_CHUNK))
+			return k;
+	return NULL;
+}
+
+uint32_t tgt_task_trim(struct tgt_conn *tc, uint32_t keep)
+{
+	struct tgt_task_chunk *k, **pp;
+	struct list_head *pos;
+	uint32_t left = 0, freed = 0;
+
+	/* a slot is free when it is on free_tasks (one in use, or done with PDUs still
+	   referring to its buffer, is not) */
+	for (k = tc->task_chunks; k; k = k->next)
+		k->nfree = 0;
+	list_for_each(pos, &tc->free_tasks)
+	{
+		k = task_chunk_of(tc, list_entry(pos, struct tgt_task, link));
+		if (k)
+			k->nfree++;
+	}
+	for (k = tc->task_chunks; k; k = k->next)
+		left += k->nfree < k->n;
+	for (pp = &tc->task_chunks; (k = *pp);) {
+		if (k->nfree < k->n || left < keep) {
+			left += k->nfree == k->n; /* kept */
+			pp = &k->next;
+			continue;
+		}
+		for (uint32_t i = 0; i < k->n; i++) {
+			tgt_buf_release(tc, k->t[i].buf, k->t[i].buf_cap); /* (none after
+									      tgt_buf_trim) */
+			list_del(&k->t[i].link);
+		}
+		tc->ntasks -= k->n;
+		freed += k->n;
+		*pp = k->next;
+		free(k);
+	}
+	return freed;
+}
+
+/* ---------------------------------------------------------------- quiet connections */
+
+uint64_t tgt_trim_wait_ms(uint64_t now_ns, uint64_t last_ns, uint32_t quiet_ms)
+{
+	uint64_t quiet_ns = (uint64_t)quiet_ms * 1000000u;
+
+	if (now_ns < last_ns) /* (the same clock: does not happen) */
+		return quiet_ms;
+	if (now_ns - last_ns >= quiet_ns)
+		return 0;
+	return (quiet_ns - (now_ns - last_ns) + 999999u) / 1000000u;
+}
+
+bool tgt_conn_trim(struct tgt_conn *tc)
+{
+	struct iscsi_conn *c = tc->conn;
+	uint64_t had = tc->buf_bytes;
+	uint32_t slots, descs;
+
+	tgt_buf_trim(tc);
+	slots = tgt_task_trim(tc, 1);
+	descs = iscsi_conn_tx_trim(c);
+	if (slots || descs || had != tc->buf_bytes) {
+		tc->worker->trims++;
+		log_dbg("target",
+			"%s: quiet for %u ms: gave back %u task slots, %u PDU descriptors, %llu "
+			"bytes of data buffers",
+			c->peer, tc->gen->cfg->global.idle_release_ms, slots, descs,
+			(unsigned long long)(had - tc->buf_bytes));
+	}
+	return tc->buf_bytes == 0 && (!tc->task_chunks || !tc->task_chunks->next) &&
+	       c->tx_pooled <= ISCSI_CONN_TXCHUNK;
+}
+
+/* The worker's trim timer: give back what quiet connections pooled. Runs while some
+ * connection is marked (trim_due), at most about eight times per quiet period: a connection
+ * is trimmed between idle_release_ms and 9/8 of it after its last command. */
+static void trim_tick(struct ev_timer *tm)
+{
+	struct tgt_worker *w = tm->arg;
+	uint64_t now = ev_now_ns(w->loop), next = UINT64_MAX, trims = w->trims;
+	struct list_head *pos;
+
+	list_for_each(pos, &w->conns)
+	{
+		struct tgt_conn *tc = list_entry(pos, struct tgt_conn, wlink);
+		uint32_t quiet;
+		uint64_t wait;
+
+		if (!tc->trim_due)
+			continue;
+		quiet = tc->gen->cfg->global.idle_release_ms;
+		if (!quiet || tc->conn->terminated) { /* kept / released soon */
+			tc->trim_due = false;
+			continue;
+		}
+		wait = tgt_trim_wait_ms(now, tc->last_cmd_ns, quiet);
+		if (wait == 0) {
+			if (tgt_conn_trim(tc)) {
+				tc->trim_due = false;
+				continue;
+			}
+			wait = quiet; /* a slot or descriptor still in use: look again later */
+		}
+		if (wait < quiet / 8)
+			wait = quiet / 8;
+		if (wait < next)
+			next = wait;
+	}
+#ifdef __GLIBC__
+	/* the chunks and buffers are small enough to live inside the C library's heaps, which
+	   keep freed memory; give its whole free pages back to the system (the quiet moment
+	   after a trim; at most once a tick) */
+	if (w->trims != trims)
+		malloc_trim(0);
+#endif
+	if (next != UINT64_MAX)
+		ev_timer_start(w->loop, tm, next ? next : 1);
+}
+
+__attribute__((noinline, cold)) void tgt_trim_arm(struct tgt_conn *tc)
+{
+	struct tgt_worker *w = tc->worker;
+	uint32_t quiet = tc->gen->cfg->global.idle_release_ms;
+
+	if (!quiet)
+		return;
+	tc->trim_due = true;
+	if (!ev_timer_pending(&w->trim_timer))
+		ev_timer_start(w->loop, &w->trim_timer, quiet);
+}
+
+void tgt_trim_worker_init(struct tgt_worker *w)
+{
+	ev_timer_init(&w->trim_timer, trim_tick, w);
 }
 
 struct tgt_task *tgt_task_alloc(struct tgt_conn *tc, bool immediate)

@@ -46,7 +46,8 @@ static void test_format(void)
 	struct ix_lun_stats l = {.lun = 3, .cmds_read = 2, .bytes_read = 8192, .lat_sum_ns = 1500};
 	struct ix_tgt_stats t = {.logins_accepted = 1, .sessions = {1}};
 	struct ix_worker_stats w[2] = {{.id = 0, .sleeps = 7, .poll_hits = 5, .poller_hits = 4, .poll_ns = 2500000},
-				       {.id = 1, .poll_backoffs = 3}};
+				       {.id = 1, .poll_backoffs = 3, .task_slots = 24,
+					.pdu_descriptors = 48, .buffer_bytes = 8192, .trims = 2}};
 	struct ix_stats st = {
 	    .tgts = &t, .ntgts = 1, .luns = &l, .nluns = 1, .workers = w, .nworkers = 2};
 	struct mbuf b = {0};
@@ -77,6 +78,12 @@ static void test_format(void)
 	CHECK(strstr(b.p, "ix_worker_poller_hits_total{worker=\"0\"} 4\n") != NULL);
 	CHECK(strstr(b.p, "ix_worker_poll_backoffs_total{worker=\"1\"} 3\n") != NULL);
 	CHECK(strstr(b.p, "ix_worker_poll_seconds_total{worker=\"0\"} 0.002500000\n") != NULL);
+	CHECK(strstr(b.p, "ix_worker_trims_total{worker=\"1\"} 2\n") != NULL);
+	CHECK(strstr(b.p, "# TYPE ix_worker_task_slots gauge\n") != NULL);
+	CHECK(strstr(b.p, "ix_worker_task_slots{worker=\"1\"} 24\n") != NULL);
+	CHECK(strstr(b.p, "ix_worker_task_slots{worker=\"0\"} 0\n") != NULL);
+	CHECK(strstr(b.p, "ix_worker_pdu_descriptors{worker=\"1\"} 48\n") != NULL);
+	CHECK(strstr(b.p, "ix_worker_buffer_bytes{worker=\"1\"} 8192\n") != NULL);
 	mbuf_free(&b);
 }
 

@@ -532,6 +532,64 @@ static void test_iser_keys(void)
 	login_acceptor_clear(&la);
 }
 
+/* The request text across C=1 PDUs is kept in a buffer sized by what arrived (from 1 KiB, at
+ * most LOGIN_MAX_TEXT): 60 KiB of keys in eight PDUs log in (the first PDU's keys survive the
+ * growth), a 64 KiB one is refused as before: Out of resources, "login text too long". */
+static int long_login(size_t total, uint16_t *status, char *why, size_t whylen)
+{
+	struct fake_target ft;
+	struct login_acceptor la;
+	struct login_policy pol = {.admit = admit, .ctx = &ft};
+	struct login_step st = {0};
+	char *text = malloc(total + 2048);
+	size_t len = 0;
+	int pdus = 0;
+
+	fake_target_init(&ft);
+	len += (size_t)sprintf(text + len, "InitiatorName=%s", INAME) + 1;
+	len += (size_t)sprintf(text + len, "TargetName=%s", TNAME) + 1;
+	len += (size_t)sprintf(text + len, "SessionType=Normal") + 1;
+	len += (size_t)sprintf(text + len, "AuthMethod=None") + 1;
+	for (int k = 0; len < total; k++) {
+		len += (size_t)sprintf(text + len, "X-io.ix.fill%03d=", k);
+		memset(text + len, 'a', 1000);
+		len += 1000;
+		text[len++] = '\0';
+	}
+	login_acceptor_init(&la, &pol);
+	for (size_t off = 0; off < len; off += 8192, pdus++) {
+		struct iscsi_hdr h = {.opcode = ISCSI_OP_LOGIN_REQ, .immediate = true};
+		uint32_t n = (uint32_t)(len - off < 8192 ? len - off : 8192);
+
+		h.login_req.isid[0] = 0x80;
+		h.login_req.cid = 1;
+		h.login_req.cont = off + n < len;
+		h.login_req.transit = !h.login_req.cont;
+		h.login_req.csg = ISCSI_STAGE_SECURITY;
+		h.login_req.nsg = ISCSI_STAGE_OPERATIONAL;
+		login_acceptor_step(&la, &h, (uint8_t *)text + off, n, &st);
+		if (st.status || !h.login_req.cont)
+			break;
+	}
+	*status = st.status;
+	snprintf(why, whylen, "%s", la.error);
+	login_acceptor_clear(&la);
+	free(text);
+	return pdus;
+}
+
+static void test_long_text(void)
+{
+	uint16_t status;
+	char why[200];
+
+	CHECK_EQ(long_login(60 * 1024, &status, why, sizeof(why)), 7); /* 8 PDUs: 7 with C=1 */
+	CHECK_EQ(status, 0);
+	long_login(64 * 1024, &status, why, sizeof(why));
+	CHECK_EQ(status, ISCSI_LOGIN_OUT_OF_RESOURCES);
+	CHECK_STR(why, "login text too long");
+}
+
 int main(void)
 {
 	test_iser_keys();
@@ -541,5 +599,6 @@ int main(void)
 	test_chap_failures();
 	test_discovery_and_refusals();
 	test_bad_responses();
+	test_long_text();
 	return tap_done();
 }

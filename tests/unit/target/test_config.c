@@ -461,6 +461,12 @@ static const struct tcase cases[] = {
     {G("'poll_us':10000"), NULL},
     {G("'poll_us':10001"), "global.poll_us: 10001 is out of range (0 to 10000)"},
     {G("'poll_us':'50'"), "global.poll_us: must be"},
+    {G("'idle_release_ms':0"), NULL},
+    {G("'idle_release_ms':3600000"), NULL},
+    {G("'idle_release_ms':3600001"),
+     "global.idle_release_ms: 3600001 is out of range (0 to 3600000)"},
+    {G("'idle_release_ms':-1"), "global.idle_release_ms: -1 is out of range"},
+    {G("'idle_release_ms':'60s'"), "global.idle_release_ms: must be"},
     {G("'threads':-1"), "global.threads: -1 is out of range (0 to 256)"},
     {G("'log_level':'verbose'"),
      "global.log_level: unknown log level \"verbose\" (use error, warn, info or debug)"},
@@ -680,6 +686,7 @@ static void test_defaults(void)
 	CHECK_EQ(g->logout_timeout_ms, 5000);
 	CHECK_EQ(g->cmdsn_depth, 128);
 	CHECK_EQ(g->max_sessions, 1024);
+	CHECK_EQ(g->idle_release_ms, 60000);
 	CHECK_EQ(g->neg.max_recv_dsl, 262144);
 	CHECK_EQ(g->neg.sess.max_burst_length, 1048576);
 	CHECK_EQ(g->neg.sess.first_burst_length, 262144);

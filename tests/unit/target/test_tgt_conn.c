@@ -802,6 +802,140 @@ static void test_acl_mutual_chap(void)
 #undef ACL
 }
 
+/* Giving back after a quiet period (global.idle_release_ms, tgt_task.c): the wait policy; a
+ * busy session's second chunk of task slots, PDU descriptors beyond the first chunk and its
+ * data buffers are freed once no command has come for the period, never a slot in use; after
+ * that the next commands allocate again and work. */
+#define TRIM_QUIET_MS 200
+static uint32_t trim_itts[16];
+static int trim_n;
+
+static bool trim_answered(struct harness *h)
+{
+	for (int i = 0; i < trim_n; i++)
+		if (!h_status_of(h, trim_itts[i]))
+			return false;
+	return true;
+}
+
+static bool trimmed(struct harness *h)
+{
+	return !h->tc->trim_due;
+}
+
+/* Turn the loop until h_mono_ms() reaches until_ms: false if the connection gave memory back
+ * (the worker's count moved from trims) before then, or in a loop turn whose clock was less
+ * than the quiet period after the last command. */
+static bool kept_until(struct harness *h, uint64_t until_ms, uint64_t trims)
+{
+	for (;;) {
+		uint64_t last = h->tc->last_cmd_ns;
+
+		ev_loop_run_once(h->w->loop, 1);
+		bool kept = h->w->trims == trims;
+		uint64_t now = h_mono_ms();
+
+		if (!kept)
+			return now >= until_ms &&
+			       ev_now_ns(h->w->loop) - last >= (uint64_t)TRIM_QUIET_MS * 1000000;
+		if (now >= until_ms)
+			return true;
+	}
+}
+
+/* 8 READs in the window and 4 immediate ones of LUN 1's slow blocks: 12 slots in use. */
+static void trim_busy(struct harness *h)
+{
+	trim_n = 0;
+	for (int i = 0; i < 12; i++) {
+		struct iscsi_hdr c = h_cmd(h, 1, false, 100, 8, 4096, i < 8 ? h->cmdsn++ : h->cmdsn);
+
+		c.immediate = i >= 8;
+		trim_itts[trim_n++] = c.itt;
+		h_rx(h, &c, NULL, 0);
+	}
+}
+
+static void test_idle_release(void)
+{
+	struct harness h;
+	uint8_t data[8192];
+
+	printf("# idle_release_ms: pooled memory given back after a quiet period\n");
+	CHECK_EQ(tgt_trim_wait_ms(5000000000ull, 5000000000ull, 200), 200);
+	CHECK_EQ(tgt_trim_wait_ms(5150000000ull, 5000000000ull, 200), 50);
+	CHECK_EQ(tgt_trim_wait_ms(5149999999ull, 5000000000ull, 200), 51); /* rounded up */
+	CHECK_EQ(tgt_trim_wait_ms(5200000000ull, 5000000000ull, 200), 0);
+	CHECK_EQ(tgt_trim_wait_ms(9000000000ull, 5000000000ull, 200), 0);
+	H_SETUP(&h, "\"idle_release_ms\": " "200", NULL);
+	CHECK_EQ(h.tc->ntasks, TGT_TASK_CHUNK); /* the TEST UNIT READYs of the set-up */
+	CHECK(!h.tc->trim_due);
+	CHECK(!ev_timer_pending(&h.w->trim_timer));
+	for (int round = 0; round < 2; round++) {
+		/* an 8 KiB write (a data buffer) and a 128 KiB read (32 Data-In PDUs queued) */
+		fill(data, sizeof(data), (uint8_t)(9 + round));
+		struct iscsi_hdr w = h_cmd(&h, 0, true, 20, 16, sizeof(data), h.cmdsn++);
+		h_rx(&h, &w, data, sizeof(data));
+		CHECK(h_status_of(&h, w.itt) && h_status(h_status_of(&h, w.itt)) == 0);
+		struct iscsi_hdr rd = h_cmd(&h, 0, false, 256, 256, 131072, h.cmdsn++);
+		h_rx(&h, &rd, NULL, 0);
+		CHECK(h_status_of(&h, rd.itt) != NULL);
+		CHECK(h.tc->buf_bytes > 0);
+		CHECK(h.c->tx_pooled > ISCSI_CONN_TXCHUNK);
+		/* the loop's clock at the commands is at least t0 (CLOCK_MONOTONIC both) */
+		uint64_t t0 = h_mono_ms();
+		ev_loop_run_once(h.w->loop, 0);
+		trim_busy(&h);
+		CHECK_EQ(h.tc->ntasks, 2 * TGT_TASK_CHUNK);
+		CHECK(h.tc->trim_due);
+		CHECK(ev_timer_pending(&h.w->trim_timer));
+		/* the slow READs are in the backend: nothing of theirs goes, both chunks hold some */
+		CHECK(!trim_answered(&h));
+		CHECK(!tgt_conn_trim(h.tc));
+		CHECK_EQ(h.tc->ntasks, 2 * TGT_TASK_CHUNK);
+		uint64_t trims0 = h.w->trims; /* (that call gave back the free slot's buffer) */
+		CHECK(h_run_until(&h, trim_answered, 60 * 50));
+		bool good = true;
+		for (int i = 0; i < trim_n; i++) {
+			struct h_rec *r = h_status_of(&h, trim_itts[i]);
+
+			good &= r && h_status(r) == SCSI_STATUS_GOOD;
+		}
+		CHECK(good);
+		h_clear(&h);
+		/* halfway through the quiet period one more command (on a free slot) starts it
+		   again: nothing goes before a whole period after it */
+		CHECK(h.w->trims == trims0 || h_mono_ms() >= t0 + TRIM_QUIET_MS);
+		CHECK(kept_until(&h, t0 + TRIM_QUIET_MS / 2, trims0));
+		uint64_t t1 = h_mono_ms();
+		ev_loop_run_once(h.w->loop, 0);
+		struct iscsi_hdr tur = {.opcode = ISCSI_OP_SCSI_CMD, .final = true, .itt = h.itt++};
+		tur.cmd.attr = ISCSI_ATTR_SIMPLE;
+		tur.cmd.cmdsn = h.cmdsn++;
+		h_rx(&h, &tur, NULL, 0);
+		CHECK(h_status_of(&h, tur.itt) && h_status(h_status_of(&h, tur.itt)) == 0);
+		CHECK(kept_until(&h, t1 + TRIM_QUIET_MS, trims0));
+		h_clear(&h);
+		uint64_t last = h.tc->last_cmd_ns, trims = trims0;
+		/* the timer gives it back (bounded by 50 periods: a loaded machine) */
+		CHECK(h_run_until(&h, trimmed, TRIM_QUIET_MS * 50));
+		CHECK(ev_now_ns(h.w->loop) - last >= (uint64_t)TRIM_QUIET_MS * 1000000);
+		CHECK_EQ(h.tc->ntasks, TGT_TASK_CHUNK);
+		CHECK_EQ(h.c->tx_pooled, ISCSI_CONN_TXCHUNK);
+		CHECK_EQ(h.tc->buf_bytes, 0);
+		CHECK_EQ(h.w->trims, trims + 1);
+		CHECK(!ev_timer_pending(&h.w->trim_timer)); /* nothing runs while all is idle */
+		/* and the session works as before */
+		fill(data, sizeof(data), (uint8_t)(40 + round));
+		struct iscsi_hdr w2 = h_cmd(&h, 0, true, 30, 16, sizeof(data), h.cmdsn++);
+		h_rx(&h, &w2, data, sizeof(data));
+		CHECK(h_status_of(&h, w2.itt) && h_status(h_status_of(&h, w2.itt)) == 0);
+		CHECK(read_back(&h, 30, data, sizeof(data)));
+		h_clear(&h);
+	}
+	h_teardown(&h);
+}
+
 int main(void)
 {
 	ix_log_set_level(getenv("IX_TEST_VERBOSE") ? 4 : 0);
@@ -821,5 +955,6 @@ int main(void)
 	test_logout();
 	test_redirect();
 	test_acl_mutual_chap();
+	test_idle_release();
 	return tap_done();
 }
