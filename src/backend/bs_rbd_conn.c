@@ -95,6 +95,12 @@ static int cluster_connect(const struct bs_rbd_cfg *c, rados_t *out, char *err, 
 	/* Partial discards are zeroed whole (no rounding to 64 KiB): LBPRZ stays true. The
 	 * option is newer than some librbd builds; without it the default already zeroes. */
 	(void)rados_conf_set(r, "rbd_discard_granularity_bytes", "0");
+	/* No write scheduler in librbd (rbd_io_scheduler = none; the default, simple, holds a
+	 * write to an object that has one in flight until that one completes or a timer fires,
+	 * to merge neighbours): an initiator's block layer already merges sequential writes, and
+	 * at 4 KiB random writes QD32 the holding and its timer cost ~12 % of the gateway's CPU
+	 * per write (docs/perf.md, "The write row"). Older librbd builds have no scheduler. */
+	(void)rados_conf_set(r, "rbd_io_scheduler", "none");
 	/* librbd keeps copying each write into a buffer of its own (rbd_disable_zero_copy_writes
 	 * stays true): without the copy 1 MiB writes cost 0.87x the CPU, but librbd 16.2.15 then
 	 * never completes a write it refuses in its exclusive-lock layer (EROFS on a standby
