@@ -360,6 +360,19 @@ ixr_ix_config() {
 	JSON
 }
 
+# ixr_ix_siw_config IQN SIZE: the same on Soft-iWARP's address, iSER on 3260 and TCP on 3261
+# (siw's listener is a kernel TCP socket, so the two transports cannot share address and port)
+ixr_ix_siw_config() {
+	cat >/run/ix-target.json <<-JSON
+		{
+		  "global": { "log_level": "info" },
+		  "portals": [ { "name": "iwarp", "address": "$SIW_IP", "port": 3260, "transports": ["iser"] },
+		               { "name": "tcp", "address": "$SIW_IP", "port": 3261, "transports": ["tcp"] } ],
+		  "targets": [ { "name": "$1", "luns": [ { "lun": 0, "backend": "ram", "size": "$2" } ] } ]
+		}
+	JSON
+}
+
 # ixr_ix_start: ix-target on /run/ix-target.json, log in $IX_TEST.ix-target.log (IXR_IX_LOG);
 # PASS/FAIL "target". Returns 1 if it is not ready within 30 s.
 ixr_ix_start() {

@@ -207,14 +207,7 @@ elif ! /usr/bin/rdma link show siw0/1 2>/dev/null | grep -q 'state ACTIVE'; then
 	ixr_fail siw-link "siw0 is not active: $(/usr/bin/rdma link show 2>&1 | tr '\n' ' ')"
 else
 	RDMA_IP=$SIW_IP # ixr_ix_start's and ixr_logout_all's address from here on
-	cat >/run/ix-target.json <<-JSON
-		{
-		  "global": { "log_level": "info" },
-		  "portals": [ { "name": "iwarp", "address": "$SIW_IP", "port": 3260, "transports": ["iser"] },
-		               { "name": "tcp", "address": "$SIW_IP", "port": 3261, "transports": ["tcp"] } ],
-		  "targets": [ { "name": "$IQN", "luns": [ { "lun": 0, "backend": "ram", "size": "640M" } ] } ]
-		}
-	JSON
+	ixr_ix_siw_config "$IQN" 640M
 	if ixr_ix_start; then
 		siw_runs ix-siw-tcp default 3261 "$(ixr_pid ix-target)"
 		siw_runs ix-siw-iser iser 3260 "$(ixr_pid ix-target)"

@@ -47,14 +47,7 @@ ixr_daemon_exit rping-server 10
 # and TCP cannot listen on the same address and port (EADDRINUSE: the host's port space is
 # shared): iSER on 3260, TCP on 3261, two portals (docs/configuration.md says so)
 IQN=iqn.2026-11.io.ix.rdma:iwarp
-cat >/run/ix-target.json <<-JSON
-	{
-	  "global": { "log_level": "info" },
-	  "portals": [ { "name": "iwarp", "address": "$SIW_IP", "port": 3260, "transports": ["iser"] },
-	               { "name": "tcp", "address": "$SIW_IP", "port": 3261, "transports": ["tcp"] } ],
-	  "targets": [ { "name": "$IQN", "luns": [ { "lun": 0, "backend": "ram", "size": "128M" } ] } ]
-	}
-JSON
+ixr_ix_siw_config "$IQN" 128M
 if ixr_ix_start; then
 	ixr_accept_run ix -I iser -p "$SIW_IP:3260" -T "$IQN" -l 0 discover login io tmf
 	n=$(grep -c 'connected on siw0 (iWARP)' "$IXR_IX_LOG")
