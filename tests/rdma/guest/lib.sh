@@ -73,6 +73,21 @@ ixr_daemon() {
 	echo "$!" >"$IXR_RUN/$name.pid"
 	echo "$!" >>"$IXR_RUN/pids"
 }
+# ixr_rping_server NAME IP ARGS...: start `rping -s -a IP ARGS` as daemon NAME and wait until its
+# rdma_cm id listens (`rdma res show cm_id`). A client that connects before that is refused and
+# exits 255, and on a just-booted TCG guest a fixed pause was not always long enough. Fails the
+# check NAME-listen if it does not listen within 30 s.
+ixr_rping_server() {
+	_n=$1 _ip=$2
+	shift 2
+	ixr_daemon "$_n" /usr/bin/rping -s -a "$_ip" "$@"
+	if ixr_wait 30 sh -c "/usr/bin/rdma res show cm_id | grep -q 'state LISTEN .* comm rping src-addr $_ip:'"; then
+		/usr/bin/rdma res show cm_id | grep 'comm rping' >&2
+	else
+		/usr/bin/rdma res show cm_id >&2
+		ixr_fail "$_n-listen" "rping server has no listening rdma_cm id on $_ip after 30 s"
+	fi
+}
 ixr_pid() { cat "$IXR_RUN/$1.pid" 2>/dev/null; }
 # Is PID running? A child of this shell that has exited stays a zombie until waited for, and
 # kill -0 succeeds on a zombie: read its state instead.

@@ -37,8 +37,7 @@ if echo "$info" | grep -q 'transport:.*iWARP' && echo "$info" | grep -q 'PORT_AC
 else
 	ixr_fail ibv-devinfo "siw0 is not an active iWARP device: $(echo "$info" | grep -E 'transport|state' | tr '\n' ' ')"
 fi
-ixr_daemon rping-server /usr/bin/rping -s -a "$SIW_IP" -C 20 -V -S 4096
-sleep 1
+ixr_rping_server rping-server "$SIW_IP" -C 20 -V -S 4096
 ixr_check rping timeout 60 /usr/bin/rping -c -a "$SIW_IP" -C 20 -V -S 4096
 ixr_daemon_exit rping-server 10
 

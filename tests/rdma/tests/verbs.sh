@@ -23,8 +23,7 @@ else
 fi
 
 p0=$(ixr_rxe_pkts)
-ixr_daemon rping-server /usr/bin/rping -s -a "$RDMA_IP" -C 50 -V -S 4096
-sleep 1
+ixr_rping_server rping-server "$RDMA_IP" -C 50 -V -S 4096
 ixr_check rping timeout 60 /usr/bin/rping -c -a "$RDMA_IP" -C 50 -V -S 4096
 if ! ixr_daemon_exit rping-server 10; then
 	ixr_fail rping-server "rping server still running 10 s after the client finished"
@@ -35,7 +34,12 @@ else
 fi
 
 ixr_daemon pingpong-server /usr/bin/ibv_rc_pingpong -d rxe0 -g 1 -n 200 -c -m 4096
-sleep 1
+# Its QP numbers are exchanged over TCP port 18515: wait for that listener, not a fixed time
+# (the guest has no ss: a socket in state 0A, LISTEN, on local port 0x4853 in /proc/net/tcp*).
+if ! ixr_wait 30 grep -q ':4853 [0-9A-F]*:0000 0A' /proc/net/tcp /proc/net/tcp6; then
+	cat /proc/net/tcp /proc/net/tcp6 >&2
+	ixr_fail pingpong-listen "ibv_rc_pingpong server not listening on TCP 18515 after 30 s"
+fi
 out=$(timeout 60 /usr/bin/ibv_rc_pingpong -d rxe0 -g 1 -n 200 -c -m 4096 "$RDMA_IP" 2>&1)
 rc=$?
 echo "$out" >&2
