@@ -376,8 +376,8 @@ for page in man8/ix-target.8 man5/ix-target.json.5 man8/ixadm.8 man1/ix-bench.1 
 		continue
 	fi
 	text=$(MANWIDTH=80 man --warnings -l "$f" 2>"$OUT/man-$name.err")
-	if [ -z "$(cat "$OUT/man-$name.err")" ] && echo "$text" | grep -q '^NAME' &&
-		echo "$text" | grep -q "^ *$name - "; then
+	if [ -z "$(cat "$OUT/man-$name.err")" ] && grep -q '^NAME' <<<"$text" &&
+		grep -q "^ *$name - " <<<"$text"; then
 		result PASS man-$name "man -l renders $page ($(echo "$text" | wc -l) lines, no warnings)"
 	else
 		result FAIL man-$name "man -l $page: $(head -c 300 "$OUT/man-$name.err")"
