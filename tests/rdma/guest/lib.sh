@@ -73,6 +73,13 @@ ixr_daemon() {
 	echo "$!" >"$IXR_RUN/$name.pid"
 	echo "$!" >>"$IXR_RUN/pids"
 }
+# ixr_tcp_socks PORT STATE: how many TCP sockets, IPv4 and IPv6, have local port PORT in STATE,
+# /proc/net/tcp's hex code (0A listening, 01 established); the guest has no ss
+ixr_tcp_socks() {
+	awk -v p=":$(printf '%04X' "$1")" -v s="$2" '$4 == s && substr($2, length($2) - 4) == p' \
+		/proc/net/tcp /proc/net/tcp6 | wc -l
+}
+ixr_tcp_listening() { [ "$(ixr_tcp_socks "$1" 0A)" -ge 1 ]; } # PORT
 # ixr_rping_server NAME IP ARGS...: start `rping -s -a IP ARGS` as daemon NAME and wait until its
 # rdma_cm id listens (`rdma res show cm_id`). A client that connects before that is refused and
 # exits 255, and on a just-booted TCG guest a fixed pause was not always long enough. Fails the

@@ -175,9 +175,7 @@ siw_runs() {
 		return 1
 	fi
 	drv=$(cat "/sys/class/scsi_host/$IXR_SCSI_HOST/proc_name")
-	# established TCP connections with local port PORT (/proc/net/tcp: hex ports, state 01)
-	hexport=$(printf '%04X' "$port")
-	conns=$(awk -v p=":$hexport" '$4 == "01" && substr($2, length($2) - 4) == p' /proc/net/tcp | wc -l)
+	conns=$(ixr_tcp_socks "$port" 01) # established TCP connections with local port PORT
 	# ix-target's queue pairs on siw0 as the kernel's resource tracking lists them (siw reports
 	# no QP state there: they show as RESET while connected; kept in the share)
 	/usr/bin/rdma res show qp >"$IXR_OUT/$IX_TEST.$label.qps.txt" 2>&1

@@ -35,8 +35,7 @@ fi
 
 ixr_daemon pingpong-server /usr/bin/ibv_rc_pingpong -d rxe0 -g 1 -n 200 -c -m 4096
 # Its QP numbers are exchanged over TCP port 18515: wait for that listener, not a fixed time
-# (the guest has no ss: a socket in state 0A, LISTEN, on local port 0x4853 in /proc/net/tcp*).
-if ! ixr_wait 30 grep -q ':4853 [0-9A-F]*:0000 0A' /proc/net/tcp /proc/net/tcp6; then
+if ! ixr_wait 30 ixr_tcp_listening 18515; then
 	cat /proc/net/tcp /proc/net/tcp6 >&2
 	ixr_fail pingpong-listen "ibv_rc_pingpong server not listening on TCP 18515 after 30 s"
 fi
