@@ -365,6 +365,16 @@ static void job_done(void *arg)
 	scsi_cmd_finish(cmd);
 }
 
+/* On the loop of the nexus whose loss queued j: its release is stored (or failed, logged). */
+static void lost_done(void *arg)
+{
+	struct pr_job *j = arg;
+	struct scsi_lost_wait w = j->wait;
+
+	free(j);
+	w.done(w.arg);
+}
+
 static void *helper(void *arg)
 {
 	struct pr_rados *r = arg;
@@ -396,7 +406,7 @@ static void *helper(void *arg)
 			if (--j->refs == 0)
 				free(j);
 			pthread_mutex_unlock(&r->mu);
-		} else if (j->kind == JOB_SPC2 && !j->cmd) { /* a nexus loss: nobody to answer */
+		} else if (j->kind == JOB_SPC2 && !j->cmd) { /* a nexus loss: no command */
 			if (r->connected)
 				run_spc2(r, j);
 			else /* conn_attach releases it (the nexus is gone then) */
@@ -406,7 +416,10 @@ static void *helper(void *arg)
 				    "whose nexus is gone, is released when this gateway rejoins",
 				    r->lu->lun, r->name, j->iport);
 			pthread_mutex_unlock(&r->conn_mu);
-			free(j);
+			if (j->wait.loop) /* a Logout's response waits for this */
+				ev_loop_post_node(j->wait.loop, &j->post, lost_done, j);
+			else
+				free(j);
 		} else {
 			if (!r->connected)
 				j->res = not_connected(r);
@@ -551,10 +564,12 @@ static int rados_spc2(struct scsi_lu *lu, struct scsi_cmd *cmd, bool reserve)
 
 /* The SPC-2 holder's I_T nexus is gone here: release it in the object too (until then the
  * other gateways keep refusing their nexuses, which errs on the safe side). */
-static void rados_spc2_lost(struct scsi_lu *lu, const struct scsi_nexus *nx)
+static int rados_spc2_lost(struct scsi_lu *lu, const struct scsi_nexus *nx,
+			   const struct scsi_lost_wait *w)
 {
 	struct pr_rados *r = lu->pr_store;
 	struct pr_job *j = calloc(1, sizeof(*j));
+	bool told = w && w->loop && w->done;
 
 	if (!j) {
 		log_err(
@@ -562,14 +577,17 @@ static void rados_spc2_lost(struct scsi_lu *lu, const struct scsi_nexus *nx)
 		    "%s: out of memory: the SPC-2 reservation of %s, whose nexus is gone, stays "
 		    "held for the other gateways until a LUN RESET",
 		    r->name, nx->initiator_port);
-		return;
+		return 0;
 	}
 	j->kind = JOB_SPC2;
 	j->spc2 = SPC2_LOST;
 	j->lu = lu;
 	copy_port(j->iport, nx->initiator_port);
 	copy_port(j->tport, nx->target_port);
-	queue_job(r, j);
+	if (told)
+		j->wait = *w;
+	queue_job(r, j); /* the helper may free j at once */
+	return told;
 }
 
 /* The one wait on a worker: a LUN RESET answers only once the other gateways have queued

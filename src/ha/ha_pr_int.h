@@ -51,6 +51,7 @@ struct pr_job {
 	uint64_t notify_id, handle; /* JOB_ACK: the notify acknowledged once its aborts are done */
 	uint64_t gen;		    /* JOB_ACK: r->conn_gen when the notify came */
 	struct pr_rados *r;	    /* JOB_ACK */
+	struct scsi_lost_wait wait; /* SPC2_LOST: told on wait.loop once stored (loop NULL: none) */
 };
 
 struct pr_rados {

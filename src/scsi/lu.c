@@ -467,10 +467,12 @@ static bool itl_lose_locked(struct scsi_lu *lu, struct scsi_itl *itl)
 	return atomic_compare_exchange_strong(&lu->resv_holder, &me, NULL);
 }
 
-static void itl_lost_tell(struct scsi_lu *lu, struct scsi_itl *itl, bool held)
+static unsigned itl_lost_tell(struct scsi_lu *lu, struct scsi_itl *itl, bool held,
+			      const struct scsi_lost_wait *w)
 {
 	if (held && lu->pr_ops && lu->pr_ops->spc2_lost)
-		lu->pr_ops->spc2_lost(lu, itl->nx);
+		return lu->pr_ops->spc2_lost(lu, itl->nx, w) > 0;
+	return 0;
 }
 
 /* Undo scsi_itl_attach(): the I_T nexus no longer reaches that LU (nexus loss, or the LUN now
@@ -489,12 +491,19 @@ static void itl_detach(struct scsi_itl *itl)
 	atomic_store(&itl->ua_pending, false);
 	atomic_store(&itl->lu, NULL);
 	pthread_mutex_unlock(&lu->lock);
-	itl_lost_tell(lu, itl, held);
+	itl_lost_tell(lu, itl, held, NULL);
 	scsi_lu_put(lu);
 }
 
 void scsi_nexus_lost(struct scsi_nexus *nx)
 {
+	(void)scsi_nexus_lost_wait(nx, NULL);
+}
+
+unsigned scsi_nexus_lost_wait(struct scsi_nexus *nx, const struct scsi_lost_wait *w)
+{
+	unsigned waits = 0;
+
 	for (unsigned i = 0; nx && i < SCSI_MAX_LUNS; i++) {
 		struct scsi_itl *itl = nx->itl[i];
 		struct scsi_lu *lu = itl ? atomic_load(&itl->lu) : NULL;
@@ -505,8 +514,9 @@ void scsi_nexus_lost(struct scsi_nexus *nx)
 		pthread_mutex_lock(&lu->lock);
 		held = itl_lose_locked(lu, itl);
 		pthread_mutex_unlock(&lu->lock);
-		itl_lost_tell(lu, itl, held);
+		waits += itl_lost_tell(lu, itl, held, w);
 	}
+	return waits;
 }
 
 void scsi_nexus_free(struct scsi_nexus *nx)

@@ -250,6 +250,18 @@ void scsi_nexus_free(struct scsi_nexus *nx);
  * for a Logout that ends the session, before its response lets the initiator log in again
  * and meet a PREVENT or reservation of the session it just ended. Nexus's thread only. */
 void scsi_nexus_lost(struct scsi_nexus *nx);
+/* Who waits for a shared store (src/ha/ha_pr.c) to have stored what a nexus loss released: an
+ * SPC-2 reservation held through the nexus is released in the LU at once but in the store
+ * (which the other gateways go by) only when its helper has written it; done(arg) runs on
+ * loop once it has (stored, or failed and logged). */
+struct scsi_lost_wait {
+	struct ev_loop *loop;
+	void (*done)(void *arg);
+	void *arg;
+};
+/* scsi_nexus_lost, returning how many times w->done will be called (0: nothing to wait for). A
+ * Logout's response waits for them: the initiator may reserve through another gateway next. */
+unsigned scsi_nexus_lost_wait(struct scsi_nexus *nx, const struct scsi_lost_wait *w);
 
 /* Per-thread I/O context, bound to the thread's loop; listed in ix (the target context's, see
  * scsi_lu_index_new; NULL: none, the thread's tasks are then never aborted by another

@@ -443,8 +443,10 @@ struct scsi_pr_store_ops {
 	 * keeps it in resv_holder alone. */
 	int (*spc2)(struct scsi_lu *lu, struct scsi_cmd *cmd, bool reserve);
 	/* I_T nexus loss of the SPC-2 reservation's holder nx (it was lu->resv_holder); on the
-	 * nexus's thread, lu->lock not held. */
-	void (*spc2_lost)(struct scsi_lu *lu, const struct scsi_nexus *nx);
+	 * nexus's thread, lu->lock not held. With w (may be NULL), returns 1 when w->done will
+	 * run once the store has it, else 0. */
+	int (*spc2_lost)(struct scsi_lu *lu, const struct scsi_nexus *nx,
+			 const struct scsi_lost_wait *w);
 	void (*free)(struct scsi_lu *lu);
 };
 

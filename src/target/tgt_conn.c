@@ -256,6 +256,20 @@ static void handle_nop_out(struct tgt_conn *tc, const struct iscsi_hdr *h, uint8
 
 /* ---------------------------------------------------------------- logout */
 
+/* One of the shared stores has stored what the logout released: the response goes once all
+ * have (unless the connection closed meanwhile). */
+static void logout_stored(void *arg)
+{
+	struct tgt_conn *tc = arg;
+	struct iscsi_conn *c = tc->conn;
+
+	if (--tc->logout_waits > 0)
+		return;
+	if (!c->terminated)
+		send_copy(tc, &tc->logout_rsp, NULL, 0, true);
+	iscsi_conn_put(c);
+}
+
 static void handle_logout(struct tgt_conn *tc, const struct iscsi_hdr *h)
 {
 	struct iscsi_hdr r = {.opcode = ISCSI_OP_LOGOUT_RSP, .final = true, .itt = h->itt};
@@ -293,11 +307,22 @@ static void handle_logout(struct tgt_conn *tc, const struct iscsi_hdr *h)
 		ev_timer_stop(tc->conn->loop, &tc->logout_timer);
 		/* MaxConnections is 1: the logout ends the session, an I_T nexus loss, and that
 		   must be done before the response lets the initiator log in again (the session
-		   is freed only once the connection has closed, on this or another worker) */
-		if (tc->sess) /* a discovery session's nexus is NULL: nothing to release */
-			scsi_nexus_lost(tc->sess->nexus);
+		   is freed only once the connection has closed, on this or another worker); an
+		   SPC-2 reservation it held through a shared store must be released there too,
+		   since the initiator may reserve through another gateway next */
+		if (tc->sess) { /* a discovery session's nexus is NULL: nothing to release */
+			struct scsi_lost_wait w = {tc->conn->loop, logout_stored, tc};
+
+			tc->logout_waits = scsi_nexus_lost_wait(tc->sess->nexus, &w);
+		}
 		tc->logged_out = true;
 		tc->conn->state = ISCSI_CONN_IN_LOGOUT;
+		if (tc->logout_waits) {
+			tc->logout_rsp = r;
+			ev_timer_stop(tc->conn->loop, &tc->nop_timer);
+			iscsi_conn_get(tc->conn);
+			return;
+		}
 		send_copy(tc, &r, NULL, 0, true);
 	} else {
 		tgt_send(tc, &r, NULL, 0);

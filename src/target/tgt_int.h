@@ -283,6 +283,10 @@ struct tgt_conn {
 	struct ev_timer logout_timer;
 	bool logout_dropping; /* the initiator did not log out in time: closing */
 	bool logout_admin;    /* the logout was requested through the management API */
+	/* The Logout Response, held until the shared stores have stored the SPC-2 reservations
+	   the session's end released (logout_waits of them left; the connection referenced) */
+	struct iscsi_hdr logout_rsp;
+	unsigned logout_waits;
 	/* keepalive */
 	struct ev_timer login_timer;
 	struct ev_timer nop_timer;

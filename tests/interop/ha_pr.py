@@ -40,7 +40,9 @@ rbd.pr.notify_timeout_s to NOTIFY_S (2 s, not the default 5 s).
      do its READ and WRITE, 1's WRITE through A works; RELEASE by 2 changes nothing, by 1
      frees the LU for 2 through B at once; 1's RESERVE through A then conflicts (B answers
      for its holder); 2's session on B ends: the reservation goes, 1 reserves through A;
-     2's LUN RESET through B releases 1's reservation; a third gateway C on the image: 2
+     2's LUN RESET through B releases 1's reservation; 10 times, 1 reserves through A and
+     logs out, and 2's RESERVE through B sent right after the Logout Response is GOOD (the
+     release is stored before the response); a third gateway C on the image: 2
      reserves through it, C is killed (kill -9), 1's RESERVE through A gets GOOD after the
      notify timeout, C's address blocklisted (its nexus is gone with it);
   4. damaged object (`rados put` of garbage): PERSISTENT RESERVE OUT through A gets HARDWARE
@@ -90,6 +92,8 @@ CU_FAMILIES = ['MultipathIO', 'PrinReadKeys', 'PrinServiceactionRange',
 NOTIFY_S = 2  # the LUN's rbd.pr.notify_timeout_s (the default is 5)
 DEAD_BOUND_S = NOTIFY_S + 8  # a dead holder's reservation goes: the notify timeout, the
 # blocklist, the lock's break on a loaded machine
+LOGOUT_ROUNDS = 10  # spc2-logout: Logouts of a holder, each followed at once by a RESERVE
+# through the other gateway
 LOG_WAIT_S = 10  # a log line the gateway writes once it has answered, on a loaded machine
 
 report = ixtest.Reporter('ha_pr')
@@ -541,6 +545,22 @@ def step_spc2(cl, da, pa, pb, tmp):
               'RESERVE of 2 through B then 0x%02x; WRITE of 1 through A 0x%02x' % (
                   r2, tmf, r2b, w1))
         cmd_status(s2, RELEASE6)
+        # a Logout ends the holder's nexus: released in the shared object before the Logout
+        # Response, so a RESERVE through the other gateway right after it is GOOD (libiscsi's
+        # Reserve6.Logout reserves through B just after 1 logs out of A)
+        got = []
+        for _ in range(LOGOUT_ROUNDS):
+            r1 = cmd_status(s1, RESERVE6)
+            lo = s1.logout()
+            s1.close()
+            got.append((r1, lo, cmd_status(s2, RESERVE6), cmd_status(s2, RELEASE6)))
+            s1 = session(pa, INI1, ISID1)
+        bad = [g for g in got if g != (0, 0, 0, 0)]
+        check('spc2-logout', not bad,
+              '%d rounds of: RESERVE of 1 through A, Logout (response 0), RESERVE and RELEASE '
+              'of 2 through B at once (want 0 each): %s' % (
+                  len(got), 'all 0' if not bad else '%d rounds failed, e.g. %s' % (
+                      len(bad), ['0x%02x' % v for v in bad[0]])))
         # a holder behind a gateway that dies
         pc = ixtest.free_port()
         cfg = os.path.join(tmp, 'c2.json')

@@ -438,6 +438,7 @@ static struct {
 	int reserve, release, lost;
 	struct scsi_lu *lu;
 	const struct scsi_nexus *lost_nx;
+	struct scsi_lost_wait lost_w;
 } fake;
 
 static int fake_spc2(struct scsi_lu *lu, struct scsi_cmd *cmd, bool reserve)
@@ -453,11 +454,19 @@ static int fake_spc2(struct scsi_lu *lu, struct scsi_cmd *cmd, bool reserve)
 	return SCSI_DONE;
 }
 
-static void fake_lost(struct scsi_lu *lu, const struct scsi_nexus *nx)
+static int fake_lost(struct scsi_lu *lu, const struct scsi_nexus *nx,
+		     const struct scsi_lost_wait *w)
 {
 	fake.lost++;
 	fake.lost_nx = nx;
+	fake.lost_w = w ? *w : (struct scsi_lost_wait){0};
 	(void)lu;
+	return w != NULL;
+}
+
+static void fake_lost_done(void *arg)
+{
+	(void)arg;
 }
 
 static void fake_free(struct scsi_lu *lu)
@@ -524,7 +533,30 @@ static void test_spc2_shared(struct env *e)
 	scsi_nexus_free(b);
 	CHECK_EQ(fake.lost, 1);
 	CHECK((uintptr_t)fake.lost_nx == bp); /* (compared only: freed by now) */
+	CHECK(fake.lost_w.loop == NULL);     /* a freed nexus: nobody waits */
 	CHECK(atomic_load(&lu->resv_holder) == NULL);
+	/* a Logout's loss: the store is given the waiter, and the caller told to wait once; a
+	 * nexus that holds nothing leaves nothing to wait for */
+	b = nexus(e, "iqn.2024-01.org.example:b,i,0x000000000003");
+	drain_ua(e, b, L_PR);
+	t_run(e, b, L_PR, B(0x16, 0, 0, 0, 0, 0), 0, NULL, 0, &t);
+	CHECK(t.c.status == 0 && atomic_load(&lu->resv_holder) == b);
+	{
+		int marker;
+		struct scsi_lost_wait w = {(struct ev_loop *)&marker, fake_lost_done, &marker};
+
+		CHECK_EQ(scsi_nexus_lost_wait(b, &w), 1);
+		CHECK_EQ(fake.lost, 2);
+		CHECK(fake.lost_nx == b);
+		CHECK(fake.lost_w.loop == w.loop && fake.lost_w.done == fake_lost_done &&
+		      fake.lost_w.arg == &marker);
+		CHECK(atomic_load(&lu->resv_holder) == NULL);
+		CHECK_EQ(scsi_nexus_lost_wait(b, &w), 0); /* released already */
+		CHECK_EQ(scsi_nexus_lost_wait(a, &w), 0); /* never held */
+		CHECK_EQ(fake.lost, 2);
+	}
+	scsi_nexus_free(b);
+	CHECK_EQ(fake.lost, 2);
 	lu->pr_ops = NULL;
 }
 
