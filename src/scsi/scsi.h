@@ -247,8 +247,9 @@ uint32_t scsi_nexus_map_lun(const struct scsi_nexus *nx, uint32_t lun);
  * it; persistent reservations and registrations survive it (SPC-4 5.12.10). */
 void scsi_nexus_free(struct scsi_nexus *nx);
 /* The same release at once, the nexus staying allocated (its tasks may still be finishing):
- * for a Logout that ends the session, before its response lets the initiator log in again
- * and meet a PREVENT or reservation of the session it just ended. Nexus's thread only. */
+ * when the session ends (its connection closes, or a Logout, before its response lets the
+ * initiator log in again and meet a PREVENT or reservation of the session it just ended: the
+ * Logout uses scsi_nexus_lost_wait below). Nexus's thread only. */
 void scsi_nexus_lost(struct scsi_nexus *nx);
 /* Who waits for a shared store (src/ha/ha_pr.c) to have stored what a nexus loss released: an
  * SPC-2 reservation held through the nexus is released in the LU at once but in the store
